@@ -1,0 +1,21 @@
+"""The `toolwatch` command line. Logging is configured here and nowhere else."""
+
+from __future__ import annotations
+
+import logging
+
+import click
+
+from monitor.cli.demo_cmd import demo
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-v", "--verbose", count=True, help="More log output (-v info, -vv debug).")
+@click.version_option(package_name="toolwatch")
+def main(verbose: int) -> None:
+    """toolwatch: watch whether LLM agents call the right tools, with the right arguments."""
+    level = logging.WARNING - 10 * min(verbose, 2)
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+main.add_command(demo)

@@ -1,0 +1,59 @@
+"""The records the judge works on: one tool call that ran, and one agent turn.
+
+Sources (OTLP, files, Redis) decode spans; the normalizer maps them to these records;
+turn assembly groups calls under their turn. Nothing here knows about OpenTelemetry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+AttributeValue = str | bool | int | float | tuple[Any, ...]
+Attributes = Mapping[str, AttributeValue]
+
+
+@dataclass(slots=True, frozen=True)
+class ToolCall:
+    """One tool call that ran (an `execute_tool` span, or a mapped equivalent).
+
+    `arguments` is the raw JSON text as captured (`gen_ai.tool.call.arguments`), or None when content
+    capture was off: such a call is unjudged for arguments and schema, never wrong.
+    """
+
+    name: str
+    call_id: str = ""
+    arguments: str | None = None
+    result: str | None = None
+    error_type: str | None = None
+    trace_id: str = ""
+    span_id: str = ""
+    parent_span_id: str = ""
+    start_ns: int = 0
+    end_ns: int = 0
+    attributes: Attributes = field(default_factory=dict)
+
+
+@dataclass(slots=True, frozen=True)
+class Turn:
+    """One agent invocation on one input, with the tool calls that ran under it in start-time order.
+
+    A turnless turn (`turnless=True`) holds calls whose turn span never arrived: it is judged with
+    catalog and schema checks only.
+    """
+
+    input_text: str
+    calls: tuple[ToolCall, ...] = ()
+    agent: str = ""
+    trace_id: str = ""
+    span_id: str = ""
+    conversation_id: str | None = None
+    case_id: str | None = None
+    output_text: str | None = None
+    tool_definitions: tuple[Mapping[str, Any], ...] | None = None
+    start_ns: int = 0
+    end_ns: int = 0
+    attributes: Attributes = field(default_factory=dict)
+    resource: Attributes = field(default_factory=dict)
+    turnless: bool = False
