@@ -1,0 +1,206 @@
+"""Group tool calls under their agent turn and release turns once complete.
+
+A call belongs to its nearest `invoke_agent` ancestor in the same trace (calls may sit under
+intermediate spans, so parent links of every span of a pending trace are kept). A turn is complete
+once its span has arrived (spans are exported when they end) plus a grace period for late children.
+Calls whose turn never arrives are released alone, as one turnless turn per trace, after a timeout.
+Pending traces are bounded: the oldest is released early and counted as evicted.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+
+from monitor.normalize import Normalizer
+from monitor.otlp import Span
+from monitor.records import ToolCall, Turn
+
+_NS = 1_000_000_000
+
+
+@dataclass(slots=True)
+class _Trace:
+    first_seen_ns: int
+    calls: list[ToolCall] = field(default_factory=list)
+    turns: dict[str, Turn] = field(default_factory=dict)  # turn span id -> turn record (no calls yet)
+    parents: dict[str, str] = field(default_factory=dict)  # span id -> parent span id (every span seen)
+
+
+@dataclass(slots=True)
+class AssemblerStats:
+    turns_completed: int = 0
+    turnless_completed: int = 0
+    evicted: int = 0  # pending traces released early because the bound was reached
+    late_calls: int = 0  # calls that arrived after their turn had been released (dropped, counted)
+    oversized_calls: int = 0  # calls beyond max_calls_per_trace (dropped, counted)
+
+
+def _call_key(c: ToolCall) -> tuple[int, str]:
+    return (c.start_ns, c.span_id)
+
+
+class TurnAssembler:
+    """Assembles turns from spans (or already normalized records); not thread-safe (one worker owns it)."""
+
+    def __init__(
+        self,
+        *,
+        grace_s: float = 2.0,
+        turnless_timeout_s: float = 30.0,
+        max_pending: int = 100_000,
+        max_calls_per_trace: int = 1_000,
+        normalizer: Normalizer | None = None,
+    ) -> None:
+        if grace_s < 0 or turnless_timeout_s < 0:
+            raise ValueError("grace_s and turnless_timeout_s must be >= 0")
+        if max_pending < 1 or max_calls_per_trace < 1:
+            raise ValueError("max_pending and max_calls_per_trace must be >= 1")
+        self.grace_ns = int(grace_s * _NS)
+        self.turnless_timeout_ns = int(turnless_timeout_s * _NS)
+        self.max_pending = max_pending
+        self.max_calls_per_trace = max_calls_per_trace
+        self.normalizer = normalizer or Normalizer()
+        self.stats = AssemblerStats()
+        self._traces: OrderedDict[str, _Trace] = OrderedDict()
+        self._due: list[tuple[int, str, str]] = []  # (deadline_ns, trace_id, turn span id)
+        # Recently released turn span ids per trace, to recognise late children (bounded FIFO).
+        self._released: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self._released_max = max(1024, max_pending)
+
+    @property
+    def pending_traces(self) -> int:
+        return len(self._traces)
+
+    @property
+    def pending_turns(self) -> int:
+        return sum(len(t.turns) for t in self._traces.values())
+
+    def add(self, spans: Iterable[Span], now_ns: int) -> list[Turn]:
+        """Normalize and add spans; returns the turns complete as of `now_ns`."""
+        records, _ = self.normalizer.split(spans)
+        return self.add_records(records, now_ns)
+
+    def add_records(self, records: Iterable[ToolCall | Turn | Span], now_ns: int) -> list[Turn]:
+        """Add normalized records (tool calls, turns without calls, other spans as parent links)."""
+        out: list[Turn] = []
+        traces = self._traces
+        for r in records:
+            tid = r.trace_id
+            tr = traces.get(tid)
+            if tr is None:
+                if len(traces) >= self.max_pending:
+                    self._evict_oldest(out)
+                tr = traces[tid] = _Trace(now_ns)
+            if isinstance(r, ToolCall):
+                tr.parents[r.span_id] = r.parent_span_id
+                if (tid, r.parent_span_id) in self._released:
+                    self.stats.late_calls += 1
+                elif len(tr.calls) >= self.max_calls_per_trace:
+                    self.stats.oversized_calls += 1
+                else:
+                    tr.calls.append(r)
+            elif isinstance(r, Turn):
+                tr.turns[r.span_id] = r
+                heapq.heappush(self._due, (now_ns + self.grace_ns, tid, r.span_id))
+            else:
+                tr.parents[r.span_id] = r.parent_span_id
+        out.extend(self.poll(now_ns))
+        return out
+
+    def poll(self, now_ns: int) -> list[Turn]:
+        """Turns whose grace period has passed, and turnless calls past the timeout."""
+        out: list[Turn] = []
+        due = self._due
+        while due and due[0][0] <= now_ns:
+            _, tid, sid = heapq.heappop(due)
+            tr = self._traces.get(tid)
+            if tr is not None and sid in tr.turns:
+                self._release_turn(tid, tr, sid, out)
+        cutoff = now_ns - self.turnless_timeout_ns
+        traces = self._traces
+        while traces:
+            tid, tr = next(iter(traces.items()))
+            if tr.first_seen_ns > cutoff:
+                break
+            if tr.turns:  # still within a grace period: look again later
+                tr.first_seen_ns = now_ns
+                traces.move_to_end(tid)
+                continue
+            del traces[tid]
+            self._release_turnless(tid, tr, out)
+        return out
+
+    def flush(self) -> list[Turn]:
+        """Release everything pending (end of a replay, graceful shutdown)."""
+        out: list[Turn] = []
+        for tid, tr in list(self._traces.items()):
+            for sid in sorted(tr.turns, key=lambda s: tr.turns[s].start_ns):
+                self._release_turn(tid, tr, sid, out, keep_trace=True)
+            self._release_turnless(tid, tr, out)
+        self._traces.clear()
+        self._due.clear()
+        return out
+
+    def _evict_oldest(self, out: list[Turn]) -> None:
+        tid, tr = self._traces.popitem(last=False)
+        self.stats.evicted += 1
+        for sid in sorted(tr.turns, key=lambda s: tr.turns[s].start_ns):
+            self._release_turn(tid, tr, sid, out, keep_trace=True)
+        self._release_turnless(tid, tr, out)
+
+    def _owner(self, tr: _Trace, call: ToolCall) -> str | None:
+        """The nearest turn ancestor of a call, or None while the chain is unknown or reaches no turn."""
+        parents = tr.parents
+        sid = call.parent_span_id
+        for _ in range(64):
+            if sid in tr.turns:
+                return sid
+            nxt = parents.get(sid)
+            if nxt is None:
+                break
+            sid = nxt
+        if len(tr.turns) == 1 and sid and sid not in parents:
+            # The chain breaks at a span we never received (not sampled or exported): the one turn of the
+            # trace that encloses the call in time is its turn.
+            only = next(iter(tr.turns.values()))
+            if only.start_ns <= call.start_ns and (call.end_ns <= only.end_ns or only.end_ns == 0):
+                return only.span_id
+        return None
+
+    def _release_turn(self, tid: str, tr: _Trace, sid: str, out: list[Turn], *, keep_trace: bool = False) -> None:
+        turn = tr.turns[sid]
+        mine: list[ToolCall] = []
+        rest: list[ToolCall] = []
+        for c in tr.calls:
+            (mine if self._owner(tr, c) == sid else rest).append(c)
+        del tr.turns[sid]
+        tr.calls = rest
+        mine.sort(key=_call_key)
+        out.append(replace(turn, calls=tuple(mine)))
+        self.stats.turns_completed += 1
+        released = self._released
+        released[(tid, sid)] = None
+        if len(released) > self._released_max:
+            released.popitem(last=False)
+        if not keep_trace and not tr.turns and not tr.calls:
+            self._traces.pop(tid, None)
+
+    def _release_turnless(self, tid: str, tr: _Trace, out: list[Turn]) -> None:
+        if not tr.calls:
+            return
+        calls = sorted(tr.calls, key=_call_key)
+        tr.calls = []
+        out.append(
+            Turn(
+                input_text="",
+                calls=tuple(calls),
+                trace_id=tid,
+                start_ns=calls[0].start_ns,
+                end_ns=max(c.end_ns for c in calls),
+                turnless=True,
+            )
+        )
+        self.stats.turnless_completed += 1

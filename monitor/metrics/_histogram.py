@@ -1,0 +1,45 @@
+"""A plain histogram (cumulative buckets rendered at scrape time), updated without locks or label lookups."""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Sequence
+
+from prometheus_client.core import HistogramMetricFamily
+
+
+class Histogram:
+    __slots__ = ("bounds", "counts", "total", "count")
+
+    def __init__(self, bounds: Sequence[float]) -> None:
+        self.bounds = tuple(sorted(bounds))
+        self.counts = [0] * (len(self.bounds) + 1)
+        self.total = 0.0
+        self.count = 0
+
+    def observe(self, value: float, n: int = 1) -> None:
+        """Record `n` observations of `value`."""
+        self.counts[bisect_left(self.bounds, value)] += n
+        self.total += value * n
+        self.count += n
+
+    def family(self, name: str, doc: str) -> HistogramMetricFamily:
+        buckets: list[tuple[str, float]] = []
+        acc = 0
+        for bound, c in zip(self.bounds, self.counts, strict=False):
+            acc += c
+            buckets.append((repr(float(bound)), acc))
+        buckets.append(("+Inf", self.count))
+        return HistogramMetricFamily(name, doc, buckets=buckets, sum_value=self.total)
+
+    def quantile(self, q: float) -> float:
+        """Upper bound of the bucket holding quantile `q` (inf when beyond the last bound, nan when empty)."""
+        if not self.count:
+            return float("nan")
+        target = q * self.count
+        acc = 0
+        for bound, c in zip(self.bounds, self.counts, strict=False):
+            acc += c
+            if acc >= target:
+                return bound
+        return float("inf")

@@ -1,0 +1,46 @@
+"""Operational counters of the service: ingest, rejection, drops, requests, reloads, latencies."""
+
+from __future__ import annotations
+
+from monitor.metrics._histogram import Histogram
+
+JUDGE_BUCKETS = (0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.25)
+LAG_BUCKETS = (0.1, 0.25, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 7.5, 10.0, 15.0, 30.0, 60.0, 120.0)
+
+
+class Operational:
+    """Plain counters; the service updates them per request or per batch, never per span."""
+
+    def __init__(self) -> None:
+        self.spans_received: dict[str, int] = {}
+        self.spans_rejected: dict[str, int] = {}
+        self.spans_dropped: dict[str, int] = {}
+        self.requests: dict[tuple[str, str], int] = {}
+        self.rules_reloads: dict[str, int] = {"success": 0, "failure": 0}
+        self.alert_active: dict[tuple[str, str, str], float] = {}
+        self.pending_turns = 0
+        self.turns_evicted = 0
+        self.judge_duration = Histogram(JUDGE_BUCKETS)
+        self.verdict_lag = Histogram(LAG_BUCKETS)
+
+    @staticmethod
+    def _inc(table: dict[str, int], key: str, n: int) -> None:
+        table[key] = table.get(key, 0) + n
+
+    def received(self, transport: str, n: int) -> None:
+        self._inc(self.spans_received, transport, n)
+
+    def rejected(self, reason: str, n: int = 1) -> None:
+        if n:
+            self._inc(self.spans_rejected, reason, n)
+
+    def dropped(self, reason: str, n: int = 1) -> None:
+        if n:
+            self._inc(self.spans_dropped, reason, n)
+
+    def request(self, transport: str, code: int) -> None:
+        k = (transport, str(code))
+        self.requests[k] = self.requests.get(k, 0) + 1
+
+    def reload(self, ok: bool) -> None:
+        self._inc(self.rules_reloads, "success" if ok else "failure", 1)

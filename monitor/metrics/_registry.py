@@ -1,0 +1,175 @@
+"""`ToolwatchMetrics`: every toolwatch metric as one prometheus_client Collector (`collect()` yields families)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from monitor.metrics import names as n
+from monitor.metrics._labels import LabelPolicy
+from monitor.metrics._operational import Operational
+from monitor.metrics._verdicts import COUNTERS, VerdictCounters
+from monitor.metrics._windows import (
+    A_CORRECT,
+    A_E2E,
+    A_EXPECTED,
+    A_JUDGED,
+    A_MISSED,
+    A_SELECTION,
+    A_SPURIOUS,
+    A_TURNS,
+    RollingWindows,
+    View,
+    ratio,
+    view_of,
+)
+from monitor.verdict import TurnVerdict
+
+DEFAULT_WINDOWS = (300.0, 3600.0)
+
+_RATIOS = (
+    (n.TOOL_CALL_ACCURACY_RATIO, "Tool call accuracy: correct / judged calls, over the window.", A_CORRECT, A_JUDGED),
+    (n.SPURIOUS_CALL_RATIO, "Spurious-call rate: spurious / judged calls, over the window.", A_SPURIOUS, A_JUDGED),
+    (n.MISSED_CALL_RATIO, "Missed-call rate: missed / expected calls, over the window.", A_MISSED, A_EXPECTED),
+    (
+        n.SELECTION_ACCURACY_RATIO,
+        "Selection accuracy: selection_ok / judged turns, over the window.",
+        A_SELECTION,
+        A_TURNS,
+    ),
+    (n.END_TO_END_ACCURACY_RATIO, "End-to-end accuracy: end_to_end / judged turns, over the window.", A_E2E, A_TURNS),
+)
+
+
+class ToolwatchMetrics(Collector):
+    """Verdict counters, rolling-window gauges and operational metrics.
+
+    `observe()` is called by the worker with each batch of verdicts; `collect()` renders everything at
+    scrape time. Thread-safe (one lock, taken once per batch and once per scrape).
+    """
+
+    def __init__(
+        self,
+        *,
+        tools: Iterable[str] = (),
+        agents: Iterable[str] = (),
+        windows: Sequence[float] = DEFAULT_WINDOWS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self.counters = VerdictCounters(LabelPolicy(tools=tools, agents=agents))
+        self.windows = RollingWindows(windows, clock())
+        self.ops = Operational()
+        self.pending_turns: Callable[[], int] | None = None
+
+    @property
+    def labels(self) -> LabelPolicy:
+        return self.counters.labels
+
+    def set_labels(self, *, tools: Iterable[str], agents: Iterable[str]) -> None:
+        """New label sets (after a rules reload); existing series keep their labels."""
+        with self._lock:
+            self.counters.set_labels(LabelPolicy(tools=tools, agents=agents))
+
+    def observe(self, verdicts: Sequence[TurnVerdict]) -> None:
+        with self._lock:
+            self.counters.add(verdicts)
+
+    def tick(self, now: float | None = None) -> None:
+        with self._lock:
+            self.windows.tick(self._clock() if now is None else now, self.counters)
+
+    def registry(self) -> CollectorRegistry:
+        """A fresh registry holding only these metrics (what /metrics serves)."""
+        reg = CollectorRegistry(auto_describe=False)
+        reg.register(self)
+        return reg
+
+    def window_counts(self, now: float | None = None) -> dict[str, View]:
+        """The counts behind the window gauges, by window label (for the live view and tests)."""
+        with self._lock:
+            self.windows.tick(self._clock() if now is None else now, self.counters)
+            current = view_of(self.counters)
+            return {w.label: w.counts(current) for w in self.windows.windows}
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            families = list(self._verdict_families())
+            families.extend(self._window_families())
+            families.extend(self._operational_families())
+        yield from families
+
+    def _verdict_families(self) -> Iterator[Metric]:
+        for name, (doc, label_names) in COUNTERS.items():
+            fam = CounterMetricFamily(name, doc, labels=label_names)
+            if name == n.SEQUENCE_SCORE:
+                for agent, total in sorted(self.counters.sequence_score.items()):
+                    fam.add_metric([agent], total)
+            else:
+                for key, value in sorted(self.counters.tables[name].items()):
+                    fam.add_metric(list(key), value)
+            yield fam
+
+    def _window_families(self) -> Iterator[Metric]:
+        self.windows.tick(self._clock(), self.counters)
+        current = view_of(self.counters)
+        per_window = [(w.label, w.counts(current)) for w in self.windows.windows]
+        for name, doc, num, den in _RATIOS:
+            fam = GaugeMetricFamily(name, doc, labels=["agent", "window"])
+            for label, view in per_window:
+                for agent, vec in sorted(view.agents.items()):
+                    r = ratio(vec[num], vec[den])
+                    if r is not None:  # a zero denominator is absent, never 0 or 1
+                        fam.add_metric([agent, label], r)
+            yield fam
+        fam = GaugeMetricFamily(
+            n.TOOL_ACCURACY_RATIO,
+            "Per-tool accuracy: correct / judged calls of the tool, over the window.",
+            labels=["agent", "tool", "window"],
+        )
+        for label, view in per_window:
+            for (agent, tool), (correct, judged) in sorted(view.tools.items()):
+                r = ratio(correct, judged)
+                if r is not None:
+                    fam.add_metric([agent, tool, label], r)
+        yield fam
+
+    def _operational_families(self) -> Iterator[Metric]:
+        ops = self.ops
+
+        def counter(name: str, doc: str, label: str, table: dict[str, int]) -> CounterMetricFamily:
+            fam = CounterMetricFamily(name, doc, labels=[label])
+            for k, v in sorted(table.items()):
+                fam.add_metric([k], v)
+            return fam
+
+        yield counter(n.SPANS_RECEIVED, "Spans received, by transport.", "transport", ops.spans_received)
+        yield counter(n.SPANS_REJECTED, "Spans that could not be used, by reason.", "reason", ops.spans_rejected)
+        yield counter(n.SPANS_DROPPED, "Spans not judged (refused or dropped), by reason.", "reason", ops.spans_dropped)
+        fam = CounterMetricFamily(
+            n.REQUESTS, "Export requests, by transport and status code.", labels=["transport", "code"]
+        )
+        for (transport, code), v in sorted(ops.requests.items()):
+            fam.add_metric([transport, code], v)
+        yield fam
+        yield counter(n.RULES_RELOADS, "Rule reloads, by result.", "result", ops.rules_reloads)
+        pending = self.pending_turns() if self.pending_turns is not None else ops.pending_turns
+        yield GaugeMetricFamily(n.PENDING_TURNS, "Turns waiting for completion.", value=pending)
+        fam = CounterMetricFamily(n.TURNS_EVICTED, "Pending turns released early because the bound was reached.")
+        fam.add_metric([], ops.turns_evicted)
+        yield fam
+        yield ops.judge_duration.family(n.JUDGE_DURATION, "Time to judge one turn.")
+        yield ops.verdict_lag.family(n.VERDICT_LAG, "Time from a turn's span end to its verdict in the metrics.")
+        fam_g = GaugeMetricFamily(
+            n.ALERT_ACTIVE,
+            "1 while an alert of the rule file fires (in-process evaluation).",
+            labels=["alertname", "agent", "severity"],
+        )
+        for key, active in sorted(ops.alert_active.items()):
+            fam_g.add_metric(list(key), active)
+        yield fam_g

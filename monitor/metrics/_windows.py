@@ -1,0 +1,135 @@
+"""Rolling-window ratios derived from the cumulative counters.
+
+Each window keeps a ring of about 60 snapshots of the few counts its ratios need (taken every
+window/60 seconds); the window's counts are the current counts minus the oldest snapshot still inside
+the window. Updating a verdict therefore costs nothing extra; memory is bounded by the label sets.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from monitor.metrics import names as n
+from monitor.metrics._verdicts import VerdictCounters
+from monitor.verdict import Outcome
+
+STEPS_PER_WINDOW = 60
+
+# Per-agent vector: correct, judged calls, spurious, missed, expected, judged turns, selection ok, e2e ok.
+A_CORRECT, A_JUDGED, A_SPURIOUS, A_MISSED, A_EXPECTED, A_TURNS, A_SELECTION, A_E2E = range(8)
+_A_LEN = 8
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
+
+
+def parse_duration(text: str) -> float:
+    """'5m' -> 300.0; '1h', '90s', '2d', or a bare number of seconds."""
+    m = _DURATION.match(text)
+    if not m or float(m.group(1)) <= 0:
+        raise ValueError(f"invalid duration {text!r}: use a positive number with s, m, h or d (e.g. 5m)")
+    return float(m.group(1)) * _UNITS[m.group(2)]
+
+
+def format_duration(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s"
+
+
+@dataclass(slots=True)
+class View:
+    agents: dict[str, list[int]] = field(default_factory=dict)
+    tools: dict[tuple[str, str], list[int]] = field(default_factory=dict)  # (agent, tool) -> [correct, judged]
+
+    def minus(self, old: View) -> View:
+        out = View()
+        zero_a = [0] * _A_LEN
+        for a, vec in self.agents.items():
+            o = old.agents.get(a, zero_a)
+            out.agents[a] = [x - y for x, y in zip(vec, o, strict=True)]
+        for k, vec in self.tools.items():
+            o = old.tools.get(k, [0, 0])
+            out.tools[k] = [vec[0] - o[0], vec[1] - o[1]]
+        return out
+
+
+def view_of(c: VerdictCounters) -> View:
+    t = c.tables
+    v = View()
+
+    def vec(agent: str) -> list[int]:
+        x = v.agents.get(agent)
+        if x is None:
+            x = v.agents[agent] = [0] * _A_LEN
+        return x
+
+    for (agent, tool, outcome), count in t[n.TOOL_CALLS].items():
+        if outcome == Outcome.CORRECT.value:
+            vec(agent)[A_CORRECT] += count
+            v.tools.setdefault((agent, tool), [0, 0])[0] += count
+        elif outcome == Outcome.SPURIOUS.value:
+            vec(agent)[A_SPURIOUS] += count
+    for (agent, tool), count in t[n.JUDGED_CALLS].items():
+        vec(agent)[A_JUDGED] += count
+        v.tools.setdefault((agent, tool), [0, 0])[1] += count
+    for (agent, _tool), count in t[n.MISSED_CALLS].items():
+        vec(agent)[A_MISSED] += count
+    for (agent, _tool), count in t[n.EXPECTED_CALLS].items():
+        vec(agent)[A_EXPECTED] += count
+    _turn_counts(c, vec)
+    return v
+
+
+def _turn_counts(c: VerdictCounters, vec: Callable[[str], list[int]]) -> None:
+    t = c.tables
+    for (agent, judged), count in t[n.TURNS].items():
+        if judged == "true":
+            vec(agent)[A_TURNS] += count
+    for (agent, check, result), count in t[n.TURN_CHECKS].items():
+        if result == "pass" and check == "selection":
+            vec(agent)[A_SELECTION] += count
+        elif result == "pass" and check == "end_to_end":
+            vec(agent)[A_E2E] += count
+
+
+class Window:
+    def __init__(self, seconds: float, start: float) -> None:
+        self.seconds = seconds
+        self.label = format_duration(seconds)
+        self.step = seconds / STEPS_PER_WINDOW
+        self.ring: deque[tuple[float, View]] = deque([(start, View())])
+
+    def tick(self, now: float, current: View | None, counters: VerdictCounters) -> View | None:
+        """Take a snapshot when a step has passed; drop snapshots that left the window. Returns the view used."""
+        ring = self.ring
+        if now - ring[-1][0] >= self.step:
+            current = current or view_of(counters)
+            ring.append((now, current))
+        start = now - self.seconds
+        while len(ring) > 1 and ring[1][0] <= start:
+            ring.popleft()
+        return current
+
+    def counts(self, current: View) -> View:
+        return current.minus(self.ring[0][1])
+
+
+def ratio(num: int, den: int) -> float | None:
+    return num / den if den > 0 else None
+
+
+class RollingWindows:
+    def __init__(self, seconds: Sequence[float], start: float) -> None:
+        if not seconds:
+            raise ValueError("at least one rolling window is needed")
+        self.windows = [Window(s, start) for s in sorted(set(seconds))]
+
+    def tick(self, now: float, counters: VerdictCounters) -> None:
+        current: View | None = None
+        for w in self.windows:
+            current = w.tick(now, current, counters)

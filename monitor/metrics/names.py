@@ -1,0 +1,48 @@
+"""Prometheus metric names: the contract with recording rules, alerts and dashboards (deploy/)."""
+
+from __future__ import annotations
+
+PREFIX = "toolwatch_"
+OTHER = "__other__"  # label value for any tool or agent not in the catalog or configuration
+
+# Verdict counters (the source of truth; sum across replicas in PromQL).
+TOOL_CALLS = "toolwatch_tool_calls_total"  # {agent,tool,outcome}
+JUDGED_CALLS = "toolwatch_judged_calls_total"  # {agent,tool}
+EXPECTED_CALLS = "toolwatch_expected_calls_total"  # {agent,tool}
+MISSED_CALLS = "toolwatch_missed_calls_total"  # {agent,tool}
+TURNS = "toolwatch_turns_total"  # {agent,judged}
+TURN_CHECKS = "toolwatch_turn_checks_total"  # {agent,check,result}
+SCHEMA_CHECKED_CALLS = "toolwatch_schema_checked_calls_total"  # {agent,tool}
+SCHEMA_VIOLATIONS = "toolwatch_schema_violations_total"  # {agent,tool,kind}
+ARGUMENT_CHECKED_CALLS = "toolwatch_argument_checked_calls_total"  # {agent,tool}
+ARGUMENT_MISMATCHES = "toolwatch_argument_mismatches_total"  # {agent,tool}
+FORBIDDEN_CALLS = "toolwatch_forbidden_calls_total"  # {agent,tool}
+ORDER_VIOLATIONS = "toolwatch_order_violations_total"  # {agent}
+CONFUSION = "toolwatch_confusion_total"  # {agent,expected,actual}
+RULE_FAILURES = "toolwatch_rule_failures_total"  # {agent,rule}
+TURNS_WITH_CALLS = "toolwatch_turns_with_calls_total"  # {agent}
+SEQUENCE_SCORE = "toolwatch_sequence_score_total"  # {agent}
+RESPONSE_CHECKED_TURNS = "toolwatch_response_checked_turns_total"  # {agent}
+
+# Rolling-window gauges.
+TOOL_CALL_ACCURACY_RATIO = "toolwatch_tool_call_accuracy_ratio"  # {agent,window}
+SPURIOUS_CALL_RATIO = "toolwatch_spurious_call_ratio"  # {agent,window}
+MISSED_CALL_RATIO = "toolwatch_missed_call_ratio"  # {agent,window}
+SELECTION_ACCURACY_RATIO = "toolwatch_selection_accuracy_ratio"  # {agent,window}
+END_TO_END_ACCURACY_RATIO = "toolwatch_end_to_end_accuracy_ratio"  # {agent,window}
+TOOL_ACCURACY_RATIO = "toolwatch_tool_accuracy_ratio"  # {agent,tool,window}
+
+# Operational.
+SPANS_RECEIVED = "toolwatch_spans_received_total"  # {transport}
+SPANS_REJECTED = "toolwatch_spans_rejected_total"  # {reason}
+SPANS_DROPPED = "toolwatch_spans_dropped_total"  # {reason}
+REQUESTS = "toolwatch_requests_total"  # {transport,code}
+PENDING_TURNS = "toolwatch_pending_turns"
+TURNS_EVICTED = "toolwatch_turns_evicted_total"
+JUDGE_DURATION = "toolwatch_judge_duration_seconds"  # histogram
+VERDICT_LAG = "toolwatch_verdict_lag_seconds"  # histogram
+RULES_RELOADS = "toolwatch_rules_reloads_total"  # {result}
+ALERT_ACTIVE = "toolwatch_alert_active"  # {alertname,agent,severity}
+
+# Label values.
+CHECKS = ("selection", "args", "schema", "sequence", "response", "end_to_end", "over_calling")

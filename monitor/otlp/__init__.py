@@ -1,0 +1,24 @@
+"""OTLP trace decoding: protobuf and JSON export requests, and Collector file-exporter files, to Span records."""
+
+from monitor.otlp._encode import request_to_json
+from monitor.otlp._file import FileLineError, read_jsonl
+from monitor.otlp._json import decode_json, parse_json
+from monitor.otlp._protobuf import decode_protobuf, parse_protobuf
+from monitor.otlp._span import STATUS_ERROR, STATUS_OK, STATUS_UNSET, Decoded, DecodeError, Span, SpanEvent
+
+__all__ = [
+    "STATUS_ERROR",
+    "STATUS_OK",
+    "STATUS_UNSET",
+    "DecodeError",
+    "Decoded",
+    "FileLineError",
+    "Span",
+    "SpanEvent",
+    "decode_json",
+    "decode_protobuf",
+    "parse_json",
+    "parse_protobuf",
+    "read_jsonl",
+    "request_to_json",
+]

@@ -1,0 +1,209 @@
+"""OTLP JSON (one ExportTraceServiceRequest) to Span records, parsed directly for speed.
+
+Follows the OTLP/JSON rules: lowerCamelCase keys, trace and span ids as hex strings, 64-bit integers as
+decimal strings or numbers, enums as integers or names, bytes values as base64, unknown fields ignored.
+A span that cannot be used (ids of the wrong length, wrong shapes) is rejected and counted; a body that
+is not such a request at all raises DecodeError.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+from typing import Any
+
+from monitor.otlp._span import Decoded, DecodeError, Span, SpanEvent
+
+REASON_BAD_ID = "invalid_id"
+REASON_MALFORMED = "malformed_span"
+
+_SPAN_KINDS = {
+    "SPAN_KIND_UNSPECIFIED": 0,
+    "SPAN_KIND_INTERNAL": 1,
+    "SPAN_KIND_SERVER": 2,
+    "SPAN_KIND_CLIENT": 3,
+    "SPAN_KIND_PRODUCER": 4,
+    "SPAN_KIND_CONSUMER": 5,
+}
+_STATUS_CODES = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}
+_SPECIAL_FLOATS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+_HEX = frozenset("0123456789abcdef")
+
+
+class _BadSpan(Exception):
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+def _int(v: Any) -> int:
+    if isinstance(v, bool):
+        raise _BadSpan(REASON_MALFORMED)
+    if isinstance(v, int):
+        return v
+    if isinstance(v, str):
+        try:
+            return int(v)
+        except ValueError:
+            raise _BadSpan(REASON_MALFORMED) from None
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    raise _BadSpan(REASON_MALFORMED)
+
+
+def _enum(v: Any, names: dict[str, int]) -> int:
+    if isinstance(v, str) and v in names:
+        return names[v]
+    return _int(v)
+
+
+def _id(v: Any, nbytes: int, *, optional: bool = False) -> str:
+    if v is None or v == "":
+        if optional:
+            return ""
+        raise _BadSpan(REASON_BAD_ID)
+    if not isinstance(v, str) or len(v) != 2 * nbytes:
+        raise _BadSpan(REASON_BAD_ID)
+    h: str = v.lower()
+    if not _HEX.issuperset(h) or h.count("0") == len(h):
+        raise _BadSpan(REASON_BAD_ID)
+    return h
+
+
+def _scalar(key: str, raw: Any) -> Any:
+    if key == "stringValue":
+        return raw if isinstance(raw, str) else None
+    if key == "boolValue":
+        return raw if isinstance(raw, bool) else None
+    if key == "intValue":
+        try:
+            return _int(raw)
+        except _BadSpan:
+            return None
+    if key == "doubleValue":
+        if isinstance(raw, (int, float)) and not isinstance(raw, bool):
+            return float(raw)
+        return _SPECIAL_FLOATS.get(raw) if isinstance(raw, str) else None
+    if key == "bytesValue":
+        try:
+            return base64.b64decode(raw, validate=True).hex() if isinstance(raw, str) else None
+        except (binascii.Error, ValueError):
+            return None
+    return None
+
+
+def _value(v: Any) -> Any:
+    if not isinstance(v, dict):
+        return None
+    for key, raw in v.items():
+        if key == "arrayValue":
+            values = raw.get("values", []) if isinstance(raw, dict) else None
+            return tuple(_value(x) for x in values) if isinstance(values, list) else None
+        if key == "kvlistValue":
+            values = raw.get("values", []) if isinstance(raw, dict) else None
+            if not isinstance(values, list):
+                return None
+            return tuple((kv["key"], _value(kv.get("value"))) for kv in values if isinstance(kv, dict) and "key" in kv)
+        return _scalar(key, raw)
+    return None
+
+
+def _attributes(kvs: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if not isinstance(kvs, list):
+        return out
+    for kv in kvs:
+        if not isinstance(kv, dict):
+            continue
+        key = kv.get("key")
+        if not isinstance(key, str):
+            continue
+        val = kv.get("value")
+        if isinstance(val, dict) and "stringValue" in val and isinstance(val["stringValue"], str):
+            out[key] = val["stringValue"]
+            continue
+        value = _value(val)
+        if value is not None:
+            out[key] = value
+    return out
+
+
+def _span(s: Any, resource: dict[str, Any], scope: str) -> Span:
+    if not isinstance(s, dict):
+        raise _BadSpan(REASON_MALFORMED)
+    status = s.get("status") or {}
+    if not isinstance(status, dict):
+        raise _BadSpan(REASON_MALFORMED)
+    name = s.get("name", "")
+    message = status.get("message", "")
+    if not isinstance(name, str) or not isinstance(message, str):
+        raise _BadSpan(REASON_MALFORMED)
+    span = Span(
+        _id(s.get("traceId"), 16),
+        _id(s.get("spanId"), 8),
+        _id(s.get("parentSpanId"), 8, optional=True),
+        name,
+        _enum(s.get("kind", 0), _SPAN_KINDS),
+        _int(s.get("startTimeUnixNano", 0)),
+        _int(s.get("endTimeUnixNano", 0)),
+        _enum(status.get("code", 0), _STATUS_CODES),
+        message,
+        _attributes(s.get("attributes")),
+        resource,
+        scope,
+    )
+    events = s.get("events")
+    if isinstance(events, list) and events:
+        span.events = [
+            SpanEvent(str(e.get("name", "")), _int(e.get("timeUnixNano", 0)), _attributes(e.get("attributes")))
+            for e in events
+            if isinstance(e, dict)
+        ]
+    return span
+
+
+def _list(obj: dict[str, Any], key: str) -> list[Any]:
+    value = obj.get(key, [])
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise DecodeError(f"invalid OTLP JSON: {key!r} must be a list")
+    return value
+
+
+def _object(value: Any, what: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise DecodeError(f"invalid OTLP JSON: {what} must be an object")
+    return value
+
+
+def parse_json(body: bytes | str) -> Decoded:
+    """Decode one ExportTraceServiceRequest in OTLP JSON."""
+    try:
+        doc = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise DecodeError(f"invalid JSON: {exc}") from None
+    req = _object(doc, "the request")
+    out = Decoded([])
+    append = out.spans.append
+    for rs in _list(req, "resourceSpans"):
+        rs = _object(rs, "a resourceSpans entry")
+        resource = _attributes(_object(rs.get("resource"), "resource").get("attributes"))
+        for ss in _list(rs, "scopeSpans"):
+            ss = _object(ss, "a scopeSpans entry")
+            scope_name = _object(ss.get("scope"), "scope").get("name", "")
+            scope = scope_name if isinstance(scope_name, str) else ""
+            for s in _list(ss, "spans"):
+                try:
+                    append(_span(s, resource, scope))
+                except _BadSpan as bad:
+                    out.reject(bad.reason)
+    return out
+
+
+def decode_json(body: bytes | str) -> list[Span]:
+    """Decode an OTLP JSON request to spans (unusable spans are left out; see `parse_json`)."""
+    return parse_json(body).spans

@@ -1,0 +1,141 @@
+"""OTLP protobuf and JSON decoding of real SDK spans, and bad input."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from monitor.otlp import DecodeError, decode_json, decode_protobuf, parse_json, parse_protobuf, read_jsonl
+from monitor.otlp import request_to_json as to_json
+from tests.monitor.service.spans import Call, TurnSpec, record_turns, to_request
+
+TURNS = [
+    TurnSpec("[AUTH] login failures", [Call("pull_auth_telemetry", {"window": "1h"})], output_text="Result: AUTH"),
+    TurnSpec("[BILL] refund stuck", [Call("pull_billing_telemetry", {"x": 1}, error="TimeoutError")]),
+]
+
+
+def test_protobuf_and_json_decode_the_same_spans() -> None:
+    sdk = record_turns(TURNS)
+    req = to_request(sdk)
+    from_pb = decode_protobuf(req.SerializeToString())
+    from_json = decode_json(to_json(req))
+    assert len(from_pb) == len(sdk) == 4
+    assert from_pb == from_json
+    by_id = {format(s.context.span_id, "016x"): s for s in sdk}
+    for span in from_pb:
+        orig = by_id[span.span_id]
+        assert span.trace_id == format(orig.context.trace_id, "032x")
+        assert span.parent_span_id == (format(orig.parent.span_id, "016x") if orig.parent else "")
+        assert span.name == orig.name
+        assert span.start_ns == orig.start_time and span.end_ns == orig.end_time
+        assert span.attributes == dict(orig.attributes or {})
+        assert span.resource["service.name"] == "test-agent"
+        assert span.scope == "tests"
+    err = next(s for s in from_pb if s.attributes.get("error.type"))
+    assert err.status_code == 2 and err.status_message == "TimeoutError"
+
+
+def test_json_accepts_numbers_names_and_ignores_unknown_fields() -> None:
+    doc = {
+        "resourceSpans": [
+            {
+                "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "a"}}]},
+                "schemaUrl": "x",
+                "futureField": {"a": 1},
+                "scopeSpans": [
+                    {
+                        "scope": {"name": "s"},
+                        "spans": [
+                            {
+                                "traceId": "5B8EFFF798038103D269B633813FC60C",
+                                "spanId": "EEE19B7EC3C1B174",
+                                "name": "execute_tool t",
+                                "kind": "SPAN_KIND_INTERNAL",
+                                "startTimeUnixNano": 1544712660000000000,
+                                "endTimeUnixNano": "1544712661000000000",
+                                "status": {"code": "STATUS_CODE_ERROR", "message": "boom"},
+                                "attributes": [
+                                    {"key": "i", "value": {"intValue": "42"}},
+                                    {"key": "j", "value": {"intValue": 7}},
+                                    {"key": "d", "value": {"doubleValue": "NaN"}},
+                                    {"key": "b", "value": {"boolValue": True}},
+                                    {"key": "a", "value": {"arrayValue": {"values": [{"stringValue": "x"}]}}},
+                                    {"key": "y", "value": {"bytesValue": "AQI="}},
+                                    {"key": "n", "value": {}},
+                                ],
+                                "somethingNew": 1,
+                            }
+                        ],
+                    }
+                ],
+            }
+        ]
+    }
+    (span,) = decode_json(json.dumps(doc))
+    assert span.trace_id == "5b8efff798038103d269b633813fc60c"
+    assert span.parent_span_id == ""
+    assert span.kind == 1 and span.status_code == 2 and span.status_message == "boom"
+    assert span.start_ns == 1544712660000000000 and span.end_ns == 1544712661000000000
+    assert span.attributes["i"] == 42 and span.attributes["j"] == 7 and span.attributes["b"] is True
+    assert span.attributes["a"] == ("x",) and span.attributes["y"] == "0102"
+    assert span.attributes["d"] != span.attributes["d"]  # NaN
+    assert "n" not in span.attributes
+
+
+@pytest.mark.parametrize(
+    ("trace_id", "span_id", "parent"),
+    [
+        ("abc", "eee19b7ec3c1b174", ""),
+        ("5b8efff798038103d269b633813fc60c", "eee19b7e", ""),
+        ("5b8efff798038103d269b633813fc60c", "eee19b7ec3c1b174", "12"),
+        ("zz8efff798038103d269b633813fc60c", "eee19b7ec3c1b174", ""),
+        ("00000000000000000000000000000000", "eee19b7ec3c1b174", ""),
+    ],
+)
+def test_json_span_with_bad_ids_is_rejected_not_the_request(trace_id: str, span_id: str, parent: str) -> None:
+    good = {"traceId": "5b8efff798038103d269b633813fc60c", "spanId": "eee19b7ec3c1b175", "name": "ok"}
+    bad = {"traceId": trace_id, "spanId": span_id, "parentSpanId": parent, "name": "bad"}
+    doc = {"resourceSpans": [{"scopeSpans": [{"spans": [good, bad]}]}]}
+    out = parse_json(json.dumps(doc))
+    assert [s.name for s in out.spans] == ["ok"]
+    assert out.rejected == {"invalid_id": 1}
+
+
+def test_protobuf_span_with_bad_ids_is_rejected() -> None:
+    req = to_request(record_turns(TURNS[:1]))
+    req.resource_spans[0].scope_spans[0].spans[0].span_id = b"\x01\x02\x03"
+    out = parse_protobuf(req.SerializeToString())
+    assert len(out.spans) == 1 and out.rejected == {"invalid_id": 1}
+
+
+@pytest.mark.parametrize("body", [b"{", b"[]", b'{"resourceSpans": 5}', b'{"resourceSpans": [1]}', b"\xff\xfe"])
+def test_invalid_json_raises(body: bytes) -> None:
+    with pytest.raises(DecodeError):
+        decode_json(body)
+
+
+def test_truncated_protobuf_raises() -> None:
+    body = to_request(record_turns(TURNS)).SerializeToString()
+    with pytest.raises(DecodeError):
+        decode_protobuf(body[: len(body) - 7])
+
+
+def test_collector_file_exporter_lines(tmp_path: Path) -> None:
+    lines = [to_json(to_request(record_turns([t]))) for t in TURNS]
+    plain = tmp_path / "traces.jsonl"
+    plain.write_text("\n".join(lines) + "\n\n")
+    packed = tmp_path / "traces.jsonl.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    for path in (plain, packed):
+        assert [len(d.spans) for d in read_jsonl(path)] == [2, 2]
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text(lines[0] + "\n{oops\n" + lines[1] + "\n")
+    with pytest.raises(DecodeError, match=r"broken.jsonl:2"):
+        list(read_jsonl(broken))
+    errors: list = []
+    assert len(list(read_jsonl(broken, errors=errors))) == 2
+    assert errors[0].line == 2
