@@ -1,0 +1,177 @@
+"""Each METRICS.md figure as a ratio of Prometheus counters, and as PromQL over a window.
+
+A figure is `(numerator - subtract) / denominator`, every term a counter summed over the series of one
+aggregation level, so the ratio is right across replicas: Prometheus sums each term first and divides last.
+A zero denominator gives no sample (METRICS.md: a ratio with a zero denominator is absent, never 0 or 1),
+and a numerator series that was never created counts as 0, not as absent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+PREFIX = "toolwatch_"
+
+
+@dataclass(slots=True, frozen=True)
+class Counter:
+    """One counter with fixed label matchers, e.g. `toolwatch_tool_calls_total{outcome="correct"}`."""
+
+    metric: str
+    matchers: str = ""
+
+    def selector(self, extra: str = "") -> str:
+        inner = ",".join(m for m in (self.matchers, extra) if m)
+        return f"{self.metric}{{{inner}}}" if inner else self.metric
+
+
+@dataclass(slots=True, frozen=True)
+class Figure:
+    key: str  # the Tally.ratios() key
+    title: str
+    good: bool  # True when higher is better (accuracy-like); False for rates of a failure
+    per_tool: bool  # the counters carry a `tool` label, so the figure has a per-tool breakdown
+    unit: str  # what the denominator counts: "calls" or "turns"
+    numerator: Counter
+    denominator: Counter
+    subtract: Counter | None = None  # numerator = numerator - subtract
+
+    @property
+    def record_name(self) -> str:
+        """The metric part of the recording rule name: `toolwatch_<figure>`."""
+        return PREFIX + self.key
+
+    @property
+    def denominator_name(self) -> str:
+        """The metric part of the recorded denominator, e.g. `toolwatch_judged_calls`."""
+        return _DENOMINATOR_NAMES.get(self.denominator, self.denominator.metric.removesuffix("_total"))
+
+
+def _c(metric: str, matchers: str = "") -> Counter:
+    return Counter(PREFIX + metric + "_total", matchers)
+
+
+_JUDGED = _c("judged_calls")
+_JUDGED_TURNS = _c("turns", 'judged="true"')
+_SEQUENCE_CHECKED = _c("turn_checks", 'check="sequence"')
+_DENOMINATOR_NAMES = {_JUDGED_TURNS: PREFIX + "judged_turns", _SEQUENCE_CHECKED: PREFIX + "sequence_checked_turns"}
+
+FIGURES: dict[str, Figure] = {
+    f.key: f
+    for f in (
+        Figure(
+            "tool_call_accuracy",
+            "Tool call accuracy",
+            True,
+            True,
+            "calls",
+            _c("tool_calls", 'outcome="correct"'),
+            _JUDGED,
+        ),
+        Figure(
+            "spurious_rate", "Spurious-call rate", False, True, "calls", _c("tool_calls", 'outcome="spurious"'), _JUDGED
+        ),
+        Figure(
+            "wrong_tool_rate",
+            "Wrong-tool rate",
+            False,
+            True,
+            "calls",
+            _c("tool_calls", 'outcome="wrong_tool"'),
+            _JUDGED,
+        ),
+        Figure(
+            "hallucinated_rate",
+            "Hallucinated-tool rate",
+            False,
+            False,
+            "calls",
+            _c("tool_calls", 'outcome="hallucinated"'),
+            _c("tool_calls"),
+        ),
+        Figure("missed_rate", "Missed-call rate", False, True, "calls", _c("missed_calls"), _c("expected_calls")),
+        Figure(
+            "selection_accuracy",
+            "Selection accuracy",
+            True,
+            False,
+            "turns",
+            _c("turn_checks", 'check="selection",result="pass"'),
+            _JUDGED_TURNS,
+        ),
+        Figure(
+            "argument_correctness",
+            "Argument correctness",
+            True,
+            True,
+            "calls",
+            _c("argument_checked_calls"),
+            _c("argument_checked_calls"),
+            _c("argument_mismatches"),
+        ),
+        Figure(
+            "schema_adherence",
+            "Schema adherence",
+            True,
+            True,
+            "calls",
+            _c("schema_checked_calls"),
+            _c("schema_checked_calls"),
+            _c("schema_violations"),
+        ),
+        Figure(
+            "end_to_end_accuracy",
+            "End-to-end accuracy",
+            True,
+            False,
+            "turns",
+            _c("turn_checks", 'check="end_to_end",result="pass"'),
+            _JUDGED_TURNS,
+        ),
+        Figure("sequence_accuracy", "Sequence accuracy", True, False, "turns", _c("sequence_score"), _SEQUENCE_CHECKED),
+        Figure(
+            "response_compliance",
+            "Response format compliance",
+            True,
+            False,
+            "turns",
+            _c("turn_checks", 'check="response",result="pass"'),
+            _c("response_checked_turns"),
+        ),
+        Figure("tool_usage_rate", "Tool usage rate", True, False, "turns", _c("turns_with_calls"), _c("turns")),
+        Figure(
+            "over_calling_rate",
+            "Over-calling rate",
+            False,
+            False,
+            "turns",
+            _c("turn_checks", 'check="over_calling",result="fail"'),
+            _JUDGED_TURNS,
+        ),
+    )
+}
+
+
+def level_of(by: tuple[str, ...]) -> str:
+    """The `level` part of a recording rule name: the aggregation labels joined by `_`."""
+    return "_".join(by)
+
+
+def sum_rate(counter: Counter, by: tuple[str, ...], window: str, extra: str = "") -> str:
+    return f"sum by ({', '.join(by)}) (rate({counter.selector(extra)}[{window}]))"
+
+
+def ratio_expr(figure: Figure, by: tuple[str, ...], window: str) -> str:
+    """PromQL for the figure over `window`, one sample per `by` group that had a non-zero denominator."""
+    den = sum_rate(figure.denominator, by, window)
+    num = sum_rate(figure.numerator, by, window)
+    zero = f"0 * {den}"
+    if figure.numerator != figure.denominator:
+        num = f"({num} or {zero})"
+    if figure.subtract is not None:
+        num = f"{num} - ({sum_rate(figure.subtract, by, window)} or {zero})"
+    return f"({num}) / ({den} > 0)"
+
+
+def increase_expr(counter: Counter, by: tuple[str, ...], window: str) -> str:
+    return f"sum by ({', '.join(by)}) (increase({counter.selector()}[{window}]))"
