@@ -1,0 +1,207 @@
+"""`configure()`: one call to send toolwatch's spans somewhere, and to choose what content is captured."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from opentelemetry import trace
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import Sampler
+
+from instrumentation._content import SETTINGS, RedactHook, env_int, make_settings
+from instrumentation._context import set_tracer_provider
+from instrumentation._export import DEFAULT_MAX_QUEUE_SIZE, CountingBatchSpanProcessor, CountingExporter
+from instrumentation._stats import STATS
+
+logger = logging.getLogger(__name__)
+
+ExporterName = Literal["otlp", "otlp-http", "otlp-grpc", "console", "memory", "none"]
+_EXPORTERS = ("otlp", "otlp-http", "otlp-grpc", "console", "memory", "none")
+
+
+class ToolwatchTracerProvider(TracerProvider):
+    """The `TracerProvider` `configure()` returns, with its exporter and counters at hand."""
+
+    exporter: SpanExporter | None = None
+    """The exporter as chosen (e.g. the `InMemorySpanExporter` of `exporter="memory"`)."""
+    processor: SpanProcessor | None = None
+
+    def dropped_spans(self) -> int:
+        """Spans lost so far (full queue or failed export), process-wide."""
+        return STATS.dropped_spans
+
+
+def configure_content(
+    *,
+    capture_content: bool | None = None,
+    capture_turn_messages: bool | None = None,
+    max_content_length: int | None = None,
+    redact_keys: Iterable[str] | None = None,
+    redact_pattern: str | re.Pattern[str] | None = None,
+    redact_hook: RedactHook | None = None,
+) -> None:
+    """Change what content is recorded; None keeps the current value (initially from the environment).
+
+    `capture_content`: tool arguments and results (default from
+    `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`, off). `capture_turn_messages`: the turn's input and
+    answer (default on, `TOOLWATCH_CAPTURE_TURN_MESSAGES`). `redact_keys` (case-insensitive names) and
+    `redact_pattern` (a regex searched in key names) replace values at any depth with `[REDACTED]`;
+    `redact_hook(tool_name, arguments)` returns the arguments to record (if it raises, none are).
+    """
+    SETTINGS.current = make_settings(
+        base=SETTINGS.current,
+        capture_content=capture_content,
+        capture_turn_messages=capture_turn_messages,
+        max_length=max_content_length,
+        redact_keys=redact_keys,
+        redact_pattern=redact_pattern,
+        redact_hook=redact_hook,
+    )
+
+
+def _env_choice(names: tuple[str, ...], allowed: tuple[str, ...], default: str) -> str:
+    for name in names:
+        raw = os.environ.get(name)
+        if raw is None or not raw.strip():
+            continue
+        value = raw.strip().lower().split(",")[0].strip()
+        if value in allowed:
+            return value
+        logger.warning("ignoring %s=%r: expected one of %s; using %s", name, raw, ", ".join(allowed), default)
+        return default
+    return default
+
+
+def _http_endpoint(endpoint: str | None) -> str | None:
+    if endpoint is None:
+        return None
+    if urlsplit(endpoint).path in ("", "/"):
+        return endpoint.rstrip("/") + "/v1/traces"
+    return endpoint
+
+
+def _make_exporter(name: str, endpoint: str | None, headers: Mapping[str, str] | None) -> SpanExporter | None:
+    if name == "otlp":
+        protocol = _env_choice(
+            ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"),
+            ("http/protobuf", "grpc", "http/json"), "http/protobuf",
+        )
+        if protocol == "http/json":
+            logger.warning("toolwatch: OTLP http/json is not supported by the Python exporter; using http/protobuf")
+        name = "otlp-grpc" if protocol == "grpc" else "otlp-http"
+    if name == "otlp-http":
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
+
+        return HttpExporter(endpoint=_http_endpoint(endpoint), headers=dict(headers) if headers else None)
+    if name == "otlp-grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
+
+        return GrpcExporter(endpoint=endpoint, headers=dict(headers) if headers else None)
+    if name == "console":
+        return ConsoleSpanExporter()
+    if name == "memory":
+        return InMemorySpanExporter()
+    return None
+
+
+def _processor(exporter: SpanExporter, simple: bool, max_queue_size: int | None, **batch: Any) -> SpanProcessor:
+    guarded = CountingExporter(exporter)
+    if simple:
+        return SimpleSpanProcessor(guarded)
+    queue = max_queue_size or env_int("OTEL_BSP_MAX_QUEUE_SIZE", DEFAULT_MAX_QUEUE_SIZE)
+    return CountingBatchSpanProcessor(guarded, max_queue_size=queue,
+                                      **{k: v for k, v in batch.items() if v is not None})
+
+
+def _install_global(provider: TracerProvider, set_global: bool | None) -> None:
+    current = trace.get_tracer_provider()
+    unset = isinstance(current, trace.ProxyTracerProvider)
+    if set_global is False or (set_global is None and not unset):
+        return
+    if not unset:
+        logger.warning("toolwatch: OpenTelemetry does not allow replacing the global TracerProvider already set; "
+                       "toolwatch's own spans go to the new provider, other instrumentation keeps the old one")
+        return
+    trace.set_tracer_provider(provider)
+
+
+def configure(  # noqa: C901 - one flat pass over the options
+    *,
+    service_name: str | None = None,
+    exporter: ExporterName | SpanExporter | None = None,
+    endpoint: str | None = None,
+    headers: Mapping[str, str] | None = None,
+    sampler: Sampler | None = None,
+    resource_attributes: Mapping[str, Any] | None = None,
+    max_queue_size: int | None = None,
+    schedule_delay_millis: float | None = None,
+    max_export_batch_size: int | None = None,
+    simple: bool | None = None,
+    set_global: bool | None = None,
+    capture_content: bool | None = None,
+    capture_turn_messages: bool | None = None,
+    max_content_length: int | None = None,
+    redact_keys: Iterable[str] | None = None,
+    redact_pattern: str | re.Pattern[str] | None = None,
+    redact_hook: RedactHook | None = None,
+) -> ToolwatchTracerProvider:
+    """Set up a TracerProvider for toolwatch's spans and return it.
+
+    `exporter`: "otlp" (default; HTTP/protobuf unless `OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL=grpc`),
+    "otlp-http", "otlp-grpc", "console", "memory" (an `InMemorySpanExporter`, at `provider.exporter`),
+    "none", or any `SpanExporter`; default from `OTEL_TRACES_EXPORTER`. `endpoint` / `headers` default to
+    the standard `OTEL_EXPORTER_OTLP_*` variables (an HTTP endpoint without a path gets `/v1/traces`);
+    the service name to `OTEL_SERVICE_NAME`; the sampler to `OTEL_TRACES_SAMPLER[_ARG]`.
+    Spans are batched (`simple=True`, the default for "memory", exports each span as it ends) in a queue
+    of `max_queue_size` (default 16384 or `OTEL_BSP_MAX_QUEUE_SIZE`); drops are counted
+    (`dropped_spans()`). The global provider is set only if none is set yet (`set_global=True` asks for
+    it, False never). The content options are those of `configure_content`. Bad environment values warn
+    and fall back to the defaults.
+    """
+    configure_content(
+        capture_content=capture_content, capture_turn_messages=capture_turn_messages,
+        max_content_length=max_content_length, redact_keys=redact_keys, redact_pattern=redact_pattern,
+        redact_hook=redact_hook,
+    )
+    if max_queue_size is not None and max_queue_size < 1:
+        raise ValueError(f"max_queue_size must be positive, got {max_queue_size}")
+    if exporter is None:
+        exporter = _env_choice(("OTEL_TRACES_EXPORTER",), ("otlp", "console", "none"), "otlp")  # type: ignore[assignment]
+    if isinstance(exporter, str) and exporter not in _EXPORTERS:
+        raise ValueError(f"unknown exporter {exporter!r}: use one of {', '.join(_EXPORTERS)} or a SpanExporter")
+    attributes: dict[str, Any] = dict(resource_attributes or {})
+    if service_name is not None:
+        attributes["service.name"] = service_name
+    provider = ToolwatchTracerProvider(sampler=sampler, resource=Resource.create(attributes))
+    chosen = _make_exporter(exporter, endpoint, headers) if isinstance(exporter, str) else exporter
+    if chosen is not None:
+        use_simple = simple if simple is not None else exporter == "memory"
+        processor = _processor(chosen, use_simple, max_queue_size, schedule_delay_millis=schedule_delay_millis,
+                               max_export_batch_size=max_export_batch_size)
+        provider.add_span_processor(processor)
+        provider.exporter = chosen
+        provider.processor = processor
+    set_tracer_provider(provider)
+    _install_global(provider, set_global)
+    return provider
+
+
+def shutdown(provider: TracerProvider | None = None, timeout_millis: int = 30000) -> None:
+    """Flush and shut down `provider` (default: the one toolwatch uses, if `configure()` made it)."""
+    from instrumentation._context import TRACING
+
+    target = provider or TRACING.provider
+    if isinstance(target, TracerProvider):
+        try:
+            target.force_flush(timeout_millis)
+            target.shutdown()
+        except Exception:  # noqa: BLE001
+            logger.exception("toolwatch: shutting down the tracer provider failed")

@@ -1,0 +1,210 @@
+"""Content capture: the settings, JSON serialization, redaction and truncation of recorded content.
+
+Tool arguments and results (`gen_ai.tool.call.arguments` / `.result`) are recorded only when content
+capture is on: off by default, on with `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true` or
+`configure(capture_content=True)`.
+
+The turn's input and final answer (`gen_ai.input.messages` / `gen_ai.output.messages`) follow their own
+switch, `capture_turn_messages`, which is ON by default (env `TOOLWATCH_CAPTURE_TURN_MESSAGES`): the
+monitor needs the input text to judge which tools a turn should call. Turn it off where user input may
+not leave the process; the monitor then cannot judge routing for those turns.
+
+Nothing here raises into the agent: an unserializable value is recorded through `repr()` (or a marker),
+a failing redaction hook leaves the content out, and both are logged and counted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+import logging
+import os
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from instrumentation import _attributes as A
+from instrumentation._stats import STATS
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_CONTENT_LENGTH = 16384
+"""Characters of one content attribute kept before it is truncated (and marked `toolwatch.truncated`)."""
+
+RedactHook = Callable[[str, dict[str, Any]], Mapping[str, Any]]
+"""`hook(tool_name, arguments) -> arguments to record`. Runs after key redaction; must not mutate."""
+
+_TRUE = frozenset({"true", "1", "yes", "on", "span_only", "span_and_event"})
+_FALSE = frozenset({"false", "0", "no", "off", "", "no_content", "event_only"})
+
+
+def env_flag(name: str, default: bool) -> bool:
+    """Read a boolean environment variable; an unknown value warns and gives `default`."""
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    logger.warning("ignoring %s=%r: expected true or false; using %s", name, raw, default)
+    return default
+
+
+def env_int(name: str, default: int, minimum: int = 1) -> int:
+    """Read a positive integer environment variable; a bad value warns and gives `default`."""
+    raw = os.environ.get(name)
+    if raw is None or not raw.strip():
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        logger.warning("ignoring %s=%r: not an integer; using %d", name, raw, default)
+        return default
+    if value < minimum:
+        logger.warning("ignoring %s=%r: must be >= %d; using %d", name, raw, minimum, default)
+        return default
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class ContentSettings:
+    """What content is recorded, and how it is redacted and bounded."""
+
+    capture_content: bool = False
+    capture_turn_messages: bool = True
+    max_length: int = DEFAULT_MAX_CONTENT_LENGTH
+    redact_keys: frozenset[str] = frozenset()
+    redact_pattern: re.Pattern[str] | None = None
+    redact_hook: RedactHook | None = None
+    needs_redaction: bool = field(init=False, default=False)
+
+    def __post_init__(self) -> None:
+        if self.max_length < 16:
+            raise ValueError(f"max_length must be at least 16 characters, got {self.max_length}")
+        flag = bool(self.redact_keys or self.redact_pattern is not None or self.redact_hook is not None)
+        object.__setattr__(self, "needs_redaction", flag)
+
+    @classmethod
+    def from_env(cls) -> ContentSettings:
+        return cls(
+            capture_content=env_flag(A.ENV_CAPTURE_CONTENT, False),
+            capture_turn_messages=env_flag(A.ENV_CAPTURE_TURN_MESSAGES, True),
+            max_length=env_int(A.ENV_MAX_CONTENT_LENGTH, DEFAULT_MAX_CONTENT_LENGTH, minimum=16),
+        )
+
+
+def make_settings(
+    *,
+    base: ContentSettings,
+    capture_content: bool | None = None,
+    capture_turn_messages: bool | None = None,
+    max_length: int | None = None,
+    redact_keys: Iterable[str] | None = None,
+    redact_pattern: str | re.Pattern[str] | None = None,
+    redact_hook: RedactHook | None = None,
+) -> ContentSettings:
+    """`base` with the given fields replaced (None keeps the base value)."""
+    pattern = re.compile(redact_pattern) if isinstance(redact_pattern, str) else redact_pattern
+    return ContentSettings(
+        capture_content=base.capture_content if capture_content is None else capture_content,
+        capture_turn_messages=base.capture_turn_messages if capture_turn_messages is None else capture_turn_messages,
+        max_length=base.max_length if max_length is None else max_length,
+        redact_keys=base.redact_keys if redact_keys is None else frozenset(k.casefold() for k in redact_keys),
+        redact_pattern=base.redact_pattern if pattern is None else pattern,
+        redact_hook=base.redact_hook if redact_hook is None else redact_hook,
+    )
+
+
+class _Settings:
+    """Holder of the current settings; replaced as a whole, read without a lock on the hot path."""
+
+    __slots__ = ("current",)
+
+    def __init__(self) -> None:
+        self.current = ContentSettings.from_env()
+
+
+SETTINGS = _Settings()
+
+
+def _default(obj: Any) -> Any:
+    """JSON fallback for values json cannot encode: well-known shapes first, then `repr()`."""
+    if isinstance(obj, enum.Enum):
+        return obj.value
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return dataclasses.asdict(obj)
+    if isinstance(obj, (set, frozenset)):
+        return list(obj)
+    dump = getattr(obj, "model_dump", None)  # pydantic v2 models
+    if callable(dump):
+        return dump(mode="json")
+    STATS.serialization_fallbacks += 1
+    return repr(obj)
+
+
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=_default)
+_encode = _ENCODER.encode
+
+
+def to_json(value: Any) -> str:
+    """`value` as JSON; unserializable parts through `repr()`; never raises."""
+    try:
+        return _encode(value)
+    except Exception as exc:  # noqa: BLE001 - circular references, broken __repr__, ...
+        STATS.serialization_fallbacks += 1
+        logger.debug("content not serializable (%s): recording a marker", type(exc).__name__)
+        return _encode(f"<unserializable {type(value).__name__}: {type(exc).__name__}>")
+
+
+def _redact_value(value: Any, settings: ContentSettings) -> Any:
+    if isinstance(value, Mapping):
+        return _redact_keys(value, settings)
+    if isinstance(value, (list, tuple)):
+        return [_redact_value(v, settings) for v in value]
+    return value
+
+
+def _key_redacted(key: object, settings: ContentSettings) -> bool:
+    if not isinstance(key, str):
+        return False
+    if key.casefold() in settings.redact_keys:
+        return True
+    return settings.redact_pattern is not None and settings.redact_pattern.search(key) is not None
+
+
+def _redact_keys(arguments: Mapping[Any, Any], settings: ContentSettings) -> dict[Any, Any]:
+    return {
+        k: A.REDACTED if _key_redacted(k, settings) else _redact_value(v, settings) for k, v in arguments.items()
+    }
+
+
+def redact(tool_name: str, arguments: Mapping[str, Any], settings: ContentSettings) -> Mapping[str, Any] | None:
+    """The arguments to record: keys redacted (at any depth), then the user hook; None if the hook failed."""
+    redacted: dict[str, Any] = (
+        _redact_keys(arguments, settings) if settings.redact_keys or settings.redact_pattern else dict(arguments)
+    )
+    hook = settings.redact_hook
+    if hook is None:
+        return redacted
+    try:
+        out = hook(tool_name, redacted)
+        if not isinstance(out, Mapping):
+            raise TypeError(f"redaction hook returned {type(out).__name__}, expected a mapping")
+        return out
+    except Exception:  # noqa: BLE001 - a broken hook must not break the tool call
+        STATS.redaction_failures += 1
+        logger.warning("redaction hook failed for tool %r; arguments not recorded", tool_name, exc_info=True)
+        return None
+
+
+def bounded(text: str, key: str, attributes: dict[str, Any], max_length: int) -> None:
+    """Store `text` under `key`, cut at `max_length` characters with the cut listed in `toolwatch.truncated`."""
+    if len(text) > max_length:
+        text = text[:max_length]
+        marked = attributes.get(A.TOOLWATCH_TRUNCATED)
+        attributes[A.TOOLWATCH_TRUNCATED] = (*marked, key) if marked else (key,)
+    attributes[key] = text

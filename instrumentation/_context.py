@@ -1,0 +1,86 @@
+"""Where spans go (the tracer in use) and which tool call is running (the pending call id).
+
+The tracer comes from the provider given to `configure()` / `set_tracer_provider()`, else from the global
+OpenTelemetry provider. A dispatcher (`ToolExecutor`, or user code through `use_tool_call_id`) hands the
+model's call id, and the raw argument JSON, to the next `@tool` span through a context variable; the
+`@tool` wrapper takes it and clears it, so tools called from inside that tool get their own ids.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+from opentelemetry import trace
+
+from instrumentation._attributes import SCOPE_NAME
+
+try:
+    from importlib.metadata import version as _dist_version
+
+    _VERSION: str | None = _dist_version("toolwatch")
+except Exception:  # noqa: BLE001 - not installed as a distribution (e.g. run from a source tree)
+    _VERSION = None
+
+
+class _TracerHolder:
+    __slots__ = ("provider", "tracer")
+
+    def __init__(self) -> None:
+        self.provider: trace.TracerProvider | None = None
+        self.tracer: trace.Tracer = trace.get_tracer(SCOPE_NAME, _VERSION)
+
+
+TRACING = _TracerHolder()
+
+
+def set_tracer_provider(provider: trace.TracerProvider | None) -> None:
+    """Send toolwatch's spans to `provider` (None: back to the global provider). Does not touch the global."""
+    TRACING.provider = provider
+    TRACING.tracer = (provider.get_tracer(SCOPE_NAME, _VERSION) if provider is not None
+                      else trace.get_tracer(SCOPE_NAME, _VERSION))
+
+
+def get_tracer() -> trace.Tracer:
+    """The tracer toolwatch's spans are started on."""
+    return TRACING.tracer
+
+
+@dataclass(frozen=True, slots=True)
+class PendingCall:
+    """The call a dispatcher is about to run: its id, the tool it names, the raw argument JSON if any."""
+
+    call_id: str
+    tool_name: str | None = None
+    arguments_json: str | None = None
+
+
+PENDING: ContextVar[PendingCall | None] = ContextVar("toolwatch_pending_call", default=None)
+
+_getrandbits = random.getrandbits
+
+
+def new_call_id() -> str:
+    """A fresh call id for a tool call the model did not name (`tw_` + 16 hex digits)."""
+    return f"tw_{_getrandbits(64):016x}"
+
+
+@contextmanager
+def use_tool_call_id(call_id: str, tool_name: str | None = None) -> Iterator[None]:
+    """Record `call_id` as `gen_ai.tool.call.id` of the next `@tool` call in this context.
+
+    For agents with their own dispatch loop::
+
+        with use_tool_call_id(tool_call.id):
+            result = get_weather(**arguments)
+
+    With `tool_name`, only a tool of that name takes the id.
+    """
+    token = PENDING.set(PendingCall(call_id, tool_name))
+    try:
+        yield
+    finally:
+        PENDING.reset(token)

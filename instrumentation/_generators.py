@@ -1,0 +1,173 @@
+"""Generator and async-generator tools: one span over the whole iteration.
+
+The original generator is created at call time (so a bad call raises where it did before); the
+returned iterator drives it step by step with the full protocol (`send`, `throw`, `close` and their
+async forms), makes the tool span current only while the original runs, and ends the span when the
+original is exhausted, raises or is closed. Closing early is not an error. With content capture on,
+the first `MAX_RECORDED_ITEMS` items are recorded as a JSON list in `gen_ai.tool.call.result`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Callable, Generator, Mapping
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import Span
+
+from instrumentation import _attributes as A
+from instrumentation._context import PendingCall
+from instrumentation._span import begin, end_span, failed_begin, record_error, record_result, take_pending
+from instrumentation._spec import ToolSpec
+
+MAX_RECORDED_ITEMS = 256
+
+_attach = otel_context.attach
+_detach = otel_context.detach
+
+
+class _Recorder:
+    """Counts the items and keeps the first few for the result attribute."""
+
+    __slots__ = ("count", "items", "keep")
+
+    def __init__(self, keep: bool) -> None:
+        self.keep = keep
+        self.count = 0
+        self.items: list[Any] = []
+
+    def add(self, item: Any) -> None:
+        self.count += 1
+        if self.keep and len(self.items) < MAX_RECORDED_ITEMS:
+            self.items.append(item)
+
+    def finish(self, span: Span, settings: Any) -> None:
+        if span.is_recording():
+            span.set_attribute(A.TOOLWATCH_YIELDED, self.count)
+            if self.keep:
+                record_result(span, self.items, settings)
+
+
+def _start(
+    spec: ToolSpec, args: tuple[Any, ...], kwargs: Mapping[str, Any], pending: PendingCall | None
+) -> tuple[Span, otel_context.Context, _Recorder, Any] | None:
+    try:
+        span, token, _, settings = begin(spec, args, kwargs, pending, consume=False)
+    except Exception:  # noqa: BLE001
+        failed_begin()
+        return None
+    _detach(token)  # type: ignore[arg-type]
+    recorder = _Recorder(settings.capture_content and span.is_recording())
+    return span, trace.set_span_in_context(span), recorder, settings
+
+
+def _traced_generator(
+    spec: ToolSpec, gen: Generator[Any, Any, Any], args: tuple[Any, ...], kwargs: Mapping[str, Any],
+    pending: PendingCall | None,
+) -> Generator[Any, Any, Any]:
+    started = _start(spec, args, kwargs, pending)
+    if started is None:
+        return (yield from gen)
+    span, ctx, recorder, settings = started
+    sent: Any = None
+    thrown: BaseException | None = None
+    try:
+        while True:
+            token = _attach(ctx)
+            try:
+                if thrown is None:
+                    item = gen.send(sent)
+                else:
+                    item, thrown = gen.throw(thrown), None
+            finally:
+                _detach(token)
+            recorder.add(item)
+            try:
+                sent = yield item
+            except GeneratorExit:
+                token = _attach(ctx)
+                try:
+                    gen.close()
+                finally:
+                    _detach(token)
+                raise
+            except BaseException as exc:  # thrown in by the consumer: hand it to the original
+                thrown = exc
+    except StopIteration as stop:
+        recorder.finish(span, settings)
+        return stop.value
+    except GeneratorExit:
+        recorder.finish(span, settings)
+        raise
+    except BaseException as exc:
+        record_error(span, exc, settings)
+        raise
+    finally:
+        end_span(span)
+
+
+async def _traced_async_generator(
+    spec: ToolSpec, agen: AsyncGenerator[Any, Any], args: tuple[Any, ...], kwargs: Mapping[str, Any],
+    pending: PendingCall | None,
+) -> AsyncGenerator[Any, Any]:
+    started = _start(spec, args, kwargs, pending)
+    if started is None:
+        async for item in agen:
+            yield item
+        return
+    span, ctx, recorder, settings = started
+    sent: Any = None
+    thrown: BaseException | None = None
+    try:
+        while True:
+            token = _attach(ctx)
+            try:
+                if thrown is None:
+                    item = await agen.asend(sent)
+                else:
+                    item, thrown = await agen.athrow(thrown), None
+            finally:
+                _detach(token)
+            recorder.add(item)
+            try:
+                sent = yield item
+            except GeneratorExit:
+                token = _attach(ctx)
+                try:
+                    await agen.aclose()
+                finally:
+                    _detach(token)
+                raise
+            except BaseException as exc:
+                thrown = exc
+    except StopAsyncIteration:
+        recorder.finish(span, settings)
+    except GeneratorExit:
+        recorder.finish(span, settings)
+        raise
+    except BaseException as exc:
+        record_error(span, exc, settings)
+        raise
+    finally:
+        end_span(span)
+
+
+def wrap_generator(spec: ToolSpec, func: Callable[..., Any]) -> Callable[..., Any]:
+    name = spec.name
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        gen = func(*args, **kwargs)
+        return _traced_generator(spec, gen, args, kwargs, take_pending(name))
+
+    return wrapper
+
+
+def wrap_async_generator(spec: ToolSpec, func: Callable[..., Any]) -> Callable[..., Any]:
+    name = spec.name
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        agen = func(*args, **kwargs)
+        return _traced_async_generator(spec, agen, args, kwargs, take_pending(name))
+
+    return wrapper

@@ -1,0 +1,176 @@
+"""Starting and ending one `execute_tool` span: the hot path shared by every kind of tool.
+
+Attributes are built once into a dict passed at span start; the arguments are serialized once (or the
+raw JSON the model emitted is reused) and only when the span will be recorded. Every function here
+guards itself: a telemetry failure is logged and counted, never raised into the agent.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from contextvars import Token
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+
+from instrumentation import _attributes as A
+from instrumentation._content import SETTINGS, ContentSettings, bounded, redact, to_json
+from instrumentation._context import PENDING, TRACING, PendingCall, new_call_id
+from instrumentation._spec import ToolSpec
+from instrumentation._stats import STATS
+
+logger = logging.getLogger(__name__)
+
+_INTERNAL = SpanKind.INTERNAL
+_get_current_span = trace.get_current_span
+_set_span_in_context = trace.set_span_in_context
+_attach = otel_context.attach
+_detach = otel_context.detach
+
+Started = tuple[Span, object, "Token[PendingCall | None] | None", ContentSettings]
+
+
+def take_pending(name: str) -> PendingCall | None:
+    """The call a dispatcher queued for a tool of this name, if any."""
+    pending = PENDING.get()
+    if pending is not None and (pending.tool_name is None or pending.tool_name == name):
+        return pending
+    return None
+
+
+def arguments_of(spec: ToolSpec, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The call's arguments by parameter name (positional ones named after the signature)."""
+    positional = args[1:] if spec.skip_first else args
+    if not positional:
+        return kwargs
+    names = spec.param_names
+    data: dict[str, Any] = dict(zip(names, positional, strict=False))
+    if len(positional) > len(names):
+        data[spec.var_positional or "*args"] = list(positional[len(names):])
+    data.update(kwargs)
+    return data
+
+
+def add_arguments(
+    spec: ToolSpec,
+    arguments: Mapping[str, Any],
+    raw_json: str | None,
+    settings: ContentSettings,
+    attributes: dict[str, Any],
+) -> None:
+    """Put `gen_ai.tool.call.arguments` into `attributes`: redacted, serialized once, bounded."""
+    if settings.needs_redaction:
+        recorded = redact(spec.name, arguments, settings)
+        if recorded is None:
+            attributes[A.TOOLWATCH_CONTENT_ERROR] = "redaction_failed"
+            return
+        text = to_json(recorded)
+    else:
+        text = raw_json if raw_json is not None else to_json(arguments)
+    bounded(text, A.GEN_AI_TOOL_CALL_ARGUMENTS, attributes, settings.max_length)
+
+
+def _parent_recording() -> bool:
+    parent = _get_current_span()
+    return parent.is_recording() or not parent.get_span_context().is_valid
+
+
+def begin(
+    spec: ToolSpec,
+    args: tuple[Any, ...],
+    kwargs: Mapping[str, Any],
+    pending: PendingCall | None,
+    consume: bool = True,
+) -> Started:
+    """Start the span of one call and make it current. Raises only on a bug; callers guard it.
+
+    With `consume`, the pending call is cleared for the duration of the call (restored by `end`), so tools
+    called from inside this tool get their own ids; generators pass False (they run in their consumer's
+    context, between its statements)."""
+    settings = SETTINGS.current
+    reset: Token[PendingCall | None] | None = None
+    raw_json: str | None = None
+    if pending is not None:
+        call_id = pending.call_id
+        raw_json = pending.arguments_json
+        if consume:
+            reset = PENDING.set(None)
+    else:
+        call_id = new_call_id()
+    attributes = dict(spec.base_attributes)
+    attributes[A.GEN_AI_TOOL_CALL_ID] = call_id
+    late_arguments = False
+    if settings.capture_content:
+        if _parent_recording():
+            add_arguments(spec, arguments_of(spec, args, kwargs), raw_json, settings, attributes)
+        else:
+            late_arguments = True
+    span = TRACING.tracer.start_span(spec.span_name, kind=_INTERNAL, attributes=attributes)
+    if late_arguments and span.is_recording():
+        extra: dict[str, Any] = {}
+        add_arguments(spec, arguments_of(spec, args, kwargs), raw_json, settings, extra)
+        span.set_attributes(extra)
+    token = _attach(_set_span_in_context(span))
+    return span, token, reset, settings
+
+
+def record_result(span: Span, result: Any, settings: ContentSettings) -> None:
+    """Set `gen_ai.tool.call.result` when capture is on and the span records."""
+    try:
+        if settings.capture_content and span.is_recording():
+            extra: dict[str, Any] = {}
+            previous = getattr(span, "attributes", None) or {}
+            marked = previous.get(A.TOOLWATCH_TRUNCATED)
+            if marked:
+                extra[A.TOOLWATCH_TRUNCATED] = tuple(marked)
+            bounded(to_json(result), A.GEN_AI_TOOL_CALL_RESULT, extra, settings.max_length)
+            span.set_attributes(extra)
+    except Exception:  # noqa: BLE001
+        STATS.instrumentation_errors += 1
+        logger.exception("toolwatch: recording a tool result failed")
+
+
+def record_error(span: Span, exc: BaseException, settings: ContentSettings) -> None:
+    """Status ERROR and `error.type`; the message and an exception event only when capture is on."""
+    try:
+        if not span.is_recording():
+            return
+        error_type = type(exc).__qualname__
+        span.set_attribute(A.ERROR_TYPE, error_type)
+        if settings.capture_content:
+            span.set_status(Status(StatusCode.ERROR, f"{error_type}: {exc}"[: settings.max_length]))
+            span.record_exception(exc)
+        else:
+            span.set_status(Status(StatusCode.ERROR))
+    except Exception:  # noqa: BLE001
+        STATS.instrumentation_errors += 1
+        logger.exception("toolwatch: recording a tool error failed")
+
+
+def end(started: Started) -> None:
+    """Make the previous context current again and end the span."""
+    span, token, reset, _ = started
+    _detach(token)  # type: ignore[arg-type]  # logs and swallows its own errors
+    end_span(span)
+    if reset is not None:
+        try:
+            PENDING.reset(reset)
+        except ValueError:  # ended in another context (a generator finished elsewhere): nothing to restore
+            pass
+
+
+def end_span(span: Span) -> None:
+    """End the span; a failing span processor is logged and counted."""
+    try:
+        span.end()
+    except Exception:  # noqa: BLE001 - e.g. a user span processor that raises
+        STATS.instrumentation_errors += 1
+        logger.exception("toolwatch: ending a tool span failed")
+
+
+def failed_begin() -> None:
+    STATS.instrumentation_errors += 1
+    logger.exception("toolwatch: starting a tool span failed; the tool runs untraced")

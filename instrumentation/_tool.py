@@ -1,0 +1,156 @@
+"""`@tool`: record every call of a function as an `execute_tool {name}` span, without changing the call.
+
+The wrapper returns the very object the function returned and re-raises the very exception it raised
+(same type, args and traceback frames, the wrapper's frame added on top). Plain and async functions
+are wrapped in a function of the same kind (so `inspect.iscoroutinefunction` still holds); generator
+and async-generator functions are wrapped in a plain function that calls the original at once (so a
+bad call raises at the call, as before) and returns an iterator driving the original, with the span
+covering the iteration. The wrapper is a plain function, so it works on methods, static methods and
+class methods (put `@staticmethod` / `@classmethod` above `@tool`).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Any, TypeVar, overload
+
+from instrumentation._generators import wrap_async_generator, wrap_generator
+from instrumentation._schema import JsonSchema, function_schema
+from instrumentation._span import begin, end, failed_begin, record_error, record_result, take_pending
+from instrumentation._spec import SPEC_ATTRIBUTE, ToolSpec, kind_of, positional_names
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _description(func: Callable[..., Any]) -> str:
+    doc = inspect.getdoc(func)
+    return doc.strip() if doc else ""
+
+
+def make_spec(
+    func: Callable[..., Any],
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    schema: JsonSchema | None = None,
+) -> ToolSpec:
+    """The `ToolSpec` of `func`; the schema is derived from the signature unless given."""
+    tool_name = name if name is not None else getattr(func, "__name__", None)
+    if not tool_name:
+        raise ValueError(f"cannot name tool {func!r}: pass @tool(name=...)")
+    if schema is not None and (not isinstance(schema, dict) or schema.get("type", "object") != "object"):
+        raise ValueError(f"tool {tool_name!r}: schema must be a JSON Schema dict of type object, got {schema!r}")
+    names, skip_first, var_positional = positional_names(func)
+    return ToolSpec(
+        name=tool_name,
+        description=_description(func) if description is None else description,
+        parameters=schema if schema is not None else function_schema(func),
+        kind=kind_of(func),
+        param_names=names,
+        skip_first=skip_first,
+        var_positional=var_positional,
+    )
+
+
+def _wrap_function(spec: ToolSpec, func: Callable[..., Any]) -> Callable[..., Any]:
+    name = spec.name
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            started = begin(spec, args, kwargs, take_pending(name))
+        except Exception:  # noqa: BLE001 - telemetry must not break the call
+            failed_begin()
+            return func(*args, **kwargs)
+        try:
+            result = func(*args, **kwargs)
+        except BaseException as exc:
+            record_error(started[0], exc, started[3])
+            raise
+        else:
+            record_result(started[0], result, started[3])
+            return result
+        finally:
+            end(started)
+
+    return wrapper
+
+
+def _wrap_coroutine(spec: ToolSpec, func: Callable[..., Any]) -> Callable[..., Any]:
+    name = spec.name
+
+    async def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            started = begin(spec, args, kwargs, take_pending(name))
+        except Exception:  # noqa: BLE001
+            failed_begin()
+            return await func(*args, **kwargs)
+        try:
+            result = await func(*args, **kwargs)
+        except BaseException as exc:
+            record_error(started[0], exc, started[3])
+            raise
+        else:
+            record_result(started[0], result, started[3])
+            return result
+        finally:
+            end(started)
+
+    return wrapper
+
+
+def instrument(func: F, spec: ToolSpec) -> F:
+    """Wrap `func` so each call is recorded as described by `spec`."""
+    if spec.kind == "coroutine":
+        wrapper = _wrap_coroutine(spec, func)
+    elif spec.kind == "generator":
+        wrapper = wrap_generator(spec, func)
+    elif spec.kind == "async_generator":
+        wrapper = wrap_async_generator(spec, func)
+    else:
+        wrapper = _wrap_function(spec, func)
+    functools.update_wrapper(wrapper, func)
+    setattr(wrapper, SPEC_ATTRIBUTE, spec)
+    return wrapper  # type: ignore[return-value]
+
+
+@overload
+def tool(func: F, /) -> F: ...
+
+
+@overload
+def tool(
+    *, name: str | None = None, schema: JsonSchema | None = None, description: str | None = None
+) -> Callable[[F], F]: ...
+
+
+def tool(
+    func: F | None = None,
+    /,
+    *,
+    name: str | None = None,
+    schema: JsonSchema | None = None,
+    description: str | None = None,
+) -> F | Callable[[F], F]:
+    """Record each call of the decorated function as an `execute_tool {name}` span.
+
+    `name` defaults to the function's name, `description` to its docstring, `schema` (the JSON Schema of
+    the arguments) to one derived from the signature and type hints. The span carries
+    `gen_ai.tool.name`, `gen_ai.tool.call.id` (the model's id when a `ToolExecutor` or
+    `use_tool_call_id` dispatches the call, else a fresh one), `gen_ai.tool.type=function`,
+    `gen_ai.tool.description`, and, when content capture is on, `gen_ai.tool.call.arguments` and
+    `gen_ai.tool.call.result` as JSON. An exception sets status ERROR and `error.type` and propagates
+    unchanged.
+    """
+
+    def decorate(f: F) -> F:
+        if not callable(f):
+            raise TypeError(f"@tool decorates a function or method, got {type(f).__name__}")
+        if isinstance(f, (staticmethod, classmethod)):
+            raise TypeError("put @staticmethod / @classmethod above @tool, not below it")
+        return instrument(f, make_spec(f, name=name, description=description, schema=schema))
+
+    if func is not None:
+        return decorate(func)
+    return decorate
