@@ -101,6 +101,8 @@ class TurnVerdict:
     over_calling: bool | None  # None when unjudged
     confusion: tuple[tuple[str, str], ...]  # (expected, actual) pairs; judged turns only
     reason: str  # one line a person can read
+    # Sum of slot minimums per tool of the expectation used (judged turns only): per-tool missed-call rate.
+    expected_by_tool: tuple[tuple[str, int], ...] = ()
 
     @property
     def failed(self) -> bool:

@@ -1,0 +1,132 @@
+"""Argument checks (METRICS.md "Argument correctness"): exact, normalized, one_of, fuzzy, numeric, regex,
+from_input. Values are JSON values; a missing argument is `MISSING`."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from rapidfuzz import fuzz
+
+from monitor.rules import ArgCheck
+from monitor.verdict import ArgCheckResult
+
+MISSING: Any = object()
+_PUNCT = str.maketrans({c: None for c in " ,./-_*^"} | {"'": '"'})
+
+
+def _text(value: Any) -> str:
+    if value is MISSING:
+        return "<missing>"
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def json_equal(a: Any, b: Any) -> bool:
+    """Equality of JSON values: a bool is never a number; an int equals the float of the same value."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return a == b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
+    return type(a) is type(b) and bool(a == b)
+
+
+def normalize(value: Any) -> str:
+    """Case, surrounding space and the punctuation ` ,./-_*^` ignored; `'` equals `"`."""
+    return _text(value).strip().lower().translate(_PUNCT)
+
+
+def normalized_equal(expected: Any, actual: Any) -> bool:
+    if isinstance(expected, list) or isinstance(actual, list):
+        if not (isinstance(expected, list) and isinstance(actual, list)) or len(expected) != len(actual):
+            return False
+        return all(normalized_equal(e, a) for e, a in zip(expected, actual, strict=True))
+    return normalize(expected) == normalize(actual)
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            f = float(value.strip())
+        except ValueError:
+            return None
+        return f if math.isfinite(f) else None
+    return None
+
+
+def capture(check: ArgCheck, input_text: str) -> str | None:
+    """The value a from_input check captures from the turn input (None when the regex does not match)."""
+    assert check.regex is not None
+    m = check.regex.search(input_text)
+    if m is None:
+        return None
+    value = m.group(check.group)
+    return value if isinstance(value, str) else None
+
+
+def passes(check: ArgCheck, actual: Any, input_text: str) -> bool:
+    mode = check.mode
+    if mode == "one_of":
+        if actual is MISSING:
+            return any(x == "" for x in check.expected)
+        return any(json_equal(x, actual) for x in check.expected)
+    if actual is MISSING:
+        return False
+    if mode == "exact":
+        return json_equal(check.expected, actual)
+    if mode == "normalized":
+        return normalized_equal(check.expected, actual)
+    if mode == "regex":
+        assert check.regex is not None
+        return check.regex.search(_text(actual)) is not None
+    if mode == "fuzzy":
+        return bool(fuzz.ratio(str(check.expected), _text(actual)) >= check.threshold)
+    if mode == "numeric":
+        a, e = _number(actual), _number(check.expected)
+        return a is not None and e is not None and abs(a - e) <= check.tolerance
+    if mode == "from_input":
+        want = capture(check, input_text)
+        return want is not None and isinstance(actual, str) and actual == want
+    raise ValueError(f"unknown check mode {mode!r}")
+
+
+def get_argument(args: Any, name: str) -> Any:
+    if isinstance(args, dict):
+        return args.get(name, MISSING)
+    return MISSING
+
+
+def expected_text(check: ArgCheck, input_text: str) -> str:
+    if check.mode == "from_input":
+        got = capture(check, input_text)
+        return got if got is not None else f"<no match of {check.expected!r} in input>"
+    if check.mode == "fuzzy":
+        return f"{_text(check.expected)} (ratio >= {check.threshold:g})"
+    if check.mode == "numeric":
+        return f"{_text(check.expected)} +/- {check.tolerance:g}"
+    return _text(check.expected)
+
+
+def run_checks(checks: tuple[ArgCheck, ...], args: Any, input_text: str) -> tuple[ArgCheckResult, ...]:
+    """Every check of a slot applied to parsed arguments (a non-object fails every check)."""
+    out = []
+    for c in checks:
+        actual = get_argument(args, c.argument)
+        ok = passes(c, actual, input_text)
+        out.append(ArgCheckResult(c.argument, c.mode, expected_text(c, input_text), _text(actual), ok))
+    return tuple(out)
+
+
+def score(checks: tuple[ArgCheck, ...], args: Any, input_text: str) -> int:
+    """Number of checks that pass (the matching score numerator)."""
+    return sum(1 for c in checks if passes(c, get_argument(args, c.argument), input_text))

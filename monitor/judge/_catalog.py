@@ -1,0 +1,113 @@
+"""The tools a turn may call, and their compiled argument validators.
+
+Declared tools come from the rule files. With `from_definitions: true` the tools offered to the model in
+the turn (`gen_ai.tool.definitions`) join the catalog for that turn, their `parameters` serving as schema
+when the rule files declare none. Validators for offered schemas are cached (bounded).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import Any
+
+import jsonschema
+
+from monitor.judge._schema import SchemaValidator
+from monitor.records import Turn
+from monitor.rules import RuleSet
+
+MAX_CACHED_DEFINITION_SCHEMAS = 256
+
+
+class TurnTools:
+    """The catalog of one turn."""
+
+    __slots__ = ("names", "_validators", "_extra")
+
+    def __init__(
+        self, names: frozenset[str], validators: Mapping[str, SchemaValidator], extra: Mapping[str, SchemaValidator]
+    ) -> None:
+        self.names = names
+        self._validators = validators
+        self._extra = extra
+
+    def validator(self, name: str) -> SchemaValidator | None:
+        v = self._validators.get(name)
+        return v if v is not None else self._extra.get(name)
+
+
+class Catalog:
+    def __init__(self, ruleset: RuleSet) -> None:
+        self.from_definitions = ruleset.from_definitions
+        self.validators: dict[str, SchemaValidator] = {}
+        for tool in ruleset.tools:
+            schema = tool.schema
+            if schema is not None:
+                self.validators[tool.name] = SchemaValidator(schema)
+        self._cache: OrderedDict[str, SchemaValidator | None] = OrderedDict()
+        self._lock = threading.Lock()
+        self._plain: dict[frozenset[str], TurnTools] = {}
+
+    def for_turn(self, turn: Turn, scope_tools: frozenset[str]) -> TurnTools:
+        if self.from_definitions and turn.tool_definitions:
+            return self._with_definitions(turn, scope_tools)
+        got = self._plain.get(scope_tools)
+        if got is None:
+            got = TurnTools(scope_tools, self.validators, {})
+            self._plain[scope_tools] = got
+        return got
+
+    def _with_definitions(self, turn: Turn, scope_tools: frozenset[str]) -> TurnTools:
+        names = set(scope_tools)
+        extra: dict[str, SchemaValidator] = {}
+        for d in turn.tool_definitions or ():
+            name = d.get("name")
+            fn = d.get("function")
+            if not isinstance(name, str) and isinstance(fn, Mapping):
+                name = fn.get("name")
+            if not isinstance(name, str) or not name:
+                continue
+            names.add(name)
+            if name not in self.validators:
+                params = fn.get("parameters") if isinstance(fn, Mapping) else d.get("parameters")
+                v = self._definition_validator(params)
+                if v is not None:
+                    extra[name] = v
+        return TurnTools(frozenset(names), self.validators, extra)
+
+    def _definition_validator(self, params: Any) -> SchemaValidator | None:
+        if not isinstance(params, Mapping):
+            return None
+        try:
+            key = json.dumps(params, sort_keys=True)
+        except (TypeError, ValueError):
+            return None
+        with self._lock:
+            if key in self._cache:
+                self._cache.move_to_end(key)
+                return self._cache[key]
+        validator: SchemaValidator | None
+        try:
+            jsonschema.Draft202012Validator.check_schema(params)
+            validator = None if _has_remote_ref(params) else SchemaValidator(params)
+        except jsonschema.SchemaError:
+            validator = None
+        with self._lock:
+            self._cache[key] = validator
+            while len(self._cache) > MAX_CACHED_DEFINITION_SCHEMAS:
+                self._cache.popitem(last=False)
+        return validator
+
+
+def _has_remote_ref(schema: Any) -> bool:
+    if isinstance(schema, Mapping):
+        return any(
+            (k in ("$ref", "$dynamicRef") and isinstance(v, str) and not v.startswith("#")) or _has_remote_ref(v)
+            for k, v in schema.items()
+        )
+    if isinstance(schema, list):
+        return any(_has_remote_ref(v) for v in schema)
+    return False

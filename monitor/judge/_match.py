@@ -1,0 +1,105 @@
+"""Optimal assignment of calls to the expected slots of one tool (METRICS.md "Matching").
+
+A call only fills a slot of its own tool, so the problem splits per tool name. Within one tool we
+maximize, in order: (1) assigned calls, (2) slot minimums met, (3) summed argument score, (4) the original
+order (an earlier call takes an earlier slot; being assigned counts as earlier than being left out).
+Scores are integers (the share of a slot's checks that pass, scaled by a common denominator) so that
+comparisons are exact.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+MAX_STATES = 200_000  # DP table bound; beyond it a slot-order greedy assignment is used (never met in practice)
+
+Value = tuple[int, int, int]
+
+
+def assign_one(n: int, cap: int | None, scores: Sequence[int] | None) -> list[int]:
+    """One slot: the positions (in call order) of the calls that fill it."""
+    k = n if cap is None else min(n, cap)
+    if scores is None or k == n:
+        return list(range(k))
+    best = sorted(range(n), key=lambda i: (-scores[i], i))[:k]
+    return sorted(best)
+
+
+def assign(
+    n: int, mins: Sequence[int], maxs: Sequence[int | None], scores: Sequence[Sequence[int]]
+) -> list[int | None]:
+    """For each of n calls (in call order) the local slot index it fills, or None.
+
+    `scores[i][j]` is the (scaled) argument score of call i in slot j.
+    """
+    m = len(mins)
+    caps = [mx if mx is not None else mn for mn, mx in zip(mins, maxs, strict=True)]
+    size = math.prod(c + 1 for c in caps) * (n + 1)
+    if size > MAX_STATES:
+        return _greedy(n, mins, maxs, scores)
+    memo: dict[tuple[int, tuple[int, ...]], Value] = {}
+
+    def best(i: int, state: tuple[int, ...]) -> Value:
+        key = (i, state)
+        got = memo.get(key)
+        if got is not None:
+            return got
+        if i == n:
+            met = sum(1 for j in range(m) if state[j] >= mins[j])
+            value: Value = (0, met, 0)
+        else:
+            value = best(i + 1, state)
+            for j in range(m):
+                nxt = _step(state, j, maxs[j], caps[j])
+                if nxt is None:
+                    continue
+                a, met, s = best(i + 1, nxt)
+                cand = (a + 1, met, s + scores[i][j])
+                if cand > value:
+                    value = cand
+        memo[key] = value
+        return value
+
+    state = tuple(0 for _ in range(m))
+    out: list[int | None] = []
+    for i in range(n):
+        target = best(i, state)
+        chosen: int | None = None
+        for j in range(m):
+            nxt = _step(state, j, maxs[j], caps[j])
+            if nxt is None:
+                continue
+            a, met, s = best(i + 1, nxt)
+            if (a + 1, met, s + scores[i][j]) == target:
+                chosen, state = j, nxt
+                break
+        out.append(chosen)
+    return out
+
+
+def _step(state: tuple[int, ...], j: int, mx: int | None, cap: int) -> tuple[int, ...] | None:
+    """The state after one more call in slot j, or None when slot j is full."""
+    c = state[j]
+    if mx is not None and c >= mx:
+        return None
+    if c >= cap:  # unbounded slot already at its minimum: count saturates
+        return state
+    return state[:j] + (c + 1,) + state[j + 1 :]
+
+
+def _greedy(
+    n: int, mins: Sequence[int], maxs: Sequence[int | None], scores: Sequence[Sequence[int]]
+) -> list[int | None]:
+    out: list[int | None] = [None] * n
+    counts = [0] * len(mins)
+    for phase in (0, 1):  # minimums first, then up to the maximums
+        for j in range(len(mins)):
+            limit = mins[j] if phase == 0 else maxs[j]
+            free = sorted((i for i in range(n) if out[i] is None), key=lambda i: (-scores[i][j], i))
+            for i in free:
+                if limit is not None and counts[j] >= limit:
+                    break
+                out[i] = j
+                counts[j] += 1
+    return out

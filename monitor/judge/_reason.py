@@ -1,0 +1,59 @@
+"""The one-line human reason of a verdict."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from monitor.records import Turn
+from monitor.rules import Expectation
+from monitor.verdict import CallVerdict, MissedUnit, Outcome
+
+MAX_REASON = 300
+
+
+def reason(
+    turn: Turn,
+    exp: Expectation | None,
+    calls: Sequence[CallVerdict],
+    missed: Sequence[MissedUnit],
+    forbidden: Sequence[str],
+    sequence_ok: bool | None,
+    response_ok: bool | None,
+    *,
+    turnless: bool,
+) -> str:
+    problems: list[str] = []
+    wrong = [c.name for c in calls if c.outcome is Outcome.WRONG_TOOL]
+    for k, unit in enumerate(missed):
+        problems.append(f"called {wrong[k]} instead of {unit.tool}" if k < len(wrong) else f"missed {unit.tool}")
+    for c in calls:
+        if c.outcome is Outcome.SPURIOUS:
+            problems.append(f"extra call {c.name}")
+        elif c.outcome is Outcome.HALLUCINATED:
+            problems.append(f"unknown tool {c.name!r}")
+        if c.schema_valid is False:
+            kinds = ",".join(sorted({v.kind.value for v in c.violations}))
+            problems.append(f"{c.name} arguments invalid ({kinds})")
+        for r in c.arg_results:
+            if not r.ok:
+                problems.append(f"{c.name}.{r.argument} {r.mode}: expected {r.expected!r}, got {r.actual!r}")
+    problems.extend(f"forbidden tool {t} called" for t in forbidden)
+    if sequence_ok is False:
+        problems.append("call order not as expected")
+    if response_ok is False:
+        problems.append("response check failed")
+    if turnless:
+        head = f"turnless: {len(calls)} call(s), catalog and schema checks only"
+    elif exp is None:
+        head = f"unjudged: no rule matches ({len(calls)} call(s))"
+    elif not problems:
+        called = ", ".join(c.name for c in calls) or "no tool"
+        return _cut(f"ok ({exp.id}): {called}")
+    else:
+        head = f"failed ({exp.id})"
+    return _cut(f"{head}: {'; '.join(problems)}" if problems else head)
+
+
+def _cut(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= MAX_REASON else text[: MAX_REASON - 3] + "..."

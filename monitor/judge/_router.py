@@ -1,0 +1,98 @@
+"""Routing: the first `expect` rule (file order) whose `when` matches, without a linear scan.
+
+Each rule is indexed by one text trigger its condition requires: a prefix (a character trie walked along
+the input), an exact input (a dict), or a regex / substring (all in one combined RE2 set, one pass over
+the input). The candidates found are checked in rule order; the first whose whole condition holds wins.
+Rules with no indexable trigger (`any`, `not`, attribute-only, no `when`) are always candidates.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+from typing import Any
+
+import re2
+
+from monitor.judge._conditions import holds
+from monitor.records import Turn
+from monitor.rules._model import All, Condition, Contains, Equals, Expectation, Prefix, Search
+from monitor.rules._regex import regex_set
+
+_HIT = ""  # trie key holding the rules whose prefix ends at this node (no input char is "")
+
+Trigger = tuple[str, Any]
+
+
+def _trigger(c: Condition) -> Trigger | None:
+    if isinstance(c, Prefix):
+        return ("prefix", c.text)
+    if isinstance(c, Equals):
+        return ("equals", c.text)
+    if isinstance(c, Search):
+        return ("regex", c.regex.pattern)
+    if isinstance(c, Contains):
+        return ("contains", c.text)
+    if isinstance(c, All):
+        found = [t for t in map(_trigger, c.parts) if t is not None]
+        found.sort(key=lambda t: ("prefix", "equals", "contains", "regex").index(t[0]))
+        return found[0] if found else None
+    return None
+
+
+class Router:
+    """First-match routing over a fixed list of expectations."""
+
+    def __init__(self, rules: Sequence[Expectation]) -> None:
+        self.rules = tuple(rules)
+        self._trie: dict[str, Any] = {}
+        self._equals: dict[str, list[int]] = {}
+        self._always: list[int] = []
+        self._exact: list[bool] = []  # the trigger is the whole condition: no re-check needed
+        patterns: list[str] = []
+        self._set_rules: list[int] = []
+        for i, rule in enumerate(self.rules):
+            trig = _trigger(rule.when)
+            self._exact.append(trig is not None and not isinstance(rule.when, All))
+            if trig is None:
+                self._always.append(i)
+            elif trig[0] == "prefix":
+                node = self._trie
+                for ch in trig[1]:
+                    node = node.setdefault(ch, {})
+                node.setdefault(_HIT, []).append(i)
+            elif trig[0] == "equals":
+                self._equals.setdefault(trig[1], []).append(i)
+            else:
+                patterns.append(trig[1] if trig[0] == "regex" else re2.escape(trig[1]))
+                self._set_rules.append(i)
+        self._set = regex_set(patterns) if patterns else None
+
+    def candidates(self, text: str) -> list[int]:
+        """Indexes of rules whose trigger matches (ascending, may contain duplicates)."""
+        found: list[int] = []
+        node = self._trie
+        if node:
+            for ch in text.lstrip():
+                node = node.get(ch)  # type: ignore[assignment]
+                if node is None:
+                    break
+                hits = node.get(_HIT)
+                if hits:
+                    found.extend(hits)
+        eq = self._equals.get(text)
+        if eq:
+            found.extend(eq)
+        if self._set is not None:
+            found.extend(self._set_rules[k] for k in self._set.Match(text))
+        found.sort()
+        return found
+
+    def route(self, turn: Turn) -> Expectation | None:
+        found = self.candidates(turn.input_text)
+        merged = heapq.merge(found, self._always) if self._always else found
+        rules, exact = self.rules, self._exact
+        for i in merged:
+            if exact[i] or holds(rules[i].when, turn):
+                return rules[i]
+        return None

@@ -1,0 +1,275 @@
+"""Tally: aggregate counters over verdicts and the METRICS.md figures computed from them.
+
+Not thread-safe: give each thread its own Tally and `merge` them. Ratios with a zero denominator are None.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field, fields
+
+from monitor.verdict import NONE_LABEL, UNKNOWN_LABEL, Outcome, TurnVerdict
+
+FIGURES = (
+    "tool_call_accuracy",
+    "spurious_rate",
+    "wrong_tool_rate",
+    "hallucinated_rate",
+    "missed_rate",
+    "selection_accuracy",
+    "argument_correctness",
+    "schema_adherence",
+    "end_to_end_accuracy",
+    "sequence_accuracy",
+    "response_compliance",
+    "tool_usage_rate",
+    "over_calling_rate",
+)
+PER_TOOL_FIGURES = (
+    "tool_call_accuracy",
+    "spurious_rate",
+    "wrong_tool_rate",
+    "missed_rate",
+    "argument_correctness",
+    "schema_adherence",
+)
+
+
+def ratio(num: float, den: float) -> float | None:
+    return None if den == 0 else num / den
+
+
+@dataclass(slots=True)
+class ToolCounts:
+    """Counts of one catalog tool (calls by their name; missed/expected by the slot's tool)."""
+
+    calls: int = 0
+    judged_calls: int = 0
+    correct: int = 0
+    wrong_tool: int = 0
+    spurious: int = 0
+    unjudged: int = 0
+    missed: int = 0
+    expected_calls: int = 0
+    args_checked_calls: int = 0
+    args_ok_calls: int = 0
+    schema_checked_calls: int = 0
+    schema_valid_calls: int = 0
+
+    def ratios(self) -> dict[str, float | None]:
+        return {
+            "tool_call_accuracy": ratio(self.correct, self.judged_calls),
+            "spurious_rate": ratio(self.spurious, self.judged_calls),
+            "wrong_tool_rate": ratio(self.wrong_tool, self.judged_calls),
+            "missed_rate": ratio(self.missed, self.expected_calls),
+            "argument_correctness": ratio(self.args_ok_calls, self.args_checked_calls),
+            "schema_adherence": ratio(self.schema_valid_calls, self.schema_checked_calls),
+        }
+
+    def _combine(self, other: ToolCounts, sign: int) -> None:
+        for f in fields(self):
+            setattr(self, f.name, getattr(self, f.name) + sign * getattr(other, f.name))
+
+
+@dataclass(slots=True)
+class Tally:
+    turns: int = 0
+    judged_turns: int = 0
+    turnless_turns: int = 0
+    all_calls: int = 0
+    judged_calls: int = 0
+    correct: int = 0
+    wrong_tool: int = 0
+    spurious: int = 0
+    hallucinated: int = 0  # in every turn (the hallucinated-rate numerator)
+    judged_hallucinated: int = 0  # in judged turns (part of judged calls)
+    unjudged: int = 0
+    missed: int = 0
+    expected_calls: int = 0
+    selection_ok_turns: int = 0
+    args_checked_calls: int = 0
+    args_ok_calls: int = 0
+    schema_checked_calls: int = 0
+    schema_valid_calls: int = 0
+    end_to_end_turns: int = 0
+    sequence_turns: int = 0
+    sequence_ok_turns: int = 0
+    sequence_score_sum: float = 0.0
+    response_checked_turns: int = 0
+    response_ok_turns: int = 0
+    turns_with_calls: int = 0
+    over_calling_turns: int = 0
+    forbidden_turns: int = 0
+    forbidden_calls: int = 0
+    violations: Counter[str] = field(default_factory=Counter)  # schema violation kind -> calls
+    confusion: Counter[tuple[str, str]] = field(default_factory=Counter)  # (expected, actual) -> count
+    per_tool: dict[str, ToolCounts] = field(default_factory=dict)
+    rule_failures: Counter[str] = field(default_factory=Counter)  # rule id -> judged turns not end-to-end
+
+    # ---- accumulation ----
+
+    def _tool(self, name: str) -> ToolCounts:
+        tc = self.per_tool.get(name)
+        if tc is None:
+            tc = self.per_tool[name] = ToolCounts()
+        return tc
+
+    def add(self, v: TurnVerdict) -> None:  # noqa: C901 - one flat pass over the verdict
+        self.turns += 1
+        n = len(v.calls)
+        self.all_calls += n
+        if n:
+            self.turns_with_calls += 1
+        if v.turnless:
+            self.turnless_turns += 1
+        if v.judged:
+            self._add_judged_turn(v, n)
+        if v.forbidden:
+            self.forbidden_turns += 1
+            self.forbidden_calls += sum(1 for c in v.calls if c.name in v.forbidden)
+        for c in v.calls:
+            outcome = c.outcome
+            tc = self._tool(c.name) if c.in_catalog else None
+            if tc is not None:
+                tc.calls += 1
+                if v.judged:
+                    tc.judged_calls += 1
+            if outcome is Outcome.CORRECT:
+                self.correct += 1
+                if tc is not None:
+                    tc.correct += 1
+            elif outcome is Outcome.WRONG_TOOL:
+                self.wrong_tool += 1
+                if tc is not None:
+                    tc.wrong_tool += 1
+            elif outcome is Outcome.SPURIOUS:
+                self.spurious += 1
+                if tc is not None:
+                    tc.spurious += 1
+            elif outcome is Outcome.HALLUCINATED:
+                self.hallucinated += 1
+                if v.judged:
+                    self.judged_hallucinated += 1
+            else:
+                self.unjudged += 1
+                if tc is not None:
+                    tc.unjudged += 1
+            if c.schema_valid is not None:
+                self.schema_checked_calls += 1
+                if tc is not None:
+                    tc.schema_checked_calls += 1
+                if c.schema_valid:
+                    self.schema_valid_calls += 1
+                    if tc is not None:
+                        tc.schema_valid_calls += 1
+                else:
+                    for kind in {x.kind.value for x in c.violations}:
+                        self.violations[kind] += 1
+            if c.args_ok is not None:
+                self.args_checked_calls += 1
+                if tc is not None:
+                    tc.args_checked_calls += 1
+                if c.args_ok:
+                    self.args_ok_calls += 1
+                    if tc is not None:
+                        tc.args_ok_calls += 1
+
+    def _add_judged_turn(self, v: TurnVerdict, n: int) -> None:
+        self.judged_turns += 1
+        self.judged_calls += n
+        self.missed += len(v.missed)
+        self.expected_calls += v.expected_calls
+        for tool, count in v.expected_by_tool:
+            self._tool(tool).expected_calls += count
+        for unit in v.missed:
+            self._tool(unit.tool).missed += 1
+        if v.selection_ok:
+            self.selection_ok_turns += 1
+        if v.end_to_end:
+            self.end_to_end_turns += 1
+        elif v.rule is not None:
+            self.rule_failures[v.rule] += 1
+        if v.sequence_score is not None:
+            self.sequence_turns += 1
+            self.sequence_score_sum += v.sequence_score
+            if v.sequence_ok:
+                self.sequence_ok_turns += 1
+        if v.response_ok is not None:
+            self.response_checked_turns += 1
+            if v.response_ok:
+                self.response_ok_turns += 1
+        if v.over_calling:
+            self.over_calling_turns += 1
+        for pair in v.confusion:
+            self.confusion[pair] += 1
+
+    def _combine(self, other: Tally, sign: int) -> None:
+        for f in fields(self):
+            mine, theirs = getattr(self, f.name), getattr(other, f.name)
+            if isinstance(mine, Counter):
+                for k, c in theirs.items():
+                    mine[k] += sign * c
+                    if mine[k] == 0:
+                        del mine[k]
+            elif isinstance(mine, dict):
+                for k, tc in theirs.items():
+                    self._tool(k)._combine(tc, sign)
+            else:
+                setattr(self, f.name, mine + sign * theirs)
+
+    def merge(self, other: Tally) -> None:
+        """Add another tally's counts to this one."""
+        self._combine(other, 1)
+
+    def subtract(self, other: Tally) -> None:
+        """Remove counts that were merged or added before (rolling windows)."""
+        self._combine(other, -1)
+
+    def copy(self) -> Tally:
+        out = Tally()
+        out.merge(self)
+        return out
+
+    # ---- figures ----
+
+    def ratios(self) -> dict[str, float | None]:
+        """Every METRICS.md aggregate; None where the denominator is zero."""
+        return {
+            "tool_call_accuracy": ratio(self.correct, self.judged_calls),
+            "spurious_rate": ratio(self.spurious, self.judged_calls),
+            "wrong_tool_rate": ratio(self.wrong_tool, self.judged_calls),
+            "hallucinated_rate": ratio(self.hallucinated, self.all_calls),
+            "missed_rate": ratio(self.missed, self.expected_calls),
+            "selection_accuracy": ratio(self.selection_ok_turns, self.judged_turns),
+            "argument_correctness": ratio(self.args_ok_calls, self.args_checked_calls),
+            "schema_adherence": ratio(self.schema_valid_calls, self.schema_checked_calls),
+            "end_to_end_accuracy": ratio(self.end_to_end_turns, self.judged_turns),
+            "sequence_accuracy": ratio(self.sequence_score_sum, self.sequence_turns),
+            "response_compliance": ratio(self.response_ok_turns, self.response_checked_turns),
+            "tool_usage_rate": ratio(self.turns_with_calls, self.turns),
+            "over_calling_rate": ratio(self.over_calling_turns, self.judged_turns),
+        }
+
+    def tool_ratios(self, tool: str) -> dict[str, float | None]:
+        """The per-tool figures of one tool (all None for a tool never seen)."""
+        return self.per_tool.get(tool, ToolCounts()).ratios()
+
+    def precision_recall_f1(self, tool: str) -> tuple[float | None, float | None, float | None]:
+        """From the confusion matrix: precision = (A, A) / column A, recall = (A, A) / row A."""
+        hit = self.confusion.get((tool, tool), 0)
+        column = sum(c for (_, a), c in self.confusion.items() if a == tool)
+        row = sum(c for (e, _), c in self.confusion.items() if e == tool)
+        p, r = ratio(hit, column), ratio(hit, row)
+        f1 = None if p is None or r is None else (0.0 if p + r == 0 else 2 * p * r / (p + r))
+        return p, r, f1
+
+    def per_tool_prf(self) -> dict[str, tuple[float | None, float | None, float | None]]:
+        """Precision, recall and F1 of every tool in the confusion matrix."""
+        labels = {x for pair in self.confusion for x in pair} - {NONE_LABEL, UNKNOWN_LABEL}
+        return {t: self.precision_recall_f1(t) for t in sorted(labels)}
+
+    def format_accuracy(self) -> str:
+        """`Tool call accuracy: 37/40 (92.5%)` (`n/a` when nothing was judged)."""
+        acc = ratio(self.correct, self.judged_calls)
+        pct = "n/a" if acc is None else f"{acc * 100:.1f}%"
+        return f"Tool call accuracy: {self.correct}/{self.judged_calls} ({pct})"

@@ -1,0 +1,36 @@
+"""Oracle rule files: loading, validation and the compiled, immutable RuleSet."""
+
+from monitor.rules._compile import CHECK_MODES, PER_TOOL_FIGURES
+from monitor.rules._errors import RuleFileError
+from monitor.rules._load import load_rules
+from monitor.rules._model import (
+    Alert,
+    Alternative,
+    ArgCheck,
+    Condition,
+    Expectation,
+    Forbid,
+    Respond,
+    RuleSet,
+    Slot,
+    Tool,
+)
+from monitor.rules._validate import rule_file_schema
+
+__all__ = [
+    "CHECK_MODES",
+    "PER_TOOL_FIGURES",
+    "Alert",
+    "Alternative",
+    "ArgCheck",
+    "Condition",
+    "Expectation",
+    "Forbid",
+    "Respond",
+    "RuleFileError",
+    "RuleSet",
+    "Slot",
+    "Tool",
+    "load_rules",
+    "rule_file_schema",
+]

@@ -1,0 +1,143 @@
+"""load_rules: read, validate and compile rule files into one immutable RuleSet."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path as FsPath
+from typing import Any
+
+from monitor.rules._compile import FileCompiler, FileRules
+from monitor.rules._errors import RuleFileError
+from monitor.rules._model import Expectation, RuleSet, Tool
+from monitor.rules._validate import validate_document, validate_fragment
+from monitor.rules._yaml import Marks, load_yaml
+
+MAX_FILE_BYTES = 32 << 20
+
+
+def _read(path: FsPath) -> str:
+    try:
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise RuleFileError(str(path), 0, 0, "", f"file too large ({size} bytes, limit {MAX_FILE_BYTES})")
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RuleFileError(str(path), 0, 0, "", f"cannot read: {exc}") from None
+
+
+def _parse(path: FsPath) -> tuple[dict[str, Any], Marks]:
+    data, marks = load_yaml(_read(path), str(path))
+    if data is None:
+        data = {}
+    validate_document(data, marks)
+    return data, marks
+
+
+def _load_cases_file(path: FsPath) -> tuple[list[Any], Marks]:
+    text = _read(path)
+    if path.suffix in (".jsonl", ".ndjson"):
+        marks = Marks(str(path))
+        items: list[Any] = []
+        for n, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            marks.values[(len(items),)] = (n, 1)
+            try:
+                items.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise RuleFileError(str(path), n, exc.colno, "", f"JSON: {exc.msg}") from None
+        marks.values[()] = (1, 1)
+        return items, marks
+    data, marks = load_yaml(text, str(path))
+    if isinstance(data, dict) and "cases" in data:
+        raise RuleFileError(str(path), 1, 1, "cases", "a cases file holds a list of cases, not a mapping")
+    return (data if data is not None else []), marks
+
+
+def _compile_file(path: FsPath, data: dict[str, Any], marks: Marks, known: frozenset[str], open_: bool) -> FileRules:
+    agent = data.get("agent")
+    fd = bool(data.get("catalog", {}).get("from_definitions", False))
+    comp = FileCompiler(str(path), path.stem, marks, known, open_)
+    fr = FileRules(str(path), agent, fd, tools=comp.tools(data))
+    fr.expectations = comp.expectations(data, agent)
+    fr.forbid = [comp.forbid(f, ("forbid", i)) for i, f in enumerate(data.get("forbid", []))]
+    fr.alerts = [comp.alert(a, ("alerts", i)) for i, a in enumerate(data.get("alerts", []))]
+    cases = data.get("cases", [])
+    if isinstance(cases, str):
+        cpath = (path.parent / cases) if not FsPath(cases).is_absolute() else FsPath(cases)
+        cases, cmarks = _load_cases_file(cpath)
+        validate_fragment(cases, cmarks, "case_list", ())
+        comp = FileCompiler(str(cpath), cpath.stem, cmarks, known, open_)
+        fr.cases = [comp.case(c, agent, (i,)) for i, c in enumerate(cases)]
+    else:
+        fr.cases = [comp.case(c, agent, ("cases", i)) for i, c in enumerate(cases)]
+    return fr
+
+
+def load_rules(paths: Sequence[str | FsPath]) -> RuleSet:
+    """Load, validate and merge rule files (in the order given). Raises RuleFileError on the first problem."""
+    if isinstance(paths, str | FsPath):
+        paths = [paths]
+    parsed = [(FsPath(p), *_parse(FsPath(p))) for p in paths]
+    tools: dict[str, Tool] = {}
+    compilers = []
+    for path, data, marks in parsed:
+        comp = FileCompiler(str(path), path.stem, marks, frozenset(), True)
+        for i, tool in enumerate(comp.tools(data)):
+            prev = tools.get(tool.name)
+            if prev is not None and prev.schema_json != tool.schema_json:
+                raise marks.error(
+                    ("catalog", "tools", i, "name"),
+                    f"duplicate tool {tool.name!r} with a different schema (first declared in {prev.source})",
+                )
+            tools.setdefault(tool.name, tool)
+        compilers.append(comp)
+    known = frozenset(tools)
+    open_ = any(d.get("catalog", {}).get("from_definitions", False) for _, d, _ in parsed)
+    files = [_compile_file(path, data, marks, known, open_) for path, data, marks in parsed]
+    return _merge(files, tools, parsed)
+
+
+def _merge(files: list[FileRules], tools: dict[str, Tool], parsed: list[tuple[FsPath, Any, Marks]]) -> RuleSet:
+    expectations: list[Expectation] = []
+    ids: dict[str, str] = {}
+    by_id: dict[str, Expectation] = {}
+    by_input: dict[str, Expectation] = {}
+    alert_names: dict[str, str] = {}
+    for fr, (_, _, marks) in zip(files, parsed, strict=True):
+        for i, e in enumerate(fr.expectations):
+            if e.id in ids:
+                raise marks.error(("expect", i, "id"), f"duplicate rule id {e.id!r} (also in {ids[e.id]})")
+            ids[e.id] = fr.file
+            expectations.append(e)
+        for exp, cid, cinput in fr.cases:
+            if cid is not None:
+                if cid in by_id:
+                    raise RuleFileError(exp.source, exp.line, 1, "id", f"duplicate case id {cid!r}")
+                by_id[cid] = exp
+            if cinput is not None:
+                by_input.setdefault(cinput, exp)
+        for i, a in enumerate(fr.alerts):
+            if a.name in alert_names:
+                msg = f"duplicate alert name {a.name!r} (also in {alert_names[a.name]})"
+                raise marks.error(("alerts", i, "name"), msg)
+            alert_names[a.name] = fr.file
+    agents = frozenset(fr.agent for fr in files if fr.agent)
+    unscoped = frozenset(t.name for fr in files if not fr.agent for t in fr.tools)
+    scoped = tuple(
+        (a, unscoped | frozenset(t.name for fr in files if fr.agent == a for t in fr.tools)) for a in sorted(agents)
+    )
+    return RuleSet(
+        tools=tuple(tools.values()),
+        expectations=tuple(expectations),
+        forbid=tuple((fr.agent, f) for fr in files for f in fr.forbid),
+        cases_by_id=tuple(by_id.items()),
+        cases_by_input=tuple(by_input.items()),
+        alerts=tuple(a for fr in files for a in fr.alerts),
+        from_definitions=any(fr.from_definitions for fr in files),
+        agents=agents,
+        scoped_tools=scoped,
+        unscoped_tools=unscoped,
+        files=tuple(fr.file for fr in files),
+    )

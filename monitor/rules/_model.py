@@ -1,0 +1,197 @@
+"""The compiled, immutable rule set. Built by monitor.rules.load_rules; read by monitor.judge."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+NO_MAX = None  # a slot without an upper bound
+
+
+@dataclass(frozen=True, slots=True)
+class Regex:
+    """An RE2 regular expression (linear-time matching on any input)."""
+
+    pattern: str
+    compiled: Any = field(compare=False, repr=False)
+
+    def search(self, text: str) -> Any:
+        return self.compiled.search(text)
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    name: str
+    description: str = ""
+    schema_json: str | None = None  # canonical JSON text of the arguments' JSON Schema
+    source: str = ""  # file that declared it
+
+    @property
+    def schema(self) -> dict[str, Any] | None:
+        """A fresh copy of the arguments' JSON Schema (None when the tool declares none)."""
+        return None if self.schema_json is None else dict(json.loads(self.schema_json))
+
+
+# ---- conditions (`when`, `unless`) ----
+
+
+@dataclass(frozen=True, slots=True)
+class Prefix:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Contains:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Equals:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Search:
+    regex: Regex
+
+
+@dataclass(frozen=True, slots=True)
+class Attribute:
+    key: str
+    resource: bool = False
+    equals: str | int | float | bool | None = None
+    prefix: str | None = None
+    regex: Regex | None = None
+    exists: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class All:
+    parts: tuple[Condition, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AnyOf:
+    parts: tuple[Condition, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Not:
+    part: Condition
+
+
+@dataclass(frozen=True, slots=True)
+class Always:
+    pass
+
+
+Condition = Prefix | Contains | Equals | Search | Attribute | All | AnyOf | Not | Always
+
+# ---- argument checks ----
+
+
+@dataclass(frozen=True, slots=True)
+class ArgCheck:
+    """One argument check. `mode` in exact, normalized, one_of, fuzzy, numeric, regex, from_input."""
+
+    argument: str
+    mode: str
+    expected: Any  # JSON value; for regex / from_input the pattern text
+    threshold: float = 90.0  # fuzzy
+    tolerance: float = 0.0  # numeric
+    regex: Regex | None = None  # regex / from_input
+    group: int | str = 1  # from_input
+
+
+@dataclass(frozen=True, slots=True)
+class Slot:
+    index: int  # position among the slots of its alternative (file order)
+    tool: str
+    min: int
+    max: int | None
+    checks: tuple[ArgCheck, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Alternative:
+    """One acceptable call set: slots, or no call at all (`none`, an empty slot tuple)."""
+
+    slots: tuple[Slot, ...]
+    expected_calls: int  # sum of minimums
+    max_calls: int | None  # sum of maximums, None when unbounded
+    by_tool: tuple[tuple[str, tuple[int, ...]], ...]  # tool -> indexes of its slots, first-slot order
+    expected_by_tool: tuple[tuple[str, int], ...] = ()  # tool -> sum of its slots' minimums
+
+
+@dataclass(frozen=True, slots=True)
+class Forbid:
+    tool: str
+    unless: Condition | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Respond:
+    contains: str | None = None
+    regex: Regex | None = None
+    description: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Expectation:
+    """An expect rule or a labelled case: what a matching turn should call."""
+
+    id: str  # rule id ("<file stem>:<n>" by default) or "case:<id>"
+    alternatives: tuple[Alternative, ...]
+    when: Condition = Always()
+    forbid: tuple[Forbid, ...] = ()
+    order: tuple[tuple[str, ...], ...] = ()  # expected sequences
+    respond: tuple[Respond, ...] = ()
+    agent: str | None = None  # scope (the file's `agent`)
+    source: str = ""
+    line: int = 0
+    description: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Alert:
+    name: str
+    figure: str
+    agent: str | None
+    tool: str | None
+    below: float | None
+    above: float | None
+    objective: float | None
+    window: str
+    for_: str
+    min_samples: int
+    severity: str
+    summary: str
+    source: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RuleSet:
+    """Everything the judge needs, merged from one or more rule files in the order given."""
+
+    tools: tuple[Tool, ...]
+    expectations: tuple[Expectation, ...]
+    forbid: tuple[tuple[str | None, Forbid], ...] = ()  # (agent scope, forbid) from top-level `forbid`
+    cases_by_id: tuple[tuple[str, Expectation], ...] = ()
+    cases_by_input: tuple[tuple[str, Expectation], ...] = ()
+    alerts: tuple[Alert, ...] = ()
+    from_definitions: bool = False
+    agents: frozenset[str] = frozenset()
+    scoped_tools: tuple[tuple[str, frozenset[str]], ...] = ()  # agent -> tools of its files + unscoped files
+    unscoped_tools: frozenset[str] = frozenset()
+    files: tuple[str, ...] = ()
+
+    @property
+    def catalog(self) -> frozenset[str]:
+        return frozenset(t.name for t in self.tools)
+
+    def tool(self, name: str) -> Tool | None:
+        for t in self.tools:
+            if t.name == name:
+                return t
+        return None

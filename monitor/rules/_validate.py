@@ -1,0 +1,111 @@
+"""Validation of a parsed rule file against schema.json, with each error mapped to file:line:column: key."""
+
+from __future__ import annotations
+
+import functools
+import json
+from importlib import resources
+from typing import Any
+
+import jsonschema
+from jsonschema.exceptions import ValidationError, best_match
+
+from monitor.rules._errors import RuleFileError
+from monitor.rules._yaml import Marks, Path
+
+_JSON_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string", list: "array", dict: "object"}
+
+
+@functools.cache
+def rule_file_schema() -> dict[str, Any]:
+    """The rule-file JSON Schema (the package copy of rules/schema.json)."""
+    text = resources.files("monitor.rules").joinpath("schema.json").read_text(encoding="utf-8")
+    return dict(json.loads(text))
+
+
+@functools.cache
+def _validator() -> jsonschema.protocols.Validator:
+    schema = rule_file_schema()
+    return jsonschema.Draft202012Validator(schema)
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    return _JSON_TYPES.get(type(value), type(value).__name__)
+
+
+def _allowed_keys(schema: dict[str, Any]) -> list[str]:
+    return sorted(schema.get("properties", {}))
+
+
+def describe(error: ValidationError) -> tuple[Path, str, bool]:
+    """(key path, message, whether the position is the key rather than the value) for one schema error."""
+    path: Path = tuple(error.absolute_path)
+    kw = error.validator
+    schema = error.schema if isinstance(error.schema, dict) else {}
+    if kw == "additionalProperties" and isinstance(error.instance, dict):
+        extra = sorted(k for k in error.instance if k not in schema.get("properties", {}))
+        if extra:
+            allowed = ", ".join(_allowed_keys(schema))
+            return (*path, extra[0]), f"unknown key {extra[0]!r} (allowed: {allowed})", True
+    if kw == "required":
+        return path, _required(error), False
+    if kw == "type":
+        want = error.validator_value
+        want_s = " or ".join(want) if isinstance(want, list) else str(want)
+        return path, f"expected {want_s}, got {_type_name(error.instance)} {_short(error.instance)}", False
+    if kw in ("enum", "const"):
+        value: Any = error.validator_value
+        choices = value if kw == "enum" else [value]
+        return path, f"must be one of {', '.join(json.dumps(c) for c in choices)}, got {_short(error.instance)}", False
+    if kw == "dependentRequired":
+        return path, error.message.replace("is a dependency of", "is required with"), False
+    if kw == "pattern":
+        return path, f"{_short(error.instance)} does not match the pattern {error.validator_value}", False
+    if kw in ("oneOf", "anyOf"):
+        return path, f"{_short(error.instance)} is not a valid {_def_name(error)}", False
+    return path, error.message, False
+
+
+def _required(error: ValidationError) -> str:
+    wanted: Any = error.validator_value
+    missing = [k for k in wanted if isinstance(error.instance, dict) and k not in error.instance]
+    return f"missing required key {missing[0]!r}" if missing else error.message
+
+
+def _def_name(error: ValidationError) -> str:
+    ref = [p for p in error.schema_path if isinstance(p, str) and p not in ("oneOf", "anyOf", "items", "$ref")]
+    return ref[-1] if ref else "value"
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, default=str)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def validate_document(data: Any, marks: Marks) -> None:
+    """Raise RuleFileError for the first schema error in document order."""
+    errors = list(_validator().iter_errors(data))
+    if not errors:
+        return
+    first = min(errors, key=lambda e: (marks.at(tuple(e.absolute_path)), len(e.absolute_path)))
+    chosen = best_match([first]) if first.context else first
+    path, message, on_key = describe(chosen)
+    raise marks.error(path, message, key=on_key)
+
+
+def validate_fragment(data: Any, marks: Marks, definition: str, base: Path) -> None:
+    """Validate one part (a cases file entry list) against `$defs/<definition>`."""
+    schema = {"$ref": f"#/$defs/{definition}", "$defs": rule_file_schema()["$defs"]}
+    errors = list(jsonschema.Draft202012Validator(schema).iter_errors(data))
+    if not errors:
+        return
+    first = min(errors, key=lambda e: (marks.at((*base, *e.absolute_path)), len(e.absolute_path)))
+    chosen = best_match([first]) if first.context else first
+    path, message, on_key = describe(chosen)
+    raise marks.error((*base, *path), message, key=on_key)
+
+
+def as_error(marks: Marks, path: Path, message: str, *, key: bool = False) -> RuleFileError:
+    return marks.error(path, message, key=key)
