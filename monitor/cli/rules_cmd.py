@@ -1,0 +1,133 @@
+"""`toolwatch rules`: check rule files, explain which rule a given input matches, print the schema."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from monitor.records import ToolCall, Turn
+from monitor.rules import RuleFileError, RuleSet, load_rules, rule_file_schema
+
+EXIT_INVALID = 2
+
+_files = click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
+
+
+@click.group()
+def rules() -> None:
+    """Validate and explain oracle rule files (YAML)."""
+
+
+def _summary(rs: RuleSet, name: str) -> str:
+    agents = ", ".join(sorted(rs.agents)) or "any"
+    cases = len({id(e) for _, e in rs.cases_by_id} | {id(e) for _, e in rs.cases_by_input})
+    parts = [
+        f"{len(rs.tools)} tool(s)",
+        f"{len(rs.expectations)} expect rule(s)",
+        f"{len(rs.forbid)} forbid rule(s)",
+        f"{cases} case(s)",
+        f"{len(rs.alerts)} alert(s)",
+    ]
+    schema = sum(1 for t in rs.tools if t.schema_json is not None)
+    extra = ", tools from definitions" if rs.from_definitions else ""
+    return f"{name}: ok (agent {agents}; {', '.join(parts)}; {schema} tool schema(s){extra})"
+
+
+@rules.command("check")
+@_files
+@click.option("--quiet", "-q", is_flag=True, help="Print errors only.")
+def check(files: tuple[Path, ...], quiet: bool) -> None:
+    """Validate rule FILES and summarize them; exit 2 with file:line:column: key: message on errors.
+
+    Each file is checked alone, then all files together (as `toolwatch serve --rules` merges them).
+    """
+    failed = False
+    for f in files:
+        try:
+            rs = load_rules([f])
+        except RuleFileError as exc:
+            click.echo(str(exc), err=True)
+            failed = True
+            continue
+        if not quiet:
+            click.echo(_summary(rs, str(f)))
+    if not failed and len(files) > 1:
+        try:
+            merged = load_rules(list(files))
+        except RuleFileError as exc:
+            click.echo(f"{exc} (when loaded together)", err=True)
+            failed = True
+        else:
+            if not quiet:
+                click.echo(_summary(merged, "merged"))
+    if failed:
+        sys.exit(EXIT_INVALID)
+
+
+def _parse_call(spec: str) -> ToolCall:
+    name, sep, args = spec.partition("=")
+    if not name.strip():
+        raise click.BadParameter(f"expected NAME or NAME=JSON, got {spec!r}", param_hint="--call")
+    return ToolCall(name.strip(), arguments=args if sep else "{}")
+
+
+@rules.command("explain")
+@_files
+@click.option("--input", "input_text", required=True, help="The turn input text to route.")
+@click.option("--agent", default="", help="Agent name of the turn (gen_ai.agent.name).")
+@click.option("--case-id", default=None, help="Labelled case id of the turn (toolwatch.case.id).")
+@click.option(
+    "--call",
+    "calls",
+    multiple=True,
+    metavar="NAME[=JSON]",
+    help="A tool call the turn made (repeatable, in order); prints the verdict for these calls.",
+)
+@click.option("--output", "output_text", default=None, help="The turn's final output text (for respond checks).")
+def explain(
+    files: tuple[Path, ...],
+    input_text: str,
+    agent: str,
+    case_id: str | None,
+    calls: tuple[str, ...],
+    output_text: str | None,
+) -> None:
+    """Show which rule of FILES matches an input and what it expects (and, with --call, the verdict)."""
+    from monitor.judge import Judge
+    from monitor.rules._describe import expectation_lines
+
+    try:
+        rs = load_rules(list(files))
+    except RuleFileError as exc:
+        click.echo(str(exc), err=True)
+        sys.exit(EXIT_INVALID)
+    judge = Judge(rs)
+    turn = Turn(
+        input_text,
+        tuple(_parse_call(c) for c in calls),
+        agent=agent,
+        case_id=case_id,
+        output_text=output_text,
+    )
+    exp = judge.expectation(turn)
+    if exp is None:
+        click.echo("no rule matches: the turn is unjudged (catalog, schema and forbid checks still apply)")
+    else:
+        click.echo("\n".join(expectation_lines(exp)))
+    if calls:
+        v = judge.judge(turn)
+        click.echo("verdict:")
+        for c in v.calls:
+            slot = f" slot {c.slot}" if c.slot is not None else ""
+            schema = "" if c.schema_valid is None else (" schema ok" if c.schema_valid else " schema INVALID")
+            click.echo(f"  call {c.index} {c.name}: {c.outcome.value}{slot}{schema}")
+        click.echo(f"  {v.reason}")
+
+
+@rules.command("schema")
+def schema() -> None:
+    """Print the rule-file JSON Schema."""
+    click.echo(json.dumps(rule_file_schema(), indent=2))

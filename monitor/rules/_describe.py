@@ -1,0 +1,107 @@
+"""Plain-text descriptions of compiled rules, for `toolwatch rules explain` and summaries."""
+
+from __future__ import annotations
+
+import json
+
+from monitor.rules._model import (
+    All,
+    Alternative,
+    Always,
+    AnyOf,
+    ArgCheck,
+    Attribute,
+    Condition,
+    Contains,
+    Equals,
+    Expectation,
+    Not,
+    Prefix,
+    Search,
+    Slot,
+)
+
+
+def condition_text(c: Condition) -> str:
+    if isinstance(c, Prefix):
+        return f"input starts with {c.text!r}"
+    if isinstance(c, Search):
+        return f"input matches /{c.regex.pattern}/"
+    if isinstance(c, Contains):
+        return f"input contains {c.text!r}"
+    if isinstance(c, Equals):
+        return f"input equals {c.text!r}"
+    if isinstance(c, Attribute):
+        where = "resource" if c.resource else "span"
+        if c.equals is not None:
+            return f"{where} attribute {c.key} == {c.equals!r}"
+        if c.prefix is not None:
+            return f"{where} attribute {c.key} starts with {c.prefix!r}"
+        if c.regex is not None:
+            return f"{where} attribute {c.key} matches /{c.regex.pattern}/"
+        return f"{where} attribute {c.key} {'exists' if c.exists else 'is absent'}"
+    if isinstance(c, All):
+        return " and ".join(f"({condition_text(p)})" for p in c.parts)
+    if isinstance(c, AnyOf):
+        return " or ".join(f"({condition_text(p)})" for p in c.parts)
+    if isinstance(c, Not):
+        return f"not ({condition_text(c.part)})"
+    if isinstance(c, Always):
+        return "always"
+    raise TypeError(f"unknown condition {c!r}")
+
+
+def count_text(s: Slot) -> str:
+    if s.max == s.min:
+        return f"exactly {s.min}"
+    if s.max is None:
+        return f"at least {s.min}"
+    return f"{s.min} to {s.max}"
+
+
+def check_text(c: ArgCheck) -> str:
+    extra = ""
+    if c.mode == "fuzzy":
+        extra = f" (ratio >= {c.threshold:g})"
+    elif c.mode == "numeric":
+        extra = f" (+/- {c.tolerance:g})"
+    elif c.mode == "from_input":
+        extra = f" (group {c.group})"
+    return f"{c.argument}: {c.mode} {json.dumps(c.expected, ensure_ascii=False)}{extra}"
+
+
+def alternative_lines(alt: Alternative) -> list[str]:
+    if not alt.slots:
+        return ["no tool call (none)"]
+    out = []
+    for s in alt.slots:
+        out.append(f"{s.tool}: {count_text(s)} call(s)")
+        out.extend(f"    {check_text(c)}" for c in s.checks)
+    return out
+
+
+def expectation_lines(exp: Expectation) -> list[str]:
+    where = f"{exp.source}:{exp.line}" if exp.source else ""
+    scope = f" [agent {exp.agent}]" if exp.agent else ""
+    lines = [f"rule {exp.id}{scope} ({where})", f"  when: {condition_text(exp.when)}"]
+    if exp.description:
+        lines.append(f"  description: {exp.description}")
+    if len(exp.alternatives) == 1:
+        lines.append("  expects:")
+        lines.extend(f"    {x}" for x in alternative_lines(exp.alternatives[0]))
+    else:
+        lines.append("  expects one of:")
+        for k, alt in enumerate(exp.alternatives):
+            lines.append(f"    alternative {k}:")
+            lines.extend(f"      {x}" for x in alternative_lines(alt))
+    for f in exp.forbid:
+        unless = f" unless {condition_text(f.unless)}" if f.unless is not None else ""
+        lines.append(f"  forbids: {f.tool}{unless}")
+    for o in exp.order:
+        lines.append(f"  order: {' -> '.join(o)}")
+    for r in exp.respond:
+        what = f"contains {r.contains!r}" if r.contains is not None else ""
+        if r.regex is not None:
+            what = (what + " and " if what else "") + f"matches /{r.regex.pattern}/"
+        lines.append(f"  response {what}" + (f" ({r.description})" if r.description else ""))
+    return lines
