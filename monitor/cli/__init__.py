@@ -7,6 +7,7 @@ import logging
 import click
 
 from monitor.cli.demo_cmd import demo
+from monitor.cli.rules_cmd import rules
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -19,3 +20,4 @@ def main(verbose: int) -> None:
 
 
 main.add_command(demo)
+main.add_command(rules)
