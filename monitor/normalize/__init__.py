@@ -43,17 +43,17 @@ class Normalizer:
             self.rejected[result.reason] = self.rejected.get(result.reason, 0) + 1
         return result
 
-    def split(self, spans: Iterable[Span]) -> tuple[list[ToolCall | Turn | Span], int]:
-        """Normalize a batch: records (tool calls, turns, and other spans as parent links) and the rejected count."""
+    def split(self, spans: Iterable[Span]) -> tuple[list[ToolCall | Turn | Span], dict[str, int]]:
+        """Normalize a batch: records (tool calls, turns, other spans as parent links) and rejections by reason."""
         out: list[ToolCall | Turn | Span] = []
-        rejected = 0
+        rejected: dict[str, int] = {}
         norm = self.normalize
         for span in spans:
             r = norm(span)
             if r is None:
                 out.append(span)
             elif isinstance(r, Rejected):
-                rejected += 1
+                rejected[r.reason] = rejected.get(r.reason, 0) + 1
             else:
                 out.append(r)
         return out, rejected

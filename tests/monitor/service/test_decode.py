@@ -8,7 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from monitor.otlp import DecodeError, decode_json, decode_protobuf, parse_json, parse_protobuf, read_jsonl
+from monitor.otlp import (
+    DecodeError,
+    FileLineError,
+    decode_json,
+    decode_protobuf,
+    parse_json,
+    parse_protobuf,
+    read_jsonl,
+)
 from monitor.otlp import request_to_json as to_json
 from tests.monitor.service.spans import Call, TurnSpec, record_turns, to_request
 
@@ -136,6 +144,6 @@ def test_collector_file_exporter_lines(tmp_path: Path) -> None:
     broken.write_text(lines[0] + "\n{oops\n" + lines[1] + "\n")
     with pytest.raises(DecodeError, match=r"broken.jsonl:2"):
         list(read_jsonl(broken))
-    errors: list = []
+    errors: list[FileLineError] = []
     assert len(list(read_jsonl(broken, errors=errors))) == 2
     assert errors[0].line == 2

@@ -1,0 +1,156 @@
+"""`toolwatch serve`: receive OTLP spans, judge turns, publish Prometheus metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+
+import click
+
+from monitor.serve import _settings as env
+
+
+@click.command()
+@click.option(
+    "--rules",
+    "rules",
+    multiple=True,
+    required=True,
+    type=click.Path(exists=True, dir_okay=False),
+    envvar=env.ENV_RULES,
+    help="Oracle rule file (YAML); repeat for several.",
+)
+@click.option("--host", default="127.0.0.1", show_default=True, envvar=env.ENV_HOST, help="OTLP/HTTP listen address.")
+@click.option("--port", default=4318, show_default=True, type=int, envvar=env.ENV_PORT, help="OTLP/HTTP port.")
+@click.option("--metrics-host", default="127.0.0.1", show_default=True, envvar=env.ENV_METRICS_HOST)
+@click.option(
+    "--metrics-port",
+    default=9464,
+    show_default=True,
+    type=int,
+    envvar=env.ENV_METRICS_PORT,
+    help="Port of /metrics, /healthz and /readyz.",
+)
+@click.option(
+    "--grace",
+    default="2s",
+    show_default=True,
+    envvar=env.ENV_GRACE,
+    help="Wait this long after a turn span arrives for late tool spans before judging it.",
+)
+@click.option(
+    "--turnless-timeout",
+    default="30s",
+    show_default=True,
+    envvar=env.ENV_TURNLESS_TIMEOUT,
+    help="Judge tool calls whose turn never arrives alone after this long.",
+)
+@click.option(
+    "--max-pending",
+    default=100_000,
+    show_default=True,
+    type=int,
+    envvar=env.ENV_MAX_PENDING,
+    help="Pending traces held by turn assembly; beyond it the oldest is judged early and counted.",
+)
+@click.option(
+    "--queue-spans",
+    default=262_144,
+    show_default=True,
+    type=int,
+    envvar=env.ENV_QUEUE_SPANS,
+    help="Spans queued before requests get 503 + Retry-After.",
+)
+@click.option("--max-body-bytes", default=16 << 20, show_default=True, type=int, envvar=env.ENV_MAX_BODY)
+@click.option(
+    "--max-decompressed-bytes", default=64 << 20, show_default=True, type=int, envvar=env.ENV_MAX_DECOMPRESSED
+)
+@click.option(
+    "--windows",
+    default="5m,1h",
+    show_default=True,
+    envvar=env.ENV_WINDOWS,
+    help="Rolling windows of the ratio gauges, comma-separated.",
+)
+@click.option(
+    "--agent",
+    "agents",
+    multiple=True,
+    envvar=env.ENV_AGENTS,
+    help="Agent name allowed as a label value besides those the rules name; repeat for several.",
+)
+@click.option("--token", envvar=env.ENV_TOKEN, help="Require 'Authorization: Bearer TOKEN' on /v1/traces.")
+@click.option(
+    "--verdict-log", type=click.Path(dir_okay=False), envvar=env.ENV_VERDICT_LOG, help="JSONL verdict log file."
+)
+@click.option(
+    "--verdict-log-all", is_flag=True, envvar=env.ENV_VERDICT_LOG_ALL, help="Log every turn, not only failing ones."
+)
+@click.option(
+    "--verdict-log-max-bytes",
+    default=64 << 20,
+    show_default=True,
+    type=int,
+    envvar=env.ENV_VERDICT_LOG_MAX_BYTES,
+    help="Rotate the verdict log at this size (3 backups kept).",
+)
+@click.option(
+    "--watch/--no-watch",
+    "watch_rules",
+    default=True,
+    show_default=True,
+    envvar=env.ENV_WATCH_RULES,
+    help="Reload the rules when a rule file changes (SIGHUP always reloads).",
+)
+def serve(**opts: object) -> None:
+    """Receive OTLP spans of agents, judge each turn, and publish the figures on /metrics.
+
+    Agents export with any OTLP/HTTP exporter (protobuf or JSON, gzip optional), e.g.
+    OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=http://127.0.0.1:4318/v1/traces.
+    """
+    from monitor.metrics import parse_duration
+    from monitor.rules import RuleFileError
+    from monitor.serve import Server, Settings
+
+    try:
+        settings = Settings(
+            rules=tuple(str(p) for p in opts["rules"]),  # type: ignore[attr-defined]
+            host=str(opts["host"]),
+            port=int(str(opts["port"])),
+            metrics_host=str(opts["metrics_host"]),
+            metrics_port=int(str(opts["metrics_port"])),
+            grace_s=parse_duration(str(opts["grace"])),
+            turnless_timeout_s=parse_duration(str(opts["turnless_timeout"])),
+            max_pending=int(str(opts["max_pending"])),
+            queue_spans=int(str(opts["queue_spans"])),
+            max_body_bytes=int(str(opts["max_body_bytes"])),
+            max_decompressed_bytes=int(str(opts["max_decompressed_bytes"])),
+            windows=tuple(parse_duration(w) for w in str(opts["windows"]).split(",") if w.strip()),
+            agents=tuple(str(a) for a in opts["agents"]),  # type: ignore[attr-defined]
+            token=str(opts["token"]) if opts["token"] else None,
+            verdict_log=str(opts["verdict_log"]) if opts["verdict_log"] else None,
+            verdict_log_all=bool(opts["verdict_log_all"]),
+            verdict_log_max_bytes=int(str(opts["verdict_log_max_bytes"])),
+            watch_rules=bool(opts["watch_rules"]),
+        )
+        settings.validate()
+        server = Server(settings)
+    except RuleFileError as exc:
+        raise click.ClickException(f"invalid rules: {exc}") from None
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+    async def run() -> None:
+        try:
+            await server.serve_forever()
+        except OSError as exc:
+            raise click.ClickException(str(exc)) from None
+
+    click.echo(
+        f"toolwatch serve: OTLP/HTTP on http://{settings.host}:{settings.port}/v1/traces, "
+        f"metrics on http://{settings.metrics_host}:{settings.metrics_port}/metrics (pid {os.getpid()})",
+        err=True,
+    )
+    asyncio.run(run())
+    sys.stderr.flush()

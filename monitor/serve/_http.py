@@ -1,0 +1,198 @@
+"""HTTP endpoints: OTLP/HTTP `POST /v1/traces`, and `/metrics`, `/healthz`, `/readyz`."""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+from collections.abc import Callable
+
+from aiohttp import web
+from google.rpc import code_pb2, status_pb2  # type: ignore[import-untyped]
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.registry import CollectorRegistry
+
+from monitor.metrics import ToolwatchMetrics
+from monitor.otlp import Decoded, DecodeError, parse_json, parse_protobuf
+from monitor.serve._body import BadEncoding, BodyTooLarge, gunzip_limited, read_limited
+from monitor.serve._pipeline import DROP_QUEUE_FULL, Pipeline
+from monitor.serve._settings import Settings
+
+logger = logging.getLogger(__name__)
+
+PROTOBUF = "application/x-protobuf"
+JSON = "application/json"
+_PROTOBUF_TYPES = frozenset({PROTOBUF, "application/protobuf"})
+TRANSPORT_PROTOBUF = "http_protobuf"
+TRANSPORT_JSON = "http_json"
+_CHUNK = 1 << 16
+
+
+def _status_body(json_out: bool, code: int, message: str) -> bytes:
+    if json_out:
+        return json.dumps({"code": code, "message": message}).encode()
+    return bytes(status_pb2.Status(code=code, message=message).SerializeToString())
+
+
+class TracesHandler:
+    """`POST /v1/traces`: decode, normalize, queue; every outcome has its documented status code."""
+
+    def __init__(self, settings: Settings, pipeline: Pipeline, metrics: ToolwatchMetrics) -> None:
+        self.settings = settings
+        self.pipeline = pipeline
+        self.ops = metrics.ops
+        self._token = f"Bearer {settings.token}".encode() if settings.token else None
+
+    def _error(
+        self, transport: str, json_out: bool, http: int, code: int, message: str, **headers: str
+    ) -> web.Response:
+        self.ops.request(transport, http)
+        resp = web.Response(
+            status=http,
+            body=_status_body(json_out, code, message),
+            content_type=JSON if json_out else PROTOBUF,
+            headers=headers or None,
+        )
+        return resp
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        ctype = request.content_type
+        if ctype in _PROTOBUF_TYPES:
+            json_out, transport = False, TRANSPORT_PROTOBUF
+        elif ctype == JSON:
+            json_out, transport = True, TRANSPORT_JSON
+        else:
+            resp = self._error(
+                "http_other",
+                True,
+                415,
+                code_pb2.INVALID_ARGUMENT,
+                f"unsupported content type {ctype!r}: use {PROTOBUF} or {JSON}",
+            )
+            resp.force_close()
+            return resp
+        err = self._precheck(request, transport, json_out)
+        if err is not None:
+            err.force_close()  # the body was not read: do not keep the connection
+            return err
+        try:
+            decoded = await self._read_and_decode(request, json_out)
+        except BodyTooLarge as exc:
+            resp = self._error(transport, json_out, 413, code_pb2.RESOURCE_EXHAUSTED, str(exc))
+            resp.force_close()
+            return resp
+        except (BadEncoding, DecodeError) as exc:
+            return self._error(transport, json_out, 400, code_pb2.INVALID_ARGUMENT, str(exc))
+        return self._accept(decoded, transport, json_out)
+
+    def _precheck(self, request: web.Request, transport: str, json_out: bool) -> web.Response | None:
+        s = self.settings
+        if self._token is not None:
+            given = request.headers.get("Authorization", "").encode()
+            if not hmac.compare_digest(given, self._token):
+                return self._error(
+                    transport,
+                    json_out,
+                    401,
+                    code_pb2.UNAUTHENTICATED,
+                    "missing or wrong bearer token",
+                    **{"WWW-Authenticate": "Bearer"},
+                )
+        encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
+        if encoding not in ("gzip", "identity", ""):
+            return self._error(
+                transport,
+                json_out,
+                415,
+                code_pb2.INVALID_ARGUMENT,
+                f"unsupported content encoding {encoding!r}: use gzip or none",
+            )
+        length = request.content_length
+        if length is not None and length > s.max_body_bytes:
+            return self._error(
+                transport,
+                json_out,
+                413,
+                code_pb2.RESOURCE_EXHAUSTED,
+                f"request body of {length} bytes exceeds the limit of {s.max_body_bytes} bytes",
+            )
+        if self.pipeline.full():
+            return self._unavailable(transport, json_out, 0)
+        return None
+
+    def _unavailable(self, transport: str, json_out: bool, spans: int) -> web.Response:
+        self.ops.dropped(DROP_QUEUE_FULL, spans)
+        return self._error(
+            transport,
+            json_out,
+            503,
+            code_pb2.UNAVAILABLE,
+            "queue full, retry later",
+            **{"Retry-After": str(self.settings.retry_after_s)},
+        )
+
+    async def _read_and_decode(self, request: web.Request, json_out: bool) -> Decoded:
+        s = self.settings
+        chunks = request.content.iter_chunked(_CHUNK)
+        if request.headers.get("Content-Encoding", "").strip().lower() == "gzip":
+            body = await gunzip_limited(chunks, s.max_decompressed_bytes, s.max_body_bytes)
+        else:
+            body = await read_limited(chunks, s.max_body_bytes)
+        return parse_json(body) if json_out else parse_protobuf(body)
+
+    def _accept(self, decoded: Decoded, transport: str, json_out: bool) -> web.Response:
+        records, rejected = self.pipeline.normalizer.split(decoded.spans)
+        for reason, n in decoded.rejected.items():
+            rejected[reason] = rejected.get(reason, 0) + n
+        total = len(decoded.spans) + decoded.rejected_count
+        if not self.pipeline.offer(records):
+            return self._unavailable(transport, json_out, total)
+        ops = self.ops
+        ops.received(transport, total)
+        n_rejected = 0
+        for reason, n in rejected.items():
+            ops.rejected(reason, n)
+            n_rejected += n
+        ops.request(transport, 200)
+        message = ""
+        if n_rejected:
+            message = f"{n_rejected} spans rejected: " + ", ".join(f"{r}={n}" for r, n in sorted(rejected.items()))
+        if json_out:
+            doc: dict[str, object] = {}
+            if n_rejected:
+                doc["partialSuccess"] = {"rejectedSpans": str(n_rejected), "errorMessage": message}
+            return web.Response(body=json.dumps(doc).encode(), content_type=JSON)
+        resp = ExportTraceServiceResponse()
+        if n_rejected:
+            resp.partial_success.rejected_spans = n_rejected
+            resp.partial_success.error_message = message
+        return web.Response(body=resp.SerializeToString(), content_type=PROTOBUF)
+
+
+def receiver_app(handler: TracesHandler, max_body: int) -> web.Application:
+    # client_max_size only guards aiohttp's own readers; the handler enforces the real limits while streaming.
+    app = web.Application(client_max_size=max_body)
+    app.router.add_post("/v1/traces", handler.handle)
+    return app
+
+
+def metrics_app(registry: CollectorRegistry, ready: Callable[[], bool]) -> web.Application:
+    async def metrics(_: web.Request) -> web.Response:
+        resp = web.Response(body=generate_latest(registry))
+        resp.headers["Content-Type"] = CONTENT_TYPE_LATEST
+        return resp
+
+    async def healthz(_: web.Request) -> web.Response:
+        return web.Response(text="ok\n")
+
+    async def readyz(_: web.Request) -> web.Response:
+        if ready():
+            return web.Response(text="ready\n")
+        return web.Response(status=503, text="not ready\n")
+
+    app = web.Application()
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    return app

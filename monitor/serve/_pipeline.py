@@ -1,0 +1,195 @@
+"""The worker side of the service: queue -> turn assembly -> judge -> metrics and verdict log."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+
+from monitor.assembly import TurnAssembler
+from monitor.metrics import ToolwatchMetrics
+from monitor.normalize import Normalizer
+from monitor.otlp import Span
+from monitor.records import ToolCall, Turn
+from monitor.serve._rules import Rules
+from monitor.serve._settings import Settings
+from monitor.serve._verdict_log import VerdictLog
+from monitor.verdict import TurnVerdict
+
+logger = logging.getLogger(__name__)
+
+Record = ToolCall | Turn | Span
+VerdictHook = Callable[[Sequence[TurnVerdict]], None]
+
+DROP_QUEUE_FULL = "queue_full"
+DROP_LATE = "late_call"
+DROP_OVERSIZED = "turn_too_large"
+DROP_JUDGE_ERROR = "judge_error"
+
+_CHUNK = 8192  # records handled per step before yielding to the event loop
+
+
+class Pipeline:
+    """Owns the bounded queue, the assembler and the sinks. Runs on one event loop (not thread-safe)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        rules: Rules,
+        metrics: ToolwatchMetrics,
+        *,
+        verdict_log: VerdictLog | None = None,
+        on_verdicts: VerdictHook | None = None,
+    ) -> None:
+        self.settings = settings
+        self.rules = rules
+        self.metrics = metrics
+        self.verdict_log = verdict_log
+        self.on_verdicts = on_verdicts
+        self.normalizer = Normalizer()
+        self.assembler = TurnAssembler(
+            grace_s=settings.grace_s,
+            turnless_timeout_s=settings.turnless_timeout_s,
+            max_pending=settings.max_pending,
+            max_calls_per_trace=settings.max_calls_per_trace,
+            normalizer=self.normalizer,
+        )
+        self._queue: deque[list[Record]] = deque()
+        self.queued = 0  # records waiting
+        self.capacity = settings.queue_spans
+        self.turns_judged = 0
+        self._wake = asyncio.Event()
+        self._seen_stats = (0, 0, 0)
+        self.paused = False  # while True the worker leaves the queue alone (maintenance, tests)
+        metrics.pending_turns = lambda: self.assembler.pending_turns
+        self.apply_labels()
+
+    def __repr__(self) -> str:
+        return (
+            f"<Pipeline queued={self.queued} pending_turns={self.assembler.pending_turns} judged={self.turns_judged}>"
+        )
+
+    def apply_labels(self) -> None:
+        judge = self.rules.judge
+        self.metrics.set_labels(tools=judge.catalog, agents=set(judge.agents) | set(self.settings.agents))
+
+    # ---- ingest side -------------------------------------------------------------------------------
+
+    def full(self, extra: int = 0) -> bool:
+        return self.queued + extra > self.capacity
+
+    def offer(self, records: list[Record]) -> bool:
+        """Queue normalized records; False (nothing queued) when that would exceed the capacity."""
+        n = len(records)
+        if self.queued + n > self.capacity and self.queued > 0:
+            return False
+        if n:
+            self._queue.append(records)
+            self.queued += n
+            self._wake.set()
+        return True
+
+    # ---- worker side -------------------------------------------------------------------------------
+
+    def step(self, now_ns: int | None = None, *, limit: int = _CHUNK) -> int:
+        """Assemble queued records (up to about `limit`), judge what completed; returns records handled."""
+        now_ns = time.time_ns() if now_ns is None else now_ns
+        handled = 0
+        turns: list[Turn] = []
+        add = self.assembler.add_records
+        while self._queue and handled < limit and not self.paused:
+            batch = self._queue.popleft()
+            self.queued -= len(batch)
+            handled += len(batch)
+            turns.extend(add(batch, now_ns))
+        if not handled:
+            turns = self.assembler.poll(now_ns)
+        if turns:
+            self.judge(turns, now_ns)
+        self._sync_stats()
+        return handled
+
+    def judge(self, turns: Sequence[Turn], now_ns: int) -> list[TurnVerdict]:
+        judge = self.rules.judge
+        ops = self.metrics.ops
+        observe_duration = ops.judge_duration.observe
+        verdicts: list[TurnVerdict] = []
+        errors = 0
+        clock = time.perf_counter
+        for turn in turns:
+            t0 = clock()
+            try:
+                v = judge.judge(turn)
+            except Exception:  # a judge bug must not stop the service: count it and log the turn
+                logger.exception("judge failed on turn trace=%s span=%s", turn.trace_id, turn.span_id)
+                errors += len(turn.calls) or 1
+                continue
+            observe_duration(clock() - t0)
+            verdicts.append(v)
+        ops.dropped(DROP_JUDGE_ERROR, errors)
+        self.metrics.observe(verdicts)
+        done_ns = time.time_ns()
+        lag = ops.verdict_lag.observe
+        for turn in turns:
+            end = turn.end_ns or max((c.end_ns for c in turn.calls), default=0)
+            if end:
+                lag(max(0.0, (done_ns - end) / 1e9))
+        self.turns_judged += len(verdicts)
+        if self.verdict_log is not None:
+            self.verdict_log.write(verdicts)
+        if self.on_verdicts is not None:
+            try:
+                self.on_verdicts(verdicts)
+            except Exception:
+                logger.exception("verdict hook failed")
+        return verdicts
+
+    def _sync_stats(self) -> None:
+        st = self.assembler.stats
+        late, oversized, evicted = self._seen_stats
+        ops = self.metrics.ops
+        ops.dropped(DROP_LATE, st.late_calls - late)
+        ops.dropped(DROP_OVERSIZED, st.oversized_calls - oversized)
+        ops.turns_evicted += st.evicted - evicted
+        self._seen_stats = (st.late_calls, st.oversized_calls, st.evicted)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Drain the queue until `stop` is set; polls the assembler every `poll_interval_s`."""
+        interval = self.settings.poll_interval_s
+        last_tick = 0.0
+        while not stop.is_set():
+            if not self._queue:
+                self._wake.clear()
+                try:
+                    await asyncio.wait_for(self._wake.wait(), timeout=interval)
+                except TimeoutError:
+                    pass
+            try:
+                self.step()
+                now = time.monotonic()
+                if now - last_tick >= 1.0:
+                    self.metrics.tick()
+                    if self.verdict_log is not None:
+                        self.verdict_log.flush()
+                    last_tick = now
+            except Exception:  # keep serving; the error is logged with its traceback
+                logger.exception("worker step failed")
+            await asyncio.sleep(0)
+
+    def finish(self) -> int:
+        """Graceful shutdown: assemble everything queued, judge every pending turn. Returns turns judged."""
+        before = self.turns_judged
+        self.paused = False
+        while self._queue:
+            self.step()
+        now_ns = time.time_ns()
+        turns = self.assembler.flush()
+        if turns:
+            self.judge(turns, now_ns)
+        self._sync_stats()
+        self.metrics.tick()
+        if self.verdict_log is not None:
+            self.verdict_log.flush()
+        return self.turns_judged - before

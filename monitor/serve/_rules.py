@@ -1,0 +1,95 @@
+"""The rules in force: loaded and validated, swapped atomically on reload, kept when a reload fails."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from monitor.records import Turn
+from monitor.rules import RuleFileError, RuleSet, load_rules
+from monitor.verdict import TurnVerdict
+
+logger = logging.getLogger(__name__)
+
+
+class JudgeLike(Protocol):
+    """What the service needs of `monitor.judge.Judge`."""
+
+    @property
+    def catalog(self) -> frozenset[str]: ...
+
+    @property
+    def agents(self) -> frozenset[str]: ...
+
+    def judge(self, turn: Turn) -> TurnVerdict: ...
+
+
+JudgeFactory = Callable[[RuleSet], JudgeLike]
+
+
+def default_judge_factory(ruleset: RuleSet) -> JudgeLike:
+    judge_cls: Any = importlib.import_module("monitor.judge").Judge
+    judge: JudgeLike = judge_cls(ruleset)
+    return judge
+
+
+@dataclass(slots=True, frozen=True)
+class LoadedRules:
+    ruleset: RuleSet
+    judge: JudgeLike
+    stamp: tuple[tuple[str, int, int], ...]  # (path, mtime_ns, size) of each file when loaded
+
+
+def _stamp(paths: Sequence[str]) -> tuple[tuple[str, int, int], ...]:
+    out = []
+    for p in paths:
+        try:
+            st = os.stat(p)
+            out.append((p, st.st_mtime_ns, st.st_size))
+        except OSError:
+            out.append((p, -1, -1))
+    return tuple(out)
+
+
+class Rules:
+    """Holds the current judge; `reload()` validates new files first and keeps the old rules if they fail."""
+
+    def __init__(self, paths: Sequence[str | Path], *, judge_factory: JudgeFactory = default_judge_factory) -> None:
+        if not paths:
+            raise ValueError("at least one rule file is needed (--rules FILE)")
+        self.paths = [str(p) for p in paths]
+        self._factory = judge_factory
+        self.current = self._load()  # raises RuleFileError: the service does not start on bad rules
+        self.last_error: str | None = None
+
+    def _load(self) -> LoadedRules:
+        stamp = _stamp(self.paths)
+        ruleset = load_rules(self.paths)
+        return LoadedRules(ruleset, self._factory(ruleset), stamp)
+
+    @property
+    def judge(self) -> JudgeLike:
+        return self.current.judge
+
+    def changed(self) -> bool:
+        return _stamp(self.paths) != self.current.stamp
+
+    def reload(self) -> bool:
+        """Load the files again; True when the new rules are in force, False when the old ones were kept."""
+        try:
+            loaded = self._load()
+        except (RuleFileError, OSError, ValueError) as exc:
+            self.last_error = str(exc)
+            # Remember the failed stamp so an unchanged broken file is not reported every second.
+            self.current = LoadedRules(self.current.ruleset, self.current.judge, _stamp(self.paths))
+            logger.error("rules reload failed, keeping the previous rules: %s", exc)
+            return False
+        self.current = loaded
+        self.last_error = None
+        logger.info("rules reloaded from %s", ", ".join(self.paths))
+        return True

@@ -1,0 +1,212 @@
+"""The service: receiver and metrics endpoints, the worker, rule reloads and graceful shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import socket
+import threading
+from collections.abc import Callable
+
+from aiohttp import web
+
+from monitor.metrics import ToolwatchMetrics
+from monitor.serve._http import TracesHandler, metrics_app, receiver_app
+from monitor.serve._pipeline import Pipeline, VerdictHook
+from monitor.serve._rules import JudgeFactory, Rules, default_judge_factory
+from monitor.serve._settings import Settings
+from monitor.serve._verdict_log import VerdictLog
+
+logger = logging.getLogger(__name__)
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise OSError(f"cannot listen on {host}:{port}: {exc.strerror} (use another port)") from None
+    sock.listen(1024)
+    sock.setblocking(False)
+    return sock
+
+
+class Server:
+    """One toolwatch monitor process. `await start()`, then `await stop()` (judges pending turns)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        judge_factory: JudgeFactory = default_judge_factory,
+        metrics: ToolwatchMetrics | None = None,
+        on_verdicts: VerdictHook | None = None,
+    ) -> None:
+        self.settings = settings
+        self.rules = Rules(settings.rules, judge_factory=judge_factory)
+        self.metrics = metrics or ToolwatchMetrics(windows=settings.windows)
+        log = None
+        if settings.verdict_log:
+            log = VerdictLog(
+                settings.verdict_log,
+                all_turns=settings.verdict_log_all,
+                max_bytes=settings.verdict_log_max_bytes,
+                backups=settings.verdict_log_backups,
+            )
+        self.pipeline = Pipeline(settings, self.rules, self.metrics, verdict_log=log, on_verdicts=on_verdicts)
+        self.port = settings.port
+        self.metrics_port = settings.metrics_port
+        self._stop = asyncio.Event()
+        self._runners: list[web.AppRunner] = []
+        self._tasks: list[asyncio.Task[None]] = []
+        self._ready = False
+        self._stopped = False
+
+    @property
+    def ready(self) -> bool:
+        return self._ready and not self.pipeline.full()
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://{self.settings.host}:{self.port}/v1/traces"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://{self.settings.metrics_host}:{self.metrics_port}/metrics"
+
+    async def start(self) -> None:
+        s = self.settings
+        handler = TracesHandler(s, self.pipeline, self.metrics)
+        apps = [
+            (receiver_app(handler, s.max_body_bytes), s.host, s.port),
+            (metrics_app(self.metrics.registry(), lambda: self.ready), s.metrics_host, s.metrics_port),
+        ]
+        ports = []
+        for app, host, port in apps:
+            sock = _bind(host, port)
+            # The receiver decompresses itself (bounded, streaming) and never reads an unwanted body to its
+            # end: no automatic decompression, no lingering read of a refused request.
+            runner = web.AppRunner(
+                app,
+                access_log=None,
+                handle_signals=False,
+                shutdown_timeout=5.0,
+                auto_decompress=False,
+                lingering_time=0,
+            )
+            await runner.setup()
+            await web.SockSite(runner, sock).start()
+            self._runners.append(runner)
+            ports.append(sock.getsockname()[1])
+        self.port, self.metrics_port = ports
+        self._stop = asyncio.Event()
+        self._tasks.append(asyncio.create_task(self.pipeline.run(self._stop)))
+        if s.watch_rules:
+            self._tasks.append(asyncio.create_task(self._watch_rules()))
+        self._ready = True
+        logger.info("receiving OTLP/HTTP on %s; metrics on %s", self.endpoint, self.metrics_url)
+
+    def reload_rules(self) -> bool:
+        ok = self.rules.reload()
+        self.metrics.ops.reload(ok)
+        if ok:
+            self.pipeline.apply_labels()
+        return ok
+
+    async def _watch_rules(self) -> None:
+        while not self._stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), timeout=self.settings.watch_interval_s)
+            if not self._stop.is_set() and self.rules.changed():
+                self.reload_rules()
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    async def wait_stopped(self) -> None:
+        await self._stop.wait()
+
+    async def stop(self) -> int:
+        """Stop receiving, finish queued work, judge every pending turn; returns the turns judged at shutdown."""
+        if self._stopped:
+            return 0
+        self._stopped = True
+        self._ready = False
+        # Stop accepting first (in-flight requests finish), then the worker; then judge what is pending.
+        for runner in self._runners[:1]:
+            await runner.cleanup()
+        self._stop.set()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        judged = self.pipeline.finish()
+        for runner in self._runners[1:]:
+            await runner.cleanup()
+        if self.pipeline.verdict_log is not None:
+            self.pipeline.verdict_log.close()
+        logger.info("stopped; %d pending turns judged at shutdown", judged)
+        return judged
+
+    async def serve_forever(self) -> None:
+        """Run until SIGTERM or SIGINT; SIGHUP reloads the rules."""
+        loop = asyncio.get_running_loop()
+        await self.start()
+        loop.add_signal_handler(signal.SIGHUP, self.reload_rules)
+        loop.add_signal_handler(signal.SIGTERM, self.request_stop)
+        loop.add_signal_handler(signal.SIGINT, self.request_stop)
+        try:
+            await self._stop.wait()
+        finally:
+            for sig in (signal.SIGHUP, signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(sig)
+            await self.stop()
+
+
+class ServerThread:
+    """A Server on its own event loop in a background thread (for the demo, tests and benchmarks)."""
+
+    def __init__(self, settings: Settings, **kwargs: object) -> None:
+        self._settings = settings
+        self._kwargs = kwargs
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="toolwatch-serve", daemon=True)
+        self.server: Server | None = None
+
+    def start(self) -> Server:
+        self._thread.start()
+
+        async def make() -> Server:
+            server = Server(self._settings, **self._kwargs)  # type: ignore[arg-type]
+            await server.start()
+            return server
+
+        self.server = asyncio.run_coroutine_threadsafe(make(), self._loop).result(timeout=30)
+        return self.server
+
+    def call(self, fn: Callable[[], object], timeout: float = 30.0) -> object:
+        """Run `fn` on the server's loop (where its state lives) and return its result."""
+
+        async def run() -> object:
+            return fn()
+
+        return asyncio.run_coroutine_threadsafe(run(), self._loop).result(timeout=timeout)
+
+    def stop(self, timeout: float = 60.0) -> int:
+        judged = 0
+        if self.server is not None:
+            judged = asyncio.run_coroutine_threadsafe(self.server.stop(), self._loop).result(timeout=timeout)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=timeout)
+        self._loop.close()
+        return judged
+
+    def __enter__(self) -> Server:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

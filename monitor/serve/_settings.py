@@ -1,0 +1,139 @@
+"""Settings of `toolwatch serve`: a dataclass with defaults, filled from the environment by `from_env()`."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from monitor.metrics import DEFAULT_WINDOWS, parse_duration
+
+logger = logging.getLogger(__name__)
+
+# Environment variables (each documented here; the CLI options take the same names via envvar=).
+ENV_RULES = "TOOLWATCH_RULES"  # rule files, separated by the OS path separator (':' on POSIX)
+ENV_HOST = "TOOLWATCH_HOST"
+ENV_PORT = "TOOLWATCH_PORT"
+ENV_METRICS_HOST = "TOOLWATCH_METRICS_HOST"
+ENV_METRICS_PORT = "TOOLWATCH_METRICS_PORT"
+ENV_GRACE = "TOOLWATCH_GRACE"  # seconds, or a duration like 2s
+ENV_TURNLESS_TIMEOUT = "TOOLWATCH_TURNLESS_TIMEOUT"
+ENV_MAX_PENDING = "TOOLWATCH_MAX_PENDING"
+ENV_QUEUE_SPANS = "TOOLWATCH_QUEUE_SPANS"
+ENV_MAX_BODY = "TOOLWATCH_MAX_BODY_BYTES"
+ENV_MAX_DECOMPRESSED = "TOOLWATCH_MAX_DECOMPRESSED_BYTES"
+ENV_WINDOWS = "TOOLWATCH_WINDOWS"  # comma-separated durations, e.g. 5m,1h
+ENV_AGENTS = "TOOLWATCH_AGENTS"  # comma-separated agent names allowed as label values (besides the rules')
+ENV_TOKEN = "TOOLWATCH_TOKEN"  # bearer token required on /v1/traces when set
+ENV_VERDICT_LOG = "TOOLWATCH_VERDICT_LOG"
+ENV_VERDICT_LOG_ALL = "TOOLWATCH_VERDICT_LOG_ALL"
+ENV_VERDICT_LOG_MAX_BYTES = "TOOLWATCH_VERDICT_LOG_MAX_BYTES"
+ENV_WATCH_RULES = "TOOLWATCH_WATCH_RULES"
+
+MiB = 1024 * 1024
+
+
+def _duration(text: str) -> float:
+    return parse_duration(text)
+
+
+def _windows(text: str) -> tuple[float, ...]:
+    return tuple(parse_duration(p) for p in text.split(",") if p.strip())
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(p.strip() for p in text.split(",") if p.strip())
+
+
+def _paths(text: str) -> tuple[str, ...]:
+    return tuple(p for p in text.split(os.pathsep) if p)
+
+
+def _bool(text: str) -> bool:
+    low = text.strip().lower()
+    if low in ("1", "true", "yes", "on"):
+        return True
+    if low in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError(f"not a boolean: {text!r}")
+
+
+@dataclass(slots=True)
+class Settings:
+    rules: tuple[str, ...] = ()
+    host: str = "127.0.0.1"
+    port: int = 4318  # OTLP/HTTP
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int = 9464
+    grace_s: float = 2.0
+    turnless_timeout_s: float = 30.0
+    max_pending: int = 100_000  # pending traces held by turn assembly
+    max_calls_per_trace: int = 1_000
+    queue_spans: int = 262_144  # spans accepted but not yet assembled; beyond: 503 + Retry-After
+    max_body_bytes: int = 16 * MiB  # request body as sent (compressed or not)
+    max_decompressed_bytes: int = 64 * MiB
+    windows: tuple[float, ...] = DEFAULT_WINDOWS
+    agents: tuple[str, ...] = ()
+    token: str | None = None
+    verdict_log: str | None = None
+    verdict_log_all: bool = False
+    verdict_log_max_bytes: int = 64 * MiB
+    verdict_log_backups: int = 3
+    watch_rules: bool = True
+    watch_interval_s: float = 1.0
+    retry_after_s: int = 1
+    poll_interval_s: float = 0.1
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+        """Settings from TOOLWATCH_* variables; a bad value logs a warning and keeps the default."""
+        env = os.environ if env is None else env
+        values: dict[str, Any] = {}
+        table: list[tuple[str, str, Callable[[str], Any]]] = [
+            (ENV_RULES, "rules", _paths),
+            (ENV_HOST, "host", str),
+            (ENV_PORT, "port", int),
+            (ENV_METRICS_HOST, "metrics_host", str),
+            (ENV_METRICS_PORT, "metrics_port", int),
+            (ENV_GRACE, "grace_s", _duration),
+            (ENV_TURNLESS_TIMEOUT, "turnless_timeout_s", _duration),
+            (ENV_MAX_PENDING, "max_pending", int),
+            (ENV_QUEUE_SPANS, "queue_spans", int),
+            (ENV_MAX_BODY, "max_body_bytes", int),
+            (ENV_MAX_DECOMPRESSED, "max_decompressed_bytes", int),
+            (ENV_WINDOWS, "windows", _windows),
+            (ENV_AGENTS, "agents", _names),
+            (ENV_TOKEN, "token", str),
+            (ENV_VERDICT_LOG, "verdict_log", str),
+            (ENV_VERDICT_LOG_ALL, "verdict_log_all", _bool),
+            (ENV_VERDICT_LOG_MAX_BYTES, "verdict_log_max_bytes", int),
+            (ENV_WATCH_RULES, "watch_rules", _bool),
+        ]
+        for var, name, conv in table:
+            raw = env.get(var)
+            if raw is None or raw == "":
+                continue
+            try:
+                values[name] = conv(raw)
+            except ValueError as exc:
+                logger.warning("ignoring %s=%r (%s); using the default", var, raw, exc)
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        known = {f.name for f in fields(cls)}
+        unknown = set(values) - known
+        if unknown:
+            raise TypeError(f"unknown settings: {sorted(unknown)}")
+        s = cls(**values)
+        s.validate()
+        return s
+
+    def validate(self) -> None:
+        for name in ("max_pending", "max_calls_per_trace", "queue_spans", "max_body_bytes", "max_decompressed_bytes"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1")
+        if self.grace_s < 0 or self.turnless_timeout_s < 0:
+            raise ValueError("grace and turnless timeout must be >= 0")
+        if not self.windows:
+            raise ValueError("at least one rolling window is needed")

@@ -1,0 +1,83 @@
+"""The verdict log: JSON lines of failing turns (or all turns), each with its reason, rotated by size."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import IO, Any
+
+from monitor.verdict import TurnVerdict
+
+
+def verdict_record(v: TurnVerdict, *, at: float | None = None) -> dict[str, Any]:
+    return {
+        "time": round(time.time() if at is None else at, 3),
+        "agent": v.agent,
+        "trace_id": v.trace_id,
+        "span_id": v.span_id,
+        "judged": v.judged,
+        "turnless": v.turnless,
+        "failed": v.failed,
+        "rule": v.rule,
+        "reason": v.reason,
+        "input": v.input_text[:2000],
+        "calls": [
+            {
+                "name": c.name,
+                "outcome": c.outcome.value,
+                **({"schema_valid": c.schema_valid} if c.schema_valid is not None else {}),
+                **({"args_ok": c.args_ok} if c.args_ok is not None else {}),
+                **({"violations": [f"{x.kind.value}: {x.message}" for x in c.violations]} if c.violations else {}),
+            }
+            for c in v.calls
+        ],
+        "missed": [m.tool for m in v.missed],
+        "end_to_end": v.end_to_end,
+    }
+
+
+class VerdictLog:
+    """Appends verdict records to `path`; when it exceeds `max_bytes` it becomes `path.1` (then `.2` ...)."""
+
+    def __init__(self, path: str | Path, *, all_turns: bool = False, max_bytes: int = 64 << 20, backups: int = 3):
+        if max_bytes < 1024:
+            raise ValueError("verdict log max_bytes must be at least 1024")
+        self.path = Path(path)
+        self.all_turns = all_turns
+        self.max_bytes = max_bytes
+        self.backups = max(backups, 1)
+        self.written = 0
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fh: IO[str] = self.path.open("a", encoding="utf-8")
+        self._size = self._fh.tell()
+
+    def write(self, verdicts: list[TurnVerdict]) -> None:
+        at = time.time()
+        for v in verdicts:
+            if not (self.all_turns or v.failed):
+                continue
+            line = json.dumps(verdict_record(v, at=at), ensure_ascii=False, separators=(",", ":")) + "\n"
+            if self._size + len(line) > self.max_bytes and self._size > 0:
+                self._rotate()
+            self._fh.write(line)
+            self._size += len(line.encode("utf-8")) if not line.isascii() else len(line)
+            self.written += 1
+
+    def _rotate(self) -> None:
+        self._fh.close()
+        for i in range(self.backups - 1, 0, -1):
+            src = self.path.with_name(f"{self.path.name}.{i}")
+            if src.exists():
+                os.replace(src, self.path.with_name(f"{self.path.name}.{i + 1}"))
+        os.replace(self.path, self.path.with_name(f"{self.path.name}.1"))
+        self._fh = self.path.open("a", encoding="utf-8")
+        self._size = 0
+
+    def flush(self) -> None:
+        self._fh.flush()
+
+    def close(self) -> None:
+        if not self._fh.closed:
+            self._fh.close()
