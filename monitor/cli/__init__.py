@@ -8,6 +8,7 @@ import click
 
 from monitor.cli.demo_cmd import demo
 from monitor.cli.rules_cmd import rules
+from monitor.cli.serve_cmd import serve
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -21,3 +22,4 @@ def main(verbose: int) -> None:
 
 main.add_command(demo)
 main.add_command(rules)
+main.add_command(serve)
