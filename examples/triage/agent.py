@@ -1,0 +1,110 @@
+"""A simulated incident-triage agent with realistic flaws, instrumented with toolwatch's `@tool`.
+
+It stands in for an LLM that routes a log line to the telemetry tool of the subsystem in its leading tag
+(rules/incident-triage.yaml). Its mistakes depend on the input, the way a model's do:
+- long lines that mention another subsystem inside the body pull it to that subsystem's tool;
+- a large queue depth makes it pull telemetry twice ("to be sure");
+- a quoted message in the line breaks its hand-built argument JSON (malformed arguments);
+- SEV1 lines make it page an on-call tool that does not exist;
+- very long lines make it give up without calling anything.
+
+`triage(line)` is the probe agent (`toolwatch probe --agent examples.triage.agent:triage`): it runs inside
+the `agent_turn` the harness opens and returns the final answer with its `Result: ...` line.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from instrumentation import ToolExecutor, tool
+
+TOOL_OF = {
+    "AUTH": "pull_auth_telemetry",
+    "BILL": "pull_billing_telemetry",
+    "FULF": "pull_fulfillment_telemetry",
+    "RISK": "pull_risk_telemetry",
+    "SUPP": "pull_support_telemetry",
+}
+_LEAD = re.compile(r"^\s*\[([A-Z]{4})\]")
+_INNER = re.compile(r"\[([A-Z]{4})\]")
+_DEPTH = re.compile(r"depth=(\d+)")
+
+
+def _telemetry(subsystem: str, log_excerpt: str, window_minutes: int) -> dict[str, Any]:
+    return {"subsystem": subsystem, "window_minutes": window_minutes, "excerpt_chars": len(log_excerpt),
+            "error_rate": round(0.01 * (len(log_excerpt) % 7), 3)}
+
+
+@tool
+def pull_auth_telemetry(log_excerpt: str, window_minutes: int = 15) -> dict[str, Any]:
+    """Pull recent telemetry of the authentication subsystem."""
+    return _telemetry("auth", log_excerpt, window_minutes)
+
+
+@tool
+def pull_billing_telemetry(log_excerpt: str, window_minutes: int = 15) -> dict[str, Any]:
+    """Pull recent telemetry of the billing subsystem."""
+    return _telemetry("billing", log_excerpt, window_minutes)
+
+
+@tool
+def pull_fulfillment_telemetry(log_excerpt: str, window_minutes: int = 15) -> dict[str, Any]:
+    """Pull recent telemetry of the fulfillment subsystem."""
+    return _telemetry("fulfillment", log_excerpt, window_minutes)
+
+
+@tool
+def pull_risk_telemetry(log_excerpt: str, window_minutes: int = 15) -> dict[str, Any]:
+    """Pull recent telemetry of the risk subsystem."""
+    return _telemetry("risk", log_excerpt, window_minutes)
+
+
+@tool
+def pull_support_telemetry(log_excerpt: str, window_minutes: int = 15) -> dict[str, Any]:
+    """Pull recent telemetry of the support subsystem."""
+    return _telemetry("support", log_excerpt, window_minutes)
+
+
+EXECUTOR = ToolExecutor(
+    [pull_auth_telemetry, pull_billing_telemetry, pull_fulfillment_telemetry, pull_risk_telemetry,
+     pull_support_telemetry],
+    on_error="result",
+)
+
+
+def plan(line: str) -> list[tuple[str, str]]:
+    """The simulated model's tool calls for a line: (tool name, raw argument JSON) in call order."""
+    lead = _LEAD.match(line)
+    if lead is None or lead.group(1) not in TOOL_OF:
+        return []
+    if len(line) > 230:
+        return []  # gives up on very long lines
+    target = TOOL_OF[lead.group(1)]
+    inner = [t for t in _INNER.findall(line[lead.end():]) if t in TOOL_OF and t != lead.group(1)]
+    if inner and len(line) > 110:
+        target = TOOL_OF[inner[-1]]  # drawn to the tag it read last
+    excerpt = line[:200]
+    if '"' in line:
+        args = '{"log_excerpt": "' + excerpt + '"}'  # hand-built JSON, broken by the quotes
+    else:
+        args = json.dumps({"log_excerpt": excerpt, "window_minutes": 15})
+    calls = [(target, args)]
+    depth = _DEPTH.search(line)
+    if depth is not None and int(depth.group(1)) > 600:
+        calls.append((target, json.dumps({"log_excerpt": excerpt, "window_minutes": 60})))
+    if " SEV1 " in line:
+        calls.append(("page_oncall", json.dumps({"summary": excerpt[:80]})))
+    return calls
+
+
+def triage(line: str) -> str:
+    """Route one log line: run the planned calls through the executor and answer with a Result line."""
+    called = []
+    for n, (name, args) in enumerate(plan(line)):
+        EXECUTOR.execute(name, args, call_id=f"call_{n}")
+        called.append(name)
+    if not called:
+        return "I could not find a telemetry source for this line."
+    return f"Pulled {', '.join(called)}.\nResult: routed to {called[0]}"

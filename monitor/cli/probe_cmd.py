@@ -1,0 +1,99 @@
+"""`toolwatch probe`: adaptive random testing (FSCS-ART) of an agent over a user's input generator."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from monitor.evaluate import Harness, LoadError, default_agent_name, load_callable, load_judge
+from monitor.probe import STRATEGIES, Step, cluster_tables, first_failures, mean_first_failure, run_probe
+from monitor.report import ReportBuilder, Table, emit_report, pop_report_options, report_options
+from monitor.report.progress import progress_bar
+from monitor.rules import RuleFileError
+
+
+def _load(spec: str, what: str) -> Any:
+    try:
+        return load_callable(spec)
+    except LoadError as exc:
+        raise click.BadParameter(str(exc), param_hint=what) from exc
+
+
+@click.command()
+@click.option("--generator", "generator_spec", required=True, metavar="MODULE:FUNCTION",
+              help="Input generator: called as fn(random.Random) -> str, once per candidate.")
+@click.option("--agent", "agent_spec", required=True, metavar="MODULE:FUNCTION",
+              help="The agent: fn(input: str) -> answer str (or None); its @tool calls are recorded.")
+@click.option("--rules", multiple=True, required=True, metavar="FILE", help="Oracle rule file (repeatable).")
+@click.option("--agent-name", default=None, help="gen_ai.agent.name of the turns (default: the rules' only agent).")
+@click.option("--iterations", type=click.IntRange(1), default=200, show_default=True, help="Runs of the agent.")
+@click.option("--pool", type=click.IntRange(1), default=10, show_default=True,
+              help="Candidates drawn per step (K of FSCS-ART).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the generator and the selection.")
+@click.option("--strategy", type=click.Choice(STRATEGIES), default="art", show_default=True,
+              help="art: the candidate farthest (Levenshtein) from every tested input; random: the first one.")
+@click.option("--compare-seeds", type=click.IntRange(0), default=0, show_default=True, metavar="N",
+              help="Also run both strategies to their first failure over N seeds and print the mean runs needed.")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(0.001), default=None, help="Seconds per run.")
+@click.option("--worst", type=click.IntRange(0), default=10, show_default=True, help="Failing turns to list.")
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
+@report_options
+def probe(generator_spec: str, agent_spec: str, rules: tuple[str, ...], agent_name: str | None, iterations: int,
+          pool: int, seed: int, strategy: str, compare_seeds: int, timeout_s: float | None, worst: int,
+          no_progress: bool, **kwargs: Any) -> None:
+    """Probe an agent with adaptive random testing and report accuracy as iterations grow.
+
+    Each step draws --pool candidates from the generator and runs the agent on the one whose minimum
+    Levenshtein distance to the inputs already tested is largest (FSCS-ART); --strategy random runs the
+    first candidate instead. Each run is one `agent_turn`, judged by the rules like live traffic.
+    """
+    options = pop_report_options(kwargs)
+    generator = _load(generator_spec, "--generator")
+    agent = _load(agent_spec, "--agent")
+    try:
+        judge = load_judge(rules)
+    except RuleFileError as exc:
+        click.echo(f"error: {exc}", err=True)
+        raise SystemExit(2) from exc
+    name = default_agent_name(judge.agents, agent_name)
+    builder = ReportBuilder(worst=worst)
+    tables: list[Table] = []
+    notes: list[str] = []
+    with Harness(agent_name=name) as harness, progress_bar(disable=no_progress) as progress:
+        task = progress.add_task(f"probe ({strategy})", total=iterations, status="")
+        failures = 0
+
+        def on_step(step: Step) -> None:
+            nonlocal failures
+            failures += step.failed
+            if step.verdict is not None:
+                builder.add(step.verdict, case_id=f"run {step.iteration}", time_s=step.duration_s)
+            builder.track(step.iteration, f"{strategy} accuracy")
+            progress.update(task, advance=1, status=f"{failures} failing")
+
+        result = run_probe(generator=generator, agent=agent, judge=judge, harness=harness, iterations=iterations,
+                           pool=pool, seed=seed, strategy=strategy, timeout_s=timeout_s, on_step=on_step)
+        builder.track(iterations, f"{strategy} accuracy", force=True)
+        if compare_seeds:
+            seeds = range(seed, seed + compare_seeds)
+            ctask = progress.add_task("first failure, both strategies", total=2 * compare_seeds, status="")
+            ff = first_failures(generator=generator, agent=agent, judge=judge, harness=harness, seeds=seeds,
+                                pool=pool, max_iterations=iterations,
+                                on_seed=lambda *_: progress.update(ctask, advance=1))
+            rows = []
+            for strat, values in ff.items():
+                found = [v for v in values if v is not None]
+                mean = mean_first_failure(values, iterations)
+                rows.append([strat, f"{mean:.2f}", str(len(found)), str(len(values))])
+                notes.append(f"{strat}: mean runs to first failure over {len(values)} seeds = {mean:.2f}")
+            tables.append(Table(f"Runs to the first failure (pool {pool}, seeds {seeds.start}..{seeds.stop - 1})",
+                                ["strategy", "mean runs", "seeds with a failure", "seeds"], rows))
+    first = result.first_failure
+    notes.insert(0, f"first failure at run {first}" if first else f"no failure in {iterations} runs")
+    tables += cluster_tables(result.steps)
+    title = f"toolwatch probe: {strategy}, {iterations} runs, pool {pool}, seed {seed}"
+    report = builder.build("probe", title, tables=tables, notes=notes)
+    for note in notes:
+        click.echo(note, err=True)
+    raise SystemExit(emit_report(report, options))

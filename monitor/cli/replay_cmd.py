@@ -1,0 +1,94 @@
+"""`toolwatch replay`: judge captured spans offline, exactly as live serving would."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from monitor.evaluate import load_judge
+from monitor.replay import FORMATS, Replayer, SourceError, expand_sources, replay_files, total_bytes
+from monitor.report import ReportBuilder, Table, emit_report, pop_report_options, report_options
+from monitor.report.progress import progress_bar
+from monitor.rules import RuleFileError
+from monitor.verdict import TurnVerdict
+
+MAX_LISTED_ERRORS = 10
+
+
+@click.command()
+@click.argument("sources", nargs=-1, required=True, metavar="SOURCE...")
+@click.option("--rules", "rules", multiple=True, required=True, metavar="FILE",
+              help="Oracle rule file (repeatable; merged in order).")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True,
+              help="Input format: OTLP JSON lines (Collector file exporter), OTLP protobuf, or by suffix/content.")
+@click.option("--grace", type=click.FloatRange(0.0), default=2.0, show_default=True,
+              help="Seconds after a turn span ends to wait for late calls (as `serve --grace`).")
+@click.option("--turnless-timeout", type=click.FloatRange(0.0), default=30.0, show_default=True,
+              help="Seconds after which calls without a turn are judged alone (as `serve`).")
+@click.option("--strict", is_flag=True, help="Exit 2 when any line or message cannot be decoded.")
+@click.option("--worst", type=click.IntRange(0), default=10, show_default=True, help="Failing turns to list.")
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
+@report_options
+def replay(sources: tuple[str, ...], rules: tuple[str, ...], fmt: str, grace: float, turnless_timeout: float,
+           strict: bool, worst: int, no_progress: bool, **kwargs: Any) -> None:
+    """Replay captured spans through the live judge path and report.
+
+    SOURCE is an OTLP JSON lines file (one ExportTraceServiceRequest per line, as the OpenTelemetry
+    Collector file exporter writes; .gz too), an OTLP protobuf file (length-delimited
+    ExportTraceServiceRequest messages, or one bare message), or a directory of them (searched
+    recursively by suffix: .json .jsonl .ndjson / .pb .bin .binpb .otlp .protobuf).
+
+    The spans go through the same decoder, turn assembler and judge as `toolwatch serve`, so the verdicts
+    and figures are those live serving gives for the same spans.
+    """
+    options = pop_report_options(kwargs)
+    try:
+        judge = load_judge(rules)
+    except RuleFileError as exc:
+        click.echo(f"error: {exc}", err=True)
+        raise SystemExit(2) from exc
+    try:
+        paths = expand_sources(sources)
+    except SourceError as exc:
+        raise click.BadParameter(str(exc), param_hint="SOURCE") from exc
+    builder = ReportBuilder(worst=worst)
+
+    def sink(verdict: TurnVerdict) -> None:
+        builder.add(verdict)
+        builder.track(builder.tally.turns)
+
+    replayer = Replayer(judge, sink, grace_s=grace, turnless_timeout_s=turnless_timeout)
+    with progress_bar(bytes_mode=True, disable=no_progress) as progress:
+        task = progress.add_task("replay", total=total_bytes(paths), status="")
+
+        def advance(n: int) -> None:
+            progress.update(task, advance=n, status=f"{replayer.stats.turns} turns")
+
+        try:
+            stats = replay_files(replayer, paths, fmt=fmt, on_progress=advance)
+        except SourceError as exc:
+            raise click.ClickException(str(exc)) from exc
+        progress.update(task, status=f"{stats.turns} turns")
+    builder.track(builder.tally.turns, force=True)
+    notes = [f"{stats.files} file(s), {stats.requests} export requests, {stats.spans} spans, "
+             f"{stats.turns} turns ({stats.turnless} turnless)"]
+    if stats.rejected_spans:
+        notes.append("spans rejected by the decoder: " + ", ".join(f"{k}={v}" for k, v in
+                                                                     sorted(stats.rejected_spans.items())))
+    evicted = replayer.assembler.stats.evicted
+    if evicted:
+        notes.append(f"{evicted} pending traces evicted early (bound reached)")
+    tables = []
+    if stats.bad_records:
+        rows = [[b.path, b.where, b.message[:200]] for b in stats.bad_records[:MAX_LISTED_ERRORS]]
+        more = len(stats.bad_records) - len(rows)
+        tables.append(Table(f"Undecodable records ({len(stats.bad_records)}; skipped)", ["file", "where", "error"],
+                            rows + ([["…", f"{more} more", ""]] if more > 0 else [])))
+    report = builder.build("replay", f"toolwatch replay: {len(paths)} file(s)", tables=tables, notes=notes)
+    code = emit_report(report, options)
+    if strict and stats.bad_records:
+        click.echo(f"error: {len(stats.bad_records)} undecodable record(s) (--strict); first: {stats.bad_records[0]}",
+                   err=True)
+        raise SystemExit(2)
+    raise SystemExit(code)

@@ -1,0 +1,100 @@
+"""Labelled datasets: cases (`id`, `input`, expected calls as in a rule file's `cases`) run by `eval`.
+
+A dataset file is a YAML list of cases, a JSON-lines file with one case per line, or a rule file (a
+mapping) whose `cases` are inline or name such a file. The expectations are compiled by the judge's own
+loader (`load_rules`, with the catalog from `--rules`), so a case means exactly what it means in a rule
+file; this module only reads which inputs to run and under which case ids.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from monitor.rules import RuleFileError, RuleSet, load_rules
+
+
+@dataclass(slots=True, frozen=True)
+class Case:
+    case_id: str | None  # the label joined to the turn (toolwatch.case.id); None: joined by exact input
+    name: str  # what reports call it: the id, else "#<n>"
+    input_text: str
+
+
+def _read_items(path: Path) -> tuple[list[Any], Path | None]:
+    """The case items, and the file that holds them when the dataset is a rule file naming a cases file."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RuleFileError(str(path), 0, 0, "", f"cannot read dataset: {exc}") from None
+    if path.suffix in (".jsonl", ".ndjson"):
+        items = []
+        for n, line in enumerate(text.splitlines(), 1):
+            if line.strip():
+                try:
+                    items.append(json.loads(line))
+                except json.JSONDecodeError as exc:
+                    raise RuleFileError(str(path), n, exc.colno, "", f"JSON: {exc.msg}") from None
+        return items, None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        row, col = (mark.line + 1, mark.column + 1) if mark is not None else (0, 0)
+        raise RuleFileError(str(path), row, col, "", f"YAML: {exc}") from None
+    if isinstance(data, dict):
+        cases = data.get("cases", [])
+        if isinstance(cases, str):
+            inner = path.parent / cases
+            return _read_items(inner)[0], inner
+        return list(cases) if isinstance(cases, list) else [], None
+    return (list(data) if isinstance(data, list) else []), None
+
+
+def read_cases(path: str | Path) -> list[Case]:
+    """The runnable cases of a dataset, in file order; every case needs an `input`."""
+    p = Path(path)
+    items, _ = _read_items(p)
+    cases: list[Case] = []
+    ids: set[str] = set()
+    for n, item in enumerate(items, 1):
+        if not isinstance(item, dict):
+            raise RuleFileError(str(p), 0, 0, f"case {n}", "a case is a mapping with at least `input`")
+        text = item.get("input")
+        cid = item.get("id")
+        if not isinstance(text, str):
+            raise RuleFileError(str(p), 0, 0, f"case {n}", "`input` (the text to run the agent on) is missing")
+        if cid is not None and not isinstance(cid, str):
+            cid = str(cid)
+        if cid is not None and cid in ids:
+            raise RuleFileError(str(p), 0, 0, f"case {n}", f"duplicate case id {cid!r}")
+        if cid is not None:
+            ids.add(cid)
+        cases.append(Case(cid, cid or f"#{n}", text))
+    if not cases:
+        raise RuleFileError(str(p), 0, 0, "cases", "the dataset holds no case")
+    return cases
+
+
+def load_dataset_rules(dataset: str | Path, rules: Sequence[str | Path], *, agent: str | None = None) -> RuleSet:
+    """The rule files plus the dataset's cases, compiled together (cases override rules for their turns)."""
+    p = Path(dataset).resolve()
+    try:
+        head = yaml.safe_load(p.read_text(encoding="utf-8")) if p.suffix not in (".jsonl", ".ndjson") else None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        head = None  # load_rules reports it with its location
+    if isinstance(head, dict):
+        return load_rules([*rules, p])
+    with tempfile.TemporaryDirectory(prefix="toolwatch-eval-") as tmp:
+        wrapper = Path(tmp) / "dataset.yaml"
+        doc: dict[str, Any] = {"version": 1, "cases": str(p)}
+        if agent:
+            doc["agent"] = agent
+        wrapper.write_text(yaml.safe_dump(doc), encoding="utf-8")
+        return load_rules([*rules, wrapper])

@@ -1,0 +1,127 @@
+"""`eval`: run the agent on every labelled case K times, judge each turn against its case, score trials.
+
+A trial passes when its turn is judged end-to-end correct (METRICS.md) and the run neither raised nor
+timed out. With K trials per case: pass rate = passing trials / all trials; pass^k (Yao et al., tau-bench)
+= the mean over cases of C(c, k) / C(n, k), the chance that k trials drawn from a case's n all pass.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from monitor.evaluate._dataset import Case
+from monitor.evaluate._harness import AgentFn, Harness, RunResult
+from monitor.records import Turn
+from monitor.verdict import TurnVerdict
+
+COLLECT_EVERY = 64
+
+
+class JudgeLike(Protocol):
+    def judge(self, turn: Turn) -> TurnVerdict: ...
+
+
+@dataclass(slots=True)
+class Trial:
+    case: Case
+    trial: int  # 1-based
+    run: RunResult
+    verdict: TurnVerdict | None = None
+
+    @property
+    def passed(self) -> bool:
+        v = self.verdict
+        return (v is not None and self.run.error is None and v.judged and v.end_to_end is True
+                and not v.failed)
+
+    @property
+    def reason(self) -> str:
+        if self.run.timed_out or (self.run.error and self.verdict is None):
+            return self.run.error or "no turn recorded"
+        if self.verdict is None:
+            return "no turn was recorded for this run"
+        if not self.verdict.judged:
+            return "no expectation matched the case (check its id or input against the dataset)"
+        if self.run.error:
+            return f"agent raised {self.run.error}; {self.verdict.reason}"
+        return self.verdict.reason
+
+
+@dataclass(slots=True)
+class EvalResult:
+    k: int
+    trials: list[Trial] = field(default_factory=list)
+
+    def by_case(self) -> dict[str, list[Trial]]:
+        out: dict[str, list[Trial]] = {}
+        for t in self.trials:
+            out.setdefault(t.case.name, []).append(t)
+        return out
+
+    @property
+    def pass_rate(self) -> float | None:
+        return sum(t.passed for t in self.trials) / len(self.trials) if self.trials else None
+
+    def pass_hat(self, k: int) -> float | None:
+        """pass^k over cases with at least k trials (None when there is none)."""
+        scores = []
+        for trials in self.by_case().values():
+            n, c = len(trials), sum(t.passed for t in trials)
+            if n >= k:
+                scores.append(math.comb(c, k) / math.comb(n, k))
+        return sum(scores) / len(scores) if scores else None
+
+
+def run_eval(
+    cases: Sequence[Case],
+    agent: AgentFn,
+    judge: JudgeLike,
+    harness: Harness,
+    *,
+    trials: int = 1,
+    concurrency: int = 1,
+    timeout_s: float | None = None,
+    on_trial: Callable[[Trial], Any] | None = None,
+    on_run: Callable[[RunResult], Any] | None = None,
+) -> EvalResult:
+    """Run every case `trials` times on `concurrency` threads; trials come back in case order."""
+    if trials < 1 or concurrency < 1:
+        raise ValueError("trials and concurrency must be >= 1")
+    work = [(case, t) for case in cases for t in range(1, trials + 1)]
+    runs: dict[int, RunResult] = {}
+    turns: dict[str, Turn] = {}
+    lock = threading.Lock()
+
+    def gather(final: bool) -> None:
+        for turn in harness.collect(final=final):
+            if not turn.turnless:
+                turns.setdefault(turn.trace_id, turn)
+
+    with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="toolwatch-eval") as pool:
+        futures = {
+            pool.submit(harness.run, agent, case.input_text, case_id=case.case_id, timeout_s=timeout_s): i
+            for i, (case, _) in enumerate(work)
+        }
+        for n, fut in enumerate(as_completed(futures), 1):
+            i = futures[fut]
+            with lock:
+                runs[i] = fut.result()
+            if on_run is not None:
+                on_run(runs[i])
+            if n % COLLECT_EVERY == 0:
+                gather(final=False)
+    gather(final=True)
+    result = EvalResult(trials)
+    for i, (case, t) in enumerate(work):
+        run = runs[i]
+        turn = turns.get(run.trace_id) if run.trace_id and not run.timed_out else None
+        trial = Trial(case, t, run, judge.judge(turn) if turn is not None else None)
+        result.trials.append(trial)
+        if on_trial is not None:
+            on_trial(trial)
+    return result

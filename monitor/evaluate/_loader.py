@@ -1,0 +1,65 @@
+"""Loading what the user names on the command line: `module:function` callables and rule sets."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+
+class LoadError(ValueError):
+    """A `module:function` that cannot be imported or is not callable."""
+
+
+def load_callable(spec: str) -> Callable[..., Any]:
+    """`package.module:function` (the current directory is importable) or `path/to/file.py:function`."""
+    module_name, sep, attr = spec.rpartition(":")
+    if not sep or not module_name or not attr:
+        raise LoadError(f"{spec!r}: expected MODULE:FUNCTION, e.g. examples.triage.agent:triage")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        if module_name.endswith(".py"):
+            path = Path(module_name)
+            if not path.is_file():
+                raise LoadError(f"{spec!r}: no such file {path}")
+            mod_spec = importlib.util.spec_from_file_location(path.stem, path)
+            if mod_spec is None or mod_spec.loader is None:
+                raise LoadError(f"{spec!r}: cannot load {path}")
+            module = importlib.util.module_from_spec(mod_spec)
+            sys.modules[path.stem] = module
+            mod_spec.loader.exec_module(module)
+        else:
+            module = importlib.import_module(module_name)
+    except LoadError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any import failure is the user's to fix; say which
+        raise LoadError(f"{spec!r}: cannot import {module_name}: {type(exc).__name__}: {exc}") from exc
+    target: Any = module
+    for part in attr.split("."):
+        if not hasattr(target, part):
+            raise LoadError(f"{spec!r}: {module_name} has no attribute {attr!r}")
+        target = getattr(target, part)
+    if not callable(target):
+        raise LoadError(f"{spec!r}: {attr} is not callable")
+    return target  # type: ignore[no-any-return]
+
+
+def default_agent_name(agents: Sequence[str] | frozenset[str], given: str | None) -> str:
+    """The agent name for `agent_turn`: the one given, else the rules' only agent, else "agent"."""
+    if given:
+        return given
+    names = sorted(agents)
+    return names[0] if len(names) == 1 else "agent"
+
+
+def load_judge(paths: Sequence[str | Path]) -> Any:
+    """A Judge over the rule files (raises monitor.rules.RuleFileError with the location of a problem)."""
+    from monitor.judge import Judge
+    from monitor.rules import load_rules
+
+    return Judge(load_rules(list(paths)))

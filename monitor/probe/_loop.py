@@ -1,0 +1,134 @@
+"""The probe loop: draw K candidates, pick one (FSCS-ART or random), run the agent on it, judge the turn."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from monitor.evaluate._harness import AgentFn, Harness
+from monitor.probe.fscs import FscsSelector
+from monitor.records import Turn
+from monitor.verdict import TurnVerdict
+
+Generator = Callable[[random.Random], str]
+STRATEGIES = ("art", "random")
+
+
+class JudgeLike(Protocol):
+    def judge(self, turn: Turn) -> TurnVerdict: ...
+
+
+@dataclass(slots=True)
+class Step:
+    iteration: int  # 1-based: the number of runs so far
+    input_text: str
+    distance: int | None  # min Levenshtein distance of the chosen input to those tested before (art)
+    failed: bool
+    verdict: TurnVerdict | None
+    error: str | None = None
+    duration_s: float = 0.0
+
+
+@dataclass(slots=True)
+class ProbeResult:
+    strategy: str
+    seed: int
+    pool: int
+    steps: list[Step] = field(default_factory=list)
+
+    @property
+    def first_failure(self) -> int | None:
+        """The number of runs up to and including the first failing one (None: no failure found)."""
+        return next((s.iteration for s in self.steps if s.failed), None)
+
+
+def draw(generator: Generator, rng: random.Random, k: int) -> list[str]:
+    out = []
+    for _ in range(k):
+        text = generator(rng)
+        if not isinstance(text, str):
+            raise TypeError(f"the generator must return str, got {type(text).__name__}")
+        out.append(text)
+    return out
+
+
+def step_failed(verdict: TurnVerdict | None, error: str | None) -> bool:
+    return verdict is None or error is not None or verdict.failed
+
+
+def run_probe(
+    *,
+    generator: Generator,
+    agent: AgentFn,
+    judge: JudgeLike,
+    harness: Harness,
+    iterations: int,
+    pool: int = 10,
+    seed: int = 0,
+    strategy: str = "art",
+    timeout_s: float | None = None,
+    stop_at_first_failure: bool = False,
+    on_step: Callable[[Step], Any] | None = None,
+) -> ProbeResult:
+    """Run the agent `iterations` times on inputs chosen by `strategy`; `random` runs the first candidate."""
+    if strategy not in STRATEGIES:
+        raise ValueError(f"unknown strategy {strategy!r}; one of {', '.join(STRATEGIES)}")
+    if iterations < 1 or pool < 1:
+        raise ValueError("iterations and pool must be >= 1")
+    rng = random.Random(seed)
+    selector = FscsSelector(seed=seed)
+    result = ProbeResult(strategy, seed, pool)
+    for i in range(1, iterations + 1):
+        candidates = draw(generator, rng, pool)
+        if strategy == "art":
+            choice = selector.select(candidates)
+            text, distance = candidates[choice.index], choice.distance
+        else:
+            text, distance = candidates[0], None
+        selector.add(text)
+        started = time.perf_counter()
+        run = harness.run_and_collect(agent, text, timeout_s=timeout_s)
+        verdict = judge.judge(run.turns[0]) if run.turns else None
+        error = run.error or (None if run.turns else "no turn was recorded")
+        step = Step(i, text, distance, step_failed(verdict, error), verdict, error, time.perf_counter() - started)
+        result.steps.append(step)
+        if on_step is not None:
+            on_step(step)
+        if stop_at_first_failure and step.failed:
+            break
+    return result
+
+
+def first_failures(
+    *,
+    generator: Generator,
+    agent: AgentFn,
+    judge: JudgeLike,
+    harness: Harness,
+    seeds: range | list[int],
+    pool: int = 10,
+    max_iterations: int = 500,
+    strategies: tuple[str, ...] = STRATEGIES,
+    on_seed: Callable[[str, int, int | None], Any] | None = None,
+) -> dict[str, list[int | None]]:
+    """Runs to the first failure per seed and strategy (the F-measure of ART studies); None: none found."""
+    out: dict[str, list[int | None]] = {s: [] for s in strategies}
+    for seed in seeds:
+        for strategy in strategies:
+            res = run_probe(generator=generator, agent=agent, judge=judge, harness=harness,
+                            iterations=max_iterations, pool=pool, seed=seed, strategy=strategy,
+                            stop_at_first_failure=True)
+            out[strategy].append(res.first_failure)
+            if on_seed is not None:
+                on_seed(strategy, seed, res.first_failure)
+    return out
+
+
+def mean_first_failure(values: list[int | None], max_iterations: int) -> float:
+    """Mean runs to the first failure; a seed without failure counts as max_iterations + 1 (censored)."""
+    if not values:
+        return float("nan")
+    return sum(max_iterations + 1 if v is None else v for v in values) / len(values)

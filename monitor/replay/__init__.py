@@ -1,0 +1,26 @@
+"""Replay captured spans (OTLP JSON lines, OTLP protobuf files, directories) through the live judge path."""
+
+from monitor.replay._engine import JudgeLike, Replayer, ReplayStats, replay_files
+from monitor.replay._sources import (
+    FORMATS,
+    BadRecord,
+    SourceError,
+    detect_format,
+    expand_sources,
+    read_source,
+    total_bytes,
+)
+
+__all__ = [
+    "FORMATS",
+    "BadRecord",
+    "JudgeLike",
+    "ReplayStats",
+    "Replayer",
+    "SourceError",
+    "detect_format",
+    "expand_sources",
+    "read_source",
+    "replay_files",
+    "total_bytes",
+]

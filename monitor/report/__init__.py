@@ -1,0 +1,47 @@
+"""Reports for replay, eval, probe and scenarios: terminal, JSON, Markdown, JUnit, HTML; and CI gates."""
+
+from monitor.report.builder import ReportBuilder, per_tool_stats, severity
+from monitor.report.figures import FIGURES, canonical_figure, format_ratio
+from monitor.report.gates import GateFailure, Threshold, check_gates, parse_threshold
+from monitor.report.html import render_html
+from monitor.report.junit import render_junit
+from monitor.report.markdown import render_markdown
+from monitor.report.model import (
+    BaselineError,
+    CaseResult,
+    Report,
+    Sample,
+    Table,
+    ToolStats,
+    load_baseline_figures,
+)
+from monitor.report.output import ReportOptions, emit_report, pop_report_options, report_options
+from monitor.report.terminal import render_terminal
+
+__all__ = [
+    "FIGURES",
+    "BaselineError",
+    "CaseResult",
+    "GateFailure",
+    "Report",
+    "ReportBuilder",
+    "ReportOptions",
+    "Sample",
+    "Table",
+    "Threshold",
+    "ToolStats",
+    "canonical_figure",
+    "check_gates",
+    "emit_report",
+    "format_ratio",
+    "load_baseline_figures",
+    "parse_threshold",
+    "per_tool_stats",
+    "pop_report_options",
+    "render_html",
+    "render_junit",
+    "render_markdown",
+    "render_terminal",
+    "report_options",
+    "severity",
+]

@@ -1,0 +1,68 @@
+"""The METRICS.md figures a report shows and gates on: keys, readable labels, direction, aliases."""
+
+from __future__ import annotations
+
+from typing import Final
+
+# (key, label, higher_is_better) in the order of METRICS.md, "Aggregates".
+FIGURES: Final[tuple[tuple[str, str, bool], ...]] = (
+    ("tool_call_accuracy", "Tool call accuracy", True),
+    ("spurious_rate", "Spurious-call rate", False),
+    ("wrong_tool_rate", "Wrong-tool rate", False),
+    ("hallucinated_rate", "Hallucinated-tool rate", False),
+    ("missed_rate", "Missed-call rate", False),
+    ("selection_accuracy", "Selection accuracy", True),
+    ("argument_correctness", "Argument correctness", True),
+    ("schema_adherence", "Schema adherence", True),
+    ("end_to_end_accuracy", "End-to-end accuracy", True),
+    ("sequence_accuracy", "Sequence accuracy", True),
+    ("response_compliance", "Response format compliance", True),
+    ("tool_usage_rate", "Tool usage rate", True),
+    ("over_calling_rate", "Over-calling rate", False),
+)
+
+# Figures some commands add beside the METRICS.md ones (eval with trials, probe).
+EXTRA_FIGURES: Final[tuple[tuple[str, str, bool], ...]] = (
+    ("pass_rate", "Pass rate (all trials)", True),
+    ("pass_hat_k", "pass^k (every trial of a case passes)", True),
+    ("scenario_pass_rate", "Scenario step pass rate", True),
+)
+
+FIGURE_KEYS: Final[frozenset[str]] = frozenset(k for k, _, _ in FIGURES + EXTRA_FIGURES)
+LABELS: Final[dict[str, str]] = {k: label for k, label, _ in FIGURES + EXTRA_FIGURES}
+HIGHER_IS_BETTER: Final[dict[str, bool]] = {k: up for k, _, up in FIGURES + EXTRA_FIGURES}
+
+ALIASES: Final[dict[str, str]] = {
+    "accuracy": "tool_call_accuracy",
+    "tool_accuracy": "tool_call_accuracy",
+    "spurious": "spurious_rate",
+    "wrong_tool": "wrong_tool_rate",
+    "hallucinated": "hallucinated_rate",
+    "missed": "missed_rate",
+    "selection": "selection_accuracy",
+    "arguments": "argument_correctness",
+    "schema": "schema_adherence",
+    "end_to_end": "end_to_end_accuracy",
+    "e2e": "end_to_end_accuracy",
+    "sequence": "sequence_accuracy",
+    "response": "response_compliance",
+    "response_format_compliance": "response_compliance",
+    "tool_usage": "tool_usage_rate",
+    "over_calling": "over_calling_rate",
+    "pass^k": "pass_hat_k",
+}
+
+
+def canonical_figure(name: str) -> str:
+    """The figure key for a name or alias; raises KeyError naming the known keys when unknown."""
+    key = name.strip().lower().replace("-", "_")
+    key = ALIASES.get(key, key)
+    if key not in FIGURE_KEYS:
+        known = ", ".join(sorted(FIGURE_KEYS | ALIASES.keys()))
+        raise KeyError(f"unknown figure {name!r}; known: {known}")
+    return key
+
+
+def format_ratio(value: float | None) -> str:
+    """A ratio as a percentage with one decimal, or 'absent' for a zero denominator."""
+    return "absent" if value is None else f"{value * 100:.1f}%"

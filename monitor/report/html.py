@@ -1,0 +1,197 @@
+"""The report as one self-contained HTML file: inline CSS, JS and SVG, no network resource.
+
+The confusion matrix is a heatmap table (cells carry `data-expected`, `data-actual`, `data-count`);
+the per-tool bars and the accuracy series are inline SVG; failing samples can be filtered. Scripts only
+enhance the page (hover highlight, row-percent toggle, filter): everything is readable without them.
+"""
+
+from __future__ import annotations
+
+import json
+from html import escape
+
+from monitor.report.figures import FIGURES, HIGHER_IS_BETTER, LABELS, format_ratio
+from monitor.report.model import Report
+from monitor.report.svg import line_chart, tool_bars
+
+CSS = """
+:root{--fg:#1f2937;--muted:#6b7280;--bg:#f8fafc;--card:#fff;--line:#e5e7eb}
+*{box-sizing:border-box}body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;color:var(--fg);
+background:var(--bg);margin:0;padding:24px 32px}h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 10px}
+.acc{font-size:18px;font-weight:600;margin:6px 0 18px}.muted{color:var(--muted)}
+.cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(190px,1fr));gap:10px}
+.card{background:var(--card);border:1px solid var(--line);border-radius:8px;padding:10px 12px}
+.card .k{color:var(--muted);font-size:12px}.card .v{font-size:20px;font-weight:600}
+.good{color:#15803d}.warn{color:#b45309}.bad{color:#b91c1c}.absent{color:var(--muted)}
+table{border-collapse:collapse;background:var(--card)}th,td{border:1px solid var(--line);padding:4px 8px;
+text-align:left;vertical-align:top}th{background:#f1f5f9;font-weight:600}
+#confusion td.cell{text-align:right;min-width:54px;font-variant-numeric:tabular-nums}
+#confusion td.hl,#confusion th.hl{outline:2px solid #334155;outline-offset:-2px}
+.chart .lbl{font-size:12px;fill:#1f2937}.chart .val{font-size:11px;fill:#374151}
+.chart .axis{font-size:11px;fill:#6b7280}
+.chart .grid{stroke:#e5e7eb;stroke-width:1}
+input[type=search]{padding:5px 8px;border:1px solid var(--line);border-radius:6px;width:320px;margin-bottom:8px}
+button{padding:4px 10px;border:1px solid var(--line);border-radius:6px;background:#fff;cursor:pointer;margin-bottom:8px}
+.scroll{overflow-x:auto;max-width:100%}#confusion td.zero{color:#cbd5e1}
+td.input{max-width:520px;word-break:break-word;font-family:ui-monospace,monospace;font-size:12px}
+"""
+
+JS = """
+(function(){
+  'use strict';
+  var data = JSON.parse(document.getElementById('report-data').textContent);
+  var table = document.getElementById('confusion');
+  if (table) {
+    var cells = table.querySelectorAll('td.cell');
+    var rowTotals = {};
+    cells.forEach(function(td){
+      var e = td.dataset.expected; rowTotals[e] = (rowTotals[e] || 0) + Number(td.dataset.count);
+    });
+    var asPercent = false;
+    var toggle = document.getElementById('confusion-toggle');
+    toggle.addEventListener('click', function(){
+      asPercent = !asPercent;
+      toggle.textContent = asPercent ? 'show counts' : 'show row %';
+      cells.forEach(function(td){
+        var n = Number(td.dataset.count), t = rowTotals[td.dataset.expected] || 0;
+        td.textContent = asPercent ? (t ? (100 * n / t).toFixed(1) + '%' : '-') : String(n);
+      });
+    });
+    cells.forEach(function(td){
+      td.addEventListener('mouseenter', function(){
+        table.querySelectorAll('[data-expected="' + CSS.escape(td.dataset.expected) + '"],[data-actual="' +
+          CSS.escape(td.dataset.actual) + '"]').forEach(function(x){ x.classList.add('hl'); });
+      });
+      td.addEventListener('mouseleave', function(){
+        table.querySelectorAll('.hl').forEach(function(x){ x.classList.remove('hl'); });
+      });
+    });
+  }
+  var filter = document.getElementById('worst-filter');
+  if (filter) {
+    filter.addEventListener('input', function(){
+      var q = filter.value.toLowerCase();
+      document.querySelectorAll('#worst tbody tr').forEach(function(tr){
+        tr.style.display = tr.textContent.toLowerCase().indexOf(q) >= 0 ? '' : 'none';
+      });
+    });
+  }
+  var total = data.confusion.reduce(function(s, c){ return s + c[2]; }, 0);
+  var status = document.getElementById('js-status');
+  status.dataset.ready = 'true';
+  status.textContent = total + ' confusion pairs, ' + data.worst + ' failing samples shown';
+})();
+"""
+
+
+CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
+
+
+def _cls(key: str, value: float | None) -> str:
+    if value is None:
+        return "absent"
+    good = value if HIGHER_IS_BETTER.get(key, True) else 1 - value
+    return "good" if good >= 0.95 else "warn" if good >= 0.8 else "bad"
+
+
+def _figure_cards(report: Report) -> str:
+    keys = [k for k, _, _ in FIGURES] + [k for k in report.figures if k not in {f for f, _, _ in FIGURES}]
+    cards = [
+        f'<div class="card" data-figure="{escape(k)}"><div class="k">{escape(LABELS.get(k, k))}</div>'
+        f'<div class="v {_cls(k, report.figures.get(k))}">{format_ratio(report.figures.get(k))}</div></div>'
+        for k in keys
+    ]
+    return '<div class="cards">' + "".join(cards) + "</div>"
+
+
+def _heat(expected: str, actual: str, n: int, peak: int) -> str:
+    if not n:
+        return "#ffffff"
+    alpha = 0.15 + 0.75 * n / peak
+    rgb = "22,163,74" if expected == actual else "220,38,38"
+    return f"rgba({rgb},{alpha:.2f})"
+
+
+def _confusion(report: Report) -> str:
+    if not report.confusion:
+        return '<p class="muted">No judged turns.</p>'
+    rows, cols = report.confusion_labels()
+    peak = max(n for _, _, n in report.confusion)
+    head = "".join(f'<th data-actual="{escape(c)}">{escape(c)}</th>' for c in cols)
+    body = []
+    for r in rows:
+        tds = []
+        for c in cols:
+            n = report.confusion_cell(r, c)
+            tds.append(
+                f'<td class="cell{" zero" if not n else ""}" data-expected="{escape(r)}" '
+                f'data-actual="{escape(c)}" data-count="{n}" '
+                f'style="background:{_heat(r, c, n, peak)}" title="expected {escape(r)}, called {escape(c)}: {n}">'
+                f"{n}</td>"
+            )
+        body.append(f'<tr><th data-expected="{escape(r)}">{escape(r)}</th>{"".join(tds)}</tr>')
+    return (
+        '<button id="confusion-toggle" type="button">show row %</button>'
+        f'<div class="scroll"><table id="confusion"><thead><tr><th>expected \\ called</th>{head}</tr></thead>'
+        f'<tbody>{"".join(body)}</tbody></table></div>'
+    )
+
+
+def _table(table_id: str, columns: list[str], rows: list[list[str]], input_col: int = -1) -> str:
+    head = "".join(f"<th>{escape(c)}</th>" for c in columns)
+    body = "".join(
+        "<tr>" + "".join(f'<td{" class=input" if i == input_col else ""}>{escape(v)}</td>' for i, v in enumerate(r))
+        + "</tr>"
+        for r in rows
+    )
+    return f'<table id="{table_id}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def _per_tool(report: Report) -> str:
+    rows = [
+        [t.tool, format_ratio(t.precision), format_ratio(t.recall), format_ratio(t.f1), str(t.row_total),
+         str(t.column_total)]
+        for t in report.per_tool
+    ]
+    return tool_bars(report.per_tool) + _table("per-tool", ["tool", "precision", "recall", "F1", "expected", "called"],
+                                                rows)
+
+
+def _worst(report: Report) -> str:
+    if not report.worst:
+        return '<p class="muted">No failing turns.</p>'
+    rows = [[s.ident, s.input_text, "\n".join(s.calls) or "(no call)", ", ".join(s.missed), s.reason]
+            for s in report.worst]
+    return ('<input type="search" id="worst-filter" placeholder="filter failing samples">'
+            + _table("worst", ["turn", "input", "calls", "missed", "reason"], rows, input_col=1))
+
+
+def render_html(report: Report) -> str:
+    data = json.dumps({"confusion": report.confusion, "worst": len(report.worst), "figures": report.figures})
+    data = data.replace("</", "<\\/")
+    counts = " · ".join(f"{escape(k.replace('_', ' '))}: {v}" for k, v in report.counts.items())
+    extra = "".join(
+        f"<h2>{escape(t.title)}</h2>" + _table(f"extra-{i}", t.columns, t.rows) for i, t in enumerate(report.tables)
+    )
+    notes = "".join(f'<p class="muted">{escape(n)}</p>' for n in report.notes)
+    series = f"<h2>Accuracy as iterations grow</h2>{line_chart(report.series)}" if report.series else ""
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta http-equiv="Content-Security-Policy" content="{CSP}">
+<title>{escape(report.title)}</title><style>{CSS}</style></head>
+<body>
+<h1>{escape(report.title)}</h1>
+<div class="acc" id="accuracy-line">{escape(report.accuracy_line)}</div>
+<p class="muted">{counts}</p>
+<p class="muted" id="js-status">scripts did not run</p>
+<h2>Figures</h2>{_figure_cards(report)}
+<h2>Confusion matrix</h2><p class="muted">Rows: expected tool; columns: called tool.</p>{_confusion(report)}
+<h2>Per tool</h2>{_per_tool(report)}
+{series}{extra}
+<h2>Failing samples</h2>{_worst(report)}
+{notes}
+<script type="application/json" id="report-data">{data}</script>
+<script>{JS}</script>
+</body></html>
+"""

@@ -1,0 +1,48 @@
+"""The report as GitHub-flavoured Markdown (for a pull-request comment or a job summary)."""
+
+from __future__ import annotations
+
+from monitor.report.figures import FIGURES, LABELS, format_ratio
+from monitor.report.model import Report
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", "<br>")
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    out = ["| " + " | ".join(_cell(h) for h in header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    return out + [""]
+
+
+def render_markdown(report: Report) -> str:
+    lines = [f"# {report.title}", "", f"**{report.accuracy_line}**", "", "## Figures", ""]
+    known = {k for k, _, _ in FIGURES}
+    fig_rows = [[label, format_ratio(report.figures.get(key))] for key, label, _ in FIGURES]
+    fig_rows += [[LABELS.get(k, k), format_ratio(v)] for k, v in report.figures.items() if k not in known]
+    lines += _table(["figure", "value"], fig_rows)
+    if report.counts:
+        lines += ["## Counts", ""] + _table(["count", "value"], [[k, str(v)] for k, v in report.counts.items()])
+    if report.per_tool:
+        rows = [
+            [t.tool, format_ratio(t.precision), format_ratio(t.recall), format_ratio(t.f1), str(t.row_total),
+             str(t.column_total)]
+            for t in report.per_tool
+        ]
+        lines += ["## Per tool", ""] + _table(["tool", "precision", "recall", "F1", "expected", "called"], rows)
+    if report.confusion:
+        row_labels, col_labels = report.confusion_labels()
+        rows = [[r] + [str(report.confusion_cell(r, c)) for c in col_labels] for r in row_labels]
+        lines += ["## Confusion matrix", "", "Rows: expected tool; columns: called tool.", ""]
+        lines += _table(["expected \\ called"] + col_labels, rows)
+    for extra in report.tables:
+        lines += [f"## {extra.title}", ""] + _table(extra.columns, extra.rows)
+    if report.worst:
+        rows = [
+            [s.ident, s.input_text[:200], "<br>".join(s.calls) or "(no call)", ", ".join(s.missed), s.reason]
+            for s in report.worst
+        ]
+        lines += ["## Worst failing turns", ""] + _table(["turn", "input", "calls", "missed", "reason"], rows)
+    lines += [f"- {n}" for n in report.notes]
+    return "\n".join(lines).rstrip() + "\n"

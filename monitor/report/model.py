@@ -1,0 +1,126 @@
+"""The report every offline command produces, and its JSON form (also read back as a baseline).
+
+A report is plain data: the METRICS.md figures and raw counts from a Tally, the confusion matrix and the
+per-tool precision / recall / F1 derived from it, the worst failing turns, one result per turn or case
+(for JUnit), series (accuracy as iterations grow) and free tables a command adds (trials, clusters).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(slots=True)
+class ToolStats:
+    tool: str
+    correct: int  # the (A, A) cell
+    row_total: int  # expected A
+    column_total: int  # called A
+    precision: float | None
+    recall: float | None
+    f1: float | None
+
+
+@dataclass(slots=True)
+class Sample:
+    """One failing turn, as the report lists it."""
+
+    ident: str
+    agent: str
+    input_text: str
+    reason: str
+    calls: list[str]
+    missed: list[str]
+    severity: int
+
+
+@dataclass(slots=True)
+class CaseResult:
+    """One turn, case or scenario step: one JUnit testcase."""
+
+    name: str
+    group: str
+    status: str  # "passed", "failed", "skipped", "error"
+    message: str = ""
+    detail: str = ""
+    time_s: float = 0.0
+
+
+@dataclass(slots=True)
+class Table:
+    title: str
+    columns: list[str]
+    rows: list[list[str]]
+
+
+@dataclass(slots=True)
+class Report:
+    command: str
+    title: str
+    accuracy_line: str
+    figures: dict[str, float | None]
+    counts: dict[str, int]
+    confusion: list[tuple[str, str, int]]  # (expected, actual, count), non-zero cells
+    per_tool: list[ToolStats]
+    worst: list[Sample]
+    cases: list[CaseResult]
+    cases_dropped: int = 0
+    series: dict[str, list[tuple[int, float | None]]] = field(default_factory=dict)
+    tables: list[Table] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    schema_version: int = SCHEMA_VERSION
+
+    def confusion_labels(self) -> tuple[list[str], list[str]]:
+        """Row labels (expected) and column labels (actual): tools sorted, then `(none)` / `(unknown)`."""
+        specials = ("(none)", "(unknown)")
+        rows = {e for e, _, _ in self.confusion}
+        cols = {a for _, a, _ in self.confusion}
+        tools = sorted((rows | cols) - set(specials))
+        row_labels = tools + [s for s in specials[:1] if s in rows]
+        col_labels = tools + [s for s in specials if s in cols]
+        return row_labels, col_labels
+
+    def confusion_cell(self, expected: str, actual: str) -> int:
+        for e, a, n in self.confusion:
+            if e == expected and a == actual:
+                return n
+        return 0
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["confusion"] = [list(c) for c in self.confusion]
+        data["series"] = {k: [list(p) for p in v] for k, v in self.series.items()}
+        return data
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=False)
+
+
+class BaselineError(ValueError):
+    """A baseline report that cannot be read."""
+
+
+def load_baseline_figures(path: str | Path) -> dict[str, float | None]:
+    """The figures of a report written earlier with `--json` (the only part a baseline gate needs)."""
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise BaselineError(f"{p}: cannot read baseline: {exc.strerror or exc}") from exc
+    except json.JSONDecodeError as exc:
+        raise BaselineError(f"{p}:{exc.lineno}:{exc.colno}: baseline is not JSON: {exc.msg}") from exc
+    figures = data.get("figures") if isinstance(data, dict) else None
+    if not isinstance(figures, dict):
+        raise BaselineError(f"{p}: not a toolwatch report (no 'figures' object); write one with --json")
+    out: dict[str, float | None] = {}
+    for key, value in figures.items():
+        if value is None or isinstance(value, int | float) and not isinstance(value, bool):
+            out[str(key)] = None if value is None else float(value)
+        else:
+            raise BaselineError(f"{p}: figure {key!r} is {value!r}, expected a number or null")
+    return out

@@ -1,0 +1,137 @@
+"""The report and gate options every offline command shares, and writing a report where they say.
+
+Options are validated before the work starts (a typo in a gate must not cost a long run).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from monitor.report.gates import Threshold, check_gates, parse_threshold
+from monitor.report.html import render_html
+from monitor.report.junit import render_junit
+from monitor.report.markdown import render_markdown
+from monitor.report.model import BaselineError, Report, load_baseline_figures
+from monitor.report.terminal import render_terminal
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass(slots=True)
+class ReportOptions:
+    json_path: str | None = None
+    markdown_path: str | None = None
+    junit_path: str | None = None
+    html_path: str | None = None
+    fail_under: list[Threshold] = field(default_factory=list)
+    fail_over: list[Threshold] = field(default_factory=list)
+    baseline: dict[str, float | None] | None = None
+    max_drop: float = 0.0
+    quiet: bool = False
+
+
+def _thresholds(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> list[Threshold]:
+    try:
+        return [parse_threshold(v) for v in values]
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
+
+
+def _baseline(ctx: click.Context, param: click.Parameter, value: str | None) -> dict[str, float | None] | None:
+    if value is None:
+        return None
+    try:
+        return load_baseline_figures(value)
+    except BaselineError as exc:
+        raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
+
+
+def report_options(func: F) -> F:
+    """Adds --json/--markdown/--junit/--html, --fail-under/--fail-over, --baseline/--max-drop, --quiet."""
+    opts = [
+        click.option("--json", "json_path", metavar="PATH", help="Write the report as JSON ('-' for stdout)."),
+        click.option("--markdown", "markdown_path", metavar="PATH", help="Write Markdown ('-' = stdout)."),
+        click.option("--junit", "junit_path", metavar="PATH", help="Write JUnit XML: one testcase per turn or case."),
+        click.option("--html", "html_path", metavar="PATH", help="Write one self-contained HTML file."),
+        click.option("--fail-under", multiple=True, callback=_thresholds, metavar="FIGURE=VALUE",
+                     help="Exit 1 when FIGURE is below VALUE (e.g. accuracy=0.95, schema_adherence=99%). Repeatable."),
+        click.option("--fail-over", multiple=True, callback=_thresholds, metavar="FIGURE=VALUE",
+                     help="Exit 1 when FIGURE is above VALUE (e.g. spurious_rate=0.05). Repeatable."),
+        click.option("--baseline", callback=_baseline, metavar="REPORT.json",
+                     help="A report written earlier with --json; exit 1 when a figure got worse by more than "
+                          "--max-drop."),
+        click.option("--max-drop", type=click.FloatRange(0.0, 1.0), default=0.0, show_default=True,
+                     help="Largest allowed regression against --baseline, as a ratio (0.02 = 2 points)."),
+        click.option("-q", "--quiet", is_flag=True, help="Print only the accuracy line and gate results."),
+    ]
+    for opt in reversed(opts):
+        func = opt(func)
+    return func
+
+
+def pop_report_options(kwargs: dict[str, Any]) -> ReportOptions:
+    """Take the shared options out of a command's keyword arguments."""
+    return ReportOptions(
+        json_path=kwargs.pop("json_path"),
+        markdown_path=kwargs.pop("markdown_path"),
+        junit_path=kwargs.pop("junit_path"),
+        html_path=kwargs.pop("html_path"),
+        fail_under=list(kwargs.pop("fail_under")),
+        fail_over=list(kwargs.pop("fail_over")),
+        baseline=kwargs.pop("baseline"),
+        max_drop=kwargs.pop("max_drop"),
+        quiet=kwargs.pop("quiet"),
+    )
+
+
+def _write(path: str, text: str) -> None:
+    if path == "-":
+        sys.stdout.write(text)
+        return
+    target = Path(path)
+    if target.parent and not target.parent.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text, encoding="utf-8")
+
+
+def emit_report(report: Report, options: ReportOptions) -> int:
+    """Write every requested form, print the summary and the gate results; the exit code (0 or 1)."""
+    writers: list[tuple[str | None, Callable[[Report], str]]] = [
+        (options.json_path, lambda r: r.to_json() + "\n"),
+        (options.markdown_path, render_markdown),
+        (options.junit_path, render_junit),
+        (options.html_path, render_html),
+    ]
+    for path, render in writers:
+        if path:
+            try:
+                _write(path, render(report))
+            except OSError as exc:
+                raise click.ClickException(f"cannot write {path}: {exc.strerror or exc}") from exc
+    to_stdout = any(p == "-" for p, _ in writers)
+    out = sys.stderr if to_stdout else sys.stdout
+    if options.quiet:
+        click.echo(report.accuracy_line, file=out)
+    else:
+        render_terminal(report, out)
+    failures = check_gates(
+        report.figures,
+        fail_under=options.fail_under,
+        fail_over=options.fail_over,
+        baseline=options.baseline,
+        max_drop=options.max_drop,
+    )
+    if failures:
+        click.echo(f"FAILED {len(failures)} gate(s):", file=out)
+        for f in failures:
+            click.echo(f"  - {f.message}", file=out)
+        return 1
+    if options.fail_under or options.fail_over or options.baseline is not None:
+        click.echo("All gates passed.", file=out)
+    return 0
