@@ -16,6 +16,7 @@ a failing redaction hook leaves the content out, and both are logged and counted
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import enum
 import json
 import logging
@@ -139,6 +140,8 @@ def _default(obj: Any) -> Any:
         return dataclasses.asdict(obj)
     if isinstance(obj, (set, frozenset)):
         return list(obj)
+    if isinstance(obj, (datetime.date, datetime.time)):
+        return obj.isoformat()
     dump = getattr(obj, "model_dump", None)  # pydantic v2 models
     if callable(dump):
         return dump(mode="json")
@@ -146,12 +149,31 @@ def _default(obj: Any) -> Any:
     return repr(obj)
 
 
-_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=_default)
-_encode = _ENCODER.encode
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=_default, check_circular=False)
+
+
+def _make_encode() -> Callable[[Any], str]:
+    """The C encoder built once (`JSONEncoder.encode` builds one per call); no circular check, so a
+    circular value ends in RecursionError, which `to_json` turns into a marker."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    basestring: Callable[[str], str] = json.encoder.encode_basestring
+    if make is None:  # pragma: no cover - interpreters without the C accelerator
+        return _ENCODER.encode
+    c_encode = make(None, _default, basestring, None, ":", ",", False, False, True)
+
+    def encode(value: Any) -> str:
+        if value.__class__ is str:
+            return basestring(value)
+        return "".join(c_encode(value, 0))
+
+    return encode
+
+
+_encode = _make_encode()
 
 
 def to_json(value: Any) -> str:
-    """`value` as JSON; unserializable parts through `repr()`; never raises."""
+    """`value` as compact JSON (non-ASCII kept); unserializable parts through `repr()`; never raises."""
     try:
         return _encode(value)
     except Exception as exc:  # noqa: BLE001 - circular references, broken __repr__, ...

@@ -26,12 +26,37 @@ except Exception:  # noqa: BLE001 - not installed as a distribution (e.g. run fr
     _VERSION = None
 
 
+# How the tracer's sampler decides, so a call that will not be sampled can skip the span entirely.
+SAMPLE_OTHER = 0  # ask the SDK for every call
+SAMPLE_NEVER = 1  # always_off: no call is ever sampled
+SAMPLE_PARENT = 2  # parent-based, dropping under a valid parent that is not sampled (the default)
+
+
+def _is_drop(sampler: object) -> bool:
+    return type(sampler).__name__ == "StaticSampler" and str(getattr(sampler, "_decision", "")) == "Decision.DROP"
+
+
+def sampling_mode(tracer: object) -> int:
+    """Classify the SDK sampler of `tracer` (unknown tracers and samplers: SAMPLE_OTHER)."""
+    sampler = getattr(tracer, "sampler", None)
+    if sampler is None:
+        return SAMPLE_OTHER
+    if _is_drop(sampler):
+        return SAMPLE_NEVER
+    if type(sampler).__name__ == "ParentBased" and all(
+        _is_drop(getattr(sampler, attr, None)) for attr in ("_local_parent_not_sampled", "_remote_parent_not_sampled")
+    ):
+        return SAMPLE_PARENT
+    return SAMPLE_OTHER
+
+
 class _TracerHolder:
-    __slots__ = ("provider", "tracer")
+    __slots__ = ("mode", "provider", "tracer")
 
     def __init__(self) -> None:
         self.provider: trace.TracerProvider | None = None
         self.tracer: trace.Tracer = trace.get_tracer(SCOPE_NAME, _VERSION)
+        self.mode = SAMPLE_OTHER
 
 
 TRACING = _TracerHolder()
@@ -39,9 +64,30 @@ TRACING = _TracerHolder()
 
 def set_tracer_provider(provider: trace.TracerProvider | None) -> None:
     """Send toolwatch's spans to `provider` (None: back to the global provider). Does not touch the global."""
+    tracer = (provider.get_tracer(SCOPE_NAME, _VERSION) if provider is not None
+              else trace.get_tracer(SCOPE_NAME, _VERSION))
     TRACING.provider = provider
-    TRACING.tracer = (provider.get_tracer(SCOPE_NAME, _VERSION) if provider is not None
-                      else trace.get_tracer(SCOPE_NAME, _VERSION))
+    TRACING.mode = sampling_mode(tracer)
+    TRACING.tracer = tracer
+
+
+_get_current_span = trace.get_current_span
+
+
+def will_not_sample() -> bool:
+    """True when the next span is certain not to be sampled: then no span needs to be started at all.
+
+    (always_off; or a parent-based sampler under a valid, unsampled parent span.) Skipping the span
+    changes nothing that is recorded: an unsampled span records nothing, and its children would not be
+    sampled either, as they are not under the unsampled parent.
+    """
+    mode = TRACING.mode
+    if mode == SAMPLE_OTHER:
+        return False
+    if mode == SAMPLE_NEVER:
+        return True
+    context = _get_current_span().get_span_context()
+    return context.span_id != 0 and not context.trace_flags & 1
 
 
 def get_tracer() -> trace.Tracer:

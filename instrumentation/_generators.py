@@ -17,7 +17,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span
 
 from instrumentation import _attributes as A
-from instrumentation._context import PendingCall
+from instrumentation._context import PendingCall, will_not_sample
 from instrumentation._span import begin, end_span, failed_begin, record_error, record_result, take_pending
 from instrumentation._spec import ToolSpec
 
@@ -158,6 +158,8 @@ def wrap_generator(spec: ToolSpec, func: Callable[..., Any]) -> Callable[..., An
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         gen = func(*args, **kwargs)
+        if will_not_sample():
+            return gen
         return _traced_generator(spec, gen, args, kwargs, take_pending(name))
 
     return wrapper
@@ -168,6 +170,8 @@ def wrap_async_generator(spec: ToolSpec, func: Callable[..., Any]) -> Callable[.
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         agen = func(*args, **kwargs)
+        if will_not_sample():
+            return agen
         return _traced_async_generator(spec, agen, args, kwargs, take_pending(name))
 
     return wrapper

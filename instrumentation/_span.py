@@ -25,7 +25,6 @@ from instrumentation._stats import STATS
 logger = logging.getLogger(__name__)
 
 _INTERNAL = SpanKind.INTERNAL
-_get_current_span = trace.get_current_span
 _set_span_in_context = trace.set_span_in_context
 _attach = otel_context.attach
 _detach = otel_context.detach
@@ -73,11 +72,6 @@ def add_arguments(
     bounded(text, A.GEN_AI_TOOL_CALL_ARGUMENTS, attributes, settings.max_length)
 
 
-def _parent_recording() -> bool:
-    parent = _get_current_span()
-    return parent.is_recording() or not parent.get_span_context().is_valid
-
-
 def begin(
     spec: ToolSpec,
     args: tuple[Any, ...],
@@ -87,12 +81,13 @@ def begin(
 ) -> Started:
     """Start the span of one call and make it current. Raises only on a bug; callers guard it.
 
-    With `consume`, the pending call is cleared for the duration of the call (restored by `end`), so tools
-    called from inside this tool get their own ids; generators pass False (they run in their consumer's
-    context, between its statements)."""
+    Callers first ask `will_not_sample()`, so the span is almost certainly recorded: the arguments are
+    serialized before the start and passed with the other attributes in one dict. With `consume`, the
+    pending call is cleared for the duration of the call (restored by `end`), so tools called from
+    inside this tool get their own ids; generators pass False (they run in their consumer's context,
+    between its statements)."""
     settings = SETTINGS.current
     reset: Token[PendingCall | None] | None = None
-    raw_json: str | None = None
     if pending is not None:
         call_id = pending.call_id
         raw_json = pending.arguments_json
@@ -100,19 +95,12 @@ def begin(
             reset = PENDING.set(None)
     else:
         call_id = new_call_id()
+        raw_json = None
     attributes = dict(spec.base_attributes)
     attributes[A.GEN_AI_TOOL_CALL_ID] = call_id
-    late_arguments = False
     if settings.capture_content:
-        if _parent_recording():
-            add_arguments(spec, arguments_of(spec, args, kwargs), raw_json, settings, attributes)
-        else:
-            late_arguments = True
+        add_arguments(spec, arguments_of(spec, args, kwargs), raw_json, settings, attributes)
     span = TRACING.tracer.start_span(spec.span_name, kind=_INTERNAL, attributes=attributes)
-    if late_arguments and span.is_recording():
-        extra: dict[str, Any] = {}
-        add_arguments(spec, arguments_of(spec, args, kwargs), raw_json, settings, extra)
-        span.set_attributes(extra)
     token = _attach(_set_span_in_context(span))
     return span, token, reset, settings
 
@@ -121,12 +109,15 @@ def record_result(span: Span, result: Any, settings: ContentSettings) -> None:
     """Set `gen_ai.tool.call.result` when capture is on and the span records."""
     try:
         if settings.capture_content and span.is_recording():
+            text = to_json(result)
+            if len(text) <= settings.max_length:
+                span.set_attribute(A.GEN_AI_TOOL_CALL_RESULT, text)
+                return
             extra: dict[str, Any] = {}
-            previous = getattr(span, "attributes", None) or {}
-            marked = previous.get(A.TOOLWATCH_TRUNCATED)
+            marked = (getattr(span, "attributes", None) or {}).get(A.TOOLWATCH_TRUNCATED)
             if marked:
                 extra[A.TOOLWATCH_TRUNCATED] = tuple(marked)
-            bounded(to_json(result), A.GEN_AI_TOOL_CALL_RESULT, extra, settings.max_length)
+            bounded(text, A.GEN_AI_TOOL_CALL_RESULT, extra, settings.max_length)
             span.set_attributes(extra)
     except Exception:  # noqa: BLE001
         STATS.instrumentation_errors += 1

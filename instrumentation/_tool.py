@@ -14,14 +14,42 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
+from contextvars import Token
+from random import getrandbits as _getrandbits
 from typing import Any, TypeVar, overload
 
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind
+
+from instrumentation import _attributes as A
+from instrumentation._content import SETTINGS, to_json
+from instrumentation._context import PENDING, TRACING, PendingCall, will_not_sample
 from instrumentation._generators import wrap_async_generator, wrap_generator
 from instrumentation._schema import JsonSchema, function_schema
-from instrumentation._span import begin, end, failed_begin, record_error, record_result, take_pending
+from instrumentation._span import (
+    add_arguments,
+    arguments_of,
+    begin,
+    end,
+    end_span,
+    failed_begin,
+    record_error,
+    record_result,
+    take_pending,
+)
 from instrumentation._spec import SPEC_ATTRIBUTE, ToolSpec, kind_of, positional_names
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+_PENDING_GET = PENDING.get
+_PENDING_SET = PENDING.set
+_INTERNAL = SpanKind.INTERNAL
+_CALL_ID = A.GEN_AI_TOOL_CALL_ID
+_RESULT = A.GEN_AI_TOOL_CALL_RESULT
+_attach = otel_context.attach
+_detach = otel_context.detach
+_set_span_in_context = trace.set_span_in_context
 
 
 def _description(func: Callable[..., Any]) -> str:
@@ -55,24 +83,58 @@ def make_spec(
 
 
 def _wrap_function(spec: ToolSpec, func: Callable[..., Any]) -> Callable[..., Any]:
+    """The hot path, inlined: one attribute dict at span start, arguments serialized once (or the raw
+    JSON the model sent reused), the result serialized once, all telemetry failures swallowed."""
     name = spec.name
+    span_name = spec.span_name
+    base = dict(spec.base_attributes)
+    tracing = TRACING
+    settings_holder = SETTINGS
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if will_not_sample():
+            return func(*args, **kwargs)
+        reset: Token[PendingCall | None] | None = None
         try:
-            started = begin(spec, args, kwargs, take_pending(name))
+            settings = settings_holder.current
+            pending = _PENDING_GET()
+            raw = None
+            if pending is not None and (pending.tool_name is None or pending.tool_name == name):
+                call_id = pending.call_id
+                raw = pending.arguments_json
+                reset = _PENDING_SET(None)
+            else:
+                call_id = f"tw_{_getrandbits(64):016x}"
+            attributes = base.copy()
+            attributes[_CALL_ID] = call_id
+            capture = settings.capture_content
+            if capture:
+                add_arguments(spec, arguments_of(spec, args, kwargs) if args else kwargs, raw, settings, attributes)
+            span = tracing.tracer.start_span(span_name, kind=_INTERNAL, attributes=attributes)
+            token = _attach(_set_span_in_context(span))
         except Exception:  # noqa: BLE001 - telemetry must not break the call
             failed_begin()
+            if reset is not None:
+                PENDING.reset(reset)
             return func(*args, **kwargs)
         try:
             result = func(*args, **kwargs)
         except BaseException as exc:
-            record_error(started[0], exc, started[3])
+            record_error(span, exc, settings)
             raise
         else:
-            record_result(started[0], result, started[3])
+            if capture and span.is_recording():
+                text = to_json(result)
+                if len(text) <= settings.max_length:
+                    span.set_attribute(_RESULT, text)
+                else:
+                    record_result(span, result, settings)
             return result
         finally:
-            end(started)
+            _detach(token)
+            end_span(span)
+            if reset is not None:
+                PENDING.reset(reset)
 
     return wrapper
 
@@ -81,6 +143,8 @@ def _wrap_coroutine(spec: ToolSpec, func: Callable[..., Any]) -> Callable[..., A
     name = spec.name
 
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if will_not_sample():
+            return await func(*args, **kwargs)
         try:
             started = begin(spec, args, kwargs, take_pending(name))
         except Exception:  # noqa: BLE001

@@ -1,0 +1,335 @@
+"""`@tool`: exact span names, kinds, attributes, status and structure for each kind of function."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+from collections.abc import AsyncIterator, Generator, Iterator
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ParentBased, TraceIdRatioBased
+from opentelemetry.trace import SpanKind, StatusCode
+
+import instrumentation as tw
+from instrumentation._stats import STATS
+from tests.instrumentation.conftest import Recorded, make_recorded
+
+
+def base(name: str, call_id: str, description: str = "") -> dict[str, Any]:
+    attributes: dict[str, Any] = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": name,
+        "gen_ai.tool.type": "function",
+        "gen_ai.tool.call.id": call_id,
+    }
+    if description:
+        attributes["gen_ai.tool.description"] = description
+    return attributes
+
+
+@tw.tool
+def add(a: int, b: int = 1) -> int:
+    """Add two numbers."""
+    return a + b
+
+
+@tw.tool(name="divide_numbers", description="Divide.")
+def divide(a: float, b: float) -> float:
+    return a / b
+
+
+def test_plain_function_span_capture_off(recorded: Recorded) -> None:
+    assert add(2, b=3) == 5
+    span = recorded.named("execute_tool add")
+    assert span.kind is SpanKind.INTERNAL
+    call_id = span.attributes["gen_ai.tool.call.id"]  # type: ignore[index]
+    assert isinstance(call_id, str) and call_id.startswith("tw_") and len(call_id) == 19
+    assert dict(span.attributes or {}) == base("add", call_id, "Add two numbers.")
+    assert span.status.status_code is StatusCode.UNSET
+    assert span.parent is None
+
+
+def test_plain_function_span_capture_on(capture: Recorded) -> None:
+    assert add(2, b=3) == 5
+    span = capture.named("execute_tool add")
+    attrs = dict(span.attributes or {})
+    call_id = attrs["gen_ai.tool.call.id"]
+    assert attrs == {
+        **base("add", str(call_id), "Add two numbers."),
+        "gen_ai.tool.call.arguments": '{"a":2,"b":3}',
+        "gen_ai.tool.call.result": "5",
+    }
+
+
+def test_named_tool_and_error_status(capture: Recorded) -> None:
+    with pytest.raises(ZeroDivisionError):
+        divide(1, 0)
+    span = capture.named("execute_tool divide_numbers")
+    attrs = dict(span.attributes or {})
+    assert attrs["error.type"] == "ZeroDivisionError"
+    assert attrs["gen_ai.tool.description"] == "Divide."
+    assert "gen_ai.tool.call.result" not in attrs
+    assert span.status.status_code is StatusCode.ERROR
+    assert span.status.description == "ZeroDivisionError: division by zero"
+    assert [e.name for e in span.events] == ["exception"]
+
+
+def test_error_without_capture_has_no_message(recorded: Recorded) -> None:
+    with pytest.raises(ZeroDivisionError):
+        divide(1, 0)
+    span = recorded.named("execute_tool divide_numbers")
+    assert span.status.status_code is StatusCode.ERROR
+    assert span.status.description is None
+    assert span.events == ()
+    assert span.attributes is not None and span.attributes["error.type"] == "ZeroDivisionError"
+
+
+async def test_async_function(capture: Recorded) -> None:
+    @tw.tool
+    async def fetch(url: str) -> dict[str, str]:
+        """Fetch a page."""
+        await asyncio.sleep(0)
+        return {"url": url}
+
+    assert inspect.iscoroutinefunction(fetch)
+    assert await fetch("http://x") == {"url": "http://x"}
+    attrs = dict(capture.named("execute_tool fetch").attributes or {})
+    assert attrs["gen_ai.tool.call.arguments"] == '{"url":"http://x"}'
+    assert attrs["gen_ai.tool.call.result"] == '{"url":"http://x"}'
+
+
+def test_generator(capture: Recorded) -> None:
+    @tw.tool
+    def count(n: int) -> Iterator[int]:
+        yield from range(n)
+
+    gen = count(3)
+    assert capture.spans() == []  # nothing ran yet
+    assert list(gen) == [0, 1, 2]
+    attrs = dict(capture.named("execute_tool count").attributes or {})
+    assert attrs["gen_ai.tool.call.result"] == "[0,1,2]"
+    assert attrs["toolwatch.tool.yielded"] == 3
+
+
+def test_generator_closed_early_is_not_an_error(capture: Recorded) -> None:
+    @tw.tool
+    def count(n: int) -> Generator[int, None, None]:
+        yield from range(n)
+
+    gen = count(10)
+    assert next(gen) == 0
+    gen.close()
+    span = capture.named("execute_tool count")
+    assert span.status.status_code is StatusCode.UNSET
+    assert span.attributes is not None and span.attributes["toolwatch.tool.yielded"] == 1
+
+
+def test_generator_raising(capture: Recorded) -> None:
+    @tw.tool
+    def broken() -> Iterator[int]:
+        yield 1
+        raise KeyError("gone")
+
+    with pytest.raises(KeyError):
+        list(broken())
+    span = capture.named("execute_tool broken")
+    assert span.status.status_code is StatusCode.ERROR
+    assert span.attributes is not None and span.attributes["error.type"] == "KeyError"
+
+
+async def test_async_generator(capture: Recorded) -> None:
+    @tw.tool
+    async def stream(n: int) -> AsyncIterator[str]:
+        for i in range(n):
+            await asyncio.sleep(0)
+            yield f"chunk{i}"
+
+    assert [c async for c in stream(2)] == ["chunk0", "chunk1"]
+    attrs = dict(capture.named("execute_tool stream").attributes or {})
+    assert attrs["gen_ai.tool.call.result"] == '["chunk0","chunk1"]'
+    assert attrs["toolwatch.tool.yielded"] == 2
+
+
+def test_methods_static_and_class_methods(capture: Recorded) -> None:
+    class Tools:
+        factor = 3
+
+        def __init__(self) -> None:
+            self.offset = 10
+
+        @tw.tool
+        def shift(self, x: int) -> int:
+            """Shift x."""
+            return x + self.offset
+
+        @staticmethod
+        @tw.tool
+        def double(x: int) -> int:
+            return 2 * x
+
+        @classmethod
+        @tw.tool
+        def scale(cls, x: int) -> int:
+            return cls.factor * x
+
+    tools = Tools()
+    assert tools.shift(1) == 11
+    assert Tools.double(4) == 8
+    assert Tools.scale(2) == 6
+    args = {s.name: (s.attributes or {})["gen_ai.tool.call.arguments"] for s in capture.spans()}
+    assert args == {"execute_tool shift": '{"x":1}', "execute_tool double": '{"x":4}', "execute_tool scale": '{"x":2}'}
+    spec = tw.get_tool_spec(tools.shift)
+    assert spec is not None and spec.parameters["properties"] == {"x": {"type": "integer"}}
+
+
+def test_decorating_staticmethod_object_is_rejected() -> None:
+    with pytest.raises(TypeError, match="above @tool"):
+        tw.tool(staticmethod(len))
+
+
+def test_nested_tool_is_child_with_own_call_id(recorded: Recorded) -> None:
+    @tw.tool
+    def outer() -> int:
+        return add(1)
+
+    with tw.use_tool_call_id("call_outer"):
+        assert outer() == 2
+    inner_span, outer_span = recorded.named("execute_tool add"), recorded.named("execute_tool outer")
+    assert outer_span.attributes is not None and outer_span.attributes["gen_ai.tool.call.id"] == "call_outer"
+    assert inner_span.attributes is not None and inner_span.attributes["gen_ai.tool.call.id"] != "call_outer"
+    assert inner_span.parent is not None and inner_span.parent.span_id == outer_span.context.span_id
+    assert inner_span.context.trace_id == outer_span.context.trace_id
+
+
+def test_use_tool_call_id_with_name_only_applies_to_that_tool(recorded: Recorded) -> None:
+    with tw.use_tool_call_id("call_9", tool_name="divide_numbers"):
+        add(1)
+        divide(4, 2)
+    assert (recorded.named("execute_tool add").attributes or {})["gen_ai.tool.call.id"] != "call_9"
+    assert (recorded.named("execute_tool divide_numbers").attributes or {})["gen_ai.tool.call.id"] == "call_9"
+
+
+def test_redaction_by_key_and_pattern(recorded: Recorded) -> None:
+    tw.configure_content(capture_content=True, redact_keys=["Password"], redact_pattern=r"token$")
+
+    @tw.tool
+    def login(user: str, password: str, extra: dict[str, Any]) -> str:
+        return "ok"
+
+    login("ann", "hunter2", {"api_token": "t", "nested": [{"password": "p"}], "keep": 1})
+    args = json.loads(str((recorded.named("execute_tool login").attributes or {})["gen_ai.tool.call.arguments"]))
+    assert args == {"user": "ann", "password": "[REDACTED]",
+                    "extra": {"api_token": "[REDACTED]", "nested": [{"password": "[REDACTED]"}], "keep": 1}}
+
+
+def test_broken_redaction_hook_leaves_arguments_out(recorded: Recorded) -> None:
+    def hook(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        raise RuntimeError("hook bug")
+
+    tw.configure_content(capture_content=True, redact_hook=hook)
+    assert add(1, 2) == 3
+    attrs = dict(recorded.named("execute_tool add").attributes or {})
+    assert "gen_ai.tool.call.arguments" not in attrs
+    assert attrs["toolwatch.content.error"] == "redaction_failed"
+    assert attrs["gen_ai.tool.call.result"] == "3"
+    assert STATS.redaction_failures == 1
+
+
+def test_redaction_hook_result_is_recorded(recorded: Recorded) -> None:
+    tw.configure_content(capture_content=True, redact_hook=lambda name, a: {k: v for k, v in a.items() if k != "b"})
+    add(1, 2)
+    assert (recorded.named("execute_tool add").attributes or {})["gen_ai.tool.call.arguments"] == '{"a":1}'
+
+
+def test_truncation_is_marked(recorded: Recorded) -> None:
+    tw.configure_content(capture_content=True, max_content_length=32)
+
+    @tw.tool
+    def echo(text: str) -> str:
+        return text
+
+    echo("x" * 100)
+    attrs = dict(recorded.named("execute_tool echo").attributes or {})
+    assert attrs["gen_ai.tool.call.arguments"] == '{"text":"' + "x" * 23
+    assert attrs["gen_ai.tool.call.result"] == '"' + "x" * 31
+    assert attrs["toolwatch.truncated"] == ("gen_ai.tool.call.arguments", "gen_ai.tool.call.result")
+
+
+def test_unserializable_arguments_fall_back_to_repr(capture: Recorded) -> None:
+    class Thing:
+        def __repr__(self) -> str:
+            return "<Thing>"
+
+    @tw.tool
+    def use(thing: Any) -> Any:
+        return thing
+
+    thing = Thing()
+    assert use(thing) is thing
+    attrs = dict(capture.named("execute_tool use").attributes or {})
+    assert attrs["gen_ai.tool.call.arguments"] == '{"thing":"<Thing>"}'
+    assert attrs["gen_ai.tool.call.result"] == '"<Thing>"'
+    assert STATS.serialization_fallbacks == 2
+
+
+def test_circular_value_gets_a_marker(capture: Recorded) -> None:
+    @tw.tool
+    def take(data: dict[str, Any]) -> None:
+        return None
+
+    data: dict[str, Any] = {}
+    data["self"] = data
+    take(data)
+    attrs = dict(capture.named("execute_tool take").attributes or {})
+    assert attrs["gen_ai.tool.call.arguments"] == '"<unserializable dict: RecursionError>"'
+
+
+def test_failing_span_processor_never_reaches_the_tool(recorded: Recorded) -> None:
+    from opentelemetry.sdk.trace import SpanProcessor
+
+    class Exploding(SpanProcessor):
+        def on_end(self, span: Any) -> None:
+            raise RuntimeError("processor bug")
+
+    recorded.provider.add_span_processor(Exploding())
+    assert add(1, 1) == 2
+    assert STATS.instrumentation_errors == 1
+
+
+async def test_not_sampled_makes_no_span_and_runs_the_tool() -> None:
+    rec = make_recorded(sampler=ALWAYS_OFF)
+    tw.configure_content(capture_content=True)
+
+    @tw.tool
+    def gen() -> Iterator[int]:
+        yield 1
+
+    @tw.tool
+    async def agen() -> AsyncIterator[int]:
+        yield 2
+
+    @tw.tool
+    async def coro() -> int:
+        return 3
+
+    assert add(1, 1) == 2
+    assert list(gen()) == [1]
+    assert [x async for x in agen()] == [2]
+    assert await coro() == 3
+    assert rec.spans() == []
+
+
+def test_parent_not_sampled_children_not_sampled() -> None:
+    rec = make_recorded(sampler=ParentBased(TraceIdRatioBased(0.0)))
+    with tw.agent_turn("hi", agent="a"):
+        assert add(1, 1) == 2
+    assert rec.spans() == []
+
+
+def test_tool_under_turn_is_child(recorded: Recorded) -> None:
+    with tw.agent_turn("hi", agent="bot"):
+        add(1)
+    turn, call = recorded.named("invoke_agent bot"), recorded.named("execute_tool add")
+    assert call.parent is not None and call.parent.span_id == turn.context.span_id
