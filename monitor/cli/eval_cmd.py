@@ -1,0 +1,164 @@
+"""`toolwatch eval`: run an agent on a labelled dataset (K trials per case) or on multi-step scenarios."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from monitor.evaluate import (
+    EvalResult,
+    Harness,
+    LoadError,
+    default_agent_name,
+    load_callable,
+    load_dataset_rules,
+    read_cases,
+    run_eval,
+)
+from monitor.judge import Judge
+from monitor.report import CaseResult, ReportBuilder, Table, emit_report, pop_report_options, report_options
+from monitor.report.progress import progress_bar
+from monitor.rules import RuleFileError
+from monitor.scenario import MODES, ScenarioError, ScenarioRun, build_judge, load_scenarios, run_scenarios
+
+
+def _fail_load(exc: Exception) -> None:
+    click.echo(f"error: {exc}", err=True)
+    raise SystemExit(2) from exc
+
+
+def _eval_tables(result: EvalResult) -> list[Table]:
+    rows = []
+    for name, trials in result.by_case().items():
+        passed = sum(t.passed for t in trials)
+        first_bad = next((t for t in trials if not t.passed), None)
+        rows.append([name, f"{passed}/{len(trials)}", first_bad.reason if first_bad else "", ])
+    rows.sort(key=lambda r: (int(r[1].split("/")[0]) / int(r[1].split("/")[1]), r[0]))
+    tables = [Table("Cases (worst first)", ["case", "passed trials", "first failure"], rows)]
+    if result.k > 1:
+        hat = [[str(k), "absent" if (v := result.pass_hat(k)) is None else f"{v * 100:.1f}%"]
+               for k in range(1, result.k + 1)]
+        tables.append(Table("pass^k (every one of k trials passes)", ["k", "pass^k"], hat))
+    return tables
+
+
+def _run_dataset(dataset: str, agent: Any, rules: tuple[str, ...], agent_name: str | None, trials: int,
+                 concurrency: int, timeout_s: float | None, builder: ReportBuilder, no_progress: bool
+                 ) -> tuple[list[Table], list[str], dict[str, float | None]]:
+    try:
+        cases = read_cases(dataset)
+        judge = Judge(load_dataset_rules(dataset, rules, agent=agent_name))
+    except RuleFileError as exc:
+        _fail_load(exc)
+        raise
+    name = default_agent_name(judge.agents, agent_name)
+    with Harness(agent_name=name) as harness, progress_bar(disable=no_progress) as progress:
+        task = progress.add_task("eval", total=len(cases) * trials, status="")
+        result = run_eval(cases, agent, judge, harness, trials=trials, concurrency=concurrency, timeout_s=timeout_s,
+                          on_run=lambda _: progress.update(task, advance=1))
+    for n, t in enumerate(result.trials, 1):
+        label = t.case.name if trials == 1 else f"{t.case.name} trial {t.trial}"
+        status = "passed" if t.passed else ("error" if t.run.error else "failed")
+        if t.verdict is None:
+            builder.add_case(CaseResult(label, name, "error", t.reason, f"input: {t.case.input_text[:400]}",
+                                        t.run.duration_s))
+        else:
+            builder.add(t.verdict, case_id=label, group=name, time_s=t.run.duration_s, status=status,
+                        message=t.reason)
+        builder.track(n)
+    extra = {"pass_rate": result.pass_rate, "pass_hat_k": result.pass_hat(trials)}
+    notes = [f"{len(cases)} case(s) x {trials} trial(s); pass rate "
+             f"{'absent' if result.pass_rate is None else f'{result.pass_rate * 100:.1f}%'}"]
+    if trials > 1:
+        v = result.pass_hat(trials)
+        notes.append(f"pass^{trials} = {'absent' if v is None else f'{v * 100:.1f}%'}")
+    return _eval_tables(result), notes, extra
+
+
+def _scenario_tables(run: ScenarioRun) -> list[Table]:
+    rows = [[s.scenario, str(s.step.index), s.step.user[:80], "pass" if s.passed else "FAIL",
+             "" if s.passed else s.reason] for s in run.steps]
+    return [Table(f"Scenario steps ({run.mode} mode)", ["scenario", "step", "user", "result", "reason"], rows)]
+
+
+def _run_scenario(path: str, agent: Any, rules: tuple[str, ...], agent_name: str | None, mode: str,
+                  timeout_s: float | None, builder: ReportBuilder, no_progress: bool
+                  ) -> tuple[list[Table], list[str], dict[str, float | None]]:
+    try:
+        sf = load_scenarios(path)
+        judge = build_judge(sf, [Path(r) for r in rules])
+    except (ScenarioError, RuleFileError) as exc:
+        _fail_load(exc)
+        raise
+    name = default_agent_name(judge.agents, agent_name or sf.agent)
+    total = sum(len(s.steps) for s in sf.scenarios)
+    with Harness(agent_name=name) as harness, progress_bar(disable=no_progress) as progress:
+        task = progress.add_task(f"scenarios ({mode})", total=total, status="")
+        n = 0
+
+        def on_step(sr: Any) -> None:
+            nonlocal n
+            n += 1
+            label = f"{sr.scenario} step {sr.step.index}"
+            status = "passed" if sr.passed else ("error" if sr.run.error else "failed")
+            if sr.verdict is None:
+                builder.add_case(CaseResult(label, sr.scenario, "error", sr.reason, sr.step.user, sr.run.duration_s))
+            else:
+                builder.add(sr.verdict, case_id=label, group=sr.scenario, time_s=sr.run.duration_s, status=status,
+                            message=sr.reason)
+            builder.track(n)
+            progress.update(task, advance=1)
+
+        run = run_scenarios(sf, agent, judge, harness, mode=mode, timeout_s=timeout_s, on_step=on_step)
+    ok, count = run.scenarios_passed()
+    notes = [f"{ok}/{count} scenario(s) passed every step ({mode} mode)"]
+    return _scenario_tables(run), notes, {"scenario_pass_rate": run.pass_rate}
+
+
+@click.command(name="eval")
+@click.option("--dataset", metavar="FILE", help="Labelled cases: YAML list, JSON lines, or a rule file with `cases`.")
+@click.option("--scenario", metavar="FILE", help="Multi-step scenario file (YAML) instead of a dataset.")
+@click.option("--agent", "agent_spec", required=True, metavar="MODULE:FUNCTION",
+              help="The agent: fn(input: str) -> answer str (scenarios: fn(input, history=[...])).")
+@click.option("--rules", multiple=True, metavar="FILE", help="Rule files with the tool catalog (repeatable).")
+@click.option("--agent-name", default=None, help="gen_ai.agent.name of the turns (default: the rules' only agent).")
+@click.option("--trials", type=click.IntRange(1), default=1, show_default=True, help="Runs per case (pass^k).")
+@click.option("--concurrency", type=click.IntRange(1, 256), default=1, show_default=True,
+              help="Cases run at once (threads).")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(0.001), default=60.0, show_default=True,
+              help="Seconds per case run; a run past it fails.")
+@click.option("--mode", type=click.Choice(MODES), default="free", show_default=True,
+              help="Scenarios: free-run (the agent's replies carry forward) or step (teacher-forced references).")
+@click.option("--worst", type=click.IntRange(0), default=10, show_default=True, help="Failing turns to list.")
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
+@report_options
+def eval_(dataset: str | None, scenario: str | None, agent_spec: str, rules: tuple[str, ...], agent_name: str | None,
+          trials: int, concurrency: int, timeout_s: float, mode: str, worst: int, no_progress: bool,
+          **kwargs: Any) -> None:
+    """Run an agent on labelled cases (or scenarios) under the instrumentation, judge every turn, report.
+
+    Each case runs inside one `agent_turn` carrying its case id; the case's expected calls override
+    the rules for that turn. With --trials K the report adds the pass rate and pass^k.
+    """
+    options = pop_report_options(kwargs)
+    if (dataset is None) == (scenario is None):
+        raise click.UsageError("give exactly one of --dataset FILE or --scenario FILE")
+    try:
+        agent = load_callable(agent_spec)
+    except LoadError as exc:
+        raise click.BadParameter(str(exc), param_hint="--agent") from exc
+    builder = ReportBuilder(worst=worst)
+    if dataset is not None:
+        tables, notes, extra = _run_dataset(dataset, agent, rules, agent_name, trials, concurrency, timeout_s,
+                                            builder, no_progress)
+        title = f"toolwatch eval: {Path(dataset).name}, {trials} trial(s) per case"
+    else:
+        assert scenario is not None
+        tables, notes, extra = _run_scenario(scenario, agent, rules, agent_name, mode, timeout_s, builder,
+                                             no_progress)
+        title = f"toolwatch eval: scenarios {Path(scenario).name} ({mode} mode)"
+    report = builder.build("eval", title, tables=tables, notes=notes)
+    report.figures.update(extra)
+    raise SystemExit(emit_report(report, options))

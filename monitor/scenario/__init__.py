@@ -1,0 +1,18 @@
+"""Multi-step scenarios: conversation steps with expected tool calls and response checks, free-run or step-wise."""
+
+from monitor.scenario._model import Scenario, ScenarioError, ScenarioFile, Step, load_scenarios
+from monitor.scenario._runner import MODES, ScenarioRun, StepResult, build_judge, run_scenarios, step_case
+
+__all__ = [
+    "MODES",
+    "Scenario",
+    "ScenarioError",
+    "ScenarioFile",
+    "ScenarioRun",
+    "Step",
+    "StepResult",
+    "build_judge",
+    "load_scenarios",
+    "run_scenarios",
+    "step_case",
+]

@@ -1,0 +1,91 @@
+"""A small instrumented customer-support agent for the offline tests, with one known flaw per input."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections import Counter
+from typing import Any
+
+from instrumentation import ToolExecutor, tool
+
+
+@tool
+def get_order_status(order_id: str) -> dict[str, Any]:
+    """Status of an order."""
+    return {"order_id": order_id, "status": "shipped"}
+
+
+@tool
+def get_shipping_eta(order_id: str) -> dict[str, Any]:
+    """Shipping ETA of an order."""
+    return {"order_id": order_id, "eta_days": 2}
+
+
+@tool
+def get_order_history(user_id: str) -> list[str]:
+    """Past orders of a user."""
+    return ["1", "2"]
+
+
+EXECUTOR = ToolExecutor([get_order_status, get_shipping_eta, get_order_history], on_error="result")
+_ORDER = re.compile(r"order (\d+)")
+_calls: Counter[str] = Counter()
+_lock = threading.Lock()
+
+
+def support_agent(text: str) -> str:
+    """Answers `where is order N` (with a flaw that depends on N), small talk, and `thanks` (a spurious call)."""
+    m = _ORDER.search(text)
+    if m is None:
+        if text.lower().startswith("thanks"):
+            EXECUTOR.execute("get_order_history", {"user_id": "u"})
+        return "You're welcome!"
+    n = m.group(1)
+    if n == "3":
+        EXECUTOR.execute("get_order_status", {"order_id": "9"})
+    elif n == "4":
+        EXECUTOR.execute("get_shipping_eta", {"order_id": n})
+    elif n == "5":
+        EXECUTOR.execute("get_order_status", {"order_id": n})
+        EXECUTOR.execute("get_order_status", {"order_id": n})
+    elif n == "6":
+        EXECUTOR.execute("lookup_order", {"order_id": n})
+    elif n == "7":
+        pass
+    elif n == "8":
+        EXECUTOR.execute("get_order_status", "{bad json")
+    else:
+        EXECUTOR.execute("get_order_status", {"order_id": n})
+    return f"Order {n} has shipped."
+
+
+def flaky_agent(text: str) -> str:
+    """Like support_agent, but order 20 is right only on odd-numbered runs, and order 99 hangs."""
+    m = _ORDER.search(text)
+    if m is not None and m.group(1) == "20":
+        with _lock:
+            _calls[text] += 1
+            k = _calls[text]
+        EXECUTOR.execute("get_order_status" if k % 2 else "get_shipping_eta", {"order_id": "20"})
+        return "Order 20 has shipped."
+    if m is not None and m.group(1) == "99":
+        time.sleep(1.5)
+    return support_agent(text)
+
+
+def reset_flaky() -> None:
+    with _lock:
+        _calls.clear()
+
+
+def raising_agent(text: str) -> str:
+    EXECUTOR.execute("get_order_status", {"order_id": "1"})
+    raise RuntimeError("model backend down")
+
+
+SUPPORT_INPUTS = [
+    "where is order 1", "where is order 2", "where is order 3", "where is order 4", "where is order 5",
+    "where is order 6", "where is order 7", "where is order 8", "hello there", "thanks a lot",
+]

@@ -1,0 +1,135 @@
+"""Replay of OTLP JSON lines and protobuf files through the live judge path."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from monitor.cli.replay_cmd import replay
+from monitor.evaluate import Harness
+from monitor.judge import Judge
+from monitor.replay import Replayer, SourceError, detect_format, expand_sources, replay_files
+from monitor.report import ReportBuilder
+from monitor.verdict import TurnVerdict
+from tests.monitor.offline.agents import SUPPORT_INPUTS, support_agent
+from tests.monitor.offline.conftest import capture_spans, write_span_files
+
+
+@pytest.fixture(scope="module")
+def batches() -> list[object]:
+    return capture_spans(support_agent, SUPPORT_INPUTS)
+
+
+def _key(v: TurnVerdict) -> tuple[str, str]:
+    return (v.trace_id, v.span_id)
+
+
+def _replay(judge: Judge, paths: list[Path], fmt: str = "auto") -> tuple[list[TurnVerdict], Replayer]:
+    out: list[TurnVerdict] = []
+    r = Replayer(judge, out.append)
+    replay_files(r, paths, fmt=fmt)
+    return sorted(out, key=_key), r
+
+
+def test_every_format_gives_the_verdicts_of_the_assembled_turns(
+    batches: list[object], support_judge: Judge, tmp_path: Path
+) -> None:
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+    from monitor.assembly import TurnAssembler
+    from monitor.otlp import decode_protobuf
+
+    asm = TurnAssembler()
+    spans = decode_protobuf(encode_spans([s for b in batches for s in b]).SerializeToString())  # type: ignore[attr-defined]
+    direct = sorted((support_judge.judge(t) for t in asm.add(spans, 0) + asm.flush()), key=_key)
+    assert len(direct) == len(SUPPORT_INPUTS)
+    files = write_span_files(batches, tmp_path)
+    assert detect_format(files["jsonl"]) == "jsonl" and detect_format(files["single"]) == "pb"
+    for name, path in files.items():
+        verdicts, r = _replay(support_judge, [path])
+        assert verdicts == direct, name
+        assert r.stats.turns == 10 and r.stats.turnless == 0 and not r.stats.bad_records
+
+
+def test_replayed_figures_match_the_known_mix(batches: list[object], support_judge: Judge, tmp_path: Path) -> None:
+    files = write_span_files(batches, tmp_path)
+    b = ReportBuilder()
+    r = Replayer(support_judge, b.add)
+    replay_files(r, [files["jsonl"]])
+    assert b.tally.format_accuracy() == "Tool call accuracy: 5/9 (55.6%)"
+    assert b.tally.hallucinated == 1 and b.tally.missed == 3 and b.tally.schema_checked_calls == 8
+
+
+def test_directories_gzip_and_bad_lines(batches: list[object], support_judge: Judge, tmp_path: Path) -> None:
+    files = write_span_files(batches, tmp_path / "d")
+    lines = files["jsonl"].read_text().splitlines()
+    (tmp_path / "d" / "single.binpb").unlink()
+    (tmp_path / "d" / "spans.pb").unlink()
+    files["jsonl"].unlink()
+    first = tmp_path / "d" / "a.jsonl"
+    first.write_text("\n".join(lines[:5] + ["{not json", '{"resourceSpans": 3}']) + "\n")
+    (tmp_path / "d" / "sub").mkdir()
+    with gzip.open(tmp_path / "d" / "sub" / "b.jsonl.gz", "wt") as fh:
+        fh.write("\n".join(lines[5:]) + "\n")
+    (tmp_path / "d" / "notes.txt").write_text("ignored")
+    paths = expand_sources([tmp_path / "d"])
+    assert [p.name for p in paths] == ["a.jsonl", "b.jsonl.gz"]
+    verdicts, r = _replay(support_judge, paths)
+    assert len(verdicts) == 10
+    assert [(b.where, b.path.endswith("a.jsonl")) for b in r.stats.bad_records] == [("line 6", True), ("line 7", True)]
+
+
+def test_missing_and_empty_sources(tmp_path: Path) -> None:
+    with pytest.raises(SourceError, match="no such file"):
+        expand_sources([tmp_path / "nope.jsonl"])
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(SourceError, match="no span files"):
+        expand_sources([tmp_path / "empty"])
+
+
+def test_corrupt_protobuf_is_reported_not_raised(support_judge: Judge, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.pb"
+    bad.write_bytes(b"\x0a\xff\xff\xff\x0f garbage")
+    verdicts, r = _replay(support_judge, [bad])
+    assert verdicts == [] and len(r.stats.bad_records) == 1
+    assert "message 1" in r.stats.bad_records[0].where
+
+
+def test_cli_replay_writes_reports_and_prints_accuracy(
+    batches: list[object], support_rules: Path, tmp_path: Path
+) -> None:
+    files = write_span_files(batches, tmp_path / "in")
+    out = tmp_path / "out"
+    args = [str(files["pb"]), "--rules", str(support_rules), "--no-progress", "--json", str(out / "r.json"),
+            "--markdown", str(out / "r.md"), "--junit", str(out / "r.xml"), "--html", str(out / "r.html")]
+    res = CliRunner().invoke(replay, args)
+    assert res.exit_code == 0, res.output
+    assert "Tool call accuracy: 5/9 (55.6%)" in res.output
+    data = json.loads((out / "r.json").read_text())
+    assert data["command"] == "replay" and data["counts"]["judged_calls"] == 9
+    assert (out / "r.xml").read_text().count("<testcase") == 10
+    assert "Tool call accuracy: 5/9 (55.6%)" in (out / "r.html").read_text()
+
+
+def test_cli_replay_strict_and_bad_rules(batches: list[object], support_rules: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "x.jsonl"
+    bad.write_text("{oops\n")
+    res = CliRunner().invoke(replay, [str(bad), "--rules", str(support_rules), "--no-progress", "--strict", "-q"])
+    assert res.exit_code == 2 and "line 1" in res.output
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("version: 1\ncatalog: {tools: [{name: a, nope: 1}]}\n")
+    res = CliRunner().invoke(replay, [str(bad), "--rules", str(broken), "--no-progress"])
+    assert res.exit_code == 2 and "broken.yaml" in res.output
+
+
+def test_harness_restores_the_instrumentation_state() -> None:
+    from instrumentation._context import TRACING
+
+    before = TRACING.provider
+    with Harness(agent_name="x"):
+        assert TRACING.provider is not before
+    assert TRACING.provider is before

@@ -1,0 +1,119 @@
+"""Reports in every format from verdicts of the real judge: figures, confusion, per tool, worst turns."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from monitor.report import ReportBuilder, load_baseline_figures, render_html, render_junit, render_markdown
+from monitor.report import render_terminal as terminal
+
+ACCURACY = "Tool call accuracy: 5/9 (55.6%)"
+
+
+def test_terminal_summary_prints_accuracy_line_and_tables(support_builder: ReportBuilder) -> None:
+    report = support_builder.build("replay", "support")
+    out = io.StringIO()
+    terminal(report, out, width=160)
+    text = out.getvalue()
+    assert report.accuracy_line == support_builder.tally.format_accuracy() == ACCURACY
+    assert text.rstrip().splitlines()[-1] == ACCURACY
+    assert re.search(r"Tool call accuracy: \d+/\d+ \(\d+\.\d%\)", text)
+    for heading in ("Figures (METRICS.md)", "Per tool", "Confusion matrix", "Worst failing turns"):
+        assert heading in text
+    assert "55.6%" in text and "absent" in text  # sequence accuracy has no ordering constraints here
+
+
+def test_confusion_and_per_tool_follow_metrics_md(support_builder: ReportBuilder) -> None:
+    report = support_builder.build("replay", "support")
+    cell = report.confusion_cell
+    assert cell("get_order_status", "get_order_status") == 5
+    assert cell("get_order_status", "get_shipping_eta") == 1  # substitution
+    assert cell("get_order_status", "(unknown)") == 1  # hallucinated, paired with the missing unit
+    assert cell("get_order_status", "(none)") == 1  # missed
+    assert cell("(none)", "get_order_status") == 1  # repeat past max
+    assert cell("(none)", "get_order_history") == 1  # call when none expected
+    assert cell("(none)", "(none)") == 1
+    rows, cols = report.confusion_labels()
+    assert rows[-1] == "(none)" and cols[-2:] == ["(none)", "(unknown)"]
+    stats = {t.tool: t for t in report.per_tool}
+    status = stats["get_order_status"]
+    assert (status.correct, status.column_total, status.row_total) == (5, 6, 8)
+    assert status.precision == pytest.approx(5 / 6) and status.recall == pytest.approx(5 / 8)
+    assert status.f1 == pytest.approx(2 * (5 / 6) * (5 / 8) / (5 / 6 + 5 / 8))
+    assert stats["get_shipping_eta"].precision == 0.0 and stats["get_shipping_eta"].recall is None
+
+
+def test_worst_turns_are_the_most_severe_failures(support_builder: ReportBuilder) -> None:
+    report = support_builder.build("replay", "support")
+    assert len(report.worst) == 5
+    severities = [s.severity for s in report.worst]
+    assert severities == sorted(severities, reverse=True)
+    assert all(s.reason for s in report.worst)
+    # The hallucinated and wrong-tool turns (bad call + missed unit) outrank a single bad argument.
+    top_inputs = {s.input_text for s in report.worst[:3]}
+    assert {"where is order 4", "where is order 6"} <= top_inputs
+
+
+def test_json_round_trip_as_baseline(support_builder: ReportBuilder, tmp_path: object) -> None:
+    report = support_builder.build("replay", "support")
+    data = json.loads(report.to_json())
+    assert data["figures"]["tool_call_accuracy"] == pytest.approx(5 / 9)
+    assert data["figures"]["sequence_accuracy"] is None
+    assert data["accuracy_line"] == ACCURACY
+    assert ["get_order_status", "get_order_status", 5] in data["confusion"]
+    path = tmp_path / "r.json"  # type: ignore[operator]
+    path.write_text(report.to_json())
+    assert load_baseline_figures(path) == report.figures
+
+
+def test_markdown_has_tables_and_accuracy(support_builder: ReportBuilder) -> None:
+    md = render_markdown(support_builder.build("replay", "support"))
+    assert f"**{ACCURACY}**" in md
+    assert "| get_order_status | 83.3% | 62.5% |" in md
+    assert "## Confusion matrix" in md and "## Worst failing turns" in md
+
+
+def test_junit_has_one_testcase_per_turn(support_builder: ReportBuilder) -> None:
+    xml = render_junit(support_builder.build("replay", "support"))
+    root = ET.fromstring(xml)
+    suite = root.find("testsuite")
+    assert suite is not None
+    cases = suite.findall("testcase")
+    assert len(cases) == 10 == int(suite.get("tests", "0"))
+    failed = [c for c in cases if c.find("failure") is not None]
+    assert len(failed) == int(suite.get("failures", "-1")) == 7  # turns 1, 2 and 9 pass end to end
+    assert all(c.find("failure").get("message") for c in failed)  # type: ignore[union-attr]
+    props = {p.get("name"): p.get("value") for p in suite.iter("property")}
+    assert props["accuracy"] == ACCURACY
+
+
+def test_html_is_self_contained(support_builder: ReportBuilder) -> None:
+    support_builder.record_point("random accuracy", 10, 0.5)
+    html = render_html(support_builder.build("probe", "support <script>"))
+    assert "<script>alert" not in html and "support &lt;script&gt;" in html
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html)
+    assert "@import" not in html and "url(" not in html
+    assert 'data-expected="get_order_status" data-actual="get_order_status" data-count="5"' in html
+    assert 'id="series-chart"' in html and 'id="tool-bars"' in html
+
+
+def test_series_is_bounded_and_keeps_the_last_point(support_builder: ReportBuilder) -> None:
+    b = ReportBuilder()
+    for i in range(1, 5001):
+        b.record_point("s", i, i / 5000)
+    pts = b.series["s"]
+    assert len(pts) <= 401 and pts[-1] == (5000, 1.0) and pts[0] == (1, 1 / 5000)
+
+
+def test_cases_are_bounded() -> None:
+    b = ReportBuilder(max_cases=3)
+    from monitor.report import CaseResult
+
+    for i in range(5):
+        b.add_case(CaseResult(str(i), "g", "passed"))
+    assert len(b.cases) == 3 and b.cases_dropped == 2
