@@ -34,7 +34,7 @@ def _attribute(c: Attribute, turn: Turn) -> bool:
     if c.prefix is not None:
         return text.startswith(c.prefix)
     if c.regex is not None:
-        return c.regex.search(text) is not None
+        return c.regex.test(text)
     return True
 
 
@@ -43,7 +43,7 @@ def holds(c: Condition, turn: Turn) -> bool:
     if isinstance(c, Prefix):
         return turn.input_text.lstrip().startswith(c.text)
     if isinstance(c, Search):
-        return c.regex.search(turn.input_text) is not None
+        return c.regex.test(turn.input_text)
     if isinstance(c, Contains):
         return c.text in turn.input_text
     if isinstance(c, Equals):

@@ -2,25 +2,26 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from monitor.judge import _args
 from monitor.judge._catalog import Catalog
 from monitor.judge._conditions import holds
-from monitor.judge._outcomes import AltResult, evaluate
+from monitor.judge._outcomes import AltResult, evaluate, score_sensitive
+from monitor.judge._parse import NOT_CAPTURED, Malformed, arguments_of, parse_arguments, schema_result
 from monitor.judge._reason import reason
 from monitor.judge._router import Router
 from monitor.judge._sequence import sequence_score
-from monitor.records import ToolCall, Turn
+from monitor.records import Turn
 from monitor.rules import Expectation, RuleSet
 from monitor.rules._model import Forbid
-from monitor.verdict import ArgCheckResult, CallVerdict, Outcome, SchemaViolation, TurnVerdict, ViolationKind
+from monitor.verdict import ArgCheckResult, CallVerdict, Outcome, SchemaViolation, TurnVerdict
 
 CASE_ID_ATTRIBUTE = "toolwatch.case.id"
-_NOT_CAPTURED: Any = object()
-_MALFORMED: Any = object()
+MAX_CACHE = 65_536  # entries of the per-judge outcome / reason caches (cleared when full)
+
+SchemaResult = tuple[bool | None, tuple[SchemaViolation, ...]]
 
 
 class _Scope:
@@ -30,7 +31,7 @@ class _Scope:
 
     def __init__(
         self, agent: str | None, rules: Sequence[Expectation], forbid: Sequence[Forbid], tools: frozenset[str]
-    ):
+    ) -> None:
         self.agent = agent
         self.router = Router(rules)
         self.forbid = tuple(forbid)
@@ -54,10 +55,7 @@ class Judge:
         every = frozenset(self.catalog)
         self._all = _Scope(None, exps, [f for _, f in ruleset.forbid], every)
         self._other = _Scope(
-            None,
-            [e for e in exps if e.agent is None],
-            [f for a, f in ruleset.forbid if a is None],
-            every,
+            None, [e for e in exps if e.agent is None], [f for a, f in ruleset.forbid if a is None], every
         )
         scoped = dict(ruleset.scoped_tools)
         self._scopes = {
@@ -71,6 +69,8 @@ class Judge:
         }
         self._cases_by_id = dict(ruleset.cases_by_id)
         self._cases_by_input = dict(ruleset.cases_by_input)
+        self._outcome_cache: dict[tuple[Any, ...], AltResult] = {}
+        self._reason_cache: dict[tuple[Any, ...], str] = {}
 
     def _scope(self, agent: str) -> _Scope:
         if not agent:
@@ -99,139 +99,142 @@ class Judge:
         return exp
 
     def judge(self, turn: Turn) -> TurnVerdict:
-        scope = self._scope(turn.agent)
-        calls = turn.calls
+        """The verdict of one turn (never raises on bad call data: it is judged as such)."""
+        agent = turn.agent
+        scope = self._scopes.get(agent, self._other) if agent else self._all
         tools = self._tools.for_turn(turn, scope.tools)
-        names = [c.name for c in calls]
-        in_catalog = [n in tools.names for n in names]
-        parsed = [_parse(c) for c in calls]
-        schema = [self._schema(tools, c.name, p, known) for c, p, known in zip(calls, parsed, in_catalog, strict=True)]
+        known = tools.names
+        validator = tools.validator
+        names_l: list[str] = []
+        flags: list[bool] = []
+        parsed: list[Any] = []
+        schema: list[SchemaResult] = []
+        for c in turn.calls:  # one pass: parse the arguments once, check them against the tool's schema
+            name = c.name
+            p = parse_arguments(c.arguments)
+            k = name in known
+            names_l.append(name)
+            flags.append(k)
+            parsed.append(p)
+            schema.append(schema_result(validator(name), p) if k else (None, ()))
+        names, in_catalog = tuple(names_l), tuple(flags)
         if turn.turnless:
-            return self._unjudged(turn, None, in_catalog, parsed, schema, (), turnless=True)
-        exp = self.expectation(turn)
-        forbidden = _forbidden(turn, names, scope.forbid + (exp.forbid if exp is not None else ()))
+            return self._unjudged(turn, in_catalog, parsed, schema, (), turnless=True)
+        if self._cases_by_id or self._cases_by_input:
+            exp = self._case(turn, scope) or scope.router.route(turn)
+        else:
+            exp = scope.router.route(turn)
+        rules = scope.forbid + exp.forbid if exp is not None else scope.forbid
+        forbidden = _forbidden(turn, names, rules) if rules and names else ()
         if exp is None:
-            return self._unjudged(turn, None, in_catalog, parsed, schema, forbidden, turnless=False)
-        return self._judged(turn, exp, in_catalog, parsed, schema, forbidden)
-
-    def _schema(
-        self, tools: Any, name: str, parsed: Any, known: bool
-    ) -> tuple[bool | None, tuple[SchemaViolation, ...]]:
-        if not known or parsed is _NOT_CAPTURED:
-            return None, ()
-        validator = tools.validator(name)
-        if validator is None:
-            return None, ()
-        if isinstance(parsed, _Malformed):
-            return False, (SchemaViolation(ViolationKind.MALFORMED, "", parsed.message),)
-        if validator.is_valid(parsed):
-            return True, ()
-        return False, validator.violations(parsed)
+            return self._unjudged(turn, in_catalog, parsed, schema, forbidden, turnless=False)
+        return self._judged(turn, exp, names, in_catalog, parsed, schema, forbidden)
 
     def _unjudged(
         self,
         turn: Turn,
-        exp: Expectation | None,
         in_catalog: Sequence[bool],
         parsed: Sequence[Any],
-        schema: Sequence[tuple[bool | None, tuple[SchemaViolation, ...]]],
+        schema: Sequence[SchemaResult],
         forbidden: tuple[str, ...],
         *,
         turnless: bool,
     ) -> TurnVerdict:
         cvs = tuple(
             CallVerdict(
-                index=i,
-                name=c.name,
-                call_id=c.call_id,
-                outcome=Outcome.UNJUDGED if known else Outcome.HALLUCINATED,
-                in_catalog=known,
-                schema_valid=sv[0],
-                violations=sv[1],
-                arguments_captured=p is not _NOT_CAPTURED,
+                i,
+                c.name,
+                c.call_id,
+                Outcome.UNJUDGED if known else Outcome.HALLUCINATED,
+                known,
+                None,
+                sv[0],
+                sv[1],
+                None,
+                (),
+                p is not NOT_CAPTURED,
             )
             for i, (c, known, p, sv) in enumerate(zip(turn.calls, in_catalog, parsed, schema, strict=True))
         )
+        # fmt: off
         return TurnVerdict(
-            agent=turn.agent,
-            trace_id=turn.trace_id,
-            span_id=turn.span_id,
-            input_text=turn.input_text,
-            judged=False,
-            turnless=turnless,
-            rule=None,
-            alternative=None,
-            calls=cvs,
-            missed=(),
-            expected_calls=0,
-            max_calls=None,
-            selection_ok=None,
-            args_ok=True,
-            schema_ok=all(c.schema_valid is not False for c in cvs),
-            sequence_ok=None,
-            sequence_score=None,
-            forbidden=forbidden,
-            response_ok=None,
-            end_to_end=None,
-            over_calling=None,
-            confusion=(),
-            reason=reason(turn, None, cvs, (), forbidden, None, None, turnless=turnless),
+            turn.agent, turn.trace_id, turn.span_id, turn.input_text, False, turnless, None, None, cvs, (), 0, None,
+            None, True, all(c.schema_valid is not False for c in cvs), None, None, forbidden, None, None, None, (),
+            reason(turn, None, cvs, (), forbidden, None, None, turnless=turnless),
         )
+        # fmt: on
+
+    def _best(
+        self, exp: Expectation, names: tuple[str, ...], in_catalog: tuple[bool, ...], parsed: Any, text: str
+    ) -> AltResult:
+        """The kept alternative's outcomes; cached when argument scores cannot change the assignment."""
+        key = (id(exp), names, in_catalog)  # expectations live as long as the judge
+        got = self._outcome_cache.get(key)
+        if got is not None:
+            return got
+        counts: dict[str, int] = {}
+        for name, known in zip(names, in_catalog, strict=True):
+            if known:
+                counts[name] = counts.get(name, 0) + 1
+        sensitive = False
+        best: AltResult | None = None
+        for k, alt in enumerate(exp.alternatives):
+
+            def passed(i: int, j: int, alt: Any = alt) -> int:
+                return _args.score(alt.slots[j].checks, arguments_of(parsed[i]), text)
+
+            sensitive = sensitive or score_sensitive(alt, counts)
+            res = evaluate(k, alt, names, in_catalog, passed)
+            if best is None or res.key() < best.key():
+                best = res
+        assert best is not None
+        if not sensitive:
+            if len(self._outcome_cache) >= MAX_CACHE:
+                self._outcome_cache.clear()
+            self._outcome_cache[key] = best
+        return best
 
     def _judged(
         self,
         turn: Turn,
         exp: Expectation,
-        in_catalog: Sequence[bool],
+        names: tuple[str, ...],
+        in_catalog: tuple[bool, ...],
         parsed: Sequence[Any],
-        schema: Sequence[tuple[bool | None, tuple[SchemaViolation, ...]]],
+        schema: Sequence[SchemaResult],
         forbidden: tuple[str, ...],
     ) -> TurnVerdict:
-        calls = turn.calls
-        names = [c.name for c in calls]
         text = turn.input_text
-        best: AltResult | None = None
-        for k, alt in enumerate(exp.alternatives):
-
-            def passed(i: int, j: int, alt: Any = alt) -> int:
-                return _args.score(alt.slots[j].checks, _arguments(parsed[i]), text)
-
-            res = evaluate(k, alt, names, in_catalog, passed)
-            if best is None or res.key() < best.key():
-                best = res
-        assert best is not None
+        best = self._best(exp, names, in_catalog, parsed, text)
         alt = exp.alternatives[best.alternative]
         cvs = []
-        for i, c in enumerate(calls):
+        args_ok_turn = schema_ok = True
+        for i, c in enumerate(turn.calls):
             slot = best.slots[i]
             args_ok: bool | None = None
             results: tuple[ArgCheckResult, ...] = ()
             p = parsed[i]
-            if slot is not None and alt.slots[slot].checks and p is not _NOT_CAPTURED:
-                results = _args.run_checks(alt.slots[slot].checks, _arguments(p), text)
-                if isinstance(p, _Malformed):
-                    bad = "<malformed arguments>"
-                    results = tuple(ArgCheckResult(r.argument, r.mode, r.expected, bad, False) for r in results)
-                args_ok = all(r.ok for r in results)
+            if slot is not None and p is not NOT_CAPTURED:
+                checks = alt.slots[slot].checks
+                if checks:
+                    results = _args.run_checks(checks, arguments_of(p), text)
+                    if isinstance(p, Malformed):
+                        bad = "<malformed arguments>"
+                        results = tuple(ArgCheckResult(r.argument, r.mode, r.expected, bad, False) for r in results)
+                    args_ok = all(r.ok for r in results)
+                    if not args_ok:
+                        args_ok_turn = False
+            valid, violations = schema[i]
+            if valid is False:
+                schema_ok = False
             cvs.append(
                 CallVerdict(
-                    index=i,
-                    name=c.name,
-                    call_id=c.call_id,
-                    outcome=best.outcomes[i],
-                    in_catalog=in_catalog[i],
-                    slot=slot,
-                    schema_valid=schema[i][0],
-                    violations=schema[i][1],
-                    args_ok=args_ok,
-                    arg_results=results,
-                    arguments_captured=p is not _NOT_CAPTURED,
+                    i, c.name, c.call_id, best.outcomes[i], in_catalog[i], slot, valid, violations, args_ok, results,
+                    p is not NOT_CAPTURED,
                 )
-            )
+            )  # fmt: skip
         call_verdicts = tuple(cvs)
         selection_ok = best.errors == 0
-        args_ok_turn = all(c.args_ok is not False for c in call_verdicts)
-        schema_ok = all(c.schema_valid is not False for c in call_verdicts)
         seq_ok: bool | None = None
         seq_score: float | None = None
         if exp.order:
@@ -239,61 +242,38 @@ class Judge:
             seq_ok = all(sequence_score(names, (o,)) == 1.0 for o in exp.order)
         response_ok = _response(exp, turn.output_text)
         end_to_end = (
-            selection_ok and args_ok_turn and schema_ok and seq_ok is not False and response_ok is not False
-        ) and not forbidden
-        return TurnVerdict(
-            agent=turn.agent,
-            trace_id=turn.trace_id,
-            span_id=turn.span_id,
-            input_text=turn.input_text,
-            judged=True,
-            turnless=False,
-            rule=exp.id,
-            alternative=best.alternative,
-            calls=call_verdicts,
-            missed=tuple(best.missed),
-            expected_calls=alt.expected_calls,
-            max_calls=alt.max_calls,
-            selection_ok=selection_ok,
-            args_ok=args_ok_turn,
-            schema_ok=schema_ok,
-            sequence_ok=seq_ok,
-            sequence_score=seq_score,
-            forbidden=forbidden,
-            response_ok=response_ok,
-            end_to_end=end_to_end,
-            over_calling=alt.max_calls is not None and len(calls) > alt.max_calls,
-            confusion=tuple(best.confusion),
-            reason=reason(turn, exp, call_verdicts, best.missed, forbidden, seq_ok, response_ok, turnless=False),
-            expected_by_tool=alt.expected_by_tool,
+            selection_ok
+            and args_ok_turn
+            and schema_ok
+            and seq_ok is not False
+            and response_ok is not False
+            and not forbidden
         )
+        if end_to_end:
+            why = self._ok_reason(exp, names)
+        else:
+            why = reason(turn, exp, call_verdicts, best.missed, forbidden, seq_ok, response_ok, turnless=False)
+        # fmt: off
+        return TurnVerdict(
+            turn.agent, turn.trace_id, turn.span_id, text, True, False, exp.id, best.alternative, call_verdicts,
+            best.missed, alt.expected_calls, alt.max_calls, selection_ok, args_ok_turn, schema_ok, seq_ok, seq_score,
+            forbidden, response_ok, end_to_end, alt.max_calls is not None and len(names) > alt.max_calls,
+            best.confusion, why, alt.expected_by_tool,
+        )
+        # fmt: on
 
-
-class _Malformed:
-    __slots__ = ("message",)
-
-    def __init__(self, message: str) -> None:
-        self.message = message
-
-
-def _parse(call: ToolCall) -> Any:
-    if call.arguments is None:
-        return _NOT_CAPTURED
-    try:
-        return json.loads(call.arguments)
-    except (json.JSONDecodeError, RecursionError) as exc:
-        pos = f" at {exc.pos}" if isinstance(exc, json.JSONDecodeError) else ""
-        msg = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
-        return _Malformed(f"arguments are not valid JSON: {msg}{pos}")
-
-
-def _arguments(parsed: Any) -> Any:
-    return None if parsed is _NOT_CAPTURED or isinstance(parsed, _Malformed) else parsed
+    def _ok_reason(self, exp: Expectation, names: tuple[str, ...]) -> str:
+        key = (id(exp), names)
+        got = self._reason_cache.get(key)
+        if got is None:
+            got = reason(Turn(""), exp, (), (), (), None, None, turnless=False, called=names)
+            if len(self._reason_cache) >= MAX_CACHE:
+                self._reason_cache.clear()
+            self._reason_cache[key] = got
+        return got
 
 
 def _forbidden(turn: Turn, names: Sequence[str], rules: Sequence[Forbid]) -> tuple[str, ...]:
-    if not rules or not names:
-        return ()
     called = set(names)
     out: list[str] = []
     for f in rules:
@@ -308,14 +288,6 @@ def _response(exp: Expectation, output: str | None) -> bool | None:
     for r in exp.respond:
         if r.contains is not None and r.contains not in output:
             return False
-        if r.regex is not None and r.regex.search(output) is None:
+        if r.regex is not None and not r.regex.test(output):
             return False
     return True
-
-
-def definitions_schema(definition: Mapping[str, Any]) -> Any:
-    """The `parameters` of a tool definition ({name, parameters} or OpenAI's {function: {...}})."""
-    fn = definition.get("function")
-    if isinstance(fn, Mapping):
-        return fn.get("parameters")
-    return definition.get("parameters")

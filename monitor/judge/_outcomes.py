@@ -13,18 +13,34 @@ from monitor.verdict import NONE_LABEL, UNKNOWN_LABEL, MissedUnit, Outcome
 ScoreFn = Callable[[int, int], int]  # (call index, slot index) -> passing checks
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, frozen=True)
 class AltResult:
     alternative: int
-    outcomes: list[Outcome]
-    slots: list[int | None]  # slot filled by each call (correct calls only)
-    missed: list[MissedUnit]
-    confusion: list[tuple[str, str]]
+    outcomes: tuple[Outcome, ...]
+    slots: tuple[int | None, ...]  # slot filled by each call (correct calls only)
+    missed: tuple[MissedUnit, ...]
+    confusion: tuple[tuple[str, str], ...]
     correct: int
     errors: int  # missed + wrong_tool + spurious + hallucinated
 
     def key(self) -> tuple[int, int, int]:
         return (-self.correct, self.errors, self.alternative)
+
+
+def score_sensitive(alt: Alternative, counts: dict[str, int]) -> bool:
+    """Whether argument scores can change the assignment (else it depends on the call names alone)."""
+    for tool, slot_ix in alt.by_tool:
+        k = counts.get(tool, 0)
+        if not k:
+            continue
+        if len(slot_ix) > 1:
+            if any(alt.slots[j].checks for j in slot_ix):
+                return True
+        else:
+            s = alt.slots[slot_ix[0]]
+            if s.checks and s.max is not None and s.max < k:
+                return True
+    return False
 
 
 def evaluate(
@@ -112,4 +128,6 @@ def _outcomes(
     confusion.extend((u.tool, NONE_LABEL) for u in missed[next_unit:])
     if not alt.slots and not names:
         confusion.append((NONE_LABEL, NONE_LABEL))
-    return AltResult(index, outcomes, slot_of, missed, confusion, correct, errors + len(missed))
+    return AltResult(
+        index, tuple(outcomes), tuple(slot_of), tuple(missed), tuple(confusion), correct, errors + len(missed)
+    )

@@ -21,6 +21,7 @@ def reason(
     response_ok: bool | None,
     *,
     turnless: bool,
+    called: Sequence[str] | None = None,
 ) -> str:
     problems: list[str] = []
     wrong = [c.name for c in calls if c.outcome is Outcome.WRONG_TOOL]
@@ -47,8 +48,8 @@ def reason(
     elif exp is None:
         head = f"unjudged: no rule matches ({len(calls)} call(s))"
     elif not problems:
-        called = ", ".join(c.name for c in calls) or "no tool"
-        return _cut(f"ok ({exp.id}): {called}")
+        names = called if called is not None else [c.name for c in calls]
+        return _cut(f"ok ({exp.id}): {', '.join(names) or 'no tool'}")
     else:
         head = f"failed ({exp.id})"
     return _cut(f"{head}: {'; '.join(problems)}" if problems else head)

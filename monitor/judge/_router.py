@@ -1,9 +1,10 @@
 """Routing: the first `expect` rule (file order) whose `when` matches, without a linear scan.
 
-Each rule is indexed by one text trigger its condition requires: a prefix (a character trie walked along
-the input), an exact input (a dict), or a regex / substring (all in one combined RE2 set, one pass over
-the input). The candidates found are checked in rule order; the first whose whole condition holds wins.
-Rules with no indexable trigger (`any`, `not`, attribute-only, no `when`) are always candidates.
+Each rule is indexed by one text trigger its condition requires: a prefix (a table keyed by prefix, one
+lookup per distinct prefix length), an exact input (a dict), or a regex / substring (all in one combined
+RE2 set: one linear pass over the input whatever the number of patterns). The candidates found are
+checked in rule order; the first whose whole condition holds wins. Rules with no indexable trigger
+(`any`, `not`, attribute-only, no `when`) are always candidates.
 """
 
 from __future__ import annotations
@@ -17,9 +18,7 @@ import re2
 from monitor.judge._conditions import holds
 from monitor.records import Turn
 from monitor.rules._model import All, Condition, Contains, Equals, Expectation, Prefix, Search
-from monitor.rules._regex import regex_set
-
-_HIT = ""  # trie key holding the rules whose prefix ends at this node (no input char is "")
+from monitor.rules._regex import regex_set, set_matcher
 
 Trigger = tuple[str, Any]
 
@@ -45,7 +44,7 @@ class Router:
 
     def __init__(self, rules: Sequence[Expectation]) -> None:
         self.rules = tuple(rules)
-        self._trie: dict[str, Any] = {}
+        self._prefixes: dict[str, list[int]] = {}
         self._equals: dict[str, list[int]] = {}
         self._always: list[int] = []
         self._exact: list[bool] = []  # the trigger is the whole condition: no re-check needed
@@ -57,35 +56,39 @@ class Router:
             if trig is None:
                 self._always.append(i)
             elif trig[0] == "prefix":
-                node = self._trie
-                for ch in trig[1]:
-                    node = node.setdefault(ch, {})
-                node.setdefault(_HIT, []).append(i)
+                self._prefixes.setdefault(trig[1], []).append(i)
             elif trig[0] == "equals":
                 self._equals.setdefault(trig[1], []).append(i)
             else:
                 patterns.append(trig[1] if trig[0] == "regex" else re2.escape(trig[1]))
                 self._set_rules.append(i)
-        self._set = regex_set(patterns) if patterns else None
+        # Prefix table: one dict lookup per distinct prefix length (a handful), whatever the number of rules.
+        self._lengths = tuple(sorted({len(p) for p in self._prefixes}))
+        self._match = set_matcher(regex_set(patterns)) if patterns else None
 
     def candidates(self, text: str) -> list[int]:
-        """Indexes of rules whose trigger matches (ascending, may contain duplicates)."""
+        """Indexes of rules whose trigger matches, ascending."""
         found: list[int] = []
-        node = self._trie
-        if node:
-            for ch in text.lstrip():
-                node = node.get(ch)  # type: ignore[assignment]
-                if node is None:
+        if self._lengths:
+            head = text.lstrip()
+            prefixes = self._prefixes
+            size = len(head)
+            for n in self._lengths:
+                if n > size:
                     break
-                hits = node.get(_HIT)
+                hits = prefixes.get(head[:n])
                 if hits:
                     found.extend(hits)
-        eq = self._equals.get(text)
-        if eq:
-            found.extend(eq)
-        if self._set is not None:
-            found.extend(self._set_rules[k] for k in self._set.Match(text))
-        found.sort()
+        if self._equals:
+            eq = self._equals.get(text)
+            if eq:
+                found.extend(eq)
+        if self._match is not None:
+            hits = self._match(text.encode("utf-8", "surrogatepass"))
+            if hits:
+                found.extend(self._set_rules[k] for k in hits)
+        if len(found) > 1:
+            found.sort()
         return found
 
     def route(self, turn: Turn) -> Expectation | None:

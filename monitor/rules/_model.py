@@ -14,10 +14,16 @@ class Regex:
     """An RE2 regular expression (linear-time matching on any input)."""
 
     pattern: str
-    compiled: Any = field(compare=False, repr=False)
+    compiled: Any = field(compare=False, repr=False)  # re2 regexp: search with groups
+    matcher: Any = field(compare=False, repr=False)  # one-pattern RE2 set: a fast yes/no answer
 
     def search(self, text: str) -> Any:
+        """The first match (with groups), or None."""
         return self.compiled.search(text)
+
+    def test(self, text: str) -> bool:
+        """Whether the pattern occurs in text (no match object is built)."""
+        return bool(self.matcher(text.encode("utf-8", "surrogatepass")))
 
 
 @dataclass(frozen=True, slots=True)

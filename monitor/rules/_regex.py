@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import re2
@@ -27,13 +28,24 @@ def compile_regex(pattern: str) -> Regex:
         if isinstance(detail, bytes):
             detail = detail.decode("utf-8", "replace")
         raise ValueError(f"invalid regular expression {pattern!r} (RE2 syntax): {detail}") from None
-    return Regex(pattern, compiled)
+    return Regex(pattern, compiled, set_matcher(regex_set([pattern])))
+
+
+def set_matcher(s: Any) -> Callable[[bytes], Any]:
+    """`matcher(utf8_bytes)` -> the matching pattern indexes (empty or None when none match).
+
+    Calls the compiled RE2::Set directly when the binding exposes it (skipping a Python wrapper frame).
+    """
+    raw = getattr(s, "_set", None)
+    match = getattr(raw, "Match", None)
+    return match if callable(match) else s.Match  # type: ignore[no-any-return]
 
 
 def regex_set(patterns: list[str]) -> Any:
     """One combined RE2 automaton; `.Match(text)` returns the indexes of every pattern found in text."""
     opts = _options()
     opts.max_mem = 64 << 20
+    opts.never_capture = True
     s = re2.Set.SearchSet(opts)
     for p in patterns:
         if s.Add(p) < 0:

@@ -1,0 +1,47 @@
+"""Per-call preparation: parse the argument JSON once, check it against the tool's schema."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from monitor.judge._schema import SchemaValidator
+from monitor.verdict import SchemaViolation, ViolationKind
+
+NOT_CAPTURED: Any = object()  # content capture was off: unjudged for arguments and schema
+
+
+class Malformed:
+    """Arguments that are not valid JSON."""
+
+    __slots__ = ("message",)
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+
+def parse_arguments(text: str | None) -> Any:
+    if text is None:
+        return NOT_CAPTURED
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        return Malformed(f"arguments are not valid JSON: {exc.msg} at {exc.pos}")
+    except RecursionError:
+        return Malformed("arguments are not valid JSON: nested too deeply")
+
+
+def arguments_of(parsed: Any) -> Any:
+    """The parsed arguments, or None when not captured or malformed (every check then fails)."""
+    return None if parsed is NOT_CAPTURED or isinstance(parsed, Malformed) else parsed
+
+
+def schema_result(validator: SchemaValidator | None, parsed: Any) -> tuple[bool | None, tuple[SchemaViolation, ...]]:
+    """(schema_valid, violations); (None, ()) when there is no schema or nothing was captured."""
+    if validator is None or parsed is NOT_CAPTURED:
+        return None, ()
+    if isinstance(parsed, Malformed):
+        return False, (SchemaViolation(ViolationKind.MALFORMED, "", parsed.message),)
+    if validator.is_valid(parsed):
+        return True, ()
+    return False, validator.violations(parsed)
