@@ -42,6 +42,11 @@ class Figure:
         return PREFIX + self.key
 
     @property
+    def denominator_text(self) -> str:
+        """What `min_samples` counts for this figure, in words."""
+        return _DENOMINATOR_TEXT.get(self.denominator, "samples")
+
+    @property
     def denominator_name(self) -> str:
         """The metric part of the recorded denominator, e.g. `toolwatch_judged_calls`."""
         return _DENOMINATOR_NAMES.get(self.denominator, self.denominator.metric.removesuffix("_total"))
@@ -54,6 +59,17 @@ def _c(metric: str, matchers: str = "") -> Counter:
 _JUDGED = _c("judged_calls")
 _JUDGED_TURNS = _c("turns", 'judged="true"')
 _SEQUENCE_CHECKED = _c("turn_checks", 'check="sequence"')
+_DENOMINATOR_TEXT = {
+    _JUDGED: "judged calls",
+    _JUDGED_TURNS: "judged turns",
+    _SEQUENCE_CHECKED: "turns with ordering constraints",
+    _c("tool_calls"): "calls",
+    _c("expected_calls"): "expected calls",
+    _c("argument_checked_calls"): "calls with argument checks",
+    _c("schema_checked_calls"): "schema-checked calls",
+    _c("response_checked_turns"): "turns with response checks",
+    _c("turns"): "turns",
+}
 _DENOMINATOR_NAMES = {_JUDGED_TURNS: PREFIX + "judged_turns", _SEQUENCE_CHECKED: PREFIX + "sequence_checked_turns"}
 
 FIGURES: dict[str, Figure] = {

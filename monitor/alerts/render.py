@@ -84,7 +84,7 @@ def _threshold_rule(spec: AlertSpec) -> dict[str, Any]:
     description = (
         f"{figure.title} of {_scope_text(spec)} is {{{{ $value | humanizePercentage }}}} over the last "
         f"{spec.window} (alert {spec.name}: {word} {num(spec.threshold * 100)}% with at least "
-        f"{spec.min_samples} judged {figure.unit})."
+        f"{spec.min_samples} {figure.denominator_text})."
     )
     return _alert(spec, expr, spec.severity, {}, summary, description, spec.window)
 
@@ -142,6 +142,7 @@ def _alert(
             "description": description,
             "value": "{{ $value | humanizePercentage }}",
             "failing_rule": _failing_rule_text(window),
+            **({"rule_file": spec.source} if spec.source else {}),
         },
     }
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import PurePath
 from typing import Any
 
 from monitor.alerts.figures import FIGURES
@@ -49,6 +50,7 @@ class AlertSpec:
     min_samples: int = 20
     severity: str = "warning"
     summary: str | None = None
+    source: str = ""  # the rule file's name (no directory), for annotations
 
     @property
     def window_s(self) -> float:
@@ -154,7 +156,8 @@ def spec_from_entry(entry: Mapping[str, Any] | object, index: int = 0) -> AlertS
         for_=_duration(where, "for", for_value, "1m"),
         min_samples=min_samples,
         severity=severity,
-        summary=summary,
+        summary=summary or None,
+        source=PurePath(str(_get(entry, "source") or "")).name,
     )
 
 

@@ -6,6 +6,7 @@ import logging
 
 import click
 
+from monitor.cli.alerts_cmd import alerts
 from monitor.cli.demo_cmd import demo
 from monitor.cli.rules_cmd import rules
 from monitor.cli.serve_cmd import serve
@@ -21,5 +22,6 @@ def main(verbose: int) -> None:
 
 
 main.add_command(demo)
+main.add_command(alerts)
 main.add_command(rules)
 main.add_command(serve)

@@ -180,8 +180,13 @@ def test_every_recorded_figure_matches_metrics_md(tmp_path: Path) -> None:
         tests.append({"expr": f"round(agent_tool:toolwatch_{key}:ratio_rate5m * {scale})", "eval_time": "10m",
                       "exp_samples": samples})  # fmt: skip
     # increase over the window: 5 minutes of 12 judged calls a minute
-    tests.append({"expr": "round(agent:toolwatch_judged_calls:increase5m)", "eval_time": "10m",
-                  "exp_samples": [{"labels": '{agent="a"}', "value": 60}, {"labels": '{agent="b"}', "value": 0}]})
+    tests.append(
+        {
+            "expr": "round(agent:toolwatch_judged_calls:increase5m)",
+            "eval_time": "10m",
+            "exp_samples": [{"labels": '{agent="a"}', "value": 60}, {"labels": '{agent="b"}', "value": 0}],
+        }
+    )
     unit = {
         "rule_files": [str(rules)],
         "evaluation_interval": "1m",
