@@ -12,7 +12,7 @@ from __future__ import annotations
 import heapq
 from collections import OrderedDict
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from monitor.normalize import Normalizer
 from monitor.otlp import Span
@@ -36,6 +36,7 @@ class AssemblerStats:
     evicted: int = 0  # pending traces released early because the bound was reached
     late_calls: int = 0  # calls that arrived after their turn had been released (dropped, counted)
     oversized_calls: int = 0  # calls beyond max_calls_per_trace (dropped, counted)
+    duplicates: int = 0  # tool or turn spans received again (an exporter retry): dropped, counted
 
 
 def _call_key(c: ToolCall) -> tuple[int, str]:
@@ -95,6 +96,9 @@ class TurnAssembler:
                     self._evict_oldest(out)
                 tr = traces[tid] = _Trace(now_ns)
             if isinstance(r, ToolCall):
+                if r.span_id in tr.parents:
+                    self.stats.duplicates += 1
+                    continue
                 tr.parents[r.span_id] = r.parent_span_id
                 if (tid, r.parent_span_id) in self._released:
                     self.stats.late_calls += 1
@@ -103,6 +107,9 @@ class TurnAssembler:
                 else:
                     tr.calls.append(r)
             elif isinstance(r, Turn):
+                if r.span_id in tr.turns or (tid, r.span_id) in self._released:
+                    self.stats.duplicates += 1
+                    continue
                 tr.turns[r.span_id] = r
                 heapq.heappush(self._due, (now_ns + self.grace_ns, tid, r.span_id))
             else:
@@ -178,8 +185,12 @@ class TurnAssembler:
             (mine if self._owner(tr, c) == sid else rest).append(c)
         del tr.turns[sid]
         tr.calls = rest
-        mine.sort(key=_call_key)
-        out.append(replace(turn, calls=tuple(mine)))
+        if len(mine) > 1:
+            mine.sort(key=_call_key)
+        # The Turn was made by our normalizer and is not shared yet: fill in its calls in place (much cheaper
+        # than dataclasses.replace on the hot path).
+        object.__setattr__(turn, "calls", tuple(mine))
+        out.append(turn)
         self.stats.turns_completed += 1
         released = self._released
         released[(tid, sid)] = None

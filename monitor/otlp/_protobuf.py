@@ -31,10 +31,10 @@ def _attributes(kvs: Iterable[KeyValue]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for kv in kvs:
         v = kv.value
-        kind = v.WhichOneof("value")
-        if kind == "string_value":
-            out[kv.key] = v.string_value
-        elif kind is not None:
+        sv = v.string_value  # the common case first: one field read, no oneof lookup
+        if sv:
+            out[kv.key] = sv
+        elif v.WhichOneof("value") is not None:
             out[kv.key] = _value(v)
     return out
 

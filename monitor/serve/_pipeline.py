@@ -27,6 +27,7 @@ DROP_QUEUE_FULL = "queue_full"
 DROP_LATE = "late_call"
 DROP_OVERSIZED = "turn_too_large"
 DROP_JUDGE_ERROR = "judge_error"
+DROP_DUPLICATE = "duplicate"
 
 _CHUNK = 8192  # records handled per step before yielding to the event loop
 
@@ -61,7 +62,7 @@ class Pipeline:
         self.capacity = settings.queue_spans
         self.turns_judged = 0
         self._wake = asyncio.Event()
-        self._seen_stats = (0, 0, 0)
+        self._seen_stats = (0, 0, 0, 0)
         self.paused = False  # while True the worker leaves the queue alone (maintenance, tests)
         metrics.pending_turns = lambda: self.assembler.pending_turns
         self.apply_labels()
@@ -148,19 +149,20 @@ class Pipeline:
 
     def _sync_stats(self) -> None:
         st = self.assembler.stats
-        late, oversized, evicted = self._seen_stats
+        late, oversized, evicted, dup = self._seen_stats
         ops = self.metrics.ops
         ops.dropped(DROP_LATE, st.late_calls - late)
         ops.dropped(DROP_OVERSIZED, st.oversized_calls - oversized)
+        ops.dropped(DROP_DUPLICATE, st.duplicates - dup)
         ops.turns_evicted += st.evicted - evicted
-        self._seen_stats = (st.late_calls, st.oversized_calls, st.evicted)
+        self._seen_stats = (st.late_calls, st.oversized_calls, st.evicted, st.duplicates)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Drain the queue until `stop` is set; polls the assembler every `poll_interval_s`."""
         interval = self.settings.poll_interval_s
         last_tick = 0.0
         while not stop.is_set():
-            if not self._queue:
+            if not self._queue or self.paused:
                 self._wake.clear()
                 try:
                     await asyncio.wait_for(self._wake.wait(), timeout=interval)

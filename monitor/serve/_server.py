@@ -69,7 +69,9 @@ class Server:
 
     @property
     def ready(self) -> bool:
-        return self._ready and not self.pipeline.full()
+        # Not ready while the queue is 90% full: a load balancer sends new work elsewhere.
+        p = self.pipeline
+        return self._ready and p.queued * 10 < p.capacity * 9
 
     @property
     def endpoint(self) -> str:

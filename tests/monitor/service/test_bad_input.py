@@ -1,0 +1,230 @@
+"""Bad input gets its documented status, loses nothing else, and the server stays up."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import time
+
+import pytest
+from google.rpc import status_pb2  # type: ignore[import-untyped]
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+from monitor.otlp import request_to_json
+from monitor.serve import Server
+from tests.monitor.service.conftest import ServeFactory, scrape, value, wait_for
+from tests.monitor.service.http_util import get, post, raw_exchange
+from tests.monitor.service.spans import Call, TurnSpec, record_turns, to_request
+
+PB = "application/x-protobuf"
+JS = "application/json"
+GOOD = [TurnSpec("[AUTH] login failure", [Call("pull_auth_telemetry", {"log_excerpt": "x"})], output_text="Result: x")]
+
+
+def good_pb() -> bytes:
+    return bytes(to_request(record_turns(GOOD)).SerializeToString())
+
+
+def assert_still_serving(server: Server) -> None:
+    status, body, _ = post(server.endpoint, good_pb(), PB)
+    assert status == 200 and ExportTraceServiceResponse.FromString(body).partial_success.rejected_spans == 0
+    assert get(server.metrics_url.replace("/metrics", "/healthz")) == 200
+
+
+def test_truncated_protobuf_is_400_with_a_status(serve: ServeFactory) -> None:
+    _, server = serve()
+    body = good_pb()
+    status, resp, headers = post(server.endpoint, body[:-5], PB)
+    assert status == 400 and headers["Content-Type"] == PB
+    st = status_pb2.Status.FromString(resp)
+    assert st.code == 3 and "invalid OTLP protobuf" in st.message
+    assert_still_serving(server)
+    assert value(scrape(server), "toolwatch_requests_total", transport="http_protobuf", code="400") == 1
+
+
+@pytest.mark.parametrize(
+    ("ctype", "encoding", "status"),
+    [("text/plain", None, 415), ("application/xml", None, 415), (PB, "br", 415), (PB, "deflate", 415)],
+)
+def test_unsupported_types_and_encodings(serve: ServeFactory, ctype: str, encoding: str | None, status: int) -> None:
+    _, server = serve()
+    headers = {"Content-Encoding": encoding} if encoding else {}
+    got, body, _ = post(server.endpoint, good_pb(), ctype, **headers)
+    assert got == status
+    assert json.loads(body)["code"] == 3 if ctype != PB else status_pb2.Status.FromString(body).code == 3
+    assert_still_serving(server)
+
+
+@pytest.mark.parametrize("body", [b"{not json", b"[1, 2]", b'{"resourceSpans": {"a": 1}}', b"\xff\xfe\x00"])
+def test_invalid_json_is_400(serve: ServeFactory, body: bytes) -> None:
+    _, server = serve()
+    status, resp, headers = post(server.endpoint, body, JS)
+    assert status == 400 and headers["Content-Type"] == JS
+    assert json.loads(resp)["code"] == 3
+    assert_still_serving(server)
+
+
+def test_invalid_gzip_is_400(serve: ServeFactory) -> None:
+    _, server = serve()
+    packed = gzip.compress(good_pb())
+    for body in (packed[:-10], b"not gzip at all"):
+        status, _, _ = post(server.endpoint, body, PB, **{"Content-Encoding": "gzip"})
+        assert status == 400
+    assert_still_serving(server)
+
+
+def test_gzip_bomb_is_refused_cheaply(serve: ServeFactory) -> None:
+    _, server = serve()
+    member = gzip.compress(b"\0" * (16 << 20), compresslevel=9)
+    bomb = member * 64  # 1 GiB once inflated, about 1 MB on the wire (concatenated gzip members)
+    assert len(bomb) < 2 << 20
+    t0 = time.monotonic()
+    status, resp, _ = post(server.endpoint, bomb, PB, **{"Content-Encoding": "gzip"})
+    elapsed = time.monotonic() - t0
+    assert status == 413
+    assert "decompressed body exceeds" in status_pb2.Status.FromString(resp).message
+    assert elapsed < 5, elapsed
+    assert_still_serving(server)
+
+
+def test_100_mb_body_is_refused_without_reading_it(serve: ServeFactory) -> None:
+    _, server = serve()
+    size = 100 << 20
+    head = (f"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: {PB}\r\nContent-Length: {size}\r\n\r\n").encode()
+    t0 = time.monotonic()
+    reply = raw_exchange("127.0.0.1", server.port, head, [b"\0" * 65536] * 16)
+    assert reply.startswith(b"HTTP/1.1 413"), reply[:200]
+    assert time.monotonic() - t0 < 5
+    # Chunked, with no length announced: refused once the limit is passed while streaming.
+    _, small = serve(max_body_bytes=1 << 20)
+    head = f"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: {PB}\r\nTransfer-Encoding: chunked\r\n\r\n".encode()
+    chunk = b"10000\r\n" + b"\0" * 65536 + b"\r\n"
+    reply = raw_exchange("127.0.0.1", small.port, head, [chunk] * 64)
+    assert reply.startswith(b"HTTP/1.1 413"), reply[:200]
+    assert_still_serving(server)
+    assert_still_serving(small)
+
+
+def _span(trace: str, span: str, name: str, attrs: dict[str, object], parent: str = "") -> dict[str, object]:
+    def val(v: object) -> dict[str, object]:
+        if isinstance(v, bool):
+            return {"boolValue": v}
+        if isinstance(v, int):
+            return {"intValue": str(v)}
+        if isinstance(v, list):
+            return {"arrayValue": {"values": [val(x) for x in v]}}
+        return {"stringValue": v}
+
+    return {
+        "traceId": trace,
+        "spanId": span,
+        "parentSpanId": parent,
+        "name": name,
+        "startTimeUnixNano": "1",
+        "endTimeUnixNano": "2",
+        "attributes": [{"key": k, "value": val(v)} for k, v in attrs.items()],
+    }
+
+
+def test_missing_and_wrongly_typed_attributes(serve: ServeFactory) -> None:
+    _, server = serve()
+    t = "0af7651916cd43dd8448eb211c80319c"
+    turn = _span(
+        t,
+        "b7ad6b7169203331",
+        "invoke_agent incident-triage",
+        {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "incident-triage", "gen_ai.input.messages": 42},
+    )
+    spans = [
+        turn,
+        # no tool name at all: rejected
+        _span(t, "00f067aa0ba902b7", "execute_tool", {"gen_ai.operation.name": "execute_tool"}, "b7ad6b7169203331"),
+        # tool name of the wrong type: the span name gives it; arguments as a list are re-encoded as JSON
+        _span(
+            t,
+            "00f067aa0ba902b8",
+            "execute_tool pull_auth_telemetry",
+            {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": 7, "gen_ai.tool.call.arguments": [1, 2]},
+            "b7ad6b7169203331",
+        ),
+        # ids of the wrong length: rejected
+        _span(t, "00f067", "execute_tool x", {"gen_ai.tool.name": "x"}, "b7ad6b7169203331"),
+        _span("0af7", "00f067aa0ba902b9", "execute_tool x", {"gen_ai.tool.name": "x"}),
+    ]
+    body = json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}).encode()
+    status, resp, _ = post(server.endpoint, body, JS)
+    assert status == 200
+    partial = json.loads(resp)["partialSuccess"]
+    assert partial["rejectedSpans"] == "3"
+    assert "invalid_id=2" in partial["errorMessage"] and "missing_tool_name=1" in partial["errorMessage"]
+    wait_for(lambda: server.pipeline.turns_judged == 1)
+    s = scrape(server)
+    assert value(s, "toolwatch_spans_rejected_total", reason="invalid_id") == 2
+    assert value(s, "toolwatch_spans_rejected_total", reason="missing_tool_name") == 1
+    assert value(s, "toolwatch_spans_received_total", transport="http_json") == 5
+    # The usable call was judged in its turn (the input was unusable, so no rule matched: unjudged).
+    assert (
+        value(s, "toolwatch_tool_calls_total", agent="incident-triage", tool="pull_auth_telemetry", outcome="unjudged")
+        == 1
+    )
+    assert_still_serving(server)
+
+
+def test_protobuf_ids_of_wrong_length_are_partial_success(serve: ServeFactory) -> None:
+    _, server = serve()
+    req = to_request(record_turns(GOOD))
+    req.resource_spans[0].scope_spans[0].spans[0].trace_id = b"\x01" * 15
+    status, resp, _ = post(server.endpoint, req.SerializeToString(), PB)
+    assert status == 200
+    ps = ExportTraceServiceResponse.FromString(resp).partial_success
+    assert ps.rejected_spans == 1 and "invalid_id=1" in ps.error_message
+
+
+def test_queue_full_is_503_with_retry_after_and_nothing_is_lost(serve: ServeFactory) -> None:
+    _, server = serve(queue_spans=2)
+    server.pipeline.paused = True
+    first, second = good_pb(), good_pb()  # two spans each, distinct turns
+    assert post(server.endpoint, first, PB)[0] == 200
+    status, _, headers = post(server.endpoint, second, PB)
+    assert status == 503 and headers["Retry-After"] == "1"
+    assert get(server.metrics_url.replace("/metrics", "/readyz")) == 503
+    server.pipeline.paused = False
+    wait_for(lambda: server.pipeline.queued == 0)
+    assert post(server.endpoint, second, PB)[0] == 200  # the client's retry
+    wait_for(lambda: server.pipeline.turns_judged == 2)
+    s = scrape(server)
+    assert value(s, "toolwatch_requests_total", transport="http_protobuf", code="503") == 1
+    assert value(s, "toolwatch_spans_dropped_total", reason="queue_full") == 2
+    assert value(s, "toolwatch_turns_total", agent="incident-triage", judged="true") == 2
+
+
+def test_bearer_token(serve: ServeFactory) -> None:
+    _, server = serve(token="s3cret")
+    status, _, headers = post(server.endpoint, good_pb(), PB)
+    assert status == 401 and headers["WWW-Authenticate"] == "Bearer"
+    assert post(server.endpoint, good_pb(), PB, Authorization="Bearer wrong")[0] == 401
+    assert post(server.endpoint, good_pb(), PB, Authorization="Bearer s3cret")[0] == 200
+
+
+def test_json_response_in_request_content_type(serve: ServeFactory) -> None:
+    _, server = serve()
+    body = request_to_json(to_request(record_turns(GOOD))).encode()
+    status, resp, headers = post(server.endpoint, body, "application/json; charset=utf-8")
+    assert (status, headers["Content-Type"], json.loads(resp)) == (200, JS, {})
+
+
+def test_a_retried_export_is_not_counted_twice(serve: ServeFactory) -> None:
+    _, server = serve(grace_s=1.0)
+    body = good_pb()
+    assert post(server.endpoint, body, PB)[0] == 200
+    assert post(server.endpoint, body, PB)[0] == 200  # e.g. the exporter timed out and sent it again
+    wait_for(lambda: server.pipeline.turns_judged == 1)
+    time.sleep(1.2)
+    assert post(server.endpoint, body, PB)[0] == 200  # and once more, after the turn was judged
+    wait_for(lambda: value(scrape(server), "toolwatch_spans_dropped_total", reason="duplicate") == 3)
+    s = scrape(server)
+    assert value(s, "toolwatch_turns_total", agent="incident-triage", judged="true") == 1
+    assert (
+        value(s, "toolwatch_tool_calls_total", agent="incident-triage", tool="pull_auth_telemetry", outcome="correct")
+        == 1
+    )
