@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import sys
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -106,7 +107,7 @@ def _make_exporter(name: str, endpoint: str | None, headers: Mapping[str, str] |
 
         return GrpcExporter(endpoint=endpoint, headers=dict(headers) if headers else None)
     if name == "console":
-        return ConsoleSpanExporter()
+        return ConsoleSpanExporter(out=sys.stdout)
     if name == "memory":
         return InMemorySpanExporter()
     return None

@@ -1,0 +1,175 @@
+"""`configure()`: exporters, environment variables, the global provider, and counted drops and failures."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+import instrumentation as tw
+from instrumentation._config import _install_global
+from instrumentation._content import ContentSettings
+from instrumentation._stats import STATS
+
+
+@pytest.fixture
+def providers() -> Iterator[list[TracerProvider]]:
+    made: list[TracerProvider] = []
+    STATS.reset()
+    yield made
+    for provider in made:
+        provider.shutdown()
+
+
+@tw.tool
+def ping(x: int) -> int:
+    return x
+
+
+def test_memory_exporter(providers: list[TracerProvider]) -> None:
+    before = trace.get_tracer_provider()
+    provider = tw.configure(exporter="memory", service_name="svc", capture_content=True, set_global=False)
+    providers.append(provider)
+    assert isinstance(provider.exporter, InMemorySpanExporter)
+    assert trace.get_tracer_provider() is before
+    ping(3)
+    [span] = provider.exporter.get_finished_spans()
+    assert span.name == "execute_tool ping"
+    assert span.resource.attributes["service.name"] == "svc"
+    assert (span.attributes or {})["gen_ai.tool.call.arguments"] == '{"x":3}'
+    assert STATS.spans_exported == 1
+
+
+def test_console_exporter(providers: list[TracerProvider], capsys: pytest.CaptureFixture[str]) -> None:
+    provider = tw.configure(exporter="console", set_global=False)
+    providers.append(provider)
+    ping(1)
+    provider.force_flush()
+    assert '"name": "execute_tool ping"' in capsys.readouterr().out
+
+
+def test_env_selects_exporter_and_protocol(providers: list[TracerProvider], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://127.0.0.1:9/v1/traces")
+    provider = tw.configure(set_global=False)
+    providers.append(provider)
+    assert isinstance(provider.exporter, HttpExporter)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+    provider = tw.configure(set_global=False)
+    providers.append(provider)
+    assert isinstance(provider.exporter, GrpcExporter)
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "none")
+    provider = tw.configure(set_global=False)
+    providers.append(provider)
+    assert provider.exporter is None
+
+
+def test_bad_env_values_warn_and_fall_back(
+    providers: list[TracerProvider], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "zipkin-ish")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "carrier-pigeon")
+    monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "lots")
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "maybe")
+    monkeypatch.setenv("TOOLWATCH_MAX_CONTENT_LENGTH", "-5")
+    with caplog.at_level(logging.WARNING):
+        provider = tw.configure(endpoint="http://127.0.0.1:9", set_global=False)
+        settings = ContentSettings.from_env()
+    providers.append(provider)
+    assert isinstance(provider.exporter, HttpExporter)
+    assert provider.exporter._endpoint == "http://127.0.0.1:9/v1/traces"
+    assert isinstance(provider.processor, tw.CountingBatchSpanProcessor)
+    assert provider.processor._queue.maxlen == tw.DEFAULT_MAX_QUEUE_SIZE == 16384
+    assert settings.capture_content is False and settings.max_length == 16384
+    text = caplog.text
+    for name in ("OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_BSP_MAX_QUEUE_SIZE",
+                 "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "TOOLWATCH_MAX_CONTENT_LENGTH"):
+        assert name in text
+
+
+@pytest.mark.parametrize(("value", "expected"), [("true", True), ("TRUE", True), ("span_only", True),
+                                                 ("false", False), ("no_content", False), ("", False)])
+def test_capture_env(monkeypatch: pytest.MonkeyPatch, value: str, expected: bool) -> None:
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", value)
+    assert ContentSettings.from_env().capture_content is expected
+
+
+def test_invalid_arguments_are_clear_errors() -> None:
+    with pytest.raises(ValueError, match="unknown exporter"):
+        tw.configure(exporter="kafka", set_global=False)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="max_queue_size"):
+        tw.configure(exporter="memory", max_queue_size=0, set_global=False)
+    with pytest.raises(ValueError, match="max_length"):
+        tw.configure_content(max_content_length=3)
+
+
+def test_global_provider_is_not_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
+    existing, ours = TracerProvider(), TracerProvider()
+    installed: list[Any] = []
+    monkeypatch.setattr(trace, "get_tracer_provider", lambda: existing)
+    monkeypatch.setattr(trace, "set_tracer_provider", installed.append)
+    _install_global(ours, None)
+    _install_global(ours, True)  # asked, but OpenTelemetry forbids replacing: warns, keeps the existing one
+    assert installed == []
+    monkeypatch.setattr(trace, "get_tracer_provider", lambda: trace.ProxyTracerProvider())
+    _install_global(ours, False)
+    assert installed == []
+    _install_global(ours, None)
+    assert installed == [ours]
+
+
+class BlockingExporter(SpanExporter):
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.exported = 0
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self.release.wait(10)
+        self.exported += len(spans)
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        self.release.set()
+
+
+def test_full_queue_drops_are_counted(providers: list[TracerProvider]) -> None:
+    exporter = BlockingExporter()
+    provider = tw.configure(exporter=exporter, max_queue_size=8, max_export_batch_size=4, set_global=False)
+    providers.append(provider)
+    for i in range(100):
+        assert ping(i) == i
+    exporter.release.set()
+    provider.force_flush()
+    assert tw.dropped_spans() > 0
+    assert exporter.exported + STATS.spans_dropped_queue_full == 100
+    assert provider.dropped_spans() == STATS.spans_dropped_queue_full
+
+
+class FailingExporter(SpanExporter):
+    def __init__(self, raise_: bool) -> None:
+        self.raise_ = raise_
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        if self.raise_:
+            raise ConnectionError("collector down")
+        return SpanExportResult.FAILURE
+
+    def shutdown(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("raise_", [True, False])
+def test_failing_exporter_is_counted_not_raised(providers: list[TracerProvider], raise_: bool) -> None:
+    provider = tw.configure(exporter=FailingExporter(raise_), simple=True, set_global=False)
+    providers.append(provider)
+    assert ping(1) == 1 and ping(2) == 2
+    stats = tw.telemetry_stats()
+    assert stats.export_failures == 2 and stats.spans_export_failed == 2 and stats.dropped_spans == 2
