@@ -89,3 +89,22 @@ SUPPORT_INPUTS = [
     "where is order 1", "where is order 2", "where is order 3", "where is order 4", "where is order 5",
     "where is order 6", "where is order 7", "where is order 8", "hello there", "thanks a lot",
 ]
+
+
+def memory_agent(text: str, history: list[dict[str, str]]) -> str:
+    """A two-turn support agent that takes the order id for follow-ups from its own previous answers only.
+
+    Its first answer forgets the order number, so in free-run its follow-up has no id to look up.
+    """
+    m = _ORDER.search(text)
+    if m is not None:
+        EXECUTOR.execute("get_order_status", {"order_id": m.group(1)})
+        return "It has shipped."
+    if "arrive" in text:
+        for msg in reversed(history):
+            found = _ORDER.search(msg["content"].lower()) if msg["role"] == "assistant" else None
+            if found is not None:
+                EXECUTOR.execute("get_shipping_eta", {"order_id": found.group(1)})
+                return f"Order {found.group(1)} should arrive in 2 days."
+        return "Which order do you mean?"
+    return "You're welcome!"

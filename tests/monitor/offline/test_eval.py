@@ -1,0 +1,172 @@
+"""eval: labelled cases run under the instrumentation, K trials (pass rate, pass^k), timeouts, scenarios."""
+
+from __future__ import annotations
+
+import json
+import math
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from monitor.cli.eval_cmd import eval_
+from monitor.evaluate import Harness, load_dataset_rules, read_cases, run_eval
+from monitor.judge import Judge
+from monitor.scenario import build_judge, load_scenarios, run_scenarios
+from tests.monitor.offline.agents import reset_flaky
+
+DATASET = """
+- id: o1
+  input: where is order 1
+  call: [{tool: get_order_status, exactly: 1, args: {order_id: "1"}}]
+- id: o20
+  input: where is order 20
+  call: [{tool: get_order_status, exactly: 1, args: {order_id: "20"}}]
+- id: hi
+  input: hello there
+  none: true
+"""
+
+SCENARIOS = """
+agent: support
+rules: [support.yaml]
+scenarios:
+  - name: order-then-eta
+    steps:
+      - user: where is order 1
+        expect:
+          calls: [{tool: get_order_status, args: {order_id: "1"}}]
+          response: {contains: shipped}
+        reference: Order 1 has shipped.
+      - user: when will it arrive?
+        expect:
+          calls:
+            - tool: get_shipping_eta
+              args: {order_id: "1"}
+            - tool: get_order_status
+              optional: true
+          response: {regex: '(?i)arrive'}
+          tool_calls: {min: 1, max: 1}
+        reference: Order 1 should arrive in 2 days.
+      - user: thanks!
+        expect: {none: true, tool_calls: {max: 0}}
+"""
+
+
+@pytest.fixture
+def dataset(tmp_path: Path) -> Path:
+    p = tmp_path / "cases.yaml"
+    p.write_text(DATASET, encoding="utf-8")
+    return p
+
+
+@pytest.mark.parametrize("concurrency", [1, 4])
+def test_trials_pass_rate_and_pass_hat_k(dataset: Path, support_rules: Path, concurrency: int) -> None:
+    from tests.monitor.offline.agents import flaky_agent
+
+    reset_flaky()
+    judge = Judge(load_dataset_rules(dataset, [support_rules]))
+    cases = read_cases(dataset)
+    assert [c.case_id for c in cases] == ["o1", "o20", "hi"]
+    with Harness(agent_name="support") as h:
+        result = run_eval(cases, flaky_agent, judge, h, trials=4, concurrency=concurrency, timeout_s=10)
+    per_case = {name: sum(t.passed for t in ts) for name, ts in result.by_case().items()}
+    assert per_case == {"o1": 4, "o20": 2, "hi": 4}
+    assert all(t.verdict is not None and t.verdict.rule == f"case:{t.case.case_id}" for t in result.trials)
+    assert result.pass_rate == pytest.approx(10 / 12)
+    assert result.pass_hat(4) == pytest.approx(2 / 3)
+    assert result.pass_hat(2) == pytest.approx((1 + math.comb(2, 2) / math.comb(4, 2) + 1) / 3)
+    failing = next(t for t in result.trials if not t.passed)
+    assert "get_shipping_eta" in failing.reason
+
+
+def test_cli_eval_with_trials_timeout_and_junit(dataset: Path, support_rules: Path, tmp_path: Path) -> None:
+    reset_flaky()
+    with dataset.open("a") as fh:
+        fh.write("- id: slow\n  input: where is order 99\n  call: [{tool: get_order_status}]\n")
+    junit, js = tmp_path / "eval.xml", tmp_path / "eval.json"
+    args = ["--dataset", str(dataset), "--rules", str(support_rules), "--agent",
+            "tests.monitor.offline.agents:flaky_agent", "--trials", "2", "--concurrency", "4", "--timeout", "0.5",
+            "--no-progress", "--junit", str(junit), "--json", str(js), "--fail-under", "pass_rate=0.9"]
+    res = CliRunner().invoke(eval_, args)
+    assert res.exit_code == 1, res.output  # pass rate 5/8 is under 0.9
+    assert "Pass rate (all trials) (pass_rate) 62.50% < 90.00%" in res.output
+    assert "Tool call accuracy:" in res.output
+    suite = ET.parse(junit).getroot().find("testsuite")
+    assert suite is not None and suite.get("tests") == "8"
+    errors = [c for c in suite.findall("testcase") if c.find("error") is not None]
+    assert sorted(c.get("name", "") for c in errors) == ["slow trial 1", "slow trial 2"]
+    assert "timed out after 0.5 s" in (errors[0].find("error").get("message") or "")  # type: ignore[union-attr]
+    figures = json.loads(js.read_text())["figures"]
+    assert figures["pass_rate"] == pytest.approx(5 / 8) and figures["pass_hat_k"] == pytest.approx(2 / 4)
+
+
+def test_agent_exception_fails_the_trial_and_keeps_its_calls(dataset: Path, support_rules: Path) -> None:
+    from tests.monitor.offline.agents import raising_agent
+
+    judge = Judge(load_dataset_rules(dataset, [support_rules]))
+    with Harness(agent_name="support") as h:
+        result = run_eval(read_cases(dataset)[:1], raising_agent, judge, h)
+    (trial,) = result.trials
+    assert not trial.passed and "RuntimeError: model backend down" in trial.reason
+    assert trial.verdict is not None and [c.outcome.value for c in trial.verdict.calls] == ["correct"]
+
+
+def test_dataset_errors_name_the_file(tmp_path: Path, support_rules: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("- id: a\n  call: [{tool: get_order_status}]\n")
+    res = CliRunner().invoke(eval_, ["--dataset", str(bad), "--rules", str(support_rules), "--agent",
+                                     "tests.monitor.offline.agents:support_agent", "--no-progress"])
+    assert res.exit_code == 2 and "bad.yaml" in res.output and "input" in res.output
+    res = CliRunner().invoke(eval_, ["--dataset", str(bad), "--agent", "nope.module:fn"])
+    assert res.exit_code == 2 and "cannot import" in res.output
+
+
+@pytest.fixture
+def scenario_file(tmp_path: Path, support_rules: Path) -> Path:
+    (tmp_path / "support.yaml").write_text(support_rules.read_text())
+    p = tmp_path / "scenario.yaml"
+    p.write_text(SCENARIOS, encoding="utf-8")
+    return p
+
+
+def test_scenarios_free_run_and_step_wise(scenario_file: Path) -> None:
+    from tests.monitor.offline.agents import memory_agent
+
+    sf = load_scenarios(scenario_file)
+    judge = build_judge(sf)
+    results = {}
+    with Harness(agent_name="support") as h:
+        for mode in ("free", "step"):
+            results[mode] = run_scenarios(sf, memory_agent, judge, h, mode=mode)
+    free, step = results["free"], results["step"]
+    assert [s.passed for s in free.steps] == [True, False, True]
+    assert [s.passed for s in step.steps] == [True, True, True]
+    bad = free.steps[1]
+    assert not bad.count_ok and "missed get_shipping_eta" in bad.reason and "0 tool call(s)" in bad.reason
+    assert step.steps[1].verdict is not None and step.steps[1].verdict.response_ok is True
+    assert free.pass_rate == pytest.approx(2 / 3) and step.scenarios_passed() == (1, 1)
+    conv = {s.run.turns[0].conversation_id for s in free.steps}
+    assert len(conv) == 1 and None not in conv
+
+
+def test_cli_scenario_modes(scenario_file: Path, tmp_path: Path) -> None:
+    base = ["--scenario", str(scenario_file), "--agent", "tests.monitor.offline.agents:memory_agent", "--no-progress"]
+    res = CliRunner().invoke(eval_, [*base, "--mode", "step", "--fail-under", "scenario_pass_rate=1"])
+    assert res.exit_code == 0, res.output
+    assert "1/1 scenario(s) passed every step (step mode)" in res.output
+    res = CliRunner().invoke(eval_, [*base, "--fail-under", "scenario_pass_rate=1"])
+    assert res.exit_code == 1 and "Scenario step pass rate (scenario_pass_rate) 66.67% < 100.00%" in res.output
+
+
+def test_scenario_file_errors(tmp_path: Path) -> None:
+    from monitor.scenario import ScenarioError
+
+    p = tmp_path / "s.yaml"
+    p.write_text("steps:\n  - user: hi\n    expect: {calls: [{tool: a, bogus: 1}]}\n")
+    with pytest.raises(ScenarioError, match=r"s\.yaml: scenario-1, step 1, call 1: unknown key 'bogus'"):
+        load_scenarios(p)
+    p.write_text("steps: [{user: hi, expect: {tool_calls: {min: -1}}}]\n")
+    with pytest.raises(ScenarioError, match="non-negative"):
+        load_scenarios(p)
