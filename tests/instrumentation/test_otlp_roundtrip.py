@@ -1,0 +1,145 @@
+"""A real OTLP round trip: the real OTLP/HTTP exporter sends to a receiver on 127.0.0.1, which decodes
+the protobuf; every span is compared attribute by attribute with what the SDK recorded."""
+
+from __future__ import annotations
+
+import gzip
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+import instrumentation as tw
+
+
+class Receiver:
+    """An OTLP/HTTP traces endpoint on an ephemeral loopback port, keeping every decoded request."""
+
+    def __init__(self) -> None:
+        self.requests: list[ExportTraceServiceRequest] = []
+        self.paths: list[str] = []
+        self.content_types: list[str] = []
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                if self.headers.get("Content-Encoding") == "gzip":
+                    body = gzip.decompress(body)
+                request = ExportTraceServiceRequest()
+                request.ParseFromString(body)
+                receiver.requests.append(request)
+                receiver.paths.append(self.path)
+                receiver.content_types.append(self.headers.get("Content-Type", ""))
+                payload = ExportTraceServiceResponse().SerializeToString()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    r = Receiver()
+    yield r
+    r.close()
+
+
+def plain(value: AnyValue) -> Any:
+    kind = value.WhichOneof("value")
+    if kind == "array_value":
+        return tuple(plain(v) for v in value.array_value.values)
+    assert kind is not None, "empty AnyValue"
+    return getattr(value, kind)
+
+
+@tw.tool
+def get_weather(city: str, days: int = 1) -> dict[str, Any]:
+    """Forecast for a city."""
+    return {"city": city, "days": days, "ok": True}
+
+
+def test_spans_survive_the_otlp_http_round_trip(receiver: Receiver) -> None:
+    provider = tw.configure(exporter="otlp-http", endpoint=f"http://127.0.0.1:{receiver.port}",
+                            service_name="roundtrip-agent", capture_content=True, max_content_length=64,
+                            set_global=False)
+    memory = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    try:
+        executor = tw.ToolExecutor([get_weather], on_error="result")
+        with tw.agent_turn("Weather in Paris?", agent="weather", conversation_id="conv-9", case_id="case-1",
+                           tools=executor) as turn:
+            executor.execute_tool_calls([
+                {"id": "call_1", "type": "function", "function": {"name": "get_weather",
+                                                                  "arguments": '{"city": "Paris", "days": 2}'}},
+                {"type": "function_call", "call_id": "call_2", "name": "get_forecast", "arguments": "{}"},
+                {"type": "function_call", "call_id": "call_3", "name": "get_weather", "arguments": '{"city": '},
+                {"id": "call_4", "type": "function", "function": {"name": "get_weather",
+                                                                  "arguments": '{"city": "' + "x" * 80 + '"}'}},
+            ])
+            turn.set_output("Sunny.")
+        assert provider.force_flush()
+    finally:
+        provider.shutdown()
+
+    assert receiver.paths and set(receiver.paths) == {"/v1/traces"}
+    assert set(receiver.content_types) == {"application/x-protobuf"}
+    received = {}
+    for request in receiver.requests:
+        for resource_spans in request.resource_spans:
+            resource = {kv.key: plain(kv.value) for kv in resource_spans.resource.attributes}
+            assert resource["service.name"] == "roundtrip-agent"
+            for scope_spans in resource_spans.scope_spans:
+                assert scope_spans.scope.name == "toolwatch.instrumentation"
+                for span in scope_spans.spans:
+                    received[span.span_id] = span
+
+    recorded: list[ReadableSpan] = list(memory.get_finished_spans())
+    assert len(recorded) == len(received) == 5
+    for sdk_span in recorded:
+        ctx = sdk_span.context
+        wire = received[ctx.span_id.to_bytes(8, "big")]
+        assert wire.name == sdk_span.name
+        assert wire.trace_id == ctx.trace_id.to_bytes(16, "big")
+        assert wire.kind == sdk_span.kind.value + 1  # proto enum counts UNSPECIFIED as 0
+        parent = sdk_span.parent.span_id.to_bytes(8, "big") if sdk_span.parent else b""
+        assert wire.parent_span_id == parent
+        assert wire.status.code == sdk_span.status.status_code.value
+        assert wire.start_time_unix_nano == sdk_span.start_time and wire.end_time_unix_nano == sdk_span.end_time
+        wire_attributes = {kv.key: plain(kv.value) for kv in wire.attributes}
+        assert wire_attributes == dict(sdk_span.attributes or {}), sdk_span.name
+
+    by_call = {dict((kv.key, plain(kv.value)) for kv in s.attributes).get("gen_ai.tool.call.id"): s
+               for s in received.values()}
+    assert {k for k in by_call if k} == {"call_1", "call_2", "call_3", "call_4"}
+    first = {kv.key: plain(kv.value) for kv in by_call["call_1"].attributes}
+    assert first["gen_ai.tool.call.arguments"] == '{"city": "Paris", "days": 2}'
+    assert first["gen_ai.tool.call.result"] == '{"city":"Paris","days":2,"ok":true}'
+    assert {kv.key: plain(kv.value) for kv in by_call["call_2"].attributes}["error.type"] == "UnknownToolError"
+    assert {kv.key: plain(kv.value) for kv in by_call["call_3"].attributes}["error.type"] == "ToolArgumentsError"
+    long = {kv.key: plain(kv.value) for kv in by_call["call_4"].attributes}
+    assert long["toolwatch.truncated"] == ("gen_ai.tool.call.arguments", "gen_ai.tool.call.result")
+    assert len(str(long["gen_ai.tool.call.arguments"])) == 64
