@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from prometheus_client import REGISTRY, CollectorRegistry, Gauge
+from prometheus_client import CollectorRegistry, Gauge
 
 from monitor.alerts.figures import FIGURES
 from monitor.alerts.notify import AlertMessage, AlertNotifier
@@ -37,6 +37,7 @@ class WindowSource(Protocol):
     def tally(self, agent: str, window_s: float) -> Any | None: ...
 
 
+ActiveKey = tuple[str, str, str]  # (alertname, agent, severity)
 FigureReader = Callable[[Any, str, "str | None"], "tuple[float | None, float]"]
 
 
@@ -95,13 +96,17 @@ class AlertEvaluator:
         source: WindowSource,
         read: FigureReader,
         *,
-        registry: CollectorRegistry | None = REGISTRY,
-        gauge: Gauge | None = None,
+        publish: Callable[[dict[ActiveKey, float]], None] | None = None,
+        registry: CollectorRegistry | None = None,
         notifier: AlertNotifier | None = None,
         burn_windows: Sequence[BurnWindow] = DEFAULT_BURN_WINDOWS,
         resend_s: float = 60.0,
         interval_s: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """`publish` receives a fresh {(alertname, agent, severity): 1 or 0} table after every evaluation
+        (e.g. to swap it into the service's metrics); with `registry`, a `toolwatch_alert_active` gauge is
+        registered there as well."""
         self.specs = tuple(specs)
         self.source = source
         self.read = read
@@ -109,15 +114,18 @@ class AlertEvaluator:
         self.notifier = notifier
         self.resend_s = resend_s
         self.interval_s = interval_s
-        if gauge is None:
-            gauge = Gauge(
+        self.clock = clock
+        self.publish = publish
+        self.gauge: Gauge | None = None
+        if registry is not None:
+            self.gauge = Gauge(
                 ALERT_ACTIVE,
                 "1 while an in-process toolwatch alert fires, 0 once resolved",
                 ["alertname", "agent", "severity"],
                 registry=registry,
             )
-        self.gauge = gauge
         self.evaluations = 0
+        self._table: dict[ActiveKey, float] = {}
         self._states: dict[Condition, _State] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -166,7 +174,7 @@ class AlertEvaluator:
 
     def evaluate(self, now: float | None = None, wall: float | None = None) -> list[ActiveAlert]:
         """One evaluation round; returns the alerts firing after it. Never raises on a bad tally (logs)."""
-        now = time.monotonic() if now is None else now
+        now = self.clock() if now is None else now
         wall = time.time() if wall is None else wall
         outgoing: list[AlertMessage] = []
         with self._lock:
@@ -181,34 +189,51 @@ class AlertEvaluator:
                 if msg is not None:
                     outgoing.append(msg)
             active = self._active()
+            table = dict(self._table)
+        if self.publish is not None:
+            self.publish(table)
         if outgoing and self.notifier is not None:
             self.notifier.send(outgoing, wall)
         return active
 
     def _step(self, cond: Condition, value: float | None, now: float, wall: float) -> AlertMessage | None:
         state = self._states.setdefault(cond, _State())
-        gauge_labels = (cond.spec.name, cond.agent, cond.severity)
+        key = (cond.spec.name, cond.agent, cond.severity)
         if value is None:
             if state.firing_since is None:
                 state.pending_since = None
                 return None
             msg = self._message(cond, state, ends_at=wall)
             self._states[cond] = _State()
-            self.gauge.labels(*gauge_labels).set(0)
+            self._set(key, 0.0)
             return msg
         state.value = value
         if state.pending_since is None:
             state.pending_since = now
         if state.firing_since is None and now - state.pending_since >= cond.spec.for_s:
             state.firing_since = wall
-            self.gauge.labels(*gauge_labels).set(1)
+            self._set(key, 1.0)
             logger.warning(
-                "alert %s firing for agent %s: %s = %.4f", cond.spec.name, cond.agent, cond.spec.figure, value
+                "alert %s firing for agent %s: %s = %.4f",
+                cond.spec.name,
+                cond.agent,
+                "error ratio" if cond.burn is not None else cond.spec.figure,
+                value,
             )
         if state.firing_since is not None and now - state.last_sent >= self.resend_s:
             state.last_sent = now
             return self._message(cond, state, ends_at=None)
         return None
+
+    def _set(self, key: ActiveKey, value: float) -> None:
+        self._table[key] = value
+        if self.gauge is not None:
+            self.gauge.labels(*key).set(value)
+
+    def table(self) -> dict[ActiveKey, float]:
+        """{(alertname, agent, severity): 1 firing, 0 resolved} for every alert instance that ever fired."""
+        with self._lock:
+            return dict(self._table)
 
     def _message(self, cond: Condition, state: _State, ends_at: float | None) -> AlertMessage:
         figure = FIGURES[cond.spec.figure]

@@ -1,0 +1,110 @@
+"""In-process alerting for the embedded monitor: the rule file's alerts over rolling windows of verdicts.
+
+One object to wire into a service: feed it verdicts with `accept()` (never raises, never blocks for long),
+`start()` its evaluation thread, read `table()` / `active()`, `close()` on shutdown. Firing alerts go to an
+Alertmanager (`.../api/v2/alerts`) or a plain webhook when `notify_url` is set.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from monitor.alerts.evaluate import ActiveAlert, ActiveKey, AlertEvaluator
+from monitor.alerts.notify import AlertNotifier
+from monitor.alerts.render import DEFAULT_BURN_WINDOWS, BurnWindow
+from monitor.alerts.spec import AlertSpec, parse_duration, specs_from_ruleset
+from monitor.alerts.windows import TallyWindows, read_figure
+from monitor.verdict import TurnVerdict
+
+logger = logging.getLogger(__name__)
+
+
+def window_lengths(specs: Iterable[AlertSpec], burn_windows: Sequence[BurnWindow]) -> set[float]:
+    """Every window length the alerts read: threshold windows, and both windows of each burn rate."""
+    out: set[float] = set()
+    for spec in specs:
+        if spec.is_slo:
+            out.update(parse_duration(w) for b in burn_windows for w in (b.long, b.short))
+        else:
+            out.add(spec.window_s)
+    return out
+
+
+class LiveAlerts:
+    """Rolling windows + evaluator + optional notifier, for `toolwatch serve` and the demo."""
+
+    def __init__(
+        self,
+        specs: Sequence[AlertSpec],
+        *,
+        agent_label: Callable[[str], str] | None = None,
+        publish: Callable[[dict[ActiveKey, float]], None] | None = None,
+        registry: CollectorRegistry | None = None,
+        notify_url: str | None = None,
+        notify_timeout_s: float = 5.0,
+        interval_s: float = 5.0,
+        resend_s: float = 60.0,
+        burn_windows: Sequence[BurnWindow] = DEFAULT_BURN_WINDOWS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.specs = tuple(specs)
+        lengths = window_lengths(self.specs, burn_windows) or {300.0}
+        self.windows = TallyWindows(lengths, agent_label=agent_label, clock=clock)
+        notifier = AlertNotifier(notify_url, timeout_s=notify_timeout_s) if notify_url else None
+        self.evaluator = AlertEvaluator(
+            self.specs,
+            self.windows,
+            read_figure,
+            publish=publish,
+            registry=registry,
+            notifier=notifier,
+            burn_windows=burn_windows,
+            resend_s=resend_s,
+            interval_s=interval_s,
+            clock=clock,
+        )
+
+    @classmethod
+    def from_ruleset(cls, ruleset: object, **kwargs: Any) -> LiveAlerts:
+        """From a loaded RuleSet; its agents are the only agent label values (others are `__other__`)."""
+        agents = frozenset(getattr(ruleset, "agents", frozenset()))
+        if agents and "agent_label" not in kwargs:
+            kwargs["agent_label"] = lambda a: a if a in agents else "__other__"
+        return cls(specs_from_ruleset(ruleset), **kwargs)
+
+    def __repr__(self) -> str:
+        return f"LiveAlerts({self.evaluator!r}, notifier={self.evaluator.notifier!r})"
+
+    @property
+    def notifier(self) -> AlertNotifier | None:
+        return self.evaluator.notifier
+
+    def accept(self, verdicts: Iterable[TurnVerdict]) -> None:
+        """Count verdicts into the rolling windows. Never raises: alerting must not break judging."""
+        if not self.specs:
+            return
+        try:
+            self.windows.accept(verdicts)
+        except Exception:
+            logger.exception("alert windows could not take a verdict batch")
+
+    def evaluate(self, now: float | None = None) -> list[ActiveAlert]:
+        return self.evaluator.evaluate(now)
+
+    def table(self) -> dict[ActiveKey, float]:
+        return self.evaluator.table()
+
+    def active(self) -> list[ActiveAlert]:
+        return self.evaluator.active()
+
+    def start(self) -> None:
+        if self.specs:
+            self.evaluator.start()
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        self.evaluator.close(timeout_s)

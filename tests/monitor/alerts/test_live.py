@@ -1,0 +1,203 @@
+"""In-process alerting: the shipped alerts over rolling windows of real judge verdicts, and the notifier."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+
+from monitor.alerts.live import LiveAlerts
+from monitor.alerts.notify import AlertMessage, AlertNotifier
+from monitor.judge import Judge
+from monitor.records import ToolCall, Turn
+from monitor.rules import load_rules
+from monitor.verdict import TurnVerdict
+from tests.deploy.binaries import ROOT
+from tests.deploy.receiver import Receiver
+
+AGENT = "incident-triage"
+RULES = ROOT / "rules" / "incident-triage.yaml"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture(scope="module")
+def judge() -> Judge:
+    return Judge(load_rules([RULES]))
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    r = Receiver()
+    yield r
+    r.close()
+
+
+def turns(judge: Judge, n: int, *, correct: bool, agent: str = AGENT) -> list[TurnVerdict]:
+    """n auth turns; a correct one calls pull_auth_telemetry, a wrong one pull_billing_telemetry instead."""
+    tool = "pull_auth_telemetry" if correct else "pull_billing_telemetry"
+    call = ToolCall(name=tool, arguments='{"log_excerpt": "login failures"}')
+    turn = Turn(input_text="[AUTH] login failures", calls=(call,), agent=agent, output_text="Result: checked")
+    return [judge.judge(turn) for _ in range(n)]
+
+
+def run(live: LiveAlerts, clock: Clock, judge: Judge, minutes: float, per_10s: int, *, correct: bool) -> None:
+    """Simulated traffic: `per_10s` turns every 10 seconds for `minutes`, evaluating every 10 seconds."""
+    for _ in range(int(minutes * 6)):
+        clock.now += 10
+        live.accept(turns(judge, per_10s, correct=correct))
+        live.evaluate()
+
+
+def firing(live: LiveAlerts) -> set[tuple[str, str, str]]:
+    return {k for k, v in live.table().items() if v == 1}
+
+
+def test_drop_fires_after_for_and_resolves(judge: Judge, receiver: Receiver) -> None:
+    clock = Clock()
+    published: list[dict[tuple[str, str, str], float]] = []
+    registry = CollectorRegistry()
+    live = LiveAlerts.from_ruleset(
+        load_rules([RULES]),
+        clock=clock,
+        publish=published.append,
+        registry=registry,
+        notify_url=receiver.url + "/api/v2/alerts",
+        resend_s=3600,
+    )
+    try:
+        run(live, clock, judge, 6, 2, correct=True)  # steady: 12 judged calls a minute, all correct
+        assert firing(live) == set() and live.active() == []
+        run(live, clock, judge, 0.5, 2, correct=False)  # 30 s of wrong calls: pending (for: 1m), not firing
+        assert ("ToolCallAccuracyLow", AGENT, "warning") not in firing(live)
+        run(live, clock, judge, 5, 2, correct=False)
+        now_firing = firing(live)
+        assert ("ToolCallAccuracyLow", AGENT, "warning") in now_firing
+        assert ("MissedCallsHigh", AGENT, "warning") in now_firing  # each wrong call also misses the auth pull
+        assert ("SpuriousCallsHigh", AGENT, "warning") not in now_firing  # substitutions are wrong_tool
+        assert ("HallucinatedToolCalls", AGENT, "critical") not in now_firing
+        low = next(a for a in live.active() if a.labels["alertname"] == "ToolCallAccuracyLow")
+        assert low.value == 0.0 and low.labels["figure"] == "tool_call_accuracy"
+        assert published[-1][("ToolCallAccuracyLow", AGENT, "warning")] == 1.0
+        exposition = generate_latest(registry).decode()
+        assert (
+            'toolwatch_alert_active{agent="incident-triage",alertname="ToolCallAccuracyLow",severity="warning"} 1.0'
+            in (exposition)
+        )
+        assert receiver.wait_for(lambda posts: any(_names(p) & {"ToolCallAccuracyLow"} for p in posts), 5)
+        assert {path for path, _ in receiver.posts} == {"/api/v2/alerts"}
+        sent = [a for _, body in receiver.posts for a in body]
+        alert = next(a for a in sent if a["labels"]["alertname"] == "ToolCallAccuracyLow")
+        assert alert["labels"]["agent"] == AGENT and alert["labels"]["severity"] == "warning"
+        assert re.fullmatch(r"\d+(\.\d+)?%", alert["annotations"]["value"]) and alert["startsAt"].endswith("Z")
+        run(live, clock, judge, 6, 2, correct=True)  # recovery
+        assert ("ToolCallAccuracyLow", AGENT, "warning") not in firing(live)
+        assert live.table()[("ToolCallAccuracyLow", AGENT, "warning")] == 0.0
+        assert receiver.wait_for(lambda posts: any(_resolved(p, "ToolCallAccuracyLow") for p in posts), 5)
+    finally:
+        live.close()
+
+
+def _names(post: tuple[str, object]) -> set[str]:
+    body = post[1]
+    return {a["labels"]["alertname"] for a in body} if isinstance(body, list) else set()
+
+
+def _resolved(post: tuple[str, object], name: str) -> bool:
+    body = post[1]
+    if not isinstance(body, list):
+        return False
+    now = time.time()
+    return any(a["labels"]["alertname"] == name and _epoch(a["endsAt"]) <= now + 1 for a in body)
+
+
+def _epoch(iso: str) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+
+
+def test_too_few_samples_stay_silent(judge: Judge) -> None:
+    clock = Clock()
+    live = LiveAlerts.from_ruleset(load_rules([RULES]), clock=clock)
+    run(live, clock, judge, 0.5, 1, correct=True)
+    # one wrong turn a minute: 5 judged calls in 5m (< 20), 10 expected in 10m (< 20)
+    for _ in range(12):
+        clock.now += 60
+        live.accept(turns(judge, 1, correct=False))
+        live.evaluate()
+    assert firing(live) == set()
+
+
+def test_unknown_agents_fold_into_other_and_scoped_alerts_ignore_them(judge: Judge) -> None:
+    clock = Clock()
+    live = LiveAlerts.from_ruleset(load_rules([RULES]), clock=clock)
+    run(live, clock, judge, 0.5, 1, correct=True)
+    for _ in range(40):
+        clock.now += 10
+        live.accept(turns(judge, 3, correct=False, agent="some-other-agent"))
+        live.evaluate()
+    assert live.windows.agents() == ["__other__", AGENT]
+    assert firing(live) == set()  # every shipped alert is scoped to incident-triage
+
+
+def test_burn_rate_page_in_process(judge: Judge) -> None:
+    clock = Clock()
+    live = LiveAlerts.from_ruleset(load_rules([RULES]), clock=clock)
+    for _ in range(60):  # one hour of correct calls, one evaluation a minute
+        clock.now += 60
+        live.accept(turns(judge, 3, correct=True))
+        live.evaluate()
+    for _ in range(50):  # then only wrong ones: after ~44 min the 1h error ratio passes 72%
+        clock.now += 60
+        live.accept(turns(judge, 3, correct=False))
+        live.evaluate()
+    assert ("ToolCallAccuracySLO", AGENT, "critical") in firing(live)
+    page = next(a for a in live.active() if a.labels["alertname"] == "ToolCallAccuracySLO")
+    assert page.labels["long_window"] == "1h" and page.value > 0.72
+
+
+def test_notifier_webhook_format(receiver: Receiver) -> None:
+    notifier = AlertNotifier(receiver.url + "/hook")
+    try:
+        msg = AlertMessage({"alertname": "A", "agent": AGENT}, {"summary": "s"}, starts_at=time.time())
+        assert notifier.send([msg], time.time())
+        assert receiver.wait_for(lambda posts: len(posts) == 1, 5)
+        path, body = receiver.posts[0]
+        assert path == "/hook" and body["version"] == "4" and body["status"] == "firing"
+        assert body["alerts"][0]["labels"] == {"alertname": "A", "agent": AGENT}
+    finally:
+        notifier.close()
+    assert notifier.stats.sent == 1 and notifier.stats.failed == 0
+
+
+def test_notifier_never_blocks_on_a_dead_or_slow_receiver(tmp_path: Path) -> None:
+    slow = Receiver(delay_s=1.0)
+    msg = AlertMessage({"alertname": "A"}, {}, starts_at=time.time())
+    notifier = AlertNotifier(slow.url + "/api/v2/alerts", max_queue=1, timeout_s=0.3)
+    try:
+        started = time.monotonic()
+        results = [notifier.send([msg], time.time()) for _ in range(5)]
+        assert time.monotonic() - started < 0.2  # queueing is immediate
+        assert results[0] and not all(results)
+        assert notifier.stats.dropped >= 3
+    finally:
+        notifier.close(timeout_s=2)
+        slow.close()
+    assert notifier.stats.failed >= 1 and "timed out" in notifier.stats.last_error
+    dead = AlertNotifier("http://127.0.0.1:9/api/v2/alerts", timeout_s=0.5)
+    dead.send([msg], time.time())
+    dead.close(timeout_s=2)
+    assert dead.stats.failed == 1 and dead.stats.sent == 0
+    with pytest.raises(ValueError, match="http"):
+        AlertNotifier("ftp://example.invalid")
