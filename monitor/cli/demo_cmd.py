@@ -1,4 +1,4 @@
-"""`toolwatch demo`: placeholder until the monitor service lands."""
+"""`toolwatch demo`: the monitor in-process, judging a simulated incident-triage agent live."""
 
 from __future__ import annotations
 
@@ -6,6 +6,37 @@ import click
 
 
 @click.command()
-def demo() -> None:
-    """Run the live demo (an instrumented agent judged by an in-process monitor)."""
-    click.echo("toolwatch demo: not built yet")
+@click.option("--turns", default=2000, show_default=True, type=click.IntRange(min=1), help="Turns to run, then stop.")
+@click.option("--forever", is_flag=True, help="Keep running until Ctrl-C.")
+@click.option(
+    "--rate",
+    default=100.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="Turns per second (0: as fast as possible).",
+)
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the log lines and the model's mistakes.")
+@click.option("--rules", type=click.Path(exists=True, dir_okay=False), help="Rule file (default: incident-triage).")
+@click.option("--port", default=4318, show_default=True, type=int, help="OTLP/HTTP port of the in-process monitor.")
+@click.option("--metrics-port", default=9464, show_default=True, type=int, help="Port of /metrics.")
+def demo(turns: int, forever: bool, rate: float, seed: int, rules: str | None, port: int, metrics_port: int) -> None:
+    """Run the live demo: a simulated incident-triage agent, instrumented with OpenTelemetry, exports its
+    spans over OTLP/HTTP to a monitor in this process, which judges every turn against
+    rules/incident-triage.yaml and serves the figures on /metrics.
+    """
+    from rich.console import Console
+
+    from monitor.demo import print_summary, run_demo
+
+    console = Console()
+    result = run_demo(
+        turns=turns,
+        forever=forever,
+        rate=rate,
+        seed=seed,
+        rules=rules,
+        port=port,
+        metrics_port=metrics_port,
+        console=console,
+    )
+    print_summary(result, console)

@@ -1,0 +1,152 @@
+"""`toolwatch demo`: the monitor in-process, the simulated triage agent exporting to it over OTLP/HTTP."""
+
+from __future__ import annotations
+
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.live import Live
+
+from instrumentation import configure, shutdown
+from monitor.demo._agent import TriageAgent
+from monitor.demo._logs import LogLineGenerator
+from monitor.demo._model import SimulatedTriageModel
+from monitor.demo._view import VerdictFeed, figures_table, render
+from monitor.judge import Tally
+from monitor.serve import ServerThread, Settings
+
+DEFAULT_RULES = Path(__file__).resolve().parents[2] / "rules" / "incident-triage.yaml"
+
+
+@dataclass(slots=True)
+class DemoResult:
+    turns_sent: int
+    turns_judged: int
+    mistakes_injected: int
+    tally: Tally
+    metrics_url: str
+    seconds: float
+
+
+def _free(host: str, port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def _port(host: str, port: int, console: Console, what: str) -> int:
+    if port and not _free(host, port):
+        console.print(f"[yellow]port {port} ({what}) is in use; using a free port instead[/yellow]")
+        return 0
+    return port
+
+
+def run_demo(
+    *,
+    turns: int = 2000,
+    forever: bool = False,
+    rate: float = 100.0,
+    seed: int = 0,
+    rules: str | Path | None = None,
+    port: int = 4318,
+    metrics_port: int = 9464,
+    grace_s: float = 2.0,
+    console: Console | None = None,
+) -> DemoResult:
+    """Run the demo; returns what was sent and judged. `rate` is turns per second (0 = as fast as possible)."""
+    console = console or Console()
+    host = "127.0.0.1"
+    settings = Settings(
+        rules=(str(rules or DEFAULT_RULES),),
+        port=_port(host, port, console, "OTLP/HTTP"),
+        metrics_port=_port(host, metrics_port, console, "metrics"),
+        grace_s=grace_s,
+        watch_rules=False,
+    )
+    feed = VerdictFeed()
+    thread = ServerThread(settings, on_verdicts=feed)
+    server = thread.start()
+    provider = configure(
+        service_name="incident-triage-demo",
+        exporter="otlp-http",
+        endpoint=server.endpoint,
+        schedule_delay_millis=200,
+        max_export_batch_size=512,
+        set_global=False,
+        capture_content=True,
+    )
+    agent = TriageAgent(SimulatedTriageModel(seed))
+    lines = LogLineGenerator(seed)
+    console.print(f"metrics: [bold]{server.metrics_url}[/bold]   OTLP/HTTP: {server.endpoint}")
+    sent = mistakes = 0
+    t0 = time.monotonic()
+    interval = 1.0 / rate if rate > 0 else 0.0
+
+    def header() -> str:
+        total = "∞" if forever else str(turns)
+        return (
+            f"turns sent {sent}/{total}   judged {server.pipeline.turns_judged}   "
+            f"{sent / max(time.monotonic() - t0, 1e-9):.0f} turns/s   metrics {server.metrics_url}"
+            + ("" if forever else "   (Ctrl-C stops early)")
+        )
+
+    live = Live(
+        render(header(), feed, server.metrics), console=console, refresh_per_second=4, auto_refresh=console.is_terminal
+    )
+    try:
+        with live:
+            last_draw = 0.0
+            while forever or sent < turns:
+                result = agent.run(lines.line())
+                sent += 1
+                mistakes += bool(result.response.mistakes)
+                now = time.monotonic()
+                if now - last_draw > 0.25:
+                    live.update(render(header(), feed, server.metrics))
+                    last_draw = now
+                    if not console.is_terminal and sent % 500 < 25:
+                        console.print(header())
+                if interval:
+                    time.sleep(max(0.0, t0 + sent * interval - time.monotonic()))
+            shutdown(provider)  # flush the exporter
+            deadline = time.monotonic() + grace_s + 15
+            while server.pipeline.turns_judged < sent and time.monotonic() < deadline:
+                live.update(render(header(), feed, server.metrics))
+                time.sleep(0.1)
+            live.update(render(header(), feed, server.metrics))
+    except KeyboardInterrupt:
+        shutdown(provider)
+    finally:
+        thread.stop()
+    tally, _ = feed.snapshot()
+    return DemoResult(sent, server.pipeline.turns_judged, mistakes, tally, server.metrics_url, time.monotonic() - t0)
+
+
+def print_summary(result: DemoResult, console: Console) -> None:
+    t = result.tally
+    console.print()
+    console.rule("summary")
+    console.print(
+        f"{result.turns_sent} turns sent, {result.turns_judged} judged in {result.seconds:.1f} s; "
+        f"the simulated model made mistakes in {result.mistakes_injected} turns."
+    )
+    console.print(f"[bold]{t.format_accuracy()}[/bold]")
+    console.print(
+        f"spurious calls {t.spurious}, wrong-tool calls {t.wrong_tool}, hallucinated calls {t.hallucinated}, "
+        f"missed calls {t.missed} of {t.expected_calls} expected, schema-invalid calls "
+        f"{t.schema_checked_calls - t.schema_valid_calls}"
+    )
+    console.print(figures_table(t, _EmptyWindows()))  # type: ignore[arg-type]
+
+
+class _EmptyWindows:
+    """Stands in for the metrics after the server stopped: no window columns in the summary table."""
+
+    def window_counts(self) -> dict[str, object]:
+        return {}

@@ -1,0 +1,70 @@
+"""The demo's simulated agent through the real instrumentation and OTLP/HTTP exporter into the monitor."""
+
+from __future__ import annotations
+
+import io
+from collections import Counter
+from pathlib import Path
+
+from click.testing import CliRunner
+from rich.console import Console
+
+from instrumentation import configure, shutdown
+from monitor.cli import main
+from monitor.demo import LogLineGenerator, SimulatedTriageModel, TriageAgent, run_demo
+from tests.monitor.service.conftest import ServeFactory, scrape, value, wait_for
+
+
+def test_every_injected_mistake_is_caught_exactly(serve: ServeFactory) -> None:
+    _, server = serve()
+    provider = configure(
+        service_name="demo-test",
+        exporter="otlp-http",
+        endpoint=server.endpoint,
+        schedule_delay_millis=50,
+        set_global=False,
+        capture_content=True,
+    )
+    agent = TriageAgent(SimulatedTriageModel(seed=7))
+    kinds: Counter[str] = Counter()
+    n = 400
+    for line in LogLineGenerator(seed=7).lines(n):
+        mistakes = set(agent.run(line).response.mistakes)
+        kinds.update(mistakes)
+        if mistakes & {"skipped_call", "distracted", "made_up_tool"}:
+            kinds["missed"] += 1
+        if "distracted" in mistakes and "made_up_tool" not in mistakes:
+            kinds["wrong_tool"] += 1
+        if "malformed_args" in mistakes:
+            kinds["malformed_calls"] += 2 if "double_call" in mistakes else 1
+    shutdown(provider)
+    wait_for(lambda: server.pipeline.turns_judged == n)
+    assert all(kinds[k] > 0 for k in ("skipped_call", "distracted", "made_up_tool", "double_call", "malformed_args"))
+    s = scrape(server)
+
+    def total(name: str, **match: str) -> float:
+        return sum(v for (n_, labels), v in s.items() if n_ == name and match.items() <= dict(labels).items())
+
+    assert total("toolwatch_turns_total", judged="true") == n
+    assert total("toolwatch_tool_calls_total", outcome="hallucinated") == kinds["made_up_tool"]
+    assert total("toolwatch_tool_calls_total", outcome="spurious") == kinds["double_call"]
+    assert total("toolwatch_tool_calls_total", outcome="wrong_tool") == kinds["wrong_tool"]
+    assert total("toolwatch_missed_calls_total") == kinds["missed"]
+    assert total("toolwatch_schema_violations_total", kind="malformed") == kinds["malformed_calls"]
+    assert total("toolwatch_turn_checks_total", check="response", result="fail") == kinds["no_result_line"]
+    assert value(s, "toolwatch_turns_total", agent="incident-triage", judged="true") == n
+
+
+def test_run_demo_judges_every_turn() -> None:
+    out = io.StringIO()
+    result = run_demo(turns=150, rate=0, port=0, metrics_port=0, grace_s=0.3, console=Console(file=out, width=120))
+    assert result.turns_sent == result.turns_judged == result.tally.judged_turns == 150
+    assert "metrics: http://127.0.0.1:" in out.getvalue()
+    assert result.tally.judged_calls > 0 and result.tally.correct < result.tally.judged_calls
+
+
+def test_demo_command(tmp_path: Path) -> None:
+    res = CliRunner().invoke(main, ["demo", "--turns", "60", "--rate", "0", "--port", "0", "--metrics-port", "0"])
+    assert res.exit_code == 0, res.output
+    assert "60 turns sent, 60 judged" in res.output
+    assert "Tool call accuracy:" in res.output
