@@ -8,6 +8,9 @@ import click
 
 from monitor.cli.alerts_cmd import alerts
 from monitor.cli.demo_cmd import demo
+from monitor.cli.eval_cmd import eval_
+from monitor.cli.probe_cmd import probe
+from monitor.cli.replay_cmd import replay
 from monitor.cli.rules_cmd import rules
 from monitor.cli.serve_cmd import serve
 
@@ -25,3 +28,6 @@ main.add_command(demo)
 main.add_command(alerts)
 main.add_command(rules)
 main.add_command(serve)
+main.add_command(replay)
+main.add_command(eval_)
+main.add_command(probe)
