@@ -52,7 +52,7 @@ def replay(sources: tuple[str, ...], rules: tuple[str, ...], fmt: str, grace: fl
         paths = expand_sources(sources)
     except SourceError as exc:
         raise click.BadParameter(str(exc), param_hint="SOURCE") from exc
-    builder = ReportBuilder(worst=worst)
+    builder = ReportBuilder(worst=worst, keep_cases=options.junit_path is not None)
 
     def sink(verdict: TurnVerdict) -> None:
         builder.add(verdict)

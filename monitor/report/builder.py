@@ -85,14 +85,20 @@ def per_tool_stats(tally: Tally) -> list[ToolStats]:
 
 
 class ReportBuilder:
-    """Feed verdicts with `add`; `build` makes the Report. Memory is bounded by `worst` and `max_cases`."""
+    """Feed verdicts with `add`; `build` makes the Report. Memory is bounded by `worst` and `max_cases`.
 
-    def __init__(self, tally: Tally | None = None, *, worst: int = 10, max_cases: int = 100_000) -> None:
+    `keep_cases=False` keeps no per-turn result (only JUnit needs them; replay of big captures skips them).
+    """
+
+    def __init__(
+        self, tally: Tally | None = None, *, worst: int = 10, max_cases: int = 100_000, keep_cases: bool = True
+    ) -> None:
         self.tally = tally if tally is not None else Tally()
         self._worst_n = worst
         self._heap: list[tuple[int, int, Sample]] = []
         self._seq = itertools.count()
-        self._max_cases = max_cases
+        self._max_cases = max_cases if keep_cases else 0
+        self._keep_cases = keep_cases
         self.cases: list[CaseResult] = []
         self.cases_dropped = 0
         self.series: dict[str, list[tuple[int, float | None]]] = {}
@@ -118,6 +124,8 @@ class ReportBuilder:
                 heapq.heappush(self._heap, item)
             elif item[:2] > self._heap[0][:2]:
                 heapq.heapreplace(self._heap, item)
+        if not self._keep_cases:
+            return
         if status is None:
             status = "failed" if verdict.failed else ("passed" if verdict.judged else "skipped")
         detail = "; ".join(f"{c.name}: {c.outcome.value}" for c in verdict.calls)
