@@ -12,7 +12,7 @@ from monitor.judge._outcomes import AltResult, evaluate, score_sensitive
 from monitor.judge._parse import NOT_CAPTURED, Malformed, arguments_of, parse_arguments, schema_result
 from monitor.judge._reason import reason
 from monitor.judge._router import Router
-from monitor.judge._sequence import sequence_score
+from monitor.judge._sequence import sequence_check
 from monitor.records import Turn
 from monitor.rules import Expectation, RuleSet
 from monitor.rules._model import Forbid
@@ -238,8 +238,7 @@ class Judge:
         seq_ok: bool | None = None
         seq_score: float | None = None
         if exp.order:
-            seq_score = sequence_score(names, exp.order)
-            seq_ok = all(sequence_score(names, (o,)) == 1.0 for o in exp.order)
+            seq_ok, seq_score = sequence_check(names, exp.order)
         response_ok = _response(exp, turn.output_text)
         end_to_end = (
             selection_ok

@@ -1,8 +1,17 @@
-"""Sequence score: LCS(actual tool names, expected order) / len(expected order), averaged over sequences."""
+"""Ordering constraints and the sequence score (METRICS.md "Per turn").
+
+An expected sequence holds when the called tool names contain it as a subsequence; its score is
+LCS(actual names, expected order) / len(expected order). A `before`/`after` pair holds when every call
+of `after` comes after some call of `before` (so it holds when `after` is not called); its score is 1
+when it holds, else the LCS share of (before, after). A turn's sequence score is the mean over its
+constraints; sequence_ok means every constraint holds.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+
+from monitor.rules._model import Order
 
 
 def lcs(a: Sequence[str], b: Sequence[str]) -> int:
@@ -18,6 +27,26 @@ def lcs(a: Sequence[str], b: Sequence[str]) -> int:
     return prev[-1]
 
 
-def sequence_score(names: Sequence[str], orders: Sequence[Sequence[str]]) -> float:
-    """Mean over the expected sequences of LCS / length; 1.0 means every sequence was followed."""
-    return sum(lcs(names, o) / len(o) for o in orders) / len(orders)
+def holds(names: Sequence[str], order: Order) -> bool:
+    if order.pairwise:
+        before, after = order.names
+        seen_before = False
+        for n in names:
+            if n == before:
+                seen_before = True
+            elif n == after and not seen_before:
+                return False
+        return True
+    return lcs(names, order.names) == len(order.names)
+
+
+def score(names: Sequence[str], order: Order) -> float:
+    if order.pairwise and holds(names, order):
+        return 1.0
+    return lcs(names, order.names) / len(order.names)
+
+
+def sequence_check(names: Sequence[str], orders: Sequence[Order]) -> tuple[bool, float]:
+    """(every constraint holds, mean score)."""
+    ok = all(holds(names, o) for o in orders)
+    return ok, sum(score(names, o) for o in orders) / len(orders)

@@ -71,6 +71,9 @@ class ToolCounts:
             setattr(self, f.name, getattr(self, f.name) + sign * getattr(other, f.name))
 
 
+_ZERO = ToolCounts()
+
+
 @dataclass(slots=True)
 class Tally:
     turns: int = 0
@@ -213,7 +216,10 @@ class Tally:
                         del mine[k]
             elif isinstance(mine, dict):
                 for k, tc in theirs.items():
-                    self._tool(k)._combine(tc, sign)
+                    own = self._tool(k)
+                    own._combine(tc, sign)
+                    if own == _ZERO:
+                        del mine[k]
             else:
                 setattr(self, f.name, mine + sign * theirs)
 

@@ -24,6 +24,7 @@ from monitor.rules._model import (
     Expectation,
     Forbid,
     Not,
+    Order,
     Prefix,
     Respond,
     Search,
@@ -226,11 +227,13 @@ class FileCompiler:
         unless = self.condition(f["unless"], (*path, "unless")) if "unless" in f else None
         return Forbid(f["tool"], unless)
 
-    def order(self, o: Any, path: Path) -> tuple[str, ...]:
+    def order(self, o: Any, path: Path) -> Order:
         seq = tuple(o) if isinstance(o, list) else (o["before"], o["after"])
         for i, name in enumerate(seq):
             self.check_tool(name, (*path, i) if isinstance(o, list) else (*path, "before" if i == 0 else "after"))
-        return seq
+        if not isinstance(o, list) and seq[0] == seq[1]:
+            raise self.err(path, f"before and after name the same tool {seq[0]!r}")
+        return Order(seq, pairwise=not isinstance(o, list))
 
     def respond(self, r: Mapping[str, Any], path: Path) -> Respond:
         regex = self.regex(r["regex"], (*path, "regex")) if "regex" in r else None

@@ -98,7 +98,10 @@ def expectation_lines(exp: Expectation) -> list[str]:
         unless = f" unless {condition_text(f.unless)}" if f.unless is not None else ""
         lines.append(f"  forbids: {f.tool}{unless}")
     for o in exp.order:
-        lines.append(f"  order: {' -> '.join(o)}")
+        if o.pairwise:
+            lines.append(f"  order: {o.names[1]} only after {o.names[0]}")
+        else:
+            lines.append(f"  order: {' -> '.join(o.names)}")
     for r in exp.respond:
         what = f"contains {r.contains!r}" if r.contains is not None else ""
         if r.regex is not None:

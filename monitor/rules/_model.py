@@ -137,6 +137,15 @@ class Forbid:
 
 
 @dataclass(frozen=True, slots=True)
+class Order:
+    """An ordering constraint: an expected sequence (`pairwise=False`), or `before` -> `after` (`pairwise=True`:
+    every call of `after` comes after a call of `before`; holds when `after` is not called)."""
+
+    names: tuple[str, ...]
+    pairwise: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class Respond:
     contains: str | None = None
     regex: Regex | None = None
@@ -151,7 +160,7 @@ class Expectation:
     alternatives: tuple[Alternative, ...]
     when: Condition = Always()
     forbid: tuple[Forbid, ...] = ()
-    order: tuple[tuple[str, ...], ...] = ()  # expected sequences
+    order: tuple[Order, ...] = ()
     respond: tuple[Respond, ...] = ()
     agent: str | None = None  # scope (the file's `agent`)
     source: str = ""

@@ -1,0 +1,122 @@
+"""Argument check modes, schema violation kinds, content not captured, malformed JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from monitor.judge import Judge
+from monitor.rules import load_rules
+from monitor.verdict import ViolationKind
+from tests.monitor.judge.helpers import RULES, call, judge_for, turn
+
+_MISSING = object()
+
+# (check spec as YAML flow, input text, actual value or _MISSING, passes)
+CHECKS: list[tuple[str, str, Any, bool]] = [
+    ('"x"', "", "x", True),
+    ('"x"', "", "X", False),
+    ("{exact: 1}", "", 1.0, True),
+    ("{exact: 1}", "", True, False),
+    ("{exact: [1, 2]}", "", [1, 2], True),
+    ("{exact: {k: v}}", "", {"k": "v"}, True),
+    ('"x"', "", _MISSING, False),
+    ('{normalized: "New York"}', "", "  new-york ", True),
+    ('{normalized: "O\'Hare"}', "", 'o"hare', True),
+    ('{normalized: "a.b/c*d^e_f,g"}', "", "ABCDEFG", True),
+    ('{normalized: ["Los Angeles", "SF"]}', "", ["los_angeles", "sf"], True),
+    ('{normalized: ["a", "b"]}', "", ["a"], False),
+    ('{normalized: "Paris"}', "", "Parma", False),
+    ('{one_of: [celsius, ""]}', "", _MISSING, True),
+    ('{one_of: [celsius, ""]}', "", "celsius", True),
+    ('{one_of: [celsius, ""]}', "", "kelvin", False),
+    ("{one_of: [celsius]}", "", _MISSING, False),
+    ("{one_of: [1.5, 2.0]}", "", 2, True),
+    ("{one_of: [1.5, 2.0]}", "", True, False),
+    ("{fuzzy: Kubernetes, threshold: 85}", "", "Kubernets", True),
+    ("{fuzzy: Kubernetes, threshold: 85}", "", "Docker", False),
+    ("{fuzzy: Kubernetes}", "", _MISSING, False),
+    ("{numeric: 10, tolerance: 0.5}", "", 10.4, True),
+    ("{numeric: 10, tolerance: 0.5}", "", 10.6, False),
+    ("{numeric: 10, tolerance: 0.5}", "", "10.2", True),
+    ("{numeric: 10}", "", 10, True),
+    ("{numeric: 1}", "", True, False),
+    ("{regex: '^[0-9]{4}$'}", "", "2024", True),
+    ("{regex: '^[0-9]{4}$'}", "", "20245", False),
+    ("{regex: '^[0-9]{4}$'}", "", 2024, True),
+    ("{from_input: 'order ([A-Z]+[0-9]+)'}", "where is order AB12 now", "AB12", True),
+    ("{from_input: 'order ([A-Z]+[0-9]+)'}", "where is order AB12 now", "AB13", False),
+    ("{from_input: 'order ([A-Z]+[0-9]+)'}", "no order id here", "AB12", False),
+    ("{from_input: 'user (?P<u>[a-z]+)', group: u}", "for user bob please", "bob", True),
+]
+
+
+@pytest.mark.parametrize(("spec", "text", "actual", "ok"), CHECKS)
+def test_argument_check_modes(tmp_path: Path, spec: str, text: str, actual: Any, ok: bool) -> None:
+    rules = f"""
+catalog: {{tools: [{{name: t}}]}}
+expect:
+  - when: {{prefix: "!"}}
+    call: [{{tool: t, args: {{v: {spec}}}}}]
+"""
+    judge = judge_for(tmp_path, rules)
+    args = {} if actual is _MISSING else {"v": actual}
+    v = judge.judge(turn("! " + text, call("t", args)))
+    assert v.calls[0].outcome.value == "correct"
+    assert v.calls[0].args_ok is ok
+    (result,) = v.calls[0].arg_results
+    assert result.argument == "v" and result.ok is ok
+    assert v.args_ok is ok and v.end_to_end is ok
+
+
+@pytest.fixture(scope="module")
+def triage() -> Judge:
+    return Judge(load_rules([RULES / "incident-triage.yaml", RULES / "travel.yaml"]))
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "kinds"),
+    [
+        ("pull_auth_telemetry", '{"log_excerpt": "x"}', []),
+        ("pull_auth_telemetry", '{"log_excerpt": ', [ViolationKind.MALFORMED]),
+        ("pull_auth_telemetry", "not json at all", [ViolationKind.MALFORMED]),
+        ("pull_auth_telemetry", '{"log_excerpt": 5}', [ViolationKind.TYPE]),
+        ("pull_auth_telemetry", "[]", [ViolationKind.TYPE]),
+        ("pull_auth_telemetry", "{}", [ViolationKind.REQUIRED]),
+        ("pull_auth_telemetry", '{"log_excerpt": "x", "more": 1}', [ViolationKind.ADDITIONAL]),
+        ("pull_auth_telemetry", '{"log_excerpt": ""}', [ViolationKind.OTHER]),
+        ("get_weather", '{"city": "Oslo", "unit": "kelvin"}', [ViolationKind.ENUM]),
+        ("get_weather", '{"unit": 3}', [ViolationKind.ENUM, ViolationKind.REQUIRED]),
+    ],
+)
+def test_schema_violation_kinds(triage: Judge, tool: str, arguments: str, kinds: list[ViolationKind]) -> None:
+    agent = "travel" if tool == "get_weather" else "incident-triage"
+    v = triage.judge(turn("[AUTH] x", call(tool, arguments), agent=agent))
+    c = v.calls[0]
+    assert c.schema_valid is (not kinds)
+    assert sorted({x.kind for x in c.violations}) == sorted(kinds)
+    assert v.schema_ok is (not kinds)
+
+
+def test_content_not_captured_is_unjudged_for_arguments_and_schema(triage: Judge) -> None:
+    v = triage.judge(turn("[AUTH] x", call("pull_auth_telemetry", None), agent="incident-triage"))
+    c = v.calls[0]
+    assert c.outcome.value == "correct" and not c.arguments_captured
+    assert c.args_ok is None and c.schema_valid is None and c.arg_results == ()
+    assert v.args_ok and v.schema_ok and v.selection_ok
+
+
+def test_malformed_arguments_fail_the_argument_checks(triage: Judge) -> None:
+    v = triage.judge(turn("[AUTH] x", call("pull_auth_telemetry", "{oops"), agent="incident-triage"))
+    c = v.calls[0]
+    assert c.outcome.value == "correct" and c.args_ok is False and c.schema_valid is False
+    assert c.arg_results[0].actual == "<malformed arguments>"
+    assert v.end_to_end is False and "malformed" in v.reason
+
+
+def test_hallucinated_call_has_no_schema_verdict(triage: Judge) -> None:
+    v = triage.judge(turn("[AUTH] x", call("pull_everything", json.dumps({"a": 1})), agent="incident-triage"))
+    assert v.calls[0].outcome.value == "hallucinated" and v.calls[0].schema_valid is None

@@ -1,0 +1,252 @@
+"""Routing, compound conditions, agent scoping, forbid/unless, order, respond, cases, definitions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from monitor.judge import Judge
+from monitor.records import Turn
+from monitor.rules import load_rules
+from tests.monitor.judge.helpers import RULES, call, judge_for, turn, write
+
+ROUTING = """
+catalog: {tools: [{name: t}]}
+expect:
+  - id: r-regex
+    when: {regex: '(?i)\\bdisk full\\b'}
+    none: true
+  - id: r-prefix-long
+    when: {prefix: "[AUTH][2FA]"}
+    none: true
+  - id: r-prefix
+    when: {prefix: "[AUTH]"}
+    none: true
+  - id: r-contains
+    when: {contains: "timeout"}
+    none: true
+  - id: r-equals
+    when: {equals: "ping"}
+    none: true
+  - id: r-all
+    when: {all: [{prefix: "[BILL]"}, {attribute: {key: env, equals: prod}}]}
+    none: true
+  - id: r-any
+    when: {any: [{attribute: {key: tier, prefix: gold}}, {regex: 'VIP'}]}
+    none: true
+  - id: r-not
+    when: {not: {regex: '[a-z]'}}
+    none: true
+  - id: r-implicit-all
+    when: {prefix: "[BILL]", contains: "refund"}
+    none: true
+  - id: r-resource
+    when: {attribute: {key: service.name, source: resource, regex: '^billing-'}}
+    none: true
+  - id: r-exists
+    when: {attribute: {key: toolwatch.priority, exists: true}}
+    none: true
+  - id: r-default
+    none: true
+"""
+
+
+@pytest.mark.parametrize(
+    ("text", "attrs", "resource", "rule"),
+    [
+        ("[AUTH] Disk full on node", {}, {}, "r-regex"),  # an earlier regex rule beats a later prefix rule
+        ("[AUTH][2FA] code rejected", {}, {}, "r-prefix-long"),
+        ("[AUTH] token timeout", {}, {}, "r-prefix"),  # prefix (rule 2) before contains (rule 3)
+        ("db timeout", {}, {}, "r-contains"),
+        ("ping", {}, {}, "r-equals"),
+        ("ping ", {}, {}, "r-default"),
+        ("[BILL] charge", {"env": "prod"}, {}, "r-all"),
+        ("[BILL] charge", {"env": "dev"}, {}, "r-default"),
+        ("[BILL] charge", {"tier": "gold-plus"}, {}, "r-any"),
+        ("a VIP asks", {}, {}, "r-any"),
+        ("12345 !!", {}, {}, "r-not"),
+        ("[BILL] refund please", {}, {}, "r-implicit-all"),
+        ("[BILL] charge", {}, {"service.name": "billing-api"}, "r-resource"),
+        ("[BILL] charge", {"toolwatch.priority": 1}, {}, "r-exists"),
+        ("anything else", {}, {}, "r-default"),
+    ],
+)
+def test_first_matching_rule_in_file_order(
+    tmp_path: Path, text: str, attrs: dict[str, str], resource: dict[str, str], rule: str
+) -> None:
+    judge = judge_for(tmp_path, ROUTING)
+    t = Turn(text, attributes=attrs, resource=resource)
+    exp = judge.expectation(t)
+    assert exp is not None and exp.id == rule
+    assert judge.judge(t).rule == rule
+
+
+def test_order_constraints_and_sequence_score(tmp_path: Path) -> None:
+    judge = judge_for(
+        tmp_path,
+        """
+catalog: {tools: [{name: search}, {name: book}, {name: pay}]}
+expect:
+  - when: {prefix: trip}
+    call: [{tool: search}, {tool: book}, {tool: pay, min: 0}]
+    order: [[search, book, pay], {before: search, after: book}]
+""",
+    )
+    v = judge.judge(turn("trip", "search", "book", "pay"))
+    assert v.sequence_ok is True and v.sequence_score == 1.0 and v.end_to_end
+    v = judge.judge(turn("trip", "book", "search"))
+    # [search, book, pay]: LCS 1 of 3; [search, book]: LCS 1 of 2 -> mean (1/3 + 1/2) / 2
+    assert v.sequence_ok is False and v.sequence_score == pytest.approx((1 / 3 + 1 / 2) / 2)
+    assert v.selection_ok and not v.end_to_end and "order" in v.reason
+
+
+def test_forbid_with_unless_and_rule_forbid(tmp_path: Path) -> None:
+    judge = judge_for(
+        tmp_path,
+        """
+catalog: {tools: [{name: read}, {name: delete}, {name: export}]}
+forbid:
+  - tool: delete
+    unless: {contains: "confirmed"}
+expect:
+  - when: {prefix: "q"}
+    call: [{tool: read, min: 0}, {tool: delete, min: 0}, {tool: export, min: 0}]
+    forbid: [{tool: export}]
+""",
+    )
+    assert judge.judge(turn("q please", "read")).forbidden == ()
+    v = judge.judge(turn("q please", "read", "delete"))
+    assert v.forbidden == ("delete",) and v.selection_ok and v.end_to_end is False
+    assert "forbidden tool delete" in v.reason
+    assert judge.judge(turn("q confirmed", "delete")).forbidden == ()
+    assert judge.judge(turn("q confirmed", "export", "delete")).forbidden == ("export",)
+    # Forbid still applies when no rule matches.
+    v = judge.judge(turn("unmatched", "delete"))
+    assert not v.judged and v.forbidden == ("delete",) and v.failed
+
+
+@pytest.mark.parametrize(
+    ("output", "ok"),
+    [("Checked.\nResult: escalate to on-call", True), ("Result:", False), ("no result line", False), (None, None)],
+)
+def test_respond_checks(output: str | None, ok: bool | None) -> None:
+    judge = Judge(load_rules([RULES / "incident-triage.yaml"]))
+    v = judge.judge(turn("[RISK] x", call("pull_risk_telemetry", {"log_excerpt": "x"}), output_text=output))
+    assert v.response_ok is ok
+    assert v.end_to_end is (ok is not False)
+
+
+CASES = """
+catalog: {tools: [{name: a}, {name: b}]}
+expect:
+  - when: {prefix: "q"}
+    call: [{tool: a}]
+cases:
+  - id: c1
+    call: [{tool: b, args: {n: 1}}]
+  - input: "q exact input"
+    none: true
+"""
+
+
+def test_cases_override_rules_by_id_attribute_field_or_exact_input(tmp_path: Path) -> None:
+    judge = judge_for(tmp_path, CASES)
+    assert judge.judge(turn("q any", "a")).rule is not None
+    by_attr = judge.judge(Turn("q any", (call("b", {"n": 1}),), attributes={"toolwatch.case.id": "c1"}))
+    assert by_attr.rule == "case:c1" and by_attr.end_to_end
+    by_field = judge.judge(Turn("q any", (call("a"),), case_id="c1"))
+    assert by_field.rule == "case:c1" and [c.outcome.value for c in by_field.calls] == ["wrong_tool"]
+    by_input = judge.judge(turn("q exact input", "a"))
+    assert by_input.rule is not None and by_input.rule.startswith("case:")
+    assert [c.outcome.value for c in by_input.calls] == ["spurious"]
+    assert judge.judge(Turn("q any", (call("a"),), case_id="unknown")).rule != "case:c1"
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".yaml"])
+def test_cases_from_a_dataset_file(tmp_path: Path, suffix: str) -> None:
+    items = [{"id": "k1", "input": "where is AB1", "call": [{"tool": "a"}]}, {"id": "k2", "none": True}]
+    if suffix == ".jsonl":
+        (tmp_path / f"cases{suffix}").write_text("\n".join(json.dumps(i) for i in items) + "\n")
+    else:
+        (tmp_path / f"cases{suffix}").write_text(json.dumps(items))
+    path = write(tmp_path, f"catalog: {{tools: [{{name: a}}]}}\ncases: cases{suffix}\n")
+    judge = Judge(load_rules([path]))
+    assert judge.judge(turn("where is AB1", "a")).rule == "case:k1"
+    assert judge.judge(Turn("x", case_id="k2")).selection_ok is True
+
+
+def test_from_definitions_extends_the_catalog_per_turn(tmp_path: Path) -> None:
+    judge = judge_for(
+        tmp_path,
+        """
+catalog: {from_definitions: true, tools: [{name: a}]}
+expect:
+  - when: {prefix: "w"}
+    call: [{tool: get_weather}]
+""",
+    )
+    defs = (
+        {"type": "function", "name": "get_weather", "parameters": {"type": "object", "required": ["city"]}},
+        {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object"}}},
+    )
+    v = judge.judge(Turn("w oslo", (call("get_weather", {"city": "Oslo"}),), tool_definitions=defs))
+    assert v.calls[0].outcome.value == "correct" and v.calls[0].schema_valid is True
+    v = judge.judge(Turn("w oslo", (call("get_weather", {}),), tool_definitions=defs))
+    assert v.calls[0].schema_valid is False
+    v = judge.judge(Turn("w oslo", (call("get_time"),), tool_definitions=defs))
+    assert v.calls[0].outcome.value == "wrong_tool"
+    v = judge.judge(Turn("w oslo", (call("get_weather"),)))  # nothing offered: not in the catalog
+    assert v.calls[0].outcome.value == "hallucinated"
+    assert judge.catalog == frozenset({"a"})
+
+
+def test_agent_scoping_across_files() -> None:
+    judge = Judge(load_rules([RULES / f for f in ("incident-triage.yaml", "customer-support.yaml", "travel.yaml")]))
+    assert judge.agents == frozenset({"incident-triage", "customer-support", "travel"})
+    weather = call("get_weather", {"city": "Oslo"})
+    assert judge.judge(turn("weather in Oslo?", weather, agent="travel")).selection_ok
+    # The triage agent's own catalog does not hold get_weather.
+    v = judge.judge(turn("[AUTH] weather in Oslo?", weather, agent="incident-triage"))
+    assert v.rule == "auth" and v.calls[0].outcome.value == "hallucinated"
+    # A turn of an agent no file names: no scoped rules apply.
+    assert not judge.judge(turn("[AUTH] x", "pull_auth_telemetry", agent="other")).judged
+    # A turn without an agent name: every rule applies.
+    assert judge.judge(turn("[AUTH] x", call("pull_auth_telemetry", {"log_excerpt": "x"}))).rule == "auth"
+
+
+@pytest.mark.parametrize(
+    ("text", "calls", "rule", "ok"),
+    [
+        ("hello!", [], "small-talk", True),
+        ("Thanks", ["get_order_status"], "small-talk", False),
+        ("Where is my order AB-12345?", [("get_order_status", {"order_id": "AB-12345"})], "order-status", True),
+        ("Where is my order AB-12345?", [("get_order_status", {"order_id": "AB-99999"})], "order-status", False),
+        ("When will AB-12345 arrive?", [("get_shipping_eta", {"order_id": "AB-12345"})], "shipping-eta", True),
+        ("When will AB-12345 arrive?", [("get_order_status", {"order_id": "AB-12345"})], "shipping-eta", False),
+        ("Order history for user u42", [("get_order_history", {"user_id": "u42"})], "order-history", True),
+    ],
+)
+def test_customer_support_rules(text: str, calls: list[object], rule: str, ok: bool) -> None:
+    judge = Judge(load_rules([RULES / "customer-support.yaml"]))
+    built = [c if isinstance(c, str) else call(c[0], c[1]) for c in calls]  # type: ignore[index]
+    v = judge.judge(turn(text, *built, agent="customer-support"))
+    assert v.rule == rule and v.end_to_end is ok
+
+
+@pytest.mark.parametrize(
+    ("text", "args", "ok"),
+    [
+        ("What's the weather in Oslo?", {"city": "Oslo"}, True),
+        ("What's the weather in Oslo?", {"city": "Oslo", "unit": "celsius"}, True),
+        ("What's the weather in Oslo?", {"city": "Bergen"}, False),
+        ("Weather in Austin in fahrenheit?", {"city": "Austin", "unit": "fahrenheit"}, True),
+        ("Weather in Austin in fahrenheit?", {"city": "Austin"}, False),
+    ],
+)
+def test_travel_rules(text: str, args: dict[str, str], ok: bool) -> None:
+    judge = Judge(load_rules([RULES / "travel.yaml"]))
+    v = judge.judge(turn(text, call("get_weather", args), agent="travel", output_text="It is 12 °C"))
+    assert v.selection_ok and v.args_ok is ok
+    assert judge.judge(turn("Hello!", agent="travel")).selection_ok

@@ -1,0 +1,54 @@
+"""The compiled jsonschema_rs fast path agrees with jsonschema (the reference) on the shipped schemas."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jsonschema
+import jsonschema_rs
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from monitor.judge._schema import SchemaValidator
+from monitor.rules import load_rules
+from tests.monitor.judge.helpers import RULES
+
+SHIPPED = load_rules(sorted(RULES.glob("*.yaml")))
+SCHEMAS = {t.name: t.schema for t in SHIPPED.tools if t.schema is not None}
+FAST = {n: jsonschema_rs.Draft202012Validator(s) for n, s in SCHEMAS.items()}
+REFERENCE = {n: jsonschema.Draft202012Validator(s) for n, s in SCHEMAS.items()}
+OURS = {n: SchemaValidator(s) for n, s in SCHEMAS.items()}
+KEYS = sorted({k for s in SCHEMAS.values() for k in s.get("properties", {})} | {"extra"})
+
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=12),
+    st.sampled_from(["celsius", "fahrenheit", "AB-12345", "AB12345", "", "u42"]),
+)
+json_values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=5), inner, max_size=3)),
+    max_leaves=8,
+)
+# Objects shaped like tool arguments: the schemas' own property names with any JSON values.
+shaped = st.dictionaries(st.sampled_from(KEYS), json_values, max_size=4)
+instances = st.one_of(shaped, json_values)
+
+
+def test_every_shipped_tool_has_a_fast_validator() -> None:
+    assert len(SCHEMAS) >= 9
+    for name, schema in SCHEMAS.items():
+        assert SchemaValidator(schema).fast is not None, name
+
+
+@pytest.mark.parametrize("tool", sorted(SCHEMAS))
+@settings(max_examples=120, deadline=None)
+@given(instance=instances)
+def test_fast_and_reference_validators_agree(tool: str, instance: Any) -> None:
+    reference = REFERENCE[tool].is_valid(instance)
+    assert FAST[tool].is_valid(instance) == reference
+    assert OURS[tool].is_valid(instance) == reference

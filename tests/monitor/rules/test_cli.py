@@ -1,0 +1,84 @@
+"""`toolwatch rules check | explain | schema` through click's CliRunner."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from monitor.cli import main
+
+RULES = Path(__file__).resolve().parents[3] / "rules"
+TRIAGE = str(RULES / "incident-triage.yaml")
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, ["rules", *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_check_ok_summarizes() -> None:
+    code, out, err = run("check", TRIAGE, str(RULES / "travel.yaml"))
+    assert code == 0, err
+    assert "incident-triage.yaml: ok (agent incident-triage; 5 tool(s), 5 expect rule(s)" in out
+    assert "merged: ok" in out and err == ""
+
+
+def test_check_bad_file_exits_2_with_location(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("catalog:\n  tools:\n    - name: t\n      colour: red\n")
+    code, out, err = run("check", TRIAGE, str(bad))
+    assert code == 2
+    assert f"{bad}:4:7: catalog.tools[0].colour: unknown key 'colour'" in err
+    assert "incident-triage.yaml: ok" in out
+
+
+def test_check_files_that_conflict_only_together(tmp_path: Path) -> None:
+    other = tmp_path / "other.yaml"
+    other.write_text("catalog:\n  tools:\n    - name: pull_auth_telemetry\n      schema: {type: array}\n")
+    code, _, err = run("check", TRIAGE, str(other))
+    assert code == 2 and "different schema" in err and "(when loaded together)" in err
+
+
+def test_explain_shows_the_matching_rule() -> None:
+    code, out, _ = run("explain", TRIAGE, "--input", "[RISK] card velocity [AUTH] in body")
+    assert code == 0
+    assert "rule risk [agent incident-triage]" in out
+    assert "input starts with '[RISK]'" in out
+    assert "pull_risk_telemetry: exactly 1 call(s)" in out
+
+
+def test_explain_with_calls_prints_the_verdict() -> None:
+    code, out, _ = run(
+        "explain", TRIAGE, "--input", "[RISK] x", "--agent", "incident-triage",
+        "--call", 'pull_auth_telemetry={"log_excerpt": "x"}', "--call", "nope",
+    )  # fmt: skip
+    assert code == 0
+    assert "call 0 pull_auth_telemetry: wrong_tool schema ok" in out
+    assert "call 1 nope: hallucinated" in out
+    assert "called pull_auth_telemetry instead of pull_risk_telemetry" in out
+
+
+def test_explain_no_match() -> None:
+    code, out, _ = run("explain", TRIAGE, "--input", "hello there")
+    assert code == 0 and "no rule matches" in out
+
+
+def test_explain_bad_file_exits_2(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("expect: [1\n")
+    code, _, err = run("explain", str(bad), "--input", "x")
+    assert code == 2 and f"{bad}:" in err and "YAML" in err
+
+
+def test_schema_command_prints_the_schema() -> None:
+    code, out, _ = run("schema")
+    assert code == 0 and json.loads(out)["title"] == "toolwatch oracle rule file"
+
+
+def test_help_lists_rules() -> None:
+    result = CliRunner().invoke(main, ["--help"])
+    assert result.exit_code == 0 and "rules" in result.output
+    result = CliRunner().invoke(main, ["rules", "explain", "--help"])
+    assert "--input" in result.output and "--call" in result.output

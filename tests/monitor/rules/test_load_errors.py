@@ -1,0 +1,266 @@
+"""One bad rule file per kind of mistake: one clear error naming file, line, column and key."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from monitor.rules import RuleFileError, load_rules
+
+GOOD_HEAD = """catalog:
+  tools:
+    - name: search
+      schema: {type: object, properties: {q: {type: string}}}
+    - name: fetch
+"""
+
+# (name, file text, line, column, key, words in the message)
+BAD = [
+    (
+        "unknown key",
+        GOOD_HEAD + "expect:\n  - when: {prefix: x}\n    cal: [{tool: search}]\n",
+        8,
+        5,
+        "expect[0].cal",
+        ["unknown key 'cal'", "allowed:"],
+    ),
+    (
+        "unknown top-level key",
+        "catalogue: {}\n",
+        1,
+        1,
+        "catalogue",
+        ["unknown key 'catalogue'"],
+    ),
+    (
+        "wrong type",
+        GOOD_HEAD + "expect:\n  - when: {prefix: x}\n    call: [{tool: search, exactly: two}]\n",
+        8,
+        36,
+        "expect[0].call[0].exactly",
+        ["expected integer", '"two"'],
+    ),
+    (
+        "bad regex",
+        GOOD_HEAD + "expect:\n  - when: {regex: '(?<=a)b'}\n    none: true\n",
+        7,
+        19,
+        "expect[0].when.regex",
+        ["invalid regular expression", "RE2"],
+    ),
+    (
+        "unknown tool in a slot",
+        GOOD_HEAD + "expect:\n  - when: {prefix: x}\n    call:\n      - tool: serch\n",
+        9,
+        15,
+        "expect[0].call[0].tool",
+        ["unknown tool 'serch'", "search"],
+    ),
+    (
+        "YAML syntax error",
+        GOOD_HEAD + "expect:\n  - when: {prefix: x\n    none: true\n",
+        8,
+        9,
+        "",
+        ["YAML"],
+    ),
+    (
+        "duplicate tool",
+        GOOD_HEAD + "    - name: search\n",
+        6,
+        13,
+        "catalog.tools[2].name",
+        ["duplicate tool 'search'", "catalog.tools[0]"],
+    ),
+    (
+        "duplicate key",
+        GOOD_HEAD + "expect:\n  - when: {prefix: x}\n    none: true\n    when: {prefix: y}\n",
+        9,
+        5,
+        "expect[0].when",
+        ["duplicate key 'when'", "line 7"],
+    ),
+    (
+        "invalid tool JSON Schema",
+        "catalog:\n  tools:\n    - name: t\n      schema: {type: objekt}\n",
+        4,
+        22,
+        "catalog.tools[0].schema.type",
+        ["invalid JSON Schema"],
+    ),
+    (
+        "remote $ref in a tool schema",
+        "catalog:\n  tools:\n    - name: t\n      schema: {$ref: 'https://example.com/s.json'}\n",
+        4,
+        22,
+        "catalog.tools[0].schema.$ref",
+        ["only local references"],
+    ),
+    (
+        "call and none together",
+        GOOD_HEAD + "expect:\n  - when: {prefix: x}\n    call: [{tool: search}]\n    none: true\n",
+        9,
+        5,
+        "expect[0].none",
+        ["exactly one of call, none, any_of"],
+    ),
+    (
+        "exactly with min",
+        GOOD_HEAD + "expect:\n  - call: [{tool: search, exactly: 1, min: 1}]\n",
+        7,
+        27,
+        "expect[0].call[0].exactly",
+        ["either exactly or min/max"],
+    ),
+    (
+        "min greater than max",
+        GOOD_HEAD + "expect:\n  - call: [{tool: search, min: 3, max: 2}]\n",
+        7,
+        32,
+        "expect[0].call[0].min",
+        ["min 3 is greater than max 2"],
+    ),
+    (
+        "two check modes",
+        GOOD_HEAD + "expect:\n  - call: [{tool: search, args: {q: {exact: a, regex: b}}}]\n",
+        7,
+        37,
+        "expect[0].call[0].args.q",
+        ["exactly one of exact"],
+    ),
+    (
+        "threshold without fuzzy",
+        GOOD_HEAD + "expect:\n  - call: [{tool: search, args: {q: {exact: a, threshold: 3}}}]\n",
+        7,
+        37,
+        "expect[0].call[0].args.q",
+        ["fuzzy", "threshold"],
+    ),
+    (
+        "from_input group out of range",
+        GOOD_HEAD + "expect:\n  - call: [{tool: search, args: {q: {from_input: 'a(b)', group: 2}}}]\n",
+        7,
+        50,
+        "expect[0].call[0].args.q.from_input",
+        ["1 group(s), group 2"],
+    ),
+    (
+        "duplicate rule id",
+        GOOD_HEAD + "expect:\n  - {id: r, none: true}\n  - {id: r, none: true}\n",
+        8,
+        10,
+        "expect[1].id",
+        ["duplicate rule id 'r'"],
+    ),
+    (
+        "alert with below and above",
+        "alerts:\n  - {name: Low, figure: tool_call_accuracy, below: 0.9, above: 0.1}\n",
+        2,
+        5,
+        "alerts[0]",
+        ["exactly one of below, above, objective"],
+    ),
+    (
+        "alert tool on a figure without per-tool breakdown",
+        GOOD_HEAD + "alerts:\n  - {name: Low, figure: selection_accuracy, tool: search, below: 0.9}\n",
+        7,
+        51,
+        "alerts[0].tool",
+        ["no per-tool breakdown"],
+    ),
+    (
+        "alert figure unknown",
+        "alerts:\n  - {name: Low, figure: accuracy, below: 0.9}\n",
+        2,
+        25,
+        "alerts[0].figure",
+        ["must be one of", "tool_call_accuracy"],
+    ),
+    (
+        "alert name not CamelCase",
+        "alerts:\n  - {name: low-acc, figure: tool_call_accuracy, below: 0.9}\n",
+        2,
+        12,
+        "alerts[0].name",
+        ["does not match"],
+    ),
+    (
+        "alert window not a duration",
+        "alerts:\n  - {name: Low, figure: tool_call_accuracy, below: 0.9, window: 5 minutes}\n",
+        2,
+        65,
+        "alerts[0].window",
+        ["does not match"],
+    ),
+    (
+        "not a mapping",
+        "- just\n- a list\n",
+        1,
+        1,
+        "",
+        ["expected object"],
+    ),
+    (
+        "case without id or input",
+        GOOD_HEAD + "cases:\n  - {none: true}\n",
+        7,
+        5,
+        "cases[0]",
+        ["needs an id or an input"],
+    ),
+]
+
+
+@pytest.mark.parametrize(("what", "text", "line", "column", "key", "words"), BAD, ids=[b[0] for b in BAD])
+def test_bad_rule_file(
+    tmp_path: Path, what: str, text: str, line: int, column: int, key: str, words: list[str]
+) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(RuleFileError) as info:
+        load_rules([path])
+    err = info.value
+    assert (err.file, err.line, err.column, err.key) == (str(path), line, column, key), str(err)
+    text_err = str(err)
+    assert text_err.startswith(f"{path}:{line}:{column}: " + (f"{key}: " if key else ""))
+    for w in words:
+        assert w in text_err
+
+
+def test_duplicate_tool_with_a_different_schema_across_files(tmp_path: Path) -> None:
+    one = tmp_path / "one.yaml"
+    two = tmp_path / "two.yaml"
+    one.write_text("catalog: {tools: [{name: t, schema: {type: object}}]}\n")
+    two.write_text("catalog:\n  tools:\n    - name: t\n      schema: {type: array}\n")
+    with pytest.raises(RuleFileError) as info:
+        load_rules([one, two])
+    assert (info.value.file, info.value.line, info.value.column) == (str(two), 3, 13)
+    assert "different schema" in str(info.value) and str(one) in str(info.value)
+    same = tmp_path / "same.yaml"
+    same.write_text("catalog: {tools: [{name: t, schema: {type: object}}]}\n")
+    assert load_rules([one, same]).catalog == frozenset({"t"})
+
+
+def test_bad_line_in_a_cases_file(tmp_path: Path) -> None:
+    (tmp_path / "cases.jsonl").write_text(json.dumps({"id": "a", "none": True}) + "\n" + '{"id": "b", "cal": []}\n')
+    path = tmp_path / "r.yaml"
+    path.write_text("cases: cases.jsonl\n")
+    with pytest.raises(RuleFileError) as info:
+        load_rules([path])
+    assert info.value.file == str(tmp_path / "cases.jsonl") and info.value.line == 2
+    assert "unknown key 'cal'" in str(info.value)
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(RuleFileError, match="cannot read"):
+        load_rules([tmp_path / "nope.yaml"])
+
+
+def test_nothing_in_a_rule_file_is_executed(tmp_path: Path) -> None:
+    path = tmp_path / "evil.yaml"
+    path.write_text("catalog: !!python/object/apply:os.system ['echo pwned']\n")
+    with pytest.raises(RuleFileError) as info:
+        load_rules([path])
+    assert info.value.line == 1 and "YAML" in str(info.value)
