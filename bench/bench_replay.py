@@ -96,8 +96,10 @@ def bench_replay(turns: int) -> None:
     replay_rate = spans / best_replay
     judge_rate = spans / best_judge
     print(f"capture: {turns} turns, {spans} spans, {size / 1e6:.1f} MB of OTLP JSON lines")
-    print(f"replay (decode + assemble + judge + report): {replay_rate:,.0f} spans/s ({turns / best_replay:,.0f} turns/s)")
-    print(f"judge alone on pre-decoded turns:            {judge_rate:,.0f} spans/s ({turns / best_judge:,.0f} turns/s)")
+    print(f"replay (decode + assemble + judge + report): {replay_rate:,.0f} spans/s "
+          f"({turns / best_replay:,.0f} turns/s)")
+    print(f"judge alone on pre-decoded turns:            {judge_rate:,.0f} spans/s "
+          f"({turns / best_judge:,.0f} turns/s)")
     print(f"where replay time goes: decode {t_decode / best_replay:.0%}, normalize + assemble "
           f"{t_assemble / best_replay:.0%}, judge {best_judge / best_replay:.0%}, rest (file reading, report sink) "
           f"{max(0.0, 1 - (t_decode + t_assemble + best_judge) / best_replay):.0%}")
