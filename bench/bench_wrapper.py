@@ -27,24 +27,15 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from opentelemetry import trace
+from opentelemetry import context, trace
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
-from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, TraceIdRatioBased
 from opentelemetry.trace import SpanKind
 
 import instrumentation as tw
 from instrumentation._stats import STATS
 
 ARGS: dict[str, Any] = {"city": "Paris", "unit": "c", "days": 3}
-
-
-class NullExporter(SpanExporter):
-    def export(self, spans: Any) -> SpanExportResult:
-        return SpanExportResult.SUCCESS
-
-    def shutdown(self) -> None:
-        pass
 
 
 class CountingProcessor(SpanProcessor):
@@ -123,19 +114,37 @@ def bench_in_call(calls: int, rounds: int) -> None:
     provider.shutdown()
 
 
-def bench_not_sampled(calls: int, rounds: int) -> None:
-    provider = TracerProvider(sampler=ALWAYS_OFF)
-    provider.add_span_processor(BatchSpanProcessor(NullExporter()))
+def _not_sampled_case(sampler: Any, under_unsampled_parent: bool, calls: int, rounds: int) -> dict[str, float]:
+    provider = TracerProvider(sampler=sampler)
+    provider.add_span_processor(CountingProcessor())
     tw.set_tracer_provider(provider)
     tw.configure_content(capture_content=True)
     wrapped = tw.tool(noop_tool)
-    t = best_of({"bare": noop_tool, "tool": wrapped}, calls, rounds)
-    overhead = t["tool"] - t["bare"]
-    print("2) not sampled (sampler always_off, content capture on)")
-    print(f"   bare call                                 {t['bare'] / 1000:8.2f} us")
-    print(f"   @tool overhead when not sampled           {overhead / 1000:8.2f} us   (target <= 5 us)")
-    print(f"   ratio to the bare call                    {t['tool'] / t['bare']:8.1f}x")
-    provider.shutdown()
+    token = None
+    if under_unsampled_parent:  # e.g. a turn the root sampler dropped
+        parent = trace.NonRecordingSpan(trace.SpanContext(0x1234, 0x5678, is_remote=False,
+                                                          trace_flags=trace.TraceFlags(0)))
+        token = context.attach(trace.set_span_in_context(parent))
+    try:
+        return best_of({"bare": noop_tool, "tool": wrapped}, calls, rounds)
+    finally:
+        if token is not None:
+            context.detach(token)
+        provider.shutdown()
+
+
+def bench_not_sampled(calls: int, rounds: int) -> None:
+    print("2) not sampled (content capture on)")
+    cases = [
+        ("sampler always_off", ALWAYS_OFF, False),
+        ("parent-based (default), unsampled parent", None, True),
+        ("root traceidratio(0), no parent-based", TraceIdRatioBased(0.0), False),
+    ]
+    for label, sampler, under_parent in cases:
+        t = _not_sampled_case(sampler, under_parent, calls, rounds)
+        overhead = t["tool"] - t["bare"]
+        print(f"   {label:41s} {overhead / 1000:8.2f} us overhead   (target <= 5 us; bare call "
+              f"{t['bare'] / 1000:.2f} us)")
 
 
 class _Receiver(BaseHTTPRequestHandler):
@@ -212,14 +221,24 @@ def bench_export(rate: int, seconds: float) -> None:
     try:
         assert receiver.stdout is not None
         port = int(receiver.stdout.readline())
-        baseline_calls, baseline_cpu, _ = _paced(noop_tool, rate, min(seconds, 3.0))
-        STATS.reset()
-        provider = tw.configure(exporter="otlp-http", endpoint=f"http://127.0.0.1:{port}/v1/traces",
-                                capture_content=True, set_global=False)
-        wrapped = tw.tool(noop_tool)
-        calls, cpu, wall = _paced(wrapped, rate, seconds)
+        endpoint = f"http://127.0.0.1:{port}/v1/traces"
+        short = min(seconds, 3.0)
+        bare_calls, bare_cpu, _ = _paced(noop_tool, rate, short)
+        # Baseline with the same export: the plain wrapper on the same kind of provider.
+        provider = tw.configure(exporter="otlp-http", endpoint=endpoint, capture_content=True, set_global=False)
+        plain = baseline_wrapper(provider.get_tracer("bench"), noop_tool, "noop_tool", "A tool that does nothing.")
+        cpu0 = time.process_time()
+        plain_calls, _, _ = _paced(plain, rate, short)
         provider.force_flush()
-        cpu_with_flush = time.process_time()
+        plain_cpu = time.process_time() - cpu0
+        provider.shutdown()
+        STATS.reset()
+        provider = tw.configure(exporter="otlp-http", endpoint=endpoint, capture_content=True, set_global=False)
+        wrapped = tw.tool(noop_tool)
+        cpu0 = time.process_time()
+        calls, _, wall = _paced(wrapped, rate, seconds)
+        provider.force_flush()
+        cpu = time.process_time() - cpu0
         provider.shutdown()
         received = _receiver_count(port)
         stats = tw.telemetry_stats()
@@ -227,16 +246,16 @@ def bench_export(rate: int, seconds: float) -> None:
         if receiver.stdin is not None:
             receiver.stdin.close()
         receiver.wait(timeout=10)
-    del cpu_with_flush
-    per_call = cpu / calls * 1e6
-    bare = baseline_cpu / baseline_calls * 1e6
-    print(f"3) OTLP/HTTP export to a loopback receiver, {rate} calls/s for {seconds:g} s "
-          f"({calls} calls in {wall:.1f} s wall)")
+    per_call, bare, plain_per_call = cpu / calls * 1e6, bare_cpu / bare_calls * 1e6, plain_cpu / plain_calls * 1e6
+    print(f"3) OTLP/HTTP export to a loopback receiver (another process), {rate} calls/s "
+          f"({calls} calls of @tool in {wall:.1f} s wall; baselines {short:g} s each)")
     print(f"   agent CPU per call, bare paced loop       {bare:8.2f} us")
-    print(f"   agent CPU per call, @tool + export        {per_call:8.2f} us   ({per_call / bare:.1f}x the bare loop)")
-    print(f"   spans received by the receiver            {received:8d} of {calls}")
-    print(f"   spans dropped (queue full / failed)       {stats.spans_dropped_queue_full:8d} / "
-          f"{stats.spans_export_failed}   (target 0)")
+    print(f"   agent CPU per call, plain wrapper+export  {plain_per_call:8.2f} us")
+    print(f"   agent CPU per call, @tool + export        {per_call:8.2f} us   "
+          f"({per_call / plain_per_call:.2f}x the plain wrapper, {per_call / bare:.0f}x the bare loop)")
+    print(f"   spans received by the receiver            {received - plain_calls:8d} of {calls}")
+    print(f"   spans dropped at {rate} calls/s for {seconds:g} s  {stats.dropped_spans:8d}   "
+          f"(queue full {stats.spans_dropped_queue_full}, failed export {stats.spans_export_failed}; target 0)")
 
 
 def main() -> None:

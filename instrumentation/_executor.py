@@ -28,7 +28,7 @@ from instrumentation._calls import (
     UnknownToolError,
     parse_tool_call,
 )
-from instrumentation._content import SETTINGS, bounded, to_json
+from instrumentation._content import SETTINGS, ContentSettings, bounded, redact, to_json
 from instrumentation._context import PENDING, TRACING, PendingCall, new_call_id
 from instrumentation._spec import ToolSpec, get_tool_spec
 from instrumentation._stats import STATS
@@ -38,6 +38,23 @@ logger = logging.getLogger(__name__)
 
 OnError = Literal["raise", "result"]
 _MAX_NAME = 256
+
+
+def _failed_arguments_text(name: str, raw: object, settings: ContentSettings) -> str | None:
+    """The arguments of a failed call as recorded: as sent, or redacted; None when redaction is on and
+    they cannot be redacted (not a JSON object), so nothing unredacted leaks."""
+    if not settings.needs_redaction:
+        return raw if isinstance(raw, str) else to_json(raw)
+    parsed: object = raw
+    if isinstance(raw, str):
+        try:
+            parsed = json.loads(raw)
+        except ValueError:
+            return None
+    if not isinstance(parsed, Mapping):
+        return None
+    recorded = redact(name, parsed, settings)
+    return None if recorded is None else to_json(recorded)
 
 
 def _record_failed_call(name: str, call_id: str, raw: object, error: ToolCallError) -> None:
@@ -53,8 +70,11 @@ def _record_failed_call(name: str, call_id: str, raw: object, error: ToolCallErr
             A.ERROR_TYPE: type(error).__qualname__,
         }
         if settings.capture_content and raw is not None:
-            text = raw if isinstance(raw, str) else to_json(raw)
-            bounded(text, A.GEN_AI_TOOL_CALL_ARGUMENTS, attributes, settings.max_length)
+            text = _failed_arguments_text(shown, raw, settings)
+            if text is None:
+                attributes[A.TOOLWATCH_CONTENT_ERROR] = "not_redactable"
+            else:
+                bounded(text, A.GEN_AI_TOOL_CALL_ARGUMENTS, attributes, settings.max_length)
         span = TRACING.tracer.start_span(f"{A.OP_EXECUTE_TOOL} {shown}", kind=SpanKind.INTERNAL, attributes=attributes)
         span.set_status(Status(StatusCode.ERROR, str(error)[:1024] if settings.capture_content else None))
         span.end()

@@ -3,7 +3,9 @@ failed exports. Both log and count; neither raises into the agent."""
 
 from __future__ import annotations
 
+import collections
 import logging
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -52,23 +54,42 @@ class CountingExporter(SpanExporter):
             return False
 
 
+class CountingDeque(collections.deque[Any]):
+    """The batch processor's bounded queue, counting what it drops: `appendleft` on a full deque drops
+    the oldest item. A lock makes the check and the append one step against the export thread's `pop`,
+    so the count is exact."""
+
+    def __init__(self, maxlen: int) -> None:
+        super().__init__((), maxlen)
+        self._lock = threading.Lock()
+
+    def appendleft(self, item: Any, /) -> None:
+        with self._lock:
+            if len(self) == self.maxlen:
+                STATS.spans_dropped_queue_full += 1
+            super().appendleft(item)
+
+    def pop(self) -> Any:  # type: ignore[override]  # deque.pop takes no index
+        with self._lock:
+            return super().pop()
+
+
 class CountingBatchSpanProcessor(BatchSpanProcessor):
-    """A `BatchSpanProcessor` with a larger default queue that counts the spans it drops when full."""
+    """A `BatchSpanProcessor` with a larger default queue (16384) that counts the spans it drops when full."""
 
     def __init__(self, exporter: SpanExporter, max_queue_size: int | None = None, **kwargs: Any) -> None:
-        super().__init__(exporter, max_queue_size=max_queue_size or DEFAULT_MAX_QUEUE_SIZE, **kwargs)
+        size = max_queue_size or DEFAULT_MAX_QUEUE_SIZE
+        super().__init__(exporter, max_queue_size=size, **kwargs)
         inner = getattr(self, "_batch_processor", None)
-        queue = getattr(inner, "_queue", None)
-        self._queue: Any = queue if queue is not None and getattr(queue, "maxlen", None) else None
-        if self._queue is None:
+        self._queue: CountingDeque | None = None
+        if isinstance(getattr(inner, "_queue", None), collections.deque):
+            self._queue = CountingDeque(size)
+            inner._queue = self._queue  # type: ignore[union-attr]  # still empty: nothing was queued yet
+        else:  # pragma: no cover - another SDK layout
             logger.warning("toolwatch: this OpenTelemetry SDK hides its span queue; dropped spans are not counted")
 
     def on_end(self, span: ReadableSpan) -> None:
         try:
-            queue = self._queue
-            if queue is not None and span.context is not None and span.context.trace_flags.sampled:
-                if len(queue) >= queue.maxlen:
-                    STATS.spans_dropped_queue_full += 1
             super().on_end(span)
         except Exception:  # noqa: BLE001
             STATS.instrumentation_errors += 1

@@ -18,7 +18,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from instrumentation import _attributes as A
 from instrumentation._content import SETTINGS, ContentSettings, bounded, redact, to_json
-from instrumentation._context import PENDING, TRACING, PendingCall, new_call_id
+from instrumentation._context import PENDING, SAMPLE_OTHER, TRACING, PendingCall, new_call_id
 from instrumentation._spec import ToolSpec
 from instrumentation._stats import STATS
 
@@ -81,8 +81,9 @@ def begin(
 ) -> Started:
     """Start the span of one call and make it current. Raises only on a bug; callers guard it.
 
-    Callers first ask `will_not_sample()`, so the span is almost certainly recorded: the arguments are
-    serialized before the start and passed with the other attributes in one dict. With `consume`, the
+    Callers first ask `will_not_sample()`; when the sampler is known (always_off, parent-based), a span
+    that passed that check is recorded, so the arguments are serialized before the start and passed
+    with the other attributes in one dict. Otherwise they are serialized only if the span records. With `consume`, the
     pending call is cleared for the duration of the call (restored by `end`), so tools called from
     inside this tool get their own ids; generators pass False (they run in their consumer's context,
     between its statements)."""
@@ -98,9 +99,14 @@ def begin(
         raw_json = None
     attributes = dict(spec.base_attributes)
     attributes[A.GEN_AI_TOOL_CALL_ID] = call_id
-    if settings.capture_content:
+    late = settings.capture_content and TRACING.mode == SAMPLE_OTHER  # sampling unknown: serialize if recorded
+    if settings.capture_content and not late:
         add_arguments(spec, arguments_of(spec, args, kwargs), raw_json, settings, attributes)
     span = TRACING.tracer.start_span(spec.span_name, kind=_INTERNAL, attributes=attributes)
+    if late and span.is_recording():
+        extra: dict[str, Any] = {}
+        add_arguments(spec, arguments_of(spec, args, kwargs), raw_json, settings, extra)
+        span.set_attributes(extra)
     token = _attach(_set_span_in_context(span))
     return span, token, reset, settings
 

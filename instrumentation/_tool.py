@@ -24,7 +24,7 @@ from opentelemetry.trace import SpanKind
 
 from instrumentation import _attributes as A
 from instrumentation._content import SETTINGS, to_json
-from instrumentation._context import PENDING, TRACING, PendingCall, will_not_sample
+from instrumentation._context import PENDING, SAMPLE_OTHER, TRACING, PendingCall, will_not_sample
 from instrumentation._generators import wrap_async_generator, wrap_generator
 from instrumentation._schema import JsonSchema, function_schema
 from instrumentation._span import (
@@ -108,9 +108,14 @@ def _wrap_function(spec: ToolSpec, func: Callable[..., Any]) -> Callable[..., An
             attributes = base.copy()
             attributes[_CALL_ID] = call_id
             capture = settings.capture_content
-            if capture:
+            late = capture and tracing.mode == SAMPLE_OTHER  # sampling unknown: serialize only if recorded
+            if capture and not late:
                 add_arguments(spec, arguments_of(spec, args, kwargs) if args else kwargs, raw, settings, attributes)
             span = tracing.tracer.start_span(span_name, kind=_INTERNAL, attributes=attributes)
+            if late and span.is_recording():
+                extra: dict[str, Any] = {}
+                add_arguments(spec, arguments_of(spec, args, kwargs), raw, settings, extra)
+                span.set_attributes(extra)
             token = _attach(_set_span_in_context(span))
         except Exception:  # noqa: BLE001 - telemetry must not break the call
             failed_begin()

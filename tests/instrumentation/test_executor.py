@@ -240,3 +240,16 @@ def test_registration_rules() -> None:
 def test_unrecognized_call_shape_is_a_type_error(executor: tw.ToolExecutor) -> None:
     with pytest.raises(TypeError, match="unrecognized tool call"):
         executor.execute_tool_calls([{"name": "get_weather"}])
+
+
+def test_failed_call_arguments_are_redacted_too(recorded: Recorded, executor: tw.ToolExecutor) -> None:
+    tw.configure_content(capture_content=True, redact_keys=["password"])
+    with pytest.raises(tw.UnknownToolError):
+        executor.execute("login", '{"user": "ann", "password": "hunter2"}', call_id="r1")
+    with pytest.raises(tw.ToolArgumentsError):
+        executor.execute("get_weather", '{"password": "hunter2"', call_id="r2")
+    first = dict(recorded.named("execute_tool login").attributes or {})
+    assert first["gen_ai.tool.call.arguments"] == '{"user":"ann","password":"[REDACTED]"}'
+    second = dict(recorded.named("execute_tool get_weather").attributes or {})
+    assert "gen_ai.tool.call.arguments" not in second
+    assert second["toolwatch.content.error"] == "not_redactable"

@@ -333,3 +333,16 @@ def test_tool_under_turn_is_child(recorded: Recorded) -> None:
         add(1)
     turn, call = recorded.named("invoke_agent bot"), recorded.named("execute_tool add")
     assert call.parent is not None and call.parent.span_id == turn.context.span_id
+
+
+def test_unknown_sampler_records_arguments_after_start() -> None:
+    rec = make_recorded(sampler=TraceIdRatioBased(1.0))  # not parent-based: sampling known only at start
+    tw.configure_content(capture_content=True)
+    with tw.use_tool_call_id("call_r"):
+        assert add(2, 2) == 4
+    attrs = dict(rec.named("execute_tool add").attributes or {})
+    assert attrs == {**base("add", "call_r", "Add two numbers."), "gen_ai.tool.call.arguments": '{"a":2,"b":2}',
+                     "gen_ai.tool.call.result": "4"}
+    rec_off = make_recorded(sampler=TraceIdRatioBased(0.0))
+    assert add(1, 1) == 2
+    assert rec_off.spans() == []
