@@ -87,6 +87,7 @@ def test_bad_env_values_warn_and_fall_back(
     assert isinstance(provider.exporter, HttpExporter)
     assert provider.exporter._endpoint == "http://127.0.0.1:9/v1/traces"
     assert isinstance(provider.processor, tw.CountingBatchSpanProcessor)
+    assert provider.processor._queue is not None
     assert provider.processor._queue.maxlen == tw.DEFAULT_MAX_QUEUE_SIZE == 16384
     assert settings.capture_content is False and settings.max_length == 16384
     text = caplog.text
