@@ -95,9 +95,11 @@ async def test_async_function(capture: Recorded) -> None:
 
     assert inspect.iscoroutinefunction(fetch)
     assert await fetch("http://x") == {"url": "http://x"}
-    attrs = dict(capture.named("execute_tool fetch").attributes or {})
-    assert attrs["gen_ai.tool.call.arguments"] == '{"url":"http://x"}'
-    assert attrs["gen_ai.tool.call.result"] == '{"url":"http://x"}'
+    span = capture.named("execute_tool fetch")
+    attrs = dict(span.attributes or {})
+    assert attrs == {**base("fetch", str(attrs["gen_ai.tool.call.id"]), "Fetch a page."),
+                     "gen_ai.tool.call.arguments": '{"url":"http://x"}', "gen_ai.tool.call.result": '{"url":"http://x"}'}
+    assert span.kind is SpanKind.INTERNAL and span.status.status_code is StatusCode.UNSET
 
 
 def test_generator(capture: Recorded) -> None:
@@ -105,12 +107,16 @@ def test_generator(capture: Recorded) -> None:
     def count(n: int) -> Iterator[int]:
         yield from range(n)
 
-    gen = count(3)
-    assert capture.spans() == []  # nothing ran yet
+    unused = count(3)
+    del unused  # a generator never iterated records nothing
+    with tw.use_tool_call_id("call_g"):
+        gen = count(3)
+    assert capture.spans() == []
     assert list(gen) == [0, 1, 2]
-    attrs = dict(capture.named("execute_tool count").attributes or {})
-    assert attrs["gen_ai.tool.call.result"] == "[0,1,2]"
-    assert attrs["toolwatch.tool.yielded"] == 3
+    span = capture.named("execute_tool count")
+    assert dict(span.attributes or {}) == {**base("count", "call_g"), "gen_ai.tool.call.arguments": '{"n":3}',
+                                           "gen_ai.tool.call.result": "[0,1,2]", "toolwatch.tool.yielded": 3}
+    assert span.kind is SpanKind.INTERNAL and span.status.status_code is StatusCode.UNSET
 
 
 def test_generator_closed_early_is_not_an_error(capture: Recorded) -> None:
@@ -146,10 +152,13 @@ async def test_async_generator(capture: Recorded) -> None:
             await asyncio.sleep(0)
             yield f"chunk{i}"
 
-    assert [c async for c in stream(2)] == ["chunk0", "chunk1"]
-    attrs = dict(capture.named("execute_tool stream").attributes or {})
-    assert attrs["gen_ai.tool.call.result"] == '["chunk0","chunk1"]'
-    assert attrs["toolwatch.tool.yielded"] == 2
+    with tw.agent_turn("stream it", agent="streamer"):
+        assert [c async for c in stream(2)] == ["chunk0", "chunk1"]
+    span, turn = capture.named("execute_tool stream"), capture.named("invoke_agent streamer")
+    attrs = dict(span.attributes or {})
+    assert attrs == {**base("stream", str(attrs["gen_ai.tool.call.id"])), "gen_ai.tool.call.arguments": '{"n":2}',
+                     "gen_ai.tool.call.result": '["chunk0","chunk1"]', "toolwatch.tool.yielded": 2}
+    assert span.parent is not None and span.parent.span_id == turn.context.span_id
 
 
 def test_methods_static_and_class_methods(capture: Recorded) -> None:
