@@ -196,7 +196,12 @@ class ToolExecutor:
         return ToolResult("", "", error=error).content
 
     def execute(self, name: str, arguments: str | Mapping[str, Any] | None = None, call_id: str | None = None) -> Any:
-        """Run one call; `arguments` as a dict or the raw JSON text the model emitted. Returns the tool's value."""
+        """Run one call; `arguments` as a dict or the raw JSON text the model emitted.
+
+        Returns the tool's value (a generator tool's iterator, whose span covers its iteration), or with
+        `on_error="result"` the text `Error: <type>: <message>` when the call failed. `call_id` is the
+        model's id for the call (`gen_ai.tool.call.id`); a fresh one is made when it is None.
+        """
         self._check_sync(name)
         call_id = call_id or new_call_id()
         try:
