@@ -1,0 +1,217 @@
+"""End to end: monitor under simulated traffic, real Prometheus and Alertmanager, an injected accuracy drop.
+
+The rule file's threshold alerts are rendered with short windows (15s, for 2s, 10 samples) so the run takes
+seconds; promtool unit tests (test_prometheus_rules.py) cover the shipped windows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from monitor.alerts import LiveAlerts, render_specs, specs_from_ruleset
+from monitor.metrics import ToolwatchMetrics
+from monitor.rules import load_rules
+from monitor.serve import Server, ServerThread, Settings
+from tests.deploy.binaries import DEPLOY, ROOT, promtool
+from tests.deploy.receiver import Receiver
+from tests.deploy.stack import Alertmanager, Prometheus, get_json
+from tests.deploy.traffic import AGENT, Traffic, send_odd_spans
+
+RULES = ROOT / "rules" / "incident-triage.yaml"
+DASHBOARD = DEPLOY / "grafana" / "dashboards" / "toolwatch.json"
+ALERT = "ToolCallAccuracyLow"
+
+
+@dataclass
+class Stack:
+    server: Server
+    live: LiveAlerts
+    prometheus: Prometheus
+    alertmanager: Alertmanager
+    receiver: Receiver
+    traffic: Traffic
+
+
+def short_specs() -> list[Any]:
+    specs = specs_from_ruleset(load_rules([RULES]))
+    return [dataclasses.replace(s, window="15s", for_="2s", min_samples=10) for s in specs if not s.is_slo]
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    work = tmp_path_factory.mktemp("e2e")
+    specs = short_specs()
+    rules = work / "toolwatch-rules.yml"
+    rules.write_text(render_specs(specs))
+    receiver = Receiver()
+    metrics = ToolwatchMetrics()
+    live = LiveAlerts(
+        specs,
+        agent_label=lambda a: metrics.labels.agent(a),
+        publish=lambda table: setattr(metrics.ops, "alert_active", table),
+        notify_url=receiver.url + "/in-process/api/v2/alerts",
+        interval_s=0.5,
+    )
+    settings = Settings(rules=(str(RULES),), port=0, metrics_port=0, grace_s=0.3, watch_rules=False)
+    serve = ServerThread(settings, metrics=metrics, on_verdicts=live.accept)
+    stopping: list[Callable[[], object]] = [receiver.close]
+    try:
+        server = serve.start()
+        stopping.append(serve.stop)
+        live.start()
+        stopping.append(live.close)
+        am = Alertmanager(work, receiver.url + "/alertmanager")
+        stopping.append(am.stop)
+        prom = Prometheus(work, rules, f"127.0.0.1:{server.metrics_port}", f"127.0.0.1:{am.port}")
+        stopping.append(prom.stop)
+        traffic = Traffic(server.endpoint)
+        traffic.start()
+        stopping.append(traffic.stop)
+        yield Stack(server, live, prom, am, receiver, traffic)
+    finally:
+        for stop in reversed(stopping):
+            stop()
+
+
+def wait_until(what: str, check: Callable[[], bool], timeout: float, stack: Stack) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.25)
+    raise AssertionError(
+        f"timed out after {timeout:.0f}s waiting for {what}\n{stack.prometheus.log.read_text()[-2000:]}"
+    )
+
+
+def value(stack: Stack, expr: str) -> float | None:
+    result = stack.prometheus.query(expr)
+    return float(result[0]["value"][1]) if result else None
+
+
+def alertmanager_posts(stack: Stack) -> list[dict[str, Any]]:
+    return [body for path, body in stack.receiver.posts if path.startswith("/alertmanager")]
+
+
+def test_drop_fires_in_prometheus_reaches_alertmanager_and_the_webhook(stack: Stack) -> None:
+    guard = f'agent:toolwatch_judged_calls:increase15s{{agent="{AGENT}"}}'
+    accuracy = f'agent:toolwatch_tool_call_accuracy:ratio_rate15s{{agent="{AGENT}"}}'
+    # Steady state: enough judged calls for the guard, accuracy 100%, nothing fires anywhere.
+    wait_until("steady traffic in Prometheus", lambda: (value(stack, guard) or 0) >= 10, 30, stack)
+    time.sleep(4)  # longer than the alert's for: 2s
+    assert value(stack, accuracy) == 1.0
+    assert stack.prometheus.alerts() == []
+    assert stack.alertmanager.alerts() == []
+    assert stack.receiver.posts == []
+    assert stack.live.active() == []
+    # Inject the drop.
+    stack.traffic.good = False
+    wait_until(
+        f"{ALERT} firing in Prometheus",
+        lambda: any(a["labels"]["alertname"] == ALERT and a["state"] == "firing" for a in stack.prometheus.alerts()),
+        40,
+        stack,
+    )
+    fired = next(a for a in stack.prometheus.alerts() if a["labels"]["alertname"] == ALERT)
+    assert fired["labels"]["agent"] == AGENT and fired["labels"]["severity"] == "warning"
+    assert float(fired["value"]) < 0.9
+    assert re.fullmatch(r"Tool call accuracy of agent incident-triage is \d+(\.\d+)?% over the last 15s .*",
+                        fired["annotations"]["description"])  # fmt: skip
+    wait_until(
+        f"{ALERT} in Alertmanager",
+        lambda: any(a["labels"]["alertname"] == ALERT for a in stack.alertmanager.alerts()),
+        20,
+        stack,
+    )
+    assert stack.receiver.wait_for(
+        lambda posts: any(
+            a["labels"]["alertname"] == ALERT and a["status"] == "firing"
+            for path, body in posts
+            if path.startswith("/alertmanager")
+            for a in body["alerts"]
+        ),
+        20,
+    ), stack.receiver.posts
+    delivered = next(b for b in alertmanager_posts(stack) if b["commonLabels"].get("alertname") == ALERT)
+    assert delivered["receiver"] == "toolwatch-webhook" and delivered["commonLabels"]["agent"] == AGENT
+    assert delivered["alerts"][0]["annotations"]["summary"].startswith("Fewer than 90%")
+    # The same definitions in process: firing, exposed on /metrics, posted to the Alertmanager API endpoint.
+    wait_until("in-process alert", lambda: (ALERT, AGENT, "warning") in stack.live.table(), 10, stack)
+    with urllib.request.urlopen(stack.server.metrics_url, timeout=5) as response:
+        exposition = response.read().decode()
+    assert f'toolwatch_alert_active{{agent="{AGENT}",alertname="{ALERT}",severity="warning"}} 1.0' in exposition
+    assert stack.receiver.wait_for(
+        lambda posts: any(p.startswith("/in-process/api/v2/alerts") for p, _ in posts), 10
+    ), stack.receiver.posts
+
+
+def _dashboard_exprs() -> list[tuple[str, str]]:
+    doc = json.loads(DASHBOARD.read_text())
+    out = []
+    for panel in doc["panels"]:
+        for target in panel.get("targets", []):
+            out.append((f"{panel['title']} / {target['refId']}", target["expr"]))
+    return out
+
+
+def _substitute(expr: str) -> str:
+    return (
+        expr.replace("$__rate_interval", "10s").replace("$__range", "3m").replace("$agent", ".*").replace("$tool", ".*")
+    )
+
+
+def test_dashboard_queries_run_and_return_data(stack: Stack) -> None:
+    send_odd_spans(stack.traffic.endpoint)  # a rejected span and duplicates, for the ingest-health panels
+    if stack.traffic.good:  # run alone: inject the drop so failures, confusion and alerts exist
+        stack.traffic.good = False
+    wait_until("failing rules", lambda: bool(stack.prometheus.query("toolwatch_rule_failures_total")), 30, stack)
+    wait_until(
+        "rejected and dropped spans",
+        lambda: (
+            bool(stack.prometheus.query("toolwatch_spans_rejected_total"))
+            and bool(stack.prometheus.query("toolwatch_spans_dropped_total"))
+        ),
+        20,
+        stack,
+    )
+    wait_until(
+        "schema violations", lambda: bool(stack.prometheus.query("toolwatch_schema_violations_total")), 20, stack
+    )
+    time.sleep(2.5)  # rate() needs two scrapes of a new series
+    exprs = _dashboard_exprs()
+    assert len(exprs) >= 25
+    empty = []
+    for where, expr in exprs:
+        assert "${datasource}" not in expr
+        if not stack.prometheus.query(_substitute(expr)):
+            empty.append(where)
+    assert not empty, f"dashboard queries without data: {empty}"
+    doc = json.loads(DASHBOARD.read_text())
+    for var in doc["templating"]["list"]:
+        if var["type"] != "query":
+            continue
+        m = re.fullmatch(r"label_values\((.+), (\w+)\)", var["query"]["query"])
+        assert m, var
+        params = urllib.parse.urlencode({"match[]": _substitute(m.group(1))})
+        values = get_json(f"{stack.prometheus.url}/api/v1/label/{m.group(2)}/values?{params}")["data"]
+        assert values, var["name"]
+    assert AGENT in get_json(f"{stack.prometheus.url}/api/v1/label/agent/values")["data"]
+
+
+def test_promtool_check_metrics_on_live_metrics(stack: Stack, tmp_path: Path) -> None:
+    with urllib.request.urlopen(stack.server.metrics_url, timeout=5) as response:
+        body = response.read()
+    assert b"toolwatch_tool_calls_total" in body
+    result = promtool("check", "metrics", stdin=body)
+    assert result.returncode == 0, result.stdout + result.stderr
