@@ -29,6 +29,7 @@ class Receiver:
         self.requests: list[ExportTraceServiceRequest] = []
         self.paths: list[str] = []
         self.content_types: list[str] = []
+        self.api_keys: list[str | None] = []
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -41,6 +42,7 @@ class Receiver:
                 receiver.requests.append(request)
                 receiver.paths.append(self.path)
                 receiver.content_types.append(self.headers.get("Content-Type", ""))
+                receiver.api_keys.append(self.headers.get("x-api-key"))
                 payload = ExportTraceServiceResponse().SerializeToString()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/x-protobuf")
@@ -143,3 +145,35 @@ def test_spans_survive_the_otlp_http_round_trip(receiver: Receiver) -> None:
     long = {kv.key: plain(kv.value) for kv in by_call["call_4"].attributes}
     assert long["toolwatch.truncated"] == ("gen_ai.tool.call.arguments", "gen_ai.tool.call.result")
     assert len(str(long["gen_ai.tool.call.arguments"])) == 64
+
+
+def test_standard_environment_variables(receiver: Receiver, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{receiver.port}")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", "x-api-key=s3cret")
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "env-agent")
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER", "parentbased_always_on")
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
+    from instrumentation._content import SETTINGS, ContentSettings
+
+    SETTINGS.current = ContentSettings.from_env()
+    provider = tw.configure(set_global=False)
+    try:
+        get_weather("Oslo")
+        assert provider.force_flush()
+    finally:
+        provider.shutdown()
+    assert receiver.paths == ["/v1/traces"] and receiver.api_keys == ["s3cret"]
+    [resource_spans] = receiver.requests[0].resource_spans
+    assert {kv.key: plain(kv.value) for kv in resource_spans.resource.attributes}["service.name"] == "env-agent"
+    [span] = resource_spans.scope_spans[0].spans
+    attributes = {kv.key: plain(kv.value) for kv in span.attributes}
+    assert attributes["gen_ai.tool.call.arguments"] == '{"city":"Oslo"}'
+
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER", "always_off")
+    provider = tw.configure(set_global=False)
+    try:
+        get_weather("Rome")
+        assert provider.force_flush()
+    finally:
+        provider.shutdown()
+    assert len(receiver.requests) == 1  # nothing sampled, nothing sent
