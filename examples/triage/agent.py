@@ -8,8 +8,13 @@ It stands in for an LLM that routes a log line to the telemetry tool of the subs
 - SEV1 lines make it page an on-call tool that does not exist;
 - very long lines make it give up without calling anything.
 
-`triage(line)` is the probe agent (`toolwatch probe --agent examples.triage.agent:triage`): it runs inside
-the `agent_turn` the harness opens and returns the final answer with its `Result: ...` line.
+`triage(line)` is the probe and eval agent (`--agent examples.triage.agent:triage`): it runs inside the
+`agent_turn` the harness opens and returns the final answer with its `Result: ...` line.
+
+Why not the live demo's simulated model (`monitor.demo`)? Its mistakes are drawn at random on every turn,
+whatever the input, which suits a live view; a probe needs mistakes that depend on the input, as a real
+model's do, or no input-selection strategy can find them sooner than another. This example also uses
+only the agent-side `instrumentation` package, as a user's agent would.
 """
 
 from __future__ import annotations
@@ -99,8 +104,11 @@ def plan(line: str) -> list[tuple[str, str]]:
     return calls
 
 
-def triage(line: str) -> str:
-    """Route one log line: run the planned calls through the executor and answer with a Result line."""
+def triage(line: str, history: list[dict[str, str]] | None = None) -> str:
+    """Route one log line: run the planned calls through the executor and answer with a Result line.
+
+    `history` (earlier messages, given by scenario runs) does not change the routing of a line.
+    """
     called = []
     for n, (name, args) in enumerate(plan(line)):
         EXECUTOR.execute(name, args, call_id=f"call_{n}")

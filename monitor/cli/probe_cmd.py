@@ -76,6 +76,20 @@ def probe(generator_spec: str, agent_spec: str, rules: tuple[str, ...], agent_na
                            pool=pool, seed=seed, strategy=strategy, timeout_s=timeout_s, on_step=on_step)
         builder.track(iterations, f"{strategy} accuracy", force=True)
         if compare_seeds:
+            other = next(x for x in STRATEGIES if x != strategy)
+            side = ReportBuilder(worst=0, keep_cases=False)
+            otask = progress.add_task(f"probe ({other}, for the chart)", total=iterations, status="")
+
+            def on_other(step: Step) -> None:
+                if step.verdict is not None:
+                    side.add(step.verdict)
+                side.track(step.iteration, f"{other} accuracy")
+                progress.update(otask, advance=1)
+
+            run_probe(generator=generator, agent=agent, judge=judge, harness=harness, iterations=iterations,
+                      pool=pool, seed=seed, strategy=other, timeout_s=timeout_s, on_step=on_other)
+            side.track(iterations, f"{other} accuracy", force=True)
+            builder.series.update(side.series)
             seeds = range(seed, seed + compare_seeds)
             ctask = progress.add_task("first failure, both strategies", total=2 * compare_seeds, status="")
             ff = first_failures(generator=generator, agent=agent, judge=judge, harness=harness, seeds=seeds,

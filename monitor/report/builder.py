@@ -117,7 +117,7 @@ class ReportBuilder:
         """Account one verdict; `status`/`message` override the JUnit result (eval: timeouts, trials)."""
         self.tally.add(verdict)
         ident = turn_ident(verdict, case_id)
-        if verdict.failed:
+        if verdict.failed and self._worst_n > 0:
             seq = next(self._seq)
             item = (severity(verdict), -seq, sample_of(verdict, ident))
             if len(self._heap) < self._worst_n:

@@ -117,3 +117,13 @@ def test_cases_are_bounded() -> None:
     for i in range(5):
         b.add_case(CaseResult(str(i), "g", "passed"))
     assert len(b.cases) == 3 and b.cases_dropped == 2
+
+
+def test_worst_zero_keeps_no_sample(support_judge: object) -> None:
+    from tests.monitor.offline.conftest import support_turns
+
+    b = ReportBuilder(worst=0, keep_cases=False)
+    for t in support_turns():
+        b.add(support_judge.judge(t))  # type: ignore[attr-defined]
+    report = b.build("probe", "x")
+    assert report.worst == [] and report.cases == [] and report.counts["judged_calls"] == 9
