@@ -26,10 +26,8 @@ from rapidfuzz.distance import Levenshtein
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from examples.triage.agent import triage  # noqa: E402
-from examples.triage.generator import generate  # noqa: E402
 from monitor.assembly import TurnAssembler  # noqa: E402
-from monitor.evaluate import Harness, load_judge  # noqa: E402
+from monitor.evaluate import Harness, load_callable, load_judge  # noqa: E402
 from monitor.otlp import decode_json, parse_json, request_to_json  # noqa: E402
 from monitor.probe import FscsSelector  # noqa: E402
 from monitor.records import Turn  # noqa: E402
@@ -37,6 +35,8 @@ from monitor.replay import Replayer, replay_files  # noqa: E402
 from monitor.report import ReportBuilder  # noqa: E402
 
 RULES = Path(__file__).resolve().parents[1] / "rules" / "incident-triage.yaml"
+triage = load_callable("examples.triage.agent:triage")
+generate = load_callable("examples.triage.generator:generate")
 BATCH_SPANS = 512
 
 

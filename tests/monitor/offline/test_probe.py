@@ -11,12 +11,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rapidfuzz.distance import Levenshtein
 
-from examples.triage.agent import triage
-from examples.triage.generator import generate
 from monitor.cli.probe_cmd import probe
-from monitor.evaluate import Harness, load_judge
+from monitor.evaluate import Harness, load_callable, load_judge
 from monitor.probe import FscsSelector, first_failures, mean_first_failure, run_probe
 from tests.monitor.offline.conftest import TRIAGE_RULES
+
+# Loaded the way `--agent` / `--generator` load them (examples/ is not a package the type checker follows).
+triage = load_callable("examples.triage.agent:triage")
+generate = load_callable("examples.triage.generator:generate")
 
 SEEDS = 50
 MAX_RUNS = 300

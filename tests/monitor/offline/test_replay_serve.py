@@ -23,13 +23,15 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from prometheus_client.parser import text_string_to_metric_families
 
-from examples.triage.agent import triage
-from examples.triage.generator import generate
 from monitor.cli.replay_cmd import replay
-from monitor.evaluate import Harness
+from monitor.evaluate import Harness, load_callable
 from monitor.otlp import request_to_json
 from monitor.serve import ServerThread, Settings
 from tests.monitor.offline.conftest import TRIAGE_RULES
+
+# Loaded the way `--agent` / `--generator` load them (examples/ is not a package the type checker follows).
+triage = load_callable("examples.triage.agent:triage")
+generate = load_callable("examples.triage.generator:generate")
 
 AGENT = "incident-triage"
 TURNS = 300
