@@ -218,6 +218,10 @@ def tool(
             raise TypeError(f"@tool decorates a function or method, got {type(f).__name__}")
         if isinstance(f, (staticmethod, classmethod)):
             raise TypeError("put @staticmethod / @classmethod above @tool, not below it")
+        if SPEC_ATTRIBUTE in getattr(f, "__dict__", {}):  # already a tool: one span per call, not two
+            if name is None and schema is None and description is None:
+                return f
+            raise ValueError(f"{f!r} is already a @tool; give name, schema and description in one @tool(...)")
         return instrument(f, make_spec(f, name=name, description=description, schema=schema))
 
     if func is not None:

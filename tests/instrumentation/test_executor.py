@@ -253,3 +253,23 @@ def test_failed_call_arguments_are_redacted_too(recorded: Recorded, executor: tw
     second = dict(recorded.named("execute_tool get_weather").attributes or {})
     assert "gen_ai.tool.call.arguments" not in second
     assert second["toolwatch.content.error"] == "not_redactable"
+
+
+def test_bound_method_tools_and_double_decoration(recorded: Recorded) -> None:
+    class Service:
+        def __init__(self, prefix: str) -> None:
+            self.prefix = prefix
+
+        @tw.tool
+        def greet(self, who: str) -> str:
+            """Greet someone."""
+            return f"{self.prefix} {who}"
+
+    executor = tw.ToolExecutor([Service("hi").greet])
+    assert executor.execute("greet", '{"who": "ann"}', call_id="m1") == "hi ann"
+    assert executor.definitions()[0]["parameters"]["properties"] == {"who": {"type": "string"}}
+    assert tw.tool(get_weather) is get_weather
+    with pytest.raises(ValueError, match="already a @tool"):
+        tw.tool(name="other")(get_weather)
+    get_weather("Rome")
+    assert len([s for s in recorded.spans() if s.name == "execute_tool get_weather"]) == 1

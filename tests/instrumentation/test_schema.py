@@ -95,4 +95,4 @@ def test_given_schema_is_used_and_checked() -> None:
     spec = tw.get_tool_spec(find)
     assert spec is not None and spec.parameters is schema
     with pytest.raises(ValueError, match="type object"):
-        tw.tool(schema={"type": "array"})(find)
+        tw.tool(schema={"type": "array"})(lambda q: q)
