@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sys
 
 import click
 
@@ -141,16 +140,16 @@ def serve(**opts: object) -> None:
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
 
+    def started(server: Server) -> None:
+        click.echo(
+            f"toolwatch serve: OTLP/HTTP on {server.endpoint}, metrics on {server.metrics_url} (pid {os.getpid()})",
+            err=True,
+        )
+
     async def run() -> None:
         try:
-            await server.serve_forever()
+            await server.serve_forever(started)
         except OSError as exc:
             raise click.ClickException(str(exc)) from None
 
-    click.echo(
-        f"toolwatch serve: OTLP/HTTP on http://{settings.host}:{settings.port}/v1/traces, "
-        f"metrics on http://{settings.metrics_host}:{settings.metrics_port}/metrics (pid {os.getpid()})",
-        err=True,
-    )
     asyncio.run(run())
-    sys.stderr.flush()

@@ -154,10 +154,12 @@ class Server:
         logger.info("stopped; %d pending turns judged at shutdown", judged)
         return judged
 
-    async def serve_forever(self) -> None:
+    async def serve_forever(self, on_started: Callable[[Server], None] | None = None) -> None:
         """Run until SIGTERM or SIGINT; SIGHUP reloads the rules."""
         loop = asyncio.get_running_loop()
         await self.start()
+        if on_started is not None:
+            on_started(self)
         loop.add_signal_handler(signal.SIGHUP, self.reload_rules)
         loop.add_signal_handler(signal.SIGTERM, self.request_stop)
         loop.add_signal_handler(signal.SIGINT, self.request_stop)
@@ -199,6 +201,9 @@ class ServerThread:
         return asyncio.run_coroutine_threadsafe(run(), self._loop).result(timeout=timeout)
 
     def stop(self, timeout: float = 60.0) -> int:
+        """Stop the server (judging pending turns) and the loop; returns the turns judged at shutdown. Idempotent."""
+        if self._loop.is_closed():
+            return 0
         judged = 0
         if self.server is not None:
             judged = asyncio.run_coroutine_threadsafe(self.server.stop(), self._loop).result(timeout=timeout)

@@ -1,0 +1,111 @@
+"""Turn assembly: grouping under the nearest turn, grace, turnless timeout, bounds, order."""
+
+from __future__ import annotations
+
+from monitor.assembly import TurnAssembler
+from monitor.otlp import Span
+
+S = 1_000_000_000
+T1 = "0af7651916cd43dd8448eb211c80319c"
+T2 = "1af7651916cd43dd8448eb211c80319c"
+
+
+def turn(trace: str, sid: str, parent: str = "", agent: str = "a", start: int = 0, end: int = 10 * S) -> Span:
+    return Span(
+        trace,
+        sid,
+        parent,
+        f"invoke_agent {agent}",
+        1,
+        start,
+        end,
+        attributes={
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": agent,
+            "gen_ai.input.messages": '[{"role":"user","parts":[{"type":"text","content":"hi"}]}]',
+        },
+    )
+
+
+def call(trace: str, sid: str, parent: str, name: str, start: int = S, end: int = 2 * S) -> Span:
+    return Span(
+        trace,
+        sid,
+        parent,
+        f"execute_tool {name}",
+        1,
+        start,
+        end,
+        attributes={"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name},
+    )
+
+
+def other(trace: str, sid: str, parent: str, start: int = S, end: int = 3 * S) -> Span:
+    return Span(trace, sid, parent, "chat model", 3, start, end)
+
+
+def test_calls_under_intermediate_spans_in_start_order_and_grace() -> None:
+    a = TurnAssembler(grace_s=2.0)
+    now = 100 * S
+    # Children end (and are exported) before their parents; the intermediate chat span comes later.
+    assert a.add([call(T1, "c2", "m1", "second", start=5 * S), call(T1, "c1", "m1", "first", start=2 * S)], now) == []
+    assert a.add([turn(T1, "t1")], now) == []
+    assert a.add([other(T1, "m1", "t1")], now + 1 * S) == []  # within the grace period
+    assert a.poll(now + 2 * S - 1) == []
+    (done,) = a.poll(now + 2 * S)
+    assert [c.name for c in done.calls] == ["first", "second"]
+    assert done.agent == "a" and done.input_text == "hi" and not done.turnless
+    assert a.pending_traces == 0 and a.pending_turns == 0
+
+
+def test_nested_agents_take_their_own_calls() -> None:
+    a = TurnAssembler(grace_s=0)
+    spans = [
+        call(T1, "c1", "sub", "inner"),
+        turn(T1, "sub", parent="top", agent="helper", start=S, end=5 * S),
+        call(T1, "c2", "top", "outer"),
+        turn(T1, "top", agent="boss"),
+    ]
+    done = {t.agent: [c.name for c in t.calls] for t in a.add(spans, 0)}
+    assert done == {"helper": ["inner"], "boss": ["outer"]}
+
+
+def test_turnless_calls_after_the_timeout_and_late_children_dropped() -> None:
+    a = TurnAssembler(grace_s=1.0, turnless_timeout_s=30.0)
+    assert a.add([call(T2, "c1", "gone", "lonely")], 0) == []
+    assert a.poll(29 * S) == []
+    (alone,) = a.poll(30 * S)
+    assert alone.turnless and [c.name for c in alone.calls] == ["lonely"] and alone.agent == ""
+    # A child arriving after its turn was judged is dropped and counted, not judged twice.
+    a.add([turn(T1, "t1"), call(T1, "c1", "t1", "x")], 40 * S)
+    assert len(a.poll(41 * S)) == 1
+    a.add([call(T1, "c9", "t1", "late")], 42 * S)
+    assert a.stats.late_calls == 1
+    a.add([turn(T1, "t1")], 43 * S)  # and a retried turn span is a duplicate
+    assert a.stats.duplicates == 1 and a.flush() == []
+
+
+def test_pending_traces_are_bounded_oldest_released_early() -> None:
+    a = TurnAssembler(grace_s=60, max_pending=2, max_calls_per_trace=2)
+    traces = [f"{i:032x}" for i in range(1, 4)]
+    out = []
+    for i, t in enumerate(traces):
+        out += a.add([turn(t, f"{i + 1:016x}"), call(t, f"{i + 10:016x}", f"{i + 1:016x}", "x")], 0)
+    assert a.stats.evicted == 1 and a.pending_traces == 2
+    assert [t.trace_id for t in out] == [traces[0]] and len(out[0].calls) == 1
+    a.add([call(traces[1], f"{n:016x}", f"{2:016x}", "x") for n in range(50, 55)], 0)
+    assert a.stats.oversized_calls == 4  # two calls per trace at most
+    assert sorted(t.trace_id for t in a.flush()) == traces[1:]
+
+
+def test_missing_intermediate_span_falls_back_to_the_enclosing_turn() -> None:
+    a = TurnAssembler(grace_s=0)
+    (done,) = a.add([call(T1, "c1", "never-sent", "x", start=2 * S, end=3 * S), turn(T1, "t1")], 0)
+    assert [c.name for c in done.calls] == ["x"]
+
+
+def test_rejected_spans_are_counted_by_the_normalizer() -> None:
+    a = TurnAssembler(grace_s=0)
+    bad = Span(T1, "c1", "t1", "execute_tool", 1, 0, 1, attributes={"gen_ai.operation.name": "execute_tool"})
+    a.add([bad, turn(T1, "t1")], 0)
+    assert a.normalizer.rejected == {"missing_tool_name": 1}

@@ -1,0 +1,157 @@
+"""Rule reloads (SIGHUP and file change), the verdict log, graceful shutdown."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+from monitor.serve import VerdictLog
+from tests.monitor.service.conftest import RULES, ServeFactory, scrape, value, wait_for
+from tests.monitor.service.http_util import get, post
+from tests.monitor.service.spans import Call, TurnSpec, record_turns, to_request
+
+OK = "Result: ok"
+GOOD = TurnSpec("[AUTH] x", [Call("pull_auth_telemetry", {"log_excerpt": "x"})], output_text=OK)
+BAD = TurnSpec("[BILL] y", [Call("pull_auth_telemetry", {"log_excerpt": "y"})], output_text=OK)
+
+
+def _send(endpoint: str, turns: list[TurnSpec]) -> None:
+    status, _, _ = post(endpoint, to_request(record_turns(turns)).SerializeToString(), "application/x-protobuf")
+    assert status == 200
+
+
+def test_reload_on_file_change_keeps_old_rules_when_invalid(serve: ServeFactory, tmp_path: Path) -> None:
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(RULES.read_text())
+    _, server = serve(rules=(str(rules),), watch_rules=True, watch_interval_s=0.05)
+    rules.write_text("version: 1\ncatalog: {tools: [{name: 5}]}\nexpect: nope\n")
+    wait_for(lambda: value(scrape(server), "toolwatch_rules_reloads_total", result="failure") == 1)
+    assert server.rules.last_error
+    _send(server.endpoint, [GOOD])  # still judged by the old rules
+    wait_for(lambda: server.pipeline.turns_judged == 1)
+    assert value(scrape(server), "toolwatch_turns_total", agent="incident-triage", judged="true") == 1
+    # A valid new file: a new tool in the catalog becomes a label value.
+    text = RULES.read_text().replace(
+        "    - name: pull_support_telemetry",
+        "    - name: pull_network_telemetry\n      description: net\n    - name: pull_support_telemetry",
+    )
+    rules.write_text(text)
+    wait_for(lambda: value(scrape(server), "toolwatch_rules_reloads_total", result="success") == 1)
+    _send(server.endpoint, [TurnSpec("[AUTH] z", [Call("pull_network_telemetry", {"log_excerpt": "z"})])])
+    wait_for(lambda: server.pipeline.turns_judged == 2)
+    s = scrape(server)
+    assert (
+        value(
+            s,
+            "toolwatch_tool_calls_total",
+            agent="incident-triage",
+            tool="pull_network_telemetry",
+            outcome="wrong_tool",
+        )
+        == 1
+    )
+
+
+def test_verdict_log_and_rotation(serve: ServeFactory, tmp_path: Path) -> None:
+    log = tmp_path / "verdicts.jsonl"
+    _, server = serve(verdict_log=str(log))
+    _send(server.endpoint, [GOOD, BAD, GOOD])
+    wait_for(lambda: server.pipeline.turns_judged == 3)
+    server.pipeline.verdict_log.flush()  # type: ignore[union-attr]
+    lines = [json.loads(ln) for ln in log.read_text().splitlines()]
+    assert len(lines) == 1  # only the failing turn
+    rec = lines[0]
+    assert rec["input"] == "[BILL] y" and rec["failed"] is True and rec["rule"] == "billing"
+    assert "pull_auth_telemetry" in rec["reason"] and rec["missed"] == ["pull_billing_telemetry"]
+    assert rec["calls"] == [{"name": "pull_auth_telemetry", "outcome": "wrong_tool", "schema_valid": True}]
+
+
+def test_verdict_log_rotates_by_size(tmp_path: Path) -> None:
+    from monitor.judge import Judge
+    from monitor.records import ToolCall, Turn
+    from monitor.rules import load_rules
+
+    judge = Judge(load_rules([RULES]))
+    verdict = judge.judge(Turn("[BILL] y" + "x" * 300, (ToolCall("pull_auth_telemetry", arguments="{}"),)))
+    path = tmp_path / "v.jsonl"
+    log = VerdictLog(path, max_bytes=4096, backups=2)
+    for _ in range(60):
+        log.write([verdict])
+    log.close()
+    sizes = [p.stat().st_size for p in (path, tmp_path / "v.jsonl.1", tmp_path / "v.jsonl.2")]
+    assert all(0 < s <= 4096 for s in sizes)
+    assert not (tmp_path / "v.jsonl.3").exists()
+    assert log.written == 60
+
+
+def test_stop_judges_pending_turns(serve: ServeFactory) -> None:
+    st, server = serve(grace_s=600, turnless_timeout_s=600)
+    exporter = OTLPSpanExporter(endpoint=server.endpoint, timeout=10)
+    exporter.export(record_turns([GOOD, BAD]) + record_turns([TurnSpec("[AUTH] q", [Call("pull_auth_telemetry")])])[:1])
+    exporter.shutdown()  # type: ignore[no-untyped-call]
+    wait_for(lambda: server.pipeline.queued == 0 and server.pipeline.assembler.pending_traces == 3)
+    assert server.pipeline.turns_judged == 0
+    assert st.stop() == 3  # two turns, one turnless call
+    s = server.metrics.counters.tables["toolwatch_turns_total"]
+    assert s[("incident-triage", "true")] == 2 and s[("__other__", "false")] == 1
+
+
+def test_serve_command_sighup_reload_and_sigterm_shutdown(tmp_path: Path) -> None:
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(RULES.read_text())
+    log = tmp_path / "v.jsonl"
+    env = {**os.environ, "TOOLWATCH_GRACE": "60s"}
+    proc = subprocess.Popen(
+        [
+            str(Path(sys.executable).parent / "toolwatch"),
+            "serve",
+            "--rules",
+            str(rules),
+            "--port",
+            "0",
+            "--metrics-port",
+            "0",
+            "--no-watch",
+            "--verdict-log",
+            str(log),
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert proc.stderr is not None
+        line = ""
+        deadline = time.monotonic() + 30
+        while "OTLP/HTTP on" not in line and time.monotonic() < deadline:
+            line = proc.stderr.readline()
+        assert "OTLP/HTTP on" in line, line
+        endpoint = line.split("OTLP/HTTP on ")[1].split(",")[0].strip()
+        metrics = line.split("metrics on ")[1].split(" ")[0].strip()
+        assert get(metrics.replace("/metrics", "/readyz")) == 200
+        _send(endpoint, [BAD])
+        proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: 'toolwatch_rules_reloads_total{result="success"} 1.0' in _text(metrics))
+        proc.send_signal(signal.SIGTERM)  # the turn waits for a 60 s grace: shutdown must judge it
+        assert proc.wait(timeout=30) == 0
+        assert json.loads(log.read_text())["input"] == "[BILL] y"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if proc.stderr is not None:
+            proc.stderr.close()
+
+
+def _text(url: str) -> str:
+    import urllib.request
+
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        return str(resp.read().decode())

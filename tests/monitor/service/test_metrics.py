@@ -1,0 +1,86 @@
+"""The metrics collector: rolling windows over a clock, bounded labels, and agreement with the judge's Tally."""
+
+from __future__ import annotations
+
+import pytest
+
+from monitor.demo import LogLineGenerator, SimulatedTriageModel
+from monitor.judge import Judge, Tally
+from monitor.metrics import ToolwatchMetrics, format_duration, parse_duration
+from monitor.records import ToolCall, Turn
+from monitor.rules import load_rules
+from monitor.verdict import TurnVerdict
+from tests.monitor.service.conftest import RULES
+
+JUDGE = Judge(load_rules([RULES]))
+
+
+def verdicts(n: int, seed: int = 3) -> list[TurnVerdict]:
+    model = SimulatedTriageModel(seed)
+    out = []
+    for line in LogLineGenerator(seed).lines(n):
+        resp = model.respond(line)
+        calls = tuple(ToolCall(c["function"]["name"], arguments=c["function"]["arguments"]) for c in resp.tool_calls)
+        answer = model.answer(line, [], resp)
+        out.append(JUDGE.judge(Turn(line.text, calls, agent="incident-triage", output_text=answer)))
+    return out
+
+
+def test_window_ratios_equal_tally_ratios() -> None:
+    vs = verdicts(600)
+    m = ToolwatchMetrics(tools=JUDGE.catalog, agents=JUDGE.agents, clock=lambda: 0.0)
+    m.observe(vs)
+    tally = Tally()
+    for v in vs:
+        tally.add(v)
+    view = m.window_counts(now=1.0)["5m"]
+    (vec,) = view.agents.values()
+    r = tally.ratios()
+    assert vec[0] / vec[1] == pytest.approx(r["tool_call_accuracy"])
+    assert vec[2] / vec[1] == pytest.approx(r["spurious_rate"])
+    assert vec[3] / vec[4] == pytest.approx(r["missed_rate"])
+    assert vec[6] / vec[5] == pytest.approx(r["selection_accuracy"])
+    assert vec[7] / vec[5] == pytest.approx(r["end_to_end_accuracy"])
+    for (_, tool), (correct, judged) in view.tools.items():
+        if tool in tally.per_tool:
+            assert correct / judged == pytest.approx(tally.per_tool[tool].ratios()["tool_call_accuracy"])
+
+
+def test_windows_roll_over() -> None:
+    now = [1000.0]
+    m = ToolwatchMetrics(tools=JUDGE.catalog, agents=JUDGE.agents, windows=(60.0, 600.0), clock=lambda: now[0])
+
+    def advance(seconds: int) -> None:  # the service ticks every second
+        for _ in range(seconds):
+            now[0] += 1
+            m.tick()
+
+    m.observe(verdicts(100, seed=1))
+    advance(30)
+    m.observe(verdicts(50, seed=2))
+    advance(45)  # the first batch is now 75 s old: out of the 1m window, inside the 10m one
+    counts = m.window_counts()
+    assert sum(v[5] for v in counts["1m"].agents.values()) == 50
+    assert sum(v[5] for v in counts["10m"].agents.values()) == 150
+    advance(600)
+    counts = m.window_counts()
+    assert sum(v[5] for v in counts["10m"].agents.values()) == 0
+
+
+def test_unknown_agents_and_tools_are_other() -> None:
+    m = ToolwatchMetrics(tools=JUDGE.catalog, agents=JUDGE.agents)
+    v = JUDGE.judge(Turn("[AUTH] x", (ToolCall("nonsense_tool", arguments="{}"),), agent="someone-else"))
+    m.observe([v])
+    keys = set(m.counters.tables["toolwatch_tool_calls_total"])
+    assert keys == {("__other__", "__other__", "hallucinated")}
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("5m", 300), ("1h", 3600), ("90s", 90), ("2", 2), ("1.5h", 5400)])
+def test_durations(text: str, seconds: float) -> None:
+    assert parse_duration(text) == seconds
+
+
+def test_duration_labels_and_errors() -> None:
+    assert [format_duration(s) for s in (300, 3600, 90, 86400)] == ["5m", "1h", "90s", "1d"]
+    with pytest.raises(ValueError, match="invalid duration"):
+        parse_duration("soon")
