@@ -12,13 +12,14 @@ Run: .venv/bin/python bench/bench_replay.py [--turns N]
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from rapidfuzz import process
@@ -40,71 +41,101 @@ generate = load_callable("examples.triage.generator:generate")
 BATCH_SPANS = 512
 
 
-def write_capture(path: Path, turns: int) -> int:
-    """Run the triage agent `turns` times and write its spans as OTLP JSON lines of ~512 spans each."""
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        b, n = n & 0x7F, n >> 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def write_capture(jsonl: Path, pb: Path, turns: int) -> int:
+    """Run the triage agent `turns` times; write its spans in requests of ~512 spans as OTLP JSON lines and
+    as length-delimited OTLP protobuf."""
     rng = random.Random(1)
     written = 0
-    pending = []
-    with Harness(agent_name="incident-triage") as h, path.open("w", encoding="utf-8") as fh:
+    pending: list[Any] = []
+    with Harness(agent_name="incident-triage") as h, jsonl.open("w", encoding="utf-8") as fj, pb.open("wb") as fp:
+
+        def flush() -> None:
+            req = encode_spans(pending)
+            fj.write(request_to_json(req) + "\n")
+            body = req.SerializeToString()
+            fp.write(_varint(len(body)) + body)
+
         for _ in range(turns):
             h.run(triage, generate(rng))
             pending += h.exporter.drain()
             if len(pending) >= BATCH_SPANS:
-                fh.write(request_to_json(encode_spans(pending)) + "\n")
+                flush()
                 written += len(pending)
                 pending = []
         if pending:
-            fh.write(request_to_json(encode_spans(pending)) + "\n")
+            flush()
             written += len(pending)
     return written
+
+
+def _best(fn: Callable[[], object], repeat: int = 3) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
 
 
 def bench_replay(turns: int) -> None:
     judge = load_judge([RULES])
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "capture.jsonl"
-        spans = write_capture(path, turns)
-        size = os.path.getsize(path)
+        path, pb = Path(tmp) / "capture.jsonl", Path(tmp) / "capture.pb"
+        spans = write_capture(path, pb, turns)
         # The turns, decoded and assembled beforehand, for the judge-alone baseline.
+        lines = path.read_bytes().splitlines()
         asm = TurnAssembler()
         decoded: list[Turn] = []
-        for line in path.read_bytes().splitlines():
+        for line in lines:
             decoded += asm.add(decode_json(line), 0)
         decoded += asm.flush()
-        best_replay = best_judge = float("inf")
-        for _ in range(3):
-            builder = ReportBuilder(keep_cases=False)  # as `toolwatch replay` without --junit
-            replayer = Replayer(judge, builder.add)
-            t0 = time.perf_counter()
-            replay_files(replayer, [path])
-            best_replay = min(best_replay, time.perf_counter() - t0)
-            assert replayer.stats.turns == len(decoded) == turns
-            t0 = time.perf_counter()
+        assert len(decoded) == turns
+
+        def replay(p: Path) -> None:
+            replayer = Replayer(judge, ReportBuilder(keep_cases=False).add)  # as `toolwatch replay` without --junit
+            replay_files(replayer, [p])
+            assert replayer.stats.turns == turns
+
+        def judge_alone() -> None:
             for t in decoded:
                 judge.judge(t)
-            best_judge = min(best_judge, time.perf_counter() - t0)
-        lines = path.read_bytes().splitlines()
-        t0 = time.perf_counter()
+
+        def decode_only() -> None:
+            for line in lines:
+                parse_json(line)
+
+        def assemble_only() -> None:
+            a = TurnAssembler()
+            for req in requests:
+                a.add(req.spans, 0)
+            a.flush()
+
         requests = [parse_json(line) for line in lines]
-        t_decode = time.perf_counter() - t0
-        asm = TurnAssembler()
-        t0 = time.perf_counter()
-        for req in requests:
-            asm.add(req.spans, 0)
-        asm.flush()
-        t_assemble = time.perf_counter() - t0
-    replay_rate = spans / best_replay
-    judge_rate = spans / best_judge
-    print(f"capture: {turns} turns, {spans} spans, {size / 1e6:.1f} MB of OTLP JSON lines")
-    print(f"replay (decode + assemble + judge + report): {replay_rate:,.0f} spans/s "
-          f"({turns / best_replay:,.0f} turns/s)")
-    print(f"judge alone on pre-decoded turns:            {judge_rate:,.0f} spans/s "
-          f"({turns / best_judge:,.0f} turns/s)")
-    print(f"where replay time goes: decode {t_decode / best_replay:.0%}, normalize + assemble "
-          f"{t_assemble / best_replay:.0%}, judge {best_judge / best_replay:.0%}, rest (file reading, report sink) "
-          f"{max(0.0, 1 - (t_decode + t_assemble + best_judge) / best_replay):.0%}")
-    ratio = replay_rate / judge_rate
-    print(f"ratio replay / judge alone: {ratio:.2f} (target >= 0.5) {'OK' if ratio >= 0.5 else 'BELOW TARGET'}")
+        t_judge = _best(judge_alone)
+        t_json = _best(lambda: replay(path))
+        t_pb = _best(lambda: replay(pb))
+        t_decode = _best(decode_only)
+        t_assemble = _best(assemble_only)
+    judge_rate = spans / t_judge
+    print(f"capture: {turns} turns, {spans} spans in requests of about {BATCH_SPANS} spans")
+    print(f"judge alone on pre-decoded turns:     {judge_rate:>9,.0f} spans/s ({turns / t_judge:,.0f} turns/s)")
+    for name, t in (("OTLP JSON lines", t_json), ("OTLP protobuf (delimited)", t_pb)):
+        rate = spans / t
+        print(f"replay of {name + ':':<27}{rate:>9,.0f} spans/s ({turns / t:,.0f} turns/s); "
+              f"ratio to the judge alone {rate / judge_rate:.2f} (target >= 0.5) "
+              f"{'OK' if rate / judge_rate >= 0.5 else 'BELOW TARGET'}")
+    print(f"JSON lines replay time: decode {t_decode / t_json:.0%}, normalize + assemble {t_assemble / t_json:.0%}, "
+          f"judge {t_judge / t_json:.0%}, rest (file reading, report sink) "
+          f"{max(0.0, 1 - (t_decode + t_assemble + t_judge) / t_json):.0%}")
 
 
 def bench_fscs(tested_n: int = 10_000, pool: int = 10, steps: int = 40) -> None:
