@@ -1,0 +1,182 @@
+"""Deployment files: docker-compose.yml against the Compose Specification schema, the Kubernetes manifests
+against the Kubernetes OpenAPI schemas (kubernetes-validate), and the cross-references between them."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate  # type: ignore[import-untyped]
+import pytest
+import yaml
+
+from tests.deploy.binaries import DEPLOY, ROOT, binary
+
+K8S = DEPLOY / "k8s"
+K8S_VERSION = "1.30.0"
+COMPOSE = DEPLOY / "docker-compose.yml"
+
+
+def _check_jsonschema(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.compose-spec", *map(str, args)]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_compose_file_matches_the_compose_spec(tmp_path: Path) -> None:
+    result = _check_jsonschema(COMPOSE)
+    assert result.returncode == 0, result.stdout + result.stderr
+    broken = tmp_path / "docker-compose.yml"
+    broken.write_text(COMPOSE.read_text().replace("services:\n", "servics:\n", 1))
+    assert _check_jsonschema(broken).returncode != 0  # the validator does reject a broken file
+
+
+def test_compose_wiring() -> None:
+    doc = yaml.safe_load(COMPOSE.read_text())
+    services = doc["services"]
+    assert {"monitor-a", "monitor-b", "redis", "otel-collector", "prometheus", "alertmanager", "grafana"} <= set(
+        services
+    )
+    for name, svc in services.items():
+        for mount in svc.get("volumes", []):
+            source = mount.split(":")[0]
+            if source.startswith("."):
+                assert (DEPLOY / source).exists(), f"{name}: {source} does not exist"
+        for dep in svc.get("depends_on", []):
+            assert dep in services, f"{name} depends on unknown {dep}"
+    monitor = services["monitor-a"]
+    assert monitor["build"] == {"context": "..", "dockerfile": "deploy/Dockerfile"}
+    rules = monitor["command"][monitor["command"].index("--rules") + 1]
+    assert (ROOT / "rules" / Path(rules).name).exists()
+    aliases = {a for s in services.values() for a in s.get("networks", {}).get("default", {}).get("aliases", [])}
+    prom = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
+    job = next(j for j in prom["scrape_configs"] if j["job_name"] == "toolwatch")
+    assert job["dns_sd_configs"][0]["names"] == ["monitor"] and "monitor" in aliases
+    collector = services["otel-collector"]
+    assert collector["environment"]["TOOLWATCH_MONITOR_RELAYS"] in aliases
+    am = yaml.safe_load((DEPLOY / "alertmanager" / "alertmanager.yml").read_text())
+    for receiver in am["receivers"]:
+        for hook in receiver.get("webhook_configs", []):
+            host = re.match(r"http://([^:/]+)", hook["url"])
+            assert host and host.group(1) in services, hook["url"]
+
+
+def test_shipped_prometheus_and_alertmanager_configs_are_valid() -> None:
+    prom = subprocess.run(
+        [binary("promtool"), "check", "config", str(DEPLOY / "prometheus" / "prometheus.yml")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert prom.returncode == 0, prom.stdout + prom.stderr
+    am = subprocess.run(
+        [binary("amtool"), "check-config", str(DEPLOY / "alertmanager" / "alertmanager.yml")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert am.returncode == 0, am.stdout + am.stderr
+
+
+def _k8s_docs() -> list[dict[str, Any]]:
+    kustomization = yaml.safe_load((K8S / "kustomization.yaml").read_text())
+    docs: list[dict[str, Any]] = []
+    for resource in kustomization["resources"]:
+        docs.extend(d for d in yaml.safe_load_all((K8S / resource).read_text()) if d)
+    for gen in kustomization["configMapGenerator"]:  # what `kubectl apply -k` generates
+        data = {Path(f).name: (K8S / f).read_text() for f in gen["files"]}
+        meta = {"name": gen["name"], "namespace": kustomization["namespace"]}
+        docs.append({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data})
+    return docs
+
+
+@pytest.mark.parametrize("doc", _k8s_docs(), ids=lambda d: f"{d['kind']}/{d['metadata']['name']}")
+def test_k8s_manifest_matches_the_kubernetes_schema(doc: dict[str, Any]) -> None:
+    kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+
+
+def test_k8s_validator_rejects_a_broken_manifest() -> None:
+    doc = next(d for d in _k8s_docs() if d["kind"] == "Deployment")
+    broken = yaml.safe_load(yaml.safe_dump(doc))
+    broken["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"] = "4318"
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(broken, K8S_VERSION, strict=True)
+
+
+def test_k8s_cross_references() -> None:
+    docs = _k8s_docs()
+    configmaps = {d["metadata"]["name"] for d in docs if d["kind"] == "ConfigMap"}
+    deployments = [d for d in docs if d["kind"] == "Deployment"]
+    named_ports: dict[str, set[str]] = {}
+    for dep in deployments:
+        spec = dep["spec"]
+        labels = spec["template"]["metadata"]["labels"]
+        assert spec["selector"]["matchLabels"].items() <= labels.items()
+        for vol in spec["template"]["spec"]["volumes"]:
+            if "configMap" in vol:
+                assert vol["configMap"]["name"] in configmaps, vol
+        ports = {p["name"] for c in spec["template"]["spec"]["containers"] for p in c.get("ports", [])}
+        named_ports[labels["app.kubernetes.io/name"]] = ports
+    for svc in (d for d in docs if d["kind"] == "Service"):
+        ports = named_ports[svc["spec"]["selector"]["app.kubernetes.io/name"]]
+        for port in svc["spec"]["ports"]:
+            assert port["targetPort"] in ports, (svc["metadata"]["name"], port)
+    collector = next(d for d in deployments if d["metadata"]["name"] == "toolwatch-collector")
+    env = {e["name"]: e["value"] for e in collector["spec"]["template"]["spec"]["containers"][0]["env"]}
+    relays = next(d for d in docs if d["kind"] == "Service" and d["spec"].get("clusterIP") == "None")
+    assert env["TOOLWATCH_MONITOR_RELAYS"].startswith(relays["metadata"]["name"] + ".toolwatch.svc")
+
+
+@pytest.mark.parametrize(
+    ("copy", "original"),
+    [
+        ("configs/incident-triage.yaml", ROOT / "rules" / "incident-triage.yaml"),
+        ("configs/config.yaml", DEPLOY / "otel-collector" / "config.yaml"),
+        ("configs/relay.yaml", DEPLOY / "otel-collector" / "relay.yaml"),
+        ("configs/toolwatch-rules.yml", DEPLOY / "prometheus" / "toolwatch-rules.yml"),
+    ],
+)
+def test_k8s_config_copies_equal_the_originals(copy: str, original: Path) -> None:
+    assert (K8S / copy).read_text() == original.read_text(), (
+        f"deploy/k8s/{copy} is stale: cp {original.relative_to(ROOT)} deploy/k8s/{copy}"
+    )
+
+
+@pytest.mark.parametrize("name", ["config.yaml", "relay.yaml"])
+def test_collector_configs_are_consistent(name: str) -> None:
+    doc = yaml.safe_load((DEPLOY / "otel-collector" / name).read_text())
+    pipelines = doc["service"]["pipelines"]
+    for kind in ("receivers", "processors", "exporters"):
+        for pipeline in pipelines.values():
+            for component in pipeline.get(kind, []):
+                assert component in doc[kind], f"{name}: pipeline uses undefined {kind[:-1]} {component}"
+    for ext in doc["service"].get("extensions", []):
+        assert ext in doc["extensions"]
+    if name == "config.yaml":
+        lb = doc["exporters"]["loadbalancing"]
+        assert lb["routing_key"] == "traceID" and "otlp" in lb["protocol"]
+        assert doc["exporters"]["file/capture"]["format"] == "json"  # OTLP JSON lines, what replay reads
+        assert pipelines["traces"]["exporters"] == ["loadbalancing", "file/capture"]
+    else:
+        assert doc["receivers"]["otlp"]["protocols"]["grpc"]["endpoint"].endswith(":4317")
+        assert doc["exporters"]["otlphttp/monitor"]["encoding"] == "proto"
+
+
+def test_dockerfile_builds_the_monitor_image() -> None:
+    text = (DEPLOY / "Dockerfile").read_text()
+    lines = [ln for ln in text.replace("\\\n", " ").splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    instructions = [ln.split()[0] for ln in lines]
+    assert instructions.count("FROM") == 2 and instructions[-2:] == ["ENTRYPOINT", "CMD"]
+    for ln in lines:
+        if ln.startswith("COPY") and "--from" not in ln:
+            for source in ln.split()[1:-1]:
+                assert (ROOT / source).exists(), f"COPY source {source} missing"
+    user = next(ln for ln in lines if ln.startswith("USER")).split()[1]
+    assert user not in ("root", "0")
+    assert set(next(ln for ln in lines if ln.startswith("EXPOSE")).split()[1:]) == {"4318", "9464"}
+    assert 'ENTRYPOINT ["toolwatch"]' in lines and 'CMD ["serve"]' in lines
+    assert "TOOLWATCH_RULES=/etc/toolwatch/rules/incident-triage.yaml" in text
