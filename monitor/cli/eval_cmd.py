@@ -24,8 +24,11 @@ from monitor.rules import RuleFileError
 from monitor.scenario import MODES, ScenarioError, ScenarioRun, build_judge, load_scenarios, run_scenarios
 
 
-def _fail_load(exc: Exception) -> None:
-    click.echo(f"error: {exc}", err=True)
+def _fail_load(exc: Exception, rules: tuple[str, ...] = ()) -> None:
+    hint = ""
+    if not rules and "catalog" in str(exc):
+        hint = "\nhint: give the rule file with the tool catalog: --rules FILE"
+    click.echo(f"error: {exc}{hint}", err=True)
     raise SystemExit(2) from exc
 
 
@@ -51,7 +54,7 @@ def _run_dataset(dataset: str, agent: Any, rules: tuple[str, ...], agent_name: s
         cases = read_cases(dataset)
         judge = Judge(load_dataset_rules(dataset, rules, agent=agent_name))
     except RuleFileError as exc:
-        _fail_load(exc)
+        _fail_load(exc, rules)
         raise
     name = default_agent_name(judge.agents, agent_name)
     with Harness(agent_name=name) as harness, progress_bar(disable=no_progress) as progress:

@@ -7,7 +7,16 @@ from typing import Any
 import click
 
 from monitor.evaluate import Harness, LoadError, default_agent_name, load_callable, load_judge
-from monitor.probe import STRATEGIES, Step, cluster_tables, first_failures, mean_first_failure, run_probe
+from monitor.probe import (
+    STRATEGIES,
+    GeneratorError,
+    ProbeResult,
+    Step,
+    cluster_tables,
+    first_failures,
+    mean_first_failure,
+    run_probe,
+)
 from monitor.report import ReportBuilder, Table, emit_report, pop_report_options, report_options
 from monitor.report.progress import progress_bar
 from monitor.rules import RuleFileError
@@ -58,6 +67,25 @@ def probe(generator_spec: str, agent_spec: str, rules: tuple[str, ...], agent_na
         raise SystemExit(2) from exc
     name = default_agent_name(judge.agents, agent_name)
     builder = ReportBuilder(worst=worst)
+    try:
+        result, tables, notes = _run(builder, generator, agent, judge, name, iterations, pool, seed, strategy,
+                                     compare_seeds, timeout_s, no_progress)
+    except GeneratorError as exc:
+        click.echo(f"error: {exc}", err=True)
+        raise SystemExit(2) from exc
+    first = result.first_failure
+    notes.insert(0, f"first failure at run {first}" if first else f"no failure in {iterations} runs")
+    tables += cluster_tables(result.steps)
+    title = f"toolwatch probe: {strategy}, {iterations} runs, pool {pool}, seed {seed}"
+    report = builder.build("probe", title, tables=tables, notes=notes)
+    for note in notes:
+        click.echo(note, err=True)
+    raise SystemExit(emit_report(report, options))
+
+
+def _run(builder: ReportBuilder, generator: Any, agent: Any, judge: Any, name: str, iterations: int, pool: int,
+         seed: int, strategy: str, compare_seeds: int, timeout_s: float | None, no_progress: bool
+         ) -> tuple[ProbeResult, list[Table], list[str]]:
     tables: list[Table] = []
     notes: list[str] = []
     with Harness(agent_name=name) as harness, progress_bar(disable=no_progress) as progress:
@@ -103,11 +131,4 @@ def probe(generator_spec: str, agent_spec: str, rules: tuple[str, ...], agent_na
                 notes.append(f"{strat}: mean runs to first failure over {len(values)} seeds = {mean:.2f}")
             tables.append(Table(f"Runs to the first failure (pool {pool}, seeds {seeds.start}..{seeds.stop - 1})",
                                 ["strategy", "mean runs", "seeds with a failure", "seeds"], rows))
-    first = result.first_failure
-    notes.insert(0, f"first failure at run {first}" if first else f"no failure in {iterations} runs")
-    tables += cluster_tables(result.steps)
-    title = f"toolwatch probe: {strategy}, {iterations} runs, pool {pool}, seed {seed}"
-    report = builder.build("probe", title, tables=tables, notes=notes)
-    for note in notes:
-        click.echo(note, err=True)
-    raise SystemExit(emit_report(report, options))
+    return result, tables, notes

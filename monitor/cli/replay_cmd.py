@@ -68,7 +68,8 @@ def replay(sources: tuple[str, ...], rules: tuple[str, ...], fmt: str, grace: fl
         try:
             stats = replay_files(replayer, paths, fmt=fmt, on_progress=advance)
         except SourceError as exc:
-            raise click.ClickException(str(exc)) from exc
+            click.echo(f"error: {exc}", err=True)
+            raise SystemExit(2) from exc
         progress.update(task, status=f"{stats.turns} turns")
     builder.track(builder.tally.turns, force=True)
     notes = [f"{stats.files} file(s), {stats.requests} export requests, {stats.spans} spans, "

@@ -20,6 +20,7 @@ from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 
@@ -94,8 +95,6 @@ class Harness:
                  ) -> None:
         self.agent_name = agent_name
         self.exporter = DrainingExporter()
-        from opentelemetry.sdk.resources import Resource
-
         self.provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
         self.provider.add_span_processor(SimpleSpanProcessor(self.exporter))
         self.assembler = TurnAssembler(grace_s=0.0, turnless_timeout_s=3600.0)

@@ -4,6 +4,7 @@ from monitor.probe._clusters import cluster_tables
 from monitor.probe._loop import (
     STRATEGIES,
     Generator,
+    GeneratorError,
     ProbeResult,
     Step,
     first_failures,
@@ -17,6 +18,7 @@ __all__ = [
     "Choice",
     "FscsSelector",
     "Generator",
+    "GeneratorError",
     "ProbeResult",
     "Step",
     "cluster_tables",

@@ -45,12 +45,19 @@ class ProbeResult:
         return next((s.iteration for s in self.steps if s.failed), None)
 
 
+class GeneratorError(ValueError):
+    """The user's generator raised or returned something other than a string."""
+
+
 def draw(generator: Generator, rng: random.Random, k: int) -> list[str]:
     out = []
     for _ in range(k):
-        text = generator(rng)
+        try:
+            text = generator(rng)
+        except Exception as exc:  # noqa: BLE001 - the user's code: say what it did
+            raise GeneratorError(f"the generator raised {type(exc).__name__}: {exc}") from exc
         if not isinstance(text, str):
-            raise TypeError(f"the generator must return str, got {type(text).__name__}")
+            raise GeneratorError(f"the generator must return str, got {type(text).__name__}")
         out.append(text)
     return out
 

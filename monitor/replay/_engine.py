@@ -15,7 +15,7 @@ from typing import Protocol
 from monitor.assembly import TurnAssembler
 from monitor.otlp import Decoded
 from monitor.records import Turn
-from monitor.replay._sources import BadRecord, read_source
+from monitor.replay._sources import BadRecord, SourceError, read_source
 from monitor.verdict import TurnVerdict
 
 
@@ -85,11 +85,14 @@ def replay_files(
     for p in paths:
         replayer.stats.files += 1
         done = 0
-        for decoded, pos in read_source(p, replayer.stats.bad_records, fmt):
-            replayer.feed(decoded)
-            if on_progress is not None and pos > done:
-                on_progress(pos - done)
-                done = pos
+        try:
+            for decoded, pos in read_source(p, replayer.stats.bad_records, fmt):
+                replayer.feed(decoded)
+                if on_progress is not None and pos > done:
+                    on_progress(pos - done)
+                    done = pos
+        except (OSError, EOFError) as exc:  # unreadable, or a truncated .gz: what was read stays counted
+            raise SourceError(f"{p}: cannot read: {exc}") from exc
         if on_progress is not None:
             size = p.stat().st_size
             if size > done:

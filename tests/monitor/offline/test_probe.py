@@ -87,3 +87,14 @@ def test_cli_probe_prints_accuracy_and_comparison(tmp_path: object) -> None:
     for title in ("Failure rate by leading token", "Failure rate by input length", "Failure kinds",
                   "Failing inputs grouped by Levenshtein distance"):
         assert title in res.output
+
+
+def broken_generator(rng: random.Random) -> str:
+    raise RuntimeError("no more ideas")
+
+
+def test_cli_probe_generator_error_is_reported() -> None:
+    res = CliRunner().invoke(probe, [
+        "--generator", "tests.monitor.offline.test_probe:broken_generator", "--agent", "examples.triage.agent:triage",
+        "--rules", str(TRIAGE_RULES), "--iterations", "3", "--no-progress"])
+    assert res.exit_code == 2 and "the generator raised RuntimeError: no more ideas" in res.output

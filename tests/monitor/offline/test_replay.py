@@ -133,3 +133,31 @@ def test_harness_restores_the_instrumentation_state() -> None:
     with Harness(agent_name="x"):
         assert TRACING.provider is not before
     assert TRACING.provider is before
+
+
+def test_cli_truncated_gzip_is_an_input_error(batches: list[object], support_rules: Path, tmp_path: Path) -> None:
+    files = write_span_files(batches, tmp_path)
+    data = gzip.compress(files["jsonl"].read_bytes())
+    cut = tmp_path / "cut.jsonl.gz"
+    cut.write_bytes(data[: len(data) // 2])
+    res = CliRunner().invoke(replay, [str(cut), "--rules", str(support_rules), "--no-progress"])
+    assert res.exit_code == 2 and "cut.jsonl.gz: cannot read" in res.output
+
+
+async def _async_agent(text: str) -> str:
+    import asyncio
+
+    from tests.monitor.offline.agents import EXECUTOR
+
+    await asyncio.sleep(0)
+    await EXECUTOR.aexecute("get_order_status", {"order_id": "1"})
+    return "done"
+
+
+def test_harness_runs_async_agents_inside_the_turn() -> None:
+    with Harness(agent_name="support") as h:
+        for timeout in (None, 5.0):
+            run = h.run_and_collect(_async_agent, "where is order 1", timeout_s=timeout)
+            assert run.error is None and run.output == "done"
+            (turn,) = run.turns
+            assert [c.name for c in turn.calls] == ["get_order_status"] and turn.output_text == "done"
