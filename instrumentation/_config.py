@@ -163,8 +163,10 @@ def configure(  # noqa: C901 - one flat pass over the options
     the service name to `OTEL_SERVICE_NAME`; the sampler to `OTEL_TRACES_SAMPLER[_ARG]`.
     Spans are batched (`simple=True`, the default for "memory", exports each span as it ends) in a queue
     of `max_queue_size` (default 16384 or `OTEL_BSP_MAX_QUEUE_SIZE`); drops are counted
-    (`dropped_spans()`). The global provider is set only if none is set yet (`set_global=True` asks for
-    it, False never). The content options are those of `configure_content`. Bad environment values warn
+    (`dropped_spans()`). The global provider is set only if none is set yet (`set_global=False`: never);
+    OpenTelemetry lets the global be set once, so with one already set even `set_global=True` only logs
+    a warning, while toolwatch's own spans still go to the returned provider. The content options are
+    those of `configure_content`. Bad environment values warn
     and fall back to the defaults.
     """
     configure_content(

@@ -142,6 +142,9 @@ class ToolExecutor:
         self._definitions_json = None
         return func
 
+    def __repr__(self) -> str:
+        return f"ToolExecutor(tools={list(self._tools)!r}, on_error={self.on_error!r})"
+
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(self._tools)
