@@ -9,10 +9,12 @@ from typing import Any
 
 from rapidfuzz import fuzz
 
+from monitor.judge._build import Builder
 from monitor.rules import ArgCheck
 from monitor.verdict import ArgCheckResult
 
 MISSING: Any = object()
+_RESULT = Builder(ArgCheckResult, ("argument", "mode", "expected", "actual", "ok"))
 _PUNCT = str.maketrans({c: None for c in " ,./-_*^"} | {"'": '"'})
 
 
@@ -125,12 +127,12 @@ def run_checks(checks: tuple[ArgCheck, ...], args: Any, input_text: str) -> tupl
         c = checks[0]
         actual = args.get(c.argument, MISSING) if isinstance(args, dict) else MISSING
         ok = passes(c, actual, input_text)
-        return (ArgCheckResult(c.argument, c.mode, expected_text(c, input_text), _text(actual), ok),)
+        return (_RESULT(c.argument, c.mode, expected_text(c, input_text), _text(actual), ok),)
     out = []
     for c in checks:
         actual = get_argument(args, c.argument)
         ok = passes(c, actual, input_text)
-        out.append(ArgCheckResult(c.argument, c.mode, expected_text(c, input_text), _text(actual), ok))
+        out.append(_RESULT(c.argument, c.mode, expected_text(c, input_text), _text(actual), ok))
     return tuple(out)
 
 

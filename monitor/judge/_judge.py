@@ -6,7 +6,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from monitor.judge import _args
-from monitor.judge._catalog import Catalog
+from monitor.judge._build import Builder
+from monitor.judge._catalog import Catalog, TurnTools
 from monitor.judge._conditions import holds
 from monitor.judge._outcomes import AltResult, evaluate, score_sensitive
 from monitor.judge._parse import NOT_CAPTURED, Malformed, arguments_of, parse_arguments, schema_result
@@ -19,6 +20,21 @@ from monitor.rules._model import Forbid
 from monitor.verdict import ArgCheckResult, CallVerdict, Outcome, SchemaViolation, TurnVerdict
 
 CASE_ID_ATTRIBUTE = "toolwatch.case.id"
+_CALL = Builder(
+    CallVerdict,
+    (
+        "index", "name", "call_id", "outcome", "in_catalog", "slot", "schema_valid", "violations", "args_ok",
+        "arg_results", "arguments_captured",
+    ),
+)  # fmt: skip
+_TURN = Builder(
+    TurnVerdict,
+    (
+        "agent", "trace_id", "span_id", "input_text", "judged", "turnless", "rule", "alternative", "calls", "missed",
+        "expected_calls", "max_calls", "selection_ok", "args_ok", "schema_ok", "sequence_ok", "sequence_score",
+        "forbidden", "response_ok", "end_to_end", "over_calling", "confusion", "reason", "expected_by_tool",
+    ),
+)  # fmt: skip
 MAX_CACHE = 65_536  # entries of the per-judge outcome / reason caches (cleared when full)
 
 SchemaResult = tuple[bool | None, tuple[SchemaViolation, ...]]
@@ -27,7 +43,7 @@ SchemaResult = tuple[bool | None, tuple[SchemaViolation, ...]]
 class _Scope:
     """What applies to turns of one agent: its router, forbid rules and tools."""
 
-    __slots__ = ("router", "forbid", "tools", "agent")
+    __slots__ = ("router", "forbid", "tools", "agent", "turn_tools")
 
     def __init__(
         self, agent: str | None, rules: Sequence[Expectation], forbid: Sequence[Forbid], tools: frozenset[str]
@@ -36,6 +52,7 @@ class _Scope:
         self.router = Router(rules)
         self.forbid = tuple(forbid)
         self.tools = tools
+        self.turn_tools: TurnTools | None = None
 
 
 class Judge:
@@ -67,6 +84,9 @@ class Judge:
             )
             for a in ruleset.agents
         }
+        self._from_definitions = ruleset.from_definitions
+        for s in (self._all, self._other, *self._scopes.values()):
+            s.turn_tools = self._tools.for_turn(Turn(""), s.tools)
         self._cases_by_id = dict(ruleset.cases_by_id)
         self._cases_by_input = dict(ruleset.cases_by_input)
         self._outcome_cache: dict[tuple[Any, ...], AltResult] = {}
@@ -102,7 +122,9 @@ class Judge:
         """The verdict of one turn (never raises on bad call data: it is judged as such)."""
         agent = turn.agent
         scope = self._scopes.get(agent, self._other) if agent else self._all
-        tools = self._tools.for_turn(turn, scope.tools)
+        tools = scope.turn_tools
+        if tools is None or (self._from_definitions and turn.tool_definitions):
+            tools = self._tools.for_turn(turn, scope.tools)
         known = tools.names
         validator = tools.validator
         names_l: list[str] = []
@@ -157,10 +179,10 @@ class Judge:
             for i, (c, known, p, sv) in enumerate(zip(turn.calls, in_catalog, parsed, schema, strict=True))
         )
         # fmt: off
-        return TurnVerdict(
+        return _TURN(
             turn.agent, turn.trace_id, turn.span_id, turn.input_text, False, turnless, None, None, cvs, (), 0, None,
             None, True, all(c.schema_valid is not False for c in cvs), None, None, forbidden, None, None, None, (),
-            reason(turn, None, cvs, (), forbidden, None, None, turnless=turnless),
+            reason(turn, None, cvs, (), forbidden, None, None, turnless=turnless), (),
         )
         # fmt: on
 
@@ -181,7 +203,10 @@ class Judge:
         for k, alt in enumerate(exp.alternatives):
 
             def passed(i: int, j: int, alt: Any = alt) -> int:
-                return _args.score(alt.slots[j].checks, arguments_of(parsed[i]), text)
+                checks = alt.slots[j].checks
+                if parsed[i] is NOT_CAPTURED:
+                    return 2 * len(checks) - 1
+                return 2 * _args.score(checks, arguments_of(parsed[i]), text)
 
             sensitive = sensitive or score_sensitive(alt, counts)
             res = evaluate(k, alt, names, in_catalog, passed)
@@ -228,7 +253,7 @@ class Judge:
             if valid is False:
                 schema_ok = False
             cvs.append(
-                CallVerdict(
+                _CALL(
                     i, c.name, c.call_id, best.outcomes[i], in_catalog[i], slot, valid, violations, args_ok, results,
                     p is not NOT_CAPTURED,
                 )
@@ -253,7 +278,7 @@ class Judge:
         else:
             why = reason(turn, exp, call_verdicts, best.missed, forbidden, seq_ok, response_ok, turnless=False)
         # fmt: off
-        return TurnVerdict(
+        return _TURN(
             turn.agent, turn.trace_id, turn.span_id, text, True, False, exp.id, best.alternative, call_verdicts,
             best.missed, alt.expected_calls, alt.max_calls, selection_ok, args_ok_turn, schema_ok, seq_ok, seq_score,
             forbidden, response_ok, end_to_end, alt.max_calls is not None and len(names) > alt.max_calls,

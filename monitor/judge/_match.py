@@ -4,7 +4,8 @@ A call only fills a slot of its own tool, so the problem splits per tool name. W
 maximize, in order: (1) assigned calls, (2) slot minimums met, (3) summed argument score, (4) the original
 order (an earlier call takes an earlier slot; being assigned counts as earlier than being left out).
 Scores are integers (the share of a slot's checks that pass, scaled by a common denominator) so that
-comparisons are exact.
+comparisons are exact. A call whose arguments were not captured scores (2n - 1) / 2n in a slot with n
+checks: unknown, below a call that passes every check and above any call that fails one.
 """
 
 from __future__ import annotations

@@ -10,7 +10,10 @@ from monitor.judge._match import assign, assign_one
 from monitor.rules._model import Alternative
 from monitor.verdict import NONE_LABEL, UNKNOWN_LABEL, MissedUnit, Outcome
 
-ScoreFn = Callable[[int, int], int]  # (call index, slot index) -> passing checks
+# (call index, slot index) -> score units of the call in the slot: 2 per passing check; a call whose arguments
+# were not captured gets 2n - 1 of 2n (unknown ranks below all-pass and above any failure, never ties with
+# a captured call, so permuting calls cannot change which kind of call a slot takes).
+ScoreFn = Callable[[int, int], int]
 
 
 @dataclass(slots=True, frozen=True)
@@ -79,8 +82,8 @@ def _assign_tool(
             slot_of[calls[pos]] = s.index
             counts[s.index] += 1
         return
-    denom = lcm(*(len(s.checks) or 1 for s in slots))
-    table = [[passed(i, s.index) * (denom // len(s.checks)) if s.checks else denom for s in slots] for i in calls]
+    denom = lcm(*(2 * len(s.checks) or 1 for s in slots))
+    table = [[passed(i, s.index) * (denom // (2 * len(s.checks))) if s.checks else denom for s in slots] for i in calls]
     local = assign(len(calls), [s.min for s in slots], [s.max for s in slots], table)
     for pos, j in enumerate(local):
         if j is not None:

@@ -132,3 +132,24 @@ def test_duplicate_calls_with_same_id_are_each_judged(base_judge: Judge) -> None
 def test_prefix_ignores_leading_whitespace_and_tags_in_the_body(base_judge: Judge) -> None:
     v = base_judge.judge(turn("   [A] failure [AB] [NONE] in body", "a"))
     assert v.rule == "A" and v.selection_ok
+
+
+def test_uncaptured_arguments_rank_between_passing_and_failing(base_judge: Judge) -> None:
+    v = base_judge.judge(turn("[ARG1] x", call("a", None), call("a", {"x": 1})))
+    assert [c.outcome.value for c in v.calls] == [S, C] and v.calls[1].args_ok is True
+    v = base_judge.judge(turn("[ARG1] x", call("a", "{bad"), call("a", None)))
+    assert [c.outcome.value for c in v.calls] == [S, C] and v.calls[1].args_ok is None and v.args_ok
+
+
+def test_fast_built_verdicts_equal_constructed_ones(base_judge: Judge) -> None:
+    import dataclasses
+
+    from monitor.verdict import CallVerdict, TurnVerdict
+
+    for t in (turn("[AB] x", call("a", {"x": 1}), "zzz"), turn("no rule", "a"), turn("[ARG1] x", call("a", {"x": 2}))):
+        v = base_judge.judge(t)
+        assert type(v) is TurnVerdict and all(type(c) is CallVerdict for c in v.calls)
+        rebuilt = TurnVerdict(**{f.name: getattr(v, f.name) for f in dataclasses.fields(TurnVerdict)})
+        assert rebuilt == v and hash(rebuilt) == hash(v)
+        for c in v.calls:
+            assert CallVerdict(**{f.name: getattr(c, f.name) for f in dataclasses.fields(CallVerdict)}) == c

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,8 @@ NAMES = ["a", "b", "c", "d", "zzz"]
 CAPACITY = {"[A]": 1, "[AB]": 2, "[A2]": 2, "[AMIN]": None, "[NONE]": 0, "[ANY]": 2, "[OPT]": 2}
 CAPACITY |= {"[ARG2]": 2, "[ARG1]": 1, "[MINFIRST]": 2}
 
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+EXAMPLES = int(os.environ.get("TOOLWATCH_HYPOTHESIS_EXAMPLES", "150"))  # raise for a deeper local run
+SETTINGS = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 @pytest.fixture(scope="module")
