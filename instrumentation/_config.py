@@ -166,8 +166,8 @@ def configure(  # noqa: C901 - one flat pass over the options
     (`dropped_spans()`). The global provider is set only if none is set yet (`set_global=False`: never);
     OpenTelemetry lets the global be set once, so with one already set even `set_global=True` only logs
     a warning, while toolwatch's own spans still go to the returned provider. The content options are
-    those of `configure_content`. Bad environment values warn
-    and fall back to the defaults.
+    those of `configure_content`. Bad environment values warn and fall back to the defaults. Call it once
+    at start-up; a second call sends toolwatch's spans to a new provider and leaves the first running.
     """
     configure_content(
         capture_content=capture_content, capture_turn_messages=capture_turn_messages,
