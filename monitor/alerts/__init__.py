@@ -2,7 +2,7 @@
 
 from monitor.alerts.evaluate import ActiveAlert, AlertEvaluator
 from monitor.alerts.figures import FIGURES, Figure
-from monitor.alerts.live import LiveAlerts
+from monitor.alerts.live import LiveAlerts, for_metrics
 from monitor.alerts.notify import AlertMessage, AlertNotifier
 from monitor.alerts.render import DEFAULT_BURN_WINDOWS, BurnWindow, render, render_specs, rule_groups
 from monitor.alerts.spec import AlertSpec, AlertSpecError, parse_duration, specs_from_entries, specs_from_ruleset
@@ -21,6 +21,7 @@ __all__ = [
     "Figure",
     "LiveAlerts",
     "TallyWindows",
+    "for_metrics",
     "parse_duration",
     "read_figure",
     "render",

@@ -135,6 +135,12 @@ class AlertEvaluator:
         firing = sum(1 for s in self._states.values() if s.firing_since is not None)
         return f"AlertEvaluator(specs={len(self.specs)} evaluations={self.evaluations} firing={firing})"
 
+    def replace(self, specs: Sequence[AlertSpec], source: WindowSource) -> None:
+        """New definitions (rules reload): firing alerts that no longer exist resolve at the next evaluation."""
+        with self._lock:
+            self.specs = tuple(specs)
+            self.source = source
+
     def conditions(self) -> list[Condition]:
         seen = sorted(set(self.source.agents()))
         out: list[Condition] = []
@@ -179,13 +185,19 @@ class AlertEvaluator:
         outgoing: list[AlertMessage] = []
         with self._lock:
             self.evaluations += 1
-            for cond in self.conditions():
+            current = self.conditions()
+            for cond in current:
                 try:
                     value = self.check(cond)
                 except Exception:  # a broken tally must not stop the other alerts
                     logger.exception("evaluating alert %s for agent %s failed", cond.spec.name, cond.agent)
                     value = None
                 msg = self._step(cond, value, now, wall)
+                if msg is not None:
+                    outgoing.append(msg)
+            for gone in set(self._states) - set(current):  # definitions removed by a reload resolve
+                msg = self._step(gone, None, now, wall)
+                del self._states[gone]
                 if msg is not None:
                     outgoing.append(msg)
             active = self._active()

@@ -35,6 +35,25 @@ def window_lengths(specs: Iterable[AlertSpec], burn_windows: Sequence[BurnWindow
     return out
 
 
+def for_metrics(ruleset: object, metrics: Any, **kwargs: Any) -> LiveAlerts:
+    """LiveAlerts publishing into a `monitor.metrics.ToolwatchMetrics` (its `toolwatch_alert_active` family),
+    with the same agent label values as the verdict counters. Wire it as the service's verdict hook:
+
+        live = for_metrics(ruleset, metrics, notify_url=url)  # url optional
+        server = Server(settings, metrics=metrics, on_verdicts=live.accept); live.start()  # live.close() at exit
+    """
+
+    def publish(table: dict[ActiveKey, float]) -> None:
+        metrics.ops.alert_active = table  # one attribute swap: a scrape sees the old or the new table
+
+    return LiveAlerts(
+        specs_from_ruleset(ruleset),
+        agent_label=lambda agent: str(metrics.labels.agent(agent)),
+        publish=publish,
+        **kwargs,
+    )
+
+
 class LiveAlerts:
     """Rolling windows + evaluator + optional notifier, for `toolwatch serve` and the demo."""
 
@@ -102,9 +121,18 @@ class LiveAlerts:
     def active(self) -> list[ActiveAlert]:
         return self.evaluator.active()
 
+    def update(self, ruleset: object) -> None:
+        """New alert definitions after a rules reload. The windows keep their history when they still fit."""
+        specs = specs_from_ruleset(ruleset)
+        needed = window_lengths(specs, self.evaluator.burn_windows)
+        if not needed <= set(self.windows.windows):
+            logger.info("alert windows changed to %s: in-process alert history starts again", sorted(needed))
+            self.windows = TallyWindows(needed, agent_label=self.windows.agent_label, clock=self.windows.clock)
+        self.evaluator.replace(specs, self.windows)
+        self.specs = specs
+
     def start(self) -> None:
-        if self.specs:
-            self.evaluator.start()
+        self.evaluator.start()
 
     def close(self, timeout_s: float = 5.0) -> None:
         self.evaluator.close(timeout_s)

@@ -80,8 +80,8 @@ class TallyWindows:
         seconds = sorted({float(w) for w in windows_s})
         if not seconds or seconds[0] <= 0:
             raise ValueError("rolling windows need at least one positive length")
-        self._clock = clock
-        self._agent_label = agent_label
+        self.clock = clock
+        self.agent_label = agent_label
         self.max_agents = max_agents
         self._totals: dict[str, Tally] = {}
         self._windows = {s: _Window(s, clock(), steps) for s in seconds}
@@ -92,7 +92,7 @@ class TallyWindows:
         return tuple(self._windows)
 
     def _label(self, agent: str) -> str:
-        label = self._agent_label(agent) if self._agent_label is not None else agent
+        label = self.agent_label(agent) if self.agent_label is not None else agent
         if label not in self._totals and len(self._totals) >= self.max_agents:
             return OTHER
         return label
@@ -108,7 +108,7 @@ class TallyWindows:
 
     def tick(self, now: float | None = None) -> None:
         with self._lock:
-            self._tick(self._clock() if now is None else now)
+            self._tick(self.clock() if now is None else now)
 
     def _tick(self, now: float) -> None:
         for w in self._windows.values():
@@ -124,7 +124,7 @@ class TallyWindows:
             window = self._windows.get(float(window_s))
             if window is None:
                 raise KeyError(f"no rolling window of {window_s:g}s (configured: {sorted(self._windows)})")
-            self._tick(self._clock() if now is None else now)
+            self._tick(self.clock() if now is None else now)
             total = self._totals.get(agent)
             if total is None:
                 return None

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from monitor.alerts import LiveAlerts, render_specs, specs_from_ruleset
+from monitor.alerts import LiveAlerts, for_metrics, render_specs, specs_from_ruleset
 from monitor.metrics import ToolwatchMetrics
 from monitor.rules import load_rules
 from monitor.serve import Server, ServerThread, Settings
@@ -56,12 +56,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     rules.write_text(render_specs(specs))
     receiver = Receiver()
     metrics = ToolwatchMetrics()
-    live = LiveAlerts(
-        specs,
-        agent_label=lambda a: metrics.labels.agent(a),
-        publish=lambda table: setattr(metrics.ops, "alert_active", table),
-        notify_url=receiver.url + "/in-process/api/v2/alerts",
-        interval_s=0.5,
+    live = for_metrics(
+        {"alerts": specs}, metrics, notify_url=receiver.url + "/in-process/api/v2/alerts", interval_s=0.5
     )
     settings = Settings(rules=(str(RULES),), port=0, metrics_port=0, grace_s=0.3, watch_rules=False)
     serve = ServerThread(settings, metrics=metrics, on_verdicts=live.accept)

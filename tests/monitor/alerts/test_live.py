@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
 from collections.abc import Iterator
@@ -10,9 +11,10 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from monitor.alerts.live import LiveAlerts
+from monitor.alerts.live import LiveAlerts, for_metrics
 from monitor.alerts.notify import AlertMessage, AlertNotifier
 from monitor.judge import Judge
+from monitor.metrics import ToolwatchMetrics
 from monitor.records import ToolCall, Turn
 from monitor.rules import load_rules
 from monitor.verdict import TurnVerdict
@@ -201,3 +203,32 @@ def test_notifier_never_blocks_on_a_dead_or_slow_receiver(tmp_path: Path) -> Non
     assert dead.stats.failed == 1 and dead.stats.sent == 0
     with pytest.raises(ValueError, match="http"):
         AlertNotifier("ftp://example.invalid")
+
+
+def test_for_metrics_publishes_into_the_service_metrics_and_reload_resolves(judge: Judge) -> None:
+    clock = Clock()
+    ruleset = load_rules([RULES])
+    metrics = ToolwatchMetrics(tools=ruleset.catalog, agents=ruleset.agents)
+    live = for_metrics(ruleset, metrics, clock=clock)
+    for correct, minutes in ((True, 3), (False, 3)):
+        for _ in range(minutes * 6):
+            clock.now += 10
+            verdicts = turns(judge, 2, correct=correct)
+            metrics.observe(verdicts)
+            live.accept(verdicts)
+            live.evaluate()
+    text = generate_latest(metrics.registry()).decode()
+    line = 'toolwatch_alert_active{agent="incident-triage",alertname="ToolCallAccuracyLow",severity="warning"}'
+    assert line + " 1.0" in text
+    assert 'toolwatch_tool_calls_total{agent="incident-triage",outcome="wrong_tool",tool="pull_billing_telemetry"}' in (
+        text
+    )
+    windows = live.windows
+    live.update(dataclasses.replace(ruleset, alerts=ruleset.alerts[:1]))  # keep only ToolCallAccuracyLow
+    assert live.windows is windows  # same window lengths: history kept
+    live.evaluate()
+    assert live.table()[("MissedCallsHigh", AGENT, "warning")] == 0.0  # removed by the reload: resolved
+    assert live.table()[("ToolCallAccuracyLow", AGENT, "warning")] == 1.0
+    live.update(dataclasses.replace(ruleset, alerts=()))
+    live.evaluate()
+    assert line + " 0.0" in generate_latest(metrics.registry()).decode()
