@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -38,6 +39,9 @@ _TURN = Builder(
 MAX_CACHE = 65_536  # entries of the per-judge outcome / reason caches (cleared when full)
 
 SchemaResult = tuple[bool | None, tuple[SchemaViolation, ...]]
+_VALID: SchemaResult = (True, ())
+_NO_SCHEMA: SchemaResult = (None, ())
+_loads = json.JSONDecoder().decode
 
 
 class _Scope:
@@ -133,12 +137,27 @@ class Judge:
         schema: list[SchemaResult] = []
         for c in turn.calls:  # one pass: parse the arguments once, check them against the tool's schema
             name = c.name
-            p = parse_arguments(c.arguments)
+            text = c.arguments
+            if text is None:
+                p: Any = NOT_CAPTURED
+            else:
+                try:
+                    p = _loads(text)
+                except (ValueError, RecursionError):
+                    p = parse_arguments(text)  # Malformed, with the parser's message
             k = name in known
             names_l.append(name)
             flags.append(k)
             parsed.append(p)
-            schema.append(schema_result(validator(name), p) if k else (None, ()))
+            if k:
+                v = validator(name)
+                # The common case inline: the compiled validator accepts the parsed arguments.
+                if v is not None and v.fast is not None and type(p) is dict and v.is_valid_fast(p):
+                    schema.append(_VALID)
+                else:
+                    schema.append(schema_result(v, p))
+            else:
+                schema.append(_NO_SCHEMA)
         names, in_catalog = tuple(names_l), tuple(flags)
         if turn.turnless:
             return self._unjudged(turn, in_catalog, parsed, schema, (), turnless=True)

@@ -46,6 +46,13 @@ class SchemaValidator:
             logger.info("fast validator unavailable for schema; using jsonschema")
             self.fast = None
 
+    def is_valid_fast(self, instance: Any) -> bool:
+        """True when the compiled validator accepts (False means: ask `is_valid`)."""
+        try:
+            return bool(self.fast.is_valid(instance))
+        except Exception:  # noqa: BLE001 - e.g. values jsonschema_rs cannot convert
+            return False
+
     def is_valid(self, instance: Any) -> bool:
         """Reference-equivalent answer: fast path when it accepts, reference otherwise."""
         if self.fast is not None:

@@ -120,3 +120,11 @@ def test_malformed_arguments_fail_the_argument_checks(triage: Judge) -> None:
 def test_hallucinated_call_has_no_schema_verdict(triage: Judge) -> None:
     v = triage.judge(turn("[AUTH] x", call("pull_everything", json.dumps({"a": 1})), agent="incident-triage"))
     assert v.calls[0].outcome.value == "hallucinated" and v.calls[0].schema_valid is None
+
+
+@pytest.mark.parametrize(
+    "arguments", ["[" * 100_000, '{"log_excerpt": NaN}', '{"log_excerpt": "x", "window_minutes": 1e400}']
+)
+def test_hostile_arguments_never_raise(triage: Judge, arguments: str) -> None:
+    v = triage.judge(turn("[AUTH] x", call("pull_auth_telemetry", arguments), agent="incident-triage"))
+    assert v.calls[0].schema_valid is False
