@@ -6,6 +6,7 @@ from monitor.alerts.live import LiveAlerts, for_metrics
 from monitor.alerts.notify import AlertMessage, AlertNotifier
 from monitor.alerts.render import DEFAULT_BURN_WINDOWS, BurnWindow, render, render_specs, rule_groups
 from monitor.alerts.spec import AlertSpec, AlertSpecError, parse_duration, specs_from_entries, specs_from_ruleset
+from monitor.alerts.view import alerts_table
 from monitor.alerts.windows import TallyWindows, read_figure
 
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
     "Figure",
     "LiveAlerts",
     "TallyWindows",
+    "alerts_table",
     "for_metrics",
     "parse_duration",
     "read_figure",

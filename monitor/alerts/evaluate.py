@@ -272,6 +272,19 @@ class AlertEvaluator:
         with self._lock:
             return self._active()
 
+    def states(self) -> list[tuple[Condition, str, float | None]]:
+        """Every evaluated alert instance with its state ("firing", "pending", "inactive") and last value."""
+        with self._lock:
+            out: list[tuple[Condition, str, float | None]] = []
+            for cond, st in self._states.items():
+                if st.firing_since is not None:
+                    out.append((cond, "firing", st.value))
+                elif st.pending_since is not None:
+                    out.append((cond, "pending", st.value))
+                else:
+                    out.append((cond, "inactive", None))
+            return out
+
     def start(self) -> None:
         """Evaluate every `interval_s` in a daemon thread until `close()`."""
         if self._thread is not None:

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
+from rich.console import Console
 
+from monitor.alerts import alerts_table
 from monitor.alerts.live import LiveAlerts, for_metrics
 from monitor.alerts.notify import AlertMessage, AlertNotifier
 from monitor.judge import Judge
@@ -223,6 +225,10 @@ def test_for_metrics_publishes_into_the_service_metrics_and_reload_resolves(judg
     assert 'toolwatch_tool_calls_total{agent="incident-triage",outcome="wrong_tool",tool="pull_billing_telemetry"}' in (
         text
     )
+    console = Console(record=True, width=120)
+    console.print(alerts_table(live))
+    shown = console.export_text()
+    assert "firing" in shown and "ToolCallAccuracyLow" in shown and "SpuriousCallsHigh" in shown
     windows = live.windows
     live.update(dataclasses.replace(ruleset, alerts=ruleset.alerts[:1]))  # keep only ToolCallAccuracyLow
     assert live.windows is windows  # same window lengths: history kept
