@@ -2,7 +2,9 @@
 
 The wrapper returns the very object the function returned and re-raises the very exception it raised
 (same type, args and traceback frames, the wrapper's frame added on top). Plain and async functions
-are wrapped in a function of the same kind (so `inspect.iscoroutinefunction` still holds); generator
+are wrapped in a function of the same kind (so `inspect.iscoroutinefunction` still holds; the one
+visible difference: an async tool called with bad arguments raises its TypeError when awaited rather
+than at the call); generator
 and async-generator functions are wrapped in a plain function that calls the original at once (so a
 bad call raises at the call, as before) and returns an iterator driving the original, with the span
 covering the iteration. The wrapper is a plain function, so it works on methods, static methods and
