@@ -11,6 +11,7 @@ Run: .venv/bin/python bench/bench_judge.py [--turns N]
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import json
 import random
@@ -88,8 +89,10 @@ def bench_throughput(turns: Sequence[Turn]) -> None:
     tally = Tally()
     for t in turns:
         tally.add(judge.judge(t))
-    t_judge = _cpu_time(run_judge)
-    t_base = _cpu_time(run_baseline)
+    t_judge = t_base = float("inf")
+    for _ in range(5):  # interleaved, best of 5
+        t_judge = min(t_judge, _cpu_time(run_judge, repeat=1))
+        t_base = min(t_base, _cpu_time(run_baseline, repeat=1))
     rate, base = ncalls / t_judge, ncalls / t_base
     print(f"judge throughput: {rate:,.0f} judged tool calls/s per core ({ncalls:,} calls, schema checks on)")
     print(f"  {tally.format_accuracy()}; schema adherence {tally.ratios()['schema_adherence']:.3f}")
@@ -138,20 +141,25 @@ def _routing_turns(n_rules: int, count: int, rng: random.Random) -> list[Turn]:
     return out
 
 
+def _judge_all(judge: Judge, turns: Sequence[Turn]) -> None:
+    for t in turns:
+        judge.judge(t)
+
+
 def bench_routing(count: int) -> None:
     rng = random.Random(7)
+    runs: dict[int, Callable[[], None]] = {}
     with tempfile.TemporaryDirectory() as d:
-        costs = {}
         for n in (10, 1000):
             judge = Judge(load_rules([_rules_file(n, Path(d))]))
             turns = _routing_turns(n, count, rng)
             assert all(judge.judge(t).end_to_end for t in turns[:200]), "routing benchmark turns must match"
 
-            def run(judge: Judge = judge, turns: list[Turn] = turns) -> None:
-                for t in turns:
-                    judge.judge(t)
-
-            costs[n] = _cpu_time(run) / len(turns)
+            runs[n] = functools.partial(_judge_all, judge, turns)
+    costs = {n: float("inf") for n in runs}
+    for _ in range(5):  # interleaved, best of 5: both sizes see the same machine load
+        for n, run in runs.items():
+            costs[n] = min(costs[n], _cpu_time(run, repeat=1) / count)
     ratio = costs[1000] / costs[10]
     print(
         f"routing: {costs[10] * 1e6:.2f} us/turn with 10 rules, {costs[1000] * 1e6:.2f} us/turn with 1,000 rules; "
