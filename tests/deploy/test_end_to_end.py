@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from monitor.alerts import LiveAlerts, for_metrics, render_specs, specs_from_ruleset
+from monitor.alerts import BurnWindow, LiveAlerts, for_metrics, render_specs, specs_from_ruleset
 from monitor.metrics import ToolwatchMetrics
 from monitor.rules import load_rules
 from monitor.serve import Server, ServerThread, Settings
@@ -43,9 +43,13 @@ class Stack:
     traffic: Traffic
 
 
+# The burn-rate windows scaled down 120x (1h -> 30s, 5m -> ~2.5s is too short for a 1s scrape: 6s).
+SHORT_BURN = (BurnWindow("30s", "6s", 14.4, "critical"), BurnWindow("60s", "12s", 6.0, "warning"))
+
+
 def short_specs() -> list[Any]:
     specs = specs_from_ruleset(load_rules([RULES]))
-    return [dataclasses.replace(s, window="15s", for_="2s", min_samples=10) for s in specs if not s.is_slo]
+    return [dataclasses.replace(s, window="15s", for_="2s", min_samples=10) for s in specs]
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +57,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     work = tmp_path_factory.mktemp("e2e")
     specs = short_specs()
     rules = work / "toolwatch-rules.yml"
-    rules.write_text(render_specs(specs))
+    rules.write_text(render_specs(specs, burn_windows=SHORT_BURN))
     receiver = Receiver()
     metrics = ToolwatchMetrics()
     live = for_metrics(
@@ -150,6 +154,30 @@ def test_drop_fires_in_prometheus_reaches_alertmanager_and_the_webhook(stack: St
     assert stack.receiver.wait_for(
         lambda posts: any(p.startswith("/in-process/api/v2/alerts") for p, _ in posts), 10
     ), stack.receiver.posts
+
+
+def test_burn_rate_page_fires_on_the_sustained_drop(stack: Stack) -> None:
+    stack.traffic.good = False  # (already so after the test above)
+
+    def page() -> list[dict[str, Any]]:
+        return [
+            a
+            for a in stack.prometheus.alerts()
+            if a["labels"]["alertname"] == "ToolCallAccuracySLO" and a["labels"]["severity"] == "critical"
+        ]
+
+    wait_until("the burn-rate page", lambda: any(a["state"] == "firing" for a in page()), 60, stack)
+    (fired,) = page()
+    assert fired["labels"]["long_window"] == "30s" and float(fired["value"]) > 0.72
+    wait_until(
+        "the page in Alertmanager",
+        lambda: any(a["labels"].get("severity") == "critical" for a in stack.alertmanager.alerts()),
+        20,
+        stack,
+    )
+    assert stack.receiver.wait_for(lambda posts: any(p == "/alertmanager/toolwatch-page" for p, _ in posts), 20), (
+        stack.receiver.posts
+    )
 
 
 def _dashboard_exprs() -> list[tuple[str, str]]:
