@@ -10,7 +10,8 @@ checked in rule order; the first whose whole condition holds wins. Rules with no
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+import logging
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import re2
@@ -21,6 +22,7 @@ from monitor.rules._model import All, Condition, Contains, Equals, Expectation, 
 from monitor.rules._regex import regex_set, set_matcher
 
 Trigger = tuple[str, Any]
+logger = logging.getLogger(__name__)
 
 
 def _trigger(c: Condition) -> Trigger | None:
@@ -37,6 +39,16 @@ def _trigger(c: Condition) -> Trigger | None:
         found.sort(key=lambda t: ("prefix", "equals", "contains", "regex").index(t[0]))
         return found[0] if found else None
     return None
+
+
+def _combined(patterns: list[str]) -> Callable[[bytes], Any]:
+    """One RE2 set over every pattern; should RE2 refuse to combine them (memory), one set per pattern."""
+    try:
+        return set_matcher(regex_set(patterns))
+    except ValueError:
+        logger.warning("routing: %d regexes do not fit one RE2 set; matching them one by one", len(patterns))
+        singles = [set_matcher(regex_set([p])) for p in patterns]
+        return lambda data: [k for k, m in enumerate(singles) if m(data)]
 
 
 class Router:
@@ -64,7 +76,7 @@ class Router:
                 self._set_rules.append(i)
         # Prefix table: one dict lookup per distinct prefix length (a handful), whatever the number of rules.
         self._lengths = tuple(sorted({len(p) for p in self._prefixes}))
-        self._match = set_matcher(regex_set(patterns)) if patterns else None
+        self._match = _combined(patterns) if patterns else None
 
     def candidates(self, text: str) -> list[int]:
         """Indexes of rules whose trigger matches, ascending."""

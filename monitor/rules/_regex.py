@@ -47,8 +47,10 @@ def regex_set(patterns: list[str]) -> Any:
     opts.max_mem = 64 << 20
     opts.never_capture = True
     s = re2.Set.SearchSet(opts)
-    for p in patterns:
-        if s.Add(p) < 0:
-            raise ValueError(f"invalid regular expression {p!r}")
-    s.Compile()
+    try:
+        for p in patterns:
+            s.Add(p)
+        s.Compile()
+    except re2.error as exc:
+        raise ValueError(f"cannot combine {len(patterns)} regular expression(s) into one RE2 set: {exc}") from None
     return s

@@ -250,3 +250,19 @@ def test_travel_rules(text: str, args: dict[str, str], ok: bool) -> None:
     v = judge.judge(turn(text, call("get_weather", args), agent="travel", output_text="It is 12 °C"))
     assert v.selection_ok and v.args_ok is ok
     assert judge.judge(turn("Hello!", agent="travel")).selection_ok
+
+
+def test_router_falls_back_when_regexes_do_not_fit_one_set(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from monitor.judge import _router
+    from monitor.rules._regex import regex_set
+
+    def refuse_many(patterns: list[str]) -> object:
+        if len(patterns) > 1:  # what RE2 does when the combined automaton exceeds its memory budget
+            raise ValueError("cannot combine")
+        return regex_set(patterns)
+
+    monkeypatch.setattr(_router, "regex_set", refuse_many)
+    judge = judge_for(tmp_path, ROUTING)
+    for text, rule in (("[AUTH] Disk full", "r-regex"), ("db timeout", "r-contains"), ("a VIP", "r-any")):
+        exp = judge.expectation(Turn(text))
+        assert exp is not None and exp.id == rule
