@@ -87,9 +87,14 @@ def _k8s_docs() -> list[dict[str, Any]]:
     docs: list[dict[str, Any]] = []
     for resource in kustomization["resources"]:
         docs.extend(d for d in yaml.safe_load_all((K8S / resource).read_text()) if d)
-    for gen in kustomization["configMapGenerator"]:  # what `kubectl apply -k` generates
-        data = {Path(f).name: (K8S / f).read_text() for f in gen["files"]}
-        meta = {"name": gen["name"], "namespace": kustomization["namespace"]}
+    generated = [
+        (g["name"], {Path(f).name: (K8S / f).read_text() for f in g["files"]})
+        for g in kustomization["configMapGenerator"]
+    ]  # what `kubectl apply -k` generates
+    # and what the documented `kubectl create configmap toolwatch-rules --from-file=rules/` makes
+    generated.append(("toolwatch-rules", {p.name: p.read_text() for p in sorted((ROOT / "rules").glob("*.yaml"))}))
+    for name, data in generated:
+        meta = {"name": name, "namespace": kustomization["namespace"]}
         docs.append({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data})
     return docs
 
@@ -134,7 +139,6 @@ def test_k8s_cross_references() -> None:
 @pytest.mark.parametrize(
     ("copy", "original"),
     [
-        ("configs/incident-triage.yaml", ROOT / "rules" / "incident-triage.yaml"),
         ("configs/config.yaml", DEPLOY / "otel-collector" / "config.yaml"),
         ("configs/relay.yaml", DEPLOY / "otel-collector" / "relay.yaml"),
         ("configs/toolwatch-rules.yml", DEPLOY / "prometheus" / "toolwatch-rules.yml"),
