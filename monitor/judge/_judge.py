@@ -165,8 +165,10 @@ class Judge:
             exp = self._case(turn, scope) or scope.router.route(turn)
         else:
             exp = scope.router.route(turn)
-        rules = scope.forbid + exp.forbid if exp is not None else scope.forbid
-        forbidden = _forbidden(turn, names, rules) if rules and names else ()
+        forbidden: tuple[str, ...] = ()
+        if names and (scope.forbid or (exp is not None and exp.forbid)):
+            rules = scope.forbid + exp.forbid if exp is not None else scope.forbid
+            forbidden = _forbidden(turn, names, rules)
         if exp is None:
             return self._unjudged(turn, in_catalog, parsed, schema, forbidden, turnless=False)
         return self._judged(turn, exp, names, in_catalog, parsed, schema, forbidden)
@@ -249,7 +251,7 @@ class Judge:
         forbidden: tuple[str, ...],
     ) -> TurnVerdict:
         text = turn.input_text
-        best = self._best(exp, names, in_catalog, parsed, text)
+        best = self._outcome_cache.get((id(exp), names, in_catalog)) or self._best(exp, names, in_catalog, parsed, text)
         alt = exp.alternatives[best.alternative]
         cvs = []
         args_ok_turn = schema_ok = True
@@ -261,11 +263,13 @@ class Judge:
             if slot is not None and p is not NOT_CAPTURED:
                 checks = alt.slots[slot].checks
                 if checks:
-                    results = _args.run_checks(checks, arguments_of(p), text)
-                    if isinstance(p, Malformed):
+                    if type(p) is Malformed:
                         bad = "<malformed arguments>"
+                        results = _args.run_checks(checks, None, text)
                         results = tuple(ArgCheckResult(r.argument, r.mode, r.expected, bad, False) for r in results)
-                    args_ok = all(r.ok for r in results)
+                    else:
+                        results = _args.run_checks(checks, p, text)
+                    args_ok = results[0].ok if len(results) == 1 else all(r.ok for r in results)
                     if not args_ok:
                         args_ok_turn = False
             valid, violations = schema[i]
@@ -283,7 +287,7 @@ class Judge:
         seq_score: float | None = None
         if exp.order:
             seq_ok, seq_score = sequence_check(names, exp.order)
-        response_ok = _response(exp, turn.output_text)
+        response_ok = _response(exp, turn.output_text) if exp.respond else None
         end_to_end = (
             selection_ok
             and args_ok_turn
@@ -293,7 +297,7 @@ class Judge:
             and not forbidden
         )
         if end_to_end:
-            why = self._ok_reason(exp, names)
+            why = self._reason_cache.get((id(exp), names)) or self._ok_reason(exp, names)
         else:
             why = reason(turn, exp, call_verdicts, best.missed, forbidden, seq_ok, response_ok, turnless=False)
         # fmt: off
