@@ -69,7 +69,11 @@ class TurnAssembler:
         self._due: list[tuple[int, str, str]] = []  # (deadline_ns, trace_id, turn span id)
         # Recently released turn span ids per trace, to recognise late children (bounded FIFO).
         self._released: OrderedDict[tuple[str, str], None] = OrderedDict()
-        self._released_max = max(1024, max_pending)
+        self._released_max = 65_536
+
+    def next_deadline_ns(self) -> int | None:
+        """When the next pending turn's grace period ends (None when no turn waits)."""
+        return self._due[0][0] if self._due else None
 
     @property
     def pending_traces(self) -> int:

@@ -27,6 +27,10 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
     n.TURN_CHECKS: ("Per-turn check results.", ("agent", "check", "result")),
     n.SCHEMA_CHECKED_CALLS: ("Calls whose arguments were checked against the tool's JSON Schema.", ("agent", "tool")),
     n.SCHEMA_VIOLATIONS: ("Calls violating the tool's JSON Schema, by kind.", ("agent", "tool", "kind")),
+    n.SCHEMA_INVALID_CALLS: (
+        "Calls violating the tool's JSON Schema (each once, whatever the kinds).",
+        ("agent", "tool"),
+    ),
     n.ARGUMENT_CHECKED_CALLS: ("Correct calls with argument checks.", ("agent", "tool")),
     n.ARGUMENT_MISMATCHES: ("Correct calls failing an argument check.", ("agent", "tool")),
     n.FORBIDDEN_CALLS: ("Calls of forbidden tools.", ("agent", "tool")),
@@ -114,6 +118,7 @@ class VerdictCounters:
                 if c.schema_valid is not None:
                     schema_t[k] = schema_t.get(k, 0) + 1
                     if not c.schema_valid:
+                        t[n.SCHEMA_INVALID_CALLS][k] = t[n.SCHEMA_INVALID_CALLS].get(k, 0) + 1
                         viol = t[n.SCHEMA_VIOLATIONS]
                         for kind in sorted({x.kind.value for x in c.violations} or {"other"}):
                             kk = (agent, tool, kind)

@@ -26,6 +26,8 @@ OUTPUT_MESSAGES = "gen_ai.output.messages"
 TOOL_DEFINITIONS = "gen_ai.tool.definitions"
 CASE_ID = "toolwatch.case.id"
 
+_MISSING = object()
+
 EXECUTE_TOOL = "execute_tool"
 INVOKE_AGENT = "invoke_agent"
 
@@ -106,16 +108,26 @@ def message_text(raw: Any, *, roles: tuple[str, ...] | None = None) -> str | Non
     return "\n".join(texts) if texts else None
 
 
+_DEFINITIONS_CACHE: dict[str, tuple[Mapping[str, Any], ...] | None] = {}
+_DEFINITIONS_CACHE_MAX = 256
+
+
 def _tool_definitions(raw: Any) -> tuple[Mapping[str, Any], ...] | None:
+    """The offered tools. An agent offers the same definitions on every turn: parsed once, then shared (read-only)."""
     if not isinstance(raw, str):
         return None
+    cached = _DEFINITIONS_CACHE.get(raw, _MISSING)
+    if cached is not _MISSING:
+        return cached  # type: ignore[return-value]
     try:
         defs = json.loads(raw)
     except ValueError:
-        return None
-    if not isinstance(defs, list):
-        return None
-    return tuple(d for d in defs if isinstance(d, dict))
+        defs = None
+    out = tuple(d for d in defs if isinstance(d, dict)) if isinstance(defs, list) else None
+    if len(_DEFINITIONS_CACHE) >= _DEFINITIONS_CACHE_MAX:
+        _DEFINITIONS_CACHE.pop(next(iter(_DEFINITIONS_CACHE)))
+    _DEFINITIONS_CACHE[raw] = out
+    return out
 
 
 def _operation(span: Span) -> str | None:

@@ -164,8 +164,12 @@ class Pipeline:
         while not stop.is_set():
             if not self._queue or self.paused:
                 self._wake.clear()
+                timeout = interval
+                due = self.assembler.next_deadline_ns()
+                if due is not None:  # wake up when the next turn's grace period ends, not a poll later
+                    timeout = min(interval, max(0.0, (due - time.time_ns()) / 1e9))
                 try:
-                    await asyncio.wait_for(self._wake.wait(), timeout=interval)
+                    await asyncio.wait_for(self._wake.wait(), timeout=timeout)
                 except TimeoutError:
                     pass
             try:

@@ -79,6 +79,7 @@ def check_known_metrics(s: Samples) -> None:
     assert v("toolwatch_turn_checks_total", agent=A, check="response", result="pass") == 11
     assert v("toolwatch_schema_violations_total", agent=A, tool=AUTH, kind="malformed") == 1
     assert v("toolwatch_schema_checked_calls_total", agent=A, tool=AUTH) == 9
+    assert v("toolwatch_schema_invalid_calls_total", agent=A, tool=AUTH) == 1
     assert v("toolwatch_confusion_total", agent=A, expected=AUTH, actual=AUTH) == 7
     assert v("toolwatch_confusion_total", agent=A, expected=BILL, actual=AUTH) == 1
     assert v("toolwatch_confusion_total", agent=A, expected="(none)", actual=FULF) == 1

@@ -1,0 +1,338 @@
+"""End-to-end serving benchmark: OTLP/HTTP protobuf in, judged metrics out, measured in one run.
+
+1. Throughput: tool spans per second per core of `toolwatch serve` (a separate process; CPU seconds
+   of that process) for batches of 512 spans from the instrumented incident-triage agent, beside the
+   decode-only ceiling (`parse_protobuf` of the same bodies in this process), with the ratio.
+   Targets: >= 60,000 tool spans/s per core and >= 0.5 of the ceiling.
+2. Lag: at 10,000 spans/s, p99 of span end -> verdict in the metrics (`toolwatch_verdict_lag_seconds`),
+   target <= grace + 1 s.
+3. Memory: resident memory of the server over `--duration` seconds at that rate, target flat within 10%
+   (last sample against the first after a one-minute warm-up, or a fifth of the run if shorter).
+
+Run: .venv/bin/python bench/bench_serve.py [--quick] [--duration SECONDS] [--batches N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import os
+import queue
+import random
+import re
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import psutil
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from instrumentation import configure, shutdown
+from monitor.demo import LogLineGenerator, SimulatedTriageModel, TriageAgent
+from monitor.otlp import parse_protobuf
+
+ROOT = Path(__file__).resolve().parents[1]
+RULES = ROOT / "rules" / "incident-triage.yaml"
+BATCH = 512
+TARGET_RATE = 60_000
+TARGET_RATIO = 0.5
+LAG_RATE = 10_000  # spans per second
+GRACE_S = 2.0
+
+
+# ---- workload -------------------------------------------------------------------------------------
+
+
+def base_batches(n_spans: int, seed: int = 0) -> list[ExportTraceServiceRequest]:
+    """Spans of the instrumented triage agent (real SDK, real wrapper), in requests of BATCH spans."""
+    provider = configure(service_name="bench", exporter="memory", set_global=False, capture_content=True)
+    agent = TriageAgent(SimulatedTriageModel(seed))
+    lines = LogLineGenerator(seed)
+    exporter: Any = provider.exporter
+    count = 0
+    while count < n_spans:
+        for _ in range(256):
+            agent.run(lines.line())
+        count = len(exporter.get_finished_spans())
+    shutdown(provider)
+    spans = list(exporter.get_finished_spans())[:n_spans]
+    return [encode_spans(spans[i : i + BATCH]) for i in range(0, len(spans), BATCH)]
+
+
+def retraced(req: ExportTraceServiceRequest, rep: int, now_ns: int | None = None) -> bytes:
+    """The request with trace ids made unique for repetition `rep` (and, if given, timestamps moved to now)."""
+    out = ExportTraceServiceRequest()
+    out.CopyFrom(req)
+    tag = rep.to_bytes(4, "big")
+    shift = 0
+    for rs in out.resource_spans:
+        for ss in rs.scope_spans:
+            if now_ns is not None and ss.spans:
+                shift = now_ns - max(s.end_time_unix_nano for s in ss.spans)
+            for s in ss.spans:
+                s.trace_id = s.trace_id[:12] + tag
+                if shift:
+                    s.start_time_unix_nano += shift
+                    s.end_time_unix_nano += shift
+    return bytes(out.SerializeToString())
+
+
+def tool_spans(req: ExportTraceServiceRequest) -> int:
+    return sum(
+        1 for rs in req.resource_spans for ss in rs.scope_spans for s in ss.spans if s.name.startswith("execute_tool")
+    )
+
+
+# ---- server process -------------------------------------------------------------------------------
+
+
+class ServeProcess:
+    def __init__(self, *extra: str) -> None:
+        exe = Path(sys.executable).parent / "toolwatch"
+        self.proc = subprocess.Popen(
+            [
+                str(exe),
+                "serve",
+                "--rules",
+                str(RULES),
+                "--port",
+                "0",
+                "--metrics-port",
+                "0",
+                "--no-watch",
+                "--grace",
+                f"{GRACE_S}s",
+                *extra,
+            ],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert self.proc.stderr is not None
+        line = ""
+        deadline = time.monotonic() + 60
+        while "OTLP/HTTP on" not in line:
+            line = self.proc.stderr.readline()
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                raise RuntimeError(f"toolwatch serve did not start: {line}")
+        url = line.split("OTLP/HTTP on ")[1].split(",")[0].strip()
+        m = re.match(r"http://([^:/]+):(\d+)(/.*)", url)
+        assert m
+        self.host, self.port, self.path = m.group(1), int(m.group(2)), m.group(3)
+        self.metrics_url = line.split("metrics on ")[1].split(" ")[0].strip()
+        self.ps = psutil.Process(self.proc.pid)
+        threading.Thread(target=self._drain, daemon=True).start()
+
+    def _drain(self) -> None:
+        assert self.proc.stderr is not None
+        for _ in self.proc.stderr:
+            pass
+
+    def cpu(self) -> float:
+        t = self.ps.cpu_times()
+        return float(t.user + t.system)
+
+    def rss(self) -> int:
+        return int(self.ps.memory_info().rss)
+
+    def metric(self, name: str) -> float:
+        with urllib.request.urlopen(self.metrics_url, timeout=30) as resp:
+            text = resp.read().decode()
+        total = 0.0
+        for ln in text.splitlines():
+            if ln.startswith(name + "{") or ln.startswith(name + " "):
+                total += float(ln.rsplit(" ", 1)[1])
+        return total
+
+    def histogram(self, name: str) -> list[tuple[float, float]]:
+        with urllib.request.urlopen(self.metrics_url, timeout=30) as resp:
+            text = resp.read().decode()
+        out = []
+        for ln in text.splitlines():
+            if ln.startswith(name + "_bucket{"):
+                le = ln.split('le="')[1].split('"')[0]
+                out.append((float(le), float(ln.rsplit(" ", 1)[1])))
+        return out
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        if self.proc.stderr is not None:
+            self.proc.stderr.close()
+
+
+def post_all(server: ServeProcess, bodies: Sequence[bytes], threads: int = 4) -> int:
+    """POST every body (retrying on 503 as an exporter would); returns the number of 503 answers."""
+    work: queue.Queue[bytes] = queue.Queue()
+    for b in bodies:
+        work.put(b)
+    refused = [0]
+    lock = threading.Lock()
+
+    def worker() -> None:
+        conn = http.client.HTTPConnection(server.host, server.port, timeout=60)
+        headers = {"Content-Type": "application/x-protobuf"}
+        while True:
+            try:
+                body = work.get_nowait()
+            except queue.Empty:
+                break
+            while True:
+                conn.request("POST", server.path, body=body, headers=headers)
+                resp = conn.getresponse()
+                resp.read()
+                if resp.status == 200:
+                    break
+                if resp.status != 503:
+                    raise RuntimeError(f"unexpected status {resp.status}")
+                with lock:
+                    refused[0] += 1
+                if resp.getheader("Connection", "").lower() == "close":
+                    conn.close()
+                    conn = http.client.HTTPConnection(server.host, server.port, timeout=60)
+                time.sleep(0.05)
+        conn.close()
+
+    pool = [threading.Thread(target=worker) for _ in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    return refused[0]
+
+
+def wait_metric(server: ServeProcess, name: str, target: float, timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while server.metric(name) < target:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{name} did not reach {target}")
+        time.sleep(0.2)
+
+
+# ---- phases ---------------------------------------------------------------------------------------
+
+
+def throughput(base: list[ExportTraceServiceRequest], reps: int) -> tuple[float, float]:
+    bodies = [retraced(req, rep) for rep in range(reps) for req in base]
+    n_tool = tool_spans_total = sum(tool_spans(r) for r in base) * reps
+    n_turns = n_tool  # the triage agent: one turn per line, tool spans counted separately below
+    del n_turns
+    # Decode-only ceiling, this process, CPU time.
+    c0 = time.process_time()
+    for body in bodies:
+        parse_protobuf(body)
+    ceiling = n_tool / (time.process_time() - c0)
+    # End to end, server process CPU time from the first request to the last verdict.
+    server = ServeProcess("--max-pending", "1000000", "--queue-spans", "262144")
+    try:
+        expected_turns = (
+            sum(
+                1
+                for req in base
+                for rs in req.resource_spans
+                for ss in rs.scope_spans
+                for s in ss.spans
+                if s.name.startswith("invoke_agent")
+            )
+            * reps
+        )
+        cpu0, t0 = server.cpu(), time.monotonic()
+        refused = post_all(server, bodies)
+        wait_metric(server, "toolwatch_turns_total", expected_turns)
+        cpu = server.cpu() - cpu0
+        wall = time.monotonic() - t0
+    finally:
+        server.stop()
+    rate = tool_spans_total / cpu
+    print(
+        f"  {len(bodies)} requests of {BATCH} spans, {tool_spans_total} tool spans, {expected_turns} turns; "
+        f"{refused} answered 503 and retried"
+    )
+    print(f"  wall {wall:.1f} s ({tool_spans_total / wall:,.0f} tool spans/s), server CPU {cpu:.1f} s")
+    return rate, ceiling
+
+
+def lag_and_memory(base: list[ExportTraceServiceRequest], duration: float) -> tuple[float, float, list[int]]:
+    server = ServeProcess()
+    interval = BATCH / LAG_RATE
+    rss: list[int] = []
+    try:
+        t0 = time.monotonic()
+        sent = 0
+        rep = 10_000
+        conn = http.client.HTTPConnection(server.host, server.port, timeout=60)
+        last_sample = t0 - 10
+        while time.monotonic() - t0 < duration:
+            req = base[sent % len(base)]
+            if sent % len(base) == 0:
+                rep += 1
+            body = retraced(req, rep, now_ns=time.time_ns())
+            conn.request("POST", server.path, body=body, headers={"Content-Type": "application/x-protobuf"})
+            resp = conn.getresponse()
+            resp.read()
+            sent += 1
+            now = time.monotonic()
+            if now - last_sample >= 10:
+                rss.append(server.rss())
+                last_sample = now
+            time.sleep(max(0.0, t0 + sent * interval - time.monotonic()))
+        conn.close()
+        time.sleep(GRACE_S + 1.5)
+        hist = server.histogram("toolwatch_verdict_lag_seconds")
+    finally:
+        server.stop()
+    total = hist[-1][1]
+    p50 = next(le for le, c in hist if c >= 0.5 * total)
+    p99 = next(le for le, c in hist if c >= 0.99 * total)
+    return p50, p99, rss
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    ap.add_argument("--quick", action="store_true", help="small run (about a minute): fewer batches, 30 s at 10k/s")
+    ap.add_argument("--duration", type=float, default=None, help="seconds at 10,000 spans/s (default 300; quick 30)")
+    ap.add_argument("--batches", type=int, default=None, help="distinct 512-span batches (default 100; quick 40)")
+    ap.add_argument("--reps", type=int, default=None, help="repetitions of the batches (default 8; quick 3)")
+    args = ap.parse_args(argv)
+    duration = args.duration if args.duration is not None else (30.0 if args.quick else 300.0)
+    n_batches = args.batches or (40 if args.quick else 100)
+    reps = args.reps or (3 if args.quick else 8)
+    random.seed(0)
+    print(f"bench_serve: {os.cpu_count()} CPUs; grace {GRACE_S} s")
+    base = base_batches(n_batches * BATCH)
+    print("1. throughput through OTLP/HTTP protobuf into judged metrics (per core = per server CPU second)")
+    rate, ceiling = throughput(base, reps)
+    ratio = rate / ceiling
+    print(f"  end to end        {rate:12,.0f} tool spans/s per core   (target >= {TARGET_RATE:,})")
+    print(f"  decode-only ceil. {ceiling:12,.0f} tool spans/s per core")
+    print(f"  ratio             {ratio:12.2f}                         (target >= {TARGET_RATIO})")
+    print(f"2. lag and memory at {LAG_RATE:,} spans/s for {duration:.0f} s")
+    p50, p99, rss = lag_and_memory(base, duration)
+    print(
+        f"  verdict lag p50 <= {p50:.2f} s, p99 <= {p99:.2f} s (histogram bucket bounds; target <= {GRACE_S + 1:.1f} s)"
+    )
+    warm = min(6, max(1, len(rss) // 5))
+    if len(rss) > warm:
+        base_rss = rss[warm - 1]
+        drift = rss[-1] / base_rss - 1
+        print(f"  RSS MiB every 10 s: {' '.join(str(r >> 20) for r in rss)}")
+        print(
+            f"  RSS after warm-up {base_rss >> 20} MiB, at the end {rss[-1] >> 20} MiB: {drift * 100:+.1f}% "
+            f"(target within ±10%)"
+        )
+    ok = rate >= TARGET_RATE and ratio >= TARGET_RATIO and p99 <= GRACE_S + 1
+    print("targets met" if ok else "targets NOT all met")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
