@@ -64,7 +64,12 @@ def describe(error: ValidationError) -> tuple[Path, str, bool]:
     if kw == "pattern":
         return path, f"{_short(error.instance)} does not match the pattern {error.validator_value}", False
     if kw in ("oneOf", "anyOf"):
-        return path, f"{_short(error.instance)} is not a valid {_def_name(error)}", False
+        options = [_option_name(o) for o in schema.get(kw, [])]
+        return (
+            path,
+            f"{_short(error.instance)} is not a valid {_def_name(error)} (expected {' or '.join(options)})",
+            False,
+        )
     return path, error.message, False
 
 
@@ -72,6 +77,15 @@ def _required(error: ValidationError) -> str:
     wanted: Any = error.validator_value
     missing = [k for k in wanted if isinstance(error.instance, dict) and k not in error.instance]
     return f"missing required key {missing[0]!r}" if missing else error.message
+
+
+def _option_name(option: Any) -> str:
+    if not isinstance(option, dict):
+        return "value"
+    if "$ref" in option:
+        return str(option["$ref"]).rsplit("/", 1)[-1].replace("_", " ")
+    kind = option.get("type", "value")
+    return " or ".join(kind) if isinstance(kind, list) else str(kind)
 
 
 def _def_name(error: ValidationError) -> str:

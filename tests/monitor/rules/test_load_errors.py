@@ -203,6 +203,14 @@ BAD = [
         ["expected object"],
     ),
     (
+        "cases neither a list nor a path",
+        "cases: 5\n",
+        1,
+        8,
+        "cases",
+        ["expected case list or string"],
+    ),
+    (
         "case without id or input",
         GOOD_HEAD + "cases:\n  - {none: true}\n",
         7,
