@@ -272,3 +272,13 @@ def test_nothing_in_a_rule_file_is_executed(tmp_path: Path) -> None:
     with pytest.raises(RuleFileError) as info:
         load_rules([path])
     assert info.value.line == 1 and "YAML" in str(info.value)
+
+
+def test_rule_file_error_pickles_and_reads_well() -> None:
+    import pickle
+
+    err = RuleFileError("r.yaml", 3, 7, "expect[0].call", "bad")
+    again = pickle.loads(pickle.dumps(err))
+    assert (again.file, again.line, again.column, again.key, again.message) == ("r.yaml", 3, 7, "expect[0].call", "bad")
+    assert str(again) == "r.yaml:3:7: expect[0].call: bad"
+    assert str(RuleFileError("r.yaml", 1, 1, "", "YAML: oops")) == "r.yaml:1:1: YAML: oops"
