@@ -14,7 +14,7 @@ from monitor.rules import ArgCheck
 from monitor.verdict import ArgCheckResult
 
 MISSING: Any = object()
-_RESULT = Builder(ArgCheckResult, ("argument", "mode", "expected", "actual", "ok"))
+_RESULT = Builder(ArgCheckResult, ("argument", "mode", "expected", "actual", "ok")).build
 _PUNCT = str.maketrans({c: None for c in " ,./-_*^"} | {"'": '"'})
 
 

@@ -58,5 +58,10 @@ class Builder(Generic[T]):
         build: Callable[..., T] = env["build"]
         return build
 
+    @property
+    def build(self) -> Callable[..., T]:
+        """The generated function itself (saves a call frame on the hot path)."""
+        return self._build
+
     def __call__(self, *values: Any) -> T:
         return self._build(*values)

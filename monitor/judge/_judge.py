@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import json.scanner
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,7 +28,7 @@ _CALL = Builder(
         "index", "name", "call_id", "outcome", "in_catalog", "slot", "schema_valid", "violations", "args_ok",
         "arg_results", "arguments_captured",
     ),
-)  # fmt: skip
+).build  # fmt: skip
 _TURN = Builder(
     TurnVerdict,
     (
@@ -35,13 +36,26 @@ _TURN = Builder(
         "expected_calls", "max_calls", "selection_ok", "args_ok", "schema_ok", "sequence_ok", "sequence_score",
         "forbidden", "response_ok", "end_to_end", "over_calling", "confusion", "reason", "expected_by_tool",
     ),
-)  # fmt: skip
+).build  # fmt: skip
 MAX_CACHE = 65_536  # entries of the per-judge outcome / reason caches (cleared when full)
 
 SchemaResult = tuple[bool | None, tuple[SchemaViolation, ...]]
 _VALID: SchemaResult = (True, ())
 _NO_SCHEMA: SchemaResult = (None, ())
-_loads = json.JSONDecoder().decode
+_scan: Any = getattr(json.scanner, "c_make_scanner", None)
+_scan_once = _scan(json.JSONDecoder()) if _scan is not None else None
+
+
+def _loads(text: str) -> Any:
+    """json.loads without its Python-level wrapper frames for the common case (no surrounding whitespace)."""
+    if _scan_once is not None:
+        try:
+            value, end = _scan_once(text, 0)
+        except StopIteration:
+            return json.loads(text)  # leading whitespace, or the parser's own error
+        if end == len(text):
+            return value
+    return json.loads(text)
 
 
 class _Scope:
