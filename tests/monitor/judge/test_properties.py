@@ -165,3 +165,19 @@ def test_router_equals_a_linear_scan(conditions: list[dict[str, Any]], inputs: l
 def test_turns_from_real_calls_stay_stable(judge: Judge) -> None:
     t = Turn("[AB] x", (ToolCall("b", arguments="{}"), ToolCall("a", arguments="{}")))
     assert judge.judge(t) == judge.judge(t)
+
+
+@SETTINGS
+@given(st.lists(turns, max_size=10), st.integers(0, 10))
+def test_tally_merge_and_subtract_are_exact(judge: Judge, ts: list[Turn], cut: int) -> None:
+    verdicts = [judge.judge(t) for t in ts]
+    whole, head, tail = Tally(), Tally(), Tally()
+    for i, v in enumerate(verdicts):
+        whole.add(v)
+        (head if i < cut else tail).add(v)
+    merged = head.copy()
+    merged.merge(tail)
+    assert merged.ratios() == whole.ratios()
+    assert merged.confusion == whole.confusion and merged.per_tool.keys() == whole.per_tool.keys()
+    merged.subtract(tail)
+    assert merged.ratios() == head.ratios() and merged.confusion == head.confusion
