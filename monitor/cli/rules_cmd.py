@@ -10,6 +10,7 @@ import click
 
 from monitor.records import ToolCall, Turn
 from monitor.rules import RuleFileError, RuleSet, load_rules, rule_file_schema
+from monitor.rules._lint import shadowed_rules
 
 EXIT_INVALID = 2
 
@@ -54,6 +55,8 @@ def check(files: tuple[Path, ...], quiet: bool) -> None:
             continue
         if not quiet:
             click.echo(_summary(rs, str(f)))
+            for line in shadowed_rules(rs):
+                click.echo(line)
     if not failed and len(files) > 1:
         try:
             merged = load_rules(list(files))

@@ -82,3 +82,22 @@ def test_help_lists_rules() -> None:
     assert result.exit_code == 0 and "rules" in result.output
     result = CliRunner().invoke(main, ["rules", "explain", "--help"])
     assert "--input" in result.output and "--call" in result.output
+
+
+def test_check_warns_about_rules_that_can_never_match(tmp_path: Path) -> None:
+    path = tmp_path / "shadow.yaml"
+    path.write_text(
+        "catalog: {tools: [{name: t}]}\n"
+        "expect:\n"
+        "  - {id: auth, when: {prefix: '[AUTH]'}, none: true}\n"
+        "  - {id: auth2fa, when: {prefix: '[AUTH][2FA]'}, none: true}\n"
+        "  - {id: again, when: {prefix: '[AUTH]'}, none: true}\n"
+        "  - {id: other, when: {prefix: '[BILL]'}, none: true}\n"
+        "  - {id: any, none: true}\n"
+        "  - {id: late, when: {contains: x}, none: true}\n"
+    )
+    code, out, _ = run("check", str(path))
+    assert code == 0
+    warnings = [line for line in out.splitlines() if "warning:" in line]
+    assert [w.split("rule ", 1)[1].split(" ", 1)[0] for w in warnings] == ["'auth2fa'", "'again'", "'late'"]
+    assert f"{path}:4: warning: rule 'auth2fa' can never match: rule 'auth' ({path}:3) matches first" in out
