@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from monitor.evaluate import load_judge
+from monitor.metrics import parse_duration
 from monitor.replay import FORMATS, Replayer, SourceError, expand_sources, replay_files, total_bytes
 from monitor.report import ReportBuilder, Table, emit_report, pop_report_options, report_options
 from monitor.report.progress import progress_bar
@@ -16,16 +17,24 @@ from monitor.verdict import TurnVerdict
 MAX_LISTED_ERRORS = 10
 
 
+def _duration(ctx: click.Context, param: click.Parameter, value: str) -> float:
+    """A positive duration as `serve` takes it (`2s`, `0.5s`, `5m`, a bare number of seconds)."""
+    try:
+        return parse_duration(value.strip())
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
+
+
 @click.command()
 @click.argument("sources", nargs=-1, required=True, metavar="SOURCE...")
 @click.option("--rules", "rules", multiple=True, required=True, metavar="FILE",
               help="Oracle rule file (repeatable; merged in order).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True,
               help="Input format: OTLP JSON lines (Collector file exporter), OTLP protobuf, or by suffix/content.")
-@click.option("--grace", type=click.FloatRange(0.0), default=2.0, show_default=True,
-              help="Seconds after a turn span ends to wait for late calls (as `serve --grace`).")
-@click.option("--turnless-timeout", type=click.FloatRange(0.0), default=30.0, show_default=True,
-              help="Seconds after which calls without a turn are judged alone (as `serve`).")
+@click.option("--grace", default="2s", show_default=True, callback=_duration, metavar="DURATION",
+              help="Wait this long (span time) after a turn span arrives for late calls, as `serve --grace`.")
+@click.option("--turnless-timeout", default="30s", show_default=True, callback=_duration, metavar="DURATION",
+              help="Judge calls whose turn never arrives alone after this long, as `serve --turnless-timeout`.")
 @click.option("--strict", is_flag=True, help="Exit 2 when any line or message cannot be decoded.")
 @click.option("--worst", type=click.IntRange(0), default=10, show_default=True, help="Failing turns to list.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
