@@ -43,7 +43,7 @@ def test_panels_cover_the_issue_and_fit_the_grid() -> None:
         area = {(x, y) for x in range(g["x"], g["x"] + g["w"]) for y in range(g["y"], g["y"] + g["h"])}
         assert not area & cells, f"{p['title']} overlaps another panel"
         cells |= area
-    confusion = next(p for p in DASHBOARD["panels"] if p["type"] == "table")
+    confusion = next(p for p in DASHBOARD["panels"] if p["title"].startswith("Confusion matrix (rows"))
     assert "toolwatch_confusion_total" in confusion["targets"][0]["expr"]
     assert confusion["transformations"][0]["id"] == "groupingToMatrix"
 
