@@ -103,6 +103,20 @@ from monitor.serve import _settings as env
     envvar=env.ENV_WATCH_RULES,
     help="Reload the rules when a rule file changes (SIGHUP always reloads).",
 )
+@click.option(
+    "--alerts/--no-alerts",
+    "alerts",
+    default=True,
+    show_default=True,
+    envvar=env.ENV_ALERTS,
+    help="Evaluate the rule file's alerts in process (toolwatch_alert_active).",
+)
+@click.option(
+    "--alert-webhook",
+    envvar=env.ENV_ALERT_WEBHOOK,
+    metavar="URL",
+    help="Send firing alerts to this Alertmanager (/api/v2/alerts) or webhook URL.",
+)
 def serve(**opts: object) -> None:
     """Receive OTLP spans of agents, judge each turn, and publish the figures on /metrics.
 
@@ -133,6 +147,8 @@ def serve(**opts: object) -> None:
             verdict_log_all=bool(opts["verdict_log_all"]),
             verdict_log_max_bytes=int(str(opts["verdict_log_max_bytes"])),
             watch_rules=bool(opts["watch_rules"]),
+            alerts=bool(opts["alerts"]),
+            alert_webhook=str(opts["alert_webhook"]) if opts["alert_webhook"] else None,
         )
         settings.validate()
         server = Server(settings)

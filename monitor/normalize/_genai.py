@@ -77,6 +77,29 @@ def _json_attr(attrs: Mapping[str, Any], key: str, problems: list[str]) -> str |
         return None
 
 
+# One message with one text part, as compact JSON (what the toolwatch instrumentation writes), read with
+# string operations when the text needs no unescaping. Anything else takes the general JSON path.
+_ROLE_PREFIX = '[{"role":"'
+_PARTS = '","parts":[{"type":"text","content":"'
+_ENDS = frozenset({'"}]}]', '"}],"finish_reason":"stop"}]', '"}],"finish_reason":"length"}]'})
+
+
+def _one_text(raw: str) -> tuple[str, str] | None:
+    if not raw.startswith(_ROLE_PREFIX):
+        return None
+    i = raw.find('"', 10)
+    if i < 0 or not raw.startswith(_PARTS, i):
+        return None
+    start = i + len(_PARTS)
+    end = raw.find('"', start)
+    if end < 0 or raw[end:] not in _ENDS:
+        return None
+    text = raw[start:end]
+    if "\\" in text:
+        return None
+    return raw[10:i], text
+
+
 def message_text(raw: Any, *, roles: tuple[str, ...] | None = None) -> str | None:
     """The text parts of a GenAI messages JSON value, joined by newlines (None when it holds no messages).
 
@@ -85,6 +108,9 @@ def message_text(raw: Any, *, roles: tuple[str, ...] | None = None) -> str | Non
     """
     if not isinstance(raw, str):
         return None
+    one = _one_text(raw)
+    if one is not None:
+        return None if roles is not None and one[0] not in roles else one[1]
     try:
         messages = json.loads(raw)
     except ValueError:

@@ -48,7 +48,7 @@ class Pipeline:
         self.rules = rules
         self.metrics = metrics
         self.verdict_log = verdict_log
-        self.on_verdicts = on_verdicts
+        self.hooks: list[VerdictHook] = [on_verdicts] if on_verdicts is not None else []
         self.normalizer = Normalizer()
         self.assembler = TurnAssembler(
             grace_s=settings.grace_s,
@@ -140,11 +140,11 @@ class Pipeline:
         self.turns_judged += len(verdicts)
         if self.verdict_log is not None:
             self.verdict_log.write(verdicts)
-        if self.on_verdicts is not None:
+        for hook in self.hooks:
             try:
-                self.on_verdicts(verdicts)
+                hook(verdicts)
             except Exception:
-                logger.exception("verdict hook failed")
+                logger.exception("verdict hook %r failed", hook)
         return verdicts
 
     def _sync_stats(self) -> None:

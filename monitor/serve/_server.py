@@ -9,6 +9,7 @@ import signal
 import socket
 import threading
 from collections.abc import Callable
+from typing import Any
 
 from aiohttp import web
 
@@ -59,6 +60,9 @@ class Server:
                 backups=settings.verdict_log_backups,
             )
         self.pipeline = Pipeline(settings, self.rules, self.metrics, verdict_log=log, on_verdicts=on_verdicts)
+        self.alerts: Any = None
+        if settings.alerts and self.rules.current.ruleset.alerts:
+            self.alerts = self._make_alerts()
         self.port = settings.port
         self.metrics_port = settings.metrics_port
         self._stop = asyncio.Event()
@@ -66,6 +70,19 @@ class Server:
         self._tasks: list[asyncio.Task[None]] = []
         self._ready = False
         self._stopped = False
+
+    def _make_alerts(self) -> Any:
+        """The rule file's alerts evaluated in process (toolwatch_alert_active; optional webhook)."""
+        from monitor.alerts.live import for_metrics
+
+        live = for_metrics(
+            self.rules.current.ruleset,
+            self.metrics,
+            notify_url=self.settings.alert_webhook,
+            interval_s=self.settings.alert_interval_s,
+        )
+        self.pipeline.hooks.append(live.accept)
+        return live
 
     @property
     def ready(self) -> bool:
@@ -110,6 +127,8 @@ class Server:
         self._tasks.append(asyncio.create_task(self.pipeline.run(self._stop)))
         if s.watch_rules:
             self._tasks.append(asyncio.create_task(self._watch_rules()))
+        if self.alerts is not None:
+            self.alerts.start()
         self._ready = True
         logger.info("receiving OTLP/HTTP on %s; metrics on %s", self.endpoint, self.metrics_url)
 
@@ -118,6 +137,11 @@ class Server:
         self.metrics.ops.reload(ok)
         if ok:
             self.pipeline.apply_labels()
+            if self.alerts is not None:
+                self.alerts.update(self.rules.current.ruleset)
+            elif self.settings.alerts and self.rules.current.ruleset.alerts:
+                self.alerts = self._make_alerts()
+                self.alerts.start()
         return ok
 
     async def _watch_rules(self) -> None:
@@ -151,6 +175,8 @@ class Server:
             await runner.cleanup()
         if self.pipeline.verdict_log is not None:
             self.pipeline.verdict_log.close()
+        if self.alerts is not None:
+            self.alerts.close()
         logger.info("stopped; %d pending turns judged at shutdown", judged)
         return judged
 

@@ -31,6 +31,8 @@ ENV_VERDICT_LOG = "TOOLWATCH_VERDICT_LOG"
 ENV_VERDICT_LOG_ALL = "TOOLWATCH_VERDICT_LOG_ALL"
 ENV_VERDICT_LOG_MAX_BYTES = "TOOLWATCH_VERDICT_LOG_MAX_BYTES"
 ENV_WATCH_RULES = "TOOLWATCH_WATCH_RULES"
+ENV_ALERTS = "TOOLWATCH_ALERTS"  # evaluate the rule file's alerts in process (toolwatch_alert_active)
+ENV_ALERT_WEBHOOK = "TOOLWATCH_ALERT_WEBHOOK"  # Alertmanager (/api/v2/alerts) or webhook URL for firing alerts
 
 MiB = 1024 * 1024
 
@@ -82,6 +84,9 @@ class Settings:
     verdict_log_max_bytes: int = 64 * MiB
     verdict_log_backups: int = 3
     watch_rules: bool = True
+    alerts: bool = True
+    alert_webhook: str | None = None
+    alert_interval_s: float = 5.0
     watch_interval_s: float = 1.0
     retry_after_s: int = 1
     poll_interval_s: float = 0.1
@@ -111,6 +116,8 @@ class Settings:
             (ENV_VERDICT_LOG_ALL, "verdict_log_all", _bool),
             (ENV_VERDICT_LOG_MAX_BYTES, "verdict_log_max_bytes", int),
             (ENV_WATCH_RULES, "watch_rules", _bool),
+            (ENV_ALERTS, "alerts", _bool),
+            (ENV_ALERT_WEBHOOK, "alert_webhook", str),
         ]
         for var, name, conv in table:
             raw = env.get(var)

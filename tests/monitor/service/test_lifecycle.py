@@ -155,3 +155,16 @@ def _text(url: str) -> str:
 
     with urllib.request.urlopen(url, timeout=10) as resp:
         return str(resp.read().decode())
+
+
+def test_rule_file_alerts_fire_in_process(serve: ServeFactory, tmp_path: Path) -> None:
+    text = RULES.read_text().split("\nalerts:")[0] + (
+        "\nalerts:\n  - name: HallucinatedToolCalls\n    figure: hallucinated_rate\n    agent: incident-triage\n"
+        "    above: 0.01\n    for: 0s\n    min_samples: 1\n    severity: critical\n"
+    )
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(text)
+    _, server = serve(rules=(str(rules),), alert_interval_s=0.1)
+    _send(server.endpoint, [TurnSpec("[AUTH] x", [Call("pull_auth_logs", {"log_excerpt": "x"})], output_text=OK)])
+    labels = {"alertname": "HallucinatedToolCalls", "agent": "incident-triage", "severity": "critical"}
+    wait_for(lambda: value(scrape(server), "toolwatch_alert_active", **labels) == 1, timeout=20)

@@ -1,0 +1,95 @@
+"""The GenAI normalizer: messages text (fast and general paths agree), tolerant attribute handling."""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from monitor.normalize import Normalizer, Rejected, message_text
+from monitor.otlp import Span
+from monitor.records import ToolCall, Turn
+
+
+@given(st.text(), st.sampled_from(["user", "assistant", "system"]), st.sampled_from([None, "stop", "length"]))
+def test_message_text_reads_what_json_holds(text: str, role: str, finish: str | None) -> None:
+    msg: dict[str, object] = {"role": role, "parts": [{"type": "text", "content": text}]}
+    if finish:
+        msg["finish_reason"] = finish
+    for raw in (json.dumps([msg], separators=(",", ":")), json.dumps([msg]), json.dumps([msg], ensure_ascii=False)):
+        assert message_text(raw) == text
+        assert message_text(raw, roles=(role,)) == text
+        assert message_text(raw, roles=("tool",)) is None
+
+
+def test_message_text_several_parts_and_plain_text() -> None:
+    raw = json.dumps(
+        [
+            {
+                "role": "user",
+                "parts": [{"type": "text", "content": "a"}, {"type": "image"}, {"type": "text", "content": "b"}],
+            }
+        ]
+    )
+    assert message_text(raw) == "a\nb"
+    assert message_text("just text, not JSON") == "just text, not JSON"
+    assert message_text(json.dumps([{"role": "user", "content": "old style"}])) == "old style"
+    assert message_text(42) is None and message_text("[]") is None
+
+
+def _span(name: str, attrs: dict[str, object], status: int = 0) -> Span:
+    return Span("0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331", "", name, 1, 1, 2, status, "boom", attrs)
+
+
+def test_tool_call_fields_and_tolerance() -> None:
+    n = Normalizer()
+    call = n.normalize(
+        _span(
+            "execute_tool get",
+            {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": "get",
+                "gen_ai.tool.call.id": 7,
+                "gen_ai.tool.call.arguments": ("a", 1),
+                "error.type": 5,
+            },
+            status=2,
+        )
+    )
+    assert isinstance(call, ToolCall)
+    assert (call.name, call.call_id, call.arguments, call.error_type) == ("get", "7", '["a", 1]', "boom")
+    assert n.ignored_attributes == {"gen_ai.tool.call.id": 1, "gen_ai.tool.call.arguments": 1, "error.type": 1}
+    assert isinstance(n.normalize(_span("execute_tool", {"gen_ai.operation.name": "execute_tool"})), Rejected)
+    assert n.rejected == {"missing_tool_name": 1}
+    assert n.normalize(_span("GET /health", {"http.method": "GET"})) is None
+
+
+def test_turn_fields() -> None:
+    n = Normalizer()
+    turn = n.normalize(
+        _span(
+            "invoke_agent triage",
+            {
+                "gen_ai.input.messages": json.dumps(
+                    [
+                        {"role": "system", "parts": [{"type": "text", "content": "sys"}]},
+                        {"role": "user", "parts": [{"type": "text", "content": "[AUTH] x"}]},
+                    ]
+                ),
+                "gen_ai.output.messages": '[{"role":"assistant","parts":[{"type":"text","content":"Result: y"}]}]',
+                "gen_ai.tool.definitions": '[{"type":"function","name":"t"}]',
+                "gen_ai.conversation.id": "c1",
+                "toolwatch.case.id": 12,
+            },
+        )
+    )
+    assert isinstance(turn, Turn)
+    assert (turn.agent, turn.input_text, turn.output_text, turn.conversation_id, turn.case_id) == (
+        "triage",
+        "[AUTH] x",
+        "Result: y",
+        "c1",
+        "12",
+    )
+    assert turn.tool_definitions == ({"type": "function", "name": "t"},)
