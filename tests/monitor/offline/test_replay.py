@@ -161,3 +161,12 @@ def test_harness_runs_async_agents_inside_the_turn() -> None:
             assert run.error is None and run.output == "done"
             (turn,) = run.turns
             assert [c.name for c in turn.calls] == ["get_order_status"] and turn.output_text == "done"
+
+
+def test_cli_json_to_stdout_keeps_stdout_clean(batches: list[object], support_rules: Path, tmp_path: Path) -> None:
+    files = write_span_files(batches, tmp_path)
+    args = [str(files["jsonl"]), "--rules", str(support_rules), "--no-progress", "--json", "-"]
+    res = CliRunner().invoke(replay, args)
+    assert res.exit_code == 0
+    assert json.loads(res.stdout)["accuracy_line"] == "Tool call accuracy: 5/9 (55.6%)"
+    assert "Tool call accuracy: 5/9 (55.6%)" in res.stderr
