@@ -110,11 +110,19 @@ def failures_table(failures: list[Failure]) -> Table:
     return table
 
 
+def alerts_line(metrics: ToolwatchMetrics) -> Text:
+    firing = sorted(f"{name} ({severity})" for (name, _agent, severity), v in metrics.ops.alert_active.items() if v)
+    if not firing:
+        return Text("alerts firing: none", style="green")
+    return Text("alerts firing: " + ", ".join(firing), style="bold red")
+
+
 def render(header: str, feed: VerdictFeed, metrics: ToolwatchMetrics) -> Group:
     tally, failures = feed.snapshot()
     return Group(
         Panel(Text(header), title="toolwatch demo", border_style="cyan"),
         Text(tally.format_accuracy(), style="bold"),
+        alerts_line(metrics),
         figures_table(tally, metrics),
         confusion_table(tally),
         failures_table(failures),
