@@ -90,15 +90,15 @@ def replay(sources: tuple[str, ...], rules: tuple[str, ...], fmt: str, grace: fl
     if evicted:
         notes.append(f"{evicted} pending traces evicted early (bound reached)")
     tables = []
-    if stats.bad_records:
-        rows = [[b.path, b.where, b.message[:200]] for b in stats.bad_records[:MAX_LISTED_ERRORS]]
-        more = len(stats.bad_records) - len(rows)
-        tables.append(Table(f"Undecodable records ({len(stats.bad_records)}; skipped)", ["file", "where", "error"],
+    bad = stats.bad_records
+    if bad.total:
+        rows = [[b.path, b.where, b.message[:200]] for b in bad[:MAX_LISTED_ERRORS]]
+        more = bad.total - len(rows)
+        tables.append(Table(f"Undecodable records ({bad.total}; skipped)", ["file", "where", "error"],
                             rows + ([["…", f"{more} more", ""]] if more > 0 else [])))
     report = builder.build("replay", f"toolwatch replay: {len(paths)} file(s)", tables=tables, notes=notes)
     code = emit_report(report, options)
-    if strict and stats.bad_records:
-        click.echo(f"error: {len(stats.bad_records)} undecodable record(s) (--strict); first: {stats.bad_records[0]}",
-                   err=True)
+    if strict and bad.total:
+        click.echo(f"error: {bad.total} undecodable record(s) (--strict); first: {bad[0]}", err=True)
         raise SystemExit(2)
     raise SystemExit(code)

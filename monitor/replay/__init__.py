@@ -4,6 +4,7 @@ from monitor.replay._engine import JudgeLike, Replayer, ReplayStats, replay_file
 from monitor.replay._sources import (
     FORMATS,
     BadRecord,
+    BadRecords,
     SourceError,
     detect_format,
     expand_sources,
@@ -14,6 +15,7 @@ from monitor.replay._sources import (
 __all__ = [
     "FORMATS",
     "BadRecord",
+    "BadRecords",
     "JudgeLike",
     "ReplayStats",
     "Replayer",

@@ -15,7 +15,7 @@ from typing import Protocol
 from monitor.assembly import TurnAssembler
 from monitor.otlp import Decoded
 from monitor.records import Turn
-from monitor.replay._sources import BadRecord, SourceError, read_source
+from monitor.replay._sources import BadRecords, SourceError, read_source
 from monitor.verdict import TurnVerdict
 
 
@@ -31,7 +31,7 @@ class ReplayStats:
     turns: int = 0
     turnless: int = 0
     files: int = 0
-    bad_records: list[BadRecord] = field(default_factory=list)
+    bad_records: BadRecords = field(default_factory=BadRecords)  # first 100 kept; .total counts all
 
 
 class Replayer:

@@ -45,6 +45,20 @@ class BadRecord:
         return f"{self.path}: {self.where}: {self.message}"
 
 
+class BadRecords(list[BadRecord]):
+    """The first `keep` unusable records, and the count of all of them (memory stays bounded)."""
+
+    def __init__(self, keep: int = 100) -> None:
+        super().__init__()
+        self.keep = keep
+        self.total = 0
+
+    def append(self, item: BadRecord) -> None:
+        self.total += 1
+        if len(self) < self.keep:
+            super().append(item)
+
+
 def _is_span_file(p: Path) -> bool:
     suffixes = [s.lower() for s in p.suffixes[-2:]]
     if suffixes and suffixes[-1] == ".gz":

@@ -73,7 +73,7 @@ async def chromium_page(profile: Path) -> AsyncIterator[Page]:
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         port_file = profile / "DevToolsActivePort"
-        for _ in range(300):
+        for _ in range(1200):  # up to 60 s for a cold start on a loaded machine
             if port_file.exists() and len(port_file.read_text().splitlines()) >= 2:
                 break
             await asyncio.sleep(0.05)

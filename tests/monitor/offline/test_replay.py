@@ -170,3 +170,11 @@ def test_cli_json_to_stdout_keeps_stdout_clean(batches: list[object], support_ru
     assert res.exit_code == 0
     assert json.loads(res.stdout)["accuracy_line"] == "Tool call accuracy: 5/9 (55.6%)"
     assert "Tool call accuracy: 5/9 (55.6%)" in res.stderr
+
+
+def test_bad_records_are_bounded_and_counted(support_judge: Judge, tmp_path: Path) -> None:
+    junk = tmp_path / "junk.jsonl"
+    junk.write_text("{nope\n" * 250)
+    verdicts, r = _replay(support_judge, [junk])
+    assert verdicts == [] and r.stats.bad_records.total == 250 and len(r.stats.bad_records) == 100
+    assert r.stats.bad_records[-1].where == "line 100"
