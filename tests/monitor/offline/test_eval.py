@@ -170,3 +170,22 @@ def test_scenario_file_errors(tmp_path: Path) -> None:
     p.write_text("steps: [{user: hi, expect: {tool_calls: {min: -1}}}]\n")
     with pytest.raises(ScenarioError, match="non-negative"):
         load_scenarios(p)
+
+
+def test_shipped_triage_examples_run_and_fail_where_the_agent_is_flawed() -> None:
+    from tests.monitor.offline.conftest import REPO, TRIAGE_RULES
+
+    dataset = REPO / "examples" / "triage" / "cases.yaml"
+    judge = Judge(load_dataset_rules(dataset, [TRIAGE_RULES]))
+    from monitor.evaluate import load_callable
+
+    triage = load_callable("examples.triage.agent:triage")
+    with Harness(agent_name="incident-triage") as h:
+        result = run_eval(read_cases(dataset), triage, judge, h, trials=2)
+        failing = {name for name, ts in result.by_case().items() if not any(t.passed for t in ts)}
+        assert failing == {"risk-sev1", "supp-quoted", "auth-deep-queue", "bill-distractor-long"}
+        assert result.pass_rate == 0.5 and result.pass_hat(2) == 0.5
+        sf = load_scenarios(REPO / "examples" / "triage" / "scenario.yaml")
+        run = run_scenarios(sf, triage, build_judge(sf), h, mode="step")
+    assert [s.passed for s in run.steps] == [True, True, False]
+    assert "extra call pull_support_telemetry" in run.steps[2].reason
