@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import sys
 import time
 import urllib.parse
 import urllib.request
@@ -25,7 +26,7 @@ from monitor.rules import load_rules
 from monitor.serve import Server, ServerThread, Settings
 from tests.deploy.binaries import DEPLOY, ROOT, promtool
 from tests.deploy.receiver import Receiver
-from tests.deploy.stack import Alertmanager, Prometheus, get_json
+from tests.deploy.stack import Alertmanager, Process, Prometheus, free_port, get_json, wait_http
 from tests.deploy.traffic import AGENT, Traffic, send_odd_spans
 
 RULES = ROOT / "rules" / "incident-triage.yaml"
@@ -239,3 +240,33 @@ def test_promtool_check_metrics_on_live_metrics(stack: Stack, tmp_path: Path) ->
     assert b"toolwatch_tool_calls_total" in body
     result = promtool("check", "metrics", stdin=body)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_promtool_check_metrics_on_the_toolwatch_serve_command(tmp_path: Path) -> None:
+    """The same check on the real `toolwatch serve` process, after a few turns went through it."""
+    port, metrics_port = free_port(), free_port()
+    exe = Path(sys.executable).with_name("toolwatch")
+    log = tmp_path / "serve.log"
+    args = [str(exe), "serve", "--rules", str(RULES), "--port", str(port), "--metrics-port", str(metrics_port),
+            "--grace", "0.2s", "--no-watch"]  # fmt: skip
+    serve = Process(args, log)
+    try:
+        wait_http(f"http://127.0.0.1:{metrics_port}/readyz", serve.proc, log)
+        traffic = Traffic(f"http://127.0.0.1:{port}/v1/traces", rate=50)
+        traffic.start()
+        time.sleep(1.0)
+        traffic.stop()
+        deadline = time.monotonic() + 10
+        body = b""
+        while time.monotonic() < deadline:
+            with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5) as response:
+                body = response.read()
+            if b'toolwatch_turns_total{agent="incident-triage",judged="true"}' in body:
+                break
+            time.sleep(0.2)
+        assert b'toolwatch_turns_total{agent="incident-triage",judged="true"}' in body, body[-2000:]
+        result = promtool("check", "metrics", stdin=body)
+        assert result.returncode == 0, result.stdout + result.stderr
+    finally:
+        serve.stop()
+    assert serve.proc.returncode == 0, log.read_text()[-2000:]  # SIGTERM: graceful stop
