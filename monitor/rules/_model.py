@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -97,13 +98,61 @@ Condition = Prefix | Contains | Equals | Search | Attribute | All | AnyOf | Not 
 # ---- argument checks ----
 
 
+class FrozenDict(Mapping[str, Any]):
+    """A read-only, hashable JSON object."""
+
+    __slots__ = ("_items", "_hash")
+
+    def __init__(self, items: Mapping[str, Any]) -> None:
+        self._items = dict(items)
+        self._hash: int | None = None
+
+    def __getitem__(self, key: str) -> Any:
+        return self._items[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __hash__(self) -> int:
+        if self._hash is None:
+            self._hash = hash(frozenset(self._items.items()))
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Mapping) and dict(self._items) == dict(other)
+
+    def __repr__(self) -> str:
+        return f"FrozenDict({self._items!r})"
+
+
+def freeze(value: Any) -> Any:
+    """A JSON value made immutable: lists become tuples, objects FrozenDicts."""
+    if isinstance(value, list | tuple):
+        return tuple(freeze(v) for v in value)
+    if isinstance(value, Mapping):
+        return FrozenDict({k: freeze(v) for k, v in value.items()})
+    return value
+
+
+def thaw(value: Any) -> Any:
+    """The plain JSON value (lists and dicts) of a frozen one."""
+    if isinstance(value, tuple):
+        return [thaw(v) for v in value]
+    if isinstance(value, FrozenDict):
+        return {k: thaw(v) for k, v in value.items()}
+    return value
+
+
 @dataclass(frozen=True, slots=True)
 class ArgCheck:
     """One argument check. `mode` in exact, normalized, one_of, fuzzy, numeric, regex, from_input."""
 
     argument: str
     mode: str
-    expected: Any  # JSON value; for regex / from_input the pattern text
+    expected: Any  # frozen JSON value (see `freeze`); for regex / from_input the pattern text
     threshold: float = 90.0  # fuzzy
     tolerance: float = 0.0  # numeric
     regex: Regex | None = None  # regex / from_input

@@ -61,3 +61,20 @@ def test_all_files_merge() -> None:
     rs = load_rules(FILES)
     assert rs.agents == frozenset({"incident-triage", "customer-support", "travel"})
     assert len({a.name for a in rs.alerts}) == len(rs.alerts)
+
+
+def test_ruleset_is_deeply_immutable(tmp_path: Path) -> None:
+    import dataclasses
+
+    path = tmp_path / "r.yaml"
+    path.write_text("catalog: {tools: [{name: t}]}\nexpect:\n  - call: [{tool: t, args: {v: {exact: {k: [1, 2]}}}}]\n")
+    rs = load_rules([path, *FILES])
+    assert isinstance(hash(rs), int)  # every part is hashable, so nothing in it can change
+    check = rs.expectations[0].alternatives[0].slots[0].checks[0]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        check.expected = {}  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        check.expected["k"] = 1
+    tool = rs.tools[0]
+    schema = tool.schema
+    assert schema is not None or tool.schema_json is None
