@@ -112,12 +112,17 @@ def _heat(expected: str, actual: str, n: int, peak: int) -> str:
     return f"rgba({rgb},{alpha:.2f})"
 
 
+def _breakable(label: str) -> str:
+    """A tool name that may wrap after its underscores (narrow matrix columns)."""
+    return escape(label).replace("_", "_<wbr>")
+
+
 def _confusion(report: Report) -> str:
     if not report.confusion:
         return '<p class="muted">No judged turns.</p>'
     rows, cols = report.confusion_labels()
     peak = max(n for _, _, n in report.confusion)
-    head = "".join(f'<th data-actual="{escape(c)}">{escape(c)}</th>' for c in cols)
+    head = "".join(f'<th data-actual="{escape(c)}">{_breakable(c)}</th>' for c in cols)
     body = []
     for r in rows:
         tds = []

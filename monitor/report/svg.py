@@ -16,8 +16,8 @@ def tool_bars(stats: list[ToolStats]) -> str:
     label_w, bar_w, row_h, pad = 190, 360, 14, 10
     height = len(stats) * (3 * row_h + pad) + 30
     parts = [
-        f'<svg class="chart" id="tool-bars" role="img" viewBox="0 0 {label_w + bar_w + 70} {height}" '
-        f'width="{label_w + bar_w + 70}" height="{height}" xmlns="http://www.w3.org/2000/svg">'
+        f'<svg class="chart" id="tool-bars" role="img" viewBox="0 0 {label_w + bar_w + 130} {height}" '
+        f'width="{label_w + bar_w + 130}" height="{height}" xmlns="http://www.w3.org/2000/svg">'
     ]
     y = 4
     for t in stats:
