@@ -23,6 +23,9 @@ from monitor.serve import _settings as env
 )
 @click.option("--host", default="127.0.0.1", show_default=True, envvar=env.ENV_HOST, help="OTLP/HTTP listen address.")
 @click.option("--port", default=4318, show_default=True, type=int, envvar=env.ENV_PORT, help="OTLP/HTTP port.")
+@click.option(
+    "--grpc-port", type=int, envvar=env.ENV_GRPC_PORT, help="Also receive OTLP/gRPC on this port (usually 4317)."
+)
 @click.option("--metrics-host", default="127.0.0.1", show_default=True, envvar=env.ENV_METRICS_HOST)
 @click.option(
     "--metrics-port",
@@ -132,6 +135,7 @@ def serve(**opts: object) -> None:
             rules=tuple(str(p) for p in opts["rules"]),  # type: ignore[attr-defined]
             host=str(opts["host"]),
             port=int(str(opts["port"])),
+            grpc_port=int(str(opts["grpc_port"])) if opts["grpc_port"] is not None else None,
             metrics_host=str(opts["metrics_host"]),
             metrics_port=int(str(opts["metrics_port"])),
             grace_s=parse_duration(str(opts["grace"])),
@@ -163,7 +167,9 @@ def serve(**opts: object) -> None:
         gc.freeze()
         gc.set_threshold(50_000, 20, 20)
         click.echo(
-            f"toolwatch serve: OTLP/HTTP on {server.endpoint}, metrics on {server.metrics_url} (pid {os.getpid()})",
+            f"toolwatch serve: OTLP/HTTP on {server.endpoint}, metrics on {server.metrics_url}"
+            + (f", OTLP/gRPC on {server.settings.host}:{server.grpc_port}" if server.grpc_port else "")
+            + f" (pid {os.getpid()})",
             err=True,
         )
 

@@ -142,32 +142,48 @@ class TracesHandler:
         return parse_json(body) if json_out else parse_protobuf(body)
 
     def _accept(self, decoded: Decoded, transport: str, json_out: bool) -> web.Response:
-        records, rejected = self.pipeline.normalizer.split(decoded.spans)
-        for reason, n in decoded.rejected.items():
-            rejected[reason] = rejected.get(reason, 0) + n
-        total = len(decoded.spans) + decoded.rejected_count
-        if not self.pipeline.offer(records):
-            return self._unavailable(transport, json_out, total)
-        ops = self.ops
-        ops.received(transport, total)
-        n_rejected = 0
-        for reason, n in rejected.items():
-            ops.rejected(reason, n)
-            n_rejected += n
-        ops.request(transport, 200)
-        message = ""
-        if n_rejected:
-            message = f"{n_rejected} spans rejected: " + ", ".join(f"{r}={n}" for r, n in sorted(rejected.items()))
+        result = ingest(self.pipeline, decoded, transport)
+        if result is None:
+            return self._unavailable(transport, json_out, len(decoded.spans) + decoded.rejected_count)
+        self.ops.request(transport, 200)
+        n_rejected, message = result
         if json_out:
             doc: dict[str, object] = {}
             if n_rejected:
                 doc["partialSuccess"] = {"rejectedSpans": str(n_rejected), "errorMessage": message}
             return web.Response(body=json.dumps(doc).encode(), content_type=JSON)
-        resp = ExportTraceServiceResponse()
-        if n_rejected:
-            resp.partial_success.rejected_spans = n_rejected
-            resp.partial_success.error_message = message
-        return web.Response(body=resp.SerializeToString(), content_type=PROTOBUF)
+        return web.Response(body=export_response(n_rejected, message), content_type=PROTOBUF)
+
+
+def export_response(n_rejected: int, message: str) -> bytes:
+    """A serialized ExportTraceServiceResponse, with partial_success when spans were rejected."""
+    resp = ExportTraceServiceResponse()
+    if n_rejected:
+        resp.partial_success.rejected_spans = n_rejected
+        resp.partial_success.error_message = message
+    return bytes(resp.SerializeToString())
+
+
+def ingest(pipeline: Pipeline, decoded: Decoded, transport: str) -> tuple[int, str] | None:
+    """Normalize and queue decoded spans, counting them; None (nothing queued) when the queue is full.
+
+    Returns the number of rejected spans and the partial-success message naming the reasons.
+    """
+    records, rejected = pipeline.normalizer.split(decoded.spans)
+    for reason, n in decoded.rejected.items():
+        rejected[reason] = rejected.get(reason, 0) + n
+    if not pipeline.offer(records):
+        return None
+    ops = pipeline.metrics.ops
+    ops.received(transport, len(decoded.spans) + decoded.rejected_count)
+    n_rejected = 0
+    for reason, n in rejected.items():
+        ops.rejected(reason, n)
+        n_rejected += n
+    message = ""
+    if n_rejected:
+        message = f"{n_rejected} spans rejected: " + ", ".join(f"{r}={n}" for r, n in sorted(rejected.items()))
+    return n_rejected, message
 
 
 def receiver_app(handler: TracesHandler, max_body: int) -> web.Application:

@@ -70,6 +70,8 @@ class Server:
         self._tasks: list[asyncio.Task[None]] = []
         self._ready = False
         self._stopped = False
+        self._grpc: Any = None
+        self.grpc_port: int | None = None
 
     def _make_alerts(self) -> Any:
         """The rule file's alerts evaluated in process (toolwatch_alert_active; optional webhook)."""
@@ -124,6 +126,11 @@ class Server:
             ports.append(sock.getsockname()[1])
         self.port, self.metrics_port = ports
         self._stop = asyncio.Event()
+        if s.grpc_port is not None:
+            from monitor.serve._grpc import GrpcReceiver
+
+            self._grpc = GrpcReceiver(s, self.pipeline)
+            self.grpc_port = await self._grpc.start(s.host, s.grpc_port)
         self._tasks.append(asyncio.create_task(self.pipeline.run(self._stop)))
         if s.watch_rules:
             self._tasks.append(asyncio.create_task(self._watch_rules()))
@@ -166,6 +173,8 @@ class Server:
         # Stop accepting first (in-flight requests finish), then the worker; then judge what is pending.
         for runner in self._runners[:1]:
             await runner.cleanup()
+        if self._grpc is not None:
+            await self._grpc.stop()
         self._stop.set()
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):

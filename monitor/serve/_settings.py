@@ -16,6 +16,7 @@ logger = logging.getLogger(__name__)
 ENV_RULES = "TOOLWATCH_RULES"  # rule files, separated by the OS path separator (':' on POSIX)
 ENV_HOST = "TOOLWATCH_HOST"
 ENV_PORT = "TOOLWATCH_PORT"
+ENV_GRPC_PORT = "TOOLWATCH_GRPC_PORT"  # OTLP/gRPC port (off unless set; 4317 is the usual one)
 ENV_METRICS_HOST = "TOOLWATCH_METRICS_HOST"
 ENV_METRICS_PORT = "TOOLWATCH_METRICS_PORT"
 ENV_GRACE = "TOOLWATCH_GRACE"  # seconds, or a duration like 2s
@@ -67,6 +68,7 @@ class Settings:
     rules: tuple[str, ...] = ()
     host: str = "127.0.0.1"
     port: int = 4318  # OTLP/HTTP
+    grpc_port: int | None = None  # OTLP/gRPC, off by default
     metrics_host: str = "127.0.0.1"
     metrics_port: int = 9464
     grace_s: float = 2.0
@@ -101,6 +103,7 @@ class Settings:
             (ENV_RULES, "rules", _paths),
             (ENV_HOST, "host", str),
             (ENV_PORT, "port", int),
+            (ENV_GRPC_PORT, "grpc_port", int),
             (ENV_METRICS_HOST, "metrics_host", str),
             (ENV_METRICS_PORT, "metrics_port", int),
             (ENV_GRACE, "grace_s", _duration),

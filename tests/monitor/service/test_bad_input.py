@@ -228,3 +228,23 @@ def test_a_retried_export_is_not_counted_twice(serve: ServeFactory) -> None:
         value(s, "toolwatch_tool_calls_total", agent="incident-triage", tool="pull_auth_telemetry", outcome="correct")
         == 1
     )
+
+
+def test_grpc_bad_input_and_partial_success(serve: ServeFactory) -> None:
+    import grpc  # type: ignore[import-untyped]
+
+    _, server = serve(grpc_port=0, token="t0k")
+    with grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}") as channel:
+        export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
+        auth = (("authorization", "Bearer t0k"),)
+        with pytest.raises(grpc.RpcError) as err:
+            export(good_pb(), timeout=10)
+        assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        with pytest.raises(grpc.RpcError) as err:
+            export(good_pb()[:-5], timeout=10, metadata=auth)
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        req = to_request(record_turns(GOOD))
+        req.resource_spans[0].scope_spans[0].spans[0].span_id = b"\x01"
+        resp = ExportTraceServiceResponse.FromString(export(req.SerializeToString(), timeout=10, metadata=auth))
+        assert resp.partial_success.rejected_spans == 1
+    assert get(server.metrics_url.replace("/metrics", "/healthz")) == 200

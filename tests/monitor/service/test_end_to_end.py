@@ -146,3 +146,17 @@ def test_collector_file_exporter_lines(serve: ServeFactory, tmp_path: Path) -> N
         assert _post(server.endpoint, line.encode(), "application/json")[0] == 200
     wait_for(lambda: server.pipeline.turns_judged == N_TURNS)
     check_known_metrics(scrape(server))
+
+
+def test_grpc_exporter_exact_metrics(serve: ServeFactory) -> None:
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
+
+    _, server = serve(grpc_port=0)
+    assert server.grpc_port
+    exporter = GrpcExporter(endpoint=f"127.0.0.1:{server.grpc_port}", insecure=True, timeout=10)
+    assert exporter.export(record_turns(known_turns())) is SpanExportResult.SUCCESS
+    exporter.shutdown()
+    wait_for(lambda: server.pipeline.turns_judged == N_TURNS)
+    samples = scrape(server)
+    check_known_metrics(samples)
+    assert value(samples, "toolwatch_requests_total", transport="grpc", code="0") == 1

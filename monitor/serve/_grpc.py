@@ -1,0 +1,67 @@
+"""Optional OTLP/gRPC receiver (`TraceService/Export`), sharing decoding, limits and queue with OTLP/HTTP."""
+
+from __future__ import annotations
+
+import hmac
+from typing import Any
+
+import grpc  # type: ignore[import-untyped]
+from grpc import aio
+
+from monitor.otlp import DecodeError, parse_protobuf
+from monitor.serve._http import export_response, ingest
+from monitor.serve._pipeline import DROP_QUEUE_FULL, Pipeline
+from monitor.serve._settings import Settings
+
+SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
+TRANSPORT_GRPC = "grpc"
+
+
+class GrpcReceiver:
+    """Export requests arrive as raw bytes (no deserializer), so the same upb decoder as HTTP applies."""
+
+    def __init__(self, settings: Settings, pipeline: Pipeline) -> None:
+        self.settings = settings
+        self.pipeline = pipeline
+        self.ops = pipeline.metrics.ops
+        self._token = f"Bearer {settings.token}".encode() if settings.token else None
+        self.server: Any = None
+        self.port = 0
+
+    async def export(self, request: bytes, context: Any) -> bytes:
+        if self._token is not None:
+            given = dict(context.invocation_metadata() or ()).get("authorization", "")
+            if not hmac.compare_digest(str(given).encode(), self._token):
+                self.ops.request(TRANSPORT_GRPC, grpc.StatusCode.UNAUTHENTICATED.value[0])
+                await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
+        try:
+            decoded = parse_protobuf(request)
+        except DecodeError as exc:
+            self.ops.request(TRANSPORT_GRPC, grpc.StatusCode.INVALID_ARGUMENT.value[0])
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        result = ingest(self.pipeline, decoded, TRANSPORT_GRPC)
+        if result is None:
+            # UNAVAILABLE is retryable for OTLP exporters: nothing is lost silently.
+            self.ops.dropped(DROP_QUEUE_FULL, len(decoded.spans) + decoded.rejected_count)
+            self.ops.request(TRANSPORT_GRPC, grpc.StatusCode.UNAVAILABLE.value[0])
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "queue full, retry later")
+        self.ops.request(TRANSPORT_GRPC, grpc.StatusCode.OK.value[0])
+        return export_response(*result)  # type: ignore[misc]
+
+    async def start(self, host: str, port: int) -> int:
+        limit = self.settings.max_decompressed_bytes
+        server = aio.server(options=[("grpc.max_receive_message_length", limit)])
+        handler = grpc.method_handlers_generic_handler(
+            SERVICE, {"Export": grpc.unary_unary_rpc_method_handler(self.export)}
+        )
+        server.add_generic_rpc_handlers((handler,))
+        bound = server.add_insecure_port(f"{host}:{port}")
+        if bound == 0:
+            raise OSError(f"cannot listen on {host}:{port} for OTLP/gRPC (use another port)")
+        await server.start()
+        self.server, self.port = server, int(bound)
+        return self.port
+
+    async def stop(self, grace_s: float = 5.0) -> None:
+        if self.server is not None:
+            await self.server.stop(grace_s)
