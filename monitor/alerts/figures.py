@@ -133,7 +133,7 @@ FIGURES: dict[str, Figure] = {
             "calls",
             _c("schema_checked_calls"),
             _c("schema_checked_calls"),
-            _c("schema_violations"),
+            _c("schema_invalid_calls"),
         ),
         Figure(
             "end_to_end_accuracy",

@@ -98,7 +98,7 @@ def test_duplicate_alert_rejected() -> None:
 # unjudged t1 4; judged calls t1 7, t2 3, __other__ 2 (12); all calls 16; missed t2 1; expected t1 6, t2 4;
 # turns judged 5, unjudged 3; turn checks selection 3/5, end_to_end 2/5, over_calling fail 1 of 5,
 # sequence 2 checked with score sum 1.5, response 3 pass of 4 checked; argument checks t1 5, mismatches 1;
-# schema checked t1 10, t2 5, violations t2 1; turns with calls 6 of 8.
+# schema checked t1 10, t2 5, invalid t2 1 (with two kinds of violation); turns with calls 6 of 8.
 # agent b: judged calls flat at 0 (a zero denominator: absent, never 0 or 1).
 _SERIES = [
     ('toolwatch_tool_calls_total{agent="a",tool="t1",outcome="correct"}', 6),
@@ -132,7 +132,9 @@ _SERIES = [
     ('toolwatch_argument_mismatches_total{agent="a",tool="t1"}', 1),
     ('toolwatch_schema_checked_calls_total{agent="a",tool="t1"}', 10),
     ('toolwatch_schema_checked_calls_total{agent="a",tool="t2"}', 5),
+    ('toolwatch_schema_invalid_calls_total{agent="a",tool="t2"}', 1),
     ('toolwatch_schema_violations_total{agent="a",tool="t2",kind="type"}', 1),
+    ('toolwatch_schema_violations_total{agent="a",tool="t2",kind="required"}', 1),  # the same call: two kinds
     ('toolwatch_turns_with_calls_total{agent="a"}', 6),
 ]
 
