@@ -1,12 +1,12 @@
 """End to end: monitor under simulated traffic, real Prometheus and Alertmanager, an injected accuracy drop.
 
-The rule file's threshold alerts are rendered with short windows (15s, for 2s, 10 samples) so the run takes
-seconds; promtool unit tests (test_prometheus_rules.py) cover the shipped windows.
+The rule file's alerts are made short (15s windows, for 2s, 10 samples; burn-rate windows scaled down) so the
+run takes seconds; promtool unit tests (test_prometheus_rules.py) cover the shipped windows. The same short rule
+file drives `toolwatch serve`'s own in-process alerts.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 import sys
@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
-from monitor.alerts import BurnWindow, LiveAlerts, for_metrics, render_specs, specs_from_ruleset
-from monitor.metrics import ToolwatchMetrics
+from monitor.alerts import BurnWindow, LiveAlerts, render
 from monitor.rules import load_rules
 from monitor.serve import Server, ServerThread, Settings
 from tests.deploy.binaries import DEPLOY, ROOT, promtool
@@ -48,30 +48,37 @@ class Stack:
 SHORT_BURN = (BurnWindow("30s", "6s", 14.4, "critical"), BurnWindow("60s", "12s", 6.0, "warning"))
 
 
-def short_specs() -> list[Any]:
-    specs = specs_from_ruleset(load_rules([RULES]))
-    return [dataclasses.replace(s, window="15s", for_="2s", min_samples=10) for s in specs]
+def short_rules(path: Path) -> Path:
+    """The shipped rule file with its alerts made short: window 15s, for 2s, 10 samples."""
+    doc = yaml.safe_load(RULES.read_text())
+    for alert in doc["alerts"]:
+        alert.update(window="15s", min_samples=10, **{"for": "2s"})
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     work = tmp_path_factory.mktemp("e2e")
-    specs = short_specs()
+    rule_file = short_rules(work / "incident-triage.yaml")
     rules = work / "toolwatch-rules.yml"
-    rules.write_text(render_specs(specs, burn_windows=SHORT_BURN))
+    rules.write_text(render(load_rules([rule_file]), burn_windows=SHORT_BURN))
     receiver = Receiver()
-    metrics = ToolwatchMetrics()
-    live = for_metrics(
-        {"alerts": specs}, metrics, notify_url=receiver.url + "/in-process/api/v2/alerts", interval_s=0.5
+    settings = Settings(
+        rules=(str(rule_file),),
+        port=0,
+        metrics_port=0,
+        grace_s=0.3,
+        watch_rules=False,
+        alert_webhook=receiver.url + "/in-process/api/v2/alerts",  # the serve's own in-process alerts
+        alert_interval_s=0.5,
     )
-    settings = Settings(rules=(str(RULES),), port=0, metrics_port=0, grace_s=0.3, watch_rules=False)
-    serve = ServerThread(settings, metrics=metrics, on_verdicts=live.accept)
+    serve = ServerThread(settings)
     stopping: list[Callable[[], object]] = [receiver.close]
     try:
         server = serve.start()
         stopping.append(serve.stop)
-        live.start()
-        stopping.append(live.close)
+        assert server.alerts is not None, "toolwatch serve evaluates the rule file's alerts in process"
         am = Alertmanager(work, receiver.url + "/alertmanager")
         stopping.append(am.stop)
         prom = Prometheus(work, rules, f"127.0.0.1:{server.metrics_port}", f"127.0.0.1:{am.port}")
@@ -79,7 +86,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         traffic = Traffic(server.endpoint)
         traffic.start()
         stopping.append(traffic.stop)
-        yield Stack(server, live, prom, am, receiver, traffic)
+        yield Stack(server, server.alerts, prom, am, receiver, traffic)
     finally:
         for stop in reversed(stopping):
             stop()
