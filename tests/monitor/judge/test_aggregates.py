@@ -192,3 +192,13 @@ def test_merge_subtract_copy(tmp_path: Path) -> None:
 def test_format_accuracy(correct: int, judged: int, text: str) -> None:
     t = Tally(correct=correct, judged_calls=judged)
     assert t.format_accuracy() == text
+
+
+def test_figure_keys_agree_with_the_rule_schema() -> None:
+    from monitor.judge import PER_TOOL_FIGURES
+    from monitor.rules import PER_TOOL_FIGURES as RULE_PER_TOOL
+    from monitor.rules import rule_file_schema
+
+    assert set(rule_file_schema()["$defs"]["alert"]["properties"]["figure"]["enum"]) == set(FIGURES)
+    assert set(PER_TOOL_FIGURES) == set(RULE_PER_TOOL) <= set(FIGURES)
+    assert set(Tally().tool_ratios("x")) == set(PER_TOOL_FIGURES)
