@@ -37,7 +37,8 @@ _TURN = Builder(
         "forbidden", "response_ok", "end_to_end", "over_calling", "confusion", "reason", "expected_by_tool",
     ),
 ).build  # fmt: skip
-MAX_CACHE = 65_536  # entries of the per-judge outcome / reason caches (cleared when full)
+MAX_CACHE = 16_384  # entries of the per-judge outcome / reason caches (cleared when full)
+MAX_CACHED_CALLS = 16  # turns with more calls are not cached (bounds the memory a cache entry holds)
 
 SchemaResult = tuple[bool | None, tuple[SchemaViolation, ...]]
 _VALID: SchemaResult = (True, ())
@@ -248,7 +249,7 @@ class Judge:
             if best is None or res.key() < best.key():
                 best = res
         assert best is not None
-        if not sensitive:
+        if not sensitive and len(names) <= MAX_CACHED_CALLS:
             if len(self._outcome_cache) >= MAX_CACHE:
                 self._outcome_cache.clear()
             self._outcome_cache[key] = best
@@ -328,9 +329,10 @@ class Judge:
         got = self._reason_cache.get(key)
         if got is None:
             got = reason(Turn(""), exp, (), (), (), None, None, turnless=False, called=names)
-            if len(self._reason_cache) >= MAX_CACHE:
-                self._reason_cache.clear()
-            self._reason_cache[key] = got
+            if len(names) <= MAX_CACHED_CALLS:
+                if len(self._reason_cache) >= MAX_CACHE:
+                    self._reason_cache.clear()
+                self._reason_cache[key] = got
         return got
 
 

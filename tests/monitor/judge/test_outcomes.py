@@ -153,3 +153,13 @@ def test_fast_built_verdicts_equal_constructed_ones(base_judge: Judge) -> None:
         assert rebuilt == v and hash(rebuilt) == hash(v)
         for c in v.calls:
             assert CallVerdict(**{f.name: getattr(c, f.name) for f in dataclasses.fields(CallVerdict)}) == c
+
+
+def test_caches_stay_bounded(base_judge: Judge) -> None:
+    from monitor.judge._judge import MAX_CACHE
+
+    for i in range(MAX_CACHE + 10):
+        base_judge.judge(turn("[AMIN] x", "a", f"made_up_{i}"))  # a new cache key each time
+    assert 0 < len(base_judge._outcome_cache) <= MAX_CACHE
+    many = base_judge.judge(turn("[AMIN] x", *(["a"] * 100)))
+    assert many.selection_ok and len(many.calls) == 100
