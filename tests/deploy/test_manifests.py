@@ -36,9 +36,7 @@ def test_compose_file_matches_the_compose_spec(tmp_path: Path) -> None:
 def test_compose_wiring() -> None:
     doc = yaml.safe_load(COMPOSE.read_text())
     services = doc["services"]
-    assert {"monitor-a", "monitor-b", "redis", "otel-collector", "prometheus", "alertmanager", "grafana"} <= set(
-        services
-    )
+    assert {"monitor", "redis", "otel-collector", "prometheus", "alertmanager", "grafana"} <= set(services)
     for name, svc in services.items():
         for mount in svc.get("volumes", []):
             source = mount.split(":")[0]
@@ -46,16 +44,19 @@ def test_compose_wiring() -> None:
                 assert (DEPLOY / source).exists(), f"{name}: {source} does not exist"
         for dep in svc.get("depends_on", []):
             assert dep in services, f"{name} depends on unknown {dep}"
-    monitor = services["monitor-a"]
+    monitor = services["monitor"]
     assert monitor["build"] == {"context": "..", "dockerfile": "deploy/Dockerfile"}
+    assert monitor["deploy"]["replicas"] >= 2
     rules = monitor["command"][monitor["command"].index("--rules") + 1]
     assert (ROOT / "rules" / Path(rules).name).exists()
-    aliases = {a for s in services.values() for a in s.get("networks", {}).get("default", {}).get("aliases", [])}
     prom = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
     job = next(j for j in prom["scrape_configs"] if j["job_name"] == "toolwatch")
-    assert job["dns_sd_configs"][0]["names"] == ["monitor"] and "monitor" in aliases
+    assert job["dns_sd_configs"][0]["names"] == ["monitor"]  # the service name resolves to every replica
     collector = services["otel-collector"]
-    assert collector["environment"]["TOOLWATCH_MONITOR_RELAYS"] in aliases
+    assert collector["environment"]["TOOLWATCH_MONITORS"] == "monitor"
+    # the Collector's loadbalancing exporter sends OTLP/gRPC to the port the monitors listen on
+    lb = yaml.safe_load((DEPLOY / "otel-collector" / "config.yaml").read_text())["exporters"]["loadbalancing"]
+    assert monitor["environment"]["TOOLWATCH_GRPC_PORT"] == lb["resolver"]["dns"]["port"]
     am = yaml.safe_load((DEPLOY / "alertmanager" / "alertmanager.yml").read_text())
     for receiver in am["receivers"]:
         for hook in receiver.get("webhook_configs", []):
@@ -132,15 +133,18 @@ def test_k8s_cross_references() -> None:
             assert port["targetPort"] in ports, (svc["metadata"]["name"], port)
     collector = next(d for d in deployments if d["metadata"]["name"] == "toolwatch-collector")
     env = {e["name"]: e["value"] for e in collector["spec"]["template"]["spec"]["containers"][0]["env"]}
-    relays = next(d for d in docs if d["kind"] == "Service" and d["spec"].get("clusterIP") == "None")
-    assert env["TOOLWATCH_MONITOR_RELAYS"].startswith(relays["metadata"]["name"] + ".toolwatch.svc")
+    headless = next(d for d in docs if d["kind"] == "Service" and d["spec"].get("clusterIP") == "None")
+    assert env["TOOLWATCH_MONITORS"].startswith(headless["metadata"]["name"] + ".toolwatch.svc")
+    assert headless["spec"]["ports"][0]["port"] == 4317
+    monitor = next(d for d in deployments if d["metadata"]["name"] == "toolwatch-monitor")
+    menv = {e["name"]: e["value"] for e in monitor["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert menv["TOOLWATCH_GRPC_PORT"] == "4317"
 
 
 @pytest.mark.parametrize(
     ("copy", "original"),
     [
         ("configs/config.yaml", DEPLOY / "otel-collector" / "config.yaml"),
-        ("configs/relay.yaml", DEPLOY / "otel-collector" / "relay.yaml"),
         ("configs/toolwatch-rules.yml", DEPLOY / "prometheus" / "toolwatch-rules.yml"),
     ],
 )
@@ -150,24 +154,20 @@ def test_k8s_config_copies_equal_the_originals(copy: str, original: Path) -> Non
     )
 
 
-@pytest.mark.parametrize("name", ["config.yaml", "relay.yaml"])
-def test_collector_configs_are_consistent(name: str) -> None:
-    doc = yaml.safe_load((DEPLOY / "otel-collector" / name).read_text())
+def test_collector_config_is_consistent() -> None:
+    doc = yaml.safe_load((DEPLOY / "otel-collector" / "config.yaml").read_text())
     pipelines = doc["service"]["pipelines"]
     for kind in ("receivers", "processors", "exporters"):
         for pipeline in pipelines.values():
             for component in pipeline.get(kind, []):
-                assert component in doc[kind], f"{name}: pipeline uses undefined {kind[:-1]} {component}"
+                assert component in doc[kind], f"pipeline uses undefined {kind[:-1]} {component}"
     for ext in doc["service"].get("extensions", []):
         assert ext in doc["extensions"]
-    if name == "config.yaml":
-        lb = doc["exporters"]["loadbalancing"]
-        assert lb["routing_key"] == "traceID" and "otlp" in lb["protocol"]
-        assert doc["exporters"]["file/capture"]["format"] == "json"  # OTLP JSON lines, what replay reads
-        assert pipelines["traces"]["exporters"] == ["loadbalancing", "file/capture"]
-    else:
-        assert doc["receivers"]["otlp"]["protocols"]["grpc"]["endpoint"].endswith(":4317")
-        assert doc["exporters"]["otlphttp/monitor"]["encoding"] == "proto"
+    lb = doc["exporters"]["loadbalancing"]
+    assert lb["routing_key"] == "traceID" and "otlp" in lb["protocol"]
+    assert lb["resolver"]["dns"]["hostname"] == "${env:TOOLWATCH_MONITORS}"
+    assert doc["exporters"]["file/capture"]["format"] == "json"  # OTLP JSON lines, what replay reads
+    assert pipelines["traces"]["exporters"] == ["loadbalancing", "file/capture"]
 
 
 def test_dockerfile_builds_the_monitor_image() -> None:
@@ -181,6 +181,6 @@ def test_dockerfile_builds_the_monitor_image() -> None:
                 assert (ROOT / source).exists(), f"COPY source {source} missing"
     user = next(ln for ln in lines if ln.startswith("USER")).split()[1]
     assert user not in ("root", "0")
-    assert set(next(ln for ln in lines if ln.startswith("EXPOSE")).split()[1:]) == {"4318", "9464"}
+    assert set(next(ln for ln in lines if ln.startswith("EXPOSE")).split()[1:]) == {"4317", "4318", "9464"}
     assert 'ENTRYPOINT ["toolwatch"]' in lines and 'CMD ["serve"]' in lines
     assert "TOOLWATCH_RULES=/etc/toolwatch/rules/incident-triage.yaml" in text
