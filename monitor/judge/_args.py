@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from rapidfuzz import fuzz
 
 from monitor.judge._build import Builder
 from monitor.rules import ArgCheck
+from monitor.rules._model import thaw
 from monitor.verdict import ArgCheckResult
 
 MISSING: Any = object()
@@ -18,12 +20,16 @@ _RESULT = Builder(ArgCheckResult, ("argument", "mode", "expected", "actual", "ok
 _PUNCT = str.maketrans({c: None for c in " ,./-_*^"} | {"'": '"'})
 
 
+def _utf8(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")
+
+
 def _text(value: Any) -> str:
     if value is MISSING:
         return "<missing>"
     if isinstance(value, str):
         return value
-    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+    return json.dumps(thaw(value), sort_keys=True, ensure_ascii=False)
 
 
 def json_equal(a: Any, b: Any) -> bool:
@@ -32,9 +38,9 @@ def json_equal(a: Any, b: Any) -> bool:
         return isinstance(a, bool) and isinstance(b, bool) and a == b
     if isinstance(a, int | float) and isinstance(b, int | float):
         return a == b
-    if isinstance(a, list) and isinstance(b, list):
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
         return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
-    if isinstance(a, dict) and isinstance(b, dict):
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
         return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
     return type(a) is type(b) and bool(a == b)
 
@@ -45,8 +51,9 @@ def normalize(value: Any) -> str:
 
 
 def normalized_equal(expected: Any, actual: Any) -> bool:
-    if isinstance(expected, list) or isinstance(actual, list):
-        if not (isinstance(expected, list) and isinstance(actual, list)) or len(expected) != len(actual):
+    if isinstance(expected, list | tuple) or isinstance(actual, list | tuple):
+        seqs = isinstance(expected, list | tuple) and isinstance(actual, list | tuple)
+        if not seqs or len(expected) != len(actual):
             return False
         return all(normalized_equal(e, a) for e, a in zip(expected, actual, strict=True))
     return normalize(expected) == normalize(actual)
@@ -126,6 +133,9 @@ def run_checks(checks: tuple[ArgCheck, ...], args: Any, input_text: str) -> tupl
     if len(checks) == 1:
         c = checks[0]
         actual = args.get(c.argument, MISSING) if isinstance(args, dict) else MISSING
+        if c.mode == "regex" and type(actual) is str:  # the common case, without the dispatch frames
+            assert c.regex is not None
+            return (_RESULT(c.argument, "regex", c.expected, actual, bool(c.regex.matcher(_utf8(actual)))),)
         ok = passes(c, actual, input_text)
         return (_RESULT(c.argument, c.mode, expected_text(c, input_text), _text(actual), ok),)
     out = []

@@ -302,7 +302,16 @@ class Judge:
         seq_score: float | None = None
         if exp.order:
             seq_ok, seq_score = sequence_check(names, exp.order)
-        response_ok = _response(exp, turn.output_text) if exp.respond else None
+        response_ok: bool | None = None
+        output = turn.output_text
+        if exp.respond and output is not None:
+            response_ok = True
+            for r in exp.respond:
+                if (r.contains is not None and r.contains not in output) or (
+                    r.regex is not None and not r.regex.matcher(output.encode("utf-8", "surrogatepass"))
+                ):
+                    response_ok = False
+                    break
         end_to_end = (
             selection_ok
             and args_ok_turn
@@ -343,14 +352,3 @@ def _forbidden(turn: Turn, names: Sequence[str], rules: Sequence[Forbid]) -> tup
         if f.tool in called and f.tool not in out and (f.unless is None or not holds(f.unless, turn)):
             out.append(f.tool)
     return tuple(out)
-
-
-def _response(exp: Expectation, output: str | None) -> bool | None:
-    if not exp.respond or output is None:
-        return None
-    for r in exp.respond:
-        if r.contains is not None and r.contains not in output:
-            return False
-        if r.regex is not None and not r.regex.test(output):
-            return False
-    return True
