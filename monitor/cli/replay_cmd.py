@@ -46,7 +46,8 @@ def replay(sources: tuple[str, ...], rules: tuple[str, ...], fmt: str, grace: fl
     SOURCE is an OTLP JSON lines file (one ExportTraceServiceRequest per line, as the OpenTelemetry
     Collector file exporter writes; .gz too), an OTLP protobuf file (length-delimited
     ExportTraceServiceRequest messages, or one bare message), or a directory of them (searched
-    recursively by suffix: .json .jsonl .ndjson / .pb .bin .binpb .otlp .protobuf).
+    recursively by suffix: .json .jsonl .ndjson / .pb .bin .binpb .otlp .protobuf), or - for standard input
+    (JSON lines; protobuf with --format pb).
 
     The spans go through the same decoder, turn assembler and judge as `toolwatch serve`, so the verdicts
     and figures are those live serving gives for the same spans.

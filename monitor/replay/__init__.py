@@ -3,6 +3,7 @@
 from monitor.replay._engine import JudgeLike, Replayer, ReplayStats, replay_files
 from monitor.replay._sources import (
     FORMATS,
+    STDIN,
     BadRecord,
     BadRecords,
     SourceError,
@@ -14,6 +15,7 @@ from monitor.replay._sources import (
 
 __all__ = [
     "FORMATS",
+    "STDIN",
     "BadRecord",
     "BadRecords",
     "JudgeLike",

@@ -15,7 +15,7 @@ from typing import Protocol
 from monitor.assembly import TurnAssembler
 from monitor.otlp import Decoded
 from monitor.records import Turn
-from monitor.replay._sources import BadRecords, SourceError, read_source
+from monitor.replay._sources import STDIN, BadRecords, SourceError, read_source
 from monitor.verdict import TurnVerdict
 
 
@@ -88,12 +88,12 @@ def replay_files(
         try:
             for decoded, pos in read_source(p, replayer.stats.bad_records, fmt):
                 replayer.feed(decoded)
-                if on_progress is not None and pos > done:
+                if on_progress is not None and (pos > done or p == STDIN):
                     on_progress(pos - done)
                     done = pos
         except (OSError, EOFError) as exc:  # unreadable, or a truncated .gz: what was read stays counted
             raise SourceError(f"{p}: cannot read: {exc}") from exc
-        if on_progress is not None:
+        if on_progress is not None and p != STDIN:
             size = p.stat().st_size
             if size > done:
                 on_progress(size - done)

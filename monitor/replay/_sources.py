@@ -8,6 +8,8 @@ Formats (chosen by `detect_format`, or forced with `fmt`):
   exporter's `format: proto` write them) or one bare ExportTraceServiceRequest filling the whole file.
   A file whose varint-prefixed sizes tile it exactly is read as a stream, otherwise as one message.
 
+`-` reads standard input (JSON lines, or protobuf with `fmt="pb"`), e.g. `zcat spans.gz | toolwatch replay -`.
+
 Each item yielded is (Decoded, bytes consumed so far in that file) so callers can show progress.
 """
 
@@ -15,7 +17,8 @@ from __future__ import annotations
 
 import gzip
 import os
-from collections.abc import Iterator, Sequence
+import sys
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, BinaryIO, cast
@@ -27,6 +30,7 @@ PB_SUFFIXES = frozenset({".pb", ".bin", ".otlp", ".protobuf", ".binpb"})
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024  # one export request; larger is refused as corrupt
 MAX_SINGLE_FILE_BYTES = 512 * 1024 * 1024  # a bare (undelimited) protobuf file is read whole
 FORMATS = ("auto", "jsonl", "pb")
+STDIN = Path("-")
 
 
 class SourceError(ValueError):
@@ -71,7 +75,11 @@ def expand_sources(paths: Sequence[str | Path]) -> list[Path]:
     out: list[Path] = []
     for raw in paths:
         p = Path(raw)
-        if p.is_dir():
+        if str(raw) == "-":
+            if STDIN in out:
+                raise SourceError("standard input (-) given twice")
+            out.append(STDIN)
+        elif p.is_dir():
             found = sorted(f for f in p.rglob("*") if f.is_file() and _is_span_file(f))
             if not found:
                 exts = ", ".join(sorted(JSON_SUFFIXES | PB_SUFFIXES))
@@ -131,12 +139,18 @@ def _delimited_frames(buf: bytes) -> list[tuple[int, int]] | None:
 
 
 def read_protobuf_file(p: Path, errors: list[BadRecord]) -> Iterator[tuple[Decoded, int]]:
-    size = p.stat().st_size
+    size = 0 if p == STDIN else p.stat().st_size
     if size > MAX_SINGLE_FILE_BYTES:
         raise SourceError(f"{p}: {size} bytes is over the {MAX_SINGLE_FILE_BYTES} byte limit of a protobuf file; "
                           "split it into length-delimited files")
-    with _open(p) as fh:
-        buf = fh.read(MAX_SINGLE_FILE_BYTES + 1)
+    if p == STDIN:
+        buf = sys.stdin.buffer.read(MAX_SINGLE_FILE_BYTES + 1)
+        if len(buf) > MAX_SINGLE_FILE_BYTES:
+            raise SourceError(f"standard input: over the {MAX_SINGLE_FILE_BYTES} byte limit of a protobuf stream")
+        size = len(buf)
+    else:
+        with _open(p) as fh:
+            buf = fh.read(MAX_SINGLE_FILE_BYTES + 1)
     frames = _delimited_frames(buf)
     if frames is None or not frames:
         frames = [(0, len(buf))] if buf else []
@@ -149,19 +163,27 @@ def read_protobuf_file(p: Path, errors: list[BadRecord]) -> Iterator[tuple[Decod
         yield decoded, min(end, size) if p.suffix.lower() != ".gz" else int(size * end / max(len(buf), 1))
 
 
+def _jsonl_lines(name: str, fh: IO[bytes], errors: list[BadRecord], pos: Callable[[], int]
+                 ) -> Iterator[tuple[Decoded, int]]:
+    for lineno, line in enumerate(fh, 1):
+        if not line.strip():
+            continue
+        try:
+            decoded = parse_json(line)
+        except DecodeError as exc:
+            errors.append(BadRecord(name, f"line {lineno}", str(exc)))
+            continue
+        yield decoded, pos()
+
+
 def read_jsonl_file(p: Path, errors: list[BadRecord]) -> Iterator[tuple[Decoded, int]]:
+    if p == STDIN:
+        yield from _jsonl_lines("standard input", sys.stdin.buffer, errors, lambda: 0)
+        return
     raw = open(p, "rb")  # noqa: SIM115 - closed below; progress reads the compressed position
     try:
         fh = cast(BinaryIO, gzip.GzipFile(fileobj=raw, mode="rb")) if p.suffix.lower() == ".gz" else raw
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                decoded = parse_json(line)
-            except DecodeError as exc:
-                errors.append(BadRecord(str(p), f"line {lineno}", str(exc)))
-                continue
-            yield decoded, raw.tell()
+        yield from _jsonl_lines(str(p), fh, errors, raw.tell)
     finally:
         raw.close()
 
@@ -170,11 +192,17 @@ def read_source(p: Path, errors: list[BadRecord], fmt: str = "auto") -> Iterator
     """Decoded export requests of one file; unusable lines or messages go to `errors`."""
     if fmt not in FORMATS:
         raise SourceError(f"unknown format {fmt!r}; one of {', '.join(FORMATS)}")
-    kind = detect_format(p) if fmt == "auto" else fmt
+    if p == STDIN:
+        kind = "pb" if fmt == "pb" else "jsonl"
+    else:
+        kind = detect_format(p) if fmt == "auto" else fmt
     if kind == "jsonl":
         return read_jsonl_file(p, errors)
     return read_protobuf_file(p, errors)
 
 
-def total_bytes(paths: Sequence[Path]) -> int:
+def total_bytes(paths: Sequence[Path]) -> int | None:
+    """The bytes to read, or None when standard input is among the sources (unknown length)."""
+    if STDIN in paths:
+        return None
     return sum(os.path.getsize(p) for p in paths)

@@ -178,3 +178,12 @@ def test_bad_records_are_bounded_and_counted(support_judge: Judge, tmp_path: Pat
     verdicts, r = _replay(support_judge, [junk])
     assert verdicts == [] and r.stats.bad_records.total == 250 and len(r.stats.bad_records) == 100
     assert r.stats.bad_records[-1].where == "line 100"
+
+
+def test_cli_replay_from_standard_input(batches: list[object], support_rules: Path, tmp_path: Path) -> None:
+    files = write_span_files(batches, tmp_path)
+    for fmt, path in (("auto", files["jsonl"]), ("pb", files["pb"])):
+        res = CliRunner().invoke(replay, ["-", "--rules", str(support_rules), "--format", fmt, "--no-progress", "-q"],
+                                 input=path.read_bytes())
+        assert res.exit_code == 0, res.output
+        assert "Tool call accuracy: 5/9 (55.6%)" in res.output
