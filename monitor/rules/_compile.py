@@ -30,6 +30,7 @@ from monitor.rules._model import (
     Search,
     Slot,
     Tool,
+    freeze,
 )
 from monitor.rules._regex import compile_regex
 from monitor.rules._yaml import Marks, Path
@@ -164,13 +165,13 @@ class FileCompiler:
 
     def check(self, argument: str, spec: Any, path: Path) -> ArgCheck:
         if not isinstance(spec, dict):
-            return ArgCheck(argument, "exact", spec)
+            return ArgCheck(argument, "exact", freeze(spec))
         modes = [m for m in CHECK_MODES if m in spec]
         if len(modes) != 1:
             got = ", ".join(modes) or "none"
             raise self.err(path, f"an argument check needs exactly one of {', '.join(CHECK_MODES)} (got {got})")
         mode = modes[0]
-        value = spec[mode]
+        value = freeze(spec[mode])
         if mode == "regex":
             return ArgCheck(argument, mode, value, regex=self.regex(value, (*path, mode)))
         if mode == "from_input":
