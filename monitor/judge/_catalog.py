@@ -25,18 +25,17 @@ MAX_CACHED_DEFINITION_SCHEMAS = 256
 class TurnTools:
     """The catalog of one turn."""
 
-    __slots__ = ("names", "_validators", "_extra")
+    __slots__ = ("names", "validators")
 
     def __init__(
         self, names: frozenset[str], validators: Mapping[str, SchemaValidator], extra: Mapping[str, SchemaValidator]
     ) -> None:
         self.names = names
-        self._validators = validators
-        self._extra = extra
+        # Declared schemas win over offered ones.
+        self.validators: Mapping[str, SchemaValidator] = {**extra, **validators} if extra else validators
 
     def validator(self, name: str) -> SchemaValidator | None:
-        v = self._validators.get(name)
-        return v if v is not None else self._extra.get(name)
+        return self.validators.get(name)
 
 
 class Catalog:

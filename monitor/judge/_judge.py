@@ -145,7 +145,7 @@ class Judge:
         if tools is None or (self._from_definitions and turn.tool_definitions):
             tools = self._tools.for_turn(turn, scope.tools)
         known = tools.names
-        validator = tools.validator
+        validators = tools.validators
         names_l: list[str] = []
         flags: list[bool] = []
         parsed: list[Any] = []
@@ -165,12 +165,14 @@ class Judge:
             flags.append(k)
             parsed.append(p)
             if k:
-                v = validator(name)
+                v = validators.get(name)
+                fast = v.fast if v is not None else None
                 # The common case inline: the compiled validator accepts the parsed arguments.
-                if v is not None and v.fast is not None and type(p) is dict and v.is_valid_fast(p):
-                    schema.append(_VALID)
-                else:
-                    schema.append(schema_result(v, p))
+                try:
+                    accepted = fast is not None and type(p) is dict and fast.is_valid(p)
+                except Exception:  # noqa: BLE001 - values the fast validator cannot convert: ask the reference
+                    accepted = False
+                schema.append(_VALID if accepted else schema_result(v, p))
             else:
                 schema.append(_NO_SCHEMA)
         names, in_catalog = tuple(names_l), tuple(flags)
