@@ -164,8 +164,9 @@ def serve(**opts: object) -> None:
     def started(server: Server) -> None:
         # A long-running server: keep the start-up objects out of every collection, and collect the young
         # generation less often (the hot path allocates many short-lived objects per span).
-        gc.freeze()
-        gc.set_threshold(50_000, 20, 20)
+        if os.environ.get("TOOLWATCH_GC_TUNING", "1") != "0":
+            gc.freeze()
+            gc.set_threshold(50_000, 20, 20)
         click.echo(
             f"toolwatch serve: OTLP/HTTP on {server.endpoint}, metrics on {server.metrics_url}"
             + (f", OTLP/gRPC on {server.settings.host}:{server.grpc_port}" if server.grpc_port else "")

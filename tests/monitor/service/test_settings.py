@@ -1,0 +1,42 @@
+"""Settings from the environment: documented variables, bad values fall back with a warning."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from monitor.serve import Settings
+
+
+def test_from_env_reads_every_kind_of_value() -> None:
+    s = Settings.from_env(
+        {
+            "TOOLWATCH_RULES": "a.yaml:b.yaml",
+            "TOOLWATCH_PORT": "5318",
+            "TOOLWATCH_GRPC_PORT": "5317",
+            "TOOLWATCH_GRACE": "500ms",
+            "TOOLWATCH_WINDOWS": "1m, 15m,1h",
+            "TOOLWATCH_AGENTS": "a, b",
+            "TOOLWATCH_VERDICT_LOG_ALL": "yes",
+            "TOOLWATCH_WATCH_RULES": "off",
+            "TOOLWATCH_TOKEN": "t",
+        }
+    )
+    assert s.rules == ("a.yaml", "b.yaml") and s.port == 5318 and s.grpc_port == 5317
+    assert s.grace_s == 0.5 and s.windows == (60.0, 900.0, 3600.0) and s.agents == ("a", "b")
+    assert s.verdict_log_all is True and s.watch_rules is False and s.token == "t"
+
+
+def test_bad_values_warn_and_keep_defaults(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING):
+        s = Settings.from_env({"TOOLWATCH_PORT": "http", "TOOLWATCH_GRACE": "soon"}, metrics_port=1234)
+    assert s.port == 4318 and s.grace_s == 2.0 and s.metrics_port == 1234
+    assert "TOOLWATCH_PORT" in caplog.text and "TOOLWATCH_GRACE" in caplog.text
+
+
+def test_invalid_combinations_are_refused() -> None:
+    with pytest.raises(ValueError, match="queue_spans"):
+        Settings.from_env({}, queue_spans=0)
+    with pytest.raises(TypeError, match="unknown settings"):
+        Settings.from_env({}, colour="blue")
