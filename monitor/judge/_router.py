@@ -77,6 +77,12 @@ class Router:
         # Prefix table: one dict lookup per distinct prefix length (a handful), whatever the number of rules.
         self._lengths = tuple(sorted({len(p) for p in self._prefixes}))
         self._match = _combined(patterns) if patterns else None
+        # Only plain prefix rules (no compound condition to re-check): the fast path of `route`.
+        self._prefix_only = (
+            bool(self._prefixes)
+            and not (self._equals or self._always or patterns)
+            and all(self._exact[i] for hits in self._prefixes.values() for i in hits)
+        )
 
     def candidates(self, text: str) -> list[int]:
         """Indexes of rules whose trigger matches, ascending."""
@@ -104,6 +110,17 @@ class Router:
         return found
 
     def route(self, turn: Turn) -> Expectation | None:
+        if self._prefix_only:  # plain prefix rules only: one lookup per distinct prefix length
+            head = turn.input_text.lstrip()
+            size = len(head)
+            best = -1
+            for n in self._lengths:
+                if n > size:
+                    break
+                hits = self._prefixes.get(head[:n])
+                if hits and (best < 0 or hits[0] < best):  # hits are in rule order: the earliest rule wins
+                    best = hits[0]
+            return self.rules[best] if best >= 0 else None
         found = self.candidates(turn.input_text)
         merged = heapq.merge(found, self._always) if self._always else found
         rules, exact = self.rules, self._exact

@@ -181,3 +181,23 @@ def test_tally_merge_and_subtract_are_exact(judge: Judge, ts: list[Turn], cut: i
     assert merged.confusion == whole.confusion and merged.per_tool.keys() == whole.per_tool.keys()
     merged.subtract(tail)
     assert merged.ratios() == head.ratios() and merged.confusion == head.confusion
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.sampled_from(["[A]", "[A", "[AB]", "[", "x", "[A][B]", "xy"]), min_size=1, max_size=8),
+    st.lists(st.sampled_from(["[A] e", "[AB] e", "[A][B] e", "  [A", "xy z", "x", "", "[", "q"]), max_size=8),
+)
+def test_prefix_table_equals_a_linear_scan(prefixes: list[str], inputs: list[str]) -> None:
+    import json
+    import tempfile
+
+    rules = {"catalog": {"tools": [{"name": "t"}]}, "expect": [{"when": {"prefix": p}, "none": True} for p in prefixes]}
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "r.yaml"
+        path.write_text(json.dumps(rules))
+        rs = load_rules([path])
+    router = Router(rs.expectations)
+    for text in inputs:
+        t = Turn(text)
+        assert router.route(t) is next((e for e in rs.expectations if holds(e.when, t)), None)
