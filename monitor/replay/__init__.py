@@ -1,6 +1,6 @@
 """Replay captured spans (OTLP JSON lines, OTLP protobuf files, directories) through the live judge path."""
 
-from monitor.replay._engine import JudgeLike, Replayer, ReplayStats, replay_files
+from monitor.replay._engine import JudgeLike, Replayer, ReplayStats, batch_gc, replay_files
 from monitor.replay._sources import (
     FORMATS,
     STDIN,
@@ -22,6 +22,7 @@ __all__ = [
     "ReplayStats",
     "Replayer",
     "SourceError",
+    "batch_gc",
     "detect_format",
     "expand_sources",
     "read_source",

@@ -116,18 +116,20 @@ class ReportBuilder:
     ) -> None:
         """Account one verdict; `status`/`message` override the JUnit result (eval: timeouts, trials)."""
         self.tally.add(verdict)
+        failed = verdict.failed
+        if not failed and not self._keep_cases:
+            return
         ident = turn_ident(verdict, case_id)
-        if verdict.failed and self._worst_n > 0:
-            seq = next(self._seq)
-            item = (severity(verdict), -seq, sample_of(verdict, ident))
+        if failed and self._worst_n > 0:
+            key = (severity(verdict), -next(self._seq))  # worse first; among equals, the earlier turn
             if len(self._heap) < self._worst_n:
-                heapq.heappush(self._heap, item)
-            elif item[:2] > self._heap[0][:2]:
-                heapq.heapreplace(self._heap, item)
+                heapq.heappush(self._heap, (*key, sample_of(verdict, ident)))
+            elif key > self._heap[0][:2]:
+                heapq.heapreplace(self._heap, (*key, sample_of(verdict, ident)))
         if not self._keep_cases:
             return
         if status is None:
-            status = "failed" if verdict.failed else ("passed" if verdict.judged else "skipped")
+            status = "failed" if failed else ("passed" if verdict.judged else "skipped")
         detail = "; ".join(f"{c.name}: {c.outcome.value}" for c in verdict.calls)
         self.add_case(
             CaseResult(
