@@ -201,7 +201,7 @@ class Judge:
         turnless: bool,
     ) -> TurnVerdict:
         cvs = tuple(
-            CallVerdict(
+            _CALL(
                 i,
                 c.name,
                 c.call_id,
