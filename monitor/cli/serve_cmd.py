@@ -3,12 +3,25 @@
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import gc
 import os
 
 import click
 
 from monitor.serve import _settings as env
+
+
+def _pin_malloc_thresholds() -> None:
+    """glibc raises its mmap threshold after large frees, so request-sized buffers (hundreds of KiB) end up
+    fragmenting the heap and resident memory creeps up; pin the thresholds so they are mapped and returned."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        m_trim_threshold, m_mmap_threshold = -1, -3
+        libc.mallopt(m_mmap_threshold, 128 * 1024)
+        libc.mallopt(m_trim_threshold, 1024 * 1024)
+    except (OSError, AttributeError):  # not glibc: nothing to tune
+        pass
 
 
 @click.command()
@@ -26,7 +39,13 @@ from monitor.serve import _settings as env
 @click.option(
     "--grpc-port", type=int, envvar=env.ENV_GRPC_PORT, help="Also receive OTLP/gRPC on this port (usually 4317)."
 )
-@click.option("--metrics-host", default="127.0.0.1", show_default=True, envvar=env.ENV_METRICS_HOST)
+@click.option(
+    "--metrics-host",
+    default="127.0.0.1",
+    show_default=True,
+    envvar=env.ENV_METRICS_HOST,
+    help="Listen address of /metrics, /healthz and /readyz.",
+)
 @click.option(
     "--metrics-port",
     default=9464,
@@ -65,9 +84,21 @@ from monitor.serve import _settings as env
     envvar=env.ENV_QUEUE_SPANS,
     help="Spans queued before requests get 503 + Retry-After.",
 )
-@click.option("--max-body-bytes", default=16 << 20, show_default=True, type=int, envvar=env.ENV_MAX_BODY)
 @click.option(
-    "--max-decompressed-bytes", default=64 << 20, show_default=True, type=int, envvar=env.ENV_MAX_DECOMPRESSED
+    "--max-body-bytes",
+    default=16 << 20,
+    show_default=True,
+    type=int,
+    envvar=env.ENV_MAX_BODY,
+    help="Largest request body as sent (413 beyond; checked before reading).",
+)
+@click.option(
+    "--max-decompressed-bytes",
+    default=64 << 20,
+    show_default=True,
+    type=int,
+    envvar=env.ENV_MAX_DECOMPRESSED,
+    help="Largest body after gzip decompression (413 beyond; decompression stops there).",
 )
 @click.option(
     "--windows",
@@ -167,6 +198,7 @@ def serve(**opts: object) -> None:
         if os.environ.get("TOOLWATCH_GC_TUNING", "1") != "0":
             gc.freeze()
             gc.set_threshold(50_000, 20, 20)
+            _pin_malloc_thresholds()
         click.echo(
             f"toolwatch serve: OTLP/HTTP on {server.endpoint}, metrics on {server.metrics_url}"
             + (f", OTLP/gRPC on {server.settings.host}:{server.grpc_port}" if server.grpc_port else "")
