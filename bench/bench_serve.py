@@ -66,10 +66,12 @@ def base_batches(n_spans: int, seed: int = 0) -> list[ExportTraceServiceRequest]
 
 
 def retraced(req: ExportTraceServiceRequest, rep: int, now_ns: int | None = None) -> bytes:
-    """The request with trace ids made unique for repetition `rep` (and, if given, timestamps moved to now)."""
+    """The request with trace and span ids made unique for repetition `rep` (and, if given, timestamps moved to
+    now): the first bytes of the random ids are kept, the last ones carry the repetition."""
     out = ExportTraceServiceRequest()
     out.CopyFrom(req)
     tag = rep.to_bytes(4, "big")
+    stag = (rep & 0xFFFF).to_bytes(2, "big")
     shift = 0
     for rs in out.resource_spans:
         for ss in rs.scope_spans:
@@ -77,6 +79,9 @@ def retraced(req: ExportTraceServiceRequest, rep: int, now_ns: int | None = None
                 shift = now_ns - max(s.end_time_unix_nano for s in ss.spans)
             for s in ss.spans:
                 s.trace_id = s.trace_id[:12] + tag
+                s.span_id = s.span_id[:6] + stag
+                if s.parent_span_id:
+                    s.parent_span_id = s.parent_span_id[:6] + stag
                 if shift:
                     s.start_time_unix_nano += shift
                     s.end_time_unix_nano += shift

@@ -68,7 +68,7 @@ class TurnAssembler:
         self._traces: OrderedDict[str, _Trace] = OrderedDict()
         self._due: list[tuple[int, str, str]] = []  # (deadline_ns, trace_id, turn span id)
         # Recently released turn span ids per trace, to recognise late children (bounded FIFO).
-        # Span ids of recently released turns (random 64-bit ids: unique enough without the trace id).
+        # Trace id + span id of recently released turns (one string per entry, to keep it small).
         self._released: OrderedDict[str, None] = OrderedDict()
         self._released_max = 65_536
 
@@ -105,14 +105,14 @@ class TurnAssembler:
                     self.stats.duplicates += 1
                     continue
                 tr.parents[r.span_id] = r.parent_span_id
-                if r.parent_span_id in self._released:
+                if tid + r.parent_span_id in self._released:
                     self.stats.late_calls += 1
                 elif len(tr.calls) >= self.max_calls_per_trace:
                     self.stats.oversized_calls += 1
                 else:
                     tr.calls.append(r)
             elif isinstance(r, Turn):
-                if r.span_id in tr.turns or r.span_id in self._released:
+                if r.span_id in tr.turns or tid + r.span_id in self._released:
                     self.stats.duplicates += 1
                     continue
                 tr.turns[r.span_id] = r
@@ -198,7 +198,7 @@ class TurnAssembler:
         out.append(turn)
         self.stats.turns_completed += 1
         released = self._released
-        released[sid] = None
+        released[tid + sid] = None
         if len(released) > self._released_max:
             released.popitem(last=False)
         if not keep_trace and not tr.turns and not tr.calls:
