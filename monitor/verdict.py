@@ -1,7 +1,9 @@
 """What the judge decides for one turn: the contract between the judge and every sink.
 
 Field meanings follow ../shared/METRICS.md exactly. The judge (monitor.judge) produces these;
-sinks (Prometheus metrics, verdict log, reports) only read them.
+sinks (Prometheus metrics, verdict log, reports) only read them. The three built on the judge's hot path
+(ArgCheckResult, CallVerdict, TurnVerdict) are plain slotted dataclasses, not frozen: a frozen dataclass's
+`__init__` goes through `object.__setattr__` and costs about 5x as much. Treat them as read-only.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ class SchemaViolation:
     message: str
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class ArgCheckResult:
     """One argument check of a slot applied to a call: which argument, which mode, expected, actual."""
 
@@ -50,7 +52,7 @@ class ArgCheckResult:
     ok: bool
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class CallVerdict:
     index: int  # position of the call in the turn (start-time order)
     name: str  # the tool name as called
@@ -76,7 +78,7 @@ class MissedUnit:
     slot: int
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class TurnVerdict:
     agent: str
     trace_id: str

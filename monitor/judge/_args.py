@@ -10,13 +10,12 @@ from typing import Any
 
 from rapidfuzz import fuzz
 
-from monitor.judge._build import Builder
 from monitor.rules import ArgCheck
 from monitor.rules._model import thaw
 from monitor.verdict import ArgCheckResult
 
 MISSING: Any = object()
-_RESULT = Builder(ArgCheckResult, ("argument", "mode", "expected", "actual", "ok")).build
+_RESULT = ArgCheckResult
 _PUNCT = str.maketrans({c: None for c in " ,./-_*^"} | {"'": '"'})
 
 

@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from monitor.judge import _args
-from monitor.judge._build import Builder
 from monitor.judge._catalog import Catalog, TurnTools
 from monitor.judge._conditions import holds
 from monitor.judge._outcomes import AltResult, evaluate, score_sensitive
@@ -22,21 +21,8 @@ from monitor.rules._model import Forbid
 from monitor.verdict import ArgCheckResult, CallVerdict, Outcome, SchemaViolation, TurnVerdict
 
 CASE_ID_ATTRIBUTE = "toolwatch.case.id"
-_CALL = Builder(
-    CallVerdict,
-    (
-        "index", "name", "call_id", "outcome", "in_catalog", "slot", "schema_valid", "violations", "args_ok",
-        "arg_results", "arguments_captured",
-    ),
-).build  # fmt: skip
-_TURN = Builder(
-    TurnVerdict,
-    (
-        "agent", "trace_id", "span_id", "input_text", "judged", "turnless", "rule", "alternative", "calls", "missed",
-        "expected_calls", "max_calls", "selection_ok", "args_ok", "schema_ok", "sequence_ok", "sequence_score",
-        "forbidden", "response_ok", "end_to_end", "over_calling", "confusion", "reason", "expected_by_tool",
-    ),
-).build  # fmt: skip
+_CALL = CallVerdict  # positional, in field order
+_TURN = TurnVerdict  # positional, in field order
 MAX_CACHE = 16_384  # entries of the per-judge outcome / reason caches (cleared when full)
 MAX_CACHED_CALLS = 16  # turns with more calls are not cached (bounds the memory a cache entry holds)
 
