@@ -24,7 +24,6 @@ demo: $(VENV)/.monitor-installed
 
 services:
 	@bash scripts/ensure-services.sh
-	@bash scripts/ensure-chromium.sh
 
 test: $(VENV)/.dev-installed services
 	$(PY) -m pytest

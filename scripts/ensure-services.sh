@@ -3,7 +3,9 @@
 #   - Redis on 127.0.0.1:6379 (started here when not running);
 #   - the Prometheus tools `prometheus`, `promtool` and `alertmanager` (Debian packages `prometheus` and
 #     `prometheus-alertmanager`, whose binary is `prometheus-alertmanager`). Only the binaries are needed: the tests start them on 127.0.0.1 ephemeral
-#     ports with temporary data dirs, so the packages' own system services are kept from running.
+#     ports with temporary data dirs, so the packages' own system services are kept from running;
+#   - headless Chromium (Debian `chromium`) for the HTML report test.
+# Whatever is missing is installed with one `apt-get update` and one `apt-get install -y`.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 
@@ -16,6 +18,8 @@ fi
 if ! command -v alertmanager >/dev/null 2>&1 && ! command -v prometheus-alertmanager >/dev/null 2>&1; then
   need+=(prometheus-alertmanager)
 fi
+
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
 
 if ((${#need[@]})); then
   if [ "$(id -u)" -ne 0 ]; then
