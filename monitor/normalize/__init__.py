@@ -32,30 +32,46 @@ class Normalizer:
 
     def normalize(self, span: Span) -> Normalized:
         problems: list[str] = []
-        result: Normalized = None
+        result = self._apply(span, problems)
+        self._count(result, problems)
+        return result
+
+    def _apply(self, span: Span, problems: list[str]) -> Normalized:
         for conv in self.conventions:
             result = conv.normalize(span, problems)
             if result is not None:
-                break
+                return result
+        return None
+
+    def _count(self, result: Normalized, problems: list[str]) -> None:
         for key in problems:
             self.ignored_attributes[key] = self.ignored_attributes.get(key, 0) + 1
         if isinstance(result, Rejected):
             self.rejected[result.reason] = self.rejected.get(result.reason, 0) + 1
-        return result
 
     def split(self, spans: Iterable[Span]) -> tuple[list[ToolCall | Turn | Span], dict[str, int]]:
         """Normalize a batch: records (tool calls, turns, other spans as parent links) and rejections by reason."""
         out: list[ToolCall | Turn | Span] = []
+        append = out.append
         rejected: dict[str, int] = {}
-        norm = self.normalize
+        problems: list[str] = []
+        # One convention (the usual case): call it directly, and count problems only when there are some.
+        apply = self.conventions[0].normalize if len(self.conventions) == 1 else self._apply
         for span in spans:
-            r = norm(span)
+            r = apply(span, problems)
             if r is None:
-                out.append(span)
+                append(span)
             elif isinstance(r, Rejected):
-                rejected[r.reason] = rejected.get(r.reason, 0) + 1
+                self._count(r, problems)
+                problems.clear()
+                reason = r.reason
+                rejected[reason] = rejected.get(reason, 0) + 1
+                continue
             else:
-                out.append(r)
+                append(r)
+            if problems:
+                self._count(r, problems)
+                problems.clear()
         return out, rejected
 
 
