@@ -66,6 +66,7 @@ class TurnAssembler:
         self.normalizer = normalizer or Normalizer()
         self.stats = AssemblerStats()
         self._traces: OrderedDict[str, _Trace] = OrderedDict()
+        self._pending_turns = 0
         self._due: list[tuple[int, str, str]] = []  # (deadline_ns, trace_id, turn span id)
         # Recently released turn span ids per trace, to recognise late children (bounded FIFO).
         # Trace id + span id of recently released turns (one string per entry, to keep it small).
@@ -82,7 +83,7 @@ class TurnAssembler:
 
     @property
     def pending_turns(self) -> int:
-        return sum(len(t.turns) for t in self._traces.values())
+        return self._pending_turns
 
     def add(self, spans: Iterable[Span], now_ns: int) -> list[Turn]:
         """Normalize and add spans; returns the turns complete as of `now_ns`."""
@@ -116,6 +117,7 @@ class TurnAssembler:
                     self.stats.duplicates += 1
                     continue
                 tr.turns[r.span_id] = r
+                self._pending_turns += 1
                 heapq.heappush(self._due, (now_ns + self.grace_ns, tid, r.span_id))
             else:
                 tr.parents[r.span_id] = r.parent_span_id
@@ -153,6 +155,7 @@ class TurnAssembler:
                 self._release_turn(tid, tr, sid, out, keep_trace=True)
             self._release_turnless(tid, tr, out)
         self._traces.clear()
+        self._pending_turns = 0
         self._due.clear()
         return out
 
@@ -189,6 +192,7 @@ class TurnAssembler:
         for c in tr.calls:
             (mine if self._owner(tr, c) == sid else rest).append(c)
         del tr.turns[sid]
+        self._pending_turns -= 1
         tr.calls = rest
         if len(mine) > 1:
             mine.sort(key=_call_key)

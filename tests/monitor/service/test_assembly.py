@@ -109,3 +109,15 @@ def test_rejected_spans_are_counted_by_the_normalizer() -> None:
     bad = Span(T1, "c1", "t1", "execute_tool", 1, 0, 1, attributes={"gen_ai.operation.name": "execute_tool"})
     a.add([bad, turn(T1, "t1")], 0)
     assert a.normalizer.rejected == {"missing_tool_name": 1}
+
+
+def test_pending_turn_count_follows_adds_and_releases() -> None:
+    a = TurnAssembler(grace_s=1.0, max_pending=2)
+    a.add([turn(T1, "t1"), turn(T1, "t2"), turn(T2, "t3")], 0)
+    assert a.pending_turns == 3
+    assert len(a.poll(S)) == 3 and a.pending_turns == 0
+    a.add([turn(T1, "t4")], 2 * S)
+    a.add([turn(T2, "t5")], 2 * S)
+    a.add([turn("2" * 32, "t6")], 2 * S)  # evicts T1's trace
+    assert a.stats.evicted == 1 and a.pending_turns == 2
+    assert len(a.flush()) == 2 and a.pending_turns == 0
