@@ -25,6 +25,7 @@ INPUT_MESSAGES = "gen_ai.input.messages"
 OUTPUT_MESSAGES = "gen_ai.output.messages"
 TOOL_DEFINITIONS = "gen_ai.tool.definitions"
 CASE_ID = "toolwatch.case.id"
+TRUNCATED = "toolwatch.truncated"  # keys whose values the instrumentation cut (no longer valid JSON)
 
 _MISSING = object()
 
@@ -196,10 +197,14 @@ class GenAIConvention:
         if call_id is not None and not isinstance(call_id, str):
             problems.append(TOOL_CALL_ID)
             call_id = str(call_id)
+        arguments = _json_attr(attrs, TOOL_ARGS, problems)
+        truncated = attrs.get(TRUNCATED)
+        if arguments is not None and truncated is not None and TOOL_ARGS in truncated:
+            arguments = None  # a cut argument text is not captured, never "malformed" (METRICS.md)
         return ToolCall(
             name,
             call_id or "",
-            _json_attr(attrs, TOOL_ARGS, problems),
+            arguments,
             _json_attr(attrs, TOOL_RESULT, problems),
             error_type,
             span.trace_id,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
 import instrumentation as tw
@@ -46,3 +48,18 @@ def test_wrapper_spans_become_turns_and_calls() -> None:
     assert calls["c1"].error_type is None and calls["c1"].parent_span_id == turn_record.span_id
     assert calls["c2"].name == "pull_fraud_telemetry" and calls["c2"].error_type == "UnknownToolError"
     assert calls["c2"].arguments == "{"
+
+
+def test_truncated_arguments_are_not_captured_rather_than_malformed() -> None:
+    provider = tw.configure(exporter="memory", capture_content=True, max_content_length=20, set_global=False)
+    try:
+        pull_auth_telemetry(service="a-service-name-longer-than-the-limit")
+        pull_auth_telemetry(service="short")
+        assert provider.exporter is not None
+        body = encode_spans(provider.exporter.get_finished_spans()).SerializeToString()  # type: ignore[attr-defined]
+    finally:
+        provider.shutdown()
+    normalizer = Normalizer()
+    long_call, short_call = [r for r in map(normalizer.normalize, decode_protobuf(body)) if isinstance(r, ToolCall)]
+    assert long_call.arguments is None  # cut: unjudged for arguments and schema, never "malformed"
+    assert short_call.arguments is not None and json.loads(short_call.arguments) == {"service": "short"}
