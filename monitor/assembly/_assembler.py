@@ -135,7 +135,7 @@ class TurnAssembler:
                 self._release_turn(tid, tr, sid, out)
         cutoff = now_ns - self.turnless_timeout_ns
         traces = self._traces
-        while traces:
+        for _ in range(len(traces)):  # each trace looked at once: a requeued one must not be seen again now
             tid, tr = next(iter(traces.items()))
             if tr.first_seen_ns > cutoff:
                 break

@@ -121,3 +121,14 @@ def test_pending_turn_count_follows_adds_and_releases() -> None:
     a.add([turn("2" * 32, "t6")], 2 * S)  # evicts T1's trace
     assert a.stats.evicted == 1 and a.pending_turns == 2
     assert len(a.flush()) == 2 and a.pending_turns == 0
+
+
+def test_zero_turnless_timeout_with_a_turn_in_its_grace_period_returns() -> None:
+    a = TurnAssembler(grace_s=2.0, turnless_timeout_s=0)
+    now = 100 * S
+    assert a.add([turn(T1, "t1"), call(T1, "c1", "t1", "x")], now) == []
+    (turnless,) = a.add([call(T2, "c9", "", "y")], now)  # a turnless trace goes at once
+    assert turnless.turnless and [c.name for c in turnless.calls] == ["y"]
+    assert a.poll(now) == []  # returns while the turn waits for its grace period
+    (done,) = a.poll(now + 2 * S)
+    assert [c.name for c in done.calls] == ["x"] and not done.turnless
