@@ -127,9 +127,12 @@ class VerdictCounters:
                     args_t[k] = args_t.get(k, 0) + 1
                     if not c.args_ok:
                         t[n.ARGUMENT_MISMATCHES][k] = t[n.ARGUMENT_MISMATCHES].get(k, 0) + 1
-            for name in v.forbidden:
-                k = (agent, tool_label(name))
-                t[n.FORBIDDEN_CALLS][k] = t[n.FORBIDDEN_CALLS].get(k, 0) + 1
+            if v.forbidden:  # one per call of a forbidden tool (v.forbidden names each tool once)
+                forbidden_t = t[n.FORBIDDEN_CALLS]
+                for c in v.calls:
+                    if c.name in v.forbidden:
+                        k = (agent, tool_label(c.name))
+                        forbidden_t[k] = forbidden_t.get(k, 0) + 1
             if judged:
                 self._judged_turn(v, agent, checks_t)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from monitor.demo import LogLineGenerator, SimulatedTriageModel
@@ -84,3 +86,26 @@ def test_duration_labels_and_errors() -> None:
     assert [format_duration(s) for s in (300, 3600, 90, 86400)] == ["5m", "1h", "90s", "1d"]
     with pytest.raises(ValueError, match="invalid duration"):
         parse_duration("soon")
+
+
+def test_forbidden_calls_counter_counts_calls(tmp_path: Path) -> None:
+    # toolwatch_forbidden_calls_total is "calls of forbidden tools": a forbidden tool called twice in one
+    # turn is two calls (as the judge's Tally counts them), not one.
+    path = tmp_path / "forbid.yaml"
+    path.write_text(
+        "catalog: {tools: [{name: read}, {name: delete}]}\n"
+        "forbid: [{tool: delete}]\n"
+        "expect:\n"
+        "  - when: {prefix: q}\n"
+        "    call: [{tool: read, min: 0}, {tool: delete, min: 0, max: 5}]\n",
+        encoding="utf-8",
+    )
+    judge = Judge(load_rules([path]))
+    v = judge.judge(Turn("q", (ToolCall("delete"), ToolCall("read"), ToolCall("delete")), agent="a"))
+    assert v.forbidden == ("delete",)
+    m = ToolwatchMetrics(tools=judge.catalog, agents=["a"])
+    m.observe([v])
+    tally = Tally()
+    tally.add(v)
+    assert tally.forbidden_calls == 2
+    assert m.counters.tables["toolwatch_forbidden_calls_total"] == {("a", "delete"): 2}
