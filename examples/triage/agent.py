@@ -13,70 +13,24 @@ It stands in for an LLM that routes a log line to the telemetry tool of the subs
 
 Why not the live demo's simulated model (`monitor.demo`)? Its mistakes are drawn at random on every turn,
 whatever the input, which suits a live view; a probe needs mistakes that depend on the input, as a real
-model's do, or no input-selection strategy can find them sooner than another. This example also uses
-only the agent-side `instrumentation` package, as a user's agent would.
+model's do, or no input-selection strategy can find them sooner than another. The tools themselves are the
+demo's five `@tool` functions, run through a `ToolExecutor`.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from typing import Any
 
-from instrumentation import ToolExecutor, tool
+from monitor.demo import TOOL_OF_TAG as TOOL_OF
+from monitor.demo import triage_executor
 
-TOOL_OF = {
-    "AUTH": "pull_auth_telemetry",
-    "BILL": "pull_billing_telemetry",
-    "FULF": "pull_fulfillment_telemetry",
-    "RISK": "pull_risk_telemetry",
-    "SUPP": "pull_support_telemetry",
-}
 _LEAD = re.compile(r"^\s*\[([A-Z]{4})\]")
 _INNER = re.compile(r"\[([A-Z]{4})\]")
 _DEPTH = re.compile(r"depth=(\d+)")
 
-
-def _telemetry(subsystem: str, log_excerpt: str, window_minutes: int) -> dict[str, Any]:
-    return {"subsystem": subsystem, "window_minutes": window_minutes, "excerpt_chars": len(log_excerpt),
-            "error_rate": round(0.01 * (len(log_excerpt) % 7), 3)}
-
-
-@tool
-def pull_auth_telemetry(log_excerpt: str, window_minutes: int = 15) -> dict[str, Any]:
-    """Pull recent telemetry of the authentication subsystem."""
-    return _telemetry("auth", log_excerpt, window_minutes)
-
-
-@tool
-def pull_billing_telemetry(log_excerpt: str, window_minutes: int = 15) -> dict[str, Any]:
-    """Pull recent telemetry of the billing subsystem."""
-    return _telemetry("billing", log_excerpt, window_minutes)
-
-
-@tool
-def pull_fulfillment_telemetry(log_excerpt: str, window_minutes: int = 15) -> dict[str, Any]:
-    """Pull recent telemetry of the fulfillment subsystem."""
-    return _telemetry("fulfillment", log_excerpt, window_minutes)
-
-
-@tool
-def pull_risk_telemetry(log_excerpt: str, window_minutes: int = 15) -> dict[str, Any]:
-    """Pull recent telemetry of the risk subsystem."""
-    return _telemetry("risk", log_excerpt, window_minutes)
-
-
-@tool
-def pull_support_telemetry(log_excerpt: str, window_minutes: int = 15) -> dict[str, Any]:
-    """Pull recent telemetry of the support subsystem."""
-    return _telemetry("support", log_excerpt, window_minutes)
-
-
-EXECUTOR = ToolExecutor(
-    [pull_auth_telemetry, pull_billing_telemetry, pull_fulfillment_telemetry, pull_risk_telemetry,
-     pull_support_telemetry],
-    on_error="result",
-)
+# The five instrumented telemetry tools are the live demo's (`monitor.demo`); only the model differs.
+EXECUTOR = triage_executor()
 
 
 def plan(line: str) -> list[tuple[str, str]]:
