@@ -114,7 +114,7 @@ def message_text(raw: Any, *, roles: tuple[str, ...] | None = None) -> str | Non
         return None if roles is not None and one[0] not in roles else one[1]
     try:
         messages = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         return raw
     if isinstance(messages, dict):
         messages = [messages]
@@ -148,7 +148,7 @@ def _tool_definitions(raw: Any) -> tuple[Mapping[str, Any], ...] | None:
         return cached  # type: ignore[return-value]
     try:
         defs = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         defs = None
     out = tuple(d for d in defs if isinstance(d, dict)) if isinstance(defs, list) else None
     if len(_DEFINITIONS_CACHE) >= _DEFINITIONS_CACHE_MAX:
@@ -199,6 +199,9 @@ class GenAIConvention:
             call_id = str(call_id)
         arguments = _json_attr(attrs, TOOL_ARGS, problems)
         truncated = attrs.get(TRUNCATED)
+        if truncated is not None and not isinstance(truncated, str | tuple):
+            problems.append(TRUNCATED)  # a list of keys, or one key; anything else says nothing
+            truncated = None
         if arguments is not None and truncated is not None and TOOL_ARGS in truncated:
             arguments = None  # a cut argument text is not captured, never "malformed" (METRICS.md)
         return ToolCall(

@@ -186,6 +186,8 @@ def parse_json(body: bytes | str) -> Decoded:
         doc = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
         raise DecodeError(f"invalid JSON: {exc}") from None
+    except RecursionError:
+        raise DecodeError("invalid JSON: nested too deeply") from None
     req = _object(doc, "the request")
     out = Decoded([])
     append = out.spans.append

@@ -248,3 +248,64 @@ def test_grpc_bad_input_and_partial_success(serve: ServeFactory) -> None:
         resp = ExportTraceServiceResponse.FromString(export(req.SerializeToString(), timeout=10, metadata=auth))
         assert resp.partial_success.rejected_spans == 1
     assert get(server.metrics_url.replace("/metrics", "/healthz")) == 200
+
+
+def test_json_nested_too_deeply_is_400(serve: ServeFactory) -> None:
+    _, server = serve()
+    status, resp, headers = post(server.endpoint, b"[" * 100_000, JS)
+    assert status == 400 and headers["Content-Type"] == JS
+    assert json.loads(resp)["code"] == 3 and "invalid JSON" in json.loads(resp)["message"]
+    assert_still_serving(server)
+    assert value(scrape(server), "toolwatch_requests_total", transport="http_json", code="400") == 1
+
+
+def test_unusable_attribute_values_do_not_fail_the_request(serve: ServeFactory) -> None:
+    # Attribute values of unexpected types or JSON nested too deeply are ignored: the request succeeds, and
+    # the other spans of the same request (here a good turn with its call) are judged.
+    _, server = serve()
+    t = "0af7651916cd43dd8448eb211c80319d"
+    deep = "[" * 100_000
+    good = json.loads(request_to_json(to_request(record_turns(GOOD))))
+    bad_spans = [
+        _span(
+            t,
+            "00f067aa0ba90201",
+            "execute_tool x",
+            {"gen_ai.tool.name": "x", "gen_ai.tool.call.arguments": "{}", "toolwatch.truncated": True},
+        ),
+        _span(
+            t,
+            "00f067aa0ba90202",
+            "execute_tool x",
+            {"gen_ai.tool.name": "x", "gen_ai.tool.call.arguments": "{}", "toolwatch.truncated": 7},
+        ),
+        _span(
+            t,
+            "00f067aa0ba90203",
+            "invoke_agent a",
+            {"gen_ai.operation.name": "invoke_agent", "gen_ai.input.messages": deep},
+        ),
+        _span(
+            t,
+            "00f067aa0ba90204",
+            "invoke_agent a",
+            {"gen_ai.operation.name": "invoke_agent", "gen_ai.output.messages": deep},
+        ),
+        _span(
+            t,
+            "00f067aa0ba90205",
+            "invoke_agent a",
+            {"gen_ai.operation.name": "invoke_agent", "gen_ai.tool.definitions": deep},
+        ),
+    ]
+    good["resourceSpans"].append({"scopeSpans": [{"spans": bad_spans}]})
+    status, resp, _ = post(server.endpoint, json.dumps(good).encode(), JS)
+    assert status == 200, resp[:300]
+    wait_for(lambda: server.pipeline.turns_judged >= 4)
+    s = scrape(server)
+    assert value(s, "toolwatch_spans_received_total", transport="http_json") == 7
+    assert (
+        value(s, "toolwatch_tool_calls_total", agent="incident-triage", tool="pull_auth_telemetry", outcome="correct")
+        == 1
+    )
+    assert_still_serving(server)
