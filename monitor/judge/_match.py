@@ -35,8 +35,10 @@ def assign(
     `scores[i][j]` is the (scaled) argument score of call i in slot j.
     """
     m = len(mins)
-    caps = [mx if mx is not None else mn for mn, mx in zip(mins, maxs, strict=True)]
-    size = math.prod(c + 1 for c in caps) * (n + 1)
+    # A slot never holds more than the n calls: counting beyond n (a large `max`) would only inflate the bound.
+    caps = [min(mx if mx is not None else mn, n) for mn, mx in zip(mins, maxs, strict=True)]
+    # Reachable states after i calls have counts summing to at most i: at most C(n + m + 1, m + 1) in all.
+    size = min(math.prod(c + 1 for c in caps) * (n + 1), math.comb(n + m + 1, m + 1))
     if size > MAX_STATES:
         return _greedy(n, mins, maxs, scores)
     memo: dict[tuple[int, tuple[int, ...]], Value] = {}
