@@ -58,11 +58,19 @@ class VerdictLog:
         for v in verdicts:
             if not (self.all_turns or v.failed):
                 continue
-            line = json.dumps(verdict_record(v, at=at), ensure_ascii=False, separators=(",", ":")) + "\n"
-            if self._size + len(line) > self.max_bytes and self._size > 0:
+            rec = verdict_record(v, at=at)
+            line = json.dumps(rec, ensure_ascii=False, separators=(",", ":")) + "\n"
+            size = len(line)
+            if not line.isascii():
+                try:
+                    size = len(line.encode("utf-8"))
+                except UnicodeEncodeError:  # lone surrogates (OTLP JSON "\ud800" escapes): keep them escaped
+                    line = json.dumps(rec, separators=(",", ":")) + "\n"
+                    size = len(line)
+            if self._size + size > self.max_bytes and self._size > 0:
                 self._rotate()
             self._fh.write(line)
-            self._size += len(line.encode("utf-8")) if not line.isascii() else len(line)
+            self._size += size
             self.written += 1
 
     def _rotate(self) -> None:

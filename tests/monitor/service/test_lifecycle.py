@@ -168,3 +168,25 @@ def test_rule_file_alerts_fire_in_process(serve: ServeFactory, tmp_path: Path) -
     _send(server.endpoint, [TurnSpec("[AUTH] x", [Call("pull_auth_logs", {"log_excerpt": "x"})], output_text=OK)])
     labels = {"alertname": "HallucinatedToolCalls", "agent": "incident-triage", "severity": "critical"}
     wait_for(lambda: value(scrape(server), "toolwatch_alert_active", **labels) == 1, timeout=20)
+
+
+def test_verdict_log_keeps_turns_with_lone_surrogates(serve: ServeFactory, tmp_path: Path) -> None:
+    # OTLP JSON may carry "\ud800" escapes: a lone surrogate in a tool name or an input cannot be encoded as
+    # UTF-8. The failing turn is still logged (escaped), and so are the turns after it; the hooks see them all.
+    from monitor.otlp import request_to_json
+
+    log = tmp_path / "verdicts.jsonl"
+    _, server = serve(verdict_log=str(log))
+    seen: list[object] = []
+    server.pipeline.hooks.append(seen.extend)
+    weird = TurnSpec("[BILL] SURROGATE1", [Call("pull_SURROGATE2_telemetry", {"log_excerpt": "y"})], output_text=OK)
+    body = request_to_json(to_request(record_turns([weird, BAD])))
+    body = body.replace("SURROGATE1", "\\ud800").replace("SURROGATE2", "\\udfff")
+    status, _, _ = post(server.endpoint, body.encode(), "application/json")
+    assert status == 200
+    wait_for(lambda: len(seen) == 2)
+    server.pipeline.verdict_log.flush()  # type: ignore[union-attr]
+    lines = [json.loads(ln) for ln in log.read_text(encoding="utf-8").splitlines()]
+    by_input = {rec["input"]: rec for rec in lines}
+    assert set(by_input) == {"[BILL] \ud800", "[BILL] y"}
+    assert by_input["[BILL] \ud800"]["calls"][0]["name"] == "pull_\udfff_telemetry"
