@@ -41,28 +41,10 @@ def assign(
     size = min(math.prod(c + 1 for c in caps) * (n + 1), math.comb(n + m + 1, m + 1))
     if size > MAX_STATES:
         return _greedy(n, mins, maxs, scores)
-    memo: dict[tuple[int, tuple[int, ...]], Value] = {}
+    memo = _table(n, mins, maxs, caps, scores)
 
     def best(i: int, state: tuple[int, ...]) -> Value:
-        key = (i, state)
-        got = memo.get(key)
-        if got is not None:
-            return got
-        if i == n:
-            met = sum(1 for j in range(m) if state[j] >= mins[j])
-            value: Value = (0, met, 0)
-        else:
-            value = best(i + 1, state)
-            for j in range(m):
-                nxt = _step(state, j, maxs[j], caps[j])
-                if nxt is None:
-                    continue
-                a, met, s = best(i + 1, nxt)
-                cand = (a + 1, met, s + scores[i][j])
-                if cand > value:
-                    value = cand
-        memo[key] = value
-        return value
+        return memo[(i, state)]
 
     state = tuple(0 for _ in range(m))
     out: list[int | None] = []
@@ -79,6 +61,43 @@ def assign(
                 break
         out.append(chosen)
     return out
+
+
+def _table(
+    n: int, mins: Sequence[int], maxs: Sequence[int | None], caps: Sequence[int], scores: Sequence[Sequence[int]]
+) -> dict[tuple[int, tuple[int, ...]], Value]:
+    """The best value of every (calls done, slot counts) state reachable, filled bottom-up.
+
+    No recursion: a turn may hold thousands of calls of one tool.
+    """
+    m = len(mins)
+    start = tuple(0 for _ in range(m))
+    layers: list[set[tuple[int, ...]]] = [{start}]  # layers[i]: states reachable after the first i calls
+    for _ in range(n):
+        grown = set(layers[-1])
+        for st in layers[-1]:
+            for j in range(m):
+                nxt = _step(st, j, maxs[j], caps[j])
+                if nxt is not None:
+                    grown.add(nxt)
+        layers.append(grown)
+    memo: dict[tuple[int, tuple[int, ...]], Value] = {
+        (n, st): (0, sum(1 for j in range(m) if st[j] >= mins[j]), 0) for st in layers[n]
+    }
+    for i in range(n - 1, -1, -1):
+        row = scores[i]
+        for st in layers[i]:
+            value = memo[(i + 1, st)]
+            for j in range(m):
+                nxt = _step(st, j, maxs[j], caps[j])
+                if nxt is None:
+                    continue
+                a, met, s = memo[(i + 1, nxt)]
+                cand = (a + 1, met, s + row[j])
+                if cand > value:
+                    value = cand
+            memo[(i, st)] = value
+    return memo
 
 
 def _step(state: tuple[int, ...], j: int, mx: int | None, cap: int) -> tuple[int, ...] | None:

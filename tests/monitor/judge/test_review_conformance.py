@@ -75,3 +75,27 @@ def test_assignment_matches_brute_force_with_large_maximums(
         st.lists(st.lists(st.integers(0, 2), min_size=len(mins), max_size=len(mins)), min_size=n, max_size=n)
     )
     assert assign(n, mins, maxs, scores) == brute_force(n, mins, maxs, scores)
+
+
+# ---- A turn with many calls of one tool is judged, never raises ----
+# The assignment recursed once per call: a runaway agent's 1000+ calls of a tool with two slots raised
+# RecursionError, and the turn went unjudged (the service counts a judge error and drops the turn).
+
+MANY = """
+catalog: {tools: [{name: a}]}
+expect:
+  - when: {prefix: "[MANY]"}
+    call:
+      - {tool: a, args: {x: 1}}
+      - {tool: a, args: {x: 2}}
+"""
+
+
+@pytest.mark.parametrize("n", [2, 1500, 5000])
+def test_many_calls_of_one_tool_are_judged(tmp_path: Path, n: int) -> None:
+    judge = judge_for(tmp_path, MANY)
+    calls = [call("a", {"x": 3})] * (n - 2) + [call("a", {"x": 2}), call("a", {"x": 1})]
+    v = judge.judge(turn("[MANY] x", *calls))
+    assert [c.outcome.value for c in v.calls] == ["spurious"] * (n - 2) + ["correct", "correct"]
+    assert [c.slot for c in v.calls[-2:]] == [1, 0] and v.args_ok and v.missed == ()
+    assert v.over_calling is (n > 2)
