@@ -4,7 +4,9 @@ A call belongs to its nearest `invoke_agent` ancestor in the same trace (calls m
 intermediate spans, so parent links of every span of a pending trace are kept). A turn is complete
 once its span has arrived (spans are exported when they end) plus a grace period for late children.
 Calls whose turn never arrives are released alone, as one turnless turn per trace, after a timeout.
-Pending traces are bounded: the oldest is released early and counted as evicted.
+Pending traces are bounded: the oldest is released early and counted as evicted. So is one trace: at most
+`max_calls_per_trace` calls and pending turns, and `SPANS_PER_CALL` times as many parent links; spans past
+that are dropped and counted.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from monitor.otlp import Span
 from monitor.records import ToolCall, Turn
 
 _NS = 1_000_000_000
+SPANS_PER_CALL = 10  # parent links (every span seen) kept per trace: this many times max_calls_per_trace
 
 
 @dataclass(slots=True)
@@ -37,6 +40,7 @@ class AssemblerStats:
     late_calls: int = 0  # calls that arrived after their turn had been released (dropped, counted)
     oversized_calls: int = 0  # calls beyond max_calls_per_trace (dropped, counted)
     duplicates: int = 0  # tool or turn spans received again (an exporter retry): dropped, counted
+    oversized_spans: int = 0  # turn and other spans beyond a trace's bounds (dropped, counted)
 
 
 def _call_key(c: ToolCall) -> tuple[int, str]:
@@ -63,6 +67,7 @@ class TurnAssembler:
         self.turnless_timeout_ns = int(turnless_timeout_s * _NS)
         self.max_pending = max_pending
         self.max_calls_per_trace = max_calls_per_trace
+        self.max_links_per_trace = SPANS_PER_CALL * max_calls_per_trace
         self.normalizer = normalizer or Normalizer()
         self.stats = AssemblerStats()
         self._traces: OrderedDict[str, _Trace] = OrderedDict()
@@ -105,7 +110,8 @@ class TurnAssembler:
                 if r.span_id in tr.parents:
                     self.stats.duplicates += 1
                     continue
-                tr.parents[r.span_id] = r.parent_span_id
+                if len(tr.parents) < self.max_links_per_trace:
+                    tr.parents[r.span_id] = r.parent_span_id
                 if tid + r.parent_span_id in self._released:
                     self.stats.late_calls += 1
                 elif len(tr.calls) >= self.max_calls_per_trace:
@@ -116,11 +122,16 @@ class TurnAssembler:
                 if r.span_id in tr.turns or tid + r.span_id in self._released:
                     self.stats.duplicates += 1
                     continue
+                if len(tr.turns) >= self.max_calls_per_trace:
+                    self.stats.oversized_spans += 1
+                    continue
                 tr.turns[r.span_id] = r
                 self._pending_turns += 1
                 heapq.heappush(self._due, (now_ns + self.grace_ns, tid, r.span_id))
-            else:
+            elif r.span_id in tr.parents or len(tr.parents) < self.max_links_per_trace:
                 tr.parents[r.span_id] = r.parent_span_id
+            else:
+                self.stats.oversized_spans += 1
         out.extend(self.poll(now_ns))
         return out
 

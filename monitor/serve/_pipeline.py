@@ -26,6 +26,7 @@ VerdictHook = Callable[[Sequence[TurnVerdict]], None]
 DROP_QUEUE_FULL = "queue_full"
 DROP_LATE = "late_call"
 DROP_OVERSIZED = "turn_too_large"
+DROP_TRACE_TOO_LARGE = "trace_too_large"
 DROP_JUDGE_ERROR = "judge_error"
 DROP_DUPLICATE = "duplicate"
 
@@ -62,7 +63,7 @@ class Pipeline:
         self.capacity = settings.queue_spans
         self.turns_judged = 0
         self._wake = asyncio.Event()
-        self._seen_stats = (0, 0, 0, 0)
+        self._seen_stats = (0, 0, 0, 0, 0)
         self.paused = False  # while True the worker leaves the queue alone (maintenance, tests)
         metrics.pending_turns = lambda: self.assembler.pending_turns
         self.apply_labels()
@@ -149,13 +150,14 @@ class Pipeline:
 
     def _sync_stats(self) -> None:
         st = self.assembler.stats
-        late, oversized, evicted, dup = self._seen_stats
+        late, oversized, evicted, dup, spans = self._seen_stats
         ops = self.metrics.ops
         ops.dropped(DROP_LATE, st.late_calls - late)
         ops.dropped(DROP_OVERSIZED, st.oversized_calls - oversized)
         ops.dropped(DROP_DUPLICATE, st.duplicates - dup)
+        ops.dropped(DROP_TRACE_TOO_LARGE, st.oversized_spans - spans)
         ops.turns_evicted += st.evicted - evicted
-        self._seen_stats = (st.late_calls, st.oversized_calls, st.evicted, st.duplicates)
+        self._seen_stats = (st.late_calls, st.oversized_calls, st.evicted, st.duplicates, st.oversized_spans)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Drain the queue until `stop` is set; polls the assembler every `poll_interval_s`."""

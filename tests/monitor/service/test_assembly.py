@@ -132,3 +132,18 @@ def test_zero_turnless_timeout_with_a_turn_in_its_grace_period_returns() -> None
     assert a.poll(now) == []  # returns while the turn waits for its grace period
     (done,) = a.poll(now + 2 * S)
     assert [c.name for c in done.calls] == ["x"] and not done.turnless
+
+
+def test_one_trace_cannot_hold_unbounded_spans_or_turns() -> None:
+    # max_pending bounds traces, max_calls_per_trace the calls of one; the other spans (parent links) and the
+    # turn spans of one trace are bounded too, and what is refused is counted.
+    a = TurnAssembler(grace_s=60, turnless_timeout_s=60, max_calls_per_trace=10)
+    a.add([turn(T1, "t0"), call(T1, "c0", "m0", "x"), other(T1, "m0", "t0")], 0)
+    a.add([other(T1, f"{n:016x}", "t0") for n in range(1, 50_001)], 0)
+    a.add([turn(T1, f"{n:016x}", parent="t0") for n in range(100_001, 100_501)], 0)
+    tr = a._traces[T1]
+    assert len(tr.parents) <= 10 * 10 and len(tr.turns) <= 10 and a.pending_turns <= 10
+    assert a.stats.oversized_spans == 50_000 + 500 - (len(tr.parents) - 2) - (len(tr.turns) - 1)
+    # The call under the early chat span still belongs to its turn.
+    done = {t.span_id: [c.name for c in t.calls] for t in a.flush()}
+    assert done["t0"] == ["x"]

@@ -309,3 +309,16 @@ def test_unusable_attribute_values_do_not_fail_the_request(serve: ServeFactory) 
         == 1
     )
     assert_still_serving(server)
+
+
+def test_spans_past_a_trace_bound_are_dropped_and_counted(serve: ServeFactory) -> None:
+    _, server = serve(max_calls_per_trace=2, grace_s=60, turnless_timeout_s=60)
+    t = "0af7651916cd43dd8448eb211c80319e"
+    spans = [_span(t, f"{n:016x}", "chat model", {}, "b7ad6b7169203331") for n in range(1, 31)]
+    spans += [
+        _span(t, f"{n:016x}", "invoke_agent a", {"gen_ai.operation.name": "invoke_agent"}) for n in range(101, 104)
+    ]
+    body = json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}).encode()
+    assert post(server.endpoint, body, JS)[0] == 200
+    # 20 parent links (10 per allowed call) and 2 pending turns are kept; 10 + 1 spans are dropped, counted.
+    wait_for(lambda: value(scrape(server), "toolwatch_spans_dropped_total", reason="trace_too_large") == 11)
