@@ -137,6 +137,7 @@ def message_text(raw: Any, *, roles: tuple[str, ...] | None = None) -> str | Non
 
 _DEFINITIONS_CACHE: dict[str, tuple[Mapping[str, Any], ...] | None] = {}
 _DEFINITIONS_CACHE_MAX = 256
+_DEFINITIONS_CACHE_TEXT_MAX = 64 * 1024  # longer texts are parsed every time, not kept (256 x 64 KiB at most)
 
 
 def _tool_definitions(raw: Any) -> tuple[Mapping[str, Any], ...] | None:
@@ -151,6 +152,8 @@ def _tool_definitions(raw: Any) -> tuple[Mapping[str, Any], ...] | None:
     except (ValueError, RecursionError):
         defs = None
     out = tuple(d for d in defs if isinstance(d, dict)) if isinstance(defs, list) else None
+    if len(raw) > _DEFINITIONS_CACHE_TEXT_MAX:
+        return out
     if len(_DEFINITIONS_CACHE) >= _DEFINITIONS_CACHE_MAX:
         _DEFINITIONS_CACHE.pop(next(iter(_DEFINITIONS_CACHE)))
     _DEFINITIONS_CACHE[raw] = out

@@ -93,3 +93,20 @@ def test_turn_fields() -> None:
         "12",
     )
     assert turn.tool_definitions == ({"type": "function", "name": "t"},)
+
+
+def test_tool_definitions_cache_is_bounded_in_bytes() -> None:
+    # The parsed-definitions cache is shared by every turn; it must not keep large texts that a client made up
+    # (256 entries of 1 MiB each would hold 256 MiB after the traffic stopped).
+    from monitor.normalize import _genai
+
+    n = Normalizer()
+    pad = "x" * (1 << 20)
+    for i in range(300):
+        defs = json.dumps([{"type": "function", "name": f"t{i}", "description": pad}])
+        attrs = {"gen_ai.operation.name": "invoke_agent", "gen_ai.tool.definitions": defs}
+        turn = n.normalize(Span("0" * 31 + "1", f"{i + 1:016x}", "", "invoke_agent a", attributes=attrs))
+        assert isinstance(turn, Turn) and turn.tool_definitions is not None
+        assert turn.tool_definitions[0]["name"] == f"t{i}"
+    held = sum(len(raw) for raw in _genai._DEFINITIONS_CACHE)
+    assert held <= 64 << 20
