@@ -88,7 +88,7 @@ class VerdictCounters:
         label = self._tool_cache.get(name)
         if label is None:
             label = self.labels.tool(name)
-            if len(self._tool_cache) < 4096:
+            if len(self._tool_cache) < 4096 and len(name) <= 256:  # bounded in bytes too: names are free-form
                 self._tool_cache[name] = label
         return label
 

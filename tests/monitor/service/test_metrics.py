@@ -109,3 +109,13 @@ def test_forbidden_calls_counter_counts_calls(tmp_path: Path) -> None:
     tally.add(v)
     assert tally.forbidden_calls == 2
     assert m.counters.tables["toolwatch_forbidden_calls_total"] == {("a", "delete"): 2}
+
+
+def test_tool_label_cache_is_bounded_in_bytes() -> None:
+    # Hallucinated names are free-form and may be long; the label cache must not keep thousands of them.
+    m = ToolwatchMetrics(tools=JUDGE.catalog, agents=JUDGE.agents)
+    for i in range(300):
+        name = f"{i}-" + "x" * (64 << 10)
+        m.observe([JUDGE.judge(Turn("[AUTH] x", (ToolCall(name, arguments="{}"),), agent="incident-triage"))])
+    assert sum(len(k) for k in m.counters._tool_cache) <= 1 << 20
+    assert m.counters.tables["toolwatch_tool_calls_total"] == {("incident-triage", "__other__", "hallucinated"): 300}
