@@ -20,7 +20,9 @@ import pytest
 from monitor.report import ReportBuilder, render_html
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium missing: run scripts/ensure-services.sh (as `make test` does)")
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None, reason="chromium missing: run scripts/ensure-services.sh (as `make test` does)"
+)
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--no-first-run", "--remote-debugging-port=0"]
 
