@@ -26,6 +26,8 @@ services:
 	@bash scripts/ensure-services.sh
 
 test: $(VENV)/.dev-installed services
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 	$(PY) -m pytest
 
 lint: $(VENV)/.dev-installed
