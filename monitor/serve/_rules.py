@@ -83,8 +83,9 @@ class Rules:
         """Load the files again; True when the new rules are in force, False when the old ones were kept."""
         try:
             loaded = self._load()
-        except (RuleFileError, OSError, ValueError) as exc:
-            self.last_error = str(exc)
+        except (RuleFileError, OSError, ValueError, RecursionError) as exc:
+            # RecursionError: a file nested too deeply; raised on, it would end the watcher (no more reloads).
+            self.last_error = str(exc) if not isinstance(exc, RecursionError) else "rule file nested too deeply"
             # Remember the failed stamp so an unchanged broken file is not reported every second.
             self.current = LoadedRules(self.current.ruleset, self.current.judge, _stamp(self.paths))
             logger.error("rules reload failed, keeping the previous rules: %s", exc)

@@ -190,3 +190,16 @@ def test_verdict_log_keeps_turns_with_lone_surrogates(serve: ServeFactory, tmp_p
     by_input = {rec["input"]: rec for rec in lines}
     assert set(by_input) == {"[BILL] \ud800", "[BILL] y"}
     assert by_input["[BILL] \ud800"]["calls"][0]["name"] == "pull_\udfff_telemetry"
+
+
+def test_a_rule_file_nested_too_deeply_keeps_the_old_rules_and_the_watcher(serve: ServeFactory, tmp_path: Path) -> None:
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(RULES.read_text())
+    _, server = serve(rules=(str(rules),), watch_rules=True, watch_interval_s=0.05)
+    rules.write_text("a: " + "{b: " * 3000 + "1" + "}" * 3000 + "\n")
+    wait_for(lambda: value(scrape(server), "toolwatch_rules_reloads_total", result="failure") == 1)
+    assert server.rules.last_error
+    _send(server.endpoint, [GOOD])  # still judged by the old rules
+    wait_for(lambda: server.pipeline.turns_judged == 1)
+    rules.write_text(RULES.read_text())  # the watcher is still alive: a fixed file is taken
+    wait_for(lambda: value(scrape(server), "toolwatch_rules_reloads_total", result="success") == 1)
