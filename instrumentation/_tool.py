@@ -25,7 +25,7 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 
 from instrumentation import _attributes as A
-from instrumentation._content import SETTINGS, to_json
+from instrumentation._content import SETTINGS
 from instrumentation._context import PENDING, SAMPLE_OTHER, TRACING, PendingCall, will_not_sample
 from instrumentation._generators import wrap_async_generator, wrap_generator
 from instrumentation._schema import JsonSchema, function_schema
@@ -48,7 +48,6 @@ _PENDING_GET = PENDING.get
 _PENDING_SET = PENDING.set
 _INTERNAL = SpanKind.INTERNAL
 _CALL_ID = A.GEN_AI_TOOL_CALL_ID
-_RESULT = A.GEN_AI_TOOL_CALL_RESULT
 _attach = otel_context.attach
 _detach = otel_context.detach
 _set_span_in_context = trace.set_span_in_context
@@ -130,12 +129,8 @@ def _wrap_function(spec: ToolSpec, func: Callable[..., Any]) -> Callable[..., An
             record_error(span, exc, settings)
             raise
         else:
-            if capture and span.is_recording():
-                text = to_json(result)
-                if len(text) <= settings.max_length:
-                    span.set_attribute(_RESULT, text)
-                else:
-                    record_result(span, result, settings)
+            if capture:
+                record_result(span, result, settings)  # guarded: never changes the return value
             return result
         finally:
             _detach(token)

@@ -355,3 +355,45 @@ def test_unknown_sampler_records_arguments_after_start() -> None:
     rec_off = make_recorded(sampler=TraceIdRatioBased(0.0))
     assert add(1, 1) == 2
     assert rec_off.spans() == []
+
+
+def test_failing_result_attribute_never_reaches_the_tool() -> None:
+    # A tracer provider of another vendor may raise where the SDK logs; the tool's return value is untouched.
+    from opentelemetry import trace as trace_api
+    from opentelemetry.sdk.trace import TracerProvider
+
+    sdk = TracerProvider()
+
+    class Strict(trace_api.NonRecordingSpan):
+        def __init__(self, inner: Any) -> None:
+            super().__init__(inner.get_span_context())
+            self.inner = inner
+
+        def is_recording(self) -> bool:
+            return True
+
+        def set_attribute(self, key: str, value: Any) -> None:
+            raise ValueError(f"attribute {key} refused")
+
+        def end(self, end_time: int | None = None) -> None:
+            self.inner.end(end_time)
+
+    class StrictTracer(trace_api.Tracer):
+        def __init__(self, inner: trace_api.Tracer) -> None:
+            self.inner = inner
+
+        def start_span(self, name: str, *args: Any, **kwargs: Any) -> trace_api.Span:
+            return Strict(self.inner.start_span(name, *args, **kwargs))
+
+        def start_as_current_span(self, *args: Any, **kwargs: Any) -> Any:
+            raise NotImplementedError
+
+    class StrictProvider(trace_api.TracerProvider):
+        def get_tracer(self, *args: Any, **kwargs: Any) -> trace_api.Tracer:
+            return StrictTracer(sdk.get_tracer(*args, **kwargs))
+
+    tw.set_tracer_provider(StrictProvider())
+    tw.configure_content(capture_content=True)
+    STATS.reset()
+    assert add(1, 2) == 3
+    assert STATS.instrumentation_errors == 1
