@@ -9,6 +9,7 @@ the first `MAX_RECORDED_ITEMS` items are recorded as a JSON list in `gen_ai.tool
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncGenerator, Callable, Generator, Mapping
 from typing import Any
 
@@ -20,6 +21,9 @@ from instrumentation import _attributes as A
 from instrumentation._context import PendingCall, will_not_sample
 from instrumentation._span import begin, end_span, failed_begin, record_error, record_result, take_pending
 from instrumentation._spec import ToolSpec
+from instrumentation._stats import STATS
+
+logger = logging.getLogger(__name__)
 
 MAX_RECORDED_ITEMS = 256
 
@@ -43,10 +47,14 @@ class _Recorder:
             self.items.append(item)
 
     def finish(self, span: Span, settings: Any) -> None:
-        if span.is_recording():
-            span.set_attribute(A.TOOLWATCH_YIELDED, self.count)
-            if self.keep:
-                record_result(span, self.items, settings)
+        try:
+            if span.is_recording():
+                span.set_attribute(A.TOOLWATCH_YIELDED, self.count)
+        except Exception:  # noqa: BLE001 - telemetry must not turn the end of iteration into an error
+            STATS.instrumentation_errors += 1
+            logger.exception("toolwatch: recording the yielded count failed")
+        if self.keep:
+            record_result(span, self.items, settings)  # guarded
 
 
 def _start(

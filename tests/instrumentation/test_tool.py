@@ -357,8 +357,9 @@ def test_unknown_sampler_records_arguments_after_start() -> None:
     assert rec_off.spans() == []
 
 
-def test_failing_result_attribute_never_reaches_the_tool() -> None:
-    # A tracer provider of another vendor may raise where the SDK logs; the tool's return value is untouched.
+
+def _strict_provider() -> Any:
+    """A tracer provider of another vendor (over the real SDK) whose spans raise where the SDK logs."""
     from opentelemetry import trace as trace_api
     from opentelemetry.sdk.trace import TracerProvider
 
@@ -392,8 +393,33 @@ def test_failing_result_attribute_never_reaches_the_tool() -> None:
         def get_tracer(self, *args: Any, **kwargs: Any) -> trace_api.Tracer:
             return StrictTracer(sdk.get_tracer(*args, **kwargs))
 
-    tw.set_tracer_provider(StrictProvider())
+    return StrictProvider()
+
+
+def test_failing_result_attribute_never_reaches_the_tool() -> None:
+    # The tool's return value is untouched when recording it fails.
+    tw.set_tracer_provider(_strict_provider())
     tw.configure_content(capture_content=True)
     STATS.reset()
     assert add(1, 2) == 3
     assert STATS.instrumentation_errors == 1
+
+
+async def test_failing_yield_count_attribute_never_reaches_the_generator() -> None:
+    @tw.tool
+    def count(n: int) -> Iterator[int]:
+        yield from range(n)
+
+    @tw.tool
+    async def acount(n: int) -> AsyncIterator[int]:
+        for i in range(n):
+            yield i
+
+    tw.set_tracer_provider(_strict_provider())
+    for capture in (False, True):
+        tw.configure_content(capture_content=capture)
+        assert list(count(3)) == [0, 1, 2]
+        assert [x async for x in acount(2)] == [0, 1]
+        gen = count(5)
+        assert next(gen) == 0
+        gen.close()  # closing early is not an error either
