@@ -407,7 +407,7 @@ def test_failing_result_attribute_never_reaches_the_tool() -> None:
 
 async def test_failing_yield_count_attribute_never_reaches_the_generator() -> None:
     @tw.tool
-    def count(n: int) -> Iterator[int]:
+    def count(n: int) -> Generator[int, None, None]:
         yield from range(n)
 
     @tw.tool
