@@ -83,12 +83,15 @@ class Rules:
         """Load the files again; True when the new rules are in force, False when the old ones were kept."""
         try:
             loaded = self._load()
-        except (RuleFileError, OSError, ValueError, RecursionError) as exc:
-            # RecursionError: a file nested too deeply; raised on, it would end the watcher (no more reloads).
-            self.last_error = str(exc) if not isinstance(exc, RecursionError) else "rule file nested too deeply"
+        except Exception as exc:  # noqa: BLE001 - whatever fails, the old rules stay (and the file watcher lives)
+            expected = isinstance(exc, RuleFileError | OSError | ValueError)
+            if isinstance(exc, RecursionError):
+                self.last_error = "rule file nested too deeply"
+            else:
+                self.last_error = str(exc) if expected else f"{type(exc).__name__}: {exc}"
             # Remember the failed stamp so an unchanged broken file is not reported every second.
             self.current = LoadedRules(self.current.ruleset, self.current.judge, _stamp(self.paths))
-            logger.error("rules reload failed, keeping the previous rules: %s", exc)
+            logger.error("rules reload failed, keeping the previous rules: %s", self.last_error, exc_info=not expected)
             return False
         self.current = loaded
         self.last_error = None

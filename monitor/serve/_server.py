@@ -177,8 +177,12 @@ class Server:
             await self._grpc.stop()
         self._stop.set()
         for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
+            try:
                 await task
+            except asyncio.CancelledError:
+                pass
+            except Exception:  # a failed background task must not keep the pending turns from being judged
+                logger.exception("background task %r failed", task)
         judged = self.pipeline.finish()
         for runner in self._runners[1:]:
             await runner.cleanup()

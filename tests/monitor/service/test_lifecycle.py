@@ -203,3 +203,34 @@ def test_a_rule_file_nested_too_deeply_keeps_the_old_rules_and_the_watcher(serve
     wait_for(lambda: server.pipeline.turns_judged == 1)
     rules.write_text(RULES.read_text())  # the watcher is still alive: a fixed file is taken
     wait_for(lambda: value(scrape(server), "toolwatch_rules_reloads_total", result="success") == 1)
+
+
+def test_a_failing_reload_loses_no_pending_turn_at_stop(tmp_path: Path) -> None:
+    # Whatever goes wrong in a reload (here the judge cannot be built from the new rules) keeps the old rules,
+    # the watcher and a graceful stop that judges every pending turn.
+    from monitor.judge import Judge
+    from monitor.rules import RuleSet
+    from monitor.serve import ServerThread, Settings
+
+    built: list[int] = []
+
+    def factory(ruleset: RuleSet) -> Judge:
+        built.append(1)
+        if len(built) > 1:
+            raise RuntimeError("judge bug")
+        return Judge(ruleset)
+
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(RULES.read_text())
+    settings = Settings(
+        rules=(str(rules),), port=0, metrics_port=0, grace_s=600, turnless_timeout_s=600, watch_interval_s=0.05
+    )
+    st = ServerThread(settings, judge_factory=factory)
+    server = st.start()
+    try:
+        rules.write_text(RULES.read_text() + "\n# changed\n")
+        wait_for(lambda: value(scrape(server), "toolwatch_rules_reloads_total", result="failure") == 1)
+        _send(server.endpoint, [GOOD])
+        wait_for(lambda: server.pipeline.queued == 0 and server.pipeline.assembler.pending_turns == 1)
+    finally:
+        assert st.stop() == 1
