@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from pathlib import Path
 from typing import IO, Any
 
 from monitor.verdict import TurnVerdict
+
+logger = logging.getLogger(__name__)
 
 
 def verdict_record(v: TurnVerdict, *, at: float | None = None) -> dict[str, Any]:
@@ -49,6 +52,7 @@ class VerdictLog:
         self.max_bytes = max_bytes
         self.backups = max(backups, 1)
         self.written = 0
+        self.failed = 0  # records that could not be written (the disk is full, ...): logged, never raised
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._fh: IO[str] = self.path.open("a", encoding="utf-8")
         self._size = self._fh.tell()
@@ -67,25 +71,42 @@ class VerdictLog:
                 except UnicodeEncodeError:  # lone surrogates (OTLP JSON "\ud800" escapes): keep them escaped
                     line = json.dumps(rec, separators=(",", ":")) + "\n"
                     size = len(line)
-            if self._size + size > self.max_bytes and self._size > 0:
-                self._rotate()
-            self._fh.write(line)
+            try:
+                if self._size + size > self.max_bytes and self._size > 0:
+                    self._rotate()
+                self._fh.write(line)
+            except (OSError, ValueError) as exc:  # verdicts are counted already: an unwritable log loses only lines
+                self._failed(exc)
+                continue
             self._size += size
             self.written += 1
 
     def _rotate(self) -> None:
-        self._fh.close()
-        for i in range(self.backups - 1, 0, -1):
-            src = self.path.with_name(f"{self.path.name}.{i}")
-            if src.exists():
-                os.replace(src, self.path.with_name(f"{self.path.name}.{i + 1}"))
-        os.replace(self.path, self.path.with_name(f"{self.path.name}.1"))
-        self._fh = self.path.open("a", encoding="utf-8")
-        self._size = 0
+        try:
+            self._fh.close()  # closed even when its last flush fails
+            for i in range(self.backups - 1, 0, -1):
+                src = self.path.with_name(f"{self.path.name}.{i}")
+                if src.exists():
+                    os.replace(src, self.path.with_name(f"{self.path.name}.{i + 1}"))
+            os.replace(self.path, self.path.with_name(f"{self.path.name}.1"))
+        finally:
+            self._fh = self.path.open("a", encoding="utf-8")
+            self._size = 0
+
+    def _failed(self, exc: Exception) -> None:
+        self.failed += 1
+        if self.failed == 1 or self.failed % 10_000 == 0:
+            logger.error("verdict log %s: cannot write (%s); %d records lost so far", self.path, exc, self.failed)
 
     def flush(self) -> None:
-        self._fh.flush()
+        try:
+            self._fh.flush()
+        except OSError as exc:
+            self._failed(exc)
 
     def close(self) -> None:
         if not self._fh.closed:
-            self._fh.close()
+            try:
+                self._fh.close()
+            except OSError as exc:
+                self._failed(exc)

@@ -234,3 +234,36 @@ def test_a_failing_reload_loses_no_pending_turn_at_stop(tmp_path: Path) -> None:
         wait_for(lambda: server.pipeline.queued == 0 and server.pipeline.assembler.pending_turns == 1)
     finally:
         assert st.stop() == 1
+
+
+def test_a_full_disk_under_the_verdict_log_loses_no_verdict(tmp_path: Path) -> None:
+    # Writing the verdict log fails (the device is full): the verdicts still reach the metrics and the hooks,
+    # and a graceful stop still judges the pending turns.
+    from monitor.serve import ServerThread, Settings
+
+    settings = Settings(
+        rules=(str(RULES),),
+        port=0,
+        metrics_port=0,
+        grace_s=0.05,
+        turnless_timeout_s=600,
+        watch_rules=False,
+        poll_interval_s=0.02,
+        verdict_log="/dev/full",
+        verdict_log_all=True,
+    )
+    st = ServerThread(settings)
+    server = st.start()
+    seen: list[object] = []
+    server.pipeline.hooks.append(seen.extend)
+    for _ in range(4):
+        _send(server.endpoint, [GOOD, BAD] * 20)
+    wait_for(lambda: len(seen) == 160)
+    assert value(scrape(server), "toolwatch_turns_total", agent="incident-triage", judged="true") == 160
+    assert server.pipeline.verdict_log is not None and server.pipeline.verdict_log.failed > 0
+    server.settings.grace_s = 600
+    server.pipeline.assembler.grace_ns = 600 * 1_000_000_000
+    _send(server.endpoint, [GOOD])
+    wait_for(lambda: server.pipeline.queued == 0 and server.pipeline.assembler.pending_turns == 1)
+    assert st.stop() == 1
+    assert len(seen) == 161
