@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import zlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+
+Take = Callable[[int], None]  # called with the size of each part kept; raises to stop reading
 
 
 class BodyTooLarge(Exception):
@@ -15,7 +17,29 @@ class BadEncoding(Exception):
     pass
 
 
-async def read_limited(chunks: AsyncIterator[bytes], limit: int) -> bytes:
+class Busy(Exception):
+    """The bodies being read at once would pass their shared bound: retry later."""
+
+
+class InFlight:
+    """Bytes held by the request bodies being read at once, across requests (one event loop, no lock)."""
+
+    __slots__ = ("held", "limit")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.held = 0
+
+    def take(self, n: int) -> None:
+        if self.held + n > self.limit:
+            raise Busy(f"request bodies being read exceed {self.limit} bytes together")
+        self.held += n
+
+    def give(self, n: int) -> None:
+        self.held -= n
+
+
+async def read_limited(chunks: AsyncIterator[bytes], limit: int, take: Take | None = None) -> bytes:
     """Concatenate chunks; BodyTooLarge as soon as more than `limit` bytes arrived."""
     parts: list[bytes] = []
     total = 0
@@ -23,11 +47,13 @@ async def read_limited(chunks: AsyncIterator[bytes], limit: int) -> bytes:
         total += len(chunk)
         if total > limit:
             raise BodyTooLarge("request body", limit)
+        if take is not None:
+            take(len(chunk))
         parts.append(chunk)
     return b"".join(parts)
 
 
-async def gunzip_limited(chunks: AsyncIterator[bytes], limit: int, wire_limit: int) -> bytes:
+async def gunzip_limited(chunks: AsyncIterator[bytes], limit: int, wire_limit: int, take: Take | None = None) -> bytes:
     """Decompress a gzip stream chunk by chunk; stops with BodyTooLarge once the output passes `limit`."""
     d = zlib.decompressobj(wbits=31)
     parts: list[bytes] = []
@@ -46,6 +72,8 @@ async def gunzip_limited(chunks: AsyncIterator[bytes], limit: int, wire_limit: i
                 total += len(out)
                 if total > limit:
                     raise BodyTooLarge("decompressed body", limit)
+                if take is not None:
+                    take(len(out))
                 parts.append(out)
                 data = d.unused_data if d.eof else d.unconsumed_tail
         out = d.flush()

@@ -15,7 +15,7 @@ from prometheus_client.registry import CollectorRegistry
 
 from monitor.metrics import ToolwatchMetrics
 from monitor.otlp import Decoded, DecodeError, parse_json, parse_protobuf
-from monitor.serve._body import BadEncoding, BodyTooLarge, gunzip_limited, read_limited
+from monitor.serve._body import BadEncoding, BodyTooLarge, Busy, InFlight, Take, gunzip_limited, read_limited
 from monitor.serve._pipeline import DROP_QUEUE_FULL, Pipeline
 from monitor.serve._settings import Settings
 
@@ -27,6 +27,7 @@ _PROTOBUF_TYPES = frozenset({PROTOBUF, "application/protobuf"})
 TRANSPORT_PROTOBUF = "http_protobuf"
 TRANSPORT_JSON = "http_json"
 _CHUNK = 1 << 16
+IN_FLIGHT_BODIES = 4  # the bodies being read at once hold at most this many times max_decompressed_bytes
 
 
 def _status_body(json_out: bool, code: int, message: str) -> bytes:
@@ -43,6 +44,7 @@ class TracesHandler:
         self.pipeline = pipeline
         self.ops = metrics.ops
         self._token = f"Bearer {settings.token}".encode() if settings.token else None
+        self.in_flight = InFlight(IN_FLIGHT_BODIES * max(settings.max_decompressed_bytes, settings.max_body_bytes))
 
     def _error(
         self, transport: str, json_out: bool, http: int, code: int, message: str, **headers: str
@@ -76,14 +78,27 @@ class TracesHandler:
         if err is not None:
             err.force_close()  # the body was not read: do not keep the connection
             return err
+        held = 0
+
+        def take(n: int) -> None:
+            nonlocal held
+            self.in_flight.take(n)
+            held += n
+
         try:
-            decoded = await self._read_and_decode(request, json_out)
+            decoded = await self._read_and_decode(request, json_out, take)
         except BodyTooLarge as exc:
             resp = self._error(transport, json_out, 413, code_pb2.RESOURCE_EXHAUSTED, str(exc))
             resp.force_close()
             return resp
+        except Busy:
+            resp = self._unavailable(transport, json_out, 0)
+            resp.force_close()  # the rest of the body is not read
+            return resp
         except (BadEncoding, DecodeError) as exc:
             return self._error(transport, json_out, 400, code_pb2.INVALID_ARGUMENT, str(exc))
+        finally:
+            self.in_flight.give(held)
         return self._accept(decoded, transport, json_out)
 
     def _precheck(self, request: web.Request, transport: str, json_out: bool) -> web.Response | None:
@@ -132,13 +147,13 @@ class TracesHandler:
             **{"Retry-After": str(self.settings.retry_after_s)},
         )
 
-    async def _read_and_decode(self, request: web.Request, json_out: bool) -> Decoded:
+    async def _read_and_decode(self, request: web.Request, json_out: bool, take: Take | None = None) -> Decoded:
         s = self.settings
         chunks = request.content.iter_chunked(_CHUNK)
         if request.headers.get("Content-Encoding", "").strip().lower() == "gzip":
-            body = await gunzip_limited(chunks, s.max_decompressed_bytes, s.max_body_bytes)
+            body = await gunzip_limited(chunks, s.max_decompressed_bytes, s.max_body_bytes, take)
         else:
-            body = await read_limited(chunks, s.max_body_bytes)
+            body = await read_limited(chunks, s.max_body_bytes, take)
         return parse_json(body) if json_out else parse_protobuf(body)
 
     def _accept(self, decoded: Decoded, transport: str, json_out: bool) -> web.Response:

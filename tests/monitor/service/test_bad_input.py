@@ -322,3 +322,30 @@ def test_spans_past_a_trace_bound_are_dropped_and_counted(serve: ServeFactory) -
     assert post(server.endpoint, body, JS)[0] == 200
     # 20 parent links (10 per allowed call) and 2 pending turns are kept; 10 + 1 spans are dropped, counted.
     wait_for(lambda: value(scrape(server), "toolwatch_spans_dropped_total", reason="trace_too_large") == 11)
+
+
+def test_bodies_in_flight_are_bounded_together(serve: ServeFactory) -> None:
+    # Each body is bounded; so are all the bodies being read at once (here 4 x the decompressed limit): many
+    # clients sending large bodies slowly get 503 + Retry-After instead of growing memory without limit.
+    import socket
+
+    limit = 256 << 10
+    _, server = serve(max_body_bytes=limit, max_decompressed_bytes=limit)
+    head = (f"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: {PB}\r\nContent-Length: {limit}\r\n\r\n").encode()
+    slow = []
+    for _ in range(4):
+        sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+        sock.sendall(head + b"\0" * (limit - 100))  # nearly all of the body, then nothing more for now
+        slow.append(sock)
+
+    def refused() -> bool:
+        status, resp, headers = post(server.endpoint, good_pb(), PB)
+        return status == 503 and headers.get("Retry-After") == "1"
+
+    try:
+        wait_for(refused)
+    finally:
+        for sock in slow:
+            sock.close()
+    wait_for(lambda: post(server.endpoint, good_pb(), PB)[0] == 200)
+    assert_still_serving(server)
