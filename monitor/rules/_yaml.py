@@ -17,6 +17,11 @@ Path = tuple[str | int, ...]
 
 _BaseLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
+MAX_FLOW_DEPTH = 64
+"""Deepest `[`/`{` nesting a rule file may have. libyaml parses nesting recursively in C: about 50,000 levels
+(a 100 KB file) crash the process, and far fewer exhaust Python's recursion when the document is built.
+Brackets inside quoted regexes count too; they are balanced in any pattern a rule needs."""
+
 
 def format_path(path: Path) -> str:
     """`("expect", 2, "call")` -> `expect[2].call`."""
@@ -84,8 +89,21 @@ def _walk(node: yaml.Node, path: Path, marks: Marks) -> None:
             _walk(item, (*path, i), marks)
 
 
+def _check_depth(text: str, file: str) -> None:
+    depth = line = 0
+    for line, row in enumerate(text.splitlines(), 1):
+        for column, ch in enumerate(row, 1):
+            if ch in "[{":
+                depth += 1
+                if depth > MAX_FLOW_DEPTH:
+                    raise RuleFileError(file, line, column, "", f"YAML: nested deeper than {MAX_FLOW_DEPTH} levels")
+            elif ch in "]}":
+                depth = max(0, depth - 1)
+
+
 def load_yaml(text: str, file: str) -> tuple[Any, Marks]:
     """Parse one YAML document; raise RuleFileError with the position of any syntax error or duplicate key."""
+    _check_depth(text, file)
     marks = Marks(file)
     loader = _Loader(text)
     try:

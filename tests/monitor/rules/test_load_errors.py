@@ -282,3 +282,18 @@ def test_rule_file_error_pickles_and_reads_well() -> None:
     assert (again.file, again.line, again.column, again.key, again.message) == ("r.yaml", 3, 7, "expect[0].call", "bad")
     assert str(again) == "r.yaml:3:7: expect[0].call: bad"
     assert str(RuleFileError("r.yaml", 1, 1, "", "YAML: oops")) == "r.yaml:1:1: YAML: oops"
+
+
+@pytest.mark.parametrize("levels", [65, 500, 50_000])
+def test_deeply_nested_rule_file_is_a_clear_error_not_a_crash(tmp_path: Path, levels: int) -> None:
+    """libyaml recurses in C: 50,000 nested flow sequences used to kill the process (and with it `serve`)."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "deep.yaml"
+    path.write_text("catalog: {tools: [{name: a}]}\nexpect:\n  - when: " + "[" * levels + "]" * levels + "\n")
+    code = "import sys\nfrom monitor.rules import RuleFileError, load_rules\ntry:\n    load_rules([sys.argv[1]])\n" \
+           "except RuleFileError as e:\n    print(e)\n"
+    done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == f"{path}:3:{11 + 64}: YAML: nested deeper than 64 levels"  # the 65th bracket
