@@ -54,6 +54,11 @@ def for_metrics(ruleset: object, metrics: Any, **kwargs: Any) -> LiveAlerts:
     )
 
 
+def _alert_tools(specs: Iterable[AlertSpec]) -> frozenset[str]:
+    """The tools whose per-tool figures the alerts read: the only per-tool counts the windows keep."""
+    return frozenset(s.tool for s in specs if s.tool is not None)
+
+
 class LiveAlerts:
     """Rolling windows + evaluator + optional notifier, for `toolwatch serve` and the demo."""
 
@@ -73,7 +78,7 @@ class LiveAlerts:
     ) -> None:
         self.specs = tuple(specs)
         lengths = window_lengths(self.specs, burn_windows) or {300.0}
-        self.windows = TallyWindows(lengths, agent_label=agent_label, clock=clock)
+        self.windows = TallyWindows(lengths, agent_label=agent_label, tools=_alert_tools(self.specs), clock=clock)
         notifier = AlertNotifier(notify_url, timeout_s=notify_timeout_s) if notify_url else None
         self.evaluator = AlertEvaluator(
             self.specs,
@@ -128,6 +133,7 @@ class LiveAlerts:
         if not needed <= set(self.windows.windows):
             logger.info("alert windows changed to %s: in-process alert history starts again", sorted(needed))
             self.windows = TallyWindows(needed, agent_label=self.windows.agent_label, clock=self.windows.clock)
+        self.windows.tools = _alert_tools(specs)
         self.evaluator.replace(specs, self.windows)
         self.specs = specs
 

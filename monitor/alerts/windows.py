@@ -3,7 +3,10 @@
 Each window keeps a ring of about `steps` snapshots of the per-agent cumulative Tallies (one every
 window/steps seconds); the window's Tally is the cumulative one minus the oldest snapshot still inside it
 (`Tally.subtract`), so a window covers between `window` and `window + window/steps` of the past, and adding
-a verdict costs one `Tally.add`. Memory is bounded by windows x steps x agents (agents are bounded too).
+a verdict costs one `Tally.add`. Memory is bounded by windows x steps x agents (agents are bounded too), and
+each Tally keeps per-tool counts only for the tools the alerts name and no confusion matrix: with a catalog
+taken from the offered tool definitions, tool names come from the clients and would otherwise grow the Tallies
+(and every snapshot of them) without limit.
 """
 
 from __future__ import annotations
@@ -75,6 +78,7 @@ class TallyWindows:
         agent_label: Callable[[str], str] | None = None,
         max_agents: int = 64,
         steps: int = STEPS,
+        tools: Iterable[str] = (),
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         seconds = sorted({float(w) for w in windows_s})
@@ -83,6 +87,7 @@ class TallyWindows:
         self.clock = clock
         self.agent_label = agent_label
         self.max_agents = max_agents
+        self.tools = frozenset(tools)  # the only per-tool counts kept
         self._totals: dict[str, Tally] = {}
         self._windows = {s: _Window(s, clock(), steps) for s in seconds}
         self._lock = threading.Lock()
@@ -99,12 +104,20 @@ class TallyWindows:
 
     def accept(self, verdicts: Iterable[TurnVerdict]) -> None:
         with self._lock:
+            touched: set[str] = set()
             for v in verdicts:
                 label = self._label(v.agent)
                 total = self._totals.get(label)
                 if total is None:
                     total = self._totals[label] = Tally()
                 total.add(v)
+                touched.add(label)
+            keep = self.tools
+            for label in touched:
+                total = self._totals[label]
+                total.confusion.clear()
+                for tool in [t for t in total.per_tool if t not in keep]:
+                    del total.per_tool[tool]
 
     def tick(self, now: float | None = None) -> None:
         with self._lock:

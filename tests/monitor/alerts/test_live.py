@@ -238,3 +238,37 @@ def test_for_metrics_publishes_into_the_service_metrics_and_reload_resolves(judg
     live.update(dataclasses.replace(ruleset, alerts=()))
     live.evaluate()
     assert line + " 0.0" in generate_latest(metrics.registry()).decode()
+
+
+def test_client_chosen_tool_names_do_not_grow_the_alert_windows(tmp_path: Path) -> None:
+    """With `from_definitions`, tool names come from the clients: the windows keep only what alerts read."""
+    rules = tmp_path / "open.yaml"
+    rules.write_text(
+        "agent: open\n"
+        "catalog: {from_definitions: true, tools: [{name: search}]}\n"
+        "expect:\n  - when: {prefix: q}\n    call: [{tool: search}]\n"
+        "alerts:\n"
+        "  - {name: OpenAccuracyLow, figure: tool_call_accuracy, agent: open, below: 0.5, min_samples: 1}\n"
+        "  - {name: SearchAccuracyLow, figure: tool_call_accuracy, agent: open, tool: search, below: 0.5,"
+        " min_samples: 1}\n"
+    )
+    ruleset = load_rules([rules])
+    judge = Judge(ruleset)
+    clock = Clock()
+    live = LiveAlerts.from_ruleset(ruleset, clock=clock)
+    for i in range(1000):
+        name = f"offered_{i}"
+        turn = Turn(input_text="q x", agent="open", tool_definitions=({"type": "function", "name": name},),
+                    calls=(ToolCall(name="search"), ToolCall(name=name)))
+        verdict = judge.judge(turn)
+        assert [c.in_catalog for c in verdict.calls] == [True, True]  # the offered tool is a catalog tool
+        live.accept([verdict])
+        if i % 100 == 0:
+            clock.now += 20
+            live.evaluate()
+    totals = live.windows._totals["open"]
+    assert set(totals.per_tool) == {"search"} and not totals.confusion
+    assert totals.judged_calls == 2000 and totals.correct == 1000 and totals.per_tool["search"].correct == 1000
+    clock.now += 60
+    live.evaluate()
+    assert firing(live) == set()  # 50% overall is not below 0.5; search itself is 100%
