@@ -25,6 +25,11 @@ _CALL = CallVerdict  # positional, in field order
 _TURN = TurnVerdict  # positional, in field order
 MAX_CACHE = 16_384  # entries of the per-judge outcome / reason caches (cleared when full)
 MAX_CACHED_CALLS = 16  # turns with more calls are not cached (bounds the memory a cache entry holds)
+MAX_CACHED_NAME_CHARS = 1024  # nor turns whose tool names are longer in all (names come from the agent)
+
+
+def _cacheable(names: tuple[str, ...]) -> bool:
+    return len(names) <= MAX_CACHED_CALLS and sum(map(len, names)) <= MAX_CACHED_NAME_CHARS
 
 SchemaResult = tuple[bool | None, tuple[SchemaViolation, ...]]
 _VALID: SchemaResult = (True, ())
@@ -237,7 +242,7 @@ class Judge:
             if best is None or res.key() < best.key():
                 best = res
         assert best is not None
-        if not sensitive and len(names) <= MAX_CACHED_CALLS:
+        if not sensitive and _cacheable(names):
             if len(self._outcome_cache) >= MAX_CACHE:
                 self._outcome_cache.clear()
             self._outcome_cache[key] = best
@@ -326,7 +331,7 @@ class Judge:
         got = self._reason_cache.get(key)
         if got is None:
             got = reason(Turn(""), exp, (), (), (), None, None, turnless=False, called=names)
-            if len(names) <= MAX_CACHED_CALLS:
+            if _cacheable(names):
                 if len(self._reason_cache) >= MAX_CACHE:
                     self._reason_cache.clear()
                 self._reason_cache[key] = got

@@ -155,6 +155,17 @@ def test_positionally_built_verdicts_equal_keyword_built_ones(base_judge: Judge)
             assert CallVerdict(**{f.name: getattr(c, f.name) for f in dataclasses.fields(CallVerdict)}) == c
 
 
+def test_long_made_up_names_are_not_cached(base_judge: Judge) -> None:
+    """Tool names come from the agent: a cache entry must not hold megabytes of them."""
+    before = len(base_judge._outcome_cache), len(base_judge._reason_cache)
+    for i in range(20):
+        v = base_judge.judge(turn("[AMIN] x", "a", f"{i}" + "x" * 100_000))
+        assert [c.outcome.value for c in v.calls] == [C, H]
+    assert (len(base_judge._outcome_cache), len(base_judge._reason_cache)) == before
+    base_judge.judge(turn("[AMIN] x", "a", "short_made_up"))
+    assert len(base_judge._outcome_cache) == before[0] + 1  # short names are still cached
+
+
 def test_caches_stay_bounded(base_judge: Judge) -> None:
     from monitor.judge._judge import MAX_CACHE
 
