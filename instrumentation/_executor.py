@@ -198,6 +198,35 @@ class ToolExecutor:
     def _error_text(self, error: Exception) -> str:
         return ToolResult("", "", error=error).content
 
+    def _run(self, name: str, arguments: object, call_id: str, *, collect: bool) -> Any:
+        """Resolve and run one call with its id pending for the `@tool` span; `collect` lists a
+        generator's items. Raises the call's error (typed for unknown tools and bad arguments)."""
+        func, parsed, raw = self._resolve(name, arguments, call_id)
+        token = PENDING.set(PendingCall(call_id, name, raw))
+        try:
+            output = func(**parsed)
+            if collect and inspect.isgenerator(output):
+                output = list(output)
+            return output
+        finally:
+            PENDING.reset(token)
+
+    async def _arun(self, name: str, arguments: object, call_id: str, *, collect: bool) -> Any:
+        """`_run` from async code: coroutine tools are awaited; `collect` lists (async) generators' items."""
+        func, parsed, raw = self._resolve(name, arguments, call_id)
+        token = PENDING.set(PendingCall(call_id, name, raw))
+        try:
+            output = func(**parsed)
+            if inspect.isawaitable(output):
+                output = await output
+            elif collect and inspect.isasyncgen(output):
+                output = [item async for item in output]
+            elif collect and inspect.isgenerator(output):
+                output = list(output)
+            return output
+        finally:
+            PENDING.reset(token)
+
     def execute(self, name: str, arguments: str | Mapping[str, Any] | None = None, call_id: str | None = None) -> Any:
         """Run one call; `arguments` as a dict or the raw JSON text the model emitted.
 
@@ -206,14 +235,8 @@ class ToolExecutor:
         model's id for the call (`gen_ai.tool.call.id`); a fresh one is made when it is None.
         """
         self._check_sync(name)
-        call_id = call_id or new_call_id()
         try:
-            func, parsed, raw = self._resolve(name, arguments, call_id)
-            token = PENDING.set(PendingCall(call_id, name, raw))
-            try:
-                return func(**parsed)
-            finally:
-                PENDING.reset(token)
+            return self._run(name, arguments, call_id or new_call_id(), collect=False)
         except Exception as error:
             if self.on_error == "raise":
                 raise
@@ -223,17 +246,8 @@ class ToolExecutor:
         self, name: str, arguments: str | Mapping[str, Any] | None = None, call_id: str | None = None
     ) -> Any:
         """Run one call from async code: coroutine tools are awaited, others called directly."""
-        call_id = call_id or new_call_id()
         try:
-            func, parsed, raw = self._resolve(name, arguments, call_id)
-            token = PENDING.set(PendingCall(call_id, name, raw))
-            try:
-                result = func(**parsed)
-                if inspect.isawaitable(result):
-                    result = await result
-                return result
-            finally:
-                PENDING.reset(token)
+            return await self._arun(name, arguments, call_id or new_call_id(), collect=False)
         except Exception as error:
             if self.on_error == "raise":
                 raise
@@ -249,16 +263,8 @@ class ToolExecutor:
             self._check_sync(request.name)
         results = []
         for request in requests:
-            call_id = request.call_id or new_call_id()
             try:
-                func, parsed, raw = self._resolve(request.name, request.arguments, call_id)
-                token = PENDING.set(PendingCall(call_id, request.name, raw))
-                try:
-                    output = func(**parsed)
-                    if inspect.isgenerator(output):
-                        output = list(output)
-                finally:
-                    PENDING.reset(token)
+                output = self._run(request.name, request.arguments, request.call_id or new_call_id(), collect=True)
             except Exception as error:
                 if self.on_error == "raise":
                     raise
@@ -268,20 +274,8 @@ class ToolExecutor:
         return results
 
     async def _run_one(self, request: ToolCallRequest) -> ToolResult:
-        call_id = request.call_id or new_call_id()
         try:
-            func, parsed, raw = self._resolve(request.name, request.arguments, call_id)
-            token = PENDING.set(PendingCall(call_id, request.name, raw))
-            try:
-                output = func(**parsed)
-                if inspect.isawaitable(output):
-                    output = await output
-                elif inspect.isasyncgen(output):
-                    output = [item async for item in output]
-                elif inspect.isgenerator(output):
-                    output = list(output)
-            finally:
-                PENDING.reset(token)
+            output = await self._arun(request.name, request.arguments, request.call_id or new_call_id(), collect=True)
         except Exception as error:
             if self.on_error == "raise":
                 raise
