@@ -19,7 +19,7 @@ from opentelemetry.trace import Span
 
 from instrumentation import _attributes as A
 from instrumentation._context import PendingCall, will_not_sample
-from instrumentation._span import begin, end_span, failed_begin, record_error, record_result, take_pending
+from instrumentation._span import end_span, failed_begin, record_error, record_result, start_span, take_pending
 from instrumentation._spec import ToolSpec
 from instrumentation._stats import STATS
 
@@ -61,11 +61,10 @@ def _start(
     spec: ToolSpec, args: tuple[Any, ...], kwargs: Mapping[str, Any], pending: PendingCall | None
 ) -> tuple[Span, otel_context.Context, _Recorder, Any] | None:
     try:
-        span, token, _, settings = begin(spec, args, kwargs, pending, consume=False)
+        span, settings = start_span(spec, args, kwargs, pending)
     except Exception:  # noqa: BLE001
         failed_begin()
         return None
-    _detach(token)  # type: ignore[arg-type]
     recorder = _Recorder(settings.capture_content and span.is_recording())
     return span, trace.set_span_in_context(span), recorder, settings
 

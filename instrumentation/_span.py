@@ -72,28 +72,20 @@ def add_arguments(
     bounded(text, A.GEN_AI_TOOL_CALL_ARGUMENTS, attributes, settings.max_length)
 
 
-def begin(
-    spec: ToolSpec,
-    args: tuple[Any, ...],
-    kwargs: Mapping[str, Any],
-    pending: PendingCall | None,
-    consume: bool = True,
-) -> Started:
-    """Start the span of one call and make it current. Raises only on a bug; callers guard it.
+def start_span(
+    spec: ToolSpec, args: tuple[Any, ...], kwargs: Mapping[str, Any], pending: PendingCall | None
+) -> tuple[Span, ContentSettings]:
+    """Start the span of one call, not made current. Raises only on a bug; callers guard it.
 
     Callers first ask `will_not_sample()`; when the sampler is known (always_off, parent-based), a span
     that passed that check is recorded, so the arguments are serialized before the start and passed
-    with the other attributes in one dict. Otherwise they are serialized only if the span records. With `consume`, the
-    pending call is cleared for the duration of the call (restored by `end`), so tools called from
-    inside this tool get their own ids; generators pass False (they run in their consumer's context,
-    between its statements)."""
+    with the other attributes in one dict. Otherwise they are serialized only if the span records.
+    Generators use this directly: they make the span current only while the original runs, and leave the
+    pending call alone (they run in their consumer's context, between its statements)."""
     settings = SETTINGS.current
-    reset: Token[PendingCall | None] | None = None
     if pending is not None:
         call_id = pending.call_id
         raw_json = pending.arguments_json
-        if consume:
-            reset = PENDING.set(None)
     else:
         call_id = new_call_id()
         raw_json = None
@@ -107,6 +99,16 @@ def begin(
         extra: dict[str, Any] = {}
         add_arguments(spec, arguments_of(spec, args, kwargs), raw_json, settings, extra)
         span.set_attributes(extra)
+    return span, settings
+
+
+def begin(
+    spec: ToolSpec, args: tuple[Any, ...], kwargs: Mapping[str, Any], pending: PendingCall | None
+) -> Started:
+    """Start the span of one call and make it current (see `start_span`). The pending call is cleared for
+    the duration of the call (restored by `end`), so tools called from inside this tool get their own ids."""
+    reset: Token[PendingCall | None] | None = PENDING.set(None) if pending is not None else None
+    span, settings = start_span(spec, args, kwargs, pending)
     token = _attach(_set_span_in_context(span))
     return span, token, reset, settings
 
@@ -155,7 +157,7 @@ def end(started: Started) -> None:
     if reset is not None:
         try:
             PENDING.reset(reset)
-        except ValueError:  # ended in another context (a generator finished elsewhere): nothing to restore
+        except ValueError:  # a coroutine driven on in another context: nothing to restore there
             pass
 
 
