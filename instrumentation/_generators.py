@@ -160,25 +160,22 @@ async def _traced_async_generator(
         end_span(span)
 
 
-def wrap_generator(spec: ToolSpec, func: Callable[..., Any]) -> Callable[..., Any]:
+def _wrap_iteration(spec: ToolSpec, func: Callable[..., Any], traced: Callable[..., Any]) -> Callable[..., Any]:
+    """A plain function calling the original at once and returning `traced` driving it (or it, unsampled)."""
     name = spec.name
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        gen = func(*args, **kwargs)
+        iterator = func(*args, **kwargs)
         if will_not_sample():
-            return gen
-        return _traced_generator(spec, gen, args, kwargs, take_pending(name))
+            return iterator
+        return traced(spec, iterator, args, kwargs, take_pending(name))
 
     return wrapper
+
+
+def wrap_generator(spec: ToolSpec, func: Callable[..., Any]) -> Callable[..., Any]:
+    return _wrap_iteration(spec, func, _traced_generator)
 
 
 def wrap_async_generator(spec: ToolSpec, func: Callable[..., Any]) -> Callable[..., Any]:
-    name = spec.name
-
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        agen = func(*args, **kwargs)
-        if will_not_sample():
-            return agen
-        return _traced_async_generator(spec, agen, args, kwargs, take_pending(name))
-
-    return wrapper
+    return _wrap_iteration(spec, func, _traced_async_generator)
