@@ -25,14 +25,6 @@ FIGURES = (
     "tool_usage_rate",
     "over_calling_rate",
 )
-PER_TOOL_FIGURES = (
-    "tool_call_accuracy",
-    "spurious_rate",
-    "wrong_tool_rate",
-    "missed_rate",
-    "argument_correctness",
-    "schema_adherence",
-)
 
 
 def ratio(num: float, den: float) -> float | None:
