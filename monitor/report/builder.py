@@ -165,8 +165,7 @@ class ReportBuilder:
             points = self.series.get(name)
             if points and points[-1][0] == iteration:
                 return
-            t = self.tally
-            self.record_point(name, iteration, t.correct / t.judged_calls if t.judged_calls else None)
+            self.record_point(name, iteration, self.tally.ratios()["tool_call_accuracy"])
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}
