@@ -18,6 +18,7 @@ import jsonschema
 from monitor.judge._schema import SchemaValidator
 from monitor.records import Turn
 from monitor.rules import RuleSet
+from monitor.rules._compile import remote_ref
 
 MAX_CACHED_DEFINITION_SCHEMAS = 256
 
@@ -91,7 +92,7 @@ class Catalog:
         validator: SchemaValidator | None
         try:
             jsonschema.Draft202012Validator.check_schema(params)
-            validator = None if _has_remote_ref(params) else SchemaValidator(params)
+            validator = None if remote_ref(params) is not None else SchemaValidator(params)
         except jsonschema.SchemaError:
             validator = None
         with self._lock:
@@ -100,13 +101,3 @@ class Catalog:
                 self._cache.popitem(last=False)
         return validator
 
-
-def _has_remote_ref(schema: Any) -> bool:
-    if isinstance(schema, Mapping):
-        return any(
-            (k in ("$ref", "$dynamicRef") and isinstance(v, str) and not v.startswith("#")) or _has_remote_ref(v)
-            for k, v in schema.items()
-        )
-    if isinstance(schema, list):
-        return any(_has_remote_ref(v) for v in schema)
-    return False

@@ -98,7 +98,7 @@ class FileCompiler:
             jsonschema.Draft202012Validator.check_schema(schema)
         except jsonschema.SchemaError as exc:
             raise self.err((*path, *exc.absolute_path), f"invalid JSON Schema: {exc.message}") from None
-        bad = _remote_ref(schema, path)
+        bad = remote_ref(schema, path)
         if bad is not None:
             raise self.err(bad[0], f"only local references ('#...') are allowed, got {bad[1]!r}")
         return json.dumps(schema, sort_keys=True, separators=(",", ":"))
@@ -303,17 +303,18 @@ class FileCompiler:
         )
 
 
-def _remote_ref(schema: Any, path: Path) -> tuple[Path, str] | None:
-    if isinstance(schema, dict):
+def remote_ref(schema: Any, path: Path = ()) -> tuple[Path, str] | None:
+    """The first non-local `$ref` / `$dynamicRef` of a JSON Schema: (its path, the reference); None if none."""
+    if isinstance(schema, Mapping):
         for k, v in schema.items():
             if k in ("$ref", "$dynamicRef") and isinstance(v, str) and not v.startswith("#"):
                 return (*path, k), v
-            found = _remote_ref(v, (*path, k))
+            found = remote_ref(v, (*path, k))
             if found:
                 return found
     elif isinstance(schema, list):
         for i, v in enumerate(schema):
-            found = _remote_ref(v, (*path, i))
+            found = remote_ref(v, (*path, i))
             if found:
                 return found
     return None
