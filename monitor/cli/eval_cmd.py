@@ -18,7 +18,15 @@ from monitor.evaluate import (
     run_eval,
 )
 from monitor.judge import Judge
-from monitor.report import CaseResult, ReportBuilder, Table, emit_report, pop_report_options, report_options
+from monitor.report import (
+    CaseResult,
+    ReportBuilder,
+    Table,
+    emit_report,
+    format_ratio,
+    pop_report_options,
+    report_options,
+)
 from monitor.report.progress import progress_bar
 from monitor.rules import RuleFileError
 from monitor.scenario import MODES, ScenarioError, ScenarioRun, build_judge, load_scenarios, run_scenarios
@@ -41,8 +49,7 @@ def _eval_tables(result: EvalResult) -> list[Table]:
     rows.sort(key=lambda r: (int(r[1].split("/")[0]) / int(r[1].split("/")[1]), r[0]))
     tables = [Table("Cases (worst first)", ["case", "passed trials", "first failure"], rows)]
     if result.k > 1:
-        hat = [[str(k), "absent" if (v := result.pass_hat(k)) is None else f"{v * 100:.1f}%"]
-               for k in range(1, result.k + 1)]
+        hat = [[str(k), format_ratio(result.pass_hat(k))] for k in range(1, result.k + 1)]
         tables.append(Table("pass^k (every one of k trials passes)", ["k", "pass^k"], hat))
     return tables
 
@@ -72,11 +79,9 @@ def _run_dataset(dataset: str, agent: Any, rules: tuple[str, ...], agent_name: s
                         message=t.reason)
         builder.track(n)
     extra = {"pass_rate": result.pass_rate, "pass_hat_k": result.pass_hat(trials)}
-    notes = [f"{len(cases)} case(s) x {trials} trial(s); pass rate "
-             f"{'absent' if result.pass_rate is None else f'{result.pass_rate * 100:.1f}%'}"]
+    notes = [f"{len(cases)} case(s) x {trials} trial(s); pass rate {format_ratio(extra['pass_rate'])}"]
     if trials > 1:
-        v = result.pass_hat(trials)
-        notes.append(f"pass^{trials} = {'absent' if v is None else f'{v * 100:.1f}%'}")
+        notes.append(f"pass^{trials} = {format_ratio(extra['pass_hat_k'])}")
     return _eval_tables(result), notes, extra
 
 
