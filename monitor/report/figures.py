@@ -63,6 +63,12 @@ def canonical_figure(name: str) -> str:
     return key
 
 
+def grade(key: str, value: float) -> str:
+    """`good` (>= 95%), `warn` (>= 80%) or `bad`, measured on the good side (1 - value for failure rates)."""
+    good = value if HIGHER_IS_BETTER.get(key, True) else 1.0 - value
+    return "good" if good >= 0.95 else "warn" if good >= 0.8 else "bad"
+
+
 def format_ratio(value: float | None) -> str:
     """A ratio as a percentage with one decimal, or 'absent' for a zero denominator."""
     return "absent" if value is None else f"{value * 100:.1f}%"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from html import escape
 
-from monitor.report.figures import FIGURES, HIGHER_IS_BETTER, LABELS, format_ratio
+from monitor.report.figures import FIGURES, LABELS, format_ratio, grade
 from monitor.report.model import Report
 from monitor.report.svg import line_chart, tool_bars
 
@@ -88,10 +88,7 @@ CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'
 
 
 def _cls(key: str, value: float | None) -> str:
-    if value is None:
-        return "absent"
-    good = value if HIGHER_IS_BETTER.get(key, True) else 1 - value
-    return "good" if good >= 0.95 else "warn" if good >= 0.8 else "bad"
+    return "absent" if value is None else grade(key, value)
 
 
 def _figure_cards(report: Report) -> str:

@@ -8,16 +8,16 @@ from rich.console import Console
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from monitor.report.figures import FIGURES, HIGHER_IS_BETTER, LABELS, format_ratio
+from monitor.report.figures import FIGURES, LABELS, format_ratio, grade
 from monitor.report.model import Report
+
+_STYLE = {"good": "green", "warn": "yellow", "bad": "red"}
 
 
 def _ratio_text(key: str, value: float | None) -> Text:
     if value is None:
         return Text("absent", style="dim")
-    good = value if HIGHER_IS_BETTER.get(key, True) else 1.0 - value
-    style = "green" if good >= 0.95 else "yellow" if good >= 0.8 else "red"
-    return Text(format_ratio(value), style=style)
+    return Text(format_ratio(value), style=_STYLE[grade(key, value)])
 
 
 def _figures_table(report: Report) -> RichTable:
