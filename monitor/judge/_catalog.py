@@ -35,9 +35,6 @@ class TurnTools:
         # Declared schemas win over offered ones.
         self.validators: Mapping[str, SchemaValidator] = {**extra, **validators} if extra else validators
 
-    def validator(self, name: str) -> SchemaValidator | None:
-        return self.validators.get(name)
-
 
 class Catalog:
     def __init__(self, ruleset: RuleSet) -> None:
