@@ -25,9 +25,7 @@ demo: $(VENV)/.monitor-installed
 services:
 	@bash scripts/ensure-services.sh
 
-test: $(VENV)/.dev-installed services
-	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy
+test: lint services
 	$(PY) -m pytest
 
 lint: $(VENV)/.dev-installed
