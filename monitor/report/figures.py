@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Final
 
 # (key, label, higher_is_better) in the order of METRICS.md, "Aggregates".
@@ -61,6 +62,13 @@ def canonical_figure(name: str) -> str:
         known = ", ".join(sorted(FIGURE_KEYS | ALIASES.keys()))
         raise KeyError(f"unknown figure {name!r}; known: {known}")
     return key
+
+
+def figure_rows(figures: Mapping[str, float | None]) -> list[tuple[str, str, float | None]]:
+    """(key, label, value) of every METRICS.md figure in its order (absent ones too), then the report's others."""
+    known = {k for k, _, _ in FIGURES}
+    rows = [(key, label, figures.get(key)) for key, label, _ in FIGURES]
+    return rows + [(key, LABELS.get(key, key), value) for key, value in figures.items() if key not in known]
 
 
 def grade(key: str, value: float) -> str:

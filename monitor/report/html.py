@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from html import escape
 
-from monitor.report.figures import FIGURES, LABELS, format_ratio, grade
+from monitor.report.figures import figure_rows, format_ratio, grade
 from monitor.report.model import Report
 from monitor.report.svg import line_chart, tool_bars
 
@@ -92,11 +92,10 @@ def _cls(key: str, value: float | None) -> str:
 
 
 def _figure_cards(report: Report) -> str:
-    keys = [k for k, _, _ in FIGURES] + [k for k in report.figures if k not in {f for f, _, _ in FIGURES}]
     cards = [
-        f'<div class="card" data-figure="{escape(k)}"><div class="k">{escape(LABELS.get(k, k))}</div>'
-        f'<div class="v {_cls(k, report.figures.get(k))}">{format_ratio(report.figures.get(k))}</div></div>'
-        for k in keys
+        f'<div class="card" data-figure="{escape(k)}"><div class="k">{escape(label)}</div>'
+        f'<div class="v {_cls(k, value)}">{format_ratio(value)}</div></div>'
+        for k, label, value in figure_rows(report.figures)
     ]
     return '<div class="cards">' + "".join(cards) + "</div>"
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from monitor.report.figures import FIGURES, LABELS, format_ratio
+from monitor.report.figures import figure_rows, format_ratio
 from monitor.report.model import Report
 
 
@@ -18,9 +18,7 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
 
 def render_markdown(report: Report) -> str:
     lines = [f"# {report.title}", "", f"**{report.accuracy_line}**", "", "## Figures", ""]
-    known = {k for k, _, _ in FIGURES}
-    fig_rows = [[label, format_ratio(report.figures.get(key))] for key, label, _ in FIGURES]
-    fig_rows += [[LABELS.get(k, k), format_ratio(v)] for k, v in report.figures.items() if k not in known]
+    fig_rows = [[label, format_ratio(value)] for _, label, value in figure_rows(report.figures)]
     lines += _table(["figure", "value"], fig_rows)
     if report.counts:
         lines += ["## Counts", ""] + _table(["count", "value"], [[k, str(v)] for k, v in report.counts.items()])

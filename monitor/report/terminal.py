@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from monitor.report.figures import FIGURES, LABELS, format_ratio, grade
+from monitor.report.figures import figure_rows, format_ratio, grade
 from monitor.report.model import Report
 
 _STYLE = {"good": "green", "warn": "yellow", "bad": "red"}
@@ -24,11 +24,8 @@ def _figures_table(report: Report) -> RichTable:
     table = RichTable(title="Figures (METRICS.md)", title_justify="left")
     table.add_column("figure")
     table.add_column("value", justify="right")
-    for key, label, _ in FIGURES:
-        table.add_row(label, _ratio_text(key, report.figures.get(key)))
-    for key, value in report.figures.items():
-        if key not in {k for k, _, _ in FIGURES}:
-            table.add_row(LABELS.get(key, key), _ratio_text(key, value))
+    for key, label, value in figure_rows(report.figures):
+        table.add_row(label, _ratio_text(key, value))
     return table
 
 
