@@ -19,6 +19,7 @@ from monitor.rules._model import (
     Prefix,
     Search,
     Slot,
+    thaw,
 )
 
 
@@ -67,7 +68,7 @@ def check_text(c: ArgCheck) -> str:
         extra = f" (+/- {c.tolerance:g})"
     elif c.mode == "from_input":
         extra = f" (group {c.group})"
-    return f"{c.argument}: {c.mode} {json.dumps(c.expected, ensure_ascii=False)}{extra}"
+    return f"{c.argument}: {c.mode} {json.dumps(thaw(c.expected), ensure_ascii=False)}{extra}"
 
 
 def alternative_lines(alt: Alternative) -> list[str]:

@@ -60,6 +60,17 @@ def test_explain_with_calls_prints_the_verdict() -> None:
     assert "called pull_auth_telemetry instead of pull_risk_telemetry" in out
 
 
+def test_explain_prints_an_object_valued_check(tmp_path: Path) -> None:
+    path = tmp_path / "obj.yaml"
+    path.write_text(
+        "catalog:\n  tools:\n    - name: t\n"
+        "expect:\n  - when: {prefix: go}\n    call:\n      - tool: t\n        args: {where: {exact: {city: Oslo}}}\n"
+    )
+    code, out, err = run("explain", str(path), "--input", "go")
+    assert code == 0, err
+    assert 'where: exact {"city": "Oslo"}' in out
+
+
 def test_explain_no_match() -> None:
     code, out, _ = run("explain", TRIAGE, "--input", "hello there")
     assert code == 0 and "no rule matches" in out
