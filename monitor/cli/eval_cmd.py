@@ -11,6 +11,7 @@ from monitor.evaluate import (
     EvalResult,
     Harness,
     LoadError,
+    RunResult,
     default_agent_name,
     load_callable,
     load_dataset_rules,
@@ -30,6 +31,7 @@ from monitor.report import (
 from monitor.report.progress import progress_bar
 from monitor.rules import RuleFileError
 from monitor.scenario import MODES, ScenarioError, ScenarioRun, build_judge, load_scenarios, run_scenarios
+from monitor.verdict import TurnVerdict
 
 
 def _fail_load(exc: Exception, rules: tuple[str, ...] = ()) -> None:
@@ -38,6 +40,16 @@ def _fail_load(exc: Exception, rules: tuple[str, ...] = ()) -> None:
         hint = "\nhint: give the rule file with the tool catalog: --rules FILE"
     click.echo(f"error: {exc}{hint}", err=True)
     raise SystemExit(2) from exc
+
+
+def _add_result(builder: ReportBuilder, label: str, group: str, verdict: TurnVerdict | None, run: RunResult,
+                passed: bool, reason: str, detail: str) -> None:
+    """One trial or scenario step: a JUnit error when no turn was judged, else the verdict with its status."""
+    if verdict is None:
+        builder.add_case(CaseResult(label, group, "error", reason, detail, run.duration_s))
+    else:
+        status = "passed" if passed else ("error" if run.error else "failed")
+        builder.add(verdict, case_id=label, group=group, time_s=run.duration_s, status=status, message=reason)
 
 
 def _eval_tables(result: EvalResult) -> list[Table]:
@@ -70,13 +82,7 @@ def _run_dataset(dataset: str, agent: Any, rules: tuple[str, ...], agent_name: s
                           on_run=lambda _: progress.update(task, advance=1))
     for n, t in enumerate(result.trials, 1):
         label = t.case.name if trials == 1 else f"{t.case.name} trial {t.trial}"
-        status = "passed" if t.passed else ("error" if t.run.error else "failed")
-        if t.verdict is None:
-            builder.add_case(CaseResult(label, name, "error", t.reason, f"input: {t.case.input_text[:400]}",
-                                        t.run.duration_s))
-        else:
-            builder.add(t.verdict, case_id=label, group=name, time_s=t.run.duration_s, status=status,
-                        message=t.reason)
+        _add_result(builder, label, name, t.verdict, t.run, t.passed, t.reason, f"input: {t.case.input_text[:400]}")
         builder.track(n)
     extra = {"pass_rate": result.pass_rate, "pass_hat_k": result.pass_hat(trials)}
     notes = [f"{len(cases)} case(s) x {trials} trial(s); pass rate {format_ratio(extra['pass_rate'])}"]
@@ -110,12 +116,7 @@ def _run_scenario(path: str, agent: Any, rules: tuple[str, ...], agent_name: str
             nonlocal n
             n += 1
             label = f"{sr.scenario} step {sr.step.index}"
-            status = "passed" if sr.passed else ("error" if sr.run.error else "failed")
-            if sr.verdict is None:
-                builder.add_case(CaseResult(label, sr.scenario, "error", sr.reason, sr.step.user, sr.run.duration_s))
-            else:
-                builder.add(sr.verdict, case_id=label, group=sr.scenario, time_s=sr.run.duration_s, status=status,
-                            message=sr.reason)
+            _add_result(builder, label, sr.scenario, sr.verdict, sr.run, sr.passed, sr.reason, sr.step.user)
             builder.track(n)
             progress.update(task, advance=1)
 
