@@ -4,7 +4,7 @@ from monitor.metrics import names
 from monitor.metrics._histogram import Histogram
 from monitor.metrics._labels import LabelPolicy
 from monitor.metrics._registry import DEFAULT_WINDOWS, ToolwatchMetrics
-from monitor.metrics._verdicts import VerdictCounters, expected_per_tool
+from monitor.metrics._verdicts import VerdictCounters
 from monitor.metrics._windows import View, format_duration, parse_duration
 
 __all__ = [
@@ -14,7 +14,6 @@ __all__ = [
     "ToolwatchMetrics",
     "VerdictCounters",
     "View",
-    "expected_per_tool",
     "format_duration",
     "names",
     "parse_duration",

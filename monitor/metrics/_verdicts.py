@@ -6,13 +6,10 @@ from collections.abc import Iterable
 
 from monitor.metrics import names as n
 from monitor.metrics._labels import LabelPolicy
-from monitor.verdict import Outcome, TurnVerdict
+from monitor.verdict import TurnVerdict
 
 Key = tuple[str, ...]
 Counts = dict[Key, int]
-
-_CORRECT = Outcome.CORRECT.value
-_SPURIOUS = Outcome.SPURIOUS.value
 
 # name -> (help, label names); the order of the dicts in VerdictCounters.tables follows this.
 COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -41,34 +38,6 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
     n.SEQUENCE_SCORE: ("Sum of sequence scores over turns with ordering constraints.", ("agent",)),
     n.RESPONSE_CHECKED_TURNS: ("Turns with response checks.", ("agent",)),
 }
-
-
-def expected_per_tool(v: TurnVerdict) -> dict[str, int]:
-    """Expected calls (slot minimums) per tool of a judged verdict.
-
-    Uses `v.expected_by_tool` when the judge provides it. Otherwise it is rebuilt from the slots that
-    correct calls filled and the missed units: a slot short of its minimum expected filled + missed
-    calls; a slot that was met is counted as one expected call (exact for the usual min 1 slots).
-    """
-    given = getattr(v, "expected_by_tool", None)
-    if given is not None:
-        return dict(given)
-    tool_of: dict[int, str] = {}
-    filled: dict[int, int] = {}
-    missing: dict[int, int] = {}
-    for c in v.calls:
-        if c.slot is not None:
-            tool_of[c.slot] = c.name
-            filled[c.slot] = filled.get(c.slot, 0) + 1
-    for m in v.missed:
-        tool_of[m.slot] = m.tool
-        missing[m.slot] = missing.get(m.slot, 0) + 1
-    out: dict[str, int] = {}
-    for slot, tool in tool_of.items():
-        short = missing.get(slot, 0)
-        k = short + filled.get(slot, 0) if short else min(filled.get(slot, 0), 1)
-        out[tool] = out.get(tool, 0) + k
-    return out
 
 
 class VerdictCounters:
@@ -147,7 +116,7 @@ class VerdictCounters:
         for m in v.missed:
             k: Key = (agent, tool_label(m.tool))
             t[n.MISSED_CALLS][k] = t[n.MISSED_CALLS].get(k, 0) + 1
-        for tool, count in expected_per_tool(v).items():
+        for tool, count in v.expected_by_tool:  # one entry per tool (the judge sums its slots' minimums)
             k = (agent, tool_label(tool))
             t[n.EXPECTED_CALLS][k] = t[n.EXPECTED_CALLS].get(k, 0) + count
         matrix = self.labels.matrix
