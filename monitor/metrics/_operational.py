@@ -41,7 +41,6 @@ class Operational:
         self.requests: dict[tuple[str, str], int] = {}
         self.rules_reloads: dict[str, int] = {"success": 0, "failure": 0}
         self.alert_active: dict[tuple[str, str, str], float] = {}
-        self.pending_turns = 0
         self.turns_evicted = 0
         self.judge_duration = Histogram(JUDGE_BUCKETS)
         self.verdict_lag = Histogram(LAG_BUCKETS)

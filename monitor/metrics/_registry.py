@@ -158,7 +158,7 @@ class ToolwatchMetrics(Collector):
             fam.add_metric([transport, code], v)
         yield fam
         yield counter(n.RULES_RELOADS, "Rule reloads, by result.", "result", ops.rules_reloads)
-        pending = self.pending_turns() if self.pending_turns is not None else ops.pending_turns
+        pending = self.pending_turns() if self.pending_turns is not None else 0
         yield GaugeMetricFamily(n.PENDING_TURNS, "Turns waiting for completion.", value=pending)
         fam = CounterMetricFamily(n.TURNS_EVICTED, "Pending turns released early because the bound was reached.")
         fam.add_metric([], ops.turns_evicted)
