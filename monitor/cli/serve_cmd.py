@@ -175,7 +175,7 @@ def serve(**opts: object) -> None:
             queue_spans=int(str(opts["queue_spans"])),
             max_body_bytes=int(str(opts["max_body_bytes"])),
             max_decompressed_bytes=int(str(opts["max_decompressed_bytes"])),
-            windows=tuple(parse_duration(w) for w in str(opts["windows"]).split(",") if w.strip()),
+            windows=env.parse_windows(str(opts["windows"])),
             agents=tuple(str(a) for a in opts["agents"]),  # type: ignore[attr-defined]
             token=str(opts["token"]) if opts["token"] else None,
             verdict_log=str(opts["verdict_log"]) if opts["verdict_log"] else None,

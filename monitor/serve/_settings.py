@@ -38,11 +38,8 @@ ENV_ALERT_WEBHOOK = "TOOLWATCH_ALERT_WEBHOOK"  # Alertmanager (/api/v2/alerts) o
 MiB = 1024 * 1024
 
 
-def _duration(text: str) -> float:
-    return parse_duration(text)
-
-
-def _windows(text: str) -> tuple[float, ...]:
+def parse_windows(text: str) -> tuple[float, ...]:
+    """Comma-separated durations (TOOLWATCH_WINDOWS, --windows): '5m,1h' -> (300.0, 3600.0)."""
     return tuple(parse_duration(p) for p in text.split(",") if p.strip())
 
 
@@ -106,13 +103,13 @@ class Settings:
             (ENV_GRPC_PORT, "grpc_port", int),
             (ENV_METRICS_HOST, "metrics_host", str),
             (ENV_METRICS_PORT, "metrics_port", int),
-            (ENV_GRACE, "grace_s", _duration),
-            (ENV_TURNLESS_TIMEOUT, "turnless_timeout_s", _duration),
+            (ENV_GRACE, "grace_s", parse_duration),
+            (ENV_TURNLESS_TIMEOUT, "turnless_timeout_s", parse_duration),
             (ENV_MAX_PENDING, "max_pending", int),
             (ENV_QUEUE_SPANS, "queue_spans", int),
             (ENV_MAX_BODY, "max_body_bytes", int),
             (ENV_MAX_DECOMPRESSED, "max_decompressed_bytes", int),
-            (ENV_WINDOWS, "windows", _windows),
+            (ENV_WINDOWS, "windows", parse_windows),
             (ENV_AGENTS, "agents", _names),
             (ENV_TOKEN, "token", str),
             (ENV_VERDICT_LOG, "verdict_log", str),
