@@ -53,12 +53,13 @@ def _add_result(builder: ReportBuilder, label: str, group: str, verdict: TurnVer
 
 
 def _eval_tables(result: EvalResult) -> list[Table]:
-    rows = []
+    ranked = []
     for name, trials in result.by_case().items():
         passed = sum(t.passed for t in trials)
         first_bad = next((t for t in trials if not t.passed), None)
-        rows.append([name, f"{passed}/{len(trials)}", first_bad.reason if first_bad else "", ])
-    rows.sort(key=lambda r: (int(r[1].split("/")[0]) / int(r[1].split("/")[1]), r[0]))
+        row = [name, f"{passed}/{len(trials)}", first_bad.reason if first_bad else ""]
+        ranked.append((passed / len(trials), name, row))
+    rows = [row for _, _, row in sorted(ranked, key=lambda r: r[:2])]
     tables = [Table("Cases (worst first)", ["case", "passed trials", "first failure"], rows)]
     if result.k > 1:
         hat = [[str(k), format_ratio(result.pass_hat(k))] for k in range(1, result.k + 1)]
