@@ -11,7 +11,7 @@ import json
 from html import escape
 
 from monitor.report.figures import figure_rows, format_ratio, grade
-from monitor.report.model import Report
+from monitor.report.model import PER_TOOL_COLUMNS, Report
 from monitor.report.svg import line_chart, tool_bars
 
 CSS = """
@@ -149,13 +149,7 @@ def _table(table_id: str, columns: list[str], rows: list[list[str]], input_col: 
 
 
 def _per_tool(report: Report) -> str:
-    rows = [
-        [t.tool, format_ratio(t.precision), format_ratio(t.recall), format_ratio(t.f1), str(t.row_total),
-         str(t.column_total)]
-        for t in report.per_tool
-    ]
-    return tool_bars(report.per_tool) + _table("per-tool", ["tool", "precision", "recall", "F1", "expected", "called"],
-                                                rows)
+    return tool_bars(report.per_tool) + _table("per-tool", PER_TOOL_COLUMNS, report.per_tool_rows())
 
 
 def _worst(report: Report) -> str:

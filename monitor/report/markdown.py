@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from monitor.report.figures import figure_rows, format_ratio
-from monitor.report.model import Report
+from monitor.report.model import PER_TOOL_COLUMNS, Report
 
 
 def _cell(text: str) -> str:
@@ -23,12 +23,7 @@ def render_markdown(report: Report) -> str:
     if report.counts:
         lines += ["## Counts", ""] + _table(["count", "value"], [[k, str(v)] for k, v in report.counts.items()])
     if report.per_tool:
-        rows = [
-            [t.tool, format_ratio(t.precision), format_ratio(t.recall), format_ratio(t.f1), str(t.row_total),
-             str(t.column_total)]
-            for t in report.per_tool
-        ]
-        lines += ["## Per tool", ""] + _table(["tool", "precision", "recall", "F1", "expected", "called"], rows)
+        lines += ["## Per tool", ""] + _table(PER_TOOL_COLUMNS, report.per_tool_rows())
     if report.confusion:
         row_labels, col_labels = report.confusion_labels()
         rows = [[r] + [str(report.confusion_cell(r, c)) for c in col_labels] for r in row_labels]

@@ -12,7 +12,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from monitor.report.figures import format_ratio
+
 SCHEMA_VERSION = 1
+PER_TOOL_COLUMNS = ["tool", "precision", "recall", "F1", "expected", "called"]
 
 
 @dataclass(slots=True)
@@ -84,6 +87,14 @@ class Report:
         row_labels = tools + [s for s in specials[:1] if s in rows]
         col_labels = tools + [s for s in specials if s in cols]
         return row_labels, col_labels
+
+    def per_tool_rows(self) -> list[list[str]]:
+        """The per-tool table as text, in the order of PER_TOOL_COLUMNS."""
+        return [
+            [t.tool, format_ratio(t.precision), format_ratio(t.recall), format_ratio(t.f1), str(t.row_total),
+             str(t.column_total)]
+            for t in self.per_tool
+        ]
 
     def confusion_cell(self, expected: str, actual: str) -> int:
         for e, a, n in self.confusion:

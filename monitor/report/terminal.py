@@ -9,7 +9,7 @@ from rich.table import Table as RichTable
 from rich.text import Text
 
 from monitor.report.figures import figure_rows, format_ratio, grade
-from monitor.report.model import Report
+from monitor.report.model import PER_TOOL_COLUMNS, Report
 
 _STYLE = {"good": "green", "warn": "yellow", "bad": "red"}
 
@@ -40,11 +40,10 @@ def _counts_table(report: Report) -> RichTable:
 
 def _per_tool_table(report: Report) -> RichTable:
     table = RichTable(title="Per tool", title_justify="left")
-    for col in ("tool", "precision", "recall", "F1", "expected", "called"):
+    for col in PER_TOOL_COLUMNS:
         table.add_column(col, justify="left" if col == "tool" else "right")
-    for t in report.per_tool:
-        table.add_row(t.tool, format_ratio(t.precision), format_ratio(t.recall), format_ratio(t.f1),
-                      str(t.row_total), str(t.column_total))
+    for row in report.per_tool_rows():
+        table.add_row(*row)
     return table
 
 
