@@ -27,26 +27,26 @@ def lcs(a: Sequence[str], b: Sequence[str]) -> int:
     return prev[-1]
 
 
-def holds(names: Sequence[str], order: Order) -> bool:
-    if order.pairwise:
-        before, after = order.names
-        seen_before = False
-        for n in names:
-            if n == before:
-                seen_before = True
-            elif n == after and not seen_before:
-                return False
-        return True
-    return lcs(names, order.names) == len(order.names)
+def _pair_holds(names: Sequence[str], before: str, after: str) -> bool:
+    seen_before = False
+    for n in names:
+        if n == before:
+            seen_before = True
+        elif n == after and not seen_before:
+            return False
+    return True
 
 
-def score(names: Sequence[str], order: Order) -> float:
-    if order.pairwise and holds(names, order):
-        return 1.0
-    return lcs(names, order.names) / len(order.names)
+def check(names: Sequence[str], order: Order) -> tuple[bool, float]:
+    """(the constraint holds, its score); the LCS is computed once, and not at all for a pair that holds."""
+    if order.pairwise and _pair_holds(names, *order.names):
+        return True, 1.0
+    common = lcs(names, order.names)
+    ok = False if order.pairwise else common == len(order.names)
+    return ok, common / len(order.names)
 
 
 def sequence_check(names: Sequence[str], orders: Sequence[Order]) -> tuple[bool, float]:
     """(every constraint holds, mean score)."""
-    ok = all(holds(names, o) for o in orders)
-    return ok, sum(score(names, o) for o in orders) / len(orders)
+    results = [check(names, o) for o in orders]
+    return all(ok for ok, _ in results), sum(x for _, x in results) / len(orders)
