@@ -6,7 +6,6 @@ any instance it rejects, or cannot handle, goes to `jsonschema`, which also clas
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -46,13 +45,6 @@ class SchemaValidator:
             logger.info("fast validator unavailable for schema; using jsonschema")
             self.fast = None
 
-    def is_valid_fast(self, instance: Any) -> bool:
-        """True when the compiled validator accepts (False means: ask `is_valid`)."""
-        try:
-            return bool(self.fast.is_valid(instance))
-        except Exception:  # noqa: BLE001 - e.g. values jsonschema_rs cannot convert
-            return False
-
     def is_valid(self, instance: Any) -> bool:
         """Reference-equivalent answer: fast path when it accepts, reference otherwise."""
         if self.fast is not None:
@@ -74,7 +66,3 @@ class SchemaValidator:
             if len(out) >= MAX_VIOLATIONS:
                 break
         return tuple(out) or (SchemaViolation(ViolationKind.OTHER, "", "invalid"),)
-
-
-def malformed(text: str, exc: json.JSONDecodeError) -> SchemaViolation:
-    return SchemaViolation(ViolationKind.MALFORMED, "", f"arguments are not valid JSON: {exc.msg} at {exc.pos}")
