@@ -97,4 +97,3 @@ class Catalog:
             while len(self._cache) > MAX_CACHED_DEFINITION_SCHEMAS:
                 self._cache.popitem(last=False)
         return validator
-
