@@ -10,7 +10,6 @@ from typing import Any
 import jsonschema
 from jsonschema.exceptions import ValidationError, best_match
 
-from monitor.rules._errors import RuleFileError
 from monitor.rules._yaml import Marks, Path
 
 _JSON_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string", list: "array", dict: "object"}
@@ -100,26 +99,20 @@ def _short(value: Any) -> str:
 
 def validate_document(data: Any, marks: Marks) -> None:
     """Raise RuleFileError for the first schema error in document order."""
-    errors = list(_validator().iter_errors(data))
-    if not errors:
-        return
-    first = min(errors, key=lambda e: (marks.at(tuple(e.absolute_path)), len(e.absolute_path)))
-    chosen = best_match([first]) if first.context else first
-    path, message, on_key = describe(chosen)
-    raise marks.error(path, message, key=on_key)
+    _raise_first(list(_validator().iter_errors(data)), marks, ())
 
 
 def validate_fragment(data: Any, marks: Marks, definition: str, base: Path) -> None:
     """Validate one part (a cases file entry list) against `$defs/<definition>`."""
     schema = {"$ref": f"#/$defs/{definition}", "$defs": rule_file_schema()["$defs"]}
-    errors = list(jsonschema.Draft202012Validator(schema).iter_errors(data))
+    _raise_first(list(jsonschema.Draft202012Validator(schema).iter_errors(data)), marks, base)
+
+
+def _raise_first(errors: list[ValidationError], marks: Marks, base: Path) -> None:
+    """Raise the error of `errors` (paths relative to `base`) that comes first in the file, if any."""
     if not errors:
         return
     first = min(errors, key=lambda e: (marks.at((*base, *e.absolute_path)), len(e.absolute_path)))
     chosen = best_match([first]) if first.context else first
     path, message, on_key = describe(chosen)
     raise marks.error((*base, *path), message, key=on_key)
-
-
-def as_error(marks: Marks, path: Path, message: str, *, key: bool = False) -> RuleFileError:
-    return marks.error(path, message, key=key)
