@@ -55,11 +55,13 @@ def _load_cases_file(path: FsPath) -> tuple[list[Any], Marks]:
     return (data if data is not None else []), marks
 
 
-def _compile_file(path: FsPath, data: dict[str, Any], marks: Marks, known: frozenset[str], open_: bool) -> FileRules:
+def _compile_file(
+    path: FsPath, data: dict[str, Any], marks: Marks, tools: list[Tool], known: frozenset[str], open_: bool
+) -> FileRules:
     agent = data.get("agent")
     fd = bool(data.get("catalog", {}).get("from_definitions", False))
     comp = FileCompiler(str(path), path.stem, marks, known, open_)
-    fr = FileRules(str(path), agent, fd, tools=comp.tools(data))
+    fr = FileRules(str(path), agent, fd, tools=tools)
     fr.expectations = comp.expectations(data, agent)
     fr.forbid = [comp.forbid(f, ("forbid", i)) for i, f in enumerate(data.get("forbid", []))]
     fr.alerts = [comp.alert(a, ("alerts", i)) for i, a in enumerate(data.get("alerts", []))]
@@ -81,10 +83,11 @@ def load_rules(paths: Sequence[str | FsPath]) -> RuleSet:
         paths = [paths]
     parsed = [(FsPath(p), *_parse(FsPath(p))) for p in paths]
     tools: dict[str, Tool] = {}
-    compilers = []
+    file_tools: list[list[Tool]] = []  # each file's catalog, compiled once
     for path, data, marks in parsed:
         comp = FileCompiler(str(path), path.stem, marks, frozenset(), True)
-        for i, tool in enumerate(comp.tools(data)):
+        file_tools.append(comp.tools(data))
+        for i, tool in enumerate(file_tools[-1]):
             prev = tools.get(tool.name)
             if prev is not None and prev.schema_json != tool.schema_json:
                 raise marks.error(
@@ -92,10 +95,12 @@ def load_rules(paths: Sequence[str | FsPath]) -> RuleSet:
                     f"duplicate tool {tool.name!r} with a different schema (first declared in {prev.source})",
                 )
             tools.setdefault(tool.name, tool)
-        compilers.append(comp)
     known = frozenset(tools)
     open_ = any(d.get("catalog", {}).get("from_definitions", False) for _, d, _ in parsed)
-    files = [_compile_file(path, data, marks, known, open_) for path, data, marks in parsed]
+    files = [
+        _compile_file(path, data, marks, ft, known, open_)
+        for (path, data, marks), ft in zip(parsed, file_tools, strict=True)
+    ]
     return _merge(files, tools, parsed)
 
 
