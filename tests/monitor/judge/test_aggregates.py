@@ -195,10 +195,12 @@ def test_format_accuracy(correct: int, judged: int, text: str) -> None:
 
 
 def test_figure_keys_agree_with_the_rule_schema() -> None:
+    from monitor.alerts import FIGURES as ALERT_FIGURES
     from monitor.judge import PER_TOOL_FIGURES
     from monitor.rules import PER_TOOL_FIGURES as RULE_PER_TOOL
     from monitor.rules import rule_file_schema
 
     assert set(rule_file_schema()["$defs"]["alert"]["properties"]["figure"]["enum"]) == set(FIGURES)
-    assert set(PER_TOOL_FIGURES) == set(RULE_PER_TOOL) <= set(FIGURES)
+    assert PER_TOOL_FIGURES is RULE_PER_TOOL and set(PER_TOOL_FIGURES) <= set(FIGURES)
+    assert {k for k, f in ALERT_FIGURES.items() if f.per_tool} == set(PER_TOOL_FIGURES)
     assert set(Tally().tool_ratios("x")) == set(PER_TOOL_FIGURES)
