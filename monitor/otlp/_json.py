@@ -14,9 +14,8 @@ import json
 import math
 from typing import Any
 
-from monitor.otlp._span import Decoded, DecodeError, Span, SpanEvent
+from monitor.otlp._span import REASON_BAD_ID, Decoded, DecodeError, Span, SpanEvent
 
-REASON_BAD_ID = "invalid_id"
 REASON_MALFORMED = "malformed_span"
 
 _SPAN_KINDS = {

@@ -9,9 +9,7 @@ from google.protobuf.message import DecodeError as _PbDecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
-from monitor.otlp._span import Decoded, DecodeError, Span, SpanEvent
-
-REASON_BAD_ID = "invalid_id"
+from monitor.otlp._span import REASON_BAD_ID, Decoded, DecodeError, Span, SpanEvent
 
 
 def _value(v: AnyValue) -> Any:

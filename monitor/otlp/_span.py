@@ -11,6 +11,9 @@ STATUS_UNSET = 0
 STATUS_OK = 1
 STATUS_ERROR = 2
 
+# Rejection reason of spans whose trace or span id is unusable (a label value of toolwatch_spans_rejected_total).
+REASON_BAD_ID = "invalid_id"
+
 
 @dataclass(slots=True)
 class SpanEvent:
