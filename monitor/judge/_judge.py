@@ -31,6 +31,7 @@ MAX_CACHED_NAME_CHARS = 1024  # nor turns whose tool names are longer in all (na
 def _cacheable(names: tuple[str, ...]) -> bool:
     return len(names) <= MAX_CACHED_CALLS and sum(map(len, names)) <= MAX_CACHED_NAME_CHARS
 
+
 SchemaResult = tuple[bool | None, tuple[SchemaViolation, ...]]
 _VALID: SchemaResult = (True, ())
 _NO_SCHEMA: SchemaResult = (None, ())
@@ -56,13 +57,18 @@ class _Scope:
     __slots__ = ("router", "forbid", "tools", "agent", "turn_tools")
 
     def __init__(
-        self, agent: str | None, rules: Sequence[Expectation], forbid: Sequence[Forbid], tools: frozenset[str]
+        self,
+        agent: str | None,
+        rules: Sequence[Expectation],
+        forbid: Sequence[Forbid],
+        tools: frozenset[str],
+        catalog: Catalog,
     ) -> None:
         self.agent = agent
         self.router = Router(rules)
         self.forbid = tuple(forbid)
         self.tools = tools
-        self.turn_tools: TurnTools | None = None
+        self.turn_tools: TurnTools = catalog.for_turn(Turn(""), tools)  # for turns that offer no definitions
 
 
 class Judge:
@@ -80,9 +86,9 @@ class Judge:
         self._tools = Catalog(ruleset)
         exps = ruleset.expectations
         every = frozenset(self.catalog)
-        self._all = _Scope(None, exps, [f for _, f in ruleset.forbid], every)
+        self._all = _Scope(None, exps, [f for _, f in ruleset.forbid], every, self._tools)
         self._other = _Scope(
-            None, [e for e in exps if e.agent is None], [f for a, f in ruleset.forbid if a is None], every
+            None, [e for e in exps if e.agent is None], [f for a, f in ruleset.forbid if a is None], every, self._tools
         )
         scoped = dict(ruleset.scoped_tools)
         self._scopes = {
@@ -91,12 +97,11 @@ class Judge:
                 [e for e in exps if e.agent in (None, a)],
                 [f for s, f in ruleset.forbid if s in (None, a)],
                 scoped.get(a, every),
+                self._tools,
             )
             for a in ruleset.agents
         }
         self._from_definitions = ruleset.from_definitions
-        for s in (self._all, self._other, *self._scopes.values()):
-            s.turn_tools = self._tools.for_turn(Turn(""), s.tools)
         self._cases_by_id = dict(ruleset.cases_by_id)
         self._cases_by_input = dict(ruleset.cases_by_input)
         self._outcome_cache: dict[tuple[Any, ...], AltResult] = {}
@@ -133,7 +138,7 @@ class Judge:
         agent = turn.agent
         scope = self._scopes.get(agent, self._other) if agent else self._all
         tools = scope.turn_tools
-        if tools is None or (self._from_definitions and turn.tool_definitions):
+        if self._from_definitions and turn.tool_definitions:
             tools = self._tools.for_turn(turn, scope.tools)
         known = tools.names
         validators = tools.validators
