@@ -22,6 +22,11 @@ MAX_FLOW_DEPTH = 64
 (a 100 KB file) crash the process, and far fewer exhaust Python's recursion when the document is built.
 Brackets inside quoted regexes count too; they are balanced in any pattern a rule needs."""
 
+MAX_DEPTH = 100
+"""Deepest nesting of the parsed document, block style included: building, validating and compiling it recurse
+in Python, and about 250 nested `not` conditions exhausted the recursion limit (a RecursionError, not a
+RuleFileError)."""
+
 
 def format_path(path: Path) -> str:
     """`("expect", 2, "call")` -> `expect[2].call`."""
@@ -78,6 +83,9 @@ class _Loader(_BaseLoader):  # type: ignore[misc, valid-type]
 
 def _walk(node: yaml.Node, path: Path, marks: Marks) -> None:
     marks.values[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
+    if len(path) > MAX_DEPTH:
+        line, column = marks.values[path]
+        raise RuleFileError(marks.file, line, column, "", f"YAML: nested deeper than {MAX_DEPTH} levels")
     if isinstance(node, yaml.MappingNode):
         for key_node, value_node in node.value:
             if isinstance(key_node, yaml.ScalarNode):

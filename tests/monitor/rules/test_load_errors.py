@@ -297,3 +297,15 @@ def test_deeply_nested_rule_file_is_a_clear_error_not_a_crash(tmp_path: Path, le
     done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == f"{path}:3:{11 + 64}: YAML: nested deeper than 64 levels"  # the 65th bracket
+
+
+@pytest.mark.parametrize("levels", [101, 1_500])
+def test_deep_block_nesting_is_a_located_error_not_a_recursion_error(tmp_path: Path, levels: int) -> None:
+    """Block style escapes the bracket count: about 250 nested `not` used to raise RecursionError."""
+    path = tmp_path / "deep.yaml"
+    nots = "".join("  " * (i + 3) + "not:\n" for i in range(levels)) + "  " * (levels + 3) + "prefix: x\n"
+    path.write_text("catalog:\n  tools:\n    - name: t\nexpect:\n  - none: true\n    when:\n" + nots)
+    with pytest.raises(RuleFileError) as info:
+        load_rules([path])
+    # ("expect", 0, "when", 98 x "not") is 101 deep: the 98th `not`'s value, the mapping of the 99th `not:` line
+    assert str(info.value) == f"{path}:{6 + 99}:{2 * (98 + 3) + 1}: YAML: nested deeper than 100 levels"
