@@ -4,20 +4,26 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: demo test lint bench venv clean services
+.PHONY: demo test lint bench venv clean services ext
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-$(VENV)/.monitor-installed: pyproject.toml | $(PY)
+# The C accelerators (setup.py) are rebuilt in place whenever their sources change.
+EXT_SRC := setup.py $(wildcard monitor/otlp/*.c)
+
+$(VENV)/.monitor-installed: pyproject.toml $(EXT_SRC) | $(PY)
 	$(PIP) install -e '.[monitor]'
 	touch $@
 
-$(VENV)/.dev-installed: pyproject.toml | $(PY)
+$(VENV)/.dev-installed: pyproject.toml $(EXT_SRC) | $(PY)
 	$(PIP) install -e '.[monitor,dev]'
 	touch $(VENV)/.monitor-installed $@
 
 venv: $(VENV)/.dev-installed
+
+ext: $(VENV)/.dev-installed
+	$(PY) setup.py -q build_ext --inplace
 
 demo: $(VENV)/.monitor-installed
 	$(VENV)/bin/toolwatch demo
@@ -36,4 +42,5 @@ bench: $(VENV)/.dev-installed
 	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build
+	rm -f monitor/otlp/*.so

@@ -1,5 +1,6 @@
 """OTLP trace decoding: protobuf and JSON export requests, and Collector file-exporter files, to Span records."""
 
+from monitor.otlp._accel import accelerated
 from monitor.otlp._encode import request_to_json
 from monitor.otlp._file import FileLineError, read_jsonl
 from monitor.otlp._json import decode_json, parse_json
@@ -15,6 +16,7 @@ __all__ = [
     "FileLineError",
     "Span",
     "SpanEvent",
+    "accelerated",
     "decode_json",
     "decode_protobuf",
     "parse_json",

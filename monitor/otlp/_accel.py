@@ -1,0 +1,35 @@
+"""The optional C decoders built by setup.py: one pass over the wire bytes straight to Span records.
+
+Loaded once at import. `None` when the extension was not built (no C compiler at install time) or when the
+environment sets TOOLWATCH_PURE_PYTHON=1; the pure-Python decoders are then used, with the same results.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from types import ModuleType
+
+from monitor.otlp._span import Span, SpanEvent
+
+PURE_PYTHON_ENV = "TOOLWATCH_PURE_PYTHON"
+
+
+def _load(name: str) -> ModuleType | None:
+    if os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0"):
+        return None
+    try:
+        mod = importlib.import_module(f"monitor.otlp.{name}")
+        mod.init(Span, SpanEvent)
+    except ImportError:  # not built (no C compiler at install time), or built from other sources
+        return None
+    return mod
+
+
+CPB = _load("_cpb")
+CJSON = _load("_cjson")
+
+
+def accelerated() -> dict[str, bool]:
+    """Which decoders run in C: {"protobuf": bool, "json": bool}."""
+    return {"protobuf": CPB is not None, "json": CJSON is not None}
