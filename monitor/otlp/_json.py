@@ -182,12 +182,10 @@ def _object(value: Any, what: str) -> dict[str, Any]:
 
 def parse_json(body: bytes | str) -> Decoded:
     """Decode one ExportTraceServiceRequest in OTLP JSON (the C decoder when built)."""
-    if CJSON is None:
+    got = CJSON.parse(body) if CJSON is not None else None
+    if got is None:  # not built, or a body outside the C decoder's fast path (including every invalid one)
         return parse_json_py(body)
-    try:
-        spans, bad_ids, malformed = CJSON.parse(body)
-    except ValueError as exc:
-        raise DecodeError(str(exc)) from None
+    spans, bad_ids, malformed = got
     out = Decoded(spans)
     if bad_ids:
         out.reject(REASON_BAD_ID, bad_ids)
