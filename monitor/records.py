@@ -2,6 +2,10 @@
 
 Sources (OTLP, files, Redis) decode spans; the normalizer maps them to these records;
 turn assembly groups calls under their turn. Nothing here knows about OpenTelemetry.
+
+Records are read-only once turn assembly has released them (the judge, the metrics and the verdict log share
+them). They are not frozen dataclasses only because a frozen `__init__` costs about three times as much, on
+the path every span takes.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ AttributeValue = str | bool | int | float | tuple[Any, ...]
 Attributes = Mapping[str, AttributeValue]
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class ToolCall:
     """One tool call that ran (an `execute_tool` span, or a mapped equivalent).
 
@@ -35,7 +39,7 @@ class ToolCall:
     attributes: Attributes = field(default_factory=dict)
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class Turn:
     """One agent invocation on one input, with the tool calls that ran under it in start-time order.
 

@@ -209,7 +209,7 @@ class TurnAssembler:
             mine.sort(key=_call_key)
         # The Turn was made by our normalizer and is not shared yet: fill in its calls in place (much cheaper
         # than dataclasses.replace on the hot path).
-        object.__setattr__(turn, "calls", tuple(mine))
+        turn.calls = tuple(mine)
         out.append(turn)
         self.stats.turns_completed += 1
         released = self._released

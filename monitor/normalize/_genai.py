@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from json.decoder import scanstring as _scanstring
 from typing import Any, Protocol
 
 from monitor.otlp import STATUS_ERROR, Span
@@ -79,7 +80,8 @@ def _json_attr(attrs: Mapping[str, Any], key: str, problems: list[str]) -> str |
 
 
 # One message with one text part, as compact JSON (what the toolwatch instrumentation writes), read with
-# string operations when the text needs no unescaping. Anything else takes the general JSON path.
+# string operations (and json's own string scanner when the text has escapes). Anything else takes the
+# general JSON path.
 _ROLE_PREFIX = '[{"role":"'
 _PARTS = '","parts":[{"type":"text","content":"'
 _ENDS = frozenset({'"}]}]', '"}],"finish_reason":"stop"}]', '"}],"finish_reason":"length"}]'})
@@ -91,14 +93,21 @@ def _one_text(raw: str) -> tuple[str, str] | None:
     i = raw.find('"', 10)
     if i < 0 or not raw.startswith(_PARTS, i):
         return None
+    role = raw[10:i]
+    if "\\" in role:
+        return None
     start = i + len(_PARTS)
     end = raw.find('"', start)
-    if end < 0 or raw[end:] not in _ENDS:
+    if end < 0:
         return None
     text = raw[start:end]
-    if "\\" in text:
+    if "\\" not in text and text.isprintable():  # no escapes, no raw control characters (invalid JSON)
+        return (role, text) if raw[end:] in _ENDS else None
+    try:
+        text, after = _scanstring(raw, start)  # the same decoding (and errors) as json.loads
+    except ValueError:
         return None
-    return raw[10:i], text
+    return (role, text) if raw[after - 1 :] in _ENDS else None
 
 
 def message_text(raw: Any, *, roles: tuple[str, ...] | None = None) -> str | None:

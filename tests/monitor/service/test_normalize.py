@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from monitor.normalize import Normalizer, Rejected, message_text
@@ -21,6 +21,27 @@ def test_message_text_reads_what_json_holds(text: str, role: str, finish: str | 
         assert message_text(raw) == text
         assert message_text(raw, roles=(role,)) == text
         assert message_text(raw, roles=("tool",)) is None
+
+
+@given(
+    st.text(alphabet=st.sampled_from('ab"\\/n\u00e9\ud83d\x01'), max_size=12),
+    st.sampled_from(["user", "assistant"]),
+    st.integers(min_value=0, max_value=200),
+    st.integers(min_value=0, max_value=3),
+)
+@example("a\x01b", "user", 0, 0)  # a raw control character: invalid JSON, so the raw text
+def test_message_text_fast_path_agrees_with_json_on_near_misses(text: str, role: str, cut: int, extra: int) -> None:
+    """The string-operation fast path answers exactly what the general JSON path answers, also for texts that are
+    almost the instrumentation's compact form (escapes, stray quotes and backslashes, cut or padded endings)."""
+    raw = json.dumps([{"role": role, "parts": [{"type": "text", "content": text}]}], separators=(",", ":"))
+    variants = [raw, raw[: min(cut, len(raw))], raw[:-1] + '"}]}]'[:extra], raw.replace("\\\\", "\\", 1)]
+    at = raw.index('"content":"') + 11
+    variants.append(raw[:at] + text + '"}]}]')  # the text unescaped as the content string
+    for v in variants:
+        # A leading space keeps the fast path out (it only takes text starting with the compact prefix).
+        general = message_text(" " + v, roles=(role,))
+        expect = v if general == " " + v else general  # not JSON: both answer the raw text itself
+        assert message_text(v, roles=(role,)) == expect
 
 
 def test_message_text_several_parts_and_plain_text() -> None:
