@@ -7,9 +7,9 @@ another `Convention` mapping spans to the same records.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from json.decoder import scanstring as _scanstring
-from typing import Any, Protocol
+import json.decoder
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol, cast
 
 from monitor.otlp import STATUS_ERROR, Span
 from monitor.records import ToolCall, Turn
@@ -82,6 +82,8 @@ def _json_attr(attrs: Mapping[str, Any], key: str, problems: list[str]) -> str |
 # One message with one text part, as compact JSON (what the toolwatch instrumentation writes), read with
 # string operations (and json's own string scanner when the text has escapes). Anything else takes the
 # general JSON path.
+# json's string scanner (C when available): text from just after an opening quote -> (text, index after the quote).
+_scanstring = cast(Callable[[str, int], tuple[str, int]], vars(json.decoder)["scanstring"])
 _ROLE_PREFIX = '[{"role":"'
 _PARTS = '","parts":[{"type":"text","content":"'
 _ENDS = frozenset({'"}]}]', '"}],"finish_reason":"stop"}]', '"}],"finish_reason":"length"}]'})
