@@ -94,7 +94,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     total = sum(cost.values())
     for name in STAGES:
         print(f"  {name:10s} {cost[name] / n_tool * 1e6:7.2f} µs per tool span  {cost[name] / total * 100:5.1f}%")
-    print(f"  {'total':10s} {total / n_tool * 1e6:7.2f} µs per tool span  -> {n_tool / total:,.0f} tool spans/s per core")
+    rate = n_tool / total
+    print(f"  {'total':10s} {total / n_tool * 1e6:7.2f} µs per tool span  -> {rate:,.0f} tool spans/s per core")
     print(f"  turns {len(turns)}, ratio decode / total {cost['decode'] / total:.2f}")
     if args.profile:
         fn = {"decode": decode, "normalize": normalize, "assemble": assemble, "judge": judge_all, "metrics": metrics}
