@@ -1,0 +1,537 @@
+"""The C protobuf decoder (_cpb) against the reference `parse_protobuf_py`: equal results or None, never a crash."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import struct
+import sys
+from collections.abc import Iterator
+from typing import Any, cast
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.trace.v1 import trace_pb2
+
+import instrumentation
+from instrumentation import configure, shutdown
+from instrumentation._content import SETTINGS
+from monitor.demo import LogLineGenerator, SimulatedTriageModel, TriageAgent
+from monitor.otlp import Span, SpanEvent, accelerated, parse_protobuf
+from monitor.otlp._accel import CPB, PURE_PYTHON_ENV
+from monitor.otlp._protobuf import parse_protobuf_py
+from monitor.otlp._span import DecodeError
+
+pytestmark = pytest.mark.skipif(CPB is None, reason="the C protobuf decoder is not built or is disabled")
+
+Result = tuple[list[Span], int]
+
+# ---- comparison -------------------------------------------------------------------------------------------------
+
+
+def canon(x: Any) -> Any:
+    """A form where equal means identical: types kept (True is not 1), dict order kept, NaN equal to itself."""
+    if isinstance(x, float):
+        return ("float", "nan" if math.isnan(x) else struct.pack("<d", x))
+    if isinstance(x, dict):
+        return ("dict", tuple((canon(k), canon(v)) for k, v in x.items()))
+    if isinstance(x, list | tuple):
+        return (type(x).__name__, tuple(canon(v) for v in x))
+    if isinstance(x, Span | SpanEvent):
+        return ("record", tuple(canon(getattr(x, f.name)) for f in dataclasses.fields(x)))
+    return (type(x).__name__, x)
+
+
+def reference(body: bytes) -> Result | None:
+    try:
+        d = parse_protobuf_py(body)
+    except DecodeError:
+        return None
+    return d.spans, d.rejected_count
+
+
+def c_parse(body: bytes | bytearray | memoryview) -> Result | None:
+    assert CPB is not None
+    got: Result | None = CPB.parse(body)
+    return got
+
+
+def check(body: bytes, *, fast: bool = False) -> Result | None:
+    """C gives None or exactly the reference's result; with `fast`, it must not give None."""
+    got = c_parse(body)
+    if got is None:
+        assert not fast, "the C decoder left a body on its fast path to the reference"
+        return None
+    ref = reference(body)
+    assert ref is not None, "C decoded a body the reference rejects"
+    assert canon(got[0]) == canon(ref[0])
+    assert got[1] == ref[1]
+    assert all(type(s) is Span for s in got[0])
+    return got
+
+
+# ---- real bodies ------------------------------------------------------------------------------------------------
+
+
+def _real_bodies(n_spans: int, batch: int) -> list[bytes]:
+    saved = SETTINGS.current
+    provider = configure(service_name="cpb-test", exporter="memory", set_global=False, capture_content=True)
+    try:
+        agent = TriageAgent(SimulatedTriageModel(3))
+        lines = LogLineGenerator(3)
+        exporter: Any = provider.exporter
+        while len(exporter.get_finished_spans()) < n_spans:
+            for _ in range(32):
+                agent.run(lines.line())
+        spans = list(exporter.get_finished_spans())[:n_spans]
+    finally:
+        shutdown(provider)
+        SETTINGS.current = saved
+        instrumentation.set_tracer_provider(None)
+    return [bytes(encode_spans(spans[i : i + batch]).SerializeToString()) for i in range(0, len(spans), batch)]
+
+
+@pytest.fixture(scope="module")
+def real_bodies() -> list[bytes]:
+    return _real_bodies(1024, 512)
+
+
+@pytest.fixture(scope="module")
+def small_bodies() -> list[bytes]:
+    return _real_bodies(24, 6)
+
+
+def test_extension_is_built_and_loaded() -> None:
+    if os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0"):
+        pytest.skip("pure Python forced")
+    assert accelerated()["protobuf"] is True
+    assert CPB is not None and CPB.__file__ is not None and not CPB.__file__.endswith(".py")
+
+
+def test_real_sdk_bodies_take_the_fast_path_and_equal_the_reference(real_bodies: list[bytes]) -> None:
+    for body in real_bodies:
+        got = check(body, fast=True)
+        assert got is not None and len(got[0]) == 512 and got[1] == 0
+        spans = got[0]
+        assert all(s.resource is spans[0].resource for s in spans)  # one dict per ResourceSpans
+        assert any(s.name.startswith("execute_tool") for s in spans)
+        dispatched = parse_protobuf(body)
+        assert canon(dispatched.spans) == canon(spans) and dispatched.rejected == {}
+
+
+def test_buffer_types(small_bodies: list[bytes]) -> None:
+    body = small_bodies[0]
+    ref = canon(c_parse(body))
+    assert canon(c_parse(bytearray(body))) == ref
+    assert canon(c_parse(memoryview(body))) == ref
+    assert canon(c_parse(memoryview(b"xx" + body)[2:])) == ref
+    assert CPB is not None
+    with pytest.raises(TypeError):
+        CPB.parse("not bytes")
+
+
+def test_records_built_through_the_constructor_when_not_plain(small_bodies: list[bytes]) -> None:
+    """Subclasses with a __dict__ and __post_init__ are called, not slot-filled: same fields, their type."""
+    assert CPB is not None
+    seen: list[object] = []
+
+    @dataclasses.dataclass
+    class MySpan(Span):
+        def __post_init__(self) -> None:
+            seen.append(self)
+
+    class MyEvent(SpanEvent):
+        pass
+
+    CPB.init(MySpan, MyEvent)
+    try:
+        got = c_parse(small_bodies[0])
+    finally:
+        CPB.init(Span, SpanEvent)
+    ref = reference(small_bodies[0])
+    assert got is not None and ref is not None
+    assert all(type(s) is MySpan for s in got[0]) and seen == got[0]
+    assert [canon(getattr(s, f.name)) for s in got[0] for f in dataclasses.fields(Span)] == [
+        canon(getattr(s, f.name)) for s in ref[0] for f in dataclasses.fields(Span)
+    ]
+
+
+# ---- the schema the decoder knows ----------------------------------------------------------------------------
+
+# message -> {field number: protobuf field type (FieldDescriptor.TYPE_*)}, as _cpb.c reads or checks them. A new
+# field in opentelemetry-proto fails this test: the C decoder must learn it (upb checks its contents, e.g. UTF-8).
+KNOWN: dict[str, dict[int, int]] = {
+    "opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest": {1: 11},
+    "opentelemetry.proto.trace.v1.ResourceSpans": {1: 11, 2: 11, 3: 9},
+    "opentelemetry.proto.resource.v1.Resource": {1: 11, 2: 13, 3: 11},
+    "opentelemetry.proto.common.v1.EntityRef": {1: 9, 2: 9, 3: 9, 4: 9},
+    "opentelemetry.proto.trace.v1.ScopeSpans": {1: 11, 2: 11, 3: 9},
+    "opentelemetry.proto.common.v1.InstrumentationScope": {1: 9, 2: 9, 3: 11, 4: 13},
+    "opentelemetry.proto.trace.v1.Span": dict(
+        enumerate([12, 12, 9, 12, 9, 14, 6, 6, 11, 13, 11, 13, 11, 13, 11, 7], 1)
+    ),
+    "opentelemetry.proto.trace.v1.Span.Event": {1: 6, 2: 9, 3: 11, 4: 13},
+    "opentelemetry.proto.trace.v1.Span.Link": {1: 12, 2: 12, 3: 9, 4: 11, 5: 13, 6: 7},
+    "opentelemetry.proto.trace.v1.Status": {2: 9, 3: 14},
+    "opentelemetry.proto.common.v1.KeyValue": {1: 9, 2: 11, 3: 5},
+    "opentelemetry.proto.common.v1.AnyValue": {1: 9, 2: 8, 3: 3, 4: 1, 5: 11, 6: 11, 7: 12, 8: 5},
+    "opentelemetry.proto.common.v1.ArrayValue": {1: 11},
+    "opentelemetry.proto.common.v1.KeyValueList": {1: 11},
+}
+
+
+def test_decoder_knows_every_field_of_the_installed_schema() -> None:
+    seen: dict[str, dict[int, int]] = {}
+    todo = [ExportTraceServiceRequest.DESCRIPTOR]
+    while todo:
+        d = todo.pop()
+        if d.full_name in seen:
+            continue
+        seen[d.full_name] = {f.number: f.type for f in d.fields}
+        todo.extend(f.message_type for f in d.fields if f.message_type is not None)
+    assert seen == KNOWN
+
+
+# ---- hand-made wire bytes ----------------------------------------------------------------------------------------
+
+
+def varint(v: int) -> bytes:
+    v &= (1 << 64) - 1
+    out = bytearray()
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        if v:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def tag(num: int, wt: int) -> bytes:
+    return varint(num << 3 | wt)
+
+
+def ld(num: int, payload: bytes) -> bytes:
+    return tag(num, 2) + varint(len(payload)) + payload
+
+
+def vi(num: int, v: int) -> bytes:
+    return tag(num, 0) + varint(v)
+
+
+def f64(num: int, v: int) -> bytes:
+    return tag(num, 1) + struct.pack("<Q", v)
+
+
+TID = ld(1, bytes(range(1, 17)))
+SID = ld(2, bytes(range(1, 9)))
+
+
+def request(span_fields: bytes, *, scope: bytes = b"", resource: bytes = b"") -> bytes:
+    ss = ld(2, TID + SID + span_fields)
+    if scope:
+        ss = ld(1, scope) + ss
+    rs = ld(2, ss)
+    if resource:
+        rs = ld(1, resource) + rs
+    return ld(1, rs)
+
+
+def attr(key: bytes, anyvalue: bytes) -> bytes:
+    return ld(9, ld(1, key) + ld(2, anyvalue))
+
+
+def nested_array(depth: int) -> bytes:
+    v = vi(3, 7)
+    for _ in range(depth):
+        v = ld(5, ld(1, v))
+    return v
+
+
+def nested_kvlist(depth: int) -> bytes:
+    v = vi(3, 7)
+    for _ in range(depth):
+        v = ld(6, ld(1, ld(1, b"k") + ld(2, v)))
+    return v
+
+
+GROUP = tag(99, 3) + tag(99, 4)
+UNKNOWN = vi(99, 5) + f64(98, 1) + ld(97, b"\xff\xfe") + tag(96, 5) + b"\0\0\0\0"
+
+# (body, C must decode it) - each compared with the reference by `check`.
+CASES: dict[str, tuple[bytes, bool]] = {
+    "bool encoded as 2": (request(attr(b"b", vi(2, 2))), True),
+    "bool as a 64-bit varint": (request(attr(b"b", vi(2, 1 << 63))), True),
+    "negative int64 and kind": (request(attr(b"i", vi(3, -5)) + vi(6, -3)), True),
+    "kind beyond int32": (request(vi(6, (1 << 40) + 7)), True),
+    "unknown enum values": (request(vi(6, 99) + ld(15, vi(3, -1) + ld(2, b"m"))), True),
+    "nan double": (request(attr(b"d", f64(4, 0x7FF8000000000001))), True),
+    "negative zero double": (request(attr(b"d", f64(4, 1 << 63))), True),
+    "empty string value kept": (request(attr(b"s", ld(1, b""))), True),
+    "value unset is skipped": (request(attr(b"k", vi(3, 1)) + attr(b"k", b"")), True),
+    "key without value field": (request(ld(9, ld(1, b"k")) + attr(b"", ld(1, b"v"))), True),
+    "duplicate keys: last wins, first position": (
+        request(attr(b"a", vi(3, 1)) + attr(b"b", vi(3, 2)) + attr(b"a", ld(1, b"x"))),
+        True,
+    ),
+    "bytes value as hex": (request(attr(b"y", ld(7, b"\x00\xab\xff"))), True),
+    "array and kvlist with unset members": (
+        request(attr(b"a", ld(5, ld(1, b"") + ld(1, vi(2, 1)))) + attr(b"l", ld(6, ld(1, ld(1, b"k"))))),
+        True,
+    ),
+    "unknown fields everywhere": (
+        ld(1, ld(2, ld(2, TID + SID + UNKNOWN + attr(b"k", ld(1, b"v") + UNKNOWN)) + UNKNOWN) + UNKNOWN) + UNKNOWN,
+        True,
+    ),
+    "key_strindex ignored": (request(ld(9, ld(1, b"k") + vi(3, 4) + ld(2, ld(1, b"v")))), True),
+    "scope after spans, two scopes": (
+        ld(1, ld(2, ld(2, TID + SID) + ld(1, ld(1, b"first")) + ld(1, ld(1, b"second") + ld(2, b"v")))),
+        True,
+    ),
+    "resource after spans, twice": (
+        ld(1, ld(2, ld(2, TID + SID)) + ld(1, ld(1, ld(1, b"a") + ld(2, vi(3, 1)))) + ld(1, ld(1, ld(1, b"b")))),
+        True,
+    ),
+    "status twice merges": (request(ld(15, vi(3, 2) + ld(2, b"first")) + ld(15, ld(2, b"second"))), True),
+    "scalars twice: last wins": (request(ld(5, b"one") + ld(5, b"two") + TID + vi(6, 1) + vi(6, 2)), True),
+    "non-canonical varints": (request(tag(6, 0) + b"\x83\x80\x80\x00"), True),
+    "events": (request(ld(11, f64(1, 5) + ld(2, b"ev") + ld(3, ld(1, b"k") + ld(2, ld(1, b"v")))) + ld(11, b"")), True),
+    "links and entity refs checked": (
+        request(
+            ld(13, TID + ld(3, b"ts") + ld(4, ld(1, b"k") + ld(2, vi(3, 1))) + tag(6, 5) + b"\1\0\0\0"),
+            resource=ld(3, ld(1, b"u") + ld(3, b"id") + ld(4, b"d")) + vi(2, 3),
+        ),
+        True,
+    ),
+    "bad ids counted": (
+        ld(1, ld(2, ld(2, ld(1, b"\0" * 16) + SID) + ld(2, SID) + ld(2, TID + SID + ld(4, b"abc")) + ld(2, TID + SID))),
+        True,
+    ),
+    "empty body": (b"", True),
+    "array nesting 20": (request(attr(b"n", nested_array(19))), True),
+    "kvlist nesting 20": (request(attr(b"n", nested_kvlist(19))), True),
+    "array nesting 21": (request(attr(b"n", nested_array(20))), False),
+    "kvlist nesting past upb's limit": (request(attr(b"n", nested_kvlist(40))), False),
+    "array nesting past upb's limit": (request(attr(b"n", nested_array(60))), False),
+    "string_value_strindex": (request(attr(b"s", vi(8, 3))), False),
+    "oneof set twice": (request(attr(b"s", ld(1, b"a") + vi(3, 1))), False),
+    "kv value twice": (request(ld(9, ld(1, b"k") + ld(2, ld(1, b"a")) + ld(2, ld(1, b"b")))), False),
+    "group": (request(GROUP), False),
+    "group at top": (GROUP, False),
+    "field number 0": (request(vi(0, 1)), False),
+    "wire type 6": (request(tag(50, 6)), False),
+    "wire type mismatch on name": (request(vi(5, 1)), False),
+    "wire type mismatch on attributes": (request(vi(9, 1)), False),
+    "wire type mismatch on start time": (request(vi(7, 1)), False),
+    "invalid utf-8 in name": (request(ld(5, b"\xff")), False),
+    "surrogate in key": (request(attr(b"\xed\xa0\x80", ld(1, b"v"))), False),
+    "overlong in value": (request(attr(b"k", ld(1, b"\xc0\xaf"))), False),
+    "past U+10FFFF in trace_state": (request(ld(3, b"\xf4\x90\x80\x80")), False),
+    "invalid utf-8 in scope version": (request(b"", scope=ld(2, b"\x80")), False),
+    "invalid utf-8 in link trace_state": (request(ld(13, ld(3, b"\xe0\x80\x80"))), False),
+    "invalid utf-8 in entity ref": (request(b"", resource=ld(3, ld(3, b"\xc3"))), False),
+    "invalid utf-8 in schema_url": (ld(1, ld(3, b"\xfe")), False),
+    "invalid utf-8 in event attribute": (request(ld(11, ld(3, ld(1, b"k") + ld(2, ld(1, b"\xa0"))))), False),
+    "truncated varint": (request(b"") + b"\x08", False),
+    "varint of 11 bytes": (request(tag(6, 0) + b"\xff" * 10 + b"\x01"), False),
+    "length past the end": (b"\x0a\x05\x12\x01", False),
+    "tag of 6 bytes": (request(b"\x80\x80\x80\x80\x80\x01"), False),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_wire_cases(name: str) -> None:
+    body, fast = CASES[name]
+    got = check(body, fast=fast)
+    if not fast:
+        assert got is None
+
+
+def test_utf8_edges_agree_with_the_reference() -> None:
+    """Every 1-4 byte sequence class at the UTF-8 boundaries: C accepts exactly what the reference accepts."""
+    samples = [b"\x7f", b"\xc2\x80", b"\xdf\xbf", b"\xe0\xa0\x80", b"\xed\x9f\xbf", b"\xee\x80\x80", b"\xef\xbf\xbf"]
+    samples += [b"\xf0\x90\x80\x80", b"\xf4\x8f\xbf\xbf", b"\xc1\xbf", b"\xe0\x9f\xbf", b"\xed\xa0\x80"]
+    samples += [b"\xf0\x8f\xbf"]
+    samples += [b"\xf4\x90\x80\x80", b"\xf5\x80\x80\x80", b"\xc2", b"\xe1\x80", b"\x80", b"a\xc3\xa9" * 20 + b"\xff"]
+    for s in samples:
+        body = request(attr(b"k", ld(1, s)) + ld(5, s))
+        assert (check(body) is None) == (reference(body) is None), s
+
+
+# ---- generated requests ----------------------------------------------------------------------------------------
+
+KEYS = st.sampled_from(["a", "b", "gen_ai.tool.name", "", "é", "k" * 60])
+TEXT = st.text(max_size=12) | st.sampled_from(["", "x" * 100, "ünïcødé ✓", "\x00"])
+
+
+def any_values(depth: int) -> st.SearchStrategy[AnyValue]:
+    def build(kind: str, value: Any) -> AnyValue:
+        v = AnyValue()
+        if kind == "array":
+            v.array_value.values.extend(value)
+        elif kind == "kvlist":
+            v.kvlist_value.values.extend(value)
+        elif kind != "unset":
+            setattr(v, kind, value)
+        return v
+
+    leaves = st.one_of(
+        st.tuples(st.just("string_value"), TEXT),
+        st.tuples(st.just("bool_value"), st.booleans()),
+        st.tuples(st.just("int_value"), st.integers(-(2**63), 2**63 - 1)),
+        st.tuples(st.just("double_value"), st.floats(allow_nan=True, allow_infinity=True)),
+        st.tuples(st.just("bytes_value"), st.binary(max_size=8)),
+        st.tuples(st.just("unset"), st.none()),
+    )
+    if depth > 0:
+        inner = any_values(depth - 1)
+        leaves = leaves | st.tuples(st.just("array"), st.lists(inner, max_size=3))
+        leaves = leaves | st.tuples(st.just("kvlist"), st.lists(key_values(inner), max_size=3))
+    return leaves.map(lambda kv: build(*kv))
+
+
+def key_values(values: st.SearchStrategy[AnyValue]) -> st.SearchStrategy[KeyValue]:
+    def build(key: str, value: AnyValue, has_value: bool) -> KeyValue:
+        return KeyValue(key=key, value=value) if has_value else KeyValue(key=key)
+
+    return st.builds(build, KEYS, values, st.booleans())
+
+
+ATTRS = st.lists(key_values(any_values(2)), max_size=5)
+IDS16 = st.sampled_from([b"", b"\0" * 16, b"\1" * 15]) | st.binary(min_size=16, max_size=16)
+IDS8 = st.sampled_from([b"", b"\1" * 7, b"\0" * 8]) | st.binary(min_size=8, max_size=8)
+U64 = st.integers(0, 2**64 - 1)
+I32 = st.integers(-(2**31), 2**31 - 1)
+
+
+@st.composite
+def spans(draw: st.DrawFn) -> trace_pb2.Span:
+    s = trace_pb2.Span(
+        trace_id=draw(IDS16),
+        span_id=draw(IDS8),
+        parent_span_id=draw(st.sampled_from([b""]) | IDS8),
+        name=draw(TEXT),
+        kind=cast("trace_pb2.Span.SpanKind.ValueType", draw(I32)),
+        start_time_unix_nano=draw(U64),
+        end_time_unix_nano=draw(U64),
+        trace_state=draw(TEXT),
+        flags=draw(st.integers(0, 2**32 - 1)),
+        dropped_attributes_count=draw(st.integers(0, 2**32 - 1)),
+    )
+    s.attributes.extend(draw(ATTRS))
+    for _ in range(draw(st.integers(0, 2))):
+        s.events.add(time_unix_nano=draw(U64), name=draw(TEXT)).attributes.extend(draw(ATTRS))
+    for _ in range(draw(st.integers(0, 1))):
+        s.links.add(trace_id=draw(IDS16), trace_state=draw(TEXT), flags=1).attributes.extend(draw(ATTRS))
+    if draw(st.booleans()):
+        s.status.code = cast("trace_pb2.Status.StatusCode.ValueType", draw(I32))
+        s.status.message = draw(TEXT)
+    return s
+
+
+@st.composite
+def requests(draw: st.DrawFn) -> bytes:
+    req = ExportTraceServiceRequest()
+    for _ in range(draw(st.integers(0, 2))):
+        rs = req.resource_spans.add(schema_url=draw(TEXT))
+        if draw(st.booleans()):
+            rs.resource.attributes.extend(draw(ATTRS))
+            rs.resource.entity_refs.add(type=draw(TEXT), id_keys=[draw(TEXT)])
+        for _ in range(draw(st.integers(0, 2))):
+            ss = rs.scope_spans.add()
+            if draw(st.booleans()):
+                ss.scope.name = draw(TEXT)
+                ss.scope.version = draw(TEXT)
+                ss.scope.attributes.extend(draw(ATTRS))
+            ss.spans.extend(draw(st.lists(spans(), max_size=3)))
+    return bytes(req.SerializeToString())
+
+
+FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@FAST
+@given(requests())
+def test_generated_requests_equal_the_reference(body: bytes) -> None:
+    check(body, fast=True)
+
+
+# ---- mutation fuzz ----------------------------------------------------------------------------------------------
+
+
+@st.composite
+def mutated(draw: st.DrawFn, base: bytes) -> bytes:
+    b = bytearray(base)
+    for _ in range(draw(st.integers(1, 4))):
+        op = draw(st.sampled_from(["flip", "set", "cut", "insert", "delete"]))
+        i = draw(st.integers(0, max(len(b) - 1, 0)))
+        if op == "flip" and b:
+            b[i] ^= 1 << draw(st.integers(0, 7))
+        elif op == "set" and b:
+            b[i] = draw(st.sampled_from([0x00, 0x7F, 0x80, 0xFF, 0x08, 0x0A, 0x12, 0x1B, 0xC3, 0xED]))
+        elif op == "cut":
+            del b[i:]
+        elif op == "insert":
+            b[i:i] = draw(st.binary(min_size=1, max_size=4))
+        elif op == "delete":
+            del b[i : i + draw(st.integers(1, 4))]
+    return bytes(b)
+
+
+@FAST
+@given(st.data())
+def test_mutated_real_bodies_are_rejected_or_equal(small_bodies: list[bytes], data: st.DataObject) -> None:
+    base = data.draw(st.sampled_from(small_bodies))
+    check(data.draw(mutated(base)))
+
+
+@FAST
+@given(st.data())
+def test_mutated_generated_bodies_are_rejected_or_equal(data: st.DataObject) -> None:
+    base = data.draw(requests())
+    check(data.draw(mutated(base)))
+
+
+def test_every_truncation_of_a_real_body(small_bodies: list[bytes]) -> None:
+    body = small_bodies[0]
+    for cut in range(len(body)):
+        check(body[:cut])
+
+
+# ---- memory -----------------------------------------------------------------------------------------------------
+
+
+def _blocks_growth(bodies: list[bytes], rounds: int) -> int:
+    for body in bodies:  # warm the string cache and the free lists
+        c_parse(body)
+    before = sys.getallocatedblocks()
+    for _ in range(rounds):
+        for body in bodies:
+            c_parse(body)
+    return sys.getallocatedblocks() - before
+
+
+def test_no_leak_on_valid_bodies(small_bodies: list[bytes]) -> None:
+    bodies = [*small_bodies, *(body for body, fast in CASES.values() if fast)]
+    assert _blocks_growth(bodies, 200) < 100  # one leaked object per parse would be thousands
+
+
+def test_no_leak_on_rejected_bodies(small_bodies: list[bytes]) -> None:
+    body = small_bodies[0]
+    bodies = [body[:cut] for cut in range(0, len(body), 7)]
+    bodies += [body for body, fast in CASES.values() if not fast]
+    assert all(c_parse(b) is None for b in bodies[1:])
+    assert _blocks_growth(bodies, 20) < 100
+
+
+@pytest.fixture(autouse=True)
+def _records_registered() -> Iterator[None]:
+    yield
+    assert CPB is not None
+    CPB.init(Span, SpanEvent)
