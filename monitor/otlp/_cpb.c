@@ -257,27 +257,24 @@ static PyObject *decode_utf8(const uint8_t *s, size_t n) {
 
 /* A short string: one pass over 8-byte words both checks for ASCII and hashes for the cache. */
 static PyObject *short_str(const uint8_t *s, size_t n) {
-    const uint64_t k = 0x9E3779B97F4A7C15ULL;
-    uint64_t h = (uint64_t)n * k, any = 0, w;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        w = rd64(s + i);
-        any |= w;
-        h = (h ^ w) * k;
-    }
-    if (i < n) {
-        if (n >= 8) {
-            w = rd64(s + n - 8); /* the last word, overlapping the ones already read */
-        } else {
-            w = 0;
-            for (size_t j = 0; j < n; j++) w |= (uint64_t)s[j] << (8 * j);
-        }
-        any |= w;
-        h = (h ^ w) * k;
+    uint64_t any = 0, h;
+    size_t i;
+    if (n >= 8) {
+        for (i = 0; i + 8 <= n; i += 8) any |= rd64(s + i);
+        uint64_t last = rd64(s + n - 8); /* overlaps the words already read */
+        any |= last;
+        /* first, middle and last words: independent multiplies, no chain over the whole string */
+        h = (rd64(s) * 0x9E3779B97F4A7C15ULL) ^ (rd64(s + (n - 8) / 2) * 0xC2B2AE3D27D4EB4FULL) ^
+            (last * 0x165667B19E3779F9ULL) ^ n;
+    } else {
+        uint64_t w = 0;
+        for (i = 0; i < n; i++) w |= (uint64_t)s[i] << (8 * i);
+        any = w;
+        h = (w * 0x9E3779B97F4A7C15ULL) ^ n;
     }
     if (any & HIGH_BITS) return decode_utf8(s, n);
-    h ^= h >> 29;
-    h *= k;
+    h ^= h >> 31;
+    h *= 0x9E3779B97F4A7C15ULL;
     PyObject **slot = &str_cache[h >> (64 - CACHE_BITS)];
     PyObject *o = *slot;
     if (o != NULL && (size_t)PyUnicode_GET_LENGTH(o) == n) {
@@ -475,8 +472,41 @@ fail:
 
 /* One KeyValue into an attributes dict: later keys win, a KeyValue without a value is skipped. dict may be NULL
  * to only check the KeyValue. */
+static ALWAYS_INLINE int rd_len(Rd *r, const uint8_t **s, size_t *n) {
+    uint64_t v;
+    if (r->p < r->end && *r->p < 0x80) {
+        v = *r->p++;
+    } else if (rd_varint(r, &v)) {
+        return -1;
+    }
+    if (v > (uint64_t)(r->end - r->p)) return -1;
+    *s = r->p;
+    *n = (size_t)v;
+    r->p += v;
+    return 0;
+}
+
 static int attribute(PyObject *dict, const uint8_t *s, size_t n) {
     PyObject *key, *val;
+    /* The common shape first: {1: key, 2: {1: string}} and nothing else. */
+    const uint8_t *k, *a, *v;
+    size_t kn, an, vn;
+    Rd r = {s + 1, s + n};
+    if (n >= 4 && s[0] == 0x0A && !rd_len(&r, &k, &kn) && r.p < r.end && *r.p++ == 0x12 && !rd_len(&r, &a, &an) &&
+        r.p == r.end && an >= 2 && a[0] == 0x0A) {
+        Rd q = {a + 1, a + an};
+        if (!rd_len(&q, &v, &vn) && q.p == q.end) {
+            if ((key = mk_str(k, kn)) == NULL) return -1;
+            if ((val = mk_str(v, vn)) == NULL) {
+                Py_DECREF(key);
+                return -1;
+            }
+            int rc = dict != NULL ? PyDict_SetItem(dict, key, val) : 0;
+            Py_DECREF(key);
+            Py_DECREF(val);
+            return rc;
+        }
+    }
     if (key_value(s, n, 0, &key, &val)) return -1;
     int rc = 0;
     if (val != NULL && dict != NULL) rc = PyDict_SetItem(dict, key, val);
