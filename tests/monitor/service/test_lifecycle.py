@@ -267,30 +267,3 @@ def test_a_full_disk_under_the_verdict_log_loses_no_verdict(tmp_path: Path) -> N
     wait_for(lambda: server.pipeline.queued == 0 and server.pipeline.assembler.pending_turns == 1)
     assert st.stop() == 1
     assert len(seen) == 161
-
-
-def test_serve_forever_collects_young_objects_less_often_and_restores_the_collector() -> None:
-    # The serving process keeps its start-up objects out of collections and raises the young threshold while it
-    # serves; a host that runs serve_forever and goes on gets its collector settings back.
-    import asyncio
-    import gc
-
-    from monitor.serve import Server, Settings
-    from monitor.serve._server import SERVE_GC_GEN0
-
-    before = gc.get_threshold()
-    seen: list[tuple[tuple[int, int, int], int]] = []
-
-    async def main() -> None:
-        server = Server(Settings(rules=(str(RULES),), port=0, metrics_port=0))
-        task = asyncio.create_task(server.serve_forever())
-        while not server.ready:
-            await asyncio.sleep(0.01)
-        await asyncio.sleep(0.05)
-        seen.append((gc.get_threshold(), gc.get_freeze_count()))
-        server.request_stop()
-        await task
-
-    asyncio.run(main())
-    assert seen[0][0][0] == max(SERVE_GC_GEN0, before[0]) and seen[0][1] > 0
-    assert gc.get_threshold() == before and gc.get_freeze_count() == 0
