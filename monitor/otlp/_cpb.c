@@ -48,9 +48,23 @@ typedef struct {
 
 static Record span_rec, event_rec;
 
-/* A plain slotted dataclass whose __init__ only assigns its fields in this order can be built by filling the
- * slots: same object as the constructor would make. Anything else (a __post_init__, other fields, a subclass
- * with a __dict__) is called instead. Returns 0, or -1 with an exception. */
+/* Whether the class's constructor, given n fresh objects, stores each one unchanged in the slot at offset[i]. */
+static int constructor_only_assigns(PyTypeObject *tp, const Py_ssize_t *offset, int n) {
+    PyObject *args[SPAN_NFIELDS] = {NULL};
+    int ok = 1;
+    for (int i = 0; i < n && ok; i++) ok = (args[i] = PyObject_CallNoArgs((PyObject *)&PyBaseObject_Type)) != NULL;
+    PyObject *obj = ok ? PyObject_Vectorcall((PyObject *)tp, args, (size_t)n, NULL) : NULL;
+    ok = obj != NULL && Py_IS_TYPE(obj, tp);
+    for (int i = 0; i < n && ok; i++) ok = *(PyObject **)((char *)obj + offset[i]) == args[i];
+    Py_XDECREF(obj);
+    for (int i = 0; i < n; i++) Py_XDECREF(args[i]);
+    PyErr_Clear();
+    return ok;
+}
+
+/* A plain slotted dataclass (exactly these fields, in this order, no __dict__, no __post_init__, a constructor
+ * that only assigns) is built by filling its slots: the object its constructor would make. Any other class is
+ * called. Returns 0, or -1 with an exception. */
 static int record_setup(Record *rec, PyObject *type, const char *const *names, int n) {
     if (!PyType_Check(type)) {
         PyErr_SetString(PyExc_TypeError, "_cpb.init: expected classes");
@@ -60,32 +74,24 @@ static int record_setup(Record *rec, PyObject *type, const char *const *names, i
     Py_XSETREF(rec->type, (PyTypeObject *)type);
     rec->direct = 0;
     PyTypeObject *tp = (PyTypeObject *)type;
-    if (tp->tp_dictoffset != 0 || PyObject_HasAttrString(type, "__post_init__")) return 0;
-    PyObject *fields = PyObject_GetAttrString(type, "__dataclass_fields__");
-    if (fields == NULL) {
-        PyErr_Clear();
+    if (tp->tp_dictoffset != 0 || tp->tp_new != PyBaseObject_Type.tp_new || PyObject_HasAttrString(type, "__post_init__"))
         return 0;
-    }
-    int ok = PyDict_Check(fields) && PyDict_GET_SIZE(fields) == n;
+    PyObject *fields = PyObject_GetAttrString(type, "__dataclass_fields__");
+    int ok = fields != NULL && PyDict_Check(fields) && PyDict_GET_SIZE(fields) == n;
     Py_ssize_t pos = 0;
     PyObject *key, *field;
     for (int i = 0; ok && PyDict_Next(fields, &pos, &key, &field); i++) {
         ok = PyUnicode_Check(key) && PyUnicode_CompareWithASCIIString(key, names[i]) == 0;
-        if (!ok) break;
-        PyObject *init = PyObject_GetAttrString(field, "init");
-        ok = init == Py_True;
-        Py_XDECREF(init);
-        if (!ok) break;
-        PyObject *descr = PyObject_GetAttrString(type, names[i]);
+        PyObject *descr = ok ? PyObject_GetAttrString(type, names[i]) : NULL;
         ok = descr != NULL && Py_IS_TYPE(descr, &PyMemberDescr_Type) &&
              ((PyMemberDescrObject *)descr)->d_member->type == T_OBJECT_EX &&
              !(((PyMemberDescrObject *)descr)->d_member->flags & READONLY);
         if (ok) rec->offset[i] = ((PyMemberDescrObject *)descr)->d_member->offset;
         Py_XDECREF(descr);
     }
-    Py_DECREF(fields);
+    Py_XDECREF(fields);
     PyErr_Clear();
-    rec->direct = ok;
+    rec->direct = ok && constructor_only_assigns(tp, rec->offset, n);
     return 0;
 }
 
@@ -893,7 +899,11 @@ static PyObject *parse(PyObject *self, PyObject *body) {
         return NULL;
     }
     Py_buffer view;
-    if (PyObject_GetBuffer(body, &view, PyBUF_SIMPLE) < 0) return NULL;
+    if (PyObject_GetBuffer(body, &view, PyBUF_SIMPLE) < 0) {
+        if (!PyErr_ExceptionMatches(PyExc_TypeError) && !PyErr_ExceptionMatches(PyExc_BufferError)) return NULL;
+        PyErr_Clear(); /* not bytes-like: the reference decides */
+        Py_RETURN_NONE;
+    }
     PyObject *spans = PyList_New(0);
     Py_ssize_t bad = 0;
     int failed = spans == NULL;
