@@ -14,6 +14,8 @@ from typing import Any, Protocol, cast
 from monitor.otlp import STATUS_ERROR, Span
 from monitor.records import ToolCall, Turn
 
+_new = object.__new__
+
 OP = "gen_ai.operation.name"
 TOOL_NAME = "gen_ai.tool.name"
 TOOL_CALL_ID = "gen_ai.tool.call.id"
@@ -27,8 +29,6 @@ OUTPUT_MESSAGES = "gen_ai.output.messages"
 TOOL_DEFINITIONS = "gen_ai.tool.definitions"
 CASE_ID = "toolwatch.case.id"
 TRUNCATED = "toolwatch.truncated"  # keys whose values the instrumentation cut (no longer valid JSON)
-
-_MISSING = object()
 
 EXECUTE_TOOL = "execute_tool"
 INVOKE_AGENT = "invoke_agent"
@@ -59,57 +59,42 @@ class Convention(Protocol):
     def normalize(self, span: Span, problems: list[str]) -> Normalized: ...
 
 
-def _str_attr(attrs: Mapping[str, Any], key: str, problems: list[str]) -> str | None:
-    v = attrs.get(key)
-    if v is None or isinstance(v, str):
-        return v
-    problems.append(key)
-    return None
-
-
-def _json_attr(attrs: Mapping[str, Any], key: str, problems: list[str]) -> str | None:
-    """JSON text attributes (arguments, results): a structured value is re-encoded as JSON."""
-    v = attrs.get(key)
-    if v is None or isinstance(v, str):
-        return v
-    problems.append(key)
-    try:
-        return json.dumps(v)
-    except (TypeError, ValueError):
-        return None
-
-
-# One message with one text part, as compact JSON (what the toolwatch instrumentation writes), read with
-# string operations (and json's own string scanner when the text has escapes). Anything else takes the
-# general JSON path.
-# json's string scanner (C when available): text from just after an opening quote -> (text, index after the quote).
+# One message with one text part, as compact JSON (what the toolwatch instrumentation writes), read with json's own
+# string scanner (C when available; the same decoding and errors as json.loads) and string comparisons. Anything
+# else takes the general JSON path.
+# The scanner: text from just after an opening quote -> (decoded text, index after the closing quote).
 _scanstring = cast(Callable[[str, int], tuple[str, int]], vars(json.decoder)["scanstring"])
 _ROLE_PREFIX = '[{"role":"'
 _PARTS = '","parts":[{"type":"text","content":"'
-_ENDS = frozenset({'"}]}]', '"}],"finish_reason":"stop"}]', '"}],"finish_reason":"length"}]'})
+_USER_PARTS = _ROLE_PREFIX + "user" + _PARTS  # the two usual roles, recognised without a search
+_ASSISTANT_PARTS = _ROLE_PREFIX + "assistant" + _PARTS
+_ENDS = frozenset({"}]}]", '}],"finish_reason":"stop"}]', '}],"finish_reason":"length"}]'})  # after the text
 
 
 def _one_text(raw: str) -> tuple[str, str] | None:
-    if not raw.startswith(_ROLE_PREFIX):
+    """(role, text) of a compact one-message, one-text-part messages value; None for anything else."""
+    if raw.startswith(_USER_PARTS):
+        role, start = "user", len(_USER_PARTS)
+    elif raw.startswith(_ASSISTANT_PARTS):
+        role, start = "assistant", len(_ASSISTANT_PARTS)
+    elif raw.startswith(_ROLE_PREFIX):
+        i = raw.find('"', len(_ROLE_PREFIX))
+        if i < 0 or not raw.startswith(_PARTS, i):
+            return None
+        try:
+            role, after = _scanstring(raw, len(_ROLE_PREFIX))
+        except ValueError:
+            return None
+        if after != i + 1:  # the quote found was escaped
+            return None
+        start = i + len(_PARTS)
+    else:
         return None
-    i = raw.find('"', 10)
-    if i < 0 or not raw.startswith(_PARTS, i):
-        return None
-    role = raw[10:i]
-    if "\\" in role:
-        return None
-    start = i + len(_PARTS)
-    end = raw.find('"', start)
-    if end < 0:
-        return None
-    text = raw[start:end]
-    if "\\" not in text and text.isprintable():  # no escapes, no raw control characters (invalid JSON)
-        return (role, text) if raw[end:] in _ENDS else None
     try:
-        text, after = _scanstring(raw, start)  # the same decoding (and errors) as json.loads
+        text, after = _scanstring(raw, start)
     except ValueError:
         return None
-    return (role, text) if raw[after - 1 :] in _ENDS else None
+    return (role, text) if raw[after:] in _ENDS else None
 
 
 def message_text(raw: Any, *, roles: tuple[str, ...] | None = None) -> str | None:
@@ -123,6 +108,10 @@ def message_text(raw: Any, *, roles: tuple[str, ...] | None = None) -> str | Non
     one = _one_text(raw)
     if one is not None:
         return None if roles is not None and one[0] not in roles else one[1]
+    return _general_text(raw, roles)
+
+
+def _general_text(raw: str, roles: tuple[str, ...] | None) -> str | None:
     try:
         messages = json.loads(raw)
     except (ValueError, RecursionError):
@@ -146,36 +135,80 @@ def message_text(raw: Any, *, roles: tuple[str, ...] | None = None) -> str | Non
     return "\n".join(texts) if texts else None
 
 
-_DEFINITIONS_CACHE: dict[str, tuple[Mapping[str, Any], ...] | None] = {}
+_USER = ("user",)
+_ASSISTANT = ("assistant",)
+
+
+def _compact_text(raw: str, prefix: str) -> str | None:
+    """The text of a compact one-message, one-text-part value starting with `prefix` (else None)."""
+    if not raw.startswith(prefix):
+        return None
+    try:
+        text, after = _scanstring(raw, len(prefix))
+    except ValueError:
+        return None
+    return text if raw[after:] in _ENDS else None
+
+
+def _turn_text(raw: Any, roles: tuple[str, ...], *, empty_is_none: bool) -> str | None:
+    """The text of the messages in `roles`, else (when that is None, or also empty with `empty_is_none`) of all
+    messages. One message with one text part is its text, whatever its role."""
+    if not isinstance(raw, str):
+        return None
+    one = _one_text(raw)
+    if one is not None:
+        return one[1]
+    text = _general_text(raw, roles)
+    if text is None or (empty_is_none and not text):
+        text = _general_text(raw, None)
+    return text
+
+
+DefinitionsList = tuple[Mapping[str, Any], ...]
+_DEFINITIONS_CACHE: dict[str, tuple[str, DefinitionsList | None]] = {}  # text -> (the same text, definitions)
 _DEFINITIONS_CACHE_MAX = 256
 _DEFINITIONS_CACHE_TEXT_MAX = 64 * 1024  # longer texts are parsed every time, not kept (256 x 64 KiB at most)
+# The last cached entry per text length, found without hashing the text (a decoded span's strings are new
+# objects, and hashing ~1.5 KB on every turn cost more than the rest of the turn): a hit is one comparison.
+# Its entries are entries of _DEFINITIONS_CACHE (or were, before being pushed out), the same text objects.
+_DEFINITIONS_BY_LENGTH: dict[int, tuple[str, DefinitionsList | None]] = {}
 
 
-def _tool_definitions(raw: Any) -> tuple[Mapping[str, Any], ...] | None:
+def _tool_definitions(raw: Any) -> DefinitionsList | None:
     """The offered tools. An agent offers the same definitions on every turn: parsed once, then shared (read-only)."""
     if not isinstance(raw, str):
         return None
-    cached = _DEFINITIONS_CACHE.get(raw, _MISSING)
-    if cached is not _MISSING:
-        return cached  # type: ignore[return-value]
-    try:
-        defs = json.loads(raw)
-    except (ValueError, RecursionError):
-        defs = None
-    out = tuple(d for d in defs if isinstance(d, dict)) if isinstance(defs, list) else None
-    if len(raw) > _DEFINITIONS_CACHE_TEXT_MAX:
-        return out
-    if len(_DEFINITIONS_CACHE) >= _DEFINITIONS_CACHE_MAX:
-        _DEFINITIONS_CACHE.pop(next(iter(_DEFINITIONS_CACHE)))
-    _DEFINITIONS_CACHE[raw] = out
-    return out
+    n = len(raw)
+    last = _DEFINITIONS_BY_LENGTH.get(n)
+    if last is not None and last[0] == raw:
+        return last[1]
+    entry = _DEFINITIONS_CACHE.get(raw)
+    if entry is None:
+        try:
+            defs = json.loads(raw)
+        except (ValueError, RecursionError):
+            defs = None
+        out = tuple(d for d in defs if isinstance(d, dict)) if isinstance(defs, list) else None
+        if n > _DEFINITIONS_CACHE_TEXT_MAX:
+            return out
+        if len(_DEFINITIONS_CACHE) >= _DEFINITIONS_CACHE_MAX:
+            _DEFINITIONS_CACHE.pop(next(iter(_DEFINITIONS_CACHE)))
+        entry = _DEFINITIONS_CACHE[raw] = (raw, out)
+    if last is None and len(_DEFINITIONS_BY_LENGTH) >= _DEFINITIONS_CACHE_MAX:
+        _DEFINITIONS_BY_LENGTH.pop(next(iter(_DEFINITIONS_BY_LENGTH)))
+    _DEFINITIONS_BY_LENGTH[n] = entry
+    return entry[1]
 
 
-def _operation(span: Span) -> str | None:
+def operation(span: Span) -> str | None:
+    """The GenAI operation of a span: its `gen_ai.operation.name`, else what its name starts with."""
     op = span.attributes.get(OP)
     if isinstance(op, str):
         return op
-    name = span.name
+    return operation_of_name(span.name)
+
+
+def operation_of_name(name: str) -> str | None:
     if name.startswith(EXECUTE_TOOL):
         return EXECUTE_TOOL
     if name.startswith(INVOKE_AGENT):
@@ -187,79 +220,138 @@ class GenAIConvention:
     """The OpenTelemetry GenAI conventions (DESIGN.md, span contract)."""
 
     def normalize(self, span: Span, problems: list[str]) -> Normalized:
-        op = _operation(span)
+        op = operation(span)
         if op == EXECUTE_TOOL:
-            return self._tool_call(span, problems)
+            return self.tool_call(span, problems)
         if op == INVOKE_AGENT:
-            return self._turn(span, problems)
+            return self.turn(span, problems)
         return None
 
-    def _tool_call(self, span: Span, problems: list[str]) -> ToolCall | Rejected:
+    def tool_call(self, span: Span, problems: list[str]) -> ToolCall | Rejected:
+        """An `execute_tool` span as a tool call (or rejected)."""
         attrs = span.attributes
         name = attrs.get(TOOL_NAME)
-        if not isinstance(name, str) or not name:
-            if name is not None:
-                problems.append(TOOL_NAME)
-            # The span name is `execute_tool {gen_ai.tool.name}`.
-            name = span.name[len(EXECUTE_TOOL) + 1 :].strip() if span.name.startswith(EXECUTE_TOOL + " ") else ""
+        if type(name) is not str or not name:
+            name = _tool_name(span, name, problems)
             if not name:
                 return Rejected(REASON_NO_TOOL_NAME)
-        error_type = _str_attr(attrs, ERROR_TYPE, problems)
+        error_type = attrs.get(ERROR_TYPE)
+        if error_type is not None and type(error_type) is not str and not isinstance(error_type, str):
+            problems.append(ERROR_TYPE)
+            error_type = None
         if error_type is None and span.status_code == STATUS_ERROR:
             error_type = span.status_message or "error"
         call_id = attrs.get(TOOL_CALL_ID)
-        if call_id is not None and not isinstance(call_id, str):
-            problems.append(TOOL_CALL_ID)
-            call_id = str(call_id)
-        arguments = _json_attr(attrs, TOOL_ARGS, problems)
+        if type(call_id) is not str:
+            call_id = _call_id(call_id, problems)
+        arguments = attrs.get(TOOL_ARGS)
+        if arguments is not None and type(arguments) is not str:
+            arguments = _json_text(arguments, TOOL_ARGS, problems)
         truncated = attrs.get(TRUNCATED)
-        if truncated is not None and not isinstance(truncated, str | tuple):
-            problems.append(TRUNCATED)  # a list of keys, or one key; anything else says nothing
-            truncated = None
-        if arguments is not None and truncated is not None and TOOL_ARGS in truncated:
-            arguments = None  # a cut argument text is not captured, never "malformed" (METRICS.md)
-        return ToolCall(
-            name,
-            call_id or "",
-            arguments,
-            _json_attr(attrs, TOOL_RESULT, problems),
-            error_type,
-            span.trace_id,
-            span.span_id,
-            span.parent_span_id,
-            span.start_ns,
-            span.end_ns,
-            attrs,
-        )
+        if truncated is not None:
+            if not isinstance(truncated, str | tuple):
+                problems.append(TRUNCATED)  # a list of keys, or one key; anything else says nothing
+            elif arguments is not None and TOOL_ARGS in truncated:
+                arguments = None  # a cut argument text is not captured, never "malformed" (METRICS.md)
+        result = attrs.get(TOOL_RESULT)
+        if result is not None and type(result) is not str:
+            result = _json_text(result, TOOL_RESULT, problems)
+        # Built field by field (the dataclass __init__ costs more than the rest of this method); every field set.
+        call: ToolCall = _new(ToolCall)
+        call.name = name
+        call.call_id = call_id or ""
+        call.arguments = arguments
+        call.result = result
+        call.error_type = error_type
+        call.trace_id = span.trace_id
+        call.span_id = span.span_id
+        call.parent_span_id = span.parent_span_id
+        call.start_ns = span.start_ns
+        call.end_ns = span.end_ns
+        call.attributes = attrs
+        return call
 
-    def _turn(self, span: Span, problems: list[str]) -> Turn:
+    def turn(self, span: Span, problems: list[str]) -> Turn:
+        """An `invoke_agent` span as a turn (its calls are filled in by turn assembly)."""
         attrs = span.attributes
-        agent = _str_attr(attrs, AGENT_NAME, problems)
-        if agent is None and span.name.startswith(INVOKE_AGENT + " "):
-            agent = span.name[len(INVOKE_AGENT) + 1 :].strip()
+        agent = attrs.get(AGENT_NAME)
+        if type(agent) is not str:
+            agent = _agent(span, agent, problems)
         raw_in = attrs.get(INPUT_MESSAGES)
-        if raw_in is not None and not isinstance(raw_in, str):
-            problems.append(INPUT_MESSAGES)
-        text = message_text(raw_in, roles=("user",))
+        text = _compact_text(raw_in, _USER_PARTS) if type(raw_in) is str else None
         if text is None:
-            text = message_text(raw_in) or ""
+            if raw_in is not None and not isinstance(raw_in, str):
+                problems.append(INPUT_MESSAGES)
+            text = _turn_text(raw_in, _USER, empty_is_none=False) or ""
         raw_out = attrs.get(OUTPUT_MESSAGES)
-        if raw_out is not None and not isinstance(raw_out, str):
-            problems.append(OUTPUT_MESSAGES)
+        output = _compact_text(raw_out, _ASSISTANT_PARTS) if type(raw_out) is str else None
+        if output is None:
+            if raw_out is not None and not isinstance(raw_out, str):
+                problems.append(OUTPUT_MESSAGES)
+            output = _turn_text(raw_out, _ASSISTANT, empty_is_none=True)
+        conversation_id = attrs.get(CONVERSATION_ID)
+        if conversation_id is not None and type(conversation_id) is not str and not isinstance(conversation_id, str):
+            problems.append(CONVERSATION_ID)
+            conversation_id = None
         case_id = attrs.get(CASE_ID)
-        if case_id is not None and not isinstance(case_id, str):
+        if case_id is not None and type(case_id) is not str and not isinstance(case_id, str):
             case_id = str(case_id)
-        return Turn(
-            input_text=text,
-            agent=agent or "",
-            trace_id=span.trace_id,
-            span_id=span.span_id,
-            conversation_id=_str_attr(attrs, CONVERSATION_ID, problems),
-            case_id=case_id,
-            output_text=message_text(raw_out, roles=("assistant",)) or message_text(raw_out),
-            tool_definitions=_tool_definitions(attrs.get(TOOL_DEFINITIONS)),
-            start_ns=span.start_ns,
-            end_ns=span.end_ns,
-            attributes=attrs,
-            resource=span.resource,
-        )
+        raw_defs = attrs.get(TOOL_DEFINITIONS)
+        last = _DEFINITIONS_BY_LENGTH.get(len(raw_defs)) if type(raw_defs) is str else None
+        defs = last[1] if last is not None and last[0] == raw_defs else _tool_definitions(raw_defs)
+        # Built field by field (the dataclass __init__ costs more than the rest of this method); every field set.
+        turn: Turn = _new(Turn)
+        turn.input_text = text
+        turn.calls = ()
+        turn.agent = agent
+        turn.trace_id = span.trace_id
+        turn.span_id = span.span_id
+        turn.conversation_id = conversation_id
+        turn.case_id = case_id
+        turn.output_text = output
+        turn.tool_definitions = defs
+        turn.start_ns = span.start_ns
+        turn.end_ns = span.end_ns
+        turn.attributes = attrs
+        turn.resource = span.resource
+        turn.turnless = False
+        return turn
+
+
+def _tool_name(span: Span, name: Any, problems: list[str]) -> str:
+    """The tool name when `gen_ai.tool.name` is not a non-empty str: the span name's, else ""."""
+    if isinstance(name, str) and name:
+        return name
+    if name is not None:
+        problems.append(TOOL_NAME)
+    # The span name is `execute_tool {gen_ai.tool.name}`.
+    return span.name[len(EXECUTE_TOOL) + 1 :].strip() if span.name.startswith(EXECUTE_TOOL + " ") else ""
+
+
+def _call_id(call_id: Any, problems: list[str]) -> str:
+    if call_id is None or isinstance(call_id, str):
+        return call_id or ""
+    problems.append(TOOL_CALL_ID)
+    return str(call_id)
+
+
+def _json_text(v: Any, key: str, problems: list[str]) -> str | None:
+    """JSON text attributes (arguments, results): a structured value is re-encoded as JSON (counted)."""
+    if isinstance(v, str):
+        return v
+    problems.append(key)
+    try:
+        return json.dumps(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def _agent(span: Span, agent: Any, problems: list[str]) -> str:
+    """The agent name when `gen_ai.agent.name` is not a str: the span name's, else ""."""
+    if isinstance(agent, str):
+        return agent or ""
+    if agent is not None:
+        problems.append(AGENT_NAME)
+    if span.name.startswith(INVOKE_AGENT + " "):
+        return span.name[len(INVOKE_AGENT) + 1 :].strip()
+    return ""

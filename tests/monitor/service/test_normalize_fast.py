@@ -1,0 +1,298 @@
+"""The normalizer's fast paths against straightforward references (the GenAI rules written plainly, with json).
+
+The normalizer reads the instrumentation's compact messages with string operations, checks the usual attribute
+types first, builds records field by field, finds tool definitions by length and, with the GenAI conventions
+alone, dispatches spans in its own loop. Each of these must answer exactly what the plain rules answer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from monitor.normalize import GenAIConvention, Normalizer, Rejected
+from monitor.otlp import STATUS_ERROR, Span
+from monitor.records import ToolCall, Turn
+
+TRACE = "0af7651916cd43dd8448eb211c80319c"
+
+
+def ref_text(raw: Any, roles: tuple[str, ...] | None = None) -> str | None:
+    """message_text by json alone."""
+    if not isinstance(raw, str):
+        return None
+    try:
+        messages = json.loads(raw)
+    except (ValueError, RecursionError):
+        return raw
+    if isinstance(messages, dict):
+        messages = [messages]
+    if not isinstance(messages, list):
+        return None
+    texts = []
+    for m in messages:
+        if not isinstance(m, dict) or (roles is not None and m.get("role") not in roles):
+            continue
+        if isinstance(m.get("content"), str):
+            texts.append(m["content"])
+        parts = m.get("parts")
+        if isinstance(parts, list):
+            for p in parts:
+                if isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("content"), str):
+                    texts.append(p["content"])
+    return "\n".join(texts) if texts else None
+
+
+def ref_turn(span: Span) -> tuple[Turn, list[str]]:
+    problems: list[str] = []
+    attrs = span.attributes
+
+    def str_attr(key: str) -> str | None:
+        v = attrs.get(key)
+        if v is None or isinstance(v, str):
+            return v
+        problems.append(key)
+        return None
+
+    agent = str_attr("gen_ai.agent.name")
+    if agent is None and span.name.startswith("invoke_agent "):
+        agent = span.name[len("invoke_agent ") :].strip()
+    raw_in = attrs.get("gen_ai.input.messages")
+    if raw_in is not None and not isinstance(raw_in, str):
+        problems.append("gen_ai.input.messages")
+    text = ref_text(raw_in, ("user",))
+    if text is None:
+        text = ref_text(raw_in) or ""
+    raw_out = attrs.get("gen_ai.output.messages")
+    if raw_out is not None and not isinstance(raw_out, str):
+        problems.append("gen_ai.output.messages")
+    conversation_id = str_attr("gen_ai.conversation.id")
+    case_id = attrs.get("toolwatch.case.id")
+    raw_defs = attrs.get("gen_ai.tool.definitions")
+    try:
+        defs = json.loads(raw_defs) if isinstance(raw_defs, str) else None
+    except ValueError:
+        defs = None
+    turn = Turn(
+        input_text=text,
+        agent=agent or "",
+        trace_id=span.trace_id,
+        span_id=span.span_id,
+        conversation_id=conversation_id,
+        case_id=None if case_id is None else str(case_id),
+        output_text=ref_text(raw_out, ("assistant",)) or ref_text(raw_out),
+        tool_definitions=tuple(d for d in defs if isinstance(d, dict)) if isinstance(defs, list) else None,
+        start_ns=span.start_ns,
+        end_ns=span.end_ns,
+        attributes=attrs,
+        resource=span.resource,
+    )
+    return turn, problems
+
+
+def ref_tool_call(span: Span) -> tuple[ToolCall | str, list[str]]:
+    """The tool call (or the rejection reason) and the ignored attributes."""
+    problems: list[str] = []
+    attrs = span.attributes
+
+    def json_attr(key: str) -> str | None:
+        v = attrs.get(key)
+        if v is None or isinstance(v, str):
+            return v
+        problems.append(key)
+        try:
+            return json.dumps(v)
+        except (TypeError, ValueError):
+            return None
+
+    name = attrs.get("gen_ai.tool.name")
+    if not isinstance(name, str) or not name:
+        if name is not None:
+            problems.append("gen_ai.tool.name")
+        name = span.name[len("execute_tool ") :].strip() if span.name.startswith("execute_tool ") else ""
+        if not name:
+            return "missing_tool_name", problems
+    error_type = attrs.get("error.type")
+    if error_type is not None and not isinstance(error_type, str):
+        problems.append("error.type")
+        error_type = None
+    if error_type is None and span.status_code == STATUS_ERROR:
+        error_type = span.status_message or "error"
+    call_id = attrs.get("gen_ai.tool.call.id")
+    if call_id is not None and not isinstance(call_id, str):
+        problems.append("gen_ai.tool.call.id")
+        call_id = str(call_id)
+    arguments = json_attr("gen_ai.tool.call.arguments")
+    truncated = attrs.get("toolwatch.truncated")
+    if truncated is not None and not isinstance(truncated, str | tuple):
+        problems.append("toolwatch.truncated")
+        truncated = None
+    if arguments is not None and truncated is not None and "gen_ai.tool.call.arguments" in truncated:
+        arguments = None
+    call = ToolCall(
+        name=name,
+        call_id=call_id or "",
+        arguments=arguments,
+        result=json_attr("gen_ai.tool.call.result"),
+        error_type=error_type,
+        trace_id=span.trace_id,
+        span_id=span.span_id,
+        parent_span_id=span.parent_span_id,
+        start_ns=span.start_ns,
+        end_ns=span.end_ns,
+        attributes=attrs,
+    )
+    return call, problems
+
+
+def compact(role: str, text: str, finish: str | None) -> str:
+    msg: dict[str, Any] = {"role": role, "parts": [{"type": "text", "content": text}]}
+    if finish:
+        msg["finish_reason"] = finish
+    return json.dumps([msg], separators=(",", ":"))
+
+
+texts = st.text(alphabet=st.sampled_from('ab "\\/n\u00e9\ud83d\x01\x7f\u2028'), max_size=10)
+roles = st.sampled_from(["user", "assistant", "system", "", "us\\u0065r", 'a"b'])
+
+
+@st.composite
+def messages(draw: st.DrawFn) -> Any:
+    """Messages values near the compact form: exact, cut, padded, with the text unescaped, other shapes."""
+    raw = compact(draw(roles), draw(texts), draw(st.sampled_from([None, "stop", "length", "tool_calls"])))
+    kind = draw(st.integers(0, 6))
+    if kind == 1:
+        raw = raw[: draw(st.integers(0, len(raw)))]
+    elif kind == 2:
+        raw = raw + draw(st.sampled_from(["", " ", "]", '"}]}]', ',"x":1}]']))
+    elif kind == 3:
+        at = raw.index('"content":"') + 11
+        raw = raw[:at] + draw(texts) + '"}]}]'
+    elif kind == 4:
+        raw = json.dumps([{"role": "system", "parts": [{"type": "text", "content": "s"}]}, json.loads(raw)[0]])
+    elif kind == 5:
+        return draw(st.sampled_from([None, 7, ("a",), "", "plain text", "[]", '{"role":"user","content":""}']))
+    elif kind == 6:
+        raw = raw.replace("\\\\", "\\", 1)
+    return raw
+
+
+@settings(max_examples=300, deadline=None)
+@given(messages(), messages(), st.sampled_from([None, "a", 3, ""]), st.sampled_from([None, "c", 1.5]))
+@example('[{"role":"user","parts":[{"type":"text","content":"a\\nb"}]}]', None, "a", None)
+@example('[{"role":"us\x01er","parts":[{"type":"text","content":"x"}]}]', None, None, None)  # not JSON
+@example(json.dumps([{"role": "system", "parts": [{"type": "text", "content": "s"}]}, {"role": "user"}]), "", "a", 1)
+def test_turn_is_what_the_plain_rules_give(raw_in: Any, raw_out: Any, agent: Any, conversation: Any) -> None:
+    attrs: dict[str, Any] = {"gen_ai.operation.name": "invoke_agent", "toolwatch.case.id": 4}
+    for key, v in (
+        ("gen_ai.input.messages", raw_in),
+        ("gen_ai.output.messages", raw_out),
+        ("gen_ai.agent.name", agent),
+        ("gen_ai.conversation.id", conversation),
+    ):
+        if v is not None:
+            attrs[key] = v
+    span = Span(TRACE, "b7ad6b7169203331", "", "invoke_agent  named ", 1, 5, 9, attributes=attrs)
+    problems: list[str] = []
+    got = GenAIConvention().turn(span, problems)
+    expect, expect_problems = ref_turn(span)
+    assert got == expect
+    assert problems == expect_problems
+
+
+values = st.sampled_from([None, "", "x", '{"a": 1}', 7, 2.5, True, ("a", 1), ("gen_ai.tool.call.arguments",)])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "gen_ai.tool.name": values,
+            "gen_ai.tool.call.id": values,
+            "gen_ai.tool.call.arguments": values,
+            "gen_ai.tool.call.result": values,
+            "error.type": values,
+            "toolwatch.truncated": st.one_of(values, st.just("gen_ai.tool.call.arguments")),
+        },
+    ),
+    st.sampled_from(["execute_tool", "execute_tool ", "execute_tool lookup", "execute_toolx"]),
+    st.sampled_from([0, STATUS_ERROR]),
+    st.sampled_from(["", "boom"]),
+)
+def test_tool_call_is_what_the_plain_rules_give(attrs: dict[str, Any], name: str, status: int, message: str) -> None:
+    span = Span(TRACE, "c1", "t1", name, 1, 5, 9, status, message, {"gen_ai.operation.name": "execute_tool", **attrs})
+    problems: list[str] = []
+    got = GenAIConvention().tool_call(span, problems)
+    expect, expect_problems = ref_tool_call(span)
+    if isinstance(expect, str):
+        assert isinstance(got, Rejected) and got.reason == expect
+    else:
+        assert got == expect
+    assert problems == expect_problems
+
+
+def test_records_built_field_by_field_have_every_field() -> None:
+    """Records are built without their __init__: every dataclass field must be set (a new field too)."""
+    n = Normalizer()
+    tool = Span(TRACE, "c1", "t1", "execute_tool x", 1, 1, 2, attributes={"gen_ai.operation.name": "execute_tool"})
+    turn = Span(TRACE, "t1", "", "invoke_agent a", 1, 0, 3, attributes={"gen_ai.operation.name": "invoke_agent"})
+    records, _ = n.split([tool, turn])
+    for rec in records:
+        assert isinstance(rec, ToolCall | Turn)
+        values = {f.name: getattr(rec, f.name) for f in dataclasses.fields(rec)}  # AttributeError when unset
+        assert rec == type(rec)(**values)
+    assert isinstance(records[1], Turn) and records[1].calls == () and records[1].turnless is False
+
+
+def test_tool_definitions_of_the_same_length_are_told_apart() -> None:
+    n = Normalizer()
+    a = json.dumps([{"type": "function", "name": "aa"}])
+    b = json.dumps([{"type": "function", "name": "bb"}])
+    assert len(a) == len(b)
+    for i, raw in enumerate([a, b, a, a, b, "x" * len(a), b]):
+        attrs = {"gen_ai.operation.name": "invoke_agent", "gen_ai.tool.definitions": raw}
+        turn = n.normalize(Span(TRACE, f"{i + 1:016x}", "", "invoke_agent a", attributes=attrs))
+        assert isinstance(turn, Turn)
+        expect = json.loads(raw) if raw[0] == "[" else None
+        assert turn.tool_definitions == (tuple(expect) if expect else None)
+
+
+class _Renamed(GenAIConvention):
+    """A GenAI variant (its own normalize): the batch loop must call it, not the GenAI fast loop."""
+
+    def normalize(self, span: Span, problems: list[str]) -> ToolCall | Turn | Rejected | None:
+        if span.name == "mine":
+            return Rejected("mine")
+        return super().normalize(span, problems)
+
+
+ops = st.sampled_from(["execute_tool", "invoke_agent", "chat", 3, None])
+span_names = st.sampled_from(["execute_tool", "execute_tool t", "invoke_agent a", "invoke_agentx", "chat", "mine"])
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(ops, span_names, st.sampled_from([None, "t", 5]), st.sampled_from([None, 1, "[]"]))))
+def test_split_counts_what_one_span_at_a_time_counts(shapes: list[tuple[Any, str, Any, Any]]) -> None:
+    spans = []
+    for i, (op, name, tool, messages) in enumerate(shapes):
+        attrs: dict[str, Any] = {}
+        for key, v in (("gen_ai.operation.name", op), ("gen_ai.tool.name", tool), ("gen_ai.input.messages", messages)):
+            if v is not None:
+                attrs[key] = v
+        spans.append(Span(TRACE, f"{i + 1:016x}", "", name, 1, i, i + 1, attributes=attrs))
+    for conventions in (None, [GenAIConvention()], [_Renamed()], [GenAIConvention(), GenAIConvention()]):
+        batch, single = Normalizer(conventions), Normalizer(conventions)
+        records, rejected = batch.split(spans)
+        expect = []
+        for s in spans:
+            r = single.normalize(s)
+            if not isinstance(r, Rejected):
+                expect.append(s if r is None else r)
+        assert records == expect
+        assert rejected == single.rejected == batch.rejected
+        assert batch.ignored_attributes == single.ignored_attributes
