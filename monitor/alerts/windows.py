@@ -2,23 +2,27 @@
 
 Each window keeps a ring of about `steps` snapshots of the per-agent cumulative Tallies (one every
 window/steps seconds); the window's Tally is the cumulative one minus the oldest snapshot still inside it
-(`Tally.subtract`), so a window covers between `window` and `window + window/steps` of the past, and adding
-a verdict costs one `Tally.add`. Memory is bounded by windows x steps x agents (agents are bounded too), and
-each Tally keeps per-tool counts only for the tools the alerts name and no confusion matrix: with a catalog
-taken from the offered tool definitions, tool names come from the clients and would otherwise grow the Tallies
-(and every snapshot of them) without limit.
+(`Tally.subtract`), so a window covers between `window` and `window + window/steps` of the past. Verdicts are
+added by signature (`monitor.metrics.VerdictBatch`): what one verdict of a signature adds to a Tally (`Tally.add`)
+is kept and added once per batch, times the verdicts that have it. Memory is bounded by windows x steps x agents
+(agents are bounded too), and each Tally keeps per-tool counts only for the tools the alerts name and no confusion
+matrix: with a catalog taken from the offered tool definitions, tool names come from the clients and would
+otherwise grow the Tallies (and every snapshot of them) without limit.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from dataclasses import fields
+from typing import Any, cast
 
 from monitor.alerts.figures import FIGURES
-from monitor.judge import Tally
+from monitor.judge import Tally, ToolCounts
+from monitor.metrics import VerdictBatch
+from monitor.metrics._batch import MAX_CACHED, SIG_AGENT, SIG_SCORED, Sig, cacheable
 from monitor.verdict import TurnVerdict
 
 OTHER = "__other__"
@@ -68,6 +72,37 @@ class _Window:
             ring.popleft()
 
 
+class _Unit:
+    """The counts one verdict adds to a Tally (but its sequence score), to add `count` times at once."""
+
+    __slots__ = ("ints", "per_tool", "counters")
+
+    def __init__(self, tally: Tally) -> None:
+        values = [(f.name, getattr(tally, f.name)) for f in fields(tally)]
+        self.ints = [(name, x) for name, x in values if type(x) is int and x]  # the one float is not here
+        self.counters = [(name, list(x.items())) for name, x in values if isinstance(x, Counter) and x]
+        self.per_tool = [  # every tool the verdict names, even with no count: Tally.add creates their entries
+            (tool, [(f.name, getattr(tc, f.name)) for f in fields(tc) if getattr(tc, f.name)])
+            for tool, tc in tally.per_tool.items()
+        ]
+
+    def add_to(self, total: Tally, count: int) -> None:
+        for name, x in self.ints:
+            setattr(total, name, getattr(total, name) + x * count)
+        if self.per_tool:
+            per_tool = total.per_tool
+            for tool, ints in self.per_tool:
+                tc = per_tool.get(tool)
+                if tc is None:
+                    tc = per_tool[tool] = ToolCounts()
+                for name, x in ints:
+                    setattr(tc, name, getattr(tc, name) + x * count)
+        for name, items in self.counters:
+            counter = getattr(total, name)
+            for key, x in items:
+                counter[key] += x * count
+
+
 class TallyWindows:
     """A verdict sink keeping per-agent rolling Tallies over the given window lengths. Thread-safe."""
 
@@ -87,7 +122,8 @@ class TallyWindows:
         self.clock = clock
         self.agent_label = agent_label
         self.max_agents = max_agents
-        self.tools = frozenset(tools)  # the only per-tool counts kept
+        self._tools = frozenset(tools)  # the only per-tool counts kept
+        self._units: dict[Sig, _Unit] = {}  # what one verdict of a signature adds to a Tally
         self._totals: dict[str, Tally] = {}
         self._windows = {s: _Window(s, clock(), steps) for s in seconds}
         self._lock = threading.Lock()
@@ -102,22 +138,59 @@ class TallyWindows:
             return OTHER
         return label
 
-    def accept(self, verdicts: Iterable[TurnVerdict]) -> None:
+    @property
+    def tools(self) -> frozenset[str]:
+        return self._tools
+
+    @tools.setter
+    def tools(self, tools: Iterable[str]) -> None:
         with self._lock:
+            self._tools = frozenset(tools)  # the only per-tool counts kept
+            self._units = {}
+
+    def accept(self, verdicts: Iterable[TurnVerdict]) -> None:
+        """Count verdicts: each distinct signature of the batch once (see `monitor.metrics.VerdictBatch`)."""
+        batch = VerdictBatch.of(verdicts)
+        with self._lock:
+            units = self._units
+            totals = self._totals
             touched: set[str] = set()
-            for v in verdicts:
-                label = self._label(v.agent)
-                total = self._totals.get(label)
+            scored = False
+            for sig, count in batch.groups().items():
+                unit = units.get(sig)
+                if unit is None:
+                    unit = self._unit(batch.first(sig))
+                    if cacheable(sig):
+                        if len(units) >= MAX_CACHED:
+                            units.clear()
+                        units[sig] = unit
+                label = self._label(cast(str, sig[SIG_AGENT]))
+                total = totals.get(label)
                 if total is None:
-                    total = self._totals[label] = Tally()
-                total.add(v)
+                    total = totals[label] = Tally()
+                unit.add_to(total, count)
                 touched.add(label)
-            keep = self.tools
-            for label in touched:
-                total = self._totals[label]
+                if sig[SIG_SCORED]:
+                    scored = True
+            if scored:  # a float: summed in verdict order, as Tally.add one verdict at a time would
+                for v in batch:
+                    s = v.sequence_score
+                    if s is not None and v.judged:
+                        totals[self._label(v.agent)].sequence_score_sum += s
+            keep = self._tools
+            for label in touched:  # per-tool counts of tools the alerts no longer name (after an update)
+                total = totals[label]
                 total.confusion.clear()
                 for tool in [t for t in total.per_tool if t not in keep]:
                     del total.per_tool[tool]
+
+    def _unit(self, v: TurnVerdict) -> _Unit:
+        tally = Tally()
+        tally.add(v)
+        tally.confusion.clear()
+        for tool in [t for t in tally.per_tool if t not in self._tools]:
+            del tally.per_tool[tool]
+        return _Unit(tally)
 
     def tick(self, now: float | None = None) -> None:
         with self._lock:

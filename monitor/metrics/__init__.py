@@ -1,6 +1,7 @@
 """Prometheus metrics of toolwatch: verdict counters, rolling-window ratios, operational metrics."""
 
 from monitor.metrics import names
+from monitor.metrics._batch import VerdictBatch
 from monitor.metrics._histogram import Histogram
 from monitor.metrics._labels import LabelPolicy
 from monitor.metrics._registry import DEFAULT_WINDOWS, ToolwatchMetrics
@@ -12,6 +13,7 @@ __all__ = [
     "Histogram",
     "LabelPolicy",
     "ToolwatchMetrics",
+    "VerdictBatch",
     "VerdictCounters",
     "View",
     "format_duration",

@@ -1,15 +1,17 @@
-"""Verdict counters kept in plain dicts (one update per call, no label lookups) and rendered at scrape time."""
+"""Verdict counters kept in plain dicts (updated per distinct verdict signature of a batch), rendered at scrape time."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from monitor.metrics import names as n
+from monitor.metrics._batch import MAX_CACHED, SIG_SCORED, Sig, VerdictBatch, cacheable
 from monitor.metrics._labels import LabelPolicy
 from monitor.verdict import TurnVerdict
 
 Key = tuple[str, ...]
 Counts = dict[Key, int]
+Plan = tuple[tuple[Counts, Key, int], ...]
 
 # name -> (help, label names); the order of the dicts in VerdictCounters.tables follows this.
 COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -41,17 +43,23 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
 
 
 class VerdictCounters:
-    """The verdict counters of COMMON.md, updated per verdict."""
+    """The verdict counters of COMMON.md.
+
+    `add()` counts a batch by signature (see `_batch`): each distinct signature's increments (`plan()`, cached)
+    are applied once, multiplied by the number of its verdicts; sequence scores are summed verdict by verdict.
+    """
 
     def __init__(self, labels: LabelPolicy) -> None:
         self.labels = labels
         self.tables: dict[str, Counts] = {name: {} for name in COUNTERS}
         self.sequence_score: dict[str, float] = {}
         self._tool_cache: dict[str, str] = {}
+        self._plans: dict[Sig, Plan] = {}
 
     def set_labels(self, labels: LabelPolicy) -> None:
         self.labels = labels
         self._tool_cache = {}
+        self._plans = {}
 
     def _tool(self, name: str) -> str:
         label = self._tool_cache.get(name)
@@ -61,86 +69,94 @@ class VerdictCounters:
                 self._tool_cache[name] = label
         return label
 
-    def add(self, verdicts: Iterable[TurnVerdict]) -> None:  # noqa: C901 - one flat pass per verdict
-        t = self.tables
-        calls_t = t[n.TOOL_CALLS]
-        judged_t = t[n.JUDGED_CALLS]
-        checks_t = t[n.TURN_CHECKS]
-        schema_t = t[n.SCHEMA_CHECKED_CALLS]
-        args_t = t[n.ARGUMENT_CHECKED_CALLS]
+    def add(self, verdicts: Iterable[TurnVerdict]) -> None:
+        batch = VerdictBatch.of(verdicts)
+        plans = self._plans
+        scored = False
+        for sig, count in batch.groups().items():
+            plan = plans.get(sig)
+            if plan is None:
+                plan = self.plan(batch.first(sig))
+                if cacheable(sig):
+                    if len(plans) >= MAX_CACHED:
+                        plans.clear()
+                    plans[sig] = plan
+            for table, key, inc in plan:
+                table[key] = table.get(key, 0) + inc * count
+            if sig[SIG_SCORED]:
+                scored = True
+        if scored:  # a float: summed in verdict order, as one verdict at a time would
+            seq = self.sequence_score
+            agent_label = self.labels.agent
+            for v in batch:
+                s = v.sequence_score
+                if s is not None and v.judged:
+                    agent = agent_label(v.agent)
+                    seq[agent] = seq.get(agent, 0.0) + s
+
+    def plan(self, v: TurnVerdict) -> Plan:  # noqa: C901 - one flat pass over the verdict
+        """What one verdict adds to the tables (all but the sequence score): (table, key, increment)s."""
+        acc: dict[tuple[str, Key], int] = {}
+
+        def inc(name: str, key: Key, k: int = 1) -> None:
+            acc[name, key] = acc.get((name, key), 0) + k
+
         tool_label = self._tool
-        labels = self.labels
-        for v in verdicts:
-            agent = labels.agent(v.agent)
-            judged = v.judged
-            k: Key = (agent, "true" if judged else "false")
-            t[n.TURNS][k] = t[n.TURNS].get(k, 0) + 1
-            if v.calls:
-                t[n.TURNS_WITH_CALLS][(agent,)] = t[n.TURNS_WITH_CALLS].get((agent,), 0) + 1
-            for c in v.calls:
-                tool = tool_label(c.name)
-                k = (agent, tool, c.outcome.value)
-                calls_t[k] = calls_t.get(k, 0) + 1
-                k = (agent, tool)
-                if judged:
-                    judged_t[k] = judged_t.get(k, 0) + 1
-                if c.schema_valid is not None:
-                    schema_t[k] = schema_t.get(k, 0) + 1
-                    if not c.schema_valid:
-                        t[n.SCHEMA_INVALID_CALLS][k] = t[n.SCHEMA_INVALID_CALLS].get(k, 0) + 1
-                        viol = t[n.SCHEMA_VIOLATIONS]
-                        for kind in sorted({x.kind.value for x in c.violations} or {"other"}):
-                            kk = (agent, tool, kind)
-                            viol[kk] = viol.get(kk, 0) + 1
-                if c.args_ok is not None:
-                    args_t[k] = args_t.get(k, 0) + 1
-                    if not c.args_ok:
-                        t[n.ARGUMENT_MISMATCHES][k] = t[n.ARGUMENT_MISMATCHES].get(k, 0) + 1
-            if v.forbidden:  # one per call of a forbidden tool (v.forbidden names each tool once)
-                forbidden_t = t[n.FORBIDDEN_CALLS]
-                for c in v.calls:
-                    if c.name in v.forbidden:
-                        k = (agent, tool_label(c.name))
-                        forbidden_t[k] = forbidden_t.get(k, 0) + 1
+        agent = self.labels.agent(v.agent)
+        judged = v.judged
+        inc(n.TURNS, (agent, "true" if judged else "false"))
+        if v.calls:
+            inc(n.TURNS_WITH_CALLS, (agent,))
+        for c in v.calls:
+            tool = tool_label(c.name)
+            inc(n.TOOL_CALLS, (agent, tool, c.outcome.value))
+            k = (agent, tool)
             if judged:
-                self._judged_turn(v, agent, checks_t)
-
-    def _check(self, checks_t: Counts, agent: str, check: str, ok: bool) -> None:
-        k = (agent, check, "pass" if ok else "fail")
-        checks_t[k] = checks_t.get(k, 0) + 1
-
-    def _judged_turn(self, v: TurnVerdict, agent: str, checks_t: Counts) -> None:
+                inc(n.JUDGED_CALLS, k)
+            if c.schema_valid is not None:
+                inc(n.SCHEMA_CHECKED_CALLS, k)
+                if not c.schema_valid:
+                    inc(n.SCHEMA_INVALID_CALLS, k)
+                    for kind in sorted({x.kind.value for x in c.violations} or {"other"}):
+                        inc(n.SCHEMA_VIOLATIONS, (agent, tool, kind))
+            if c.args_ok is not None:
+                inc(n.ARGUMENT_CHECKED_CALLS, k)
+                if not c.args_ok:
+                    inc(n.ARGUMENT_MISMATCHES, k)
+            if c.name in v.forbidden:  # one per call of a forbidden tool (v.forbidden names each tool once)
+                inc(n.FORBIDDEN_CALLS, k)
+        if judged:
+            self._judged_turn(v, agent, inc)
         t = self.tables
+        return tuple((t[name], key, k) for (name, key), k in acc.items())
+
+    def _judged_turn(self, v: TurnVerdict, agent: str, inc: Callable[..., None]) -> None:
         tool_label = self._tool
-        check = self._check
         for m in v.missed:
-            k: Key = (agent, tool_label(m.tool))
-            t[n.MISSED_CALLS][k] = t[n.MISSED_CALLS].get(k, 0) + 1
+            inc(n.MISSED_CALLS, (agent, tool_label(m.tool)))
         for tool, count in v.expected_by_tool:  # one entry per tool (the judge sums its slots' minimums)
-            k = (agent, tool_label(tool))
-            t[n.EXPECTED_CALLS][k] = t[n.EXPECTED_CALLS].get(k, 0) + count
+            inc(n.EXPECTED_CALLS, (agent, tool_label(tool)), count)
         matrix = self.labels.matrix
-        conf = t[n.CONFUSION]
         for exp, act in v.confusion:
-            k = (agent, matrix(exp), matrix(act))
-            conf[k] = conf.get(k, 0) + 1
+            inc(n.CONFUSION, (agent, matrix(exp), matrix(act)))
+
+        def check(name: str, ok: bool) -> None:
+            inc(n.TURN_CHECKS, (agent, name, "pass" if ok else "fail"))
+
         if v.selection_ok is not None:
-            check(checks_t, agent, "selection", v.selection_ok)
-        check(checks_t, agent, "args", v.args_ok)
-        check(checks_t, agent, "schema", v.schema_ok)
+            check("selection", v.selection_ok)
+        check("args", v.args_ok)
+        check("schema", v.schema_ok)
         if v.sequence_ok is not None:
-            check(checks_t, agent, "sequence", v.sequence_ok)
+            check("sequence", v.sequence_ok)
             if not v.sequence_ok:
-                t[n.ORDER_VIOLATIONS][(agent,)] = t[n.ORDER_VIOLATIONS].get((agent,), 0) + 1
-        if v.sequence_score is not None:
-            self.sequence_score[agent] = self.sequence_score.get(agent, 0.0) + v.sequence_score
+                inc(n.ORDER_VIOLATIONS, (agent,))
         if v.response_ok is not None:
-            check(checks_t, agent, "response", v.response_ok)
-            t[n.RESPONSE_CHECKED_TURNS][(agent,)] = t[n.RESPONSE_CHECKED_TURNS].get((agent,), 0) + 1
+            check("response", v.response_ok)
+            inc(n.RESPONSE_CHECKED_TURNS, (agent,))
         if v.end_to_end is not None:
-            check(checks_t, agent, "end_to_end", v.end_to_end)
+            check("end_to_end", v.end_to_end)
             if not v.end_to_end and v.rule:
-                k = (agent, self.labels.rule(v.rule))
-                t[n.RULE_FAILURES][k] = t[n.RULE_FAILURES].get(k, 0) + 1
+                inc(n.RULE_FAILURES, (agent, self.labels.rule(v.rule)))
         if v.over_calling is not None:
-            check(checks_t, agent, "over_calling", not v.over_calling)
+            check("over_calling", not v.over_calling)

@@ -9,7 +9,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 
 from monitor.assembly import TurnAssembler
-from monitor.metrics import ToolwatchMetrics
+from monitor.metrics import ToolwatchMetrics, VerdictBatch
 from monitor.normalize import Normalizer
 from monitor.otlp import Span
 from monitor.records import ToolCall, Turn
@@ -114,36 +114,42 @@ class Pipeline:
         return handled
 
     def judge(self, turns: Sequence[Turn], now_ns: int) -> list[TurnVerdict]:
-        judge = self.rules.judge
+        judge = self.rules.judge.judge
         ops = self.metrics.ops
-        observe_duration = ops.judge_duration.observe
         verdicts: list[TurnVerdict] = []
+        append = verdicts.append
+        durations: list[float] = []  # each turn's own judge time, observed one by one below
+        timed = durations.append
         errors = 0
         clock = time.perf_counter
         for turn in turns:
             t0 = clock()
             try:
-                v = judge.judge(turn)
+                v = judge(turn)
             except Exception:  # a judge bug must not stop the service: count it and log the turn
                 logger.exception("judge failed on turn trace=%s span=%s", turn.trace_id, turn.span_id)
                 errors += len(turn.calls) or 1
                 continue
-            observe_duration(clock() - t0)
-            verdicts.append(v)
+            timed(clock() - t0)
+            append(v)
+        ops.judge_duration.observe_each(durations)
         ops.dropped(DROP_JUDGE_ERROR, errors)
-        self.metrics.observe(verdicts)
+        batch = VerdictBatch(verdicts)  # every sink reads the same batch: its signatures are computed once
+        self.metrics.observe(batch)
         done_ns = time.time_ns()
-        lag = ops.verdict_lag.observe
+        lags: list[float] = []
+        lag = lags.append
         for turn in turns:
             end = turn.end_ns or max((c.end_ns for c in turn.calls), default=0)
             if end:
                 lag(max(0.0, (done_ns - end) / 1e9))
+        ops.verdict_lag.observe_each(lags)
         self.turns_judged += len(verdicts)
         if self.verdict_log is not None:
-            self.verdict_log.write(verdicts)
+            self.verdict_log.write(batch)
         for hook in self.hooks:
             try:
-                hook(verdicts)
+                hook(batch)
             except Exception:
                 logger.exception("verdict hook %r failed", hook)
         return verdicts

@@ -6,10 +6,13 @@ import json
 import logging
 import os
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from monitor.verdict import TurnVerdict
+from monitor.verdict import CallVerdict, Outcome, TurnVerdict
+
+HALLUCINATED = Outcome.HALLUCINATED
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +44,66 @@ def verdict_record(v: TurnVerdict, *, at: float | None = None) -> dict[str, Any]
     }
 
 
+def _failed(v: TurnVerdict) -> bool:
+    """`v.failed`, without its generator (called for every turn; a test keeps the two equal)."""
+    if v.end_to_end is False or v.forbidden:
+        return True
+    for c in v.calls:
+        if c.outcome is HALLUCINATED or c.schema_valid is False:
+            return True
+    return False
+
+
+_str: Callable[[str], str] = json.encoder.encode_basestring  # a JSON string, non-ASCII kept (ensure_ascii=False)
+_JSON = {True: "true", False: "false", None: "null"}
+
+
+def _call_json(c: CallVerdict) -> str:
+    out = '{"name":' + _str(c.name) + ',"outcome":' + _str(c.outcome.value)
+    if c.schema_valid is not None:
+        out += ',"schema_valid":' + _JSON[c.schema_valid]
+    if c.args_ok is not None:
+        out += ',"args_ok":' + _JSON[c.args_ok]
+    if c.violations:
+        out += ',"violations":[' + ",".join([_str(f"{x.kind.value}: {x.message}") for x in c.violations]) + "]"
+    return out + "}"
+
+
+def verdict_line(v: TurnVerdict, at: float) -> str:
+    """`json.dumps(verdict_record(v, at=at), ensure_ascii=False, separators=(",", ":"))`, written directly
+    (about 3x faster than building the dict and encoding it; a test keeps the two equal)."""
+    rule = v.rule
+    return (
+        '{"time":'
+        + repr(round(at, 3))
+        + ',"agent":'
+        + _str(v.agent)
+        + ',"trace_id":'
+        + _str(v.trace_id)
+        + ',"span_id":'
+        + _str(v.span_id)
+        + ',"judged":'
+        + _JSON[v.judged]
+        + ',"turnless":'
+        + _JSON[v.turnless]
+        + ',"failed":'
+        + _JSON[_failed(v)]
+        + ',"rule":'
+        + ("null" if rule is None else _str(rule))
+        + ',"reason":'
+        + _str(v.reason)
+        + ',"input":'
+        + _str(v.input_text[:2000])
+        + ',"calls":['
+        + ",".join([_call_json(c) for c in v.calls])
+        + '],"missed":['
+        + ",".join([_str(m.tool) for m in v.missed])
+        + '],"end_to_end":'
+        + _JSON[v.end_to_end]
+        + "}"
+    )
+
+
 class VerdictLog:
     """Appends verdict records to `path`; when it exceeds `max_bytes` it becomes `path.1` (then `.2` ...)."""
 
@@ -57,19 +120,19 @@ class VerdictLog:
         self._fh: IO[str] = self.path.open("a", encoding="utf-8")
         self._size = self._fh.tell()
 
-    def write(self, verdicts: list[TurnVerdict]) -> None:
+    def write(self, verdicts: Sequence[TurnVerdict]) -> None:
         at = time.time()
+        all_turns = self.all_turns
         for v in verdicts:
-            if not (self.all_turns or v.failed):
+            if not (all_turns or _failed(v)):
                 continue
-            rec = verdict_record(v, at=at)
-            line = json.dumps(rec, ensure_ascii=False, separators=(",", ":")) + "\n"
+            line = verdict_line(v, at) + "\n"
             size = len(line)
             if not line.isascii():
                 try:
                     size = len(line.encode("utf-8"))
                 except UnicodeEncodeError:  # lone surrogates (OTLP JSON "\ud800" escapes): keep them escaped
-                    line = json.dumps(rec, separators=(",", ":")) + "\n"
+                    line = json.dumps(verdict_record(v, at=at), separators=(",", ":")) + "\n"
                     size = len(line)
             try:
                 if self._size + size > self.max_bytes and self._size > 0:

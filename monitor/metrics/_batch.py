@@ -1,0 +1,110 @@
+"""Verdict batches grouped by what they count: the fast path of every counting sink.
+
+A verdict's *signature* holds everything that decides how it is counted (agent, judged, the calls' names,
+outcomes and checks, missed and expected tools, the turn checks, ...) and nothing else (ids, texts, reasons).
+Verdicts of a serving workload repeat a few signatures, so a sink counts each signature once per batch
+(`groups()`: signature -> number of verdicts, in order of first appearance) and applies the counts of one
+representative verdict that many times. Counts are integers, so that is exact; the one float (the sequence
+score) is summed verdict by verdict, in order, by each sink.
+
+`VerdictBatch` is an immutable batch that computes its groups once, however many sinks read it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+
+from monitor.verdict import TurnVerdict
+
+Sig = tuple[object, ...]
+
+# Positions in a signature that the sinks read directly.
+SIG_AGENT = 0
+SIG_SCORED = 13  # sequence_score is not None
+
+# Signatures kept by a sink's cache: bounded in number and, since names are free-form, in characters.
+MAX_CACHED = 2048
+MAX_CACHED_CHARS = 2048
+
+
+def signatures(verdicts: Iterable[TurnVerdict]) -> list[Sig]:
+    """One signature per verdict: equal signatures are counted identically by every sink."""
+    out: list[Sig] = []
+    append = out.append
+    for v in verdicts:
+        calls = tuple(
+            [
+                (
+                    c.name,
+                    c.outcome,
+                    c.in_catalog,
+                    c.schema_valid,
+                    c.args_ok,
+                    c.violations and frozenset([x.kind for x in c.violations]),
+                )
+                for c in v.calls
+            ]
+        )
+        missed = v.missed
+        append(
+            (
+                v.agent,  # SIG_AGENT
+                v.judged,
+                v.turnless,
+                v.rule,
+                calls,
+                missed and tuple([m.tool for m in missed]),
+                v.expected_calls,
+                v.expected_by_tool,
+                v.confusion,
+                v.selection_ok,
+                v.args_ok,
+                v.schema_ok,
+                v.sequence_ok,
+                v.sequence_score is not None,  # SIG_SCORED
+                v.response_ok,
+                v.end_to_end,
+                v.over_calling,
+                v.forbidden,
+            )
+        )
+    return out
+
+
+def _chars(x: object) -> int:
+    if isinstance(x, str):
+        return len(x)
+    if isinstance(x, tuple | frozenset):
+        return sum(_chars(y) for y in x)
+    return 0
+
+
+def cacheable(sig: Sig) -> bool:
+    """Small enough to keep: its names add up to at most MAX_CACHED_CHARS characters."""
+    return _chars(sig) <= MAX_CACHED_CHARS
+
+
+class VerdictBatch(tuple[TurnVerdict, ...]):
+    """A tuple of verdicts whose signatures and groups are computed once, by the first sink that asks."""
+
+    _sigs: list[Sig] | None = None
+    _groups: Counter[Sig] | None = None
+
+    @classmethod
+    def of(cls, verdicts: Iterable[TurnVerdict]) -> VerdictBatch:
+        return verdicts if isinstance(verdicts, VerdictBatch) else cls(verdicts)
+
+    def groups(self) -> Counter[Sig]:
+        """Signature -> number of verdicts, in order of first appearance."""
+        groups = self._groups
+        if groups is None:
+            self._sigs = signatures(self)
+            groups = self._groups = Counter(self._sigs)
+        return groups
+
+    def first(self, sig: Sig) -> TurnVerdict:
+        """The first verdict with this signature (one of `groups()`)."""
+        self.groups()
+        assert self._sigs is not None
+        return self[self._sigs.index(sig)]
