@@ -776,12 +776,16 @@ static int parse_double(Parser *s, int depth, PyObject **out) {
                 Py_DECREF(key);
                 return ERR;
             }
-            special_floats = PyObject_GetAttrString(mod, "_SPECIAL_FLOATS");
+            PyObject *d = PyObject_GetAttrString(mod, "_SPECIAL_FLOATS");
             Py_DECREF(mod);
-            if (!special_floats) {
+            if (!d) {
                 Py_DECREF(key);
                 return ERR;
             }
+            if (special_floats) /* set meanwhile by another thread while the import ran */
+                Py_DECREF(d);
+            else
+                special_floats = d;
         }
         *out = PyObject_GetItem(special_floats, key);
         Py_DECREF(key);
@@ -882,7 +886,6 @@ static int b64_hex(const Str *st_, PyObject **out) {
         return ERR;
     unsigned char *w = PyUnicode_1BYTE_DATA(o);
     uint32_t acc = 0;
-    size_t emitted = 0;
     for (size_t i = 0; i < data; i++) {
         int v = b64val(st.ptr[i]);
         if (v < 0) {
@@ -896,7 +899,6 @@ static int b64_hex(const Str *st_, PyObject **out) {
                 *w++ = (unsigned char)digits[b[j] >> 4];
                 *w++ = (unsigned char)digits[b[j] & 15];
             }
-            emitted += 3;
             acc = 0;
         }
     }
@@ -907,9 +909,7 @@ static int b64_hex(const Str *st_, PyObject **out) {
             *w++ = (unsigned char)digits[b[j] >> 4];
             *w++ = (unsigned char)digits[b[j] & 15];
         }
-        emitted += 3 - pads;
     }
-    (void)emitted;
     *out = o;
     return OK;
 }
@@ -1341,7 +1341,7 @@ static int parse_span(Parser *s, int depth, PyObject *resource, PyObject *scope)
     int rc = OK, more, more2, i;
     unsigned seen = 0;
     /* reasons the reference would raise _BadSpan for, by field */
-    int status_bad = 0, events_bad = 0, events_given = 0;
+    int status_bad = 0, events_bad = 0;
     unsigned bad = 0; /* bit per SF_* field */
 
     if (peek(s) != '{') {
@@ -1459,7 +1459,6 @@ static int parse_span(Parser *s, int depth, PyObject *resource, PyObject *scope)
             CK(open_(s, depth + 1, &more2));
             if (!more2)
                 break;
-            events_given = 1;
             if (!(events = PyList_New(0))) {
                 rc = ERR;
                 goto out;
@@ -1512,7 +1511,6 @@ static int parse_span(Parser *s, int depth, PyObject *resource, PyObject *scope)
     } else if (bad || events_bad) {
         s->malformed++;
     } else {
-        (void)events_given;
         PyObject *args[N_SPAN_FIELDS] = {f[SF_TRACE], f[SF_SPAN], f[SF_PARENT], f[SF_NAME], f[SF_KIND],
                                          f[SF_START], f[SF_END],  f[SF_CODE],   f[SF_MSG],  f[SF_ATTRS],
                                          resource,    scope,      events ? events : Py_None};
