@@ -841,9 +841,9 @@ static int b64val(unsigned char c) {
     return -1;
 }
 
-/* _scalar("bytesValue", raw): canonical padded base64 only; anything else is left to the reference. */
 static int b64_hex(const Str *st, PyObject **out);
 
+/* _scalar("bytesValue", raw): canonical padded base64 only; anything else is left to the reference. */
 static int parse_bytes(Parser *s, int depth, PyObject **out) {
     *out = NULL;
     if (peek(s) != '"')
