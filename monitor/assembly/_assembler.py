@@ -12,9 +12,9 @@ that are dropped and counted.
 from __future__ import annotations
 
 import heapq
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from monitor.normalize import Normalizer
 from monitor.otlp import Span
@@ -22,14 +22,17 @@ from monitor.records import ToolCall, Turn
 
 _NS = 1_000_000_000
 SPANS_PER_CALL = 10  # parent links (every span seen) kept per trace: this many times max_calls_per_trace
+_new = object.__new__
 
 
-@dataclass(slots=True)
 class _Trace:
+    """One pending trace. Built field by field in add_records (a constructor call cost as much as the rest)."""
+
+    __slots__ = ("first_seen_ns", "calls", "turns", "parents")
     first_seen_ns: int
-    calls: list[ToolCall] = field(default_factory=list)
-    turns: dict[str, Turn] = field(default_factory=dict)  # turn span id -> turn record (no calls yet)
-    parents: dict[str, str] = field(default_factory=dict)  # span id -> parent span id (every span seen)
+    calls: list[ToolCall]
+    turns: dict[str, Turn]  # turn span id -> turn record (no calls yet)
+    parents: dict[str, str]  # span id -> parent span id (every span seen)
 
 
 @dataclass(slots=True)
@@ -72,15 +75,20 @@ class TurnAssembler:
         self.stats = AssemblerStats()
         self._traces: OrderedDict[str, _Trace] = OrderedDict()
         self._pending_turns = 0
-        self._due: list[tuple[int, str, str]] = []  # (deadline_ns, trace_id, turn span id)
-        # Recently released turn span ids per trace, to recognise late children (bounded FIFO).
-        # Trace id + span id of recently released turns (one string per entry, to keep it small).
-        self._released: OrderedDict[str, None] = OrderedDict()
+        # Pending turns by deadline (turns added together share one): deadline -> {trace id: turn span id, or
+        # the span ids in arrival order when the trace has several}, and a heap of the deadlines. Released in
+        # (deadline, trace id, span id) order. Entries of turns released early (eviction) are skipped then.
+        self._due: dict[int, dict[str, str | list[str]]] = {}
+        self._deadlines: list[int] = []
+        # Trace id + span id of recently released turns (one string per entry, to keep it small), to recognise
+        # late children and retried turns: a set, and the same keys oldest first to forget the oldest (bounded).
+        self._released: set[str] = set()
+        self._released_order: deque[str] = deque()
         self._released_max = 65_536
 
     def next_deadline_ns(self) -> int | None:
         """When the next pending turn's grace period ends (None when no turn waits)."""
-        return self._due[0][0] if self._due else None
+        return self._deadlines[0] if self._deadlines else None
 
     @property
     def pending_traces(self) -> int:
@@ -95,57 +103,88 @@ class TurnAssembler:
         records, _ = self.normalizer.split(spans)
         return self.add_records(records, now_ns)
 
-    def add_records(self, records: Iterable[ToolCall | Turn | Span], now_ns: int) -> list[Turn]:
+    def add_records(self, records: Iterable[ToolCall | Turn | Span], now_ns: int) -> list[Turn]:  # noqa: C901
         """Add normalized records (tool calls, turns without calls, other spans as parent links)."""
         out: list[Turn] = []
         traces = self._traces
+        released = self._released
+        stats = self.stats
+        max_pending = self.max_pending
+        max_calls = self.max_calls_per_trace
+        max_links = self.max_links_per_trace
+        due: dict[str, str | list[str]] | None = None  # this call's deadline's entries
         for r in records:
             tid = r.trace_id
             tr = traces.get(tid)
             if tr is None:
-                if len(traces) >= self.max_pending:
+                if len(traces) >= max_pending:
                     self._evict_oldest(out)
-                tr = traces[tid] = _Trace(now_ns)
+                tr = traces[tid] = _new(_Trace)
+                tr.first_seen_ns = now_ns
+                tr.calls = []
+                tr.turns = {}
+                tr.parents = {}
             if isinstance(r, ToolCall):
-                if r.span_id in tr.parents:
-                    self.stats.duplicates += 1
+                parents = tr.parents
+                if r.span_id in parents:
+                    stats.duplicates += 1
                     continue
-                if len(tr.parents) < self.max_links_per_trace:
-                    tr.parents[r.span_id] = r.parent_span_id
-                if tid + r.parent_span_id in self._released:
-                    self.stats.late_calls += 1
-                elif len(tr.calls) >= self.max_calls_per_trace:
-                    self.stats.oversized_calls += 1
+                if len(parents) < max_links:
+                    parents[r.span_id] = r.parent_span_id
+                if tid + r.parent_span_id in released:
+                    stats.late_calls += 1
+                elif len(tr.calls) >= max_calls:
+                    stats.oversized_calls += 1
                 else:
                     tr.calls.append(r)
             elif isinstance(r, Turn):
-                if r.span_id in tr.turns or tid + r.span_id in self._released:
-                    self.stats.duplicates += 1
+                sid = r.span_id
+                turns = tr.turns
+                if sid in turns or tid + sid in released:
+                    stats.duplicates += 1
                     continue
-                if len(tr.turns) >= self.max_calls_per_trace:
-                    self.stats.oversized_spans += 1
+                if len(turns) >= max_calls:
+                    stats.oversized_spans += 1
                     continue
-                tr.turns[r.span_id] = r
+                turns[sid] = r
                 self._pending_turns += 1
-                heapq.heappush(self._due, (now_ns + self.grace_ns, tid, r.span_id))
-            elif r.span_id in tr.parents or len(tr.parents) < self.max_links_per_trace:
+                if due is None:
+                    due = self._due_at(now_ns + self.grace_ns)
+                sids = due.get(tid)
+                if sids is None:
+                    due[tid] = sid
+                elif isinstance(sids, str):
+                    due[tid] = [sids, sid]
+                else:
+                    sids.append(sid)
+            elif r.span_id in tr.parents or len(tr.parents) < max_links:
                 tr.parents[r.span_id] = r.parent_span_id
             else:
-                self.stats.oversized_spans += 1
+                stats.oversized_spans += 1
         out.extend(self.poll(now_ns))
         return out
+
+    def _due_at(self, deadline: int) -> dict[str, str | list[str]]:
+        due = self._due.get(deadline)
+        if due is None:
+            due = self._due[deadline] = {}
+            heapq.heappush(self._deadlines, deadline)
+        return due
 
     def poll(self, now_ns: int) -> list[Turn]:
         """Turns whose grace period has passed, and turnless calls past the timeout."""
         out: list[Turn] = []
-        due = self._due
-        while due and due[0][0] <= now_ns:
-            _, tid, sid = heapq.heappop(due)
-            tr = self._traces.get(tid)
-            if tr is not None and sid in tr.turns:
-                self._release_turn(tid, tr, sid, out)
-        cutoff = now_ns - self.turnless_timeout_ns
+        deadlines = self._deadlines
         traces = self._traces
+        while deadlines and deadlines[0] <= now_ns:
+            due = self._due.pop(heapq.heappop(deadlines))
+            for tid in sorted(due):
+                sids = due[tid]
+                for sid in (sids,) if isinstance(sids, str) else sorted(sids):
+                    tr = traces.get(tid)
+                    if tr is not None and sid in tr.turns:
+                        self._release_turn(tid, tr, sid, out, False)
+        cutoff = now_ns - self.turnless_timeout_ns
         for _ in range(len(traces)):  # each trace looked at once: a requeued one must not be seen again now
             tid, tr = next(iter(traces.items()))
             if tr.first_seen_ns > cutoff:
@@ -163,18 +202,19 @@ class TurnAssembler:
         out: list[Turn] = []
         for tid, tr in list(self._traces.items()):
             for sid in sorted(tr.turns, key=lambda s: tr.turns[s].start_ns):
-                self._release_turn(tid, tr, sid, out, keep_trace=True)
+                self._release_turn(tid, tr, sid, out, True)
             self._release_turnless(tid, tr, out)
         self._traces.clear()
         self._pending_turns = 0
         self._due.clear()
+        self._deadlines.clear()
         return out
 
     def _evict_oldest(self, out: list[Turn]) -> None:
         tid, tr = self._traces.popitem(last=False)
         self.stats.evicted += 1
         for sid in sorted(tr.turns, key=lambda s: tr.turns[s].start_ns):
-            self._release_turn(tid, tr, sid, out, keep_trace=True)
+            self._release_turn(tid, tr, sid, out, True)
         self._release_turnless(tid, tr, out)
 
     def _owner(self, tr: _Trace, call: ToolCall) -> str | None:
@@ -196,13 +236,18 @@ class TurnAssembler:
                 return only.span_id
         return None
 
-    def _release_turn(self, tid: str, tr: _Trace, sid: str, out: list[Turn], *, keep_trace: bool = False) -> None:
-        turn = tr.turns[sid]
+    def _release_turn(self, tid: str, tr: _Trace, sid: str, out: list[Turn], keep_trace: bool) -> None:
+        turns = tr.turns
+        turn = turns[sid]
         mine: list[ToolCall] = []
         rest: list[ToolCall] = []
         for c in tr.calls:
-            (mine if self._owner(tr, c) == sid else rest).append(c)
-        del tr.turns[sid]
+            # A call right under the turn is its own (the usual case, without walking the chain).
+            if c.parent_span_id == sid or self._owner(tr, c) == sid:
+                mine.append(c)
+            else:
+                rest.append(c)
+        del turns[sid]
         self._pending_turns -= 1
         tr.calls = rest
         if len(mine) > 1:
@@ -212,11 +257,13 @@ class TurnAssembler:
         turn.calls = tuple(mine)
         out.append(turn)
         self.stats.turns_completed += 1
-        released = self._released
-        released[tid + sid] = None
-        if len(released) > self._released_max:
-            released.popitem(last=False)
-        if not keep_trace and not tr.turns and not tr.calls:
+        key = tid + sid  # never in the set: a turn is taken only when not released, and released once
+        self._released.add(key)
+        order = self._released_order
+        order.append(key)
+        if len(order) > self._released_max:
+            self._released.remove(order.popleft())
+        if not keep_trace and not turns and not rest:
             self._traces.pop(tid, None)
 
     def _release_turnless(self, tid: str, tr: _Trace, out: list[Turn]) -> None:
