@@ -17,6 +17,8 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import fields
+from itertools import repeat
+from operator import add, mul
 from typing import Any, cast
 
 from monitor.alerts.figures import FIGURES
@@ -72,35 +74,32 @@ class _Window:
             ring.popleft()
 
 
+_TALLY_INTS = tuple(f.name for f in fields(Tally) if type(getattr(Tally(), f.name)) is int)  # all but the float
+_TOOL_INTS = tuple(f.name for f in fields(ToolCounts) if type(getattr(ToolCounts(), f.name)) is int)
+
+
 class _Unit:
-    """The counts one verdict adds to a Tally (but its sequence score), to add `count` times at once."""
+    """What one verdict adds to a Tally (but its sequence score): vectors over _TALLY_INTS and _TOOL_INTS."""
 
     __slots__ = ("ints", "per_tool", "counters")
 
     def __init__(self, tally: Tally) -> None:
+        self.ints = tuple(getattr(tally, name) for name in _TALLY_INTS)
+        # Every tool the verdict names, even with no count: Tally.add creates their entries.
+        self.per_tool = [(tool, tuple(getattr(tc, name) for name in _TOOL_INTS)) for tool, tc in tally.per_tool.items()]
         values = [(f.name, getattr(tally, f.name)) for f in fields(tally)]
-        self.ints = [(name, x) for name, x in values if type(x) is int and x]  # the one float is not here
         self.counters = [(name, list(x.items())) for name, x in values if isinstance(x, Counter) and x]
-        self.per_tool = [  # every tool the verdict names, even with no count: Tally.add creates their entries
-            (tool, [(f.name, getattr(tc, f.name)) for f in fields(tc) if getattr(tc, f.name)])
-            for tool, tc in tally.per_tool.items()
-        ]
 
-    def add_to(self, total: Tally, count: int) -> None:
-        for name, x in self.ints:
-            setattr(total, name, getattr(total, name) + x * count)
-        if self.per_tool:
-            per_tool = total.per_tool
-            for tool, ints in self.per_tool:
-                tc = per_tool.get(tool)
-                if tc is None:
-                    tc = per_tool[tool] = ToolCounts()
-                for name, x in ints:
-                    setattr(tc, name, getattr(tc, name) + x * count)
-        for name, items in self.counters:
-            counter = getattr(total, name)
-            for key, x in items:
-                counter[key] += x * count
+
+def _plus(acc: list[int] | None, vec: tuple[int, ...], count: int) -> list[int]:
+    scaled = vec if count == 1 else map(mul, vec, repeat(count))
+    return list(scaled) if acc is None else list(map(add, acc, scaled))
+
+
+def _add_ints(target: Any, names: tuple[str, ...], vec: list[int]) -> None:
+    for name, x in zip(names, vec, strict=True):
+        if x:
+            setattr(target, name, getattr(target, name) + x)
 
 
 class TallyWindows:
@@ -152,37 +151,67 @@ class TallyWindows:
         """Count verdicts: each distinct signature of the batch once (see `monitor.metrics.VerdictBatch`)."""
         batch = VerdictBatch.of(verdicts)
         with self._lock:
-            units = self._units
             totals = self._totals
-            touched: set[str] = set()
-            scored = False
-            for sig, count in batch.groups().items():
-                unit = units.get(sig)
-                if unit is None:
-                    unit = self._unit(batch.first(sig))
-                    if cacheable(sig):
-                        if len(units) >= MAX_CACHED:
-                            units.clear()
-                        units[sig] = unit
-                label = self._label(cast(str, sig[SIG_AGENT]))
-                total = totals.get(label)
-                if total is None:
-                    total = totals[label] = Tally()
-                unit.add_to(total, count)
-                touched.add(label)
-                if sig[SIG_SCORED]:
-                    scored = True
+            labels, sums, tool_sums, scored = self._sums(batch)
+            for label, vec in sums.items():
+                _add_ints(totals[label], _TALLY_INTS, vec)
+            for (label, tool), vec in tool_sums.items():
+                per_tool = totals[label].per_tool
+                tc = per_tool.get(tool)
+                if tc is None:
+                    tc = per_tool[tool] = ToolCounts()
+                _add_ints(tc, _TOOL_INTS, vec)
             if scored:  # a float: summed in verdict order, as Tally.add one verdict at a time would
                 for v in batch:
                     s = v.sequence_score
                     if s is not None and v.judged:
-                        totals[self._label(v.agent)].sequence_score_sum += s
+                        totals[labels[v.agent]].sequence_score_sum += s
             keep = self._tools
-            for label in touched:  # per-tool counts of tools the alerts no longer name (after an update)
+            for label in sums:  # per-tool counts of tools the alerts no longer name (after an update)
                 total = totals[label]
                 total.confusion.clear()
                 for tool in [t for t in total.per_tool if t not in keep]:
                     del total.per_tool[tool]
+
+    def _sums(
+        self, batch: VerdictBatch
+    ) -> tuple[dict[str, str], dict[str, list[int]], dict[tuple[str, str], list[int]], bool]:
+        """The batch's counts by label and by (label, tool), its labels by agent, and whether any verdict has a
+        sequence score. Creates the Tallies of new labels, in the order the verdicts name them."""
+        totals = self._totals
+        labels: dict[str, str] = {}
+        sums: dict[str, list[int]] = {}
+        tool_sums: dict[tuple[str, str], list[int]] = {}
+        scored = False
+        for sig, count in batch.groups().items():
+            unit = self._unit_of(batch, sig)
+            agent = cast(str, sig[SIG_AGENT])
+            label = labels.get(agent)
+            if label is None:
+                label = labels[agent] = self._label(agent)
+                if label not in totals:
+                    totals[label] = Tally()
+            sums[label] = _plus(sums.get(label), unit.ints, count)
+            for tool, vec in unit.per_tool:
+                tool_sums[label, tool] = _plus(tool_sums.get((label, tool)), vec, count)
+            for name, items in unit.counters:
+                counter = getattr(totals[label], name)
+                for key, x in items:
+                    counter[key] += x * count
+            if sig[SIG_SCORED]:
+                scored = True
+        return labels, sums, tool_sums, scored
+
+    def _unit_of(self, batch: VerdictBatch, sig: Sig) -> _Unit:
+        units = self._units
+        unit = units.get(sig)
+        if unit is None:
+            unit = self._unit(batch.first(sig))
+            if cacheable(sig):
+                if len(units) >= MAX_CACHED:
+                    units.clear()
+                units[sig] = unit
+        return unit
 
     def _unit(self, v: TurnVerdict) -> _Unit:
         tally = Tally()

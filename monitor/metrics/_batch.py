@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
-from monitor.verdict import TurnVerdict
+from monitor.verdict import CallVerdict, TurnVerdict
 
 Sig = tuple[object, ...]
 
@@ -28,24 +28,35 @@ MAX_CACHED = 2048
 MAX_CACHED_CHARS = 2048
 
 
+def _call_sig(c: CallVerdict) -> tuple[object, ...]:
+    return (
+        c.name,
+        c.outcome,
+        c.in_catalog,
+        c.schema_valid,
+        c.args_ok,
+        c.violations and frozenset([x.kind for x in c.violations]),
+    )
+
+
 def signatures(verdicts: Iterable[TurnVerdict]) -> list[Sig]:
     """One signature per verdict: equal signatures are counted identically by every sink."""
     out: list[Sig] = []
     append = out.append
     for v in verdicts:
-        calls = tuple(
-            [
-                (
-                    c.name,
-                    c.outcome,
-                    c.in_catalog,
-                    c.schema_valid,
-                    c.args_ok,
-                    c.violations and frozenset([x.kind for x in c.violations]),
-                )
-                for c in v.calls
-            ]
-        )
+        calls = v.calls
+        if len(calls) == 1:  # the usual turn: its call's tuple itself (never equal to a tuple of call tuples)
+            c = calls[0]
+            cs: object = (
+                c.name,
+                c.outcome,
+                c.in_catalog,
+                c.schema_valid,
+                c.args_ok,
+                c.violations and frozenset([x.kind for x in c.violations]),
+            )
+        else:
+            cs = tuple(map(_call_sig, calls))
         missed = v.missed
         append(
             (
@@ -53,7 +64,7 @@ def signatures(verdicts: Iterable[TurnVerdict]) -> list[Sig]:
                 v.judged,
                 v.turnless,
                 v.rule,
-                calls,
+                cs,
                 missed and tuple([m.tool for m in missed]),
                 v.expected_calls,
                 v.expected_by_tool,

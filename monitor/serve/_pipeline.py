@@ -137,13 +137,8 @@ class Pipeline:
         batch = VerdictBatch(verdicts)  # every sink reads the same batch: its signatures are computed once
         self.metrics.observe(batch)
         done_ns = time.time_ns()
-        lags: list[float] = []
-        lag = lags.append
-        for turn in turns:
-            end = turn.end_ns or max((c.end_ns for c in turn.calls), default=0)
-            if end:
-                lag(max(0.0, (done_ns - end) / 1e9))
-        ops.verdict_lag.observe_each(lags)
+        ends = [turn.end_ns or max((c.end_ns for c in turn.calls), default=0) for turn in turns]
+        ops.verdict_lag.observe_each([(done_ns - end) / 1e9 if end < done_ns else 0.0 for end in ends if end])
         self.turns_judged += len(verdicts)
         if self.verdict_log is not None:
             self.verdict_log.write(batch)

@@ -59,7 +59,7 @@ _JSON = {True: "true", False: "false", None: "null"}
 
 
 def _call_json(c: CallVerdict) -> str:
-    out = '{"name":' + _str(c.name) + ',"outcome":' + _str(c.outcome.value)
+    out = f'{{"name":{_str(c.name)},"outcome":"{c.outcome._value_}"'  # outcome values need no escaping
     if c.schema_valid is not None:
         out += ',"schema_valid":' + _JSON[c.schema_valid]
     if c.args_ok is not None:
@@ -69,39 +69,25 @@ def _call_json(c: CallVerdict) -> str:
     return out + "}"
 
 
+def _line(v: TurnVerdict, time_json: str, failed: bool) -> str:
+    rule = v.rule
+    calls = v.calls
+    missed = v.missed
+    return (
+        f'{{"time":{time_json},"agent":{_str(v.agent)},"trace_id":{_str(v.trace_id)},"span_id":{_str(v.span_id)}'
+        f',"judged":{_JSON[v.judged]},"turnless":{_JSON[v.turnless]},"failed":{_JSON[failed]}'
+        f',"rule":{"null" if rule is None else _str(rule)},"reason":{_str(v.reason)}'
+        f',"input":{_str(v.input_text[:2000])}'
+        f',"calls":[{",".join([_call_json(c) for c in calls]) if calls else ""}]'
+        f',"missed":[{",".join([_str(m.tool) for m in missed]) if missed else ""}]'
+        f',"end_to_end":{_JSON[v.end_to_end]}}}'
+    )
+
+
 def verdict_line(v: TurnVerdict, at: float) -> str:
     """`json.dumps(verdict_record(v, at=at), ensure_ascii=False, separators=(",", ":"))`, written directly
     (about 3x faster than building the dict and encoding it; a test keeps the two equal)."""
-    rule = v.rule
-    return (
-        '{"time":'
-        + repr(round(at, 3))
-        + ',"agent":'
-        + _str(v.agent)
-        + ',"trace_id":'
-        + _str(v.trace_id)
-        + ',"span_id":'
-        + _str(v.span_id)
-        + ',"judged":'
-        + _JSON[v.judged]
-        + ',"turnless":'
-        + _JSON[v.turnless]
-        + ',"failed":'
-        + _JSON[_failed(v)]
-        + ',"rule":'
-        + ("null" if rule is None else _str(rule))
-        + ',"reason":'
-        + _str(v.reason)
-        + ',"input":'
-        + _str(v.input_text[:2000])
-        + ',"calls":['
-        + ",".join([_call_json(c) for c in v.calls])
-        + '],"missed":['
-        + ",".join([_str(m.tool) for m in v.missed])
-        + '],"end_to_end":'
-        + _JSON[v.end_to_end]
-        + "}"
-    )
+    return _line(v, repr(round(at, 3)), _failed(v))
 
 
 class VerdictLog:
@@ -122,11 +108,13 @@ class VerdictLog:
 
     def write(self, verdicts: Sequence[TurnVerdict]) -> None:
         at = time.time()
+        time_json = repr(round(at, 3))
         all_turns = self.all_turns
         for v in verdicts:
-            if not (all_turns or _failed(v)):
+            failed = _failed(v)
+            if not (all_turns or failed):
                 continue
-            line = verdict_line(v, at) + "\n"
+            line = _line(v, time_json, failed) + "\n"
             size = len(line)
             if not line.isascii():
                 try:
