@@ -109,8 +109,9 @@ class TurnVerdict:
     @property
     def failed(self) -> bool:
         """A turn worth logging: judged and not end-to-end correct, or any call hallucinated / invalid."""
-        if self.end_to_end is False:
+        if self.end_to_end is False or self.forbidden:
             return True
-        return any(c.outcome is Outcome.HALLUCINATED or c.schema_valid is False for c in self.calls) or bool(
-            self.forbidden
-        )
+        for c in self.calls:  # a loop, not any(<generator>): this runs once per verdict in every sink
+            if c.outcome is Outcome.HALLUCINATED or c.schema_valid is False:
+                return True
+        return False

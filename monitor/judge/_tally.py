@@ -64,6 +64,12 @@ class ToolCounts:
 
 
 _ZERO = ToolCounts()
+_CORRECT, _WRONG_TOOL, _SPURIOUS, _HALLUCINATED = (
+    Outcome.CORRECT,
+    Outcome.WRONG_TOOL,
+    Outcome.SPURIOUS,
+    Outcome.HALLUCINATED,
+)
 
 
 @dataclass(slots=True)
@@ -110,64 +116,74 @@ class Tally:
         return tc
 
     def add(self, v: TurnVerdict) -> None:  # noqa: C901 - one flat pass over the verdict
+        calls = v.calls
+        n = len(calls)
+        judged = v.judged
         self.turns += 1
-        n = len(v.calls)
         self.all_calls += n
         if n:
             self.turns_with_calls += 1
         if v.turnless:
             self.turnless_turns += 1
-        if v.judged:
+        if judged:
             self._add_judged_turn(v, n)
         if v.forbidden:
             self.forbidden_turns += 1
-            self.forbidden_calls += sum(1 for c in v.calls if c.name in v.forbidden)
-        for c in v.calls:
+            self.forbidden_calls += sum(1 for c in calls if c.name in v.forbidden)
+        per_tool = self.per_tool
+        for c in calls:  # locals and one lookup per call: this runs for every verdict of every sink
             outcome = c.outcome
-            tc = self._tool(c.name) if c.in_catalog else None
-            if tc is not None:
+            tc: ToolCounts | None = None
+            if c.in_catalog:
+                tc = per_tool.get(c.name)
+                if tc is None:
+                    tc = per_tool[c.name] = ToolCounts()
                 tc.calls += 1
-                if v.judged:
+                if judged:
                     tc.judged_calls += 1
-            if outcome is Outcome.CORRECT:
+            if outcome is _CORRECT:
                 self.correct += 1
                 if tc is not None:
                     tc.correct += 1
-            elif outcome is Outcome.WRONG_TOOL:
+            elif outcome is _WRONG_TOOL:
                 self.wrong_tool += 1
                 if tc is not None:
                     tc.wrong_tool += 1
-            elif outcome is Outcome.SPURIOUS:
+            elif outcome is _SPURIOUS:
                 self.spurious += 1
                 if tc is not None:
                     tc.spurious += 1
-            elif outcome is Outcome.HALLUCINATED:
+            elif outcome is _HALLUCINATED:
                 self.hallucinated += 1
-                if v.judged:
+                if judged:
                     self.judged_hallucinated += 1
             else:
                 self.unjudged += 1
                 if tc is not None:
                     tc.unjudged += 1
-            if c.schema_valid is not None:
+            valid = c.schema_valid
+            if valid is not None:
                 self.schema_checked_calls += 1
-                if tc is not None:
-                    tc.schema_checked_calls += 1
-                if c.schema_valid:
+                if valid:
                     self.schema_valid_calls += 1
                     if tc is not None:
+                        tc.schema_checked_calls += 1
                         tc.schema_valid_calls += 1
                 else:
+                    if tc is not None:
+                        tc.schema_checked_calls += 1
                     for kind in {x.kind.value for x in c.violations}:
                         self.violations[kind] += 1
-            if c.args_ok is not None:
+            args_ok = c.args_ok
+            if args_ok is not None:
                 self.args_checked_calls += 1
-                if tc is not None:
-                    tc.args_checked_calls += 1
-                if c.args_ok:
+                if args_ok:
                     self.args_ok_calls += 1
                     if tc is not None:
+                        tc.args_checked_calls += 1
                         tc.args_ok_calls += 1
+                elif tc is not None:
+                    tc.args_checked_calls += 1
 
     def _add_judged_turn(self, v: TurnVerdict, n: int) -> None:
         self.judged_turns += 1
