@@ -150,13 +150,12 @@ class TurnAssembler:
                 self._pending_turns += 1
                 if due is None:
                     due = self._due_at(now_ns + self.grace_ns)
-                sids = due.get(tid)
-                if sids is None:
-                    due[tid] = sid
-                elif isinstance(sids, str):
-                    due[tid] = [sids, sid]
-                else:
-                    sids.append(sid)
+                sids = due.setdefault(tid, sid)
+                if sids is not sid:  # the trace has another turn due then
+                    if isinstance(sids, str):
+                        due[tid] = [sids, sid]
+                    else:
+                        sids.append(sid)
             elif r.span_id in tr.parents or len(tr.parents) < max_links:
                 tr.parents[r.span_id] = r.parent_span_id
             else:
@@ -180,7 +179,12 @@ class TurnAssembler:
             due = self._due.pop(heapq.heappop(deadlines))
             for tid in sorted(due):
                 sids = due[tid]
-                for sid in (sids,) if isinstance(sids, str) else sorted(sids):
+                if isinstance(sids, str):
+                    tr = traces.get(tid)
+                    if tr is not None and sids in tr.turns:
+                        self._release_turn(tid, tr, sids, out, False)
+                    continue
+                for sid in sorted(sids):
                     tr = traces.get(tid)
                     if tr is not None and sid in tr.turns:
                         self._release_turn(tid, tr, sid, out, False)
@@ -237,17 +241,17 @@ class TurnAssembler:
         return None
 
     def _release_turn(self, tid: str, tr: _Trace, sid: str, out: list[Turn], keep_trace: bool) -> None:
-        turns = tr.turns
-        turn = turns[sid]
-        mine: list[ToolCall] = []
+        calls = tr.calls
+        mine = calls
         rest: list[ToolCall] = []
-        for c in tr.calls:
-            # A call right under the turn is its own (the usual case, without walking the chain).
-            if c.parent_span_id == sid or self._owner(tr, c) == sid:
-                mine.append(c)
-            else:
-                rest.append(c)
-        del turns[sid]
+        for c in calls:
+            if c.parent_span_id != sid:  # else every call sits right under this turn (the usual case): all its own
+                mine = []
+                for c in calls:
+                    (mine if c.parent_span_id == sid or self._owner(tr, c) == sid else rest).append(c)
+                break
+        turns = tr.turns
+        turn = turns.pop(sid)
         self._pending_turns -= 1
         tr.calls = rest
         if len(mine) > 1:
@@ -258,11 +262,12 @@ class TurnAssembler:
         out.append(turn)
         self.stats.turns_completed += 1
         key = tid + sid  # never in the set: a turn is taken only when not released, and released once
-        self._released.add(key)
+        released = self._released
+        released.add(key)
         order = self._released_order
         order.append(key)
         if len(order) > self._released_max:
-            self._released.remove(order.popleft())
+            released.remove(order.popleft())
         if not keep_trace and not turns and not rest:
             self._traces.pop(tid, None)
 
