@@ -184,3 +184,7 @@ def test_dockerfile_builds_the_monitor_image() -> None:
     assert set(next(ln for ln in lines if ln.startswith("EXPOSE")).split()[1:]) == {"4317", "4318", "9464"}
     assert 'ENTRYPOINT ["toolwatch"]' in lines and 'CMD ["serve"]' in lines
     assert "TOOLWATCH_RULES=/etc/toolwatch/rules/incident-triage.yaml" in text
+    # The image carries the C decoders: the build stage has a compiler and the install is checked.
+    build = text.split("\nFROM ")[1]  # the build stage
+    assert "gcc" in build and "setup.py" in build
+    assert "accelerated()" in text
