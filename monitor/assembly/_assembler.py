@@ -267,7 +267,7 @@ class TurnAssembler:
         order = self._released_order
         order.append(key)
         if len(order) > self._released_max:
-            released.remove(order.popleft())
+            released.discard(order.popleft())
         if not keep_trace and not turns and not rest:
             self._traces.pop(tid, None)
 
