@@ -114,6 +114,7 @@ class TallyWindows:
         steps: int = STEPS,
         tools: Iterable[str] = (),
         clock: Callable[[], float] = time.monotonic,
+        max_units: int = MAX_CACHED,
     ) -> None:
         seconds = sorted({float(w) for w in windows_s})
         if not seconds or seconds[0] <= 0:
@@ -121,6 +122,7 @@ class TallyWindows:
         self.clock = clock
         self.agent_label = agent_label
         self.max_agents = max_agents
+        self.max_units = max_units
         self._tools = frozenset(tools)  # the only per-tool counts kept
         self._units: dict[Sig, _Unit] = {}  # what one verdict of a signature adds to a Tally
         self._totals: dict[str, Tally] = {}
@@ -184,13 +186,17 @@ class TallyWindows:
         tool_sums: dict[tuple[str, str], list[int]] = {}
         scored = False
         for sig, count in batch.groups().items():
-            unit = self._unit_of(batch, sig)
             agent = cast(str, sig[SIG_AGENT])
             label = labels.get(agent)
             if label is None:
                 label = labels[agent] = self._label(agent)
                 if label not in totals:
                     totals[label] = Tally()
+            unit = self._unit_of(batch, sig, count)
+            if unit is None:  # one verdict, no sequence score: added as it is
+                totals[label].add(batch.example(sig))
+                sums.setdefault(label, [0] * len(_TALLY_INTS))
+                continue
             sums[label] = _plus(sums.get(label), unit.ints, count)
             for tool, vec in unit.per_tool:
                 tool_sums[label, tool] = _plus(tool_sums.get((label, tool)), vec, count)
@@ -202,13 +208,17 @@ class TallyWindows:
                 scored = True
         return labels, sums, tool_sums, scored
 
-    def _unit_of(self, batch: VerdictBatch, sig: Sig) -> _Unit:
+    def _unit_of(self, batch: VerdictBatch, sig: Sig, count: int) -> _Unit | None:
+        """The signature's unit; None for a verdict best added as it is (see VerdictCounters.add)."""
         units = self._units
         unit = units.get(sig)
         if unit is None:
-            unit = self._unit(batch.first(sig))
-            if cacheable(sig):
-                if len(units) >= MAX_CACHED:
+            keep = (len(units) < self.max_units or count > 1) and cacheable(sig)
+            if not keep and count == 1 and not sig[SIG_SCORED]:
+                return None
+            unit = self._unit(batch.example(sig))
+            if keep:
+                if len(units) >= self.max_units:
                     units.clear()
                 units[sig] = unit
         return unit

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
+from typing import Any, cast
 
 from monitor.verdict import CallVerdict, TurnVerdict
 
@@ -21,6 +22,8 @@ Sig = tuple[object, ...]
 
 # Positions in a signature that the sinks read directly.
 SIG_AGENT = 0
+SIG_RULE = 3
+SIG_CALLS = 4
 SIG_SCORED = 13  # sequence_score is not None
 
 # Signatures kept by a sink's cache: bounded in number and, since names are free-form, in characters.
@@ -63,8 +66,8 @@ def signatures(verdicts: Iterable[TurnVerdict]) -> list[Sig]:
                 v.agent,  # SIG_AGENT
                 v.judged,
                 v.turnless,
-                v.rule,
-                cs,
+                v.rule,  # SIG_RULE
+                cs,  # SIG_CALLS
                 missed and tuple([m.tool for m in missed]),
                 v.expected_calls,
                 v.expected_by_tool,
@@ -83,17 +86,14 @@ def signatures(verdicts: Iterable[TurnVerdict]) -> list[Sig]:
     return out
 
 
-def _chars(x: object) -> int:
-    if isinstance(x, str):
-        return len(x)
-    if isinstance(x, tuple | frozenset):
-        return sum(_chars(y) for y in x)
-    return 0
-
-
 def cacheable(sig: Sig) -> bool:
-    """Small enough to keep: its names add up to at most MAX_CACHED_CHARS characters."""
-    return _chars(sig) <= MAX_CACHED_CHARS
+    """Small enough to keep: its client-chosen names (agent, rule, tools called) add up to at most
+    MAX_CACHED_CHARS characters (the other names come from the rules, and the confusion pairs repeat the calls')."""
+    calls = cast(tuple[Any, ...], sig[SIG_CALLS])
+    names = [calls[0]] if calls and isinstance(calls[0], str) else [c[0] for c in calls]
+    return (
+        len(cast(str, sig[SIG_AGENT])) + len(cast(str, sig[SIG_RULE] or "")) + sum(map(len, names)) <= MAX_CACHED_CHARS
+    )
 
 
 class VerdictBatch(tuple[TurnVerdict, ...]):
@@ -101,6 +101,7 @@ class VerdictBatch(tuple[TurnVerdict, ...]):
 
     _sigs: list[Sig] | None = None
     _groups: Counter[Sig] | None = None
+    _where: dict[Sig, int] | None = None
 
     @classmethod
     def of(cls, verdicts: Iterable[TurnVerdict]) -> VerdictBatch:
@@ -114,8 +115,10 @@ class VerdictBatch(tuple[TurnVerdict, ...]):
             groups = self._groups = Counter(self._sigs)
         return groups
 
-    def first(self, sig: Sig) -> TurnVerdict:
-        """The first verdict with this signature (one of `groups()`)."""
-        self.groups()
-        assert self._sigs is not None
-        return self[self._sigs.index(sig)]
+    def example(self, sig: Sig) -> TurnVerdict:
+        """A verdict with this signature (one of `groups()`): they all count alike."""
+        where = self._where
+        if where is None:  # built on the first call (a signature new to a sink): then one look-up each
+            sigs = self._sigs if self._sigs is not None else signatures(self)
+            where = self._where = dict(zip(sigs, range(len(sigs)), strict=True))
+        return self[where[sig]]

@@ -11,7 +11,7 @@ from monitor.verdict import TurnVerdict
 
 Key = tuple[str, ...]
 Counts = dict[Key, int]
-Plan = tuple[tuple[Counts, Key, int], ...]
+Plan = tuple[tuple[int, int], ...]  # (slot, increment)s
 
 # name -> (help, label names); the order of the dicts in VerdictCounters.tables follows this.
 COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -49,12 +49,28 @@ class VerdictCounters:
     are applied once, multiplied by the number of its verdicts; sequence scores are summed verdict by verdict.
     """
 
-    def __init__(self, labels: LabelPolicy) -> None:
+    def __init__(self, labels: LabelPolicy, *, max_plans: int = MAX_CACHED) -> None:
         self.labels = labels
-        self.tables: dict[str, Counts] = {name: {} for name in COUNTERS}
+        self.max_plans = max_plans
         self.sequence_score: dict[str, float] = {}
+        self._tables: dict[str, Counts] = {name: {} for name in COUNTERS}
+        # Each (table, key) counted has a slot: plans add to slots (list items, no hashing), and `tables`
+        # copies the slots into the tables when read.
+        self._slot_of: dict[str, dict[Key, int]] = {name: {} for name in COUNTERS}
+        self._cells: list[tuple[Counts, Key]] = []
+        self._counts: list[int] = []
+        self._dirty = False
         self._tool_cache: dict[str, str] = {}
         self._plans: dict[Sig, Plan] = {}
+
+    @property
+    def tables(self) -> dict[str, Counts]:
+        """Counter name -> {label values: count}, up to date."""
+        if self._dirty:
+            for (table, key), value in zip(self._cells, self._counts, strict=True):
+                table[key] = value
+            self._dirty = False
+        return self._tables
 
     def set_labels(self, labels: LabelPolicy) -> None:
         self.labels = labels
@@ -72,17 +88,24 @@ class VerdictCounters:
     def add(self, verdicts: Iterable[TurnVerdict]) -> None:
         batch = VerdictBatch.of(verdicts)
         plans = self._plans
+        counts = self._counts
+        self._dirty = True
         scored = False
         for sig, count in batch.groups().items():
             plan = plans.get(sig)
             if plan is None:
-                plan = self.plan(batch.first(sig))
-                if cacheable(sig):
-                    if len(plans) >= MAX_CACHED:
-                        plans.clear()
-                    plans[sig] = plan
-            for table, key, inc in plan:
-                table[key] = table.get(key, 0) + inc * count
+                v = batch.example(sig)
+                # Plans are kept while there is room; once full, only a signature seen twice in a batch replaces
+                # them all. Signatures all new (client-chosen names) are counted directly.
+                if not (len(plans) < self.max_plans or count > 1) or not cacheable(sig):
+                    self._count(v, count)
+                    scored = scored or bool(sig[SIG_SCORED])
+                    continue
+                if len(plans) >= self.max_plans:
+                    plans.clear()
+                plan = plans[sig] = self.plan(v)
+            for slot, inc in plan:
+                counts[slot] += inc * count
             if sig[SIG_SCORED]:
                 scored = True
         if scored:  # a float: summed in verdict order, as one verdict at a time would
@@ -94,69 +117,93 @@ class VerdictCounters:
                     agent = agent_label(v.agent)
                     seq[agent] = seq.get(agent, 0.0) + s
 
-    def plan(self, v: TurnVerdict) -> Plan:  # noqa: C901 - one flat pass over the verdict
-        """What one verdict adds to the tables (all but the sequence score): (table, key, increment)s."""
-        acc: dict[tuple[str, Key], int] = {}
-
-        def inc(name: str, key: Key, k: int = 1) -> None:
-            acc[name, key] = acc.get((name, key), 0) + k
-
-        tool_label = self._tool
+    def _entries(self, v: TurnVerdict) -> list[tuple[str, Key, int]]:
+        """What one verdict adds (all but the sequence score): (counter name, key, increment)s."""
+        out: list[tuple[str, Key, int]] = []
         agent = self.labels.agent(v.agent)
+        self._calls(v, agent, out.append)
+        if v.judged:
+            self._judged_turn(v, agent, out.append)
+        return out
+
+    def _slot(self, name: str, key: Key) -> int:
+        slots = self._slot_of[name]
+        slot = slots.get(key)
+        if slot is None:  # as many slots as table entries: bounded by the label sets, like the tables
+            slot = slots[key] = len(self._counts)
+            self._cells.append((self._tables[name], key))
+            self._counts.append(0)
+        return slot
+
+    def _count(self, v: TurnVerdict, times: int) -> None:
+        counts = self._counts
+        slot_of = self._slot_of
+        for name, key, k in self._entries(v):
+            s = slot_of[name].get(key)
+            if s is None:
+                s = self._slot(name, key)
+            counts[s] += k * times
+
+    def plan(self, v: TurnVerdict) -> Plan:
+        """What one verdict adds to the tables (all but the sequence score): (slot, increment)s."""
+        acc: dict[int, int] = {}
+        slot_of = self._slot_of
+        for name, key, k in self._entries(v):
+            s = slot_of[name].get(key)
+            if s is None:
+                s = self._slot(name, key)
+            acc[s] = acc.get(s, 0) + k
+        return tuple(acc.items())
+
+    def _calls(self, v: TurnVerdict, agent: str, out: Callable[[tuple[str, Key, int]], None]) -> None:
+        tool_label = self._tool
         judged = v.judged
-        inc(n.TURNS, (agent, "true" if judged else "false"))
+        out((n.TURNS, (agent, "true" if judged else "false"), 1))
         if v.calls:
-            inc(n.TURNS_WITH_CALLS, (agent,))
+            out((n.TURNS_WITH_CALLS, (agent,), 1))
         for c in v.calls:
             tool = tool_label(c.name)
-            inc(n.TOOL_CALLS, (agent, tool, c.outcome.value))
+            out((n.TOOL_CALLS, (agent, tool, c.outcome.value), 1))
             k = (agent, tool)
             if judged:
-                inc(n.JUDGED_CALLS, k)
+                out((n.JUDGED_CALLS, k, 1))
             if c.schema_valid is not None:
-                inc(n.SCHEMA_CHECKED_CALLS, k)
+                out((n.SCHEMA_CHECKED_CALLS, k, 1))
                 if not c.schema_valid:
-                    inc(n.SCHEMA_INVALID_CALLS, k)
+                    out((n.SCHEMA_INVALID_CALLS, k, 1))
                     for kind in sorted({x.kind.value for x in c.violations} or {"other"}):
-                        inc(n.SCHEMA_VIOLATIONS, (agent, tool, kind))
+                        out((n.SCHEMA_VIOLATIONS, (agent, tool, kind), 1))
             if c.args_ok is not None:
-                inc(n.ARGUMENT_CHECKED_CALLS, k)
+                out((n.ARGUMENT_CHECKED_CALLS, k, 1))
                 if not c.args_ok:
-                    inc(n.ARGUMENT_MISMATCHES, k)
+                    out((n.ARGUMENT_MISMATCHES, k, 1))
             if c.name in v.forbidden:  # one per call of a forbidden tool (v.forbidden names each tool once)
-                inc(n.FORBIDDEN_CALLS, k)
-        if judged:
-            self._judged_turn(v, agent, inc)
-        t = self.tables
-        return tuple((t[name], key, k) for (name, key), k in acc.items())
+                out((n.FORBIDDEN_CALLS, k, 1))
 
-    def _judged_turn(self, v: TurnVerdict, agent: str, inc: Callable[..., None]) -> None:
+    def _judged_turn(self, v: TurnVerdict, agent: str, out: Callable[[tuple[str, Key, int]], None]) -> None:
         tool_label = self._tool
         for m in v.missed:
-            inc(n.MISSED_CALLS, (agent, tool_label(m.tool)))
+            out((n.MISSED_CALLS, (agent, tool_label(m.tool)), 1))
         for tool, count in v.expected_by_tool:  # one entry per tool (the judge sums its slots' minimums)
-            inc(n.EXPECTED_CALLS, (agent, tool_label(tool)), count)
+            out((n.EXPECTED_CALLS, (agent, tool_label(tool)), count))
         matrix = self.labels.matrix
         for exp, act in v.confusion:
-            inc(n.CONFUSION, (agent, matrix(exp), matrix(act)))
-
-        def check(name: str, ok: bool) -> None:
-            inc(n.TURN_CHECKS, (agent, name, "pass" if ok else "fail"))
-
+            out((n.CONFUSION, (agent, matrix(exp), matrix(act)), 1))
+        checks = n.TURN_CHECKS
         if v.selection_ok is not None:
-            check("selection", v.selection_ok)
-        check("args", v.args_ok)
-        check("schema", v.schema_ok)
+            out((checks, (agent, "selection", "pass" if v.selection_ok else "fail"), 1))
+        out((checks, (agent, "args", "pass" if v.args_ok else "fail"), 1))
+        out((checks, (agent, "schema", "pass" if v.schema_ok else "fail"), 1))
         if v.sequence_ok is not None:
-            check("sequence", v.sequence_ok)
+            out((checks, (agent, "sequence", "pass" if v.sequence_ok else "fail"), 1))
             if not v.sequence_ok:
-                inc(n.ORDER_VIOLATIONS, (agent,))
+                out((n.ORDER_VIOLATIONS, (agent,), 1))
         if v.response_ok is not None:
-            check("response", v.response_ok)
-            inc(n.RESPONSE_CHECKED_TURNS, (agent,))
+            out((checks, (agent, "response", "pass" if v.response_ok else "fail"), 1))
+            out((n.RESPONSE_CHECKED_TURNS, (agent,), 1))
         if v.end_to_end is not None:
-            check("end_to_end", v.end_to_end)
+            out((checks, (agent, "end_to_end", "pass" if v.end_to_end else "fail"), 1))
             if not v.end_to_end and v.rule:
-                inc(n.RULE_FAILURES, (agent, self.labels.rule(v.rule)))
+                out((n.RULE_FAILURES, (agent, self.labels.rule(v.rule)), 1))
         if v.over_calling is not None:
-            check("over_calling", not v.over_calling)
+            out((checks, (agent, "over_calling", "fail" if v.over_calling else "pass"), 1))

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from monitor.alerts.windows import OTHER, TallyWindows
 from monitor.judge import Tally
 from monitor.metrics import VerdictBatch
-from monitor.metrics._batch import signatures
+from monitor.metrics._batch import MAX_CACHED, signatures
 from monitor.verdict import TurnVerdict
 from tests.monitor.service.test_metrics_fastpath import (
     FAST,
@@ -52,11 +52,13 @@ def label(agent: str) -> str:
 
 
 @FAST
-@given(verdict_batches(), st.booleans(), st.integers(1, 4))
+@given(verdict_batches(), st.booleans(), st.integers(1, 4), st.sampled_from([MAX_CACHED, 0, 1]))
 def test_windows_count_by_signature_like_tally_add(
-    batches: list[list[TurnVerdict]], shared: bool, max_agents: int
+    batches: list[list[TurnVerdict]], shared: bool, max_agents: int, max_units: int
 ) -> None:
-    fast = TallyWindows([60.0], agent_label=label, max_agents=max_agents, tools=("search", "ghost"))
+    fast = TallyWindows(
+        [60.0], agent_label=label, max_agents=max_agents, tools=("search", "ghost"), max_units=max_units
+    )
     ref = ReferenceWindows(label, max_agents, ("search", "ghost"))
     for i, batch in enumerate(batches):
         if i == 2:  # the alerts changed (a rules reload): other tools are kept

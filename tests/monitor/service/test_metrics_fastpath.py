@@ -192,9 +192,12 @@ def _labels(catalog: Iterable[str] = CATALOG) -> LabelPolicy:
 
 
 @FAST
-@given(verdict_batches(), st.booleans())
-def test_counting_by_signature_equals_counting_each_verdict(batches: list[list[TurnVerdict]], shared: bool) -> None:
-    fast = VerdictCounters(_labels())
+@given(verdict_batches(), st.booleans(), st.sampled_from([MAX_CACHED, 0, 1]))
+def test_counting_by_signature_equals_counting_each_verdict(
+    batches: list[list[TurnVerdict]], shared: bool, max_plans: int
+) -> None:
+    """Whether plans are cached, replaced (a full cache) or not used (verdicts counted directly)."""
+    fast = VerdictCounters(_labels(), max_plans=max_plans)
     ref = ReferenceCounters(_labels())
     for i, batch in enumerate(batches):
         if i == 2:  # a rules reload in the middle: new label sets, cached plans must not outlive them
