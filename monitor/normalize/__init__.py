@@ -12,14 +12,12 @@ from typing import cast
 from monitor.normalize._genai import (
     EXECUTE_TOOL,
     INVOKE_AGENT,
-    OP,
     REASON_NO_TOOL_NAME,
     Convention,
     GenAIConvention,
     Normalized,
     Rejected,
     message_text,
-    operation_of_name,
 )
 from monitor.otlp import Span
 from monitor.records import ToolCall, Turn
@@ -56,13 +54,26 @@ class Normalizer:
         """Normalize a batch: records (tool calls, turns, other spans as parent links) and rejections by reason."""
         conv = self.conventions[0]
         if len(self.conventions) == 1 and type(conv).normalize is GenAIConvention.normalize:
-            return self._split_genai(cast(GenAIConvention, conv), spans)
+            # The GenAI conventions alone (the usual case): one pass over the batch, problems counted once.
+            out: list[ToolCall | Turn | Span] = []
+            problems: list[str] = []
+            rejected: dict[str, int] = {}
+            cast(GenAIConvention, conv).convert(spans, out, problems, rejected)
+            ignored = self.ignored_attributes
+            for key in problems:
+                ignored[key] = ignored.get(key, 0) + 1
+            for reason, n in rejected.items():
+                self.rejected[reason] = self.rejected.get(reason, 0) + n
+            return out, rejected
+        return self._split(spans)
+
+    def _split(self, spans: Iterable[Span]) -> tuple[list[ToolCall | Turn | Span], dict[str, int]]:
         out: list[ToolCall | Turn | Span] = []
         append = out.append
         rejected: dict[str, int] = {}
         problems: list[str] = []
         # One convention: call it directly, and count problems only when there are some.
-        apply = conv.normalize if len(self.conventions) == 1 else self._apply
+        apply = self.conventions[0].normalize if len(self.conventions) == 1 else self._apply
         for span in spans:
             r = apply(span, problems)
             if r is None:
@@ -75,39 +86,6 @@ class Normalizer:
                 continue
             else:
                 append(r)
-            if problems:
-                self._count(r, problems)
-                problems.clear()
-        return out, rejected
-
-    def _split_genai(
-        self, conv: GenAIConvention, spans: Iterable[Span]
-    ) -> tuple[list[ToolCall | Turn | Span], dict[str, int]]:
-        """`split` with the GenAI conventions alone (the usual case): the operation read here, no dispatch."""
-        out: list[ToolCall | Turn | Span] = []
-        append = out.append
-        rejected: dict[str, int] = {}
-        problems: list[str] = []
-        tool_call = conv.tool_call
-        turn = conv.turn
-        for span in spans:
-            op = span.attributes.get(OP)
-            if type(op) is not str and not isinstance(op, str):
-                op = operation_of_name(span.name)
-            if op == EXECUTE_TOOL:
-                r: ToolCall | Turn | Rejected = tool_call(span, problems)
-                if type(r) is not ToolCall and isinstance(r, Rejected):
-                    self._count(r, problems)
-                    problems.clear()
-                    reason = r.reason
-                    rejected[reason] = rejected.get(reason, 0) + 1
-                    continue
-            elif op == INVOKE_AGENT:
-                r = turn(span, problems)
-            else:
-                append(span)
-                continue
-            append(r)
             if problems:
                 self._count(r, problems)
                 problems.clear()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import json.decoder
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol, cast
 
 from monitor.otlp import STATUS_ERROR, Span
@@ -139,17 +139,6 @@ _USER = ("user",)
 _ASSISTANT = ("assistant",)
 
 
-def _compact_text(raw: str, prefix: str) -> str | None:
-    """The text of a compact one-message, one-text-part value starting with `prefix` (else None)."""
-    if not raw.startswith(prefix):
-        return None
-    try:
-        text, after = _scanstring(raw, len(prefix))
-    except ValueError:
-        return None
-    return text if raw[after:] in _ENDS else None
-
-
 def _turn_text(raw: Any, roles: tuple[str, ...], *, empty_is_none: bool) -> str | None:
     """The text of the messages in `roles`, else (when that is None, or also empty with `empty_is_none`) of all
     messages. One message with one text part is its text, whatever its role."""
@@ -220,102 +209,133 @@ class GenAIConvention:
     """The OpenTelemetry GenAI conventions (DESIGN.md, span contract)."""
 
     def normalize(self, span: Span, problems: list[str]) -> Normalized:
-        op = operation(span)
-        if op == EXECUTE_TOOL:
-            return self.tool_call(span, problems)
-        if op == INVOKE_AGENT:
-            return self.turn(span, problems)
-        return None
+        out: list[ToolCall | Turn | Span] = []
+        rejected: dict[str, int] = {}
+        self.convert((span,), out, problems, rejected)
+        if rejected:
+            return Rejected(next(iter(rejected)))
+        r = out[0]
+        return None if r is span else cast(ToolCall | Turn, r)
 
-    def tool_call(self, span: Span, problems: list[str]) -> ToolCall | Rejected:
-        """An `execute_tool` span as a tool call (or rejected)."""
-        attrs = span.attributes
-        name = attrs.get(TOOL_NAME)
-        if type(name) is not str or not name:
-            name = _tool_name(span, name, problems)
-            if not name:
-                return Rejected(REASON_NO_TOOL_NAME)
-        error_type = attrs.get(ERROR_TYPE)
-        if error_type is not None and type(error_type) is not str and not isinstance(error_type, str):
-            problems.append(ERROR_TYPE)
-            error_type = None
-        if error_type is None and span.status_code == STATUS_ERROR:
-            error_type = span.status_message or "error"
-        call_id = attrs.get(TOOL_CALL_ID)
-        if type(call_id) is not str:
-            call_id = _call_id(call_id, problems)
-        arguments = attrs.get(TOOL_ARGS)
-        if arguments is not None and type(arguments) is not str:
-            arguments = _json_text(arguments, TOOL_ARGS, problems)
-        truncated = attrs.get(TRUNCATED)
-        if truncated is not None:
-            if not isinstance(truncated, str | tuple):
-                problems.append(TRUNCATED)  # a list of keys, or one key; anything else says nothing
-            elif arguments is not None and TOOL_ARGS in truncated:
-                arguments = None  # a cut argument text is not captured, never "malformed" (METRICS.md)
-        result = attrs.get(TOOL_RESULT)
-        if result is not None and type(result) is not str:
-            result = _json_text(result, TOOL_RESULT, problems)
-        # Built field by field (the dataclass __init__ costs more than the rest of this method); every field set.
-        call: ToolCall = _new(ToolCall)
-        call.name = name
-        call.call_id = call_id or ""
-        call.arguments = arguments
-        call.result = result
-        call.error_type = error_type
-        call.trace_id = span.trace_id
-        call.span_id = span.span_id
-        call.parent_span_id = span.parent_span_id
-        call.start_ns = span.start_ns
-        call.end_ns = span.end_ns
-        call.attributes = attrs
-        return call
+    def convert(  # noqa: C901 - one flat pass per span: a call per record cost more than its checks
+        self, spans: Iterable[Span], out: list[ToolCall | Turn | Span], problems: list[str], rejected: dict[str, int]
+    ) -> None:
+        """Normalize a batch: appends to `out` a record per tool or turn span and every other span itself (kept as
+        a parent link), counts rejections by reason in `rejected` and ignored attributes in `problems`.
 
-    def turn(self, span: Span, problems: list[str]) -> Turn:
-        """An `invoke_agent` span as a turn (its calls are filled in by turn assembly)."""
-        attrs = span.attributes
-        agent = attrs.get(AGENT_NAME)
-        if type(agent) is not str:
-            agent = _agent(span, agent, problems)
-        raw_in = attrs.get(INPUT_MESSAGES)
-        text = _compact_text(raw_in, _USER_PARTS) if type(raw_in) is str else None
-        if text is None:
-            if raw_in is not None and not isinstance(raw_in, str):
-                problems.append(INPUT_MESSAGES)
-            text = _turn_text(raw_in, _USER, empty_is_none=False) or ""
-        raw_out = attrs.get(OUTPUT_MESSAGES)
-        output = _compact_text(raw_out, _ASSISTANT_PARTS) if type(raw_out) is str else None
-        if output is None:
-            if raw_out is not None and not isinstance(raw_out, str):
-                problems.append(OUTPUT_MESSAGES)
-            output = _turn_text(raw_out, _ASSISTANT, empty_is_none=True)
-        conversation_id = attrs.get(CONVERSATION_ID)
-        if conversation_id is not None and type(conversation_id) is not str and not isinstance(conversation_id, str):
-            problems.append(CONVERSATION_ID)
-            conversation_id = None
-        case_id = attrs.get(CASE_ID)
-        if case_id is not None and type(case_id) is not str and not isinstance(case_id, str):
-            case_id = str(case_id)
-        raw_defs = attrs.get(TOOL_DEFINITIONS)
-        last = _DEFINITIONS_BY_LENGTH.get(len(raw_defs)) if type(raw_defs) is str else None
-        defs = last[1] if last is not None and last[0] == raw_defs else _tool_definitions(raw_defs)
-        # Built field by field (the dataclass __init__ costs more than the rest of this method); every field set.
-        turn: Turn = _new(Turn)
-        turn.input_text = text
-        turn.calls = ()
-        turn.agent = agent
-        turn.trace_id = span.trace_id
-        turn.span_id = span.span_id
-        turn.conversation_id = conversation_id
-        turn.case_id = case_id
-        turn.output_text = output
-        turn.tool_definitions = defs
-        turn.start_ns = span.start_ns
-        turn.end_ns = span.end_ns
-        turn.attributes = attrs
-        turn.resource = span.resource
-        turn.turnless = False
-        return turn
+        The usual attribute types are checked inline, anything else by the helpers below; the instrumentation's
+        compact one-text messages are read here, any other messages value by _turn_text. Records are built field
+        by field (the dataclass __init__ cost about as much as the rest): every field is set.
+        """
+        append = out.append
+        for span in spans:
+            attrs = span.attributes
+            op = attrs.get(OP)
+            if type(op) is not str and not isinstance(op, str):
+                op = operation_of_name(span.name)
+            if op == EXECUTE_TOOL:
+                name = attrs.get(TOOL_NAME)
+                if type(name) is not str or not name:
+                    name = _tool_name(span, name, problems)
+                    if not name:
+                        rejected[REASON_NO_TOOL_NAME] = rejected.get(REASON_NO_TOOL_NAME, 0) + 1
+                        continue
+                error_type = attrs.get(ERROR_TYPE)
+                if error_type is not None and type(error_type) is not str and not isinstance(error_type, str):
+                    problems.append(ERROR_TYPE)
+                    error_type = None
+                if error_type is None and span.status_code == STATUS_ERROR:
+                    error_type = span.status_message or "error"
+                call_id = attrs.get(TOOL_CALL_ID)
+                if type(call_id) is not str:
+                    call_id = _call_id(call_id, problems)
+                arguments = attrs.get(TOOL_ARGS)
+                if arguments is not None and type(arguments) is not str:
+                    arguments = _json_text(arguments, TOOL_ARGS, problems)
+                truncated = attrs.get(TRUNCATED)
+                if truncated is not None:
+                    if not isinstance(truncated, str | tuple):
+                        problems.append(TRUNCATED)  # a list of keys, or one key; anything else says nothing
+                    elif arguments is not None and TOOL_ARGS in truncated:
+                        arguments = None  # a cut argument text is not captured, never "malformed" (METRICS.md)
+                result = attrs.get(TOOL_RESULT)
+                if result is not None and type(result) is not str:
+                    result = _json_text(result, TOOL_RESULT, problems)
+                call = _new(ToolCall)
+                call.name = name
+                call.call_id = call_id or ""
+                call.arguments = arguments
+                call.result = result
+                call.error_type = error_type
+                call.trace_id = span.trace_id
+                call.span_id = span.span_id
+                call.parent_span_id = span.parent_span_id
+                call.start_ns = span.start_ns
+                call.end_ns = span.end_ns
+                call.attributes = attrs
+                append(call)
+            elif op == INVOKE_AGENT:
+                agent = attrs.get(AGENT_NAME)
+                if type(agent) is not str:
+                    agent = _agent(span, agent, problems)
+                raw_in = attrs.get(INPUT_MESSAGES)
+                text = None
+                if type(raw_in) is str and raw_in.startswith(_USER_PARTS):
+                    try:
+                        text, after = _scanstring(raw_in, len(_USER_PARTS))
+                        if raw_in[after:] not in _ENDS:
+                            text = None
+                    except ValueError:
+                        pass
+                if text is None:
+                    if raw_in is not None and not isinstance(raw_in, str):
+                        problems.append(INPUT_MESSAGES)
+                    text = _turn_text(raw_in, _USER, empty_is_none=False) or ""
+                raw_out = attrs.get(OUTPUT_MESSAGES)
+                output = None
+                if type(raw_out) is str and raw_out.startswith(_ASSISTANT_PARTS):
+                    try:
+                        output, after = _scanstring(raw_out, len(_ASSISTANT_PARTS))
+                        if raw_out[after:] not in _ENDS:
+                            output = None
+                    except ValueError:
+                        pass
+                if output is None:
+                    if raw_out is not None and not isinstance(raw_out, str):
+                        problems.append(OUTPUT_MESSAGES)
+                    output = _turn_text(raw_out, _ASSISTANT, empty_is_none=True)
+                conversation_id = attrs.get(CONVERSATION_ID)
+                if (
+                    conversation_id is not None
+                    and type(conversation_id) is not str
+                    and not isinstance(conversation_id, str)
+                ):
+                    problems.append(CONVERSATION_ID)
+                    conversation_id = None
+                case_id = attrs.get(CASE_ID)
+                if case_id is not None and type(case_id) is not str and not isinstance(case_id, str):
+                    case_id = str(case_id)
+                raw_defs = attrs.get(TOOL_DEFINITIONS)
+                last = _DEFINITIONS_BY_LENGTH.get(len(raw_defs)) if type(raw_defs) is str else None
+                defs = last[1] if last is not None and last[0] == raw_defs else _tool_definitions(raw_defs)
+                turn = _new(Turn)
+                turn.input_text = text
+                turn.calls = ()
+                turn.agent = agent
+                turn.trace_id = span.trace_id
+                turn.span_id = span.span_id
+                turn.conversation_id = conversation_id
+                turn.case_id = case_id
+                turn.output_text = output
+                turn.tool_definitions = defs
+                turn.start_ns = span.start_ns
+                turn.end_ns = span.end_ns
+                turn.attributes = attrs
+                turn.resource = span.resource
+                turn.turnless = False
+                append(turn)
+            else:
+                append(span)
 
 
 def _tool_name(span: Span, name: Any, problems: list[str]) -> str:

@@ -198,7 +198,7 @@ def test_turn_is_what_the_plain_rules_give(raw_in: Any, raw_out: Any, agent: Any
             attrs[key] = v
     span = Span(TRACE, "b7ad6b7169203331", "", "invoke_agent  named ", 1, 5, 9, attributes=attrs)
     problems: list[str] = []
-    got = GenAIConvention().turn(span, problems)
+    got = GenAIConvention().normalize(span, problems)
     expect, expect_problems = ref_turn(span)
     assert got == expect
     assert problems == expect_problems
@@ -227,7 +227,7 @@ values = st.sampled_from([None, "", "x", '{"a": 1}', 7, 2.5, True, ("a", 1), ("g
 def test_tool_call_is_what_the_plain_rules_give(attrs: dict[str, Any], name: str, status: int, message: str) -> None:
     span = Span(TRACE, "c1", "t1", name, 1, 5, 9, status, message, {"gen_ai.operation.name": "execute_tool", **attrs})
     problems: list[str] = []
-    got = GenAIConvention().tool_call(span, problems)
+    got = GenAIConvention().normalize(span, problems)
     expect, expect_problems = ref_tool_call(span)
     if isinstance(expect, str):
         assert isinstance(got, Rejected) and got.reason == expect
