@@ -5,7 +5,8 @@ turn assembly groups calls under their turn. Nothing here knows about OpenTeleme
 
 Records are read-only once turn assembly has released them (the judge, the metrics and the verdict log share
 them). They are not frozen dataclasses only because a frozen `__init__` costs about three times as much, on
-the path every span takes.
+the path every span takes. The GenAI normalizer even builds them field by field, without `__init__`: a new field
+must be set there too (tests/monitor/service/test_normalize_fast.py fails otherwise).
 """
 
 from __future__ import annotations
