@@ -296,3 +296,23 @@ def test_split_counts_what_one_span_at_a_time_counts(shapes: list[tuple[Any, str
         assert records == expect
         assert rejected == single.rejected == batch.rejected
         assert batch.ignored_attributes == single.ignored_attributes
+
+
+def test_definitions_found_by_length_are_bounded_too() -> None:
+    from monitor.normalize import _genai
+
+    n = Normalizer()
+    for i in range(300):
+        pad = "x" * (60_000 + i)  # each a new length: one entry per length, up to the bound
+        raw = json.dumps([{"type": "function", "name": f"t{i}", "description": pad}])
+        attrs = {"gen_ai.operation.name": "invoke_agent", "gen_ai.tool.definitions": raw}
+        turn = n.normalize(Span(TRACE, f"{i + 1:016x}", "", "invoke_agent a", attributes=attrs))
+        assert isinstance(turn, Turn) and turn.tool_definitions is not None
+        assert turn.tool_definitions[0]["name"] == f"t{i}"
+    big = json.dumps([{"type": "function", "name": "big", "description": "x" * (1 << 17)}])
+    attrs = {"gen_ai.operation.name": "invoke_agent", "gen_ai.tool.definitions": big}
+    n.normalize(Span(TRACE, "f" * 16, "", "invoke_agent a", attributes=attrs))
+    assert len(_genai._DEFINITIONS_BY_LENGTH) <= 256 and len(big) not in _genai._DEFINITIONS_BY_LENGTH
+    held = {id(raw): len(raw) for raw, _ in _genai._DEFINITIONS_BY_LENGTH.values()}
+    held.update({id(raw): len(raw) for raw in _genai._DEFINITIONS_CACHE})
+    assert sum(held.values()) <= 2 * 256 * 64 * 1024
