@@ -16,6 +16,7 @@ Each item yielded is (Decoded, bytes consumed so far in that file) so callers ca
 from __future__ import annotations
 
 import gzip
+import io
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -29,6 +30,9 @@ JSON_SUFFIXES = frozenset({".json", ".jsonl", ".ndjson"})
 PB_SUFFIXES = frozenset({".pb", ".bin", ".otlp", ".protobuf", ".binpb"})
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024  # one export request; larger is refused as corrupt
 MAX_SINGLE_FILE_BYTES = 512 * 1024 * 1024  # a bare (undelimited) protobuf file is read whole
+# Lines of file-exporter captures are whole export requests (often close to 1 MiB): read them through a large
+# buffer, not the default 8 KiB one (about 6x less time reading in bench_replay).
+LINE_BUFFER_BYTES = 4 * 1024 * 1024
 FORMATS = ("auto", "jsonl", "pb")
 STDIN = Path("-")
 
@@ -180,9 +184,13 @@ def read_jsonl_file(p: Path, errors: list[BadRecord]) -> Iterator[tuple[Decoded,
     if p == STDIN:
         yield from _jsonl_lines("standard input", sys.stdin.buffer, errors, lambda: 0)
         return
-    raw = open(p, "rb")  # noqa: SIM115 - closed below; progress reads the compressed position
+    raw = open(p, "rb", buffering=LINE_BUFFER_BYTES)  # noqa: SIM115 - closed below; progress reads its position
     try:
-        fh = cast(BinaryIO, gzip.GzipFile(fileobj=raw, mode="rb")) if p.suffix.lower() == ".gz" else raw
+        fh = (
+            io.BufferedReader(cast(BinaryIO, gzip.GzipFile(fileobj=raw, mode="rb")), LINE_BUFFER_BYTES)
+            if p.suffix.lower() == ".gz"
+            else raw
+        )
         yield from _jsonl_lines(str(p), fh, errors, raw.tell)
     finally:
         raw.close()
