@@ -187,7 +187,7 @@ def read_jsonl_file(p: Path, errors: list[BadRecord]) -> Iterator[tuple[Decoded,
     raw = open(p, "rb", buffering=LINE_BUFFER_BYTES)  # noqa: SIM115 - closed below; progress reads its position
     try:
         fh = (
-            io.BufferedReader(cast(BinaryIO, gzip.GzipFile(fileobj=raw, mode="rb")), LINE_BUFFER_BYTES)
+            io.BufferedReader(cast(io.RawIOBase, gzip.GzipFile(fileobj=raw, mode="rb")), LINE_BUFFER_BYTES)
             if p.suffix.lower() == ".gz"
             else raw
         )
