@@ -8,9 +8,10 @@ clock, and flushed at the end, so replaying what `serve` received gives the verd
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
 from typing import Protocol
 
@@ -19,6 +20,8 @@ from monitor.otlp import Decoded
 from monitor.records import Turn
 from monitor.replay._sources import STDIN, BadRecords, SourceError, read_source
 from monitor.verdict import TurnVerdict
+
+_END_NS = attrgetter("end_ns")
 
 
 class JudgeLike(Protocol):
@@ -61,19 +64,20 @@ class Replayer:
         stats.spans += len(decoded.spans)
         for reason, n in decoded.rejected.items():
             stats.rejected_spans[reason] = stats.rejected_spans.get(reason, 0) + n
-        for s in decoded.spans:
-            if s.end_ns > self.clock_ns:
-                self.clock_ns = s.end_ns
+        if decoded.spans:
+            self.clock_ns = max(self.clock_ns, max(map(_END_NS, decoded.spans)))
         self._judge_all(self.assembler.add(decoded.spans, self.clock_ns))
 
     def finish(self) -> None:
         self._judge_all(self.assembler.flush())
 
-    def _judge_all(self, turns: Iterable[Turn]) -> None:
+    def _judge_all(self, turns: Sequence[Turn]) -> None:
+        stats, judge, sink = self.stats, self.judge.judge, self.sink
         for turn in turns:
-            self.stats.turns += 1
-            self.stats.turnless += turn.turnless
-            self.sink(self.judge.judge(turn))
+            stats.turns += 1
+            if turn.turnless:
+                stats.turnless += 1
+            sink(judge(turn))
 
 
 @contextmanager
