@@ -117,6 +117,7 @@ class TurnAssembler:
         max_links = self.max_links_per_trace
         due: dict[str, str | list[str]] | None = None  # this call's deadline's entries
         spare = self._spare
+        added = 0  # turns now pending
         for r in records:
             tid = r.trace_id
             tr = traces.get(tid)
@@ -154,7 +155,7 @@ class TurnAssembler:
                     stats.oversized_spans += 1
                     continue
                 turns[sid] = r
-                self._pending_turns += 1
+                added += 1
                 if due is None:
                     due = self._due_at(now_ns + self.grace_ns)
                 sids = due.setdefault(tid, sid)
@@ -167,6 +168,7 @@ class TurnAssembler:
                 tr.parents[r.span_id] = r.parent_span_id
             else:
                 stats.oversized_spans += 1
+        self._pending_turns += added
         out.extend(self.poll(now_ns))
         return out
 
