@@ -99,12 +99,31 @@ def tool_spans(req: ExportTraceServiceRequest) -> int:
 # ---- server process -------------------------------------------------------------------------------
 
 
+# `toolwatch serve` that receives and decodes but keeps nothing: each request's spans are counted as received
+# and dropped (no normalizing, assembly, judging or metrics). Bench only: the same HTTP and decode path and
+# the same process settings, for a server-side decode-only ceiling measured like the end-to-end figure.
+DECODE_ONLY = """
+import sys
+import monitor.serve._http as http
+
+def ingest(pipeline, decoded, transport):
+    pipeline.metrics.ops.received(transport, len(decoded.spans) + decoded.rejected_count)
+    return 0, ""
+
+http.ingest = ingest
+from monitor.cli import main
+sys.argv[0] = "toolwatch"
+main()
+"""
+
+
 class ServeProcess:
-    def __init__(self, *extra: str) -> None:
+    def __init__(self, *extra: str, decode_only: bool = False) -> None:
         exe = Path(sys.executable).parent / "toolwatch"
+        cmd = [sys.executable, "-c", DECODE_ONLY] if decode_only else [str(exe)]
         self.proc = subprocess.Popen(
             [
-                str(exe),
+                *cmd,
                 "serve",
                 "--rules",
                 str(RULES),
@@ -282,7 +301,23 @@ def throughput(base: list[ExportTraceServiceRequest], reps: int) -> tuple[float,
         f"(user {user1 - user0:.1f}, system {sys1 - sys0:.1f}); {mb:,.0f} MiB of bodies"
     )
     print(f"  reference decoder (protobuf library) {reference:12,.0f} tool spans/s per core")
+    server_ceiling = decode_only_server(bodies, tool_spans_total)
+    print(
+        f"  server receiving and decoding only   {server_ceiling:12,.0f} tool spans/s per core "
+        f"(same HTTP path, spans dropped after decoding); ratio end to end / this {rate / server_ceiling:.2f}"
+    )
     return rate, ceiling
+
+
+def decode_only_server(bodies: Sequence[bytes], n_tool: int) -> float:
+    """Tool spans per server CPU second of a server that receives and decodes but keeps nothing."""
+    server = ServeProcess(decode_only=True)
+    try:
+        cpu0 = server.cpu()
+        post_all(server, bodies)  # each answer comes after its body was decoded: nothing is left to wait for
+        return n_tool / max(server.cpu() - cpu0, 1e-9)
+    finally:
+        server.stop()
 
 
 def lag_and_memory(base: list[ExportTraceServiceRequest], duration: float) -> tuple[float, float, list[int]]:
