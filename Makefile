@@ -10,7 +10,7 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 
 # The C accelerators (setup.py) are rebuilt in place whenever their sources change.
-EXT_SRC := setup.py $(wildcard monitor/otlp/*.c)
+EXT_SRC := setup.py $(wildcard monitor/otlp/*.c monitor/normalize/*.c)
 
 $(VENV)/.monitor-installed: pyproject.toml $(EXT_SRC) | $(PY)
 	$(PIP) install -e '.[monitor]'
@@ -43,4 +43,4 @@ bench: $(VENV)/.dev-installed
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build
-	rm -f monitor/otlp/*.so
+	rm -f monitor/otlp/*.so monitor/normalize/*.so

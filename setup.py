@@ -1,6 +1,6 @@
-"""C accelerators for OTLP decoding, built at install time when a C compiler is present.
+"""C accelerators for OTLP decoding and GenAI normalizing, built at install time when a C compiler is present.
 
-Both are optional: without a compiler the install still succeeds and the pure-Python decoders are used
+All are optional: without a compiler the install still succeeds and the pure-Python code is used
 (`monitor.otlp.accelerated()` tells which). Everything else is configured in pyproject.toml.
 """
 
@@ -8,9 +8,11 @@ from setuptools import Extension, setup
 
 _FLAGS = ["-O2", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-missing-field-initializers"]
 
-setup(
-    ext_modules=[
-        Extension("monitor.otlp._cpb", ["monitor/otlp/_cpb.c"], extra_compile_args=_FLAGS, optional=True),
-        Extension("monitor.otlp._cjson", ["monitor/otlp/_cjson.c"], extra_compile_args=_FLAGS, optional=True),
-    ]
-)
+
+
+def _ext(name: str) -> Extension:
+    """The optional extension `name` (a dotted module path) built from the C file of the same path."""
+    return Extension(name, [name.replace(".", "/") + ".c"], extra_compile_args=_FLAGS, optional=True)
+
+
+setup(ext_modules=[_ext("monitor.otlp._cpb"), _ext("monitor.otlp._cjson"), _ext("monitor.normalize._cgenai")])
