@@ -9,7 +9,6 @@ from setuptools import Extension, setup
 _FLAGS = ["-O2", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-missing-field-initializers"]
 
 
-
 def _ext(name: str) -> Extension:
     """The optional extension `name` (a dotted module path) built from the C file of the same path."""
     return Extension(name, [name.replace(".", "/") + ".c"], extra_compile_args=_FLAGS, optional=True)
