@@ -7,7 +7,7 @@ import json.scanner
 from collections.abc import Sequence
 from typing import Any
 
-from monitor.judge import _args
+from monitor.judge import _args, _plan
 from monitor.judge._catalog import Catalog, TurnTools
 from monitor.judge._conditions import holds
 from monitor.judge._outcomes import AltResult, evaluate, score_sensitive
@@ -54,7 +54,7 @@ def _loads(text: str) -> Any:
 class _Scope:
     """What applies to turns of one agent: its router, forbid rules and tools."""
 
-    __slots__ = ("router", "forbid", "tools", "agent", "turn_tools")
+    __slots__ = ("router", "forbid", "tools", "agent", "turn_tools", "plans", "prefix_n", "by_prefix")
 
     def __init__(
         self,
@@ -69,6 +69,22 @@ class _Scope:
         self.forbid = tuple(forbid)
         self.tools = tools
         self.turn_tools: TurnTools = catalog.for_turn(Turn(""), tools)  # for turns that offer no definitions
+        # Per rule (router order): call name (one call) or () (no call) -> plan. None: no plans (cases).
+        self.plans: list[_Plans] | None = [_Plans(i) for i in range(len(self.router.rules))]
+        # Routing by plain prefixes of one length: the prefix finds the rule's plans directly.
+        table = self.router.prefix_table()
+        self.prefix_n = table[0] if table is not None else 0
+        self.by_prefix = {p: self.plans[i] for p, i in table[1].items()} if table is not None else {}
+
+
+class _Plans(dict[Any, _plan.Plan]):
+    """The plans of one rule of a scope."""
+
+    __slots__ = ("rule",)
+
+    def __init__(self, rule: int) -> None:
+        super().__init__()
+        self.rule = rule
 
 
 class Judge:
@@ -106,6 +122,10 @@ class Judge:
         self._cases_by_input = dict(ruleset.cases_by_input)
         self._outcome_cache: dict[tuple[Any, ...], AltResult] = {}
         self._reason_cache: dict[tuple[Any, ...], str] = {}
+        self._plan_count = 0  # plans held by every scope in all (at most MAX_CACHE: cleared when full)
+        if self._cases_by_id or self._cases_by_input or _scan_once is None:
+            for s in (self._all, self._other, *self._scopes.values()):
+                s.plans = None  # labelled cases are found before routing: the general path only
 
     def _scope(self, agent: str) -> _Scope:
         if not agent:
@@ -134,7 +154,72 @@ class Judge:
         return exp
 
     def judge(self, turn: Turn) -> TurnVerdict:
-        """The verdict of one turn (never raises on bad call data: it is judged as such)."""
+        """The verdict of one turn (never raises on bad call data: it is judged as such).
+
+        A turn with no call or one call whose rule is found takes its plan (see _plan); the plan or the
+        judge sends anything else to the general path, `_general`, which gives the same verdicts."""
+        agent = turn.agent
+        scope = self._scopes.get(agent, self._other) if agent else self._all
+        plans = scope.plans
+        if plans is not None and not turn.turnless and not (self._from_definitions and turn.tool_definitions):
+            calls = turn.calls
+            if len(calls) == 1:
+                key: Any = calls[0].name
+            elif not calls:
+                key = ()
+            else:
+                return self._general(turn)
+            n = scope.prefix_n
+            if n:
+                table = scope.by_prefix.get(turn.input_text.lstrip()[:n])
+            else:
+                i = scope.router.index(turn)
+                table = plans[i] if i >= 0 else None
+            if table is not None:
+                v = (table.get(key) or self._plan(scope, table, key))(turn)
+                if v is not None:
+                    return v
+        return self._general(turn)
+
+    def _plan(self, scope: _Scope, table: _Plans, key: Any) -> _plan.Plan:
+        """The plan of turns of `scope` routed to rule `table.rule` whose call names are `key` (kept in
+        `table` when cacheable)."""
+        assert scope.plans is not None
+        i = table.rule
+        names: tuple[str, ...] = (key,) if isinstance(key, str) else ()
+        if not _cacheable(names):
+            return _plan.general
+        exp = scope.router.rules[i]
+        tools = scope.turn_tools
+        in_catalog = tuple(n in tools.names for n in names)
+        plan: _plan.Plan = _plan.general
+        rules = scope.forbid + exp.forbid
+        if not _sensitive(exp, names, in_catalog) and all(f.unless is None for f in rules if f.tool in names):
+            best = self._best(exp, names, in_catalog, (NOT_CAPTURED,) * len(names), "")  # scores are not read
+            forbidden = _forbidden(Turn(""), names, rules) if names and rules else ()
+            seq = sequence_check(names, exp.order) if exp.order else (None, None)
+            ok_reason = self._ok_reason(exp, names)
+            if names:
+                alt = exp.alternatives[best.alternative]
+                slot = best.slots[0]
+                checks = alt.slots[slot].checks if slot is not None else ()
+                validator = tools.validators.get(key) if in_catalog[0] else None
+                plan = _plan.one_call(
+                    exp, best, key, in_catalog[0], validator, checks, forbidden, seq, ok_reason, _scan_once
+                )
+            else:
+                plan = _plan.no_call(exp, best, forbidden, seq, ok_reason)
+        if self._plan_count >= MAX_CACHE:
+            for s in (self._all, self._other, *self._scopes.values()):
+                for d in s.plans or ():
+                    d.clear()
+            self._plan_count = 0
+        table[key] = plan
+        self._plan_count += 1
+        return plan
+
+    def _general(self, turn: Turn) -> TurnVerdict:
+        """The verdict of one turn by the general path (any turn; no plans)."""
         agent = turn.agent
         scope = self._scopes.get(agent, self._other) if agent else self._all
         tools = scope.turn_tools
@@ -228,10 +313,7 @@ class Judge:
         got = self._outcome_cache.get(key)
         if got is not None:
             return got
-        counts: dict[str, int] = {}
-        for name, known in zip(names, in_catalog, strict=True):
-            if known:
-                counts[name] = counts.get(name, 0) + 1
+        counts = _counts(names, in_catalog)
         sensitive = False
         best: AltResult | None = None
         for k, alt in enumerate(exp.alternatives):
@@ -341,6 +423,20 @@ class Judge:
                     self._reason_cache.clear()
                 self._reason_cache[key] = got
         return got
+
+
+def _counts(names: tuple[str, ...], in_catalog: tuple[bool, ...]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for name, known in zip(names, in_catalog, strict=True):
+        if known:
+            counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
+def _sensitive(exp: Expectation, names: tuple[str, ...], in_catalog: tuple[bool, ...]) -> bool:
+    """Whether argument scores can change the kept alternative's assignment (as `Judge._best` decides)."""
+    counts = _counts(names, in_catalog)
+    return any(score_sensitive(alt, counts) for alt in exp.alternatives)
 
 
 def _forbidden(turn: Turn, names: Sequence[str], rules: Sequence[Forbid]) -> tuple[str, ...]:

@@ -109,7 +109,19 @@ class Router:
             found.sort()
         return found
 
+    def prefix_table(self) -> tuple[int, dict[str, int]] | None:
+        """(n, prefix -> rule index) when routing is plain prefixes of one length n: the rule of an input is
+        the table's entry for `input_text.lstrip()[:n]` (none when absent). None for any other router."""
+        if not self._prefix_only or len(self._lengths) != 1:
+            return None
+        return self._lengths[0], {p: hits[0] for p, hits in self._prefixes.items()}
+
     def route(self, turn: Turn) -> Expectation | None:
+        i = self.index(turn)
+        return self.rules[i] if i >= 0 else None
+
+    def index(self, turn: Turn) -> int:
+        """The index of the first matching rule, -1 when none matches."""
         if self._prefix_only:  # plain prefix rules only: one lookup per distinct prefix length
             head = turn.input_text.lstrip()
             size = len(head)
@@ -120,11 +132,11 @@ class Router:
                 hits = self._prefixes.get(head[:n])
                 if hits and (best < 0 or hits[0] < best):  # hits are in rule order: the earliest rule wins
                     best = hits[0]
-            return self.rules[best] if best >= 0 else None
+            return best
         found = self.candidates(turn.input_text)
         merged = heapq.merge(found, self._always) if self._always else found
         rules, exact = self.rules, self._exact
         for i in merged:
             if exact[i] or holds(rules[i].when, turn):
-                return rules[i]
-        return None
+                return i
+        return -1

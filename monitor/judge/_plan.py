@@ -1,0 +1,248 @@
+"""Plans: the judge's straight-line path for the common turn (no call or one call).
+
+Everything about a turn that does not depend on its argument values or texts follows from its scope, its
+expectation and its call names: the slot and outcome of each call, what is missed, the confusion pairs, the
+sequence check, the forbidden tools, the checks to run and the reasons of the usual verdicts. A plan holds
+all that, worked out once by the general path's own functions, in a closure (constants in cells are cheaper
+to read than attributes). Run on a turn it parses and checks what is left and builds the verdict, or returns
+None when the turn needs the general path (arguments not captured, not plain JSON).
+
+Plans are built only when the assignment does not depend on argument scores and the forbidden tools do not
+depend on the turn (no `unless` among the forbid rules of the called tools); otherwise the plan is `general`,
+which sends every turn to the general path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from monitor.judge._args import MISSING, run_checks
+from monitor.judge._outcomes import AltResult
+from monitor.judge._parse import schema_result
+from monitor.judge._reason import reason
+from monitor.judge._schema import SchemaValidator
+from monitor.records import Turn
+from monitor.rules import Expectation
+from monitor.rules._model import ArgCheck, Regex, Respond
+from monitor.verdict import ArgCheckResult, CallVerdict, TurnVerdict
+
+Plan = Callable[[Turn], TurnVerdict | None]
+_CALL = CallVerdict  # positional, in field order
+_TURN = TurnVerdict  # positional, in field order
+_RESULT = ArgCheckResult
+
+
+# Patterns that match exactly one character (RE2's Perl classes): an unanchored search finds one iff some
+# character of the text is in the class.
+_CLASSES = frozenset({r"\d", r"\D", r"\s", r"\S", r"\w", r"\W"})
+
+
+def ascii_misses(regex: Regex) -> str | None:
+    """For a one-character class pattern, the ASCII characters RE2 finds no match in (asked of RE2 itself,
+    once): an ASCII text then matches iff `text.strip(misses)` is not empty. None for any other pattern."""
+    if regex.pattern not in _CLASSES:
+        return None
+    return "".join(chr(b) for b in range(128) if not regex.matcher(bytes((b,))))
+
+
+def general(turn: Turn) -> None:
+    """The plan of turns that always take the general path."""
+    return None
+
+
+def _respond_check(respond: tuple[Respond, ...]) -> Callable[[str], bool]:
+    """Whether an output passes every response check (as the general path: in order, first failure stops)."""
+    checks = tuple((r.contains, r.regex.matcher if r.regex is not None else None) for r in respond)
+
+    def passes(output: str) -> bool:
+        data = None
+        for contains, matcher in checks:
+            if contains is not None and contains not in output:
+                return False
+            if matcher is not None:
+                if data is None:
+                    data = output.encode("utf-8", "surrogatepass")
+                if not matcher(data):
+                    return False
+        return True
+
+    return passes
+
+
+def _single_regex(respond: tuple[Respond, ...]) -> Any:
+    """The matcher of the one response check when it is a lone regex, else None."""
+    if len(respond) == 1 and respond[0].contains is None and respond[0].regex is not None:
+        return respond[0].regex.matcher
+    return None
+
+
+class _Fixed:
+    """What a plan's verdicts share (TurnVerdict fields that do not depend on the turn's values)."""
+
+    def __init__(
+        self,
+        exp: Expectation,
+        best: AltResult,
+        names: tuple[str, ...],
+        forbidden: tuple[str, ...],
+        seq: tuple[bool | None, float | None],
+        ok_reason: str,
+    ) -> None:
+        alt = exp.alternatives[best.alternative]
+        self.rule = exp.id
+        self.alternative = best.alternative
+        self.missed = best.missed
+        self.expected_calls = alt.expected_calls
+        self.max_calls = alt.max_calls
+        self.selection_ok = best.errors == 0
+        self.seq_ok, self.seq_score = seq
+        self.forbidden = forbidden
+        self.over_calling = alt.max_calls is not None and len(names) > alt.max_calls
+        self.confusion = best.confusion
+        self.expected_by_tool = alt.expected_by_tool
+        self.e2e = self.selection_ok and self.seq_ok is not False and not forbidden
+        self.ok_reason = ok_reason
+
+
+def _reasons(exp: Expectation, fixed: _Fixed, calls: tuple[CallVerdict, ...], ok_reason: str) -> tuple[str, str]:
+    """(reason when the response checks pass or do not apply, reason when they fail), for turns whose
+    arguments pass their schema and checks: the reason then depends on the names alone."""
+    missed, forbidden, seq_ok = fixed.missed, fixed.forbidden, fixed.seq_ok
+    if fixed.e2e:
+        passed = ok_reason
+    else:
+        passed = reason(Turn(""), exp, calls, missed, forbidden, seq_ok, True, turnless=False)
+    failed = reason(Turn(""), exp, calls, missed, forbidden, seq_ok, False, turnless=False)
+    return passed, failed
+
+
+def no_call(exp: Expectation, best: AltResult, forbidden: tuple[str, ...], seq: Any, ok_reason: str) -> Plan:
+    """The plan of turns without tool calls."""
+    f = _Fixed(exp, best, (), forbidden, seq, ok_reason)
+    why_passed, why_failed = _reasons(exp, f, (), ok_reason)
+    respond = exp.respond
+    resp_one = _single_regex(respond)
+    resp_all = _respond_check(respond)
+    rule, alternative, missed = f.rule, f.alternative, f.missed
+    expected_calls, max_calls = f.expected_calls, f.max_calls
+    selection_ok, seq_ok, seq_score, over_calling = f.selection_ok, f.seq_ok, f.seq_score, f.over_calling
+    confusion, expected_by_tool, e2e_names = f.confusion, f.expected_by_tool, f.e2e
+
+    def run(turn: Turn) -> TurnVerdict:
+        output = turn.output_text
+        response_ok: bool | None = None
+        e2e, why = e2e_names, why_passed
+        if respond and output is not None:
+            if resp_one is not None:
+                response_ok = True if resp_one(output.encode("utf-8", "surrogatepass")) else False  # noqa: SIM210
+            else:
+                response_ok = resp_all(output)
+            if not response_ok:
+                e2e, why = False, why_failed
+        # fmt: off
+        return _TURN(
+            turn.agent, turn.trace_id, turn.span_id, turn.input_text, True, False, rule, alternative, (), missed,
+            expected_calls, max_calls, selection_ok, True, True, seq_ok, seq_score, forbidden, response_ok, e2e,
+            over_calling, confusion, why, expected_by_tool,
+        )
+        # fmt: on
+
+    return run
+
+
+def one_call(  # noqa: C901 - the closure's straight line is the point
+    exp: Expectation,
+    best: AltResult,
+    name: str,
+    known: bool,
+    validator: SchemaValidator | None,
+    checks: tuple[ArgCheck, ...],
+    forbidden: tuple[str, ...],
+    seq: Any,
+    ok_reason: str,
+    scan: Any,
+) -> Plan:
+    """The plan of turns with one tool call `name` (`checks`: those of the slot it fills, if any)."""
+    f = _Fixed(exp, best, (name,), forbidden, seq, ok_reason)
+    outcome = best.outcomes[0]
+    slot = best.slots[0]
+    if slot is None:
+        checks = ()
+    named = (_CALL(0, name, "", outcome, known, slot, None, (), None, (), True),)  # what the reasons read
+    why_passed, why_failed = _reasons(exp, f, named, ok_reason)
+    fast = validator.fast if validator is not None else None
+    regex1 = len(checks) == 1 and checks[0].mode == "regex" and checks[0].regex is not None
+    arg = checks[0].argument if checks else ""
+    expected: Any = checks[0].expected if checks else None  # a regex check's pattern text
+    arg_regex = checks[0].regex if regex1 else None
+    arg_matcher = arg_regex.matcher if arg_regex is not None else None
+    misses = ascii_misses(arg_regex) if arg_regex is not None else None
+    respond = exp.respond
+    resp_one = _single_regex(respond)
+    resp_all = _respond_check(respond)
+    rule, alternative, missed = f.rule, f.alternative, f.missed
+    expected_calls, max_calls = f.expected_calls, f.max_calls
+    selection_ok, seq_ok, seq_score, over_calling = f.selection_ok, f.seq_ok, f.seq_score, f.over_calling
+    confusion, expected_by_tool, e2e_names = f.confusion, f.expected_by_tool, f.e2e
+
+    def run(turn: Turn) -> TurnVerdict | None:  # noqa: C901 - one flat pass: calls cost more than checks
+        c = turn.calls[0]
+        text = c.arguments
+        if text is None:
+            return None  # not captured: the general path
+        try:
+            p, end = scan(text, 0)
+        except (StopIteration, ValueError, RecursionError):
+            return None  # surrounding whitespace or not JSON: the general path
+        if end != len(text):
+            return None
+        valid: bool | None = None
+        violations: Any = ()
+        if validator is not None:
+            try:
+                accepted = fast is not None and type(p) is dict and fast.is_valid(p)
+            except Exception:  # noqa: BLE001 - values the fast validator cannot convert: ask the reference
+                accepted = False
+            if accepted:
+                valid = True
+            else:
+                valid, violations = schema_result(validator, p)
+        args_ok: bool | None = None
+        results: Any = ()
+        if checks:
+            actual = p.get(arg, MISSING) if type(p) is dict else MISSING
+            if arg_matcher is not None and type(actual) is str:
+                if misses is not None and actual.isascii():
+                    args_ok = actual.strip(misses) != ""
+                else:
+                    args_ok = True if arg_matcher(actual.encode("utf-8", "surrogatepass")) else False  # noqa: SIM210
+                results = (_RESULT(arg, "regex", expected, actual, args_ok),)
+            else:
+                results = run_checks(checks, p, turn.input_text)
+                args_ok = results[0].ok if len(results) == 1 else all(r.ok for r in results)
+        output = turn.output_text
+        response_ok: bool | None = None
+        if respond and output is not None:
+            if resp_one is not None:
+                response_ok = True if resp_one(output.encode("utf-8", "surrogatepass")) else False  # noqa: SIM210
+            else:
+                response_ok = resp_all(output)
+        cvs = (_CALL(0, c.name, c.call_id, outcome, known, slot, valid, violations, args_ok, results, True),)
+        if args_ok is not False and valid is not False:
+            if response_ok is False:
+                e2e, why = False, why_failed
+            else:
+                e2e, why = e2e_names, why_passed
+        else:
+            e2e = False
+            why = reason(turn, exp, cvs, missed, forbidden, seq_ok, response_ok, turnless=False)
+        # fmt: off
+        return _TURN(
+            turn.agent, turn.trace_id, turn.span_id, turn.input_text, True, False, rule, alternative, cvs, missed,
+            expected_calls, max_calls, selection_ok, args_ok is not False, valid is not False, seq_ok, seq_score,
+            forbidden, response_ok, e2e, over_calling, confusion, why, expected_by_tool,
+        )
+        # fmt: on
+
+    return run
