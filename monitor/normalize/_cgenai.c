@@ -1,12 +1,715 @@
-/* Placeholder until the accelerator lands: init() refuses, so the pure-Python normalizer is used. */
+/* The GenAI normalizer's common path in C: GenAIConvention.convert (monitor/normalize/_genai.py), line by line.
+ *
+ * convert(spans, out, problems, rejected) does what _genai._convert_py does, with the same results: the same
+ * records (the same objects passed through), the same `out` order, the same `problems` and `rejected`. It reads
+ * the usual attribute types itself and calls the Python helpers given to init() for everything else, so the
+ * rules stay in _genai.py. A span that is not exactly the Span class, or whose attributes are not exactly a dict,
+ * is handed to _convert_py on its own (the loop body depends on nothing but out, problems and rejected), and so
+ * is the whole batch when out, problems or rejected are not exactly a list, a list and a dict.
+ *
+ * The compact one-text messages are decoded here: json's C scanstring (strict), the same decoding, the same
+ * strings accepted (an error there means "not compact", as in Python, which then calls _turn_text).
+ *
+ * Records are filled slot by slot when ToolCall / Turn are plain slotted classes (checked at init), which is what
+ * object.__new__ plus setattr gives; otherwise object.__new__ and setattr are called. Span fields are read from
+ * their slots (an unset slot is read with getattr, which raises as Python does).
+ *
+ * Helpers return 0 on success and -1 with a Python exception set. The GIL is held throughout.
+ */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 
-static PyObject *init(PyObject *self, PyObject *args) {
-    PyErr_SetString(PyExc_ImportError, "_cgenai: not implemented yet");
+/* ---- state given to init() --------------------------------------------------------------------------------- */
+
+enum { S_NAME, S_STATUS_CODE, S_STATUS_MESSAGE, S_ATTRIBUTES, S_RESOURCE, S_TRACE_ID, S_SPAN_ID, S_PARENT_SPAN_ID,
+       S_START_NS, S_END_NS, S_N };
+static const char *const span_names[S_N] = {"name",     "status_code", "status_message", "attributes",
+                                            "resource", "trace_id",    "span_id",        "parent_span_id",
+                                            "start_ns", "end_ns"};
+
+enum { C_NAME, C_CALL_ID, C_ARGUMENTS, C_RESULT, C_ERROR_TYPE, C_TRACE_ID, C_SPAN_ID, C_PARENT_SPAN_ID, C_START_NS,
+       C_END_NS, C_ATTRIBUTES, C_N };
+static const char *const call_names[C_N] = {"name",    "call_id",        "arguments", "result", "error_type",
+                                            "trace_id", "span_id", "parent_span_id", "start_ns", "end_ns",
+                                            "attributes"};
+
+enum { T_INPUT_TEXT, T_CALLS, T_AGENT, T_TRACE_ID, T_SPAN_ID, T_CONVERSATION_ID, T_CASE_ID, T_OUTPUT_TEXT,
+       T_TOOL_DEFINITIONS, T_START_NS, T_END_NS, T_ATTRIBUTES, T_RESOURCE, T_TURNLESS, T_N };
+static const char *const turn_names[T_N] = {"input_text", "calls",   "agent",   "trace_id",
+                                            "span_id",    "conversation_id",    "case_id",
+                                            "output_text", "tool_definitions", "start_ns",
+                                            "end_ns",     "attributes", "resource", "turnless"};
+
+#define MAX_FIELDS T_N
+
+typedef struct {
+    PyTypeObject *type;
+    int direct;                     /* 1: slots read / filled at offset[i]; 0: getattr / object.__new__ + setattr */
+    int n;
+    Py_ssize_t offset[MAX_FIELDS];
+    PyObject *names[MAX_FIELDS];    /* the field names as str */
+} Class;
+
+static Class span_cls, call_cls, turn_cls;
+
+/* Keys (the module's constants: appended to `problems` as they are), helpers and constants. */
+enum { K_OP, K_TOOL_NAME, K_CALL_ID, K_ARGS, K_RESULT, K_ERROR_TYPE, K_AGENT, K_CONVERSATION_ID, K_INPUT, K_OUTPUT,
+       K_DEFS, K_CASE_ID, K_TRUNCATED, K_N };
+/* The same keys interned, for the lookups: the decoders intern attribute keys, so a lookup is one identity check. */
+static PyObject *lookup_key[K_N];
+static PyObject *k_op, *k_tool_name, *k_call_id, *k_args, *k_result, *k_error_type, *k_agent, *k_conversation_id,
+    *k_input, *k_output, *k_defs, *k_case_id, *k_truncated;
+static PyObject *execute_tool, *invoke_agent, *reason_no_tool_name, *status_error;
+static PyObject *f_convert_py, *f_tool_name, *f_call_id, *f_json_text, *f_agent, *f_turn_text, *f_tool_definitions,
+    *f_operation_of_name, *defs_by_length;
+static PyObject *user_roles, *assistant_roles, *user_parts, *assistant_parts, *ends[3];
+static PyObject *s_empty, *s_error, *kw_empty_is_none, *str_or_tuple, *object_new, *zero, *one_;
+
+/* ---- classes ----------------------------------------------------------------------------------------------- */
+
+/* Whether every name is a writable object slot of `tp` (a member descriptor found by type lookup). */
+static int slots_of(Class *c, PyTypeObject *tp) {
+    for (int i = 0; i < c->n; i++) {
+        PyObject *d = _PyType_Lookup(tp, c->names[i]);
+        if (d == NULL || !Py_IS_TYPE(d, &PyMemberDescr_Type)) return 0;
+        PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
+        if (m->type != T_OBJECT_EX || (m->flags & READONLY)) return 0;
+        c->offset[i] = m->offset;
+    }
+    return 1;
+}
+
+static int class_setup(Class *c, PyObject *type, const char *const *names, int n, int record) {
+    if (!PyType_Check(type)) {
+        PyErr_SetString(PyExc_TypeError, "_cgenai.init: expected a class");
+        return -1;
+    }
+    PyTypeObject *tp = (PyTypeObject *)type;
+    Py_INCREF(type);
+    Py_XSETREF(c->type, tp);
+    c->n = n;
+    for (int i = 0; i < n; i++) {
+        PyObject *s = PyUnicode_InternFromString(names[i]);
+        if (s == NULL) return -1;
+        Py_XSETREF(c->names[i], s);
+    }
+    if (record) /* built like object.__new__(tp) then setattr: tp_alloc then the slots */
+        c->direct = tp->tp_setattro == PyObject_GenericSetAttr && tp->tp_new == PyBaseObject_Type.tp_new &&
+                    tp->tp_alloc == PyType_GenericAlloc && !(tp->tp_flags & Py_TPFLAGS_IS_ABSTRACT);
+    else /* read like getattr */
+        c->direct = tp->tp_getattro == PyObject_GenericGetAttr;
+    c->direct = c->direct && slots_of(c, tp);
+    return 0;
+}
+
+/* Field i of a span of exactly the Span class (direct only): a new reference. */
+static inline PyObject *span_get(PyObject *span, int i) {
+    PyObject *v = *(PyObject **)((char *)span + span_cls.offset[i]);
+    return v != NULL ? Py_NewRef(v) : PyObject_GetAttr(span, span_cls.names[i]);
+}
+
+/* A record from n new references (stolen, also on failure). */
+static PyObject *record_new(Class *c, PyObject **v) {
+    PyObject *obj;
+    if (c->direct) {
+        obj = c->type->tp_alloc(c->type, 0);
+        if (obj != NULL) {
+            for (int i = 0; i < c->n; i++) *(PyObject **)((char *)obj + c->offset[i]) = v[i];
+            return obj;
+        }
+    } else {
+        obj = PyObject_CallOneArg(object_new, (PyObject *)c->type);
+        for (int i = 0; obj != NULL && i < c->n; i++)
+            if (PyObject_SetAttr(obj, c->names[i], v[i]) < 0) Py_CLEAR(obj);
+    }
+    for (int i = 0; i < c->n; i++) Py_DECREF(v[i]);
+    return obj;
+}
+
+/* ---- strings ----------------------------------------------------------------------------------------------- */
+
+/* Whether the str s holds the ASCII str pat at pos. */
+static inline int match_at(PyObject *s, Py_ssize_t pos, PyObject *pat) {
+    Py_ssize_t n = PyUnicode_GET_LENGTH(pat);
+    if (pos < 0 || PyUnicode_GET_LENGTH(s) - pos < n) return 0;
+    const Py_UCS1 *p = PyUnicode_1BYTE_DATA(pat);
+    int kind = PyUnicode_KIND(s);
+    if (kind == PyUnicode_1BYTE_KIND) return memcmp(PyUnicode_1BYTE_DATA(s) + pos, p, (size_t)n) == 0;
+    const void *d = PyUnicode_DATA(s);
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (PyUnicode_READ(kind, d, pos + i) != p[i]) return 0;
+    return 1;
+}
+
+/* a == b for two exact str. */
+static inline int str_eq(PyObject *a, PyObject *b) {
+    if (a == b) return 1;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(a);
+    return n == PyUnicode_GET_LENGTH(b) && PyUnicode_KIND(a) == PyUnicode_KIND(b) &&
+           memcmp(PyUnicode_DATA(a), PyUnicode_DATA(b), (size_t)(n * PyUnicode_KIND(a))) == 0;
+}
+
+/* bool(a == b), as Python evaluates it: 1, 0 or -1. */
+static int eq(PyObject *a, PyObject *b) {
+    if (PyUnicode_CheckExact(a) && PyUnicode_CheckExact(b)) return str_eq(a, b);
+    PyObject *r = PyObject_RichCompare(a, b, Py_EQ);
+    if (r == NULL) return -1;
+    int t = PyObject_IsTrue(r);
+    Py_DECREF(r);
+    return t;
+}
+
+static inline int hexval(Py_UCS4 d) {
+    if (d >= '0' && d <= '9') return (int)(d - '0');
+    if (d >= 'a' && d <= 'f') return (int)(d - 'a' + 10);
+    if (d >= 'A' && d <= 'F') return (int)(d - 'A' + 10);
+    return -1;
+}
+
+static inline int hex4(int kind, const void *buf, Py_ssize_t at, Py_UCS4 *out) {
+    Py_UCS4 c = 0;
+    for (Py_ssize_t i = at; i < at + 4; i++) {
+        int h = hexval(PyUnicode_READ(kind, buf, i));
+        if (h < 0) return 0;
+        c = (c << 4) | (Py_UCS4)h;
+    }
+    *out = c;
+    return 1;
+}
+
+#define STACK_CHARS 512
+
+/* The escape-decoding walk of CPython's scanstring_unicode from `end` (just after the opening quote) into o,
+ * one code point per slot: o is Py_UCS1 when narrow (then 2 when a code point > 0xff comes: redo it wide), else
+ * Py_UCS4. 1 with *n and *after (the index after the closing quote), 0 where scanstring raises ValueError. */
+static int decode(int kind, const void *buf, Py_ssize_t len, Py_ssize_t end, void *o, int narrow, Py_ssize_t *n,
+                  Py_ssize_t *after, Py_UCS4 *maxc) {
+    Py_ssize_t k = 0, next;
+    Py_UCS4 c = 0, m = 0;
+    for (;;) {
+        for (next = end; next < len; next++) {
+            c = PyUnicode_READ(kind, buf, next);
+            if (c == '"' || c == '\\') break;
+            if (c <= 0x1f) return 0;
+            m |= c;
+            if (narrow) ((Py_UCS1 *)o)[k++] = (Py_UCS1)c;
+            else ((Py_UCS4 *)o)[k++] = c;
+        }
+        if (next >= len) return 0; /* unterminated */
+        next++;
+        if (c == '"') {
+            *n = k, *after = next, *maxc = m;
+            return 1;
+        }
+        if (next == len) return 0;
+        c = PyUnicode_READ(kind, buf, next);
+        if (c != 'u') {
+            end = next + 1;
+            switch (c) {
+            case '"': case '\\': case '/': break;
+            case 'b': c = '\b'; break;
+            case 'f': c = '\f'; break;
+            case 'n': c = '\n'; break;
+            case 'r': c = '\r'; break;
+            case 't': c = '\t'; break;
+            default: return 0;
+            }
+        } else {
+            next++;
+            end = next + 4;
+            if (end >= len || !hex4(kind, buf, next, &c)) return 0;
+            if (Py_UNICODE_IS_HIGH_SURROGATE(c) && end + 6 < len && PyUnicode_READ(kind, buf, end) == '\\' &&
+                PyUnicode_READ(kind, buf, end + 1) == 'u') {
+                Py_UCS4 c2;
+                if (!hex4(kind, buf, end + 2, &c2)) return 0;
+                if (Py_UNICODE_IS_LOW_SURROGATE(c2)) {
+                    c = Py_UNICODE_JOIN_SURROGATES(c, c2);
+                    end += 6;
+                }
+            }
+            if (narrow && c > 0xff) return 2;
+        }
+        m |= c;
+        if (narrow) ((Py_UCS1 *)o)[k++] = (Py_UCS1)c;
+        else ((Py_UCS4 *)o)[k++] = c;
+    }
+}
+
+/* json.decoder.scanstring(s, end) (strict): 1 with *out (new) and *after, 0 where scanstring raises ValueError,
+ * -1 with an exception (MemoryError). */
+static int scan_string(PyObject *s, Py_ssize_t end, PyObject **out, Py_ssize_t *after) {
+    Py_ssize_t len = PyUnicode_GET_LENGTH(s), next;
+    int kind = PyUnicode_KIND(s);
+    const void *buf = PyUnicode_DATA(s);
+    Py_UCS4 c = 0;
+    if (kind == PyUnicode_1BYTE_KIND) {
+        const Py_UCS1 *p = buf;
+        for (next = end; next < len; next++) {
+            c = p[next];
+            if (c == '"' || c == '\\') break;
+            if (c <= 0x1f) return 0;
+        }
+    } else {
+        for (next = end; next < len; next++) {
+            c = PyUnicode_READ(kind, buf, next);
+            if (c == '"' || c == '\\') break;
+            if (c <= 0x1f) return 0;
+        }
+    }
+    if (next >= len) return 0; /* unterminated */
+    if (c == '"') {             /* no escapes: the substring, as scanstring returns it */
+        *out = PyUnicode_Substring(s, end, next);
+        *after = next + 1;
+        return *out != NULL ? 1 : -1;
+    }
+    /* Escapes: at most one code point per input character. A 1-byte text decodes into bytes unless an escape
+     * gives a code point past 0xff. */
+    Py_UCS4 stack[STACK_CHARS];
+    void *o = stack;
+    if (len - end > STACK_CHARS) {
+        o = PyMem_Malloc(sizeof(Py_UCS4) * (size_t)(len - end));
+        if (o == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+    }
+    Py_ssize_t n = 0;
+    Py_UCS4 maxc = 0;
+    int narrow = kind == PyUnicode_1BYTE_KIND;
+    int r = decode(kind, buf, len, end, o, narrow, &n, after, &maxc);
+    if (r == 2) r = decode(kind, buf, len, end, o, narrow = 0, &n, after, &maxc);
+    if (r == 1) {
+        if (narrow) {
+            *out = PyUnicode_New(n, maxc);
+            if (*out != NULL) memcpy(PyUnicode_1BYTE_DATA(*out), o, (size_t)n);
+        } else {
+            *out = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, o, n);
+        }
+        if (*out == NULL) r = -1;
+    }
+    if (o != stack) PyMem_Free(o);
+    return r;
+}
+
+/* The text of a compact one-text messages value starting with `prefix` (raw is an exact str): a new reference,
+ * or NULL with no exception when raw is not one (Python's `text` staying None), or NULL with an exception. */
+static PyObject *one_text(PyObject *raw, PyObject *prefix) {
+    if (!match_at(raw, 0, prefix)) return NULL;
+    PyObject *text;
+    Py_ssize_t after;
+    int r = scan_string(raw, PyUnicode_GET_LENGTH(prefix), &text, &after);
+    if (r <= 0) return NULL;
+    Py_ssize_t tail = PyUnicode_GET_LENGTH(raw) - after;
+    for (int i = 0; i < 3; i++)
+        if (PyUnicode_GET_LENGTH(ends[i]) == tail && match_at(raw, after, ends[i])) return text;
+    Py_DECREF(text);
     return NULL;
 }
 
-static PyMethodDef methods[] = {{"init", init, METH_VARARGS, NULL}, {NULL, NULL, 0, NULL}};
+/* ---- the loop ---------------------------------------------------------------------------------------------- */
+
+/* attrs.get(key) of an exact dict: a new reference. */
+static inline PyObject *dget(PyObject *d, PyObject *key) {
+    PyObject *v = PyDict_GetItemWithError(d, key);
+    if (v != NULL) return Py_NewRef(v);
+    return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+}
+
+/* `type(x) is not str and not isinstance(x, str)`: 1, 0 or -1. */
+static inline int not_str(PyObject *x) {
+    if (PyUnicode_CheckExact(x)) return 0;
+    int r = PyObject_IsInstance(x, (PyObject *)&PyUnicode_Type);
+    return r < 0 ? -1 : !r;
+}
+
+/* Replaces *slot (a new reference) with the result of f(args...). */
+static inline int call_into(PyObject **slot, PyObject *f, PyObject *const *args, size_t n, PyObject *kwnames) {
+    PyObject *r = PyObject_Vectorcall(f, args, n, kwnames);
+    if (r == NULL) return -1;
+    Py_SETREF(*slot, r);
+    return 0;
+}
+
+static int delegate(PyObject *span, PyObject *out, PyObject *problems, PyObject *rejected) {
+    PyObject *one = PyTuple_Pack(1, span);
+    if (one == NULL) return -1;
+    PyObject *args[4] = {one, out, problems, rejected};
+    PyObject *r = PyObject_Vectorcall(f_convert_py, args, 4, NULL);
+    Py_DECREF(one);
+    Py_XDECREF(r);
+    return r != NULL ? 0 : -1;
+}
+
+static int tool_call(PyObject *span, PyObject *attrs, PyObject *out, PyObject *problems, PyObject *rejected) {
+    PyObject *name = NULL, *error_type = NULL, *call_id = NULL, *arguments = NULL, *truncated = NULL, *result = NULL,
+             *tmp = NULL;
+    int rc = -1, t;
+    if ((name = dget(attrs, lookup_key[K_TOOL_NAME])) == NULL) goto fail;
+    if (!PyUnicode_CheckExact(name) || PyUnicode_GET_LENGTH(name) == 0) {
+        PyObject *a[3] = {span, name, problems};
+        if (call_into(&name, f_tool_name, a, 3, NULL) < 0 || (t = PyObject_IsTrue(name)) < 0) goto fail;
+        if (!t) {
+            PyObject *n = PyDict_GetItemWithError(rejected, reason_no_tool_name);
+            if (n == NULL && PyErr_Occurred()) goto fail;
+            if ((tmp = PyNumber_Add(n != NULL ? n : zero, one_)) == NULL ||
+                PyDict_SetItem(rejected, reason_no_tool_name, tmp) < 0)
+                goto fail;
+            rc = 0;
+            goto fail;
+        }
+    }
+    if ((error_type = dget(attrs, lookup_key[K_ERROR_TYPE])) == NULL) goto fail;
+    if (error_type != Py_None) {
+        if ((t = not_str(error_type)) < 0) goto fail;
+        if (t) {
+            if (PyList_Append(problems, k_error_type) < 0) goto fail;
+            Py_SETREF(error_type, Py_NewRef(Py_None));
+        }
+    }
+    if (error_type == Py_None) {
+        if ((tmp = span_get(span, S_STATUS_CODE)) == NULL || (t = eq(tmp, status_error)) < 0) goto fail;
+        Py_CLEAR(tmp);
+        if (t) {
+            if ((tmp = span_get(span, S_STATUS_MESSAGE)) == NULL || (t = PyObject_IsTrue(tmp)) < 0) goto fail;
+            Py_SETREF(error_type, t ? tmp : Py_NewRef(s_error));
+            if (!t) Py_DECREF(tmp);
+            tmp = NULL;
+        }
+    }
+    if ((call_id = dget(attrs, lookup_key[K_CALL_ID])) == NULL) goto fail;
+    if (!PyUnicode_CheckExact(call_id)) {
+        PyObject *a[2] = {call_id, problems};
+        if (call_into(&call_id, f_call_id, a, 2, NULL) < 0) goto fail;
+    }
+    if ((arguments = dget(attrs, lookup_key[K_ARGS])) == NULL) goto fail;
+    if (arguments != Py_None && !PyUnicode_CheckExact(arguments)) {
+        PyObject *a[3] = {arguments, k_args, problems};
+        if (call_into(&arguments, f_json_text, a, 3, NULL) < 0) goto fail;
+    }
+    if ((truncated = dget(attrs, lookup_key[K_TRUNCATED])) == NULL) goto fail;
+    if (truncated != Py_None) {
+        if ((t = PyObject_IsInstance(truncated, str_or_tuple)) < 0) goto fail;
+        if (!t) {
+            if (PyList_Append(problems, k_truncated) < 0) goto fail;
+        } else if (arguments != Py_None) {
+            if ((t = PySequence_Contains(truncated, k_args)) < 0) goto fail;
+            if (t) Py_SETREF(arguments, Py_NewRef(Py_None));
+        }
+    }
+    if ((result = dget(attrs, lookup_key[K_RESULT])) == NULL) goto fail;
+    if (result != Py_None && !PyUnicode_CheckExact(result)) {
+        PyObject *a[3] = {result, k_result, problems};
+        if (call_into(&result, f_json_text, a, 3, NULL) < 0) goto fail;
+    }
+    /* call.call_id = call_id or "" */
+    t = PyUnicode_CheckExact(call_id) ? PyUnicode_GET_LENGTH(call_id) != 0 : PyObject_IsTrue(call_id);
+    if (t < 0) goto fail;
+    if (!t) Py_SETREF(call_id, Py_NewRef(s_empty));
+    PyObject *v[C_N];
+    int got = 0;
+    v[C_NAME] = name, v[C_CALL_ID] = call_id, v[C_ARGUMENTS] = arguments, v[C_RESULT] = result;
+    v[C_ERROR_TYPE] = error_type;
+    name = call_id = arguments = result = error_type = NULL;
+    static const int from_span[5] = {S_TRACE_ID, S_SPAN_ID, S_PARENT_SPAN_ID, S_START_NS, S_END_NS};
+    for (got = 0; got < 5; got++)
+        if ((v[C_TRACE_ID + got] = span_get(span, from_span[got])) == NULL) break;
+    if (got < 5) {
+        for (int i = 0; i < C_TRACE_ID + got; i++) Py_DECREF(v[i]);
+        goto fail;
+    }
+    v[C_ATTRIBUTES] = Py_NewRef(attrs);
+    if ((tmp = record_new(&call_cls, v)) == NULL || PyList_Append(out, tmp) < 0) goto fail;
+    rc = 0;
+fail:
+    Py_XDECREF(name);
+    Py_XDECREF(error_type);
+    Py_XDECREF(call_id);
+    Py_XDECREF(arguments);
+    Py_XDECREF(truncated);
+    Py_XDECREF(result);
+    Py_XDECREF(tmp);
+    return rc;
+}
+
+/* The text of a messages value: the compact form read here, else `_turn_text(raw, roles, empty_is_none=...)`. */
+static PyObject *messages_text(PyObject *raw, PyObject *prefix, PyObject *key, PyObject *roles, int empty_is_none,
+                               PyObject *problems) {
+    if (PyUnicode_CheckExact(raw)) {
+        PyObject *text = one_text(raw, prefix);
+        if (text != NULL || PyErr_Occurred()) return text;
+    } else if (raw != Py_None) {
+        int t = not_str(raw);
+        if (t < 0 || (t && PyList_Append(problems, key) < 0)) return NULL;
+    }
+    PyObject *a[3] = {raw, roles, empty_is_none ? Py_True : Py_False};
+    PyObject *text = PyObject_Vectorcall(f_turn_text, a, 2, kw_empty_is_none);
+    if (text == NULL || empty_is_none) return text;
+    int t = PyUnicode_CheckExact(text) ? PyUnicode_GET_LENGTH(text) != 0 : PyObject_IsTrue(text); /* `or ""` */
+    if (t < 0) Py_CLEAR(text);
+    else if (!t) Py_SETREF(text, Py_NewRef(s_empty));
+    return text;
+}
+
+static int turn(PyObject *span, PyObject *attrs, PyObject *out, PyObject *problems) {
+    PyObject *agent = NULL, *raw = NULL, *text = NULL, *output = NULL, *conversation_id = NULL, *case_id = NULL,
+             *defs = NULL, *last = NULL, *tmp = NULL;
+    int rc = -1, t;
+    if ((agent = dget(attrs, lookup_key[K_AGENT])) == NULL) goto fail;
+    if (!PyUnicode_CheckExact(agent)) {
+        PyObject *a[3] = {span, agent, problems};
+        if (call_into(&agent, f_agent, a, 3, NULL) < 0) goto fail;
+    }
+    if ((raw = dget(attrs, lookup_key[K_INPUT])) == NULL ||
+        (text = messages_text(raw, user_parts, k_input, user_roles, 0, problems)) == NULL)
+        goto fail;
+    Py_CLEAR(raw);
+    if ((raw = dget(attrs, lookup_key[K_OUTPUT])) == NULL ||
+        (output = messages_text(raw, assistant_parts, k_output, assistant_roles, 1, problems)) == NULL)
+        goto fail;
+    if ((conversation_id = dget(attrs, lookup_key[K_CONVERSATION_ID])) == NULL) goto fail;
+    if (conversation_id != Py_None) {
+        if ((t = not_str(conversation_id)) < 0) goto fail;
+        if (t) {
+            if (PyList_Append(problems, k_conversation_id) < 0) goto fail;
+            Py_SETREF(conversation_id, Py_NewRef(Py_None));
+        }
+    }
+    if ((case_id = dget(attrs, lookup_key[K_CASE_ID])) == NULL) goto fail;
+    if (case_id != Py_None) {
+        if ((t = not_str(case_id)) < 0) goto fail;
+        if (t && (tmp = PyObject_Str(case_id)) == NULL) goto fail;
+        if (t) Py_SETREF(case_id, tmp);
+        tmp = NULL;
+    }
+    /* last = _DEFINITIONS_BY_LENGTH.get(len(raw_defs)) if type(raw_defs) is str else None
+     * defs = last[1] if last is not None and last[0] == raw_defs else _tool_definitions(raw_defs) */
+    Py_CLEAR(raw);
+    if ((raw = dget(attrs, lookup_key[K_DEFS])) == NULL) goto fail;
+    if (PyUnicode_CheckExact(raw)) {
+        if ((tmp = PyLong_FromSsize_t(PyUnicode_GET_LENGTH(raw))) == NULL || (last = dget(defs_by_length, tmp)) == NULL)
+            goto fail;
+        Py_CLEAR(tmp);
+        if (last != Py_None) {
+            if (PyTuple_CheckExact(last) && PyTuple_GET_SIZE(last) == 2) {
+                if ((t = eq(PyTuple_GET_ITEM(last, 0), raw)) < 0) goto fail;
+                if (t) defs = Py_NewRef(PyTuple_GET_ITEM(last, 1));
+            } else {
+                if ((tmp = PyObject_GetItem(last, zero)) == NULL || (t = eq(tmp, raw)) < 0) goto fail;
+                Py_CLEAR(tmp);
+                if (t && (defs = PyObject_GetItem(last, one_)) == NULL) goto fail;
+            }
+        }
+    }
+    if (defs == NULL && (defs = PyObject_CallOneArg(f_tool_definitions, raw)) == NULL) goto fail;
+    PyObject *v[T_N];
+    static const int from_span[4] = {S_TRACE_ID, S_SPAN_ID, S_START_NS, S_END_NS};
+    PyObject *sv[5];
+    int got;
+    for (got = 0; got < 4; got++)
+        if ((sv[got] = span_get(span, from_span[got])) == NULL) break;
+    if (got == 4 && (sv[4] = span_get(span, S_RESOURCE)) != NULL) got = 5;
+    if (got < 5) {
+        for (int i = 0; i < got; i++) Py_DECREF(sv[i]);
+        goto fail;
+    }
+    v[T_INPUT_TEXT] = text, v[T_CALLS] = PyTuple_New(0), v[T_AGENT] = agent, v[T_TRACE_ID] = sv[0];
+    v[T_SPAN_ID] = sv[1], v[T_CONVERSATION_ID] = conversation_id, v[T_CASE_ID] = case_id, v[T_OUTPUT_TEXT] = output;
+    v[T_TOOL_DEFINITIONS] = defs, v[T_START_NS] = sv[2], v[T_END_NS] = sv[3], v[T_ATTRIBUTES] = Py_NewRef(attrs);
+    v[T_RESOURCE] = sv[4], v[T_TURNLESS] = Py_NewRef(Py_False);
+    text = agent = conversation_id = case_id = output = defs = NULL;
+    if ((tmp = record_new(&turn_cls, v)) == NULL || PyList_Append(out, tmp) < 0) goto fail;
+    rc = 0;
+fail:
+    Py_XDECREF(agent);
+    Py_XDECREF(raw);
+    Py_XDECREF(text);
+    Py_XDECREF(output);
+    Py_XDECREF(conversation_id);
+    Py_XDECREF(case_id);
+    Py_XDECREF(defs);
+    Py_XDECREF(last);
+    Py_XDECREF(tmp);
+    return rc;
+}
+
+/* Which branch: 1 execute_tool, 2 invoke_agent, 0 any other span, -1 error. */
+static int branch(PyObject *span, PyObject *attrs) {
+    PyObject *op = dget(attrs, lookup_key[K_OP]);
+    if (op == NULL) return -1;
+    int t = not_str(op);
+    if (t < 0) goto fail;
+    if (t) { /* op = operation_of_name(span.name) */
+        t = -1;
+        PyObject *name = span_get(span, S_NAME);
+        if (name == NULL) goto fail;
+        if (PyUnicode_CheckExact(name)) {
+            Py_SETREF(op, Py_NewRef(match_at(name, 0, execute_tool)   ? execute_tool
+                                    : match_at(name, 0, invoke_agent) ? invoke_agent
+                                                                      : Py_None));
+            Py_DECREF(name);
+        } else {
+            PyObject *r = PyObject_CallOneArg(f_operation_of_name, name);
+            Py_DECREF(name);
+            if (r == NULL) goto fail;
+            Py_SETREF(op, r);
+        }
+    }
+    if (op == Py_None) t = 0;
+    else if ((t = eq(op, execute_tool)) == 0 && (t = eq(op, invoke_agent)) > 0) t = 2;
+fail:
+    Py_DECREF(op);
+    return t;
+}
+
+static int convert_one(PyObject *span, PyObject *out, PyObject *problems, PyObject *rejected) {
+    if (!Py_IS_TYPE(span, span_cls.type)) return delegate(span, out, problems, rejected);
+    PyObject *attrs = span_get(span, S_ATTRIBUTES);
+    if (attrs == NULL) return -1;
+    int rc;
+    if (!PyDict_CheckExact(attrs)) {
+        rc = delegate(span, out, problems, rejected);
+    } else {
+        switch (branch(span, attrs)) {
+        case 1: rc = tool_call(span, attrs, out, problems, rejected); break;
+        case 2: rc = turn(span, attrs, out, problems); break;
+        case 0: rc = PyList_Append(out, span); break;
+        default: rc = -1;
+        }
+    }
+    Py_DECREF(attrs);
+    return rc;
+}
+
+static PyObject *convert(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "convert(spans, out, problems, rejected)");
+        return NULL;
+    }
+    if (f_convert_py == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "_cgenai: init() was not called");
+        return NULL;
+    }
+    PyObject *out = args[1], *problems = args[2], *rejected = args[3];
+    if (!span_cls.direct || !PyList_CheckExact(out) || !PyList_CheckExact(problems) || !PyDict_CheckExact(rejected))
+        return PyObject_Vectorcall(f_convert_py, args, 4, NULL);
+    PyObject *spans = args[0], *span;
+    if (PyList_CheckExact(spans)) { /* as list iteration goes: the length is read again after each span */
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(spans); i++) {
+            span = Py_NewRef(PyList_GET_ITEM(spans, i));
+            int rc = convert_one(span, out, problems, rejected);
+            Py_DECREF(span);
+            if (rc < 0) return NULL;
+        }
+        Py_RETURN_NONE;
+    }
+    PyObject *it = PyObject_GetIter(spans);
+    if (it == NULL) return NULL;
+    while ((span = PyIter_Next(it)) != NULL) {
+        int rc = convert_one(span, out, problems, rejected);
+        Py_DECREF(span);
+        if (rc < 0) break;
+    }
+    Py_DECREF(it);
+    if (PyErr_Occurred()) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* ---- init -------------------------------------------------------------------------------------------------- */
+
+static int take(PyObject *ns, const char *key, PyObject **slot, int want_str) {
+    PyObject *v = PyDict_GetItemString(ns, key);
+    if (v == NULL) {
+        PyErr_Format(PyExc_KeyError, "_cgenai.init: %s missing", key);
+        return -1;
+    }
+    if (want_str && !(PyUnicode_CheckExact(v) && PyUnicode_IS_ASCII(v))) {
+        PyErr_Format(PyExc_TypeError, "_cgenai.init: %s must be an ASCII str", key);
+        return -1;
+    }
+    Py_INCREF(v);
+    Py_XSETREF(*slot, v);
+    return 0;
+}
+
+static PyObject *init(PyObject *self, PyObject *ns) {
+    if (!PyDict_Check(ns)) {
+        PyErr_SetString(PyExc_TypeError, "_cgenai.init(namespace: dict)");
+        return NULL;
+    }
+    static const struct {
+        const char *key;
+        PyObject **slot;
+        int str;
+    } items[] = {
+        {"OP", &k_op, 1}, {"TOOL_NAME", &k_tool_name, 1}, {"TOOL_CALL_ID", &k_call_id, 1}, {"TOOL_ARGS", &k_args, 1},
+        {"TOOL_RESULT", &k_result, 1}, {"ERROR_TYPE", &k_error_type, 1}, {"AGENT_NAME", &k_agent, 1},
+        {"CONVERSATION_ID", &k_conversation_id, 1}, {"INPUT_MESSAGES", &k_input, 1},
+        {"OUTPUT_MESSAGES", &k_output, 1}, {"TOOL_DEFINITIONS", &k_defs, 1}, {"CASE_ID", &k_case_id, 1},
+        {"TRUNCATED", &k_truncated, 1}, {"EXECUTE_TOOL", &execute_tool, 1}, {"INVOKE_AGENT", &invoke_agent, 1},
+        {"REASON_NO_TOOL_NAME", &reason_no_tool_name, 1}, {"STATUS_ERROR", &status_error, 0},
+        {"_convert_py", &f_convert_py, 0}, {"_tool_name", &f_tool_name, 0}, {"_call_id", &f_call_id, 0},
+        {"_json_text", &f_json_text, 0}, {"_agent", &f_agent, 0}, {"_turn_text", &f_turn_text, 0},
+        {"_tool_definitions", &f_tool_definitions, 0}, {"operation_of_name", &f_operation_of_name, 0},
+        {"_DEFINITIONS_BY_LENGTH", &defs_by_length, 0}, {"_USER", &user_roles, 0},
+        {"_ASSISTANT", &assistant_roles, 0}, {"_USER_PARTS", &user_parts, 1},
+        {"_ASSISTANT_PARTS", &assistant_parts, 1},
+    };
+    for (size_t i = 0; i < sizeof items / sizeof items[0]; i++)
+        if (take(ns, items[i].key, items[i].slot, items[i].str) < 0) return NULL;
+    if (!PyDict_CheckExact(defs_by_length)) {
+        PyErr_SetString(PyExc_TypeError, "_cgenai.init: _DEFINITIONS_BY_LENGTH must be a dict");
+        return NULL;
+    }
+    PyObject *e = PyDict_GetItemString(ns, "_ENDS");
+    PyObject *seq = e != NULL ? PySequence_Fast(e, "_cgenai.init: _ENDS") : NULL;
+    if (seq == NULL || PySequence_Fast_GET_SIZE(seq) != 3) {
+        Py_XDECREF(seq);
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "_cgenai.init: _ENDS must hold 3 str");
+        return NULL;
+    }
+    for (int i = 0; i < 3; i++) {
+        PyObject *s = PySequence_Fast_GET_ITEM(seq, i);
+        if (!PyUnicode_CheckExact(s) || !PyUnicode_IS_ASCII(s)) {
+            Py_DECREF(seq);
+            PyErr_SetString(PyExc_TypeError, "_cgenai.init: _ENDS must hold ASCII str");
+            return NULL;
+        }
+        Py_XSETREF(ends[i], Py_NewRef(s));
+    }
+    Py_DECREF(seq);
+    PyObject *cls;
+    if ((cls = PyDict_GetItemString(ns, "Span")) == NULL || class_setup(&span_cls, cls, span_names, S_N, 0) < 0 ||
+        (cls = PyDict_GetItemString(ns, "ToolCall")) == NULL || class_setup(&call_cls, cls, call_names, C_N, 1) < 0 ||
+        (cls = PyDict_GetItemString(ns, "Turn")) == NULL || class_setup(&turn_cls, cls, turn_names, T_N, 1) < 0) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "_cgenai.init: Span, ToolCall and Turn");
+        return NULL;
+    }
+    PyObject *const keys[K_N] = {k_op,      k_tool_name, k_call_id, k_args,   k_result,  k_error_type, k_agent,
+                                 k_conversation_id, k_input, k_output, k_defs, k_case_id, k_truncated};
+    for (int i = 0; i < K_N; i++) {
+        PyObject *k = PyUnicode_FromKindAndData(PyUnicode_1BYTE_KIND, PyUnicode_DATA(keys[i]),
+                                                PyUnicode_GET_LENGTH(keys[i])); /* a copy: the constant stays as is */
+        if (k == NULL) return NULL;
+        PyUnicode_InternInPlace(&k);
+        Py_XSETREF(lookup_key[i], k);
+    }
+    Py_XSETREF(s_empty, PyUnicode_FromStringAndSize("", 0));
+    Py_XSETREF(s_error, PyUnicode_InternFromString("error"));
+    Py_XSETREF(kw_empty_is_none, Py_BuildValue("(s)", "empty_is_none"));
+    Py_XSETREF(str_or_tuple, PyTuple_Pack(2, (PyObject *)&PyUnicode_Type, (PyObject *)&PyTuple_Type));
+    Py_XSETREF(object_new, PyObject_GetAttrString((PyObject *)&PyBaseObject_Type, "__new__"));
+    Py_XSETREF(zero, PyLong_FromLong(0));
+    Py_XSETREF(one_, PyLong_FromLong(1));
+    if (!s_empty || !s_error || !kw_empty_is_none || !str_or_tuple || !object_new || !zero || !one_) return NULL;
+    return Py_BuildValue("{s:O,s:O,s:O}", "span", span_cls.direct ? Py_True : Py_False, "tool_call",
+                         call_cls.direct ? Py_True : Py_False, "turn", turn_cls.direct ? Py_True : Py_False);
+}
+
+static PyMethodDef methods[] = {
+    {"init", init, METH_O, "init(namespace): the classes, helpers and constants of monitor.normalize._genai."},
+    {"convert", (PyCFunction)(void (*)(void))convert, METH_FASTCALL,
+     "convert(spans, out, problems, rejected): GenAIConvention.convert in C."},
+    {NULL, NULL, 0, NULL}};
 static struct PyModuleDef mod = {PyModuleDef_HEAD_INIT, "_cgenai", NULL, -1, methods};
 PyMODINIT_FUNC PyInit__cgenai(void) { return PyModule_Create(&mod); }

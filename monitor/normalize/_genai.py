@@ -6,12 +6,15 @@ another `Convention` mapping spans to the same records.
 
 from __future__ import annotations
 
+import importlib
 import json
 import json.decoder
+import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol, cast
 
 from monitor.otlp import STATUS_ERROR, Span
+from monitor.otlp._accel import PURE_PYTHON_ENV
 from monitor.records import ToolCall, Turn
 
 _new = object.__new__
@@ -217,125 +220,139 @@ class GenAIConvention:
         r = out[0]
         return None if r is span else cast(ToolCall | Turn, r)
 
-    def convert(  # noqa: C901 - one flat pass per span: a call per record cost more than its checks
+    def convert(
         self, spans: Iterable[Span], out: list[ToolCall | Turn | Span], problems: list[str], rejected: dict[str, int]
     ) -> None:
         """Normalize a batch: appends to `out` a record per tool or turn span and every other span itself (kept as
         a parent link), counts rejections by reason in `rejected` and ignored attributes in `problems`.
 
-        The usual attribute types are checked inline, anything else by the helpers below; the instrumentation's
-        compact one-text messages are read here, any other messages value by _turn_text. Records are built field
-        by field (the dataclass __init__ cost about as much as the rest): every field is set.
+        In C when the extension is loaded (_cgenai.c, the same results), else _convert_py.
         """
-        append = out.append
-        for span in spans:
-            attrs = span.attributes
-            op = attrs.get(OP)
-            if type(op) is not str and not isinstance(op, str):
-                op = operation_of_name(span.name)
-            if op == EXECUTE_TOOL:
-                name = attrs.get(TOOL_NAME)
-                if type(name) is not str or not name:
-                    name = _tool_name(span, name, problems)
-                    if not name:
-                        rejected[REASON_NO_TOOL_NAME] = rejected.get(REASON_NO_TOOL_NAME, 0) + 1
-                        continue
-                error_type = attrs.get(ERROR_TYPE)
-                if error_type is not None and type(error_type) is not str and not isinstance(error_type, str):
-                    problems.append(ERROR_TYPE)
-                    error_type = None
-                if error_type is None and span.status_code == STATUS_ERROR:
-                    error_type = span.status_message or "error"
-                call_id = attrs.get(TOOL_CALL_ID)
-                if type(call_id) is not str:
-                    call_id = _call_id(call_id, problems)
-                arguments = attrs.get(TOOL_ARGS)
-                if arguments is not None and type(arguments) is not str:
-                    arguments = _json_text(arguments, TOOL_ARGS, problems)
-                truncated = attrs.get(TRUNCATED)
-                if truncated is not None:
-                    if not isinstance(truncated, str | tuple):
-                        problems.append(TRUNCATED)  # a list of keys, or one key; anything else says nothing
-                    elif arguments is not None and TOOL_ARGS in truncated:
-                        arguments = None  # a cut argument text is not captured, never "malformed" (METRICS.md)
-                result = attrs.get(TOOL_RESULT)
-                if result is not None and type(result) is not str:
-                    result = _json_text(result, TOOL_RESULT, problems)
-                call = _new(ToolCall)
-                call.name = name
-                call.call_id = call_id or ""
-                call.arguments = arguments
-                call.result = result
-                call.error_type = error_type
-                call.trace_id = span.trace_id
-                call.span_id = span.span_id
-                call.parent_span_id = span.parent_span_id
-                call.start_ns = span.start_ns
-                call.end_ns = span.end_ns
-                call.attributes = attrs
-                append(call)
-            elif op == INVOKE_AGENT:
-                agent = attrs.get(AGENT_NAME)
-                if type(agent) is not str:
-                    agent = _agent(span, agent, problems)
-                raw_in = attrs.get(INPUT_MESSAGES)
-                text = None
-                if type(raw_in) is str and raw_in.startswith(_USER_PARTS):
-                    try:
-                        text, after = _scanstring(raw_in, len(_USER_PARTS))
-                        if raw_in[after:] not in _ENDS:
-                            text = None
-                    except ValueError:
-                        pass
-                if text is None:
-                    if raw_in is not None and not isinstance(raw_in, str):
-                        problems.append(INPUT_MESSAGES)
-                    text = _turn_text(raw_in, _USER, empty_is_none=False) or ""
-                raw_out = attrs.get(OUTPUT_MESSAGES)
-                output = None
-                if type(raw_out) is str and raw_out.startswith(_ASSISTANT_PARTS):
-                    try:
-                        output, after = _scanstring(raw_out, len(_ASSISTANT_PARTS))
-                        if raw_out[after:] not in _ENDS:
-                            output = None
-                    except ValueError:
-                        pass
-                if output is None:
-                    if raw_out is not None and not isinstance(raw_out, str):
-                        problems.append(OUTPUT_MESSAGES)
-                    output = _turn_text(raw_out, _ASSISTANT, empty_is_none=True)
-                conversation_id = attrs.get(CONVERSATION_ID)
-                if (
-                    conversation_id is not None
-                    and type(conversation_id) is not str
-                    and not isinstance(conversation_id, str)
-                ):
-                    problems.append(CONVERSATION_ID)
-                    conversation_id = None
-                case_id = attrs.get(CASE_ID)
-                if case_id is not None and type(case_id) is not str and not isinstance(case_id, str):
-                    case_id = str(case_id)
-                raw_defs = attrs.get(TOOL_DEFINITIONS)
-                last = _DEFINITIONS_BY_LENGTH.get(len(raw_defs)) if type(raw_defs) is str else None
-                defs = last[1] if last is not None and last[0] == raw_defs else _tool_definitions(raw_defs)
-                turn = _new(Turn)
-                turn.input_text = text
-                turn.calls = ()
-                turn.agent = agent
-                turn.trace_id = span.trace_id
-                turn.span_id = span.span_id
-                turn.conversation_id = conversation_id
-                turn.case_id = case_id
-                turn.output_text = output
-                turn.tool_definitions = defs
-                turn.start_ns = span.start_ns
-                turn.end_ns = span.end_ns
-                turn.attributes = attrs
-                turn.resource = span.resource
-                turn.turnless = False
-                append(turn)
-            else:
-                append(span)
+        if _CONVERT_C is not None:
+            _CONVERT_C(spans, out, problems, rejected)
+        else:
+            _convert_py(spans, out, problems, rejected)
+
+
+def _convert_py(  # noqa: C901 - one flat pass per span: a call per record cost more than its checks
+    spans: Iterable[Span], out: list[ToolCall | Turn | Span], problems: list[str], rejected: dict[str, int]
+) -> None:
+    """GenAIConvention.convert in Python: the reference of _cgenai.c, which follows it line by line.
+
+    The usual attribute types are checked inline, anything else by the helpers below; the instrumentation's
+    compact one-text messages are read here, any other messages value by _turn_text. Records are built field
+    by field (the dataclass __init__ cost about as much as the rest): every field is set. Each span's result
+    depends only on the span, `out`, `problems` and `rejected` (the C code hands uncommon spans here one by one).
+    """
+    append = out.append
+    for span in spans:
+        attrs = span.attributes
+        op = attrs.get(OP)
+        if type(op) is not str and not isinstance(op, str):
+            op = operation_of_name(span.name)
+        if op == EXECUTE_TOOL:
+            name = attrs.get(TOOL_NAME)
+            if type(name) is not str or not name:
+                name = _tool_name(span, name, problems)
+                if not name:
+                    rejected[REASON_NO_TOOL_NAME] = rejected.get(REASON_NO_TOOL_NAME, 0) + 1
+                    continue
+            error_type = attrs.get(ERROR_TYPE)
+            if error_type is not None and type(error_type) is not str and not isinstance(error_type, str):
+                problems.append(ERROR_TYPE)
+                error_type = None
+            if error_type is None and span.status_code == STATUS_ERROR:
+                error_type = span.status_message or "error"
+            call_id = attrs.get(TOOL_CALL_ID)
+            if type(call_id) is not str:
+                call_id = _call_id(call_id, problems)
+            arguments = attrs.get(TOOL_ARGS)
+            if arguments is not None and type(arguments) is not str:
+                arguments = _json_text(arguments, TOOL_ARGS, problems)
+            truncated = attrs.get(TRUNCATED)
+            if truncated is not None:
+                if not isinstance(truncated, str | tuple):
+                    problems.append(TRUNCATED)  # a list of keys, or one key; anything else says nothing
+                elif arguments is not None and TOOL_ARGS in truncated:
+                    arguments = None  # a cut argument text is not captured, never "malformed" (METRICS.md)
+            result = attrs.get(TOOL_RESULT)
+            if result is not None and type(result) is not str:
+                result = _json_text(result, TOOL_RESULT, problems)
+            call = _new(ToolCall)
+            call.name = name
+            call.call_id = call_id or ""
+            call.arguments = arguments
+            call.result = result
+            call.error_type = error_type
+            call.trace_id = span.trace_id
+            call.span_id = span.span_id
+            call.parent_span_id = span.parent_span_id
+            call.start_ns = span.start_ns
+            call.end_ns = span.end_ns
+            call.attributes = attrs
+            append(call)
+        elif op == INVOKE_AGENT:
+            agent = attrs.get(AGENT_NAME)
+            if type(agent) is not str:
+                agent = _agent(span, agent, problems)
+            raw_in = attrs.get(INPUT_MESSAGES)
+            text = None
+            if type(raw_in) is str and raw_in.startswith(_USER_PARTS):
+                try:
+                    text, after = _scanstring(raw_in, len(_USER_PARTS))
+                    if raw_in[after:] not in _ENDS:
+                        text = None
+                except ValueError:
+                    pass
+            if text is None:
+                if raw_in is not None and not isinstance(raw_in, str):
+                    problems.append(INPUT_MESSAGES)
+                text = _turn_text(raw_in, _USER, empty_is_none=False) or ""
+            raw_out = attrs.get(OUTPUT_MESSAGES)
+            output = None
+            if type(raw_out) is str and raw_out.startswith(_ASSISTANT_PARTS):
+                try:
+                    output, after = _scanstring(raw_out, len(_ASSISTANT_PARTS))
+                    if raw_out[after:] not in _ENDS:
+                        output = None
+                except ValueError:
+                    pass
+            if output is None:
+                if raw_out is not None and not isinstance(raw_out, str):
+                    problems.append(OUTPUT_MESSAGES)
+                output = _turn_text(raw_out, _ASSISTANT, empty_is_none=True)
+            conversation_id = attrs.get(CONVERSATION_ID)
+            if (
+                conversation_id is not None
+                and type(conversation_id) is not str
+                and not isinstance(conversation_id, str)
+            ):
+                problems.append(CONVERSATION_ID)
+                conversation_id = None
+            case_id = attrs.get(CASE_ID)
+            if case_id is not None and type(case_id) is not str and not isinstance(case_id, str):
+                case_id = str(case_id)
+            raw_defs = attrs.get(TOOL_DEFINITIONS)
+            last = _DEFINITIONS_BY_LENGTH.get(len(raw_defs)) if type(raw_defs) is str else None
+            defs = last[1] if last is not None and last[0] == raw_defs else _tool_definitions(raw_defs)
+            turn = _new(Turn)
+            turn.input_text = text
+            turn.calls = ()
+            turn.agent = agent
+            turn.trace_id = span.trace_id
+            turn.span_id = span.span_id
+            turn.conversation_id = conversation_id
+            turn.case_id = case_id
+            turn.output_text = output
+            turn.tool_definitions = defs
+            turn.start_ns = span.start_ns
+            turn.end_ns = span.end_ns
+            turn.attributes = attrs
+            turn.resource = span.resource
+            turn.turnless = False
+            append(turn)
+        else:
+            append(span)
 
 
 def _tool_name(span: Span, name: Any, problems: list[str]) -> str:
@@ -375,3 +392,19 @@ def _agent(span: Span, agent: Any, problems: list[str]) -> str:
     if span.name.startswith(INVOKE_AGENT + " "):
         return span.name[len(INVOKE_AGENT) + 1 :].strip()
     return ""
+
+
+def _load_c() -> Callable[[Iterable[Span], list[ToolCall | Turn | Span], list[str], dict[str, int]], None] | None:
+    """The C convert (_cgenai.c), given this module's classes, helpers and constants; None when the extension
+    is not built, refuses them, or the environment asks for pure Python (TOOLWATCH_PURE_PYTHON=1)."""
+    if os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0"):
+        return None
+    try:
+        mod = importlib.import_module("monitor.normalize._cgenai")
+        mod.init(globals())  # reads the names it needs (constants, helpers, Span, ToolCall, Turn)
+    except ImportError:  # not built (no C compiler at install time), or built from other sources
+        return None
+    return cast(Callable[[Iterable[Span], list[ToolCall | Turn | Span], list[str], dict[str, int]], None], mod.convert)
+
+
+_CONVERT_C = _load_c()
