@@ -1,0 +1,411 @@
+"""The GenAI normalizer in C (monitor/normalize/_cgenai.c) against its reference, _genai._convert_py.
+
+Both run on the same spans; they must give the same `out` (records equal field by field and of the same types,
+the same objects where the Python code passes objects through), the same `problems`, the same `rejected`, and
+the same exception type with the same partial results when a value makes the Python code raise.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import sys
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from monitor.normalize import Normalizer, _genai
+from monitor.otlp import STATUS_ERROR, Span, parse_protobuf
+from monitor.otlp._accel import PURE_PYTHON_ENV
+from monitor.records import ToolCall, Turn
+
+Convert = Callable[[Iterable[Any], list[Any], list[str], dict[str, int]], None]
+PY: Convert = _genai._convert_py
+C: Convert | None = _genai._CONVERT_C
+needs_c = pytest.mark.skipif(C is None, reason="the C normalizer is not loaded")
+
+TRACE = "0af7651916cd43dd8448eb211c80319c"
+IDENTITY_FIELDS = ("attributes", "resource", "tool_definitions", "calls")
+
+
+def test_the_extension_is_built_and_loaded() -> None:
+    if os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0"):
+        assert C is None
+        pytest.skip("pure Python requested")
+    assert C is not None
+    from monitor.normalize import _cgenai  # type: ignore[attr-defined]
+
+    assert _cgenai.__file__.endswith(".so")
+    # The records are filled slot by slot, the spans read from their slots (the classes are plain slotted ones).
+    assert _cgenai.init(vars(_genai)) == {"span": True, "tool_call": True, "turn": True}
+
+
+# ---- comparing the two ---------------------------------------------------------------------------------------
+
+
+class S(str):
+    """A str subclass: `type(x) is str` is False, isinstance(x, str) True."""
+
+
+class Falsy(str):
+    def __bool__(self) -> bool:
+        return False
+
+
+class Loud(str):
+    """Equal to everything: `op == EXECUTE_TOOL` holds whatever the text."""
+
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    __hash__ = str.__hash__
+
+
+class Boom:
+    """Raises wherever it is converted or compared: both paths must raise the same way at the same point."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("str")
+
+    def __bool__(self) -> bool:
+        raise RuntimeError("bool")
+
+    def __eq__(self, other: object) -> bool:
+        raise RuntimeError("eq")
+
+    __hash__ = object.__hash__
+
+
+class FakeStr:
+    """isinstance(x, str) holds (through __class__) though it is no str."""
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:
+        return str
+
+
+def run(convert: Convert, spans: list[Any], rejected0: dict[str, int]) -> tuple[list[Any], list[str], Any, Any]:
+    out: list[Any] = []
+    problems: list[str] = []
+    rejected = dict(rejected0)
+    exc: type[BaseException] | None = None
+    try:
+        convert(list(spans), out, problems, rejected)
+    except Exception as e:  # noqa: BLE001 - the exception type is compared
+        exc = type(e)
+    return out, problems, list(rejected.items()), exc
+
+
+_MISSING = object()
+
+
+def fields(r: Any) -> dict[str, Any]:
+    return {f: getattr(r, f, _MISSING) for f in type(r).__slots__}
+
+
+def assert_same_record(p: Any, c: Any) -> None:
+    assert type(p) is type(c)
+    if type(p) not in (ToolCall, Turn):
+        assert p is c  # other spans pass through as themselves
+        return
+    fp, fc = fields(p), fields(c)
+    for name in fp:
+        assert type(fp[name]) is type(fc[name]), name
+        assert fp[name] == fc[name], name
+        if name in IDENTITY_FIELDS or fp[name] is _MISSING or fp[name] is None:
+            assert fp[name] is fc[name], name
+
+
+def assert_same(spans: list[Any], rejected0: dict[str, int] | None = None) -> tuple[list[Any], list[str], Any, Any]:
+    assert C is not None
+    py = run(PY, spans, rejected0 or {})
+    c = run(C, spans, rejected0 or {})
+    assert c[3] == py[3]  # the same exception, or none
+    assert len(c[0]) == len(py[0])
+    for p, r in zip(py[0], c[0], strict=True):
+        assert_same_record(p, r)
+    assert c[1] == py[1]  # problems: same order, same duplicates
+    assert c[2] == py[2]  # rejected, in the same order
+    return py
+
+
+# ---- spans -----------------------------------------------------------------------------------------------------
+
+PREFIXES = [
+    _genai._USER_PARTS,
+    _genai._ASSISTANT_PARTS,
+    _genai._ROLE_PREFIX + 'system","parts":[{"type":"text","content":"',
+    _genai._ROLE_PREFIX + 'us\\"er","parts":[{"type":"text","content":"',
+    "",
+    '[{"role":"user"',
+]
+ENDS = sorted(_genai._ENDS) + ["", "}]", '}],"finish_reason":"tool_calls"}]', "}]}] ", '"}]}]']
+PIECES = [
+    "a", " ", "é", "ā", "😀", "\u2028", "\x7f", "\x01", "\t", '"', "\\", "\ud800", "\udc00",
+    "\\n", '\\"', "\\\\", "\\/", "\\b", "\\f", "\\r", "\\t", "\\u00e9", "\\u0041", "\\u0100", "\\uffff",
+    "\\ud83d\\ude00", "\\ud800", "\\udc00", "\\ud800\\u0041", "\\ud800\\udbff", "\\ud800\\uZZZZ", "\\ud800\\x",
+    "\\uD83D\\uDE00", "\\uZZZZ", "\\u12", "\\q", "\\x",
+]  # fmt: skip
+
+
+@st.composite
+def message_values(draw: st.DrawFn) -> Any:
+    kind = draw(st.integers(0, 9))
+    if kind <= 4:  # near the compact form: a prefix, a body of JSON string pieces, an end
+        body = "".join(draw(st.lists(st.sampled_from(PIECES), max_size=8)))
+        if draw(st.booleans()):
+            body = body[: draw(st.integers(0, len(body)))]
+        raw = draw(st.sampled_from(PREFIXES)) + body + '"' + draw(st.sampled_from(ENDS))
+        if kind == 4:  # a long text (past the stack buffer of the decoder)
+            raw = raw.replace("a", "a\\n" * 300, 1)
+        return S(raw) if draw(st.integers(0, 9)) == 0 else raw
+    if kind <= 6:  # json's own encoding of any text, either way of escaping
+        text = draw(st.text(st.characters(codec=None), max_size=12))
+        role = draw(st.sampled_from(["user", "assistant", "tool"]))
+        msg: dict[str, Any] = {"role": role, "parts": [{"type": "text", "content": text}]}
+        if draw(st.booleans()):
+            msg["finish_reason"] = draw(st.sampled_from(["stop", "length"]))
+        return json.dumps([msg], separators=(",", ":"), ensure_ascii=draw(st.booleans()))
+    return draw(
+        st.sampled_from(
+            [None, 7, True, ("a",), "", "plain", "[]", '{"role":"user","content":"c"}', S("x"), Falsy("y"), FakeStr()]
+        )
+    )
+
+
+def values(*extra: Any) -> st.SearchStrategy[Any]:
+    """Attribute values of any kind (a key is left out when None is drawn)."""
+    return st.one_of(
+        st.sampled_from([None, "", "x", "a b", 0, 3, True, 1.5, ("x",), (), S("sub"), Falsy("f"), *extra]),
+        st.text(max_size=6),
+    )
+
+
+DEFS = ['[{"type":"function","name":"f"}]', '[{"name":"g"},1]', "[", '{"a":1}', "[]"]
+
+
+@st.composite
+def spans(draw: st.DrawFn) -> Any:
+    kind = draw(st.sampled_from(["tool", "turn", "other"]))
+    attrs: dict[Any, Any] = {}
+    op: Any = {"tool": "execute_tool", "turn": "invoke_agent", "other": draw(st.sampled_from(["chat", "x"]))}[kind]
+    how = draw(st.integers(0, 5))
+    if how <= 2:
+        attrs["gen_ai.operation.name"] = op
+    elif how == 3:
+        attrs["gen_ai.operation.name"] = draw(st.sampled_from([S(op), 5, None, ("execute_tool",), Loud("z")]))
+    name = draw(
+        st.sampled_from(
+            [
+                f"{op} named ",
+                op,
+                f"{op}x",
+                f"{op}  ",
+                "chat m",
+                "",
+                "invoke_agent a",
+                "execute_tool t",
+                S("execute_tool s"),
+            ]
+        )
+    )
+    keys = {
+        "gen_ai.tool.name": values(Boom()),
+        "gen_ai.tool.call.id": values(Boom()),
+        "gen_ai.tool.call.arguments": values({"a": [1]}, [1, "x"], {1, 2}),
+        "gen_ai.tool.call.result": values({"r": None}, float("nan")),
+        "error.type": values(Boom()),
+        "toolwatch.truncated": st.sampled_from(
+            [None, ("gen_ai.tool.call.arguments",), ("x",), "gen_ai.tool.call.arguments", S("tool.call"), 3, ["x"]]
+        ),
+        "gen_ai.agent.name": values(),
+        "gen_ai.conversation.id": values(),
+        "toolwatch.case.id": values(Boom()),
+        "gen_ai.input.messages": message_values(),
+        "gen_ai.output.messages": message_values(),
+        "gen_ai.tool.definitions": st.one_of(st.sampled_from([None, 3, S(DEFS[0])]), st.sampled_from(DEFS)),
+        "other.key": values(),
+    }
+    for key, strategy in keys.items():
+        v = draw(strategy)
+        if v is not None or draw(st.integers(0, 9)) == 0:  # None: mostly missing, sometimes present as None
+            attrs[key] = v
+    status: Any = draw(st.sampled_from([0, 1, STATUS_ERROR, STATUS_ERROR, 2.0, "2"]))
+    message = draw(st.sampled_from(["", "boom", S("sub"), Falsy("f")]))
+    span = Span(TRACE, f"{draw(st.integers(0, 99)):016x}", "", name, 1, draw(st.integers(0, 10**19)), 9)
+    span.status_code, span.status_message, span.attributes, span.resource = status, message, attrs, {"service": "s"}
+    return span
+
+
+@needs_c
+@settings(max_examples=200, deadline=None)
+@given(st.lists(spans(), max_size=6), st.sampled_from([{}, {"missing_tool_name": 2}, {"other": 1}]))
+@example([], {})
+def test_c_and_python_give_the_same_results(batch: list[Span], rejected0: dict[str, int]) -> None:
+    assert_same(batch, rejected0)
+
+
+# ---- particular cases ----------------------------------------------------------------------------------------
+
+
+def span_with(attrs: Any, name: str = "execute_tool t", cls: type = Span) -> Any:
+    s = cls(TRACE, "b7ad6b7169203331", "", name, 1, 5, 9)
+    s.attributes = attrs
+    return s
+
+
+COMPACT = [
+    _genai._USER_PARTS + 'a\\nb"}]}]',
+    _genai._USER_PARTS + '\\ud83d\\ude00 \\u00e9 \\/ \\"q\\" \\\\"}]}]',
+    _genai._USER_PARTS + '\\ud800 lone \\udc00 \\ud800\\u0041"}]}]',
+    _genai._USER_PARTS + 'é😀 \\u0100"}],"finish_reason":"stop"}]',
+    _genai._ASSISTANT_PARTS + 'x\\ty"}],"finish_reason":"length"}]',
+    _genai._USER_PARTS + 'bad \\x escape"}]}]',
+    _genai._USER_PARTS + 'control \x01 char"}]}]',
+    _genai._USER_PARTS + 'cut \\u12"}]}]',
+    _genai._USER_PARTS + "unterminated",
+    _genai._USER_PARTS + 'ok"}]}] trailing',
+]
+
+
+@needs_c
+@pytest.mark.parametrize("raw", COMPACT)
+def test_compact_messages(raw: str) -> None:
+    attrs = {"gen_ai.operation.name": "invoke_agent", "gen_ai.input.messages": raw, "gen_ai.output.messages": raw}
+    out = assert_same([span_with(attrs, "invoke_agent a")])[0]
+    assert out[0].input_text == _genai._turn_text(raw, ("user",), empty_is_none=False)
+
+
+@needs_c
+def test_every_scanstring_outcome_is_json_s() -> None:
+    """The decoder against json's scanstring on every one- and two-piece body (all escapes, cuts, surrogates)."""
+    bodies = [a + b for a in PIECES for b in PIECES] + ["a\\n" * 400 + "é", "\\u0100" * 300, "x" * 600]
+    for body in bodies:
+        for tail in ('"}]}]', "", '"'):
+            raw = _genai._USER_PARTS + body + tail
+            attrs = {"gen_ai.operation.name": "invoke_agent", "gen_ai.input.messages": raw}
+            assert_same([span_with(attrs, "invoke_agent a")])
+
+
+@needs_c
+def test_spans_off_the_common_path_are_handed_to_python() -> None:
+    class SubSpan(Span):
+        __slots__ = ()
+
+    attrs = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "t", "error.type": 5}
+    batch = [
+        span_with(MappingProxyType(attrs)),
+        span_with(attrs, cls=SubSpan),
+        span_with(attrs),
+        span_with({"gen_ai.tool.name": ""}, "execute_tool "),  # rejected
+        span_with({}, "chat"),
+    ]
+    py = assert_same(batch, {"missing_tool_name": 1})
+    assert [type(r) for r in py[0]] == [ToolCall, ToolCall, ToolCall, Span]
+    assert py[1] == ["error.type"] * 3 + ["gen_ai.tool.name"]
+    assert py[2] == [("missing_tool_name", 2)]
+    # out, problems and rejected of other types: the whole batch goes to Python
+    assert C is not None
+
+    class L(list[Any]):
+        pass
+
+    out, problems = L(), L()
+    C(iter(batch), out, problems, {})
+    assert len(out) == 4 and problems == py[1]
+
+
+@needs_c
+def test_hostile_values_raise_as_in_python() -> None:
+    unset = Span.__new__(Span)  # no slot set: reading any field raises AttributeError
+    partial = Span.__new__(Span)
+    partial.attributes, partial.name = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "t"}, "n"
+    partial_turn = Span.__new__(Span)
+    partial_turn.attributes, partial_turn.name = {"gen_ai.operation.name": "invoke_agent"}, "n"
+    ok = span_with({"gen_ai.tool.name": "t"})
+    for bad in [
+        unset,
+        partial,
+        partial_turn,
+        span_with({"gen_ai.operation.name": Boom()}),
+        span_with({Boom(): 1, "gen_ai.tool.name": "t"}),
+        span_with({"gen_ai.tool.name": "t", "error.type": FakeStr()}),
+        span_with({"toolwatch.case.id": Boom()}, "invoke_agent a"),
+        span_with({"gen_ai.tool.name": Falsy("t")}),
+        span_with(None),
+        span_with(3),
+        "not a span",
+        None,
+    ]:
+        assert_same([ok, bad, ok])
+    assert C is not None
+    with pytest.raises(TypeError):
+        C(5, [], [], {})  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        C([], [], [])  # type: ignore[call-arg]
+
+
+@needs_c
+def test_the_bench_workload() -> None:
+    """The instrumented triage agent's spans (what bench_stages decodes): the same records, and through split."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
+    try:
+        from bench_serve import base_batches, retraced
+    finally:
+        sys.path.pop(0)
+    batches = [parse_protobuf(retraced(r, 0)).spans for r in base_batches(1024)]
+    for batch in batches:
+        out = assert_same(batch)[0]
+        assert sum(type(r) is Turn for r in out) > 200 and sum(type(r) is ToolCall for r in out) > 200
+        assert any("\n" in (r.output_text or "") for r in out if type(r) is Turn)  # escaped text decoded
+        assert all(r.tool_definitions for r in out if type(r) is Turn)
+        records, rejected = Normalizer().split(batch)
+        assert [fields(r) for r in records] == [fields(r) for r in out] and rejected == {}
+
+
+# ---- leaks -----------------------------------------------------------------------------------------------------
+
+
+@needs_c
+def test_no_leaks_over_many_batches() -> None:
+    """Memory stays flat, and the inputs' reference counts do not move, over many batches (every callback path)."""
+    assert C is not None
+    defs = '[{"type":"function","name":"f"}]'
+    attrs_tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": 3, "gen_ai.tool.call.id": 7,
+                  "gen_ai.tool.call.arguments": {"a": 1}, "gen_ai.tool.call.result": [1], "error.type": 2,
+                  "toolwatch.truncated": 5}  # fmt: skip
+    attrs_turn = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": 1, "gen_ai.input.messages": COMPACT[1],
+                  "gen_ai.output.messages": "plain", "gen_ai.conversation.id": 2, "toolwatch.case.id": 3,
+                  "gen_ai.tool.definitions": defs}  # fmt: skip
+    batch = [
+        span_with(attrs_tool),
+        span_with({"gen_ai.tool.name": "t", "gen_ai.tool.call.arguments": "{}", "toolwatch.truncated": ("x",)}),
+        span_with(attrs_turn, "invoke_agent a"),
+        span_with({"gen_ai.input.messages": COMPACT[0] * 3, "gen_ai.output.messages": 5}, "invoke_agent a"),
+        span_with({"gen_ai.tool.name": ""}, "execute_tool "),
+        span_with({}, "chat"),
+        span_with(MappingProxyType({"gen_ai.tool.name": "t"})),
+    ]
+    failing = [span_with({"gen_ai.tool.name": "t"}), span_with({"toolwatch.case.id": Boom()}, "invoke_agent a")]
+    watched = [batch[0], attrs_tool, attrs_turn, COMPACT[1], defs, batch[0].resource, *attrs_turn.values()]
+
+    def rounds(n: int) -> None:
+        for _ in range(n):
+            C(batch, [], [], {})
+            with pytest.raises(RuntimeError):
+                C(failing, [], [], {})
+
+    rounds(200)
+    gc.collect()
+    refs = [sys.getrefcount(o) for o in watched]
+    blocks = sys.getallocatedblocks()
+    rounds(3000)
+    gc.collect()
+    assert [sys.getrefcount(o) for o in watched] == refs
+    assert sys.getallocatedblocks() - blocks < 200  # 30,000 records made and dropped
