@@ -64,7 +64,7 @@ static PyObject *execute_tool, *invoke_agent, *reason_no_tool_name, *status_erro
 static PyObject *f_convert_py, *f_tool_name, *f_call_id, *f_json_text, *f_agent, *f_turn_text, *f_tool_definitions,
     *f_operation_of_name, *defs_by_length;
 static PyObject *user_roles, *assistant_roles, *user_parts, *assistant_parts, *ends[3];
-static PyObject *s_empty, *s_error, *kw_empty_is_none, *str_or_tuple, *object_new, *zero, *one_;
+static PyObject *s_empty, *empty_tuple, *s_error, *kw_empty_is_none, *str_or_tuple, *object_new, *zero, *one_;
 
 /* ---- classes ----------------------------------------------------------------------------------------------- */
 
@@ -513,7 +513,7 @@ static int turn(PyObject *span, PyObject *attrs, PyObject *out, PyObject *proble
         for (int i = 0; i < got; i++) Py_DECREF(sv[i]);
         goto fail;
     }
-    v[T_INPUT_TEXT] = text, v[T_CALLS] = PyTuple_New(0), v[T_AGENT] = agent, v[T_TRACE_ID] = sv[0];
+    v[T_INPUT_TEXT] = text, v[T_CALLS] = Py_NewRef(empty_tuple), v[T_AGENT] = agent, v[T_TRACE_ID] = sv[0];
     v[T_SPAN_ID] = sv[1], v[T_CONVERSATION_ID] = conversation_id, v[T_CASE_ID] = case_id, v[T_OUTPUT_TEXT] = output;
     v[T_TOOL_DEFINITIONS] = defs, v[T_START_NS] = sv[2], v[T_END_NS] = sv[3], v[T_ATTRIBUTES] = Py_NewRef(attrs);
     v[T_RESOURCE] = sv[4], v[T_TURNLESS] = Py_NewRef(Py_False);
@@ -695,13 +695,15 @@ static PyObject *init(PyObject *self, PyObject *ns) {
         Py_XSETREF(lookup_key[i], k);
     }
     Py_XSETREF(s_empty, PyUnicode_FromStringAndSize("", 0));
+    Py_XSETREF(empty_tuple, PyTuple_New(0));
     Py_XSETREF(s_error, PyUnicode_InternFromString("error"));
     Py_XSETREF(kw_empty_is_none, Py_BuildValue("(s)", "empty_is_none"));
     Py_XSETREF(str_or_tuple, PyTuple_Pack(2, (PyObject *)&PyUnicode_Type, (PyObject *)&PyTuple_Type));
     Py_XSETREF(object_new, PyObject_GetAttrString((PyObject *)&PyBaseObject_Type, "__new__"));
     Py_XSETREF(zero, PyLong_FromLong(0));
     Py_XSETREF(one_, PyLong_FromLong(1));
-    if (!s_empty || !s_error || !kw_empty_is_none || !str_or_tuple || !object_new || !zero || !one_) return NULL;
+    if (!s_empty || !empty_tuple || !s_error || !kw_empty_is_none || !str_or_tuple || !object_new || !zero || !one_)
+        return NULL;
     return Py_BuildValue("{s:O,s:O,s:O}", "span", span_cls.direct ? Py_True : Py_False, "tool_call",
                          call_cls.direct ? Py_True : Py_False, "turn", turn_cls.direct ? Py_True : Py_False);
 }
