@@ -31,5 +31,7 @@ CJSON = _load("_cjson")
 
 
 def accelerated() -> dict[str, bool]:
-    """Which decoders run in C: {"protobuf": bool, "json": bool}."""
-    return {"protobuf": CPB is not None, "json": CJSON is not None}
+    """Which parts run in C: {"protobuf": bool, "json": bool, "normalize": bool} (the GenAI normalizer's)."""
+    from monitor.normalize import _genai  # here, not at the top: monitor.normalize imports monitor.otlp
+
+    return {"protobuf": CPB is not None, "json": CJSON is not None, "normalize": _genai._CONVERT_C is not None}
