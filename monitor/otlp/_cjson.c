@@ -1799,8 +1799,27 @@ static PyObject *parse(PyObject *self, PyObject *body) {
     return result;
 }
 
+/* Whether type(*n fresh objects) stores each one unchanged in the slot at offsets[i] (a hand-written __init__,
+ * kept by @dataclass, may do more). The offsets are checked to lie inside the object before this reads them. */
+static int constructor_only_assigns(PyObject *type, const Py_ssize_t *offsets, size_t n) {
+    PyObject *args[N_SPAN_FIELDS] = {NULL};
+    int ok = n <= N_SPAN_FIELDS;
+    for (size_t i = 0; i < n && ok; i++)
+        ok = (args[i] = PyObject_CallNoArgs((PyObject *)&PyBaseObject_Type)) != NULL;
+    PyObject *obj = ok ? PyObject_Vectorcall(type, args, n, NULL) : NULL;
+    ok = obj != NULL && Py_IS_TYPE(obj, (PyTypeObject *)type);
+    for (size_t i = 0; i < n && ok; i++)
+        ok = *(PyObject **)((char *)obj + offsets[i]) == args[i];
+    Py_XDECREF(obj);
+    for (size_t i = 0; i < n; i++)
+        Py_XDECREF(args[i]);
+    return ok;
+}
+
 /* Member offsets of a slots dataclass whose fields are exactly `names` and whose construction does nothing
- * else (no __post_init__, object's __new__); 0 when it is not such a class. */
+ * else (no __post_init__, object's __new__, a constructor that only assigns); 0 when it is not such a class.
+ * Each field's descriptor must be the class's own member (a descriptor taken from another class would give an
+ * offset in that class's layout, possibly past the end of these objects). */
 static int slot_offsets(PyObject *type, const char *const *names, size_t n, Py_ssize_t *offsets) {
     PyTypeObject *tp = (PyTypeObject *)type;
     int ok = 0;
@@ -1828,11 +1847,13 @@ static int slot_offsets(PyObject *type, const char *const *names, size_t n, Py_s
         if (!d || !Py_IS_TYPE(d, &PyMemberDescr_Type))
             goto done;
         PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
-        if (m->type != T_OBJECT_EX || (m->flags & READONLY))
+        if (PyDescr_TYPE(d) != tp || m->type != T_OBJECT_EX || (m->flags & READONLY) ||
+            m->offset < (Py_ssize_t)sizeof(PyObject) ||
+            m->offset > tp->tp_basicsize - (Py_ssize_t)sizeof(PyObject *))
             goto done;
         offsets[i] = m->offset;
     }
-    ok = 1;
+    ok = constructor_only_assigns(type, offsets, n);
 done:
     PyErr_Clear();
     Py_XDECREF(dc);

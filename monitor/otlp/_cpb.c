@@ -83,9 +83,12 @@ static int record_setup(Record *rec, PyObject *type, const char *const *names, i
     for (int i = 0; ok && PyDict_Next(fields, &pos, &key, &field); i++) {
         ok = PyUnicode_Check(key) && PyUnicode_CompareWithASCIIString(key, names[i]) == 0;
         PyObject *descr = ok ? PyObject_GetAttrString(type, names[i]) : NULL;
-        ok = descr != NULL && Py_IS_TYPE(descr, &PyMemberDescr_Type) &&
+        /* the member of this class or a base (a descriptor of another class has an offset in its layout) */
+        ok = descr != NULL && Py_IS_TYPE(descr, &PyMemberDescr_Type) && PyType_IsSubtype(tp, PyDescr_TYPE(descr)) &&
              ((PyMemberDescrObject *)descr)->d_member->type == T_OBJECT_EX &&
-             !(((PyMemberDescrObject *)descr)->d_member->flags & READONLY);
+             !(((PyMemberDescrObject *)descr)->d_member->flags & READONLY) &&
+             ((PyMemberDescrObject *)descr)->d_member->offset >= (Py_ssize_t)sizeof(PyObject) &&
+             ((PyMemberDescrObject *)descr)->d_member->offset <= tp->tp_basicsize - (Py_ssize_t)sizeof(PyObject *);
         if (ok) rec->offset[i] = ((PyMemberDescrObject *)descr)->d_member->offset;
         Py_XDECREF(descr);
     }

@@ -201,6 +201,53 @@ def test_records_built_through_the_constructor_when_not_plain() -> None:
     ]
 
 
+@dataclasses.dataclass(slots=True)
+class UpperEvent:  # slotted, exactly SpanEvent's fields, but its constructor does more than assign
+    name: str
+    time_ns: int
+    attributes: dict[str, Any]
+
+    def __init__(self, name: str, time_ns: int, attributes: dict[str, Any]) -> None:
+        self.name = name.upper()
+        self.time_ns = time_ns
+        self.attributes = attributes
+
+
+def test_hand_written_constructor_is_called() -> None:
+    """A slotted dataclass with its own __init__ (kept by @dataclass) is called, not slot-filled."""
+    assert CJSON is not None
+    CJSON.init(Span, UpperEvent)
+    try:
+        assert CJSON._fast_records() == (True, False)
+        got = c_parse(CASES["events"][0])
+    finally:
+        CJSON.init(Span, SpanEvent)
+    assert got is not None and got[0][0].events is not None
+    assert [e.name for e in got[0][0].events] == ["E", ""]
+
+
+def test_foreign_member_descriptor_is_not_slot_filled() -> None:
+    """A field whose descriptor belongs to another class (its offset is past the end of these objects) must not
+    be written at that offset: the class is called instead, and its constructor fails as it would in Python."""
+    assert CJSON is not None
+    big = type("Big", (), {"__slots__": tuple(f"s{i}" for i in range(40))})
+
+    @dataclasses.dataclass(slots=True)
+    class ForeignEvent:
+        name: str
+        time_ns: int
+        attributes: dict[str, Any]
+
+    setattr(ForeignEvent, "attributes", big.__dict__["s39"])  # replaces the member descriptor itself
+    CJSON.init(Span, ForeignEvent)
+    try:
+        assert CJSON._fast_records() == (True, False)
+        with pytest.raises(TypeError):
+            c_parse(CASES["events"][0])
+    finally:
+        CJSON.init(Span, SpanEvent)
+
+
 # ---- hand-made cases --------------------------------------------------------------------------------------------
 
 TRACE = "5b8efff798038103d269b633813fc60c"

@@ -178,6 +178,27 @@ def test_records_built_through_the_constructor_when_not_plain(small_bodies: list
     ]
 
 
+def test_foreign_member_descriptor_is_not_slot_filled() -> None:
+    """A field whose descriptor belongs to another class (its offset is past the end of these objects) must not
+    be written at that offset: the class is called instead, and its constructor fails as it would in Python."""
+    assert CPB is not None
+    big = type("Big", (), {"__slots__": tuple(f"s{i}" for i in range(40))})
+
+    @dataclasses.dataclass(slots=True)
+    class ForeignEvent:
+        name: str
+        time_ns: int
+        attributes: dict[str, Any]
+
+    setattr(ForeignEvent, "attributes", big.__dict__["s39"])  # replaces the member descriptor itself
+    CPB.init(Span, ForeignEvent)
+    try:
+        with pytest.raises(TypeError):
+            c_parse(CASES["events"][0])
+    finally:
+        CPB.init(Span, SpanEvent)
+
+
 # ---- the schema the decoder knows ----------------------------------------------------------------------------
 
 # message -> {field number: protobuf field type (FieldDescriptor.TYPE_*)}, as _cpb.c reads or checks them. A new
