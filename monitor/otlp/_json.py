@@ -82,8 +82,13 @@ def _scalar(key: str, raw: Any) -> Any:
         except _BadSpan:
             return None
     if key == "doubleValue":
-        if isinstance(raw, (int, float)) and not isinstance(raw, bool):
-            return float(raw)
+        if isinstance(raw, float):
+            return raw
+        if isinstance(raw, int) and not isinstance(raw, bool):
+            try:
+                return float(raw)
+            except OverflowError:  # an integer literal of 310+ digits is no double: the value is left out
+                return None
         return _SPECIAL_FLOATS.get(raw) if isinstance(raw, str) else None
     if key == "bytesValue":
         try:

@@ -349,3 +349,15 @@ def test_bodies_in_flight_are_bounded_together(serve: ServeFactory) -> None:
             sock.close()
     wait_for(lambda: post(server.endpoint, good_pb(), PB)[0] == 200)
     assert_still_serving(server)
+
+
+def test_a_double_attribute_written_as_a_huge_integer_is_left_out_not_a_500(serve: ServeFactory) -> None:
+    # An integer literal past the double range (310+ digits) as a doubleValue: float() overflows. The span is kept
+    # without that attribute; the request is not a server error.
+    _, server = serve()
+    doc = json.loads(request_to_json(to_request(record_turns(GOOD))))
+    span = doc["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
+    span["attributes"].append({"key": "odd.double", "value": {"doubleValue": 10**400}})
+    status, body, _ = post(server.endpoint, json.dumps(doc).encode(), JS)
+    assert status == 200 and json.loads(body) == {}
+    assert_still_serving(server)
