@@ -198,11 +198,14 @@ def serve(**opts: object) -> None:
         raise click.BadParameter(str(exc)) from None
 
     def started(server: Server) -> None:
-        # A long-running server: keep the start-up objects out of every collection, and collect the young
-        # generation less often (the hot path allocates many short-lived objects per span).
+        # A long-running server: keep the start-up objects out of every collection, and collect less often.
+        # Records live for the grace period (2 s by default): with the middle generation collected only every
+        # 100 young collections (~5 s at 50,000 spans/s) most of them die there instead of reaching the old
+        # generation, whose full collections scan every pending record. The hot path's objects are acyclic and
+        # freed by reference counting; the young generation only holds cyclic garbage longer.
         if os.environ.get("TOOLWATCH_GC_TUNING", "1") != "0":
             gc.freeze()
-            gc.set_threshold(50_000, 20, 20)
+            gc.set_threshold(200_000, 100, 100)
             _pin_malloc_thresholds()
         click.echo(
             f"toolwatch serve: OTLP/HTTP on {server.endpoint}, metrics on {server.metrics_url}"
