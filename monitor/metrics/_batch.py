@@ -26,9 +26,11 @@ SIG_RULE = 3
 SIG_CALLS = 4
 SIG_SCORED = 13  # sequence_score is not None
 
-# Signatures kept by a sink's cache: bounded in number and, since names are free-form, in characters.
+# Signatures kept by a sink's cache: bounded in number and, since names are free-form, in characters; and in
+# calls, since a signature holds a tuple per call and a turn can have up to max_calls_per_trace calls.
 MAX_CACHED = 2048
 MAX_CACHED_CHARS = 2048
+MAX_CACHED_CALLS = 16
 
 
 def _call_sig(c: CallVerdict) -> tuple[object, ...]:
@@ -87,10 +89,14 @@ def signatures(verdicts: Iterable[TurnVerdict]) -> list[Sig]:
 
 
 def cacheable(sig: Sig) -> bool:
-    """Small enough to keep: its client-chosen names (agent, rule, tools called) add up to at most
-    MAX_CACHED_CHARS characters (the other names come from the rules, and the confusion pairs repeat the calls')."""
+    """Small enough to keep: at most MAX_CACHED_CALLS calls (the calls and the confusion pairs are the parts of a
+    signature whose length the client chooses) whose client-chosen names (agent, rule, tools called) add up to at
+    most MAX_CACHED_CHARS characters (the other names come from the rules; the confusion pairs repeat the calls')."""
     calls = cast(tuple[Any, ...], sig[SIG_CALLS])
-    names = [calls[0]] if calls and isinstance(calls[0], str) else [c[0] for c in calls]
+    one = bool(calls) and isinstance(calls[0], str)  # one call: its own tuple (see `signatures`)
+    if not one and len(calls) > MAX_CACHED_CALLS:
+        return False
+    names = [calls[0]] if one else [c[0] for c in calls]
     return (
         len(cast(str, sig[SIG_AGENT])) + len(cast(str, sig[SIG_RULE] or "")) + sum(map(len, names)) <= MAX_CACHED_CHARS
     )

@@ -10,12 +10,13 @@ from hypothesis import strategies as st
 from monitor.alerts.windows import OTHER, TallyWindows
 from monitor.judge import Tally
 from monitor.metrics import VerdictBatch
-from monitor.metrics._batch import MAX_CACHED, signatures
+from monitor.metrics._batch import MAX_CACHED, MAX_CACHED_CALLS, signatures
 from monitor.verdict import TurnVerdict
 from tests.monitor.service.test_metrics_fastpath import (
     FAST,
     TEXT,
     _sample_verdicts,
+    many_calls,
     one_field_apart,
     turn_verdicts,
     uncounted_variant,
@@ -100,3 +101,18 @@ def test_unit_cache_follows_the_alert_tools() -> None:
     w.accept(vs)
     total = w._totals["triage"]
     assert total.per_tool["search"].calls == 5 and total.turns == 15  # the tool's counts start again
+
+
+def test_unit_cache_keeps_no_signature_of_a_turn_with_many_calls() -> None:
+    """As the counters' plans: a turn with more than MAX_CACHED_CALLS calls is added as it is, never kept."""
+    w = TallyWindows([60.0], agent_label=label, tools=("search",))
+    ref = ReferenceWindows(label, 64, ("search",))
+    for k in (MAX_CACHED_CALLS + 1, 1000):
+        batch = [many_calls(k), many_calls(k)]
+        w.accept(batch)
+        ref.accept(batch)
+    assert w._units == {}
+    w.accept([many_calls(MAX_CACHED_CALLS)])
+    ref.accept([many_calls(MAX_CACHED_CALLS)])
+    assert len(w._units) == 1
+    assert w._totals == ref.totals

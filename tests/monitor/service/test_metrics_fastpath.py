@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from monitor.metrics import Histogram, LabelPolicy, ToolwatchMetrics, VerdictBatch, VerdictCounters
 from monitor.metrics import names as n
-from monitor.metrics._batch import MAX_CACHED, MAX_CACHED_CHARS, signatures
+from monitor.metrics._batch import MAX_CACHED, MAX_CACHED_CALLS, MAX_CACHED_CHARS, signatures
 from monitor.metrics._operational import JUDGE_BUCKETS, LAG_BUCKETS
 from monitor.serve import VerdictLog, verdict_record
 from monitor.serve._verdict_log import _failed, verdict_line
@@ -329,6 +329,30 @@ def test_plan_cache_is_bounded_in_entries_and_characters() -> None:
     assert 0 < len(plans) <= MAX_CACHED
     assert not any(long_call.name in str(sig) for sig in plans)
     assert counters.tables[n.TOOL_CALLS][("triage", "__other__", "hallucinated")] == MAX_CACHED + 10
+
+
+def many_calls(n_calls: int) -> TurnVerdict:
+    """A judged turn of `n_calls` hallucinated calls with empty names (a client can send up to
+    max_calls_per_trace of them, 1,000 by default, under one turn)."""
+    base = _sample_verdicts()[0]
+    call = dataclasses.replace(base.calls[0], name="", outcome=Outcome.HALLUCINATED, in_catalog=False)
+    calls = tuple(dataclasses.replace(call, index=i) for i in range(n_calls))
+    return dataclasses.replace(base, calls=calls, confusion=((NONE_LABEL, UNKNOWN_LABEL),) * n_calls)
+
+
+def test_plan_cache_keeps_no_signature_of_a_turn_with_many_calls() -> None:
+    """A signature holds a tuple per call: kept for turns of any size, 2,048 signatures of turns with 500 to 1,000
+    calls held ~240 MiB. Such turns are counted directly (whether seen once or more), like the same turns kept."""
+    counters, ref = VerdictCounters(_labels()), ReferenceCounters(_labels())
+    for k in (MAX_CACHED_CALLS + 1, 2 * MAX_CACHED_CALLS, 1000):
+        batch = [many_calls(k), many_calls(k)]  # seen twice in a batch: worth keeping, but for its size
+        counters.add(batch)
+        ref.add(batch)
+    assert counters._plans == {}
+    counters.add([many_calls(MAX_CACHED_CALLS)])
+    ref.add([many_calls(MAX_CACHED_CALLS)])
+    assert len(counters._plans) == 1
+    assert counters.tables == ref.tables
 
 
 def test_metrics_observe_counts_a_shared_batch_once() -> None:
