@@ -167,9 +167,26 @@ def read_protobuf_file(p: Path, errors: list[BadRecord]) -> Iterator[tuple[Decod
         yield decoded, min(end, size) if p.suffix.lower() != ".gz" else int(size * end / max(len(buf), 1))
 
 
+def _lines(fh: IO[bytes], limit: int) -> Iterator[bytes | None]:
+    """The lines of `fh`, each read with at most `limit` + 1 bytes held; None for a longer line (skipped)."""
+    while True:
+        line = fh.readline(limit + 1)
+        if not line:
+            return
+        if len(line) <= limit or line.endswith(b"\n"):
+            yield line
+            continue
+        while line and not line.endswith(b"\n"):  # the rest of the over-long line, a piece at a time
+            line = fh.readline(limit)
+        yield None
+
+
 def _jsonl_lines(name: str, fh: IO[bytes], errors: list[BadRecord], pos: Callable[[], int]
                  ) -> Iterator[tuple[Decoded, int]]:
-    for lineno, line in enumerate(fh, 1):
+    for lineno, line in enumerate(_lines(fh, MAX_MESSAGE_BYTES), 1):
+        if line is None:
+            errors.append(BadRecord(name, f"line {lineno}", f"longer than {MAX_MESSAGE_BYTES} bytes: skipped"))
+            continue
         if not line.strip():
             continue
         try:

@@ -187,3 +187,28 @@ def test_cli_replay_from_standard_input(batches: list[object], support_rules: Pa
                                  input=path.read_bytes())
         assert res.exit_code == 0, res.output
         assert "Tool call accuracy: 5/9 (55.6%)" in res.output
+
+
+def test_lines_longer_than_the_message_bound_are_skipped_and_reported(
+    batches: list[object], support_judge: Judge, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A JSON lines capture is read a line at a time with at most MAX_MESSAGE_BYTES + 1 bytes held: a longer line
+    # (corrupt, or a file that is not JSON lines) is skipped and reported, and the lines after it are replayed.
+    import io
+
+    from monitor.replay import _sources
+
+    assert list(_sources._lines(io.BytesIO(b"abc\n" + b"x" * 25 + b"\ny\n" + b"z" * 11), 10)) == [
+        b"abc\n",
+        None,
+        b"y\n",
+        None,
+    ]
+    lines = write_span_files(batches, tmp_path / "d")["jsonl"].read_text().splitlines()
+    bound = max(len(ln) for ln in lines) + 10
+    monkeypatch.setattr(_sources, "MAX_MESSAGE_BYTES", bound)
+    path = tmp_path / "long.jsonl"
+    path.write_text("\n".join([*lines[:3], " " * (3 * bound), *lines[3:]]) + "\n")
+    verdicts, r = _replay(support_judge, [path])
+    assert len(verdicts) == 10
+    assert [(b.where, "longer than" in b.message) for b in r.stats.bad_records] == [("line 4", True)]
