@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -50,6 +51,18 @@ expect:
     when: {regex: '(?i)^(hi|hello|thanks)'}
     none: true
 """
+
+
+@pytest.fixture(autouse=True)
+def _no_agent_thread_outlives_its_test() -> Iterator[None]:
+    """An eval case past its timeout leaves its agent running in its worker thread (Python cannot stop a thread);
+    wait for such threads here, so they do not make spans (and draw from the global `random`, the SDK's id
+    source) during a later test: hypothesis then fails that test for using `random` inside its strategies."""
+    before = set(threading.enumerate())
+    yield
+    for t in set(threading.enumerate()) - before:
+        if t is not threading.current_thread():
+            t.join(timeout=10)
 
 
 @pytest.fixture
