@@ -8,9 +8,8 @@ import json
 import math
 import os
 import random
-import struct
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any, cast
 
 import pytest
@@ -21,14 +20,19 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1 import trace_pb2
 
-import instrumentation
-from instrumentation import configure, shutdown
-from instrumentation._content import SETTINGS
-from monitor.demo import LogLineGenerator, SimulatedTriageModel, TriageAgent
 from monitor.otlp import Span, SpanEvent, accelerated, parse_json, request_to_json
 from monitor.otlp._accel import CJSON, PURE_PYTHON_ENV
 from monitor.otlp._json import parse_json_py
 from monitor.otlp._span import DecodeError
+from tests.monitor.otlp.compare import (
+    blocks_growth,
+    canon,
+    check_result,
+    foreign_event_class,
+    mutated,
+    sdk_spans,
+    span_fields,
+)
 
 pytestmark = pytest.mark.skipif(CJSON is None, reason="the C JSON decoder is not built or is disabled")
 
@@ -36,19 +40,6 @@ Result = tuple[list[Span], int, int]
 Body = bytes | str
 
 # ---- comparison -------------------------------------------------------------------------------------------------
-
-
-def canon(x: Any) -> Any:
-    """A form where equal means identical: types kept (True is not 1), dict order kept, NaN equal to itself."""
-    if isinstance(x, float):
-        return ("float", "nan" if math.isnan(x) else struct.pack("<d", x))
-    if isinstance(x, dict):
-        return ("dict", tuple((canon(k), canon(v)) for k, v in x.items()))
-    if isinstance(x, list | tuple):
-        return (type(x).__name__, tuple(canon(v) for v in x))
-    if isinstance(x, Span | SpanEvent):
-        return ("record", tuple(canon(getattr(x, f.name)) for f in dataclasses.fields(x)))
-    return (type(x).__name__, x)
 
 
 def reference(body: Body) -> Result | None:
@@ -69,14 +60,10 @@ def c_parse(body: Any) -> Result | None:
 def check(body: Body, *, fast: bool = False) -> Result | None:
     """C gives None or exactly the reference's result; with `fast`, it must not give None."""
     got = c_parse(body)
-    if got is None:
-        assert not fast, "the C decoder left a body on its fast path to the reference"
+    ref = check_result(got, lambda: reference(body), fast=fast)
+    if ref is None:
         return None
-    ref = reference(body)
-    assert ref is not None, "C decoded a body the reference rejects"
-    assert canon(got[0]) == canon(ref[0])
-    assert got[1:] == ref[1:]
-    assert all(type(s) is Span for s in got[0])
+    assert got is not None
     by_block: dict[int, set[int]] = {}  # spans of one resourceSpans share one resource dict, as in the reference
     for g, r in zip(got[0], ref[0], strict=True):
         by_block.setdefault(id(r.resource), set()).add(id(g.resource))
@@ -88,20 +75,7 @@ def check(body: Body, *, fast: bool = False) -> Result | None:
 
 
 def _real_bodies(n_spans: int, batch: int) -> list[str]:
-    saved = SETTINGS.current
-    provider = configure(service_name="cjson-test", exporter="memory", set_global=False, capture_content=True)
-    try:
-        agent = TriageAgent(SimulatedTriageModel(5))
-        lines = LogLineGenerator(5)
-        exporter: Any = provider.exporter
-        while len(exporter.get_finished_spans()) < n_spans:
-            for _ in range(32):
-                agent.run(lines.line())
-        spans = list(exporter.get_finished_spans())[:n_spans]
-    finally:
-        shutdown(provider)
-        SETTINGS.current = saved
-        instrumentation.set_tracer_provider(None)
+    spans = sdk_spans("cjson-test", 5, n_spans)
     return [request_to_json(encode_spans(spans[i : i + batch])) for i in range(0, len(spans), batch)]
 
 
@@ -195,10 +169,7 @@ def test_records_built_through_the_constructor_when_not_plain() -> None:
     assert got is not None and ref is not None
     assert all(type(s) is MySpan for s in got[0]) and seen == got[0]
     assert got[0][0].events is not None and type(got[0][0].events[0]) is MyEvent
-    fields = [f.name for f in dataclasses.fields(Span)]
-    assert [canon(getattr(s, f)) for s in got[0] for f in fields] == [
-        canon(getattr(s, f)) for s in ref[0] for f in fields
-    ]
+    assert span_fields(got[0]) == span_fields(ref[0])
 
 
 @dataclasses.dataclass(slots=True)
@@ -230,16 +201,7 @@ def test_foreign_member_descriptor_is_not_slot_filled() -> None:
     """A field whose descriptor belongs to another class (its offset is past the end of these objects) must not
     be written at that offset: the class is called instead, and its constructor fails as it would in Python."""
     assert CJSON is not None
-    big = type("Big", (), {"__slots__": tuple(f"s{i}" for i in range(40))})
-
-    @dataclasses.dataclass(slots=True)
-    class ForeignEvent:
-        name: str
-        time_ns: int
-        attributes: dict[str, Any]
-
-    setattr(ForeignEvent, "attributes", big.__dict__["s39"])  # replaces the member descriptor itself
-    CJSON.init(Span, ForeignEvent)
+    CJSON.init(Span, foreign_event_class())
     try:
         assert CJSON._fast_records() == (True, False)
         with pytest.raises(TypeError):
@@ -644,37 +606,23 @@ def test_wild_variants_of_a_real_body(small_bodies: list[str]) -> None:
 # ---- mutation fuzz ----------------------------------------------------------------------------------------------
 
 
-@st.composite
-def mutated(draw: st.DrawFn, base: bytes) -> bytes:
-    b = bytearray(base)
-    for _ in range(draw(st.integers(1, 4))):
-        op = draw(st.sampled_from(["flip", "set", "cut", "insert", "delete"]))
-        i = draw(st.integers(0, max(len(b) - 1, 0)))
-        if op == "flip" and b:
-            b[i] ^= 1 << draw(st.integers(0, 7))
-        elif op == "set" and b:
-            b[i] = draw(st.sampled_from(b'\x00\x1f "\\/:,[]{}0-9eE.+ntfuINaxA\x7f\x80\xc3\xed\xf0\xff'))
-        elif op == "cut":
-            del b[i:]
-        elif op == "insert":
-            b[i:i] = draw(st.sampled_from([b'"', b"\\", b"\\u", b",", b"1", b"{}", b"[", b'"x":1,', b"\xc3\xa9"]))
-        elif op == "delete":
-            del b[i : i + draw(st.integers(1, 4))]
-    return bytes(b)
+# Control, structural, number and literal bytes of JSON, and UTF-8 lead and continuation bytes.
+SET_TO = b'\x00\x1f "\\/:,[]{}0-9eE.+ntfuINaxA\x7f\x80\xc3\xed\xf0\xff'
+INSERTS = st.sampled_from([b'"', b"\\", b"\\u", b",", b"1", b"{}", b"[", b'"x":1,', b"\xc3\xa9"])
 
 
 @FAST
 @given(st.data())
 def test_mutated_real_bodies_are_rejected_or_equal(small_bodies: list[str], data: st.DataObject) -> None:
     base = data.draw(st.sampled_from([COLLECTOR_LINE, *small_bodies]))
-    check(data.draw(mutated(base.encode())))
+    check(data.draw(mutated(base.encode(), SET_TO, INSERTS)))
 
 
 @FAST
 @given(st.data())
 def test_mutated_generated_bodies_are_rejected_or_equal(data: st.DataObject) -> None:
     base = data.draw(requests())
-    check(data.draw(mutated(base.encode("utf-8", "surrogatepass"))))
+    check(data.draw(mutated(base.encode("utf-8", "surrogatepass"), SET_TO, INSERTS)))
 
 
 def test_every_truncation_and_byte_of_a_small_body() -> None:
@@ -689,21 +637,11 @@ def test_every_truncation_and_byte_of_a_small_body() -> None:
 # ---- memory -----------------------------------------------------------------------------------------------------
 
 
-def _blocks_growth(parse: Callable[[Any], object], bodies: list[Any], rounds: int) -> int:
-    for body in bodies:  # warm the string cache and the free lists
-        parse(body)
-    before = sys.getallocatedblocks()
-    for _ in range(rounds):
-        for body in bodies:
-            parse(body)
-    return sys.getallocatedblocks() - before
-
-
 def test_no_leak_on_valid_bodies(small_bodies: list[str]) -> None:
     bodies: list[Any] = [*small_bodies, COLLECTOR_LINE, COLLECTOR_LINE.encode()]
     bodies += [body for body, fast in CASES.values() if fast]
     assert all(c_parse(b) is not None for b in bodies)
-    assert _blocks_growth(c_parse, bodies, 100) < 100  # one leaked object per parse would be thousands
+    assert blocks_growth(c_parse, bodies, 100) < 100  # one leaked object per parse would be thousands
 
 
 def test_no_leak_on_rejected_bodies() -> None:
@@ -711,7 +649,7 @@ def test_no_leak_on_rejected_bodies() -> None:
     bodies: list[Any] = [body[:cut] for cut in range(0, len(body) - 2, 5)]
     bodies += [body for body, fast in CASES.values() if not fast]
     assert all(c_parse(b) is None for b in bodies)
-    assert _blocks_growth(c_parse, bodies, 30) < 100
+    assert blocks_growth(c_parse, bodies, 30) < 100
 
 
 def test_no_reference_leaks() -> None:

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import struct
-import sys
 from collections.abc import Iterator
 from typing import Any, cast
 
@@ -18,33 +16,25 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1 import trace_pb2
 
-import instrumentation
-from instrumentation import configure, shutdown
-from instrumentation._content import SETTINGS
-from monitor.demo import LogLineGenerator, SimulatedTriageModel, TriageAgent
 from monitor.otlp import Span, SpanEvent, accelerated, parse_protobuf
 from monitor.otlp._accel import CPB, PURE_PYTHON_ENV
 from monitor.otlp._protobuf import parse_protobuf_py
 from monitor.otlp._span import DecodeError
+from tests.monitor.otlp.compare import (
+    blocks_growth,
+    canon,
+    check_result,
+    foreign_event_class,
+    mutated,
+    sdk_spans,
+    span_fields,
+)
 
 pytestmark = pytest.mark.skipif(CPB is None, reason="the C protobuf decoder is not built or is disabled")
 
 Result = tuple[list[Span], int]
 
 # ---- comparison -------------------------------------------------------------------------------------------------
-
-
-def canon(x: Any) -> Any:
-    """A form where equal means identical: types kept (True is not 1), dict order kept, NaN equal to itself."""
-    if isinstance(x, float):
-        return ("float", "nan" if math.isnan(x) else struct.pack("<d", x))
-    if isinstance(x, dict):
-        return ("dict", tuple((canon(k), canon(v)) for k, v in x.items()))
-    if isinstance(x, list | tuple):
-        return (type(x).__name__, tuple(canon(v) for v in x))
-    if isinstance(x, Span | SpanEvent):
-        return ("record", tuple(canon(getattr(x, f.name)) for f in dataclasses.fields(x)))
-    return (type(x).__name__, x)
 
 
 def reference(body: bytes) -> Result | None:
@@ -64,14 +54,7 @@ def c_parse(body: bytes | bytearray | memoryview) -> Result | None:
 def check(body: bytes, *, fast: bool = False) -> Result | None:
     """C gives None or exactly the reference's result; with `fast`, it must not give None."""
     got = c_parse(body)
-    if got is None:
-        assert not fast, "the C decoder left a body on its fast path to the reference"
-        return None
-    ref = reference(body)
-    assert ref is not None, "C decoded a body the reference rejects"
-    assert canon(got[0]) == canon(ref[0])
-    assert got[1] == ref[1]
-    assert all(type(s) is Span for s in got[0])
+    check_result(got, lambda: reference(body), fast=fast)
     return got
 
 
@@ -79,20 +62,7 @@ def check(body: bytes, *, fast: bool = False) -> Result | None:
 
 
 def _real_bodies(n_spans: int, batch: int) -> list[bytes]:
-    saved = SETTINGS.current
-    provider = configure(service_name="cpb-test", exporter="memory", set_global=False, capture_content=True)
-    try:
-        agent = TriageAgent(SimulatedTriageModel(3))
-        lines = LogLineGenerator(3)
-        exporter: Any = provider.exporter
-        while len(exporter.get_finished_spans()) < n_spans:
-            for _ in range(32):
-                agent.run(lines.line())
-        spans = list(exporter.get_finished_spans())[:n_spans]
-    finally:
-        shutdown(provider)
-        SETTINGS.current = saved
-        instrumentation.set_tracer_provider(None)
+    spans = sdk_spans("cpb-test", 3, n_spans)
     return [bytes(encode_spans(spans[i : i + batch]).SerializeToString()) for i in range(0, len(spans), batch)]
 
 
@@ -172,26 +142,14 @@ def test_records_built_through_the_constructor_when_not_plain(small_bodies: list
     assert got is not None and ref is not None
     assert all(type(s) is span_type for s in got[0]) and CONSTRUCTED == got[0]
     assert got[0][-1].events and all(type(e) is DictEvent for e in got[0][-1].events)
-    fields = dataclasses.fields(Span)
-    assert [canon(getattr(s, f.name)) for s in got[0] for f in fields] == [
-        canon(getattr(s, f.name)) for s in ref[0] for f in fields
-    ]
+    assert span_fields(got[0]) == span_fields(ref[0])
 
 
 def test_foreign_member_descriptor_is_not_slot_filled() -> None:
     """A field whose descriptor belongs to another class (its offset is past the end of these objects) must not
     be written at that offset: the class is called instead, and its constructor fails as it would in Python."""
     assert CPB is not None
-    big = type("Big", (), {"__slots__": tuple(f"s{i}" for i in range(40))})
-
-    @dataclasses.dataclass(slots=True)
-    class ForeignEvent:
-        name: str
-        time_ns: int
-        attributes: dict[str, Any]
-
-    setattr(ForeignEvent, "attributes", big.__dict__["s39"])  # replaces the member descriptor itself
-    CPB.init(Span, ForeignEvent)
+    CPB.init(Span, foreign_event_class())
     try:
         with pytest.raises(TypeError):
             c_parse(CASES["events"][0])
@@ -510,37 +468,23 @@ def test_generated_requests_equal_the_reference(body: bytes) -> None:
 # ---- mutation fuzz ----------------------------------------------------------------------------------------------
 
 
-@st.composite
-def mutated(draw: st.DrawFn, base: bytes) -> bytes:
-    b = bytearray(base)
-    for _ in range(draw(st.integers(1, 4))):
-        op = draw(st.sampled_from(["flip", "set", "cut", "insert", "delete"]))
-        i = draw(st.integers(0, max(len(b) - 1, 0)))
-        if op == "flip" and b:
-            b[i] ^= 1 << draw(st.integers(0, 7))
-        elif op == "set" and b:
-            b[i] = draw(st.sampled_from([0x00, 0x7F, 0x80, 0xFF, 0x08, 0x0A, 0x12, 0x1B, 0xC3, 0xED]))
-        elif op == "cut":
-            del b[i:]
-        elif op == "insert":
-            b[i:i] = draw(st.binary(min_size=1, max_size=4))
-        elif op == "delete":
-            del b[i : i + draw(st.integers(1, 4))]
-    return bytes(b)
+# Varint edges; tags: field 1 varint and length-delimited, field 2 length-delimited, field 3 group start; UTF-8 leads.
+SET_TO = [0x00, 0x7F, 0x80, 0xFF, 0x08, 0x0A, 0x12, 0x1B, 0xC3, 0xED]
+INSERTS = st.binary(min_size=1, max_size=4)
 
 
 @FAST
 @given(st.data())
 def test_mutated_real_bodies_are_rejected_or_equal(small_bodies: list[bytes], data: st.DataObject) -> None:
     base = data.draw(st.sampled_from(small_bodies))
-    check(data.draw(mutated(base)))
+    check(data.draw(mutated(base, SET_TO, INSERTS)))
 
 
 @FAST
 @given(st.data())
 def test_mutated_generated_bodies_are_rejected_or_equal(data: st.DataObject) -> None:
     base = data.draw(requests())
-    check(data.draw(mutated(base)))
+    check(data.draw(mutated(base, SET_TO, INSERTS)))
 
 
 def test_every_truncation_of_a_real_body(small_bodies: list[bytes]) -> None:
@@ -552,19 +496,9 @@ def test_every_truncation_of_a_real_body(small_bodies: list[bytes]) -> None:
 # ---- memory -----------------------------------------------------------------------------------------------------
 
 
-def _blocks_growth(bodies: list[bytes], rounds: int) -> int:
-    for body in bodies:  # warm the string cache and the free lists
-        c_parse(body)
-    before = sys.getallocatedblocks()
-    for _ in range(rounds):
-        for body in bodies:
-            c_parse(body)
-    return sys.getallocatedblocks() - before
-
-
 def test_no_leak_on_valid_bodies(small_bodies: list[bytes]) -> None:
     bodies = [*small_bodies, *(body for body, fast in CASES.values() if fast)]
-    assert _blocks_growth(bodies, 200) < 100  # one leaked object per parse would be thousands
+    assert blocks_growth(c_parse, bodies, 200) < 100  # one leaked object per parse would be thousands
 
 
 def test_no_leak_on_rejected_bodies(small_bodies: list[bytes]) -> None:
@@ -572,7 +506,7 @@ def test_no_leak_on_rejected_bodies(small_bodies: list[bytes]) -> None:
     bodies = [body[:cut] for cut in range(0, len(body), 7)]
     bodies += [body for body, fast in CASES.values() if not fast]
     assert all(c_parse(b) is None for b in bodies[1:])
-    assert _blocks_growth(bodies, 20) < 100
+    assert blocks_growth(c_parse, bodies, 20) < 100
 
 
 @pytest.fixture(autouse=True)
