@@ -25,7 +25,7 @@ from monitor.judge._schema import SchemaValidator
 from monitor.records import Turn
 from monitor.rules import Expectation
 from monitor.rules._model import ArgCheck, Regex, Respond
-from monitor.verdict import ArgCheckResult, CallVerdict, TurnVerdict
+from monitor.verdict import ArgCheckResult, CallVerdict, MissedUnit, TurnVerdict
 
 Plan = Callable[[Turn], TurnVerdict | None]
 _CALL = CallVerdict  # positional, in field order
@@ -77,6 +77,25 @@ def _single_regex(respond: tuple[Respond, ...]) -> Any:
     return None
 
 
+_Cells = tuple[
+    str,  # rule
+    int,  # alternative
+    tuple[MissedUnit, ...],  # missed
+    int,  # expected_calls
+    int | None,  # max_calls
+    bool,  # selection_ok
+    bool | None,  # seq_ok
+    float | None,  # seq_score
+    bool,  # over_calling
+    tuple[tuple[str, str], ...],  # confusion
+    tuple[tuple[str, int], ...],  # expected_by_tool
+    bool,  # e2e (of the names: selection, sequence, forbidden)
+    tuple[Respond, ...],  # respond
+    Any,  # resp_one: the lone response regex's matcher, or None
+    Callable[[str], bool],  # resp_all
+]
+
+
 class _Fixed:
     """What a plan's verdicts share (TurnVerdict fields that do not depend on the turn's values)."""
 
@@ -103,6 +122,20 @@ class _Fixed:
         self.expected_by_tool = alt.expected_by_tool
         self.e2e = self.selection_ok and self.seq_ok is not False and not forbidden
         self.ok_reason = ok_reason
+        self.respond = exp.respond
+        self.resp_one = _single_regex(exp.respond)
+        self.resp_all = _respond_check(exp.respond)
+
+    def cells(self) -> _Cells:
+        """The fields a plan's closure reads, in the order plans unpack them into locals (cells read faster than
+        attributes)."""
+        # fmt: off
+        return (
+            self.rule, self.alternative, self.missed, self.expected_calls, self.max_calls, self.selection_ok,
+            self.seq_ok, self.seq_score, self.over_calling, self.confusion, self.expected_by_tool, self.e2e,
+            self.respond, self.resp_one, self.resp_all,
+        )
+        # fmt: on
 
 
 def _reasons(exp: Expectation, fixed: _Fixed, calls: tuple[CallVerdict, ...], ok_reason: str) -> tuple[str, str]:
@@ -121,13 +154,10 @@ def no_call(exp: Expectation, best: AltResult, forbidden: tuple[str, ...], seq: 
     """The plan of turns without tool calls."""
     f = _Fixed(exp, best, (), forbidden, seq, ok_reason)
     why_passed, why_failed = _reasons(exp, f, (), ok_reason)
-    respond = exp.respond
-    resp_one = _single_regex(respond)
-    resp_all = _respond_check(respond)
-    rule, alternative, missed = f.rule, f.alternative, f.missed
-    expected_calls, max_calls = f.expected_calls, f.max_calls
-    selection_ok, seq_ok, seq_score, over_calling = f.selection_ok, f.seq_ok, f.seq_score, f.over_calling
-    confusion, expected_by_tool, e2e_names = f.confusion, f.expected_by_tool, f.e2e
+    # fmt: off
+    (rule, alternative, missed, expected_calls, max_calls, selection_ok, seq_ok, seq_score, over_calling, confusion,
+     expected_by_tool, e2e_names, respond, resp_one, resp_all) = f.cells()
+    # fmt: on
 
     def run(turn: Turn) -> TurnVerdict:
         output = turn.output_text
@@ -178,13 +208,10 @@ def one_call(  # noqa: C901 - the closure's straight line is the point
     arg_regex = checks[0].regex if regex1 else None
     arg_matcher = arg_regex.matcher if arg_regex is not None else None
     misses = ascii_misses(arg_regex) if arg_regex is not None else None
-    respond = exp.respond
-    resp_one = _single_regex(respond)
-    resp_all = _respond_check(respond)
-    rule, alternative, missed = f.rule, f.alternative, f.missed
-    expected_calls, max_calls = f.expected_calls, f.max_calls
-    selection_ok, seq_ok, seq_score, over_calling = f.selection_ok, f.seq_ok, f.seq_score, f.over_calling
-    confusion, expected_by_tool, e2e_names = f.confusion, f.expected_by_tool, f.e2e
+    # fmt: off
+    (rule, alternative, missed, expected_calls, max_calls, selection_ok, seq_ok, seq_score, over_calling, confusion,
+     expected_by_tool, e2e_names, respond, resp_one, resp_all) = f.cells()
+    # fmt: on
 
     def run(turn: Turn) -> TurnVerdict | None:  # noqa: C901 - one flat pass: calls cost more than checks
         c = turn.calls[0]
