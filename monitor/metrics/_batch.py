@@ -51,7 +51,7 @@ def signatures(verdicts: Iterable[TurnVerdict]) -> list[Sig]:
     for v in verdicts:
         calls = v.calls
         if len(calls) == 1:  # the usual turn: its call's tuple itself (never equal to a tuple of call tuples)
-            c = calls[0]
+            c = calls[0]  # _call_sig(c) written out: signatures() ~4% faster on the bench workload's verdicts
             cs: object = (
                 c.name,
                 c.outcome,
