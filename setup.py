@@ -10,8 +10,16 @@ _FLAGS = ["-O2", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-
 
 
 def _ext(name: str) -> Extension:
-    """The optional extension `name` (a dotted module path) built from the C file of the same path."""
-    return Extension(name, [name.replace(".", "/") + ".c"], extra_compile_args=_FLAGS, optional=True)
+    """The optional extension `name` (a dotted module path) built from the C file of the same path and the shared
+    headers in monitor/_cext."""
+    return Extension(
+        name,
+        [name.replace(".", "/") + ".c"],
+        include_dirs=["monitor/_cext"],
+        depends=["monitor/_cext/records.h"],
+        extra_compile_args=_FLAGS,
+        optional=True,
+    )
 
 
 setup(ext_modules=[_ext("monitor.otlp._cpb"), _ext("monitor.otlp._cjson"), _ext("monitor.normalize._cgenai")])

@@ -18,7 +18,8 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-#include <structmember.h>
+
+#include "records.h"
 
 /* ---- state given to init() --------------------------------------------------------------------------------- */
 
@@ -68,18 +69,6 @@ static PyObject *s_empty, *empty_tuple, *s_error, *kw_empty_is_none, *str_or_tup
 
 /* ---- classes ----------------------------------------------------------------------------------------------- */
 
-/* Whether every name is a writable object slot of `tp` (a member descriptor found by type lookup). */
-static int slots_of(Class *c, PyTypeObject *tp) {
-    for (int i = 0; i < c->n; i++) {
-        PyObject *d = _PyType_Lookup(tp, c->names[i]);
-        if (d == NULL || !Py_IS_TYPE(d, &PyMemberDescr_Type)) return 0;
-        PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
-        if (m->type != T_OBJECT_EX || (m->flags & READONLY)) return 0;
-        c->offset[i] = m->offset;
-    }
-    return 1;
-}
-
 static int class_setup(Class *c, PyObject *type, const char *const *names, int n, int record) {
     if (!PyType_Check(type)) {
         PyErr_SetString(PyExc_TypeError, "_cgenai.init: expected a class");
@@ -95,11 +84,10 @@ static int class_setup(Class *c, PyObject *type, const char *const *names, int n
         Py_XSETREF(c->names[i], s);
     }
     if (record) /* built like object.__new__(tp) then setattr: tp_alloc then the slots */
-        c->direct = tp->tp_setattro == PyObject_GenericSetAttr && tp->tp_new == PyBaseObject_Type.tp_new &&
-                    tp->tp_alloc == PyType_GenericAlloc && !(tp->tp_flags & Py_TPFLAGS_IS_ABSTRACT);
+        c->direct = record_class_is_plain(tp);
     else /* read like getattr */
         c->direct = tp->tp_getattro == PyObject_GenericGetAttr;
-    c->direct = c->direct && slots_of(c, tp);
+    c->direct = c->direct && record_slot_offsets(tp, names, n, c->offset);
     return 0;
 }
 
@@ -113,11 +101,8 @@ static inline PyObject *span_get(PyObject *span, int i) {
 static PyObject *record_new(Class *c, PyObject **v) {
     PyObject *obj;
     if (c->direct) {
-        obj = c->type->tp_alloc(c->type, 0);
-        if (obj != NULL) {
-            for (int i = 0; i < c->n; i++) *(PyObject **)((char *)obj + c->offset[i]) = v[i];
-            return obj;
-        }
+        obj = record_fill(c->type, c->offset, v, c->n);
+        if (obj != NULL) return obj;
     } else {
         obj = PyObject_CallOneArg(object_new, (PyObject *)c->type);
         for (int i = 0; obj != NULL && i < c->n; i++)

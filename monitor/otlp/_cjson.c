@@ -11,7 +11,6 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-#include <structmember.h>
 
 #include <limits.h>
 #include <math.h>
@@ -20,6 +19,8 @@
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
+
+#include "records.h"
 
 #define OK 0
 #define FALLBACK 1
@@ -1194,14 +1195,10 @@ out:
 static PyObject *build(PyObject *type, int direct, const Py_ssize_t *offsets, PyObject *const *args, size_t n) {
     if (!direct)
         return PyObject_Vectorcall(type, args, n, NULL);
-    PyTypeObject *tp = (PyTypeObject *)type;
-    PyObject *o = tp->tp_alloc(tp, 0);
-    if (!o)
-        return NULL;
-    for (size_t i = 0; i < n; i++) {
-        Py_INCREF(args[i]);
-        *(PyObject **)((char *)o + offsets[i]) = args[i];
-    }
+    PyObject *o = record_fill((PyTypeObject *)type, offsets, args, (int)n);
+    if (o)
+        for (size_t i = 0; i < n; i++)
+            Py_INCREF(args[i]);
     return o;
 }
 
@@ -1799,69 +1796,6 @@ static PyObject *parse(PyObject *self, PyObject *body) {
     return result;
 }
 
-/* Whether type(*n fresh objects) stores each one unchanged in the slot at offsets[i] (a hand-written __init__,
- * kept by @dataclass, may do more). The offsets are checked to lie inside the object before this reads them. */
-static int constructor_only_assigns(PyObject *type, const Py_ssize_t *offsets, size_t n) {
-    PyObject *args[N_SPAN_FIELDS] = {NULL};
-    int ok = n <= N_SPAN_FIELDS;
-    for (size_t i = 0; i < n && ok; i++)
-        ok = (args[i] = PyObject_CallNoArgs((PyObject *)&PyBaseObject_Type)) != NULL;
-    PyObject *obj = ok ? PyObject_Vectorcall(type, args, n, NULL) : NULL;
-    ok = obj != NULL && Py_IS_TYPE(obj, (PyTypeObject *)type);
-    for (size_t i = 0; i < n && ok; i++)
-        ok = *(PyObject **)((char *)obj + offsets[i]) == args[i];
-    Py_XDECREF(obj);
-    for (size_t i = 0; i < n; i++)
-        Py_XDECREF(args[i]);
-    return ok;
-}
-
-/* Member offsets of a slots dataclass whose fields are exactly `names` and whose construction does nothing
- * else (no __post_init__, object's __new__, a constructor that only assigns); 0 when it is not such a class.
- * Each field's descriptor must be the class's own member (a descriptor taken from another class would give an
- * offset in that class's layout, possibly past the end of these objects). */
-static int slot_offsets(PyObject *type, const char *const *names, size_t n, Py_ssize_t *offsets) {
-    PyTypeObject *tp = (PyTypeObject *)type;
-    int ok = 0;
-    PyObject *dc = NULL, *fields = NULL, *tuple = NULL;
-    if (tp->tp_new != PyBaseObject_Type.tp_new || PyObject_HasAttrString(type, "__post_init__") ||
-        tp->tp_setattro != PyBaseObject_Type.tp_setattro)
-        return 0;
-    PyObject *params = PyObject_GetAttrString(type, "__dataclass_params__");
-    PyObject *gen_init = params ? PyObject_GetAttrString(params, "init") : NULL; /* __init__ is generated */
-    int plain = gen_init == Py_True;
-    Py_XDECREF(params);
-    Py_XDECREF(gen_init);
-    if (!plain)
-        goto done;
-    if (!(dc = PyImport_ImportModule("dataclasses")) || !(fields = PyObject_CallMethod(dc, "fields", "O", type)) ||
-        !(tuple = PySequence_Tuple(fields)) || (size_t)PyTuple_GET_SIZE(tuple) != n)
-        goto done;
-    for (size_t i = 0; i < n; i++) {
-        PyObject *fname = PyObject_GetAttrString(PyTuple_GET_ITEM(tuple, i), "name");
-        int same = fname && PyUnicode_Check(fname) && PyUnicode_CompareWithASCIIString(fname, names[i]) == 0;
-        Py_XDECREF(fname);
-        if (!same)
-            goto done;
-        PyObject *d = PyDict_GetItemString(tp->tp_dict, names[i]); /* borrowed */
-        if (!d || !Py_IS_TYPE(d, &PyMemberDescr_Type))
-            goto done;
-        PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
-        if (PyDescr_TYPE(d) != tp || m->type != T_OBJECT_EX || (m->flags & READONLY) ||
-            m->offset < (Py_ssize_t)sizeof(PyObject) ||
-            m->offset > tp->tp_basicsize - (Py_ssize_t)sizeof(PyObject *))
-            goto done;
-        offsets[i] = m->offset;
-    }
-    ok = constructor_only_assigns(type, offsets, n);
-done:
-    PyErr_Clear();
-    Py_XDECREF(dc);
-    Py_XDECREF(fields);
-    Py_XDECREF(tuple);
-    return ok;
-}
-
 static PyObject *init(PyObject *self, PyObject *args) {
     static const char *const span_fields[N_SPAN_FIELDS] = {
         "trace_id", "span_id", "parent_span_id", "name",       "kind",     "start_ns", "end_ns",
@@ -1874,8 +1808,8 @@ static PyObject *init(PyObject *self, PyObject *args) {
     Py_XSETREF(span_type, st);
     Py_INCREF(et);
     Py_XSETREF(event_type, et);
-    span_direct = slot_offsets(st, span_fields, N_SPAN_FIELDS, span_offsets);
-    event_direct = slot_offsets(et, event_fields, N_EVENT_FIELDS, event_offsets);
+    span_direct = record_dataclass_direct((PyTypeObject *)st, span_fields, N_SPAN_FIELDS, span_offsets);
+    event_direct = record_dataclass_direct((PyTypeObject *)et, event_fields, N_EVENT_FIELDS, event_offsets);
     Py_RETURN_NONE;
 }
 

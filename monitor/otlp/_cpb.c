@@ -15,9 +15,10 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-#include <structmember.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "records.h"
 
 /* AnyValue levels accepted (a value in 19 nested arrays or kvlists); deeper bodies fall back. Each level is up to 3 messages (AnyValue, KeyValueList,
  * KeyValue) below the 6 of request..AnyValue, which keeps the deepest accepted body far inside upb's limit of 100. */
@@ -48,20 +49,6 @@ typedef struct {
 
 static Record span_rec, event_rec;
 
-/* Whether the class's constructor, given n fresh objects, stores each one unchanged in the slot at offset[i]. */
-static int constructor_only_assigns(PyTypeObject *tp, const Py_ssize_t *offset, int n) {
-    PyObject *args[SPAN_NFIELDS] = {NULL};
-    int ok = 1;
-    for (int i = 0; i < n && ok; i++) ok = (args[i] = PyObject_CallNoArgs((PyObject *)&PyBaseObject_Type)) != NULL;
-    PyObject *obj = ok ? PyObject_Vectorcall((PyObject *)tp, args, (size_t)n, NULL) : NULL;
-    ok = obj != NULL && Py_IS_TYPE(obj, tp);
-    for (int i = 0; i < n && ok; i++) ok = *(PyObject **)((char *)obj + offset[i]) == args[i];
-    Py_XDECREF(obj);
-    for (int i = 0; i < n; i++) Py_XDECREF(args[i]);
-    PyErr_Clear();
-    return ok;
-}
-
 /* A plain slotted dataclass (exactly these fields, in this order, no __dict__, no __post_init__, a constructor
  * that only assigns) is built by filling its slots: the object its constructor would make. Any other class is
  * called. Returns 0, or -1 with an exception. */
@@ -72,29 +59,7 @@ static int record_setup(Record *rec, PyObject *type, const char *const *names, i
     }
     Py_INCREF(type);
     Py_XSETREF(rec->type, (PyTypeObject *)type);
-    rec->direct = 0;
-    PyTypeObject *tp = (PyTypeObject *)type;
-    if (tp->tp_dictoffset != 0 || tp->tp_new != PyBaseObject_Type.tp_new || PyObject_HasAttrString(type, "__post_init__"))
-        return 0;
-    PyObject *fields = PyObject_GetAttrString(type, "__dataclass_fields__");
-    int ok = fields != NULL && PyDict_Check(fields) && PyDict_GET_SIZE(fields) == n;
-    Py_ssize_t pos = 0;
-    PyObject *key, *field;
-    for (int i = 0; ok && PyDict_Next(fields, &pos, &key, &field); i++) {
-        ok = PyUnicode_Check(key) && PyUnicode_CompareWithASCIIString(key, names[i]) == 0;
-        PyObject *descr = ok ? PyObject_GetAttrString(type, names[i]) : NULL;
-        /* the member of this class or a base (a descriptor of another class has an offset in its layout) */
-        ok = descr != NULL && Py_IS_TYPE(descr, &PyMemberDescr_Type) && PyType_IsSubtype(tp, PyDescr_TYPE(descr)) &&
-             ((PyMemberDescrObject *)descr)->d_member->type == T_OBJECT_EX &&
-             !(((PyMemberDescrObject *)descr)->d_member->flags & READONLY) &&
-             ((PyMemberDescrObject *)descr)->d_member->offset >= (Py_ssize_t)sizeof(PyObject) &&
-             ((PyMemberDescrObject *)descr)->d_member->offset <= tp->tp_basicsize - (Py_ssize_t)sizeof(PyObject *);
-        if (ok) rec->offset[i] = ((PyMemberDescrObject *)descr)->d_member->offset;
-        Py_XDECREF(descr);
-    }
-    Py_XDECREF(fields);
-    PyErr_Clear();
-    rec->direct = ok && constructor_only_assigns(tp, rec->offset, n);
+    rec->direct = record_dataclass_direct(rec->type, names, n, rec->offset);
     return 0;
 }
 
@@ -102,11 +67,8 @@ static int record_setup(Record *rec, PyObject *type, const char *const *names, i
 static PyObject *record_new(Record *rec, PyObject **args, int n) {
     PyObject *obj;
     if (rec->direct) {
-        obj = rec->type->tp_alloc(rec->type, 0);
-        if (obj != NULL) {
-            for (int i = 0; i < n; i++) *(PyObject **)((char *)obj + rec->offset[i]) = args[i];
-            return obj;
-        }
+        obj = record_fill(rec->type, rec->offset, args, n);
+        if (obj != NULL) return obj;
     } else {
         obj = PyObject_Vectorcall((PyObject *)rec->type, args, (size_t)n, NULL);
     }
