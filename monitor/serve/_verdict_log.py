@@ -10,9 +10,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from monitor.verdict import CallVerdict, Outcome, TurnVerdict
-
-HALLUCINATED = Outcome.HALLUCINATED
+from monitor.verdict import CallVerdict, TurnVerdict
 
 logger = logging.getLogger(__name__)
 
@@ -42,16 +40,6 @@ def verdict_record(v: TurnVerdict, *, at: float | None = None) -> dict[str, Any]
         "missed": [m.tool for m in v.missed],
         "end_to_end": v.end_to_end,
     }
-
-
-def _failed(v: TurnVerdict) -> bool:
-    """`v.failed`, without its generator (called for every turn; a test keeps the two equal)."""
-    if v.end_to_end is False or v.forbidden:
-        return True
-    for c in v.calls:
-        if c.outcome is HALLUCINATED or c.schema_valid is False:
-            return True
-    return False
 
 
 _str: Callable[[str], str] = json.encoder.encode_basestring  # a JSON string, non-ASCII kept (ensure_ascii=False)
@@ -87,7 +75,7 @@ def _line(v: TurnVerdict, time_json: str, failed: bool) -> str:
 def verdict_line(v: TurnVerdict, at: float) -> str:
     """`json.dumps(verdict_record(v, at=at), ensure_ascii=False, separators=(",", ":"))`, written directly
     (about 3x faster than building the dict and encoding it; a test keeps the two equal)."""
-    return _line(v, repr(round(at, 3)), _failed(v))
+    return _line(v, repr(round(at, 3)), v.failed)
 
 
 class VerdictLog:
@@ -111,7 +99,7 @@ class VerdictLog:
         time_json = repr(round(at, 3))
         all_turns = self.all_turns
         for v in verdicts:
-            failed = _failed(v)
+            failed = v.failed
             if not (all_turns or failed):
                 continue
             line = _line(v, time_json, failed) + "\n"

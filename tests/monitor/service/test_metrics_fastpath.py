@@ -21,7 +21,7 @@ from monitor.metrics import names as n
 from monitor.metrics._batch import MAX_CACHED, MAX_CACHED_CALLS, MAX_CACHED_CHARS, signatures
 from monitor.metrics._operational import JUDGE_BUCKETS, LAG_BUCKETS
 from monitor.serve import VerdictLog, verdict_record
-from monitor.serve._verdict_log import _failed, verdict_line
+from monitor.serve._verdict_log import verdict_line
 from monitor.verdict import (
     NONE_LABEL,
     UNKNOWN_LABEL,
@@ -384,7 +384,6 @@ def test_histogram_observe_each_equals_observe(values: list[float], bounds: tupl
 @FAST
 @given(turn_verdicts(), st.floats(min_value=0, max_value=4e9))
 def test_verdict_line_is_the_json_of_the_record(v: TurnVerdict, at: float) -> None:
-    assert _failed(v) is v.failed
     expected = json.dumps(verdict_record(v, at=at), ensure_ascii=False, separators=(",", ":"))
     assert verdict_line(v, at) == expected
 
