@@ -917,6 +917,58 @@ static int b64_hex(const Str *st_, PyObject **out) {
 
 static int parse_anyvalue(Parser *s, int depth, Seen *seen, PyObject **first, PyObject **sv);
 
+/* One KeyValue object ({"key": ..., "value": ...}, an object at the cursor). *key: the "key" str, NULL when there
+ * is none; *first and *sv: the "value" as parse_anyvalue gives them, NULL when there is none. attr: an attribute
+ * (a key that is not a str is passed over, as _attributes does, and the value's string is looked up among the
+ * key's previous ones); else a kvlist entry, whose key must be a str here (the reference keeps any value). All
+ * three are new references, cleared on failure. */
+static int parse_keyvalue(Parser *s, int depth, int attr, PyObject **key, PyObject **first, PyObject **sv) {
+    int rc = OK, more, has_key = 0, has_value = 0;
+    *key = *first = *sv = NULL;
+    CK(open_(s, depth, &more));
+    while (more) {
+        Str k;
+        CK(obj_key(s, &k));
+        if (KEQ(k, "key")) {
+            Str ks;
+            if (has_key++ || (!attr && peek(s) != '"')) {
+                rc = FALLBACK;
+                goto out;
+            }
+            if (peek(s) != '"') {
+                CK(skip_value(s, depth + 1, NULL));
+            } else if (scan_string(s, &ks) != OK) {
+                rc = FALLBACK;
+                goto out;
+            } else if (!(*key = make_str_cached(s, &ks))) {
+                rc = ERR;
+                goto out;
+            }
+        } else if (KEQ(k, "value")) {
+            if (has_value++) {
+                rc = FALLBACK;
+                goto out;
+            }
+            Seen *seen = NULL;
+            if (attr && *key) {
+                uintptr_t h = (uintptr_t)*key;
+                seen = &s->seen[(h ^ h >> 7 ^ h >> 13) & (VC_SIZE - 1)];
+            }
+            CK(parse_anyvalue(s, depth + 1, seen, first, sv));
+        } else {
+            CK(skip_value(s, depth + 1, NULL));
+        }
+        CK(next_(s, '}', &more));
+    }
+out:
+    if (rc != OK) {
+        Py_CLEAR(*key);
+        Py_CLEAR(*first);
+        Py_CLEAR(*sv);
+    }
+    return rc;
+}
+
 /* The "values" list of an arrayValue or kvlistValue (raw at the cursor): *out as _value makes it, NULL
  * for None. */
 static int parse_values(Parser *s, int depth, int kvlist, PyObject **out) {
@@ -956,37 +1008,8 @@ static int parse_values(Parser *s, int depth, int kvlist, PyObject **out) {
                 } else if (peek(s) != '{') {
                     CK(skip_value(s, depth + 2, NULL));
                 } else { /* {"key": ..., "value": ...}: kept when "key" is there */
-                    int more3, has_key = 0, has_value = 0;
-                    CK(open_(s, depth + 2, &more3));
-                    while (more3) {
-                        Str ek;
-                        CK(obj_key(s, &ek));
-                        if (KEQ(ek, "key")) {
-                            Str ks;
-                            if (has_key++ || peek(s) != '"') {
-                                rc = FALLBACK;
-                                goto out;
-                            }
-                            if (scan_string(s, &ks) != OK) {
-                                rc = FALLBACK;
-                                goto out;
-                            }
-                            if (!(k = make_str_cached(s, &ks))) {
-                                rc = ERR;
-                                goto out;
-                            }
-                        } else if (KEQ(ek, "value")) {
-                            if (has_value++) {
-                                rc = FALLBACK;
-                                goto out;
-                            }
-                            CK(parse_anyvalue(s, depth + 3, NULL, &v, &sv));
-                            Py_CLEAR(sv);
-                        } else {
-                            CK(skip_value(s, depth + 3, NULL));
-                        }
-                        CK(next_(s, '}', &more3));
-                    }
+                    CK(parse_keyvalue(s, depth + 2, 0, &k, &v, &sv));
+                    Py_CLEAR(sv);
                     if (k) {
                         PyObject *pair = PyTuple_Pack(2, k, v ? v : Py_None);
                         if (!pair || PyList_Append(list, pair) < 0) {
@@ -1124,7 +1147,7 @@ out:
 /* _attributes(kvs) into dict (kvs at the cursor). */
 static int parse_attributes(Parser *s, int depth, PyObject *dict) {
     PyObject *key = NULL, *first = NULL, *sv = NULL;
-    int rc = OK, more, more2;
+    int rc = OK, more;
     if (peek(s) != '[')
         return skip_value(s, depth, NULL);
     CK(open_(s, depth, &more));
@@ -1132,45 +1155,7 @@ static int parse_attributes(Parser *s, int depth, PyObject *dict) {
         if (peek(s) != '{') {
             CK(skip_value(s, depth + 1, NULL));
         } else {
-            int has_key = 0, has_value = 0;
-            CK(open_(s, depth + 1, &more2));
-            while (more2) {
-                Str k;
-                CK(obj_key(s, &k));
-                if (KEQ(k, "key")) {
-                    if (has_key++) {
-                        rc = FALLBACK;
-                        goto out;
-                    }
-                    if (peek(s) == '"') {
-                        Str ks;
-                        if (scan_string(s, &ks) != OK) {
-                            rc = FALLBACK;
-                            goto out;
-                        }
-                        if (!(key = make_str_cached(s, &ks))) {
-                            rc = ERR;
-                            goto out;
-                        }
-                    } else {
-                        CK(skip_value(s, depth + 2, NULL));
-                    }
-                } else if (KEQ(k, "value")) {
-                    if (has_value++) {
-                        rc = FALLBACK;
-                        goto out;
-                    }
-                    Seen *seen = NULL;
-                    if (key) {
-                        uintptr_t h = (uintptr_t)key;
-                        seen = &s->seen[(h ^ h >> 7 ^ h >> 13) & (VC_SIZE - 1)];
-                    }
-                    CK(parse_anyvalue(s, depth + 2, seen, &first, &sv));
-                } else {
-                    CK(skip_value(s, depth + 2, NULL));
-                }
-                CK(next_(s, '}', &more2));
-            }
+            CK(parse_keyvalue(s, depth + 1, 1, &key, &first, &sv));
             PyObject *v = sv ? sv : first;
             if (key && v && PyDict_SetItem(dict, key, v) < 0) {
                 rc = ERR;
