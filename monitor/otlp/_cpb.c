@@ -277,6 +277,16 @@ static PyObject *mk_str(const uint8_t *s, size_t n) {
     return kind < 0 ? NULL : decode_utf8(s, n);
 }
 
+/* A string field into *slot (the last one wins): 0, or -1 for a wrong wire type or invalid UTF-8 (fall back) or
+ * with an exception set. */
+static ALWAYS_INLINE int set_str(PyObject **slot, const Field *f) {
+    if (f->wt != WT_LEN) return -1;
+    PyObject *o = mk_str(f->s, f->n);
+    if (o == NULL) return -1;
+    Py_XSETREF(*slot, o);
+    return 0;
+}
+
 static PyObject *mk_hex(const uint8_t *s, size_t n) {
     static const char digits[] = "0123456789abcdef";
     PyObject *o = PyUnicode_New((Py_ssize_t)(2 * n), 127);
@@ -414,13 +424,9 @@ static int key_value(const uint8_t *s, size_t n, int depth, PyObject **key, PyOb
     while (r.p < r.end) {
         if (rd_field(&r, &f)) goto fail;
         switch (f.num) {
-        case 1: {
-            if (f.wt != WT_LEN) goto fail;
-            PyObject *k = mk_str(f.s, f.n);
-            if (k == NULL) goto fail;
-            Py_XSETREF(*key, k);
+        case 1:
+            if (set_str(key, &f)) goto fail;
             break;
-        }
         case 2:
             if (f.wt != WT_LEN || has_value) goto fail; /* a second value would be merged: left to the reference */
             has_value = 1;
@@ -572,13 +578,9 @@ static int span_event(SpanState *st, const uint8_t *s, size_t n) {
             if (f.wt != WT_I64) goto fail;
             time = f.v;
             break;
-        case 2: {
-            if (f.wt != WT_LEN) goto fail;
-            PyObject *o = mk_str(f.s, f.n);
-            if (o == NULL) goto fail;
-            Py_XSETREF(name, o);
+        case 2:
+            if (set_str(&name, &f)) goto fail;
             break;
-        }
         case 3:
             if (f.wt != WT_LEN || attribute(attrs, f.s, f.n)) goto fail;
             break;
@@ -619,10 +621,7 @@ static int span_status(SpanState *st, const uint8_t *s, size_t n) {
     while (r.p < r.end) {
         if (rd_field(&r, &f)) return -1;
         if (f.num == 2) {
-            if (f.wt != WT_LEN) return -1;
-            PyObject *o = mk_str(f.s, f.n);
-            if (o == NULL) return -1;
-            Py_XSETREF(st->message, o);
+            if (set_str(&st->message, &f)) return -1;
         } else if (f.num == 3) {
             if (f.wt != WT_VARINT) return -1;
             st->code = (int32_t)(uint32_t)f.v;
@@ -658,13 +657,9 @@ static int span_fields_read(SpanState *st, const uint8_t *s, size_t n) {
             st->pid = f.s;
             st->pidn = f.n;
             break;
-        case 5: {
-            if (f.wt != WT_LEN) return -1;
-            PyObject *o = mk_str(f.s, f.n);
-            if (o == NULL) return -1;
-            Py_XSETREF(st->name, o);
+        case 5:
+            if (set_str(&st->name, &f)) return -1;
             break;
-        }
         case 6:
             if (f.wt != WT_VARINT) return -1;
             st->kind = (int32_t)(uint32_t)f.v;
@@ -760,13 +755,9 @@ static int scope_read(PyObject **name, const uint8_t *s, size_t n) {
     while (r.p < r.end) {
         if (rd_field(&r, &f)) return -1;
         switch (f.num) {
-        case 1: {
-            if (f.wt != WT_LEN) return -1;
-            PyObject *o = mk_str(f.s, f.n);
-            if (o == NULL) return -1;
-            Py_XSETREF(*name, o);
+        case 1:
+            if (set_str(name, &f)) return -1;
             break;
-        }
         case 2:
             if (check_str(&f)) return -1;
             break;
