@@ -409,3 +409,24 @@ def test_no_leaks_over_many_batches() -> None:
     gc.collect()
     assert [sys.getrefcount(o) for o in watched] == refs
     assert sys.getallocatedblocks() - blocks < 200  # 30,000 records made and dropped
+
+
+@needs_c
+def test_a_record_class_with_a_foreign_slot_descriptor_is_never_slot_filled() -> None:
+    # A ToolCall look-alike whose `attributes` descriptor belongs to another class, with an offset past the end of
+    # its own objects: the C normalizer must not write there (it builds such records through setattr instead).
+    import dataclasses
+
+    from monitor.normalize import _cgenai  # type: ignore[attr-defined]
+    from monitor.records import ToolCall
+
+    big = type("Big", (), {"__slots__": tuple(f"s{i}" for i in range(40))})
+    foreign = dataclasses.make_dataclass(
+        "ForeignToolCall", [(f.name, f.type, f) for f in dataclasses.fields(ToolCall)], slots=True
+    )
+    setattr(foreign, "attributes", big.__dict__["s39"])  # the member descriptor itself, not a value
+    ns = dict(vars(_genai), ToolCall=foreign)
+    try:
+        assert _cgenai.init(ns) == {"span": True, "tool_call": False, "turn": True}
+    finally:
+        assert _cgenai.init(vars(_genai)) == {"span": True, "tool_call": True, "turn": True}
