@@ -239,8 +239,9 @@ def _convert_py(  # noqa: C901 - one flat pass per span: a call per record cost 
 ) -> None:
     """GenAIConvention.convert in Python: the reference of _cgenai.c, which follows it line by line.
 
-    The usual attribute types are checked inline, anything else by the helpers below; the instrumentation's
-    compact one-text messages are read here, any other messages value by _turn_text. Records are built field
+    The usual attribute types are checked inline, anything else by the helpers below; messages values by
+    _turn_text, which reads the instrumentation's compact one-text form first (_cgenai.c reads that form itself,
+    then calls _turn_text for anything else). Records are built field
     by field (the dataclass __init__ cost about as much as the rest): every field is set. Each span's result
     depends only on the span, `out`, `problems` and `rejected` (the C code hands uncommon spans here one by one).
     """
@@ -296,31 +297,13 @@ def _convert_py(  # noqa: C901 - one flat pass per span: a call per record cost 
             if type(agent) is not str:
                 agent = _agent(span, agent, problems)
             raw_in = attrs.get(INPUT_MESSAGES)
-            text = None
-            if type(raw_in) is str and raw_in.startswith(_USER_PARTS):
-                try:
-                    text, after = _scanstring(raw_in, len(_USER_PARTS))
-                    if raw_in[after:] not in _ENDS:
-                        text = None
-                except ValueError:
-                    pass
-            if text is None:
-                if raw_in is not None and not isinstance(raw_in, str):
-                    problems.append(INPUT_MESSAGES)
-                text = _turn_text(raw_in, _USER, empty_is_none=False) or ""
+            if raw_in is not None and not isinstance(raw_in, str):
+                problems.append(INPUT_MESSAGES)
+            text = _turn_text(raw_in, _USER, empty_is_none=False) or ""
             raw_out = attrs.get(OUTPUT_MESSAGES)
-            output = None
-            if type(raw_out) is str and raw_out.startswith(_ASSISTANT_PARTS):
-                try:
-                    output, after = _scanstring(raw_out, len(_ASSISTANT_PARTS))
-                    if raw_out[after:] not in _ENDS:
-                        output = None
-                except ValueError:
-                    pass
-            if output is None:
-                if raw_out is not None and not isinstance(raw_out, str):
-                    problems.append(OUTPUT_MESSAGES)
-                output = _turn_text(raw_out, _ASSISTANT, empty_is_none=True)
+            if raw_out is not None and not isinstance(raw_out, str):
+                problems.append(OUTPUT_MESSAGES)
+            output = _turn_text(raw_out, _ASSISTANT, empty_is_none=True)
             conversation_id = attrs.get(CONVERSATION_ID)
             if (
                 conversation_id is not None
