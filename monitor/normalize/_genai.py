@@ -6,15 +6,13 @@ another `Convention` mapping spans to the same records.
 
 from __future__ import annotations
 
-import importlib
 import json
 import json.decoder
-import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol, cast
 
 from monitor.otlp import STATUS_ERROR, Span
-from monitor.otlp._accel import PURE_PYTHON_ENV
+from monitor.otlp._accel import load_extension
 from monitor.records import ToolCall, Turn
 
 _new = object.__new__
@@ -378,14 +376,10 @@ def _agent(span: Span, agent: Any, problems: list[str]) -> str:
 
 
 def _load_c() -> Callable[[Iterable[Span], list[ToolCall | Turn | Span], list[str], dict[str, int]], None] | None:
-    """The C convert (_cgenai.c), given this module's classes, helpers and constants; None when the extension
-    is not built, refuses them, or the environment asks for pure Python (TOOLWATCH_PURE_PYTHON=1)."""
-    if os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0"):
-        return None
-    try:
-        mod = importlib.import_module("monitor.normalize._cgenai")
-        mod.init(globals())  # reads the names it needs (constants, helpers, Span, ToolCall, Turn)
-    except ImportError:  # not built (no C compiler at install time), or built from other sources
+    """The C convert (_cgenai.c), given this module's classes, helpers and constants (it reads the names it needs);
+    None when it is not loaded (see load_extension)."""
+    mod = load_extension("monitor.normalize._cgenai", globals())
+    if mod is None:
         return None
     return cast(Callable[[Iterable[Span], list[ToolCall | Turn | Span], list[str], dict[str, int]], None], mod.convert)
 

@@ -15,19 +15,21 @@ from monitor.otlp._span import Span, SpanEvent
 PURE_PYTHON_ENV = "TOOLWATCH_PURE_PYTHON"
 
 
-def _load(name: str) -> ModuleType | None:
+def load_extension(module: str, *init_args: object) -> ModuleType | None:
+    """The C extension `module`, initialised with `init(*init_args)`; None when it was not built (no C compiler
+    at install time), its `init` refuses (ImportError), or the environment sets TOOLWATCH_PURE_PYTHON=1."""
     if os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0"):
         return None
     try:
-        mod = importlib.import_module(f"monitor.otlp.{name}")
-        mod.init(Span, SpanEvent)
+        mod = importlib.import_module(module)
+        mod.init(*init_args)
     except ImportError:  # not built (no C compiler at install time), or built from other sources
         return None
     return mod
 
 
-CPB = _load("_cpb")
-CJSON = _load("_cjson")
+CPB = load_extension("monitor.otlp._cpb", Span, SpanEvent)
+CJSON = load_extension("monitor.otlp._cjson", Span, SpanEvent)
 
 
 def accelerated() -> dict[str, bool]:
