@@ -10,7 +10,7 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 
 # The C accelerators (setup.py) are rebuilt in place whenever their sources change.
-EXT_SRC := setup.py $(wildcard monitor/otlp/*.c monitor/normalize/*.c monitor/_cext/*.h)
+EXT_SRC := setup.py $(wildcard monitor/*/*.c monitor/_cext/*.h)
 
 $(VENV)/.monitor-installed: pyproject.toml $(EXT_SRC) | $(PY)
 	$(PIP) install -e '.[monitor]'
