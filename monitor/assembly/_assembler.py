@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import heapq
 from collections import OrderedDict, deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import cast
 
 from monitor.normalize import Normalizer
 from monitor.otlp import Span
+from monitor.otlp._accel import load_extension
 from monitor.records import ToolCall, Turn
 
 _NS = 1_000_000_000
@@ -106,8 +108,17 @@ class TurnAssembler:
         records, _ = self.normalizer.split(spans)
         return self.add_records(records, now_ns)
 
-    def add_records(self, records: Iterable[ToolCall | Turn | Span], now_ns: int) -> list[Turn]:  # noqa: C901
-        """Add normalized records (tool calls, turns without calls, other spans as parent links)."""
+    def add_records(self, records: Iterable[ToolCall | Turn | Span], now_ns: int) -> list[Turn]:
+        """Add normalized records (tool calls, turns without calls, other spans as parent links); returns the turns
+        complete as of `now_ns`. In C when the extension is loaded (_cassembler.c, the same results), else
+        _add_records_py."""
+        if _ADD_C is not None:
+            return _ADD_C(self, records, now_ns)
+        return self._add_records_py(records, now_ns)
+
+    def _add_records_py(self, records: Iterable[ToolCall | Turn | Span], now_ns: int) -> list[Turn]:  # noqa: C901
+        """add_records in Python: the reference of _cassembler.c, which follows it line by line (and hands it
+        the calls it does not take: a subclass, unusual state or records)."""
         out: list[Turn] = []
         traces = self._traces
         released = self._released
@@ -179,8 +190,15 @@ class TurnAssembler:
             heapq.heappush(self._deadlines, deadline)
         return due
 
-    def poll(self, now_ns: int) -> list[Turn]:  # noqa: C901 - the usual release inline, the rest by _release_turn
-        """Turns whose grace period has passed, and turnless calls past the timeout."""
+    def poll(self, now_ns: int) -> list[Turn]:
+        """Turns whose grace period has passed, and turnless calls past the timeout. In C when the extension is
+        loaded (the same results), else _poll_py."""
+        if _POLL_C is not None:
+            return _POLL_C(self, now_ns)
+        return self._poll_py(now_ns)
+
+    def _poll_py(self, now_ns: int) -> list[Turn]:  # noqa: C901 - the usual release inline, the rest by _release_turn
+        """poll in Python: the reference of _cassembler.c."""
         out: list[Turn] = []
         deadlines = self._deadlines
         traces = self._traces
@@ -332,3 +350,32 @@ class TurnAssembler:
             )
         )
         self.stats.turnless_completed += 1
+
+
+_AddRecords = Callable[[TurnAssembler, Iterable[ToolCall | Turn | Span], int], list[Turn]]
+_Poll = Callable[[TurnAssembler, int], list[Turn]]
+
+
+def _load_c() -> tuple[_AddRecords, _Poll] | tuple[None, None]:
+    """add_records and poll of the C assembler (_cassembler.c), given this module's classes and helpers; None when
+    it is not loaded (see load_extension)."""
+    mod = load_extension(
+        "monitor.assembly._cassembler",
+        TurnAssembler,
+        _Trace,
+        AssemblerStats,
+        ToolCall,
+        Turn,
+        Span,
+        deque,
+        heapq.heappush,
+        heapq.heappop,
+        _call_key,
+        _SPARE_MAX,
+    )
+    if mod is None:
+        return None, None
+    return cast(_AddRecords, mod.add_records), cast(_Poll, mod.poll)
+
+
+_ADD_C, _POLL_C = _load_c()

@@ -33,7 +33,15 @@ CJSON = load_extension("monitor.otlp._cjson", Span, SpanEvent)
 
 
 def accelerated() -> dict[str, bool]:
-    """Which parts run in C: {"protobuf": bool, "json": bool, "normalize": bool} (the GenAI normalizer's)."""
-    from monitor.normalize import _genai  # here, not at the top: monitor.normalize imports monitor.otlp
+    """Which parts run in C: {"protobuf": bool, "json": bool, "normalize": bool (the GenAI normalizer's),
+    "assembly": bool (the turn assembler's add_records and poll)}."""
+    # here, not at the top: monitor.normalize and monitor.assembly import monitor.otlp
+    from monitor.assembly import _assembler
+    from monitor.normalize import _genai
 
-    return {"protobuf": CPB is not None, "json": CJSON is not None, "normalize": _genai._CONVERT_C is not None}
+    return {
+        "protobuf": CPB is not None,
+        "json": CJSON is not None,
+        "normalize": _genai._CONVERT_C is not None,
+        "assembly": _assembler._ADD_C is not None,
+    }

@@ -1,0 +1,116 @@
+"""Turn assembly as the server runs it: Python add_records / poll against the C ones, in CPU µs per tool span.
+
+The bench_serve workload (the instrumented incident-triage agent, requests of 512 spans, one turn and its tool call
+per trace), normalized once and copied with fresh trace ids, fed to a TurnAssembler with a grace period of 2 s of
+virtual time and the server's collector settings: requests come `--step-ms` apart (5 ms: about 100,000 traces
+pending, as in the server near its target rate), each add_records releasing the turns whose grace period has passed.
+After a warm-up that fills the pending set, the next `--measure` requests are timed (CPU time), Python and C
+alternately, best of `--repeat`.
+
+Run: .venv/bin/python bench/bench_assembly.py [--batches N] [--measure M] [--repeat R]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import gc
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_serve import GRACE_S, base_batches, retraced  # noqa: E402
+
+from monitor.assembly import TurnAssembler, _assembler  # noqa: E402
+from monitor.normalize import Normalizer  # noqa: E402
+from monitor.otlp import parse_protobuf  # noqa: E402
+from monitor.records import ToolCall, Turn  # noqa: E402
+
+
+class PythonAssembler(TurnAssembler):
+    """The Python reference methods (a subclass: the C functions hand it to them anyway)."""
+
+    add_records = TurnAssembler._add_records_py
+    poll = TurnAssembler._poll_py
+
+
+def requests(batches: int, copies: int) -> list[list[Any]]:
+    """`copies` times the normalized records of `batches` requests, each copy with its own trace ids."""
+    normalizer = Normalizer()
+    base = [normalizer.split(parse_protobuf(retraced(r, 0)).spans)[0] for r in base_batches(batches * 512)]
+    out = []
+    for rep in range(copies):
+        tag = f"{rep:08x}"
+        for recs in base:
+            fresh = []
+            for r in recs:
+                c = copy.copy(r)
+                c.trace_id = r.trace_id[:-8] + tag
+                fresh.append(c)
+            out.append(fresh)
+    return out
+
+
+def run(cls: type[TurnAssembler], reqs: list[list[Any]], warm: int, step_ns: int) -> tuple[float, int, int]:
+    """CPU seconds of the requests after `warm`, the pending traces when timing started, turns released."""
+    asm = cls(grace_s=GRACE_S, max_pending=10**7)
+    now = 10**18
+    released = 0
+    for recs in reqs[:warm]:
+        now += step_ns
+        released += len(asm.add_records(recs, now))
+    pending = asm.pending_traces
+    t0 = time.process_time()
+    for recs in reqs[warm:]:
+        now += step_ns
+        released += len(asm.add_records(recs, now))
+    return time.process_time() - t0, pending, released
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    ap.add_argument("--batches", type=int, default=20, help="distinct 512-span requests (default 20)")
+    ap.add_argument("--measure", type=int, default=400, help="requests timed after the warm-up (default 400)")
+    ap.add_argument("--step-ms", type=float, default=5.0, help="virtual time between requests (default 5 ms)")
+    ap.add_argument("--repeat", type=int, default=3, help="runs each, alternating; the best is kept (default 3)")
+    args = ap.parse_args(argv)
+    step_ns = int(args.step_ms * 1e6)
+    warm = int(GRACE_S * 1e9 / step_ns) + 1  # a full grace period of requests: the pending set at its size
+    copies = -(-(warm + args.measure) // args.batches)
+    reqs = requests(args.batches, copies)[: warm + args.measure]
+    n_tool = sum(isinstance(r, ToolCall) for recs in reqs[warm:] for r in recs)
+    n_turn = sum(isinstance(r, Turn) for recs in reqs[warm:] for r in recs)
+    if _assembler._ADD_C is None:
+        print("bench_assembly: the C assembler is not loaded (not built, or TOOLWATCH_PURE_PYTHON=1)")
+        return 1
+    # As `toolwatch serve` runs: the start-up objects (here the prepared records too) frozen, collections rarer.
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(200_000, 100, 100)
+    best = {"python": float("inf"), "c": float("inf")}
+    seen: dict[str, tuple[int, int]] = {}
+    for _ in range(args.repeat):
+        for name, cls in (("python", PythonAssembler), ("c", TurnAssembler)):
+            cpu, pending, released = run(cls, reqs, warm, step_ns)
+            best[name] = min(best[name], cpu)
+            seen[name] = (pending, released)
+    if seen["python"] != seen["c"]:
+        print(f"bench_assembly: Python and C differ: {seen}")
+        return 1
+    pending, released = seen["c"]
+    print(
+        f"bench_assembly: {args.measure} requests timed after {warm} ({n_tool} tool spans, {n_turn} turns), "
+        f"{pending:,} traces pending, grace {GRACE_S} s, a request every {args.step_ms} ms"
+    )
+    for name in ("python", "c"):
+        print(f"  assemble, 100k pending  {name:6s} {best[name] / n_tool * 1e6:6.2f} µs per tool span")
+    print(f"  ratio python / c {best['python'] / best['c']:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,779 @@
+/* TurnAssembler.add_records and TurnAssembler.poll (monitor/assembly/_assembler.py) in C, line by line.
+ *
+ * Both work on the assembler's own Python state (the _traces OrderedDict, the _Trace objects, _due, _deadlines,
+ * _released, _released_order, _spare, stats, _pending_turns), so C and Python calls can be mixed at any time, with
+ * the same released turns, in the same order, the same stats and pending counts. The rare cases are left to the
+ * Python methods the reference calls (_evict_oldest, _release_turn, _release_turnless); the usual ones are done
+ * here: a new trace (or a spare one), a tool call, a turn, another span; the inline release of a trace that is one
+ * turn with its calls right under it; the turnless-timeout scan.
+ *
+ * The whole call goes to the Python reference (_add_records_py / _poll_py) when the assembler is not exactly a
+ * TurnAssembler, its state is not of the types __init__ makes, a number is outside [-2**62, 2**62), or, for
+ * add_records, `records` is not a list or tuple of exactly ToolCall / Turn / Span records whose ids are exact str:
+ * there the Python code behaves as it does (isinstance, attribute access, `tid + sid`), here it is read from the
+ * slots. Inside a trace every container is used through the abstract API unless it is exactly what the Python code
+ * puts there, so a trace whose state was changed from outside behaves as in Python too.
+ *
+ * Helpers return 0 (or a count / truth value) on success and -1 with a Python exception set. The GIL is held.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "records.h"
+
+/* ---- state given to init() --------------------------------------------------------------------------------- */
+
+static PyTypeObject *asm_type, *trace_type, *stats_type, *call_type, *turn_type, *span_type, *deque_type;
+static PyObject *f_heappush, *f_heappop, *f_call_key;
+static Py_ssize_t spare_max;
+
+enum { R_TRACE_ID, R_SPAN_ID, R_PARENT, R_N };                 /* ToolCall and Span fields read */
+enum { U_TRACE_ID, U_SPAN_ID, U_CALLS, U_N };                  /* Turn fields read or set */
+enum { X_FIRST_SEEN, X_CALLS, X_TURNS, X_PARENTS, X_N };       /* _Trace slots */
+static const char *const record_names[R_N] = {"trace_id", "span_id", "parent_span_id"};
+static const char *const turn_names[U_N] = {"trace_id", "span_id", "calls"};
+static const char *const trace_names[X_N] = {"first_seen_ns", "calls", "turns", "parents"};
+static Py_ssize_t off_call[R_N], off_span[R_N], off_turn[U_N], off_trace[X_N];
+static PyObject *trace_attr[X_N], *s_calls;
+
+/* Names looked up on the assembler, its state and the stats. */
+static PyObject *s_traces, *s_due, *s_deadlines, *s_released, *s_order, *s_released_max, *s_spare, *s_stats,
+    *s_pending_turns, *s_max_pending, *s_max_calls, *s_max_links, *s_grace_ns, *s_timeout_ns, *s_evict_oldest,
+    *s_release_turn, *s_release_turnless, *s_add_records_py, *s_poll_py, *s_append, *s_popleft, *s_sort, *s_clear,
+    *s_move_to_end, *s_pop, *s_setdefault, *s_parent_span_id, *s_duplicates, *s_late_calls, *s_oversized_calls,
+    *s_oversized_spans, *s_turns_completed, *kw_key;
+
+#define SLOT(o, off) (*(PyObject **)((char *)(o) + (off)))
+#define LIMIT (1LL << 62)
+
+/* ---- small helpers ----------------------------------------------------------------------------------------- */
+
+/* obj.name(*args): a new reference. */
+static inline PyObject *method(PyObject *obj, PyObject *name, PyObject *a, PyObject *b) {
+    PyObject *args[3] = {obj, a, b};
+    size_t n = a == NULL ? 1 : b == NULL ? 2 : 3;
+    return PyObject_VectorcallMethod(name, args, n | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+}
+
+/* Calls obj.name(*args) and drops the result. */
+static inline int call_void(PyObject *obj, PyObject *name, PyObject *a, PyObject *b) {
+    PyObject *r = method(obj, name, a, b);
+    Py_XDECREF(r);
+    return r != NULL ? 0 : -1;
+}
+
+/* self.name(tid, tr, sid, out, False) (_release_turn) or self.name(tid, tr, out) (_release_turnless). */
+static int call_release(PyObject *self, PyObject *name, PyObject *tid, PyObject *tr, PyObject *sid, PyObject *out) {
+    PyObject *args[6] = {self, tid, tr, sid, out, Py_False};
+    size_t n = 6;
+    if (sid == NULL) args[3] = out, n = 4;
+    PyObject *r = PyObject_VectorcallMethod(name, args, n | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    Py_XDECREF(r);
+    return r != NULL ? 0 : -1;
+}
+
+static inline Py_ssize_t size_of(PyObject *o) {
+    if (PyDict_CheckExact(o)) return PyDict_GET_SIZE(o);
+    if (PyList_CheckExact(o)) return PyList_GET_SIZE(o);
+    return PyObject_Size(o);
+}
+
+/* `k in o`: 1, 0 or -1. */
+static inline int has(PyObject *o, PyObject *k) {
+    return PyDict_CheckExact(o) ? PyDict_Contains(o, k) : PySequence_Contains(o, k);
+}
+
+static inline int set_item(PyObject *o, PyObject *k, PyObject *v) {
+    return PyDict_CheckExact(o) ? PyDict_SetItem(o, k, v) : PyObject_SetItem(o, k, v);
+}
+
+static inline int append(PyObject *l, PyObject *v) {
+    return PyList_CheckExact(l) ? PyList_Append(l, v) : call_void(l, s_append, v, NULL);
+}
+
+static int clear(PyObject *o) {
+    if (PyList_CheckExact(o)) return PyList_SetSlice(o, 0, PyList_GET_SIZE(o), NULL);
+    if (PyDict_CheckExact(o)) {
+        PyDict_Clear(o);
+        return 0;
+    }
+    return call_void(o, s_clear, NULL, NULL);
+}
+
+/* a + b (a new reference). */
+static inline PyObject *concat(PyObject *a, PyObject *b) {
+    return PyUnicode_CheckExact(a) && PyUnicode_CheckExact(b) ? PyUnicode_Concat(a, b) : PyNumber_Add(a, b);
+}
+
+/* a == b for two exact str. */
+static inline int str_eq(PyObject *a, PyObject *b) {
+    if (a == b) return 1;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(a);
+    return n == PyUnicode_GET_LENGTH(b) && PyUnicode_KIND(a) == PyUnicode_KIND(b) &&
+           memcmp(PyUnicode_DATA(a), PyUnicode_DATA(b), (size_t)(n * PyUnicode_KIND(a))) == 0;
+}
+
+/* bool(a op b) as Python evaluates it (no identity shortcut): 1, 0 or -1. */
+static int compare(PyObject *a, PyObject *b, int op) {
+    PyObject *r = PyObject_RichCompare(a, b, op);
+    if (r == NULL) return -1;
+    int t = PyObject_IsTrue(r);
+    Py_DECREF(r);
+    return t;
+}
+
+/* bool(x op v) for a C number v: exact ints compared in C. */
+static int compare_ll(PyObject *x, long long v, int op) {
+    if (PyLong_CheckExact(x)) {
+        int overflow;
+        long long a = PyLong_AsLongLongAndOverflow(x, &overflow);
+        if (overflow == 0 && a == -1 && PyErr_Occurred()) return -1;
+        if (overflow != 0) return op == Py_GT ? overflow > 0 : overflow < 0; /* only Py_GT and Py_LE are used */
+        return op == Py_GT ? a > v : a <= v;
+    }
+    PyObject *y = PyLong_FromLongLong(v);
+    if (y == NULL) return -1;
+    int r = compare(x, y, op);
+    Py_DECREF(y);
+    return r;
+}
+
+/* obj.name += delta. */
+static int add_attr(PyObject *obj, PyObject *name, long long delta) {
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (v == NULL) return -1;
+    PyObject *d = PyLong_FromLongLong(delta);
+    PyObject *nv = d != NULL ? PyNumber_InPlaceAdd(v, d) : NULL;
+    Py_DECREF(v);
+    Py_XDECREF(d);
+    if (nv == NULL) return -1;
+    int rc = PyObject_SetAttr(obj, name, nv);
+    Py_DECREF(nv);
+    return rc;
+}
+
+/* tr.<field>: a new reference (the slot of an exact _Trace, else getattr, which raises as Python does). */
+static inline PyObject *tr_get(PyObject *tr, int i) {
+    if (Py_IS_TYPE(tr, trace_type)) {
+        PyObject *v = SLOT(tr, off_trace[i]);
+        if (v != NULL) return Py_NewRef(v);
+    }
+    return PyObject_GetAttr(tr, trace_attr[i]);
+}
+
+static inline int tr_set(PyObject *tr, int i, PyObject *v) {
+    if (Py_IS_TYPE(tr, trace_type)) {
+        Py_XSETREF(SLOT(tr, off_trace[i]), Py_NewRef(v));
+        return 0;
+    }
+    return PyObject_SetAttr(tr, trace_attr[i], v);
+}
+
+/* ---- the assembler's state ---------------------------------------------------------------------------------- */
+
+typedef struct {
+    PyObject *self, *now_obj;                                                          /* borrowed */
+    PyObject *traces, *due_map, *deadlines, *released, *order, *spare, *stats;          /* new references */
+    long long now, max_pending, max_calls, max_links, grace, timeout, released_max;
+} State;
+
+static void state_clear(State *s) {
+    Py_CLEAR(s->traces);
+    Py_CLEAR(s->due_map);
+    Py_CLEAR(s->deadlines);
+    Py_CLEAR(s->released);
+    Py_CLEAR(s->order);
+    Py_CLEAR(s->spare);
+    Py_CLEAR(s->stats);
+}
+
+/* self.name as an exact int in [lo, hi): 1, else 0 (no exception). */
+static int get_ll(PyObject *self, PyObject *name, long long lo, long long hi, long long *out) {
+    PyObject *v = PyObject_GetAttr(self, name);
+    int ok = v != NULL && PyLong_CheckExact(v);
+    if (ok) {
+        int overflow;
+        *out = PyLong_AsLongLongAndOverflow(v, &overflow);
+        ok = overflow == 0 && *out >= lo && *out < hi;
+    }
+    Py_XDECREF(v);
+    PyErr_Clear();
+    return ok;
+}
+
+static int get_exact(PyObject *self, PyObject *name, PyTypeObject *tp, PyObject **out) {
+    PyObject *v = PyObject_GetAttr(self, name);
+    if (v != NULL && Py_IS_TYPE(v, tp)) {
+        *out = v;
+        return 1;
+    }
+    Py_XDECREF(v);
+    PyErr_Clear();
+    return 0;
+}
+
+/* Reads the state of an exact TurnAssembler: 1, or 0 (state cleared, no exception) when the call must go to
+ * Python. */
+static int state_load(State *s, PyObject *self, PyObject *now_obj) {
+    memset(s, 0, sizeof *s);
+    s->self = self;
+    s->now_obj = now_obj;
+    int overflow = 0;
+    if (asm_type == NULL || !Py_IS_TYPE(self, asm_type) || !PyLong_CheckExact(now_obj)) return 0;
+    s->now = PyLong_AsLongLongAndOverflow(now_obj, &overflow);
+    if (overflow != 0 || s->now < -LIMIT || s->now >= LIMIT) {
+        PyErr_Clear();
+        return 0;
+    }
+    int ok = get_exact(self, s_traces, &PyODict_Type, &s->traces) && get_exact(self, s_due, &PyDict_Type, &s->due_map) &&
+             get_exact(self, s_deadlines, &PyList_Type, &s->deadlines) &&
+             get_exact(self, s_released, &PySet_Type, &s->released) &&
+             get_exact(self, s_order, deque_type, &s->order) && get_exact(self, s_spare, &PyList_Type, &s->spare) &&
+             get_exact(self, s_stats, stats_type, &s->stats) &&
+             get_ll(self, s_max_pending, -LIMIT, LIMIT, &s->max_pending) &&
+             get_ll(self, s_max_calls, -LIMIT, LIMIT, &s->max_calls) &&
+             get_ll(self, s_max_links, -LIMIT, LIMIT, &s->max_links) &&
+             get_ll(self, s_grace_ns, 0, LIMIT, &s->grace) && get_ll(self, s_timeout_ns, 0, LIMIT, &s->timeout) &&
+             get_ll(self, s_released_max, -LIMIT, LIMIT, &s->released_max);
+    if (!ok) state_clear(s);
+    return ok;
+}
+
+/* ---- poll -------------------------------------------------------------------------------------------------- */
+
+/* Whether every call sits right under the turn `sid`: `for c in calls: if c.parent_span_id != sid: break`. */
+static int all_under(PyObject *calls, PyObject *sid) {
+    PyObject *it = NULL, *c;
+    Py_ssize_t i = 0;
+    if (!PyList_CheckExact(calls) && (it = PyObject_GetIter(calls)) == NULL) return -1;
+    int all = 1;
+    for (;;) {
+        if (it == NULL) { /* as list iteration goes: the length is read again each time */
+            if (i >= PyList_GET_SIZE(calls)) break;
+            c = Py_NewRef(PyList_GET_ITEM(calls, i++));
+        } else if ((c = PyIter_Next(it)) == NULL) {
+            if (PyErr_Occurred()) all = -1;
+            break;
+        }
+        PyObject *p = Py_IS_TYPE(c, call_type) ? SLOT(c, off_call[R_PARENT]) : NULL;
+        p = p != NULL ? Py_NewRef(p) : PyObject_GetAttr(c, s_parent_span_id);
+        Py_DECREF(c);
+        int ne = p == NULL ? -1
+                 : PyUnicode_CheckExact(p) && PyUnicode_CheckExact(sid) ? !str_eq(p, sid)
+                                                                        : compare(p, sid, Py_NE);
+        Py_XDECREF(p);
+        if (ne != 0) {
+            all = ne < 0 ? -1 : 0;
+            break;
+        }
+    }
+    Py_XDECREF(it);
+    return all;
+}
+
+/* key = tid + sid; released.add(key); order.append(key); forget the oldest past released_max. */
+static int remember(State *s, PyObject *tid, PyObject *sid) {
+    PyObject *key = concat(tid, sid);
+    if (key == NULL) return -1;
+    int rc = PySet_Add(s->released, key) < 0 || call_void(s->order, s_append, key, NULL) < 0 ? -1 : 0;
+    Py_DECREF(key);
+    if (rc < 0) return -1;
+    Py_ssize_t n = PyObject_Size(s->order);
+    if (n < 0) return -1;
+    if (n > s->released_max) {
+        PyObject *old = method(s->order, s_popleft, NULL, NULL);
+        if (old == NULL) return -1;
+        rc = PySet_Discard(s->released, old) < 0 ? -1 : 0;
+        Py_DECREF(old);
+    }
+    return rc;
+}
+
+/* The usual release of the trace tr (one turn, `sid`, its calls all right under it), as _release_turn would
+ * release it: the turn goes to out with its calls sorted, the trace is dropped and its containers spared. */
+static int release_inline(State *s, PyObject *tid, PyObject *tr, PyObject *sid, PyObject *turns, PyObject *calls,
+                          PyObject *out) {
+    PyObject *turn = PyObject_GetItem(turns, sid), *tup = NULL, *parents = NULL;
+    int rc = -1;
+    if (turn == NULL) return -1;
+    Py_ssize_t n = size_of(calls);
+    if (n < 0) goto done;
+    if (n > 1) {
+        PyObject *args[2] = {calls, f_call_key};
+        PyObject *r = PyObject_VectorcallMethod(s_sort, args, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, kw_key);
+        if (r == NULL) goto done;
+        Py_DECREF(r);
+    }
+    if ((tup = PySequence_Tuple(calls)) == NULL) goto done;
+    if (Py_IS_TYPE(turn, turn_type))
+        Py_XSETREF(SLOT(turn, off_turn[U_CALLS]), Py_NewRef(tup));
+    else if (PyObject_SetAttr(turn, s_calls, tup) < 0)
+        goto done;
+    if (PyList_Append(out, turn) < 0 || remember(s, tid, sid) < 0 || PyODict_DelItem(s->traces, tid) < 0) goto done;
+    if (PyList_GET_SIZE(s->spare) < spare_max) { /* its containers serve a new trace */
+        if (clear(calls) < 0 || clear(turns) < 0 || (parents = tr_get(tr, X_PARENTS)) == NULL || clear(parents) < 0 ||
+            PyList_Append(s->spare, tr) < 0)
+            goto done;
+    }
+    rc = 0;
+done:
+    Py_DECREF(turn);
+    Py_XDECREF(tup);
+    Py_XDECREF(parents);
+    return rc;
+}
+
+/* One entry of a deadline's due dict: 1 when released inline, 0 when not (or by _release_turn), -1. */
+static int release_due(State *s, PyObject *tid, PyObject *sids, PyObject *out) {
+    PyObject *tr = NULL, *turns = NULL, *calls = NULL, *sorted = NULL;
+    int rc = -1;
+    if (!PyUnicode_Check(sids)) { /* several turns of the trace due together */
+        if ((sorted = PySequence_List(sids)) == NULL || PyList_Sort(sorted) < 0) goto done;
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(sorted); i++) {
+            PyObject *sid = PyList_GET_ITEM(sorted, i);
+            PyObject *t = PyDict_GetItemWithError(s->traces, tid);
+            if (t == NULL) {
+                if (PyErr_Occurred()) goto done;
+                continue;
+            }
+            Py_XSETREF(tr, Py_NewRef(t));
+            Py_XSETREF(turns, tr_get(tr, X_TURNS));
+            int in = turns == NULL ? -1 : has(turns, sid);
+            if (in < 0 || (in && call_release(s->self, s_release_turn, tid, tr, sid, out) < 0)) goto done;
+        }
+        rc = 0;
+        goto done;
+    }
+    tr = PyDict_GetItemWithError(s->traces, tid);
+    if (tr == NULL) {
+        rc = PyErr_Occurred() ? -1 : 0;
+        goto done;
+    }
+    Py_INCREF(tr);
+    if ((turns = tr_get(tr, X_TURNS)) == NULL) goto done;
+    Py_ssize_t n = size_of(turns);
+    int in = n < 0 ? -1 : n == 1 ? has(turns, sids) : 0;
+    if (in < 0) goto done;
+    if (in) {
+        int all = (calls = tr_get(tr, X_CALLS)) == NULL ? -1 : all_under(calls, sids);
+        if (all < 0) goto done;
+        if (all) {
+            rc = release_inline(s, tid, tr, sids, turns, calls, out) < 0 ? -1 : 1;
+            goto done;
+        }
+    }
+    in = has(turns, sids);
+    if (in < 0 || (in && call_release(s->self, s_release_turn, tid, tr, sids, out) < 0)) goto done;
+    rc = 0;
+done:
+    Py_XDECREF(tr);
+    Py_XDECREF(turns);
+    Py_XDECREF(calls);
+    Py_XDECREF(sorted);
+    return rc;
+}
+
+/* Releases the turns due by s->now and the turnless traces past the timeout into out. */
+static int poll_into(State *s, PyObject *out) {
+    while (PyList_GET_SIZE(s->deadlines) > 0) {
+        PyObject *first = Py_NewRef(PyList_GET_ITEM(s->deadlines, 0));
+        int le = compare_ll(first, s->now, Py_LE);
+        Py_DECREF(first);
+        if (le <= 0) {
+            if (le < 0) return -1;
+            break;
+        }
+        PyObject *deadline = PyObject_CallOneArg(f_heappop, s->deadlines);
+        PyObject *due = deadline != NULL ? method(s->due_map, s_pop, deadline, NULL) : NULL;
+        Py_XDECREF(deadline);
+        PyObject *tids = due != NULL ? PySequence_List(due) : NULL; /* sorted(due) */
+        if (tids == NULL || PyList_Sort(tids) < 0) {
+            Py_XDECREF(due);
+            Py_XDECREF(tids);
+            return -1;
+        }
+        long long done = 0; /* turns released inline */
+        int rc = 0;
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(tids) && rc >= 0; i++) {
+            PyObject *tid = PyList_GET_ITEM(tids, i);
+            PyObject *sids = PyObject_GetItem(due, tid);
+            rc = sids == NULL ? -1 : release_due(s, tid, sids, out);
+            Py_XDECREF(sids);
+            done += rc > 0;
+        }
+        Py_DECREF(due);
+        Py_DECREF(tids);
+        if (rc < 0 || add_attr(s->self, s_pending_turns, -done) < 0 || add_attr(s->stats, s_turns_completed, done) < 0)
+            return -1;
+    }
+    /* Each trace looked at once, oldest first: a requeued one must not be seen again now. */
+    long long cutoff = s->now - s->timeout;
+    Py_ssize_t n = PyDict_GET_SIZE(s->traces);
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *it = PyObject_GetIter(s->traces);
+        PyObject *tid = it != NULL ? PyIter_Next(it) : NULL;
+        Py_XDECREF(it);
+        if (tid == NULL) {
+            if (!PyErr_Occurred()) PyErr_SetNone(PyExc_StopIteration);
+            return -1;
+        }
+        PyObject *tr = PyDict_GetItemWithError(s->traces, tid), *turns = NULL, *calls = NULL, *first = NULL;
+        int rc = -1, stop = 0;
+        if (tr == NULL) {
+            if (!PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, tid);
+            Py_DECREF(tid);
+            return -1;
+        }
+        Py_INCREF(tr);
+        int later = (first = tr_get(tr, X_FIRST_SEEN)) == NULL ? -1 : compare_ll(first, cutoff, Py_GT);
+        if (later != 0) {
+            rc = later < 0 ? -1 : 0;
+            stop = 1;
+            goto next;
+        }
+        int pending = (turns = tr_get(tr, X_TURNS)) == NULL ? -1 : PyObject_IsTrue(turns);
+        if (pending < 0) goto next;
+        if (pending) { /* still within a grace period: look again later */
+            if (tr_set(tr, X_FIRST_SEEN, s->now_obj) < 0 || call_void(s->traces, s_move_to_end, tid, NULL) < 0)
+                goto next;
+        } else {
+            if (PyODict_DelItem(s->traces, tid) < 0 || (calls = tr_get(tr, X_CALLS)) == NULL) goto next;
+            /* _release_turnless returns at once when the trace has no calls */
+            if (!(PyList_CheckExact(calls) && PyList_GET_SIZE(calls) == 0) &&
+                call_release(s->self, s_release_turnless, tid, tr, NULL, out) < 0)
+                goto next;
+        }
+        rc = 0;
+    next:
+        Py_DECREF(tid);
+        Py_DECREF(tr);
+        Py_XDECREF(first);
+        Py_XDECREF(turns);
+        Py_XDECREF(calls);
+        if (rc < 0) return -1;
+        if (stop) break;
+    }
+    return 0;
+}
+
+static PyObject *asm_poll(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "poll(assembler, now_ns)");
+        return NULL;
+    }
+    State s;
+    if (!state_load(&s, args[0], args[1])) return method(args[0], s_poll_py, args[1], NULL);
+    PyObject *out = PyList_New(0);
+    if (out != NULL && poll_into(&s, out) < 0) Py_CLEAR(out);
+    state_clear(&s);
+    return out;
+}
+
+/* ---- add_records ------------------------------------------------------------------------------------------- */
+
+enum { K_CALL, K_TURN, K_OTHER };
+
+/* The kind of a record C takes: exactly a ToolCall, Turn or Span whose ids (the trace, its own, for a call or a
+ * span its parent's) are exact str; -1 for any other. */
+static inline int kind_of(PyObject *r) {
+    PyTypeObject *tp = Py_TYPE(r);
+    const Py_ssize_t *off;
+    int kind, n = 3;
+    if (tp == call_type) off = off_call, kind = K_CALL;
+    else if (tp == turn_type) off = off_turn, kind = K_TURN, n = 2;
+    else if (tp == span_type) off = off_span, kind = K_OTHER;
+    else return -1;
+    for (int i = 0; i < n; i++) {
+        PyObject *v = SLOT(r, off[i]);
+        if (v == NULL || !PyUnicode_CheckExact(v)) return -1;
+    }
+    return kind;
+}
+
+/* The trace `tid` (a new reference), made (or taken from the spares) when new. */
+static PyObject *trace_for(State *s, PyObject *tid, PyObject *out) {
+    PyObject *tr = PyDict_GetItemWithError(s->traces, tid);
+    if (tr != NULL || PyErr_Occurred()) return Py_XNewRef(tr);
+    if (PyDict_GET_SIZE(s->traces) >= s->max_pending && call_void(s->self, s_evict_oldest, out, NULL) < 0)
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(s->spare);
+    if (n > 0) { /* emptied by poll */
+        tr = Py_NewRef(PyList_GET_ITEM(s->spare, n - 1));
+        if (PyList_SetSlice(s->spare, n - 1, n, NULL) < 0) {
+            Py_DECREF(tr);
+            return NULL;
+        }
+    } else {
+        PyObject *v[3] = {PyList_New(0), PyDict_New(), PyDict_New()};
+        tr = v[0] && v[1] && v[2] ? trace_type->tp_alloc(trace_type, 0) : NULL;
+        if (tr == NULL) {
+            for (int i = 0; i < 3; i++) Py_XDECREF(v[i]);
+            return NULL;
+        }
+        SLOT(tr, off_trace[X_CALLS]) = v[0];
+        SLOT(tr, off_trace[X_TURNS]) = v[1];
+        SLOT(tr, off_trace[X_PARENTS]) = v[2];
+    }
+    if (PyODict_SetItem(s->traces, tid, tr) < 0 || tr_set(tr, X_FIRST_SEEN, s->now_obj) < 0) Py_CLEAR(tr);
+    return tr;
+}
+
+typedef struct {
+    long long duplicates, late_calls, oversized_calls, oversized_spans, added;
+    PyObject *due; /* this call's deadline's entries (a new reference) */
+} Counts;
+
+/* The record's ids are held while it is added (containers of other types run Python code). */
+static int tool_call(State *s, Counts *k, PyObject *r, PyObject *tid, PyObject *tr) {
+    PyObject *sid = Py_NewRef(SLOT(r, off_call[R_SPAN_ID])), *parent = Py_NewRef(SLOT(r, off_call[R_PARENT]));
+    PyObject *parents = tr_get(tr, X_PARENTS), *calls = NULL, *key = NULL;
+    int rc = -1;
+    if (parents == NULL) goto done;
+    int in = has(parents, sid);
+    if (in != 0) {
+        k->duplicates += in > 0;
+        rc = in < 0 ? -1 : 0;
+        goto done;
+    }
+    Py_ssize_t n = size_of(parents);
+    if (n < 0 || (n < s->max_links && set_item(parents, sid, parent) < 0)) goto done;
+    if ((key = PyUnicode_Concat(tid, parent)) == NULL || (in = PySet_Contains(s->released, key)) < 0) goto done;
+    if (in) {
+        k->late_calls++;
+    } else {
+        if ((calls = tr_get(tr, X_CALLS)) == NULL || (n = size_of(calls)) < 0) goto done;
+        if (n >= s->max_calls) k->oversized_calls++;
+        else if (append(calls, r) < 0) goto done;
+    }
+    rc = 0;
+done:
+    Py_DECREF(sid);
+    Py_DECREF(parent);
+    Py_XDECREF(parents);
+    Py_XDECREF(calls);
+    Py_XDECREF(key);
+    return rc;
+}
+
+/* self._due_at(now_ns + grace_ns): the entries of that deadline, made (and the deadline pushed) when new. */
+static PyObject *due_at(State *s) {
+    PyObject *deadline = PyLong_FromLongLong(s->now + s->grace);
+    if (deadline == NULL) return NULL;
+    PyObject *due = PyDict_GetItemWithError(s->due_map, deadline);
+    if (due != NULL || PyErr_Occurred()) {
+        Py_DECREF(deadline);
+        return Py_XNewRef(due);
+    }
+    PyObject *r = NULL;
+    if ((due = PyDict_New()) == NULL || PyDict_SetItem(s->due_map, deadline, due) < 0 ||
+        (r = PyObject_CallFunctionObjArgs(f_heappush, s->deadlines, deadline, NULL)) == NULL)
+        Py_CLEAR(due);
+    Py_XDECREF(r);
+    Py_DECREF(deadline);
+    return due;
+}
+
+static int turn(State *s, Counts *k, PyObject *r, PyObject *tid, PyObject *tr) {
+    PyObject *sid = Py_NewRef(SLOT(r, off_turn[U_SPAN_ID])), *turns = tr_get(tr, X_TURNS), *key = NULL;
+    int rc = -1;
+    if (turns == NULL) goto done;
+    int in = has(turns, sid);
+    if (in == 0) in = (key = PyUnicode_Concat(tid, sid)) == NULL ? -1 : PySet_Contains(s->released, key);
+    if (in != 0) {
+        k->duplicates += in > 0;
+        rc = in < 0 ? -1 : 0;
+        goto done;
+    }
+    Py_ssize_t n = size_of(turns);
+    if (n < 0) goto done;
+    if (n >= s->max_calls) {
+        k->oversized_spans++;
+        rc = 0;
+        goto done;
+    }
+    if (set_item(turns, sid, r) < 0) goto done;
+    k->added++;
+    if (k->due == NULL && (k->due = due_at(s)) == NULL) goto done;
+    PyObject *sids; /* due.setdefault(tid, sid) */
+    if (PyDict_CheckExact(k->due)) sids = Py_XNewRef(PyDict_SetDefault(k->due, tid, sid));
+    else sids = method(k->due, s_setdefault, tid, sid);
+    if (sids == NULL) goto done;
+    if (sids != sid) { /* the trace has another turn due then */
+        if (PyUnicode_Check(sids)) {
+            PyObject *both = PyList_New(2);
+            if (both != NULL) {
+                PyList_SET_ITEM(both, 0, Py_NewRef(sids));
+                PyList_SET_ITEM(both, 1, Py_NewRef(sid));
+            }
+            in = both == NULL ? -1 : set_item(k->due, tid, both);
+            Py_XDECREF(both);
+        } else {
+            in = append(sids, sid);
+        }
+        if (in < 0) {
+            Py_DECREF(sids);
+            goto done;
+        }
+    }
+    Py_DECREF(sids);
+    rc = 0;
+done:
+    Py_DECREF(sid);
+    Py_XDECREF(turns);
+    Py_XDECREF(key);
+    return rc;
+}
+
+static int other(State *s, Counts *k, PyObject *r, PyObject *tr) {
+    PyObject *sid = Py_NewRef(SLOT(r, off_span[R_SPAN_ID])), *parent = Py_NewRef(SLOT(r, off_span[R_PARENT]));
+    PyObject *parents = tr_get(tr, X_PARENTS);
+    int in = parents == NULL ? -1 : has(parents, sid);
+    Py_ssize_t n = in == 0 ? size_of(parents) : 0;
+    int rc = in < 0 || n < 0 ? -1 : 0;
+    if (rc == 0) {
+        if (in || n < s->max_links) rc = set_item(parents, sid, parent);
+        else k->oversized_spans++;
+    }
+    Py_DECREF(sid);
+    Py_DECREF(parent);
+    Py_XDECREF(parents);
+    return rc;
+}
+
+static int add_counts(State *s, const Counts *k) {
+    const struct {
+        PyObject *name;
+        long long n;
+    } c[] = {{s_duplicates, k->duplicates}, {s_late_calls, k->late_calls}, {s_oversized_calls, k->oversized_calls},
+             {s_oversized_spans, k->oversized_spans}};
+    int rc = 0;
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++)
+        if (c[i].n != 0 && add_attr(s->stats, c[i].name, c[i].n) < 0) rc = -1;
+    return rc;
+}
+
+static PyObject *add_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "add_records(assembler, records, now_ns)");
+        return NULL;
+    }
+    PyObject *self = args[0], *records = args[1], *now_obj = args[2];
+    State s;
+    int usual = (PyList_CheckExact(records) || PyTuple_CheckExact(records)) && state_load(&s, self, now_obj);
+    if (usual) {
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(records);
+        PyObject **items = PySequence_Fast_ITEMS(records);
+        for (Py_ssize_t i = 0; i < n && usual; i++) usual = kind_of(items[i]) >= 0;
+        if (!usual) state_clear(&s);
+    }
+    if (!usual) {
+        PyObject *a[3] = {self, records, now_obj};
+        return PyObject_VectorcallMethod(s_add_records_py, a, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    }
+    Py_INCREF(records); /* held: Python code runs on the way (_evict_oldest) */
+    PyObject *out = PyList_New(0);
+    Counts k = {0};
+    int rc = out == NULL ? -1 : 0;
+    for (Py_ssize_t i = 0; rc == 0 && i < PySequence_Fast_GET_SIZE(records); i++) {
+        PyObject *r = Py_NewRef(PySequence_Fast_ITEMS(records)[i]);
+        int kind = kind_of(r); /* checked above: only the Python code of an exact TurnAssembler ran since */
+        Py_ssize_t at = kind == K_CALL ? off_call[R_TRACE_ID] : kind == K_TURN ? off_turn[U_TRACE_ID] : off_span[R_TRACE_ID];
+        PyObject *tid = kind < 0 ? NULL : Py_XNewRef(SLOT(r, at));
+        PyObject *tr = tid == NULL ? NULL : trace_for(&s, tid, out);
+        if (tid == NULL) {
+            PyErr_SetString(PyExc_RuntimeError, "add_records: a record changed while it was added");
+            rc = -1;
+        } else if (tr == NULL) rc = -1;
+        else if (kind == K_CALL) rc = tool_call(&s, &k, r, tid, tr);
+        else if (kind == K_TURN) rc = turn(&s, &k, r, tid, tr);
+        else rc = other(&s, &k, r, tr);
+        Py_XDECREF(tr);
+        Py_XDECREF(tid);
+        Py_DECREF(r);
+    }
+    Py_DECREF(records);
+    Py_XDECREF(k.due);
+    if (add_counts(&s, &k) < 0) rc = -1;
+    if (rc == 0 && k.added != 0) rc = add_attr(self, s_pending_turns, k.added);
+    if (rc == 0) rc = poll_into(&s, out);
+    state_clear(&s);
+    if (rc < 0) Py_CLEAR(out);
+    return out;
+}
+
+/* ---- init -------------------------------------------------------------------------------------------------- */
+
+/* A class whose fields `names` C reads (and, if `plain`, sets or fills) in their slots: getattr is the generic one,
+ * each field the class's own slot (records.h), and for `plain` the class is also made and set the plain way. */
+static int class_ok(PyObject *cls, PyTypeObject **slot, const char *const *names, int n, Py_ssize_t *offsets,
+                    int plain) {
+    if (!PyType_Check(cls)) return 0;
+    PyTypeObject *tp = (PyTypeObject *)cls;
+    if (tp->tp_getattro != PyObject_GenericGetAttr || (plain && !record_class_is_plain(tp)) ||
+        (n > 0 && !record_slot_offsets(tp, names, n, offsets)))
+        return 0;
+    Py_XSETREF(*slot, (PyTypeObject *)Py_NewRef(cls));
+    return 1;
+}
+
+static PyObject *init(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 11) {
+        PyErr_SetString(PyExc_TypeError, "init(TurnAssembler, _Trace, AssemblerStats, ToolCall, Turn, Span, deque, "
+                                         "heappush, heappop, call_key, spare_max)");
+        return NULL;
+    }
+    struct {
+        PyObject **slot;
+        const char *s;
+    } names[] = {
+        {&s_traces, "_traces"}, {&s_due, "_due"}, {&s_deadlines, "_deadlines"}, {&s_released, "_released"},
+        {&s_order, "_released_order"}, {&s_released_max, "_released_max"}, {&s_spare, "_spare"}, {&s_stats, "stats"},
+        {&s_pending_turns, "_pending_turns"}, {&s_max_pending, "max_pending"}, {&s_max_calls, "max_calls_per_trace"},
+        {&s_max_links, "max_links_per_trace"}, {&s_grace_ns, "grace_ns"}, {&s_timeout_ns, "turnless_timeout_ns"},
+        {&s_evict_oldest, "_evict_oldest"}, {&s_release_turn, "_release_turn"},
+        {&s_release_turnless, "_release_turnless"}, {&s_add_records_py, "_add_records_py"}, {&s_poll_py, "_poll_py"},
+        {&s_append, "append"}, {&s_popleft, "popleft"}, {&s_sort, "sort"}, {&s_clear, "clear"},
+        {&s_move_to_end, "move_to_end"}, {&s_pop, "pop"}, {&s_setdefault, "setdefault"},
+        {&s_parent_span_id, "parent_span_id"}, {&s_duplicates, "duplicates"}, {&s_late_calls, "late_calls"},
+        {&s_oversized_calls, "oversized_calls"}, {&s_oversized_spans, "oversized_spans"},
+        {&s_turns_completed, "turns_completed"}, {&s_calls, "calls"}, {&trace_attr[X_FIRST_SEEN], "first_seen_ns"},
+        {&trace_attr[X_CALLS], "calls"}, {&trace_attr[X_TURNS], "turns"}, {&trace_attr[X_PARENTS], "parents"},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        PyObject *s = PyUnicode_InternFromString(names[i].s);
+        if (s == NULL) return NULL;
+        Py_XSETREF(*names[i].slot, s);
+    }
+    Py_XSETREF(kw_key, Py_BuildValue("(s)", "key"));
+    if (kw_key == NULL) return NULL;
+    Py_ssize_t spare = PyLong_AsSsize_t(args[10]);
+    if (spare == -1 && PyErr_Occurred()) return NULL;
+    Py_CLEAR(asm_type); /* set last: until then add_records and poll hand every call to Python */
+    if (!class_ok(args[1], &trace_type, trace_names, X_N, off_trace, 1) ||
+        !class_ok(args[3], &call_type, record_names, R_N, off_call, 1) ||
+        !class_ok(args[4], &turn_type, turn_names, U_N, off_turn, 1) ||
+        !class_ok(args[5], &span_type, record_names, R_N, off_span, 0) ||
+        !class_ok(args[2], &stats_type, NULL, 0, NULL, 0) || !class_ok(args[6], &deque_type, NULL, 0, NULL, 0) ||
+        !PyType_Check(args[0])) {
+        PyErr_SetString(PyExc_ImportError, "_cassembler: the record, trace or state classes are not plain slotted "
+                                           "classes; the Python assembler is used");
+        return NULL;
+    }
+    spare_max = spare;
+    Py_XSETREF(f_heappush, Py_NewRef(args[7]));
+    Py_XSETREF(f_heappop, Py_NewRef(args[8]));
+    Py_XSETREF(f_call_key, Py_NewRef(args[9]));
+    asm_type = (PyTypeObject *)Py_NewRef(args[0]);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"init", (PyCFunction)(void (*)(void))init, METH_FASTCALL,
+     "init(TurnAssembler, _Trace, AssemblerStats, ToolCall, Turn, Span, deque, heappush, heappop, call_key, "
+     "spare_max): the classes and helpers of monitor.assembly._assembler."},
+    {"add_records", (PyCFunction)(void (*)(void))add_records, METH_FASTCALL,
+     "add_records(assembler, records, now_ns): TurnAssembler.add_records in C."},
+    {"poll", (PyCFunction)(void (*)(void))asm_poll, METH_FASTCALL, "poll(assembler, now_ns): TurnAssembler.poll in C."},
+    {NULL, NULL, 0, NULL}};
+static struct PyModuleDef mod = {PyModuleDef_HEAD_INIT, "_cassembler", NULL, -1, methods};
+PyMODINIT_FUNC PyInit__cassembler(void) { return PyModule_Create(&mod); }

@@ -1,0 +1,468 @@
+"""The C assembler (_cassembler.c) against the Python reference (_add_records_py / _poll_py).
+
+Random sequences of records, polls and flushes go to an assembler running C and to one running Python: the same
+turns must come out (the same record objects, in the same order, with the same calls), and the state must stay the
+same (traces in the same order with the same calls, turns and parent links; the due buckets, the heap, the released
+keys, stats and pending counts). C and Python calls are also mixed on one assembler. Hand cases cover each branch,
+the fallbacks (subclasses, unusual state, unusual records) and reference counts and memory over many rounds.
+"""
+
+from __future__ import annotations
+
+import copy
+import gc
+import sys
+import tracemalloc
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from monitor.assembly import TurnAssembler, _assembler
+from monitor.otlp import Span, accelerated
+from monitor.records import ToolCall, Turn
+
+from .test_assembly_fast import SIDS, TRACES
+
+pytestmark = pytest.mark.skipif(_assembler._ADD_C is None, reason="the C assembler is not loaded")
+
+
+class PythonAssembler(TurnAssembler):
+    """The Python reference only (the C functions hand subclasses to it anyway)."""
+
+    add_records = TurnAssembler._add_records_py
+    poll = TurnAssembler._poll_py
+
+
+Spec = tuple[str, str, str, str, int, int]
+
+record = st.tuples(
+    st.sampled_from(["call", "turn", "other"]),
+    st.sampled_from(TRACES),
+    st.sampled_from(SIDS),
+    st.sampled_from(SIDS),  # parent
+    st.integers(0, 4),  # start
+    st.integers(0, 6),  # end
+)
+# add through C, through the Python add_records (its poll then runs in C), poll in C or in Python, flush
+step: st.SearchStrategy[tuple[str, list[Spec], int]] = st.one_of(
+    st.tuples(st.sampled_from(["add", "add_py"]), st.lists(record, max_size=10), st.integers(0, 3)),
+    st.tuples(st.sampled_from(["poll", "poll_py"]), st.just([]), st.integers(0, 3)),
+    st.tuples(st.just("flush"), st.just([]), st.just(0)),
+)
+
+
+def build(kind: str, tid: str, sid: str, parent: str, start: int, end: int) -> ToolCall | Turn | Span:
+    if kind == "call":
+        return ToolCall("tool", trace_id=tid, span_id=sid, parent_span_id=parent, start_ns=start, end_ns=end)
+    if kind == "turn":
+        return Turn("hi", trace_id=tid, span_id=sid, start_ns=start, end_ns=end)
+    return Span(tid, sid, parent, "chat", 1, start, end)
+
+
+class Side:
+    """One assembler and every record given to it, numbered: an output is described by the numbers of its
+    records, so two sides compare by identity (the same records, not equal copies)."""
+
+    def __init__(self, asm: TurnAssembler) -> None:
+        self.asm = asm
+        self.index: dict[int, int] = {}
+        self.keep: list[Any] = []  # every record stays alive: ids stay unique
+
+    def records(self, specs: Iterable[Spec]) -> list[ToolCall | Turn | Span]:
+        out = [build(*s) for s in specs]
+        for r in out:
+            self.index[id(r)] = len(self.keep)
+            self.keep.append(r)
+        return out
+
+    def ref(self, r: Any) -> Any:
+        return self.index.get(id(r), ("new", type(r).__name__))
+
+    def turns(self, turns: list[Turn]) -> list[Any]:
+        return [
+            (
+                self.ref(t),
+                t.trace_id,
+                t.span_id,
+                t.turnless,
+                t.start_ns,
+                t.end_ns,
+                tuple(self.ref(c) for c in t.calls),
+            )
+            for t in turns
+        ]
+
+    def state(self) -> Any:
+        a = self.asm
+        traces = [
+            (
+                tid,
+                tr.first_seen_ns,
+                [self.ref(c) for c in tr.calls],
+                [(s, self.ref(t)) for s, t in tr.turns.items()],
+                list(tr.parents.items()),
+            )
+            for tid, tr in a._traces.items()
+        ]
+        return (
+            traces,
+            a.stats,
+            a.pending_traces,
+            a.pending_turns,
+            a.next_deadline_ns(),
+            sorted(a._deadlines),
+            {d: dict(e) for d, e in a._due.items()},
+            list(a._released_order),
+            a._released,
+        )
+
+
+def run_both(
+    steps: list[tuple[str, list[Spec], int]], make: Callable[[type[TurnAssembler]], TurnAssembler]
+) -> tuple[Side, Side]:
+    c, py = Side(make(TurnAssembler)), Side(make(PythonAssembler))
+    now = 0
+    for op, specs, dt in steps:
+        now += dt * 10**9
+        if op in ("add", "add_py"):
+            add = c.asm.add_records if op == "add" else c.asm._add_records_py
+            got = add(c.records(specs), now)
+            expect = py.asm.add_records(py.records(specs), now)
+        elif op in ("poll", "poll_py"):
+            got = c.asm.poll(now) if op == "poll" else c.asm._poll_py(now)
+            expect = py.asm.poll(now)
+        else:
+            got, expect = c.asm.flush(), py.asm.flush()
+        assert c.turns(got) == py.turns(expect)
+        assert c.state() == py.state()
+    return c, py
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(step, max_size=14),
+    st.integers(0, 2),  # grace
+    st.integers(0, 4),  # turnless timeout
+    st.integers(1, 3),  # max pending traces
+    st.integers(1, 3),  # max calls per trace
+    st.integers(1, 4),  # released keys remembered
+)
+def test_c_matches_python(
+    steps: list[tuple[str, list[Spec], int]], grace: int, timeout: int, max_pending: int, max_calls: int, remember: int
+) -> None:
+    def make(cls: type[TurnAssembler]) -> TurnAssembler:
+        a = cls(grace_s=grace, turnless_timeout_s=timeout, max_pending=max_pending, max_calls_per_trace=max_calls)
+        a._released_max = remember
+        return a
+
+    run_both(steps, make)
+
+
+# The usual shapes, larger: many traces of a turn with calls right under it (some under an intermediate span, some
+# turnless), arriving split over requests, with the default bounds.
+usual_trace = st.tuples(
+    st.integers(0, 30),  # trace number
+    st.integers(0, 3),  # calls
+    st.sampled_from(["under", "nested", "turnless", "late"]),
+)
+
+
+def trace_specs(n: int, calls: int, shape: str) -> list[Spec]:
+    tid = f"{n:032x}"
+    turn = f"t{n}"
+    parent = "m" if shape == "nested" else turn
+    out: list[Spec] = [("other", tid, "m", turn, 1, 5)] if shape == "nested" else []
+    out += [("call", tid, f"c{i}", parent, 3 - i % 2, 4) for i in range(calls)]
+    if shape != "turnless":
+        out.append(("turn", tid, turn, "", 0, 6))
+    if shape == "late":  # a call after its turn
+        out.append(("call", tid, "c9", turn, 2, 3))
+    return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.lists(usual_trace, max_size=12), st.integers(0, 2)), max_size=10), st.integers(1, 40))
+def test_c_matches_python_on_usual_traces(requests: list[tuple[list[Any], int]], max_pending: int) -> None:
+    steps: list[tuple[str, list[Spec], int]] = []
+    for traces, dt in requests:
+        specs = [s for t in traces for s in trace_specs(*t)]
+        half = len(specs) // 2
+        steps += [("add", specs[:half], dt), ("add", specs[half:], 0)]
+    steps.append(("poll", [], 40))
+    run_both(steps, lambda cls: cls(grace_s=1, turnless_timeout_s=5, max_pending=max_pending))
+
+
+# ---- hand cases ---------------------------------------------------------------------------------------------
+
+
+def test_accelerated_reports_the_assembler() -> None:
+    assert accelerated()["assembly"] is True
+
+
+def hand(steps: list[tuple[str, list[Spec], int]], **kw: Any) -> tuple[Side, Side]:
+    def make(cls: type[TurnAssembler]) -> TurnAssembler:
+        args = {"grace_s": 1, "turnless_timeout_s": 5, **kw}
+        remember = args.pop("released_max", None)
+        a = cls(**args)
+        if remember is not None:
+            a._released_max = remember
+        return a
+
+    return run_both(steps, make)
+
+
+T, U = "a" * 32, "b" * 32
+
+
+def test_the_usual_trace_is_released_inline_and_its_containers_reused() -> None:
+    c, _ = hand([("add", [("call", T, "c2", "t", 3, 4), ("call", T, "c1", "t", 2, 3), ("turn", T, "t", "", 0, 5)], 0)])
+    out = c.asm.poll(10**9)
+    assert [c.ref(t) for t in out] == [2] and [c.ref(x) for x in out[0].calls] == [1, 0]  # sorted by start
+    (spare,) = c.asm._spare
+    assert not spare.calls and not spare.turns and not spare.parents and not c.asm.pending_traces
+    c.asm.add_records(c.records([("call", U, "c", "", 0, 1)]), 10**9)
+    assert c.asm._traces[U] is spare and not c.asm._spare
+
+
+def test_duplicates_late_calls_oversize_and_eviction() -> None:
+    steps: list[tuple[str, list[Spec], int]] = [
+        ("add", [("call", T, "c", "t", 0, 1), ("call", T, "c", "t", 0, 1), ("turn", T, "t", "", 0, 2)], 0),
+        ("add", [("turn", T, "t", "", 0, 2), ("call", T, "c2", "t", 0, 1), ("call", T, "c3", "t", 0, 1)], 0),
+        ("add", [("turn", T, "t2", "", 0, 2), ("turn", T, "t3", "", 0, 2), ("other", T, "o1", "t", 0, 1)], 0),
+        ("add", [("other", T, "o1", "t", 0, 1)] + [("other", T, f"o{i}", "t", 0, 1) for i in range(30)], 0),
+        ("add", [("call", U, "u", "x", 0, 1)], 0),  # evicts T
+        ("add", [("call", T, "c4", "t", 0, 1), ("turn", T, "t", "", 0, 2)], 1),  # late call, released turn again
+    ]
+    c, _ = hand(steps, max_calls_per_trace=2, max_pending=1)
+    s = c.asm.stats  # 20 parent links kept per trace: c, c2, c3, o1, o0, o2..o16: o17..o29 and t3 oversized
+    assert (s.duplicates, s.oversized_calls, s.oversized_spans, s.evicted, s.late_calls) == (3, 1, 13 + 1, 2, 1)
+
+
+def test_several_turns_due_together_nested_calls_and_the_turnless_scan() -> None:
+    steps: list[tuple[str, list[Spec], int]] = [
+        ("add", [("turn", T, "t2", "", 0, 9), ("turn", T, "t1", "", 0, 9), ("call", T, "c", "m", 1, 2)], 0),
+        ("add", [("other", T, "m", "t1", 0, 3), ("turn", U, "t", "", 0, 9), ("call", U, "c", "x", 1, 2)], 0),
+        ("poll", [], 1),  # several due together: _release_turn; U's call is not right under its turn
+        ("add", [("call", "x", "c", "p", 0, 1), ("turn", "y", "t", "", 0, 1)], 0),
+        ("add", [("turn", "y", "t9", "", 0, 1)], 4),  # y's second turn keeps it pending past the timeout
+        ("poll", [], 1),  # x released turnless, y moved to the end
+        ("poll", [], 10),
+    ]
+    c, _ = hand(steps)
+    # U's call sits under a span never received, inside its one turn's time: that turn's
+    assert c.asm.stats.turnless_completed == 1 and not c.asm.pending_traces
+
+
+def test_released_keys_are_forgotten() -> None:
+    steps: list[tuple[str, list[Spec], int]] = [
+        ("add", [("turn", t, "t", "", 0, 1) for t in "abcde"], 0),
+        ("poll", [], 1),
+        ("add", [("turn", "a", "t", "", 0, 1), ("turn", "e", "t", "", 0, 1)], 0),  # a forgotten, e a duplicate
+    ]
+    c, _ = hand(steps, released_max=2)
+    assert list(c.asm._released_order) == ["dt", "et"] and c.asm.stats.duplicates == 1
+
+
+# ---- fallbacks ------------------------------------------------------------------------------------------------
+
+
+class Counting(TurnAssembler):
+    """Counts the calls handed to the Python methods."""
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.py = 0
+
+    def _add_records_py(self, records: Iterable[Any], now_ns: int) -> list[Turn]:
+        self.py += 1
+        return super()._add_records_py(records, now_ns)
+
+    def _poll_py(self, now_ns: int) -> list[Turn]:
+        self.py += 1
+        return super()._poll_py(now_ns)
+
+
+def test_a_subclass_runs_the_python_code_and_an_exact_assembler_does_not() -> None:
+    sub = Counting(grace_s=0)
+    recs: list[Any] = [ToolCall("x", trace_id=T, span_id="c", parent_span_id="t"), Turn("", trace_id=T, span_id="t")]
+    (out,) = sub.add_records(recs, 1)
+    assert out.calls == (recs[0],) and sub.py == 2  # add_records, then its poll
+    a = TurnAssembler(grace_s=0)
+    calls: list[str] = []
+
+    def add_py(records: Iterable[Any], now_ns: int) -> list[Turn]:
+        calls.append("add")
+        return []
+
+    def poll_py(now_ns: int) -> list[Turn]:
+        calls.append("poll")
+        return []
+
+    a._add_records_py = add_py  # type: ignore[method-assign]
+    a._poll_py = poll_py  # type: ignore[method-assign]
+    (out,) = a.add_records([ToolCall("x", trace_id=T, span_id="c", parent_span_id="t"), Turn("", trace_id=T)], 1)
+    assert a.poll(2) == [] and calls == []
+    assert a.add_records(iter([]), 2) == [] and calls == ["add"]
+    a.max_pending = 2**63  # an unusual bound: Python's
+    assert a.poll(2) == [] and calls == ["add", "poll"]
+
+
+class MyCall(ToolCall):
+    __slots__ = ()
+
+
+class Plain:
+    """Not a record class: taken as another span, as isinstance does."""
+
+    def __init__(self, tid: str, sid: str, parent: str) -> None:
+        self.trace_id, self.span_id, self.parent_span_id = tid, sid, parent
+
+
+def _records() -> list[Any]:
+    return [Turn("hi", trace_id=T, span_id="t"), ToolCall("x", trace_id=T, span_id="c", parent_span_id="t")]
+
+
+@pytest.mark.parametrize(
+    "records",
+    [
+        lambda: [MyCall("x", trace_id=T, span_id="c", parent_span_id="t"), Turn("hi", trace_id=T, span_id="t")],
+        lambda: [Plain(T, "m", "t"), ToolCall("x", trace_id=T, span_id="c", parent_span_id="m")],
+        lambda: tuple(_records()),
+        lambda: iter(_records()),
+        lambda: (r for r in _records()),
+        lambda: [Turn("hi", trace_id=type("S", (str,), {})(T), span_id="t")],
+    ],
+    ids=["subclass", "not-a-record", "tuple", "iterator", "generator", "str-subclass-id"],
+)
+def test_unusual_records_give_the_python_results(records: Callable[[], Iterable[Any]]) -> None:
+    c, py = Side(TurnAssembler(grace_s=0)), Side(PythonAssembler(grace_s=0))
+    got = []
+    for side in (c, py):
+        recs = records()
+        if not isinstance(recs, list | tuple):  # numbered as they are taken
+            recs = list(recs)
+            given: Iterable[Any] = iter(recs)
+        else:
+            given = recs
+        for r in recs:
+            side.index[id(r)] = len(side.keep)
+            side.keep.append(r)
+        got.append(side.turns(side.asm.add_records(given, 1)))
+    assert got[0] == got[1]
+    assert c.state() == py.state()
+
+
+def test_unusual_records_raise_as_in_python() -> None:
+    for cls in (TurnAssembler, PythonAssembler):
+        a = cls(grace_s=0)
+        bad = ToolCall("x", trace_id=T, span_id="c", parent_span_id=None)  # type: ignore[arg-type]
+        with pytest.raises(TypeError):
+            a.add_records([bad], 0)
+        assert a.pending_traces == 1  # as far as Python got
+        unset = object.__new__(Turn)
+        with pytest.raises(AttributeError):
+            a.add_records([unset], 0)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda a: setattr(a, "max_pending", 2**70),
+        lambda a: setattr(a, "grace_ns", 2**63),
+        lambda a: setattr(a, "_released", type("S", (set,), {})(a._released)),
+        lambda a: setattr(a, "_traces", type("O", (OrderedDict,), {})(a._traces)),
+        lambda a: setattr(a, "stats", copy.copy(a.stats)),
+        lambda a: setattr(a._traces[T], "turns", type("D", (dict,), {})(a._traces[T].turns)),
+        lambda a: setattr(a._traces[T], "calls", type("L", (list,), {})(a._traces[T].calls)),
+        lambda a: setattr(a._traces[T], "parents", type("D", (dict,), {})(a._traces[T].parents)),
+    ],
+    ids=["big-bound", "big-grace", "set-subclass", "odict-subclass", "stats-copy", "turns", "calls", "parents"],
+)
+def test_unusual_state_gives_the_python_results(change: Callable[[TurnAssembler], None]) -> None:
+    first: list[Spec] = [("call", T, "c", "t", 1, 2), ("other", T, "m", "t", 0, 3), ("turn", T, "t", "", 0, 3)]
+    then: list[Spec] = [("call", T, "c2", "m", 1, 2), ("call", U, "c", "t", 0, 1), ("turn", U, "t", "", 0, 1)]
+    c, py = Side(TurnAssembler(grace_s=1)), Side(PythonAssembler(grace_s=1))
+    for side in (c, py):
+        side.asm.add_records(side.records(first), 0)
+        change(side.asm)
+    for op, now in (("add", 0), ("poll", 10**9), ("add", 10**9), ("poll", 10**10)):
+        if op == "add":
+            got, expect = c.asm.add_records(c.records(then), now), py.asm.add_records(py.records(then), now)
+        else:
+            got, expect = c.asm.poll(now), py.asm.poll(now)
+        assert c.turns(got) == py.turns(expect)
+        assert c.state() == py.state()
+
+
+def test_a_trace_changed_from_outside_is_used_as_python_would() -> None:
+    """Containers of another type inside a trace go through the abstract API: their own methods are called."""
+
+    class Calls(list[ToolCall]):
+        def sort(self, *args: Any, **kw: Any) -> None:
+            super().sort(*args, **kw)
+            self.reverse()
+
+    for cls in (TurnAssembler, PythonAssembler):
+        a = cls(grace_s=0)
+        calls = [ToolCall("x", trace_id=T, span_id=s, parent_span_id="t", start_ns=n) for n, s in enumerate("ab")]
+        a.add_records(calls, 0)
+        a._traces[T].calls = Calls(a._traces[T].calls)
+        (turn,) = a.add_records([Turn("hi", trace_id=T, span_id="t")], 0)
+        assert [x.span_id for x in turn.calls] == ["b", "a"]
+
+
+# ---- references and memory ------------------------------------------------------------------------------------
+
+
+def test_references_are_released() -> None:
+    a = TurnAssembler(grace_s=1)
+    tid, sid, now = "f" * 32, "t" + "0" * 15, 10**18
+    call = ToolCall("x", trace_id=tid, span_id="c", parent_span_id=sid)
+    turn = Turn("hi", trace_id=tid, span_id=sid)
+    other = Span(tid, "m", sid, "chat")
+    objs = (call, turn, other, tid, sid, a.stats, a._traces, a._released)
+    before = [sys.getrefcount(o) for o in objs]
+    assert a.add_records([other, call, turn], now) == []
+    (out,) = a.poll(now + 10**9)
+    assert out is turn and turn.calls == (call,)
+    turn.calls = ()
+    del out
+    key = a._released_order.pop()  # the released key (a new string) is the only trace left
+    a._released.discard(key)
+    assert [sys.getrefcount(o) for o in objs] == before
+
+
+def test_memory_stays_flat_over_many_rounds() -> None:
+    a = TurnAssembler(grace_s=1, turnless_timeout_s=3, max_pending=50)
+    a._released_max = 200
+
+    def rounds(start: int, n: int) -> None:
+        for i in range(start, start + n):
+            tid = f"{i:032x}"
+            recs: list[Any] = [
+                ToolCall("x", trace_id=tid, span_id="c", parent_span_id="t", start_ns=1),
+                ToolCall("x", trace_id=tid, span_id="d", parent_span_id="m", start_ns=0),
+                Span(tid, "m", "t", "chat"),
+                Turn("hi", trace_id=tid, span_id="t"),
+                ToolCall("x", trace_id=f"{i + 7:032x}", span_id="c", parent_span_id="none"),  # turnless
+            ]
+            a.add_records(recs, i * 10**8)
+        a.poll((start + n) * 10**8 + 10**10)
+
+    rounds(0, 3000)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        rounds(3000, 3000)
+        gc.collect()
+        first, _ = tracemalloc.get_traced_memory()
+        rounds(6000, 20000)
+        gc.collect()
+        last, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert last - first < 64 * 1024, (first, last)
