@@ -43,4 +43,4 @@ bench: $(VENV)/.dev-installed
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build
-	rm -f monitor/otlp/*.so monitor/normalize/*.so
+	rm -f monitor/*/*.so

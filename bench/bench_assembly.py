@@ -1,11 +1,11 @@
 """Turn assembly as the server runs it: Python add_records / poll against the C ones, in CPU µs per tool span.
 
 The bench_serve workload (the instrumented incident-triage agent, requests of 512 spans, one turn and its tool call
-per trace), normalized once and copied with fresh trace ids, fed to a TurnAssembler with a grace period of 2 s of
-virtual time and the server's collector settings: requests come `--step-ms` apart (5 ms: about 100,000 traces
-pending, as in the server near its target rate), each add_records releasing the turns whose grace period has passed.
-After a warm-up that fills the pending set, the next `--measure` requests are timed (CPU time), Python and C
-alternately, best of `--repeat`.
+per trace), normalized once and copied with fresh trace ids before each request, fed to a TurnAssembler with a
+grace period of 2 s of virtual time and the server's collector and malloc settings: requests come `--step-ms`
+apart (5 ms: about 100,000 traces pending, as in the server near its target rate), each add_records releasing the
+turns whose grace period has passed. After a warm-up that fills the pending set, add_records of the next
+`--measure` requests is timed (CPU time), Python and C alternately, best of `--repeat`.
 
 Run: .venv/bin/python bench/bench_assembly.py [--batches N] [--measure M] [--repeat R]
 """
@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_serve import GRACE_S, base_batches, retraced  # noqa: E402
 
 from monitor.assembly import TurnAssembler, _assembler  # noqa: E402
+from monitor.cli.serve_cmd import _pin_malloc_thresholds  # noqa: E402
 from monitor.normalize import Normalizer  # noqa: E402
 from monitor.otlp import parse_protobuf  # noqa: E402
 from monitor.records import ToolCall, Turn  # noqa: E402
@@ -38,37 +39,46 @@ class PythonAssembler(TurnAssembler):
     poll = TurnAssembler._poll_py
 
 
-def requests(batches: int, copies: int) -> list[list[Any]]:
-    """`copies` times the normalized records of `batches` requests, each copy with its own trace ids."""
+def normalized(batches: int) -> list[list[Any]]:
+    """The normalized records of `batches` requests."""
     normalizer = Normalizer()
-    base = [normalizer.split(parse_protobuf(retraced(r, 0)).spans)[0] for r in base_batches(batches * 512)]
+    return [normalizer.split(parse_protobuf(retraced(r, 0)).spans)[0] for r in base_batches(batches * 512)]
+
+
+def fresh(recs: list[Any], rep: int) -> list[Any]:
+    """New copies of the records with the trace ids of repetition `rep` (made just before they are added, as the
+    server's decoder and normalizer make them: fresh objects, in the cache)."""
+    tag = f"{rep:08x}"
     out = []
-    for rep in range(copies):
-        tag = f"{rep:08x}"
-        for recs in base:
-            fresh = []
-            for r in recs:
-                c = copy.copy(r)
-                c.trace_id = r.trace_id[:-8] + tag
-                fresh.append(c)
-            out.append(fresh)
+    for r in recs:
+        c = copy.copy(r)
+        c.trace_id = r.trace_id[:-8] + tag
+        out.append(c)
     return out
 
 
-def run(cls: type[TurnAssembler], reqs: list[list[Any]], warm: int, step_ns: int) -> tuple[float, int, int]:
-    """CPU seconds of the requests after `warm`, the pending traces when timing started, turns released."""
+def run(cls: type[TurnAssembler], base: list[list[Any]], n: int, warm: int, step_ns: int) -> tuple[float, int, int]:
+    """CPU seconds of add_records for the requests after `warm` (of n), the traces pending when timing started,
+    turns released."""
     asm = cls(grace_s=GRACE_S, max_pending=10**7)
     now = 10**18
     released = 0
-    for recs in reqs[:warm]:
+    cpu = 0.0
+    pending = 0
+    clock = time.process_time
+    for i in range(n):
+        recs = fresh(base[i % len(base)], i // len(base))
         now += step_ns
-        released += len(asm.add_records(recs, now))
-    pending = asm.pending_traces
-    t0 = time.process_time()
-    for recs in reqs[warm:]:
-        now += step_ns
-        released += len(asm.add_records(recs, now))
-    return time.process_time() - t0, pending, released
+        if i < warm:
+            released += len(asm.add_records(recs, now))
+            pending = asm.pending_traces
+            continue
+        t0 = clock()
+        out = asm.add_records(recs, now)
+        cpu += clock() - t0
+        released += len(out)
+        del out  # the turns are freed here, untimed (in the server, once judged)
+    return cpu, pending, released
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -80,22 +90,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     step_ns = int(args.step_ms * 1e6)
     warm = int(GRACE_S * 1e9 / step_ns) + 1  # a full grace period of requests: the pending set at its size
-    copies = -(-(warm + args.measure) // args.batches)
-    reqs = requests(args.batches, copies)[: warm + args.measure]
-    n_tool = sum(isinstance(r, ToolCall) for recs in reqs[warm:] for r in recs)
-    n_turn = sum(isinstance(r, Turn) for recs in reqs[warm:] for r in recs)
+    n = warm + args.measure
+    base = normalized(args.batches)
+    n_tool = sum(isinstance(r, ToolCall) for i in range(warm, n) for r in base[i % len(base)])
+    n_turn = sum(isinstance(r, Turn) for i in range(warm, n) for r in base[i % len(base)])
     if _assembler._ADD_C is None:
         print("bench_assembly: the C assembler is not loaded (not built, or TOOLWATCH_PURE_PYTHON=1)")
         return 1
-    # As `toolwatch serve` runs: the start-up objects (here the prepared records too) frozen, collections rarer.
+    # As `toolwatch serve` runs: the start-up objects frozen, collections rarer, malloc thresholds pinned.
     gc.collect()
     gc.freeze()
     gc.set_threshold(200_000, 100, 100)
+    _pin_malloc_thresholds()
     best = {"python": float("inf"), "c": float("inf")}
     seen: dict[str, tuple[int, int]] = {}
     for _ in range(args.repeat):
         for name, cls in (("python", PythonAssembler), ("c", TurnAssembler)):
-            cpu, pending, released = run(cls, reqs, warm, step_ns)
+            cpu, pending, released = run(cls, base, n, warm, step_ns)
             best[name] = min(best[name], cpu)
             seen[name] = (pending, released)
     if seen["python"] != seen["c"]:

@@ -8,7 +8,8 @@
  * turn with its calls right under it; the turnless-timeout scan.
  *
  * The whole call goes to the Python reference (_add_records_py / _poll_py) when the assembler is not exactly a
- * TurnAssembler, its state is not of the types __init__ makes, a number is outside [-2**62, 2**62), or, for
+ * TurnAssembler, its state is not of the types __init__ makes, a bound is outside [-2**62, 2**62) (the grace and
+ * timeout [0, 2**62)), now_ns plus the grace or minus the timeout would not fit in 64 bits, or, for
  * add_records, `records` is not a list or tuple of exactly ToolCall / Turn / Span records whose ids are exact str:
  * there the Python code behaves as it does (isinstance, attribute access, `tid + sid`), here it is read from the
  * slots. Inside a trace every container is used through the abstract API unless it is exactly what the Python code
@@ -221,10 +222,7 @@ static int state_load(State *s, PyObject *self, PyObject *now_obj) {
     int overflow = 0;
     if (asm_type == NULL || !Py_IS_TYPE(self, asm_type) || !PyLong_CheckExact(now_obj)) return 0;
     s->now = PyLong_AsLongLongAndOverflow(now_obj, &overflow);
-    if (overflow != 0 || s->now < -LIMIT || s->now >= LIMIT) {
-        PyErr_Clear();
-        return 0;
-    }
+    if (overflow != 0) return 0;
     int ok = get_exact(self, s_traces, &PyODict_Type, &s->traces) && get_exact(self, s_due, &PyDict_Type, &s->due_map) &&
              get_exact(self, s_deadlines, &PyList_Type, &s->deadlines) &&
              get_exact(self, s_released, &PySet_Type, &s->released) &&
@@ -234,7 +232,8 @@ static int state_load(State *s, PyObject *self, PyObject *now_obj) {
              get_ll(self, s_max_calls, -LIMIT, LIMIT, &s->max_calls) &&
              get_ll(self, s_max_links, -LIMIT, LIMIT, &s->max_links) &&
              get_ll(self, s_grace_ns, 0, LIMIT, &s->grace) && get_ll(self, s_timeout_ns, 0, LIMIT, &s->timeout) &&
-             get_ll(self, s_released_max, -LIMIT, LIMIT, &s->released_max);
+             get_ll(self, s_released_max, -LIMIT, LIMIT, &s->released_max) &&
+             s->now <= LLONG_MAX - s->grace && s->now >= LLONG_MIN + s->timeout; /* now + grace, now - timeout */
     if (!ok) state_clear(s);
     return ok;
 }

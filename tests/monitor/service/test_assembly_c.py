@@ -398,6 +398,20 @@ def test_unusual_state_gives_the_python_results(change: Callable[[TurnAssembler]
         assert c.state() == py.state()
 
 
+@pytest.mark.parametrize("now", [0, -5 * 10**9, 2**62, 2**63 - 2 * 10**9, 2**63 - 1, -(2**63), 2**64])
+@pytest.mark.parametrize("grace", [0, 1])
+def test_times_near_and_past_64_bits(now: int, grace: int) -> None:
+    """now_ns plus the grace (or minus the timeout) past 64 bits: Python's (exact) arithmetic, as in Python."""
+    specs: list[Spec] = [("call", T, "c", "t", 0, 1), ("turn", T, "t", "", 0, 1), ("call", U, "c", "x", 0, 1)]
+    c, py = Side(TurnAssembler(grace_s=grace, turnless_timeout_s=1)), Side(PythonAssembler(grace_s=grace))
+    py.asm.turnless_timeout_ns = c.asm.turnless_timeout_ns
+    for at in (now, now + 10**9, now + 2 * 10**9):
+        got, expect = c.asm.add_records(c.records(specs), at), py.asm.add_records(py.records(specs), at)
+        assert c.turns(got) == py.turns(expect)
+        assert c.turns(c.asm.poll(at)) == py.turns(py.asm.poll(at))
+        assert c.state() == py.state()
+
+
 def test_a_trace_changed_from_outside_is_used_as_python_would() -> None:
     """Containers of another type inside a trace go through the abstract API: their own methods are called."""
 
