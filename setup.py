@@ -22,4 +22,11 @@ def _ext(name: str) -> Extension:
     )
 
 
-setup(ext_modules=[_ext("monitor.otlp._cpb"), _ext("monitor.otlp._cjson"), _ext("monitor.normalize._cgenai")])
+setup(
+    ext_modules=[
+        _ext("monitor.otlp._cpb"),
+        _ext("monitor.otlp._cjson"),
+        _ext("monitor.normalize._cgenai"),
+        _ext("monitor.judge._cplan"),
+    ]
+)

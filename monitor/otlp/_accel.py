@@ -33,7 +33,14 @@ CJSON = load_extension("monitor.otlp._cjson", Span, SpanEvent)
 
 
 def accelerated() -> dict[str, bool]:
-    """Which parts run in C: {"protobuf": bool, "json": bool, "normalize": bool} (the GenAI normalizer's)."""
-    from monitor.normalize import _genai  # here, not at the top: monitor.normalize imports monitor.otlp
+    """Which parts run in C: {"protobuf": bool, "json": bool, "normalize": bool (the GenAI normalizer's),
+    "judge": bool (the judge's plans)}."""
+    from monitor.judge import _plan  # here, not at the top: both import monitor.otlp
+    from monitor.normalize import _genai
 
-    return {"protobuf": CPB is not None, "json": CJSON is not None, "normalize": _genai._CONVERT_C is not None}
+    return {
+        "protobuf": CPB is not None,
+        "json": CJSON is not None,
+        "normalize": _genai._CONVERT_C is not None,
+        "judge": _plan._C is not None,
+    }
