@@ -1,11 +1,12 @@
-"""The judge stage with the C plans against the Python plans, measured side by side in one run.
+"""The judge stage in C (plans and dispatch) against the Python one, measured side by side in one run.
 
-The bench_serve workload's turns (as bench_stages builds them: decode, normalize, assemble), judged by two judges
-of the same rules: one whose plans are the C extension's (monitor/judge/_cplan.c), one whose plans are the Python
-closures (built with the extension set aside). The runs alternate; the best of `--repeat` CPU times of each is
-kept. Prints CPU µs per tool span of each, and checks the verdicts are equal. With `--serve-gc` the collector is
-tuned as `toolwatch serve` tunes it (gc.freeze, young generation collected every 200,000 allocations); without it
-the default thresholds make collections a large part of either figure.
+The bench_serve workload's turns (as bench_stages builds them: decode, normalize, assemble), judged by three
+judges of the same rules: one whose judge() dispatch and plans are the C extension's (monitor/judge/_cplan.c), one
+whose are the Python ones (built with the extension set aside), and one with the C plans and the Python judge().
+The runs alternate; the best of `--repeat` CPU times of each is kept. Prints CPU µs per tool span of each, and
+checks the verdicts are equal. With `--serve-gc` the collector is tuned as `toolwatch serve` tunes it (gc.freeze,
+young generation collected every 200,000 allocations); without it the default thresholds make collections a
+large part of every figure.
 
 Run: .venv/bin/python bench/bench_plans.py [--batches N] [--repeat R]
 """
@@ -60,13 +61,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     turns = _turns(args.batches)
     n_tool = sum(len(t.calls) for t in turns)
     rules = load_rules([RULES])
-    judges = {"python": Judge(rules), "c": Judge(rules)}
     c_module, _plan._C = _plan._C, None
     try:
-        ref = [judges["python"].judge(t) for t in turns]  # its plans are built now: the Python closures
+        judges = {"python": Judge(rules)}  # its judge() and plans: the Python ones (plans are built on first use)
+        ref = [judges["python"].judge(t) for t in turns]
     finally:
         _plan._C = c_module
-    if [judges["c"].judge(t) for t in turns] != ref:
+    judges["c"] = Judge(rules)
+    judges["c-plans"] = Judge(rules)  # C plans, the Python judge() (the class's, not the C dispatch)
+    judges["c-plans"].__dict__.pop("judge", None)
+    if any([j.judge(t) for t in turns] != ref for j in (judges["c"], judges["c-plans"])):
         print("bench_plans: the C plans' verdicts differ from the Python plans'")
         return 1
     if args.serve_gc:
@@ -79,9 +83,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     gc_note = "serve's GC tuning" if args.serve_gc else "default GC"
     print(f"bench_plans: {len(turns)} turns, {n_tool} tool spans; judge stage, CPU µs per tool span")
     print(f"  (best of {args.repeat}, alternating; {gc_note}):")
-    for k in judges:
-        print(f"  {k:7s} plans {best[k] / n_tool * 1e6:6.2f}")
-    print(f"  saved         {(best['python'] - best['c']) / n_tool * 1e6:6.2f} ({1 - best['c'] / best['python']:.0%})")
+    labels = {"python": "Python judge() and plans", "c-plans": "Python judge(), C plans", "c": "C judge() and plans"}
+    for k in ("python", "c-plans", "c"):
+        print(f"  {labels[k]:26s} {best[k] / n_tool * 1e6:6.2f}")
+    print(f"  {'saved':26s} {(best['python'] - best['c']) / n_tool * 1e6:6.2f} ({1 - best['c'] / best['python']:.0%})")
     return 0
 
 

@@ -1,4 +1,5 @@
-/* The judge's plans in C: the closures of monitor/judge/_plan.py (no_call / one_call), line by line.
+/* The judge's plans in C: the closures of monitor/judge/_plan.py (no_call / one_call), line by line, and the
+ * dispatch of Judge.judge (monitor/judge/_judge.py) to them.
  *
  * Plan(run, fixed, call) is a callable object holding what the Python closure `run` captures; calling it on a
  * turn does what `run` does and returns the same TurnVerdict (or None: the general path). `call` is None for the
@@ -11,6 +12,9 @@
  * accept the arguments, run_checks for any checks but one regex on a str value, reason for failures. Verdicts are
  * built by filling their slots (monitor/_cext/records.h) when the classes allow it, else by calling the classes.
  *
+ * Dispatch(...) is Judge.judge's lookups (scope, prefix table, plan) for the judges whose routing is a prefix table;
+ * every turn it does not settle goes to the Python Judge.judge (see the type below).
+ *
  * Functions returning PyObject* return a new reference, or NULL with an exception set. The GIL is held.
  */
 #define PY_SSIZE_T_CLEAN
@@ -21,8 +25,9 @@
 
 /* ---- classes given to init() ------------------------------------------------------------------------------- */
 
-enum { T_INPUT_TEXT, T_CALLS, T_AGENT, T_TRACE_ID, T_SPAN_ID, T_OUTPUT_TEXT, T_N };
-static const char *const turn_names[T_N] = {"input_text", "calls", "agent", "trace_id", "span_id", "output_text"};
+enum { T_INPUT_TEXT, T_CALLS, T_AGENT, T_TRACE_ID, T_SPAN_ID, T_OUTPUT_TEXT, T_TOOL_DEFINITIONS, T_TURNLESS, T_N };
+static const char *const turn_names[T_N] = {"input_text", "calls",       "agent",           "trace_id",
+                                            "span_id",    "output_text", "tool_definitions", "turnless"};
 
 enum { C_NAME, C_CALL_ID, C_ARGUMENTS, C_N };
 static const char *const call_names[C_N] = {"name", "call_id", "arguments"};
@@ -54,6 +59,7 @@ typedef struct {
 static Class turn_cls, call_cls, tv_cls, cv_cls, ar_cls;
 static PyObject *missing, *f_schema_result, *f_run_checks, *f_reason;
 static PyObject *s_regex, *s_is_valid, *s_ok, *kw_turnless, *empty_tuple, *zero;
+static PyObject *s_plans, *s_prefix_n, *s_by_prefix, *s_general;
 
 /* A record of class c from n new references (stolen, also on failure). */
 static PyObject *record_new(Class *c, PyObject **v) {
@@ -481,6 +487,168 @@ static PyTypeObject PlanType = {
     .tp_getset = plan_getset,
 };
 
+/* ---- the judge's dispatch --------------------------------------------------------------------------------- */
+
+/* Dispatch(judge, reference, scopes, other, all, from_definitions, plans_type): Judge.judge (monitor/judge/_judge.py)
+ * for the turns whose plan is found by prefix and kept: the scope by agent, the rule's plans by the input's prefix,
+ * the plan by the call name (or no call), then the plan, then judge._general(turn) when the plan answers None.
+ * Every other turn (a scope without plans or prefix table, turnless, with tool definitions to read, two calls or
+ * more, no rule, no plan kept yet, not exactly a Turn / ToolCall) is judged by reference(judge, turn): the Python
+ * Judge.judge, which builds and keeps plans. `scopes`, `other` and `all` are the judge's; their `plans`, `prefix_n`
+ * and `by_prefix` are read on each call, as the Python does. */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *judge, *reference, *scopes, *other, *all, *plans_type;
+    int from_definitions;
+} Dispatch;
+
+static PyObject *reference_of(Dispatch *d, PyObject *turn) {
+    PyObject *args[2] = {d->judge, turn};
+    return PyObject_Vectorcall(d->reference, args, 2, NULL);
+}
+
+/* The plan of a turn (a new reference), or NULL without an exception: the reference judges it. NULL with an
+ * exception set on errors. */
+static PyObject *plan_of(Dispatch *d, PyObject *turn) {
+    if (!turn_cls.direct || !call_cls.direct || !Py_IS_TYPE(turn, turn_cls.type)) return NULL;
+    PyObject *agent = slot_of(&turn_cls, turn, T_AGENT), *calls = slot_of(&turn_cls, turn, T_CALLS);
+    PyObject *text = slot_of(&turn_cls, turn, T_INPUT_TEXT), *turnless = slot_of(&turn_cls, turn, T_TURNLESS);
+    PyObject *defs = slot_of(&turn_cls, turn, T_TOOL_DEFINITIONS);
+    if (agent == NULL || !PyUnicode_CheckExact(agent) || calls == NULL || !PyTuple_CheckExact(calls) ||
+        text == NULL || !PyUnicode_CheckExact(text) || turnless != Py_False || defs == NULL ||
+        (d->from_definitions && defs != Py_None) || PyTuple_GET_SIZE(calls) > 1)
+        return NULL;
+    PyObject *key = empty_tuple;
+    if (PyTuple_GET_SIZE(calls) == 1) {
+        PyObject *c = PyTuple_GET_ITEM(calls, 0);
+        if (!Py_IS_TYPE(c, call_cls.type) || (key = slot_of(&call_cls, c, C_NAME)) == NULL) return NULL;
+    }
+    PyObject *scope = d->all;
+    if (PyUnicode_GET_LENGTH(agent) > 0) {
+        scope = PyDict_GetItemWithError(d->scopes, agent);
+        if (scope == NULL) {
+            if (PyErr_Occurred()) return NULL;
+            scope = d->other;
+        }
+    }
+    Py_INCREF(scope);
+    PyObject *plans = PyObject_GetAttr(scope, s_plans);
+    PyObject *n_obj = plans != NULL && plans != Py_None ? PyObject_GetAttr(scope, s_prefix_n) : NULL;
+    PyObject *by_prefix = n_obj != NULL ? PyObject_GetAttr(scope, s_by_prefix) : NULL;
+    Py_DECREF(scope);
+    Py_XDECREF(plans);
+    PyObject *plan = NULL;
+    Py_ssize_t n = n_obj != NULL && PyLong_CheckExact(n_obj) ? PyLong_AsSsize_t(n_obj) : 0;
+    if (n > 0 && by_prefix != NULL && PyDict_CheckExact(by_prefix)) {
+        /* turn.input_text.lstrip()[:n] */
+        Py_ssize_t len = PyUnicode_GET_LENGTH(text), i = 0;
+        int kind = PyUnicode_KIND(text);
+        const void *data = PyUnicode_DATA(text);
+        while (i < len && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, i))) i++;
+        PyObject *prefix = PyUnicode_Substring(text, i, len - i > n ? i + n : len);
+        PyObject *table = prefix != NULL ? PyDict_GetItemWithError(by_prefix, prefix) : NULL;
+        Py_XDECREF(prefix);
+        if (table != NULL && Py_IS_TYPE(table, (PyTypeObject *)d->plans_type)) {
+            Py_INCREF(table);
+            Py_INCREF(key); /* held while hashed and compared */
+            plan = PyDict_GetItemWithError(table, key);
+            Py_XINCREF(plan);
+            Py_DECREF(key);
+            Py_DECREF(table);
+        }
+    }
+    Py_XDECREF(n_obj);
+    Py_XDECREF(by_prefix);
+    return plan;
+}
+
+static PyObject *dispatch_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    if (PyVectorcall_NARGS(nargsf) != 1 || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) != 0)) {
+        PyErr_SetString(PyExc_TypeError, "judge() takes one turn");
+        return NULL;
+    }
+    Dispatch *d = (Dispatch *)self;
+    PyObject *turn = args[0];
+    PyObject *plan = plan_of(d, turn);
+    if (plan == NULL) return PyErr_Occurred() ? NULL : reference_of(d, turn);
+    PyObject *v = PyObject_CallOneArg(plan, turn);
+    Py_DECREF(plan);
+    if (v != Py_None) return v;
+    Py_DECREF(v);
+    PyObject *margs[2] = {d->judge, turn};
+    return PyObject_VectorcallMethod(s_general, margs, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+}
+
+static PyObject *dispatch_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    PyObject *judge, *reference, *scopes, *other, *all, *plans_type;
+    int from_definitions;
+    if (kwds != NULL && PyDict_GET_SIZE(kwds) != 0) {
+        PyErr_SetString(PyExc_TypeError, "Dispatch takes positional arguments only");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(args, "OOO!OOpO!:Dispatch", &judge, &reference, &PyDict_Type, &scopes, &other, &all,
+                          &from_definitions, &PyType_Type, &plans_type))
+        return NULL;
+    if (!PyDict_CheckExact(scopes)) {
+        PyErr_SetString(PyExc_TypeError, "Dispatch: scopes must be a dict");
+        return NULL;
+    }
+    Dispatch *d = PyObject_GC_New(Dispatch, type);
+    if (d == NULL) return NULL;
+    d->vectorcall = dispatch_vectorcall;
+    d->judge = Py_NewRef(judge);
+    d->reference = Py_NewRef(reference);
+    d->scopes = Py_NewRef(scopes);
+    d->other = Py_NewRef(other);
+    d->all = Py_NewRef(all);
+    d->plans_type = Py_NewRef(plans_type);
+    d->from_definitions = from_definitions;
+    PyObject_GC_Track(d);
+    return (PyObject *)d;
+}
+
+static int dispatch_traverse(PyObject *self, visitproc visit, void *arg) {
+    Dispatch *d = (Dispatch *)self;
+    Py_VISIT(d->judge);
+    Py_VISIT(d->reference);
+    Py_VISIT(d->scopes);
+    Py_VISIT(d->other);
+    Py_VISIT(d->all);
+    Py_VISIT(d->plans_type);
+    return 0;
+}
+
+static int dispatch_clear(PyObject *self) {
+    Dispatch *d = (Dispatch *)self;
+    Py_CLEAR(d->judge);
+    Py_CLEAR(d->reference);
+    Py_CLEAR(d->scopes);
+    Py_CLEAR(d->other);
+    Py_CLEAR(d->all);
+    Py_CLEAR(d->plans_type);
+    return 0;
+}
+
+static void dispatch_dealloc(PyObject *self) {
+    PyObject_GC_UnTrack(self);
+    dispatch_clear(self);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static PyTypeObject DispatchType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "monitor.judge._cplan.Dispatch",
+    .tp_basicsize = sizeof(Dispatch),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "Dispatch(judge, reference, scopes, other, all, from_definitions, plans_type): Judge.judge in C.",
+    .tp_new = dispatch_new,
+    .tp_dealloc = dispatch_dealloc,
+    .tp_traverse = dispatch_traverse,
+    .tp_clear = dispatch_clear,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(Dispatch, vectorcall),
+};
+
 /* ---- init -------------------------------------------------------------------------------------------------- */
 
 static int class_setup(Class *c, PyObject *type, const char *const *names, int n, int record) {
@@ -526,9 +694,15 @@ static PyObject *init(PyObject *self, PyObject *ns) {
     Py_XSETREF(s_is_valid, PyUnicode_InternFromString("is_valid"));
     Py_XSETREF(s_ok, PyUnicode_InternFromString("ok"));
     Py_XSETREF(kw_turnless, Py_BuildValue("(s)", "turnless"));
+    Py_XSETREF(s_plans, PyUnicode_InternFromString("plans"));
+    Py_XSETREF(s_prefix_n, PyUnicode_InternFromString("prefix_n"));
+    Py_XSETREF(s_by_prefix, PyUnicode_InternFromString("by_prefix"));
+    Py_XSETREF(s_general, PyUnicode_InternFromString("_general"));
     Py_XSETREF(empty_tuple, PyTuple_New(0));
     Py_XSETREF(zero, PyLong_FromLong(0));
-    if (!s_regex || !s_is_valid || !s_ok || !kw_turnless || !empty_tuple || !zero) return NULL;
+    if (!s_regex || !s_is_valid || !s_ok || !kw_turnless || !empty_tuple || !zero || !s_plans || !s_prefix_n ||
+        !s_by_prefix || !s_general)
+        return NULL;
     return Py_BuildValue("{s:O,s:O,s:O,s:O,s:O}", "turn", turn_cls.direct ? Py_True : Py_False, "tool_call",
                          call_cls.direct ? Py_True : Py_False, "turn_verdict", tv_cls.direct ? Py_True : Py_False,
                          "call_verdict", cv_cls.direct ? Py_True : Py_False, "arg_check_result",
@@ -541,10 +715,11 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef mod = {PyModuleDef_HEAD_INIT, "_cplan", NULL, -1, methods};
 
 PyMODINIT_FUNC PyInit__cplan(void) {
-    if (PyType_Ready(&PlanType) < 0) return NULL;
+    if (PyType_Ready(&PlanType) < 0 || PyType_Ready(&DispatchType) < 0) return NULL;
     PyObject *m = PyModule_Create(&mod);
     if (m == NULL) return NULL;
-    if (PyModule_AddObjectRef(m, "Plan", (PyObject *)&PlanType) < 0) {
+    if (PyModule_AddObjectRef(m, "Plan", (PyObject *)&PlanType) < 0 ||
+        PyModule_AddObjectRef(m, "Dispatch", (PyObject *)&DispatchType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

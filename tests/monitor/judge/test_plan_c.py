@@ -16,8 +16,10 @@ import importlib
 import json
 import sys
 import tracemalloc
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -76,38 +78,38 @@ catalog:
       schema: {type: object, properties: {s: {type: string, minLength: 1}}, required: [s]}
 expect:
   - id: R1
-    when: {prefix: "[R1]"}
+    when: {prefix: "[R01]"}
     call: [{tool: a, args: {s: {regex: '\S'}}}]
     respond: [{regex: '(?m)^Result: \S.*$'}]
   - id: R2
-    when: {prefix: "[R2]"}
+    when: {prefix: "[R02]"}
     call: [{tool: a, args: {s: {regex: '^[a-zé]+$'}}}]
     respond: [{contains: "ok"}, {regex: 'ok\s'}]
   - id: R3
-    when: {prefix: "[R3]"}
+    when: {prefix: "[R03]"}
     call: [{tool: a, args: {x: 1, s: {normalized: "A b"}}}]
     forbid: [{tool: c}]
   - id: R4
-    when: {prefix: "[R4]"}
+    when: {prefix: "[R04]"}
     call: [{tool: b, args: {s: {from_input: 'id (\w+)'}}}]
     respond: [{contains: "done"}]
   - id: R5
-    when: {prefix: "[R5]"}
+    when: {prefix: "[R05]"}
     none: true
     respond: [{regex: '\d'}]
   - id: R6
-    when: {prefix: "[R6]"}
+    when: {prefix: "[R06]"}
     call: [{tool: c, args: {s: {fuzzy: "hello", threshold: 80}}}]
     respond: [{contains: "a"}, {contains: "b"}]
   - id: R7
-    when: {prefix: "[R7]"}
+    when: {prefix: "[R07]"}
     call: [{tool: z, args: {x: {numeric: 3, tolerance: 1}}}]
   - id: R8
-    when: {prefix: "[R8]"}
+    when: {prefix: "[R08]"}
     call: [{tool: z, args: {s: {one_of: ["", "y"]}}}]
     order: [{before: z, after: a}]
   - id: R9
-    when: {prefix: "[R9]"}
+    when: {prefix: "[R09]"}
     none: true
   - id: R10
     when: {prefix: "[R10]"}
@@ -157,7 +159,18 @@ def _turns(draw: Any, names: list[str], prefixes: list[str], agents: list[str]) 
     )
     output = draw(st.one_of(st.sampled_from(OUTPUTS), st.text(max_size=12)))
     agent = draw(st.sampled_from(agents))
-    return Turn(text, calls, agent=agent, trace_id="t", span_id="s", output_text=output)
+    defs = draw(st.sampled_from([None, None, None, (), ({"name": "c"},), ({"type": "function", "name": "q"},)]))
+    turnless = draw(st.integers(0, 19)) == 0
+    return Turn(
+        text,
+        calls,
+        agent=agent,
+        trace_id="t",
+        span_id="s",
+        output_text=output,
+        tool_definitions=defs,
+        turnless=turnless,
+    )
 
 
 @contextmanager
@@ -198,7 +211,12 @@ class Trio:
 
     def __init__(self, paths: list[Path]) -> None:
         rules = load_rules(paths)
-        self.c, self.py, self.general = Judge(rules), Judge(rules), Judge(rules)
+        with _plans(CPLAN):
+            self.c = Judge(rules)  # judge() is the C Dispatch
+        with _plans(None):
+            self.py, self.general = Judge(rules), Judge(rules)
+        assert CPLAN is not None and isinstance(self.c.judge, CPLAN.Dispatch)
+        assert "judge" not in vars(self.py)
         self.names = sorted(self.c.catalog) + ["made_up_tool", ""]
         self.agents = ["", "someone-else", *sorted(self.c.agents)]
 
@@ -210,6 +228,9 @@ class Trio:
         general = self.general._general(turn)
         assert same(got, want), (_fields(got), _fields(want))
         assert same(got, general), (_fields(got), _fields(general))
+        with _plans(CPLAN):
+            reference = Judge.judge(self.c, turn)  # the Python judge() of the same judge, on the same C plans
+        assert same(got, reference), (_fields(got), _fields(reference))
         for plan in self.c_plans():  # on any turn, also those it sends to the general path (None) or fails on
             c_out, py_out = _outcome(plan, turn), _outcome(plan.run, turn)
             assert same(c_out, py_out), (c_out, py_out)
@@ -230,8 +251,26 @@ def _trio(key: str, paths: Any) -> Trio:
     return _TRIOS[key]
 
 
-def _branch_paths(tmp: Path) -> list[Path]:
-    return [write(tmp, BRANCH_RULES, "branches.yaml"), write(tmp, BASE_RULES, "base.yaml")]
+def _branch_paths(tmp: Path, base: bool = False) -> list[Path]:
+    """The branch rules (prefixes of one length: the dispatch finds the plans by prefix), with BASE_RULES when
+    `base` (prefixes of several lengths: the dispatch hands every turn to the Python judge())."""
+    paths = [write(tmp, BRANCH_RULES, "branches.yaml")]
+    return [*paths, write(tmp, BASE_RULES, "base.yaml")] if base else paths
+
+
+# Scoped files, one of them reading tool definitions from the turns: the dispatch's scopes and its reference path.
+SCOPED_RULES = r"""
+version: 1
+agent: scoped
+catalog: {from_definitions: true, tools: [{name: c}, {name: q}]}
+expect:
+  - id: S1
+    when: {prefix: "[S1]"}
+    call: [{tool: c, args: {s: {regex: '\S'}}}]
+  - id: S2
+    when: {regex: 'again'}
+    call: [{tool: q}]
+"""
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -246,7 +285,28 @@ def test_c_plans_agree_on_shipped_rules(data: st.DataObject) -> None:
 @given(data=st.data())
 def test_c_plans_agree_on_every_branch(data: st.DataObject, tmp_path_factory: Any) -> None:
     trio = _trio("branches", lambda: _branch_paths(tmp_path_factory.mktemp("branches")))
+    assert trio.c._all.prefix_n == 5
     trio.check(data.draw(_turns(trio.names, PREFIXES, trio.agents)))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_c_plans_agree_without_a_prefix_table(data: st.DataObject, tmp_path_factory: Any) -> None:
+    trio = _trio("mixed", lambda: _branch_paths(tmp_path_factory.mktemp("mixed"), base=True))
+    assert trio.c._all.prefix_n == 0
+    trio.check(data.draw(_turns(trio.names, PREFIXES, trio.agents)))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_c_dispatch_agrees_on_scopes_and_definitions(data: st.DataObject, tmp_path_factory: Any) -> None:
+    def paths() -> list[Path]:
+        tmp = tmp_path_factory.mktemp("scoped")
+        return [*_branch_paths(tmp), write(tmp, SCOPED_RULES, "scoped.yaml")]
+
+    trio = _trio("scoped", paths)
+    prefixes = [*PREFIXES, "[S1]", "[S2] again", "again"]
+    trio.check(data.draw(_turns(trio.names + ["q"], prefixes, trio.agents + ["scoped", "scoped"])))
 
 
 def test_c_plans_agree_on_the_bench_workload() -> None:
@@ -257,6 +317,41 @@ def test_c_plans_agree_on_the_bench_workload() -> None:
     assert len(trio.c_plans()) >= 5
 
 
+def _python_judge_calls(judge: Judge, turns: list[Turn]) -> int:
+    """How many times judge.judge(turn) over `turns` runs the Python Judge.judge (seen by a profile hook)."""
+    code, seen = Judge.judge.__code__, [0]
+
+    def hook(frame: Any, event: str, arg: Any) -> None:
+        if event == "call" and frame.f_code is code:
+            seen[0] += 1
+
+    sys.setprofile(hook)
+    try:
+        for t in turns:
+            judge.judge(t)
+    finally:
+        sys.setprofile(None)
+    return seen[0]
+
+
+def test_the_dispatch_settles_planned_turns(tmp_path: Path) -> None:
+    trio = Trio(_branch_paths(tmp_path))
+    turns = [
+        Turn(f"{t} x", (ToolCall("a", arguments='{"s": "x"}'),), output_text="Result: ok") for t in ("[R01]", "[R02]")
+    ]
+    turns += [Turn("[R05] q", (), output_text=o) for o in ("1", "x", None)]
+    turns += [Turn("[R01] x", (ToolCall("a", arguments="{"),))]  # the plan answers None: _general
+    turns += [Turn("\t\u2003 [R02]", (ToolCall("a", arguments="{}"),))]  # found after the leading whitespace
+    with _plans(CPLAN):
+        assert _python_judge_calls(trio.c, turns) == 3  # the first turn of each plan builds it
+        assert _python_judge_calls(trio.c, turns) == 0
+        assert _python_judge_calls(trio.c, [replace(t, turnless=True) for t in turns]) == len(turns)
+        two = Turn("[R01] x", (ToolCall("a", arguments="{}"), ToolCall("a", arguments="{}")))
+        assert _python_judge_calls(trio.c, [two, Turn("[R99] x"), Turn("[R01] x", (ToolCall("b"),))]) == 3
+    for t in turns:
+        trio.check(t)
+
+
 def _check_two(trio: Trio, turn: Turn) -> None:
     with _plans(CPLAN):
         got = trio.c.judge(turn)
@@ -264,29 +359,29 @@ def _check_two(trio: Trio, turn: Turn) -> None:
 
 
 HAND_CASES = [
-    ("[R1] q", "a", '{"s": " x "}', "Result: ok"),  # passes: ok reason
-    ("[R1] q", "a", '{"s": "  "}', "Result: ok"),  # the class regex fails on an ASCII value: reason()
-    ("[R1] q", "a", '{"s": "\\u00a0"}', "no"),  # non-ASCII value: RE2 answers; the response fails
-    ("[R1] q", "a", '{"s": "\\ud800"}', None),  # a lone surrogate: encoded with surrogatepass
-    ("[R1] q", "a", '{"s": 1}', "Result: x"),  # not a str: run_checks
-    ("[R1] q", "a", '{"x": "no"}', "Result: x"),  # schema invalid (and the argument missing)
-    ("[R1] q", "a", "[]", "Result: x"),  # JSON that is not an object
-    ("[R1] q", "a", " {}", "Result: x"),  # whitespace before: the general path
-    ("[R1] q", "a", "{} ", "Result: x"),  # whitespace after: the general path
-    ("[R1] q", "a", "{", "Result: x"),  # not JSON
-    ("[R1] q", "a", None, "Result: x"),  # not captured
-    ("[R1] q", "made_up_tool", '{"s": "x"}', "Result: x"),  # unknown tool
-    ("[R2] q", "a", '{"s": "abé"}', "ok x"),  # a regex that is not a class; several response checks
-    ("[R2] q", "a", '{"s": "ab"}', "ok"),  # the second response check fails
-    ("[R3] q", "a", '{"x": 1, "s": "a-B"}', None),  # two checks, no response check
-    ("[R3] q", "c", "{}", None),  # a forbidden tool (wrong tool)
-    ("[R4] id abc", "b", '{"s": "abc"}', "done"),  # from_input; a forbidden tool of the file
-    ("[R5] q", None, None, "7"),  # no call: the response passes
-    ("[R5] q", None, None, "seven"),  # no call: the response fails
-    ("[R9] q", None, None, None),  # no call, no response check
-    ("[R6] q", "c", '{"s": "helo"}', "ab"),  # no schema; fuzzy
-    ("[R7] q", "z", '{"x": 3.5}', None),  # numeric, schema invalid (required s)
-    ("[R8] q", "z", '{"s": "y"}', None),  # one_of, an order constraint
+    ("[R01] q", "a", '{"s": " x "}', "Result: ok"),  # passes: ok reason
+    ("[R01] q", "a", '{"s": "  "}', "Result: ok"),  # the class regex fails on an ASCII value: reason()
+    ("[R01] q", "a", '{"s": "\\u00a0"}', "no"),  # non-ASCII value: RE2 answers; the response fails
+    ("[R01] q", "a", '{"s": "\\ud800"}', None),  # a lone surrogate: encoded with surrogatepass
+    ("[R01] q", "a", '{"s": 1}', "Result: x"),  # not a str: run_checks
+    ("[R01] q", "a", '{"x": "no"}', "Result: x"),  # schema invalid (and the argument missing)
+    ("[R01] q", "a", "[]", "Result: x"),  # JSON that is not an object
+    ("[R01] q", "a", " {}", "Result: x"),  # whitespace before: the general path
+    ("[R01] q", "a", "{} ", "Result: x"),  # whitespace after: the general path
+    ("[R01] q", "a", "{", "Result: x"),  # not JSON
+    ("[R01] q", "a", None, "Result: x"),  # not captured
+    ("[R01] q", "made_up_tool", '{"s": "x"}', "Result: x"),  # unknown tool
+    ("[R02] q", "a", '{"s": "abé"}', "ok x"),  # a regex that is not a class; several response checks
+    ("[R02] q", "a", '{"s": "ab"}', "ok"),  # the second response check fails
+    ("[R03] q", "a", '{"x": 1, "s": "a-B"}', None),  # two checks, no response check
+    ("[R03] q", "c", "{}", None),  # a forbidden tool (wrong tool)
+    ("[R04] id abc", "b", '{"s": "abc"}', "done"),  # from_input; a forbidden tool of the file
+    ("[R05] q", None, None, "7"),  # no call: the response passes
+    ("[R05] q", None, None, "seven"),  # no call: the response fails
+    ("[R09] q", None, None, None),  # no call, no response check
+    ("[R06] q", "c", '{"s": "helo"}', "ab"),  # no schema; fuzzy
+    ("[R07] q", "z", '{"x": 3.5}', None),  # numeric, schema invalid (required s)
+    ("[R08] q", "z", '{"s": "y"}', None),  # one_of, an order constraint
     ("[R10] q", "a", '{"s": "5"}', "x1"),  # a response check with contains and regex
 ]
 
@@ -311,7 +406,51 @@ def test_without_the_fast_validator(tmp_path: Path) -> None:
             if validator is not None:
                 validator.fast = None
     for args in ['{"s": "x"}', '{"x": "no"}', "[]", '{"s": " "}']:
-        trio.check(Turn("[R1] q", (ToolCall("a", arguments=args),), output_text="Result: x"))
+        trio.check(Turn("[R01] q", (ToolCall("a", arguments=args),), output_text="Result: x"))
+
+
+class CountingJudge(Judge):
+    """A subclass keeping judge(): it gets the C dispatch, which asks its own _general."""
+
+    general_turns = 0
+
+    def _general(self, turn: Turn) -> TurnVerdict:
+        self.general_turns += 1
+        return super()._general(turn)
+
+
+class OwnJudge(Judge):
+    """A subclass redefining judge(): it keeps it."""
+
+    def judge(self, turn: Turn) -> TurnVerdict:
+        return super().judge(turn)
+
+
+def test_subclasses_and_the_dispatch(tmp_path: Path) -> None:
+    rules = load_rules(_branch_paths(tmp_path))
+    with _plans(CPLAN):
+        counting, own = CountingJudge(rules), OwnJudge(rules)
+        assert CPLAN is not None and isinstance(counting.judge, CPLAN.Dispatch)
+        assert "judge" not in vars(own)
+        t = Turn("[R01] q", (ToolCall("a", arguments="{"),), output_text="Result: x")  # the plan answers None
+        assert same(counting.judge(t), own.judge(t))
+        assert counting.general_turns == 1
+        ok = Turn("[R01] q", (ToolCall("a", arguments='{"s": "x"}'),), output_text="Result: x")
+        assert same(counting.judge(ok), own.judge(ok))
+        assert counting.general_turns == 1
+        with pytest.raises(TypeError):
+            counting.judge()
+
+
+def test_a_judge_with_the_dispatch_is_collected(tmp_path: Path) -> None:
+    rules = load_rules(_branch_paths(tmp_path))
+    with _plans(CPLAN):
+        judge = Judge(rules)
+    judge.judge(Turn("[R01] q", (ToolCall("a", arguments='{"s": "x"}'),)))
+    ref = weakref.ref(judge)
+    del judge
+    gc.collect()
+    assert ref() is None  # the cycle judge -> dispatch -> judge is the collector's
 
 
 class OddTurn(Turn):
@@ -322,13 +461,13 @@ class OddTurn(Turn):
 
 def test_unusual_turns_take_the_python_plan(tmp_path: Path) -> None:
     trio = Trio(_branch_paths(tmp_path))
-    trio.check(Turn("[R1] q", (ToolCall("a", arguments='{"s": "x"}'),), output_text="Result: x"))
-    odd = OddTurn("[R1] q", (ToolCall("a", arguments='{"s": "x"}'),), output_text="Result: x")
+    trio.check(Turn("[R01] q", (ToolCall("a", arguments='{"s": "x"}'),), output_text="Result: x"))
+    odd = OddTurn("[R01] q", (ToolCall("a", arguments='{"s": "x"}'),), output_text="Result: x")
     trio.check(odd)
-    listed = Turn("[R1] q", [ToolCall("a", arguments='{"s": "x"}')], output_text="Result: x")  # type: ignore[arg-type]
+    listed = Turn("[R01] q", [ToolCall("a", arguments='{"s": "x"}')], output_text="Result: x")  # type: ignore[arg-type]
     trio.check(listed)
     (plan,) = [p for p in trio.c_plans() if p.run.__qualname__.startswith("one_call")]
-    for bad in (Turn("[R1] q", (ToolCall("a", arguments=b"{}"),)), Turn("[R1] q", ())):  # type: ignore[arg-type]
+    for bad in (Turn("[R01] q", (ToolCall("a", arguments=b"{}"),)), Turn("[R01] q", ())):  # type: ignore[arg-type]
         with pytest.raises(Exception) as c_err:
             plan(bad)
         with pytest.raises(Exception) as py_err:
