@@ -28,5 +28,6 @@ setup(
         _ext("monitor.otlp._cjson"),
         _ext("monitor.normalize._cgenai"),
         _ext("monitor.assembly._cassembler"),
+        _ext("monitor.judge._cplan"),
     ]
 )

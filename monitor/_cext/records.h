@@ -15,7 +15,7 @@
 #include <Python.h>
 #include <structmember.h>
 
-#define RECORD_MAX_FIELDS 16
+#define RECORD_MAX_FIELDS 24 /* TurnVerdict */
 
 /* Whether tp is made and set the plain way: object's __new__ and the generic tp_alloc (object.__new__(tp) is
  * tp_alloc), the generic setattr, no __dict__, not abstract. */

@@ -126,6 +126,15 @@ class Judge:
         if self._cases_by_id or self._cases_by_input or _scan_once is None:
             for s in (self._all, self._other, *self._scopes.values()):
                 s.plans = None  # labelled cases are found before routing: the general path only
+        # judge() in C when the plans are (monitor/judge/_cplan.c, Dispatch): the same lookups, then the plan, then
+        # _general when it answers None; every turn it does not settle so goes to Judge.judge. An instance
+        # attribute, found before the method: calls skip a Python frame. Not for subclasses that redefine judge().
+        if _plan._C is not None and type(self).judge is Judge.judge:
+            # fmt: off
+            self.judge = _plan._C.Dispatch(  # type: ignore[method-assign]
+                self, Judge.judge, self._scopes, self._other, self._all, bool(self._from_definitions), _Plans,
+            )
+            # fmt: on
 
     def _scope(self, agent: str) -> _Scope:
         if not agent:

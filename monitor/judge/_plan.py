@@ -7,6 +7,10 @@ all that, worked out once by the general path's own functions, in a closure (con
 to read than attributes). Run on a turn it parses and checks what is left and builds the verdict, or returns
 None when the turn needs the general path (arguments not captured, not plain JSON).
 
+When the C extension monitor.judge._cplan is loaded (see monitor.otlp._accel.load_extension), `no_call` and
+`one_call` return its Plan: the same closure's values and the closure itself, which it calls for anything
+unusual; the closures stay the reference and the fallback (no C compiler, TOOLWATCH_PURE_PYTHON=1).
+
 Plans are built only when the assignment does not depend on argument scores and the forbidden tools do not
 depend on the turn (no `unless` among the forbid rules of the called tools); otherwise the plan is `general`,
 which sends every turn to the general path.
@@ -15,14 +19,15 @@ which sends every turn to the general path.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from monitor.judge._args import MISSING, run_checks
 from monitor.judge._outcomes import AltResult
 from monitor.judge._parse import schema_result
 from monitor.judge._reason import reason
 from monitor.judge._schema import SchemaValidator
-from monitor.records import Turn
+from monitor.otlp._accel import load_extension
+from monitor.records import ToolCall, Turn
 from monitor.rules import Expectation
 from monitor.rules._model import ArgCheck, Regex, Respond
 from monitor.verdict import ArgCheckResult, CallVerdict, MissedUnit, TurnVerdict
@@ -44,6 +49,16 @@ def ascii_misses(regex: Regex) -> str | None:
     if regex.pattern not in _CLASSES:
         return None
     return "".join(chr(b) for b in range(128) if not regex.matcher(bytes((b,))))
+
+
+def _load_c() -> Any:
+    """The C plans' module (monitor/judge/_cplan.c), or None when it is not loaded (see load_extension)."""
+    helpers = {"MISSING": MISSING, "schema_result": schema_result, "run_checks": run_checks, "reason": reason}
+    classes = {"Turn": Turn, "ToolCall": ToolCall, "TurnVerdict": TurnVerdict, "CallVerdict": CallVerdict}
+    return load_extension("monitor.judge._cplan", helpers | classes | {"ArgCheckResult": ArgCheckResult})
+
+
+_C = _load_c()
 
 
 def general(turn: Turn) -> None:
@@ -178,7 +193,15 @@ def no_call(exp: Expectation, best: AltResult, forbidden: tuple[str, ...], seq: 
         )
         # fmt: on
 
-    return run
+    if _C is None:
+        return run
+    # fmt: off
+    fixed = (
+        exp, rule, alternative, missed, expected_calls, max_calls, selection_ok, seq_ok, seq_score, forbidden,
+        over_calling, confusion, expected_by_tool, e2e_names, why_passed, why_failed, respond, resp_one, resp_all,
+    )
+    # fmt: on
+    return cast(Plan, _C.Plan(run, fixed))
 
 
 def one_call(  # noqa: C901 - the closure's straight line is the point
@@ -272,4 +295,13 @@ def one_call(  # noqa: C901 - the closure's straight line is the point
         )
         # fmt: on
 
-    return run
+    if _C is None:
+        return run
+    # fmt: off
+    fixed = (
+        exp, rule, alternative, missed, expected_calls, max_calls, selection_ok, seq_ok, seq_score, forbidden,
+        over_calling, confusion, expected_by_tool, e2e_names, why_passed, why_failed, respond, resp_one, resp_all,
+    )
+    call = (outcome, known, slot, validator, fast, checks, arg, expected, arg_matcher, misses, scan)
+    # fmt: on
+    return cast(Plan, _C.Plan(run, fixed, call))

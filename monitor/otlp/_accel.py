@@ -34,9 +34,10 @@ CJSON = load_extension("monitor.otlp._cjson", Span, SpanEvent)
 
 def accelerated() -> dict[str, bool]:
     """Which parts run in C: {"protobuf": bool, "json": bool, "normalize": bool (the GenAI normalizer's),
-    "assembly": bool (the turn assembler's add_records and poll)}."""
-    # here, not at the top: monitor.normalize and monitor.assembly import monitor.otlp
+    "assembly": bool (the turn assembler's add_records and poll), "judge": bool (the judge's plans)}."""
+    # here, not at the top: monitor.normalize, monitor.assembly and monitor.judge import monitor.otlp
     from monitor.assembly import _assembler
+    from monitor.judge import _plan
     from monitor.normalize import _genai
 
     return {
@@ -44,4 +45,5 @@ def accelerated() -> dict[str, bool]:
         "json": CJSON is not None,
         "normalize": _genai._CONVERT_C is not None,
         "assembly": _assembler._ADD_C is not None,
+        "judge": _plan._C is not None,
     }
