@@ -75,10 +75,18 @@ def _number(value: Any) -> float | None:
 def capture(check: ArgCheck, input_text: str) -> str | None:
     """The value a from_input check captures from the turn input (None when the regex does not match)."""
     assert check.regex is not None
-    m = check.regex.search(input_text)
+    try:
+        m = check.regex.search(input_text)
+    except UnicodeEncodeError:  # a lone surrogate: search the surrogate-passing bytes the regex checks read
+        m = check.regex.search(_utf8(input_text))
     if m is None:
         return None
     value = m.group(check.group)
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8", "surrogatepass")
+        except UnicodeDecodeError:  # part of a character: no argument (a str) can equal it
+            return value.decode("utf-8", "replace")
     return value if isinstance(value, str) else None
 
 

@@ -18,8 +18,8 @@ class Regex:
     compiled: Any = field(compare=False, repr=False)  # re2 regexp: search with groups
     matcher: Any = field(compare=False, repr=False)  # one-pattern RE2 set: a fast yes/no answer
 
-    def search(self, text: str) -> Any:
-        """The first match (with groups), or None."""
+    def search(self, text: str | bytes) -> Any:
+        """The first match (with groups), or None; on bytes (UTF-8), its groups are bytes."""
         return self.compiled.search(text)
 
     def test(self, text: str) -> bool:

@@ -51,6 +51,12 @@ CHECKS: list[tuple[str, str, Any, bool]] = [
     ("{from_input: 'order ([A-Z]+[0-9]+)'}", "where is order AB12 now", "AB13", False),
     ("{from_input: 'order ([A-Z]+[0-9]+)'}", "no order id here", "AB12", False),
     ("{from_input: 'user (?P<u>[a-z]+)', group: u}", "for user bob please", "bob", True),
+    # A lone surrogate in the input (a client can send one as a JSON escape): RE2 reads UTF-8, and the capture is
+    # made on the same surrogate-passing bytes the regex checks read.
+    ("{from_input: 'order ([A-Z]+[0-9]+)'}", "\ud800 where is order AB12 now", "AB12", True),
+    ("{from_input: 'order ([A-Z]+[0-9]+)'}", "\ud800 where is order AB12 now", "AB13", False),
+    ("{from_input: 'note (.+)'}", "note \ud800x", "\ud800x", True),
+    ("{from_input: 'note (.)'}", "note \ud800x", "\ud800", True),  # RE2 takes its three bytes as one character
 ]
 
 
