@@ -202,7 +202,8 @@ def serve(**opts: object) -> None:
         # Records live for the grace period (2 s by default): with the middle generation collected only every
         # 100 young collections (~5 s at 50,000 spans/s) most of them die there instead of reaching the old
         # generation, whose full collections scan every pending record. The hot path's objects are acyclic and
-        # freed by reference counting; the young generation only holds cyclic garbage longer.
+        # freed by reference counting; the young generation only holds cyclic garbage longer. (Records built by the
+        # C extensions are not tracked at all: see monitor/_cext/records.h.)
         if os.environ.get("TOOLWATCH_GC_TUNING", "1") != "0":
             gc.freeze()
             gc.set_threshold(200_000, 100, 100)
