@@ -7,6 +7,10 @@ Records are read-only once turn assembly has released them (the judge, the metri
 them). They are not frozen dataclasses only because a frozen `__init__` costs about three times as much, on
 the path every span takes. The GenAI normalizer even builds them field by field, without `__init__`: a new field
 must be set there too (tests/monitor/service/test_normalize_fast.py fails otherwise).
+
+Records (and spans and verdicts) built by the C extensions are not tracked by the cyclic garbage collector
+(monitor/_cext/records.h): they only refer to what they were built from. Never store a record inside itself or its
+own containers: such a cycle would not be collected.
 """
 
 from __future__ import annotations

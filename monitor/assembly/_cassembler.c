@@ -673,28 +673,54 @@ static PyObject *add_records(PyObject *module, PyObject *const *args, Py_ssize_t
     PyObject *out = PyList_New(0);
     Counts k = {0};
     int rc = out == NULL ? -1 : 0;
-    for (Py_ssize_t i = 0; rc == 0 && i < PySequence_Fast_GET_SIZE(records); i++) {
+    Py_ssize_t i = 0;
+    for (; rc == 0 && i < PySequence_Fast_GET_SIZE(records); i++) {
         PyObject *r = Py_NewRef(PySequence_Fast_ITEMS(records)[i]);
-        int kind = kind_of(r); /* checked above: only the Python code of an exact TurnAssembler ran since */
+        /* Checked above, but Python code reachable from the state may have run since (_evict_oldest sorts what it
+         * releases) and changed this record: then it and the rest go to the Python code, as they are now. */
+        int kind = kind_of(r);
+        if (kind < 0) {
+            Py_DECREF(r);
+            break;
+        }
         Py_ssize_t at = kind == K_CALL ? off_call[R_TRACE_ID] : kind == K_TURN ? off_turn[U_TRACE_ID] : off_span[R_TRACE_ID];
-        PyObject *tid = kind < 0 ? NULL : Py_XNewRef(SLOT(r, at));
-        PyObject *tr = tid == NULL ? NULL : trace_for(&s, tid, out);
-        if (tid == NULL) {
-            PyErr_SetString(PyExc_RuntimeError, "add_records: a record changed while it was added");
-            rc = -1;
-        } else if (tr == NULL) rc = -1;
+        PyObject *tid = Py_NewRef(SLOT(r, at));
+        PyObject *tr = trace_for(&s, tid, out); /* may run _evict_oldest */
+        if (tr != NULL && kind_of(r) != kind) {
+            Py_DECREF(tr);
+            Py_DECREF(tid);
+            Py_DECREF(r);
+            break;
+        }
+        if (tr == NULL) rc = -1;
         else if (kind == K_CALL) rc = tool_call(&s, &k, r, tid, tr);
         else if (kind == K_TURN) rc = turn(&s, &k, r, tid, tr);
         else rc = other(&s, &k, r, tr);
         Py_XDECREF(tr);
-        Py_XDECREF(tid);
+        Py_DECREF(tid);
         Py_DECREF(r);
     }
-    Py_DECREF(records);
     Py_XDECREF(k.due);
-    if (add_counts(&s, &k) < 0) rc = -1;
+    if (rc < 0) { /* the counts so far are kept, as Python keeps them; the error raised is the first one */
+        PyObject *et, *ev, *tb;
+        PyErr_Fetch(&et, &ev, &tb);
+        if (add_counts(&s, &k) < 0) PyErr_Clear();
+        PyErr_Restore(et, ev, tb);
+    } else if (add_counts(&s, &k) < 0) {
+        rc = -1;
+    }
     if (rc == 0 && k.added != 0) rc = add_attr(self, s_pending_turns, k.added);
-    if (rc == 0) rc = poll_into(&s, out);
+    Py_ssize_t n_all = PySequence_Fast_GET_SIZE(records);
+    if (rc == 0 && i < n_all) { /* the rest in Python, which polls at its end */
+        PyObject *rest = PySequence_GetSlice(records, i, n_all);
+        PyObject *more = rest != NULL ? method(self, s_add_records_py, rest, s.now_obj) : NULL;
+        rc = more == NULL ? -1 : PyList_SetSlice(out, PY_SSIZE_T_MAX, PY_SSIZE_T_MAX, more);
+        Py_XDECREF(rest);
+        Py_XDECREF(more);
+    } else if (rc == 0) {
+        rc = poll_into(&s, out);
+    }
+    Py_DECREF(records);
     state_clear(&s);
     if (rc < 0) Py_CLEAR(out);
     return out;

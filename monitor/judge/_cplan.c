@@ -392,15 +392,17 @@ done: /* an error (NULL) or another shape (the Python plan) */
 }
 
 static PyObject *plan_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
-    if (PyVectorcall_NARGS(nargsf) != 1 || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) != 0)) {
-        PyErr_SetString(PyExc_TypeError, "a plan takes one turn");
+    Plan *p = (Plan *)self;
+    if (p->o[F_RUN] == NULL) { /* cleared by the garbage collector (in a cycle being freed) */
+        PyErr_SetString(PyExc_RuntimeError, "a plan cleared by the garbage collector was called");
         return NULL;
     }
+    if (PyVectorcall_NARGS(nargsf) != 1 || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) != 0))
+        return PyObject_Vectorcall(p->o[F_RUN], args, nargsf, kwnames); /* any other call: as the closure takes it */
     if (turn_cls.type == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "_cplan: init() was not called");
         return NULL;
     }
-    Plan *p = (Plan *)self;
     return p->one_call ? run_one_call(p, args[0]) : run_no_call(p, args[0]);
 }
 
@@ -524,22 +526,27 @@ static PyObject *plan_of(Dispatch *d, PyObject *turn) {
         PyObject *c = PyTuple_GET_ITEM(calls, 0);
         if (!Py_IS_TYPE(c, call_cls.type) || (key = slot_of(&call_cls, c, C_NAME)) == NULL) return NULL;
     }
+    /* Held: the scope look-ups below could run Python code (if the judge's state was replaced) and rebind them. */
+    Py_INCREF(agent);
+    Py_INCREF(text);
+    Py_INCREF(key);
     PyObject *scope = d->all;
     if (PyUnicode_GET_LENGTH(agent) > 0) {
         scope = PyDict_GetItemWithError(d->scopes, agent);
-        if (scope == NULL) {
-            if (PyErr_Occurred()) return NULL;
-            scope = d->other;
-        }
+        if (scope == NULL && !PyErr_Occurred()) scope = d->other;
     }
-    Py_INCREF(scope);
-    PyObject *plans = PyObject_GetAttr(scope, s_plans);
+    Py_XINCREF(scope);
+    PyObject *plans = scope != NULL ? PyObject_GetAttr(scope, s_plans) : NULL;
     PyObject *n_obj = plans != NULL && plans != Py_None ? PyObject_GetAttr(scope, s_prefix_n) : NULL;
     PyObject *by_prefix = n_obj != NULL ? PyObject_GetAttr(scope, s_by_prefix) : NULL;
-    Py_DECREF(scope);
+    Py_XDECREF(scope);
     Py_XDECREF(plans);
     PyObject *plan = NULL;
     Py_ssize_t n = n_obj != NULL && PyLong_CheckExact(n_obj) ? PyLong_AsSsize_t(n_obj) : 0;
+    if (n == -1 && PyErr_Occurred()) { /* past a C size: the Python Judge.judge takes the turn */
+        PyErr_Clear();
+        n = 0;
+    }
     if (n > 0 && by_prefix != NULL && PyDict_CheckExact(by_prefix)) {
         /* turn.input_text.lstrip()[:n] */
         Py_ssize_t len = PyUnicode_GET_LENGTH(text), i = 0;
@@ -551,15 +558,16 @@ static PyObject *plan_of(Dispatch *d, PyObject *turn) {
         Py_XDECREF(prefix);
         if (table != NULL && Py_IS_TYPE(table, (PyTypeObject *)d->plans_type)) {
             Py_INCREF(table);
-            Py_INCREF(key); /* held while hashed and compared */
             plan = PyDict_GetItemWithError(table, key);
             Py_XINCREF(plan);
-            Py_DECREF(key);
             Py_DECREF(table);
         }
     }
     Py_XDECREF(n_obj);
     Py_XDECREF(by_prefix);
+    Py_DECREF(agent);
+    Py_DECREF(text);
+    Py_DECREF(key);
     return plan;
 }
 

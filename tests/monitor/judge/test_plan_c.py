@@ -528,3 +528,29 @@ def test_judge_reports_the_c_plans() -> None:
     assert CPLAN.init(_NAMESPACE) == dict.fromkeys(
         ["turn", "tool_call", "turn_verdict", "call_verdict", "arg_check_result"], True
     )  # every class is read or built slot by slot
+
+
+@pytest.mark.skipif(_plan._C is None, reason="the C plans are not loaded")
+def test_dispatch_with_a_prefix_length_past_a_c_size_judges_as_python() -> None:
+    """A prefix length past what C can index went up as OverflowError from the C dispatch (Python slices it)."""
+    judge = Judge(load_rules([RULES / "incident-triage.yaml"]))
+    for s in (judge._all, judge._other, *judge._scopes.values()):
+        s.prefix_n = 2**70
+    for agent in ("", "incident-triage"):
+        t = Turn("[AUTH] x", agent=agent, calls=(ToolCall("pull_auth_telemetry", arguments='{"log_excerpt": "x"}'),))
+        assert judge.judge(t) == Judge.judge(judge, t)
+
+
+@pytest.mark.skipif(_plan._C is None, reason="the C plans are not loaded")
+def test_a_plan_takes_its_turn_as_the_closure_takes_it() -> None:
+    judge = Judge(load_rules([RULES / "incident-triage.yaml"]))
+    t = Turn(
+        "[AUTH] x", agent="incident-triage", calls=(ToolCall("pull_auth_telemetry", arguments='{"log_excerpt": "x"}'),)
+    )
+    expected = judge.judge(t)
+    (table,) = [tb for tb in judge._scopes["incident-triage"].by_prefix.values() if "pull_auth_telemetry" in tb]
+    plan: Any = table["pull_auth_telemetry"]
+    assert type(plan).__name__ == "Plan"
+    assert plan(t) == plan(turn=t) == expected
+    with pytest.raises(TypeError):
+        plan()

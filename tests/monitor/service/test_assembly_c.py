@@ -480,3 +480,104 @@ def test_memory_stays_flat_over_many_rounds() -> None:
     finally:
         tracemalloc.stop()
     assert last - first < 64 * 1024, (first, last)
+
+
+# ---- Python code run in the middle of add_records (an eviction sorts what it releases) ----------------------------
+
+
+def _evicting(on_compare: Callable[[], None]) -> tuple[TurnAssembler, TurnAssembler]:
+    """Two assemblers (C, Python) holding one trace of two turns whose start times run `on_compare` when the eviction
+    sorts them: the next new trace evicts it (max_pending=1)."""
+
+    class Start:
+        def __lt__(self, other: object) -> bool:
+            on_compare()
+            return False
+
+        __gt__ = __lt__
+
+    pair = []
+    for add in ("add_records", "_add_records_py"):
+        asm = TurnAssembler(max_pending=1)
+        turns = [Turn("x", trace_id="A", span_id=f"a{i}", start_ns=Start()) for i in (1, 2)]  # type: ignore[arg-type]
+        getattr(asm, add)(turns, 0)
+        pair.append(asm)
+    return pair[0], pair[1]
+
+
+@pytest.mark.parametrize("kind", ["call", "turn", "span"])
+def test_a_record_emptied_during_an_eviction_raises_as_in_python(kind: str) -> None:
+    """The C code read the record's ids after the eviction without looking again (a crash before the fix)."""
+    errors = []
+    for py in (False, True):
+        if kind == "call":
+            victim: Any = ToolCall("t", trace_id="B", span_id="s9", parent_span_id="p")
+        elif kind == "turn":
+            victim = Turn("x", trace_id="B", span_id="s9")
+        else:
+            victim = Span(trace_id="B", span_id="s9", parent_span_id="p", name="n")
+
+        def empty(v: Any = victim) -> None:
+            if hasattr(v, "span_id"):
+                del v.span_id
+
+        c, p = _evicting(empty)
+        asm, add = (p, p._add_records_py) if py else (c, c.add_records)
+        with pytest.raises(AttributeError) as info:
+            add([victim], 1)
+        errors.append(str(info.value))
+        assert asm.stats.evicted == 1
+    assert errors[0] == errors[1]
+
+
+def test_records_replaced_during_an_eviction_are_added_as_python_adds_them() -> None:
+    class OtherCall(ToolCall):
+        __slots__ = ()
+
+    results = []
+    for py in (False, True):
+        records: list[Any] = [ToolCall("t", trace_id="B", span_id=f"s{i}", parent_span_id="p") for i in (1, 2)]
+
+        def replace_second(records: list[Any] = records) -> None:
+            records[1] = OtherCall("t", trace_id="B", span_id="s2", parent_span_id="p")
+
+        c, p = _evicting(replace_second)
+        asm = p if py else c
+        out = (asm._add_records_py if py else asm.add_records)(records, 1)
+        tr = asm._traces["B"]
+        results.append(([t.span_id for t in out], [type(x).__name__ for x in tr.calls], dict(tr.parents), asm.stats))
+    assert results[0] == results[1]
+    assert results[0][1] == ["ToolCall", "OtherCall"]
+
+
+def test_an_error_keeps_the_counts_so_far_and_raises_the_first_error() -> None:
+    """On an error the counts of the records before it are still added to the stats (as Python adds them as it
+    goes), with the error set aside meanwhile: a stats value whose += runs Python code lost it before the fix."""
+
+    class Count(int):
+        def __iadd__(self, other: int) -> Count:
+            return Count(int(self) + other)
+
+    class Parents(dict[str, str]):
+        def __contains__(self, key: object) -> bool:
+            if key == "boom":
+                raise LookupError("boom")
+            return dict.__contains__(self, key)
+
+    seen = []
+    for py in (False, True):
+        asm = TurnAssembler()
+        add = asm._add_records_py if py else asm.add_records
+        asm.stats.duplicates = Count(0)
+        add([ToolCall("t", trace_id="A", span_id="s1", parent_span_id="p")], 0)
+        asm._traces["A"].parents = Parents(asm._traces["A"].parents)
+        with pytest.raises(LookupError, match="boom"):
+            add(
+                [
+                    ToolCall("t", trace_id="A", span_id="s1", parent_span_id="p"),  # a duplicate: counted
+                    ToolCall("t", trace_id="A", span_id="boom", parent_span_id="p"),
+                ],
+                1,
+            )
+        seen.append(asm.stats)
+    assert seen[0] == seen[1] and seen[0].duplicates == 1
