@@ -9,12 +9,16 @@ import grpc  # type: ignore[import-untyped]
 from grpc import aio
 
 from monitor.otlp import DecodeError, parse_protobuf
-from monitor.serve._http import export_response, ingest
+from monitor.serve._http import IN_FLIGHT_BODIES, export_response, ingest
 from monitor.serve._pipeline import DROP_QUEUE_FULL, Pipeline
 from monitor.serve._settings import Settings
 
 SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
 TRANSPORT_GRPC = "grpc"
+# Requests of one connection in the server at once (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS): a connection holds at
+# most this many request messages here. A stream past it is refused (RST_STREAM REFUSED_STREAM, which the client
+# reports as UNAVAILABLE: OTLP exporters retry it), as OTLP/HTTP answers 503 when bodies in flight pass their bound.
+STREAMS_PER_CONNECTION = IN_FLIGHT_BODIES
 
 
 class GrpcReceiver:
@@ -50,7 +54,12 @@ class GrpcReceiver:
 
     async def start(self, host: str, port: int) -> int:
         limit = self.settings.max_decompressed_bytes
-        server = aio.server(options=[("grpc.max_receive_message_length", limit)])
+        server = aio.server(
+            options=[
+                ("grpc.max_receive_message_length", limit),
+                ("grpc.max_concurrent_streams", STREAMS_PER_CONNECTION),
+            ]
+        )
         handler = grpc.method_handlers_generic_handler(
             SERVICE, {"Export": grpc.unary_unary_rpc_method_handler(self.export)}
         )

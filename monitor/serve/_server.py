@@ -8,8 +8,8 @@ import logging
 import signal
 import socket
 import threading
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
 
 from aiohttp import web
 
@@ -19,6 +19,8 @@ from monitor.serve._pipeline import Pipeline, VerdictHook
 from monitor.serve._rules import JudgeFactory, Rules, default_judge_factory
 from monitor.serve._settings import Settings
 from monitor.serve._verdict_log import VerdictLog
+
+T = TypeVar("T")
 
 logger = logging.getLogger(__name__)
 
@@ -238,6 +240,10 @@ class ServerThread:
             return fn()
 
         return asyncio.run_coroutine_threadsafe(run(), self._loop).result(timeout=timeout)
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float = 30.0) -> T:
+        """Run a coroutine on the server's loop and return its result."""
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout=timeout)
 
     def stop(self, timeout: float = 60.0) -> int:
         """Stop the server (judging pending turns) and the loop; returns the turns judged at shutdown. Idempotent."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import time
+from typing import Any
 
 import pytest
 from google.rpc import status_pb2  # type: ignore[import-untyped]
@@ -248,6 +249,54 @@ def test_grpc_bad_input_and_partial_success(serve: ServeFactory) -> None:
         resp = ExportTraceServiceResponse.FromString(export(req.SerializeToString(), timeout=10, metadata=auth))
         assert resp.partial_success.rejected_spans == 1
     assert get(server.metrics_url.replace("/metrics", "/healthz")) == 200
+
+
+def test_grpc_requests_held_per_connection_are_bounded(serve: ServeFactory) -> None:
+    """A connection has at most STREAMS_PER_CONNECTION requests in the server at once (HTTP/2 max concurrent
+    streams): a stream past that is refused with UNAVAILABLE, which OTLP exporters retry, so the server never holds
+    more request messages of one connection. Export is held open here to see how many run at once."""
+    import asyncio
+
+    import grpc
+
+    from monitor.serve._grpc import STREAMS_PER_CONNECTION, GrpcReceiver
+
+    st, server = serve()
+
+    class Held(GrpcReceiver):
+        active = peak = 0
+
+        async def export(self, request: bytes, context: Any) -> bytes:
+            self.active += 1
+            self.peak = max(self.peak, self.active)
+            await release.wait()
+            self.active -= 1
+            return await super().export(request, context)
+
+    receiver = Held(server.settings, server.pipeline)
+    release = asyncio.Event()
+    port = st.run(receiver.start("127.0.0.1", 0))
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
+            sent = [export.future(good_pb(), timeout=30) for _ in range(3 * STREAMS_PER_CONNECTION)]
+            wait_for(lambda: receiver.peak >= STREAMS_PER_CONNECTION)
+            time.sleep(0.5)  # time for more to arrive, were they let through
+            assert receiver.peak == STREAMS_PER_CONNECTION
+            st.call(release.set)
+            codes = []
+            for f in sent:
+                try:
+                    resp = ExportTraceServiceResponse.FromString(f.result(timeout=30))
+                    assert resp.partial_success.rejected_spans == 0
+                    codes.append(grpc.StatusCode.OK)
+                except grpc.RpcError as exc:
+                    codes.append(exc.code())
+    finally:
+        st.run(receiver.stop(0))
+    assert receiver.peak == STREAMS_PER_CONNECTION
+    assert set(codes) <= {grpc.StatusCode.OK, grpc.StatusCode.UNAVAILABLE}, codes
+    assert codes.count(grpc.StatusCode.OK) >= STREAMS_PER_CONNECTION
 
 
 def test_json_nested_too_deeply_is_400(serve: ServeFactory) -> None:
