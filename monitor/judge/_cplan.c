@@ -211,7 +211,7 @@ static PyObject *run_one_call(Plan *self, PyObject *turn) {
     if (scanned == NULL) {
         if (!scan_refused()) return NULL;
         PyErr_Clear();
-        Py_RETURN_NONE; /* surrounding whitespace or not JSON: the general path */
+        return fallback(self, turn); /* not JSON (the closure judges it), or whitespace around it */
     }
     Py_ssize_t end = -1;
     if (PyTuple_CheckExact(scanned) && PyTuple_GET_SIZE(scanned) == 2 &&
@@ -224,7 +224,7 @@ static PyObject *run_one_call(Plan *self, PyObject *turn) {
     }
     if (end != PyUnicode_GET_LENGTH(text)) {
         Py_DECREF(scanned);
-        Py_RETURN_NONE;
+        return fallback(self, turn); /* as above */
     }
     /* held: the turn's fields (f[0..4]), the call's name and call_id, the arguments p */
     PyObject *f[5], *name = slot_of(&call_cls, c, C_NAME), *call_id = slot_of(&call_cls, c, C_CALL_ID);

@@ -11,7 +11,7 @@ from monitor.judge import _args, _plan
 from monitor.judge._catalog import Catalog, TurnTools
 from monitor.judge._conditions import holds
 from monitor.judge._outcomes import AltResult, evaluate, score_sensitive
-from monitor.judge._parse import NOT_CAPTURED, Malformed, arguments_of, parse_arguments, schema_result
+from monitor.judge._parse import MALFORMED_ACTUAL, NOT_CAPTURED, Malformed, arguments_of, parse_arguments, schema_result
 from monitor.judge._reason import reason
 from monitor.judge._router import Router
 from monitor.judge._sequence import sequence_check
@@ -368,9 +368,10 @@ class Judge:
                 checks = alt.slots[slot].checks
                 if checks:
                     if type(p) is Malformed:
-                        bad = "<malformed arguments>"
                         results = _args.run_checks(checks, None, text)
-                        results = tuple(ArgCheckResult(r.argument, r.mode, r.expected, bad, False) for r in results)
+                        results = tuple(
+                            ArgCheckResult(r.argument, r.mode, r.expected, MALFORMED_ACTUAL, False) for r in results
+                        )
                     else:
                         results = _args.run_checks(checks, p, text)
                     args_ok = results[0].ok if len(results) == 1 else all(r.ok for r in results)

@@ -9,6 +9,7 @@ from monitor.judge._schema import SchemaValidator
 from monitor.verdict import SchemaViolation, ViolationKind
 
 NOT_CAPTURED: Any = object()  # content capture was off: unjudged for arguments and schema
+MALFORMED_ACTUAL = "<malformed arguments>"  # the actual value an argument check shows for arguments not JSON
 
 
 class Malformed:

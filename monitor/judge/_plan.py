@@ -4,8 +4,9 @@ Everything about a turn that does not depend on its argument values or texts fol
 expectation and its call names: the slot and outcome of each call, what is missed, the confusion pairs, the
 sequence check, the forbidden tools, the checks to run and the reasons of the usual verdicts. A plan holds
 all that, worked out once by the general path's own functions, in a closure (constants in cells are cheaper
-to read than attributes). Run on a turn it parses and checks what is left and builds the verdict, or returns
-None when the turn needs the general path (arguments not captured, not plain JSON).
+to read than attributes). Run on a turn it parses and checks what is left and builds the verdict (arguments that
+are not JSON included), or returns None when the turn needs the general path (arguments not captured, or JSON with
+whitespace around it).
 
 When the C extension monitor.judge._cplan is loaded (see monitor.otlp._accel.load_extension), `no_call` and
 `one_call` return its Plan: the same closure's values and the closure itself, which it calls for anything
@@ -23,7 +24,7 @@ from typing import Any, cast
 
 from monitor.judge._args import MISSING, run_checks
 from monitor.judge._outcomes import AltResult
-from monitor.judge._parse import schema_result
+from monitor.judge._parse import MALFORMED_ACTUAL, Malformed, parse_arguments, schema_result
 from monitor.judge._reason import reason
 from monitor.judge._schema import SchemaValidator
 from monitor.otlp._accel import load_extension
@@ -236,6 +237,32 @@ def one_call(  # noqa: C901 - the closure's straight line is the point
      expected_by_tool, e2e_names, respond, resp_one, resp_all) = f.cells()
     # fmt: on
 
+    def malformed(turn: Turn, c: ToolCall, p: Malformed) -> TurnVerdict:
+        """The verdict of a turn whose arguments are not JSON: the schema check records it, every argument check
+        fails (as in the general path)."""
+        valid, violations = schema_result(validator, p)
+        args_ok: bool | None = None
+        results: Any = ()
+        if checks:
+            results = tuple(_RESULT(r.argument, r.mode, r.expected, MALFORMED_ACTUAL, False)
+                            for r in run_checks(checks, None, turn.input_text))  # fmt: skip
+            args_ok = False
+        output = turn.output_text
+        response_ok = resp_all(output) if respond and output is not None else None
+        cvs = (_CALL(0, c.name, c.call_id, outcome, known, slot, valid, violations, args_ok, results, True),)
+        if args_ok is not False and valid is not False:  # no schema and no checks: nothing tells it apart
+            e2e, why = (False, why_failed) if response_ok is False else (e2e_names, why_passed)
+        else:
+            e2e = False
+            why = reason(turn, exp, cvs, missed, forbidden, seq_ok, response_ok, turnless=False)
+        # fmt: off
+        return _TURN(
+            turn.agent, turn.trace_id, turn.span_id, turn.input_text, True, False, rule, alternative, cvs, missed,
+            expected_calls, max_calls, selection_ok, args_ok is not False, valid is not False, seq_ok, seq_score,
+            forbidden, response_ok, e2e, over_calling, confusion, why, expected_by_tool,
+        )
+        # fmt: on
+
     def run(turn: Turn) -> TurnVerdict | None:  # noqa: C901 - one flat pass: calls cost more than checks
         c = turn.calls[0]
         text = c.arguments
@@ -244,9 +271,12 @@ def one_call(  # noqa: C901 - the closure's straight line is the point
         try:
             p, end = scan(text, 0)
         except (StopIteration, ValueError, RecursionError):
-            return None  # surrounding whitespace or not JSON: the general path
-        if end != len(text):
-            return None
+            end = -1
+        if end != len(text):  # not JSON (judged here, as the general path judges it), or surrounded by whitespace
+            p = parse_arguments(text)
+            if type(p) is not Malformed:
+                return None  # JSON after all: the general path
+            return malformed(turn, c, p)
         valid: bool | None = None
         violations: Any = ()
         if validator is not None:

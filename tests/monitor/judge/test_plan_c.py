@@ -432,11 +432,13 @@ def test_subclasses_and_the_dispatch(tmp_path: Path) -> None:
         counting, own = CountingJudge(rules), OwnJudge(rules)
         assert CPLAN is not None and isinstance(counting.judge, CPLAN.Dispatch)
         assert "judge" not in vars(own)
-        t = Turn("[R01] q", (ToolCall("a", arguments="{"),), output_text="Result: x")  # the plan answers None
+        t = Turn("[R01] q", (ToolCall("a", arguments=' {"s": "x"}'),), output_text="Result: x")  # plan: None
         assert same(counting.judge(t), own.judge(t))
         assert counting.general_turns == 1
         ok = Turn("[R01] q", (ToolCall("a", arguments='{"s": "x"}'),), output_text="Result: x")
         assert same(counting.judge(ok), own.judge(ok))
+        bad = Turn("[R01] q", (ToolCall("a", arguments="{"),), output_text="Result: x")  # not JSON: the plan's
+        assert same(counting.judge(bad), own.judge(bad))
         assert counting.general_turns == 1
         with pytest.raises(TypeError):
             counting.judge()
