@@ -6,7 +6,8 @@ Formats (chosen by `detect_format`, or forced with `fmt`):
 - `pb`: OTLP protobuf: either a stream of length-delimited ExportTraceServiceRequest messages (each
   preceded by its size as a base-128 varint, as protobuf's `writeDelimitedTo` and the Collector file
   exporter's `format: proto` write them) or one bare ExportTraceServiceRequest filling the whole file.
-  A file whose varint-prefixed sizes tile it exactly is read as a stream, otherwise as one message.
+  A file whose varint-prefixed sizes tile it exactly is read as a stream, otherwise as one message; a file that
+  tiles but also starts as a bare request does (byte 0x0a) and decodes as one is read as one message.
 
 `-` reads standard input (JSON lines, or protobuf with `fmt="pb"`), e.g. `zcat spans.gz | toolwatch replay -`.
 
@@ -30,6 +31,7 @@ JSON_SUFFIXES = frozenset({".json", ".jsonl", ".ndjson"})
 PB_SUFFIXES = frozenset({".pb", ".bin", ".otlp", ".protobuf", ".binpb"})
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024  # one export request; larger is refused as corrupt
 MAX_SINGLE_FILE_BYTES = 512 * 1024 * 1024  # a bare (undelimited) protobuf file is read whole
+_FIELD_1_LEN = 0x0A  # the first byte of a bare ExportTraceServiceRequest: field 1 (resource_spans), length-delimited
 # Lines of file-exporter captures are whole export requests (often close to 1 MiB): read them through a large
 # buffer, not the default 8 KiB one (about 6x less time reading in bench_replay).
 LINE_BUFFER_BYTES = 4 * 1024 * 1024
@@ -156,11 +158,19 @@ def read_protobuf_file(p: Path, errors: list[BadRecord]) -> Iterator[tuple[Decod
         with _open(p) as fh:
             buf = fh.read(MAX_SINGLE_FILE_BYTES + 1)
     frames = _delimited_frames(buf)
-    if frames is None or not frames:
+    single: Decoded | None = None
+    if frames and buf[0] == _FIELD_1_LEN:
+        # A bare request starts with this byte too, and its bytes often also tile as a stream whose first message
+        # is 10 bytes long: read as one message when it decodes as one.
+        try:
+            single = parse_protobuf(buf)
+        except DecodeError:
+            pass
+    if single is not None or not frames:
         frames = [(0, len(buf))] if buf else []
     for n, (start, end) in enumerate(frames, 1):
         try:
-            decoded = parse_protobuf(buf[start:end])
+            decoded = single if single is not None else parse_protobuf(buf[start:end])
         except DecodeError as exc:
             errors.append(BadRecord(str(p), f"message {n} at byte {start}", str(exc)))
             continue
