@@ -6,8 +6,8 @@ Formats (chosen by `detect_format`, or forced with `fmt`):
 - `pb`: OTLP protobuf: either a stream of length-delimited ExportTraceServiceRequest messages (each
   preceded by its size as a base-128 varint, as protobuf's `writeDelimitedTo` and the Collector file
   exporter's `format: proto` write them) or one bare ExportTraceServiceRequest filling the whole file.
-  A file whose varint-prefixed sizes tile it exactly is read as a stream, otherwise as one message; a file that
-  tiles but also starts as a bare request does (byte 0x0a) and decodes as one is read as one message.
+  A file whose varint-prefixed sizes tile it exactly is read as a stream, otherwise as one message; one that tiles
+  but starts with 0x0a (as a bare request does) and decodes as one message is read as one message.
 
 `-` reads standard input (JSON lines, or protobuf with `fmt="pb"`), e.g. `zcat spans.gz | toolwatch replay -`.
 
