@@ -87,6 +87,18 @@ class _Plans(dict[Any, _plan.Plan]):
         self.rule = rule
 
 
+class _Scored:
+    """The assignments of one (expectation, names, in_catalog) that depend on argument scores: the scores evaluate
+    asks for (the same ones, in the same order, whatever the answers) and the result for each answer seen."""
+
+    __slots__ = ("asks", "results")
+    MAX_RESULTS = 64
+
+    def __init__(self, asks: tuple[tuple[int, int, int], ...]) -> None:
+        self.asks = asks
+        self.results: dict[tuple[int, ...], AltResult] = {}
+
+
 class Judge:
     """Judges turns against a RuleSet.
 
@@ -121,6 +133,10 @@ class Judge:
         self._cases_by_id = dict(ruleset.cases_by_id)
         self._cases_by_input = dict(ruleset.cases_by_input)
         self._outcome_cache: dict[tuple[Any, ...], AltResult] = {}
+        # Turns whose assignment depends on argument scores: per (expectation, names, in_catalog), the scores asked
+        # for (always the same ones, in the same order, for one key) and the result for each answer.
+        self._scored_cache: dict[tuple[Any, ...], _Scored] = {}
+        self._scored_count = 0
         self._reason_cache: dict[tuple[Any, ...], str] = {}
         self._plan_count = 0  # plans held by every scope in all (at most MAX_CACHE: cleared when full)
         if self._cases_by_id or self._cases_by_input or _scan_once is None:
@@ -317,32 +333,62 @@ class Judge:
     def _best(
         self, exp: Expectation, names: tuple[str, ...], in_catalog: tuple[bool, ...], parsed: Any, text: str
     ) -> AltResult:
-        """The kept alternative's outcomes; cached when argument scores cannot change the assignment."""
+        """The kept alternative's outcomes; cached when argument scores cannot change the assignment, else cached
+        by the scores it read."""
         key = (id(exp), names, in_catalog)  # expectations live as long as the judge
         got = self._outcome_cache.get(key)
         if got is not None:
             return got
+
+        def score(k: int, i: int, j: int) -> int:
+            """Score units of call i in slot j of alternative k (see _outcomes.ScoreFn)."""
+            checks = exp.alternatives[k].slots[j].checks
+            if parsed[i] is NOT_CAPTURED:
+                return 2 * len(checks) - 1
+            return 2 * _args.score(checks, arguments_of(parsed[i]), text)
+
+        scored = self._scored_cache.get(key)
+        if scored is not None:
+            answers = tuple([score(k, i, j) for k, i, j in scored.asks])
+            got = scored.results.get(answers)
+            if got is not None:
+                return got
         counts = _counts(names, in_catalog)
         sensitive = False
         best: AltResult | None = None
+        asks: list[tuple[int, int, int]] = []
+        said: list[int] = []
         for k, alt in enumerate(exp.alternatives):
 
-            def passed(i: int, j: int, alt: Any = alt) -> int:
-                checks = alt.slots[j].checks
-                if parsed[i] is NOT_CAPTURED:
-                    return 2 * len(checks) - 1
-                return 2 * _args.score(checks, arguments_of(parsed[i]), text)
+            def passed(i: int, j: int, k: int = k) -> int:
+                asks.append((k, i, j))
+                said.append(score(k, i, j))
+                return said[-1]
 
             sensitive = sensitive or score_sensitive(alt, counts)
             res = evaluate(k, alt, names, in_catalog, passed)
             if best is None or res.key() < best.key():
                 best = res
         assert best is not None
-        if not sensitive and _cacheable(names):
-            if len(self._outcome_cache) >= MAX_CACHE:
-                self._outcome_cache.clear()
-            self._outcome_cache[key] = best
+        if _cacheable(names):
+            if not sensitive:
+                if len(self._outcome_cache) >= MAX_CACHE:
+                    self._outcome_cache.clear()
+                self._outcome_cache[key] = best
+            elif len(said) <= MAX_CACHED_CALLS:
+                self._keep_scored(key, tuple(asks), tuple(said), best)
         return best
+
+    def _keep_scored(self, key: tuple[Any, ...], asks: tuple[Any, ...], said: tuple[int, ...], best: AltResult) -> None:
+        if self._scored_count >= MAX_CACHE:
+            self._scored_cache.clear()
+            self._scored_count = 0
+        scored = self._scored_cache.get(key)
+        if scored is None:
+            scored = self._scored_cache[key] = _Scored(asks)
+        if len(scored.results) < _Scored.MAX_RESULTS:
+            scored.results[said] = best
+            self._scored_count += 1
 
     def _judged(
         self,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -226,3 +227,47 @@ def test_telemetry_excerpts_agree(value: str, tag: str) -> None:
     args = json.dumps({"log_excerpt": value})
     t = Turn(f"[{tag}] {value}", (ToolCall(tool, arguments=args),), agent="incident-triage", output_text=value)
     assert fast.judge(t) == general._general(t)
+
+
+@settings(max_examples=400, deadline=None)
+@given(data=st.data())
+def test_assignments_cached_by_their_scores_agree_with_fresh_ones(data: st.DataObject, tmp_path_factory: Any) -> None:
+    """When argument scores decide the assignment (two calls of a tool for one slot with checks, ...), the judge
+    keeps the result per scores read: a judge that has seen many turns gives what one with empty caches gives."""
+    key = (Path("SCORED"),)
+    if key not in _JUDGES:
+        files = [write(tmp_path_factory.mktemp("scored"), BASE_RULES), *SHIPPED]
+        _JUDGES[key] = _pair(files)
+    warm, cold = _JUDGES[key]
+    turn = data.draw(_turns(warm))
+    first = turn.calls[0] if turn.calls else ToolCall(data.draw(st.sampled_from(_vocabulary(warm)[1])))
+    more = data.draw(st.sampled_from([(), (ToolCall("extra"),), turn.calls[1:]]))
+    turn = replace(turn, calls=(first, replace(first, call_id="c9"), *more))  # a double call, as agents make them
+    _, _, arg_names = _vocabulary(warm)
+    for _ in range(4):  # the same names with other arguments: other scores, maybe another assignment
+        calls = tuple(replace(c, arguments=data.draw(_arguments(arg_names))) for c in turn.calls)
+        variant = replace(turn, calls=calls)
+        cold._outcome_cache.clear()
+        cold._scored_cache.clear()
+        assert warm._general(variant) == cold._general(variant)
+
+
+def test_assignments_by_scores_are_cached_and_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    judge = Judge(load_rules([RULES / "incident-triage.yaml"]))
+    good, bad = '{"log_excerpt": "x"}', '{"log_excerpt": " "}'
+    turns = [
+        Turn("[AUTH] x", (ToolCall("pull_auth_telemetry", arguments=a), ToolCall("pull_auth_telemetry", arguments=b)),
+             agent="incident-triage")
+        for a, b in ((good, bad), (bad, good), (good, good))
+    ]  # fmt: skip
+    first = [judge._general(t) for t in turns]
+    (scored,) = judge._scored_cache.values()
+    assert len(scored.results) == 3  # one per answer: which call passes its check decides which one is correct
+    assert [v.calls[0].outcome.value for v in first] == ["correct", "spurious", "correct"]
+    assert [judge._general(t) for t in turns] == first
+    monkeypatch.setattr(_judge, "MAX_CACHE", 2)
+    judge._scored_cache.clear()
+    judge._scored_count = 0
+    for t in turns:
+        judge._general(t)
+        assert judge._scored_count <= 2
