@@ -303,7 +303,8 @@ def throughput(base: list[ExportTraceServiceRequest], reps: int, passes: int) ->
             print(
                 f"  pass {k + 1}: {len(bodies)} requests of {BATCH} spans, {tool_spans_total} tool spans, "
                 f"{expected_turns} turns, {refused} answered 503 and retried; wall {wall:.1f} s, server CPU "
-                f"{cpu:.1f} s (user {user1 - user0:.1f}, system {sys1 - sys0:.1f}): {rates[-1]:,.0f} tool spans/s"
+                f"{cpu:.1f} s (user {user1 - user0:.1f}, system {sys1 - sys0:.1f}): {rates[-1]:,.0f} tool spans/s; "
+                f"server RSS {server.rss() >> 20} MiB"
             )
     finally:
         server.stop()
