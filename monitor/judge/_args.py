@@ -10,6 +10,7 @@ from typing import Any
 
 from rapidfuzz import fuzz
 
+from monitor.judge._parse import MALFORMED_ACTUAL
 from monitor.rules import ArgCheck
 from monitor.rules._model import thaw
 from monitor.verdict import ArgCheckResult
@@ -151,6 +152,12 @@ def run_checks(checks: tuple[ArgCheck, ...], args: Any, input_text: str) -> tupl
         ok = passes(c, actual, input_text)
         out.append(_RESULT(c.argument, c.mode, expected_text(c, input_text), _text(actual), ok))
     return tuple(out)
+
+
+def malformed_results(checks: tuple[ArgCheck, ...], input_text: str) -> tuple[ArgCheckResult, ...]:
+    """The checks of a slot applied to arguments that are not JSON: every one fails, showing MALFORMED_ACTUAL."""
+    return tuple(_RESULT(r.argument, r.mode, r.expected, MALFORMED_ACTUAL, False)
+                 for r in run_checks(checks, None, input_text))  # fmt: skip
 
 
 def score(checks: tuple[ArgCheck, ...], args: Any, input_text: str) -> int:

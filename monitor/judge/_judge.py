@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 import json.scanner
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from monitor.judge import _args, _plan
 from monitor.judge._catalog import Catalog, TurnTools
 from monitor.judge._conditions import holds
 from monitor.judge._outcomes import AltResult, evaluate, score_sensitive
-from monitor.judge._parse import MALFORMED_ACTUAL, NOT_CAPTURED, Malformed, arguments_of, parse_arguments, schema_result
+from monitor.judge._parse import NOT_CAPTURED, Malformed, arguments_of, parse_arguments, schema_result
 from monitor.judge._reason import reason
 from monitor.judge._router import Router
 from monitor.judge._sequence import sequence_check
@@ -348,11 +348,13 @@ class Judge:
             return 2 * _args.score(checks, arguments_of(parsed[i]), text)
 
         scored = self._scored_cache.get(key)
+        known: Iterator[int] | None = None  # on a miss, evaluate asks for the same scores again, in the same order
         if scored is not None:
             answers = tuple([score(k, i, j) for k, i, j in scored.asks])
             got = scored.results.get(answers)
             if got is not None:
                 return got
+            known = iter(answers)
         counts = _counts(names, in_catalog)
         sensitive = False
         best: AltResult | None = None
@@ -362,7 +364,7 @@ class Judge:
 
             def passed(i: int, j: int, k: int = k) -> int:
                 asks.append((k, i, j))
-                said.append(score(k, i, j))
+                said.append(next(known) if known is not None else score(k, i, j))
                 return said[-1]
 
             sensitive = sensitive or score_sensitive(alt, counts)
@@ -414,10 +416,7 @@ class Judge:
                 checks = alt.slots[slot].checks
                 if checks:
                     if type(p) is Malformed:
-                        results = _args.run_checks(checks, None, text)
-                        results = tuple(
-                            ArgCheckResult(r.argument, r.mode, r.expected, MALFORMED_ACTUAL, False) for r in results
-                        )
+                        results = _args.malformed_results(checks, text)
                     else:
                         results = _args.run_checks(checks, p, text)
                     args_ok = results[0].ok if len(results) == 1 else all(r.ok for r in results)

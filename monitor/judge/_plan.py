@@ -22,9 +22,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, cast
 
-from monitor.judge._args import MISSING, run_checks
+from monitor.judge._args import MISSING, malformed_results, run_checks
 from monitor.judge._outcomes import AltResult
-from monitor.judge._parse import MALFORMED_ACTUAL, Malformed, parse_arguments, schema_result
+from monitor.judge._parse import Malformed, parse_arguments, schema_result
 from monitor.judge._reason import reason
 from monitor.judge._schema import SchemaValidator
 from monitor.otlp._accel import load_extension
@@ -52,11 +52,16 @@ def ascii_misses(regex: Regex) -> str | None:
     return "".join(chr(b) for b in range(128) if not regex.matcher(bytes((b,))))
 
 
-def _load_c() -> Any:
-    """The C plans' module (monitor/judge/_cplan.c), or None when it is not loaded (see load_extension)."""
+def c_namespace() -> dict[str, object]:
+    """What _cplan.init() takes: the Python helpers it calls and the record classes it builds."""
     helpers = {"MISSING": MISSING, "schema_result": schema_result, "run_checks": run_checks, "reason": reason}
     classes = {"Turn": Turn, "ToolCall": ToolCall, "TurnVerdict": TurnVerdict, "CallVerdict": CallVerdict}
-    return load_extension("monitor.judge._cplan", helpers | classes | {"ArgCheckResult": ArgCheckResult})
+    return helpers | classes | {"ArgCheckResult": ArgCheckResult}
+
+
+def _load_c() -> Any:
+    """The C plans' module (monitor/judge/_cplan.c), or None when it is not loaded (see load_extension)."""
+    return load_extension("monitor.judge._cplan", c_namespace())
 
 
 _C = _load_c()
@@ -237,32 +242,6 @@ def one_call(  # noqa: C901 - the closure's straight line is the point
      expected_by_tool, e2e_names, respond, resp_one, resp_all) = f.cells()
     # fmt: on
 
-    def malformed(turn: Turn, c: ToolCall, p: Malformed) -> TurnVerdict:
-        """The verdict of a turn whose arguments are not JSON: the schema check records it, every argument check
-        fails (as in the general path)."""
-        valid, violations = schema_result(validator, p)
-        args_ok: bool | None = None
-        results: Any = ()
-        if checks:
-            results = tuple(_RESULT(r.argument, r.mode, r.expected, MALFORMED_ACTUAL, False)
-                            for r in run_checks(checks, None, turn.input_text))  # fmt: skip
-            args_ok = False
-        output = turn.output_text
-        response_ok = resp_all(output) if respond and output is not None else None
-        cvs = (_CALL(0, c.name, c.call_id, outcome, known, slot, valid, violations, args_ok, results, True),)
-        if args_ok is not False and valid is not False:  # no schema and no checks: nothing tells it apart
-            e2e, why = (False, why_failed) if response_ok is False else (e2e_names, why_passed)
-        else:
-            e2e = False
-            why = reason(turn, exp, cvs, missed, forbidden, seq_ok, response_ok, turnless=False)
-        # fmt: off
-        return _TURN(
-            turn.agent, turn.trace_id, turn.span_id, turn.input_text, True, False, rule, alternative, cvs, missed,
-            expected_calls, max_calls, selection_ok, args_ok is not False, valid is not False, seq_ok, seq_score,
-            forbidden, response_ok, e2e, over_calling, confusion, why, expected_by_tool,
-        )
-        # fmt: on
-
     def run(turn: Turn) -> TurnVerdict | None:  # noqa: C901 - one flat pass: calls cost more than checks
         c = turn.calls[0]
         text = c.arguments
@@ -272,14 +251,16 @@ def one_call(  # noqa: C901 - the closure's straight line is the point
             p, end = scan(text, 0)
         except (StopIteration, ValueError, RecursionError):
             end = -1
-        if end != len(text):  # not JSON (judged here, as the general path judges it), or surrounded by whitespace
+        bad = end != len(text)  # not JSON (judged here, as the general path judges it), or whitespace around it
+        if bad:
             p = parse_arguments(text)
             if type(p) is not Malformed:
                 return None  # JSON after all: the general path
-            return malformed(turn, c, p)
         valid: bool | None = None
         violations: Any = ()
-        if validator is not None:
+        if bad:
+            valid, violations = schema_result(validator, p)  # (None, ()) without a schema
+        elif validator is not None:
             try:
                 accepted = fast is not None and type(p) is dict and fast.is_valid(p)
             except Exception:  # noqa: BLE001 - values the fast validator cannot convert: ask the reference
@@ -290,7 +271,10 @@ def one_call(  # noqa: C901 - the closure's straight line is the point
                 valid, violations = schema_result(validator, p)
         args_ok: bool | None = None
         results: Any = ()
-        if checks:
+        if checks and bad:
+            results = malformed_results(checks, turn.input_text)
+            args_ok = False
+        elif checks:
             actual = p.get(arg, MISSING) if type(p) is dict else MISSING
             if arg_matcher is not None and type(actual) is str:
                 if misses is not None and actual.isascii():

@@ -29,11 +29,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from monitor.judge import Judge, _args, _plan
-from monitor.judge._parse import schema_result
-from monitor.judge._reason import reason
 from monitor.records import ToolCall, Turn
 from monitor.rules import load_rules
-from monitor.verdict import ArgCheckResult, CallVerdict, TurnVerdict
+from monitor.verdict import TurnVerdict
 from tests.monitor.judge.helpers import BASE_RULES, RULES, write
 from tests.monitor.judge.test_fastpath import _bench_turns
 
@@ -43,21 +41,10 @@ def _import() -> ModuleType | None:
         mod = importlib.import_module("monitor.judge._cplan")
     except ImportError:
         return None
-    mod.init(_NAMESPACE)
+    mod.init(_plan.c_namespace())
     return mod
 
 
-_NAMESPACE = {
-    "MISSING": _args.MISSING,
-    "schema_result": schema_result,
-    "run_checks": _args.run_checks,
-    "reason": reason,
-    "Turn": Turn,
-    "ToolCall": ToolCall,
-    "TurnVerdict": TurnVerdict,
-    "CallVerdict": CallVerdict,
-    "ArgCheckResult": ArgCheckResult,
-}
 CPLAN = _import()
 pytestmark = pytest.mark.skipif(CPLAN is None, reason="the C plans were not built")
 
@@ -527,7 +514,7 @@ def test_judge_reports_the_c_plans() -> None:
 
     assert accelerated()["judge"] is (_plan._C is not None)
     assert CPLAN is not None
-    assert CPLAN.init(_NAMESPACE) == dict.fromkeys(
+    assert CPLAN.init(_plan.c_namespace()) == dict.fromkeys(
         ["turn", "tool_call", "turn_verdict", "call_verdict", "arg_check_result"], True
     )  # every class is read or built slot by slot
 
