@@ -25,7 +25,7 @@ from monitor.assembly import TurnAssembler, _assembler
 from monitor.otlp import Span, accelerated
 from monitor.records import ToolCall, Turn
 
-from .test_assembly_fast import SIDS, TRACES
+from .test_assembly_fast import BOUNDS, SIDS, TRACES
 
 pytestmark = pytest.mark.skipif(_assembler._ADD_C is None, reason="the C assembler is not loaded")
 
@@ -143,14 +143,7 @@ def run_both(
 
 
 @settings(max_examples=400, deadline=None)
-@given(
-    st.lists(step, max_size=14),
-    st.integers(0, 2),  # grace
-    st.integers(0, 4),  # turnless timeout
-    st.integers(1, 3),  # max pending traces
-    st.integers(1, 3),  # max calls per trace
-    st.integers(1, 4),  # released keys remembered
-)
+@given(st.lists(step, max_size=14), *BOUNDS)
 def test_c_matches_python(
     steps: list[tuple[str, list[Spec], int]], grace: int, timeout: int, max_pending: int, max_calls: int, remember: int
 ) -> None:

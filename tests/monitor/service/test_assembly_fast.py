@@ -193,15 +193,18 @@ def shape(turns: list[Turn]) -> list[Any]:
     return [(t.trace_id, t.span_id, t.turnless, t.start_ns, [(c.trace_id, c.span_id) for c in t.calls]) for t in turns]
 
 
-@settings(max_examples=300, deadline=None)
-@given(
-    st.lists(step, max_size=12),
+# Small bounds, so that eviction, oversize and forgetting released turns happen.
+BOUNDS = (
     st.integers(0, 2),  # grace
     st.integers(0, 4),  # turnless timeout
     st.integers(1, 3),  # max pending traces
     st.integers(1, 3),  # max calls per trace
     st.integers(1, 4),  # released keys remembered
 )
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(step, max_size=12), *BOUNDS)
 def test_assembly_matches_the_reference(
     steps: list[tuple[str, list[Any], int]], grace: int, timeout: int, max_pending: int, max_calls: int, remember: int
 ) -> None:
