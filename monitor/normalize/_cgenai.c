@@ -439,7 +439,7 @@ static PyObject *messages_text(PyObject *raw, PyObject *prefix, PyObject *key, P
 static int turn(PyObject *span, PyObject *attrs, PyObject *out, PyObject *problems) {
     PyObject *agent = NULL, *raw = NULL, *text = NULL, *output = NULL, *conversation_id = NULL, *case_id = NULL,
              *defs = NULL, *last = NULL, *tmp = NULL;
-    int rc = -1, t;
+    int rc = -1, t, input_captured;
     if ((agent = dget(attrs, lookup_key[K_AGENT])) == NULL) goto fail;
     if (!PyUnicode_CheckExact(agent)) {
         PyObject *a[3] = {span, agent, problems};
@@ -448,10 +448,13 @@ static int turn(PyObject *span, PyObject *attrs, PyObject *out, PyObject *proble
     if ((raw = dget(attrs, lookup_key[K_INPUT])) == NULL ||
         (text = messages_text(raw, user_parts, k_input, user_roles, 0, problems)) == NULL)
         goto fail;
+    input_captured = PyUnicode_Check(raw);
     Py_CLEAR(raw);
     if ((raw = dget(attrs, lookup_key[K_OUTPUT])) == NULL ||
         (output = messages_text(raw, assistant_parts, k_output, assistant_roles, 1, problems)) == NULL)
         goto fail;
+    /* messages captured (the input is) but no final answer: "", so response checks fail instead of being skipped */
+    if (output == Py_None && input_captured) Py_SETREF(output, Py_NewRef(s_empty));
     if ((conversation_id = dget(attrs, lookup_key[K_CONVERSATION_ID])) == NULL) goto fail;
     if (conversation_id != Py_None) {
         if ((t = not_str(conversation_id)) < 0) goto fail;

@@ -302,6 +302,8 @@ def _convert_py(  # noqa: C901 - one flat pass per span: a call per record cost 
             if raw_out is not None and not isinstance(raw_out, str):
                 problems.append(OUTPUT_MESSAGES)
             output = _turn_text(raw_out, _ASSISTANT, empty_is_none=True)
+            if output is None and isinstance(raw_in, str):
+                output = ""  # messages captured (the input is) but no final answer: response checks fail, not skip
             conversation_id = attrs.get(CONVERSATION_ID)
             if (
                 conversation_id is not None

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from typing import Any
 
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
 import instrumentation as tw
+from monitor.assembly import TurnAssembler
+from monitor.evaluate import load_judge
 from monitor.normalize import Normalizer
 from monitor.otlp import decode_protobuf
 from monitor.records import ToolCall, Turn
+
+RULES = Path(__file__).resolve().parents[2] / "rules" / "incident-triage.yaml"
 
 
 @tw.tool
@@ -63,3 +69,51 @@ def test_truncated_arguments_are_not_captured_rather_than_malformed() -> None:
     long_call, short_call = [r for r in map(normalizer.normalize, decode_protobuf(body)) if isinstance(r, ToolCall)]
     assert long_call.arguments is None  # cut: unjudged for arguments and schema, never "malformed"
     assert short_call.arguments is not None and json.loads(short_call.arguments) == {"service": "short"}
+
+
+@tw.tool
+def pull_billing_telemetry(log_excerpt: str) -> dict[str, int]:
+    """Billing subsystem telemetry."""
+    return {"errors": 1}
+
+
+def _judged_turns(capture_turn_messages: bool) -> dict[str, Any]:
+    """Three [BILL] turns through the wrapper, judged with the shipped triage rules: one answers with the required
+    "Result:" line, one answers without it, one gives no answer at all (the agent raised after its call)."""
+    provider = tw.configure(exporter="memory", capture_content=True, capture_turn_messages=capture_turn_messages,
+                            set_global=False)
+    try:
+        for case, output in (("answered", "Result: billing"), ("no-result-line", "billing, I think"),
+                             ("no-answer", None)):
+            try:
+                with tw.agent_turn(f"[BILL] {case}", agent="incident-triage", case_id=case) as turn:
+                    pull_billing_telemetry(log_excerpt="charge failed")
+                    if output is None:
+                        raise RuntimeError("the agent failed before answering")
+                    turn.set_output(output)
+            except RuntimeError:
+                pass
+        assert provider.exporter is not None
+        body = encode_spans(provider.exporter.get_finished_spans()).SerializeToString()  # type: ignore[attr-defined]
+    finally:
+        provider.shutdown()
+    judge = load_judge([RULES])
+    asm = TurnAssembler(grace_s=0)
+    turns = asm.add(decode_protobuf(body), 2**62) + asm.flush()
+    return {t.case_id: judge.judge(t) for t in turns}
+
+
+def test_a_turn_without_a_final_answer_fails_its_response_checks() -> None:
+    """Turn messages captured (the input is on the span) but no output: the required "Result:" line is missing, so
+    the response check fails, as for an answer without that line; it is not skipped as if the answer were unknown."""
+    v = _judged_turns(capture_turn_messages=True)
+    assert [v[c].response_ok for c in ("answered", "no-result-line", "no-answer")] == [True, False, False]
+    assert v["no-answer"].end_to_end is False and "response" in v["no-answer"].reason
+    assert v["no-answer"].selection_ok and v["no-answer"].args_ok  # its call was right: only the answer fails
+
+
+def test_without_turn_messages_the_response_is_not_judged() -> None:
+    """Turn messages not captured: nothing is known of the answer, so no response check is made (absent), never
+    failed; such turns are not judged for routing either, since their input is unknown."""
+    v = _judged_turns(capture_turn_messages=False)
+    assert all(verdict.response_ok is None for verdict in v.values())

@@ -70,6 +70,9 @@ def ref_turn(span: Span) -> tuple[Turn, list[str]]:
     raw_out = attrs.get("gen_ai.output.messages")
     if raw_out is not None and not isinstance(raw_out, str):
         problems.append("gen_ai.output.messages")
+    output = ref_text(raw_out, ("assistant",)) or ref_text(raw_out)
+    if output is None and isinstance(raw_in, str):  # messages captured (the input is), no final answer
+        output = ""
     conversation_id = str_attr("gen_ai.conversation.id")
     case_id = attrs.get("toolwatch.case.id")
     raw_defs = attrs.get("gen_ai.tool.definitions")
@@ -84,7 +87,7 @@ def ref_turn(span: Span) -> tuple[Turn, list[str]]:
         span_id=span.span_id,
         conversation_id=conversation_id,
         case_id=None if case_id is None else str(case_id),
-        output_text=ref_text(raw_out, ("assistant",)) or ref_text(raw_out),
+        output_text=output,
         tool_definitions=tuple(d for d in defs if isinstance(d, dict)) if isinstance(defs, list) else None,
         start_ns=span.start_ns,
         end_ns=span.end_ns,
