@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from monitor.evaluate import (
     EvalResult,
@@ -22,6 +23,7 @@ from monitor.judge import Judge
 from monitor.report import (
     CaseResult,
     ReportBuilder,
+    ReportOptions,
     Table,
     emit_report,
     format_ratio,
@@ -92,6 +94,32 @@ def _run_dataset(dataset: str, agent: Any, rules: tuple[str, ...], agent_name: s
     return _eval_tables(result), notes, extra
 
 
+def _check_options(dataset: str | None, scenario: str | None, trials: int, options: ReportOptions) -> None:
+    """Usage errors for options that do not apply to the chosen input, and for a pass^k baseline of another k."""
+    if (dataset is None) == (scenario is None):
+        raise click.UsageError("give exactly one of --dataset FILE or --scenario FILE")
+
+    ctx = click.get_current_context()
+
+    def given(name: str) -> bool:
+        return ctx.get_parameter_source(name) not in (None, ParameterSource.DEFAULT)
+
+    if scenario is not None:
+        extra = [f"--{n}" for n in ("trials", "concurrency") if given(n)]
+        if extra:
+            verb = "applies" if len(extra) == 1 else "apply"
+            raise click.UsageError(f"{' and '.join(extra)} {verb} to --dataset (runs per case, cases at once), "
+                                   "not to --scenario: a scenario runs each step once, in order")
+        return
+    if given("mode"):
+        raise click.UsageError("--mode applies to --scenario (free-run or step-wise conversations), not to --dataset")
+    base = options.baseline
+    if base is not None and base.k is not None and base.k != trials and base.figures.get("pass_hat_k") is not None:
+        raise click.UsageError(f"--baseline has pass^{base.k} ({base.k} trials per case), this run would give "
+                               f"pass^{trials} (--trials {trials}); pass^k of different k cannot be compared: "
+                               f"run with --trials {base.k}")
+
+
 def _scenario_tables(run: ScenarioRun) -> list[Table]:
     rows = [[s.scenario, str(s.step.index), s.step.user[:80], "pass" if s.passed else "FAIL",
              "" if s.passed else s.reason] for s in run.steps]
@@ -134,13 +162,15 @@ def _run_scenario(path: str, agent: Any, rules: tuple[str, ...], agent_name: str
               help="The agent: fn(input: str) -> answer str (scenarios: fn(input, history=[...])).")
 @click.option("--rules", multiple=True, metavar="FILE", help="Rule files with the tool catalog (repeatable).")
 @click.option("--agent-name", default=None, help="gen_ai.agent.name of the turns (default: the rules' only agent).")
-@click.option("--trials", type=click.IntRange(1), default=1, show_default=True, help="Runs per case (pass^k).")
+@click.option("--trials", type=click.IntRange(1), default=1, show_default=True,
+              help="Runs per case (pass^k); --dataset only.")
 @click.option("--concurrency", type=click.IntRange(1, 256), default=1, show_default=True,
-              help="Cases run at once (threads).")
+              help="Cases run at once (threads); --dataset only.")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(0.001), default=60.0, show_default=True,
               help="Seconds per case run; a run past it fails.")
 @click.option("--mode", type=click.Choice(MODES), default="free", show_default=True,
-              help="Scenarios: free-run (the agent's replies carry forward) or step (teacher-forced references).")
+              help="--scenario only: free-run (the agent's replies carry forward) or step (teacher-forced "
+                   "references).")
 @click.option("--worst", type=click.IntRange(0), default=10, show_default=True, help="Failing turns to list.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @report_options
@@ -153,8 +183,7 @@ def eval_(dataset: str | None, scenario: str | None, agent_spec: str, rules: tup
     the rules for that turn. With --trials K the report adds the pass rate and pass^k.
     """
     options = pop_report_options(kwargs)
-    if (dataset is None) == (scenario is None):
-        raise click.UsageError("give exactly one of --dataset FILE or --scenario FILE")
+    _check_options(dataset, scenario, trials, options)
     try:
         agent = load_callable(agent_spec)
     except LoadError as exc:
@@ -171,4 +200,6 @@ def eval_(dataset: str | None, scenario: str | None, agent_spec: str, rules: tup
         title = f"toolwatch eval: scenarios {Path(scenario).name} ({mode} mode)"
     report = builder.build("eval", title, tables=tables, notes=notes)
     report.figures.update(extra)
+    if "pass_hat_k" in extra:
+        report.k = trials
     raise SystemExit(emit_report(report, options))

@@ -2,17 +2,19 @@
 
 from monitor.report.builder import ReportBuilder, per_tool_stats, severity
 from monitor.report.figures import FIGURES, canonical_figure, format_ratio
-from monitor.report.gates import GateFailure, Threshold, check_gates, parse_threshold
+from monitor.report.gates import GateFailure, Threshold, check_gates, parse_gate, parse_threshold, skipped_comparisons
 from monitor.report.html import render_html
 from monitor.report.junit import render_junit
 from monitor.report.markdown import render_markdown
 from monitor.report.model import (
+    Baseline,
     BaselineError,
     CaseResult,
     Report,
     Sample,
     Table,
     ToolStats,
+    load_baseline,
     load_baseline_figures,
 )
 from monitor.report.output import ReportOptions, emit_report, pop_report_options, report_options
@@ -20,6 +22,7 @@ from monitor.report.terminal import render_terminal
 
 __all__ = [
     "FIGURES",
+    "Baseline",
     "BaselineError",
     "CaseResult",
     "GateFailure",
@@ -34,7 +37,9 @@ __all__ = [
     "check_gates",
     "emit_report",
     "format_ratio",
+    "load_baseline",
     "load_baseline_figures",
+    "parse_gate",
     "parse_threshold",
     "per_tool_stats",
     "pop_report_options",
@@ -44,4 +49,5 @@ __all__ = [
     "render_terminal",
     "report_options",
     "severity",
+    "skipped_comparisons",
 ]

@@ -1,10 +1,13 @@
 """CI gates on a report's figures: absolute thresholds and regression against a baseline report.
 
-`--fail-under accuracy=0.95` fails when the figure is below 0.95; `--fail-over spurious_rate=0.05` when
-above; `--baseline old.json --max-drop 0.02` fails when a figure got worse than the baseline by more than
-0.02 (worse = lower for figures where higher is better, higher for the rates where lower is better).
+`--fail-under accuracy=0.95` fails when a figure where higher is better is below 0.95; `--fail-over
+spurious_rate=0.05` when a rate where lower is better is above 0.05 (each gate takes only the figures of its
+direction: `--fail-under spurious_rate=...` would fail on a good run). `--baseline old.json --max-drop 0.02`
+fails when a figure got worse than the baseline by more than 0.02 (worse = lower for figures where higher is
+better, higher for the rates where lower is better).
 A gate on a figure that could not be computed (zero denominator, reported as absent) fails: a gate that
-silently passes on no data is worse than none.
+silently passes on no data is worse than none. A baseline figure the current command does not compute at all
+(the pass rate of `eval` beside a `replay`), or pass^k of another k, is not compared and said so.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from dataclasses import dataclass
 from monitor.report.figures import HIGHER_IS_BETTER, LABELS, canonical_figure
 
 EPSILON = 1e-12
+PASS_HAT_K = "pass_hat_k"
 
 
 @dataclass(slots=True, frozen=True)
@@ -48,8 +52,34 @@ def parse_threshold(spec: str) -> Threshold:
     return Threshold(figure, value)
 
 
+def parse_gate(spec: str, *, over: bool) -> Threshold:
+    """A `--fail-over` (over=True) or `--fail-under` threshold; ValueError when the figure's direction is the other.
+
+    `--fail-under` takes the figures where higher is better, `--fail-over` the rates where lower is better:
+    `--fail-under spurious_rate=0.5` would fail every run whose spurious rate is below 50%.
+    """
+    t = parse_threshold(spec)
+    higher_is_better = HIGHER_IS_BETTER[t.figure]
+    if over == higher_is_better:
+        value = spec.partition("=")[2].strip()
+        if higher_is_better:
+            raise ValueError(
+                f"{t.figure} is higher-is-better: use --fail-under {t.figure}={value} "
+                f"(exit 1 when it is below {value}); --fail-over takes the rates where lower is better"
+            )
+        raise ValueError(
+            f"{t.figure} is lower-is-better: use --fail-over {t.figure}={value} "
+            f"(exit 1 when it is above {value}); --fail-under takes the figures where higher is better"
+        )
+    return t
+
+
 def _pct(value: float) -> str:
     return f"{value * 100:.2f}%"
+
+
+def _absent(figures: Mapping[str, float | None], key: str) -> str:
+    return "is not computed by this command" if key not in figures else "is absent (no data)"
 
 
 def check_gates(
@@ -59,35 +89,77 @@ def check_gates(
     fail_over: Sequence[Threshold] = (),
     baseline: Mapping[str, float | None] | None = None,
     max_drop: float = 0.0,
+    k: int | None = None,
+    baseline_k: int | None = None,
 ) -> list[GateFailure]:
+    """The gates that failed. `k` and `baseline_k` are the k of each report's pass_hat_k (None: not recorded)."""
     failures: list[GateFailure] = []
     for t in fail_under:
         value = figures.get(t.figure)
         label = LABELS.get(t.figure, t.figure)
         if value is None:
-            failures.append(GateFailure(t.figure, f"{label} ({t.figure}) is absent (no data), gate < {_pct(t.value)}"))
+            failures.append(
+                GateFailure(t.figure, f"{label} ({t.figure}) {_absent(figures, t.figure)}, gate < {_pct(t.value)}")
+            )
         elif value + EPSILON < t.value:
             failures.append(GateFailure(t.figure, f"{label} ({t.figure}) {_pct(value)} < {_pct(t.value)}"))
     for t in fail_over:
         value = figures.get(t.figure)
         label = LABELS.get(t.figure, t.figure)
         if value is None:
-            failures.append(GateFailure(t.figure, f"{label} ({t.figure}) is absent (no data), gate > {_pct(t.value)}"))
+            failures.append(
+                GateFailure(t.figure, f"{label} ({t.figure}) {_absent(figures, t.figure)}, gate > {_pct(t.value)}")
+            )
         elif value - EPSILON > t.value:
             failures.append(GateFailure(t.figure, f"{label} ({t.figure}) {_pct(value)} > {_pct(t.value)}"))
     if baseline is not None:
-        failures += _regressions(figures, baseline, max_drop)
+        failures += _regressions(figures, baseline, max_drop, k, baseline_k)
     return failures
 
 
+def _compared(baseline: Mapping[str, float | None]) -> list[tuple[str, float]]:
+    """The baseline figures a regression gate looks at: known ones with a value."""
+    return [(key, before) for key, before in baseline.items() if before is not None and key in HIGHER_IS_BETTER]
+
+
+def _not_compared(key: str, figures: Mapping[str, float | None], k: int | None, baseline_k: int | None) -> str | None:
+    """Why a baseline figure is not compared with this report (None: it is)."""
+    label = LABELS.get(key, key)
+    if key not in figures:
+        return f"{label} ({key}) is in the baseline but not computed by this command"
+    if key == PASS_HAT_K and figures[key] is not None:
+        if baseline_k is None or k is None:
+            which = "the baseline" if baseline_k is None else "this report"
+            return f"{label} ({key}): {which} does not record its k (it could be pass^k of another k)"
+        if baseline_k != k:
+            return f"{label} ({key}): pass^{baseline_k} in the baseline, pass^{k} now: different k are not comparable"
+    return None
+
+
+def skipped_comparisons(
+    figures: Mapping[str, float | None],
+    baseline: Mapping[str, float | None],
+    *,
+    k: int | None = None,
+    baseline_k: int | None = None,
+) -> list[str]:
+    """One line per baseline figure that `check_gates` does not compare, saying why."""
+    reasons = (_not_compared(key, figures, k, baseline_k) for key, _ in _compared(baseline))
+    return [r for r in reasons if r is not None]
+
+
 def _regressions(
-    figures: Mapping[str, float | None], baseline: Mapping[str, float | None], max_drop: float
+    figures: Mapping[str, float | None],
+    baseline: Mapping[str, float | None],
+    max_drop: float,
+    k: int | None,
+    baseline_k: int | None,
 ) -> list[GateFailure]:
     out = []
-    for key, before in baseline.items():
-        if before is None or key not in HIGHER_IS_BETTER:
+    for key, before in _compared(baseline):
+        if _not_compared(key, figures, k, baseline_k) is not None:
             continue
-        now = figures.get(key)
+        now = figures[key]
         label = LABELS.get(key, key)
         if now is None:
             out.append(GateFailure(key, f"{label} ({key}) was {_pct(before)} in the baseline, now absent"))

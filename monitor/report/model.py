@@ -76,6 +76,7 @@ class Report:
     series: dict[str, list[tuple[int, float | None]]] = field(default_factory=dict)
     tables: list[Table] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    k: int | None = None  # the k of the pass_hat_k figure (eval's --trials); None when there is no pass^k
     schema_version: int = SCHEMA_VERSION
 
     def confusion_labels(self) -> tuple[list[str], list[str]]:
@@ -116,8 +117,16 @@ class BaselineError(ValueError):
     """A baseline report that cannot be read."""
 
 
-def load_baseline_figures(path: str | Path) -> dict[str, float | None]:
-    """The figures of a report written earlier with `--json` (the only part a baseline gate needs)."""
+@dataclass(slots=True, frozen=True)
+class Baseline:
+    """What a baseline gate reads of a report written earlier with `--json`."""
+
+    figures: dict[str, float | None]
+    k: int | None = None  # the k of its pass_hat_k; None when it has none or does not record it (older reports)
+
+
+def load_baseline(path: str | Path) -> Baseline:
+    """The figures (and the k of pass^k) of a report written earlier with `--json`."""
     p = Path(path)
     try:
         data = json.loads(p.read_text(encoding="utf-8"))
@@ -134,4 +143,12 @@ def load_baseline_figures(path: str | Path) -> dict[str, float | None]:
             out[str(key)] = None if value is None else float(value)
         else:
             raise BaselineError(f"{p}: figure {key!r} is {value!r}, expected a number or null")
-    return out
+    k = data.get("k")
+    if k is not None and (not isinstance(k, int) or isinstance(k, bool) or k < 1):
+        raise BaselineError(f"{p}: 'k' is {k!r}, expected a positive integer or null")
+    return Baseline(out, k)
+
+
+def load_baseline_figures(path: str | Path) -> dict[str, float | None]:
+    """The figures of a report written earlier with `--json`."""
+    return load_baseline(path).figures

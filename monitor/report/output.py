@@ -13,11 +13,11 @@ from typing import Any, TypeVar
 
 import click
 
-from monitor.report.gates import Threshold, check_gates, parse_threshold
+from monitor.report.gates import Threshold, check_gates, parse_gate, skipped_comparisons
 from monitor.report.html import render_html
 from monitor.report.junit import render_junit
 from monitor.report.markdown import render_markdown
-from monitor.report.model import BaselineError, Report, load_baseline_figures
+from monitor.report.model import Baseline, BaselineError, Report, load_baseline
 from monitor.report.terminal import render_terminal
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -31,23 +31,23 @@ class ReportOptions:
     html_path: str | None = None
     fail_under: list[Threshold] = field(default_factory=list)
     fail_over: list[Threshold] = field(default_factory=list)
-    baseline: dict[str, float | None] | None = None
+    baseline: Baseline | None = None
     max_drop: float = 0.0
     quiet: bool = False
 
 
 def _thresholds(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> list[Threshold]:
     try:
-        return [parse_threshold(v) for v in values]
+        return [parse_gate(v, over=param.name == "fail_over") for v in values]
     except ValueError as exc:
         raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
 
 
-def _baseline(ctx: click.Context, param: click.Parameter, value: str | None) -> dict[str, float | None] | None:
+def _baseline(ctx: click.Context, param: click.Parameter, value: str | None) -> Baseline | None:
     if value is None:
         return None
     try:
-        return load_baseline_figures(value)
+        return load_baseline(value)
     except BaselineError as exc:
         raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
 
@@ -60,14 +60,17 @@ def report_options(func: F) -> F:
         click.option("--junit", "junit_path", metavar="PATH", help="Write JUnit XML: one testcase per turn or case."),
         click.option("--html", "html_path", metavar="PATH", help="Write one self-contained HTML file."),
         click.option("--fail-under", multiple=True, callback=_thresholds, metavar="FIGURE=VALUE",
-                     help="Exit 1 when FIGURE is below VALUE (e.g. accuracy=0.95, schema_adherence=99%). Repeatable."),
+                     help="Exit 1 when FIGURE is below VALUE (e.g. accuracy=0.95, schema_adherence=99%); figures "
+                          "where higher is better. Repeatable."),
         click.option("--fail-over", multiple=True, callback=_thresholds, metavar="FIGURE=VALUE",
-                     help="Exit 1 when FIGURE is above VALUE (e.g. spurious_rate=0.05). Repeatable."),
+                     help="Exit 1 when FIGURE is above VALUE (e.g. spurious_rate=0.05); the rates where lower is "
+                          "better. Repeatable."),
         click.option("--baseline", callback=_baseline, metavar="REPORT.json",
                      help="A report written earlier with --json; exit 1 when a figure got worse by more than "
                           "--max-drop."),
-        click.option("--max-drop", type=click.FloatRange(0.0, 1.0), default=0.0, show_default=True,
-                     help="Largest allowed regression against --baseline, as a ratio (0.02 = 2 points)."),
+        click.option("--max-drop", type=click.FloatRange(0.0, 1.0), default=None, show_default="0",
+                     help="Largest allowed regression against --baseline, as a ratio (0.02 = 2 points): a drop of a "
+                          "figure where higher is better, a rise of a rate where lower is better. Needs --baseline."),
         click.option("-q", "--quiet", is_flag=True, help="Print only the accuracy line and gate results."),
     ]
     for opt in reversed(opts):
@@ -76,7 +79,11 @@ def report_options(func: F) -> F:
 
 
 def pop_report_options(kwargs: dict[str, Any]) -> ReportOptions:
-    """Take the shared options out of a command's keyword arguments."""
+    """Take the shared options out of a command's keyword arguments; a usage error for options that do not apply."""
+    max_drop = kwargs.pop("max_drop")
+    if max_drop is not None and kwargs["baseline"] is None:
+        raise click.UsageError("--max-drop applies to --baseline (the largest regression allowed against it); "
+                               "give --baseline REPORT.json, or use --fail-under/--fail-over for a fixed threshold")
     return ReportOptions(
         json_path=kwargs.pop("json_path"),
         markdown_path=kwargs.pop("markdown_path"),
@@ -85,7 +92,7 @@ def pop_report_options(kwargs: dict[str, Any]) -> ReportOptions:
         fail_under=list(kwargs.pop("fail_under")),
         fail_over=list(kwargs.pop("fail_over")),
         baseline=kwargs.pop("baseline"),
-        max_drop=kwargs.pop("max_drop"),
+        max_drop=0.0 if max_drop is None else max_drop,
         quiet=kwargs.pop("quiet"),
     )
 
@@ -120,13 +127,19 @@ def emit_report(report: Report, options: ReportOptions) -> int:
         click.echo(report.accuracy_line, file=out)
     else:
         render_terminal(report, out)
+    baseline = options.baseline
     failures = check_gates(
         report.figures,
         fail_under=options.fail_under,
         fail_over=options.fail_over,
-        baseline=options.baseline,
+        baseline=None if baseline is None else baseline.figures,
         max_drop=options.max_drop,
+        k=report.k,
+        baseline_k=None if baseline is None else baseline.k,
     )
+    if baseline is not None:
+        for reason in skipped_comparisons(report.figures, baseline.figures, k=report.k, baseline_k=baseline.k):
+            click.echo(f"Not compared with the baseline: {reason}", file=out)
     if failures:
         click.echo(f"FAILED {len(failures)} gate(s):", file=out)
         for f in failures:

@@ -189,3 +189,62 @@ def test_shipped_triage_examples_run_and_fail_where_the_agent_is_flawed() -> Non
         run = run_scenarios(sf, triage, build_judge(sf), h, mode="step")
     assert [s.passed for s in run.steps] == [True, True, False]
     assert "extra call pull_support_telemetry" in run.steps[2].reason
+
+
+def _eval(*args: str) -> tuple[int, str]:
+    res = CliRunner().invoke(eval_, [*args, "--no-progress", "-q"])
+    return res.exit_code, res.output
+
+
+def test_cli_eval_records_k_and_refuses_a_baseline_of_another_k(dataset: Path, support_rules: Path,
+                                                                 tmp_path: Path) -> None:
+    base = ["--dataset", str(dataset), "--rules", str(support_rules), "--agent",
+            "tests.monitor.offline.agents:flaky_agent"]
+    js = tmp_path / "k3.json"
+    reset_flaky()
+    assert _eval(*base, "--trials", "3", "--json", str(js))[0] == 0
+    data = json.loads(js.read_text())
+    assert data["k"] == 3 and data["figures"]["pass_hat_k"] == pytest.approx(2 / 3)
+    reset_flaky()
+    code, out = _eval(*base, "--trials", "2", "--baseline", str(js))
+    assert code == 2
+    assert "--baseline has pass^3 (3 trials per case), this run would give pass^2 (--trials 2)" in out
+    assert "run with --trials 3" in out and "Tool call accuracy:" not in out  # refused before running
+    reset_flaky()
+    code, out = _eval(*base, "--trials", "3", "--baseline", str(js))
+    assert code == 0 and "Not compared" not in out and "All gates passed." in out
+
+
+def test_cli_eval_dataset_baseline_with_scenarios(dataset: Path, support_rules: Path, scenario_file: Path,
+                                                  tmp_path: Path) -> None:
+    js = tmp_path / "eval.json"
+    reset_flaky()
+    assert _eval("--dataset", str(dataset), "--rules", str(support_rules), "--agent",
+                 "tests.monitor.offline.agents:flaky_agent", "--trials", "2", "--json", str(js))[0] == 0
+    code, out = _eval("--scenario", str(scenario_file), "--agent", "tests.monitor.offline.agents:memory_agent",
+                      "--mode", "step", "--baseline", str(js), "--max-drop", "1")
+    assert code == 0, out  # scenarios compute no pass rate and no pass^k: not compared, said so
+    assert "(pass_rate) is in the baseline but not computed by this command" in out
+    assert "(pass_hat_k) is in the baseline but not computed by this command" in out
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--trials", "2"], "--trials applies to --dataset (runs per case, cases at once), not to --scenario"),
+        (["--trials", "1"], "--trials applies to --dataset"),
+        (["--concurrency", "4"], "--concurrency applies to --dataset"),
+        (["--trials", "3", "--concurrency", "2"], "--trials and --concurrency apply to --dataset"),
+    ],
+)
+def test_cli_dataset_options_with_a_scenario_are_usage_errors(scenario_file: Path, extra: list[str],
+                                                              message: str) -> None:
+    code, out = _eval("--scenario", str(scenario_file), "--agent", "tests.monitor.offline.agents:memory_agent", *extra)
+    assert code == 2 and message in out
+
+
+@pytest.mark.parametrize("mode", ["step", "free"])
+def test_cli_mode_with_a_dataset_is_a_usage_error(dataset: Path, support_rules: Path, mode: str) -> None:
+    code, out = _eval("--dataset", str(dataset), "--rules", str(support_rules), "--agent",
+                      "tests.monitor.offline.agents:support_agent", "--mode", mode)
+    assert code == 2 and "--mode applies to --scenario (free-run or step-wise conversations), not to --dataset" in out

@@ -9,7 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from monitor.cli.replay_cmd import replay
-from monitor.report import Threshold, check_gates, parse_threshold
+from monitor.report import Threshold, check_gates, parse_gate, parse_threshold, skipped_comparisons
+from monitor.report.figures import HIGHER_IS_BETTER
 from tests.monitor.offline.agents import SUPPORT_INPUTS, support_agent
 from tests.monitor.offline.conftest import capture_spans, write_span_files
 
@@ -54,7 +55,65 @@ def test_baseline_regression_direction() -> None:
     fails = check_gates(now, baseline=base, max_drop=0.02)
     assert [f.figure for f in fails] == ["spurious_rate"]  # a rate going up is worse; down is better
     assert [f.figure for f in check_gates(now, baseline=base, max_drop=0.0)] == ["tool_call_accuracy", "spurious_rate"]
-    assert "was 95.00% in the baseline, now absent" in check_gates({}, baseline=base)[0].message
+    # computed now but absent (zero denominator): still a failure
+    absent = check_gates(dict.fromkeys(base), baseline=base)
+    assert [f.figure for f in absent] == ["tool_call_accuracy", "spurious_rate", "missed_rate"]
+    assert "was 95.00% in the baseline, now absent" in absent[0].message
+
+
+LOWER_IS_BETTER = ["spurious_rate", "wrong_tool_rate", "hallucinated_rate", "missed_rate", "over_calling_rate"]
+
+
+def test_lower_is_better_figures() -> None:
+    assert sorted(k for k, up in HIGHER_IS_BETTER.items() if not up) == sorted(LOWER_IS_BETTER)
+
+
+@pytest.mark.parametrize("figure", sorted(HIGHER_IS_BETTER))
+def test_each_gate_takes_only_its_direction(figure: str) -> None:
+    up = HIGHER_IS_BETTER[figure]
+    assert parse_gate(f"{figure}=0.5", over=not up) == Threshold(figure, 0.5)
+    right = "--fail-under" if up else "--fail-over"
+    with pytest.raises(ValueError, match=f"use {right} {figure.replace('^', '.')}=0.5 "):
+        parse_gate(f"{figure}=0.5", over=up)
+
+
+@pytest.mark.parametrize("figure", sorted(HIGHER_IS_BETTER))
+def test_baseline_regression_direction_of_every_figure(figure: str) -> None:
+    sign = 1 if HIGHER_IS_BETTER[figure] else -1  # the direction in which the figure gets better
+    base = {figure: 0.5}
+    worse, better = {figure: 0.5 - sign * 0.1}, {figure: 0.5 + sign * 0.3}
+    # (pass^k is compared only at the same k)
+    (fail,) = check_gates(worse, baseline=base, max_drop=0.05, k=2, baseline_k=2)
+    assert fail.figure == figure and "worse by 10.00%" in fail.message
+    assert check_gates(worse, baseline=base, max_drop=0.1, k=2, baseline_k=2) == []
+    assert check_gates(better, baseline=base, max_drop=0.0, k=2, baseline_k=2) == []
+
+
+def test_baseline_figure_not_computed_now_is_skipped() -> None:
+    base = {"tool_call_accuracy": 0.9, "pass_rate": 0.8, "pass_hat_k": 0.7, "scenario_pass_rate": None}
+    now = {"tool_call_accuracy": 0.9}  # a replay: no pass rate, no pass^k
+    assert check_gates(now, baseline=base) == []
+    assert skipped_comparisons(now, base) == [
+        "Pass rate (all trials) (pass_rate) is in the baseline but not computed by this command",
+        "pass^k (every trial of a case passes) (pass_hat_k) is in the baseline but not computed by this command",
+    ]
+    # a gate on a figure this command does not compute still fails, and says so
+    (fail,) = check_gates(now, fail_under=[Threshold("pass_rate", 0.5)])
+    assert "(pass_rate) is not computed by this command, gate < 50.00%" in fail.message
+
+
+def test_pass_hat_k_of_different_k_is_not_compared() -> None:
+    base, now = {"pass_hat_k": 0.9}, {"pass_hat_k": 0.5}
+    assert check_gates(now, baseline=base, k=2, baseline_k=3) == []
+    assert skipped_comparisons(now, base, k=2, baseline_k=3) == [
+        "pass^k (every trial of a case passes) (pass_hat_k): pass^3 in the baseline, pass^2 now: "
+        "different k are not comparable"
+    ]
+    assert check_gates(now, baseline=base, k=None, baseline_k=3) == []  # an unknown k is not assumed equal
+    assert "the baseline does not record its k" in skipped_comparisons(now, base, k=3, baseline_k=None)[0]
+    (fail,) = check_gates(now, baseline=base, k=3, baseline_k=3)
+    assert fail.figure == "pass_hat_k" and "90.00% -> 50.00%" in fail.message
+    assert skipped_comparisons(now, base, k=3, baseline_k=3) == []
 
 
 @pytest.fixture(scope="module")
@@ -82,6 +141,46 @@ def test_cli_fail_under_lists_failed_figures(span_file: Path, support_rules: Pat
 def test_cli_bad_gate_is_a_usage_error(span_file: Path, support_rules: Path) -> None:
     code, out = _run(span_file, support_rules, "--fail-under", "acc=0.9")
     assert code == 2 and "unknown figure" in out
+
+
+def test_cli_gate_of_the_wrong_direction_is_a_usage_error(span_file: Path, support_rules: Path) -> None:
+    # the spurious rate of these spans is 22.22%: `--fail-under spurious_rate=0.5` used to fail on it
+    code, out = _run(span_file, support_rules, "--fail-under", "spurious_rate=0.5")
+    assert code == 2 and "use --fail-over spurious_rate=0.5 (exit 1 when it is above 0.5)" in out
+    code, out = _run(span_file, support_rules, "--fail-under", "missed=50%")
+    assert code == 2 and "use --fail-over missed_rate=50%" in out
+    code, out = _run(span_file, support_rules, "--fail-over", "accuracy=0.9")
+    assert code == 2 and "use --fail-under tool_call_accuracy=0.9 (exit 1 when it is below 0.9)" in out
+    code, out = _run(span_file, support_rules, "--fail-over", "spurious_rate=0.2")
+    assert code == 1 and "Spurious-call rate (spurious_rate) 22.22% > 20.00%" in out
+    code, out = _run(span_file, support_rules, "--fail-over", "spurious_rate=0.25")
+    assert code == 0 and "All gates passed." in out
+
+
+@pytest.mark.parametrize("value", ["0.02", "0"])
+def test_cli_max_drop_without_baseline_is_a_usage_error(span_file: Path, support_rules: Path, value: str) -> None:
+    code, out = _run(span_file, support_rules, "--max-drop", value, "--fail-under", "accuracy=0.5")
+    assert code == 2 and "--max-drop applies to --baseline" in out and "Tool call accuracy:" not in out
+
+
+def test_cli_eval_baseline_with_a_replay(span_file: Path, support_rules: Path, tmp_path: Path) -> None:
+    base = tmp_path / "base.json"
+    assert _run(span_file, support_rules, "--json", str(base))[0] == 0
+    data = json.loads(base.read_text())
+    assert data["k"] is None  # a replay has no pass^k
+    data["figures"].update(pass_rate=0.9, pass_hat_k=0.8)  # what an eval report adds
+    data["k"] = 3
+    base.write_text(json.dumps(data))
+    code, out = _run(span_file, support_rules, "--baseline", str(base))
+    assert code == 0, out
+    assert "Not compared with the baseline: Pass rate (all trials) (pass_rate) is in the baseline but not computed " \
+           "by this command" in out
+    assert "(pass_hat_k) is in the baseline but not computed by this command" in out
+    assert "All gates passed." in out
+    data["figures"]["tool_call_accuracy"] = 0.6  # the figures replay does compute are still compared
+    base.write_text(json.dumps(data))
+    code, out = _run(span_file, support_rules, "--baseline", str(base), "--max-drop", "0.02")
+    assert code == 1 and "FAILED 1 gate(s)" in out and "60.00% -> 55.56%" in out
 
 
 def test_cli_baseline(span_file: Path, support_rules: Path, tmp_path: Path) -> None:
