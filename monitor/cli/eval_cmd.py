@@ -133,8 +133,10 @@ def _run_scenario(path: str, agent: Any, rules: tuple[str, ...], agent_name: str
         sf = load_scenarios(path)
         judge = build_judge(sf, [Path(r) for r in rules])
     except (ScenarioError, RuleFileError) as exc:
-        _fail_load(exc)
-        raise
+        # Errors of a step name the scenario file and carry their own hint; the dataset's --rules hint does not fit.
+        hint = f"\nhint: {exc.hint}" if isinstance(exc, ScenarioError) and exc.hint else ""
+        click.echo(f"error: {exc}{hint}", err=True)
+        raise SystemExit(2) from exc
     name = default_agent_name(judge.agents, agent_name or sf.agent)
     total = sum(len(s.steps) for s in sf.scenarios)
     with Harness(agent_name=name) as harness, progress_bar(disable=no_progress) as progress:

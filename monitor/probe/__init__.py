@@ -1,6 +1,6 @@
 """Adaptive random probing: FSCS-ART over a user's input generator, judged like live traffic."""
 
-from monitor.probe._clusters import cluster_tables
+from monitor.probe._clusters import FailureCluster, Problem, cluster_tables, failure_clusters, first_problem
 from monitor.probe._loop import (
     STRATEGIES,
     Generator,
@@ -16,13 +16,17 @@ from monitor.probe.fscs import Choice, FscsSelector
 __all__ = [
     "STRATEGIES",
     "Choice",
+    "FailureCluster",
     "FscsSelector",
     "Generator",
     "GeneratorError",
     "ProbeResult",
+    "Problem",
     "Step",
     "cluster_tables",
+    "failure_clusters",
     "first_failures",
+    "first_problem",
     "mean_first_failure",
     "run_probe",
 ]

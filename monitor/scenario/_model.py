@@ -19,6 +19,12 @@ scenarios:                           # or a single scenario at the top level (na
           tool_calls: {min: 1, max: 2}        # bounds on the number of calls in the step
         reference: "Order 1234 shipped on Monday."   # the assistant reply step-wise mode feeds forward
 ```
+
+A step without `calls` (and without `none: true`) says nothing about which tools are called: any tool the rule
+files declare may be called any number of times (a made-up tool or invalid arguments still fail the step), and its
+`tool_calls` bounds and response checks decide. With `catalog.from_definitions`, a tool known only from the
+turn's `gen_ai.tool.definitions` counts as an extra call there.
+Errors name the file, line and column, the scenario and the step.
 """
 
 from __future__ import annotations
@@ -27,16 +33,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
+from monitor.rules import RuleFileError
+from monitor.rules._yaml import Marks, load_yaml
 
 STEP_KEYS = frozenset({"user", "expect", "reference"})
 EXPECT_KEYS = frozenset({"calls", "none", "response", "tool_calls"})
 CALL_KEYS = frozenset({"tool", "args", "optional", "min", "max", "exactly"})
 RESPONSE_KEYS = frozenset({"contains", "regex"})
 
+YamlPath = tuple[str | int, ...]
+
 
 class ScenarioError(ValueError):
-    """A scenario file that cannot be used; the message names the file and the place."""
+    """A scenario file that cannot be used; the message names the file and the place, `hint` what to do."""
+
+    def __init__(self, message: str, hint: str = "") -> None:
+        super().__init__(message)
+        self.hint = hint
 
 
 @dataclass(slots=True, frozen=True)
@@ -44,12 +57,19 @@ class Step:
     index: int  # 1-based
     user: str
     slots: tuple[dict[str, Any], ...]  # slots in the rule-file `call` format
-    expects_none: bool
+    expects_none: bool  # `none: true` or `calls: []`
     contains: tuple[str, ...] = ()
     regex: tuple[str, ...] = ()
     min_calls: int | None = None
     max_calls: int | None = None
     reference: str | None = None
+    line: int = 0  # of the step in its file (0: unknown)
+    path: YamlPath = ()  # of the step in its file, e.g. ("scenarios", 0, "steps", 2)
+
+    @property
+    def any_calls(self) -> bool:
+        """No expectation on which tools are called (no `calls`, no `none`)."""
+        return not self.slots and not self.expects_none
 
 
 @dataclass(slots=True, frozen=True)
@@ -64,112 +84,172 @@ class ScenarioFile:
     agent: str | None
     rules: list[Path]
     scenarios: list[Scenario] = field(default_factory=list)
+    marks: Marks | None = None  # positions of the file's keys and values
 
 
-def _strings(value: Any, where: str) -> tuple[str, ...]:
+@dataclass(slots=True)
+class _Where:
+    """Formats errors as `file:line:column: scenario, step n[, ...]: message`."""
+
+    marks: Marks
+    label: str = ""
+
+    def at(self, label: str) -> _Where:
+        return _Where(self.marks, f"{self.label}, {label}" if self.label else label)
+
+    def error(self, path: YamlPath, message: str, *, key: bool = False, hint: str = "") -> ScenarioError:
+        line, column = self.marks.at(path, key=key)
+        where = f"{self.marks.file}:{line}:{column}"
+        return ScenarioError(f"{where}: {self.label}: {message}" if self.label else f"{where}: {message}", hint)
+
+
+def _strings(value: Any, where: _Where, path: YamlPath, what: str) -> tuple[str, ...]:
     if value is None:
         return ()
     items = value if isinstance(value, list) else [value]
     if not all(isinstance(v, str) and v for v in items):
-        raise ScenarioError(f"{where}: expected a string or a list of non-empty strings")
+        raise where.error(path, f"{what}: expected a string or a list of non-empty strings")
     return tuple(items)
 
 
-def _unknown(obj: dict[str, Any], allowed: frozenset[str], where: str) -> None:
-    extra = sorted(set(obj) - allowed)
+def _unknown(obj: dict[str, Any], allowed: frozenset[str], where: _Where, path: YamlPath) -> None:
+    extra = sorted(set(obj) - allowed, key=str)
     if extra:
-        raise ScenarioError(f"{where}: unknown key {extra[0]!r} (allowed: {', '.join(sorted(allowed))})")
+        raise where.error((*path, extra[0]), f"unknown key {extra[0]!r} (allowed: {', '.join(sorted(allowed))})",
+                          key=True)
 
 
-def _slot(call: Any, where: str) -> dict[str, Any]:
+def _bound(obj: dict[str, Any], name: str, where: _Where, path: YamlPath, what: str) -> int | None:
+    v = obj.get(name)
+    if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 0):
+        raise where.error((*path, name), f"{what} `{name}` is a non-negative integer, got {v!r}")
+    return v
+
+
+def _slot(call: Any, where: _Where, path: YamlPath) -> dict[str, Any]:
     if not isinstance(call, dict) or not isinstance(call.get("tool"), str):
-        raise ScenarioError(f"{where}: a call is a mapping with a `tool` name")
-    _unknown(call, CALL_KEYS, where)
+        raise where.error(path, "a call is a mapping with a `tool` name")
+    _unknown(call, CALL_KEYS, where, path)
+    lo, hi, exactly = (_bound(call, k, where, path, "a call's") for k in ("min", "max", "exactly"))
+    if exactly is not None and (lo is not None or hi is not None):
+        raise where.error((*path, "exactly"), "use either exactly or min/max, not both", key=True)
+    if lo is not None and hi is not None and lo > hi:
+        raise where.error((*path, "min"), f"min {lo} is greater than max {hi}")
+    optional = call.get("optional", False)
+    if not isinstance(optional, bool):
+        raise where.error((*path, "optional"), f"`optional` is true or false, got {optional!r}")
+    if optional and (exactly is not None or lo):
+        raise where.error((*path, "optional"), "an optional call has no minimum (`exactly` / `min` > 0)", key=True)
     slot: dict[str, Any] = {"tool": call["tool"]}
     if "args" in call:
         slot["args"] = call["args"]
-    if call.get("optional"):
-        slot["min"], slot["max"] = 0, int(call.get("max", 1))
-    elif "exactly" in call:
-        slot["exactly"] = call["exactly"]
-    elif "min" in call or "max" in call:
-        slot.update({k: call[k] for k in ("min", "max") if k in call})
+    if optional:
+        slot["min"], slot["max"] = 0, 1 if hi is None else hi
+    elif exactly is not None:
+        slot["exactly"] = exactly
+    elif lo is not None or hi is not None:
+        slot.update({k: v for k, v in (("min", lo), ("max", hi)) if v is not None})
     else:
         slot["exactly"] = 1
     return slot
 
 
-def _count(value: Any, where: str) -> tuple[int | None, int | None]:
+def _count(value: Any, where: _Where, path: YamlPath) -> tuple[int | None, int | None]:
     if value is None:
         return None, None
     if not isinstance(value, dict) or set(value) - {"min", "max"}:
-        raise ScenarioError(f"{where}: tool_calls is a mapping with `min` and/or `max`")
-    lo, hi = value.get("min"), value.get("max")
-    for v in (lo, hi):
-        if v is not None and (not isinstance(v, int) or v < 0):
-            raise ScenarioError(f"{where}: tool_calls bounds are non-negative integers")
+        raise where.error(path, "tool_calls is a mapping with `min` and/or `max`")
+    lo, hi = (_bound(value, k, where, path, "tool_calls") for k in ("min", "max"))
+    if lo is not None and hi is not None and lo > hi:
+        raise where.error((*path, "min"), f"tool_calls min {lo} is greater than max {hi}")
     return lo, hi
 
 
-def _step(raw: Any, n: int, where: str) -> Step:
-    where = f"{where}, step {n}"
+def _expects_none(expect: dict[str, Any], calls: list[Any], where: _Where, path: YamlPath) -> bool:
+    none = expect.get("none")
+    if none is not None and not isinstance(none, bool):
+        raise where.error((*path, "none"), f"`none` is true or false, got {none!r}")
+    if none and calls:
+        raise where.error((*path, "none"), "`none: true` expects no call, and `calls` lists some: give one of them",
+                          key=True)
+    empty = isinstance(expect.get("calls"), list) and not calls  # `calls: []`
+    if none is False and empty:
+        raise where.error((*path, "none"), "`calls: []` expects no call, and `none: false` says otherwise",
+                          key=True)
+    return bool(none) or empty
+
+
+def _step(raw: Any, n: int, where: _Where, path: YamlPath) -> Step:
+    where = where.at(f"step {n}")
     if not isinstance(raw, dict) or not isinstance(raw.get("user"), str):
-        raise ScenarioError(f"{where}: a step is a mapping with a `user` message")
-    _unknown(raw, STEP_KEYS, where)
+        raise where.error(path, "a step is a mapping with a `user` message")
+    _unknown(raw, STEP_KEYS, where, path)
     expect = raw.get("expect") or {}
+    epath = (*path, "expect")
     if not isinstance(expect, dict):
-        raise ScenarioError(f"{where}: `expect` is a mapping")
-    _unknown(expect, EXPECT_KEYS, f"{where}, expect")
+        raise where.error(epath, "`expect` is a mapping")
+    _unknown(expect, EXPECT_KEYS, where, epath)
     calls = expect.get("calls") or []
     if not isinstance(calls, list):
-        raise ScenarioError(f"{where}: `expect.calls` is a list")
+        raise where.error((*epath, "calls"), "`expect.calls` is a list")
     response = expect.get("response") or {}
+    rpath = (*epath, "response")
     if not isinstance(response, dict):
-        raise ScenarioError(f"{where}: `expect.response` is a mapping")
-    _unknown(response, RESPONSE_KEYS, f"{where}, expect.response")
-    lo, hi = _count(expect.get("tool_calls"), where)
+        raise where.error(rpath, "`expect.response` is a mapping")
+    _unknown(response, RESPONSE_KEYS, where, rpath)
+    lo, hi = _count(expect.get("tool_calls"), where, (*epath, "tool_calls"))
+    none = _expects_none(expect, calls, where, epath)
+    if none and lo:
+        raise where.error((*epath, "tool_calls", "min"), f"the step expects no call, and tool_calls min is {lo}")
     reference = raw.get("reference")
     if reference is not None and not isinstance(reference, str):
-        raise ScenarioError(f"{where}: `reference` is the assistant reply text")
-    slots = tuple(_slot(c, f"{where}, call {i}") for i, c in enumerate(calls, 1))
-    return Step(n, raw["user"], slots, bool(expect.get("none")) or not slots,
-                _strings(response.get("contains"), f"{where}: response.contains"),
-                _strings(response.get("regex"), f"{where}: response.regex"), lo, hi, reference)
+        raise where.error((*path, "reference"), "`reference` is the assistant reply text")
+    slots = tuple(_slot(c, where.at(f"call {i}"), (*epath, "calls", i - 1)) for i, c in enumerate(calls, 1))
+    return Step(n, raw["user"], slots, none,
+                _strings(response.get("contains"), where, (*rpath, "contains"), "response.contains"),
+                _strings(response.get("regex"), where, (*rpath, "regex"), "response.regex"), lo, hi, reference,
+                where.marks.at(path)[0], path)
 
 
-def _scenario(raw: Any, n: int, path: Path) -> Scenario:
+def _scenario(raw: Any, n: int, where: _Where, path: YamlPath) -> Scenario:
     if not isinstance(raw, dict) or not isinstance(raw.get("steps"), list) or not raw["steps"]:
-        raise ScenarioError(f"{path}: scenario {n}: needs a non-empty `steps` list")
+        raise where.at(f"scenario {n}").error(path, "needs a non-empty `steps` list")
     name = raw.get("name") or f"scenario-{n}"
     if not isinstance(name, str):
-        raise ScenarioError(f"{path}: scenario {n}: `name` is a string")
-    return Scenario(name, tuple(_step(s, i, f"{path}: {name}") for i, s in enumerate(raw["steps"], 1)))
+        raise where.at(f"scenario {n}").error((*path, "name"), "`name` is a string")
+    where = where.at(name)
+    return Scenario(name, tuple(_step(s, i, where, (*path, "steps", i - 1)) for i, s in enumerate(raw["steps"], 1)))
 
 
 def load_scenarios(path: str | Path) -> ScenarioFile:
     p = Path(path)
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+        data, marks = load_yaml(p.read_text(encoding="utf-8"), str(p))
     except OSError as exc:
         raise ScenarioError(f"{p}: cannot read: {exc.strerror or exc}") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
-        raise ScenarioError(f"{p}{at}: YAML: {getattr(exc, 'problem', exc)}") from None
+    except RuleFileError as exc:  # YAML syntax, duplicate keys, nesting: with their position
+        raise ScenarioError(str(exc)) from None
+    where = _Where(marks)
     if not isinstance(data, dict):
-        raise ScenarioError(f"{p}: a scenario file is a mapping (with `scenarios`, or `name` and `steps`)")
-    raw_list = data.get("scenarios", [data] if "steps" in data else None)
+        raise where.error((), "a scenario file is a mapping (with `scenarios`, or `name` and `steps`)")
+    base: YamlPath = ()
+    if "scenarios" in data:
+        raw_list, base = data["scenarios"], ("scenarios",)
+    else:
+        raw_list = [data] if "steps" in data else None
     if not isinstance(raw_list, list) or not raw_list:
-        raise ScenarioError(f"{p}: no scenario (give `scenarios: [...]` or `steps: [...]`)")
+        raise where.error(base, "no scenario (give `scenarios: [...]` or `steps: [...]`)")
     rules = data.get("rules") or []
     rules = [rules] if isinstance(rules, str) else rules
     if not isinstance(rules, list) or not all(isinstance(r, str) for r in rules):
-        raise ScenarioError(f"{p}: `rules` is a path or a list of paths")
+        raise where.error(("rules",), "`rules` is a path or a list of paths")
     agent = data.get("agent")
-    out = ScenarioFile(p, agent if isinstance(agent, str) else None, [p.parent / r for r in rules])
-    out.scenarios = [_scenario(s, i, p) for i, s in enumerate(raw_list, 1)]
-    names = [s.name for s in out.scenarios]
-    dup = next((n for n in names if names.count(n) > 1), None)
-    if dup is not None:
-        raise ScenarioError(f"{p}: duplicate scenario name {dup!r}")
+    out = ScenarioFile(p, agent if isinstance(agent, str) else None, [p.parent / r for r in rules], marks=marks)
+    out.scenarios = [_scenario(s, i, where, (*base, i - 1) if base else ()) for i, s in enumerate(raw_list, 1)]
+    seen: dict[str, int] = {}
+    for i, s in enumerate(out.scenarios):
+        if s.name in seen:
+            at = (*base, i, "name") if base else ("name",)
+            raise where.error(at, f"duplicate scenario name {s.name!r} (first at scenario {seen[s.name] + 1})")
+        seen[s.name] = i
     return out

@@ -9,9 +9,10 @@ count bounds are checked here. The agent is called as `fn(text, history=[{"role"
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,8 +21,8 @@ import yaml
 
 from monitor.evaluate import AgentFn, Harness, RunResult
 from monitor.judge import Judge
-from monitor.rules import load_rules
-from monitor.scenario._model import Scenario, ScenarioFile, Step
+from monitor.rules import RuleFileError, load_rules
+from monitor.scenario._model import Scenario, ScenarioError, ScenarioFile, Step
 from monitor.verdict import TurnVerdict
 
 MODES = ("free", "step")
@@ -31,11 +32,14 @@ def case_id(scenario: Scenario, step: Step) -> str:
     return f"{scenario.name}:{step.index}"
 
 
-def step_case(scenario: Scenario, step: Step) -> dict[str, Any]:
-    """The step's expectation as a labelled case in the rule-file format."""
+def step_case(scenario: Scenario, step: Step, tools: Sequence[str] = ()) -> dict[str, Any]:
+    """The step's expectation as a labelled case in the rule-file format. A step without `calls` or `none`
+    takes every tool of the catalog (`tools`) as an optional call, any number of times."""
     case: dict[str, Any] = {"id": case_id(scenario, step), "input": step.user}
-    if step.expects_none:
+    if step.expects_none or (step.any_calls and not tools):  # no declared tool that a call could be
         case["none"] = True
+    elif step.any_calls:
+        case["call"] = [{"tool": t, "min": 0} for t in tools]
     else:
         case["call"] = [dict(s) for s in step.slots]
     respond = [{"contains": c} for c in step.contains] + [{"regex": r} for r in step.regex]
@@ -45,17 +49,62 @@ def step_case(scenario: Scenario, step: Step) -> dict[str, Any]:
 
 
 def build_judge(sf: ScenarioFile, extra_rules: list[Path] | None = None) -> Judge:
-    """Rules of the file (and `extra_rules`) plus one case per step; raises RuleFileError / ScenarioError."""
+    """Rules of the file (and `extra_rules`) plus one case per step; raises RuleFileError (a rule file) or
+    ScenarioError (a step, at its place in the scenario file)."""
+    rules = [*sf.rules, *(extra_rules or [])]
+    steps = [(sc, st) for sc in sf.scenarios for st in sc.steps]
+    tools: tuple[str, ...] = ()
+    if any(st.any_calls for _, st in steps):
+        tools = tuple(t.name for t in load_rules(rules).tools)
     with tempfile.TemporaryDirectory(prefix="toolwatch-scenario-") as tmp:
         cases = Path(tmp) / f"{sf.path.stem}.cases.jsonl"
-        cases.write_text("".join(json.dumps(step_case(sc, st)) + "\n" for sc in sf.scenarios for st in sc.steps),
-                         encoding="utf-8")
+        cases.write_text("".join(json.dumps(step_case(sc, st, tools)) + "\n" for sc, st in steps), encoding="utf-8")
         wrapper = Path(tmp) / f"{sf.path.stem}.yaml"
         doc: dict[str, Any] = {"version": 1, "cases": cases.name}
         if sf.agent:
             doc["agent"] = sf.agent
         wrapper.write_text(yaml.safe_dump(doc), encoding="utf-8")
-        return Judge(load_rules([*sf.rules, *(extra_rules or []), wrapper]))
+        try:
+            return Judge(load_rules([*rules, wrapper]))
+        except RuleFileError as exc:
+            if exc.file == str(cases) and 1 <= exc.line <= len(steps):
+                raise _step_error(sf, *steps[exc.line - 1], exc, rules) from None
+            if exc.file == str(wrapper):
+                raise _error_at(sf, ("agent",), f"agent: {exc.message}") from None
+            raise
+
+
+def _error_at(sf: ScenarioFile, path: tuple[str | int, ...], message: str, hint: str = "") -> ScenarioError:
+    line, column = sf.marks.at(path) if sf.marks is not None else (0, 0)
+    return ScenarioError(f"{sf.path}:{line}:{column}: {message}", hint)
+
+
+def _key_path(key: str) -> list[str | int]:
+    """`[3].call[1].args.city` -> [3, "call", 1, "args", "city"]."""
+    return [int(i) if i else name for i, name in re.findall(r"\[(\d+)\]|([^.\[\]]+)", key)]
+
+
+def _step_error(sf: ScenarioFile, scenario: Scenario, step: Step, exc: RuleFileError, rules: list[Path]
+                ) -> ScenarioError:
+    """A rule-loader error in the case compiled from a step, at the step's place in the scenario file."""
+    rest = _key_path(exc.key)[1:]  # the path inside the case, after its index
+    where = f"{scenario.name}, step {step.index}"
+    path: tuple[str | int, ...] = (*step.path, "expect")
+    if rest[:1] == ["call"] and step.slots and len(rest) > 1 and isinstance(rest[1], int):
+        where += f", call {rest[1] + 1}"
+        path = (*path, "calls", *rest[1:])
+    elif rest[:1] == ["respond"] and len(rest) > 1 and isinstance(rest[1], int):
+        k = rest[1]
+        path = (*path, "response", *(("contains", k) if k < len(step.contains) else ("regex", k - len(step.contains))),
+                *rest[2:])
+    elif rest[:1] == ["input"]:
+        path = (*step.path, "user")
+    hint = ""
+    if "not in the catalog" in exc.message:
+        hint = ("name the rule file with the tool catalog: `rules: [FILE]` in the scenario file, or --rules FILE"
+                if not rules else
+                f"fix the tool name, or declare the tool in the catalog of {', '.join(str(r) for r in rules)}")
+    return _error_at(sf, path, f"{where}: {exc.message}", hint)
 
 
 @dataclass(slots=True)

@@ -165,7 +165,7 @@ def test_scenario_file_errors(tmp_path: Path) -> None:
 
     p = tmp_path / "s.yaml"
     p.write_text("steps:\n  - user: hi\n    expect: {calls: [{tool: a, bogus: 1}]}\n")
-    with pytest.raises(ScenarioError, match=r"s\.yaml: scenario-1, step 1, call 1: unknown key 'bogus'"):
+    with pytest.raises(ScenarioError, match=r"s\.yaml:3:32: scenario-1, step 1, call 1: unknown key 'bogus'"):
         load_scenarios(p)
     p.write_text("steps: [{user: hi, expect: {tool_calls: {min: -1}}}]\n")
     with pytest.raises(ScenarioError, match="non-negative"):

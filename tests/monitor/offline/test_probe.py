@@ -12,9 +12,22 @@ from hypothesis import strategies as st
 from rapidfuzz.distance import Levenshtein
 
 from monitor.cli.probe_cmd import probe
+from monitor.demo import TOOL_OF_TAG
 from monitor.evaluate import Harness, load_callable, load_judge
-from monitor.probe import FscsSelector, first_failures, mean_first_failure, run_probe
-from tests.monitor.offline.conftest import TRIAGE_RULES
+from monitor.judge import Judge
+from monitor.probe import (
+    FscsSelector,
+    Step,
+    cluster_tables,
+    failure_clusters,
+    first_failures,
+    first_problem,
+    mean_first_failure,
+    run_probe,
+)
+from monitor.probe._clusters import shape
+from monitor.verdict import Outcome, ViolationKind
+from tests.monitor.offline.conftest import TRIAGE_RULES, support_turns
 
 # Loaded the way `--agent` / `--generator` load them (examples/ is not a package the type checker follows).
 triage = load_callable("examples.triage.agent:triage")
@@ -85,7 +98,7 @@ def test_cli_probe_prints_accuracy_and_comparison(tmp_path: object) -> None:
     assert re.search(r"art: mean runs to first failure over 5 seeds = \d+\.\d\d", res.output)
     assert re.search(r"random: mean runs to first failure over 5 seeds = \d+\.\d\d", res.output)
     for title in ("Failure rate by leading token", "Failure rate by input length", "Failure kinds",
-                  "Failing inputs grouped by Levenshtein distance"):
+                  "Where failures cluster: what went wrong first, then similar inputs"):
         assert title in res.output
 
 
@@ -98,3 +111,82 @@ def test_cli_probe_generator_error_is_reported() -> None:
         "--generator", "tests.monitor.offline.test_probe:broken_generator", "--agent", "examples.triage.agent:triage",
         "--rules", str(TRIAGE_RULES), "--iterations", "3", "--no-progress"])
     assert res.exit_code == 2 and "the generator raised RuntimeError: no more ideas" in res.output
+
+
+TAG_OF_TOOL = {tool: tag for tag, tool in TOOL_OF_TAG.items()}
+
+
+def test_failures_cluster_by_what_went_wrong_first_on_the_shipped_example() -> None:
+    judge = load_judge([TRIAGE_RULES])
+    with Harness(agent_name="incident-triage") as h:
+        res = run_probe(generator=generate, agent=triage, judge=judge, harness=h, iterations=300, seed=0)
+    failing = [s for s in res.steps if s.failed]
+    clusters = failure_clusters(res.steps)
+    assert sorted(id(m) for c in clusters for m in c.members) == sorted(map(id, failing))  # each in one group
+    sizes = [c.size for c in clusters]
+    print(f"\n{len(failing)} failing runs in {len(clusters)} groups: {sizes}")
+    assert sizes == sorted(sizes, reverse=True) and sizes[0] >= 4 and sum(n > 1 for n in sizes) >= 8
+    kinds = {c.problem.what for c in clusters if c.size > 1}
+    assert {"wrong tool", "arguments malformed", "made-up tool"} <= kinds
+    for c in clusters:
+        assert c.representative in {m.input_text for m in c.members}
+        for m in c.members:
+            v = m.verdict
+            assert v is not None and first_problem(m) == c.problem
+            named = [x for x in v.calls if x.name == c.problem.actual]
+            if c.problem.what == "wrong tool":  # the expected tool is missed, the actual one called instead
+                assert any(x.outcome is Outcome.WRONG_TOOL for x in named)
+                assert c.problem.expected in {u.tool for u in v.missed}
+            elif c.problem.what == "arguments malformed":
+                assert named[0].outcome is Outcome.CORRECT and c.problem.expected == c.problem.actual
+                assert ViolationKind.MALFORMED in {x.kind for x in named[0].violations}
+            elif c.problem.what == "made-up tool":
+                assert named and all(x.outcome is Outcome.HALLUCINATED for x in named)
+        if c.size == 1:
+            continue
+        phrases = c.shared.split(" … ")
+        assert all(phrases), c
+        for m in c.members:  # every phrase of the shared part is in every member input (numbers masked)
+            assert all(p in shape(m.input_text) for p in phrases), (c.shared, m.input_text)
+        lead = c.members[0].input_text.split()[0]
+        if c.problem.what == "wrong tool":  # the line's own tag, and the tag of the tool it was drawn to
+            assert c.shared.startswith(lead) and f"[{TAG_OF_TOOL[c.problem.actual]}]" in c.shared
+        if c.problem.what == "arguments malformed":  # a quote in the line breaks the agent's JSON
+            assert c.shared.startswith(lead) and 'msg="' in c.shared
+        if c.problem.what == "made-up tool":
+            assert "SEV1" in c.shared
+
+
+def test_the_report_lists_groups_larger_than_one() -> None:
+    judge = load_judge([TRIAGE_RULES])
+    with Harness(agent_name="incident-triage") as h:
+        res = run_probe(generator=generate, agent=triage, judge=judge, harness=h, iterations=300, seed=0)
+    groups = cluster_tables(res.steps)[-1]
+    sizes = [int(row[1]) for row in groups.rows]
+    assert len(sizes) == 12 and sizes[0] > 1 and sum(n > 1 for n in sizes) >= 8, groups
+    assert groups.columns == ["group", "failing runs", "what went wrong first", "shared part", "representative input"]
+    row = next(r for r in groups.rows if r[2].endswith("wrong tool"))
+    assert re.fullmatch(r"pull_\w+_telemetry -> pull_\w+_telemetry: wrong tool", row[2]) and "see [" in row[3]
+
+
+@pytest.mark.parametrize(("trace", "problem"), [
+    (3, "get_order_status -> get_order_status: argument mismatch (order_id)"),
+    (4, "get_order_status -> get_shipping_eta: wrong tool"),
+    (5, "get_order_status -> get_order_status: extra call (a repeat)"),
+    (6, "get_order_status -> lookup_order: made-up tool"),
+    (7, "get_order_status -> (none): missed call"),
+    (8, "get_order_status -> get_order_status: arguments malformed"),
+    (10, "(none) -> get_order_history: call where none is expected"),
+])
+def test_what_went_wrong_first(support_judge: Judge, trace: int, problem: str) -> None:
+    t = support_turns()[trace - 1]
+    v = support_judge.judge(t)
+    assert v.failed
+    assert str(first_problem(Step(1, t.input_text, None, True, v))) == problem
+
+
+def test_a_run_without_a_turn_is_a_run_error() -> None:
+    step = Step(1, "x", None, True, None, "TimeoutError: timed out after 0.5 s")
+    assert str(first_problem(step)) == "run error: TimeoutError"
+    (c,) = failure_clusters([step, Step(2, "y", None, False, None)])
+    assert c.size == 1 and c.shared == "" and c.representative == "x"

@@ -1,0 +1,145 @@
+"""Scenario files: what a step without `calls` expects, load-time checks with file:line, and errors of a step
+(an unknown tool, a bad check) named at their place in the scenario file, never in a temporary file."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from monitor.cli.eval_cmd import eval_
+from monitor.evaluate import Harness, load_callable
+from monitor.scenario import ScenarioError, build_judge, load_scenarios, run_scenarios
+from monitor.verdict import Outcome
+from tests.monitor.offline.agents import memory_agent
+from tests.monitor.offline.conftest import TRIAGE_RULES
+
+FREE_STEPS = """
+agent: support
+rules: [support.yaml]
+steps:
+  - user: where is order 1          # calls get_order_status: any call will do
+    expect: {tool_calls: {min: 1}}
+  - user: where is order 2          # response checks alone
+    expect: {response: {contains: shipped}}
+  - user: thanks!                   # no call, one wanted
+    expect: {tool_calls: {min: 1}}
+  - user: where is order 3          # a call, none allowed by the count
+    expect: {tool_calls: {max: 0}}
+  - user: thanks!
+    expect: {none: true}
+  - user: where is order 4          # `calls: []` is `none: true`
+    expect: {calls: []}
+"""
+
+
+def _write(tmp_path: Path, text: str, support_rules: Path | None = None, name: str = "s.yaml") -> Path:
+    if support_rules is not None:
+        (tmp_path / "support.yaml").write_text(support_rules.read_text())
+    p = tmp_path / name
+    p.write_text(text, encoding="utf-8")
+    return p
+
+
+def test_a_step_without_calls_checks_only_its_counts_and_response(tmp_path: Path, support_rules: Path) -> None:
+    sf = load_scenarios(_write(tmp_path, FREE_STEPS, support_rules))
+    assert [s.any_calls for s in sf.scenarios[0].steps] == [True, True, True, True, False, False]
+    with Harness(agent_name="support") as h:
+        run = run_scenarios(sf, memory_agent, build_judge(sf), h)
+    assert [s.passed for s in run.steps] == [True, True, False, False, True, False], [s.reason for s in run.steps]
+    first = run.steps[0]
+    assert first.verdict is not None and [c.outcome for c in first.verdict.calls] == [Outcome.CORRECT]
+    assert "0 tool call(s), expected between 1 and any" in run.steps[2].reason
+    assert run.steps[2].verdict is not None and run.steps[2].verdict.end_to_end is True  # only the count failed
+    assert "1 tool call(s), expected between 0 and 0" in run.steps[3].reason
+    assert "extra call get_order_status" in run.steps[5].reason
+
+
+def test_a_step_without_calls_still_fails_a_made_up_tool(tmp_path: Path) -> None:
+    p = _write(tmp_path, f"agent: incident-triage\nrules: ['{TRIAGE_RULES}']\nsteps:\n"
+                         "  - user: '[AUTH] CRIT SEV1 authd: token refresh failed'\n"
+                         "    expect: {tool_calls: {min: 1}}\n")
+    sf = load_scenarios(p)
+    triage = load_callable("examples.triage.agent:triage")
+    with Harness(agent_name="incident-triage") as h:
+        (result,) = run_scenarios(sf, triage, build_judge(sf), h).steps
+    assert result.count_ok and not result.passed and "page_oncall" in result.reason
+    assert result.verdict is not None
+    assert [c.outcome for c in result.verdict.calls] == [Outcome.CORRECT, Outcome.HALLUCINATED]
+
+
+TWO_STEPS = "rules: [support.yaml]\nsteps:\n  - user: hi\n  - user: where is order 1\n    expect: {expect}\n"
+
+
+@pytest.mark.parametrize(("expect", "message"), [
+    ("{none: true, calls: [{tool: get_order_status}]}", r":5:14: scenario-1, step 2: `none: true` expects no call"),
+    ("{tool_calls: {min: 2, max: 1}}", r":5:32: scenario-1, step 2: tool_calls min 2 is greater than max 1"),
+    ("{calls: [{tool: get_order_status, min: 3, max: 2}]}",
+     r":5:52: scenario-1, step 2, call 1: min 3 is greater than max 2"),
+    ("{none: true, tool_calls: {min: 1}}", r":5:44: scenario-1, step 2: the step expects no call, and tool_calls min"),
+    ("{calls: [], none: false}", r":5:25: scenario-1, step 2: `calls: \[\]` expects no call"),
+    ("{calls: [{tool: get_order_status, optional: true, exactly: 1}]}",
+     r":5:47: scenario-1, step 2, call 1: an optional call has no minimum"),
+    ("{tool_calls: {max: -1}}", r":5:32: scenario-1, step 2: tool_calls `max` is a non-negative integer"),
+    ("{none: 1}", r":5:20: scenario-1, step 2: `none` is true or false"),
+])
+def test_contradictions_are_load_errors_with_file_and_line(tmp_path: Path, expect: str, message: str) -> None:
+    p = _write(tmp_path, TWO_STEPS.format(expect=expect))
+    with pytest.raises(ScenarioError, match=re.escape(str(p)) + message):
+        load_scenarios(p)
+
+
+UNKNOWN_TOOL = """
+agent: support
+rules: [support.yaml]
+scenarios:
+  - name: order-then-eta
+    steps:
+      - user: where is order 1
+        expect:
+          calls: [{tool: get_order_status}]
+      - user: when will it arrive?
+        expect:
+          calls:
+            - tool: get_shipping_eta
+            - tool: get_order_statuz
+"""
+
+
+def test_an_unknown_tool_is_named_in_the_scenario_file_with_a_fitting_hint(tmp_path: Path,
+                                                                           support_rules: Path) -> None:
+    p = _write(tmp_path, UNKNOWN_TOOL, support_rules, "sc2.yaml")
+    args = ["--scenario", str(p), "--agent", "tests.monitor.offline.agents:memory_agent", "--no-progress"]
+    res = CliRunner().invoke(eval_, args)
+    assert res.exit_code == 2
+    assert f"error: {p}:14:21: order-then-eta, step 2, call 2: unknown tool 'get_order_statuz'" in res.output
+    assert "cases.jsonl" not in res.output and "toolwatch-scenario-" not in res.output
+    hint = f"hint: fix the tool name, or declare the tool in the catalog of {tmp_path / 'support.yaml'}"
+    assert hint in res.output and "--rules FILE" not in res.output
+
+    no_rules = _write(tmp_path, UNKNOWN_TOOL.replace("rules: [support.yaml]\n", ""), None, "sc3.yaml")
+    res = CliRunner().invoke(eval_, ["--scenario", str(no_rules), *args[2:]])
+    assert res.exit_code == 2
+    assert f"error: {no_rules}:8:26: order-then-eta, step 1, call 1: unknown tool 'get_order_status'" in res.output
+    assert "hint: name the rule file with the tool catalog: `rules: [FILE]` in the scenario file, or --rules FILE" \
+        in res.output
+    res = CliRunner().invoke(eval_, ["--scenario", str(no_rules), *args[2:], "--rules", str(support_rules)])
+    assert res.exit_code == 2 and f"{no_rules}:13:21: order-then-eta, step 2, call 2" in res.output
+
+
+@pytest.mark.parametrize(("expect", "where", "message"), [
+    ("{calls: [{tool: get_order_status, args: {order_id: {regex: '('}}}]}", ":5:72: scenario-1, step 2, call 1:",
+     "missing )"),
+    ("{calls: [{tool: get_order_status, args: {order_id: {fuzzy: 'x', exact: 'x'}}}]}",
+     ":5:64: scenario-1, step 2, call 1:", "exactly one of"),
+    ("{response: {contains: [a, b], regex: ['ok', '(']}}", ":5:57: scenario-1, step 2:", "missing )"),
+])
+def test_a_bad_check_of_a_step_is_named_in_the_scenario_file(tmp_path: Path, support_rules: Path, expect: str,
+                                                             where: str, message: str) -> None:
+    p = _write(tmp_path, TWO_STEPS.format(expect=expect), support_rules)
+    sf = load_scenarios(p)
+    with pytest.raises(ScenarioError) as info:
+        build_judge(sf)
+    assert str(info.value).startswith(f"{p}{where}") and message in str(info.value), str(info.value)
