@@ -8,7 +8,8 @@ import click
 
 from monitor.evaluate import load_judge
 from monitor.metrics import parse_duration
-from monitor.replay import FORMATS, Replayer, SourceError, expand_sources, replay_files, total_bytes
+from monitor.otlp._span import REASON_BAD_ID
+from monitor.replay import FORMATS, Replayer, ReplayStats, SourceError, expand_sources, replay_files, total_bytes
 from monitor.report import ReportBuilder, Table, emit_report, pop_report_options, report_options
 from monitor.report.progress import progress_bar
 from monitor.rules import RuleFileError
@@ -30,7 +31,9 @@ def _duration(ctx: click.Context, param: click.Parameter, value: str) -> float:
 @click.option("--rules", "rules", multiple=True, required=True, metavar="FILE",
               help="Oracle rule file (repeatable; merged in order).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True,
-              help="Input format: OTLP JSON lines (Collector file exporter), OTLP protobuf, or by suffix/content.")
+              help="Input format: jsonl (OTLP JSON lines), pb (OTLP protobuf, framing detected), pb-be32 (each "
+                   "message after a 4-byte big-endian size: the Collector file exporter's format: proto), "
+                   "pb-varint (after a varint size), pb-single (one bare message); auto: by suffix and content.")
 @click.option("--grace", default="2s", show_default=True, callback=_duration, metavar="DURATION",
               help="Wait this long (span time) after a turn span arrives for late calls, as `serve --grace`.")
 @click.option("--turnless-timeout", default="30s", show_default=True, callback=_duration, metavar="DURATION",
@@ -44,10 +47,11 @@ def replay(sources: tuple[str, ...], rules: tuple[str, ...], fmt: str, grace: fl
     """Replay captured spans through the live judge path and report.
 
     SOURCE is an OTLP JSON lines file (one ExportTraceServiceRequest per line, as the OpenTelemetry
-    Collector file exporter writes; .gz too), an OTLP protobuf file (length-delimited
-    ExportTraceServiceRequest messages, or one bare message), or a directory of them (searched
-    recursively by suffix: .json .jsonl .ndjson / .pb .bin .binpb .otlp .protobuf), or - for standard input
-    (JSON lines; protobuf with --format pb).
+    Collector file exporter's format: json writes), an OTLP protobuf file (ExportTraceServiceRequest
+    messages each after a 4-byte big-endian size as the Collector's format: proto writes, or after a varint
+    size, or one bare message), or a directory of them (searched recursively by suffix: .json .jsonl .ndjson /
+    .pb .bin .binpb .otlp .protobuf, optionally .gz or .zst), or - for standard input. zstd (the Collector's
+    compression: zstd, of the whole file or of each message) is detected by its magic bytes, .gz by suffix.
 
     The spans go through the same decoder, turn assembler and judge as `toolwatch serve`, so the verdicts
     and figures are those live serving gives for the same spans.
@@ -85,8 +89,7 @@ def replay(sources: tuple[str, ...], rules: tuple[str, ...], fmt: str, grace: fl
     notes = [f"{stats.files} file(s), {stats.requests} export requests, {stats.spans} spans, "
              f"{stats.turns} turns ({stats.turnless} turnless)"]
     if stats.rejected_spans:
-        notes.append("spans rejected by the decoder: " + ", ".join(f"{k}={v}" for k, v in
-                                                                     sorted(stats.rejected_spans.items())))
+        notes.append(f"spans rejected by the decoder: {_reasons(stats.rejected_spans)}")
     evicted = replayer.assembler.stats.evicted
     if evicted:
         notes.append(f"{evicted} pending traces evicted early (bound reached)")
@@ -99,7 +102,42 @@ def replay(sources: tuple[str, ...], rules: tuple[str, ...], fmt: str, grace: fl
                             rows + ([["…", f"{more} more", ""]] if more > 0 else [])))
     report = builder.build("replay", f"toolwatch replay: {len(paths)} file(s)", tables=tables, notes=notes)
     code = emit_report(report, options)
+    for error in stats.read_errors:
+        click.echo(f"error: {error}", err=True)
+    if not stats.turns and (bad.total or stats.rejected_spans):
+        click.echo(f"error: no turns replayed: {_skipped(stats)}", err=True)
+        click.echo(f"hint: {_hint(stats)}", err=True)
+        raise SystemExit(2)
+    if options.quiet and (bad.total or stats.rejected_spans):  # the table and notes are not printed
+        click.echo(f"warning: {_skipped(stats)}", err=True)
     if strict and bad.total:
         click.echo(f"error: {bad.total} undecodable record(s) (--strict); first: {bad[0]}", err=True)
         raise SystemExit(2)
-    raise SystemExit(code)
+    raise SystemExit(2 if stats.read_errors else code)
+
+
+def _reasons(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(counts.items()))
+
+
+def _skipped(stats: ReplayStats) -> str:
+    """The counts of what could not be used, in one line."""
+    parts = []
+    bad = stats.bad_records
+    if bad.total:
+        parts.append(f"{bad.total} undecodable record(s) skipped (first: {str(bad[0])[:300]})")
+    rejected = sum(stats.rejected_spans.values())
+    if rejected:
+        parts.append(f"{rejected} of {stats.spans + rejected} span(s) rejected by the decoder "
+                     f"({_reasons(stats.rejected_spans)})")
+    return "; ".join(parts)
+
+
+def _hint(stats: ReplayStats) -> str:
+    if stats.rejected_spans.get(REASON_BAD_ID):
+        return ("trace and span ids must be 16 and 8 bytes: hex strings in OTLP JSON (as the Collector file exporter "
+                "writes), not base64 (the generic protobuf JSON mapping)")
+    if stats.bad_records.total:
+        return (f"is this an OTLP trace capture? --format chooses how to read it ({', '.join(FORMATS[1:])}); "
+                "the first bad record says what was wrong")
+    return "the spans were rejected by the decoder for the reasons above (see the OTLP specification)"

@@ -18,7 +18,7 @@ from typing import Protocol
 from monitor.assembly import TurnAssembler
 from monitor.otlp import Decoded
 from monitor.records import Turn
-from monitor.replay._sources import STDIN, BadRecords, SourceError, read_source
+from monitor.replay._sources import FORMATS, STDIN, BadRecords, SourceError, read_source
 from monitor.verdict import TurnVerdict
 
 _END_NS = attrgetter("end_ns")
@@ -37,6 +37,7 @@ class ReplayStats:
     turnless: int = 0
     files: int = 0
     bad_records: BadRecords = field(default_factory=BadRecords)  # first 100 kept; .total counts all
+    read_errors: list[str] = field(default_factory=list)  # files that could not be read to their end, and where
 
 
 class Replayer:
@@ -99,7 +100,14 @@ def replay_files(
     fmt: str = "auto",
     on_progress: Callable[[int], None] | None = None,
 ) -> ReplayStats:
-    """Replay every file in order; `on_progress(bytes)` gets the bytes advanced since the last call."""
+    """Replay every file in order; `on_progress(bytes)` gets the bytes advanced since the last call.
+
+    A file that cannot be read to its end (unreadable, over a bound, a cut .gz or zstd file) does not stop the
+    replay: what was read of it is replayed, the error (naming the file and where) goes to `stats.read_errors`,
+    and the next file is read.
+    """
+    if fmt not in FORMATS:
+        raise SourceError(f"unknown format {fmt!r}; one of {', '.join(FORMATS)}")
     with batch_gc():
         _replay_paths(replayer, paths, fmt, on_progress)
     return replayer.stats
@@ -117,10 +125,13 @@ def _replay_paths(
                 if on_progress is not None and (pos > done or p == STDIN):
                     on_progress(pos - done)
                     done = pos
-        except (OSError, EOFError) as exc:  # unreadable, or a truncated .gz: what was read stays counted
-            raise SourceError(f"{p}: cannot read: {exc}") from exc
+        except SourceError as exc:  # what was read before the error stays replayed
+            replayer.stats.read_errors.append(str(exc))
         if on_progress is not None and p != STDIN:
-            size = p.stat().st_size
+            try:
+                size = p.stat().st_size
+            except OSError:
+                size = done
             if size > done:
                 on_progress(size - done)
     replayer.finish()

@@ -1,17 +1,25 @@
-"""Captured span files: OTLP JSON lines, OTLP protobuf files, and directories of them.
+"""Captured span files: OTLP JSON lines, OTLP protobuf files (however framed, zstd or not), and directories of them.
 
 Formats (chosen by `detect_format`, or forced with `fmt`):
-- `jsonl`: the OpenTelemetry Collector file exporter's format: one ExportTraceServiceRequest in OTLP JSON
-  per line (`.gz` compressed files too).
-- `pb`: OTLP protobuf: either a stream of length-delimited ExportTraceServiceRequest messages (each
-  preceded by its size as a base-128 varint, as protobuf's `writeDelimitedTo` and the Collector file
-  exporter's `format: proto` write them) or one bare ExportTraceServiceRequest filling the whole file.
-  A file whose varint-prefixed sizes tile it exactly is read as a stream, otherwise as one message; one that tiles
-  but starts with 0x0a (as a bare request does) and decodes as one message is read as one message.
+- `jsonl`: the OpenTelemetry Collector file exporter's `format: json`: one ExportTraceServiceRequest in OTLP JSON
+  per line.
+- `pb`: OTLP protobuf, framed in one of three ways, told apart from the first bytes and the sizes (see
+  `_framing.looks_be32`):
+  - `pb-be32`: each message after its size as a 4-byte big-endian integer, as the Collector file exporter's
+    `format: proto` writes (and its `format: json` with `compression: zstd` in the legacy mode: JSON messages);
+  - `pb-varint`: each message after its size as a base-128 varint (protobuf's `writeDelimitedTo`);
+  - `pb-single`: one bare ExportTraceServiceRequest filling the whole file.
+  A file whose varint-prefixed sizes tile it exactly is read as a varint stream, otherwise as one message; one
+  that tiles but starts with 0x0a (as a bare request does) and decodes as one message is read as one message.
+Compression: `.gz` files by their suffix; zstd (the Collector's `compression: zstd`) by its magic bytes, for the
+whole file (the Collector's native compression) and for each framed message (its legacy mode). Decompressed sizes
+are bounded: a line or message is at most MAX_MESSAGE_BYTES, a file read whole at most MAX_SINGLE_FILE_BYTES.
 
-`-` reads standard input (JSON lines, or protobuf with `fmt="pb"`), e.g. `zcat spans.gz | toolwatch replay -`.
+`-` reads standard input, detected the same way, e.g. `zcat spans.gz | toolwatch replay -`.
 
-Each item yielded is (Decoded, bytes consumed so far in that file) so callers can show progress.
+Each item yielded is (Decoded, bytes consumed so far in that file) so callers can show progress. A file that
+cannot be read to its end (a cut `.gz` or zstd file, an I/O error) raises SourceError after what was read before
+the error was yielded, naming the file and the offset in its content.
 """
 
 from __future__ import annotations
@@ -21,26 +29,41 @@ import io
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, BinaryIO, cast
+from typing import IO, TYPE_CHECKING, cast
 
 from monitor.otlp import Decoded, DecodeError, parse_json, parse_protobuf
+from monitor.replay._framing import (
+    ZSTD_MAGIC,
+    FramingError,
+    ZstdError,
+    be32_frames,
+    decode_payload,
+    looks_be32,
+    varint_frames,
+    zstd_stream,
+)
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
 
 JSON_SUFFIXES = frozenset({".json", ".jsonl", ".ndjson"})
 PB_SUFFIXES = frozenset({".pb", ".bin", ".otlp", ".protobuf", ".binpb"})
-MAX_MESSAGE_BYTES = 64 * 1024 * 1024  # one export request; larger is refused as corrupt
-MAX_SINGLE_FILE_BYTES = 512 * 1024 * 1024  # a bare (undelimited) protobuf file is read whole
+COMPRESSED_SUFFIXES = (".gz", ".zst", ".zstd")  # after a span file suffix (.gz by suffix, zstd by content)
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024  # one export request (decompressed); larger is refused as corrupt
+MAX_SINGLE_FILE_BYTES = 512 * 1024 * 1024  # a varint-delimited or bare protobuf file is read whole (decompressed)
 _FIELD_1_LEN = 0x0A  # the first byte of a bare ExportTraceServiceRequest: field 1 (resource_spans), length-delimited
-# Lines of file-exporter captures are whole export requests (often close to 1 MiB): read them through a large
-# buffer, not the default 8 KiB one (about 6x less time reading in bench_replay).
 LINE_BUFFER_BYTES = 4 * 1024 * 1024
-FORMATS = ("auto", "jsonl", "pb")
+READ_CHUNK_BYTES = 4 * 1024 * 1024
+HEAD_BYTES = 64  # read ahead to tell the format
+FORMATS = ("auto", "jsonl", "pb", "pb-be32", "pb-varint", "pb-single")
 STDIN = Path("-")
 
 
 class SourceError(ValueError):
-    """A source that cannot be read at all (missing, unknown format, corrupt framing)."""
+    """A source that cannot be read (missing, over a bound, cut short): the message names the file and where."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -70,10 +93,8 @@ class BadRecords(list[BadRecord]):
 
 
 def _is_span_file(p: Path) -> bool:
-    suffixes = [s.lower() for s in p.suffixes[-2:]]
-    if suffixes and suffixes[-1] == ".gz":
-        suffixes = suffixes[:-1]
-    return bool(suffixes) and (suffixes[-1] in JSON_SUFFIXES or suffixes[-1] in PB_SUFFIXES)
+    suffix = Path(_unwrapped_name(p)).suffix
+    return suffix in JSON_SUFFIXES or suffix in PB_SUFFIXES
 
 
 def expand_sources(paths: Sequence[str | Path]) -> list[Path]:
@@ -89,7 +110,7 @@ def expand_sources(paths: Sequence[str | Path]) -> list[Path]:
             found = sorted(f for f in p.rglob("*") if f.is_file() and _is_span_file(f))
             if not found:
                 exts = ", ".join(sorted(JSON_SUFFIXES | PB_SUFFIXES))
-                raise SourceError(f"{p}: directory holds no span files ({exts}, optionally .gz)")
+                raise SourceError(f"{p}: directory holds no span files ({exts}, optionally .gz, .zst)")
             out += found
         elif p.is_file():
             out.append(p)
@@ -98,83 +119,179 @@ def expand_sources(paths: Sequence[str | Path]) -> list[Path]:
     return out
 
 
-def _open(p: Path) -> IO[bytes]:
-    if p.suffix.lower() == ".gz":
-        return cast(BinaryIO, gzip.open(p, "rb"))
-    return open(p, "rb")  # noqa: SIM115
+def _unwrapped_name(p: Path) -> str:
+    name = p.name.lower()
+    for suffix in COMPRESSED_SUFFIXES:
+        name = name.removesuffix(suffix)
+    return name
+
+
+@dataclass(slots=True)
+class _Opened:
+    fh: IO[bytes]  # the content, decompressed
+    pos: Callable[[], int]  # bytes of the file itself read so far (progress)
+    size: int  # the file's size (0 for standard input)
+    compressed: bool
+
+
+@dataclass(slots=True)
+class _Cursor:
+    """How far the content was read, for the error when it cannot be read further."""
+
+    offset: int = 0
+    records: int = 0  # lines or messages read
+    unit: str = "messages"
+    compressed: bool = False
+
+
+class _Raw(io.RawIOBase):
+    """`head` (already read from `rest`), then the rest, each read taking what one read of `rest` gives (`read1`):
+    what was decompressed before an error (a cut .gz) reaches the reader before the error does."""
+
+    def __init__(self, head: bytes, rest: IO[bytes]) -> None:
+        self._head = head
+        self._rest = rest
+        self._read = getattr(rest, "read1", rest.read)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: WriteableBuffer) -> int:
+        view = memoryview(b).cast("B")
+        if self._head:
+            n = min(len(view), len(self._head))
+            view[:n] = self._head[:n]
+            self._head = self._head[n:]
+            return n
+        data = self._read(len(view))
+        view[: len(data)] = data
+        return len(data)
+
+
+def _peek(fh: IO[bytes], n: int) -> tuple[bytes, IO[bytes]]:
+    """The first `n` bytes of `fh` (fewer at its end), and a stream that still starts with them."""
+    peek = getattr(fh, "peek", None)
+    if peek is not None:
+        head = bytes(peek(n)[:n])
+        if len(head) >= n:
+            return head, fh
+    head = fh.read(n)
+    return head, (io.BufferedReader(_Raw(head, fh), LINE_BUFFER_BYTES) if head else fh)
+
+
+@contextmanager
+def _open_source(p: Path) -> Iterator[_Opened]:
+    with ExitStack() as stack:
+        if p == STDIN:
+            opened = _Opened(sys.stdin.buffer, lambda: 0, 0, False)
+        else:
+            # Lines of file-exporter captures are whole export requests (often close to 1 MiB): read through a
+            # large buffer, not the default 8 KiB one (about 6x less time reading in bench_replay).
+            raw = stack.enter_context(open(p, "rb", buffering=LINE_BUFFER_BYTES))
+            opened = _Opened(raw, raw.tell, os.fstat(raw.fileno()).st_size, False)
+            if p.suffix.lower() == ".gz":
+                gz = cast(IO[bytes], gzip.GzipFile(fileobj=raw, mode="rb"))
+                opened.fh, opened.compressed = io.BufferedReader(_Raw(b"", gz), LINE_BUFFER_BYTES), True
+        magic, opened.fh = _peek(opened.fh, len(ZSTD_MAGIC))
+        if magic == ZSTD_MAGIC:
+            opened.fh, opened.compressed = zstd_stream(opened.fh, LINE_BUFFER_BYTES), True
+        yield opened
+
+
+def _kind(p: Path, head: bytes) -> str:
+    """`jsonl` or `pb` from the name and the first bytes of the content."""
+    suffix = Path(_unwrapped_name(p)).suffix
+    if suffix in PB_SUFFIXES or looks_be32(head, MAX_MESSAGE_BYTES):  # a Collector file named .json holds
+        return "pb"  # 4-byte framed messages when it compresses them (the legacy mode)
+    if suffix in JSON_SUFFIXES:
+        return "jsonl"
+    return "jsonl" if head.lstrip()[:1] in (b"{", b"") else "pb"
 
 
 def detect_format(p: Path) -> str:
-    """`jsonl` or `pb`: by suffix, else by the first non-blank byte (`{` means JSON)."""
-    name = p.name.lower().removesuffix(".gz")
-    if Path(name).suffix in JSON_SUFFIXES:
-        return "jsonl"
-    if Path(name).suffix in PB_SUFFIXES:
-        return "pb"
-    with _open(p) as fh:
-        head = fh.read(64).lstrip()
-    return "jsonl" if head[:1] in (b"{", b"") else "pb"
+    """`jsonl` or `pb`: by suffix, else by the first non-blank byte of the content (`{` means JSON); a file that
+    starts as 4-byte framed messages is `pb` whatever its name."""
+    with _open_source(p) as src:
+        head, _ = _peek(src.fh, HEAD_BYTES)
+    return _kind(p, head)
 
 
-def _read_varint(buf: bytes, pos: int) -> tuple[int, int] | None:
-    value = shift = 0
-    while pos < len(buf) and shift < 64:
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, pos
-        shift += 7
-    return None
+def _protobuf_records(name: str, src: _Opened, head: bytes, framing: str, errors: list[BadRecord],
+                      cursor: _Cursor) -> Iterator[tuple[Decoded, int]]:
+    if framing == "be32" or (framing == "auto" and looks_be32(head, MAX_MESSAGE_BYTES)):
+        n = 0
+        try:
+            for n, (start, payload) in enumerate(be32_frames(src.fh, MAX_MESSAGE_BYTES), 1):
+                cursor.offset, cursor.records = start + 4 + len(payload), n
+                try:
+                    decoded = decode_payload(payload, MAX_MESSAGE_BYTES)
+                except DecodeError as exc:
+                    errors.append(BadRecord(name, f"message {n} at byte {start}", str(exc)))
+                    continue
+                yield decoded, src.pos()
+        except FramingError as exc:
+            errors.append(BadRecord(name, f"message {n + 1} at byte {exc.offset}", str(exc)))
+        return
+    yield from _whole_file_records(name, src, framing, errors, cursor)
 
 
-def _delimited_frames(buf: bytes) -> list[tuple[int, int]] | None:
-    """(start, end) of each message when varint-prefixed sizes tile `buf` exactly, else None."""
-    frames = []
-    pos = 0
-    while pos < len(buf):
-        got = _read_varint(buf, pos)
-        if got is None:
-            return None
-        size, start = got
-        if size > MAX_MESSAGE_BYTES or start + size > len(buf):
-            return None
-        frames.append((start, start + size))
-        pos = start + size
-    return frames
-
-
-def read_protobuf_file(p: Path, errors: list[BadRecord]) -> Iterator[tuple[Decoded, int]]:
-    size = 0 if p == STDIN else p.stat().st_size
-    if size > MAX_SINGLE_FILE_BYTES:
-        raise SourceError(f"{p}: {size} bytes is over the {MAX_SINGLE_FILE_BYTES} byte limit of a protobuf file; "
-                          "split it into length-delimited files")
-    if p == STDIN:
-        buf = sys.stdin.buffer.read(MAX_SINGLE_FILE_BYTES + 1)
+def _read_whole(name: str, src: _Opened) -> tuple[bytes, Exception | None]:
+    """The content, up to MAX_SINGLE_FILE_BYTES, and the error that cut it short (a cut .gz) if any."""
+    over = SourceError(f"{name}: over the {MAX_SINGLE_FILE_BYTES} byte limit of a protobuf file read whole "
+                       "(varint-delimited or one message, decompressed); split it into smaller files")
+    if not src.compressed:
+        if src.size > MAX_SINGLE_FILE_BYTES:
+            raise over
+        buf = src.fh.read(MAX_SINGLE_FILE_BYTES + 1)  # standard input has no size to check first
         if len(buf) > MAX_SINGLE_FILE_BYTES:
-            raise SourceError(f"standard input: over the {MAX_SINGLE_FILE_BYTES} byte limit of a protobuf stream")
-        size = len(buf)
-    else:
-        with _open(p) as fh:
-            buf = fh.read(MAX_SINGLE_FILE_BYTES + 1)
-    frames = _delimited_frames(buf)
+            raise over
+        return buf, None
+    chunks: list[bytes] = []  # a piece at a time, to keep what was decompressed before an error
+    held = 0
+    read = getattr(src.fh, "read1", src.fh.read)
+    try:
+        while chunk := read(min(READ_CHUNK_BYTES, MAX_SINGLE_FILE_BYTES + 1 - held)):
+            chunks.append(chunk)
+            held += len(chunk)
+            if held > MAX_SINGLE_FILE_BYTES:
+                raise over
+    except (OSError, EOFError, ZstdError) as exc:
+        return b"".join(chunks), exc
+    return b"".join(chunks), None
+
+
+def _whole_file_records(name: str, src: _Opened, framing: str, errors: list[BadRecord], cursor: _Cursor
+                        ) -> Iterator[tuple[Decoded, int]]:
+    buf, cut = _read_whole(name, src)
+    frames, tiled_to = varint_frames(buf, MAX_MESSAGE_BYTES) if framing != "single" else ([], 0)
     single: Decoded | None = None
-    if frames and buf[0] == _FIELD_1_LEN:
+    if cut is not None:  # keep the whole messages of a cut varint stream; a cut single message is lost
+        frames = frames if framing == "varint" or (framing == "auto" and buf[:1] != b"\x0a") else []
+        tiled_to = len(buf)
+    elif framing == "auto" and tiled_to == len(buf) and frames and buf[0] == _FIELD_1_LEN:
         # A bare request starts with this byte too, and its bytes often also tile as a stream whose first message
         # is 10 bytes long: read as one message when it decodes as one.
         try:
             single = parse_protobuf(buf)
         except DecodeError:
             pass
-    if single is not None or not frames:
-        frames = [(0, len(buf))] if buf else []
+    if framing == "single" or single is not None or (framing == "auto" and tiled_to < len(buf)):
+        frames, tiled_to = ([(0, len(buf))] if buf else []), len(buf)
+    scale = src.size / max(len(buf), 1)  # progress: the share of the content read, in bytes of the file
     for n, (start, end) in enumerate(frames, 1):
+        cursor.offset, cursor.records = end, n
         try:
-            decoded = single if single is not None else parse_protobuf(buf[start:end])
+            decoded = single if single is not None else decode_payload(buf[start:end], MAX_MESSAGE_BYTES)
         except DecodeError as exc:
-            errors.append(BadRecord(str(p), f"message {n} at byte {start}", str(exc)))
+            errors.append(BadRecord(name, f"message {n} at byte {start}", str(exc)))
             continue
-        yield decoded, min(end, size) if p.suffix.lower() != ".gz" else int(size * end / max(len(buf), 1))
+        yield decoded, int(end * scale)
+    if tiled_to < len(buf):
+        errors.append(BadRecord(name, f"message {len(frames) + 1} at byte {tiled_to}",
+                                f"no varint message size fits the rest of the file ({len(buf) - tiled_to} bytes): "
+                                "skipped"))
+    if cut is not None:
+        raise cut
 
 
 def _lines(fh: IO[bytes], limit: int) -> Iterator[bytes | None]:
@@ -191,12 +308,16 @@ def _lines(fh: IO[bytes], limit: int) -> Iterator[bytes | None]:
         yield None
 
 
-def _jsonl_lines(name: str, fh: IO[bytes], errors: list[BadRecord], pos: Callable[[], int]
+def _jsonl_lines(name: str, fh: IO[bytes], errors: list[BadRecord], pos: Callable[[], int], cursor: _Cursor
                  ) -> Iterator[tuple[Decoded, int]]:
     for lineno, line in enumerate(_lines(fh, MAX_MESSAGE_BYTES), 1):
+        cursor.records = lineno
         if line is None:
             errors.append(BadRecord(name, f"line {lineno}", f"longer than {MAX_MESSAGE_BYTES} bytes: skipped"))
+            cursor.offset = -1  # unknown past an over-long line
             continue
+        if cursor.offset >= 0:
+            cursor.offset += len(line)
         if not line.strip():
             continue
         try:
@@ -207,33 +328,39 @@ def _jsonl_lines(name: str, fh: IO[bytes], errors: list[BadRecord], pos: Callabl
         yield decoded, pos()
 
 
-def read_jsonl_file(p: Path, errors: list[BadRecord]) -> Iterator[tuple[Decoded, int]]:
-    if p == STDIN:
-        yield from _jsonl_lines("standard input", sys.stdin.buffer, errors, lambda: 0)
-        return
-    raw = open(p, "rb", buffering=LINE_BUFFER_BYTES)  # noqa: SIM115 - closed below; progress reads its position
+_FRAMINGS = {"pb": "auto", "pb-be32": "be32", "pb-varint": "varint", "pb-single": "single"}
+
+
+def _records(p: Path, errors: list[BadRecord], fmt: str) -> Iterator[tuple[Decoded, int]]:
+    name = "standard input" if p == STDIN else str(p)
+    cursor = _Cursor()
     try:
-        fh = (
-            io.BufferedReader(cast(io.RawIOBase, gzip.GzipFile(fileobj=raw, mode="rb")), LINE_BUFFER_BYTES)
-            if p.suffix.lower() == ".gz"
-            else raw
-        )
-        yield from _jsonl_lines(str(p), fh, errors, raw.tell)
-    finally:
-        raw.close()
+        with _open_source(p) as src:
+            cursor.compressed = src.compressed
+            head, src.fh = _peek(src.fh, HEAD_BYTES)
+            kind = _kind(p, head) if fmt == "auto" else fmt
+            if kind == "jsonl":
+                cursor.unit = "lines"
+                yield from _jsonl_lines(name, src.fh, errors, src.pos, cursor)
+            else:
+                yield from _protobuf_records(name, src, head, _FRAMINGS[kind], errors, cursor)
+    except (OSError, EOFError, ZstdError) as exc:
+        raise SourceError(_read_error(name, cursor, exc)) from exc
+
+
+def _read_error(name: str, cursor: _Cursor, exc: BaseException) -> str:
+    if not cursor.records:
+        return f"{name}: cannot read: {exc}"
+    content = "decompressed content" if cursor.compressed else "content"
+    where = f"past byte {cursor.offset} of its {content}" if cursor.offset >= 0 else "to its end"
+    return f"{name}: cannot read {where} (after {cursor.records} {cursor.unit}, which were replayed): {exc}"
 
 
 def read_source(p: Path, errors: list[BadRecord], fmt: str = "auto") -> Iterator[tuple[Decoded, int]]:
     """Decoded export requests of one file; unusable lines or messages go to `errors`."""
     if fmt not in FORMATS:
         raise SourceError(f"unknown format {fmt!r}; one of {', '.join(FORMATS)}")
-    if p == STDIN:
-        kind = "pb" if fmt == "pb" else "jsonl"
-    else:
-        kind = detect_format(p) if fmt == "auto" else fmt
-    if kind == "jsonl":
-        return read_jsonl_file(p, errors)
-    return read_protobuf_file(p, errors)
+    return _records(p, errors, fmt)
 
 
 def total_bytes(paths: Sequence[Path]) -> int | None:

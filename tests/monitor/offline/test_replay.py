@@ -135,13 +135,86 @@ def test_harness_restores_the_instrumentation_state() -> None:
     assert TRACING.provider is before
 
 
-def test_cli_truncated_gzip_is_an_input_error(batches: list[object], support_rules: Path, tmp_path: Path) -> None:
+def test_cli_truncated_gzip_keeps_what_was_read_reports_and_exits_2(
+    batches: list[object], support_rules: Path, tmp_path: Path
+) -> None:
+    """A cut .gz: the lines before the cut are replayed, the files after it too, the report is printed and
+    written, the error names the file and the offset, and the exit code is 2."""
     files = write_span_files(batches, tmp_path)
     data = gzip.compress(files["jsonl"].read_bytes())
     cut = tmp_path / "cut.jsonl.gz"
     cut.write_bytes(data[: len(data) // 2])
-    res = CliRunner().invoke(replay, [str(cut), "--rules", str(support_rules), "--no-progress"])
-    assert res.exit_code == 2 and "cut.jsonl.gz: cannot read" in res.output
+    lines = files["jsonl"].read_bytes().splitlines(keepends=True)
+    after = tmp_path / "after.jsonl"  # the last two turns, replayed after the cut file
+    after.write_bytes(b"".join(lines[-2:]))
+    out = tmp_path / "r.json"
+    res = CliRunner().invoke(replay, [str(cut), str(after), "--rules", str(support_rules), "--no-progress",
+                                      "--json", str(out)])
+    assert res.exit_code == 2, res.output
+    (line,) = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
+    assert line.startswith(f"error: {cut}: cannot read past byte ") and "of its decompressed content" in line
+    offset = int(line.split("past byte ")[1].split()[0])
+    whole = next(i for i in range(len(lines) + 1) if sum(map(len, lines[:i + 1])) > offset)
+    assert 0 < whole < len(lines) - 2 and sum(map(len, lines[:whole])) == offset  # the offset is a line boundary
+    assert f"(after {whole} lines, which were replayed)" in line
+    assert "Tool call accuracy:" in res.stdout
+    report = json.loads(out.read_text())
+    assert report["counts"]["turns"] == whole + 2  # the whole lines of the cut file, then the next file
+
+
+def test_cli_nothing_judged_because_every_span_was_rejected_is_an_error(
+    batches: list[object], support_rules: Path, tmp_path: Path
+) -> None:
+    """Ids in base64 (the protobuf JSON mapping, not OTLP JSON): every span rejected, no turn. Exit 2 with the
+    counts and a hint, on stderr, with -q too."""
+    import base64
+
+    def b64(hex_id: str) -> str:
+        return base64.b64encode(bytes.fromhex(hex_id)).decode()
+
+    files = write_span_files(batches, tmp_path)
+    out = []
+    for line in files["jsonl"].read_text().splitlines():
+        doc = json.loads(line)
+        for rs in doc["resourceSpans"]:
+            for ss in rs["scopeSpans"]:
+                for span in ss["spans"]:
+                    for key in ("traceId", "spanId", "parentSpanId"):
+                        if span.get(key):
+                            span[key] = b64(span[key])
+        out.append(json.dumps(doc))
+    path = tmp_path / "b64.jsonl"
+    path.write_text("\n".join(out) + "\n")
+    spans = sum(len(ss["spans"]) for ln in out for rs in json.loads(ln)["resourceSpans"] for ss in rs["scopeSpans"])
+    for quiet in ([], ["-q"]):
+        res = CliRunner().invoke(replay, [str(path), "--rules", str(support_rules), "--no-progress", *quiet])
+        assert res.exit_code == 2, res.output
+        err = res.stderr.splitlines()
+        counts = f"{spans} of {spans} span(s) rejected by the decoder (invalid_id={spans})"
+        assert f"error: no turns replayed: {counts}" in err
+        assert any(ln.startswith("hint: ") and "hex" in ln and "base64" in ln for ln in err), err
+
+
+def test_cli_nothing_judged_because_every_record_was_bad_is_an_error(support_rules: Path, tmp_path: Path) -> None:
+    path = tmp_path / "junk.jsonl"
+    path.write_text('{"resourceSpans": 3}\n{oops\n')
+    for quiet in ([], ["-q"]):
+        res = CliRunner().invoke(replay, [str(path), "--rules", str(support_rules), "--no-progress", *quiet])
+        assert res.exit_code == 2, res.output
+        (line,) = [ln for ln in res.stderr.splitlines() if ln.startswith("error: ")]
+        assert line.startswith(f"error: no turns replayed: 2 undecodable record(s) skipped (first: {path}: line 1: ")
+        assert "--format" in res.stderr
+
+
+def test_cli_quiet_still_names_what_was_skipped(batches: list[object], support_rules: Path, tmp_path: Path) -> None:
+    files = write_span_files(batches, tmp_path)
+    path = tmp_path / "some-bad.jsonl"
+    path.write_text(files["jsonl"].read_text() + "{oops\n")
+    res = CliRunner().invoke(replay, [str(path), "--rules", str(support_rules), "--no-progress", "-q"])
+    assert res.exit_code == 0, res.output
+    assert res.stdout == "Tool call accuracy: 5/9 (55.6%)\n"
+    assert res.stderr.splitlines() == [f"warning: 1 undecodable record(s) skipped (first: {path}: line 11: "
+                                       + res.stderr.split(": line 11: ", 1)[1].rstrip("\n")]
 
 
 async def _async_agent(text: str) -> str:
@@ -221,7 +294,7 @@ def test_a_bare_protobuf_request_whose_bytes_also_tile_as_a_stream_is_read_whole
     length-delimited stream by chance (this failed the format test now and then, on random ids): it is one message."""
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-    from monitor.replay._sources import _delimited_frames
+    from monitor.replay._framing import varint_frames
 
     def request(name_len: int) -> bytes:
         req = ExportTraceServiceRequest()
@@ -230,7 +303,7 @@ def test_a_bare_protobuf_request_whose_bytes_also_tile_as_a_stream_is_read_whole
         span.name, span.start_time_unix_nano, span.end_time_unix_nano = "x" * name_len, 1, 2
         return bytes(req.SerializeToString())
 
-    bare = next(b for b in map(request, range(1000)) if _delimited_frames(b) is not None)
+    bare = next(b for b in map(request, range(1000)) if varint_frames(b, 1 << 26)[1] == len(b))
     single, delimited = tmp_path / "one.binpb", tmp_path / "stream.pb"
     single.write_bytes(bare)
     _, r = _replay(support_judge, [single])

@@ -1,0 +1,245 @@
+"""Replay of what the OpenTelemetry Collector file exporter writes: every framing and zstd compression it has.
+
+The files are written byte for byte as the exporter (contrib exporter/fileexporter) writes them, from requests the
+real OTel SDK encoder made:
+- `format: proto`: each message after its size as a 4-byte big-endian unsigned integer (`exportMessageAsBuffer`);
+- `compression: zstd`, legacy mode: each message zstd-compressed (one frame, as `EncodeAll`), then framed as above,
+  for `format: proto` and for `format: json` alike;
+- `compression: zstd` under the native-compression feature gate: the whole file is one zstd stream, a new frame at
+  each flush, of JSON lines (`format: json`) or of 4-byte framed messages (`format: proto`).
+Each must give the verdicts of the plain JSON lines replay of the same spans.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+import zstandard
+from click.testing import CliRunner
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from monitor.cli.replay_cmd import replay
+from monitor.judge import Judge
+from monitor.otlp import request_to_json
+from monitor.replay import Replayer, detect_format, replay_files
+from monitor.verdict import TurnVerdict
+from tests.monitor.offline.agents import SUPPORT_INPUTS, support_agent
+from tests.monitor.offline.conftest import capture_spans, varint, write_span_files
+
+
+@pytest.fixture(scope="module")
+def batches() -> list[object]:
+    return capture_spans(support_agent, SUPPORT_INPUTS)
+
+
+def be32(message: bytes) -> bytes:
+    """`exportMessageAsBuffer`: the size as a 4-byte big-endian unsigned integer, then the message."""
+    return len(message).to_bytes(4, "big") + message
+
+
+def zstd_frame(data: bytes) -> bytes:
+    """One whole zstd frame, its content size in the header, as the exporter's legacy `EncodeAll` makes it."""
+    return zstandard.ZstdCompressor().compress(data)
+
+
+def zstd_stream(writes: list[bytes], flush_every: int = 3) -> bytes:
+    """The native mode's one stream: writes go to a streaming encoder, a frame is finished at each flush."""
+    out = io.BytesIO()
+    for i in range(0, len(writes), flush_every):
+        obj = zstandard.ZstdCompressor().compressobj()
+        out.write(b"".join(obj.compress(w) for w in writes[i : i + flush_every]) + obj.flush())
+    return out.getvalue()
+
+
+def messages(batches: list[object]) -> tuple[list[bytes], list[bytes]]:
+    """Each batch's request, from the SDK's encoder: as protobuf, and as the exporter's OTLP JSON."""
+    reqs = [encode_spans(b) for b in batches]  # type: ignore[arg-type]
+    return [r.SerializeToString() for r in reqs], [request_to_json(r).encode() for r in reqs]
+
+
+def write_collector_files(batches: list[object], directory: Path) -> dict[str, Path]:
+    protos, jsons = messages(batches)
+    directory.mkdir(parents=True, exist_ok=True)
+    lines: list[bytes] = []
+    for j in jsons:  # exportMessageAsLine: the message, then "\n", in two writes
+        lines += [j, b"\n"]
+    contents = {
+        "proto.bin": b"".join(map(be32, protos)),  # format: proto
+        "proto-zstd": b"".join(be32(zstd_frame(m)) for m in protos),  # + compression: zstd (legacy)
+        "json-zstd.json": b"".join(be32(zstd_frame(m)) for m in jsons),  # format: json + zstd (legacy)
+        "json.jsonl.zst": zstd_stream(lines),  # format: json + zstd (native)
+        "proto.log.zst": zstd_stream([be32(m) for m in protos]),  # format: proto + zstd (native)
+    }
+    for name, data in contents.items():
+        (directory / name).write_bytes(data)
+    return {name: directory / name for name in contents}
+
+
+def _key(v: TurnVerdict) -> tuple[str, str]:
+    return (v.trace_id, v.span_id)
+
+
+def _replay(judge: Judge, paths: list[Path], fmt: str = "auto") -> tuple[list[TurnVerdict], Replayer]:
+    out: list[TurnVerdict] = []
+    r = Replayer(judge, out.append)
+    replay_files(r, paths, fmt=fmt)
+    return sorted(out, key=_key), r
+
+
+def test_every_collector_file_gives_the_verdicts_of_the_json_lines_replay(
+    batches: list[object], support_judge: Judge, tmp_path: Path
+) -> None:
+    expected, plain = _replay(support_judge, [write_span_files(batches, tmp_path / "plain")["jsonl"]])
+    assert len(expected) == len(SUPPORT_INPUTS) and not plain.stats.bad_records
+    for name, path in write_collector_files(batches, tmp_path / "collector").items():
+        verdicts, r = _replay(support_judge, [path])
+        assert verdicts == expected, name
+        assert (r.stats.requests, r.stats.spans, r.stats.turns) == (
+            plain.stats.requests,
+            plain.stats.spans,
+            plain.stats.turns,
+        ), name
+        assert r.stats.bad_records.total == 0 and not r.stats.read_errors, (name, list(r.stats.bad_records))
+        assert detect_format(path) == ("pb" if "proto" in name or name == "json-zstd.json" else "jsonl"), name
+
+
+def test_the_cli_reads_a_collector_proto_file_and_forced_framings(
+    batches: list[object], support_rules: Path, tmp_path: Path
+) -> None:
+    files = write_collector_files(batches, tmp_path)
+    for path, fmt in (
+        (files["proto.bin"], "auto"),
+        (files["proto.bin"], "pb"),
+        (files["proto-zstd"], "pb-be32"),
+        (files["json.jsonl.zst"], "jsonl"),
+    ):
+        res = CliRunner().invoke(
+            replay, [str(path), "--rules", str(support_rules), "--no-progress", "-q", "--format", fmt]
+        )
+        assert res.exit_code == 0, (fmt, res.output)
+        assert "Tool call accuracy: 5/9 (55.6%)" in res.output
+    protos, _ = messages(batches)
+    res = CliRunner().invoke(
+        replay, ["-", "--rules", str(support_rules), "--no-progress", "-q"], input=files["proto-zstd"].read_bytes()
+    )
+    assert res.exit_code == 0 and "Tool call accuracy: 5/9 (55.6%)" in res.output, res.output
+    forced = tmp_path / "varint.pb"
+    forced.write_bytes(b"".join(varint(len(m)) + m for m in protos))
+    res = CliRunner().invoke(
+        replay, [str(forced), "--rules", str(support_rules), "--no-progress", "-q", "--format", "pb-varint"]
+    )
+    assert res.exit_code == 0 and "Tool call accuracy: 5/9 (55.6%)" in res.output, res.output
+
+
+def _request(name_len: int) -> bytes:
+    req = ExportTraceServiceRequest()
+    span = req.resource_spans.add().scope_spans.add().spans.add()
+    span.trace_id, span.span_id = bytes(range(1, 17)), bytes(range(1, 9))
+    span.name, span.start_time_unix_nano, span.end_time_unix_nano = "x" * name_len, 1, 2
+    return bytes(req.SerializeToString())
+
+
+def test_the_three_framings_are_told_apart_for_every_size(support_judge: Judge, tmp_path: Path) -> None:
+    """Requests of 40 bytes to 70 KiB (one- to three-byte varint sizes, 4-byte sizes with each high byte zero):
+    a 4-byte framed stream, a varint stream and a bare message of each are each read as what they are."""
+    for n, size in enumerate([*range(0, 300, 7), 1000, 20_000, 70_000]):
+        message = _request(size)
+        for kind, data, requests in (
+            ("be32", be32(message) * 2, 2),
+            ("varint", (varint(len(message)) + message) * 2, 2),
+            ("bare", message, 1),
+        ):
+            path = tmp_path / f"{kind}-{n}"
+            path.write_bytes(data)
+            _, r = _replay(support_judge, [path])
+            assert (r.stats.requests, r.stats.spans, r.stats.bad_records.total) == (requests, requests, 0), (kind, size)
+
+
+def test_a_cut_collector_file_keeps_the_whole_messages_before_the_cut(
+    batches: list[object], support_judge: Judge, tmp_path: Path
+) -> None:
+    """A Collector still writing (or killed) leaves a partial last message: the others are replayed and the cut
+    one is one bad record saying where."""
+    protos, _ = messages(batches)
+    path = tmp_path / "live.pb"
+    whole = b"".join(map(be32, protos))
+    path.write_bytes(whole[: len(whole) - 10])
+    verdicts, r = _replay(support_judge, [path])
+    assert r.stats.requests == len(protos) - 1 and len(verdicts) == len(protos) - 1
+    (bad,) = r.stats.bad_records
+    assert bad.where == f"message {len(protos)} at byte {len(whole) - 4 - len(protos[-1])}"
+    assert "cut short" in bad.message and not r.stats.read_errors
+
+
+def test_a_cut_zstd_stream_replays_what_was_read_and_names_where_it_ends(
+    batches: list[object], support_judge: Judge, tmp_path: Path
+) -> None:
+    _, jsons = messages(batches)
+    frames = zstd_stream([j + b"\n" for j in jsons], flush_every=3)
+    path = tmp_path / "cut.jsonl.zst"
+    path.write_bytes(frames[:-3])  # the end of the last frame (its last block's tail) is missing
+    verdicts, r = _replay(support_judge, [path])
+    (error,) = r.stats.read_errors
+    assert error.startswith(f"{path}: cannot read past byte ") and "decompressed content" in error, error
+    assert "inside a frame" in error
+    assert 0 < len(verdicts) < len(jsons)
+
+
+def test_zstd_bombs_are_refused_within_the_bounds(
+    support_judge: Judge, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Small zstd data that expands past the bounds: a framed message, a JSON line inside a zstd file, and a
+    varint-delimited file read whole; each is refused with no more than the bound (+1 byte) decompressed."""
+    from monitor.replay import _sources
+
+    monkeypatch.setattr(_sources, "MAX_MESSAGE_BYTES", 1 << 20)
+    monkeypatch.setattr(_sources, "MAX_SINGLE_FILE_BYTES", 4 << 20)
+    bomb = zstd_frame(b"{" + b" " * (64 << 20))  # 64 MiB in a few KiB
+    assert len(bomb) < 64 * 1024
+    framed = tmp_path / "bomb.pb"
+    framed.write_bytes(be32(bomb) + be32(_request(3)))
+    _, r = _replay(support_judge, [framed])
+    assert r.stats.requests == 1 and [b.where for b in r.stats.bad_records] == ["message 1 at byte 0"]
+    assert "more than 1048576 bytes" in r.stats.bad_records[0].message
+    lines = tmp_path / "bomb.jsonl.zst"
+    lines.write_bytes(zstd_frame(b"{" + b" " * (64 << 20) + b"\n" + request_to_json(encode_spans([])).encode() + b"\n"))
+    _, r = _replay(support_judge, [lines])
+    assert [(b.where, "longer than" in b.message) for b in r.stats.bad_records] == [("line 1", True)]
+    assert r.stats.requests == 1 and not r.stats.read_errors
+    whole = tmp_path / "bomb.binpb"
+    whole.write_bytes(zstd_frame(b"\x0a" * (64 << 20)))
+    _, r = _replay(support_judge, [whole])
+    (error,) = r.stats.read_errors
+    assert "over the 4194304 byte limit" in error and r.stats.requests == 0
+
+
+def test_the_zstd_frame_walker_finds_every_frame_end() -> None:
+    """Frames with and without content size and checksum, a skippable frame: the walker is at a frame boundary
+    after exactly the bytes that end a frame, so a stream cut anywhere else is known to be cut."""
+    from monitor.replay._framing import _FrameWalker
+
+    frames = [
+        zstandard.ZstdCompressor(write_checksum=True).compress(b"a" * 1000),
+        zstd_stream([b"line %d\n" % i for i in range(2000)], flush_every=2000),  # no content size, blocks
+        b"\x5a\x2a\x4d\x18" + (5).to_bytes(4, "little") + b"skip!",
+        zstandard.ZstdCompressor(level=19).compress(bytes(range(256)) * 600),  # more than one 128 KiB block
+        zstandard.ZstdCompressor().compress(b""),
+    ]
+    data = b"".join(frames)
+    ends = {sum(map(len, frames[: i + 1])) for i in range(len(frames))} | {0}
+    for cut in range(len(data) + 1):
+        walker = _FrameWalker()
+        walker.feed(data[:cut])
+        assert walker.at_frame_boundary == (cut in ends), cut
+    whole = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data), read_across_frames=True).read()
+    assert len(whole) == 1000 + len(b"".join(b"line %d\n" % i for i in range(2000))) + 256 * 600
+
+
+def test_directories_hold_zstd_captures_by_their_inner_suffix(batches: list[object], tmp_path: Path) -> None:
+    from monitor.replay import expand_sources
+
+    write_collector_files(batches, tmp_path)
+    assert [p.name for p in expand_sources([tmp_path])] == ["json-zstd.json", "json.jsonl.zst", "proto.bin"]
