@@ -100,7 +100,7 @@ def _judged_turns(capture_turn_messages: bool) -> dict[str, Any]:
     judge = load_judge([RULES])
     asm = TurnAssembler(grace_s=0)
     turns = asm.add(decode_protobuf(body), 2**62) + asm.flush()
-    return {t.case_id: judge.judge(t) for t in turns}
+    return {t.case_id or "": judge.judge(t) for t in turns}
 
 
 def test_a_turn_without_a_final_answer_fails_its_response_checks() -> None:
