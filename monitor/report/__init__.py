@@ -1,5 +1,6 @@
 """Reports for replay, eval, probe and scenarios: terminal, JSON, Markdown, JUnit, HTML; and CI gates."""
 
+from monitor.report._text import natural_key
 from monitor.report.builder import ReportBuilder, per_tool_stats, severity
 from monitor.report.figures import FIGURES, canonical_figure, format_ratio
 from monitor.report.gates import GateFailure, Threshold, check_gates, parse_threshold
@@ -35,6 +36,7 @@ __all__ = [
     "emit_report",
     "format_ratio",
     "load_baseline_figures",
+    "natural_key",
     "parse_threshold",
     "per_tool_stats",
     "pop_report_options",
