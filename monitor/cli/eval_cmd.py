@@ -27,6 +27,7 @@ from monitor.report import (
     Table,
     emit_report,
     format_ratio,
+    natural_key,
     pop_report_options,
     report_options,
 )
@@ -61,11 +62,11 @@ def _eval_tables(result: EvalResult) -> list[Table]:
         first_bad = next((t for t in trials if not t.passed), None)
         row = [name, f"{passed}/{len(trials)}", first_bad.reason if first_bad else ""]
         ranked.append((passed / len(trials), name, row))
-    rows = [row for _, _, row in sorted(ranked, key=lambda r: r[:2])]
+    rows = [row for _, _, row in sorted(ranked, key=lambda r: (r[0], natural_key(r[1])))]
     tables = [Table("Cases (worst first)", ["case", "passed trials", "first failure"], rows)]
     if result.k > 1:
         hat = [[str(k), format_ratio(result.pass_hat(k))] for k in range(1, result.k + 1)]
-        tables.append(Table("pass^k (every one of k trials passes)", ["k", "pass^k"], hat))
+        tables.append(Table("pass^k (chance that k trials of a case all pass)", ["k", "pass^k"], hat))
     return tables
 
 
@@ -87,9 +88,10 @@ def _run_dataset(dataset: str, agent: Any, rules: tuple[str, ...], agent_name: s
         label = t.case.name if trials == 1 else f"{t.case.name} trial {t.trial}"
         _add_result(builder, label, name, t.verdict, t.run, t.passed, t.reason, f"input: {t.case.input_text[:400]}")
         builder.track(n)
-    extra = {"pass_rate": result.pass_rate, "pass_hat_k": result.pass_hat(trials)}
+    extra = {"pass_rate": result.pass_rate}
     notes = [f"{len(cases)} case(s) x {trials} trial(s); pass rate {format_ratio(extra['pass_rate'])}"]
-    if trials > 1:
+    if trials > 1:  # pass^1 is the pass rate: no row of its own
+        extra["pass_hat_k"] = result.pass_hat(trials)
         notes.append(f"pass^{trials} = {format_ratio(extra['pass_hat_k'])}")
     return _eval_tables(result), notes, extra
 
@@ -191,6 +193,7 @@ def eval_(dataset: str | None, scenario: str | None, agent_spec: str, rules: tup
     except LoadError as exc:
         raise click.BadParameter(str(exc), param_hint="--agent") from exc
     builder = ReportBuilder(worst=worst)
+    no_progress = no_progress or options.quiet
     if dataset is not None:
         tables, notes, extra = _run_dataset(dataset, agent, rules, agent_name, trials, concurrency, timeout_s,
                                             builder, no_progress)

@@ -69,7 +69,7 @@ def probe(generator_spec: str, agent_spec: str, rules: tuple[str, ...], agent_na
     builder = ReportBuilder(worst=worst)
     try:
         result, tables, notes = _run(builder, generator, agent, judge, name, iterations, pool, seed, strategy,
-                                     compare_seeds, timeout_s, no_progress)
+                                     compare_seeds, timeout_s, no_progress or options.quiet)
     except GeneratorError as exc:
         click.echo(f"error: {exc}", err=True)
         raise SystemExit(2) from exc
@@ -78,8 +78,9 @@ def probe(generator_spec: str, agent_spec: str, rules: tuple[str, ...], agent_na
     tables += cluster_tables(result.steps)
     title = f"toolwatch probe: {strategy}, {iterations} runs, pool {pool}, seed {seed}"
     report = builder.build("probe", title, tables=tables, notes=notes)
-    for note in notes:
-        click.echo(note, err=True)
+    if not options.quiet:
+        for note in notes:
+            click.echo(note, err=True)
     raise SystemExit(emit_report(report, options))
 
 

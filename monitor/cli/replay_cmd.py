@@ -73,7 +73,7 @@ def replay(sources: tuple[str, ...], rules: tuple[str, ...], fmt: str, grace: fl
         builder.track(builder.tally.turns)
 
     replayer = Replayer(judge, sink, grace_s=grace, turnless_timeout_s=turnless_timeout)
-    with progress_bar(bytes_mode=True, disable=no_progress) as progress:
+    with progress_bar(bytes_mode=True, disable=no_progress or options.quiet) as progress:
         task = progress.add_task("replay", total=total_bytes(paths), status="")
 
         def advance(n: int) -> None:

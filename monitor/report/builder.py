@@ -13,6 +13,7 @@ from collections import Counter
 from typing import Any
 
 from monitor.judge import Tally
+from monitor.report._text import natural_key
 from monitor.report.model import CaseResult, Report, Sample, Table, ToolStats
 from monitor.verdict import Outcome, TurnVerdict
 
@@ -72,7 +73,8 @@ def sample_of(verdict: TurnVerdict, ident: str) -> Sample:
 
 
 def per_tool_stats(tally: Tally) -> list[ToolStats]:
-    """Per tool precision, recall and F1 (the Tally's, from the confusion matrix) with the row and column sums."""
+    """Per tool precision, recall and F1 (the Tally's, from the confusion matrix) with the row and column sums,
+    tools in natural order (tool2 before tool10)."""
     rows: Counter[str] = Counter()
     cols: Counter[str] = Counter()
     for (e, a), n in tally.confusion.items():
@@ -80,7 +82,7 @@ def per_tool_stats(tally: Tally) -> list[ToolStats]:
         cols[a] += n
     return [
         ToolStats(tool, tally.confusion.get((tool, tool), 0), rows[tool], cols[tool], p, r, f1)
-        for tool, (p, r, f1) in tally.per_tool_prf().items()
+        for tool, (p, r, f1) in sorted(tally.per_tool_prf().items(), key=lambda item: natural_key(item[0]))
     ]
 
 

@@ -25,7 +25,7 @@ FIGURES: Final[tuple[tuple[str, str, bool], ...]] = (
 # Figures some commands add beside the METRICS.md ones (eval with trials, probe).
 EXTRA_FIGURES: Final[tuple[tuple[str, str, bool], ...]] = (
     ("pass_rate", "Pass rate (all trials)", True),
-    ("pass_hat_k", "pass^k (every trial of a case passes)", True),
+    ("pass_hat_k", "pass^k (chance that k trials of a case all pass)", True),
     ("scenario_pass_rate", "Scenario step pass rate", True),
 )
 

@@ -1,35 +1,55 @@
-"""The report as JUnit XML: one testsuite, one testcase per turn, case or scenario step."""
+"""The report as JUnit XML: one testsuite, one testcase per turn, case or scenario step.
+
+The attributes follow the common JUnit schema CI systems read: totals on <testsuites> and <testsuite>,
+`timestamp` (local time, no zone, as the schema has it) and `hostname` on the suite, `message` and
+`type` on every <failure> and <error>.
+"""
 
 from __future__ import annotations
 
+import socket
 import xml.etree.ElementTree as ET
+from datetime import datetime
 
+from monitor.report._text import printable
 from monitor.report.model import Report
 
-# XML 1.0 forbids most control characters; model output may hold them.
-_BAD = {c: None for c in range(0x20) if c not in (0x09, 0x0A, 0x0D)}
+# XML 1.0 forbids most control characters and U+FFFE/U+FFFF; model output may hold them.
+_BAD = {c: None for c in [*range(0x20), 0xFFFE, 0xFFFF] if c not in (0x09, 0x0A, 0x0D)}
+# `type` of a failing verdict, and of a run that gave no verdict or broke (agent error, timeout).
+FAILURE_TYPE = "toolwatch.TurnFailed"
+ERROR_TYPE = "toolwatch.RunError"
 
 
 def _clean(text: str) -> str:
-    return text.translate(_BAD)
+    """Text XML can hold: control characters dropped, lone surrogates written as `\\udXXX`."""
+    return printable(text).translate(_BAD)
 
 
-def render_junit(report: Report) -> str:
+def render_junit(report: Report, *, timestamp: datetime | None = None, hostname: str | None = None) -> str:
+    """The XML; `timestamp` (when the report is written) defaults to now, `hostname` to this host's name."""
     cases = report.cases
-    failures = sum(c.status == "failed" for c in cases)
-    errors = sum(c.status == "error" for c in cases)
-    skipped = sum(c.status == "skipped" for c in cases)
-    total_time = sum(c.time_s for c in cases)
-    suites = ET.Element("testsuites", name="toolwatch")
+    totals = {
+        "tests": str(len(cases)),
+        "failures": str(sum(c.status == "failed" for c in cases)),
+        "errors": str(sum(c.status == "error" for c in cases)),
+        "skipped": str(sum(c.status == "skipped" for c in cases)),
+        "time": f"{sum(c.time_s for c in cases):.3f}",
+    }
+    when = timestamp or datetime.now()
+    if when.tzinfo is not None:
+        when = when.astimezone()  # local time
+    stamp = when.replace(microsecond=0, tzinfo=None).isoformat()
+    suites = ET.Element("testsuites", {"name": "toolwatch", **totals})
     suite = ET.SubElement(
         suites,
         "testsuite",
-        name=_clean(f"toolwatch {report.command}"),
-        tests=str(len(cases)),
-        failures=str(failures),
-        errors=str(errors),
-        skipped=str(skipped),
-        time=f"{total_time:.3f}",
+        {
+            "name": _clean(f"toolwatch {report.command}"),
+            **totals,
+            "timestamp": stamp,
+            "hostname": _clean(hostname if hostname is not None else socket.gethostname()),
+        },
     )
     props = ET.SubElement(suite, "properties")
     ET.SubElement(props, "property", name="accuracy", value=_clean(report.accuracy_line))
@@ -42,7 +62,13 @@ def render_junit(report: Report) -> str:
             suite, "testcase", name=_clean(case.name), classname=_clean(case.group), time=f"{case.time_s:.3f}"
         )
         if case.status in ("failed", "error"):
-            child = ET.SubElement(el, "failure" if case.status == "failed" else "error", message=_clean(case.message))
+            failed = case.status == "failed"
+            child = ET.SubElement(
+                el,
+                "failure" if failed else "error",
+                message=_clean(case.message),
+                type=FAILURE_TYPE if failed else ERROR_TYPE,
+            )
             child.text = _clean(case.detail)
         elif case.status == "skipped":
             ET.SubElement(el, "skipped", message=_clean(case.message or "no expectation"))

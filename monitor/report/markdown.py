@@ -1,13 +1,44 @@
-"""The report as GitHub-flavoured Markdown (for a pull-request comment or a job summary)."""
+"""The report as GitHub-flavoured Markdown (for a pull-request comment or a job summary).
+
+Text from the run is escaped so it shows as written: no raw HTML (`<b>`), no emphasis, code, links, math
+or strikethrough from its punctuation, and a `|` never splits a table cell. Line breaks in a cell become `<br>`.
+"""
 
 from __future__ import annotations
+
+import re
 
 from monitor.report.figures import figure_rows, format_ratio
 from monitor.report.model import PER_TOOL_COLUMNS, Report
 
+# Backslash escapes (CommonMark: any ASCII punctuation) and entities for the characters that start markup.
+_ESCAPES = str.maketrans(
+    {
+        "\\": "\\\\",
+        "`": "\\`",
+        "*": "\\*",
+        "[": "\\[",
+        "]": "\\]",
+        "|": "\\|",
+        "~": "\\~",
+        "$": "\\$",
+        "#": "\\#",
+        "<": "&lt;",
+        ">": "&gt;",
+        "&": "&amp;",
+    }
+)
+# `_` between two letters or digits (get_order_status) cannot start or end emphasis; any other can.
+_LOOSE_UNDERSCORE = re.compile(r"(?<![^\W_])_|_(?![^\W_])")
+
+
+def escape(text: str) -> str:
+    """One line of text as inline Markdown that renders literally."""
+    return _LOOSE_UNDERSCORE.sub(r"\\_", text.translate(_ESCAPES))
+
 
 def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", "<br>")
+    return "<br>".join(escape(line) for line in text.splitlines())
 
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -16,26 +47,33 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return out + [""]
 
 
+def _heading(level: int, text: str) -> list[str]:
+    return ["#" * level + " " + escape(" ".join(text.split())), ""]
+
+
 def render_markdown(report: Report) -> str:
-    lines = [f"# {report.title}", "", f"**{report.accuracy_line}**", "", "## Figures", ""]
+    lines = _heading(1, report.title) + [f"**{escape(report.accuracy_line)}**", ""] + _heading(2, "Figures")
     fig_rows = [[label, format_ratio(value)] for _, label, value in figure_rows(report.figures)]
     lines += _table(["figure", "value"], fig_rows)
     if report.counts:
-        lines += ["## Counts", ""] + _table(["count", "value"], [[k, str(v)] for k, v in report.counts.items()])
+        lines += _heading(2, "Counts") + _table(["count", "value"], [[k, str(v)] for k, v in report.counts.items()])
     if report.per_tool:
-        lines += ["## Per tool", ""] + _table(PER_TOOL_COLUMNS, report.per_tool_rows())
+        lines += _heading(2, "Per tool") + _table(PER_TOOL_COLUMNS, report.per_tool_rows())
     if report.confusion:
         row_labels, col_labels = report.confusion_labels()
         rows = [[r] + [str(report.confusion_cell(r, c)) for c in col_labels] for r in row_labels]
-        lines += ["## Confusion matrix", "", "Rows: expected tool; columns: called tool.", ""]
+        lines += _heading(2, "Confusion matrix") + ["Rows: expected tool; columns: called tool.", ""]
         lines += _table(["expected \\ called"] + col_labels, rows)
+    series = report.series_table()
+    if series is not None:
+        lines += _heading(2, series.title) + _table(series.columns, series.rows)
     for extra in report.tables:
-        lines += [f"## {extra.title}", ""] + _table(extra.columns, extra.rows)
+        lines += _heading(2, extra.title) + _table(extra.columns, extra.rows)
     if report.worst:
         rows = [
-            [s.ident, s.input_text[:200], "<br>".join(s.calls) or "(no call)", ", ".join(s.missed), s.reason]
+            [s.ident, s.input_text[:200], "\n".join(s.calls) or "(no call)", ", ".join(s.missed), s.reason]
             for s in report.worst
         ]
-        lines += ["## Worst failing turns", ""] + _table(["turn", "input", "calls", "missed", "reason"], rows)
-    lines += [f"- {n}" for n in report.notes]
+        lines += _heading(2, "Worst failing turns") + _table(["turn", "input", "calls", "missed", "reason"], rows)
+    lines += [f"- {escape(' '.join(n.split()))}" for n in report.notes]
     return "\n".join(lines).rstrip() + "\n"

@@ -7,15 +7,19 @@ per-tool precision / recall / F1 derived from it, the worst failing turns, one r
 
 from __future__ import annotations
 
+import bisect
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from monitor.report._text import natural_key
 from monitor.report.figures import format_ratio
 
 SCHEMA_VERSION = 1
 PER_TOOL_COLUMNS = ["tool", "precision", "recall", "F1", "expected", "called"]
+SERIES_TITLE = "Accuracy as iterations grow"
+SERIES_TABLE_POINTS = 8
 
 
 @dataclass(slots=True)
@@ -84,7 +88,7 @@ class Report:
         specials = ("(none)", "(unknown)")
         rows = {e for e, _, _ in self.confusion}
         cols = {a for _, a, _ in self.confusion}
-        tools = sorted((rows | cols) - set(specials))
+        tools = sorted((rows | cols) - set(specials), key=natural_key)
         row_labels = tools + [s for s in specials[:1] if s in rows]
         col_labels = tools + [s for s in specials if s in cols]
         return row_labels, col_labels
@@ -96,6 +100,26 @@ class Report:
              str(t.column_total)]
             for t in self.per_tool
         ]
+
+    def series_table(self, points: int = SERIES_TABLE_POINTS) -> Table | None:
+        """The series at up to `points` evenly spaced iterations (first and last included), one column each.
+
+        A series not sampled at an iteration shows its latest value before it (blank before its first point).
+        """
+        series = {name: sorted(pts, key=lambda p: p[0]) for name, pts in self.series.items() if pts}
+        if not series:
+            return None
+        xs = sorted({x for pts in series.values() for x, _ in pts})
+        if len(xs) > points > 1:
+            xs = [xs[i] for i in sorted({round(i * (len(xs) - 1) / (points - 1)) for i in range(points)})]
+        rows = []
+        for x in xs:
+            row = [str(x)]
+            for pts in series.values():
+                i = bisect.bisect_right([p[0] for p in pts], x) - 1
+                row.append(format_ratio(pts[i][1]) if i >= 0 else "")
+            rows.append(row)
+        return Table(SERIES_TITLE, ["iteration", *series], rows)
 
     def confusion_cell(self, expected: str, actual: str) -> int:
         for e, a, n in self.confusion:

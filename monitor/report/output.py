@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 import click
 
+from monitor.report._text import printable
 from monitor.report.gates import Threshold, check_gates, parse_gate, skipped_comparisons
 from monitor.report.html import render_html
 from monitor.report.junit import render_junit
@@ -34,6 +35,12 @@ class ReportOptions:
     baseline: Baseline | None = None
     max_drop: float = 0.0
     quiet: bool = False
+
+    def stdout_forms(self) -> list[str]:
+        """The options that write to stdout ('-')."""
+        paths = (("--json", self.json_path), ("--markdown", self.markdown_path), ("--junit", self.junit_path),
+                 ("--html", self.html_path))
+        return [name for name, path in paths if path == "-"]
 
 
 def _thresholds(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> list[Threshold]:
@@ -71,7 +78,8 @@ def report_options(func: F) -> F:
         click.option("--max-drop", type=click.FloatRange(0.0, 1.0), default=None, show_default="0",
                      help="Largest allowed regression against --baseline, as a ratio (0.02 = 2 points): a drop of a "
                           "figure where higher is better, a rise of a rate where lower is better. Needs --baseline."),
-        click.option("-q", "--quiet", is_flag=True, help="Print only the accuracy line and gate results."),
+        click.option("-q", "--quiet", is_flag=True,
+                     help="Print only the accuracy line and gate results (no tables, no progress bar)."),
     ]
     for opt in reversed(opts):
         func = opt(func)
@@ -79,12 +87,13 @@ def report_options(func: F) -> F:
 
 
 def pop_report_options(kwargs: dict[str, Any]) -> ReportOptions:
-    """Take the shared options out of a command's keyword arguments; a usage error for options that do not apply."""
+    """Take the shared options out of a command's keyword arguments; a usage error for options that do not apply
+    and when two forms go to stdout."""
     max_drop = kwargs.pop("max_drop")
     if max_drop is not None and kwargs["baseline"] is None:
         raise click.UsageError("--max-drop applies to --baseline (the largest regression allowed against it); "
                                "give --baseline REPORT.json, or use --fail-under/--fail-over for a fixed threshold")
-    return ReportOptions(
+    options = ReportOptions(
         json_path=kwargs.pop("json_path"),
         markdown_path=kwargs.pop("markdown_path"),
         junit_path=kwargs.pop("junit_path"),
@@ -95,9 +104,23 @@ def pop_report_options(kwargs: dict[str, Any]) -> ReportOptions:
         max_drop=0.0 if max_drop is None else max_drop,
         quiet=kwargs.pop("quiet"),
     )
+    _check_stdout(options)
+    return options
+
+
+def _check_stdout(options: ReportOptions) -> None:
+    forms = options.stdout_forms()
+    if len(forms) > 1:
+        both = "both" if len(forms) == 2 else "all"
+        raise click.UsageError(
+            f"only one report can go to stdout ('-'), but {', '.join(forms[:-1])} and {forms[-1]} {both} ask for it "
+            "(mixed, they would make one invalid stream); give all but one of them a file path",
+            ctx=click.get_current_context(silent=True),
+        )
 
 
 def _write(path: str, text: str) -> None:
+    text = printable(text)  # a lone surrogate (valid in JSON input) is written as \\udXXX, not a crash
     if path == "-":
         sys.stdout.write(text)
         return
@@ -109,6 +132,7 @@ def _write(path: str, text: str) -> None:
 
 def emit_report(report: Report, options: ReportOptions) -> int:
     """Write every requested form, print the summary and the gate results; the exit code (0 or 1)."""
+    _check_stdout(options)
     writers: list[tuple[str | None, Callable[[Report], str]]] = [
         (options.json_path, lambda r: r.to_json() + "\n"),
         (options.markdown_path, render_markdown),
@@ -124,7 +148,7 @@ def emit_report(report: Report, options: ReportOptions) -> int:
     to_stdout = any(p == "-" for p, _ in writers)
     out = sys.stderr if to_stdout else sys.stdout
     if options.quiet:
-        click.echo(report.accuracy_line, file=out)
+        click.echo(printable(report.accuracy_line), file=out)
     else:
         render_terminal(report, out)
     baseline = options.baseline

@@ -1,4 +1,8 @@
-"""Progress bars on stderr for long offline runs (rich; plain and quiet when stderr is not a terminal)."""
+"""Progress bars on stderr for long offline runs (rich).
+
+When stderr is not a terminal the bar is not redrawn, only its final line is printed. The commands disable
+it with --no-progress and with -q/--quiet.
+"""
 
 from __future__ import annotations
 

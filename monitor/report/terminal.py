@@ -1,17 +1,34 @@
-"""The terminal summary: rich tables of the figures, per-tool scores, the confusion matrix, worst turns."""
+"""The terminal summary: rich tables of the figures, per-tool scores, the confusion matrix, worst turns.
+
+Every text that comes from the run (inputs, reasons, tool and agent names, case ids, titles) is shown as a
+rich `Text`, never parsed as markup: `[red]` or `[/var/log/syslog]` in an input prints as written.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import IO
 
-from rich.console import Console
+from rich.console import Console, Group, JustifyMethod
 from rich.table import Table as RichTable
 from rich.text import Text
 
+from monitor.report._text import printable
 from monitor.report.figures import figure_rows, format_ratio, grade
-from monitor.report.model import PER_TOOL_COLUMNS, Report
+from monitor.report.model import PER_TOOL_COLUMNS, Report, Table
 
 _STYLE = {"good": "green", "warn": "yellow", "bad": "red"}
+_BLOCKS = "▁▂▃▄▅▆▇█"
+SPARK_WIDTH = 32
+
+
+def _lit(text: str, style: str = "") -> Text:
+    """Text shown literally: no markup, no emoji codes, lone surrogates escaped."""
+    return Text(printable(text), style=style)
+
+
+def _table(title: str, *, show_lines: bool = False) -> RichTable:
+    return RichTable(title=_lit(title), title_justify="left", show_lines=show_lines)
 
 
 def _ratio_text(key: str, value: float | None) -> Text:
@@ -21,49 +38,92 @@ def _ratio_text(key: str, value: float | None) -> Text:
 
 
 def _figures_table(report: Report) -> RichTable:
-    table = RichTable(title="Figures (METRICS.md)", title_justify="left")
+    table = _table("Figures (METRICS.md)")
     table.add_column("figure")
     table.add_column("value", justify="right")
     for key, label, value in figure_rows(report.figures):
-        table.add_row(label, _ratio_text(key, value))
+        table.add_row(_lit(label), _ratio_text(key, value))
     return table
 
 
 def _counts_table(report: Report) -> RichTable:
-    table = RichTable(title="Counts", title_justify="left")
+    table = _table("Counts")
     table.add_column("count")
     table.add_column("value", justify="right")
     for key, value in report.counts.items():
-        table.add_row(key.replace("_", " "), str(value))
+        table.add_row(_lit(key.replace("_", " ")), str(value))
+    return table
+
+
+def _plain_table(extra: Table, justify: Mapping[str, JustifyMethod] | None = None) -> RichTable:
+    """A table of text cells, each shown literally."""
+    table = _table(extra.title)
+    for col in extra.columns:
+        table.add_column(_lit(col), overflow="fold", justify=(justify or {}).get(col, "left"))
+    for row in extra.rows:
+        table.add_row(*(_lit(cell) for cell in row))
     return table
 
 
 def _per_tool_table(report: Report) -> RichTable:
-    table = RichTable(title="Per tool", title_justify="left")
-    for col in PER_TOOL_COLUMNS:
-        table.add_column(col, justify="left" if col == "tool" else "right")
-    for row in report.per_tool_rows():
-        table.add_row(*row)
-    return table
+    right: dict[str, JustifyMethod] = {col: "right" for col in PER_TOOL_COLUMNS if col != "tool"}
+    return _plain_table(Table("Per tool", PER_TOOL_COLUMNS, report.per_tool_rows()), right)
 
 
 def _confusion_table(report: Report) -> RichTable:
     rows, cols = report.confusion_labels()
-    table = RichTable(title="Confusion matrix (rows: expected, columns: called)", title_justify="left")
+    table = _table("Confusion matrix (rows: expected, columns: called)")
     table.add_column("expected \\ called")
     for c in cols:
-        table.add_column(c, justify="right")
+        table.add_column(_lit(c), justify="right")
     for r in rows:
         cells = []
         for c in cols:
             n = report.confusion_cell(r, c)
             cells.append(Text(str(n) if n else "·", style=("green" if r == c else "red") if n else "dim"))
-        table.add_row(r, *cells)
+        table.add_row(_lit(r), *cells)
     return table
 
 
+def sparkline(
+    points: list[tuple[int, float | None]], low: float = 0.0, high: float = 1.0, width: int = SPARK_WIDTH
+) -> str:
+    """Values as block characters from ▁ (`low`) to █ (`high`), at most `width` evenly spaced points; absent = space."""
+    if len(points) > width:
+        points = [points[round(i * (len(points) - 1) / (width - 1))] for i in range(width)]
+    top = len(_BLOCKS) - 1
+    out = []
+    for _, value in points:
+        if value is None:
+            out.append(" ")
+        else:
+            level = (value - low) / (high - low) if high > low else 1.0
+            out.append(_BLOCKS[min(top, max(0, round(level * top)))])
+    return "".join(out)
+
+
+def _series(report: Report) -> Group | None:
+    """Accuracy at a few iterations, one column per series; under it each series' trend as a sparkline."""
+    points = report.series_table()
+    if points is None:
+        return None
+    right: dict[str, JustifyMethod] = {col: "right" for col in points.columns}
+    names = points.columns[1:]
+    values = [v for name in names for _, v in report.series[name] if v is not None]
+    low, high = (min(values), max(values)) if values else (0.0, 1.0)
+    trends = RichTable.grid(padding=(0, 1))
+    for _ in range(3):
+        trends.add_column()
+    for name in names:
+        pts = sorted(report.series[name], key=lambda p: p[0])
+        span = f"{format_ratio(pts[0][1])} at {pts[0][0]} -> {format_ratio(pts[-1][1])} at {pts[-1][0]}"
+        trends.add_row(_lit(name), _lit(sparkline(pts, low, high), style="cyan"), _lit(span, style="dim"))
+    scale = Text(f"trend scale: ▁ {format_ratio(low)} .. █ {format_ratio(high)}", style="dim")
+    return Group(_plain_table(points, right), trends, scale)
+
+
 def _worst_table(report: Report) -> RichTable:
-    table = RichTable(title=f"Worst failing turns ({len(report.worst)})", title_justify="left", show_lines=True)
+    table = _table(f"Worst failing turns ({len(report.worst)})", show_lines=True)
     table.add_column("turn", overflow="fold", max_width=20)
     table.add_column("input", overflow="fold", max_width=48)
     table.add_column("calls", overflow="fold")
@@ -72,7 +132,7 @@ def _worst_table(report: Report) -> RichTable:
         calls = "\n".join(s.calls) or "(no call)"
         if s.missed:
             calls += "\nmissed: " + ", ".join(s.missed)
-        table.add_row(s.ident, s.input_text[:160], calls, s.reason)
+        table.add_row(_lit(s.ident), _lit(s.input_text[:160]), _lit(calls), _lit(s.reason))
     return table
 
 
@@ -81,7 +141,7 @@ def render_terminal(report: Report, file: IO[str] | None = None, *, width: int |
     console = Console(file=file, width=width, highlight=False, soft_wrap=False)
     if width is None and not console.is_terminal:
         console.width = 120  # logs and CI: wider than rich's 80-column fallback
-    console.rule(Text(report.title, style="bold"))
+    console.rule(_lit(report.title, style="bold"))
     console.print(_figures_table(report))
     if report.counts:
         console.print(_counts_table(report))
@@ -89,15 +149,13 @@ def render_terminal(report: Report, file: IO[str] | None = None, *, width: int |
         console.print(_per_tool_table(report))
     if report.confusion:
         console.print(_confusion_table(report))
+    series = _series(report)
+    if series is not None:
+        console.print(series)
     for extra in report.tables:
-        table = RichTable(title=extra.title, title_justify="left")
-        for col in extra.columns:
-            table.add_column(col, overflow="fold")
-        for row in extra.rows:
-            table.add_row(*row)
-        console.print(table)
+        console.print(_plain_table(extra))
     if report.worst:
         console.print(_worst_table(report))
     for note in report.notes:
-        console.print(Text(note, style="dim"))
-    console.print(Text(report.accuracy_line, style="bold"), markup=False)
+        console.print(_lit(note, style="dim"))
+    console.print(_lit(report.accuracy_line, style="bold"))

@@ -248,3 +248,31 @@ def test_cli_mode_with_a_dataset_is_a_usage_error(dataset: Path, support_rules: 
     code, out = _eval("--dataset", str(dataset), "--rules", str(support_rules), "--agent",
                       "tests.monitor.offline.agents:support_agent", "--mode", mode)
     assert code == 2 and "--mode applies to --scenario (free-run or step-wise conversations), not to --dataset" in out
+
+
+def test_cli_eval_one_trial_cases_in_natural_order_no_pass_hat_k_and_quiet(support_rules: Path, tmp_path: Path) -> None:
+    cases = tmp_path / "cases.yaml"
+    cases.write_text(
+        "".join(
+            f"- id: c{n}\n  input: where is order {n}\n  call: [{{tool: get_order_status}}]\n" for n in (1, 10, 2, 20)
+        ),
+        encoding="utf-8",
+    )
+    js = tmp_path / "r.json"
+    base = [
+        "--dataset",
+        str(cases),
+        "--rules",
+        str(support_rules),
+        "--agent",
+        "tests.monitor.offline.agents:support_agent",
+    ]
+    res = CliRunner().invoke(eval_, [*base, "--no-progress", "--json", str(js)])
+    assert res.exit_code == 0, res.output
+    data = json.loads(js.read_text())
+    assert [row[0] for row in data["tables"][0]["rows"]] == ["c1", "c2", "c10", "c20"]  # all pass: by name
+    assert "pass_hat_k" not in data["figures"] and "pass^k" not in res.stdout  # pass^1 is the pass rate
+    res = CliRunner().invoke(eval_, [*base, "--trials", "2", "--no-progress"])
+    assert "pass^k (chance that k trials of a case all pass)" in res.stdout
+    res = CliRunner().invoke(eval_, [*base, "-q"])  # the progress bar is on, but -q silences it
+    assert res.exit_code == 0 and res.stdout == "Tool call accuracy: 4/4 (100.0%)\n" and res.stderr == ""

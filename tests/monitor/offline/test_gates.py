@@ -95,7 +95,8 @@ def test_baseline_figure_not_computed_now_is_skipped() -> None:
     assert check_gates(now, baseline=base) == []
     assert skipped_comparisons(now, base) == [
         "Pass rate (all trials) (pass_rate) is in the baseline but not computed by this command",
-        "pass^k (every trial of a case passes) (pass_hat_k) is in the baseline but not computed by this command",
+        "pass^k (chance that k trials of a case all pass) (pass_hat_k) is in the baseline but not computed by this "
+        "command",
     ]
     # a gate on a figure this command does not compute still fails, and says so
     (fail,) = check_gates(now, fail_under=[Threshold("pass_rate", 0.5)])
@@ -106,7 +107,7 @@ def test_pass_hat_k_of_different_k_is_not_compared() -> None:
     base, now = {"pass_hat_k": 0.9}, {"pass_hat_k": 0.5}
     assert check_gates(now, baseline=base, k=2, baseline_k=3) == []
     assert skipped_comparisons(now, base, k=2, baseline_k=3) == [
-        "pass^k (every trial of a case passes) (pass_hat_k): pass^3 in the baseline, pass^2 now: "
+        "pass^k (chance that k trials of a case all pass) (pass_hat_k): pass^3 in the baseline, pass^2 now: "
         "different k are not comparable"
     ]
     assert check_gates(now, baseline=base, k=None, baseline_k=3) == []  # an unknown k is not assumed equal

@@ -5,11 +5,26 @@ from __future__ import annotations
 import io
 import json
 import re
+import socket
 import xml.etree.ElementTree as ET
+from datetime import UTC, datetime
+from pathlib import Path
 
+import click
 import pytest
+from click.testing import CliRunner
 
-from monitor.report import ReportBuilder, load_baseline_figures, render_html, render_junit, render_markdown
+from monitor.judge import Tally
+from monitor.report import (
+    ReportBuilder,
+    ReportOptions,
+    emit_report,
+    load_baseline_figures,
+    per_tool_stats,
+    render_html,
+    render_junit,
+    render_markdown,
+)
 from monitor.report import render_terminal as terminal
 
 ACCURACY = "Tool call accuracy: 5/9 (55.6%)"
@@ -127,3 +142,99 @@ def test_worst_zero_keeps_no_sample(support_judge: object) -> None:
         b.add(support_judge.judge(t))  # type: ignore[attr-defined]
     report = b.build("probe", "x")
     assert report.worst == [] and report.cases == [] and report.counts["judged_calls"] == 9
+
+
+def test_series_shows_in_terminal_and_markdown(support_builder: ReportBuilder) -> None:
+    report = support_builder.build("probe", "support")
+    out = io.StringIO()
+    terminal(report, out, width=160)
+    text = out.getvalue()
+    assert "Accuracy as iterations grow" in text
+    assert re.search(r"│\s+1 │\s+100\.0% │", text) and re.search(r"│\s+10 │\s+55\.6% │", text)
+    assert re.search(r"tool_call_accuracy [▁▂▃▄▅▆▇█]{10} 100\.0% at 1 -> 55\.6% at 10", text)
+    md = render_markdown(report)
+    assert "## Accuracy as iterations grow\n\n| iteration | tool_call_accuracy |\n|---|---|\n| 1 | 100.0% |" in md
+    assert "| 10 | 55.6% |" in md
+
+
+def test_series_table_picks_a_few_iterations_of_every_series() -> None:
+    b = ReportBuilder()
+    for i in range(1, 5001):
+        b.record_point("art", i, i / 5000)
+    b.record_point("random", 10, 0.5)
+    b.record_point("random", 4000, None)
+    b.record_point("random", 4500, 0.7)
+    table = b.build("probe", "x").series_table()
+    assert table is not None and table.columns == ["iteration", "art", "random"]
+    assert len(table.rows) == 8
+    assert table.rows[0] == ["1", "0.0%", ""]  # random has no point yet
+    assert table.rows[-1] == ["5000", "100.0%", "70.0%"]  # random's latest value
+    assert [int(r[0]) for r in table.rows] == sorted(int(r[0]) for r in table.rows)
+    assert ReportBuilder().build("probe", "x").series_table() is None
+
+
+def test_junit_has_totals_timestamp_hostname_and_failure_types(support_builder: ReportBuilder) -> None:
+    from monitor.report import CaseResult
+
+    support_builder.add_case(CaseResult("slow", "support", "error", "timed out after 0.5 s", "input: x", 0.5))
+    report = support_builder.build("eval", "support")
+    root = ET.fromstring(render_junit(report))
+    suite = root.find("testsuite")
+    assert suite is not None
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", suite.get("timestamp", ""))
+    assert suite.get("hostname") == socket.gethostname()
+    totals = {k: root.get(k) for k in ("tests", "failures", "errors", "skipped", "time")}
+    assert (
+        totals
+        == {k: suite.get(k) for k in totals}
+        == {"tests": "11", "failures": "7", "errors": "1", "skipped": "0", "time": "0.500"}
+    )
+    assert {f.get("type") for f in root.iter("failure")} == {"toolwatch.TurnFailed"}
+    assert [e.get("type") for e in root.iter("error")] == ["toolwatch.RunError"]
+    when = datetime(2024, 5, 1, 12, 30, 15, 999, tzinfo=UTC)
+    fixed = ET.fromstring(render_junit(report, timestamp=when, hostname="ci-7")).find("testsuite")
+    assert fixed is not None and fixed.get("hostname") == "ci-7"
+    assert fixed.get("timestamp") == when.astimezone().replace(tzinfo=None, microsecond=0).isoformat()
+
+
+def test_tools_and_cases_sort_in_natural_order() -> None:
+    from monitor.report import natural_key
+
+    assert sorted(["c10", "c2", "c1", "b", "c1a", "C3"], key=natural_key) == ["C3", "b", "c1", "c1a", "c2", "c10"]
+    tally = Tally()
+    for tool in ("tool10", "tool2", "tool1"):
+        tally.confusion[(tool, tool)] += 1
+    tally.confusion[("tool2", "(none)")] += 1
+    assert [t.tool for t in per_tool_stats(tally)] == ["tool1", "tool2", "tool10"]
+    b = ReportBuilder(tally)
+    rows, cols = b.build("eval", "x").confusion_labels()
+    assert rows == ["tool1", "tool2", "tool10"] and cols == ["tool1", "tool2", "tool10", "(none)"]
+
+
+def test_two_reports_to_stdout_is_a_usage_error(support_rules: Path, tmp_path: Path) -> None:
+    from monitor.cli.replay_cmd import replay
+
+    src = tmp_path / "none.jsonl"
+    src.write_text("", encoding="utf-8")
+    res = CliRunner().invoke(replay, [str(src), "--rules", str(support_rules), "--json", "-", "--junit", "-"])
+    assert res.exit_code == 2
+    assert "--json and --junit both ask for it" in res.stderr and res.stdout == ""
+    res = CliRunner().invoke(
+        replay,
+        [
+            str(src),
+            "--rules",
+            str(support_rules),
+            "--json",
+            "-",
+            "--markdown",
+            "-",
+            "--html",
+            "-",
+            "--junit",
+            str(tmp_path / "r.xml"),
+        ],
+    )
+    assert res.exit_code == 2 and "--json, --markdown and --html all ask for it" in res.stderr
+    with pytest.raises(click.UsageError):  # also for callers that build ReportOptions themselves
+        emit_report(ReportBuilder().build("replay", "x"), ReportOptions(json_path="-", html_path="-"))

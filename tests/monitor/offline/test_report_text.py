@@ -1,0 +1,172 @@
+"""Text from the run in every report form: shown as written (no rich markup, no Markdown or HTML from it),
+and text that UTF-8 cannot encode (a lone surrogate, valid in JSON) written escaped instead of crashing."""
+
+from __future__ import annotations
+
+import html as htmllib
+import io
+import json
+import re
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from markdown_it import MarkdownIt
+
+from monitor.judge import Judge
+from monitor.report import (
+    Report,
+    ReportBuilder,
+    ReportOptions,
+    Table,
+    ToolStats,
+    emit_report,
+    render_junit,
+    render_markdown,
+    render_terminal,
+)
+from tests.monitor.offline.conftest import call, turn
+
+SYSLOG = "where is order 4 see [/var/log/syslog] disk full"
+RED = "where is order 6 [error] disk [red]full"
+HTMLISH = "where is order 3 <b>x</b> | *a* `c` [l](u) ~~s~~ $m$ &copy;"
+ZAP = "zap\ud800"  # a lone surrogate: valid in JSON (\ud800), not encodable in UTF-8
+
+
+def _hostile(judge: Judge) -> Report:
+    """A report of real verdicts whose inputs, tool names and case ids look like markup."""
+    b = ReportBuilder(worst=10)
+    b.add(judge.judge(turn(SYSLOG, call("get_shipping_eta", {"order_id": "4"}), trace=1)), case_id="[bold]c1[/]")
+    b.add(judge.judge(turn(RED, call(ZAP, {"order_id": "6"}), trace=2)), case_id="c2 [/]")
+    b.add(judge.judge(turn(HTMLISH, call("get_order_status", {"order_id": "3"}, 1), call("[x]", None, 2), trace=3)))
+    for i in range(1, 4):
+        b.record_point("[red]accuracy", i, i / 4)
+    report = b.build(
+        "eval",
+        "run of [bold]cases.yaml",
+        tables=[Table("[i]Clusters[/i]", ["[u]kind", "input"], [["[/x]", SYSLOG], [ZAP, "a|b"]])],
+        notes=["[dim]note[/dim] :smile:"],
+    )
+    # Tool names are catalog names (no markup in the shipped rules); put one in as a catalog could.
+    tool = "[magenta]lookup"
+    report.confusion.append((tool, "(none)", 1))
+    report.per_tool.append(ToolStats(tool, 0, 1, 0, None, 0.0, None))
+    return report
+
+
+@pytest.fixture
+def hostile(support_judge: Judge) -> Report:
+    return _hostile(support_judge)
+
+
+def test_terminal_shows_markup_in_inputs_names_and_ids_literally(hostile: Report) -> None:
+    out = io.StringIO()
+    render_terminal(hostile, out, width=400)
+    text = out.getvalue()
+    for literal in (
+        SYSLOG,
+        RED,
+        "[bold]c1[/]",
+        "c2 [/]",
+        "[i]Clusters[/i]",
+        "[u]kind",
+        "[/x]",
+        "[dim]note[/dim] :smile:",
+        "[magenta]lookup",
+        "run of [bold]cases.yaml",
+        "[red]accuracy",
+        "[x] -> hallucinated",
+    ):
+        assert literal in text, literal
+    assert "zap\\ud800" in text  # the surrogate escaped, so the text can be written anywhere
+    assert text.rstrip().splitlines()[-1] == hostile.accuracy_line
+
+
+def _md_table_cells(html: str, table_index: int) -> list[list[str]]:
+    table = re.findall(r"<table>(.*?)</table>", html, re.S)[table_index]
+    rows = re.findall(r"<tr>(.*?)</tr>", table, re.S)
+    return [[htmllib.unescape(c) for c in re.findall(r"<t[hd]>(.*?)</t[hd]>", r, re.S)] for r in rows]
+
+
+def _render_md(markdown: str) -> str:
+    # CommonMark with raw HTML on (as GitHub), plus GFM tables and strikethrough.
+    return str(MarkdownIt("commonmark").enable(["table", "strikethrough"]).render(markdown))
+
+
+def test_markdown_cells_show_inputs_as_written(hostile: Report) -> None:
+    md = render_markdown(hostile)
+    html = _render_md(md)
+    assert "<b>" not in html and "<em>" not in html and "<code>" not in html and "<a " not in html
+    assert "<s>" not in html
+    worst = _md_table_cells(html, -1)
+    assert worst[0] == ["turn", "input", "calls", "missed", "reason"]
+    assert all(len(row) == 5 for row in worst)  # a `|` in an input does not add a cell
+    assert HTMLISH in [row[1] for row in worst] and SYSLOG in [row[1] for row in worst]
+    assert "[bold]c1[/]" in [row[0] for row in worst]
+    assert "<h2>[i]Clusters[/i]</h2>" in html
+    assert [["[u]kind", "input"], ["[/x]", SYSLOG], [ZAP, "a|b"]] == _md_table_cells(html, -2)
+
+
+@given(st.text(alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7E), min_size=1).map(str.strip))
+def test_any_ascii_cell_renders_as_its_text(text: str) -> None:
+    report = Report("eval", "t", "acc", {}, {}, [], [], [], [], tables=[Table("t", ["cell"], [[text]])])
+    cells = _md_table_cells(_render_md(render_markdown(report)), -1)
+    assert cells == [["cell"], [text]]
+
+
+def _strict_stream() -> io.TextIOWrapper:
+    """A stream like a real UTF-8 stdout: encoding errors raise."""
+    return io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="strict")
+
+
+def _written(stream: io.TextIOWrapper) -> str:
+    stream.flush()
+    raw = stream.buffer
+    assert isinstance(raw, io.BytesIO)
+    return raw.getvalue().decode("utf-8")
+
+
+def test_lone_surrogate_is_written_escaped_in_every_form(
+    hostile: Report, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stdout = _strict_stream()
+    monkeypatch.setattr(sys, "stdout", stdout)
+    paths = {k: str(tmp_path / f"r.{k}") for k in ("json", "md", "xml", "html")}
+    options = ReportOptions(
+        json_path=paths["json"], markdown_path=paths["md"], junit_path=paths["xml"], html_path=paths["html"]
+    )
+    assert emit_report(hostile, options) == 0
+    terminal = _written(stdout)
+    assert "zap\\ud800" in terminal and terminal.rstrip().endswith(hostile.accuracy_line)
+    for key in ("md", "xml", "html"):
+        assert "zap\\ud800" in Path(paths[key]).read_text(encoding="utf-8"), key
+    data = json.loads(Path(paths["json"]).read_text(encoding="utf-8"))
+    assert [ZAP, "a|b"] in data["tables"][0]["rows"]  # JSON keeps the text itself, as a \ud800 escape
+    root = ET.parse(paths["xml"]).getroot()
+    assert any("zap\\ud800" in (f.get("message") or "") for f in root.iter("failure"))
+
+
+@pytest.mark.parametrize("form", ["json_path", "markdown_path", "junit_path", "html_path"])
+def test_lone_surrogate_to_stdout_and_quiet(hostile: Report, form: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    for quiet in (False, True):
+        stdout = _strict_stream()
+        monkeypatch.setattr(sys, "stdout", stdout)
+        monkeypatch.setattr(sys, "stderr", _strict_stream())
+        options = ReportOptions(quiet=quiet)
+        setattr(options, form, "-")
+        assert emit_report(hostile, options) == 0
+        text = _written(stdout)
+        assert "zap\\ud800" in text  # JSON: its own \\ud800 escape; the other forms: written escaped
+
+
+def test_junit_drops_what_xml_cannot_hold() -> None:
+    report = Report("eval", "t", "acc", {}, {}, [], [], [], [])
+    from monitor.report import CaseResult
+
+    report.cases = [CaseResult("a\x00b\ufffe" + ZAP, "g\x1b", "failed", "m\uffff", "d\x07")]
+    root = ET.fromstring(render_junit(report))
+    case = root.find("testsuite/testcase")
+    assert case is not None and case.get("name") == "ab" + "zap\\ud800" and case.get("classname") == "g"
