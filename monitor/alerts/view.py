@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.table import Table
+from rich.text import Text
 
 from monitor.alerts.live import LiveAlerts
 
@@ -19,7 +20,8 @@ def alerts_table(live: LiveAlerts, max_rows: int = 12) -> Table:
     for cond, state, value in rows[:max_rows]:
         name = cond.spec.name + (f" ({cond.burn.long}/{cond.burn.short})" if cond.burn is not None else "")
         shown = f"{value * 100:.1f}%" if value is not None else "-"
-        table.add_row(f"[{_STYLE[state]}]{state}[/]", name, cond.agent, cond.severity, shown)
+        # names come from rule files and agents from spans: shown literally, never read as markup
+        table.add_row(Text(state, style=_STYLE[state]), Text(name), Text(cond.agent), Text(cond.severity), shown)
     if not rows:
-        table.add_row("[green]ok[/]", f"{len(live.specs)} alert rules watching", "-", "-", "-")
+        table.add_row(Text("ok", style="green"), f"{len(live.specs)} alert rules watching", "-", "-", "-")
     return table

@@ -16,6 +16,7 @@ from monitor.demo._logs import TOOL_OF_TAG
 from monitor.judge import Tally
 from monitor.metrics import ToolwatchMetrics
 from monitor.metrics._windows import A_CORRECT, A_E2E, A_EXPECTED, A_JUDGED, A_MISSED, A_SELECTION, A_SPURIOUS, A_TURNS
+from monitor.report import printable
 from monitor.verdict import NONE_LABEL, UNKNOWN_LABEL, TurnVerdict
 
 SHOWN = (
@@ -90,14 +91,14 @@ def confusion_table(tally: Tally) -> Table:
     table = Table(title="Confusion matrix (rows: expected, columns: called)", expand=True)
     table.add_column("expected \\ called")
     for c in cols:
-        table.add_column(_SHORT.get(c, c), justify="right")
+        table.add_column(Text(_SHORT.get(c, c)), justify="right")
     for r in rows:
         cells = []
         for c in cols:
             n = tally.confusion.get((r, c), 0)
             style = "green" if r == c and r != NONE_LABEL else ("red" if n else "dim")
             cells.append(Text(str(n), style=style))
-        table.add_row(_SHORT.get(r, r), *cells)
+        table.add_row(Text(_SHORT.get(r, r)), *cells)
     return table
 
 
@@ -106,7 +107,7 @@ def failures_table(failures: list[Failure]) -> Table:
     table.add_column("log line", ratio=3, overflow="ellipsis", no_wrap=True)
     table.add_column("reason", ratio=4, overflow="ellipsis", no_wrap=True)
     for f in reversed(failures):
-        table.add_row(f.input_text, f.reason)
+        table.add_row(Text(printable(f.input_text)), Text(printable(f.reason)))  # literal: inputs are not markup
     return table
 
 

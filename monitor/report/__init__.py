@@ -1,6 +1,6 @@
 """Reports for replay, eval, probe and scenarios: terminal, JSON, Markdown, JUnit, HTML; and CI gates."""
 
-from monitor.report._text import natural_key
+from monitor.report._text import natural_key, printable
 from monitor.report.builder import ReportBuilder, per_tool_stats, severity
 from monitor.report.figures import FIGURES, canonical_figure, format_ratio
 from monitor.report.gates import GateFailure, Threshold, check_gates, parse_gate, parse_threshold, skipped_comparisons
@@ -42,6 +42,7 @@ __all__ = [
     "load_baseline_figures",
     "natural_key",
     "parse_gate",
+    "printable",
     "parse_threshold",
     "per_tool_stats",
     "pop_report_options",

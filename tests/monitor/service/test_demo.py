@@ -68,3 +68,16 @@ def test_demo_command(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     assert "60 turns sent, 60 judged" in res.output
     assert "Tool call accuracy:" in res.output
+
+
+def test_the_live_view_shows_inputs_and_reasons_literally() -> None:
+    """Log lines and reasons come from the agent: brackets in them are text, never rich markup (a `[/...]` closing
+    tag with nothing open raised, and `[red]` vanished), and a lone surrogate does not stop the view."""
+    from rich.console import Console
+
+    from monitor.demo._view import Failure, failures_table
+
+    console = Console(width=200, record=True, color_system=None)
+    console.print(failures_table([Failure("see [/var/log/syslog] disk [red]full \ud800", "wrong tool [b]x[/b]")]))
+    text = console.export_text()
+    assert "see [/var/log/syslog] disk [red]full \\ud800" in text and "wrong tool [b]x[/b]" in text
