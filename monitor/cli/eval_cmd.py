@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -9,6 +11,7 @@ import click
 from click.core import ParameterSource
 
 from monitor.evaluate import (
+    DEFAULT_TIMEOUT_S,
     EvalResult,
     Harness,
     LoadError,
@@ -17,6 +20,7 @@ from monitor.evaluate import (
     load_callable,
     load_dataset_rules,
     read_cases,
+    route_global_tracing,
     run_eval,
 )
 from monitor.judge import Judge
@@ -36,6 +40,9 @@ from monitor.rules import RuleFileError
 from monitor.scenario import MODES, ScenarioError, ScenarioRun, build_judge, load_scenarios, run_scenarios
 from monitor.verdict import TurnVerdict
 
+logger = logging.getLogger(__name__)
+TRACEBACKS_SHOWN = 3  # agent tracebacks printed with -v (every one is in the JUnit <error> body)
+
 
 def _fail_load(exc: Exception, rules: tuple[str, ...] = ()) -> None:
     hint = ""
@@ -47,12 +54,30 @@ def _fail_load(exc: Exception, rules: tuple[str, ...] = ()) -> None:
 
 def _add_result(builder: ReportBuilder, label: str, group: str, verdict: TurnVerdict | None, run: RunResult,
                 passed: bool, reason: str, detail: str) -> None:
-    """One trial or scenario step: a JUnit error when no turn was judged, else the verdict with its status."""
+    """One trial or scenario step: a JUnit error when no turn was judged, else the verdict with its status; the
+    agent's traceback (or its stack at the timeout) in the body."""
     if verdict is None:
-        builder.add_case(CaseResult(label, group, "error", reason, detail, run.duration_s))
+        body = f"{detail}\n{run.traceback}" if run.traceback else detail
+        builder.add_case(CaseResult(label, group, "error", reason, body, run.duration_s))
     else:
         status = "passed" if passed else ("error" if run.error else "failed")
-        builder.add(verdict, case_id=label, group=group, time_s=run.duration_s, status=status, message=reason)
+        builder.add(verdict, case_id=label, group=group, time_s=run.duration_s, status=status, message=reason,
+                    detail=run.traceback)
+
+
+def show_tracebacks(failures: Sequence[tuple[str, str, str]], command: str) -> str | None:
+    """(label, error, traceback) of the runs that raised or timed out: with -v (logging at INFO) the first
+    TRACEBACKS_SHOWN tracebacks are printed. The report's note about them (None when there is none)."""
+    if not failures:
+        return None
+    note = f"{len(failures)} run(s) raised or timed out"
+    if not logger.isEnabledFor(logging.INFO):
+        return f"{note}; `toolwatch -v {command} ...` prints the agent's traceback (the JUnit report has every one)"
+    for label, error, tb in failures[:TRACEBACKS_SHOWN]:
+        logger.info("%s: %s\n%s", label, error, tb.rstrip())
+    if len(failures) > TRACEBACKS_SHOWN:
+        logger.info("%d more run(s) with a traceback: see the JUnit report", len(failures) - TRACEBACKS_SHOWN)
+    return note
 
 
 def _eval_tables(result: EvalResult) -> list[Table]:
@@ -80,16 +105,23 @@ def _run_dataset(dataset: str, agent: Any, rules: tuple[str, ...], agent_name: s
         _fail_load(exc, rules)
         raise
     name = default_agent_name(judge.agents, agent_name)
-    with Harness(agent_name=name) as harness, progress_bar(disable=no_progress) as progress:
+    with (Harness(agent_name=name) as harness, route_global_tracing(harness.provider),
+          progress_bar(disable=no_progress) as progress):
         task = progress.add_task("eval", total=len(cases) * trials, status="")
         result = run_eval(cases, agent, judge, harness, trials=trials, concurrency=concurrency, timeout_s=timeout_s,
                           on_run=lambda _: progress.update(task, advance=1))
+    failures = []
     for n, t in enumerate(result.trials, 1):
         label = t.case.name if trials == 1 else f"{t.case.name} trial {t.trial}"
         _add_result(builder, label, name, t.verdict, t.run, t.passed, t.reason, f"input: {t.case.input_text[:400]}")
         builder.track(n)
+        if t.run.traceback:
+            failures.append((label, t.run.error or "", t.run.traceback))
     extra = {"pass_rate": result.pass_rate}
     notes = [f"{len(cases)} case(s) x {trials} trial(s); pass rate {format_ratio(extra['pass_rate'])}"]
+    note = show_tracebacks(failures, "eval")
+    if note:
+        notes.append(note)
     if trials > 1:  # pass^1 is the pass rate: no row of its own
         extra["pass_hat_k"] = result.pass_hat(trials)
         notes.append(f"pass^{trials} = {format_ratio(extra['pass_hat_k'])}")
@@ -141,7 +173,9 @@ def _run_scenario(path: str, agent: Any, rules: tuple[str, ...], agent_name: str
         raise SystemExit(2) from exc
     name = default_agent_name(judge.agents, agent_name or sf.agent)
     total = sum(len(s.steps) for s in sf.scenarios)
-    with Harness(agent_name=name) as harness, progress_bar(disable=no_progress) as progress:
+    failures: list[tuple[str, str, str]] = []
+    with (Harness(agent_name=name) as harness, route_global_tracing(harness.provider),
+          progress_bar(disable=no_progress) as progress):
         task = progress.add_task(f"scenarios ({mode})", total=total, status="")
         n = 0
 
@@ -152,10 +186,15 @@ def _run_scenario(path: str, agent: Any, rules: tuple[str, ...], agent_name: str
             _add_result(builder, label, sr.scenario, sr.verdict, sr.run, sr.passed, sr.reason, sr.step.user)
             builder.track(n)
             progress.update(task, advance=1)
+            if sr.run.traceback:
+                failures.append((label, sr.run.error or "", sr.run.traceback))
 
         run = run_scenarios(sf, agent, judge, harness, mode=mode, timeout_s=timeout_s, on_step=on_step)
     ok, count = run.scenarios_passed()
     notes = [f"{ok}/{count} scenario(s) passed every step ({mode} mode)"]
+    note = show_tracebacks(failures, "eval")
+    if note:
+        notes.append(note)
     return _scenario_tables(run), notes, {"scenario_pass_rate": run.pass_rate}
 
 
@@ -170,8 +209,8 @@ def _run_scenario(path: str, agent: Any, rules: tuple[str, ...], agent_name: str
               help="Runs per case (pass^k); --dataset only.")
 @click.option("--concurrency", type=click.IntRange(1, 256), default=1, show_default=True,
               help="Cases run at once (threads); --dataset only.")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(0.001), default=60.0, show_default=True,
-              help="Seconds per case run; a run past it fails.")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(0.001), default=DEFAULT_TIMEOUT_S, show_default=True,
+              help="Seconds per case run; a run past it fails (an error), judged on the calls it made by then.")
 @click.option("--mode", type=click.Choice(MODES), default="free", show_default=True,
               help="--scenario only: free-run (the agent's replies carry forward) or step (teacher-forced "
                    "references).")

@@ -6,7 +6,16 @@ from typing import Any
 
 import click
 
-from monitor.evaluate import Harness, LoadError, default_agent_name, load_callable, load_judge
+from monitor.cli.eval_cmd import show_tracebacks
+from monitor.evaluate import (
+    DEFAULT_TIMEOUT_S,
+    Harness,
+    LoadError,
+    default_agent_name,
+    load_callable,
+    load_judge,
+    route_global_tracing,
+)
 from monitor.probe import (
     STRATEGIES,
     GeneratorError,
@@ -17,7 +26,7 @@ from monitor.probe import (
     mean_first_failure,
     run_probe,
 )
-from monitor.report import ReportBuilder, Table, emit_report, pop_report_options, report_options
+from monitor.report import CaseResult, ReportBuilder, Table, emit_report, pop_report_options, report_options
 from monitor.report.progress import progress_bar
 from monitor.rules import RuleFileError
 
@@ -44,12 +53,13 @@ def _load(spec: str, what: str) -> Any:
               help="art: the candidate farthest (Levenshtein) from every tested input; random: the first one.")
 @click.option("--compare-seeds", type=click.IntRange(0), default=0, show_default=True, metavar="N",
               help="Also run both strategies to their first failure over N seeds and print the mean runs needed.")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(0.001), default=None, help="Seconds per run.")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(0.001), default=DEFAULT_TIMEOUT_S, show_default=True,
+              help="Seconds per run (as eval's per case); a run past it fails, judged on the calls it made by then.")
 @click.option("--worst", type=click.IntRange(0), default=10, show_default=True, help="Failing turns to list.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @report_options
 def probe(generator_spec: str, agent_spec: str, rules: tuple[str, ...], agent_name: str | None, iterations: int,
-          pool: int, seed: int, strategy: str, compare_seeds: int, timeout_s: float | None, worst: int,
+          pool: int, seed: int, strategy: str, compare_seeds: int, timeout_s: float, worst: int,
           no_progress: bool, **kwargs: Any) -> None:
     """Probe an agent with adaptive random testing and report accuracy as iterations grow.
 
@@ -89,15 +99,26 @@ def _run(builder: ReportBuilder, generator: Any, agent: Any, judge: Any, name: s
          ) -> tuple[ProbeResult, list[Table], list[str]]:
     tables: list[Table] = []
     notes: list[str] = []
-    with Harness(agent_name=name) as harness, progress_bar(disable=no_progress) as progress:
+    tracebacks: list[tuple[str, str, str]] = []
+    with (Harness(agent_name=name) as harness, route_global_tracing(harness.provider),
+          progress_bar(disable=no_progress) as progress):
         task = progress.add_task(f"probe ({strategy})", total=iterations, status="")
         failures = 0
 
         def on_step(step: Step) -> None:
             nonlocal failures
             failures += step.failed
+            label = f"run {step.iteration}"
             if step.verdict is not None:
-                builder.add(step.verdict, case_id=f"run {step.iteration}", time_s=step.duration_s)
+                message = f"{step.error}; {step.verdict.reason}" if step.error else None
+                builder.add(step.verdict, case_id=label, time_s=step.duration_s,
+                            status="error" if step.error else None, message=message, detail=step.traceback)
+            else:
+                body = f"input: {step.input_text[:400]}" + (f"\n{step.traceback}" if step.traceback else "")
+                builder.add_case(CaseResult(label, name, "error", step.error or "no turn was recorded", body,
+                                            step.duration_s))
+            if step.traceback:
+                tracebacks.append((label, step.error or "", step.traceback))
             builder.track(step.iteration, f"{strategy} accuracy")
             progress.update(task, advance=1, status=f"{failures} failing")
 
@@ -122,7 +143,7 @@ def _run(builder: ReportBuilder, generator: Any, agent: Any, judge: Any, name: s
             seeds = range(seed, seed + compare_seeds)
             ctask = progress.add_task("first failure, both strategies", total=2 * compare_seeds, status="")
             ff = first_failures(generator=generator, agent=agent, judge=judge, harness=harness, seeds=seeds,
-                                pool=pool, max_iterations=iterations,
+                                pool=pool, max_iterations=iterations, timeout_s=timeout_s,
                                 on_seed=lambda *_: progress.update(ctask, advance=1))
             rows = []
             for strat, values in ff.items():
@@ -132,4 +153,7 @@ def _run(builder: ReportBuilder, generator: Any, agent: Any, judge: Any, name: s
                 notes.append(f"{strat}: mean runs to first failure over {len(values)} seeds = {mean:.2f}")
             tables.append(Table(f"Runs to the first failure (pool {pool}, seeds {seeds.start}..{seeds.stop - 1})",
                                 ["strategy", "mean runs", "seeds with a failure", "seeds"], rows))
+    note = show_tracebacks(tracebacks, "probe")
+    if note:
+        notes.append(note)
     return result, tables, notes

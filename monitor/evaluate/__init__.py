@@ -2,10 +2,12 @@
 
 from monitor.evaluate._dataset import Case, load_dataset_rules, read_cases
 from monitor.evaluate._eval import EvalResult, Trial, run_eval
-from monitor.evaluate._harness import AgentFn, DrainingExporter, Harness, RunResult
+from monitor.evaluate._harness import DEFAULT_TIMEOUT_S, AgentFn, DrainingExporter, Harness, RunResult, cut_turn
 from monitor.evaluate._loader import LoadError, default_agent_name, load_callable, load_judge
+from monitor.evaluate._tracing import route_global_tracing
 
 __all__ = [
+    "DEFAULT_TIMEOUT_S",
     "AgentFn",
     "Case",
     "DrainingExporter",
@@ -14,10 +16,12 @@ __all__ = [
     "LoadError",
     "RunResult",
     "Trial",
+    "cut_turn",
     "default_agent_name",
     "load_callable",
     "load_dataset_rules",
     "load_judge",
     "read_cases",
+    "route_global_tracing",
     "run_eval",
 ]

@@ -4,10 +4,15 @@ A dataset file is a YAML list of cases, a JSON-lines file with one case per line
 mapping) whose `cases` are inline or name such a file. The expectations are compiled by the judge's own
 loader (`load_rules`, with the catalog from `--rules`), so a case means exactly what it means in a rule
 file; this module only reads which inputs to run and under which case ids.
+
+Every case is judged with its own expectation: a case without an id runs under a key of its own (`#<n>`,
+its position), which `load_dataset_rules` gives its expectation, so two id-less cases with one input are
+still two cases (a rule file joins id-less cases by input, which only finds the first).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import tempfile
 from collections.abc import Sequence
@@ -22,9 +27,15 @@ from monitor.rules import RuleFileError, RuleSet, load_rules
 
 @dataclass(slots=True, frozen=True)
 class Case:
-    case_id: str | None  # the label joined to the turn (toolwatch.case.id); None: joined by exact input
+    case_id: str | None  # the case's id in the dataset (None: it has none)
     name: str  # what reports call it: the id, else "#<n>"
     input_text: str
+    key: str = ""  # the label eval joins to the turn (toolwatch.case.id): the id, else one unique in the dataset
+
+    @property
+    def label(self) -> str:
+        """The case id its turn carries: `key` (cases built by hand without one: the id)."""
+        return self.key or self.case_id or ""
 
 
 def _read_items(path: Path) -> tuple[list[Any], Path | None]:
@@ -79,22 +90,52 @@ def read_cases(path: str | Path) -> list[Case]:
         cases.append(Case(cid, cid or f"#{n}", text))
     if not cases:
         raise RuleFileError(str(p), 0, 0, "cases", "the dataset holds no case")
-    return cases
+    return _with_keys(cases, ids)
+
+
+def _with_keys(cases: list[Case], ids: set[str]) -> list[Case]:
+    """Each case with its key: its id, else `#<n>` (`#<n>.<k>` when a case of the dataset has that id)."""
+    out = []
+    taken = set(ids)
+    for n, case in enumerate(cases, 1):
+        key = case.case_id
+        if key is None:
+            key, k = f"#{n}", 0
+            while key in taken:
+                k += 1
+                key = f"#{n}.{k}"
+            taken.add(key)
+        out.append(dataclasses.replace(case, key=key))
+    return out
 
 
 def load_dataset_rules(dataset: str | Path, rules: Sequence[str | Path], *, agent: str | None = None) -> RuleSet:
-    """The rule files plus the dataset's cases, compiled together (cases override rules for their turns)."""
+    """The rule files plus the dataset's cases, compiled together (cases override rules for their turns).
+
+    Each case of the dataset is also found by its `Case.key` (see read_cases), so a case without an id is
+    judged with its own expectation, not with that of the first case of the same input."""
     p = Path(dataset).resolve()
     try:
         head = yaml.safe_load(p.read_text(encoding="utf-8")) if p.suffix not in (".jsonl", ".ndjson") else None
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
         head = None  # load_rules reports it with its location
     if isinstance(head, dict):
-        return load_rules([*rules, p])
+        return _by_key(load_rules([*rules, p]), read_cases(p))
     with tempfile.TemporaryDirectory(prefix="toolwatch-eval-") as tmp:
         wrapper = Path(tmp) / "dataset.yaml"
         doc: dict[str, Any] = {"version": 1, "cases": str(p)}
         if agent:
             doc["agent"] = agent
         wrapper.write_text(yaml.safe_dump(doc), encoding="utf-8")
-        return load_rules([*rules, wrapper])
+        ruleset = load_rules([*rules, wrapper])
+    return _by_key(ruleset, read_cases(p))
+
+
+def _by_key(ruleset: RuleSet, cases: list[Case]) -> RuleSet:
+    """`ruleset` with the dataset's id-less cases findable by their keys. The dataset is the last file loaded, so
+    its cases are the last of `ruleset.cases`, in file order."""
+    compiled = ruleset.cases[len(ruleset.cases) - len(cases) :] if len(cases) <= len(ruleset.cases) else ()
+    if [(cid, text) for cid, text, _ in compiled] != [(c.case_id, c.input_text) for c in cases]:
+        return ruleset  # not expected (both read the same file): id-less cases are then joined by input
+    keyed = tuple((c.key, exp) for c, (_, _, exp) in zip(cases, compiled, strict=True) if c.case_id is None)
+    return dataclasses.replace(ruleset, cases_by_id=ruleset.cases_by_id + keyed) if keyed else ruleset

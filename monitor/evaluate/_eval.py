@@ -1,8 +1,10 @@
 """`eval`: run the agent on every labelled case K times, judge each turn against its case, score trials.
 
 A trial passes when its turn is judged end-to-end correct (METRICS.md) and the run neither raised nor
-timed out. With K trials per case: pass rate = passing trials / all trials; pass^k (Yao et al., tau-bench)
-= the mean over cases of C(c, k) / C(n, k), the chance that k trials drawn from a case's n all pass.
+timed out. A run that raised or timed out is still a judged turn of its case (a timed-out one: the calls
+that had ended by the timeout, no output), so its missed and wrong calls count in every figure.
+With K trials per case: pass rate = passing trials / all trials; pass^k (Yao et al., tau-bench) = the mean
+over cases of C(c, k) / C(n, k), the chance that k trials drawn from a case's n all pass.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from monitor.evaluate._dataset import Case
-from monitor.evaluate._harness import AgentFn, Harness, RunResult
+from monitor.evaluate._harness import AgentFn, Harness, RunResult, run_turn
 from monitor.records import Turn
 from monitor.verdict import TurnVerdict
 
@@ -41,15 +43,17 @@ class Trial:
 
     @property
     def reason(self) -> str:
-        if self.run.timed_out or (self.run.error and self.verdict is None):
-            return self.run.error or "no turn recorded"
-        if self.verdict is None:
-            return "no turn was recorded for this run"
-        if not self.verdict.judged:
+        v = self.verdict
+        if v is None:
+            return self.run.error or "no turn was recorded for this run"
+        if self.run.timed_out:
+            bad = v.judged and (v.failed or v.end_to_end is not True)
+            return f"{self.run.error}; {v.reason}" if bad else str(self.run.error)
+        if not v.judged:
             return "no expectation matched the case (check its id or input against the dataset)"
         if self.run.error:
-            return f"agent raised {self.run.error}; {self.verdict.reason}"
-        return self.verdict.reason
+            return f"agent raised {self.run.error}; {v.reason}"
+        return v.reason
 
 
 @dataclass(slots=True)
@@ -94,17 +98,16 @@ def run_eval(
         raise ValueError("trials and concurrency must be >= 1")
     work = [(case, t) for case in cases for t in range(1, trials + 1)]
     runs: dict[int, RunResult] = {}
-    turns: dict[str, Turn] = {}
+    turns: dict[str, list[Turn]] = {}  # trace id -> its turns (turnless ones too: a timed-out run's calls)
     lock = threading.Lock()
 
     def gather(final: bool) -> None:
         for turn in harness.collect(final=final):
-            if not turn.turnless:
-                turns.setdefault(turn.trace_id, turn)
+            turns.setdefault(turn.trace_id, []).append(turn)
 
     with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="toolwatch-eval") as pool:
         futures = {
-            pool.submit(harness.run, agent, case.input_text, case_id=case.case_id, timeout_s=timeout_s): i
+            pool.submit(harness.run, agent, case.input_text, case_id=case.label or None, timeout_s=timeout_s): i
             for i, (case, _) in enumerate(work)
         }
         for n, fut in enumerate(as_completed(futures), 1):
@@ -119,7 +122,7 @@ def run_eval(
     result = EvalResult(trials)
     for i, (case, t) in enumerate(work):
         run = runs[i]
-        turn = turns.get(run.trace_id) if run.trace_id and not run.timed_out else None
+        turn = run_turn(run, turns.get(run.trace_id, []) if run.trace_id else [], harness.agent_name)
         trial = Trial(case, t, run, judge.judge(turn) if turn is not None else None)
         result.trials.append(trial)
         if on_trial is not None:

@@ -6,15 +6,22 @@ monitor's decoder, normalizer and TurnAssembler: the same path spans take into `
 
 The harness opens one `agent_turn` per run (with the case id, conversation id, and the agent's answer
 as output when the agent returns a string); the agent's `@tool` / `ToolExecutor` calls nest under it.
+
+A run past its timeout is abandoned (Python cannot stop a thread) but not forgotten: its turn is the calls
+of its trace that had ended by the timeout, with no output (`cut_turn`), judged like any other. A run
+that raised keeps the formatted traceback (a timed-out one: the agent's stack at the timeout), bounded.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
+import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+import traceback
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,10 +36,13 @@ from instrumentation._content import SETTINGS  # saved and restored around a run
 from instrumentation._context import TRACING  # the provider in use before, restored on close
 from monitor.assembly import TurnAssembler
 from monitor.otlp import parse_protobuf
-from monitor.records import Turn
+from monitor.records import ToolCall, Turn
 
 AgentFn = Callable[..., Any]
 MAX_BUFFERED_SPANS = 1_000_000
+DEFAULT_TIMEOUT_S = 60.0  # per run, for eval and probe
+TRACEBACK_FRAMES = 20  # the innermost frames kept of an agent's traceback
+TRACEBACK_CHARS = 8192  # and at most this much of its text (the end: the exception and the innermost frames)
 
 
 class DrainingExporter(SpanExporter):
@@ -75,6 +85,74 @@ class RunResult:
     timed_out: bool = False
     duration_s: float = 0.0
     turns: list[Turn] = field(default_factory=list)
+    span_id: str = ""  # the run's turn span
+    conversation_id: str | None = None
+    traceback: str | None = None  # the agent's traceback when it raised; its stack at the timeout when it hung
+    deadline_ns: int = 0  # a timed-out run: the time of the timeout (its calls are those ended by then)
+
+
+def _bounded(text: str) -> str:
+    if len(text) <= TRACEBACK_CHARS:
+        return text
+    return f"... ({len(text) - TRACEBACK_CHARS} characters cut)\n" + text[-TRACEBACK_CHARS:]
+
+
+def format_traceback(exc: BaseException) -> str:
+    """The exception's traceback from the agent's frame on (the harness's own frames left out): its innermost
+    TRACEBACK_FRAMES frames, at most TRACEBACK_CHARS characters."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None and tb.tb_frame.f_code.co_filename == __file__:
+        tb = tb.tb_next
+    return _bounded("".join(traceback.format_exception(type(exc), exc, tb, limit=-TRACEBACK_FRAMES)))
+
+
+def _thread_stack(thread: threading.Thread) -> str | None:
+    """Where the agent's thread is now, from the agent's frame on (its innermost TRACEBACK_FRAMES frames), or None
+    when the thread has ended."""
+    frame = sys._current_frames().get(thread.ident) if thread.ident is not None else None
+    if frame is None:
+        return None
+    stack = traceback.extract_stack(frame)
+    ours = [i for i, f in enumerate(stack) if f.filename == __file__]
+    agent = traceback.StackSummary.from_list(stack[ours[-1] + 1 :] if ours and ours[-1] + 1 < len(stack) else stack)
+    text = "".join(agent.format()[-TRACEBACK_FRAMES:])
+    return _bounded("Agent stack at the timeout (most recent call last):\n" + text)
+
+
+def cut_turn(run: RunResult, calls: Iterable[ToolCall], agent: str) -> Turn:
+    """The turn of a timed-out run: those of `calls` (the calls of its trace) that had ended by the timeout, in
+    start order, with the run's input and case id and no final answer (output "", as the normalizer gives a turn
+    whose messages were captured, as the harness does, without one: its response checks fail)."""
+    mine = sorted((c for c in calls if 0 < c.end_ns <= run.deadline_ns), key=lambda c: (c.start_ns, c.span_id))
+    return Turn(
+        input_text=run.input_text,
+        calls=tuple(mine),
+        agent=agent,
+        trace_id=run.trace_id,
+        span_id=run.span_id,
+        conversation_id=run.conversation_id,
+        case_id=run.case_id,
+        output_text="",
+        start_ns=run.deadline_ns - int(run.duration_s * 1e9),
+        end_ns=run.deadline_ns,
+    )
+
+
+def run_turn(run: RunResult, traced: Sequence[Turn], agent: str) -> Turn | None:
+    """The turn a run is judged by, from the turns of its trace: its own (the harness's `agent_turn`) with the calls
+    of every other turn of the trace (turns the agent opened itself, e.g. GenAI `invoke_agent` spans, nest in it);
+    a timed-out run's is cut at the timeout (`cut_turn`)."""
+    if run.timed_out:
+        return cut_turn(run, (c for t in traced for c in t.calls), agent)
+    whole = [t for t in traced if not t.turnless]
+    own = next((t for t in whole if t.span_id == run.span_id), None)
+    if own is None:
+        return whole[0] if whole else None
+    inner = [c for t in traced if t is not own for c in t.calls]
+    if not inner:
+        return own
+    calls = sorted((*own.calls, *inner), key=lambda c: (c.start_ns, c.span_id))
+    return dataclasses.replace(own, calls=tuple(calls))
 
 
 def _call_agent(fn: AgentFn, text: str, extra: dict[str, Any]) -> Any:
@@ -125,8 +203,11 @@ class Harness:
         timeout_s: float | None = None,
         extra: dict[str, Any] | None = None,
     ) -> RunResult:
-        """Run `fn(text, **extra)` inside `agent_turn`; a run past `timeout_s` is abandoned (its spans ignored)."""
-        result = RunResult(text, case_id)
+        """Run `fn(text, **extra)` inside `agent_turn`. A run past `timeout_s` is abandoned: it keeps its trace and
+        span ids and the time of the timeout (`cut_turn` makes its turn), and nothing the agent does later."""
+        result = RunResult(text, case_id, conversation_id=conversation_id)
+        done = RunResult(text, case_id)  # what the agent's thread writes; copied into `result` if it finished
+        ids: list[str] = []  # trace and span id of the turn, as soon as it is open
         kwargs = dict(extra or {})
 
         def body() -> None:
@@ -134,26 +215,34 @@ class Harness:
             try:
                 with agent_turn(text, agent=self.agent_name, case_id=case_id, conversation_id=conversation_id) as turn:
                     ctx = trace.get_current_span().get_span_context()
-                    result.trace_id = f"{ctx.trace_id:032x}"
+                    ids[:] = [f"{ctx.trace_id:032x}", f"{ctx.span_id:016x}"]
                     out = _call_agent(fn, text, kwargs)
                     if isinstance(out, str):
-                        result.output = out
+                        done.output = out
                         turn.set_output(out)
             except Exception as exc:  # noqa: BLE001 - the agent's failure is a result, not a crash
-                result.error = f"{type(exc).__name__}: {exc}"
+                done.error = f"{type(exc).__name__}: {exc}"
+                done.traceback = format_traceback(exc)
             finally:
-                result.duration_s = time.perf_counter() - started
+                done.duration_s = time.perf_counter() - started
 
         if timeout_s is None:
             body()
-            return result
-        worker = threading.Thread(target=body, name="toolwatch-agent", daemon=True)
-        worker.start()
-        worker.join(timeout_s)
-        if worker.is_alive():
-            result.timed_out = True
-            result.error = f"timed out after {timeout_s:g} s"
-            result.duration_s = timeout_s
+        else:
+            worker = threading.Thread(target=body, name="toolwatch-agent", daemon=True)
+            worker.start()
+            worker.join(timeout_s)
+            if worker.is_alive():
+                result.deadline_ns = time.time_ns()
+                result.trace_id, result.span_id = ids if ids else ("", "")
+                result.timed_out = True
+                result.error = f"timed out after {timeout_s:g} s"
+                result.traceback = _thread_stack(worker)
+                result.duration_s = timeout_s
+                return result
+        result.trace_id, result.span_id = ids if ids else ("", "")
+        result.output, result.error, result.traceback = done.output, done.error, done.traceback
+        result.duration_s = done.duration_s
         return result
 
     def collect(self, *, final: bool = True) -> list[Turn]:
@@ -171,8 +260,10 @@ class Harness:
         return turns
 
     def run_and_collect(self, fn: AgentFn, text: str, **kwargs: Any) -> RunResult:
-        """`run` then `collect`, attaching the run's turns (sequential use: probe, scenarios)."""
+        """`run` then `collect`, attaching the run's turn (`run_turn`; none when none was recorded) (sequential use:
+        probe, scenarios)."""
         result = self.run(fn, text, **kwargs)
-        turns = self.collect()
-        result.turns = [t for t in turns if t.trace_id == result.trace_id] if not result.timed_out else []
+        traced = [t for t in self.collect() if result.trace_id and t.trace_id == result.trace_id]
+        turn = run_turn(result, traced, self.agent_name)
+        result.turns = [turn] if turn is not None else []
         return result

@@ -30,6 +30,7 @@ class Step:
     verdict: TurnVerdict | None
     error: str | None = None
     duration_s: float = 0.0
+    traceback: str | None = None  # the agent's, when it raised (its stack at the timeout when it hung)
 
 
 @dataclass(slots=True)
@@ -100,7 +101,8 @@ def run_probe(
         run = harness.run_and_collect(agent, text, timeout_s=timeout_s)
         verdict = judge.judge(run.turns[0]) if run.turns else None
         error = run.error or (None if run.turns else "no turn was recorded")
-        step = Step(i, text, distance, step_failed(verdict, error), verdict, error, time.perf_counter() - started)
+        step = Step(i, text, distance, step_failed(verdict, error), verdict, error, time.perf_counter() - started,
+                    run.traceback)
         result.steps.append(step)
         if on_step is not None:
             on_step(step)
@@ -119,6 +121,7 @@ def first_failures(
     pool: int = 10,
     max_iterations: int = 500,
     strategies: tuple[str, ...] = STRATEGIES,
+    timeout_s: float | None = None,
     on_seed: Callable[[str, int, int | None], Any] | None = None,
 ) -> dict[str, list[int | None]]:
     """Runs to the first failure per seed and strategy (the F-measure of ART studies); None: none found."""
@@ -127,7 +130,7 @@ def first_failures(
         for strategy in strategies:
             res = run_probe(generator=generator, agent=agent, judge=judge, harness=harness,
                             iterations=max_iterations, pool=pool, seed=seed, strategy=strategy,
-                            stop_at_first_failure=True)
+                            timeout_s=timeout_s, stop_at_first_failure=True)
             out[strategy].append(res.first_failure)
             if on_seed is not None:
                 on_seed(strategy, seed, res.first_failure)

@@ -115,8 +115,10 @@ class ReportBuilder:
         time_s: float = 0.0,
         status: str | None = None,
         message: str | None = None,
+        detail: str | None = None,
     ) -> None:
-        """Account one verdict; `status`/`message` override the JUnit result (eval: timeouts, trials)."""
+        """Account one verdict; `status`/`message` override the JUnit result (eval: timeouts, trials), `detail` is
+        added to its body (eval: the agent's traceback)."""
         self.tally.add(verdict)
         failed = verdict.failed
         if not failed and not self._keep_cases:
@@ -132,14 +134,15 @@ class ReportBuilder:
             return
         if status is None:
             status = "failed" if failed else ("passed" if verdict.judged else "skipped")
-        detail = "; ".join(f"{c.name}: {c.outcome.value}" for c in verdict.calls)
+        calls = "; ".join(f"{c.name}: {c.outcome.value}" for c in verdict.calls)
+        body = f"input: {verdict.input_text[:INPUT_CHARS]}\ncalls: {calls or '(none)'}"
         self.add_case(
             CaseResult(
                 name=ident,
                 group=group or verdict.agent or "toolwatch",
                 status=status,
                 message=message if message is not None else verdict.reason,
-                detail=f"input: {verdict.input_text[:INPUT_CHARS]}\ncalls: {detail or '(none)'}",
+                detail=f"{body}\n{detail}" if detail else body,
                 time_s=time_s,
             )
         )

@@ -109,6 +109,7 @@ def _merge(files: list[FileRules], tools: dict[str, Tool], parsed: list[tuple[Fs
     ids: dict[str, str] = {}
     by_id: dict[str, Expectation] = {}
     by_input: dict[str, Expectation] = {}
+    cases: list[tuple[str | None, str | None, Expectation]] = []
     alert_names: dict[str, str] = {}
     for fr, (_, _, marks) in zip(files, parsed, strict=True):
         for i, e in enumerate(fr.expectations):
@@ -123,6 +124,7 @@ def _merge(files: list[FileRules], tools: dict[str, Tool], parsed: list[tuple[Fs
                 by_id[cid] = exp
             if cinput is not None:
                 by_input.setdefault(cinput, exp)
+            cases.append((cid, cinput, exp))
         for i, a in enumerate(fr.alerts):
             if a.name in alert_names:
                 msg = f"duplicate alert name {a.name!r} (also in {alert_names[a.name]})"
@@ -139,6 +141,7 @@ def _merge(files: list[FileRules], tools: dict[str, Tool], parsed: list[tuple[Fs
         forbid=tuple((fr.agent, f) for fr in files for f in fr.forbid),
         cases_by_id=tuple(by_id.items()),
         cases_by_input=tuple(by_input.items()),
+        cases=tuple(cases),
         alerts=tuple(a for fr in files for a in fr.alerts),
         from_definitions=any(fr.from_definitions for fr in files),
         agents=agents,

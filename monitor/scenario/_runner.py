@@ -141,7 +141,7 @@ def _judge_step(step: Step, run: RunResult, verdict: TurnVerdict | None) -> tupl
     count_ok = (step.min_calls is None or n >= step.min_calls) and (step.max_calls is None or n <= step.max_calls)
     reasons = []
     if run.error:
-        reasons.append(f"agent raised {run.error}")
+        reasons.append(run.error if run.timed_out else f"agent raised {run.error}")
     if not verdict.judged:
         reasons.append("the step's expectation did not match its turn")
     elif verdict.end_to_end is not True or verdict.failed:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import random
 import re
 import threading
 import time
 from collections import Counter
 from typing import Any
+
+from opentelemetry import trace
 
 from instrumentation import ToolExecutor, tool
 
@@ -108,3 +112,59 @@ def memory_agent(text: str, history: list[dict[str, str]]) -> str:
                 return f"Order {found.group(1)} should arrive in 2 days."
         return "Which order do you mean?"
     return "You're welcome!"
+
+
+HANG_RELEASE = threading.Event()  # set by a test to let the hung runs of mostly_hang go on
+
+
+def mostly_hang(text: str) -> str:
+    """Right on `where is order 1`; on any other order it calls the wrong tool, hangs until HANG_RELEASE is set (at
+    most 5 s), then calls the right one: that call comes after the run's timeout and must not count."""
+    m = _ORDER.search(text)
+    n = m.group(1) if m else ""
+    if n == "1":
+        return support_agent(text)
+    EXECUTOR.execute("get_shipping_eta", {"order_id": n})
+    HANG_RELEASE.wait(5)
+    EXECUTOR.execute("get_order_status", {"order_id": n})
+    return f"Order {n} has shipped."
+
+
+def _ping(n: int, message: str) -> None:
+    if n == 0:
+        raise ValueError(message)
+    _pong(n - 1, message)
+
+
+def _pong(n: int, message: str) -> None:
+    _ping(n - 1, message)
+
+
+def deep_raising_agent(text: str) -> str:
+    """Raises 100 frames down (no two in a row alike, so none is folded), with the input as the message."""
+    _ping(100, text)
+    return "unreachable"
+
+
+# Plain OpenTelemetry, no toolwatch instrumentation: a tracer of the global provider, taken at import (as an
+# application does), GenAI-convention spans: the agent's own `invoke_agent` span with an `execute_tool` span in it.
+_PLAIN = trace.get_tracer("plain-otel-agent")
+
+
+def plain_otel_agent(text: str) -> str:
+    m = _ORDER.search(text)
+    n = m.group(1) if m else ""
+    with _PLAIN.start_as_current_span("invoke_agent support") as turn:
+        turn.set_attribute("gen_ai.operation.name", "invoke_agent")
+        turn.set_attribute("gen_ai.agent.name", "support")
+        with _PLAIN.start_as_current_span("execute_tool get_order_status") as span:
+            span.set_attribute("gen_ai.operation.name", "execute_tool")
+            span.set_attribute("gen_ai.tool.name", "get_order_status")
+            span.set_attribute("gen_ai.tool.call.id", "call_1")
+            span.set_attribute("gen_ai.tool.call.arguments", json.dumps({"order_id": n}))
+    return f"Order {n} has shipped."
+
+
+def order_inputs(rng: random.Random) -> str:
+    """A probe generator: `where is order N`."""
+    return f"where is order {rng.randint(1, 50)}"

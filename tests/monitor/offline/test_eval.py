@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import subprocess
+import sys
+import threading
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -11,10 +15,11 @@ import pytest
 from click.testing import CliRunner
 
 from monitor.cli.eval_cmd import eval_
-from monitor.evaluate import Harness, load_dataset_rules, read_cases, run_eval
+from monitor.evaluate import Harness, RunResult, load_dataset_rules, read_cases, run_eval
 from monitor.judge import Judge
 from monitor.scenario import build_judge, load_scenarios, run_scenarios
 from tests.monitor.offline.agents import reset_flaky
+from tests.monitor.offline.conftest import REPO
 
 DATASET = """
 - id: o1
@@ -276,3 +281,150 @@ def test_cli_eval_one_trial_cases_in_natural_order_no_pass_hat_k_and_quiet(suppo
     assert "pass^k (chance that k trials of a case all pass)" in res.stdout
     res = CliRunner().invoke(eval_, [*base, "-q"])  # the progress bar is on, but -q silences it
     assert res.exit_code == 0 and res.stdout == "Tool call accuracy: 4/4 (100.0%)\n" and res.stderr == ""
+
+
+def _hang_dataset(path: Path, orders: range) -> Path:
+    path.write_text("".join(f"- id: o{n}\n  input: where is order {n}\n"
+                            f"  call: [{{tool: get_order_status, exactly: 1, args: {{order_id: '{n}'}}}}]\n"
+                            for n in orders), encoding="utf-8")
+    return path
+
+
+def _join_agent_threads() -> None:
+    for t in threading.enumerate():
+        if t.name == "toolwatch-agent":
+            t.join(timeout=10)
+
+
+def test_timed_out_cases_are_judged_on_the_calls_made_by_the_timeout(support_rules: Path, tmp_path: Path) -> None:
+    from tests.monitor.offline.agents import HANG_RELEASE, mostly_hang
+
+    dataset = _hang_dataset(tmp_path / "cases.yaml", range(1, 5))
+    judge = Judge(load_dataset_rules(dataset, [support_rules]))
+    HANG_RELEASE.clear()
+
+    def on_run(run: RunResult) -> None:
+        if run.case_id == "o4":  # the last: let every hung run make its late call and end before the eval collects
+            HANG_RELEASE.set()
+            _join_agent_threads()
+
+    try:
+        with Harness(agent_name="support") as h:
+            result = run_eval(read_cases(dataset), mostly_hang, judge, h, timeout_s=0.5, on_run=on_run)
+    finally:
+        HANG_RELEASE.set()
+    assert [t.passed for t in result.trials] == [True, False, False, False]
+    for t in result.trials[1:]:
+        assert t.run.timed_out and t.verdict is not None and t.verdict.judged
+        assert [(c.name, c.outcome.value) for c in t.verdict.calls] == [("get_shipping_eta", "wrong_tool")]
+        assert [m.tool for m in t.verdict.missed] == ["get_order_status"]
+        assert t.reason.startswith("timed out after 0.5 s; ") and "get_shipping_eta" in t.reason
+
+
+@pytest.mark.parametrize(("orders", "accuracy", "missed"), [
+    (range(1, 12), "Tool call accuracy: 1/11 (9.1%)", 10 / 11),  # 10 of 11 cases time out
+    (range(2, 12), "Tool call accuracy: 0/10 (0.0%)", 1.0),  # every case times out
+])
+def test_cli_gates_count_the_cases_that_timed_out(support_rules: Path, tmp_path: Path, orders: range, accuracy: str,
+                                                  missed: float) -> None:
+    from tests.monitor.offline.agents import HANG_RELEASE
+
+    dataset = _hang_dataset(tmp_path / "cases.yaml", orders)
+    junit, js = tmp_path / "eval.xml", tmp_path / "eval.json"
+    HANG_RELEASE.clear()
+    try:
+        res = CliRunner().invoke(eval_, [
+            "--dataset", str(dataset), "--rules", str(support_rules), "--agent",
+            "tests.monitor.offline.agents:mostly_hang", "--timeout", "0.5", "--concurrency", "11", "--no-progress",
+            "--junit", str(junit), "--json", str(js), "--fail-under", "accuracy=0.95"])
+    finally:
+        HANG_RELEASE.set()
+    assert res.exit_code == 1, res.output
+    assert accuracy in res.output and "All gates passed" not in res.output
+    assert "FAILED 1 gate(s)" in res.output
+    report = json.loads(js.read_text())
+    assert report["counts"]["judged_turns"] == len(orders) and report["counts"]["wrong_tool"] == 10
+    assert report["figures"]["missed_rate"] == pytest.approx(missed)
+    assert report["figures"]["pass_rate"] == pytest.approx((len(orders) - 10) / len(orders))
+    suite = ET.parse(junit).getroot().find("testsuite")
+    assert suite is not None and suite.get("errors") == "10"
+    errors = [c.find("error") for c in suite.findall("testcase") if c.find("error") is not None]
+    assert all((e.get("message") or "").startswith("timed out after 0.5 s") for e in errors if e is not None)
+
+
+def test_id_less_cases_of_one_input_are_judged_each_with_its_own_expectation(support_rules: Path,
+                                                                             tmp_path: Path) -> None:
+    from tests.monitor.offline.agents import support_agent
+
+    dataset = tmp_path / "cases.yaml"
+    dataset.write_text(
+        "- id: '#2'\n  input: hello there\n  none: true\n"  # an id that looks like the key of the next case
+        "- input: where is order 1\n  call: [{tool: get_order_status}]\n"
+        "- input: where is order 1\n  call: [{tool: get_shipping_eta}]\n", encoding="utf-8")
+    cases = read_cases(dataset)
+    judge = Judge(load_dataset_rules(dataset, [support_rules]))
+    with Harness(agent_name="support") as h:
+        result = run_eval(cases, support_agent, judge, h)
+    assert [t.verdict.rule if t.verdict else None for t in result.trials] == ["case:#2", "case:cases:1",
+                                                                              "case:cases:2"]
+    assert [t.passed for t in result.trials] == [True, True, False]
+    assert "called get_order_status instead of get_shipping_eta" in result.trials[2].reason
+    # the key each case's turn carries: its id, else its position (made unique against the ids)
+    assert [(c.case_id, c.name, c.key) for c in cases] == [("#2", "#2", "#2"), (None, "#2", "#2.1"),
+                                                           (None, "#3", "#3")]
+
+
+def test_agent_traceback_is_kept_bounded() -> None:
+    from tests.monitor.offline.agents import deep_raising_agent
+
+    with Harness(agent_name="support") as h:
+        short = h.run(deep_raising_agent, "model backend down")
+        long = h.run(deep_raising_agent, "x" * 20_000)
+    tb = short.traceback or ""
+    assert short.error == "ValueError: model backend down"
+    assert tb.startswith("Traceback (most recent call last):") and tb.endswith("ValueError: model backend down\n")
+    assert tb.count('  File "') == 20 and "in _pong" in tb and "_harness.py" not in tb
+    assert long.traceback is not None and len(long.traceback) < 8192 + 40
+    assert long.traceback.startswith("... (") and long.traceback.endswith("x" * 100 + "\n")
+
+
+def _toolwatch(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The CLI in a fresh process (the global TracerProvider is unset there, as in a user's shell)."""
+    code = "from monitor.cli import main; main()"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([sys.executable, "-c", code, *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=120, check=False)
+
+
+def test_cli_prints_the_agent_traceback_with_v_and_puts_it_in_junit(dataset: Path, support_rules: Path,
+                                                                    tmp_path: Path) -> None:
+    junit = tmp_path / "eval.xml"
+    args = ["eval", "--dataset", str(dataset), "--rules", str(support_rules), "--agent",
+            "tests.monitor.offline.agents:raising_agent", "--no-progress"]
+    plain = _toolwatch(*args, cwd=tmp_path)
+    assert plain.returncode == 0, plain.stderr
+    assert "Traceback" not in plain.stdout + plain.stderr
+    assert "3 run(s) raised or timed out; `toolwatch -v eval ...` prints the agent's traceback" in plain.stdout
+    loud = _toolwatch("-v", *args, "-q", "--junit", str(junit), cwd=tmp_path)
+    assert loud.returncode == 0, loud.stderr
+    assert loud.stderr.count("Traceback (most recent call last):") == 3
+    assert 'agents.py", line' in loud.stderr and "in raising_agent" in loud.stderr
+    assert "RuntimeError: model backend down" in loud.stderr
+    errors = [c.find("error") for c in ET.parse(junit).getroot().iter("testcase")]
+    assert len(errors) == 3
+    for e in errors:
+        assert e is not None and "in raising_agent" in (e.text or "") and (e.text or "").rstrip().endswith(
+            "RuntimeError: model backend down")
+
+
+def test_cli_captures_an_agent_instrumented_with_plain_opentelemetry(support_rules: Path, tmp_path: Path) -> None:
+    dataset = _hang_dataset(tmp_path / "cases.yaml", range(1, 4))
+    agent = "tests.monitor.offline.agents:plain_otel_agent"
+    res = _toolwatch("eval", "--dataset", str(dataset), "--rules", str(support_rules), "--agent", agent,
+                     "--no-progress", "-q", "--fail-under", "e2e=1", cwd=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "Tool call accuracy: 3/3 (100.0%)" in res.stdout
+    res = _toolwatch("probe", "--generator", "tests.monitor.offline.agents:order_inputs", "--agent", agent,
+                     "--rules", str(support_rules), "--iterations", "5", "--no-progress", "-q", cwd=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "Tool call accuracy: 5/5 (100.0%)" in res.stdout

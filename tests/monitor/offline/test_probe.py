@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import random
 import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings
@@ -13,7 +17,7 @@ from rapidfuzz.distance import Levenshtein
 
 from monitor.cli.probe_cmd import probe
 from monitor.demo import TOOL_OF_TAG
-from monitor.evaluate import Harness, load_callable, load_judge
+from monitor.evaluate import DEFAULT_TIMEOUT_S, Harness, load_callable, load_judge
 from monitor.judge import Judge
 from monitor.probe import (
     FscsSelector,
@@ -190,3 +194,39 @@ def test_a_run_without_a_turn_is_a_run_error() -> None:
     assert str(first_problem(step)) == "run error: TimeoutError"
     (c,) = failure_clusters([step, Step(2, "y", None, False, None)])
     assert c.size == 1 and c.shared == "" and c.representative == "x"
+
+
+def test_probe_timeout_has_evals_default_in_help() -> None:
+    from monitor.cli.eval_cmd import eval_
+
+    def default(cmd: click.Command) -> object:
+        return next(p.default for p in cmd.params if p.name == "timeout_s")
+
+    assert default(probe) == default(eval_) == DEFAULT_TIMEOUT_S == 60.0
+    text = CliRunner().invoke(probe, ["--help"]).output
+    option = text[text.index("--timeout"):text.index("--worst")]
+    assert "[default: 60.0" in option
+
+
+def test_cli_probe_judges_runs_that_time_out(support_rules: Path, tmp_path: Path) -> None:
+    from tests.monitor.offline.agents import HANG_RELEASE
+
+    junit, js = tmp_path / "probe.xml", tmp_path / "probe.json"
+    HANG_RELEASE.clear()
+    try:
+        res = CliRunner().invoke(probe, [
+            "--generator", "tests.monitor.offline.agents:order_inputs", "--agent",
+            "tests.monitor.offline.agents:mostly_hang", "--rules", str(support_rules), "--iterations", "3",
+            "--timeout", "0.3", "--no-progress", "--junit", str(junit), "--json", str(js), "-q"])
+    finally:
+        HANG_RELEASE.set()
+    assert res.exit_code == 0, res.output
+    assert "Tool call accuracy: 0/3 (0.0%)" in res.output  # each run called the wrong tool, then hung
+    counts = json.loads(js.read_text())["counts"]
+    assert counts["judged_turns"] == 3 and counts["wrong_tool"] == 3 and counts["missed"] == 3
+    cases = list(ET.parse(junit).getroot().iter("testcase"))
+    assert [c.get("name") for c in cases] == ["run 1", "run 2", "run 3"]
+    for c in cases:
+        error = c.find("error")
+        assert error is not None and (error.get("message") or "").startswith("timed out after 0.3 s; ")
+        assert "Agent stack at the timeout" in (error.text or "") and "in mostly_hang" in (error.text or "")
