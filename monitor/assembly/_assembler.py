@@ -103,6 +103,12 @@ class TurnAssembler:
     def pending_turns(self) -> int:
         return self._pending_turns
 
+    @property
+    def pending_turnless(self) -> int:
+        """Pending traces holding calls but no turn span: each is released as one turnless turn after the timeout,
+        unless its turn arrives. Counted when asked (one pass over the pending traces, for a scrape)."""
+        return sum(1 for tr in list(self._traces.values()) if tr.calls and not tr.turns)
+
     def add(self, spans: Iterable[Span], now_ns: int) -> list[Turn]:
         """Normalize and add spans; returns the turns complete as of `now_ns`."""
         records, _ = self.normalizer.split(spans)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from monitor.metrics import names as n
+from monitor.metrics._initial import MAX_INITIAL_SERIES, initial_series
 from monitor.metrics._labels import LabelPolicy
 from monitor.metrics._operational import Operational
 from monitor.metrics._verdicts import COUNTERS, VerdictCounters
@@ -22,14 +23,21 @@ from monitor.metrics._windows import (
     A_SELECTION,
     A_SPURIOUS,
     A_TURNS,
+    T_CORRECT,
+    T_EXPECTED,
+    T_JUDGED,
+    T_MISSED,
+    T_SPURIOUS,
     RollingWindows,
     View,
     ratio,
     view_of,
 )
+from monitor.normalize import ATTRIBUTE_KEYS
 from monitor.verdict import TurnVerdict
 
 DEFAULT_WINDOWS = (300.0, 3600.0)
+PENDING_KINDS = ("turn", "turnless")
 
 _RATIOS = (
     (n.TOOL_CALL_ACCURACY_RATIO, "Tool call accuracy: correct / judged calls, over the window.", A_CORRECT, A_JUDGED),
@@ -37,11 +45,36 @@ _RATIOS = (
     (n.MISSED_CALL_RATIO, "Missed-call rate: missed / expected calls, over the window.", A_MISSED, A_EXPECTED),
     (
         n.SELECTION_ACCURACY_RATIO,
-        "Selection accuracy: selection_ok / judged turns, over the window.",
+        "Selection accuracy: selection_ok / judged turns, over the window (per agent only: a turn's result).",
         A_SELECTION,
         A_TURNS,
     ),
-    (n.END_TO_END_ACCURACY_RATIO, "End-to-end accuracy: end_to_end / judged turns, over the window.", A_E2E, A_TURNS),
+    (
+        n.END_TO_END_ACCURACY_RATIO,
+        "End-to-end accuracy: end_to_end / judged turns, over the window (per agent only: a turn's result).",
+        A_E2E,
+        A_TURNS,
+    ),
+)
+_TOOL_RATIOS = (
+    (
+        n.TOOL_ACCURACY_RATIO,
+        "Per-tool accuracy: correct / judged calls of the tool, over the window.",
+        T_CORRECT,
+        T_JUDGED,
+    ),
+    (
+        n.TOOL_SPURIOUS_CALL_RATIO,
+        "Per-tool spurious-call rate: spurious / judged calls of the tool, over the window.",
+        T_SPURIOUS,
+        T_JUDGED,
+    ),
+    (
+        n.TOOL_MISSED_CALL_RATIO,
+        "Per-tool missed-call rate: missed / expected calls of the tool, over the window.",
+        T_MISSED,
+        T_EXPECTED,
+    ),
 )
 
 
@@ -57,24 +90,36 @@ class ToolwatchMetrics(Collector):
         *,
         tools: Iterable[str] = (),
         agents: Iterable[str] = (),
+        rules: Iterable[str] = (),
         windows: Sequence[float] = DEFAULT_WINDOWS,
         clock: Callable[[], float] = time.monotonic,
+        max_initial_series: int = MAX_INITIAL_SERIES,
     ) -> None:
         self._clock = clock
         self._lock = threading.Lock()
-        self.counters = VerdictCounters(LabelPolicy(tools=tools, agents=agents))
+        self.max_initial_series = max_initial_series
+        labels = LabelPolicy(tools=tools, agents=agents)
+        self.counters = VerdictCounters(labels)
+        self.counters.set_labels(labels, initial_series(labels, rules, budget=max_initial_series))
         self.windows = RollingWindows(windows, clock())
         self.ops = Operational()
-        self.pending_turns: Callable[[], int] | None = None
+        # Read at scrape time, set by the service: pending turns by kind ("turn", "turnless"), and the span
+        # attributes the normalizer had to ignore, by key.
+        self.pending: Callable[[], Mapping[str, int]] | None = None
+        self.ignored_attributes: Callable[[], Mapping[str, int]] | None = None
+        self.attribute_keys = ATTRIBUTE_KEYS  # the `attribute` label values (the conventions' keys)
 
     @property
     def labels(self) -> LabelPolicy:
         return self.counters.labels
 
-    def set_labels(self, *, tools: Iterable[str], agents: Iterable[str]) -> None:
-        """New label sets (after a rules reload); existing series keep their labels."""
+    def set_labels(self, *, tools: Iterable[str], agents: Iterable[str], rules: Iterable[str] = ()) -> None:
+        """New label sets (after a rules reload): the series of every label set they allow start at 0 (see
+        `_initial`); series already counted keep their labels and counts."""
+        labels = LabelPolicy(tools=tools, agents=agents)
+        initial = initial_series(labels, rules, budget=self.max_initial_series)
         with self._lock:
-            self.counters.set_labels(LabelPolicy(tools=tools, agents=agents))
+            self.counters.set_labels(labels, initial)
 
     def observe(self, verdicts: Sequence[TurnVerdict]) -> None:
         with self._lock:
@@ -127,17 +172,25 @@ class ToolwatchMetrics(Collector):
                     if r is not None:  # a zero denominator is absent, never 0 or 1
                         fam.add_metric([agent, label], r)
             yield fam
-        fam = GaugeMetricFamily(
-            n.TOOL_ACCURACY_RATIO,
-            "Per-tool accuracy: correct / judged calls of the tool, over the window.",
-            labels=["agent", "tool", "window"],
-        )
-        for label, view in per_window:
-            for (agent, tool), (correct, judged) in sorted(view.tools.items()):
-                r = ratio(correct, judged)
-                if r is not None:
-                    fam.add_metric([agent, tool, label], r)
-        yield fam
+        for name, doc, num, den in _TOOL_RATIOS:
+            fam = GaugeMetricFamily(name, doc, labels=["agent", "tool", "window"])
+            for label, view in per_window:
+                for (agent, tool), vec in sorted(view.tools.items()):
+                    r = ratio(vec[num], vec[den])
+                    if r is not None:
+                        fam.add_metric([agent, tool, label], r)
+            yield fam
+
+    def _ignored_attributes(self) -> dict[str, int]:
+        """The normalizer's counts by key, folded into the bounded label set: every known key (at 0 until
+        counted), anything else `__other__`."""
+        out = dict.fromkeys(sorted(self.attribute_keys), 0)
+        out[n.OTHER] = 0
+        counts = dict(self.ignored_attributes()) if self.ignored_attributes is not None else {}
+        for key, count in counts.items():
+            label = key if key in self.attribute_keys else n.OTHER
+            out[label] += count
+        return out
 
     def _operational_families(self) -> Iterator[Metric]:
         ops = self.ops
@@ -158,8 +211,22 @@ class ToolwatchMetrics(Collector):
             fam.add_metric([transport, code], v)
         yield fam
         yield counter(n.RULES_RELOADS, "Rule reloads, by result.", "result", ops.rules_reloads)
-        pending = self.pending_turns() if self.pending_turns is not None else 0
-        yield GaugeMetricFamily(n.PENDING_TURNS, "Turns waiting for completion.", value=pending)
+        yield counter(
+            n.SPAN_ATTRIBUTES_IGNORED,
+            "Span attributes of the wrong type, ignored or converted, by key (other keys: __other__).",
+            "attribute",
+            self._ignored_attributes(),
+        )
+        pending = dict(self.pending()) if self.pending is not None else {}
+        fam_p = GaugeMetricFamily(
+            n.PENDING_TURNS,
+            "Turns waiting to be judged: kind=turn, turn spans in their grace period; kind=turnless, traces holding "
+            "calls but no turn span (each judged as one turnless turn after the timeout, unless its turn arrives).",
+            labels=["kind"],
+        )
+        for kind in PENDING_KINDS:
+            fam_p.add_metric([kind], pending.get(kind, 0))
+        yield fam_p
         fam = CounterMetricFamily(n.TURNS_EVICTED, "Pending turns released early because the bound was reached.")
         fam.add_metric([], ops.turns_evicted)
         yield fam

@@ -62,6 +62,7 @@ class VerdictCounters:
         self._dirty = False
         self._tool_cache: dict[str, str] = {}
         self._plans: dict[Sig, Plan] = {}
+        self._initial: set[tuple[str, Key]] = set()  # series created at 0 by set_labels
 
     @property
     def tables(self) -> dict[str, Counts]:
@@ -72,10 +73,41 @@ class VerdictCounters:
             self._dirty = False
         return self._tables
 
-    def set_labels(self, labels: LabelPolicy) -> None:
+    def set_labels(self, labels: LabelPolicy, initial: Iterable[tuple[str, Key]] = ()) -> None:
+        """New label sets, and the series to hold at 0 until their first event (see `_initial`). The series created
+        at 0 before and not named now are removed while still 0; every other series keeps its count."""
         self.labels = labels
         self._tool_cache = {}
-        self._plans = {}
+        self._plans = {}  # plans hold slots, renumbered below
+        wanted = set(initial)
+        stale = self._initial - wanted
+        if stale:
+            self._remove_zero(stale)
+        slot_of = self._slot_of
+        for name, key in wanted - self._initial:
+            if name == n.SEQUENCE_SCORE:
+                self.sequence_score.setdefault(key[0], 0.0)
+            elif key not in slot_of[name]:
+                self._slot(name, key)
+                self._dirty = True  # the tables show the new slot when next read
+        self._initial = wanted
+
+    def _remove_zero(self, series: set[tuple[str, Key]]) -> None:
+        tables = self.tables  # up to date
+        for name, key in series:
+            if name == n.SEQUENCE_SCORE:
+                if self.sequence_score.get(key[0]) == 0.0:
+                    del self.sequence_score[key[0]]
+            elif tables[name].get(key) == 0:
+                del tables[name][key]
+        self._slot_of = {name: {} for name in COUNTERS}
+        self._cells = []
+        self._counts = []
+        for name, table in tables.items():
+            for key, value in table.items():
+                self._slot_of[name][key] = len(self._counts)
+                self._cells.append((table, key))
+                self._counts.append(value)
 
     def _tool(self, name: str) -> str:
         label = self._tool_cache.get(name)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from monitor.metrics import names as n
@@ -21,6 +21,9 @@ STEPS_PER_WINDOW = 60
 # Per-agent vector: correct, judged calls, spurious, missed, expected, judged turns, selection ok, e2e ok.
 A_CORRECT, A_JUDGED, A_SPURIOUS, A_MISSED, A_EXPECTED, A_TURNS, A_SELECTION, A_E2E = range(8)
 _A_LEN = 8
+# Per (agent, tool) vector: the same call counts, restricted to the tool (selection and end-to-end are per turn).
+T_CORRECT, T_JUDGED, T_SPURIOUS, T_MISSED, T_EXPECTED = range(5)
+_T_LEN = 5
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
@@ -44,7 +47,7 @@ def format_duration(seconds: float) -> str:
 @dataclass(slots=True)
 class View:
     agents: dict[str, list[int]] = field(default_factory=dict)
-    tools: dict[tuple[str, str], list[int]] = field(default_factory=dict)  # (agent, tool) -> [correct, judged]
+    tools: dict[tuple[str, str], list[int]] = field(default_factory=dict)  # (agent, tool) -> T_* vector
 
     def minus(self, old: View) -> View:
         out = View()
@@ -52,10 +55,16 @@ class View:
         for a, vec in self.agents.items():
             o = old.agents.get(a, zero_a)
             out.agents[a] = [x - y for x, y in zip(vec, o, strict=True)]
+        zero_t = [0] * _T_LEN
         for k, vec in self.tools.items():
-            o = old.tools.get(k, [0, 0])
-            out.tools[k] = [vec[0] - o[0], vec[1] - o[1]]
+            o = old.tools.get(k, zero_t)
+            out.tools[k] = [x - y for x, y in zip(vec, o, strict=True)]
         return out
+
+
+def _counted(table: dict[tuple[str, ...], int]) -> Iterator[tuple[tuple[str, ...], int]]:
+    """The entries that counted something: the series waiting at 0 for their first event take no room in views."""
+    return ((key, count) for key, count in table.items() if count)
 
 
 def view_of(c: VerdictCounters) -> View:
@@ -68,29 +77,38 @@ def view_of(c: VerdictCounters) -> View:
             x = v.agents[agent] = [0] * _A_LEN
         return x
 
-    for (agent, tool, outcome), count in t[n.TOOL_CALLS].items():
+    def tvec(agent: str, tool: str) -> list[int]:
+        x = v.tools.get((agent, tool))
+        if x is None:
+            x = v.tools[agent, tool] = [0] * _T_LEN
+        return x
+
+    for (agent, tool, outcome), count in _counted(t[n.TOOL_CALLS]):
         if outcome == Outcome.CORRECT.value:
             vec(agent)[A_CORRECT] += count
-            v.tools.setdefault((agent, tool), [0, 0])[0] += count
+            tvec(agent, tool)[T_CORRECT] += count
         elif outcome == Outcome.SPURIOUS.value:
             vec(agent)[A_SPURIOUS] += count
-    for (agent, tool), count in t[n.JUDGED_CALLS].items():
+            tvec(agent, tool)[T_SPURIOUS] += count
+    for (agent, tool), count in _counted(t[n.JUDGED_CALLS]):
         vec(agent)[A_JUDGED] += count
-        v.tools.setdefault((agent, tool), [0, 0])[1] += count
-    for (agent, _tool), count in t[n.MISSED_CALLS].items():
+        tvec(agent, tool)[T_JUDGED] += count
+    for (agent, tool), count in _counted(t[n.MISSED_CALLS]):
         vec(agent)[A_MISSED] += count
-    for (agent, _tool), count in t[n.EXPECTED_CALLS].items():
+        tvec(agent, tool)[T_MISSED] += count
+    for (agent, tool), count in _counted(t[n.EXPECTED_CALLS]):
         vec(agent)[A_EXPECTED] += count
+        tvec(agent, tool)[T_EXPECTED] += count
     _turn_counts(c, vec)
     return v
 
 
 def _turn_counts(c: VerdictCounters, vec: Callable[[str], list[int]]) -> None:
     t = c.tables
-    for (agent, judged), count in t[n.TURNS].items():
+    for (agent, judged), count in _counted(t[n.TURNS]):
         if judged == "true":
             vec(agent)[A_TURNS] += count
-    for (agent, check, result), count in t[n.TURN_CHECKS].items():
+    for (agent, check, result), count in _counted(t[n.TURN_CHECKS]):
         if result == "pass" and check == "selection":
             vec(agent)[A_SELECTION] += count
         elif result == "pass" and check == "end_to_end":

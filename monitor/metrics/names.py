@@ -32,13 +32,16 @@ MISSED_CALL_RATIO = "toolwatch_missed_call_ratio"  # {agent,window}
 SELECTION_ACCURACY_RATIO = "toolwatch_selection_accuracy_ratio"  # {agent,window}
 END_TO_END_ACCURACY_RATIO = "toolwatch_end_to_end_accuracy_ratio"  # {agent,window}
 TOOL_ACCURACY_RATIO = "toolwatch_tool_accuracy_ratio"  # {agent,tool,window}
+TOOL_SPURIOUS_CALL_RATIO = "toolwatch_tool_spurious_call_ratio"  # {agent,tool,window}
+TOOL_MISSED_CALL_RATIO = "toolwatch_tool_missed_call_ratio"  # {agent,tool,window}
 
 # Operational.
 SPANS_RECEIVED = "toolwatch_spans_received_total"  # {transport}
 SPANS_REJECTED = "toolwatch_spans_rejected_total"  # {reason}
 SPANS_DROPPED = "toolwatch_spans_dropped_total"  # {reason}
 REQUESTS = "toolwatch_requests_total"  # {transport,code}
-PENDING_TURNS = "toolwatch_pending_turns"
+SPAN_ATTRIBUTES_IGNORED = "toolwatch_span_attributes_ignored_total"  # {attribute}: of the wrong type
+PENDING_TURNS = "toolwatch_pending_turns"  # {kind}: turn (turn span arrived), turnless (calls, no turn span yet)
 TURNS_EVICTED = "toolwatch_turns_evicted_total"
 JUDGE_DURATION = "toolwatch_judge_duration_seconds"  # histogram
 VERDICT_LAG = "toolwatch_verdict_lag_seconds"  # histogram

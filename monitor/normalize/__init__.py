@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from typing import cast
 
 from monitor.normalize._genai import (
+    ATTRIBUTE_KEYS,
     EXECUTE_TOOL,
     INVOKE_AGENT,
     REASON_NO_TOOL_NAME,
@@ -93,6 +94,7 @@ class Normalizer:
 
 
 __all__ = [
+    "ATTRIBUTE_KEYS",
     "EXECUTE_TOOL",
     "INVOKE_AGENT",
     "REASON_NO_TOOL_NAME",

@@ -30,6 +30,24 @@ OUTPUT_MESSAGES = "gen_ai.output.messages"
 TOOL_DEFINITIONS = "gen_ai.tool.definitions"
 CASE_ID = "toolwatch.case.id"
 TRUNCATED = "toolwatch.truncated"  # keys whose values the instrumentation cut (no longer valid JSON)
+# Every attribute key the convention reads: the only keys it reports as ignored (a bounded metric label set).
+ATTRIBUTE_KEYS = frozenset(
+    {
+        OP,
+        TOOL_NAME,
+        TOOL_CALL_ID,
+        TOOL_ARGS,
+        TOOL_RESULT,
+        ERROR_TYPE,
+        AGENT_NAME,
+        CONVERSATION_ID,
+        INPUT_MESSAGES,
+        OUTPUT_MESSAGES,
+        TOOL_DEFINITIONS,
+        CASE_ID,
+        TRUNCATED,
+    }
+)
 
 EXECUTE_TOOL = "execute_tool"
 INVOKE_AGENT = "invoke_agent"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import hmac
 import json
 import logging
@@ -11,6 +12,7 @@ from aiohttp import web
 from google.rpc import code_pb2, status_pb2  # type: ignore[import-untyped]
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.exposition import gzip_accepted
 from prometheus_client.registry import CollectorRegistry
 
 from monitor.metrics import ToolwatchMetrics
@@ -209,8 +211,14 @@ def receiver_app(handler: TracesHandler, max_body: int) -> web.Application:
 
 
 def metrics_app(registry: CollectorRegistry, ready: Callable[[], bool]) -> web.Application:
-    async def metrics(_: web.Request) -> web.Response:
-        resp = web.Response(body=generate_latest(registry))
+    async def metrics(request: web.Request) -> web.Response:
+        body = generate_latest(registry)
+        resp = web.Response()
+        # Compressed when the scraper asks for it, as prometheus_client's own handlers do.
+        if gzip_accepted(request.headers.get("Accept-Encoding", "")):
+            body = gzip.compress(body)
+            resp.headers["Content-Encoding"] = "gzip"
+        resp.body = body
         resp.headers["Content-Type"] = CONTENT_TYPE_LATEST
         return resp
 

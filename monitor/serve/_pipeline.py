@@ -65,7 +65,8 @@ class Pipeline:
         self._wake = asyncio.Event()
         self._seen_stats = (0, 0, 0, 0, 0)
         self.paused = False  # while True the worker leaves the queue alone (maintenance, tests)
-        metrics.pending_turns = lambda: self.assembler.pending_turns
+        metrics.pending = self._pending
+        metrics.ignored_attributes = lambda: self.normalizer.ignored_attributes
         self.apply_labels()
 
     def __repr__(self) -> str:
@@ -73,9 +74,18 @@ class Pipeline:
             f"<Pipeline queued={self.queued} pending_turns={self.assembler.pending_turns} judged={self.turns_judged}>"
         )
 
+    def _pending(self) -> dict[str, int]:
+        a = self.assembler
+        return {"turn": a.pending_turns, "turnless": a.pending_turnless}
+
     def apply_labels(self) -> None:
+        """The metrics' label sets from the rules in force and the configuration; their series start at 0."""
         judge = self.rules.judge
-        self.metrics.set_labels(tools=judge.catalog, agents=set(judge.agents) | set(self.settings.agents))
+        self.metrics.set_labels(
+            tools=judge.catalog,
+            agents=set(judge.agents) | set(self.settings.agents),
+            rules=[e.id for e in self.rules.current.ruleset.expectations],
+        )
 
     # ---- ingest side -------------------------------------------------------------------------------
 

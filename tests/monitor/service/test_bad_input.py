@@ -163,6 +163,11 @@ def test_missing_and_wrongly_typed_attributes(serve: ServeFactory) -> None:
     assert value(s, "toolwatch_spans_rejected_total", reason="invalid_id") == 2
     assert value(s, "toolwatch_spans_rejected_total", reason="missing_tool_name") == 1
     assert value(s, "toolwatch_spans_received_total", transport="http_json") == 5
+    # The attributes ignored (wrongly typed) are exported by key; the other keys are at 0.
+    ignored = {"gen_ai.tool.name": 1, "gen_ai.tool.call.arguments": 1, "gen_ai.input.messages": 1}
+    for key in ("gen_ai.tool.name", "gen_ai.tool.call.arguments", "gen_ai.input.messages", "gen_ai.agent.name"):
+        assert value(s, "toolwatch_span_attributes_ignored_total", attribute=key) == ignored.get(key, 0), key
+    assert value(s, "toolwatch_span_attributes_ignored_total", attribute="__other__") == 0
     # The usable call was judged in its turn (the input was unusable, so no rule matched: unjudged).
     assert (
         value(s, "toolwatch_tool_calls_total", agent="incident-triage", tool="pull_auth_telemetry", outcome="unjudged")

@@ -95,6 +95,12 @@ def check_known_metrics(s: Samples) -> None:
         assert v("toolwatch_tool_accuracy_ratio", agent=A, tool=FULF, window=window) == pytest.approx(1 / 2)
         # a tool never judged has no ratio at all (zero denominator: absent, not 0)
         assert v("toolwatch_tool_accuracy_ratio", agent=A, tool=BILL, window=window) is None
+        # Per tool, the spurious calls of the tool / its judged calls, and its missed / its expected calls.
+        spurious = {AUTH: 0.0, FULF: 1 / 2, "__other__": 0.0}  # BILL, RISK, SUPP: never called in a judged turn
+        missed = {AUTH: 0.0, BILL: 1.0, FULF: 0.0, RISK: 1.0, SUPP: 1.0}  # __other__: never expected
+        for tool in (AUTH, BILL, FULF, RISK, SUPP, "__other__"):
+            assert v("toolwatch_tool_spurious_call_ratio", agent=A, tool=tool, window=window) == spurious.get(tool)
+            assert v("toolwatch_tool_missed_call_ratio", agent=A, tool=tool, window=window) == missed.get(tool)
 
 
 N_TURNS = len(known_turns())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import shutil
 import subprocess
 import urllib.request
@@ -10,9 +11,12 @@ import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
 from monitor.metrics import names
-from tests.monitor.service.conftest import ServeFactory, wait_for
-from tests.monitor.service.spans import record_turns
+from tests.monitor.service.conftest import ServeFactory, scrape, value, wait_for
+from tests.monitor.service.http_util import post
+from tests.monitor.service.spans import new_tracer, record_turn, record_turns, to_request
 from tests.monitor.service.test_end_to_end import N_TURNS, known_turns
+
+PB = "application/x-protobuf"
 
 
 def _fill(serve: ServeFactory) -> str:
@@ -41,3 +45,39 @@ def test_every_documented_metric_is_exposed(serve: ServeFactory) -> None:
         if const.isupper() and isinstance(value, str) and value.startswith("toolwatch_") and value != names.PREFIX:
             base = value.removesuffix("_total")
             assert f"# TYPE {base}" in text, value
+
+
+def _get(url: str, **headers: str) -> tuple[bytes, dict[str, str]]:
+    with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=10) as resp:
+        return resp.read(), dict(resp.headers.items())
+
+
+def test_metrics_are_gzipped_when_asked(serve: ServeFactory) -> None:
+    _, server = serve()
+    plain, headers = _get(server.metrics_url)
+    assert "Content-Encoding" not in headers
+    body, headers = _get(server.metrics_url, **{"Accept-Encoding": "deflate, gzip;q=0.9"})
+    assert headers["Content-Encoding"] == "gzip"
+    assert headers["Content-Type"].startswith("text/plain; version=")
+    text = gzip.decompress(body).decode()
+    assert len(body) < len(plain) and "# TYPE toolwatch_tool_calls_total counter" in text
+    assert text.splitlines()[:50] == plain.decode().splitlines()[:50]  # the same page (histograms may move on)
+
+
+def test_pending_turns_count_turnless_traces(serve: ServeFactory) -> None:
+    _, server = serve(grace_s=600, turnless_timeout_s=600)
+    provider, tracer, exporter = new_tracer()
+    for t in known_turns()[:2]:  # two turns, each in its own trace
+        record_turn(tracer, t)
+    attrs = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "pull_auth_telemetry"}
+    with tracer.start_as_current_span("handle request"):  # a trace with calls and no turn span
+        for _ in range(2):
+            with tracer.start_as_current_span("execute_tool pull_auth_telemetry", attributes=attrs):
+                pass
+    provider.shutdown()
+    status, _, _ = post(server.endpoint, to_request(exporter.get_finished_spans()).SerializeToString(), PB)
+    assert status == 200
+    wait_for(lambda: server.pipeline.queued == 0 and server.pipeline.assembler.pending_traces == 3)
+    s = scrape(server)
+    assert value(s, names.PENDING_TURNS, kind="turn") == 2
+    assert value(s, names.PENDING_TURNS, kind="turnless") == 1  # judged as one turnless turn after the timeout

@@ -44,6 +44,12 @@ def test_reload_on_file_change_keeps_old_rules_when_invalid(serve: ServeFactory,
     )
     rules.write_text(text)
     wait_for(lambda: value(scrape(server), "toolwatch_rules_reloads_total", result="success") == 1)
+    # Its series exist at 0 before its first call (Prometheus' increase() sees that first call).
+    s = scrape(server)
+    for outcome in ("correct", "wrong_tool", "spurious", "unjudged"):
+        net = {"agent": "incident-triage", "tool": "pull_network_telemetry", "outcome": outcome}
+        assert value(s, "toolwatch_tool_calls_total", **net) == 0
+    assert value(s, "toolwatch_missed_calls_total", agent="incident-triage", tool="pull_network_telemetry") == 0
     _send(server.endpoint, [TurnSpec("[AUTH] z", [Call("pull_network_telemetry", {"log_excerpt": "z"})])])
     wait_for(lambda: server.pipeline.turns_judged == 2)
     s = scrape(server)

@@ -5,10 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.demo import LogLineGenerator, SimulatedTriageModel
 from monitor.judge import Judge, Tally
-from monitor.metrics import ToolwatchMetrics, format_duration, parse_duration
+from monitor.metrics import LabelPolicy, ToolwatchMetrics, format_duration, parse_duration
+from monitor.metrics._initial import MAX_INITIAL_SERIES, initial_series
+from monitor.metrics._verdicts import COUNTERS
+from monitor.normalize import ATTRIBUTE_KEYS
 from monitor.records import ToolCall, Turn
 from monitor.rules import load_rules
 from monitor.verdict import TurnVerdict
@@ -28,6 +33,11 @@ def verdicts(n: int, seed: int = 3) -> list[TurnVerdict]:
     return out
 
 
+def counted(m: ToolwatchMetrics, name: str) -> dict[tuple[str, ...], int]:
+    """The series of a counter that counted something (the others wait at 0 for their first event)."""
+    return {k: v for k, v in m.counters.tables[name].items() if v}
+
+
 def test_window_ratios_equal_tally_ratios() -> None:
     vs = verdicts(600)
     m = ToolwatchMetrics(tools=JUDGE.catalog, agents=JUDGE.agents, clock=lambda: 0.0)
@@ -36,16 +46,23 @@ def test_window_ratios_equal_tally_ratios() -> None:
     for v in vs:
         tally.add(v)
     view = m.window_counts(now=1.0)["5m"]
-    (vec,) = view.agents.values()
+    vec = view.agents["incident-triage"]
+    assert not any(any(v) for a, v in view.agents.items() if a != "incident-triage")  # the others are at 0
     r = tally.ratios()
     assert vec[0] / vec[1] == pytest.approx(r["tool_call_accuracy"])
     assert vec[2] / vec[1] == pytest.approx(r["spurious_rate"])
     assert vec[3] / vec[4] == pytest.approx(r["missed_rate"])
     assert vec[6] / vec[5] == pytest.approx(r["selection_accuracy"])
     assert vec[7] / vec[5] == pytest.approx(r["end_to_end_accuracy"])
-    for (_, tool), (correct, judged) in view.tools.items():
-        if tool in tally.per_tool:
-            assert correct / judged == pytest.approx(tally.per_tool[tool].ratios()["tool_call_accuracy"])
+    checked = 0
+    for (agent, tool), (correct, judged, spurious, missed, expected) in view.tools.items():
+        if agent == "incident-triage" and tool in tally.per_tool:
+            ratios = tally.per_tool[tool].ratios()
+            assert (correct / judged if judged else None) == pytest.approx(ratios["tool_call_accuracy"])
+            assert (spurious / judged if judged else None) == pytest.approx(ratios["spurious_rate"])
+            assert (missed / expected if expected else None) == pytest.approx(ratios["missed_rate"])
+            checked += 1
+    assert checked == 5  # the five catalog tools
 
 
 def test_windows_roll_over() -> None:
@@ -73,8 +90,7 @@ def test_unknown_agents_and_tools_are_other() -> None:
     m = ToolwatchMetrics(tools=JUDGE.catalog, agents=JUDGE.agents)
     v = JUDGE.judge(Turn("[AUTH] x", (ToolCall("nonsense_tool", arguments="{}"),), agent="someone-else"))
     m.observe([v])
-    keys = set(m.counters.tables["toolwatch_tool_calls_total"])
-    assert keys == {("__other__", "__other__", "hallucinated")}
+    assert counted(m, "toolwatch_tool_calls_total") == {("__other__", "__other__", "hallucinated"): 1}
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("5m", 300), ("1h", 3600), ("90s", 90), ("2", 2), ("1.5h", 5400)])
@@ -108,7 +124,7 @@ def test_forbidden_calls_counter_counts_calls(tmp_path: Path) -> None:
     tally = Tally()
     tally.add(v)
     assert tally.forbidden_calls == 2
-    assert m.counters.tables["toolwatch_forbidden_calls_total"] == {("a", "delete"): 2}
+    assert counted(m, "toolwatch_forbidden_calls_total") == {("a", "delete"): 2}
 
 
 def test_tool_label_cache_is_bounded_in_bytes() -> None:
@@ -118,4 +134,128 @@ def test_tool_label_cache_is_bounded_in_bytes() -> None:
         name = f"{i}-" + "x" * (64 << 10)
         m.observe([JUDGE.judge(Turn("[AUTH] x", (ToolCall(name, arguments="{}"),), agent="incident-triage"))])
     assert sum(len(k) for k in m.counters._tool_cache) <= 1 << 20
-    assert m.counters.tables["toolwatch_tool_calls_total"] == {("incident-triage", "__other__", "hallucinated"): 300}
+    assert counted(m, "toolwatch_tool_calls_total") == {("incident-triage", "__other__", "hallucinated"): 300}
+
+
+def _exposed(m: ToolwatchMetrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    out = {}
+    for fam in text_string_to_metric_families(generate_latest(m.registry()).decode()):
+        for s in fam.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+RULE_IDS = [e.id for e in load_rules([RULES]).expectations]
+PER_TOOL = [
+    f"toolwatch_{name}_total"
+    for name in (
+        "judged_calls",
+        "expected_calls",
+        "missed_calls",
+        "schema_checked_calls",
+        "schema_invalid_calls",
+        "argument_checked_calls",
+        "argument_mismatches",
+        "forbidden_calls",
+    )
+]
+
+
+def test_every_known_label_set_starts_at_zero() -> None:
+    # Prometheus' increase() only sees growth between samples: a series must exist at 0 before its first event.
+    m = ToolwatchMetrics(tools=JUDGE.catalog, agents=JUDGE.agents, rules=RULE_IDS)
+    s = _exposed(m)
+    agents = ["incident-triage", "__other__"]
+    tools = [*sorted(JUDGE.catalog), "__other__"]
+
+    def at_zero(name: str, **labels: str) -> bool:
+        return s.get((name, tuple(sorted(labels.items())))) == 0
+
+    for a in agents:
+        for t in tools:
+            for o in ("correct", "wrong_tool", "spurious", "hallucinated", "unjudged"):
+                assert at_zero("toolwatch_tool_calls_total", agent=a, tool=t, outcome=o)
+            for name in PER_TOOL:
+                assert at_zero(name, agent=a, tool=t), name
+            for kind in ("malformed", "type", "required", "additional", "enum", "other"):
+                assert at_zero("toolwatch_schema_violations_total", agent=a, tool=t, kind=kind)
+        for check in ("selection", "args", "schema", "sequence", "response", "end_to_end", "over_calling"):
+            for result in ("pass", "fail"):
+                assert at_zero("toolwatch_turn_checks_total", agent=a, check=check, result=result)
+        assert at_zero("toolwatch_turns_total", agent=a, judged="true")
+        assert at_zero("toolwatch_order_violations_total", agent=a)
+        assert at_zero("toolwatch_sequence_score_total", agent=a)
+        for rule in RULE_IDS:
+            assert at_zero("toolwatch_rule_failures_total", agent=a, rule=rule)
+        # Five catalog tools: the whole confusion matrix (6 x 8 cells per agent) is small enough to create.
+        assert at_zero("toolwatch_confusion_total", agent=a, expected="pull_risk_telemetry", actual="(unknown)")
+        assert at_zero("toolwatch_confusion_total", agent=a, expected="(none)", actual="pull_auth_telemetry")
+    # Exactly the documented bound: A x (20 + 19 T + R) plus (C + 1) x (C + 3) matrix cells per agent.
+    assert len([k for k in s if k[0] in COUNTERS]) == 2 * (20 + 19 * 6 + 5) + 2 * 6 * 8
+    # Nothing counted yet: no ratio (zero denominators are absent, never 0).
+    assert not [k for k in s if k[0].endswith("_ratio")]
+
+
+def _judge_of(tmp_path: Path, tools: list[str]) -> Judge:
+    path = tmp_path / f"{'-'.join(tools)}.yaml"
+    catalog = ", ".join(f"{{name: {t}}}" for t in tools)
+    path.write_text(
+        f"catalog: {{tools: [{catalog}]}}\nexpect:\n  - when: {{prefix: q}}\n    call: [{{tool: {tools[0]}}}]\n",
+        encoding="utf-8",
+    )
+    return Judge(load_rules([path]))
+
+
+def test_a_reload_creates_the_new_series_and_removes_unused_zero_ones(tmp_path: Path) -> None:
+    old, new = _judge_of(tmp_path, ["read", "write"]), _judge_of(tmp_path, ["write", "delete"])
+    m = ToolwatchMetrics(tools=old.catalog, agents=["a"])
+    m.observe([old.judge(Turn("q", (ToolCall("read"),), agent="a"))])
+    calls = m.counters.tables["toolwatch_tool_calls_total"]
+    assert calls[("a", "read", "correct")] == 1 and calls[("a", "read", "spurious")] == 0
+    m.set_labels(tools=new.catalog, agents=["a"])
+    calls = m.counters.tables["toolwatch_tool_calls_total"]
+    assert calls[("a", "read", "correct")] == 1  # counted: kept, whatever the labels now
+    assert ("a", "read", "spurious") not in calls  # created at 0, still 0, no longer a label value: removed
+    assert calls[("a", "delete", "hallucinated")] == 0 and calls[("a", "write", "correct")] == 0
+    # Counting goes on into the right series after the slots were renumbered.
+    m.observe([new.judge(Turn("q", (ToolCall("write"), ToolCall("delete")), agent="a"))])
+    counted_now = counted(m, "toolwatch_tool_calls_total")
+    assert counted_now == {("a", "read", "correct"): 1, ("a", "write", "correct"): 1, ("a", "delete", "spurious"): 1}
+    # Reloading the same rules again changes nothing.
+    before = {k: dict(t) for k, t in m.counters.tables.items()}
+    m.set_labels(tools=new.catalog, agents=["a"])
+    assert m.counters.tables == before
+
+
+def test_initial_series_are_bounded(caplog: pytest.LogCaptureFixture) -> None:
+    def series(n_tools: int, n_agents: int, budget: int = MAX_INITIAL_SERIES) -> list[tuple[str, tuple[str, ...]]]:
+        labels = LabelPolicy(tools=[f"t{i}" for i in range(n_tools)], agents=[f"a{i}" for i in range(n_agents)])
+        return initial_series(labels, [f"r{i}" for i in range(3)], budget=budget)
+
+    # The matrix is created while (C + 1) x (C + 3) <= 400 cells per agent: 18 tools, not 19.
+    assert sum(name == "toolwatch_confusion_total" for name, _ in series(18, 1)) == 2 * 19 * 21
+    assert sum(name == "toolwatch_confusion_total" for name, _ in series(19, 1)) == 0
+    assert len(series(19, 1)) == 2 * (20 + 19 * 20 + 3)
+    # Over the budget, whole families are left out (the per-agent ones and calls by outcome come first) and logged.
+    with caplog.at_level("WARNING"):
+        capped = series(200, 10, budget=20_000)
+    assert len(capped) <= 20_000
+    names = {name for name, _ in capped}
+    assert {"toolwatch_tool_calls_total", "toolwatch_turns_total", "toolwatch_rule_failures_total"} <= names
+    assert "toolwatch_missed_calls_total" not in names and "toolwatch_schema_violations_total" not in names
+    assert "not created at 0" in caplog.text
+
+
+def test_ignored_attributes_are_exported_with_bounded_labels() -> None:
+    m = ToolwatchMetrics(tools=JUDGE.catalog, agents=JUDGE.agents)
+    counts = {"gen_ai.tool.call.id": 2, "gen_ai.input.messages": 1, "vendor.made_up": 3, "x" * 1000: 4}
+    m.ignored_attributes = lambda: counts
+    s = _exposed(m)
+
+    def ignored(key: str) -> float | None:
+        return s.get(("toolwatch_span_attributes_ignored_total", (("attribute", key),)))
+
+    assert ignored("gen_ai.tool.call.id") == 2 and ignored("gen_ai.input.messages") == 1
+    assert ignored("__other__") == 7  # keys outside the conventions' are one label value
+    assert ignored("gen_ai.tool.name") == 0  # every convention key is there from the start
+    assert len([k for k in s if k[0] == "toolwatch_span_attributes_ignored_total"]) == len(ATTRIBUTE_KEYS) + 1
