@@ -42,7 +42,7 @@ def reason(
     if sequence_ok is False:
         problems.append("call order not as expected")
     if response_ok is False:
-        problems.append("response check failed")
+        problems.append(_response_problem(exp))
     if turnless:
         head = f"turnless: {len(calls)} call(s), catalog and schema checks only"
     elif exp is None:
@@ -53,6 +53,22 @@ def reason(
     else:
         head = f"failed ({exp.id})"
     return _cut(f"{head}: {'; '.join(problems)}" if problems else head)
+
+
+def _response_problem(exp: Expectation | None) -> str:
+    """Which response check failed, when the rule has one (with several, which one fails depends on the output;
+    the reason of a plan is made before any output is seen, so it says how many)."""
+    checks = exp.respond if exp is not None else ()
+    if len(checks) != 1:
+        return f"response checks failed ({len(checks)} checks)" if checks else "response check failed"
+    r = checks[0]
+    if r.description:
+        what = r.description
+    elif r.contains is not None:
+        what = f"contains {r.contains!r}"
+    else:
+        what = f"regex {r.regex.pattern!r}" if r.regex is not None else "check"
+    return f"response check failed: {what}"
 
 
 def _cut(text: str) -> str:

@@ -108,7 +108,10 @@ def test_a_turn_without_a_final_answer_fails_its_response_checks() -> None:
     the response check fails, as for an answer without that line; it is not skipped as if the answer were unknown."""
     v = _judged_turns(capture_turn_messages=True)
     assert [v[c].response_ok for c in ("answered", "no-result-line", "no-answer")] == [True, False, False]
-    assert v["no-answer"].end_to_end is False and "response" in v["no-answer"].reason
+    assert v["no-answer"].end_to_end is False
+    # the reason names the rule's one response check by its description
+    assert v["no-answer"].reason == 'failed (billing): response check failed: a final "Result: ..." line'
+    assert v["no-result-line"].reason == v["no-answer"].reason
     assert v["no-answer"].selection_ok and v["no-answer"].args_ok  # its call was right: only the answer fails
 
 
