@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import functools
 import gc
 import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import click
 
 from monitor.serve import _settings as env
+
+if TYPE_CHECKING:
+    from monitor.serve import Settings
 
 
 def _pin_malloc_thresholds() -> None:
@@ -29,8 +35,75 @@ def _pin_malloc_thresholds() -> None:
         pass
 
 
+class Duration(click.ParamType[float]):
+    """A duration such as 2s, 500ms or 5m; a bad one is refused naming its option."""
+
+    name = "duration"
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        if isinstance(value, float):
+            return value
+        from monitor.metrics import parse_duration
+
+        try:
+            return parse_duration(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+class Windows(click.ParamType[tuple[float, ...]]):
+    """Comma-separated durations, at least one."""
+
+    name = "durations"
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> tuple[float, ...]:
+        if isinstance(value, tuple):
+            return value
+        try:
+            windows = env.parse_windows(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+        if not windows:
+            self.fail("at least one rolling window is needed", param, ctx)
+        return windows
+
+
+PORT = click.IntRange(0, 65535)
+# Every option can be set by its TOOLWATCH_* variable, and --help says which.
+option = functools.partial(click.option, show_envvar=True)
+
+
+def settings_from_options(opts: Mapping[str, object]) -> Settings:
+    """The serve command's parsed options as Settings."""
+    from monitor.serve import Settings
+
+    return Settings(
+        rules=tuple(str(p) for p in opts["rules"]),  # type: ignore[attr-defined]
+        host=str(opts["host"]),
+        port=int(str(opts["port"])),
+        grpc_port=int(str(opts["grpc_port"])) if opts["grpc_port"] is not None else None,
+        metrics_host=str(opts["metrics_host"]),
+        metrics_port=int(str(opts["metrics_port"])),
+        grace_s=float(str(opts["grace"])),
+        turnless_timeout_s=float(str(opts["turnless_timeout"])),
+        max_pending=int(str(opts["max_pending"])),
+        queue_spans=int(str(opts["queue_spans"])),
+        max_body_bytes=int(str(opts["max_body_bytes"])),
+        max_decompressed_bytes=int(str(opts["max_decompressed_bytes"])),
+        windows=tuple(float(w) for w in opts["windows"]),  # type: ignore[attr-defined]
+        agents=tuple(n for a in opts["agents"] for n in env.names(str(a))),  # type: ignore[attr-defined]
+        token=str(opts["token"]) if opts["token"] else None,
+        verdict_log=str(opts["verdict_log"]) if opts["verdict_log"] else None,
+        verdict_log_all=bool(opts["verdict_log_all"]),
+        verdict_log_max_bytes=int(str(opts["verdict_log_max_bytes"])),
+        watch_rules=bool(opts["watch_rules"]),
+        alerts=bool(opts["alerts"]),
+        alert_webhook=str(opts["alert_webhook"]) if opts["alert_webhook"] else None,
+    )
+
+
 @click.command()
-@click.option(
+@option(
     "--rules",
     "rules",
     multiple=True,
@@ -39,102 +112,107 @@ def _pin_malloc_thresholds() -> None:
     envvar=env.ENV_RULES,
     help="Oracle rule file (YAML); repeat for several.",
 )
-@click.option("--host", default="127.0.0.1", show_default=True, envvar=env.ENV_HOST, help="OTLP/HTTP listen address.")
-@click.option("--port", default=4318, show_default=True, type=int, envvar=env.ENV_PORT, help="OTLP/HTTP port.")
-@click.option(
-    "--grpc-port", type=int, envvar=env.ENV_GRPC_PORT, help="Also receive OTLP/gRPC on this port (usually 4317)."
+@option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    envvar=env.ENV_HOST,
+    help="Listen address of OTLP/HTTP and OTLP/gRPC.",
 )
-@click.option(
+@option("--port", default=4318, show_default=True, type=PORT, envvar=env.ENV_PORT, help="OTLP/HTTP port.")
+@option("--grpc-port", type=PORT, envvar=env.ENV_GRPC_PORT, help="Also receive OTLP/gRPC on this port (usually 4317).")
+@option(
     "--metrics-host",
     default="127.0.0.1",
     show_default=True,
     envvar=env.ENV_METRICS_HOST,
     help="Listen address of /metrics, /healthz and /readyz.",
 )
-@click.option(
+@option(
     "--metrics-port",
     default=9464,
     show_default=True,
-    type=int,
+    type=PORT,
     envvar=env.ENV_METRICS_PORT,
     help="Port of /metrics, /healthz and /readyz.",
 )
-@click.option(
+@option(
     "--grace",
     default="2s",
     show_default=True,
+    type=Duration(),
     envvar=env.ENV_GRACE,
     help="Wait this long after a turn span arrives for late tool spans before judging it.",
 )
-@click.option(
+@option(
     "--turnless-timeout",
     default="30s",
     show_default=True,
+    type=Duration(),
     envvar=env.ENV_TURNLESS_TIMEOUT,
     help="Judge tool calls whose turn never arrives alone after this long.",
 )
-@click.option(
+@option(
     "--max-pending",
     default=100_000,
     show_default=True,
-    type=int,
+    type=click.IntRange(min=1),
     envvar=env.ENV_MAX_PENDING,
     help="Pending traces held by turn assembly; beyond it the oldest is judged early and counted.",
 )
-@click.option(
+@option(
     "--queue-spans",
     default=262_144,
     show_default=True,
-    type=int,
+    type=click.IntRange(min=1),
     envvar=env.ENV_QUEUE_SPANS,
     help="Spans queued before requests get 503 + Retry-After.",
 )
-@click.option(
+@option(
     "--max-body-bytes",
     default=16 << 20,
     show_default=True,
-    type=int,
+    type=click.IntRange(min=1),
     envvar=env.ENV_MAX_BODY,
     help="Largest request body as sent (413 beyond; checked before reading).",
 )
-@click.option(
+@option(
     "--max-decompressed-bytes",
     default=64 << 20,
     show_default=True,
-    type=int,
+    type=click.IntRange(min=1),
     envvar=env.ENV_MAX_DECOMPRESSED,
     help="Largest body after gzip decompression (413 beyond; decompression stops there).",
 )
-@click.option(
+@option(
     "--windows",
     default="5m,1h",
     show_default=True,
+    type=Windows(),
     envvar=env.ENV_WINDOWS,
     help="Rolling windows of the ratio gauges, comma-separated.",
 )
-@click.option(
+@option(
     "--agent",
     "agents",
     multiple=True,
     envvar=env.ENV_AGENTS,
-    help="Agent name allowed as a label value besides those the rules name; repeat for several.",
+    help="Agent name allowed as a label value besides those the rules name; repeat or separate by commas.",
 )
-@click.option("--token", envvar=env.ENV_TOKEN, help="Require 'Authorization: Bearer TOKEN' on /v1/traces.")
-@click.option(
-    "--verdict-log", type=click.Path(dir_okay=False), envvar=env.ENV_VERDICT_LOG, help="JSONL verdict log file."
-)
-@click.option(
+@option("--token", envvar=env.ENV_TOKEN, help="Require 'Authorization: Bearer TOKEN' on /v1/traces.")
+@option("--verdict-log", type=click.Path(dir_okay=False), envvar=env.ENV_VERDICT_LOG, help="JSONL verdict log file.")
+@option(
     "--verdict-log-all", is_flag=True, envvar=env.ENV_VERDICT_LOG_ALL, help="Log every turn, not only failing ones."
 )
-@click.option(
+@option(
     "--verdict-log-max-bytes",
     default=64 << 20,
     show_default=True,
-    type=int,
+    type=click.IntRange(min=1024),
     envvar=env.ENV_VERDICT_LOG_MAX_BYTES,
     help="Rotate the verdict log at this size (3 backups kept).",
 )
-@click.option(
+@option(
     "--watch/--no-watch",
     "watch_rules",
     default=True,
@@ -142,7 +220,7 @@ def _pin_malloc_thresholds() -> None:
     envvar=env.ENV_WATCH_RULES,
     help="Reload the rules when a rule file changes (SIGHUP always reloads).",
 )
-@click.option(
+@option(
     "--alerts/--no-alerts",
     "alerts",
     default=True,
@@ -150,7 +228,7 @@ def _pin_malloc_thresholds() -> None:
     envvar=env.ENV_ALERTS,
     help="Evaluate the rule file's alerts in process (toolwatch_alert_active).",
 )
-@click.option(
+@option(
     "--alert-webhook",
     envvar=env.ENV_ALERT_WEBHOOK,
     metavar="URL",
@@ -162,34 +240,11 @@ def serve(**opts: object) -> None:
     Agents export with any OTLP/HTTP exporter (protobuf or JSON, gzip optional), e.g.
     OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=http://127.0.0.1:4318/v1/traces.
     """
-    from monitor.metrics import parse_duration
     from monitor.rules import RuleFileError
-    from monitor.serve import Server, Settings
+    from monitor.serve import Server
 
     try:
-        settings = Settings(
-            rules=tuple(str(p) for p in opts["rules"]),  # type: ignore[attr-defined]
-            host=str(opts["host"]),
-            port=int(str(opts["port"])),
-            grpc_port=int(str(opts["grpc_port"])) if opts["grpc_port"] is not None else None,
-            metrics_host=str(opts["metrics_host"]),
-            metrics_port=int(str(opts["metrics_port"])),
-            grace_s=parse_duration(str(opts["grace"])),
-            turnless_timeout_s=parse_duration(str(opts["turnless_timeout"])),
-            max_pending=int(str(opts["max_pending"])),
-            queue_spans=int(str(opts["queue_spans"])),
-            max_body_bytes=int(str(opts["max_body_bytes"])),
-            max_decompressed_bytes=int(str(opts["max_decompressed_bytes"])),
-            windows=env.parse_windows(str(opts["windows"])),
-            agents=tuple(str(a) for a in opts["agents"]),  # type: ignore[attr-defined]
-            token=str(opts["token"]) if opts["token"] else None,
-            verdict_log=str(opts["verdict_log"]) if opts["verdict_log"] else None,
-            verdict_log_all=bool(opts["verdict_log_all"]),
-            verdict_log_max_bytes=int(str(opts["verdict_log_max_bytes"])),
-            watch_rules=bool(opts["watch_rules"]),
-            alerts=bool(opts["alerts"]),
-            alert_webhook=str(opts["alert_webhook"]) if opts["alert_webhook"] else None,
-        )
+        settings = settings_from_options(opts)
         settings.validate()
         server = Server(settings)
     except RuleFileError as exc:
@@ -215,10 +270,11 @@ def serve(**opts: object) -> None:
             err=True,
         )
 
-    async def run() -> None:
+    async def run() -> int:
         try:
-            await server.serve_forever(started)
+            return await server.serve_forever(started)
         except OSError as exc:
             raise click.ClickException(str(exc)) from None
 
-    asyncio.run(run())
+    judged = asyncio.run(run())
+    click.echo(f"toolwatch serve: stopped; {judged} pending turns judged at shutdown", err=True)

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import hmac
 from typing import Any
 
 import grpc  # type: ignore[import-untyped]
 from grpc import aio
 
 from monitor.otlp import DecodeError, parse_protobuf
-from monitor.serve._http import IN_FLIGHT_BODIES, export_response, ingest
+from monitor.serve._http import IN_FLIGHT_BODIES, bearer_ok, export_response, ingest
 from monitor.serve._pipeline import DROP_QUEUE_FULL, Pipeline
 from monitor.serve._settings import Settings
 
@@ -28,14 +27,14 @@ class GrpcReceiver:
         self.settings = settings
         self.pipeline = pipeline
         self.ops = pipeline.metrics.ops
-        self._token = f"Bearer {settings.token}".encode() if settings.token else None
+        self._token = settings.token.encode() if settings.token else None
         self.server: Any = None
         self.port = 0
 
     async def export(self, request: bytes, context: Any) -> bytes:
         if self._token is not None:
             given = dict(context.invocation_metadata() or ()).get("authorization", "")
-            if not hmac.compare_digest(str(given).encode(), self._token):
+            if not bearer_ok(str(given), self._token):
                 self.ops.request(TRANSPORT_GRPC, grpc.StatusCode.UNAUTHENTICATED.value[0])
                 await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
         try:
@@ -58,15 +57,22 @@ class GrpcReceiver:
             options=[
                 ("grpc.max_receive_message_length", limit),
                 ("grpc.max_concurrent_streams", STREAMS_PER_CONNECTION),
+                # gRPC sets SO_REUSEPORT by default: a second server on a busy port would start and take part of
+                # the first one's connections. Without it the port is refused, as the HTTP ports are.
+                ("grpc.so_reuseport", 0),
             ]
         )
         handler = grpc.method_handlers_generic_handler(
             SERVICE, {"Export": grpc.unary_unary_rpc_method_handler(self.export)}
         )
         server.add_generic_rpc_handlers((handler,))
-        bound = server.add_insecure_port(f"{host}:{port}")
+        address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        try:
+            bound = server.add_insecure_port(address)
+        except RuntimeError:  # "Failed to bind to address ..." (older gRPC versions return 0)
+            bound = 0
         if bound == 0:
-            raise OSError(f"cannot listen on {host}:{port} for OTLP/gRPC (use another port)")
+            raise OSError(f"cannot listen on {address} for OTLP/gRPC (check --host and --grpc-port)")
         await server.start()
         self.server, self.port = server, int(bound)
         return self.port

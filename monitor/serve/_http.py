@@ -38,6 +38,13 @@ def _status_body(json_out: bool, code: int, message: str) -> bytes:
     return bytes(status_pb2.Status(code=code, message=message).SerializeToString())
 
 
+def bearer_ok(authorization: str, token: bytes) -> bool:
+    """`Authorization: Bearer TOKEN`, the scheme in any case (RFC 7235), the token compared in constant time."""
+    scheme, _, credentials = authorization.partition(" ")
+    given = credentials.strip(" ").encode("utf-8", "surrogatepass")
+    return scheme.lower() == "bearer" and hmac.compare_digest(given, token)
+
+
 class TracesHandler:
     """`POST /v1/traces`: decode, normalize, queue; every outcome has its documented status code."""
 
@@ -45,7 +52,7 @@ class TracesHandler:
         self.settings = settings
         self.pipeline = pipeline
         self.ops = metrics.ops
-        self._token = f"Bearer {settings.token}".encode() if settings.token else None
+        self._token = settings.token.encode() if settings.token else None
         self.in_flight = InFlight(IN_FLIGHT_BODIES * max(settings.max_decompressed_bytes, settings.max_body_bytes))
 
     def _error(
@@ -106,8 +113,7 @@ class TracesHandler:
     def _precheck(self, request: web.Request, transport: str, json_out: bool) -> web.Response | None:
         s = self.settings
         if self._token is not None:
-            given = request.headers.get("Authorization", "").encode()
-            if not hmac.compare_digest(given, self._token):
+            if not bearer_ok(request.headers.get("Authorization", ""), self._token):
                 return self._error(
                     transport,
                     json_out,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import signal
 import socket
@@ -25,7 +26,29 @@ T = TypeVar("T")
 logger = logging.getLogger(__name__)
 
 
-def _bind(host: str, port: int) -> socket.socket:
+# What listens where, and the options that set its address: a bind error names them.
+RECEIVER = ("OTLP/HTTP", "--host", "--port")
+METRICS = ("/metrics", "--metrics-host", "--metrics-port")
+GRPC = ("OTLP/gRPC", "--host", "--grpc-port")
+
+
+def listen_error(exc: OSError, host: str, port: int, what: str, host_option: str, port_option: str) -> OSError:
+    """Why `host:port` cannot be had for `what`, with a hint naming the option to change."""
+    if isinstance(exc, socket.gaierror):
+        hint = f"{host!r} is not an address: check {host_option}"
+    elif exc.errno == errno.EADDRINUSE:
+        hint = f"another process holds the port: choose another {port_option}"
+    elif exc.errno == errno.EADDRNOTAVAIL:
+        hint = f"{host} is not an address of this machine: check {host_option}"
+    elif exc.errno == errno.EACCES:
+        hint = f"ports below 1024 need privileges: choose another {port_option}"
+    else:
+        hint = f"check {host_option} and {port_option}"
+    address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    return OSError(f"cannot listen on {address} for {what}: {exc.strerror or exc} ({hint})")
+
+
+def _bind(host: str, port: int, what: str, host_option: str, port_option: str) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -33,7 +56,7 @@ def _bind(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
-        raise OSError(f"cannot listen on {host}:{port}: {exc.strerror} (use another port)") from None
+        raise listen_error(exc, host, port, what, host_option, port_option) from None
     sock.listen(1024)
     sock.setblocking(False)
     return sock
@@ -53,15 +76,8 @@ class Server:
         self.settings = settings
         self.rules = Rules(settings.rules, judge_factory=judge_factory)
         self.metrics = metrics or ToolwatchMetrics(windows=settings.windows)
-        log = None
-        if settings.verdict_log:
-            log = VerdictLog(
-                settings.verdict_log,
-                all_turns=settings.verdict_log_all,
-                max_bytes=settings.verdict_log_max_bytes,
-                backups=settings.verdict_log_backups,
-            )
-        self.pipeline = Pipeline(settings, self.rules, self.metrics, verdict_log=log, on_verdicts=on_verdicts)
+        # The verdict log is opened by start(), once the ports are bound: a server that cannot start creates no file.
+        self.pipeline = Pipeline(settings, self.rules, self.metrics, on_verdicts=on_verdicts)
         self.alerts: Any = None
         if settings.alerts and self.rules.current.ruleset.alerts:
             self.alerts = self._make_alerts()
@@ -103,36 +119,40 @@ class Server:
         return f"http://{self.settings.metrics_host}:{self.metrics_port}/metrics"
 
     async def start(self) -> None:
+        """Bind every port, then open the verdict log and start serving; on failure nothing is left open."""
         s = self.settings
-        handler = TracesHandler(s, self.pipeline, self.metrics)
-        apps = [
-            (receiver_app(handler, s.max_body_bytes), s.host, s.port),
-            (metrics_app(self.metrics.registry(), lambda: self.ready), s.metrics_host, s.metrics_port),
-        ]
-        ports = []
-        for app, host, port in apps:
-            sock = _bind(host, port)
-            # The receiver decompresses itself (bounded, streaming) and never reads an unwanted body to its
-            # end: no automatic decompression, no lingering read of a refused request.
-            runner = web.AppRunner(
-                app,
-                access_log=None,
-                handle_signals=False,
-                shutdown_timeout=5.0,
-                auto_decompress=False,
-                lingering_time=0,
-            )
-            await runner.setup()
-            await web.SockSite(runner, sock).start()
-            self._runners.append(runner)
-            ports.append(sock.getsockname()[1])
-        self.port, self.metrics_port = ports
+        socks: list[socket.socket] = []
+        try:
+            socks.append(_bind(s.host, s.port, *RECEIVER))
+            socks.append(_bind(s.metrics_host, s.metrics_port, *METRICS))
+            if s.grpc_port is not None:
+                await self._start_grpc(s.grpc_port)
+            if s.verdict_log:
+                self.pipeline.verdict_log = self._open_verdict_log(s.verdict_log)
+            handler = TracesHandler(s, self.pipeline, self.metrics)
+            apps = [
+                receiver_app(handler, s.max_body_bytes),
+                metrics_app(self.metrics.registry(), lambda: self.ready),
+            ]
+            for app, sock in zip(apps, socks, strict=True):
+                # The receiver decompresses itself (bounded, streaming) and never reads an unwanted body to its
+                # end: no automatic decompression, no lingering read of a refused request.
+                runner = web.AppRunner(
+                    app,
+                    access_log=None,
+                    handle_signals=False,
+                    shutdown_timeout=5.0,
+                    auto_decompress=False,
+                    lingering_time=0,
+                )
+                await runner.setup()
+                self._runners.append(runner)
+                await web.SockSite(runner, sock).start()
+        except BaseException:
+            await self._close_listeners(socks)
+            raise
+        self.port, self.metrics_port = (sock.getsockname()[1] for sock in socks)
         self._stop = asyncio.Event()
-        if s.grpc_port is not None:
-            from monitor.serve._grpc import GrpcReceiver
-
-            self._grpc = GrpcReceiver(s, self.pipeline)
-            self.grpc_port = await self._grpc.start(s.host, s.grpc_port)
         self._tasks.append(asyncio.create_task(self.pipeline.run(self._stop)))
         if s.watch_rules:
             self._tasks.append(asyncio.create_task(self._watch_rules()))
@@ -140,6 +160,39 @@ class Server:
             self.alerts.start()
         self._ready = True
         logger.info("receiving OTLP/HTTP on %s; metrics on %s", self.endpoint, self.metrics_url)
+
+    async def _start_grpc(self, port: int) -> None:
+        from monitor.serve._grpc import GrpcReceiver
+
+        host = self.settings.host
+        if port:
+            # gRPC says only "Failed to bind": a plain bind first tells why the port cannot be had.
+            _bind(host, port, *GRPC).close()
+        self._grpc = GrpcReceiver(self.settings, self.pipeline)
+        self.grpc_port = await self._grpc.start(host, port)
+
+    def _open_verdict_log(self, path: str) -> VerdictLog:
+        s = self.settings
+        try:
+            return VerdictLog(
+                path, all_turns=s.verdict_log_all, max_bytes=s.verdict_log_max_bytes, backups=s.verdict_log_backups
+            )
+        except OSError as exc:
+            raise OSError(f"cannot open the verdict log {path}: {exc.strerror or exc} (check --verdict-log)") from None
+
+    async def _close_listeners(self, socks: list[socket.socket]) -> None:
+        """Undo a failed start: close every socket, the gRPC server and the verdict log it opened."""
+        for runner in self._runners:
+            await runner.cleanup()
+        self._runners.clear()
+        for sock in socks:
+            sock.close()
+        if self._grpc is not None:
+            await self._grpc.stop(0)
+            self._grpc = None
+        if self.pipeline.verdict_log is not None:
+            self.pipeline.verdict_log.close()
+            self.pipeline.verdict_log = None
 
     def reload_rules(self) -> bool:
         ok = self.rules.reload()
@@ -195,8 +248,8 @@ class Server:
         logger.info("stopped; %d pending turns judged at shutdown", judged)
         return judged
 
-    async def serve_forever(self, on_started: Callable[[Server], None] | None = None) -> None:
-        """Run until SIGTERM or SIGINT; SIGHUP reloads the rules."""
+    async def serve_forever(self, on_started: Callable[[Server], None] | None = None) -> int:
+        """Run until SIGTERM or SIGINT; SIGHUP reloads the rules. Returns the turns judged at shutdown."""
         loop = asyncio.get_running_loop()
         await self.start()
         if on_started is not None:
@@ -209,7 +262,8 @@ class Server:
         finally:
             for sig in (signal.SIGHUP, signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(sig)
-            await self.stop()
+            judged = await self.stop()
+        return judged
 
 
 class ServerThread:
@@ -230,7 +284,11 @@ class ServerThread:
             await server.start()
             return server
 
-        self.server = asyncio.run_coroutine_threadsafe(make(), self._loop).result(timeout=30)
+        try:
+            self.server = asyncio.run_coroutine_threadsafe(make(), self._loop).result(timeout=30)
+        except BaseException:
+            self.stop()  # the loop and its thread end with the failed start
+            raise
         return self.server
 
     def call(self, fn: Callable[[], object], timeout: float = 30.0) -> object:

@@ -43,12 +43,20 @@ def parse_windows(text: str) -> tuple[float, ...]:
     return tuple(parse_duration(p) for p in text.split(",") if p.strip())
 
 
-def _names(text: str) -> tuple[str, ...]:
+def names(text: str) -> tuple[str, ...]:
+    """Comma-separated names (TOOLWATCH_AGENTS, --agent): 'a, b' -> ('a', 'b')."""
     return tuple(p.strip() for p in text.split(",") if p.strip())
 
 
 def _paths(text: str) -> tuple[str, ...]:
     return tuple(p for p in text.split(os.pathsep) if p)
+
+
+def _port(text: str) -> int:
+    port = int(text)
+    if not 0 <= port <= 65535:
+        raise ValueError(f"port {port} is not in 0-65535")
+    return port
 
 
 def _bool(text: str) -> bool:
@@ -99,10 +107,10 @@ class Settings:
         table: list[tuple[str, str, Callable[[str], Any]]] = [
             (ENV_RULES, "rules", _paths),
             (ENV_HOST, "host", str),
-            (ENV_PORT, "port", int),
-            (ENV_GRPC_PORT, "grpc_port", int),
+            (ENV_PORT, "port", _port),
+            (ENV_GRPC_PORT, "grpc_port", _port),
             (ENV_METRICS_HOST, "metrics_host", str),
-            (ENV_METRICS_PORT, "metrics_port", int),
+            (ENV_METRICS_PORT, "metrics_port", _port),
             (ENV_GRACE, "grace_s", parse_duration),
             (ENV_TURNLESS_TIMEOUT, "turnless_timeout_s", parse_duration),
             (ENV_MAX_PENDING, "max_pending", int),
@@ -110,7 +118,7 @@ class Settings:
             (ENV_MAX_BODY, "max_body_bytes", int),
             (ENV_MAX_DECOMPRESSED, "max_decompressed_bytes", int),
             (ENV_WINDOWS, "windows", parse_windows),
-            (ENV_AGENTS, "agents", _names),
+            (ENV_AGENTS, "agents", names),
             (ENV_TOKEN, "token", str),
             (ENV_VERDICT_LOG, "verdict_log", str),
             (ENV_VERDICT_LOG_ALL, "verdict_log_all", _bool),
@@ -140,6 +148,12 @@ class Settings:
         for name in ("max_pending", "max_calls_per_trace", "queue_spans", "max_body_bytes", "max_decompressed_bytes"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
+        for name in ("port", "grpc_port", "metrics_port"):
+            port = getattr(self, name)
+            if port is not None and not 0 <= port <= 65535:
+                raise ValueError(f"{name} must be 0-65535, not {port}")
+        if self.verdict_log_max_bytes < 1024:
+            raise ValueError("verdict_log_max_bytes must be >= 1024")
         if self.grace_s < 0 or self.turnless_timeout_s < 0:
             raise ValueError("grace and turnless timeout must be >= 0")
         if not self.windows:

@@ -212,6 +212,24 @@ def test_bearer_token(serve: ServeFactory) -> None:
     assert post(server.endpoint, good_pb(), PB, Authorization="Bearer s3cret")[0] == 200
 
 
+@pytest.mark.parametrize(
+    ("authorization", "status"),
+    [
+        ("bearer s3cret", 200),  # the scheme is case-insensitive (RFC 7235)
+        ("BEARER s3cret", 200),
+        ("Bearer  s3cret", 200),  # 1*SP between scheme and token
+        ("Bearer S3CRET", 401),  # the token is not
+        ("Basic s3cret", 401),
+        ("Bearers3cret", 401),
+        ("s3cret", 401),
+        ("Bearer", 401),
+    ],
+)
+def test_bearer_scheme_in_any_case(serve: ServeFactory, authorization: str, status: int) -> None:
+    _, server = serve(token="s3cret")
+    assert post(server.endpoint, good_pb(), PB, Authorization=authorization)[0] == status
+
+
 def test_json_response_in_request_content_type(serve: ServeFactory) -> None:
     _, server = serve()
     body = request_to_json(to_request(record_turns(GOOD))).encode()
@@ -253,6 +271,10 @@ def test_grpc_bad_input_and_partial_success(serve: ServeFactory) -> None:
         req.resource_spans[0].scope_spans[0].spans[0].span_id = b"\x01"
         resp = ExportTraceServiceResponse.FromString(export(req.SerializeToString(), timeout=10, metadata=auth))
         assert resp.partial_success.rejected_spans == 1
+        export(good_pb(), timeout=10, metadata=(("authorization", "bearer t0k"),))  # any case of the scheme
+        with pytest.raises(grpc.RpcError) as err:
+            export(good_pb(), timeout=10, metadata=(("authorization", "Basic t0k"),))
+        assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
     assert get(server.metrics_url.replace("/metrics", "/healthz")) == 200
 
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
 from monitor.serve import VerdictLog
@@ -148,6 +150,7 @@ def test_serve_command_sighup_reload_and_sigterm_shutdown(tmp_path: Path) -> Non
         proc.send_signal(signal.SIGTERM)  # the turn waits for a 60 s grace: shutdown must judge it
         assert proc.wait(timeout=30) == 0
         assert json.loads(log.read_text())["input"] == "[BILL] y"
+        assert "stopped; 1 pending turns judged at shutdown" in proc.stderr.read()  # without -v
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -273,3 +276,24 @@ def test_a_full_disk_under_the_verdict_log_loses_no_verdict(tmp_path: Path) -> N
     wait_for(lambda: server.pipeline.queued == 0 and server.pipeline.assembler.pending_turns == 1)
     assert st.stop() == 1
     assert len(seen) == 161
+
+
+def test_a_failed_start_leaves_no_port_bound_and_no_verdict_log(serve: ServeFactory, tmp_path: Path) -> None:
+    from monitor.serve import ServerThread, Settings
+
+    _, first = serve()
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        free = probe.getsockname()[1]
+    log = tmp_path / "logs" / "verdicts.jsonl"
+    settings = Settings(
+        rules=(str(RULES),), port=free, metrics_port=first.metrics_port, grpc_port=0, verdict_log=str(log)
+    )
+    with pytest.raises(OSError, match=f"127.0.0.1:{first.metrics_port} for /metrics: .*--metrics-port"):
+        ServerThread(settings).start()
+    assert not log.parent.exists()
+    with socket.socket() as again:  # the receiver port it had bound is free again
+        again.bind(("127.0.0.1", free))
+    settings.metrics_port = 0  # and the same settings start once the port is free
+    with ServerThread(settings) as server:
+        assert server.port == free and log.exists()

@@ -33,10 +33,19 @@ def test_bad_values_warn_and_keep_defaults(caplog: pytest.LogCaptureFixture) -> 
         s = Settings.from_env({"TOOLWATCH_PORT": "http", "TOOLWATCH_GRACE": "soon"}, metrics_port=1234)
     assert s.port == 4318 and s.grace_s == 2.0 and s.metrics_port == 1234
     assert "TOOLWATCH_PORT" in caplog.text and "TOOLWATCH_GRACE" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        s = Settings.from_env({"TOOLWATCH_METRICS_PORT": "70000", "TOOLWATCH_GRPC_PORT": "-1"})
+    assert s.metrics_port == 9464 and s.grpc_port is None
+    assert "TOOLWATCH_METRICS_PORT" in caplog.text and "TOOLWATCH_GRPC_PORT" in caplog.text
 
 
 def test_invalid_combinations_are_refused() -> None:
     with pytest.raises(ValueError, match="queue_spans"):
         Settings.from_env({}, queue_spans=0)
+    with pytest.raises(ValueError, match="port must be 0-65535"):
+        Settings.from_env({}, port=70000)
+    with pytest.raises(ValueError, match="verdict_log_max_bytes"):
+        Settings.from_env({}, verdict_log_max_bytes=100)
     with pytest.raises(TypeError, match="unknown settings"):
         Settings.from_env({}, colour="blue")

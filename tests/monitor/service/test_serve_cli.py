@@ -1,0 +1,114 @@
+"""`toolwatch serve` as a user meets it: option checks, start-up errors, --help."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from monitor.cli import main
+from monitor.cli.serve_cmd import serve, settings_from_options
+from tests.monitor.service.conftest import RULES, ServeFactory
+
+TOOLWATCH = str(Path(sys.executable).parent / "toolwatch")
+
+
+def _serve_exits(args: list[str], timeout: float = 30.0) -> tuple[int, str]:
+    """Run `toolwatch serve ARGS`, which must exit by itself (a bind error); returns its exit code and stderr."""
+    proc = subprocess.Popen(
+        [TOOLWATCH, "serve", "--rules", str(RULES), "--no-watch", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        _, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate()
+        pytest.fail(f"toolwatch serve {' '.join(args)} kept running: {err}")
+    return proc.returncode, err
+
+
+@pytest.mark.parametrize("option", ["--port", "--metrics-port", "--grpc-port"])
+def test_a_second_serve_on_a_busy_port_fails_naming_the_option(
+    serve: ServeFactory, tmp_path: Path, option: str
+) -> None:
+    # gRPC sets SO_REUSEPORT by default: a second server on the same --grpc-port used to start and take part of
+    # the first one's exports. Every port must be refused alike, and no verdict log file created.
+    _, first = serve(grpc_port=0)
+    busy = {"--port": first.port, "--metrics-port": first.metrics_port, "--grpc-port": first.grpc_port}[option]
+    ports = {"--port": 0, "--metrics-port": 0, "--grpc-port": 0, option: busy}
+    log = tmp_path / "logs" / "verdicts.jsonl"
+    args = [arg for opt, port in ports.items() for arg in (opt, str(port))] + ["--verdict-log", str(log)]
+    code, err = _serve_exits(args)
+    assert code == 1, err
+    assert f"127.0.0.1:{busy}" in err and "Address already in use" in err and f"another {option}" in err, err
+    assert "Traceback" not in err
+    assert not log.exists() and not log.parent.exists()
+
+
+def test_an_address_not_of_this_machine_names_host() -> None:
+    code, err = _serve_exits(["--host", "192.0.2.1", "--port", "0", "--metrics-port", "0"])  # TEST-NET-1
+    assert code == 1, err
+    assert "192.0.2.1:0 for OTLP/HTTP" in err and "check --host" in err and "--port" not in err, err
+
+
+@pytest.mark.parametrize("option", ["--port", "--metrics-port", "--grpc-port"])
+@pytest.mark.parametrize("port", ["70000", "-1"])
+def test_ports_out_of_range_are_usage_errors(option: str, port: str) -> None:
+    res = CliRunner().invoke(main, ["serve", "--rules", str(RULES), option, port])
+    assert res.exit_code == 2, res.output
+    assert f"Invalid value for '{option}'" in res.output and "0<=x<=65535" in res.output
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "says"),
+    [
+        ("--grace", "5x", "invalid duration '5x'"),
+        ("--turnless-timeout", "0", "invalid duration '0'"),
+        ("--windows", "5m,x", "invalid duration 'x'"),
+        ("--windows", ",", "at least one rolling window"),
+        ("--max-pending", "0", "x>=1"),
+        ("--queue-spans", "0", "x>=1"),
+        ("--max-body-bytes", "0", "x>=1"),
+        ("--max-decompressed-bytes", "0", "x>=1"),
+        ("--verdict-log-max-bytes", "100", "x>=1024"),
+    ],
+)
+def test_bad_values_name_their_option(option: str, value: str, says: str) -> None:
+    res = CliRunner().invoke(main, ["serve", "--rules", str(RULES), option, value])
+    assert res.exit_code == 2, res.output
+    assert f"Invalid value for '{option}'" in res.output and says in res.output, res.output
+
+
+def test_help_shows_the_environment_variable_of_every_option() -> None:
+    res = CliRunner().invoke(main, ["serve", "--help"], terminal_width=200)
+    assert res.exit_code == 0
+    options = [p for p in serve.params if isinstance(p, click.Option) and p.name != "help"]
+    assert len(options) >= 20
+    for opt in options:
+        assert isinstance(opt.envvar, str) and opt.envvar.startswith("TOOLWATCH_"), opt.name
+        assert f"env var: {opt.envvar}" in res.output, opt.name
+
+
+def test_options_from_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    other = tmp_path / "other.yaml"
+    other.write_text(RULES.read_text())
+    monkeypatch.setenv("TOOLWATCH_RULES", f"{RULES}:{other}")
+    monkeypatch.setenv("TOOLWATCH_AGENTS", "alpha, beta")  # comma-separated, as Settings.from_env reads it
+    monkeypatch.setenv("TOOLWATCH_GRACE", "500ms")
+    monkeypatch.setenv("TOOLWATCH_WINDOWS", "1m,1h")
+    monkeypatch.setenv("TOOLWATCH_GRPC_PORT", "4317")
+    ctx = serve.make_context("serve", ["--agent", "gamma"])
+    settings = settings_from_options(ctx.params)
+    assert settings.rules == (str(RULES), str(other))
+    assert settings.agents == ("gamma",)  # the option wins over the variable
+    ctx = serve.make_context("serve", [])
+    settings = settings_from_options(ctx.params)
+    assert settings.agents == ("alpha", "beta")
+    assert settings.grace_s == 0.5 and settings.windows == (60.0, 3600.0) and settings.grpc_port == 4317
