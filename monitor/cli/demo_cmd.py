@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import click
 
+PORT = click.IntRange(0, 65535)
+
 
 @click.command()
 @click.option("--turns", default=2000, show_default=True, type=click.IntRange(min=1), help="Turns to run, then stop.")
-@click.option("--forever", is_flag=True, help="Keep running until Ctrl-C.")
+@click.option("--forever", is_flag=True, help="Keep running until Ctrl-C (or SIGTERM).")
 @click.option(
     "--rate",
     default=100.0,
@@ -17,8 +19,8 @@ import click
 )
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the log lines and the model's mistakes.")
 @click.option("--rules", type=click.Path(exists=True, dir_okay=False), help="Rule file (default: incident-triage).")
-@click.option("--port", default=4318, show_default=True, type=int, help="OTLP/HTTP port of the in-process monitor.")
-@click.option("--metrics-port", default=9464, show_default=True, type=int, help="Port of /metrics.")
+@click.option("--port", default=4318, show_default=True, type=PORT, help="OTLP/HTTP port of the in-process monitor.")
+@click.option("--metrics-port", default=9464, show_default=True, type=PORT, help="Port of /metrics.")
 def demo(turns: int, forever: bool, rate: float, seed: int, rules: str | None, port: int, metrics_port: int) -> None:
     """Run the live demo: a simulated incident-triage agent, instrumented with OpenTelemetry, exports its
     spans over OTLP/HTTP to a monitor in this process, which judges every turn against

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import signal
 import socket
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType, TracebackType
+from typing import Any
 
 from rich.console import Console
 from rich.live import Live
@@ -45,6 +50,52 @@ def _port(host: str, port: int, console: Console, what: str) -> int:
         console.print(f"[yellow]port {port} ({what}) is in use; using a free port instead[/yellow]")
         return 0
     return port
+
+
+RATE_AFTER_S = 1.0  # the turns/s figure is shown once the demo has run this long (over less it means nothing)
+
+
+class _Woken(Exception):
+    """Raised by the SIGTERM handler to end a sleep between turns."""
+
+
+class _Sigterm:
+    """SIGTERM ends the demo as Ctrl-C does: no more turns are sent, the turns sent are judged and the summary
+    printed (exit 0). A turn being run is finished first: only the sleep between turns is cut short.
+
+    Installed only from the main thread, where Python runs signal handlers; the previous handler is restored on exit."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._sleeping = False
+        self._previous: Callable[[int, FrameType | None], Any] | int | None = None
+        self._installed = False
+
+    def __enter__(self) -> _Sigterm:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGTERM, self._handle)
+            self._installed = True
+        return self
+
+    def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
+        if self._installed:
+            signal.signal(signal.SIGTERM, self._previous)
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        self.requested = True
+        if self._sleeping:
+            self._sleeping = False
+            raise _Woken
+
+    def sleep(self, seconds: float) -> None:
+        # The handler raises only while _sleeping is set, and that is inside the try: _Woken never escapes.
+        try:
+            self._sleeping = True
+            if not self.requested:
+                time.sleep(seconds)
+            self._sleeping = False
+        except _Woken:
+            pass
 
 
 def run_demo(
@@ -90,40 +141,43 @@ def run_demo(
 
     def header() -> str:
         total = "∞" if forever else str(turns)
+        elapsed = time.monotonic() - t0
+        speed = f"{sent / elapsed:.0f}" if elapsed >= RATE_AFTER_S else "—"
         return (
             f"turns sent {sent}/{total}   judged {server.pipeline.turns_judged}   "
-            f"{sent / max(time.monotonic() - t0, 1e-9):.0f} turns/s   metrics {server.metrics_url}"
-            + ("" if forever else "   (Ctrl-C stops early)")
+            f"{speed} turns/s   metrics {server.metrics_url}" + ("" if forever else "   (Ctrl-C stops early)")
         )
 
     live = Live(
         render(header(), feed, server.metrics), console=console, refresh_per_second=4, auto_refresh=console.is_terminal
     )
-    try:
-        with live:
-            last_draw = 0.0
-            while forever or sent < turns:
-                result = agent.run(lines.line())
-                sent += 1
-                mistakes += bool(result.response.mistakes)
-                now = time.monotonic()
-                if now - last_draw > 0.25:
+    with _Sigterm() as sigterm:  # kept until the pending turns are judged: a SIGTERM meanwhile changes nothing
+        try:
+            with live:
+                last_draw = 0.0
+                while (forever or sent < turns) and not sigterm.requested:
+                    result = agent.run(lines.line())
+                    sent += 1
+                    mistakes += bool(result.response.mistakes)
+                    now = time.monotonic()
+                    if now - last_draw > 0.25:
+                        live.update(render(header(), feed, server.metrics))
+                        last_draw = now
+                        if not console.is_terminal and sent % 500 < 25:
+                            console.print(header())
+                    if interval:
+                        sigterm.sleep(max(0.0, t0 + sent * interval - time.monotonic()))
+                shutdown(provider)  # flush the exporter
+                # Show the last turns judged; stopped by SIGTERM, thread.stop() below judges them at once instead.
+                deadline = time.monotonic() + grace_s + 15
+                while server.pipeline.turns_judged < sent and time.monotonic() < deadline and not sigterm.requested:
                     live.update(render(header(), feed, server.metrics))
-                    last_draw = now
-                    if not console.is_terminal and sent % 500 < 25:
-                        console.print(header())
-                if interval:
-                    time.sleep(max(0.0, t0 + sent * interval - time.monotonic()))
-            shutdown(provider)  # flush the exporter
-            deadline = time.monotonic() + grace_s + 15
-            while server.pipeline.turns_judged < sent and time.monotonic() < deadline:
+                    time.sleep(0.1)
                 live.update(render(header(), feed, server.metrics))
-                time.sleep(0.1)
-            live.update(render(header(), feed, server.metrics))
-    except KeyboardInterrupt:
-        shutdown(provider)
-    finally:
-        thread.stop()
+        except KeyboardInterrupt:
+            shutdown(provider)
+        finally:
+            thread.stop()  # judges the pending turns
     tally, _ = feed.snapshot()
     return DemoResult(sent, server.pipeline.turns_judged, mistakes, tally, server.metrics_url, time.monotonic() - t0)
 

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import io
+import re
+import signal
+import subprocess
+import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -81,3 +86,40 @@ def test_the_live_view_shows_inputs_and_reasons_literally() -> None:
     console.print(failures_table([Failure("see [/var/log/syslog] disk [red]full \ud800", "wrong tool [b]x[/b]")]))
     text = console.export_text()
     assert "see [/var/log/syslog] disk [red]full \\ud800" in text and "wrong tool [b]x[/b]" in text
+
+
+def test_the_rate_is_shown_once_it_means_something() -> None:
+    out = io.StringIO()
+    run_demo(turns=3, rate=0, port=0, metrics_port=0, grace_s=0.3, console=Console(file=out, width=200))
+    first = next(line for line in out.getvalue().splitlines() if "turns sent 1/3" in line)
+    assert "— turns/s" in first, first  # not the rate of one turn over a millisecond
+
+
+def test_sigterm_stops_the_demo_as_ctrl_c_does() -> None:
+    # A service manager stops the demo with SIGTERM: it ends as on Ctrl-C, every turn sent judged, with its summary.
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).parent / "toolwatch"), "demo", "--forever", "--rate", "50"]
+        + ["--port", "0", "--metrics-port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        deadline = time.monotonic() + 30
+        line = ""
+        while "turns sent" not in line and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+        assert "turns sent" in line, line
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
+    assert "summary" in out and "Tool call accuracy:" in out
+    m = re.search(r"(\d+) turns sent, (\d+) judged", out)
+    assert m is not None, out
+    assert int(m.group(1)) == int(m.group(2)) > 0
