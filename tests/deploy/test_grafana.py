@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import yaml
@@ -60,3 +61,37 @@ def test_provisioning_points_at_the_dashboard_and_prometheus() -> None:
     assert mounts["./grafana/dashboards"] == provider["options"]["path"]
     assert mounts["./grafana/provisioning"] == "/etc/grafana/provisioning"
     assert compose["environment"]["PROMETHEUS_URL"] == "http://prometheus:9090"
+
+
+def _title_quantiles(title: str) -> dict[str, set[str]]:
+    """'Judge duration (p99) and verdict lag (p50, p99)' -> {'judge_duration': {'p99'}, 'verdict_lag': {...}};
+    in 'A and B (p50, p99)' both get the quantiles."""
+    out: dict[str, set[str]] = {}
+    waiting: list[str] = []
+    for part in re.split(r"\s+and\s+", title):
+        m = re.fullmatch(r"(.+?)(?:\s*\((p\d+(?:,\s*p\d+)*)\))?", part.strip())
+        assert m is not None, title
+        waiting.append(m.group(1).lower().replace(" ", "_"))
+        if m.group(2):
+            for name in waiting:
+                out[name] = set(re.findall(r"p\d+", m.group(2)))
+            waiting = []
+    return out
+
+
+def test_quantiles_in_a_title_are_the_ones_queried() -> None:
+    checked = 0
+    for panel in DASHBOARD["panels"]:
+        queried: dict[str, set[str]] = {}
+        for target in panel.get("targets", []):
+            for q, metric in re.findall(r"histogram_quantile\((0\.\d+),.*?(toolwatch_\w+?)_bucket", target["expr"]):
+                queried.setdefault(metric, set()).add(f"p{round(float(q) * 100)}")
+        if not queried:
+            continue
+        named = _title_quantiles(panel["title"])
+        for metric, quantiles in queried.items():
+            names = [n for n in named if n in metric]
+            assert len(names) == 1, f"{panel['title']!r} does not name the quantiles of {metric}"
+            assert named[names[0]] == quantiles, f"{panel['title']!r}: {metric} is queried at {sorted(quantiles)}"
+            checked += 1
+    assert checked >= 2
