@@ -106,7 +106,12 @@ class TurnAssembler:
     @property
     def pending_turnless(self) -> int:
         """Pending traces holding calls but no turn span: each is released as one turnless turn after the timeout,
-        unless its turn arrives. Counted when asked (one pass over the pending traces, for a scrape)."""
+        unless its turn arrives. Counted when asked (one pass over the pending traces, for a scrape; in C when the
+        extension is loaded: 100,000 traces took 16 ms in Python)."""
+        if _COUNT_C is not None:
+            n = _COUNT_C(self._traces)
+            if n is not None:
+                return n
         return sum(1 for tr in list(self._traces.values()) if tr.calls and not tr.turns)
 
     def add(self, spans: Iterable[Span], now_ns: int) -> list[Turn]:
@@ -360,10 +365,11 @@ class TurnAssembler:
 
 _AddRecords = Callable[[TurnAssembler, Iterable[ToolCall | Turn | Span], int], list[Turn]]
 _Poll = Callable[[TurnAssembler, int], list[Turn]]
+_Count = Callable[["OrderedDict[str, _Trace]"], int | None]
 
 
-def _load_c() -> tuple[_AddRecords, _Poll] | tuple[None, None]:
-    """add_records and poll of the C assembler (_cassembler.c), given this module's classes and helpers; None when
+def _load_c() -> tuple[_AddRecords, _Poll, _Count] | tuple[None, None, None]:
+    """add_records, poll and count_turnless of the C assembler (_cassembler.c), given this module's classes and helpers; None when
     it is not loaded (see load_extension)."""
     mod = load_extension(
         "monitor.assembly._cassembler",
@@ -380,8 +386,8 @@ def _load_c() -> tuple[_AddRecords, _Poll] | tuple[None, None]:
         _SPARE_MAX,
     )
     if mod is None:
-        return None, None
-    return cast(_AddRecords, mod.add_records), cast(_Poll, mod.poll)
+        return None, None, None
+    return cast(_AddRecords, mod.add_records), cast(_Poll, mod.poll), cast(_Count, mod.count_turnless)
 
 
-_ADD_C, _POLL_C = _load_c()
+_ADD_C, _POLL_C, _COUNT_C = _load_c()

@@ -792,6 +792,23 @@ static PyObject *init(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
+/* count_turnless(traces): how many of the pending traces hold calls and no turn (TurnAssembler.pending_turnless), or
+ * None when a value is not a plain _Trace whose calls is a list and turns a dict (Python counts them then). One pass
+ * over the dict, no Python code run: a scrape of 100,000 pending traces takes well under a millisecond. */
+static PyObject *count_turnless(PyObject *module, PyObject *traces) {
+    if (!PyDict_Check(traces)) Py_RETURN_NONE;
+    if (trace_type == NULL) Py_RETURN_NONE;
+    Py_ssize_t pos = 0, n = 0;
+    PyObject *key, *tr;
+    while (PyDict_Next(traces, &pos, &key, &tr)) {
+        if (!Py_IS_TYPE(tr, trace_type)) Py_RETURN_NONE;
+        PyObject *calls = SLOT(tr, off_trace[X_CALLS]), *turns = SLOT(tr, off_trace[X_TURNS]);
+        if (calls == NULL || turns == NULL || !PyList_CheckExact(calls) || !PyDict_CheckExact(turns)) Py_RETURN_NONE;
+        n += PyList_GET_SIZE(calls) > 0 && PyDict_GET_SIZE(turns) == 0;
+    }
+    return PyLong_FromSsize_t(n);
+}
+
 static PyMethodDef methods[] = {
     {"init", (PyCFunction)(void (*)(void))init, METH_FASTCALL,
      "init(TurnAssembler, _Trace, AssemblerStats, ToolCall, Turn, Span, deque, heappush, heappop, call_key, "
@@ -799,6 +816,8 @@ static PyMethodDef methods[] = {
     {"add_records", (PyCFunction)(void (*)(void))add_records, METH_FASTCALL,
      "add_records(assembler, records, now_ns): TurnAssembler.add_records in C."},
     {"poll", (PyCFunction)(void (*)(void))asm_poll, METH_FASTCALL, "poll(assembler, now_ns): TurnAssembler.poll in C."},
+    {"count_turnless", count_turnless, METH_O,
+     "count_turnless(traces): pending traces with calls and no turn, or None (then counted in Python)."},
     {NULL, NULL, 0, NULL}};
 static struct PyModuleDef mod = {PyModuleDef_HEAD_INIT, "_cassembler", NULL, -1, methods};
 PyMODINIT_FUNC PyInit__cassembler(void) { return PyModule_Create(&mod); }

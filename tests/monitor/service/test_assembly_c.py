@@ -108,8 +108,11 @@ class Side:
             )
             for tid, tr in a._traces.items()
         ]
+        turnless = sum(1 for tr in a._traces.values() if tr.calls and not tr.turns)
+        assert a.pending_turnless == turnless  # counted in C (_cassembler.count_turnless) as the Python sum
         return (
             traces,
+            turnless,
             a.stats,
             a.pending_traces,
             a.pending_turns,
@@ -190,6 +193,20 @@ def test_c_matches_python_on_usual_traces(requests: list[tuple[list[Any], int]],
 
 
 # ---- hand cases ---------------------------------------------------------------------------------------------
+
+
+def test_count_turnless_answers_none_for_what_it_does_not_know() -> None:
+    """Anything but plain _Trace values with a list of calls and a dict of turns is left to the Python count."""
+    count = _assembler._COUNT_C
+    assert count is not None
+    a = TurnAssembler()
+    a.add_records([ToolCall("t", trace_id="a" * 32, span_id="c1", parent_span_id="x", end_ns=1)], 1)
+    assert count(a._traces) == 1 == a.pending_turnless
+    odd: OrderedDict[str, Any] = OrderedDict(x=object())
+    assert count(odd) is None and count([]) is None  # type: ignore[arg-type]
+    a._traces["b" * 32] = copy.copy(a._traces["a" * 32])
+    a._traces["b" * 32].calls = tuple(a._traces["b" * 32].calls)  # not a list: Python counts
+    assert count(a._traces) is None and a.pending_turnless == 2
 
 
 def test_accelerated_reports_the_assembler() -> None:
