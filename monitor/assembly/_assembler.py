@@ -369,8 +369,8 @@ _Count = Callable[["OrderedDict[str, _Trace]"], int | None]
 
 
 def _load_c() -> tuple[_AddRecords, _Poll, _Count] | tuple[None, None, None]:
-    """add_records, poll and count_turnless of the C assembler (_cassembler.c), given this module's classes and helpers; None when
-    it is not loaded (see load_extension)."""
+    """add_records, poll and count_turnless of the C assembler (_cassembler.c), given this module's classes and
+    helpers; None when it is not loaded (see load_extension)."""
     mod = load_extension(
         "monitor.assembly._cassembler",
         TurnAssembler,
