@@ -220,6 +220,8 @@ class Harness:
                     if isinstance(out, str):
                         done.output = out
                         turn.set_output(out)
+                    elif out is None:  # the agent answered nothing: recorded as an empty answer (respond checks fail)
+                        turn.set_output("")
             except Exception as exc:  # noqa: BLE001 - the agent's failure is a result, not a crash
                 done.error = f"{type(exc).__name__}: {exc}"
                 done.traceback = format_traceback(exc)

@@ -453,8 +453,27 @@ static int turn(PyObject *span, PyObject *attrs, PyObject *out, PyObject *proble
     if ((raw = dget(attrs, lookup_key[K_OUTPUT])) == NULL ||
         (output = messages_text(raw, assistant_parts, k_output, assistant_roles, 1, problems)) == NULL)
         goto fail;
-    /* messages captured (the input is) but no final answer: "", so response checks fail instead of being skipped */
-    if (output == Py_None && input_captured) Py_SETREF(output, Py_NewRef(s_empty));
+    /* A cut answer (listed in toolwatch.truncated) is not captured: None. Messages captured (the input is) and the
+     * turn failed (status ERROR) without an answer: "", so its response checks fail instead of being skipped. */
+    if ((tmp = dget(attrs, lookup_key[K_TRUNCATED])) == NULL) goto fail;
+    t = 0;
+    if (tmp != Py_None) {
+        int ok = PyObject_IsInstance(tmp, str_or_tuple);
+        if (ok < 0) goto fail;
+        if (!ok) {
+            if (PyList_Append(problems, k_truncated) < 0) goto fail;
+        } else if ((t = PySequence_Contains(tmp, k_output)) < 0) {
+            goto fail;
+        }
+    }
+    Py_CLEAR(tmp);
+    if (t) {
+        Py_SETREF(output, Py_NewRef(Py_None));
+    } else if (output == Py_None && input_captured) {
+        if ((tmp = span_get(span, S_STATUS_CODE)) == NULL || (t = eq(tmp, status_error)) < 0) goto fail;
+        Py_CLEAR(tmp);
+        if (t) Py_SETREF(output, Py_NewRef(s_empty));
+    }
     if ((conversation_id = dget(attrs, lookup_key[K_CONVERSATION_ID])) == NULL) goto fail;
     if (conversation_id != Py_None) {
         if ((t = not_str(conversation_id)) < 0) goto fail;

@@ -78,19 +78,21 @@ def pull_billing_telemetry(log_excerpt: str) -> dict[str, int]:
 
 
 def _judged_turns(capture_turn_messages: bool) -> dict[str, Any]:
-    """Three [BILL] turns through the wrapper, judged with the shipped triage rules: one answers with the required
-    "Result:" line, one answers without it, one gives no answer at all (the agent raised after its call)."""
+    """[BILL] turns through the wrapper, judged with the shipped triage rules: one answers with the required
+    "Result:" line, one answers without it, one fails before answering (the agent raised after its call), one never
+    records an answer (set_output not called), one answers past the content limit (the answer is cut)."""
     provider = tw.configure(exporter="memory", capture_content=True, capture_turn_messages=capture_turn_messages,
-                            set_global=False)
+                            max_content_length=300, set_global=False)
     try:
         for case, output in (("answered", "Result: billing"), ("no-result-line", "billing, I think"),
-                             ("no-answer", None)):
+                             ("no-answer", None), ("not-recorded", ""), ("cut", "x" * 400 + "\nResult: billing")):
             try:
                 with tw.agent_turn(f"[BILL] {case}", agent="incident-triage", case_id=case) as turn:
                     pull_billing_telemetry(log_excerpt="charge failed")
                     if output is None:
                         raise RuntimeError("the agent failed before answering")
-                    turn.set_output(output)
+                    if output:
+                        turn.set_output(output)
             except RuntimeError:
                 pass
         assert provider.exporter is not None
@@ -103,11 +105,14 @@ def _judged_turns(capture_turn_messages: bool) -> dict[str, Any]:
     return {t.case_id or "": judge.judge(t) for t in turns}
 
 
-def test_a_turn_without_a_final_answer_fails_its_response_checks() -> None:
-    """Turn messages captured (the input is on the span) but no output: the required "Result:" line is missing, so
-    the response check fails, as for an answer without that line; it is not skipped as if the answer were unknown."""
+def test_a_turn_that_failed_without_an_answer_fails_its_response_checks() -> None:
+    """Turn messages captured (the input is on the span) and the turn failed (status ERROR) with no output: the
+    required "Result:" line is missing, so the response check fails, as for an answer without that line. A turn that
+    simply recorded no answer (it may be on another span) or whose answer was cut is not checked (absent)."""
     v = _judged_turns(capture_turn_messages=True)
     assert [v[c].response_ok for c in ("answered", "no-result-line", "no-answer")] == [True, False, False]
+    assert v["not-recorded"].response_ok is None and v["cut"].response_ok is None
+    assert v["not-recorded"].end_to_end and v["cut"].end_to_end
     assert v["no-answer"].end_to_end is False
     # the reason names the rule's one response check by its description
     assert v["no-answer"].reason == 'failed (billing): response check failed: a final "Result: ..." line'

@@ -428,3 +428,38 @@ def test_cli_captures_an_agent_instrumented_with_plain_opentelemetry(support_rul
                      "--rules", str(support_rules), "--iterations", "5", "--no-progress", "-q", cwd=tmp_path)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "Tool call accuracy: 5/5 (100.0%)" in res.stdout
+
+
+def test_an_agent_that_answers_nothing_or_raises_fails_the_response_checks(tmp_path: Path) -> None:
+    """The case requires a final "Result: ..." line (as the triage rules do). A triage agent that makes the right
+    call and then returns None, or raises, has given no answer: its response check fails (it passed end to end
+    before)."""
+    import instrumentation as tw
+    from tests.monitor.offline.conftest import TRIAGE_RULES
+
+    @tw.tool
+    def pull_billing_telemetry(log_excerpt: str) -> dict[str, int]:
+        """Billing telemetry."""
+        return {"errors": 1}
+
+    def silent(text: str) -> None:
+        pull_billing_telemetry(log_excerpt=text)
+
+    def raising(text: str) -> str:
+        pull_billing_telemetry(log_excerpt=text)
+        raise RuntimeError("no answer")
+
+    def answering(text: str) -> str:
+        pull_billing_telemetry(log_excerpt=text)
+        return "Result: billing"
+
+    dataset = tmp_path / "cases.yaml"
+    dataset.write_text("- id: bill\n  input: '[BILL] charge failed'\n  call: [{tool: pull_billing_telemetry}]\n"
+                       "  respond: [{regex: '(?m)^Result: \\S.*$'}]\n")
+    judge = Judge(load_dataset_rules(dataset, [TRIAGE_RULES]))
+    with Harness(agent_name="incident-triage") as h:
+        outcomes = {}
+        for agent in (silent, raising, answering):
+            [trial] = run_eval(read_cases(dataset), agent, judge, h).trials
+            outcomes[agent.__name__] = (trial.verdict.response_ok, trial.verdict.selection_ok)
+    assert outcomes == {"silent": (False, True), "raising": (False, True), "answering": (True, True)}

@@ -222,7 +222,8 @@ def spans(draw: st.DrawFn) -> Any:
         "gen_ai.tool.call.result": values({"r": None}, float("nan")),
         "error.type": values(Boom()),
         "toolwatch.truncated": st.sampled_from(
-            [None, ("gen_ai.tool.call.arguments",), ("x",), "gen_ai.tool.call.arguments", S("tool.call"), 3, ["x"]]
+            [None, ("gen_ai.tool.call.arguments",), ("x",), "gen_ai.tool.call.arguments", S("tool.call"), 3, ["x"],
+             ("gen_ai.output.messages",), "gen_ai.output.messages", S("output.messages")]  # fmt: skip
         ),
         "gen_ai.agent.name": values(),
         "gen_ai.conversation.id": values(),

@@ -15,7 +15,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from monitor.normalize import GenAIConvention, Normalizer, Rejected
-from monitor.otlp import STATUS_ERROR, Span
+from monitor.otlp import STATUS_ERROR, STATUS_UNSET, Span
 from monitor.records import ToolCall, Turn
 
 TRACE = "0af7651916cd43dd8448eb211c80319c"
@@ -71,8 +71,13 @@ def ref_turn(span: Span) -> tuple[Turn, list[str]]:
     if raw_out is not None and not isinstance(raw_out, str):
         problems.append("gen_ai.output.messages")
     output = ref_text(raw_out, ("assistant",)) or ref_text(raw_out)
-    if output is None and isinstance(raw_in, str):  # messages captured (the input is), no final answer
-        output = ""
+    truncated = attrs.get("toolwatch.truncated")
+    if truncated is not None and not isinstance(truncated, str | tuple):
+        problems.append("toolwatch.truncated")
+    elif truncated is not None and "gen_ai.output.messages" in truncated:
+        output = None  # a cut answer: not captured
+    elif output is None and isinstance(raw_in, str) and span.status_code == STATUS_ERROR:
+        output = ""  # messages captured (the input is), the turn failed without an answer
     conversation_id = str_attr("gen_ai.conversation.id")
     case_id = attrs.get("toolwatch.case.id")
     raw_defs = attrs.get("gen_ai.tool.definitions")
@@ -185,21 +190,32 @@ def messages(draw: st.DrawFn) -> Any:
 
 
 @settings(max_examples=300, deadline=None)
-@given(messages(), messages(), st.sampled_from([None, "a", 3, ""]), st.sampled_from([None, "c", 1.5]))
-@example('[{"role":"user","parts":[{"type":"text","content":"a\\nb"}]}]', None, "a", None)
-@example('[{"role":"us\x01er","parts":[{"type":"text","content":"x"}]}]', None, None, None)  # not JSON
-@example(json.dumps([{"role": "system", "parts": [{"type": "text", "content": "s"}]}, {"role": "user"}]), "", "a", 1)
-def test_turn_is_what_the_plain_rules_give(raw_in: Any, raw_out: Any, agent: Any, conversation: Any) -> None:
+@given(
+    messages(),
+    messages(),
+    st.sampled_from([None, "a", 3, ""]),
+    st.sampled_from([None, "c", 1.5]),
+    st.sampled_from([STATUS_UNSET, STATUS_ERROR]),
+    st.sampled_from([None, "gen_ai.output.messages", ("gen_ai.output.messages",), ("gen_ai.input.messages",), 5]),
+)
+@example('[{"role":"user","parts":[{"type":"text","content":"a\\nb"}]}]', None, "a", None, STATUS_ERROR, None)
+@example('[{"role":"us\x01er","parts":[{"type":"text","content":"x"}]}]', None, None, None, STATUS_UNSET, None)
+@example(json.dumps([{"role": "system", "parts": [{"type": "text", "content": "s"}]}, {"role": "user"}]), "", "a", 1,
+         STATUS_ERROR, ("gen_ai.output.messages",))  # fmt: skip
+def test_turn_is_what_the_plain_rules_give(
+    raw_in: Any, raw_out: Any, agent: Any, conversation: Any, status: int, truncated: Any
+) -> None:
     attrs: dict[str, Any] = {"gen_ai.operation.name": "invoke_agent", "toolwatch.case.id": 4}
     for key, v in (
         ("gen_ai.input.messages", raw_in),
         ("gen_ai.output.messages", raw_out),
         ("gen_ai.agent.name", agent),
         ("gen_ai.conversation.id", conversation),
+        ("toolwatch.truncated", truncated),
     ):
         if v is not None:
             attrs[key] = v
-    span = Span(TRACE, "b7ad6b7169203331", "", "invoke_agent  named ", 1, 5, 9, attributes=attrs)
+    span = Span(TRACE, "b7ad6b7169203331", "", "invoke_agent  named ", 1, 5, 9, status, attributes=attrs)
     problems: list[str] = []
     got = GenAIConvention().normalize(span, problems)
     expect, expect_problems = ref_turn(span)
