@@ -461,5 +461,6 @@ def test_an_agent_that_answers_nothing_or_raises_fails_the_response_checks(tmp_p
         outcomes = {}
         for agent in (silent, raising, answering):
             [trial] = run_eval(read_cases(dataset), agent, judge, h).trials
+            assert trial.verdict is not None
             outcomes[agent.__name__] = (trial.verdict.response_ok, trial.verdict.selection_ok)
     assert outcomes == {"silent": (False, True), "raising": (False, True), "answering": (True, True)}
