@@ -18,8 +18,8 @@ are bounded: a line or message is at most MAX_MESSAGE_BYTES, a file read whole a
 `-` reads standard input, detected the same way, e.g. `zcat spans.gz | toolwatch replay -`.
 
 Each item yielded is (Decoded, bytes consumed so far in that file) so callers can show progress. A file that
-cannot be read to its end (a cut `.gz` or zstd file, an I/O error) raises SourceError after what was read before
-the error was yielded, naming the file and the offset in its content.
+cannot be read to its end (a cut or corrupt `.gz` or zstd file, an I/O error) raises SourceError after what was
+read before the error was yielded, naming the file and the offset in its content.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ import gzip
 import io
 import os
 import sys
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -60,6 +61,9 @@ READ_CHUNK_BYTES = 4 * 1024 * 1024
 HEAD_BYTES = 64  # read ahead to tell the format
 FORMATS = ("auto", "jsonl", "pb", "pb-be32", "pb-varint", "pb-single")
 STDIN = Path("-")
+# What reading a file can raise once it is open: I/O errors (a cut .gz: EOFError), corrupt deflate data in a .gz
+# (zlib.error, not an OSError), corrupt or cut zstd data.
+READ_ERRORS: tuple[type[Exception], ...] = (OSError, EOFError, ZstdError, zlib.error)
 
 
 class SourceError(ValueError):
@@ -255,7 +259,7 @@ def _read_whole(name: str, src: _Opened) -> tuple[bytes, Exception | None]:
             held += len(chunk)
             if held > MAX_SINGLE_FILE_BYTES:
                 raise over
-    except (OSError, EOFError, ZstdError) as exc:
+    except READ_ERRORS as exc:
         return b"".join(chunks), exc
     return b"".join(chunks), None
 
@@ -344,7 +348,7 @@ def _records(p: Path, errors: list[BadRecord], fmt: str) -> Iterator[tuple[Decod
                 yield from _jsonl_lines(name, src.fh, errors, src.pos, cursor)
             else:
                 yield from _protobuf_records(name, src, head, _FRAMINGS[kind], errors, cursor)
-    except (OSError, EOFError, ZstdError) as exc:
+    except READ_ERRORS as exc:
         raise SourceError(_read_error(name, cursor, exc)) from exc
 
 
