@@ -188,6 +188,52 @@ def test_a_cut_zstd_stream_replays_what_was_read_and_names_where_it_ends(
     assert 0 < len(verdicts) < len(jsons)
 
 
+@pytest.mark.parametrize("junk", [b"\0" * 8, b"garbage!", b"\x28\xb5"])
+def test_junk_after_a_zstd_stream_keeps_what_came_before_it(
+    batches: list[object], support_judge: Judge, tmp_path: Path, junk: bytes
+) -> None:
+    """Bytes after the last frame that are not a frame (padding, a stray write, half a magic): every line of the
+    frames before them is replayed, then a read error says where the zstd data ended."""
+    _, jsons = messages(batches)
+    expected, _ = _replay(support_judge, [write_span_files(batches, tmp_path / "plain")["jsonl"]])
+    frames = zstd_stream([j + b"\n" for j in jsons], flush_every=3)
+    path = tmp_path / "tail.jsonl.zst"
+    path.write_bytes(frames + junk)
+    verdicts, r = _replay(support_judge, [path])
+    assert verdicts == expected and r.stats.requests == len(jsons)
+    (error,) = r.stats.read_errors
+    assert error.startswith(f"{path}: cannot read past byte {sum(len(j) + 1 for j in jsons)} of its decompressed "
+                            f"content (after {len(jsons)} lines, which were replayed): "), error
+    assert error.endswith(f" at byte {len(frames)} of the zstd data") if len(junk) >= 4 else "inside a frame" in error
+
+
+def test_junk_between_zstd_frames_ends_the_stream_there(
+    batches: list[object], support_judge: Judge, tmp_path: Path
+) -> None:
+    _, jsons = messages(batches)
+    first = zstd_frame(b"".join(j + b"\n" for j in jsons[:4]))
+    path = tmp_path / "mid.jsonl.zst"
+    path.write_bytes(first + b"garbage!" + zstd_frame(b"".join(j + b"\n" for j in jsons[4:])))
+    _, r = _replay(support_judge, [path])
+    assert r.stats.requests == 4
+    (error,) = r.stats.read_errors
+    assert error.endswith(f"not a zstd frame (starts {b'garb'.hex()}) at byte {len(first)} of the zstd data"), error
+
+
+def test_the_zstd_frame_walker_takes_only_the_zstd_bytes() -> None:
+    """`feed` takes the bytes up to the first header that is not a frame's, also when that header began in an
+    earlier chunk, and nothing after it."""
+    from monitor.replay._framing import _FrameWalker
+
+    data = zstd_frame(b"a" * 1000)
+    whole = _FrameWalker()
+    assert whole.feed(data + b"junk and more") == len(data) and whole.error is not None
+    assert whole.feed(b"more") == 0
+    split = _FrameWalker()
+    assert split.feed(data + b"ju") == len(data) + 2 and split.error is None  # maybe a magic yet
+    assert split.feed(b"nk") == 0 and f"at byte {len(data)} " in str(split.error)
+
+
 def test_zstd_bombs_are_refused_within_the_bounds(
     support_judge: Judge, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
