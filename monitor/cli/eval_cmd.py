@@ -82,7 +82,8 @@ def show_tracebacks(failures: Sequence[tuple[str, str, str]], command: str) -> s
 
 def _eval_tables(result: EvalResult) -> list[Table]:
     ranked = []
-    for name, trials in result.by_case().items():
+    for trials in result.by_case().values():
+        name = trials[0].case.name
         passed = sum(t.passed for t in trials)
         first_bad = next((t for t in trials if not t.passed), None)
         row = [name, f"{passed}/{len(trials)}", first_bad.reason if first_bad else ""]

@@ -62,9 +62,10 @@ class EvalResult:
     trials: list[Trial] = field(default_factory=list)
 
     def by_case(self) -> dict[str, list[Trial]]:
+        """The trials of each case, by the case's key (unique in a dataset; a case built without one: its name)."""
         out: dict[str, list[Trial]] = {}
         for t in self.trials:
-            out.setdefault(t.case.name, []).append(t)
+            out.setdefault(t.case.key or t.case.name, []).append(t)
         return out
 
     @property

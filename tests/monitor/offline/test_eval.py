@@ -370,8 +370,33 @@ def test_id_less_cases_of_one_input_are_judged_each_with_its_own_expectation(sup
     assert [t.passed for t in result.trials] == [True, True, False]
     assert "called get_order_status instead of get_shipping_eta" in result.trials[2].reason
     # the key each case's turn carries: its id, else its position (made unique against the ids)
-    assert [(c.case_id, c.name, c.key) for c in cases] == [("#2", "#2", "#2"), (None, "#2", "#2.1"),
+    assert [(c.case_id, c.name, c.key) for c in cases] == [("#2", "#2", "#2"), (None, "#2.1", "#2.1"),
                                                            (None, "#3", "#3")]
+
+
+def test_a_case_id_like_a_position_is_not_merged_with_the_case_at_that_position(support_rules: Path,
+                                                                                tmp_path: Path) -> None:
+    """An explicit id `#2` and the id-less second case are two cases in pass^k and in the cases table."""
+    from tests.monitor.offline.agents import support_agent
+
+    dataset = tmp_path / "cases.yaml"
+    dataset.write_text("- id: '#2'\n  input: hello there\n  none: true\n"
+                       "- input: where is order 1\n  call: [{tool: get_shipping_eta}]\n", encoding="utf-8")
+    cases = read_cases(dataset)
+    judge = Judge(load_dataset_rules(dataset, [support_rules]))
+    with Harness(agent_name="support") as h:
+        result = run_eval(cases, support_agent, judge, h, trials=2)
+    by_case = {name: [t.passed for t in ts] for name, ts in result.by_case().items()}
+    assert by_case == {"#2": [True, True], "#2.1": [False, False]}
+    assert result.pass_hat(2) == pytest.approx(0.5)  # merged: C(2,2)/C(4,2) = 1/6
+    js = tmp_path / "eval.json"
+    code, out = _eval("--dataset", str(dataset), "--rules", str(support_rules), "--agent",
+                      "tests.monitor.offline.agents:support_agent", "--trials", "2", "--json", str(js))
+    assert code == 0, out
+    report = json.loads(js.read_text())
+    assert report["figures"]["pass_hat_k"] == pytest.approx(0.5)
+    (table,) = [t for t in report["tables"] if t["title"] == "Cases (worst first)"]
+    assert [row[:2] for row in table["rows"]] == [["#2.1", "0/2"], ["#2", "2/2"]]
 
 
 def test_agent_traceback_is_kept_bounded() -> None:
