@@ -16,10 +16,13 @@ from click.testing import CliRunner
 
 from monitor.cli.eval_cmd import eval_
 from monitor.evaluate import Harness, RunResult, load_dataset_rules, read_cases, run_eval
+from monitor.evaluate._harness import run_turn
 from monitor.judge import Judge
+from monitor.replay import Replayer, replay_files
 from monitor.scenario import build_judge, load_scenarios, run_scenarios
+from monitor.verdict import TurnVerdict
 from tests.monitor.offline.agents import reset_flaky
-from tests.monitor.offline.conftest import REPO
+from tests.monitor.offline.conftest import REPO, capture_spans, write_span_files
 
 DATASET = """
 - id: o1
@@ -397,6 +400,40 @@ def test_a_case_id_like_a_position_is_not_merged_with_the_case_at_that_position(
     assert report["figures"]["pass_hat_k"] == pytest.approx(0.5)
     (table,) = [t for t in report["tables"] if t["title"] == "Cases (worst first)"]
     assert [row[:2] for row in table["rows"]] == [["#2.1", "0/2"], ["#2", "2/2"]]
+
+
+def test_a_sub_agent_turn_is_not_merged_into_the_run_and_eval_gives_what_replay_gives(
+    support_rules: Path, tmp_path: Path
+) -> None:
+    """The agent opens a turn of another agent name (`history-bot`) inside its run: that turn's call is the
+    sub-agent's, judged on its own by serve and replay, so eval does not count it in the run's turn either; nor
+    when the run times out after the sub-agent's turn ended."""
+    from tests.monitor.offline.agents import HANG_RELEASE, delegating_agent
+
+    dataset = _hang_dataset(tmp_path / "cases.yaml", range(1, 3))
+    judge = Judge(load_dataset_rules(dataset, [support_rules]))
+    with Harness(agent_name="support") as h:
+        result = run_eval(read_cases(dataset), delegating_agent, judge, h)
+    assert [t.passed for t in result.trials] == [True, True], [t.reason for t in result.trials]
+    assert [[c.name for c in t.verdict.calls] for t in result.trials if t.verdict] == [["get_order_status"]] * 2
+
+    replayed: list[TurnVerdict] = []
+    files = write_span_files(capture_spans(delegating_agent, ["where is order 1"]), tmp_path / "spans")
+    replay_files(Replayer(judge, replayed.append), [files["jsonl"]])
+    assert sorted((v.agent, [c.name for c in v.calls], v.end_to_end) for v in replayed) == [
+        ("history-bot", ["get_order_history"], None), ("support", ["get_order_status"], True)]
+
+    HANG_RELEASE.clear()
+    try:
+        with Harness(agent_name="support") as h:
+            run = h.run(delegating_agent, "where is order 1, hang", case_id="o1", timeout_s=0.5)
+            traced = [t for t in h.collect() if t.trace_id == run.trace_id]
+    finally:
+        HANG_RELEASE.set()
+    assert run.timed_out and sorted(c.name for t in traced for c in t.calls) == ["get_order_history",
+                                                                                  "get_order_status"]
+    cut = run_turn(run, traced, "support")
+    assert cut is not None and [c.name for c in cut.calls] == ["get_order_status"]
 
 
 def test_agent_traceback_is_kept_bounded() -> None:
