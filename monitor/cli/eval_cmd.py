@@ -106,7 +106,7 @@ def _run_dataset(dataset: str, agent: Any, rules: tuple[str, ...], agent_name: s
         _fail_load(exc, rules)
         raise
     name = default_agent_name(judge.agents, agent_name)
-    with (Harness(agent_name=name) as harness, route_global_tracing(harness.provider),
+    with (Harness(agent_name=name) as harness, route_global_tracing(harness.provider, harness.processor),
           progress_bar(disable=no_progress) as progress):
         task = progress.add_task("eval", total=len(cases) * trials, status="")
         result = run_eval(cases, agent, judge, harness, trials=trials, concurrency=concurrency, timeout_s=timeout_s,
@@ -175,7 +175,7 @@ def _run_scenario(path: str, agent: Any, rules: tuple[str, ...], agent_name: str
     name = default_agent_name(judge.agents, agent_name or sf.agent)
     total = sum(len(s.steps) for s in sf.scenarios)
     failures: list[tuple[str, str, str]] = []
-    with (Harness(agent_name=name) as harness, route_global_tracing(harness.provider),
+    with (Harness(agent_name=name) as harness, route_global_tracing(harness.provider, harness.processor),
           progress_bar(disable=no_progress) as progress):
         task = progress.add_task(f"scenarios ({mode})", total=total, status="")
         n = 0

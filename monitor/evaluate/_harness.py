@@ -180,7 +180,8 @@ class Harness:
         self.agent_name = agent_name
         self.exporter = DrainingExporter()
         self.provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
-        self.provider.add_span_processor(SimpleSpanProcessor(self.exporter))
+        self.processor = SimpleSpanProcessor(self.exporter)  # also fed spans of an application's own provider
+        self.provider.add_span_processor(self.processor)
         self.assembler = TurnAssembler(grace_s=0.0, turnless_timeout_s=3600.0)
         self._capture = capture_content
         self._saved: tuple[Any, Any] | None = None

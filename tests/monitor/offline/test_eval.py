@@ -355,6 +355,26 @@ def test_cli_gates_count_the_cases_that_timed_out(support_rules: Path, tmp_path:
     assert all((e.get("message") or "").startswith("timed out after 0.5 s") for e in errors if e is not None)
 
 
+def test_cli_captures_plain_opentelemetry_spans_of_an_application_that_set_the_sdk_provider(
+    support_rules: Path, tmp_path: Path
+) -> None:
+    """The application set the SDK's TracerProvider as the global before toolwatch runs: its spans are captured too
+    (and still reach the application's own exporter); a provider that is not the SDK's is named in a warning."""
+    dataset = _hang_dataset(tmp_path / "cases.yaml", range(1, 4))
+    args = ["eval", "--dataset", str(dataset), "--rules", str(support_rules), "--agent",
+            "tests.monitor.offline.own_provider_agent:agent", "--no-progress", "-q"]
+    res = _toolwatch(*args, "--fail-under", "e2e=1", cwd=tmp_path, env={"OWN_PROVIDER": "sdk"})
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "Tool call accuracy: 3/3 (100.0%)" in res.stdout
+    assert "application exporter: 6 spans" in res.stderr  # its invoke_agent and execute_tool span of each case
+    assert "WARNING" not in res.stderr
+    res = _toolwatch(*args, cwd=tmp_path, env={"OWN_PROVIDER": "custom"})
+    assert "Tool call accuracy: 0/0 (n/a)" in res.stdout  # none of the agent's own spans is seen
+    (line,) = [ln for ln in res.stderr.splitlines() if "WARNING" in ln]
+    assert "(CustomProvider) that is not the OpenTelemetry SDK's TracerProvider" in line
+    assert "set an opentelemetry.sdk.trace.TracerProvider as the global provider" in line
+
+
 def test_id_less_cases_of_one_input_are_judged_each_with_its_own_expectation(support_rules: Path,
                                                                              tmp_path: Path) -> None:
     from tests.monitor.offline.agents import support_agent
@@ -450,10 +470,10 @@ def test_agent_traceback_is_kept_bounded() -> None:
     assert long.traceback.startswith("... (") and long.traceback.endswith("x" * 100 + "\n")
 
 
-def _toolwatch(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def _toolwatch(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """The CLI in a fresh process (the global TracerProvider is unset there, as in a user's shell)."""
     code = "from monitor.cli import main; main()"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    env = {**os.environ, **(env or {}), "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     return subprocess.run([sys.executable, "-c", code, *args], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=120, check=False)
 
