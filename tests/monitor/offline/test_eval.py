@@ -204,8 +204,11 @@ def _eval(*args: str) -> tuple[int, str]:
     return res.exit_code, res.output
 
 
-def test_cli_eval_records_k_and_refuses_a_baseline_of_another_k(dataset: Path, support_rules: Path,
-                                                                 tmp_path: Path) -> None:
+def test_cli_eval_records_k_and_compares_a_baseline_of_another_k_but_its_pass_hat_k(
+    dataset: Path, support_rules: Path, tmp_path: Path
+) -> None:
+    """A baseline of another k (or a run that computes no pass^k, --trials 1): every other figure is compared, and a
+    line says pass^k is not (as the README says), instead of a usage error."""
     base = ["--dataset", str(dataset), "--rules", str(support_rules), "--agent",
             "tests.monitor.offline.agents:flaky_agent"]
     js = tmp_path / "k3.json"
@@ -213,13 +216,22 @@ def test_cli_eval_records_k_and_refuses_a_baseline_of_another_k(dataset: Path, s
     assert _eval(*base, "--trials", "3", "--json", str(js))[0] == 0
     data = json.loads(js.read_text())
     assert data["k"] == 3 and data["figures"]["pass_hat_k"] == pytest.approx(2 / 3)
+    for trials, skipped in (
+        ("2", "(pass_hat_k): pass^3 in the baseline, pass^2 now: different k are not comparable"),
+        ("1", "(pass_hat_k) is in the baseline but not computed by this command"),
+    ):
+        reset_flaky()
+        code, out = _eval(*base, "--trials", trials, "--baseline", str(js), "--max-drop", "0.1")
+        assert code == 0 and "Tool call accuracy:" in out, out
+        (line,) = [ln for ln in out.splitlines() if ln.startswith("Not compared with the baseline:")]
+        assert line.endswith(skipped) and "All gates passed." in out
+    data["figures"]["pass_rate"] = 1.0  # the other figures are still compared: a drop of the pass rate fails
+    js.write_text(json.dumps(data))
     reset_flaky()
-    code, out = _eval(*base, "--trials", "2", "--baseline", str(js))
-    assert code == 2
-    assert "--baseline has pass^3 (3 trials per case), this run would give pass^2 (--trials 2)" in out
-    assert "run with --trials 3" in out and "Tool call accuracy:" not in out  # refused before running
+    code, out = _eval(*base, "--trials", "2", "--baseline", str(js), "--max-drop", "0.1")
+    assert code == 1 and "FAILED 1 gate(s):\n  - Pass rate (all trials) (pass_rate) 100.00% -> 83.33%" in out, out
     reset_flaky()
-    code, out = _eval(*base, "--trials", "3", "--baseline", str(js))
+    code, out = _eval(*base, "--trials", "3", "--baseline", str(js), "--max-drop", "0.5")
     assert code == 0 and "Not compared" not in out and "All gates passed." in out
 
 
