@@ -19,6 +19,7 @@ from monitor.evaluate import Harness, RunResult, load_dataset_rules, read_cases,
 from monitor.evaluate._harness import run_turn
 from monitor.judge import Judge
 from monitor.replay import Replayer, replay_files
+from monitor.rules import load_rules
 from monitor.scenario import build_judge, load_scenarios, run_scenarios
 from monitor.verdict import TurnVerdict
 from tests.monitor.offline.agents import reset_flaky
@@ -466,6 +467,23 @@ def test_a_sub_agent_turn_is_not_merged_into_the_run_and_eval_gives_what_replay_
                                                                                   "get_order_status"]
     cut = run_turn(run, traced, "support")
     assert cut is not None and [c.name for c in cut.calls] == ["get_order_status"]
+
+
+def test_a_timed_out_run_that_matched_no_expectation_says_so_after_the_timeout(support_rules: Path) -> None:
+    from monitor.evaluate import Case
+    from tests.monitor.offline.agents import HANG_RELEASE, mostly_hang
+
+    HANG_RELEASE.clear()
+    try:
+        with Harness(agent_name="support") as h:  # the rules only: no case, and no rule matches the input
+            result = run_eval([Case("z", "z", "zzz", "z")], mostly_hang, Judge(load_rules([support_rules])), h,
+                              timeout_s=0.3)
+    finally:
+        HANG_RELEASE.set()
+    (trial,) = result.trials
+    assert trial.run.timed_out and trial.verdict is not None and not trial.verdict.judged
+    assert trial.reason == ("timed out after 0.3 s; no expectation matched the case (check its id or input "
+                            "against the dataset)")
 
 
 def test_agent_traceback_is_kept_bounded() -> None:
