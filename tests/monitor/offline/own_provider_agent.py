@@ -27,7 +27,8 @@ else:
     _PROVIDER = TracerProvider()
     _PROVIDER.add_span_processor(SimpleSpanProcessor(_EXPORTER))
     trace.set_tracer_provider(_PROVIDER)
-    atexit.register(lambda: print(f"application exporter: {len(_EXPORTER.get_finished_spans())} spans",
-                                  file=sys.stderr))
+    atexit.register(
+        lambda: print(f"application exporter: {len(_EXPORTER.get_finished_spans())} spans", file=sys.stderr)
+    )
 
 agent = plain_otel_agent  # its tracer was taken from the global provider at import, as an application's is

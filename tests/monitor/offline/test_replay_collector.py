@@ -195,8 +195,10 @@ def test_a_misframed_file_is_a_read_error_and_the_cli_exits_2(
     first = tmp_path / "first.bin"
     first.write_bytes(be32(protos[0])[:-1])
     _, r = _replay(support_judge, [first])
-    assert r.stats.read_errors == [f"{first}: cannot read at byte 0 of its content: cut short: "
-                                   f"{len(protos[0]) - 1} of the {len(protos[0])} bytes of the message"]
+    assert r.stats.read_errors == [
+        f"{first}: cannot read at byte 0 of its content: cut short: "
+        f"{len(protos[0]) - 1} of the {len(protos[0])} bytes of the message"
+    ]
     cut = tmp_path / "cut.pb"
     cut.write_bytes(b"".join(varint(len(m)) + m for m in protos)[:-10])
     _, r = _replay(support_judge, [cut], fmt="pb-varint")
@@ -236,8 +238,10 @@ def test_junk_after_a_zstd_stream_keeps_what_came_before_it(
     verdicts, r = _replay(support_judge, [path])
     assert verdicts == expected and r.stats.requests == len(jsons)
     (error,) = r.stats.read_errors
-    assert error.startswith(f"{path}: cannot read past byte {sum(len(j) + 1 for j in jsons)} of its decompressed "
-                            f"content (after {len(jsons)} lines, which were replayed): "), error
+    assert error.startswith(
+        f"{path}: cannot read past byte {sum(len(j) + 1 for j in jsons)} of its decompressed "
+        f"content (after {len(jsons)} lines, which were replayed): "
+    ), error
     assert error.endswith(f" at byte {len(frames)} of the zstd data") if len(junk) >= 4 else "inside a frame" in error
 
 
