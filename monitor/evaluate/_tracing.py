@@ -126,6 +126,13 @@ def route_global_tracing(provider: trace.TracerProvider, processor: SpanProcesso
     `Harness.processor`) as well as to the application's processors. Yields False, and captures nothing, when the
     global provider is neither (or `processor` is not given): a warning says what to do."""
     mode = _install(processor)
+    if not mode and isinstance(trace.get_tracer_provider(), SdkTracerProvider):
+        logger.warning(
+            "the application set the SDK's TracerProvider as the global provider: spans of plain OpenTelemetry "
+            "tracers are captured only when route_global_tracing is given the harness's processor (Harness.processor)"
+        )
+        yield False
+        return
     if not mode:
         current = trace.get_tracer_provider()
         logger.warning(
