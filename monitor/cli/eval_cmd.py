@@ -27,7 +27,6 @@ from monitor.judge import Judge
 from monitor.report import (
     CaseResult,
     ReportBuilder,
-    ReportOptions,
     Table,
     emit_report,
     format_ratio,
@@ -82,7 +81,8 @@ def show_tracebacks(failures: Sequence[tuple[str, str, str]], command: str) -> s
 
 def _eval_tables(result: EvalResult) -> list[Table]:
     ranked = []
-    for name, trials in result.by_case().items():
+    for trials in result.by_case().values():
+        name = trials[0].case.name
         passed = sum(t.passed for t in trials)
         first_bad = next((t for t in trials if not t.passed), None)
         row = [name, f"{passed}/{len(trials)}", first_bad.reason if first_bad else ""]
@@ -105,7 +105,7 @@ def _run_dataset(dataset: str, agent: Any, rules: tuple[str, ...], agent_name: s
         _fail_load(exc, rules)
         raise
     name = default_agent_name(judge.agents, agent_name)
-    with (Harness(agent_name=name) as harness, route_global_tracing(harness.provider),
+    with (Harness(agent_name=name) as harness, route_global_tracing(harness.provider, harness.processor),
           progress_bar(disable=no_progress) as progress):
         task = progress.add_task("eval", total=len(cases) * trials, status="")
         result = run_eval(cases, agent, judge, harness, trials=trials, concurrency=concurrency, timeout_s=timeout_s,
@@ -128,8 +128,9 @@ def _run_dataset(dataset: str, agent: Any, rules: tuple[str, ...], agent_name: s
     return _eval_tables(result), notes, extra
 
 
-def _check_options(dataset: str | None, scenario: str | None, trials: int, options: ReportOptions) -> None:
-    """Usage errors for options that do not apply to the chosen input, and for a pass^k baseline of another k."""
+def _check_options(dataset: str | None, scenario: str | None) -> None:
+    """Usage errors for options that do not apply to the chosen input. (A --baseline whose pass^k is of another k
+    is not one: its other figures are compared, and the report says pass^k is not.)"""
     if (dataset is None) == (scenario is None):
         raise click.UsageError("give exactly one of --dataset FILE or --scenario FILE")
 
@@ -147,11 +148,6 @@ def _check_options(dataset: str | None, scenario: str | None, trials: int, optio
         return
     if given("mode"):
         raise click.UsageError("--mode applies to --scenario (free-run or step-wise conversations), not to --dataset")
-    base = options.baseline
-    if base is not None and base.k is not None and base.k != trials and base.figures.get("pass_hat_k") is not None:
-        raise click.UsageError(f"--baseline has pass^{base.k} ({base.k} trials per case), this run would give "
-                               f"pass^{trials} (--trials {trials}); pass^k of different k cannot be compared: "
-                               f"run with --trials {base.k}")
 
 
 def _scenario_tables(run: ScenarioRun) -> list[Table]:
@@ -174,7 +170,7 @@ def _run_scenario(path: str, agent: Any, rules: tuple[str, ...], agent_name: str
     name = default_agent_name(judge.agents, agent_name or sf.agent)
     total = sum(len(s.steps) for s in sf.scenarios)
     failures: list[tuple[str, str, str]] = []
-    with (Harness(agent_name=name) as harness, route_global_tracing(harness.provider),
+    with (Harness(agent_name=name) as harness, route_global_tracing(harness.provider, harness.processor),
           progress_bar(disable=no_progress) as progress):
         task = progress.add_task(f"scenarios ({mode})", total=total, status="")
         n = 0
@@ -226,7 +222,7 @@ def eval_(dataset: str | None, scenario: str | None, agent_spec: str, rules: tup
     the rules for that turn. With --trials K the report adds the pass rate and pass^k.
     """
     options = pop_report_options(kwargs)
-    _check_options(dataset, scenario, trials, options)
+    _check_options(dataset, scenario)
     try:
         agent = load_callable(agent_spec)
     except LoadError as exc:

@@ -100,7 +100,7 @@ def _run(builder: ReportBuilder, generator: Any, agent: Any, judge: Any, name: s
     tables: list[Table] = []
     notes: list[str] = []
     tracebacks: list[tuple[str, str, str]] = []
-    with (Harness(agent_name=name) as harness, route_global_tracing(harness.provider),
+    with (Harness(agent_name=name) as harness, route_global_tracing(harness.provider, harness.processor),
           progress_bar(disable=no_progress) as progress):
         task = progress.add_task(f"probe ({strategy})", total=iterations, status="")
         failures = 0

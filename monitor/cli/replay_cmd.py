@@ -8,7 +8,7 @@ import click
 
 from monitor.evaluate import load_judge
 from monitor.metrics import parse_duration
-from monitor.otlp._span import REASON_BAD_ID
+from monitor.otlp import REASON_BAD_ID
 from monitor.replay import FORMATS, Replayer, ReplayStats, SourceError, expand_sources, replay_files, total_bytes
 from monitor.report import ReportBuilder, Table, emit_report, pop_report_options, report_options
 from monitor.report.progress import progress_bar

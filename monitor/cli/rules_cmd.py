@@ -10,7 +10,7 @@ import click
 
 from monitor.records import ToolCall, Turn
 from monitor.rules import RuleFileError, RuleSet, load_rules, rule_file_schema
-from monitor.rules._lint import shadowed_rules
+from monitor.rules._lint import shadowed_rules, unreachable_cases
 
 EXIT_INVALID = 2
 
@@ -24,12 +24,11 @@ def rules() -> None:
 
 def _summary(rs: RuleSet, name: str) -> str:
     agents = ", ".join(sorted(rs.agents)) or "any"
-    cases = len({id(e) for _, e in rs.cases_by_id} | {id(e) for _, e in rs.cases_by_input})
     parts = [
         f"{len(rs.tools)} tool(s)",
         f"{len(rs.expectations)} expect rule(s)",
         f"{len(rs.forbid)} forbid rule(s)",
-        f"{cases} case(s)",
+        f"{len(rs.cases)} case(s)",
         f"{len(rs.alerts)} alert(s)",
     ]
     schema = sum(1 for t in rs.tools if t.schema_json is not None)
@@ -55,7 +54,7 @@ def check(files: tuple[Path, ...], quiet: bool) -> None:
             continue
         if not quiet:
             click.echo(_summary(rs, str(f)))
-            for line in shadowed_rules(rs):
+            for line in (*shadowed_rules(rs), *unreachable_cases(rs)):
                 click.echo(line)
     if not failed and len(files) > 1:
         try:

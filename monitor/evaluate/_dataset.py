@@ -6,8 +6,9 @@ loader (`load_rules`, with the catalog from `--rules`), so a case means exactly 
 file; this module only reads which inputs to run and under which case ids.
 
 Every case is judged with its own expectation: a case without an id runs under a key of its own (`#<n>`,
-its position), which `load_dataset_rules` gives its expectation, so two id-less cases with one input are
-still two cases (a rule file joins id-less cases by input, which only finds the first).
+its position; `#<n>.<k>` when another case has the id `#<n>`), which `load_dataset_rules` gives its expectation
+and reports name it by, so two id-less cases with one input are still two cases (a rule file joins id-less cases
+by input, which only finds the first).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from monitor.rules import RuleFileError, RuleSet, load_rules
 @dataclass(slots=True, frozen=True)
 class Case:
     case_id: str | None  # the case's id in the dataset (None: it has none)
-    name: str  # what reports call it: the id, else "#<n>"
+    name: str  # what reports call it: read_cases makes it the key (unique in the dataset)
     input_text: str
     key: str = ""  # the label eval joins to the turn (toolwatch.case.id): the id, else one unique in the dataset
 
@@ -94,7 +95,8 @@ def read_cases(path: str | Path) -> list[Case]:
 
 
 def _with_keys(cases: list[Case], ids: set[str]) -> list[Case]:
-    """Each case with its key: its id, else `#<n>` (`#<n>.<k>` when a case of the dataset has that id)."""
+    """Each case with its key, also its name: its id, else `#<n>` (`#<n>.<k>` when a case of the dataset has that
+    id), so no two cases of a dataset share a name in a report or in pass^k."""
     out = []
     taken = set(ids)
     for n, case in enumerate(cases, 1):
@@ -105,7 +107,7 @@ def _with_keys(cases: list[Case], ids: set[str]) -> list[Case]:
                 k += 1
                 key = f"#{n}.{k}"
             taken.add(key)
-        out.append(dataclasses.replace(case, key=key))
+        out.append(dataclasses.replace(case, key=key, name=key))
     return out
 
 

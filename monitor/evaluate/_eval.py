@@ -22,6 +22,7 @@ from monitor.records import Turn
 from monitor.verdict import TurnVerdict
 
 COLLECT_EVERY = 64
+_NO_EXPECTATION = "no expectation matched the case (check its id or input against the dataset)"
 
 
 class JudgeLike(Protocol):
@@ -46,14 +47,15 @@ class Trial:
         v = self.verdict
         if v is None:
             return self.run.error or "no turn was recorded for this run"
-        if self.run.timed_out:
-            bad = v.judged and (v.failed or v.end_to_end is not True)
-            return f"{self.run.error}; {v.reason}" if bad else str(self.run.error)
+        why = v.reason if v.judged else _NO_EXPECTATION
+        if self.run.timed_out:  # what the calls made by then show, after the timeout, unless they were all right
+            bad = not v.judged or v.failed or v.end_to_end is not True
+            return f"{self.run.error}; {why}" if bad else str(self.run.error)
         if not v.judged:
-            return "no expectation matched the case (check its id or input against the dataset)"
+            return why
         if self.run.error:
-            return f"agent raised {self.run.error}; {v.reason}"
-        return v.reason
+            return f"agent raised {self.run.error}; {why}"
+        return why
 
 
 @dataclass(slots=True)
@@ -62,9 +64,10 @@ class EvalResult:
     trials: list[Trial] = field(default_factory=list)
 
     def by_case(self) -> dict[str, list[Trial]]:
+        """The trials of each case, by the case's key (unique in a dataset; a case built without one: its name)."""
         out: dict[str, list[Trial]] = {}
         for t in self.trials:
-            out.setdefault(t.case.name, []).append(t)
+            out.setdefault(t.case.key or t.case.name, []).append(t)
         return out
 
     @property

@@ -140,15 +140,21 @@ def cut_turn(run: RunResult, calls: Iterable[ToolCall], agent: str) -> Turn:
 
 def run_turn(run: RunResult, traced: Sequence[Turn], agent: str) -> Turn | None:
     """The turn a run is judged by, from the turns of its trace: its own (the harness's `agent_turn`) with the calls
-    of every other turn of the trace (turns the agent opened itself, e.g. GenAI `invoke_agent` spans, nest in it);
-    a timed-out run's is cut at the timeout (`cut_turn`)."""
+    of the other turns of the trace that are the same agent's (turns the agent opened itself under its own name,
+    e.g. a GenAI `invoke_agent` span of a framework, nest in it) and of calls without a turn; a timed-out run's is
+    cut at the timeout (`cut_turn`).
+
+    A turn of another agent name in the trace (a sub-agent the agent called: `agent_turn(agent="other-bot")`) is
+    that agent's turn, not part of the run's: `serve` and `replay` judge it on its own, against that agent's rules,
+    and so its calls are not counted here either, so that eval's figures for the agent are those serve gives. (The
+    calls of a sub-agent turn still open at a timeout have no turn yet: they are counted with the run's.)"""
     if run.timed_out:
-        return cut_turn(run, (c for t in traced for c in t.calls), agent)
+        return cut_turn(run, (c for t in traced if t.turnless or t.agent == agent for c in t.calls), agent)
     whole = [t for t in traced if not t.turnless]
     own = next((t for t in whole if t.span_id == run.span_id), None)
     if own is None:
         return whole[0] if whole else None
-    inner = [c for t in traced if t is not own for c in t.calls]
+    inner = [c for t in traced if t is not own and (t.turnless or t.agent == own.agent) for c in t.calls]
     if not inner:
         return own
     calls = sorted((*own.calls, *inner), key=lambda c: (c.start_ns, c.span_id))
@@ -174,7 +180,8 @@ class Harness:
         self.agent_name = agent_name
         self.exporter = DrainingExporter()
         self.provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
-        self.provider.add_span_processor(SimpleSpanProcessor(self.exporter))
+        self.processor = SimpleSpanProcessor(self.exporter)  # also fed spans of an application's own provider
+        self.provider.add_span_processor(self.processor)
         self.assembler = TurnAssembler(grace_s=0.0, turnless_timeout_s=3600.0)
         self._capture = capture_content
         self._saved: tuple[Any, Any] | None = None

@@ -4,7 +4,10 @@ An agent instrumented with OpenTelemetry alone (GenAI-convention `execute_tool` 
 global TracerProvider, which the harness does not own. OpenTelemetry lets the global be set once per process, so
 the CLI commands set it, once and only when the application has not, to a router whose tracers send each span
 to the provider of the run in progress (`route_global_tracing`), and to no provider otherwise (like the API's
-default). Library code and tests that build a Harness leave the global alone.
+default). When the application has set the SDK's TracerProvider as the global itself, a span processor is added to
+it (once) that hands each span ending while a run is in progress to the harness's processor as well (the
+application's own processors still get every span); any other global provider cannot be tapped, and a warning
+says so. Library code and tests that build a Harness leave the global alone.
 """
 
 from __future__ import annotations
@@ -15,7 +18,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from opentelemetry import trace
+from opentelemetry import context, trace
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
 from opentelemetry.util.types import Attributes
 
 logger = logging.getLogger(__name__)
@@ -65,36 +70,89 @@ class _RoutedTracer(trace.Tracer):
             yield span
 
 
+class _Forwarder(SpanProcessor):
+    """Added once to an application's own SDK TracerProvider: spans that end while a run is in progress also go to
+    the harness's processor (`target`); the application's processors are not touched."""
+
+    def __init__(self) -> None:
+        self.target: SpanProcessor | None = None
+
+    def on_start(self, span: Span, parent_context: context.Context | None = None) -> None:
+        return None
+
+    def on_end(self, span: ReadableSpan) -> None:
+        target = self.target
+        if target is not None:
+            target.on_end(span)
+
+    def shutdown(self) -> None:
+        return None
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+
 _ROUTER = _Router()
+_FORWARDER = _Forwarder()
+_TAPPED: set[int] = set()  # id() of the application providers the forwarder was added to
 _LOCK = threading.Lock()
 
 
-def _installed() -> bool:
-    """Install the router as the global provider unless the application set one; whether it is the global."""
+def _install(processor: SpanProcessor | None) -> str:
+    """How the global provider's spans reach the harness: "router" (the router is the global: installed now unless
+    the application set one), "forward" (the application's SDK provider, tapped by the forwarder), or "" (not)."""
     with _LOCK:
         current = trace.get_tracer_provider()
         if current is _ROUTER:
-            return True
-        if not isinstance(current, trace.ProxyTracerProvider):
-            return False
-        trace.set_tracer_provider(_ROUTER)
-        return trace.get_tracer_provider() is _ROUTER
+            return "router"
+        if isinstance(current, trace.ProxyTracerProvider):
+            trace.set_tracer_provider(_ROUTER)
+            if trace.get_tracer_provider() is _ROUTER:
+                return "router"
+            current = trace.get_tracer_provider()
+        if isinstance(current, SdkTracerProvider) and processor is not None:
+            if id(current) not in _TAPPED:
+                current.add_span_processor(_FORWARDER)
+                _TAPPED.add(id(current))
+            return "forward"
+        return ""
 
 
 @contextmanager
-def route_global_tracing(provider: trace.TracerProvider) -> Iterator[bool]:
+def route_global_tracing(provider: trace.TracerProvider, processor: SpanProcessor | None = None) -> Iterator[bool]:
     """Send spans of the global provider's tracers to `provider` while the block runs (for the CLI commands: the
-    first call sets the global provider, for the rest of the process). Yields False, and routes nothing, when the
-    application set a global provider of its own: those spans go there, not to `provider`."""
-    if not _installed():
-        logger.info(
-            "a global TracerProvider is set already: spans of plain OpenTelemetry tracers go to it, "
-            "only toolwatch's instrumentation is captured"
+    first call sets the global provider, for the rest of the process). When the application set the SDK's
+    TracerProvider as the global itself, its spans ending in the block go to `processor` (the harness's,
+    `Harness.processor`) as well as to the application's processors. Yields False, and captures nothing, when the
+    global provider is neither (or `processor` is not given): a warning says what to do."""
+    mode = _install(processor)
+    if not mode and isinstance(trace.get_tracer_provider(), SdkTracerProvider):
+        logger.warning(
+            "the application set the SDK's TracerProvider as the global provider: spans of plain OpenTelemetry "
+            "tracers are captured only when route_global_tracing is given the harness's processor (Harness.processor)"
         )
         yield False
         return
-    previous, _ROUTER.target = _ROUTER.target, provider
+    if not mode:
+        current = trace.get_tracer_provider()
+        logger.warning(
+            "the application set a global TracerProvider (%s) that is not the OpenTelemetry SDK's TracerProvider: "
+            "spans of plain OpenTelemetry tracers go to it and are not captured, only toolwatch's instrumentation "
+            "is (set an opentelemetry.sdk.trace.TracerProvider as the global provider, or leave it unset, to "
+            "capture them)",
+            type(current).__qualname__,
+        )
+        yield False
+        return
+    if mode == "router":
+        previous, _ROUTER.target = _ROUTER.target, provider
+        try:
+            yield True
+        finally:
+            _ROUTER.target = previous
+        return
+    before, _FORWARDER.target = _FORWARDER.target, processor
     try:
         yield True
     finally:
-        _ROUTER.target = previous
+        _FORWARDER.target = before

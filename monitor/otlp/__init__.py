@@ -5,9 +5,19 @@ from monitor.otlp._encode import request_to_json
 from monitor.otlp._file import FileLineError, read_jsonl
 from monitor.otlp._json import decode_json, parse_json
 from monitor.otlp._protobuf import decode_protobuf, parse_protobuf
-from monitor.otlp._span import STATUS_ERROR, STATUS_OK, STATUS_UNSET, Decoded, DecodeError, Span, SpanEvent
+from monitor.otlp._span import (
+    REASON_BAD_ID,
+    STATUS_ERROR,
+    STATUS_OK,
+    STATUS_UNSET,
+    Decoded,
+    DecodeError,
+    Span,
+    SpanEvent,
+)
 
 __all__ = [
+    "REASON_BAD_ID",
     "STATUS_ERROR",
     "STATUS_OK",
     "STATUS_UNSET",

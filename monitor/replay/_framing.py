@@ -2,7 +2,8 @@
 
 - zstd (magic 28 B5 2F FD), the Collector file exporter's only compression: a whole file (its native-compression
   feature gate: one stream, in one or more frames) or each framed message (its legacy mode). Decompressed as a
-  stream, never more than a bound at a time; a stream that ends inside a frame is an error (a cut file).
+  stream, never more than a bound at a time; a stream that ends inside a frame is an error (a cut file), and so
+  is data that is not zstd (trailing junk, a corrupt header), after the frames before it were decompressed.
 - a 4-byte big-endian length before each message: the Collector's `format: proto`, and its JSON when compressed
   in the legacy mode (`exportMessageAsBuffer`).
 - a base-128 varint length before each message: protobuf's `writeDelimitedTo`.
@@ -45,12 +46,19 @@ class _FrameWalker:
         self._buf = b""
         self._skip = 0
         self._checksum = False
+        self.offset = 0  # bytes fed before this chunk
+        self.error: ZstdError | None = None  # where the data stopped being zstd: nothing is read past it
 
     @property
     def at_frame_boundary(self) -> bool:
         return self._state == "magic" and not self._buf and not self._skip
 
-    def feed(self, data: bytes) -> None:
+    def feed(self, data: bytes) -> int:
+        """Follow `data`; the number of its bytes that are zstd data, all of them unless a header is not a frame's
+        or a block's (trailing junk, a corrupt frame): `error` then says what and where, and nothing more is taken.
+        """
+        if self.error is not None:
+            return 0
         pos, end = 0, len(data)
         while pos < end:
             if self._skip:
@@ -58,12 +66,20 @@ class _FrameWalker:
                 self._skip -= k
                 pos += k
                 continue
+            header_at = pos - len(self._buf)  # negative when the header began in an earlier chunk
             take = min(self._need - len(self._buf), end - pos)
             self._buf += data[pos : pos + take]
             pos += take
             if len(self._buf) == self._need:
                 header, self._buf = self._buf, b""
-                self._advance(header)
+                try:
+                    self._advance(header)
+                except ZstdError as exc:
+                    self.error = ZstdError(f"{exc} at byte {self.offset + header_at} of the zstd data")
+                    self.offset += max(header_at, 0)
+                    return max(header_at, 0)
+        self.offset += end
+        return end
 
     def _expect(self, state: str, need: int) -> None:
         self._state, self._need = state, need
@@ -109,20 +125,25 @@ class _FrameWalker:
 
 
 class _Walked:
-    """The compressed source, read through a frame walker."""
+    """The compressed source, read through a frame walker: it ends where the walker found data that is not zstd
+    (trailing junk after the last frame, a corrupt header), so the decompressor still gets the valid bytes before
+    it; `walker.error` then says why it ended."""
 
     def __init__(self, source: IO[bytes]) -> None:
         self.source = source
         self.walker = _FrameWalker()
 
     def read(self, n: int = -1) -> bytes:
+        if self.walker.error is not None:
+            return b""
         data = self.source.read(n)
-        self.walker.feed(data)
-        return data
+        valid = self.walker.feed(data)
+        return data if valid == len(data) else data[:valid]
 
 
 class _ZstdStream(io.RawIOBase):
-    """Decompressed zstd data, across frames; the end of the input inside a frame raises EOFError."""
+    """Decompressed zstd data, across frames; the end of the input inside a frame raises EOFError, data that is not
+    zstd ZstdError, each once what was decompressed before it has been read."""
 
     def __init__(self, source: IO[bytes]) -> None:
         self._walked = _Walked(source)
@@ -135,8 +156,12 @@ class _ZstdStream(io.RawIOBase):
 
     def readinto(self, b: WriteableBuffer) -> int:
         n: int = self._reader.readinto1(b)  # one read of the source: output before an error is not lost
-        if not n and not self._walked.walker.at_frame_boundary:
-            raise EOFError("zstd data ended inside a frame (the file is cut short)")
+        if not n:
+            walker = self._walked.walker
+            if walker.error is not None:
+                raise walker.error
+            if not walker.at_frame_boundary:
+                raise EOFError("zstd data ended inside a frame (the file is cut short)")
         return n
 
 

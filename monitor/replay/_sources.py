@@ -18,8 +18,9 @@ are bounded: a line or message is at most MAX_MESSAGE_BYTES, a file read whole a
 `-` reads standard input, detected the same way, e.g. `zcat spans.gz | toolwatch replay -`.
 
 Each item yielded is (Decoded, bytes consumed so far in that file) so callers can show progress. A file that
-cannot be read to its end (a cut `.gz` or zstd file, an I/O error) raises SourceError after what was read before
-the error was yielded, naming the file and the offset in its content.
+cannot be read to its end (a cut or corrupt `.gz` or zstd file, a framed file cut short or whose framing is lost,
+an I/O error) raises SourceError after what was read before the error was yielded, naming the file and the offset
+in its content.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import gzip
 import io
 import os
 import sys
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -60,6 +62,11 @@ READ_CHUNK_BYTES = 4 * 1024 * 1024
 HEAD_BYTES = 64  # read ahead to tell the format
 FORMATS = ("auto", "jsonl", "pb", "pb-be32", "pb-varint", "pb-single")
 STDIN = Path("-")
+# What reading a file can raise once it is open: I/O errors (a cut .gz: EOFError), corrupt deflate data in a .gz
+# (zlib.error, not an OSError), corrupt or cut zstd data.
+READ_ERRORS: tuple[type[Exception], ...] = (OSError, EOFError, ZstdError, zlib.error)
+# and a framed file cut short or misframed: not read to its end either
+_ENDS_A_FILE: tuple[type[Exception], ...] = (*READ_ERRORS, FramingError)
 
 
 class SourceError(ValueError):
@@ -219,18 +226,14 @@ def detect_format(p: Path) -> str:
 def _protobuf_records(name: str, src: _Opened, head: bytes, framing: str, errors: list[BadRecord],
                       cursor: _Cursor) -> Iterator[tuple[Decoded, int]]:
     if framing == "be32" or (framing == "auto" and looks_be32(head, MAX_MESSAGE_BYTES)):
-        n = 0
-        try:
-            for n, (start, payload) in enumerate(be32_frames(src.fh, MAX_MESSAGE_BYTES), 1):
-                cursor.offset, cursor.records = start + 4 + len(payload), n
-                try:
-                    decoded = decode_payload(payload, MAX_MESSAGE_BYTES)
-                except DecodeError as exc:
-                    errors.append(BadRecord(name, f"message {n} at byte {start}", str(exc)))
-                    continue
-                yield decoded, src.pos()
-        except FramingError as exc:
-            errors.append(BadRecord(name, f"message {n + 1} at byte {exc.offset}", str(exc)))
+        for n, (start, payload) in enumerate(be32_frames(src.fh, MAX_MESSAGE_BYTES), 1):  # FramingError: cut
+            cursor.offset, cursor.records = start + 4 + len(payload), n
+            try:
+                decoded = decode_payload(payload, MAX_MESSAGE_BYTES)
+            except DecodeError as exc:
+                errors.append(BadRecord(name, f"message {n} at byte {start}", str(exc)))
+                continue
+            yield decoded, src.pos()
         return
     yield from _whole_file_records(name, src, framing, errors, cursor)
 
@@ -255,7 +258,7 @@ def _read_whole(name: str, src: _Opened) -> tuple[bytes, Exception | None]:
             held += len(chunk)
             if held > MAX_SINGLE_FILE_BYTES:
                 raise over
-    except (OSError, EOFError, ZstdError) as exc:
+    except READ_ERRORS as exc:
         return b"".join(chunks), exc
     return b"".join(chunks), None
 
@@ -286,10 +289,9 @@ def _whole_file_records(name: str, src: _Opened, framing: str, errors: list[BadR
             errors.append(BadRecord(name, f"message {n} at byte {start}", str(exc)))
             continue
         yield decoded, int(end * scale)
-    if tiled_to < len(buf):
-        errors.append(BadRecord(name, f"message {len(frames) + 1} at byte {tiled_to}",
-                                f"no varint message size fits the rest of the file ({len(buf) - tiled_to} bytes): "
-                                "skipped"))
+    if tiled_to < len(buf):  # only a forced varint stream: `auto` reads a file that does not tile as one message
+        raise FramingError(tiled_to, f"no varint message size fits the rest of the file ({len(buf) - tiled_to} "
+                                     "bytes): the framing is lost")
     if cut is not None:
         raise cut
 
@@ -344,14 +346,15 @@ def _records(p: Path, errors: list[BadRecord], fmt: str) -> Iterator[tuple[Decod
                 yield from _jsonl_lines(name, src.fh, errors, src.pos, cursor)
             else:
                 yield from _protobuf_records(name, src, head, _FRAMINGS[kind], errors, cursor)
-    except (OSError, EOFError, ZstdError) as exc:
+    except _ENDS_A_FILE as exc:
         raise SourceError(_read_error(name, cursor, exc)) from exc
 
 
 def _read_error(name: str, cursor: _Cursor, exc: BaseException) -> str:
-    if not cursor.records:
-        return f"{name}: cannot read: {exc}"
     content = "decompressed content" if cursor.compressed else "content"
+    if not cursor.records:
+        where = f" at byte {exc.offset} of its {content}" if isinstance(exc, FramingError) else ""
+        return f"{name}: cannot read{where}: {exc}"
     where = f"past byte {cursor.offset} of its {content}" if cursor.offset >= 0 else "to its end"
     return f"{name}: cannot read {where} (after {cursor.records} {cursor.unit}, which were replayed): {exc}"
 

@@ -1,7 +1,8 @@
 """The report as GitHub-flavoured Markdown (for a pull-request comment or a job summary).
 
 Text from the run is escaped so it shows as written: no raw HTML (`<b>`), no emphasis, code, links, math
-or strikethrough from its punctuation, and a `|` never splits a table cell. Line breaks in a cell become `<br>`.
+or strikethrough from its punctuation, a `|` never splits a table cell, and a note starting `- `, `+ `, `1. ` or
+`---` is no list or rule of its own. Line breaks in a cell become `<br>`.
 """
 
 from __future__ import annotations
@@ -30,11 +31,19 @@ _ESCAPES = str.maketrans(
 )
 # `_` between two letters or digits (get_order_status) cannot start or end emphasis; any other can.
 _LOOSE_UNDERSCORE = re.compile(r"(?<![^\W_])_|_(?![^\W_])")
+# What starts a list item or a thematic break at the start of a block (`- `, `+ `, `1. `, `2) `, `---`, `- - -`).
+_BLOCK_MARKER = re.compile(r"^([-+])|^(\d{1,9})([.)])")
 
 
 def escape(text: str) -> str:
     """One line of text as inline Markdown that renders literally."""
     return _LOOSE_UNDERSCORE.sub(r"\\_", text.translate(_ESCAPES))
+
+
+def _item(text: str) -> str:
+    """One line of text as the content of a list item: inline Markdown whose first character starts no list or
+    thematic break of its own."""
+    return _BLOCK_MARKER.sub(lambda m: f"\\{m[1]}" if m[1] else f"{m[2]}\\{m[3]}", escape(" ".join(text.split())))
 
 
 def _cell(text: str) -> str:
@@ -75,5 +84,5 @@ def render_markdown(report: Report) -> str:
             for s in report.worst
         ]
         lines += _heading(2, "Worst failing turns") + _table(["turn", "input", "calls", "missed", "reason"], rows)
-    lines += [f"- {escape(' '.join(n.split()))}" for n in report.notes]
+    lines += [f"- {_item(n)}" for n in report.notes]
     return "\n".join(lines).rstrip() + "\n"

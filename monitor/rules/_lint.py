@@ -28,3 +28,20 @@ def shadowed_rules(rs: RuleSet) -> list[str]:
                 )
                 break
     return out
+
+
+def unreachable_cases(rs: RuleSet) -> list[str]:
+    """One line per case without an id that live serving never judges a turn by: such a case is found by its input,
+    and an earlier case has that input too (a turn's case is its id's, else the first case of its input). `eval`
+    runs each case of a dataset under a key of its own, so there it still counts."""
+    first = dict(rs.cases_by_input)
+    out = []
+    for cid, text, exp in rs.cases:
+        if cid is None and text is not None and first[text] is not exp:
+            other = first[text]
+            out.append(
+                f"{exp.source}:{exp.line}: warning: case {exp.id!r} is never reached by `serve`: case {other.id!r} "
+                f"({other.source}:{other.line}) has the same input and comes first (a case without an id is found "
+                "by its input); give it an id"
+            )
+    return out

@@ -130,6 +130,23 @@ def mostly_hang(text: str) -> str:
     return f"Order {n} has shipped."
 
 
+def delegating_agent(text: str) -> str:
+    """Answers `where is order N` itself (the right call), and asks a sub-agent of its own, `history-bot`, for the
+    user's past orders: the sub-agent's turn (its own `agent_turn`) makes the history call; with `hang` in the input
+    it then hangs until HANG_RELEASE is set (at most 5 s)."""
+    from instrumentation import agent_turn
+
+    m = _ORDER.search(text)
+    n = m.group(1) if m else ""
+    EXECUTOR.execute("get_order_status", {"order_id": n})
+    with agent_turn("past orders of the user", agent="history-bot") as sub:
+        EXECUTOR.execute("get_order_history", {"user_id": "u"})
+        sub.set_output("1, 2")
+    if "hang" in text:
+        HANG_RELEASE.wait(5)
+    return f"Order {n} has shipped."
+
+
 def _ping(n: int, message: str) -> None:
     if n == 0:
         raise ValueError(message)

@@ -16,10 +16,14 @@ from click.testing import CliRunner
 
 from monitor.cli.eval_cmd import eval_
 from monitor.evaluate import Harness, RunResult, load_dataset_rules, read_cases, run_eval
+from monitor.evaluate._harness import run_turn
 from monitor.judge import Judge
+from monitor.replay import Replayer, replay_files
+from monitor.rules import load_rules
 from monitor.scenario import build_judge, load_scenarios, run_scenarios
+from monitor.verdict import TurnVerdict
 from tests.monitor.offline.agents import reset_flaky
-from tests.monitor.offline.conftest import REPO
+from tests.monitor.offline.conftest import REPO, capture_spans, write_span_files
 
 DATASET = """
 - id: o1
@@ -201,8 +205,11 @@ def _eval(*args: str) -> tuple[int, str]:
     return res.exit_code, res.output
 
 
-def test_cli_eval_records_k_and_refuses_a_baseline_of_another_k(dataset: Path, support_rules: Path,
-                                                                 tmp_path: Path) -> None:
+def test_cli_eval_records_k_and_compares_a_baseline_of_another_k_but_its_pass_hat_k(
+    dataset: Path, support_rules: Path, tmp_path: Path
+) -> None:
+    """A baseline of another k (or a run that computes no pass^k, --trials 1): every other figure is compared, and a
+    line says pass^k is not (as the README says), instead of a usage error."""
     base = ["--dataset", str(dataset), "--rules", str(support_rules), "--agent",
             "tests.monitor.offline.agents:flaky_agent"]
     js = tmp_path / "k3.json"
@@ -210,13 +217,22 @@ def test_cli_eval_records_k_and_refuses_a_baseline_of_another_k(dataset: Path, s
     assert _eval(*base, "--trials", "3", "--json", str(js))[0] == 0
     data = json.loads(js.read_text())
     assert data["k"] == 3 and data["figures"]["pass_hat_k"] == pytest.approx(2 / 3)
+    for trials, skipped in (
+        ("2", "(pass_hat_k): pass^3 in the baseline, pass^2 now: different k are not comparable"),
+        ("1", "(pass_hat_k) is in the baseline but not computed by this command"),
+    ):
+        reset_flaky()
+        code, out = _eval(*base, "--trials", trials, "--baseline", str(js), "--max-drop", "0.1")
+        assert code == 0 and "Tool call accuracy:" in out, out
+        (line,) = [ln for ln in out.splitlines() if ln.startswith("Not compared with the baseline:")]
+        assert line.endswith(skipped) and "All gates passed." in out
+    data["figures"]["pass_rate"] = 1.0  # the other figures are still compared: a drop of the pass rate fails
+    js.write_text(json.dumps(data))
     reset_flaky()
-    code, out = _eval(*base, "--trials", "2", "--baseline", str(js))
-    assert code == 2
-    assert "--baseline has pass^3 (3 trials per case), this run would give pass^2 (--trials 2)" in out
-    assert "run with --trials 3" in out and "Tool call accuracy:" not in out  # refused before running
+    code, out = _eval(*base, "--trials", "2", "--baseline", str(js), "--max-drop", "0.1")
+    assert code == 1 and "FAILED 1 gate(s):\n  - Pass rate (all trials) (pass_rate) 100.00% -> 83.33%" in out, out
     reset_flaky()
-    code, out = _eval(*base, "--trials", "3", "--baseline", str(js))
+    code, out = _eval(*base, "--trials", "3", "--baseline", str(js), "--max-drop", "0.5")
     assert code == 0 and "Not compared" not in out and "All gates passed." in out
 
 
@@ -352,6 +368,26 @@ def test_cli_gates_count_the_cases_that_timed_out(support_rules: Path, tmp_path:
     assert all((e.get("message") or "").startswith("timed out after 0.5 s") for e in errors if e is not None)
 
 
+def test_cli_captures_plain_opentelemetry_spans_of_an_application_that_set_the_sdk_provider(
+    support_rules: Path, tmp_path: Path
+) -> None:
+    """The application set the SDK's TracerProvider as the global before toolwatch runs: its spans are captured too
+    (and still reach the application's own exporter); a provider that is not the SDK's is named in a warning."""
+    dataset = _hang_dataset(tmp_path / "cases.yaml", range(1, 4))
+    args = ["eval", "--dataset", str(dataset), "--rules", str(support_rules), "--agent",
+            "tests.monitor.offline.own_provider_agent:agent", "--no-progress", "-q"]
+    res = _toolwatch(*args, "--fail-under", "e2e=1", cwd=tmp_path, env={"OWN_PROVIDER": "sdk"})
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "Tool call accuracy: 3/3 (100.0%)" in res.stdout
+    assert "application exporter: 6 spans" in res.stderr  # its invoke_agent and execute_tool span of each case
+    assert "WARNING" not in res.stderr
+    res = _toolwatch(*args, cwd=tmp_path, env={"OWN_PROVIDER": "custom"})
+    assert "Tool call accuracy: 0/0 (n/a)" in res.stdout  # none of the agent's own spans is seen
+    (line,) = [ln for ln in res.stderr.splitlines() if "WARNING" in ln]
+    assert "(CustomProvider) that is not the OpenTelemetry SDK's TracerProvider" in line
+    assert "set an opentelemetry.sdk.trace.TracerProvider as the global provider" in line
+
+
 def test_id_less_cases_of_one_input_are_judged_each_with_its_own_expectation(support_rules: Path,
                                                                              tmp_path: Path) -> None:
     from tests.monitor.offline.agents import support_agent
@@ -370,8 +406,84 @@ def test_id_less_cases_of_one_input_are_judged_each_with_its_own_expectation(sup
     assert [t.passed for t in result.trials] == [True, True, False]
     assert "called get_order_status instead of get_shipping_eta" in result.trials[2].reason
     # the key each case's turn carries: its id, else its position (made unique against the ids)
-    assert [(c.case_id, c.name, c.key) for c in cases] == [("#2", "#2", "#2"), (None, "#2", "#2.1"),
+    assert [(c.case_id, c.name, c.key) for c in cases] == [("#2", "#2", "#2"), (None, "#2.1", "#2.1"),
                                                            (None, "#3", "#3")]
+
+
+def test_a_case_id_like_a_position_is_not_merged_with_the_case_at_that_position(support_rules: Path,
+                                                                                tmp_path: Path) -> None:
+    """An explicit id `#2` and the id-less second case are two cases in pass^k and in the cases table."""
+    from tests.monitor.offline.agents import support_agent
+
+    dataset = tmp_path / "cases.yaml"
+    dataset.write_text("- id: '#2'\n  input: hello there\n  none: true\n"
+                       "- input: where is order 1\n  call: [{tool: get_shipping_eta}]\n", encoding="utf-8")
+    cases = read_cases(dataset)
+    judge = Judge(load_dataset_rules(dataset, [support_rules]))
+    with Harness(agent_name="support") as h:
+        result = run_eval(cases, support_agent, judge, h, trials=2)
+    by_case = {name: [t.passed for t in ts] for name, ts in result.by_case().items()}
+    assert by_case == {"#2": [True, True], "#2.1": [False, False]}
+    assert result.pass_hat(2) == pytest.approx(0.5)  # merged: C(2,2)/C(4,2) = 1/6
+    js = tmp_path / "eval.json"
+    code, out = _eval("--dataset", str(dataset), "--rules", str(support_rules), "--agent",
+                      "tests.monitor.offline.agents:support_agent", "--trials", "2", "--json", str(js))
+    assert code == 0, out
+    report = json.loads(js.read_text())
+    assert report["figures"]["pass_hat_k"] == pytest.approx(0.5)
+    (table,) = [t for t in report["tables"] if t["title"] == "Cases (worst first)"]
+    assert [row[:2] for row in table["rows"]] == [["#2.1", "0/2"], ["#2", "2/2"]]
+
+
+def test_a_sub_agent_turn_is_not_merged_into_the_run_and_eval_gives_what_replay_gives(
+    support_rules: Path, tmp_path: Path
+) -> None:
+    """The agent opens a turn of another agent name (`history-bot`) inside its run: that turn's call is the
+    sub-agent's, judged on its own by serve and replay, so eval does not count it in the run's turn either; nor
+    when the run times out after the sub-agent's turn ended."""
+    from tests.monitor.offline.agents import HANG_RELEASE, delegating_agent
+
+    dataset = _hang_dataset(tmp_path / "cases.yaml", range(1, 3))
+    judge = Judge(load_dataset_rules(dataset, [support_rules]))
+    with Harness(agent_name="support") as h:
+        result = run_eval(read_cases(dataset), delegating_agent, judge, h)
+    assert [t.passed for t in result.trials] == [True, True], [t.reason for t in result.trials]
+    assert [[c.name for c in t.verdict.calls] for t in result.trials if t.verdict] == [["get_order_status"]] * 2
+
+    replayed: list[TurnVerdict] = []
+    files = write_span_files(capture_spans(delegating_agent, ["where is order 1"]), tmp_path / "spans")
+    replay_files(Replayer(judge, replayed.append), [files["jsonl"]])
+    assert sorted((v.agent, [c.name for c in v.calls], v.end_to_end) for v in replayed) == [
+        ("history-bot", ["get_order_history"], None), ("support", ["get_order_status"], True)]
+
+    HANG_RELEASE.clear()
+    try:
+        with Harness(agent_name="support") as h:
+            run = h.run(delegating_agent, "where is order 1, hang", case_id="o1", timeout_s=0.5)
+            traced = [t for t in h.collect() if t.trace_id == run.trace_id]
+    finally:
+        HANG_RELEASE.set()
+    assert run.timed_out and sorted(c.name for t in traced for c in t.calls) == ["get_order_history",
+                                                                                  "get_order_status"]
+    cut = run_turn(run, traced, "support")
+    assert cut is not None and [c.name for c in cut.calls] == ["get_order_status"]
+
+
+def test_a_timed_out_run_that_matched_no_expectation_says_so_after_the_timeout(support_rules: Path) -> None:
+    from monitor.evaluate import Case
+    from tests.monitor.offline.agents import HANG_RELEASE, mostly_hang
+
+    HANG_RELEASE.clear()
+    try:
+        with Harness(agent_name="support") as h:  # the rules only: no case, and no rule matches the input
+            result = run_eval([Case("z", "z", "zzz", "z")], mostly_hang, Judge(load_rules([support_rules])), h,
+                              timeout_s=0.3)
+    finally:
+        HANG_RELEASE.set()
+    (trial,) = result.trials
+    assert trial.run.timed_out and trial.verdict is not None and not trial.verdict.judged
+    assert trial.reason == ("timed out after 0.3 s; no expectation matched the case (check its id or input "
+                            "against the dataset)")
 
 
 def test_agent_traceback_is_kept_bounded() -> None:
@@ -388,10 +500,10 @@ def test_agent_traceback_is_kept_bounded() -> None:
     assert long.traceback.startswith("... (") and long.traceback.endswith("x" * 100 + "\n")
 
 
-def _toolwatch(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def _toolwatch(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """The CLI in a fresh process (the global TracerProvider is unset there, as in a user's shell)."""
     code = "from monitor.cli import main; main()"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    env = {**os.environ, **(env or {}), "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     return subprocess.run([sys.executable, "-c", code, *args], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=120, check=False)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 import re
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -29,7 +30,7 @@ from monitor.probe import (
     mean_first_failure,
     run_probe,
 )
-from monitor.probe._clusters import shape
+from monitor.probe._clusters import _NUMBER, MAX_LEADERS, MAX_SHAPED_CHARS, shape
 from monitor.verdict import Outcome, ViolationKind
 from tests.monitor.offline.conftest import TRIAGE_RULES, support_turns
 
@@ -194,6 +195,49 @@ def test_a_run_without_a_turn_is_a_run_error() -> None:
     assert str(first_problem(step)) == "run error: TimeoutError"
     (c,) = failure_clusters([step, Step(2, "y", None, False, None)])
     assert c.size == 1 and c.shared == "" and c.representative == "x"
+
+
+# The pattern numbers were masked with before, to check the linear one masks exactly the same.
+_QUADRATIC_NUMBER = re.compile(r"(?<![\w-])[0-9a-fA-F]*\d[0-9a-fA-F]*(?![\w-])")
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet="0179aAfFgz_-. =/\n", max_size=40))
+def test_numbers_are_masked_as_before(text: str) -> None:
+    assert _NUMBER.sub("#", text) == _QUADRATIC_NUMBER.sub("#", text)
+
+
+@pytest.mark.parametrize("text", ["1" * 20_000 + "x", "a1" * 10_000 + "_", "0" * 20_000 + "-"])
+def test_masking_numbers_takes_linear_time(text: str) -> None:
+    """A long run of digits or hex followed by a word character or `-` took quadratic time (16k characters: 2.5 s)."""
+    started = time.perf_counter()
+    assert _NUMBER.sub("#", text) == text
+    assert time.perf_counter() - started < 0.5
+
+
+def test_inputs_are_shaped_on_their_first_characters() -> None:
+    assert shape("1" * 50_000) == "#" and shape("x" * 50_000) == "x" * MAX_SHAPED_CHARS
+
+
+def test_a_failing_input_is_compared_with_the_leaders_of_the_groups_joined_or_formed_last() -> None:
+    """Grouping compares each failing input with at most MAX_LEADERS group leaders, those joined or formed last:
+    a group joined in between stays; one left alone while MAX_LEADERS others formed takes no more members."""
+
+    def failing(n: int, text: str) -> Step:
+        return Step(n, text, None, True, None, "RuntimeError: model backend down")
+
+    others = [f"{chr(0x4E00 + i) * 8} {chr(0x5E00 + i) * 8}" for i in range(MAX_LEADERS)]  # no two alike at all
+    kept, dropped = "qqqqqqqq rrrrrrrr", "zzzzzzzz wwwwwwww"
+    steps = [failing(1, dropped), failing(2, kept)]
+    for i, text in enumerate(others):
+        steps.append(failing(3 + i, text))
+        if i == MAX_LEADERS // 2:
+            steps.append(failing(0, kept))  # joins `kept`: its leader is compared again
+    steps += [failing(900, kept), failing(901, dropped)]
+    clusters = failure_clusters(steps)
+    assert len(clusters) == MAX_LEADERS + 3, [c.size for c in clusters]  # the others apart, `dropped` twice
+    assert [c.size for c in clusters if c.representative == kept] == [3]
+    assert [c.size for c in clusters if c.representative == dropped] == [1, 1]
 
 
 def test_probe_timeout_has_evals_default_in_help() -> None:

@@ -162,6 +162,26 @@ def test_cli_truncated_gzip_keeps_what_was_read_reports_and_exits_2(
     assert report["counts"]["turns"] == whole + 2  # the whole lines of the cut file, then the next file
 
 
+def test_cli_corrupt_gzip_is_a_read_error_and_the_next_file_is_replayed(
+    batches: list[object], support_rules: Path, tmp_path: Path
+) -> None:
+    """Corrupt deflate data in a .gz (zlib.error, not an OSError) is a read error like a cut .gz: the files after it
+    are replayed, the report is written, the error names the file, and the exit code is 2."""
+    files = write_span_files(batches, tmp_path)
+    data = bytearray(gzip.compress(files["jsonl"].read_bytes()))
+    data[13:20] = b"\xff" * 7  # inside the first deflate block
+    corrupt = tmp_path / "corrupt.jsonl.gz"
+    corrupt.write_bytes(bytes(data))
+    out = tmp_path / "r.json"
+    res = CliRunner().invoke(replay, [str(corrupt), str(files["jsonl"]), "--rules", str(support_rules),
+                                      "--no-progress", "-q", "--json", str(out)])
+    assert res.exit_code == 2, res.output
+    (line,) = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
+    assert line.startswith(f"error: {corrupt}: cannot read: ") and "while decompressing data" in line, line
+    assert "Tool call accuracy: 5/9 (55.6%)" in res.stdout  # the next file, whole
+    assert json.loads(out.read_text())["counts"]["turns"] == len(SUPPORT_INPUTS)
+
+
 def test_cli_nothing_judged_because_every_span_was_rejected_is_an_error(
     batches: list[object], support_rules: Path, tmp_path: Path
 ) -> None:
@@ -193,6 +213,17 @@ def test_cli_nothing_judged_because_every_span_was_rejected_is_an_error(
         counts = f"{spans} of {spans} span(s) rejected by the decoder (invalid_id={spans})"
         assert f"error: no turns replayed: {counts}" in err
         assert any(ln.startswith("hint: ") and "hex" in ln and "base64" in ln for ln in err), err
+
+
+def test_the_bad_id_reason_replay_hints_on_is_public_and_is_what_the_decoder_counts() -> None:
+    import monitor.otlp
+    from monitor.otlp import REASON_BAD_ID, parse_json
+
+    span = {"traceId": "abcd", "spanId": "0102030405060708", "name": "execute_tool x",
+            "startTimeUnixNano": "1", "endTimeUnixNano": "2"}
+    line = json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]})
+    assert "REASON_BAD_ID" in monitor.otlp.__all__
+    assert dict(parse_json(line.encode()).rejected) == {REASON_BAD_ID: 1}
 
 
 def test_cli_nothing_judged_because_every_record_was_bad_is_an_error(support_rules: Path, tmp_path: Path) -> None:

@@ -158,20 +158,56 @@ def test_the_three_framings_are_told_apart_for_every_size(support_judge: Judge, 
             assert (r.stats.requests, r.stats.spans, r.stats.bad_records.total) == (requests, requests, 0), (kind, size)
 
 
+@pytest.mark.parametrize("compress", [False, True])
 def test_a_cut_collector_file_keeps_the_whole_messages_before_the_cut(
-    batches: list[object], support_judge: Judge, tmp_path: Path
+    batches: list[object], support_judge: Judge, tmp_path: Path, compress: bool
 ) -> None:
-    """A Collector still writing (or killed) leaves a partial last message: the others are replayed and the cut
-    one is one bad record saying where."""
+    """A Collector still writing (or killed) leaves a partial last message: the others are replayed and the file is
+    one read error saying where (compressed or not: the file cannot be read to its end either way)."""
     protos, _ = messages(batches)
-    path = tmp_path / "live.pb"
+    path = tmp_path / ("live.pb.zst" if compress else "live.pb")
     whole = b"".join(map(be32, protos))
-    path.write_bytes(whole[: len(whole) - 10])
+    path.write_bytes(zstd_frame(whole[:-10]) if compress else whole[:-10])
     verdicts, r = _replay(support_judge, [path])
     assert r.stats.requests == len(protos) - 1 and len(verdicts) == len(protos) - 1
-    (bad,) = r.stats.bad_records
-    assert bad.where == f"message {len(protos)} at byte {len(whole) - 4 - len(protos[-1])}"
-    assert "cut short" in bad.message and not r.stats.read_errors
+    assert not r.stats.bad_records
+    content = "decompressed content" if compress else "content"
+    assert r.stats.read_errors == [
+        f"{path}: cannot read past byte {len(whole) - 4 - len(protos[-1])} of its {content} (after {len(protos) - 1} "
+        f"messages, which were replayed): cut short: {len(protos[-1]) - 10} of the {len(protos[-1])} bytes of the "
+        "message"
+    ]
+
+
+def test_a_misframed_file_is_a_read_error_and_the_cli_exits_2(
+    batches: list[object], support_rules: Path, support_judge: Judge, tmp_path: Path
+) -> None:
+    """A size past the message bound (the framing is lost) and a forced varint stream that does not tile: what was
+    read before is replayed, the file is a read error, and replay exits 2 after its report."""
+    protos, _ = messages(batches)
+    lost = tmp_path / "lost.bin"
+    lost.write_bytes(be32(protos[0]) + b"\xff\xff\xff\xff" + be32(protos[1]))
+    _, r = _replay(support_judge, [lost])
+    assert r.stats.requests == 1 and not r.stats.bad_records
+    (error,) = r.stats.read_errors
+    assert error.startswith(f"{lost}: cannot read past byte {4 + len(protos[0])} of its content (after 1 messages")
+    assert "over the 67108864 byte limit" in error
+    first = tmp_path / "first.bin"
+    first.write_bytes(be32(protos[0])[:-1])
+    _, r = _replay(support_judge, [first])
+    assert r.stats.read_errors == [
+        f"{first}: cannot read at byte 0 of its content: cut short: "
+        f"{len(protos[0]) - 1} of the {len(protos[0])} bytes of the message"
+    ]
+    cut = tmp_path / "cut.pb"
+    cut.write_bytes(b"".join(varint(len(m)) + m for m in protos)[:-10])
+    _, r = _replay(support_judge, [cut], fmt="pb-varint")
+    assert r.stats.requests == len(protos) - 1 and not r.stats.bad_records
+    (error,) = r.stats.read_errors
+    assert "no varint message size fits the rest of the file" in error, error
+    res = CliRunner().invoke(replay, [str(lost), "--rules", str(support_rules), "--no-progress", "-q"])
+    assert res.exit_code == 2, res.output
+    assert "Tool call accuracy: 1/1 (100.0%)" in res.stdout and res.stderr.startswith(f"error: {lost}: cannot read")
 
 
 def test_a_cut_zstd_stream_replays_what_was_read_and_names_where_it_ends(
@@ -186,6 +222,54 @@ def test_a_cut_zstd_stream_replays_what_was_read_and_names_where_it_ends(
     assert error.startswith(f"{path}: cannot read past byte ") and "decompressed content" in error, error
     assert "inside a frame" in error
     assert 0 < len(verdicts) < len(jsons)
+
+
+@pytest.mark.parametrize("junk", [b"\0" * 8, b"garbage!", b"\x28\xb5"])
+def test_junk_after_a_zstd_stream_keeps_what_came_before_it(
+    batches: list[object], support_judge: Judge, tmp_path: Path, junk: bytes
+) -> None:
+    """Bytes after the last frame that are not a frame (padding, a stray write, half a magic): every line of the
+    frames before them is replayed, then a read error says where the zstd data ended."""
+    _, jsons = messages(batches)
+    expected, _ = _replay(support_judge, [write_span_files(batches, tmp_path / "plain")["jsonl"]])
+    frames = zstd_stream([j + b"\n" for j in jsons], flush_every=3)
+    path = tmp_path / "tail.jsonl.zst"
+    path.write_bytes(frames + junk)
+    verdicts, r = _replay(support_judge, [path])
+    assert verdicts == expected and r.stats.requests == len(jsons)
+    (error,) = r.stats.read_errors
+    assert error.startswith(
+        f"{path}: cannot read past byte {sum(len(j) + 1 for j in jsons)} of its decompressed "
+        f"content (after {len(jsons)} lines, which were replayed): "
+    ), error
+    assert error.endswith(f" at byte {len(frames)} of the zstd data") if len(junk) >= 4 else "inside a frame" in error
+
+
+def test_junk_between_zstd_frames_ends_the_stream_there(
+    batches: list[object], support_judge: Judge, tmp_path: Path
+) -> None:
+    _, jsons = messages(batches)
+    first = zstd_frame(b"".join(j + b"\n" for j in jsons[:4]))
+    path = tmp_path / "mid.jsonl.zst"
+    path.write_bytes(first + b"garbage!" + zstd_frame(b"".join(j + b"\n" for j in jsons[4:])))
+    _, r = _replay(support_judge, [path])
+    assert r.stats.requests == 4
+    (error,) = r.stats.read_errors
+    assert error.endswith(f"not a zstd frame (starts {b'garb'.hex()}) at byte {len(first)} of the zstd data"), error
+
+
+def test_the_zstd_frame_walker_takes_only_the_zstd_bytes() -> None:
+    """`feed` takes the bytes up to the first header that is not a frame's, also when that header began in an
+    earlier chunk, and nothing after it."""
+    from monitor.replay._framing import _FrameWalker
+
+    data = zstd_frame(b"a" * 1000)
+    whole = _FrameWalker()
+    assert whole.feed(data + b"junk and more") == len(data) and whole.error is not None
+    assert whole.feed(b"more") == 0
+    split = _FrameWalker()
+    assert split.feed(data + b"ju") == len(data) + 2 and split.error is None  # maybe a magic yet
+    assert split.feed(b"nk") == 0 and f"at byte {len(data)} " in str(split.error)
 
 
 def test_zstd_bombs_are_refused_within_the_bounds(

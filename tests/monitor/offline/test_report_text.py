@@ -117,6 +117,26 @@ def test_any_ascii_cell_renders_as_its_text(text: str) -> None:
     assert cells == [["cell"], [text]]
 
 
+@pytest.mark.parametrize("note", ["+ plus", "- minus", "1) one", "2. two", "---", "- - -", "-", "-5 degrees"])
+def test_a_markdown_note_starting_like_a_list_or_a_rule_is_shown_as_written(note: str) -> None:
+    report = Report("eval", "t", "acc", {}, {}, [], [], [], [], notes=[note, "after"])
+    html = _render_md(render_markdown(report))
+    assert re.findall(r"<ul>\n(.*?)</ul>", html, re.S) == [
+        f"<li>{htmllib.escape(note, quote=False)}</li>\n<li>after</li>\n"
+    ], html
+
+
+@given(
+    st.text(alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7E))
+    .map(lambda t: " ".join(t.split()))
+    .filter(bool)
+)
+def test_any_ascii_note_renders_as_one_list_item_of_its_text(text: str) -> None:
+    report = Report("eval", "t", "acc", {}, {}, [], [], [], [], notes=[text])
+    items = re.findall(r"<li>(.*?)</li>", _render_md(render_markdown(report)), re.S)
+    assert [htmllib.unescape(i) for i in items] == [text]
+
+
 def _strict_stream() -> io.TextIOWrapper:
     """A stream like a real UTF-8 stdout: encoding errors raise."""
     return io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="strict")

@@ -41,6 +41,28 @@ def test_check_files_that_conflict_only_together(tmp_path: Path) -> None:
     assert code == 2 and "different schema" in err and "(when loaded together)" in err
 
 
+def test_check_counts_every_case_and_warns_of_one_serve_never_reaches(tmp_path: Path) -> None:
+    """Two id-less cases with one input are two cases; the second is never reached by `serve` (a turn without a
+    case id finds the first case of its input), which check says, naming both."""
+    path = tmp_path / "cases.yaml"
+    path.write_text(
+        "catalog:\n  tools:\n    - name: get_order_status\n    - name: get_shipping_eta\n"
+        "cases:\n"
+        "  - input: where is order 1\n    call: [{tool: get_order_status}]\n"
+        "  - input: where is order 1\n    call: [{tool: get_shipping_eta}]\n"
+        "  - {id: c3, input: where is order 2, none: true}\n"
+        "  - {id: c4, input: where is order 2, none: true}\n"  # found by its id: reached
+    )
+    code, out, err = run("check", str(path))
+    assert code == 0, err
+    assert "0 forbid rule(s), 4 case(s)" in out
+    warnings = [line for line in out.splitlines() if "warning" in line]
+    assert warnings == [
+        f"{path}:8: warning: case 'case:cases:1' is never reached by `serve`: case 'case:cases:0' ({path}:6) has the "
+        "same input and comes first (a case without an id is found by its input); give it an id"
+    ]
+
+
 def test_explain_shows_the_matching_rule() -> None:
     code, out, _ = run("explain", TRIAGE, "--input", "[RISK] card velocity [AUTH] in body")
     assert code == 0
