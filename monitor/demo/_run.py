@@ -88,12 +88,16 @@ class _Sigterm:
             raise _Woken
 
     def sleep(self, seconds: float) -> None:
-        # The handler raises only while _sleeping is set, and that is inside the try: _Woken never escapes.
+        # The handler raises only while _sleeping is set, and that is only inside the outer try: _Woken never
+        # escapes. The inner finally clears the flag whatever ends the sleep: after a Ctrl-C (KeyboardInterrupt out
+        # of time.sleep) a SIGTERM during the shutdown must not raise _Woken out of it.
         try:
             self._sleeping = True
-            if not self.requested:
-                time.sleep(seconds)
-            self._sleeping = False
+            try:
+                if not self.requested:
+                    time.sleep(seconds)
+            finally:
+                self._sleeping = False
         except _Woken:
             pass
 

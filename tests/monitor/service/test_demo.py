@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 import io
+import os
 import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from rich.console import Console
 
 from instrumentation import configure, shutdown
 from monitor.cli import main
 from monitor.demo import LogLineGenerator, SimulatedTriageModel, TriageAgent, run_demo
+from monitor.demo._run import _Sigterm
 from tests.monitor.service.conftest import ServeFactory, scrape, value, wait_for
 
 
@@ -120,6 +124,57 @@ def test_sigterm_stops_the_demo_as_ctrl_c_does() -> None:
             proc.communicate()
     assert proc.returncode == 0, err
     assert "summary" in out and "Tool call accuracy:" in out
+    m = re.search(r"(\d+) turns sent, (\d+) judged", out)
+    assert m is not None, out
+    assert int(m.group(1)) == int(m.group(2)) > 0
+
+
+def test_a_sigterm_after_ctrl_c_only_marks_the_stop() -> None:
+    """Ctrl-C in the sleep between turns, then SIGTERM while the demo shuts down: the SIGTERM must not raise out of
+    the shutdown (the sleep's flag stayed set after the KeyboardInterrupt: _Woken escaped, exit 1)."""
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signal handlers run in the main thread only")
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with _Sigterm() as sigterm:
+            timer = threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGINT))
+            timer.start()
+            with pytest.raises(KeyboardInterrupt):
+                sigterm.sleep(10)
+            timer.join()
+            signal.raise_signal(signal.SIGTERM)  # the handler runs here: it must only mark the stop
+            assert sigterm.requested
+            sigterm.sleep(10)  # asked to stop: returns at once
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def test_ctrl_c_then_sigterm_still_judges_every_turn() -> None:
+    # An impatient operator (or a service manager after Ctrl-C): SIGINT, then SIGTERM while the demo shuts down.
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).parent / "toolwatch"), "demo", "--forever", "--rate", "50"]
+        + ["--port", "0", "--metrics-port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        deadline = time.monotonic() + 30
+        line = ""
+        while "turns sent" not in line and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+        assert "turns sent" in line, line
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
     m = re.search(r"(\d+) turns sent, (\d+) judged", out)
     assert m is not None, out
     assert int(m.group(1)) == int(m.group(2)) > 0
