@@ -82,7 +82,9 @@ class ToolwatchMetrics(Collector):
     """Verdict counters, rolling-window gauges and operational metrics.
 
     `observe()` is called by the worker with each batch of verdicts; `collect()` renders everything at
-    scrape time. Thread-safe (one lock, taken once per batch and once per scrape).
+    scrape time. Thread-safe (one lock, taken once per batch and once per scrape): the service collects in a
+    thread of its own. The operational counters, pending counts and ignored attributes, which the worker updates
+    without the lock, are read as they are at that moment (each table copied at once).
     """
 
     def __init__(

@@ -5,13 +5,17 @@ from __future__ import annotations
 import gzip
 import shutil
 import subprocess
+import threading
+import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-from monitor.metrics import names
-from tests.monitor.service.conftest import ServeFactory, scrape, value, wait_for
+from monitor.metrics import ToolwatchMetrics, names
+from monitor.serve import ServerThread, Settings
+from tests.monitor.service.conftest import RULES, ServeFactory, scrape, value, wait_for
 from tests.monitor.service.http_util import post
 from tests.monitor.service.spans import new_tracer, record_turn, record_turns, to_request
 from tests.monitor.service.test_end_to_end import N_TURNS, known_turns
@@ -62,6 +66,67 @@ def test_metrics_are_gzipped_when_asked(serve: ServeFactory) -> None:
     text = gzip.decompress(body).decode()
     assert len(body) < len(plain) and "# TYPE toolwatch_tool_calls_total counter" in text
     assert text.splitlines()[:50] == plain.decode().splitlines()[:50]  # the same page (histograms may move on)
+
+
+@pytest.mark.parametrize(
+    ("accept", "gzipped"),
+    [
+        ("", False),
+        ("gzip", True),
+        ("GZip ; q=0.5", True),
+        ("gzip;q=0", False),  # "not gzip" (RFC 9110): prometheus_client's gzip_accepted took it as yes
+        ("gzip; q=0.000", False),
+        ("deflate, gzip;q=0", False),
+        ("*", True),
+        ("gzip;q=0, *", False),  # gzip named: the wildcard does not overrule it
+        ("*;q=0", False),
+        ("identity", False),
+        ("gzip;q=nonsense", False),
+    ],
+)
+def test_metrics_honour_accept_encoding_and_say_vary(serve: ServeFactory, accept: str, gzipped: bool) -> None:
+    _, server = serve()
+    body, headers = _get(server.metrics_url, **({"Accept-Encoding": accept} if accept else {}))
+    assert headers["Vary"] == "Accept-Encoding"  # a cache between scraper and server keeps both pages apart
+    assert (headers.get("Content-Encoding") == "gzip") is gzipped
+    text = (gzip.decompress(body) if gzipped else body).decode()
+    assert "# TYPE toolwatch_tool_calls_total counter" in text
+
+
+def test_a_slow_scrape_does_not_hold_up_otlp_requests(tmp_path: Path) -> None:
+    """Rendering /metrics of a large registry takes hundreds of milliseconds: it runs off the event loop, so an
+    export arriving meanwhile is answered at once (it waited for the whole render while the loop rendered)."""
+    settings = Settings(
+        rules=(str(RULES),),
+        port=0,
+        metrics_port=0,
+        watch_rules=False,
+        agents=tuple(f"agent-{i:03d}" for i in range(300)),  # ~55,000 series, all known, all at 0
+    )
+    body = bytes(to_request(record_turns(known_turns()[:1])).SerializeToString())
+    with ServerThread(settings, metrics=ToolwatchMetrics(max_initial_series=1_000_000)) as server:
+        t0 = time.perf_counter()
+        _get(server.metrics_url)
+        render_s = time.perf_counter() - t0
+        assert render_s > 0.1, render_s  # large enough to tell waiting from not waiting
+        scraped: list[float] = []
+
+        def scrape_once() -> None:
+            _get(server.metrics_url)
+            scraped.append(time.perf_counter())
+
+        scraper = threading.Thread(target=scrape_once)
+        start = time.perf_counter()
+        scraper.start()
+        time.sleep(render_s / 5)  # the render is under way
+        sent = time.perf_counter()
+        status, _, _ = post(server.endpoint, body, PB)
+        answered = time.perf_counter()
+        scraper.join(timeout=30)
+        assert status == 200
+        assert scraped, "the scrape did not finish"
+        # Answered while the scrape was still being rendered, well before the render could have ended.
+        assert answered - sent < render_s / 2, (answered - sent, render_s, scraped[0] - start)
 
 
 def test_pending_turns_count_turnless_traces(serve: ServeFactory) -> None:
