@@ -178,3 +178,9 @@ def test_ctrl_c_then_sigterm_still_judges_every_turn() -> None:
     m = re.search(r"(\d+) turns sent, (\d+) judged", out)
     assert m is not None, out
     assert int(m.group(1)) == int(m.group(2)) > 0
+
+
+def test_one_port_for_both_listeners_is_a_usage_error() -> None:
+    res = CliRunner().invoke(main, ["demo", "--turns", "1", "--port", "14319", "--metrics-port", "14319"])
+    assert res.exit_code == 2, res.output
+    assert "--port and --metrics-port are both 14319" in res.output

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ from click.testing import CliRunner
 
 from monitor.cli import main
 from monitor.cli.serve_cmd import serve, settings_from_options
+from monitor.serve import Settings, port_clash
 from tests.monitor.service.conftest import RULES, ServeFactory
 
 TOOLWATCH = str(Path(sys.executable).parent / "toolwatch")
@@ -56,6 +58,40 @@ def test_an_address_not_of_this_machine_names_host() -> None:
     code, err = _serve_exits(["--host", "192.0.2.1", "--port", "0", "--metrics-port", "0"])  # TEST-NET-1
     assert code == 1, err
     assert "192.0.2.1:0 for OTLP/HTTP" in err and "check --host" in err and "--port" not in err, err
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.parametrize(
+    ("first", "second"), [("--port", "--grpc-port"), ("--port", "--metrics-port"), ("--grpc-port", "--metrics-port")]
+)
+def test_two_listeners_on_one_port_are_a_usage_error(first: str, second: str) -> None:
+    # It used to bind the first, fail on the second and blame "another process" holding the port.
+    port = str(_free_port())
+    ports = {"--port": "0", "--metrics-port": "0", "--grpc-port": "0", first: port, second: port}
+    args = [arg for opt, p in ports.items() for arg in (opt, p)]
+    res = CliRunner().invoke(main, ["serve", "--rules", str(RULES), "--no-watch", *args])
+    assert res.exit_code == 2, res.output
+    assert f"{first} and {second} are both {port}" in res.output and "another process" not in res.output, res.output
+
+
+@pytest.mark.parametrize(
+    ("host", "metrics_host", "clash"),
+    [
+        ("127.0.0.1", "127.0.0.1", True),
+        ("0.0.0.0", "127.0.0.1", True),  # the wildcard address covers the other
+        ("127.0.0.1", "::", True),
+        ("127.0.0.1", "127.0.0.2", False),  # one port on two addresses: allowed
+    ],
+)
+def test_a_port_clash_needs_overlapping_addresses(host: str, metrics_host: str, clash: bool) -> None:
+    settings = Settings(host=host, metrics_host=metrics_host, port=14318, metrics_port=14318)
+    assert (port_clash(settings) is not None) is clash
+    assert port_clash(Settings(host=host, metrics_host=metrics_host, port=0, metrics_port=0)) is None  # 0: any free
 
 
 @pytest.mark.parametrize("option", ["--port", "--metrics-port", "--grpc-port"])
