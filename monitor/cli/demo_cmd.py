@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-PORT = click.IntRange(0, 65535)
+from monitor.cli._params import PORT
 
 
 @click.command()

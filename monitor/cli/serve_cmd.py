@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from monitor.cli._params import PORT
 from monitor.serve import _settings as env
 
 if TYPE_CHECKING:
@@ -68,7 +69,6 @@ class Windows(click.ParamType[tuple[float, ...]]):
         return windows
 
 
-PORT = click.IntRange(0, 65535)
 # Every option can be set by its TOOLWATCH_* variable, and --help says which.
 option = functools.partial(click.option, show_envvar=True)
 
