@@ -37,9 +37,12 @@ def _pin_malloc_thresholds() -> None:
 
 
 class Duration(click.ParamType[float]):
-    """A duration such as 2s, 500ms or 5m; a bad one is refused naming its option."""
+    """A duration such as 2s, 500ms or 5m (0 too with `allow_zero`); a bad one is refused naming its option."""
 
     name = "duration"
+
+    def __init__(self, *, allow_zero: bool = False) -> None:
+        self.allow_zero = allow_zero
 
     def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> float:
         if isinstance(value, float):
@@ -47,7 +50,7 @@ class Duration(click.ParamType[float]):
         from monitor.metrics import parse_duration
 
         try:
-            return parse_duration(str(value))
+            return parse_duration(str(value), allow_zero=self.allow_zero)
         except ValueError as exc:
             self.fail(str(exc), param, ctx)
 
@@ -140,17 +143,17 @@ def settings_from_options(opts: Mapping[str, object]) -> Settings:
     "--grace",
     default="2s",
     show_default=True,
-    type=Duration(),
+    type=Duration(allow_zero=True),
     envvar=env.ENV_GRACE,
-    help="Wait this long after a turn span arrives for late tool spans before judging it.",
+    help="Wait this long after a turn span arrives for late tool spans before judging it (0: judge at once).",
 )
 @option(
     "--turnless-timeout",
     default="30s",
     show_default=True,
-    type=Duration(),
+    type=Duration(allow_zero=True),
     envvar=env.ENV_TURNLESS_TIMEOUT,
-    help="Judge tool calls whose turn never arrives alone after this long.",
+    help="Judge tool calls whose turn never arrives alone after this long (0: at once).",
 )
 @option(
     "--max-pending",

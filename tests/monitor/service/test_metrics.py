@@ -100,8 +100,14 @@ def test_durations(text: str, seconds: float) -> None:
 
 def test_duration_labels_and_errors() -> None:
     assert [format_duration(s) for s in (300, 3600, 90, 86400)] == ["5m", "1h", "90s", "1d"]
-    with pytest.raises(ValueError, match="invalid duration"):
+    with pytest.raises(ValueError, match="invalid duration 'soon': .* ms, s, m, h or d"):
         parse_duration("soon")
+    assert parse_duration("500ms") == 0.5
+    with pytest.raises(ValueError, match="use a positive number"):
+        parse_duration("0")
+    assert parse_duration("0", allow_zero=True) == parse_duration("0s", allow_zero=True) == 0
+    with pytest.raises(ValueError, match="use 0 or a positive number"):
+        parse_duration("-1s", allow_zero=True)
 
 
 def test_forbidden_calls_counter_counts_calls(tmp_path: Path) -> None:

@@ -106,7 +106,8 @@ def test_ports_out_of_range_are_usage_errors(option: str, port: str) -> None:
     ("option", "value", "says"),
     [
         ("--grace", "5x", "invalid duration '5x'"),
-        ("--turnless-timeout", "0", "invalid duration '0'"),
+        ("--grace", "2 sec", "with a unit: ms, s, m, h or d"),
+        ("--turnless-timeout", "-1", "invalid duration '-1': use 0 or a positive number"),
         ("--windows", "5m,x", "invalid duration 'x'"),
         ("--windows", ",", "at least one rolling window"),
         ("--max-pending", "0", "x>=1"),
@@ -120,6 +121,21 @@ def test_bad_values_name_their_option(option: str, value: str, says: str) -> Non
     res = CliRunner().invoke(main, ["serve", "--rules", str(RULES), option, value])
     assert res.exit_code == 2, res.output
     assert f"Invalid value for '{option}'" in res.output and says in res.output, res.output
+
+
+def test_grace_and_turnless_timeout_take_0(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Settings allows 0 (judge at once); the options and their variables refused it ("use a positive number").
+    ctx = serve.make_context("serve", ["--rules", str(RULES), "--grace", "0", "--turnless-timeout", "0ms"])
+    settings = settings_from_options(ctx.params)
+    assert settings.grace_s == 0 and settings.turnless_timeout_s == 0
+    monkeypatch.setenv("TOOLWATCH_GRACE", "0s")
+    monkeypatch.setenv("TOOLWATCH_TURNLESS_TIMEOUT", "0")
+    settings = settings_from_options(serve.make_context("serve", ["--rules", str(RULES)]).params)
+    assert settings.grace_s == 0 and settings.turnless_timeout_s == 0
+    assert Settings.from_env().grace_s == 0 and Settings.from_env().turnless_timeout_s == 0
+    # The windows stay positive.
+    res = CliRunner().invoke(main, ["serve", "--rules", str(RULES), "--windows", "0"])
+    assert res.exit_code == 2 and "invalid duration '0': use a positive number" in res.output, res.output
 
 
 def test_help_shows_the_environment_variable_of_every_option() -> None:
