@@ -20,7 +20,7 @@ from rich.console import Console
 from instrumentation import configure, shutdown
 from monitor.cli import main
 from monitor.demo import LogLineGenerator, SimulatedTriageModel, TriageAgent, run_demo
-from monitor.demo._run import _Sigterm
+from monitor.demo._run import RATE_AFTER_S, _Sigterm, status_line
 from tests.monitor.service.conftest import ServeFactory, scrape, value, wait_for
 
 
@@ -69,6 +69,7 @@ def test_run_demo_judges_every_turn() -> None:
     result = run_demo(turns=150, rate=0, port=0, metrics_port=0, grace_s=0.3, console=Console(file=out, width=120))
     assert result.turns_sent == result.turns_judged == result.tally.judged_turns == 150
     assert "metrics: http://127.0.0.1:" in out.getvalue()
+    assert re.search(r"^turns sent 1/150   judged \d+   \S+ turns/s", out.getvalue(), re.M), out.getvalue()
     assert result.tally.judged_calls > 0 and result.tally.correct < result.tally.judged_calls
 
 
@@ -93,10 +94,15 @@ def test_the_live_view_shows_inputs_and_reasons_literally() -> None:
 
 
 def test_the_rate_is_shown_once_it_means_something() -> None:
-    out = io.StringIO()
-    run_demo(turns=3, rate=0, port=0, metrics_port=0, grace_s=0.3, console=Console(file=out, width=200))
-    first = next(line for line in out.getvalue().splitlines() if "turns sent 1/3" in line)
-    assert "— turns/s" in first, first  # not the rate of one turn over a millisecond
+    # The time is given, not measured: the first turn of a real run may take a second on a loaded machine.
+    url = "http://127.0.0.1:9464/metrics"
+    assert "   — turns/s" in status_line(1, 3, 0, 0.001, url)  # not the rate of one turn over a millisecond
+    assert "   — turns/s" in status_line(99, 3, 0, RATE_AFTER_S - 0.001, url)
+    assert "   100 turns/s" in status_line(100, 3, 0, RATE_AFTER_S, url)
+    assert "   25 turns/s" in status_line(100, None, 0, 4 * RATE_AFTER_S, url)
+    assert status_line(5, 3, 2, 0.5, url).startswith("turns sent 5/3   judged 2")
+    assert "turns sent 5/∞" in status_line(5, None, 2, 0.5, url)
+    assert "Ctrl-C" in status_line(5, 3, 2, 0.5, url) and "Ctrl-C" not in status_line(5, None, 2, 0.5, url)
 
 
 def test_sigterm_stops_the_demo_as_ctrl_c_does() -> None:
