@@ -223,7 +223,9 @@ class ToolwatchMetrics(Collector):
         fam_p = GaugeMetricFamily(
             n.PENDING_TURNS,
             "Turns waiting to be judged: kind=turn, turn spans in their grace period; kind=turnless, traces holding "
-            "calls but no turn span (each judged as one turnless turn after the timeout, unless its turn arrives).",
+            "calls but no turn span (each judged as one turnless turn after the timeout, unless its turn arrives). "
+            "Calls of a trace that also holds a pending turn they are not part of count as turnless only once that "
+            "turn is released.",
             labels=["kind"],
         )
         for kind in PENDING_KINDS:

@@ -12,8 +12,12 @@ from pathlib import Path
 
 import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
+from monitor.assembly import TurnAssembler
 from monitor.metrics import ToolwatchMetrics, names
+from monitor.records import ToolCall, Turn
 from monitor.serve import ServerThread, Settings
 from tests.monitor.service.conftest import RULES, ServeFactory, scrape, value, wait_for
 from tests.monitor.service.http_util import post
@@ -146,3 +150,32 @@ def test_pending_turns_count_turnless_traces(serve: ServeFactory) -> None:
     s = scrape(server)
     assert value(s, names.PENDING_TURNS, kind="turn") == 2
     assert value(s, names.PENDING_TURNS, kind="turnless") == 1  # judged as one turnless turn after the timeout
+
+
+def test_a_call_beside_a_pending_turn_counts_as_turnless_once_the_turn_is_released() -> None:
+    """What the HELP text of toolwatch_pending_turns says: a call of a trace whose pending turn it is not part of
+    (here a call under no turn, after it) is not counted as turnless while that turn waits; then it is."""
+    assembler = TurnAssembler(grace_s=1.0, turnless_timeout_s=600.0)
+    trace = "a" * 32
+    turn = Turn("[AUTH] q", trace_id=trace, span_id="1" * 16, start_ns=100, end_ns=200)
+    beside = ToolCall("pull_auth_telemetry", trace_id=trace, span_id="2" * 16, start_ns=300, end_ns=400)
+    metrics = ToolwatchMetrics()
+    metrics.pending = lambda: {"turn": assembler.pending_turns, "turnless": assembler.pending_turnless}
+
+    def pending() -> tuple[float | None, float | None]:
+        text = generate_latest(metrics.registry()).decode()
+        samples = {
+            s.labels["kind"]: s.value
+            for f in text_string_to_metric_families(text)
+            for s in f.samples
+            if s.name == names.PENDING_TURNS
+        }
+        return samples.get("turn"), samples.get("turnless")
+
+    assert assembler.add_records([turn, beside], 1_000) == []
+    assert pending() == (1, 0)
+    (released,) = assembler.poll(2_000_000_000)  # the grace period is over: the turn, without the call
+    assert released.span_id == turn.span_id and released.calls == ()
+    assert pending() == (0, 1)
+    help_text = generate_latest(metrics.registry()).decode().split(f"# HELP {names.PENDING_TURNS} ")[1].split("\n")[0]
+    assert "count as turnless only once that turn is released" in help_text
