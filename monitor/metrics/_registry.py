@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -35,6 +36,8 @@ from monitor.metrics._windows import (
 )
 from monitor.normalize import ATTRIBUTE_KEYS
 from monitor.verdict import TurnVerdict
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_WINDOWS = (300.0, 3600.0)
 PENDING_KINDS = ("turn", "turnless")
@@ -96,13 +99,16 @@ class ToolwatchMetrics(Collector):
         windows: Sequence[float] = DEFAULT_WINDOWS,
         clock: Callable[[], float] = time.monotonic,
         max_initial_series: int = MAX_INITIAL_SERIES,
+        agent_tools: Mapping[str, Iterable[str]] | None = None,
+        rule_agents: Mapping[str, str] | None = None,
     ) -> None:
         self._clock = clock
         self._lock = threading.Lock()
         self.max_initial_series = max_initial_series
+        self._warned: set[tuple[frozenset[str], frozenset[str], frozenset[str]]] = set()
         labels = LabelPolicy(tools=tools, agents=agents)
         self.counters = VerdictCounters(labels)
-        self.counters.set_labels(labels, initial_series(labels, rules, budget=max_initial_series))
+        self.counters.set_labels(labels, self._initial(labels, rules, agent_tools, rule_agents))
         self.windows = RollingWindows(windows, clock())
         self.ops = Operational()
         # Read at scrape time, set by the service: pending turns by kind ("turn", "turnless"), and the span
@@ -115,13 +121,41 @@ class ToolwatchMetrics(Collector):
     def labels(self) -> LabelPolicy:
         return self.counters.labels
 
-    def set_labels(self, *, tools: Iterable[str], agents: Iterable[str], rules: Iterable[str] = ()) -> None:
+    def set_labels(
+        self,
+        *,
+        tools: Iterable[str],
+        agents: Iterable[str],
+        rules: Iterable[str] = (),
+        agent_tools: Mapping[str, Iterable[str]] | None = None,
+        rule_agents: Mapping[str, str] | None = None,
+    ) -> None:
         """New label sets (after a rules reload): the series of every label set they allow start at 0 (see
-        `_initial`); series already counted keep their labels and counts."""
+        `_initial`, which also says what `agent_tools` and `rule_agents` leave out); series already counted keep
+        their labels and counts."""
         labels = LabelPolicy(tools=tools, agents=agents)
-        initial = initial_series(labels, rules, budget=self.max_initial_series)
+        initial = self._initial(labels, rules, agent_tools, rule_agents)
         with self._lock:
             self.counters.set_labels(labels, initial)
+
+    def _initial(
+        self,
+        labels: LabelPolicy,
+        rules: Iterable[str],
+        agent_tools: Mapping[str, Iterable[str]] | None,
+        rule_agents: Mapping[str, str] | None,
+    ) -> list[tuple[str, tuple[str, ...]]]:
+        """The series to create at 0; the warning about those left out is logged once per distinct label set (a
+        reload that keeps them says nothing again)."""
+        rules = frozenset(rules)
+        series, warning = initial_series(
+            labels, rules, budget=self.max_initial_series, agent_tools=agent_tools, rule_agents=rule_agents
+        )
+        key = (labels.agents, labels.tools, rules)
+        if warning is not None and key not in self._warned:
+            self._warned.add(key)
+            logger.warning("%s", warning)
+        return series
 
     def observe(self, verdicts: Sequence[TurnVerdict]) -> None:
         with self._lock:
