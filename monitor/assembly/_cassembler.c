@@ -794,7 +794,8 @@ static PyObject *init(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 
 /* count_turnless(traces): how many of the pending traces hold calls and no turn (TurnAssembler.pending_turnless), or
  * None when a value is not a plain _Trace whose calls is a list and turns a dict (Python counts them then). One pass
- * over the dict, no Python code run: a scrape of 100,000 pending traces takes well under a millisecond. */
+ * over the dict, no Python code run: for 100,000 pending traces 1-3 ms per scrape (2.6 ms measured beside the
+ * server's load, 1.1 ms best of 20 idle; the Python walk took 14.8 ms). */
 static PyObject *count_turnless(PyObject *module, PyObject *traces) {
     if (!PyDict_Check(traces)) Py_RETURN_NONE;
     if (trace_type == NULL) Py_RETURN_NONE;

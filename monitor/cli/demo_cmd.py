@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-PORT = click.IntRange(0, 65535)
+from monitor.cli._params import PORT
 
 
 @click.command()
@@ -29,7 +29,11 @@ def demo(turns: int, forever: bool, rate: float, seed: int, rules: str | None, p
     from rich.console import Console
 
     from monitor.demo import print_summary, run_demo
+    from monitor.serve import Settings, port_clash
 
+    clash = port_clash(Settings(port=port, metrics_port=metrics_port))
+    if clash is not None:
+        raise click.UsageError(clash)
     console = Console()
     result = run_demo(
         turns=turns,

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from monitor.cli._params import PORT
 from monitor.serve import _settings as env
 
 if TYPE_CHECKING:
@@ -36,9 +37,12 @@ def _pin_malloc_thresholds() -> None:
 
 
 class Duration(click.ParamType[float]):
-    """A duration such as 2s, 500ms or 5m; a bad one is refused naming its option."""
+    """A duration such as 2s, 500ms or 5m (0 too with `allow_zero`); a bad one is refused naming its option."""
 
     name = "duration"
+
+    def __init__(self, *, allow_zero: bool = False) -> None:
+        self.allow_zero = allow_zero
 
     def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> float:
         if isinstance(value, float):
@@ -46,7 +50,7 @@ class Duration(click.ParamType[float]):
         from monitor.metrics import parse_duration
 
         try:
-            return parse_duration(str(value))
+            return parse_duration(str(value), allow_zero=self.allow_zero)
         except ValueError as exc:
             self.fail(str(exc), param, ctx)
 
@@ -68,7 +72,6 @@ class Windows(click.ParamType[tuple[float, ...]]):
         return windows
 
 
-PORT = click.IntRange(0, 65535)
 # Every option can be set by its TOOLWATCH_* variable, and --help says which.
 option = functools.partial(click.option, show_envvar=True)
 
@@ -140,17 +143,17 @@ def settings_from_options(opts: Mapping[str, object]) -> Settings:
     "--grace",
     default="2s",
     show_default=True,
-    type=Duration(),
+    type=Duration(allow_zero=True),
     envvar=env.ENV_GRACE,
-    help="Wait this long after a turn span arrives for late tool spans before judging it.",
+    help="Wait this long after a turn span arrives for late tool spans before judging it (0: judge at once).",
 )
 @option(
     "--turnless-timeout",
     default="30s",
     show_default=True,
-    type=Duration(),
+    type=Duration(allow_zero=True),
     envvar=env.ENV_TURNLESS_TIMEOUT,
-    help="Judge tool calls whose turn never arrives alone after this long.",
+    help="Judge tool calls whose turn never arrives alone after this long (0: at once).",
 )
 @option(
     "--max-pending",
@@ -241,11 +244,17 @@ def serve(**opts: object) -> None:
     OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=http://127.0.0.1:4318/v1/traces.
     """
     from monitor.rules import RuleFileError
-    from monitor.serve import Server
+    from monitor.serve import Server, port_clash
 
     try:
         settings = settings_from_options(opts)
         settings.validate()
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    clash = port_clash(settings)
+    if clash is not None:
+        raise click.UsageError(clash)
+    try:
         server = Server(settings)
     except RuleFileError as exc:
         raise click.ClickException(f"invalid rules: {exc}") from None

@@ -55,6 +55,16 @@ def _port(host: str, port: int, console: Console, what: str) -> int:
 RATE_AFTER_S = 1.0  # the turns/s figure is shown once the demo has run this long (over less it means nothing)
 
 
+def status_line(sent: int, turns: int | None, judged: int, elapsed_s: float, metrics_url: str) -> str:
+    """The head line of the live view after `elapsed_s` seconds (`turns` None: --forever). The rate shows once
+    the demo has run RATE_AFTER_S: before, one turn over a millisecond would read as a thousand turns/s."""
+    speed = f"{sent / elapsed_s:.0f}" if elapsed_s >= RATE_AFTER_S else "—"
+    total = "∞" if turns is None else str(turns)
+    return f"turns sent {sent}/{total}   judged {judged}   {speed} turns/s   metrics {metrics_url}" + (
+        "" if turns is None else "   (Ctrl-C stops early)"
+    )
+
+
 class _Woken(Exception):
     """Raised by the SIGTERM handler to end a sleep between turns."""
 
@@ -88,12 +98,16 @@ class _Sigterm:
             raise _Woken
 
     def sleep(self, seconds: float) -> None:
-        # The handler raises only while _sleeping is set, and that is inside the try: _Woken never escapes.
+        # The handler raises only while _sleeping is set, and that is only inside the outer try: _Woken never
+        # escapes. The inner finally clears the flag whatever ends the sleep: after a Ctrl-C (KeyboardInterrupt out
+        # of time.sleep) a SIGTERM during the shutdown must not raise _Woken out of it.
         try:
             self._sleeping = True
-            if not self.requested:
-                time.sleep(seconds)
-            self._sleeping = False
+            try:
+                if not self.requested:
+                    time.sleep(seconds)
+            finally:
+                self._sleeping = False
         except _Woken:
             pass
 
@@ -140,13 +154,8 @@ def run_demo(
     interval = 1.0 / rate if rate > 0 else 0.0
 
     def header() -> str:
-        total = "∞" if forever else str(turns)
-        elapsed = time.monotonic() - t0
-        speed = f"{sent / elapsed:.0f}" if elapsed >= RATE_AFTER_S else "—"
-        return (
-            f"turns sent {sent}/{total}   judged {server.pipeline.turns_judged}   "
-            f"{speed} turns/s   metrics {server.metrics_url}" + ("" if forever else "   (Ctrl-C stops early)")
-        )
+        total = None if forever else turns
+        return status_line(sent, total, server.pipeline.turns_judged, time.monotonic() - t0, server.metrics_url)
 
     live = Live(
         render(header(), feed, server.metrics), console=console, refresh_per_second=4, auto_refresh=console.is_terminal

@@ -56,11 +56,12 @@ def reason(
 
 
 def _response_problem(exp: Expectation | None) -> str:
-    """Which response check failed, when the rule has one (with several, which one fails depends on the output;
-    the reason of a plan is made before any output is seen, so it says how many)."""
+    """Which response check failed, when the rule has one. With several, which ones fail depends on the output, and
+    the reason of a plan is made before any output is seen: it says that one failed, of how many (the general path
+    says the same, the plan differential tests compare them)."""
     checks = exp.respond if exp is not None else ()
     if len(checks) != 1:
-        return f"response checks failed ({len(checks)} checks)" if checks else "response check failed"
+        return f"a response check failed (of {len(checks)})" if checks else "response check failed"
     r = checks[0]
     if r.description:
         what = r.description

@@ -37,12 +37,16 @@ class Histogram:
         self.count += k
 
     def family(self, name: str, doc: str) -> HistogramMetricFamily:
+        """The family; safe from another thread than the one observing (a scrape renders in its own thread):
+        the buckets and the count come from one copy of the counts, so they always agree (cumulative, +Inf =
+        count); the sum may be a few observations ahead or behind them."""
+        counts = list(self.counts)  # one copy, taken at once (a C-level copy: no observation lands in the middle)
         buckets: list[tuple[str, float]] = []
         acc = 0
-        for bound, c in zip(self.bounds, self.counts, strict=False):
+        for bound, c in zip(self.bounds, counts, strict=False):
             acc += c
             buckets.append((repr(float(bound)), acc))
-        buckets.append(("+Inf", self.count))
+        buckets.append(("+Inf", acc + counts[-1]))
         return HistogramMetricFamily(name, doc, buckets=buckets, sum_value=self.total)
 
     def quantile(self, q: float) -> float:

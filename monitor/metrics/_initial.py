@@ -2,31 +2,38 @@
 
 Prometheus' `increase()` and `rate()` see growth only between two samples of one series: a series that first
 appears with the value 1 looks flat, so the first hallucinated call of an agent would never reach an alert. Every
-series whose label values are all known in advance is therefore created at 0 when the metrics start and on every
-rules reload: agents of the configuration and the rules plus `__other__`, catalog tools plus `__other__`, the fixed
-outcomes, schema violation kinds, turn checks and results, and the rule ids.
+series whose label values are all known in advance, and that some turn can count, is therefore created at 0 when
+the metrics start and on every rules reload: agents of the configuration and the rules plus `__other__`, catalog
+tools plus `__other__`, the fixed outcomes, schema violation kinds, turn checks and results, and the rule ids.
 
-Bounded, with A agents and T tools (each counting `__other__`), R rules and C catalog tools (T = C + 1):
-  per agent          20: turns by judged (2), turn checks x results (14), 4 more (order violations, ...)
-  per agent, tool    19: calls by outcome (5), 8 counters (missed, forbidden, ...), schema violation kinds (6)
+Left out, as no turn can count them (as the judge scopes rules and tools, see `monitor.judge.Judge`):
+  - hallucinated calls of a catalog tool: a hallucinated name is not in the catalog, so its label is `__other__`;
+    except for an agent whose rule files scope its tools (`agent_tools`): the catalog tools outside them are
+    hallucinated when it calls them, under their own names;
+  - failures of a rule scoped to an agent (`rule_agents`) for the other agents: only that agent's turns and turns
+    without an agent name (`__other__`) use it.
+
+Bounded, with A agents and T tools (each counting `__other__`), R rules and C catalog tools (T = C + 1), without
+scoped rules or tools:
+  per agent          21: turns by judged (2), turn checks x results (14), 4 more (order violations, ...),
+                         hallucinated calls of `__other__` (1)
+  per agent, tool    18: calls by outcome but hallucinated (4), 8 counters (missed, forbidden, ...), schema
+                         violation kinds (6)
   per agent, rule    1                                        (rule failures)
   confusion matrix   (C + 1) x (C + 3) per agent, only while that is <= MATRIX_MAX_PER_AGENT (C <= 18)
-that is A x (20 + 19 T + R) series plus the matrix; and never more than `budget` (MAX_INITIAL_SERIES) in all:
-families are taken in the order below while they fit, the others appear with their first event (logged).
-`VerdictCounters.set_labels` removes the series created here that a reload no longer names while they are still 0,
-so reloads do not pile them up.
+that is A x (21 + 18 T + R) series plus the matrix; and never more than `budget` (MAX_INITIAL_SERIES) in all:
+families are taken in the order below while they fit, the others appear with their first event (a warning says
+which; a budget of 0 creates none and says nothing). `VerdictCounters.set_labels` removes the series created here
+that a reload no longer names while they are still 0, so reloads do not pile them up.
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from monitor.metrics import names as n
 from monitor.metrics._labels import LabelPolicy
 from monitor.verdict import NONE_LABEL, UNKNOWN_LABEL, Outcome, ViolationKind
-
-logger = logging.getLogger(__name__)
 
 Key = tuple[str, ...]
 Series = tuple[str, Key]  # (counter name, label values)
@@ -54,13 +61,35 @@ def matrix_cells(catalog: Iterable[str]) -> list[tuple[str, str]]:
     return [(r, c) for r in (*tools, NONE_LABEL) for c in (*tools, NONE_LABEL, UNKNOWN_LABEL, n.OTHER)]
 
 
-def initial_series(labels: LabelPolicy, rules: Iterable[str] = (), *, budget: int = MAX_INITIAL_SERIES) -> list[Series]:
-    """The series to create at 0 for these label sets and rule ids, within `budget`."""
+def initial_series(
+    labels: LabelPolicy,
+    rules: Iterable[str] = (),
+    *,
+    budget: int = MAX_INITIAL_SERIES,
+    agent_tools: Mapping[str, Iterable[str]] | None = None,
+    rule_agents: Mapping[str, str] | None = None,
+) -> tuple[list[Series], str | None]:
+    """The series to create at 0 for these label sets and rule ids, within `budget`; and, when families were left
+    out over the budget (not when it is 0), the warning that says which.
+
+    `agent_tools`: agent -> the tools its turns may call, for the agents whose rule files scope them (the others
+    call the whole catalog). `rule_agents`: rule id -> the agent its rule file is scoped to (the others apply to
+    every agent)."""
     agents = [*sorted(labels.agents - {n.OTHER}), n.OTHER]
     tools = [*sorted(labels.tools - {n.OTHER}), n.OTHER]
     catalog = len(tools) - 1
     rule_ids = sorted({labels.rule(r) for r in rules if not r.startswith("case:")})
     checks = [(check, result) for check in n.CHECKS for result in ("pass", "fail")]
+    scoped_tools = {a: frozenset(ts) for a, ts in (agent_tools or {}).items()}
+    scoped_rules = rule_agents or {}
+    outcomes = [o.value for o in Outcome if o is not Outcome.HALLUCINATED]
+    # Per agent, the tools whose calls can be hallucinated (their label: __other__, or a catalog tool outside
+    # the agent's scope) and the rules its turns can fail (unscoped, its own; every rule for __other__, which holds
+    # the turns without an agent name).
+    hallucinated = {
+        a: [t for t in tools[:-1] if a in scoped_tools and t not in scoped_tools[a]] + [n.OTHER] for a in agents
+    }
+    failing = {a: [r for r in rule_ids if scoped_rules.get(r, a) == a or a == n.OTHER] for a in agents}
 
     def per_agent() -> Iterator[Series]:
         for a in agents:
@@ -68,15 +97,16 @@ def initial_series(labels: LabelPolicy, rules: Iterable[str] = (), *, budget: in
             yield from ((n.TURN_CHECKS, (a, check, result)) for check, result in checks)
             yield from ((name, (a,)) for name in _PER_AGENT)
 
+    def tool_calls() -> Iterator[Series]:
+        for a in agents:
+            yield from ((n.TOOL_CALLS, (a, t, o)) for t in tools for o in outcomes)
+            yield from ((n.TOOL_CALLS, (a, t, Outcome.HALLUCINATED.value)) for t in hallucinated[a])
+
     # (what, how many series, the series): sizes first, so that a family over the bound is never built.
     n_a, n_t = len(agents), len(tools)
     families: list[tuple[str, int, Callable[[], Iterator[Series]]]] = [
         ("per agent", n_a * (2 + len(checks) + len(_PER_AGENT)), per_agent),
-        (
-            n.TOOL_CALLS,
-            n_a * n_t * len(Outcome),
-            lambda: ((n.TOOL_CALLS, (a, t, o.value)) for a in agents for t in tools for o in Outcome),
-        ),
+        (n.TOOL_CALLS, n_a * n_t * len(outcomes) + sum(map(len, hallucinated.values())), tool_calls),
         (
             "per tool",
             n_a * n_t * len(_PER_TOOL),
@@ -87,7 +117,11 @@ def initial_series(labels: LabelPolicy, rules: Iterable[str] = (), *, budget: in
             n_a * n_t * len(ViolationKind),
             lambda: ((n.SCHEMA_VIOLATIONS, (a, t, k.value)) for a in agents for t in tools for k in ViolationKind),
         ),
-        (n.RULE_FAILURES, n_a * len(rule_ids), lambda: ((n.RULE_FAILURES, (a, r)) for a in agents for r in rule_ids)),
+        (
+            n.RULE_FAILURES,
+            sum(map(len, failing.values())),
+            lambda: ((n.RULE_FAILURES, (a, r)) for a in agents for r in failing[a]),
+        ),
     ]
     cells_per_agent = (catalog + 1) * (catalog + 3)
     if cells_per_agent <= MATRIX_MAX_PER_AGENT:
@@ -102,13 +136,11 @@ def initial_series(labels: LabelPolicy, rules: Iterable[str] = (), *, budget: in
             out.extend(series())
         else:
             skipped.append(f"{what} ({size})")
-    if skipped:
-        logger.warning(
-            "%d agents x %d tools: %s series not created at 0 (over the bound of %d); they appear with their first "
-            "event, which increase() and rate() then miss",
-            len(agents),
-            len(tools),
-            ", ".join(skipped),
-            budget,
+    warning = None
+    if skipped and budget > 0:
+        warning = (
+            f"{n_a - 1} agents and {catalog} catalog tools (and __other__ for each): "
+            f"{', '.join(skipped)} series not created at 0 (over the bound of {budget}); they appear with their "
+            "first event, which increase() and rate() then miss"
         )
-    return out
+    return out, warning

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -35,6 +36,8 @@ from monitor.metrics._windows import (
 )
 from monitor.normalize import ATTRIBUTE_KEYS
 from monitor.verdict import TurnVerdict
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_WINDOWS = (300.0, 3600.0)
 PENDING_KINDS = ("turn", "turnless")
@@ -82,7 +85,9 @@ class ToolwatchMetrics(Collector):
     """Verdict counters, rolling-window gauges and operational metrics.
 
     `observe()` is called by the worker with each batch of verdicts; `collect()` renders everything at
-    scrape time. Thread-safe (one lock, taken once per batch and once per scrape).
+    scrape time. Thread-safe (one lock, taken once per batch and once per scrape): the service collects in a
+    thread of its own. The operational counters, pending counts and ignored attributes, which the worker updates
+    without the lock, are read as they are at that moment (each table copied at once).
     """
 
     def __init__(
@@ -94,13 +99,16 @@ class ToolwatchMetrics(Collector):
         windows: Sequence[float] = DEFAULT_WINDOWS,
         clock: Callable[[], float] = time.monotonic,
         max_initial_series: int = MAX_INITIAL_SERIES,
+        agent_tools: Mapping[str, Iterable[str]] | None = None,
+        rule_agents: Mapping[str, str] | None = None,
     ) -> None:
         self._clock = clock
         self._lock = threading.Lock()
         self.max_initial_series = max_initial_series
+        self._warned: set[tuple[frozenset[str], frozenset[str], frozenset[str]]] = set()
         labels = LabelPolicy(tools=tools, agents=agents)
         self.counters = VerdictCounters(labels)
-        self.counters.set_labels(labels, initial_series(labels, rules, budget=max_initial_series))
+        self.counters.set_labels(labels, self._initial(labels, rules, agent_tools, rule_agents))
         self.windows = RollingWindows(windows, clock())
         self.ops = Operational()
         # Read at scrape time, set by the service: pending turns by kind ("turn", "turnless"), and the span
@@ -113,13 +121,41 @@ class ToolwatchMetrics(Collector):
     def labels(self) -> LabelPolicy:
         return self.counters.labels
 
-    def set_labels(self, *, tools: Iterable[str], agents: Iterable[str], rules: Iterable[str] = ()) -> None:
+    def set_labels(
+        self,
+        *,
+        tools: Iterable[str],
+        agents: Iterable[str],
+        rules: Iterable[str] = (),
+        agent_tools: Mapping[str, Iterable[str]] | None = None,
+        rule_agents: Mapping[str, str] | None = None,
+    ) -> None:
         """New label sets (after a rules reload): the series of every label set they allow start at 0 (see
-        `_initial`); series already counted keep their labels and counts."""
+        `_initial`, which also says what `agent_tools` and `rule_agents` leave out); series already counted keep
+        their labels and counts."""
         labels = LabelPolicy(tools=tools, agents=agents)
-        initial = initial_series(labels, rules, budget=self.max_initial_series)
+        initial = self._initial(labels, rules, agent_tools, rule_agents)
         with self._lock:
             self.counters.set_labels(labels, initial)
+
+    def _initial(
+        self,
+        labels: LabelPolicy,
+        rules: Iterable[str],
+        agent_tools: Mapping[str, Iterable[str]] | None,
+        rule_agents: Mapping[str, str] | None,
+    ) -> list[tuple[str, tuple[str, ...]]]:
+        """The series to create at 0; the warning about those left out is logged once per distinct label set (a
+        reload that keeps them says nothing again)."""
+        rules = frozenset(rules)
+        series, warning = initial_series(
+            labels, rules, budget=self.max_initial_series, agent_tools=agent_tools, rule_agents=rule_agents
+        )
+        key = (labels.agents, labels.tools, rules)
+        if warning is not None and key not in self._warned:
+            self._warned.add(key)
+            logger.warning("%s", warning)
+        return series
 
     def observe(self, verdicts: Sequence[TurnVerdict]) -> None:
         with self._lock:
@@ -221,7 +257,9 @@ class ToolwatchMetrics(Collector):
         fam_p = GaugeMetricFamily(
             n.PENDING_TURNS,
             "Turns waiting to be judged: kind=turn, turn spans in their grace period; kind=turnless, traces holding "
-            "calls but no turn span (each judged as one turnless turn after the timeout, unless its turn arrives).",
+            "calls but no turn span (each judged as one turnless turn after the timeout, unless its turn arrives). "
+            "Calls of a trace that also holds a pending turn they are not part of count as turnless only once that "
+            "turn is released.",
             labels=["kind"],
         )
         for kind in PENDING_KINDS:

@@ -29,11 +29,14 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
 
 
-def parse_duration(text: str) -> float:
-    """'5m' -> 300.0; '1h', '90s', '2d', or a bare number of seconds."""
+def parse_duration(text: str, *, allow_zero: bool = False) -> float:
+    """'5m' -> 300.0; '500ms', '90s', '1h', '2d', or a bare number of seconds. Positive, or 0 with `allow_zero`."""
     m = _DURATION.match(text)
-    if not m or float(m.group(1)) <= 0:
-        raise ValueError(f"invalid duration {text!r}: use a positive number with s, m, h or d (e.g. 5m)")
+    if not m or float(m.group(1)) < 0 or (float(m.group(1)) == 0 and not allow_zero):
+        what = "0 or a positive number" if allow_zero else "a positive number"
+        raise ValueError(
+            f"invalid duration {text!r}: use {what} of seconds, or with a unit: ms, s, m, h or d (e.g. 500ms, 5m)"
+        )
     return float(m.group(1)) * _UNITS[m.group(2)]
 
 

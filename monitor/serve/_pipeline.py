@@ -81,10 +81,14 @@ class Pipeline:
     def apply_labels(self) -> None:
         """The metrics' label sets from the rules in force and the configuration; their series start at 0."""
         judge = self.rules.judge
+        ruleset = self.rules.current.ruleset
         self.metrics.set_labels(
             tools=judge.catalog,
             agents=set(judge.agents) | set(self.settings.agents),
-            rules=[e.id for e in self.rules.current.ruleset.expectations],
+            rules=[e.id for e in ruleset.expectations],
+            # As the judge scopes them: no series at 0 for what no turn can count (see monitor.metrics._initial).
+            agent_tools=dict(ruleset.scoped_tools),
+            rule_agents={e.id: e.agent for e in ruleset.expectations if e.agent is not None},
         )
 
     # ---- ingest side -------------------------------------------------------------------------------

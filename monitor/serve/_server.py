@@ -32,6 +32,27 @@ METRICS = ("/metrics", "--metrics-host", "--metrics-port")
 GRPC = ("OTLP/gRPC", "--host", "--grpc-port")
 
 
+_ANY_ADDRESS = frozenset({"", "0.0.0.0", "::"})
+
+
+def port_clash(s: Settings) -> str | None:
+    """Two listeners of `s` given one port (not 0) on addresses that overlap: the clash, naming both options. The
+    second bind would fail as if another process held the port."""
+    listeners = [(s.host, s.port, RECEIVER)]
+    if s.grpc_port is not None:
+        listeners.append((s.host, s.grpc_port, GRPC))
+    listeners.append((s.metrics_host, s.metrics_port, METRICS))
+    for i, (host, port, (what, _, option)) in enumerate(listeners):
+        for other_host, other_port, (other_what, _, other_option) in listeners[i + 1 :]:
+            overlap = host == other_host or host in _ANY_ADDRESS or other_host in _ANY_ADDRESS
+            if port and port == other_port and overlap:
+                return (
+                    f"{option} and {other_option} are both {port}: {what} and {other_what} need a port each "
+                    f"(choose another {other_option})"
+                )
+    return None
+
+
 def listen_error(exc: OSError, host: str, port: int, what: str, host_option: str, port_option: str) -> OSError:
     """Why `host:port` cannot be had for `what`, with a hint naming the option to change."""
     if isinstance(exc, socket.gaierror):
@@ -121,6 +142,9 @@ class Server:
     async def start(self) -> None:
         """Bind every port, then open the verdict log and start serving; on failure nothing is left open."""
         s = self.settings
+        clash = port_clash(s)
+        if clash is not None:
+            raise ValueError(clash)
         socks: list[socket.socket] = []
         try:
             socks.append(_bind(s.host, s.port, *RECEIVER))

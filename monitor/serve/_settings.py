@@ -48,6 +48,11 @@ def names(text: str) -> tuple[str, ...]:
     return tuple(p.strip() for p in text.split(",") if p.strip())
 
 
+def _duration_or_zero(text: str) -> float:
+    """A duration, 0 allowed (TOOLWATCH_GRACE, TOOLWATCH_TURNLESS_TIMEOUT: 0 judges at once)."""
+    return parse_duration(text, allow_zero=True)
+
+
 def _paths(text: str) -> tuple[str, ...]:
     return tuple(p for p in text.split(os.pathsep) if p)
 
@@ -111,8 +116,8 @@ class Settings:
             (ENV_GRPC_PORT, "grpc_port", _port),
             (ENV_METRICS_HOST, "metrics_host", str),
             (ENV_METRICS_PORT, "metrics_port", _port),
-            (ENV_GRACE, "grace_s", parse_duration),
-            (ENV_TURNLESS_TIMEOUT, "turnless_timeout_s", parse_duration),
+            (ENV_GRACE, "grace_s", _duration_or_zero),
+            (ENV_TURNLESS_TIMEOUT, "turnless_timeout_s", _duration_or_zero),
             (ENV_MAX_PENDING, "max_pending", int),
             (ENV_QUEUE_SPANS, "queue_spans", int),
             (ENV_MAX_BODY, "max_body_bytes", int),

@@ -134,3 +134,26 @@ def test_hallucinated_call_has_no_schema_verdict(triage: Judge) -> None:
 def test_hostile_arguments_never_raise(triage: Judge, arguments: str) -> None:
     v = triage.judge(turn("[AUTH] x", call("pull_auth_telemetry", arguments), agent="incident-triage"))
     assert v.calls[0].schema_valid is False
+
+
+TWO_RESPONSE_CHECKS = """
+catalog:
+  tools: [{name: a}]
+expect:
+  - id: two
+    when: {prefix: "[R]"}
+    call: [{tool: a}]
+    respond: [{contains: "ok"}, {regex: 'ok\\s'}]
+"""
+
+
+@pytest.mark.parametrize("output", ["ok", "fine", "nothing ok"])
+def test_one_of_several_response_checks_failing_is_worded_so(tmp_path: Path, output: str) -> None:
+    # The reason cannot say which check failed (a plan's reason is made before any output is seen): it said
+    # "response checks failed (2 checks)" when one of the two failed. The plan and the general path agree.
+    judge = judge_for(tmp_path, TWO_RESPONSE_CHECKS)
+    t = turn("[R] q", call("a"), output_text=output)
+    v = judge.judge(t)
+    assert v.response_ok is False
+    assert v.reason == "failed (two): a response check failed (of 2)"
+    assert judge._general(t).reason == v.reason

@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 import io
+import os
 import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from rich.console import Console
 
 from instrumentation import configure, shutdown
 from monitor.cli import main
 from monitor.demo import LogLineGenerator, SimulatedTriageModel, TriageAgent, run_demo
+from monitor.demo._run import RATE_AFTER_S, _Sigterm, status_line
 from tests.monitor.service.conftest import ServeFactory, scrape, value, wait_for
 
 
@@ -65,6 +69,7 @@ def test_run_demo_judges_every_turn() -> None:
     result = run_demo(turns=150, rate=0, port=0, metrics_port=0, grace_s=0.3, console=Console(file=out, width=120))
     assert result.turns_sent == result.turns_judged == result.tally.judged_turns == 150
     assert "metrics: http://127.0.0.1:" in out.getvalue()
+    assert re.search(r"^turns sent 1/150   judged \d+   \S+ turns/s", out.getvalue(), re.M), out.getvalue()
     assert result.tally.judged_calls > 0 and result.tally.correct < result.tally.judged_calls
 
 
@@ -89,10 +94,15 @@ def test_the_live_view_shows_inputs_and_reasons_literally() -> None:
 
 
 def test_the_rate_is_shown_once_it_means_something() -> None:
-    out = io.StringIO()
-    run_demo(turns=3, rate=0, port=0, metrics_port=0, grace_s=0.3, console=Console(file=out, width=200))
-    first = next(line for line in out.getvalue().splitlines() if "turns sent 1/3" in line)
-    assert "— turns/s" in first, first  # not the rate of one turn over a millisecond
+    # The time is given, not measured: the first turn of a real run may take a second on a loaded machine.
+    url = "http://127.0.0.1:9464/metrics"
+    assert "   — turns/s" in status_line(1, 3, 0, 0.001, url)  # not the rate of one turn over a millisecond
+    assert "   — turns/s" in status_line(99, 3, 0, RATE_AFTER_S - 0.001, url)
+    assert "   100 turns/s" in status_line(100, 3, 0, RATE_AFTER_S, url)
+    assert "   25 turns/s" in status_line(100, None, 0, 4 * RATE_AFTER_S, url)
+    assert status_line(5, 3, 2, 0.5, url).startswith("turns sent 5/3   judged 2")
+    assert "turns sent 5/∞" in status_line(5, None, 2, 0.5, url)
+    assert "Ctrl-C" in status_line(5, 3, 2, 0.5, url) and "Ctrl-C" not in status_line(5, None, 2, 0.5, url)
 
 
 def test_sigterm_stops_the_demo_as_ctrl_c_does() -> None:
@@ -123,3 +133,60 @@ def test_sigterm_stops_the_demo_as_ctrl_c_does() -> None:
     m = re.search(r"(\d+) turns sent, (\d+) judged", out)
     assert m is not None, out
     assert int(m.group(1)) == int(m.group(2)) > 0
+
+
+def test_a_sigterm_after_ctrl_c_only_marks_the_stop() -> None:
+    """Ctrl-C in the sleep between turns, then SIGTERM while the demo shuts down: the SIGTERM must not raise out of
+    the shutdown (the sleep's flag stayed set after the KeyboardInterrupt: _Woken escaped, exit 1)."""
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signal handlers run in the main thread only")
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with _Sigterm() as sigterm:
+            timer = threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGINT))
+            timer.start()
+            with pytest.raises(KeyboardInterrupt):
+                sigterm.sleep(10)
+            timer.join()
+            signal.raise_signal(signal.SIGTERM)  # the handler runs here: it must only mark the stop
+            assert sigterm.requested
+            sigterm.sleep(10)  # asked to stop: returns at once
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def test_ctrl_c_then_sigterm_still_judges_every_turn() -> None:
+    # An impatient operator (or a service manager after Ctrl-C): SIGINT, then SIGTERM while the demo shuts down.
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).parent / "toolwatch"), "demo", "--forever", "--rate", "50"]
+        + ["--port", "0", "--metrics-port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        deadline = time.monotonic() + 30
+        line = ""
+        while "turns sent" not in line and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+        assert "turns sent" in line, line
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
+    m = re.search(r"(\d+) turns sent, (\d+) judged", out)
+    assert m is not None, out
+    assert int(m.group(1)) == int(m.group(2)) > 0
+
+
+def test_one_port_for_both_listeners_is_a_usage_error() -> None:
+    res = CliRunner().invoke(main, ["demo", "--turns", "1", "--port", "14319", "--metrics-port", "14319"])
+    assert res.exit_code == 2, res.output
+    assert "--port and --metrics-port are both 14319" in res.output

@@ -5,13 +5,21 @@ from __future__ import annotations
 import gzip
 import shutil
 import subprocess
+import threading
+import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
-from monitor.metrics import names
-from tests.monitor.service.conftest import ServeFactory, scrape, value, wait_for
+from monitor.assembly import TurnAssembler
+from monitor.metrics import ToolwatchMetrics, names
+from monitor.records import ToolCall, Turn
+from monitor.serve import ServerThread, Settings
+from tests.monitor.service.conftest import RULES, ServeFactory, scrape, value, wait_for
 from tests.monitor.service.http_util import post
 from tests.monitor.service.spans import new_tracer, record_turn, record_turns, to_request
 from tests.monitor.service.test_end_to_end import N_TURNS, known_turns
@@ -64,6 +72,67 @@ def test_metrics_are_gzipped_when_asked(serve: ServeFactory) -> None:
     assert text.splitlines()[:50] == plain.decode().splitlines()[:50]  # the same page (histograms may move on)
 
 
+@pytest.mark.parametrize(
+    ("accept", "gzipped"),
+    [
+        ("", False),
+        ("gzip", True),
+        ("GZip ; q=0.5", True),
+        ("gzip;q=0", False),  # "not gzip" (RFC 9110): prometheus_client's gzip_accepted took it as yes
+        ("gzip; q=0.000", False),
+        ("deflate, gzip;q=0", False),
+        ("*", True),
+        ("gzip;q=0, *", False),  # gzip named: the wildcard does not overrule it
+        ("*;q=0", False),
+        ("identity", False),
+        ("gzip;q=nonsense", False),
+    ],
+)
+def test_metrics_honour_accept_encoding_and_say_vary(serve: ServeFactory, accept: str, gzipped: bool) -> None:
+    _, server = serve()
+    body, headers = _get(server.metrics_url, **({"Accept-Encoding": accept} if accept else {}))
+    assert headers["Vary"] == "Accept-Encoding"  # a cache between scraper and server keeps both pages apart
+    assert (headers.get("Content-Encoding") == "gzip") is gzipped
+    text = (gzip.decompress(body) if gzipped else body).decode()
+    assert "# TYPE toolwatch_tool_calls_total counter" in text
+
+
+def test_a_slow_scrape_does_not_hold_up_otlp_requests(tmp_path: Path) -> None:
+    """Rendering /metrics of a large registry takes hundreds of milliseconds: it runs off the event loop, so an
+    export arriving meanwhile is answered at once (it waited for the whole render while the loop rendered)."""
+    settings = Settings(
+        rules=(str(RULES),),
+        port=0,
+        metrics_port=0,
+        watch_rules=False,
+        agents=tuple(f"agent-{i:03d}" for i in range(300)),  # ~55,000 series, all known, all at 0
+    )
+    body = bytes(to_request(record_turns(known_turns()[:1])).SerializeToString())
+    with ServerThread(settings, metrics=ToolwatchMetrics(max_initial_series=1_000_000)) as server:
+        t0 = time.perf_counter()
+        _get(server.metrics_url)
+        render_s = time.perf_counter() - t0
+        assert render_s > 0.1, render_s  # large enough to tell waiting from not waiting
+        scraped: list[float] = []
+
+        def scrape_once() -> None:
+            _get(server.metrics_url)
+            scraped.append(time.perf_counter())
+
+        scraper = threading.Thread(target=scrape_once)
+        start = time.perf_counter()
+        scraper.start()
+        time.sleep(render_s / 5)  # the render is under way
+        sent = time.perf_counter()
+        status, _, _ = post(server.endpoint, body, PB)
+        answered = time.perf_counter()
+        scraper.join(timeout=30)
+        assert status == 200
+        assert scraped, "the scrape did not finish"
+        # Answered while the scrape was still being rendered, well before the render could have ended.
+        assert answered - sent < render_s / 2, (answered - sent, render_s, scraped[0] - start)
+
+
 def test_pending_turns_count_turnless_traces(serve: ServeFactory) -> None:
     _, server = serve(grace_s=600, turnless_timeout_s=600)
     provider, tracer, exporter = new_tracer()
@@ -81,3 +150,32 @@ def test_pending_turns_count_turnless_traces(serve: ServeFactory) -> None:
     s = scrape(server)
     assert value(s, names.PENDING_TURNS, kind="turn") == 2
     assert value(s, names.PENDING_TURNS, kind="turnless") == 1  # judged as one turnless turn after the timeout
+
+
+def test_a_call_beside_a_pending_turn_counts_as_turnless_once_the_turn_is_released() -> None:
+    """What the HELP text of toolwatch_pending_turns says: a call of a trace whose pending turn it is not part of
+    (here a call under no turn, after it) is not counted as turnless while that turn waits; then it is."""
+    assembler = TurnAssembler(grace_s=1.0, turnless_timeout_s=600.0)
+    trace = "a" * 32
+    turn = Turn("[AUTH] q", trace_id=trace, span_id="1" * 16, start_ns=100, end_ns=200)
+    beside = ToolCall("pull_auth_telemetry", trace_id=trace, span_id="2" * 16, start_ns=300, end_ns=400)
+    metrics = ToolwatchMetrics()
+    metrics.pending = lambda: {"turn": assembler.pending_turns, "turnless": assembler.pending_turnless}
+
+    def pending() -> tuple[float | None, float | None]:
+        text = generate_latest(metrics.registry()).decode()
+        samples = {
+            s.labels["kind"]: s.value
+            for f in text_string_to_metric_families(text)
+            for s in f.samples
+            if s.name == names.PENDING_TURNS
+        }
+        return samples.get("turn"), samples.get("turnless")
+
+    assert assembler.add_records([turn, beside], 1_000) == []
+    assert pending() == (1, 0)
+    (released,) = assembler.poll(2_000_000_000)  # the grace period is over: the turn, without the call
+    assert released.span_id == turn.span_id and released.calls == ()
+    assert pending() == (0, 1)
+    help_text = generate_latest(metrics.registry()).decode().split(f"# HELP {names.PENDING_TURNS} ")[1].split("\n")[0]
+    assert "count as turnless only once that turn is released" in help_text

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,7 @@ from monitor.metrics._verdicts import COUNTERS
 from monitor.normalize import ATTRIBUTE_KEYS
 from monitor.records import ToolCall, Turn
 from monitor.rules import load_rules
+from monitor.serve import Pipeline, Rules, Settings
 from monitor.verdict import TurnVerdict
 from tests.monitor.service.conftest import RULES
 
@@ -100,8 +103,14 @@ def test_durations(text: str, seconds: float) -> None:
 
 def test_duration_labels_and_errors() -> None:
     assert [format_duration(s) for s in (300, 3600, 90, 86400)] == ["5m", "1h", "90s", "1d"]
-    with pytest.raises(ValueError, match="invalid duration"):
+    with pytest.raises(ValueError, match="invalid duration 'soon': .* ms, s, m, h or d"):
         parse_duration("soon")
+    assert parse_duration("500ms") == 0.5
+    with pytest.raises(ValueError, match="use a positive number"):
+        parse_duration("0")
+    assert parse_duration("0", allow_zero=True) == parse_duration("0s", allow_zero=True) == 0
+    with pytest.raises(ValueError, match="use 0 or a positive number"):
+        parse_duration("-1s", allow_zero=True)
 
 
 def test_forbidden_calls_counter_counts_calls(tmp_path: Path) -> None:
@@ -173,8 +182,10 @@ def test_every_known_label_set_starts_at_zero() -> None:
 
     for a in agents:
         for t in tools:
-            for o in ("correct", "wrong_tool", "spurious", "hallucinated", "unjudged"):
+            for o in ("correct", "wrong_tool", "spurious", "unjudged"):
                 assert at_zero("toolwatch_tool_calls_total", agent=a, tool=t, outcome=o)
+            # A hallucinated name is not in the catalog: its label is __other__, never a catalog tool.
+            assert at_zero("toolwatch_tool_calls_total", agent=a, tool=t, outcome="hallucinated") is (t == "__other__")
             for name in PER_TOOL:
                 assert at_zero(name, agent=a, tool=t), name
             for kind in ("malformed", "type", "required", "additional", "enum", "other"):
@@ -190,8 +201,8 @@ def test_every_known_label_set_starts_at_zero() -> None:
         # Five catalog tools: the whole confusion matrix (6 x 8 cells per agent) is small enough to create.
         assert at_zero("toolwatch_confusion_total", agent=a, expected="pull_risk_telemetry", actual="(unknown)")
         assert at_zero("toolwatch_confusion_total", agent=a, expected="(none)", actual="pull_auth_telemetry")
-    # Exactly the documented bound: A x (20 + 19 T + R) plus (C + 1) x (C + 3) matrix cells per agent.
-    assert len([k for k in s if k[0] in COUNTERS]) == 2 * (20 + 19 * 6 + 5) + 2 * 6 * 8
+    # Exactly the documented bound: A x (21 + 18 T + R) plus (C + 1) x (C + 3) matrix cells per agent.
+    assert len([k for k in s if k[0] in COUNTERS]) == 2 * (21 + 18 * 6 + 5) + 2 * 6 * 8
     # Nothing counted yet: no ratio (zero denominators are absent, never 0).
     assert not [k for k in s if k[0].endswith("_ratio")]
 
@@ -216,7 +227,8 @@ def test_a_reload_creates_the_new_series_and_removes_unused_zero_ones(tmp_path: 
     calls = m.counters.tables["toolwatch_tool_calls_total"]
     assert calls[("a", "read", "correct")] == 1  # counted: kept, whatever the labels now
     assert ("a", "read", "spurious") not in calls  # created at 0, still 0, no longer a label value: removed
-    assert calls[("a", "delete", "hallucinated")] == 0 and calls[("a", "write", "correct")] == 0
+    assert calls[("a", "delete", "spurious")] == 0 and calls[("a", "write", "correct")] == 0
+    assert ("a", "delete", "hallucinated") not in calls  # a catalog tool is never hallucinated: not created
     # Counting goes on into the right series after the slots were renumbered.
     m.observe([new.judge(Turn("q", (ToolCall("write"), ToolCall("delete")), agent="a"))])
     counted_now = counted(m, "toolwatch_tool_calls_total")
@@ -227,23 +239,75 @@ def test_a_reload_creates_the_new_series_and_removes_unused_zero_ones(tmp_path: 
     assert m.counters.tables == before
 
 
-def test_initial_series_are_bounded(caplog: pytest.LogCaptureFixture) -> None:
+def test_initial_series_are_bounded() -> None:
     def series(n_tools: int, n_agents: int, budget: int = MAX_INITIAL_SERIES) -> list[tuple[str, tuple[str, ...]]]:
         labels = LabelPolicy(tools=[f"t{i}" for i in range(n_tools)], agents=[f"a{i}" for i in range(n_agents)])
-        return initial_series(labels, [f"r{i}" for i in range(3)], budget=budget)
+        return initial_series(labels, [f"r{i}" for i in range(3)], budget=budget)[0]
 
     # The matrix is created while (C + 1) x (C + 3) <= 400 cells per agent: 18 tools, not 19.
     assert sum(name == "toolwatch_confusion_total" for name, _ in series(18, 1)) == 2 * 19 * 21
     assert sum(name == "toolwatch_confusion_total" for name, _ in series(19, 1)) == 0
-    assert len(series(19, 1)) == 2 * (20 + 19 * 20 + 3)
-    # Over the budget, whole families are left out (the per-agent ones and calls by outcome come first) and logged.
-    with caplog.at_level("WARNING"):
-        capped = series(200, 10, budget=20_000)
+    assert len(series(19, 1)) == 2 * (21 + 18 * 20 + 3)
+    # Over the budget, whole families are left out (the per-agent ones and calls by outcome come first).
+    capped = series(200, 10, budget=20_000)
     assert len(capped) <= 20_000
     names = {name for name, _ in capped}
     assert {"toolwatch_tool_calls_total", "toolwatch_turns_total", "toolwatch_rule_failures_total"} <= names
     assert "toolwatch_missed_calls_total" not in names and "toolwatch_schema_violations_total" not in names
-    assert "not created at 0" in caplog.text
+
+
+def test_the_budget_warning_comes_once_per_label_set_and_names_the_catalog(caplog: pytest.LogCaptureFixture) -> None:
+    tools, rules = [f"t{i}" for i in range(200)], ["r0", "r1"]
+    with caplog.at_level("WARNING"):
+        m = ToolwatchMetrics(tools=tools, agents=[f"a{i}" for i in range(10)], rules=rules)
+        for _ in range(3):  # reloads that keep the label sets
+            m.set_labels(tools=tools, agents=[f"a{i}" for i in range(10)], rules=rules)
+    (warning,) = [r.getMessage() for r in caplog.records]
+    assert (
+        warning.startswith("10 agents and 200 catalog tools (and __other__ for each): ")
+        and "not created at 0" in warning
+    )
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        m.set_labels(tools=tools, agents=[f"a{i}" for i in range(11)], rules=rules)  # a new label set: said again
+        m.set_labels(tools=tools, agents=[f"a{i}" for i in range(10)], rules=rules)  # already said
+    assert [r.getMessage()[:40] for r in caplog.records] == ["11 agents and 200 catalog tools (and __o"]
+    caplog.clear()
+    with caplog.at_level("WARNING"):  # a budget of 0: nothing created at 0, by choice; nothing to warn about
+        off = ToolwatchMetrics(tools=tools, agents=["a"], rules=rules, max_initial_series=0)
+        off.set_labels(tools=tools, agents=["a", "b"], rules=rules)
+    assert caplog.records == []
+    assert off.counters.tables["toolwatch_tool_calls_total"] == {}
+
+
+def test_series_no_turn_can_count_are_not_created() -> None:
+    labels = LabelPolicy(tools=["a", "b", "c"], agents=["x", "y", "z"])
+    series, _ = initial_series(
+        labels,
+        ["x1", "y1", "u1"],
+        agent_tools={"x": ["a", "b"], "y": ["a", "b", "c"]},
+        rule_agents={"x1": "x", "y1": "y"},
+    )
+    made = set(series)
+
+    def hallucinated(agent: str) -> set[str]:
+        return {
+            k[1]
+            for name, k in made
+            if name == "toolwatch_tool_calls_total" and k[0] == agent and k[2] == "hallucinated"
+        }
+
+    # x's files give it a and b: c is hallucinated when x calls it, under its own name; y and the agents the rules
+    # do not scope (z, __other__) know every catalog tool.
+    assert hallucinated("x") == {"c", "__other__"}
+    assert hallucinated("y") == hallucinated("z") == hallucinated("__other__") == {"__other__"}
+
+    def failing(agent: str) -> set[str]:
+        return {k[1] for name, k in made if name == "toolwatch_rule_failures_total" and k[0] == agent}
+
+    # A scoped rule fails its agent's turns, and turns without an agent name (__other__), no others.
+    assert failing("x") == {"x1", "u1"} and failing("y") == {"y1", "u1"} and failing("z") == {"u1"}
+    assert failing("__other__") == {"x1", "y1", "u1"}
 
 
 def test_ignored_attributes_are_exported_with_bounded_labels() -> None:
@@ -259,3 +323,42 @@ def test_ignored_attributes_are_exported_with_bounded_labels() -> None:
     assert ignored("__other__") == 7  # keys outside the conventions' are one label value
     assert ignored("gen_ai.tool.name") == 0  # every convention key is there from the start
     assert len([k for k in s if k[0] == "toolwatch_span_attributes_ignored_total"]) == len(ATTRIBUTE_KEYS) + 1
+
+
+SCOPED_FILES = {
+    "x.yaml": "agent: x\ncatalog: {tools: [{name: a}, {name: b}]}\n"
+    "expect:\n  - id: x1\n    when: {prefix: q}\n    call: [{tool: a}]\n",
+    "y.yaml": "agent: y\ncatalog: {tools: [{name: c}]}\n"
+    "expect:\n  - id: y1\n    when: {prefix: q}\n    call: [{tool: c}]\n",
+    "all.yaml": "catalog: {tools: [{name: d}]}\nexpect:\n  - id: u1\n    when: {prefix: r}\n    call: [{tool: d}]\n",
+}
+
+
+def test_every_series_a_turn_counts_was_created_at_0(tmp_path: Path) -> None:
+    """The series left out at 0 are those no turn can count: turns of every agent (scoped by the rules, configured,
+    unknown, none) calling every combination of up to two tools count only series that existed at 0."""
+    paths = []
+    for name, text in SCOPED_FILES.items():
+        paths.append(str(tmp_path / name))
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    settings = Settings(rules=tuple(paths), agents=("z",), watch_rules=False)
+    metrics = ToolwatchMetrics()
+    pipeline = Pipeline(settings, Rules(settings.rules), metrics)
+    families = tuple(metrics.counters.tables)
+    at_zero = {(name, key) for name in families for key in metrics.counters.tables[name]}
+    turns = [
+        Turn(text, tuple(ToolCall(t) for t in calls), agent=agent)
+        for agent in ("x", "y", "z", "w", "")
+        for text in ("q", "r", "s")
+        for calls in [(), *(c for k in (1, 2) for c in itertools.product("abcde", repeat=k))]
+    ]
+    pipeline.judge(turns, time.time_ns())
+    counted = {(name, key) for name in families for key, v in metrics.counters.tables[name].items() if v}
+    assert counted <= at_zero, sorted(counted - at_zero)
+    # Each left-out kind is really left out, and what the scopes make possible is there.
+    assert ("toolwatch_tool_calls_total", ("x", "c", "hallucinated")) in counted  # c is outside x's files
+    assert ("toolwatch_tool_calls_total", ("x", "a", "hallucinated")) not in at_zero
+    assert ("toolwatch_tool_calls_total", ("__other__", "a", "hallucinated")) not in at_zero
+    assert ("toolwatch_rule_failures_total", ("__other__", "x1")) in counted  # a turn without an agent name
+    assert ("toolwatch_rule_failures_total", ("z", "x1")) not in at_zero
+    assert ("toolwatch_rule_failures_total", ("y", "x1")) not in at_zero

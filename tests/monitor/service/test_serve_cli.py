@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ from click.testing import CliRunner
 
 from monitor.cli import main
 from monitor.cli.serve_cmd import serve, settings_from_options
+from monitor.serve import Settings, port_clash
 from tests.monitor.service.conftest import RULES, ServeFactory
 
 TOOLWATCH = str(Path(sys.executable).parent / "toolwatch")
@@ -58,6 +60,40 @@ def test_an_address_not_of_this_machine_names_host() -> None:
     assert "192.0.2.1:0 for OTLP/HTTP" in err and "check --host" in err and "--port" not in err, err
 
 
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.parametrize(
+    ("first", "second"), [("--port", "--grpc-port"), ("--port", "--metrics-port"), ("--grpc-port", "--metrics-port")]
+)
+def test_two_listeners_on_one_port_are_a_usage_error(first: str, second: str) -> None:
+    # It used to bind the first, fail on the second and blame "another process" holding the port.
+    port = str(_free_port())
+    ports = {"--port": "0", "--metrics-port": "0", "--grpc-port": "0", first: port, second: port}
+    args = [arg for opt, p in ports.items() for arg in (opt, p)]
+    res = CliRunner().invoke(main, ["serve", "--rules", str(RULES), "--no-watch", *args])
+    assert res.exit_code == 2, res.output
+    assert f"{first} and {second} are both {port}" in res.output and "another process" not in res.output, res.output
+
+
+@pytest.mark.parametrize(
+    ("host", "metrics_host", "clash"),
+    [
+        ("127.0.0.1", "127.0.0.1", True),
+        ("0.0.0.0", "127.0.0.1", True),  # the wildcard address covers the other
+        ("127.0.0.1", "::", True),
+        ("127.0.0.1", "127.0.0.2", False),  # one port on two addresses: allowed
+    ],
+)
+def test_a_port_clash_needs_overlapping_addresses(host: str, metrics_host: str, clash: bool) -> None:
+    settings = Settings(host=host, metrics_host=metrics_host, port=14318, metrics_port=14318)
+    assert (port_clash(settings) is not None) is clash
+    assert port_clash(Settings(host=host, metrics_host=metrics_host, port=0, metrics_port=0)) is None  # 0: any free
+
+
 @pytest.mark.parametrize("option", ["--port", "--metrics-port", "--grpc-port"])
 @pytest.mark.parametrize("port", ["70000", "-1"])
 def test_ports_out_of_range_are_usage_errors(option: str, port: str) -> None:
@@ -70,7 +106,8 @@ def test_ports_out_of_range_are_usage_errors(option: str, port: str) -> None:
     ("option", "value", "says"),
     [
         ("--grace", "5x", "invalid duration '5x'"),
-        ("--turnless-timeout", "0", "invalid duration '0'"),
+        ("--grace", "2 sec", "with a unit: ms, s, m, h or d"),
+        ("--turnless-timeout", "-1", "invalid duration '-1': use 0 or a positive number"),
         ("--windows", "5m,x", "invalid duration 'x'"),
         ("--windows", ",", "at least one rolling window"),
         ("--max-pending", "0", "x>=1"),
@@ -84,6 +121,21 @@ def test_bad_values_name_their_option(option: str, value: str, says: str) -> Non
     res = CliRunner().invoke(main, ["serve", "--rules", str(RULES), option, value])
     assert res.exit_code == 2, res.output
     assert f"Invalid value for '{option}'" in res.output and says in res.output, res.output
+
+
+def test_grace_and_turnless_timeout_take_0(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Settings allows 0 (judge at once); the options and their variables refused it ("use a positive number").
+    ctx = serve.make_context("serve", ["--rules", str(RULES), "--grace", "0", "--turnless-timeout", "0ms"])
+    settings = settings_from_options(ctx.params)
+    assert settings.grace_s == 0 and settings.turnless_timeout_s == 0
+    monkeypatch.setenv("TOOLWATCH_GRACE", "0s")
+    monkeypatch.setenv("TOOLWATCH_TURNLESS_TIMEOUT", "0")
+    settings = settings_from_options(serve.make_context("serve", ["--rules", str(RULES)]).params)
+    assert settings.grace_s == 0 and settings.turnless_timeout_s == 0
+    assert Settings.from_env().grace_s == 0 and Settings.from_env().turnless_timeout_s == 0
+    # The windows stay positive.
+    res = CliRunner().invoke(main, ["serve", "--rules", str(RULES), "--windows", "0"])
+    assert res.exit_code == 2 and "invalid duration '0': use a positive number" in res.output, res.output
 
 
 def test_help_shows_the_environment_variable_of_every_option() -> None:
