@@ -19,9 +19,10 @@ MAX_LISTED_ERRORS = 10
 
 
 def _duration(ctx: click.Context, param: click.Parameter, value: str) -> float:
-    """A positive duration as `serve` takes it (`2s`, `0.5s`, `5m`, a bare number of seconds)."""
+    """A duration as `serve` takes it for --grace and --turnless-timeout (`2s`, `500ms`, `5m`, a bare number of
+    seconds; 0: judge at once)."""
     try:
-        return parse_duration(value.strip())
+        return parse_duration(value.strip(), allow_zero=True)
     except ValueError as exc:
         raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
 

@@ -343,3 +343,16 @@ def test_a_bare_protobuf_request_whose_bytes_also_tile_as_a_stream_is_read_whole
     delimited.write_bytes((varint(len(bare)) + bare) * 2)
     _, r = _replay(support_judge, [delimited])
     assert r.stats.requests == 2 and r.stats.spans == 2 and r.stats.bad_records.total == 0
+
+
+def test_cli_grace_and_turnless_timeout_take_zero_as_serve_does(
+    batches: list[object], support_rules: Path, tmp_path: Path
+) -> None:
+    """`serve --grace 0` judges a turn as soon as it ends; replay takes the same values (it refused 0 before)."""
+    files = write_span_files(batches, tmp_path / "in")
+    base = [str(files["pb"]), "--rules", str(support_rules), "--no-progress", "-q"]
+    res = CliRunner().invoke(replay, [*base, "--grace", "0", "--turnless-timeout", "0ms"])
+    assert res.exit_code == 0, res.output
+    assert "Tool call accuracy:" in res.output
+    bad = CliRunner().invoke(replay, [*base, "--grace", "-1s"])
+    assert bad.exit_code == 2 and "--grace" in bad.output
