@@ -11,8 +11,10 @@ import pytest
 
 from monitor.judge import Judge
 from monitor.records import ToolCall, Turn
+from monitor.replay import Replayer, replay_files
 from monitor.report import ReportBuilder
 from monitor.rules import load_rules
+from monitor.verdict import TurnVerdict
 
 REPO = Path(__file__).resolve().parents[3]
 TRIAGE_RULES = REPO / "rules" / "incident-triage.yaml"
@@ -150,3 +152,15 @@ def write_span_files(batches: list[object], directory: Path) -> dict[str, Path]:
     single = directory / "single.binpb"
     single.write_bytes(encode_spans([s for b in batches for s in b]).SerializeToString())  # type: ignore[attr-defined]
     return {"jsonl": jsonl, "pb": delimited, "single": single}
+
+
+def verdict_key(v: TurnVerdict) -> tuple[str, str]:
+    return (v.trace_id, v.span_id)
+
+
+def replay_sorted(judge: Judge, paths: list[Path], fmt: str = "auto") -> tuple[list[TurnVerdict], Replayer]:
+    """Replay `paths` into a list: the verdicts in (trace, span) order, and the Replayer (for its stats)."""
+    out: list[TurnVerdict] = []
+    r = Replayer(judge, out.append)
+    replay_files(r, paths, fmt=fmt)
+    return sorted(out, key=verdict_key), r

@@ -14,25 +14,13 @@ from monitor.evaluate import Harness
 from monitor.judge import Judge
 from monitor.replay import Replayer, SourceError, detect_format, expand_sources, replay_files
 from monitor.report import ReportBuilder
-from monitor.verdict import TurnVerdict
 from tests.monitor.offline.agents import SUPPORT_INPUTS, support_agent
-from tests.monitor.offline.conftest import capture_spans, varint, write_span_files
+from tests.monitor.offline.conftest import capture_spans, replay_sorted, varint, verdict_key, write_span_files
 
 
 @pytest.fixture(scope="module")
 def batches() -> list[object]:
     return capture_spans(support_agent, SUPPORT_INPUTS)
-
-
-def _key(v: TurnVerdict) -> tuple[str, str]:
-    return (v.trace_id, v.span_id)
-
-
-def _replay(judge: Judge, paths: list[Path], fmt: str = "auto") -> tuple[list[TurnVerdict], Replayer]:
-    out: list[TurnVerdict] = []
-    r = Replayer(judge, out.append)
-    replay_files(r, paths, fmt=fmt)
-    return sorted(out, key=_key), r
 
 
 def test_every_format_gives_the_verdicts_of_the_assembled_turns(
@@ -45,12 +33,12 @@ def test_every_format_gives_the_verdicts_of_the_assembled_turns(
 
     asm = TurnAssembler()
     spans = decode_protobuf(encode_spans([s for b in batches for s in b]).SerializeToString())  # type: ignore[attr-defined]
-    direct = sorted((support_judge.judge(t) for t in asm.add(spans, 0) + asm.flush()), key=_key)
+    direct = sorted((support_judge.judge(t) for t in asm.add(spans, 0) + asm.flush()), key=verdict_key)
     assert len(direct) == len(SUPPORT_INPUTS)
     files = write_span_files(batches, tmp_path)
     assert detect_format(files["jsonl"]) == "jsonl" and detect_format(files["single"]) == "pb"
     for name, path in files.items():
-        verdicts, r = _replay(support_judge, [path])
+        verdicts, r = replay_sorted(support_judge, [path])
         assert verdicts == direct, name
         assert r.stats.turns == 10 and r.stats.turnless == 0 and not r.stats.bad_records
 
@@ -78,7 +66,7 @@ def test_directories_gzip_and_bad_lines(batches: list[object], support_judge: Ju
     (tmp_path / "d" / "notes.txt").write_text("ignored")
     paths = expand_sources([tmp_path / "d"])
     assert [p.name for p in paths] == ["a.jsonl", "b.jsonl.gz"]
-    verdicts, r = _replay(support_judge, paths)
+    verdicts, r = replay_sorted(support_judge, paths)
     assert len(verdicts) == 10
     assert [(b.where, b.path.endswith("a.jsonl")) for b in r.stats.bad_records] == [("line 6", True), ("line 7", True)]
 
@@ -94,7 +82,7 @@ def test_missing_and_empty_sources(tmp_path: Path) -> None:
 def test_corrupt_protobuf_is_reported_not_raised(support_judge: Judge, tmp_path: Path) -> None:
     bad = tmp_path / "bad.pb"
     bad.write_bytes(b"\x0a\xff\xff\xff\x0f garbage")
-    verdicts, r = _replay(support_judge, [bad])
+    verdicts, r = replay_sorted(support_judge, [bad])
     assert verdicts == [] and len(r.stats.bad_records) == 1
     assert "message 1" in r.stats.bad_records[0].where
 
@@ -279,7 +267,7 @@ def test_cli_json_to_stdout_keeps_stdout_clean(batches: list[object], support_ru
 def test_bad_records_are_bounded_and_counted(support_judge: Judge, tmp_path: Path) -> None:
     junk = tmp_path / "junk.jsonl"
     junk.write_text("{nope\n" * 250)
-    verdicts, r = _replay(support_judge, [junk])
+    verdicts, r = replay_sorted(support_judge, [junk])
     assert verdicts == [] and r.stats.bad_records.total == 250 and len(r.stats.bad_records) == 100
     assert r.stats.bad_records[-1].where == "line 100"
 
@@ -313,7 +301,7 @@ def test_lines_longer_than_the_message_bound_are_skipped_and_reported(
     monkeypatch.setattr(_sources, "MAX_MESSAGE_BYTES", bound)
     path = tmp_path / "long.jsonl"
     path.write_text("\n".join([*lines[:3], " " * (3 * bound), *lines[3:]]) + "\n")
-    verdicts, r = _replay(support_judge, [path])
+    verdicts, r = replay_sorted(support_judge, [path])
     assert len(verdicts) == 10
     assert [(b.where, "longer than" in b.message) for b in r.stats.bad_records] == [("line 4", True)]
 
@@ -337,11 +325,11 @@ def test_a_bare_protobuf_request_whose_bytes_also_tile_as_a_stream_is_read_whole
     bare = next(b for b in map(request, range(1000)) if varint_frames(b, 1 << 26)[1] == len(b))
     single, delimited = tmp_path / "one.binpb", tmp_path / "stream.pb"
     single.write_bytes(bare)
-    _, r = _replay(support_judge, [single])
+    _, r = replay_sorted(support_judge, [single])
     assert r.stats.requests == 1 and r.stats.spans == 1 and r.stats.bad_records.total == 0
     # A real stream of it (two messages, each after its size) is still read as a stream.
     delimited.write_bytes((varint(len(bare)) + bare) * 2)
-    _, r = _replay(support_judge, [delimited])
+    _, r = replay_sorted(support_judge, [delimited])
     assert r.stats.requests == 2 and r.stats.spans == 2 and r.stats.bad_records.total == 0
 
 

@@ -24,10 +24,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from monitor.cli.replay_cmd import replay
 from monitor.judge import Judge
 from monitor.otlp import request_to_json
-from monitor.replay import Replayer, detect_format, replay_files
-from monitor.verdict import TurnVerdict
+from monitor.replay import detect_format
 from tests.monitor.offline.agents import SUPPORT_INPUTS, support_agent
-from tests.monitor.offline.conftest import capture_spans, varint, write_span_files
+from tests.monitor.offline.conftest import capture_spans, replay_sorted, varint, write_span_files
 
 
 @pytest.fixture(scope="module")
@@ -78,24 +77,13 @@ def write_collector_files(batches: list[object], directory: Path) -> dict[str, P
     return {name: directory / name for name in contents}
 
 
-def _key(v: TurnVerdict) -> tuple[str, str]:
-    return (v.trace_id, v.span_id)
-
-
-def _replay(judge: Judge, paths: list[Path], fmt: str = "auto") -> tuple[list[TurnVerdict], Replayer]:
-    out: list[TurnVerdict] = []
-    r = Replayer(judge, out.append)
-    replay_files(r, paths, fmt=fmt)
-    return sorted(out, key=_key), r
-
-
 def test_every_collector_file_gives_the_verdicts_of_the_json_lines_replay(
     batches: list[object], support_judge: Judge, tmp_path: Path
 ) -> None:
-    expected, plain = _replay(support_judge, [write_span_files(batches, tmp_path / "plain")["jsonl"]])
+    expected, plain = replay_sorted(support_judge, [write_span_files(batches, tmp_path / "plain")["jsonl"]])
     assert len(expected) == len(SUPPORT_INPUTS) and not plain.stats.bad_records
     for name, path in write_collector_files(batches, tmp_path / "collector").items():
-        verdicts, r = _replay(support_judge, [path])
+        verdicts, r = replay_sorted(support_judge, [path])
         assert verdicts == expected, name
         assert (r.stats.requests, r.stats.spans, r.stats.turns) == (
             plain.stats.requests,
@@ -154,7 +142,7 @@ def test_the_three_framings_are_told_apart_for_every_size(support_judge: Judge, 
         ):
             path = tmp_path / f"{kind}-{n}"
             path.write_bytes(data)
-            _, r = _replay(support_judge, [path])
+            _, r = replay_sorted(support_judge, [path])
             assert (r.stats.requests, r.stats.spans, r.stats.bad_records.total) == (requests, requests, 0), (kind, size)
 
 
@@ -168,7 +156,7 @@ def test_a_cut_collector_file_keeps_the_whole_messages_before_the_cut(
     path = tmp_path / ("live.pb.zst" if compress else "live.pb")
     whole = b"".join(map(be32, protos))
     path.write_bytes(zstd_frame(whole[:-10]) if compress else whole[:-10])
-    verdicts, r = _replay(support_judge, [path])
+    verdicts, r = replay_sorted(support_judge, [path])
     assert r.stats.requests == len(protos) - 1 and len(verdicts) == len(protos) - 1
     assert not r.stats.bad_records
     content = "decompressed content" if compress else "content"
@@ -187,21 +175,21 @@ def test_a_misframed_file_is_a_read_error_and_the_cli_exits_2(
     protos, _ = messages(batches)
     lost = tmp_path / "lost.bin"
     lost.write_bytes(be32(protos[0]) + b"\xff\xff\xff\xff" + be32(protos[1]))
-    _, r = _replay(support_judge, [lost])
+    _, r = replay_sorted(support_judge, [lost])
     assert r.stats.requests == 1 and not r.stats.bad_records
     (error,) = r.stats.read_errors
     assert error.startswith(f"{lost}: cannot read past byte {4 + len(protos[0])} of its content (after 1 messages")
     assert "over the 67108864 byte limit" in error
     first = tmp_path / "first.bin"
     first.write_bytes(be32(protos[0])[:-1])
-    _, r = _replay(support_judge, [first])
+    _, r = replay_sorted(support_judge, [first])
     assert r.stats.read_errors == [
         f"{first}: cannot read at byte 0 of its content: cut short: "
         f"{len(protos[0]) - 1} of the {len(protos[0])} bytes of the message"
     ]
     cut = tmp_path / "cut.pb"
     cut.write_bytes(b"".join(varint(len(m)) + m for m in protos)[:-10])
-    _, r = _replay(support_judge, [cut], fmt="pb-varint")
+    _, r = replay_sorted(support_judge, [cut], fmt="pb-varint")
     assert r.stats.requests == len(protos) - 1 and not r.stats.bad_records
     (error,) = r.stats.read_errors
     assert "no varint message size fits the rest of the file" in error, error
@@ -217,7 +205,7 @@ def test_a_cut_zstd_stream_replays_what_was_read_and_names_where_it_ends(
     frames = zstd_stream([j + b"\n" for j in jsons], flush_every=3)
     path = tmp_path / "cut.jsonl.zst"
     path.write_bytes(frames[:-3])  # the end of the last frame (its last block's tail) is missing
-    verdicts, r = _replay(support_judge, [path])
+    verdicts, r = replay_sorted(support_judge, [path])
     (error,) = r.stats.read_errors
     assert error.startswith(f"{path}: cannot read past byte ") and "decompressed content" in error, error
     assert "inside a frame" in error
@@ -231,11 +219,11 @@ def test_junk_after_a_zstd_stream_keeps_what_came_before_it(
     """Bytes after the last frame that are not a frame (padding, a stray write, half a magic): every line of the
     frames before them is replayed, then a read error says where the zstd data ended."""
     _, jsons = messages(batches)
-    expected, _ = _replay(support_judge, [write_span_files(batches, tmp_path / "plain")["jsonl"]])
+    expected, _ = replay_sorted(support_judge, [write_span_files(batches, tmp_path / "plain")["jsonl"]])
     frames = zstd_stream([j + b"\n" for j in jsons], flush_every=3)
     path = tmp_path / "tail.jsonl.zst"
     path.write_bytes(frames + junk)
-    verdicts, r = _replay(support_judge, [path])
+    verdicts, r = replay_sorted(support_judge, [path])
     assert verdicts == expected and r.stats.requests == len(jsons)
     (error,) = r.stats.read_errors
     assert error.startswith(
@@ -252,7 +240,7 @@ def test_junk_between_zstd_frames_ends_the_stream_there(
     first = zstd_frame(b"".join(j + b"\n" for j in jsons[:4]))
     path = tmp_path / "mid.jsonl.zst"
     path.write_bytes(first + b"garbage!" + zstd_frame(b"".join(j + b"\n" for j in jsons[4:])))
-    _, r = _replay(support_judge, [path])
+    _, r = replay_sorted(support_judge, [path])
     assert r.stats.requests == 4
     (error,) = r.stats.read_errors
     assert error.endswith(f"not a zstd frame (starts {b'garb'.hex()}) at byte {len(first)} of the zstd data"), error
@@ -285,17 +273,17 @@ def test_zstd_bombs_are_refused_within_the_bounds(
     assert len(bomb) < 64 * 1024
     framed = tmp_path / "bomb.pb"
     framed.write_bytes(be32(bomb) + be32(_request(3)))
-    _, r = _replay(support_judge, [framed])
+    _, r = replay_sorted(support_judge, [framed])
     assert r.stats.requests == 1 and [b.where for b in r.stats.bad_records] == ["message 1 at byte 0"]
     assert "more than 1048576 bytes" in r.stats.bad_records[0].message
     lines = tmp_path / "bomb.jsonl.zst"
     lines.write_bytes(zstd_frame(b"{" + b" " * (64 << 20) + b"\n" + request_to_json(encode_spans([])).encode() + b"\n"))
-    _, r = _replay(support_judge, [lines])
+    _, r = replay_sorted(support_judge, [lines])
     assert [(b.where, "longer than" in b.message) for b in r.stats.bad_records] == [("line 1", True)]
     assert r.stats.requests == 1 and not r.stats.read_errors
     whole = tmp_path / "bomb.binpb"
     whole.write_bytes(zstd_frame(b"\x0a" * (64 << 20)))
-    _, r = _replay(support_judge, [whole])
+    _, r = replay_sorted(support_judge, [whole])
     (error,) = r.stats.read_errors
     assert "over the 4194304 byte limit" in error and r.stats.requests == 0
 

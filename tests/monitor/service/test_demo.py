@@ -105,8 +105,9 @@ def test_the_rate_is_shown_once_it_means_something() -> None:
     assert "Ctrl-C" in status_line(5, 3, 2, 0.5, url) and "Ctrl-C" not in status_line(5, None, 2, 0.5, url)
 
 
-def test_sigterm_stops_the_demo_as_ctrl_c_does() -> None:
-    # A service manager stops the demo with SIGTERM: it ends as on Ctrl-C, every turn sent judged, with its summary.
+def _stop_a_running_demo(*signals: signal.Signals) -> tuple[int, str, str]:
+    """Start `toolwatch demo --forever`, wait for its first status line, send `signals` 50 ms apart: (code, out,
+    err)."""
     proc = subprocess.Popen(
         [str(Path(sys.executable).parent / "toolwatch"), "demo", "--forever", "--rate", "50"]
         + ["--port", "0", "--metrics-port", "0"],
@@ -122,17 +123,30 @@ def test_sigterm_stops_the_demo_as_ctrl_c_does() -> None:
             line = proc.stdout.readline()
         assert "turns sent" in line, line
         time.sleep(0.5)
-        proc.send_signal(signal.SIGTERM)
+        for k, sig in enumerate(signals):
+            if k:
+                time.sleep(0.05)
+            proc.send_signal(sig)
         out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-    assert proc.returncode == 0, err
-    assert "summary" in out and "Tool call accuracy:" in out
+    return proc.returncode, out, err
+
+
+def _every_turn_judged(out: str) -> None:
     m = re.search(r"(\d+) turns sent, (\d+) judged", out)
     assert m is not None, out
     assert int(m.group(1)) == int(m.group(2)) > 0
+
+
+def test_sigterm_stops_the_demo_as_ctrl_c_does() -> None:
+    # A service manager stops the demo with SIGTERM: it ends as on Ctrl-C, every turn sent judged, with its summary.
+    code, out, err = _stop_a_running_demo(signal.SIGTERM)
+    assert code == 0, err
+    assert "summary" in out and "Tool call accuracy:" in out
+    _every_turn_judged(out)
 
 
 def test_a_sigterm_after_ctrl_c_only_marks_the_stop() -> None:
@@ -157,35 +171,9 @@ def test_a_sigterm_after_ctrl_c_only_marks_the_stop() -> None:
 
 def test_ctrl_c_then_sigterm_still_judges_every_turn() -> None:
     # An impatient operator (or a service manager after Ctrl-C): SIGINT, then SIGTERM while the demo shuts down.
-    proc = subprocess.Popen(
-        [str(Path(sys.executable).parent / "toolwatch"), "demo", "--forever", "--rate", "50"]
-        + ["--port", "0", "--metrics-port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        deadline = time.monotonic() + 30
-        line = ""
-        while "turns sent" not in line and time.monotonic() < deadline:
-            line = proc.stdout.readline()
-        assert "turns sent" in line, line
-        time.sleep(0.5)
-        proc.send_signal(signal.SIGINT)
-        time.sleep(0.05)
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    assert proc.returncode == 0, err
-    m = re.search(r"(\d+) turns sent, (\d+) judged", out)
-    assert m is not None, out
-    assert int(m.group(1)) == int(m.group(2)) > 0
-
-
+    code, out, err = _stop_a_running_demo(signal.SIGINT, signal.SIGTERM)
+    assert code == 0, err
+    _every_turn_judged(out)
 def test_one_port_for_both_listeners_is_a_usage_error() -> None:
     res = CliRunner().invoke(main, ["demo", "--turns", "1", "--port", "14319", "--metrics-port", "14319"])
     assert res.exit_code == 2, res.output
