@@ -73,8 +73,9 @@ def ref_turn(span: Span) -> tuple[Turn, list[str]]:
     output = ref_text(raw_out, ("assistant",)) or ref_text(raw_out)
     truncated = attrs.get("toolwatch.truncated")
     if truncated is not None and not isinstance(truncated, str | tuple):
-        problems.append("toolwatch.truncated")
-    elif truncated is not None and "gen_ai.output.messages" in truncated:
+        problems.append("toolwatch.truncated")  # says nothing: as if absent
+        truncated = None
+    if truncated is not None and "gen_ai.output.messages" in truncated:
         output = None  # a cut answer: not captured
     elif output is None and isinstance(raw_in, str) and span.status_code == STATUS_ERROR:
         output = ""  # messages captured (the input is), the turn failed without an answer
@@ -200,6 +201,7 @@ def messages(draw: st.DrawFn) -> Any:
 )
 @example('[{"role":"user","parts":[{"type":"text","content":"a\\nb"}]}]', None, "a", None, STATUS_ERROR, None)
 @example('[{"role":"us\x01er","parts":[{"type":"text","content":"x"}]}]', None, None, None, STATUS_UNSET, None)
+@example('[{"role":"user","parts":[{"type":"text","content":""}]}]', None, None, None, STATUS_ERROR, 5)  # bad list
 @example(json.dumps([{"role": "system", "parts": [{"type": "text", "content": "s"}]}, {"role": "user"}]), "", "a", 1,
          STATUS_ERROR, ("gen_ai.output.messages",))  # fmt: skip
 def test_turn_is_what_the_plain_rules_give(
