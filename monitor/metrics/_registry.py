@@ -14,7 +14,7 @@ from monitor.metrics import names as n
 from monitor.metrics._initial import MAX_INITIAL_SERIES, initial_series
 from monitor.metrics._labels import LabelPolicy
 from monitor.metrics._operational import Operational
-from monitor.metrics._verdicts import COUNTERS, VerdictCounters
+from monitor.metrics._verdicts import COUNTERS, Counts, VerdictCounters
 from monitor.metrics._windows import (
     A_CORRECT,
     A_E2E,
@@ -179,27 +179,31 @@ class ToolwatchMetrics(Collector):
             return {w.label: w.counts(current) for w in self.windows.windows}
 
     def collect(self) -> Iterator[Metric]:
+        # Under the lock (the worker's observe() and tick() wait on it, on the event loop): only copies of what the
+        # worker changes, and the window views. The families, sorted and built from the copies, come after: with
+        # 20 agents x 50 tools building them took 60-77 ms, copying the tables 0.4 ms.
         with self._lock:
-            families = list(self._verdict_families())
-            families.extend(self._window_families())
-            families.extend(self._operational_families())
-        yield from families
+            tables = {name: dict(table) for name, table in self.counters.tables.items()}
+            sequence_score = dict(self.counters.sequence_score)
+            self.windows.tick(self._clock(), self.counters)
+            current = view_of(self.counters)
+            per_window = [(w.label, w.counts(current)) for w in self.windows.windows]
+        yield from self._verdict_families(tables, sequence_score)
+        yield from self._window_families(per_window)
+        yield from self._operational_families()
 
-    def _verdict_families(self) -> Iterator[Metric]:
+    def _verdict_families(self, tables: Mapping[str, Counts], sequence_score: Mapping[str, float]) -> Iterator[Metric]:
         for name, (doc, label_names) in COUNTERS.items():
             fam = CounterMetricFamily(name, doc, labels=label_names)
             if name == n.SEQUENCE_SCORE:
-                for agent, total in sorted(self.counters.sequence_score.items()):
+                for agent, total in sorted(sequence_score.items()):
                     fam.add_metric([agent], total)
             else:
-                for key, value in sorted(self.counters.tables[name].items()):
+                for key, value in sorted(tables[name].items()):
                     fam.add_metric(list(key), value)
             yield fam
 
-    def _window_families(self) -> Iterator[Metric]:
-        self.windows.tick(self._clock(), self.counters)
-        current = view_of(self.counters)
-        per_window = [(w.label, w.counts(current)) for w in self.windows.windows]
+    def _window_families(self, per_window: Sequence[tuple[str, View]]) -> Iterator[Metric]:
         for name, doc, num, den in _RATIOS:
             fam = GaugeMetricFamily(name, doc, labels=["agent", "window"])
             for label, view in per_window:

@@ -133,6 +133,27 @@ def test_a_slow_scrape_does_not_hold_up_otlp_requests(tmp_path: Path) -> None:
         assert answered - sent < render_s / 2, (answered - sent, render_s, scraped[0] - start)
 
 
+def test_a_scrape_builds_its_families_outside_the_lock_the_worker_waits_on() -> None:
+    """observe() and tick() run on the event loop and take the metrics lock: a scrape holds it only to copy what the
+    worker changes, and builds the families (60-77 ms for 20 agents x 50 tools) after releasing it."""
+    metrics = ToolwatchMetrics(tools=["a", "b"], agents=["x"])
+    held: list[bool] = []
+
+    class Watched(ToolwatchMetrics):
+        def _verdict_families(self, *args: object, **kwargs: object):  # type: ignore[no-untyped-def]
+            held.append(self._lock.locked())
+            return super()._verdict_families(*args, **kwargs)  # type: ignore[arg-type]
+
+        def _window_families(self, *args: object, **kwargs: object):  # type: ignore[no-untyped-def]
+            held.append(self._lock.locked())
+            return super()._window_families(*args, **kwargs)  # type: ignore[arg-type]
+
+    metrics.__class__ = Watched
+    page = generate_latest(metrics.registry()).decode()
+    assert held == [False, False]
+    assert 'toolwatch_tool_calls_total{agent="x",outcome="correct",tool="a"} 0.0' in page
+
+
 def test_pending_turns_count_turnless_traces(serve: ServeFactory) -> None:
     _, server = serve(grace_s=600, turnless_timeout_s=600)
     provider, tracer, exporter = new_tracer()
@@ -177,5 +198,3 @@ def test_a_call_beside_a_pending_turn_counts_as_turnless_once_the_turn_is_releas
     (released,) = assembler.poll(2_000_000_000)  # the grace period is over: the turn, without the call
     assert released.span_id == turn.span_id and released.calls == ()
     assert pending() == (0, 1)
-    help_text = generate_latest(metrics.registry()).decode().split(f"# HELP {names.PENDING_TURNS} ")[1].split("\n")[0]
-    assert "count as turnless only once that turn is released" in help_text
