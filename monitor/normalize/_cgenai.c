@@ -439,7 +439,7 @@ static PyObject *messages_text(PyObject *raw, PyObject *prefix, PyObject *key, P
 static int turn(PyObject *span, PyObject *attrs, PyObject *out, PyObject *problems) {
     PyObject *agent = NULL, *raw = NULL, *text = NULL, *output = NULL, *conversation_id = NULL, *case_id = NULL,
              *defs = NULL, *last = NULL, *tmp = NULL;
-    int rc = -1, t, input_captured;
+    int rc = -1, t, input_captured, odd = 0, cut = 0;
     if ((agent = dget(attrs, lookup_key[K_AGENT])) == NULL) goto fail;
     if (!PyUnicode_CheckExact(agent)) {
         PyObject *a[3] = {span, agent, problems};
@@ -450,30 +450,31 @@ static int turn(PyObject *span, PyObject *attrs, PyObject *out, PyObject *proble
         goto fail;
     input_captured = PyUnicode_Check(raw);
     Py_CLEAR(raw);
-    if ((raw = dget(attrs, lookup_key[K_OUTPUT])) == NULL ||
-        (output = messages_text(raw, assistant_parts, k_output, assistant_roles, 1, problems)) == NULL)
+    /* A cut answer (listed in toolwatch.truncated) is not captured: None, and not parsed. Messages captured (the
+     * input is) and the turn failed (status ERROR) without an answer: "", so its response checks fail. */
+    if ((raw = dget(attrs, lookup_key[K_OUTPUT])) == NULL || (tmp = dget(attrs, lookup_key[K_TRUNCATED])) == NULL)
         goto fail;
-    /* A cut answer (listed in toolwatch.truncated) is not captured: None. Messages captured (the input is) and the
-     * turn failed (status ERROR) without an answer: "", so its response checks fail instead of being skipped. */
-    if ((tmp = dget(attrs, lookup_key[K_TRUNCATED])) == NULL) goto fail;
-    t = 0;
     if (tmp != Py_None) {
-        int ok = PyObject_IsInstance(tmp, str_or_tuple);
-        if (ok < 0) goto fail;
-        if (!ok) {
-            if (PyList_Append(problems, k_truncated) < 0) goto fail;
-        } else if ((t = PySequence_Contains(tmp, k_output)) < 0) {
-            goto fail;
-        }
+        if ((t = PyObject_IsInstance(tmp, str_or_tuple)) < 0) goto fail;
+        odd = !t;
+        if (t && (cut = PySequence_Contains(tmp, k_output)) < 0) goto fail;
     }
     Py_CLEAR(tmp);
-    if (t) {
-        Py_SETREF(output, Py_NewRef(Py_None));
-    } else if (output == Py_None && input_captured) {
-        if ((tmp = span_get(span, S_STATUS_CODE)) == NULL || (t = eq(tmp, status_error)) < 0) goto fail;
-        Py_CLEAR(tmp);
-        if (t) Py_SETREF(output, Py_NewRef(s_empty));
+    if (cut) {
+        output = Py_NewRef(Py_None);
+        /* the type problem messages_text would have counted */
+        if (raw != Py_None && !PyUnicode_CheckExact(raw)) {
+            if ((t = not_str(raw)) < 0 || (t && PyList_Append(problems, k_output) < 0)) goto fail;
+        }
+    } else {
+        if ((output = messages_text(raw, assistant_parts, k_output, assistant_roles, 1, problems)) == NULL) goto fail;
+        if (output == Py_None && input_captured) {
+            if ((tmp = span_get(span, S_STATUS_CODE)) == NULL || (t = eq(tmp, status_error)) < 0) goto fail;
+            Py_CLEAR(tmp);
+            if (t) Py_SETREF(output, Py_NewRef(s_empty));
+        }
     }
+    if (odd && PyList_Append(problems, k_truncated) < 0) goto fail;
     if ((conversation_id = dget(attrs, lookup_key[K_CONVERSATION_ID])) == NULL) goto fail;
     if (conversation_id != Py_None) {
         if ((t = not_str(conversation_id)) < 0) goto fail;

@@ -319,20 +319,17 @@ def _convert_py(  # noqa: C901 - one flat pass per span: a call per record cost 
             raw_out = attrs.get(OUTPUT_MESSAGES)
             if raw_out is not None and not isinstance(raw_out, str):
                 problems.append(OUTPUT_MESSAGES)
-            output = _turn_text(raw_out, _ASSISTANT, empty_is_none=True)
             truncated = attrs.get(TRUNCATED)
-            cut = False
-            if truncated is not None:
-                if not isinstance(truncated, str | tuple):
-                    problems.append(TRUNCATED)
-                else:
-                    cut = OUTPUT_MESSAGES in truncated
-            if cut:
-                output = None  # a cut answer is not captured: its response checks are not made (as cut arguments)
-            elif output is None and isinstance(raw_in, str) and span.status_code == STATUS_ERROR:
-                # Messages captured (the input is) and the turn failed without an answer: its response checks fail.
-                # Without an error, a missing answer may live elsewhere (a chat span): not captured, not checked.
-                output = ""
+            odd = truncated is not None and not isinstance(truncated, str | tuple)
+            output: str | None = None
+            if truncated is None or odd or OUTPUT_MESSAGES not in truncated:  # a cut answer is not captured (None)
+                output = _turn_text(raw_out, _ASSISTANT, empty_is_none=True)
+                if output is None and isinstance(raw_in, str) and span.status_code == STATUS_ERROR:
+                    # Messages captured (the input is) and the turn failed without an answer: its response checks
+                    # fail. Without an error, a missing answer may be elsewhere (a chat span): not checked.
+                    output = ""
+            if odd:
+                problems.append(TRUNCATED)  # a list of keys, or one key; anything else says nothing
             conversation_id = attrs.get(CONVERSATION_ID)
             if (
                 conversation_id is not None
