@@ -9,32 +9,27 @@ from prometheus_client.core import HistogramMetricFamily
 
 
 class Histogram:
-    __slots__ = ("bounds", "counts", "total", "count")
+    __slots__ = ("bounds", "counts", "total")
 
     def __init__(self, bounds: Sequence[float]) -> None:
         self.bounds = tuple(sorted(bounds))
         self.counts = [0] * (len(self.bounds) + 1)
         self.total = 0.0
-        self.count = 0
 
     def observe(self, value: float, n: int = 1) -> None:
         """Record `n` observations of `value`."""
         self.counts[bisect_left(self.bounds, value)] += n
         self.total += value * n
-        self.count += n
 
     def observe_each(self, values: Iterable[float]) -> None:
         """Record each value once, in order: the same as `observe(v)` for each (the sum adds them one by one)."""
         counts = self.counts
         bounds = self.bounds
         total = self.total
-        k = 0
         for value in values:
             counts[bisect_left(bounds, value)] += 1
             total += value
-            k += 1
         self.total = total
-        self.count += k
 
     def family(self, name: str, doc: str) -> HistogramMetricFamily:
         """The family; safe from another thread than the one observing (a scrape renders in its own thread):
@@ -48,15 +43,3 @@ class Histogram:
             buckets.append((repr(float(bound)), acc))
         buckets.append(("+Inf", acc + counts[-1]))
         return HistogramMetricFamily(name, doc, buckets=buckets, sum_value=self.total)
-
-    def quantile(self, q: float) -> float:
-        """Upper bound of the bucket holding quantile `q` (inf when beyond the last bound, nan when empty)."""
-        if not self.count:
-            return float("nan")
-        target = q * self.count
-        acc = 0
-        for bound, c in zip(self.bounds, self.counts, strict=False):
-            acc += c
-            if acc >= target:
-                return bound
-        return float("inf")
