@@ -6,8 +6,8 @@ from typing import Any
 
 import click
 
+from monitor.cli._params import Duration
 from monitor.evaluate import load_judge
-from monitor.metrics import parse_duration
 from monitor.otlp import REASON_BAD_ID
 from monitor.replay import FORMATS, Replayer, ReplayStats, SourceError, expand_sources, replay_files, total_bytes
 from monitor.report import ReportBuilder, Table, emit_report, pop_report_options, report_options
@@ -18,15 +18,6 @@ from monitor.verdict import TurnVerdict
 MAX_LISTED_ERRORS = 10
 
 
-def _duration(ctx: click.Context, param: click.Parameter, value: str) -> float:
-    """A duration as `serve` takes it for --grace and --turnless-timeout (`2s`, `500ms`, `5m`, a bare number of
-    seconds; 0: judge at once)."""
-    try:
-        return parse_duration(value.strip(), allow_zero=True)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
-
-
 @click.command()
 @click.argument("sources", nargs=-1, required=True, metavar="SOURCE...")
 @click.option("--rules", "rules", multiple=True, required=True, metavar="FILE",
@@ -35,9 +26,10 @@ def _duration(ctx: click.Context, param: click.Parameter, value: str) -> float:
               help="Input format: jsonl (OTLP JSON lines), pb (OTLP protobuf, framing detected), pb-be32 (each "
                    "message after a 4-byte big-endian size: the Collector file exporter's format: proto), "
                    "pb-varint (after a varint size), pb-single (one bare message); auto: by suffix and content.")
-@click.option("--grace", default="2s", show_default=True, callback=_duration, metavar="DURATION",
+@click.option("--grace", default="2s", show_default=True, type=Duration(allow_zero=True), metavar="DURATION",
               help="Wait this long (span time) after a turn span arrives for late calls, as `serve --grace`.")
-@click.option("--turnless-timeout", default="30s", show_default=True, callback=_duration, metavar="DURATION",
+@click.option("--turnless-timeout", default="30s", show_default=True, type=Duration(allow_zero=True),
+              metavar="DURATION",
               help="Judge calls whose turn never arrives alone after this long, as `serve --turnless-timeout`.")
 @click.option("--strict", is_flag=True, help="Exit 2 when any line or message cannot be decoded.")
 @click.option("--worst", type=click.IntRange(0), default=10, show_default=True, help="Failing turns to list.")

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from monitor.cli._params import PORT
+from monitor.cli._params import PORT, Duration
 from monitor.serve import _settings as env
 
 if TYPE_CHECKING:
@@ -34,25 +34,6 @@ def _pin_malloc_thresholds() -> None:
         libc.mallopt(m_trim_threshold, 64 << 20)
     except (OSError, AttributeError):  # not glibc: nothing to tune
         pass
-
-
-class Duration(click.ParamType[float]):
-    """A duration such as 2s, 500ms or 5m (0 too with `allow_zero`); a bad one is refused naming its option."""
-
-    name = "duration"
-
-    def __init__(self, *, allow_zero: bool = False) -> None:
-        self.allow_zero = allow_zero
-
-    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> float:
-        if isinstance(value, float):
-            return value
-        from monitor.metrics import parse_duration
-
-        try:
-            return parse_duration(str(value), allow_zero=self.allow_zero)
-        except ValueError as exc:
-            self.fail(str(exc), param, ctx)
 
 
 class Windows(click.ParamType[tuple[float, ...]]):
