@@ -94,11 +94,11 @@ class _Forwarder(SpanProcessor):
 
 _ROUTER = _Router()
 _FORWARDER = _Forwarder()
-_TAPPED: set[int] = set()  # id() of the application providers the forwarder was added to
+_TAPPED: list[SdkTracerProvider] = []  # the application's provider the forwarder was added to (the global is set once)
 _LOCK = threading.Lock()
 
 
-def _install(processor: SpanProcessor | None) -> str:
+def _install() -> str:
     """How the global provider's spans reach the harness: "router" (the router is the global: installed now unless
     the application set one), "forward" (the application's SDK provider, tapped by the forwarder), or "" (not)."""
     with _LOCK:
@@ -110,29 +110,22 @@ def _install(processor: SpanProcessor | None) -> str:
             if trace.get_tracer_provider() is _ROUTER:
                 return "router"
             current = trace.get_tracer_provider()
-        if isinstance(current, SdkTracerProvider) and processor is not None:
-            if id(current) not in _TAPPED:
+        if isinstance(current, SdkTracerProvider):
+            if not any(p is current for p in _TAPPED):
                 current.add_span_processor(_FORWARDER)
-                _TAPPED.add(id(current))
+                _TAPPED.append(current)
             return "forward"
         return ""
 
 
 @contextmanager
-def route_global_tracing(provider: trace.TracerProvider, processor: SpanProcessor | None = None) -> Iterator[bool]:
+def route_global_tracing(provider: trace.TracerProvider, processor: SpanProcessor) -> Iterator[bool]:
     """Send spans of the global provider's tracers to `provider` while the block runs (for the CLI commands: the
     first call sets the global provider, for the rest of the process). When the application set the SDK's
     TracerProvider as the global itself, its spans ending in the block go to `processor` (the harness's,
     `Harness.processor`) as well as to the application's processors. Yields False, and captures nothing, when the
-    global provider is neither (or `processor` is not given): a warning says what to do."""
-    mode = _install(processor)
-    if not mode and isinstance(trace.get_tracer_provider(), SdkTracerProvider):
-        logger.warning(
-            "the application set the SDK's TracerProvider as the global provider: spans of plain OpenTelemetry "
-            "tracers are captured only when route_global_tracing is given the harness's processor (Harness.processor)"
-        )
-        yield False
-        return
+    global provider is neither: a warning says what to do."""
+    mode = _install()
     if not mode:
         current = trace.get_tracer_provider()
         logger.warning(
