@@ -178,6 +178,15 @@ class Judge:
             return None
         return exp
 
+    def scoping(self) -> tuple[dict[str, frozenset[str]], dict[str, str]]:
+        """How this judge scopes turns by agent, for what must follow it (the metrics' series created at 0): the
+        tools each agent named by a rule file may call (agents not listed: the whole catalog), and the agent each
+        scoped rule applies to (rules not listed apply to every agent)."""
+        unscoped = {e.id for e in self._other.router.rules}
+        tools = {a: s.tools for a, s in self._scopes.items() if s.tools != self.catalog}
+        rule_agents = {e.id: a for a, s in self._scopes.items() for e in s.router.rules if e.id not in unscoped}
+        return tools, rule_agents
+
     def judge(self, turn: Turn) -> TurnVerdict:
         """The verdict of one turn (never raises on bad call data: it is judged as such).
 

@@ -81,14 +81,13 @@ class Pipeline:
     def apply_labels(self) -> None:
         """The metrics' label sets from the rules in force and the configuration; their series start at 0."""
         judge = self.rules.judge
-        ruleset = self.rules.current.ruleset
+        agent_tools, rule_agents = judge.scoping()  # no series at 0 for what no turn can count (metrics._initial)
         self.metrics.set_labels(
             tools=judge.catalog,
             agents=set(judge.agents) | set(self.settings.agents),
-            rules=[e.id for e in ruleset.expectations],
-            # As the judge scopes them: no series at 0 for what no turn can count (see monitor.metrics._initial).
-            agent_tools=dict(ruleset.scoped_tools),
-            rule_agents={e.id: e.agent for e in ruleset.expectations if e.agent is not None},
+            rules=[e.id for e in self.rules.current.ruleset.expectations],
+            agent_tools=agent_tools,
+            rule_agents=rule_agents,
         )
 
     # ---- ingest side -------------------------------------------------------------------------------

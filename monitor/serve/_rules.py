@@ -28,6 +28,8 @@ class JudgeLike(Protocol):
 
     def judge(self, turn: Turn) -> TurnVerdict: ...
 
+    def scoping(self) -> tuple[dict[str, frozenset[str]], dict[str, str]]: ...
+
 
 JudgeFactory = Callable[[RuleSet], JudgeLike]
 
