@@ -29,11 +29,12 @@ def demo(turns: int, forever: bool, rate: float, seed: int, rules: str | None, p
     from rich.console import Console
 
     from monitor.demo import print_summary, run_demo
-    from monitor.serve import Settings, port_clash
+    from monitor.serve import Settings
 
-    clash = port_clash(Settings(port=port, metrics_port=metrics_port))
-    if clash is not None:
-        raise click.UsageError(clash)
+    try:  # the ports as given (run_demo swaps a busy one for a free one): one for both is a usage error
+        Settings(port=port, metrics_port=metrics_port).validate()
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
     console = Console()
     result = run_demo(
         turns=turns,

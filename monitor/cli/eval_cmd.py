@@ -81,8 +81,7 @@ def show_tracebacks(failures: Sequence[tuple[str, str, str]], command: str) -> s
 
 def _eval_tables(result: EvalResult) -> list[Table]:
     ranked = []
-    for trials in result.by_case().values():
-        name = trials[0].case.name
+    for name, trials in result.by_case().items():
         passed = sum(t.passed for t in trials)
         first_bad = next((t for t in trials if not t.passed), None)
         row = [name, f"{passed}/{len(trials)}", first_bad.reason if first_bad else ""]
@@ -112,7 +111,7 @@ def _run_dataset(dataset: str, agent: Any, rules: tuple[str, ...], agent_name: s
                           on_run=lambda _: progress.update(task, advance=1))
     failures = []
     for n, t in enumerate(result.trials, 1):
-        label = t.case.name if trials == 1 else f"{t.case.name} trial {t.trial}"
+        label = t.case.key if trials == 1 else f"{t.case.key} trial {t.trial}"
         _add_result(builder, label, name, t.verdict, t.run, t.passed, t.reason, f"input: {t.case.input_text[:400]}")
         builder.track(n)
         if t.run.traceback:

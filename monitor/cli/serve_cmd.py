@@ -225,16 +225,13 @@ def serve(**opts: object) -> None:
     OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=http://127.0.0.1:4318/v1/traces.
     """
     from monitor.rules import RuleFileError
-    from monitor.serve import Server, port_clash
+    from monitor.serve import Server
 
     try:
         settings = settings_from_options(opts)
-        settings.validate()
+        settings.validate()  # two listeners on one port too
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
-    clash = port_clash(settings)
-    if clash is not None:
-        raise click.UsageError(clash)
     try:
         server = Server(settings)
     except RuleFileError as exc:

@@ -29,14 +29,9 @@ from monitor.rules import RuleFileError, RuleSet, load_rules
 @dataclass(slots=True, frozen=True)
 class Case:
     case_id: str | None  # the case's id in the dataset (None: it has none)
-    name: str  # what reports call it: read_cases makes it the key (unique in the dataset)
+    key: str  # its identity: the id, else one unique in the dataset (read_cases); its turn's toolwatch.case.id,
+    # what reports and pass^k call it
     input_text: str
-    key: str = ""  # the label eval joins to the turn (toolwatch.case.id): the id, else one unique in the dataset
-
-    @property
-    def label(self) -> str:
-        """The case id its turn carries: `key` (cases built by hand without one: the id)."""
-        return self.key or self.case_id or ""
 
 
 def _read_items(path: Path) -> tuple[list[Any], Path | None]:
@@ -70,10 +65,12 @@ def _read_items(path: Path) -> tuple[list[Any], Path | None]:
 
 
 def read_cases(path: str | Path) -> list[Case]:
-    """The runnable cases of a dataset, in file order; every case needs an `input`."""
+    """The runnable cases of a dataset, in file order; every case needs an `input`. Each case's key is its id,
+    else `#<n>` (its position; `#<n>.<k>` when a case of the dataset has that id), so no two cases of a dataset
+    share a key in a report or in pass^k."""
     p = Path(path)
     items, _ = _read_items(p)
-    cases: list[Case] = []
+    read: list[tuple[str | None, str]] = []
     ids: set[str] = set()
     for n, item in enumerate(items, 1):
         if not isinstance(item, dict):
@@ -88,27 +85,21 @@ def read_cases(path: str | Path) -> list[Case]:
             raise RuleFileError(str(p), 0, 0, f"case {n}", f"duplicate case id {cid!r}")
         if cid is not None:
             ids.add(cid)
-        cases.append(Case(cid, cid or f"#{n}", text))
-    if not cases:
+        read.append((cid, text))
+    if not read:
         raise RuleFileError(str(p), 0, 0, "cases", "the dataset holds no case")
-    return _with_keys(cases, ids)
-
-
-def _with_keys(cases: list[Case], ids: set[str]) -> list[Case]:
-    """Each case with its key, also its name: its id, else `#<n>` (`#<n>.<k>` when a case of the dataset has that
-    id), so no two cases of a dataset share a name in a report or in pass^k."""
-    out = []
-    taken = set(ids)
-    for n, case in enumerate(cases, 1):
-        key = case.case_id
+    cases = []
+    taken = set(ids)  # every id of the dataset, also those of later cases
+    for n, (cid, text) in enumerate(read, 1):
+        key = cid
         if key is None:
             key, k = f"#{n}", 0
             while key in taken:
                 k += 1
                 key = f"#{n}.{k}"
             taken.add(key)
-        out.append(dataclasses.replace(case, key=key, name=key))
-    return out
+        cases.append(Case(cid, key, text))
+    return cases
 
 
 def load_dataset_rules(dataset: str | Path, rules: Sequence[str | Path], *, agent: str | None = None) -> RuleSet:

@@ -64,10 +64,10 @@ class EvalResult:
     trials: list[Trial] = field(default_factory=list)
 
     def by_case(self) -> dict[str, list[Trial]]:
-        """The trials of each case, by the case's key (unique in a dataset; a case built without one: its name)."""
+        """The trials of each case, by the case's key (unique in a dataset)."""
         out: dict[str, list[Trial]] = {}
         for t in self.trials:
-            out.setdefault(t.case.key or t.case.name, []).append(t)
+            out.setdefault(t.case.key, []).append(t)
         return out
 
     @property
@@ -110,7 +110,7 @@ def run_eval(
 
     with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="toolwatch-eval") as pool:
         futures = {
-            pool.submit(harness.run, agent, case.input_text, case_id=case.label or None, timeout_s=timeout_s): i
+            pool.submit(harness.run, agent, case.input_text, case_id=case.key, timeout_s=timeout_s): i
             for i, (case, _) in enumerate(work)
         }
         for n, fut in enumerate(as_completed(futures), 1):

@@ -2,8 +2,8 @@
 
 from monitor.serve._pipeline import Pipeline
 from monitor.serve._rules import JudgeLike, Rules
-from monitor.serve._server import Server, ServerThread, port_clash
-from monitor.serve._settings import Settings
+from monitor.serve._server import Server, ServerThread
+from monitor.serve._settings import Settings, port_clash
 from monitor.serve._verdict_log import VerdictLog, verdict_record
 
 __all__ = [

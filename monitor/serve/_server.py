@@ -18,39 +18,12 @@ from monitor.metrics import ToolwatchMetrics
 from monitor.serve._http import TracesHandler, metrics_app, receiver_app
 from monitor.serve._pipeline import Pipeline, VerdictHook
 from monitor.serve._rules import JudgeFactory, Rules, default_judge_factory
-from monitor.serve._settings import Settings
+from monitor.serve._settings import GRPC, METRICS, RECEIVER, Settings
 from monitor.serve._verdict_log import VerdictLog
 
 T = TypeVar("T")
 
 logger = logging.getLogger(__name__)
-
-
-# What listens where, and the options that set its address: a bind error names them.
-RECEIVER = ("OTLP/HTTP", "--host", "--port")
-METRICS = ("/metrics", "--metrics-host", "--metrics-port")
-GRPC = ("OTLP/gRPC", "--host", "--grpc-port")
-
-
-_ANY_ADDRESS = frozenset({"", "0.0.0.0", "::"})
-
-
-def port_clash(s: Settings) -> str | None:
-    """Two listeners of `s` given one port (not 0) on addresses that overlap: the clash, naming both options. The
-    second bind would fail as if another process held the port."""
-    listeners = [(s.host, s.port, RECEIVER)]
-    if s.grpc_port is not None:
-        listeners.append((s.host, s.grpc_port, GRPC))
-    listeners.append((s.metrics_host, s.metrics_port, METRICS))
-    for i, (host, port, (what, _, option)) in enumerate(listeners):
-        for other_host, other_port, (other_what, _, other_option) in listeners[i + 1 :]:
-            overlap = host == other_host or host in _ANY_ADDRESS or other_host in _ANY_ADDRESS
-            if port and port == other_port and overlap:
-                return (
-                    f"{option} and {other_option} are both {port}: {what} and {other_what} need a port each "
-                    f"(choose another {other_option})"
-                )
-    return None
 
 
 def listen_error(exc: OSError, host: str, port: int, what: str, host_option: str, port_option: str) -> OSError:
@@ -142,9 +115,7 @@ class Server:
     async def start(self) -> None:
         """Bind every port, then open the verdict log and start serving; on failure nothing is left open."""
         s = self.settings
-        clash = port_clash(s)
-        if clash is not None:
-            raise ValueError(clash)
+        s.validate()  # a ValueError, before anything is bound (two listeners on one port among them)
         socks: list[socket.socket] = []
         try:
             socks.append(_bind(s.host, s.port, *RECEIVER))

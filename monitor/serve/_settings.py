@@ -37,6 +37,32 @@ ENV_ALERT_WEBHOOK = "TOOLWATCH_ALERT_WEBHOOK"  # Alertmanager (/api/v2/alerts) o
 
 MiB = 1024 * 1024
 
+# What listens where, and the options that set its address: a bind error names them.
+RECEIVER = ("OTLP/HTTP", "--host", "--port")
+METRICS = ("/metrics", "--metrics-host", "--metrics-port")
+GRPC = ("OTLP/gRPC", "--host", "--grpc-port")
+
+
+_ANY_ADDRESS = frozenset({"", "0.0.0.0", "::"})
+
+
+def port_clash(s: Settings) -> str | None:
+    """Two listeners of `s` given one port (not 0) on addresses that overlap: the clash, naming both options. The
+    second bind would fail as if another process held the port."""
+    listeners = [(s.host, s.port, RECEIVER)]
+    if s.grpc_port is not None:
+        listeners.append((s.host, s.grpc_port, GRPC))
+    listeners.append((s.metrics_host, s.metrics_port, METRICS))
+    for i, (host, port, (what, _, option)) in enumerate(listeners):
+        for other_host, other_port, (other_what, _, other_option) in listeners[i + 1 :]:
+            overlap = host == other_host or host in _ANY_ADDRESS or other_host in _ANY_ADDRESS
+            if port and port == other_port and overlap:
+                return (
+                    f"{option} and {other_option} are both {port}: {what} and {other_what} need a port each "
+                    f"(choose another {other_option})"
+                )
+    return None
+
 
 def parse_windows(text: str) -> tuple[float, ...]:
     """Comma-separated durations (TOOLWATCH_WINDOWS, --windows): '5m,1h' -> (300.0, 3600.0)."""
@@ -150,6 +176,7 @@ class Settings:
         return s
 
     def validate(self) -> None:
+        """ValueError when a value is out of range or, last, two listeners are given one port (port_clash)."""
         for name in ("max_pending", "max_calls_per_trace", "queue_spans", "max_body_bytes", "max_decompressed_bytes"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
@@ -163,3 +190,6 @@ class Settings:
             raise ValueError("grace and turnless timeout must be >= 0")
         if not self.windows:
             raise ValueError("at least one rolling window is needed")
+        clash = port_clash(self)
+        if clash is not None:
+            raise ValueError(clash)

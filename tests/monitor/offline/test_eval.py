@@ -406,8 +406,7 @@ def test_id_less_cases_of_one_input_are_judged_each_with_its_own_expectation(sup
     assert [t.passed for t in result.trials] == [True, True, False]
     assert "called get_order_status instead of get_shipping_eta" in result.trials[2].reason
     # the key each case's turn carries: its id, else its position (made unique against the ids)
-    assert [(c.case_id, c.name, c.key) for c in cases] == [("#2", "#2", "#2"), (None, "#2.1", "#2.1"),
-                                                           (None, "#3", "#3")]
+    assert [(c.case_id, c.key) for c in cases] == [("#2", "#2"), (None, "#2.1"), (None, "#3")]
 
 
 def test_a_case_id_like_a_position_is_not_merged_with_the_case_at_that_position(support_rules: Path,
@@ -476,7 +475,7 @@ def test_a_timed_out_run_that_matched_no_expectation_says_so_after_the_timeout(s
     HANG_RELEASE.clear()
     try:
         with Harness(agent_name="support") as h:  # the rules only: no case, and no rule matches the input
-            result = run_eval([Case("z", "z", "zzz", "z")], mostly_hang, Judge(load_rules([support_rules])), h,
+            result = run_eval([Case("z", "z", "zzz")], mostly_hang, Judge(load_rules([support_rules])), h,
                               timeout_s=0.3)
     finally:
         HANG_RELEASE.set()

@@ -49,3 +49,13 @@ def test_invalid_combinations_are_refused() -> None:
         Settings.from_env({}, verdict_log_max_bytes=100)
     with pytest.raises(TypeError, match="unknown settings"):
         Settings.from_env({}, colour="blue")
+
+
+def test_two_listeners_on_one_port_are_refused_by_validate() -> None:
+    # The clash was checked apart (serve, demo and Server.start each called port_clash); validate() is the one home.
+    with pytest.raises(ValueError, match="--port and --metrics-port are both 14318"):
+        Settings(port=14318, metrics_port=14318).validate()
+    with pytest.raises(ValueError, match="--port and --grpc-port are both 14317"):
+        Settings.from_env({"TOOLWATCH_PORT": "14317", "TOOLWATCH_GRPC_PORT": "14317"})
+    Settings(host="127.0.0.1", metrics_host="127.0.0.2", port=14318, metrics_port=14318).validate()  # two addresses
+    Settings(port=0, metrics_port=0, grpc_port=0).validate()  # 0: any free port, each its own
