@@ -15,7 +15,7 @@ from typing import Any
 from rich.console import Console
 from rich.live import Live
 
-from instrumentation import configure, shutdown
+from instrumentation import configure, shutdown, telemetry_stats
 from monitor.demo._agent import TriageAgent
 from monitor.demo._logs import LogLineGenerator
 from monitor.demo._model import SimulatedTriageModel
@@ -34,6 +34,7 @@ class DemoResult:
     tally: Tally
     metrics_url: str
     seconds: float
+    spans_dropped: int = 0  # by the agent's exporter (queue full): their turns arrive incomplete, or never
 
 
 def _free(host: str, port: int) -> bool:
@@ -150,6 +151,7 @@ def run_demo(
     lines = LogLineGenerator(seed)
     console.print(f"metrics: [bold]{server.metrics_url}[/bold]   OTLP/HTTP: {server.endpoint}")
     sent = mistakes = 0
+    dropped_before = telemetry_stats().dropped_spans
     t0 = time.monotonic()
     interval = 1.0 / rate if rate > 0 else 0.0
 
@@ -188,7 +190,10 @@ def run_demo(
         finally:
             thread.stop()  # judges the pending turns
     tally, _ = feed.snapshot()
-    return DemoResult(sent, server.pipeline.turns_judged, mistakes, tally, server.metrics_url, time.monotonic() - t0)
+    dropped = telemetry_stats().dropped_spans - dropped_before
+    return DemoResult(
+        sent, server.pipeline.turns_judged, mistakes, tally, server.metrics_url, time.monotonic() - t0, dropped
+    )
 
 
 def print_summary(result: DemoResult, console: Console) -> None:
@@ -199,6 +204,11 @@ def print_summary(result: DemoResult, console: Console) -> None:
         f"{result.turns_sent} turns sent, {result.turns_judged} judged in {result.seconds:.1f} s; "
         f"the simulated model made mistakes in {result.mistakes_injected} turns."
     )
+    if result.spans_dropped:
+        console.print(
+            f"[yellow]the agent's exporter dropped {result.spans_dropped} spans (its queue was full: the agent ran "
+            "faster than the spans could be exported; lower --rate)[/yellow]"
+        )
     console.print(f"[bold]{t.format_accuracy()}[/bold]")
     console.print(
         f"spurious calls {t.spurious}, wrong-tool calls {t.wrong_tool}, hallucinated calls {t.hallucinated}, "

@@ -71,6 +71,21 @@ def test_run_demo_judges_every_turn() -> None:
     assert "metrics: http://127.0.0.1:" in out.getvalue()
     assert re.search(r"^turns sent 1/150   judged \d+   \S+ turns/s", out.getvalue(), re.M), out.getvalue()
     assert result.tally.judged_calls > 0 and result.tally.correct < result.tally.judged_calls
+    assert result.spans_dropped == 0
+
+
+def test_the_summary_says_when_the_agents_exporter_dropped_spans() -> None:
+    """Turns sent but never judged in full are explained: spans the agent's exporter dropped at a full queue."""
+    from monitor.demo._run import DemoResult, print_summary
+    from monitor.judge import Tally
+
+    def summary(dropped: int) -> str:
+        out = io.StringIO()
+        print_summary(DemoResult(10, 8, 1, Tally(), "http://x", 1.0, dropped), Console(file=out, width=200))
+        return out.getvalue()
+
+    assert "dropped 42 spans" in summary(42) and "lower --rate" in summary(42)
+    assert "dropped" not in summary(0)
 
 
 def test_demo_command(tmp_path: Path) -> None:
