@@ -164,3 +164,14 @@ def replay_sorted(judge: Judge, paths: list[Path], fmt: str = "auto") -> tuple[l
     r = Replayer(judge, out.append)
     replay_files(r, paths, fmt=fmt)
     return sorted(out, key=verdict_key), r
+
+
+def one_span_request(name_len: int) -> bytes:
+    """A serialized export request of one span whose name is `name_len` characters (sizes vary with it)."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    req = ExportTraceServiceRequest()
+    span = req.resource_spans.add().scope_spans.add().spans.add()
+    span.trace_id, span.span_id = bytes(range(1, 17)), bytes(range(1, 9))
+    span.name, span.start_time_unix_nano, span.end_time_unix_nano = "x" * name_len, 1, 2
+    return bytes(req.SerializeToString())

@@ -15,7 +15,14 @@ from monitor.judge import Judge
 from monitor.replay import Replayer, SourceError, detect_format, expand_sources, replay_files
 from monitor.report import ReportBuilder
 from tests.monitor.offline.agents import SUPPORT_INPUTS, support_agent
-from tests.monitor.offline.conftest import capture_spans, replay_sorted, varint, verdict_key, write_span_files
+from tests.monitor.offline.conftest import (
+    capture_spans,
+    one_span_request,
+    replay_sorted,
+    varint,
+    verdict_key,
+    write_span_files,
+)
 
 
 @pytest.fixture(scope="module")
@@ -309,18 +316,9 @@ def test_a_bare_protobuf_request_whose_bytes_also_tile_as_a_stream_is_read_whole
 ) -> None:
     """A bare request starts with 0x0a, which as a size is a 10-byte first message, and its bytes often tile as a
     length-delimited stream by chance (this failed the format test now and then, on random ids): it is one message."""
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-
     from monitor.replay._framing import varint_frames
 
-    def request(name_len: int) -> bytes:
-        req = ExportTraceServiceRequest()
-        span = req.resource_spans.add().scope_spans.add().spans.add()
-        span.trace_id, span.span_id = bytes(range(1, 17)), bytes(range(1, 9))
-        span.name, span.start_time_unix_nano, span.end_time_unix_nano = "x" * name_len, 1, 2
-        return bytes(req.SerializeToString())
-
-    bare = next(b for b in map(request, range(1000)) if varint_frames(b, 1 << 26)[1] == len(b))
+    bare = next(b for b in map(one_span_request, range(1000)) if varint_frames(b, 1 << 26)[1] == len(b))
     single, delimited = tmp_path / "one.binpb", tmp_path / "stream.pb"
     single.write_bytes(bare)
     _, r = replay_sorted(support_judge, [single])

@@ -19,14 +19,13 @@ import pytest
 import zstandard
 from click.testing import CliRunner
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from monitor.cli.replay_cmd import replay
 from monitor.judge import Judge
 from monitor.otlp import request_to_json
 from monitor.replay import detect_format
 from tests.monitor.offline.agents import SUPPORT_INPUTS, support_agent
-from tests.monitor.offline.conftest import capture_spans, replay_sorted, varint, write_span_files
+from tests.monitor.offline.conftest import capture_spans, one_span_request, replay_sorted, varint, write_span_files
 
 
 @pytest.fixture(scope="module")
@@ -122,19 +121,11 @@ def test_the_cli_reads_a_collector_proto_file_and_forced_framings(
     assert res.exit_code == 0 and "Tool call accuracy: 5/9 (55.6%)" in res.output, res.output
 
 
-def _request(name_len: int) -> bytes:
-    req = ExportTraceServiceRequest()
-    span = req.resource_spans.add().scope_spans.add().spans.add()
-    span.trace_id, span.span_id = bytes(range(1, 17)), bytes(range(1, 9))
-    span.name, span.start_time_unix_nano, span.end_time_unix_nano = "x" * name_len, 1, 2
-    return bytes(req.SerializeToString())
-
-
 def test_the_three_framings_are_told_apart_for_every_size(support_judge: Judge, tmp_path: Path) -> None:
     """Requests of 40 bytes to 70 KiB (one- to three-byte varint sizes, 4-byte sizes with each high byte zero):
     a 4-byte framed stream, a varint stream and a bare message of each are each read as what they are."""
     for n, size in enumerate([*range(0, 300, 7), 1000, 20_000, 70_000]):
-        message = _request(size)
+        message = one_span_request(size)
         for kind, data, requests in (
             ("be32", be32(message) * 2, 2),
             ("varint", (varint(len(message)) + message) * 2, 2),
@@ -272,7 +263,7 @@ def test_zstd_bombs_are_refused_within_the_bounds(
     bomb = zstd_frame(b"{" + b" " * (64 << 20))  # 64 MiB in a few KiB
     assert len(bomb) < 64 * 1024
     framed = tmp_path / "bomb.pb"
-    framed.write_bytes(be32(bomb) + be32(_request(3)))
+    framed.write_bytes(be32(bomb) + be32(one_span_request(3)))
     _, r = replay_sorted(support_judge, [framed])
     assert r.stats.requests == 1 and [b.where for b in r.stats.bad_records] == ["message 1 at byte 0"]
     assert "more than 1048576 bytes" in r.stats.bad_records[0].message
