@@ -25,7 +25,7 @@ from monitor.assembly import TurnAssembler, _assembler
 from monitor.otlp import Span, accelerated
 from monitor.records import ToolCall, Turn
 
-from .test_assembly_fast import BOUNDS, SIDS, TRACES
+from .test_assembly_fast import BOUNDS, record
 
 pytestmark = pytest.mark.skipif(_assembler._ADD_C is None, reason="the C assembler is not loaded")
 
@@ -39,14 +39,6 @@ class PythonAssembler(TurnAssembler):
 
 Spec = tuple[str, str, str, str, int, int]
 
-record = st.tuples(
-    st.sampled_from(["call", "turn", "other"]),
-    st.sampled_from(TRACES),
-    st.sampled_from(SIDS),
-    st.sampled_from(SIDS),  # parent
-    st.integers(0, 4),  # start
-    st.integers(0, 6),  # end
-)
 # add through C, through the Python add_records (its poll then runs in C), poll in C or in Python, flush
 step: st.SearchStrategy[tuple[str, list[Spec], int]] = st.one_of(
     st.tuples(st.sampled_from(["add", "add_py"]), st.lists(record, max_size=10), st.integers(0, 3)),
