@@ -9,11 +9,11 @@ to webhook receivers (`{"version": "4", "status": ..., "alerts": [...]}`).
 
 from __future__ import annotations
 
+import http.client
 import json
 import logging
 import queue
 import threading
-import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -163,7 +163,9 @@ class AlertNotifier:
             with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
                 response.read(65536)
             self.stats.sent += len(alerts)
-        except (urllib.error.URLError, OSError, ValueError) as exc:
+        # OSError covers URLError, refused connections and timeouts; HTTPException a reply that is not HTTP
+        # (BadStatusLine, IncompleteRead): neither may end the sender thread, or no alert is delivered again.
+        except (OSError, ValueError, http.client.HTTPException) as exc:
             self.stats.failed += len(alerts)
             self.stats.last_error = f"{type(exc).__name__}: {exc}"
             logger.warning("alert delivery to %s failed: %s", self.url, self.stats.last_error)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import socket
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -205,6 +207,38 @@ def test_notifier_never_blocks_on_a_dead_or_slow_receiver(tmp_path: Path) -> Non
     assert dead.stats.failed == 1 and dead.stats.sent == 0
     with pytest.raises(ValueError, match="http"):
         AlertNotifier("ftp://example.invalid")
+
+
+def test_notifier_survives_a_receiver_that_does_not_speak_http() -> None:
+    """A URL pointing at some other service (its reply is no HTTP status line) fails that POST, not the notifier."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    accepted: list[int] = []
+
+    def answer_garbage() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:  # closed
+                return
+            with conn:
+                accepted.append(1)
+                conn.recv(65536)
+                conn.sendall(b"SSH-2.0-OpenSSH_9.2\r\n")
+
+    threading.Thread(target=answer_garbage, daemon=True).start()
+    notifier = AlertNotifier(f"http://127.0.0.1:{listener.getsockname()[1]}/hook", timeout_s=2)
+    msg = AlertMessage({"alertname": "A"}, {}, starts_at=time.time())
+    try:
+        for _ in range(2):
+            assert notifier.send([msg], time.time())
+        deadline = time.monotonic() + 5
+        while notifier.stats.failed < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        notifier.close(timeout_s=2)
+        listener.close()
+    assert notifier.stats.failed == 2 and len(accepted) == 2, (notifier, accepted)
+    assert "BadStatusLine" in notifier.stats.last_error
 
 
 def test_for_metrics_publishes_into_the_service_metrics_and_reload_resolves(judge: Judge) -> None:
