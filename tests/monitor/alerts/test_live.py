@@ -24,6 +24,7 @@ from monitor.rules import load_rules
 from monitor.verdict import TurnVerdict
 from tests.deploy.binaries import ROOT
 from tests.deploy.receiver import Receiver
+from tests.deploy.stack import Alertmanager
 
 AGENT = "incident-triage"
 RULES = ROOT / "rules" / "incident-triage.yaml"
@@ -185,6 +186,33 @@ def test_notifier_webhook_format(receiver: Receiver) -> None:
     finally:
         notifier.close()
     assert notifier.stats.sent == 1 and notifier.stats.failed == 0
+
+
+def test_notifier_webhook_body_has_the_fields_alertmanager_posts(receiver: Receiver, tmp_path: Path) -> None:
+    """A plain webhook gets the body a real Alertmanager posts to its webhook receivers, field for field."""
+    labels = {"alertname": "ToolCallAccuracyLow", "agent": AGENT, "severity": "warning"}
+    annotations = {"summary": "Fewer than 90% of the calls are correct.", "value": "50%"}
+    msg = AlertMessage(labels, annotations, starts_at=time.time(), generator_url="http://toolwatch.example/alerts")
+    am = Alertmanager(tmp_path, receiver.url + "/alertmanager")
+    notifier = AlertNotifier(receiver.url + "/direct")
+    try:
+        to_am = AlertNotifier(am.url + "/api/v2/alerts")
+        to_am.send([msg], time.time())
+        to_am.close()
+        assert receiver.wait_for(lambda posts: any(p.startswith("/alertmanager") for p, _ in posts), 20)
+        notifier.send([msg], time.time())
+        assert receiver.wait_for(lambda posts: any(p == "/direct" for p, _ in posts), 5)
+    finally:
+        notifier.close()
+        am.stop()
+    from_am = next(body for path, body in receiver.posts if path.startswith("/alertmanager"))
+    direct = next(body for path, body in receiver.posts if path == "/direct")
+    assert sorted(direct) == sorted(from_am)
+    assert sorted(direct["alerts"][0]) == sorted(from_am["alerts"][0])
+    for field in ("version", "status", "commonLabels", "commonAnnotations", "truncatedAlerts"):
+        assert direct[field] == from_am[field], field
+    for field in ("status", "labels", "annotations", "fingerprint", "generatorURL", "endsAt"):
+        assert direct["alerts"][0][field] == from_am["alerts"][0][field], field
 
 
 def test_notifier_never_blocks_on_a_dead_or_slow_receiver(tmp_path: Path) -> None:
