@@ -4,16 +4,16 @@
 drains; when the queue is full the batch is dropped and counted. Each POST has a timeout, so a dead
 receiver slows nothing but the sender thread. The URL decides the format: a path ending in `/api/v2/alerts`
 gets Alertmanager's API v2 body (a JSON list of alerts); anything else gets the body Alertmanager itself posts
-to webhook receivers (`{"version": "4", "status": ..., "alerts": [...]}`).
+to webhook receivers (`{"version": "4", "status": ..., "commonLabels": ..., "alerts": [...]}`, every field of it).
 """
 
 from __future__ import annotations
 
+import http.client
 import json
 import logging
 import queue
 import threading
-import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -24,6 +24,7 @@ logger = logging.getLogger(__name__)
 
 ALERTMANAGER_PATH = "/api/v2/alerts"
 MAX_BODY = 1 << 20  # bytes; larger batches are split
+_FNV_OFFSET, _FNV_PRIME, _SEP = 14695981039346656037, 1099511628211, b"\xff"
 
 
 @dataclass(slots=True, frozen=True)
@@ -57,7 +58,24 @@ class AlertMessage:
             "startsAt": _iso(self.starts_at),
             "endsAt": _iso(self.ends_at) if self.ends_at is not None else "0001-01-01T00:00:00Z",
             "generatorURL": self.generator_url,
+            "fingerprint": fingerprint(self.labels),
         }
+
+
+def fingerprint(labels: Mapping[str, str]) -> str:
+    """Alertmanager's fingerprint of a label set: FNV-1a 64 over the sorted pairs, each part closed by 0xff."""
+    h = _FNV_OFFSET
+    for name in sorted(labels):
+        for part in (name.encode(), _SEP, labels[name].encode(), _SEP):
+            for byte in part:
+                h = ((h ^ byte) * _FNV_PRIME) & 0xFFFFFFFFFFFFFFFF
+    return format(h, "016x")
+
+
+def _common(maps: Sequence[Mapping[str, str]]) -> dict[str, str]:
+    """The pairs every map has (Alertmanager's commonLabels / commonAnnotations)."""
+    first, *rest = maps
+    return {k: v for k, v in first.items() if all(m.get(k) == v for m in rest)}
 
 
 def _iso(ts: float) -> str:
@@ -135,11 +153,17 @@ class AlertNotifier:
             payload: Any = [a.to_alertmanager(now, self.hold_s) for a in alerts]
         else:
             firing = any(a.ends_at is None for a in alerts)
-            payload = {
-                "version": "4",
+            payload = {  # one group of every alert sent (Alertmanager's webhook body, grouped by nothing)
                 "receiver": "toolwatch",
                 "status": "firing" if firing else "resolved",
                 "alerts": [a.to_webhook() for a in alerts],
+                "groupLabels": {},
+                "commonLabels": _common([a.labels for a in alerts]),
+                "commonAnnotations": _common([a.annotations for a in alerts]),
+                "externalURL": "",
+                "version": "4",
+                "groupKey": "{}:{}",
+                "truncatedAlerts": 0,
             }
         return json.dumps(payload, separators=(",", ":")).encode()
 
@@ -163,7 +187,9 @@ class AlertNotifier:
             with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
                 response.read(65536)
             self.stats.sent += len(alerts)
-        except (urllib.error.URLError, OSError, ValueError) as exc:
+        # OSError covers URLError, refused connections and timeouts; HTTPException a reply that is not HTTP
+        # (BadStatusLine, IncompleteRead): neither may end the sender thread, or no alert is delivered again.
+        except (OSError, ValueError, http.client.HTTPException) as exc:
             self.stats.failed += len(alerts)
             self.stats.last_error = f"{type(exc).__name__}: {exc}"
             logger.warning("alert delivery to %s failed: %s", self.url, self.stats.last_error)

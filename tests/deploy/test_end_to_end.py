@@ -188,6 +188,35 @@ def test_burn_rate_page_fires_on_the_sustained_drop(stack: Stack) -> None:
     )
 
 
+def test_alerts_firing_stat_counts_each_alert_once(stack: Stack) -> None:
+    """Prometheus (ALERTS) and toolwatch serve's in-process evaluation fire the same alert: the stat counts it once."""
+    stack.traffic.good = False  # (already so after the tests above)
+    key = (ALERT, AGENT, "warning")
+    wait_until("the alert firing in process", lambda: stack.live.table().get(key) == 1.0, 40, stack)
+    stat = next(p for p in json.loads(DASHBOARD.read_text())["panels"] if p["title"] == "Alerts firing")
+    expr = _substitute(stat["targets"][0]["expr"])
+
+    def at(query: str, when: float) -> list[dict[str, Any]]:
+        params = urllib.parse.urlencode({"query": query, "time": f"{when:.3f}"})
+        result: list[dict[str, Any]] = get_json(f"{stack.prometheus.url}/api/v1/query?{params}")["data"]["result"]
+        return result
+
+    def firing_in_both(when: float) -> bool:
+        in_prometheus = {tuple(s["metric"].get(k) for k in ("alertname", "agent", "severity"))
+                         for s in at('ALERTS{alertstate="firing"}', when)}  # fmt: skip
+        in_process = {tuple(s["metric"].get(k) for k in ("alertname", "agent", "severity"))
+                      for s in at("toolwatch_alert_active == 1", when)}  # fmt: skip
+        return key in in_prometheus and key in in_process
+
+    wait_until("the alert firing in Prometheus and scraped in process", lambda: firing_in_both(time.time()), 40, stack)
+    when = time.time()
+    distinct = {tuple(s["metric"].get(k) for k in ("alertname", "agent", "severity"))
+                for query in ('ALERTS{alertstate="firing"}', "toolwatch_alert_active == 1")
+                for s in at(query, when)}  # fmt: skip
+    (shown,) = at(expr, when)
+    assert float(shown["value"][1]) == len(distinct), (shown, sorted(distinct))
+
+
 def _dashboard_exprs() -> list[tuple[str, str]]:
     doc = json.loads(DASHBOARD.read_text())
     out = []

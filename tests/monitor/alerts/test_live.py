@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import socket
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +24,7 @@ from monitor.rules import load_rules
 from monitor.verdict import TurnVerdict
 from tests.deploy.binaries import ROOT
 from tests.deploy.receiver import Receiver
+from tests.deploy.stack import Alertmanager
 
 AGENT = "incident-triage"
 RULES = ROOT / "rules" / "incident-triage.yaml"
@@ -185,6 +188,33 @@ def test_notifier_webhook_format(receiver: Receiver) -> None:
     assert notifier.stats.sent == 1 and notifier.stats.failed == 0
 
 
+def test_notifier_webhook_body_has_the_fields_alertmanager_posts(receiver: Receiver, tmp_path: Path) -> None:
+    """A plain webhook gets the body a real Alertmanager posts to its webhook receivers, field for field."""
+    labels = {"alertname": "ToolCallAccuracyLow", "agent": AGENT, "severity": "warning"}
+    annotations = {"summary": "Fewer than 90% of the calls are correct.", "value": "50%"}
+    msg = AlertMessage(labels, annotations, starts_at=time.time(), generator_url="http://toolwatch.example/alerts")
+    am = Alertmanager(tmp_path, receiver.url + "/alertmanager")
+    notifier = AlertNotifier(receiver.url + "/direct")
+    try:
+        to_am = AlertNotifier(am.url + "/api/v2/alerts")
+        to_am.send([msg], time.time())
+        to_am.close()
+        assert receiver.wait_for(lambda posts: any(p.startswith("/alertmanager") for p, _ in posts), 20)
+        notifier.send([msg], time.time())
+        assert receiver.wait_for(lambda posts: any(p == "/direct" for p, _ in posts), 5)
+    finally:
+        notifier.close()
+        am.stop()
+    from_am = next(body for path, body in receiver.posts if path.startswith("/alertmanager"))
+    direct = next(body for path, body in receiver.posts if path == "/direct")
+    assert sorted(direct) == sorted(from_am)
+    assert sorted(direct["alerts"][0]) == sorted(from_am["alerts"][0])
+    for field in ("version", "status", "commonLabels", "commonAnnotations", "truncatedAlerts"):
+        assert direct[field] == from_am[field], field
+    for field in ("status", "labels", "annotations", "fingerprint", "generatorURL", "endsAt"):
+        assert direct["alerts"][0][field] == from_am["alerts"][0][field], field
+
+
 def test_notifier_never_blocks_on_a_dead_or_slow_receiver(tmp_path: Path) -> None:
     slow = Receiver(delay_s=1.0)
     msg = AlertMessage({"alertname": "A"}, {}, starts_at=time.time())
@@ -205,6 +235,38 @@ def test_notifier_never_blocks_on_a_dead_or_slow_receiver(tmp_path: Path) -> Non
     assert dead.stats.failed == 1 and dead.stats.sent == 0
     with pytest.raises(ValueError, match="http"):
         AlertNotifier("ftp://example.invalid")
+
+
+def test_notifier_survives_a_receiver_that_does_not_speak_http() -> None:
+    """A URL pointing at some other service (its reply is no HTTP status line) fails that POST, not the notifier."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    accepted: list[int] = []
+
+    def answer_garbage() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:  # closed
+                return
+            with conn:
+                accepted.append(1)
+                conn.recv(65536)
+                conn.sendall(b"SSH-2.0-OpenSSH_9.2\r\n")
+
+    threading.Thread(target=answer_garbage, daemon=True).start()
+    notifier = AlertNotifier(f"http://127.0.0.1:{listener.getsockname()[1]}/hook", timeout_s=2)
+    msg = AlertMessage({"alertname": "A"}, {}, starts_at=time.time())
+    try:
+        for _ in range(2):
+            assert notifier.send([msg], time.time())
+        deadline = time.monotonic() + 5
+        while notifier.stats.failed < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        notifier.close(timeout_s=2)
+        listener.close()
+    assert notifier.stats.failed == 2 and len(accepted) == 2, (notifier, accepted)
+    assert "BadStatusLine" in notifier.stats.last_error
 
 
 def test_for_metrics_publishes_into_the_service_metrics_and_reload_resolves(judge: Judge) -> None:
