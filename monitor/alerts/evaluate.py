@@ -20,8 +20,9 @@ from prometheus_client import CollectorRegistry, Gauge
 
 from monitor.alerts.figures import FIGURES
 from monitor.alerts.notify import AlertMessage, AlertNotifier
-from monitor.alerts.render import DEFAULT_BURN_WINDOWS, BurnWindow, num
+from monitor.alerts.render import num
 from monitor.alerts.spec import AlertSpec, parse_duration
+from monitor.rules import DEFAULT_BURN_WINDOWS, BurnWindow
 
 logger = logging.getLogger(__name__)
 

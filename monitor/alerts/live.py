@@ -16,9 +16,9 @@ from prometheus_client import CollectorRegistry
 
 from monitor.alerts.evaluate import ActiveAlert, ActiveKey, AlertEvaluator
 from monitor.alerts.notify import AlertNotifier
-from monitor.alerts.render import DEFAULT_BURN_WINDOWS, BurnWindow
 from monitor.alerts.spec import AlertSpec, parse_duration, specs_from_ruleset
 from monitor.alerts.windows import TallyWindows, read_figure
+from monitor.rules import DEFAULT_BURN_WINDOWS, BurnWindow
 from monitor.verdict import TurnVerdict
 
 logger = logging.getLogger(__name__)

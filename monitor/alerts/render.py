@@ -12,30 +12,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import yaml
 
 from monitor.alerts.figures import FIGURES, Figure, increase_expr, level_of, ratio_expr
 from monitor.alerts.spec import AlertSpec, parse_duration, specs_from_ruleset
+from monitor.rules import DEFAULT_BURN_WINDOWS, BurnWindow
 
 DASHBOARD_WINDOW = "5m"
 AGENT: tuple[str, ...] = ("agent",)
 AGENT_TOOL: tuple[str, ...] = ("agent", "tool")
-
-
-@dataclass(slots=True, frozen=True)
-class BurnWindow:
-    """One multi-window burn-rate condition: both windows burn faster than `factor` x the error budget."""
-
-    long: str
-    short: str
-    factor: float
-    severity: str
-
-
-DEFAULT_BURN_WINDOWS = (BurnWindow("1h", "5m", 14.4, "critical"), BurnWindow("6h", "30m", 6.0, "warning"))
 
 
 def num(value: float) -> str:

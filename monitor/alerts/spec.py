@@ -14,6 +14,7 @@ from pathlib import PurePath
 from typing import Any
 
 from monitor.alerts.figures import FIGURES
+from monitor.rules import objective_problem
 
 SEVERITIES = ("critical", "warning", "info")
 _NAME = re.compile(r"^[A-Z][A-Za-z0-9]*$")
@@ -130,6 +131,9 @@ def spec_from_entry(entry: Mapping[str, Any] | object, index: int = 0) -> AlertS
         raise AlertSpecError(f"{where}: set exactly one of `below`, `above`, `objective`")
     if objective is not None and not 0.0 < objective < 1.0:
         raise AlertSpecError(f"{where}: `objective` must be strictly between 0 and 1, got {objective!r}")
+    problem = None if objective is None else objective_problem(objective)
+    if problem is not None:
+        raise AlertSpecError(f"{where}: {problem}")
     for_value = _get(entry, "for_")
     if for_value is None:
         for_value = _get(entry, "for")

@@ -33,6 +33,7 @@ def render_cmd(rules: tuple[Path, ...], output: Path | None, check: Path | None)
     """
     from monitor.alerts import AlertSpecError, render
     from monitor.rules import RuleFileError, load_rules
+    from monitor.rules._lint import unfireable_alerts
 
     try:
         ruleset = load_rules(list(rules))
@@ -41,6 +42,8 @@ def render_cmd(rules: tuple[Path, ...], output: Path | None, check: Path | None)
         raise click.ClickException(str(exc)) from None
     except AlertSpecError as exc:
         raise click.ClickException(f"{', '.join(map(str, rules))}: {exc}") from None
+    for line in unfireable_alerts(ruleset):
+        click.echo(line, err=True)
     if check is not None:
         if check.read_text(encoding="utf-8") != text:
             raise click.ClickException(f"{check} is out of date: render it again with `toolwatch alerts render`")

@@ -1,5 +1,6 @@
 """Oracle rule files: loading, validation and the compiled, immutable RuleSet."""
 
+from monitor.rules._burn import DEFAULT_BURN_WINDOWS, BurnWindow, objective_problem, objective_warnings
 from monitor.rules._compile import CHECK_MODES, PER_TOOL_FIGURES
 from monitor.rules._errors import RuleFileError
 from monitor.rules._load import load_rules
@@ -19,9 +20,11 @@ from monitor.rules._validate import rule_file_schema
 
 __all__ = [
     "CHECK_MODES",
+    "DEFAULT_BURN_WINDOWS",
     "PER_TOOL_FIGURES",
     "Alert",
     "Alternative",
+    "BurnWindow",
     "ArgCheck",
     "Condition",
     "Expectation",
@@ -32,5 +35,7 @@ __all__ = [
     "Slot",
     "Tool",
     "load_rules",
+    "objective_problem",
+    "objective_warnings",
     "rule_file_schema",
 ]

@@ -9,6 +9,7 @@ from typing import Any
 
 import jsonschema
 
+from monitor.rules._burn import objective_problem
 from monitor.rules._errors import RuleFileError
 from monitor.rules._model import (
     Alert,
@@ -286,6 +287,9 @@ class FileCompiler:
                 msg = f"figure {a['figure']!r} has no per-tool breakdown (per tool: {allowed})"
                 raise self.err((*path, "tool"), msg)
             self.check_tool(a["tool"], (*path, "tool"))
+        problem = objective_problem(a["objective"]) if "objective" in a else None
+        if problem is not None:
+            raise self.err((*path, "objective"), problem)
         return Alert(
             name=a["name"],
             figure=a["figure"],
@@ -300,6 +304,7 @@ class FileCompiler:
             severity=a.get("severity", "warning"),
             summary=a.get("summary", ""),
             source=self.file,
+            line=self.marks.at(path)[0],
         )
 
 

@@ -1,7 +1,8 @@
-"""Warnings about valid but suspicious rule sets: rules that can never match."""
+"""Warnings about valid but suspicious rule sets: rules that can never match, alerts that can never fire."""
 
 from __future__ import annotations
 
+from monitor.rules._burn import objective_warnings
 from monitor.rules._model import Always, Expectation, Prefix, RuleSet
 
 
@@ -45,3 +46,14 @@ def unreachable_cases(rs: RuleSet) -> list[str]:
                 "by its input); give it an id"
             )
     return out
+
+
+def unfireable_alerts(rs: RuleSet) -> list[str]:
+    """One line per burn-rate alert of an `objective` that can never fire (the loader refuses an objective none of
+    whose burn-rate alerts can)."""
+    return [
+        f"{a.source}:{a.line}: warning: alert {a.name!r}: {w}"
+        for a in rs.alerts
+        if a.objective is not None
+        for w in objective_warnings(a.objective)
+    ]

@@ -232,6 +232,7 @@ class Alert:
     severity: str
     summary: str
     source: str = ""
+    line: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -74,6 +74,7 @@ def test_render_is_stable_and_names_follow_level_metric_operations() -> None:
         ({"name": "A", "figure": "tool_call_accuracy", "below": 0.9, "objective": 0.9}, "exactly one of"),
         ({"name": "A", "figure": "tool_call_accuracy", "below": 1.5}, "in [0, 1]"),
         ({"name": "A", "figure": "tool_call_accuracy", "objective": 1.0}, "strictly between"),
+        ({"name": "A", "figure": "spurious_rate", "objective": 0.8}, "could ever fire"),
         ({"name": "A", "figure": "selection_accuracy", "tool": "x", "below": 0.9}, "no per-tool breakdown"),
         ({"name": "A", "figure": "tool_call_accuracy", "below": 0.9, "window": "5 minutes"}, "Prometheus duration"),
         ({"name": "A", "figure": "tool_call_accuracy", "below": 0.9, "min_samples": 0}, "positive integer"),

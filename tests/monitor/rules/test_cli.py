@@ -134,3 +134,26 @@ def test_check_warns_about_rules_that_can_never_match(tmp_path: Path) -> None:
     warnings = [line for line in out.splitlines() if "warning:" in line]
     assert [w.split("rule ", 1)[1].split(" ", 1)[0] for w in warnings] == ["'auth2fa'", "'again'", "'late'"]
     assert f"{path}:4: warning: rule 'auth2fa' can never match: rule 'auth' ({path}:3) matches first" in out
+
+
+def test_check_warns_about_burn_rate_alerts_that_can_never_fire(tmp_path: Path) -> None:
+    # objective 0.9: the page needs an error ratio above 14.4 x 0.1 = 1.44, more than any ratio can be; the ticket
+    # (6 x 0.1 = 0.6) can fire. 0.95 (the shipped objective): both can (0.72, 0.3).
+    path = tmp_path / "slo.yaml"
+    path.write_text(
+        "catalog: {tools: [{name: t}]}\n"
+        "alerts:\n"
+        "  - {name: Fine, figure: tool_call_accuracy, objective: 0.95}\n"
+        "  - {name: Loose, figure: tool_call_accuracy, objective: 0.9}\n"
+    )
+    code, out, _ = run("check", str(path))
+    assert code == 0
+    warnings = [line for line in out.splitlines() if "warning:" in line]
+    assert len(warnings) == 1
+    assert warnings[0].startswith(f"{path}:4: warning: alert 'Loose': the critical alert")
+    assert "above 1.44)" in warnings[0] and "above 0.9306 it can" in warnings[0]
+    # `alerts render` still renders it, and says so on stderr (stdout stays a clean rule file)
+    result = CliRunner().invoke(main, ["alerts", "render", str(path)])
+    assert result.exit_code == 0
+    assert result.stderr.strip() == warnings[0]
+    assert "warning:" not in result.stdout

@@ -163,6 +163,14 @@ BAD = [
         ["exactly one of below, above, objective"],
     ),
     (
+        "alert objective none of whose burn-rate alerts can fire",
+        "alerts:\n  - {name: Low, figure: tool_call_accuracy, objective: 0.8}\n",
+        2,
+        56,
+        "alerts[0].objective",
+        ["none of its burn-rate alerts could ever fire", "above 2.88", "above 1.2", "above 0.8333"],
+    ),
+    (
         "alert tool on a figure without per-tool breakdown",
         GOOD_HEAD + "alerts:\n  - {name: Low, figure: selection_accuracy, tool: search, below: 0.9}\n",
         7,

@@ -1,0 +1,56 @@
+"""The burn-rate alerts an `objective` alert stands for, and whether they can fire at all.
+
+An objective's error ratio is at most 1, so a burn-rate condition "above factor x (1 - objective)" whose threshold
+is 1 or more can never hold. The rule compiler refuses an objective none of whose conditions can fire; `rules
+check` warns about each one that cannot when another can.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(slots=True, frozen=True)
+class BurnWindow:
+    """One multi-window burn-rate condition: both windows burn faster than `factor` x the error budget."""
+
+    long: str
+    short: str
+    factor: float
+    severity: str
+
+    def can_fire(self, objective: float) -> bool:
+        """Whether an error ratio (at most 1) can exceed `factor` x the budget `1 - objective`."""
+        return self.factor * (1.0 - objective) < 1.0
+
+    def describe(self, objective: float) -> str:
+        return (f"the {self.severity} alert (error ratio above {self.factor:g}x the budget over {self.long} and "
+                f"{self.short}, i.e. above {self.factor * (1.0 - objective):.4g})")
+
+
+# The SRE workbook's pairs: a page for 2% of a 30-day budget spent in an hour, a ticket for 5% in six hours.
+DEFAULT_BURN_WINDOWS = (BurnWindow("1h", "5m", 14.4, "critical"), BurnWindow("6h", "30m", 6.0, "warning"))
+
+
+def lowest_objective(burn: BurnWindow) -> float:
+    """The objective above which `burn` can fire: 1 - 1/factor."""
+    return 1.0 - 1.0 / burn.factor
+
+
+def objective_problem(objective: float, burn_windows: Sequence[BurnWindow] = DEFAULT_BURN_WINDOWS) -> str | None:
+    """Why no burn-rate alert of `objective` could ever fire (its error ratio is at most 1), or None."""
+    if not burn_windows or any(b.can_fire(objective) for b in burn_windows):
+        return None
+    lowest = min(lowest_objective(b) for b in burn_windows)
+    return (f"objective {objective:g} leaves an error budget of {1.0 - objective:.4g}, so none of its burn-rate "
+            f"alerts could ever fire: {'; '.join(b.describe(objective) for b in burn_windows)}, and an error ratio "
+            f"is at most 1. Use an objective above {lowest:.4f}, or a threshold alert (`below`/`above`)")
+
+
+def objective_warnings(objective: float, burn_windows: Sequence[BurnWindow] = DEFAULT_BURN_WINDOWS) -> list[str]:
+    """One line per burn-rate alert of `objective` that can never fire (when another one can)."""
+    if objective_problem(objective, burn_windows) is not None:
+        return []
+    return [f"{b.describe(objective)} can never fire at objective {objective:g} (above {lowest_objective(b):.4f} "
+            "it can)" for b in burn_windows if not b.can_fire(objective)]
