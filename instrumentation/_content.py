@@ -224,6 +224,19 @@ def redact(tool_name: str, arguments: Mapping[str, Any], settings: ContentSettin
         return None
 
 
+def wire_safe(text: str) -> str:
+    """`text` with any lone surrogate written as a `\\udXXX` escape: protobuf cannot encode one, and the exporter
+    then drops the attribute (or, in a span name, fails the whole request). In JSON text the escape is the same
+    value. Lone surrogates come from a model's half emoji (`"\\ud83d"` parses to one) or `surrogateescape`."""
+    if text.isascii():
+        return text
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode()
+    return text
+
+
 def content_limit(max_length: int) -> int:
     """`max_length`, or the SDK's attribute length limit where that is lower (the SDK would cut unmarked)."""
     cap = TRACING.attribute_limit
@@ -234,6 +247,7 @@ def bounded(text: str, key: str, attributes: dict[str, Any], max_length: int) ->
     """Store `text` under `key`, cut at `max_length` characters (or the SDK's lower attribute length limit) with
     the cut listed in `toolwatch.truncated`."""
     max_length = content_limit(max_length)
+    text = wire_safe(text)
     if len(text) > max_length:
         text = text[:max_length]
         marked = attributes.get(A.TOOLWATCH_TRUNCATED)
