@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from instrumentation import _attributes as A
+from instrumentation._context import TRACING
 from instrumentation._stats import STATS
 
 logger = logging.getLogger(__name__)
@@ -223,8 +224,30 @@ def redact(tool_name: str, arguments: Mapping[str, Any], settings: ContentSettin
         return None
 
 
+def wire_safe(text: str) -> str:
+    """`text` with any lone surrogate written as a `\\udXXX` escape: protobuf cannot encode one, and the exporter
+    then drops the attribute (or, in a span name, fails the whole request). In JSON text the escape is the same
+    value. Lone surrogates come from a model's half emoji (`"\\ud83d"` parses to one) or `surrogateescape`."""
+    if text.isascii():
+        return text
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode()
+    return text
+
+
+def content_limit(max_length: int) -> int:
+    """`max_length`, or the SDK's attribute length limit where that is lower (the SDK would cut unmarked)."""
+    cap = TRACING.attribute_limit
+    return max_length if cap is None or cap >= max_length else cap
+
+
 def bounded(text: str, key: str, attributes: dict[str, Any], max_length: int) -> None:
-    """Store `text` under `key`, cut at `max_length` characters with the cut listed in `toolwatch.truncated`."""
+    """Store `text` under `key`, cut at `max_length` characters (or the SDK's lower attribute length limit) with
+    the cut listed in `toolwatch.truncated`."""
+    max_length = content_limit(max_length)
+    text = wire_safe(text)
     if len(text) > max_length:
         text = text[:max_length]
         marked = attributes.get(A.TOOLWATCH_TRUNCATED)

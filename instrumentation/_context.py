@@ -15,6 +15,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 
 from opentelemetry import trace
+from opentelemetry.sdk.trace import SpanLimits
 
 from instrumentation._attributes import SCOPE_NAME
 
@@ -50,13 +51,29 @@ def sampling_mode(tracer: object) -> int:
     return SAMPLE_OTHER
 
 
+def attribute_limit(tracer: object) -> int | None:
+    """The longest string attribute the SDK behind `tracer` keeps (`OTEL_[SPAN_]ATTRIBUTE_VALUE_LENGTH_LIMIT` or
+    the provider's `SpanLimits`; None: no limit). The SDK cuts longer values without a mark, so content is cut
+    here first, marked. A tracer that is not the SDK's (e.g. the proxy before a global provider is set) gets the
+    limit the environment gives every SDK provider."""
+    limits = getattr(tracer, "_span_limits", None)
+    if not isinstance(limits, SpanLimits):
+        try:
+            limits = SpanLimits()
+        except ValueError:  # a bad value: the SDK refuses it when the provider is built
+            return None
+    limit = limits.max_span_attribute_length
+    return limit if isinstance(limit, int) else None
+
+
 class _TracerHolder:
-    __slots__ = ("mode", "provider", "tracer")
+    __slots__ = ("attribute_limit", "mode", "provider", "tracer")
 
     def __init__(self) -> None:
         self.provider: trace.TracerProvider | None = None
         self.tracer: trace.Tracer = trace.get_tracer(SCOPE_NAME, _VERSION)
         self.mode = SAMPLE_OTHER
+        self.attribute_limit = attribute_limit(self.tracer)
 
 
 TRACING = _TracerHolder()
@@ -68,6 +85,7 @@ def set_tracer_provider(provider: trace.TracerProvider | None) -> None:
               else trace.get_tracer(SCOPE_NAME, _VERSION))
     TRACING.provider = provider
     TRACING.mode = sampling_mode(tracer)
+    TRACING.attribute_limit = attribute_limit(tracer)
     TRACING.tracer = tracer
 
 

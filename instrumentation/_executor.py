@@ -28,7 +28,7 @@ from instrumentation._calls import (
     UnknownToolError,
     parse_tool_call,
 )
-from instrumentation._content import SETTINGS, ContentSettings, bounded, redact, to_json
+from instrumentation._content import SETTINGS, ContentSettings, bounded, redact, to_json, wire_safe
 from instrumentation._context import PENDING, TRACING, PendingCall, new_call_id
 from instrumentation._spec import ToolSpec, get_tool_spec
 from instrumentation._stats import STATS
@@ -61,12 +61,12 @@ def _record_failed_call(name: str, call_id: str, raw: object, error: ToolCallErr
     """An `execute_tool` span for a call that could not run; never raises."""
     try:
         settings = SETTINGS.current
-        shown = name[:_MAX_NAME]
+        shown = wire_safe(name[:_MAX_NAME])
         attributes: dict[str, Any] = {
             A.GEN_AI_OPERATION_NAME: A.OP_EXECUTE_TOOL,
             A.GEN_AI_TOOL_NAME: shown,
             A.GEN_AI_TOOL_TYPE: A.TOOL_TYPE_FUNCTION,
-            A.GEN_AI_TOOL_CALL_ID: call_id,
+            A.GEN_AI_TOOL_CALL_ID: wire_safe(call_id),
             A.ERROR_TYPE: type(error).__qualname__,
         }
         if settings.capture_content and raw is not None:
@@ -202,7 +202,7 @@ class ToolExecutor:
         """Resolve and run one call with its id pending for the `@tool` span; `collect` lists a
         generator's items. Raises the call's error (typed for unknown tools and bad arguments)."""
         func, parsed, raw = self._resolve(name, arguments, call_id)
-        token = PENDING.set(PendingCall(call_id, name, raw))
+        token = PENDING.set(PendingCall(wire_safe(call_id), name, raw))
         try:
             output = func(**parsed)
             if collect and inspect.isgenerator(output):
@@ -214,7 +214,7 @@ class ToolExecutor:
     async def _arun(self, name: str, arguments: object, call_id: str, *, collect: bool) -> Any:
         """`_run` from async code: coroutine tools are awaited; `collect` lists (async) generators' items."""
         func, parsed, raw = self._resolve(name, arguments, call_id)
-        token = PENDING.set(PendingCall(call_id, name, raw))
+        token = PENDING.set(PendingCall(wire_safe(call_id), name, raw))
         try:
             output = func(**parsed)
             if inspect.isawaitable(output):

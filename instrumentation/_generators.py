@@ -69,6 +69,16 @@ def _start(
     return span, trace.set_span_in_context(span), recorder, settings
 
 
+def _record_failed_call(
+    spec: ToolSpec, args: tuple[Any, ...], kwargs: Mapping[str, Any], pending: PendingCall | None, exc: BaseException
+) -> None:
+    """The span of a call that raised before there was anything to iterate; guarded like the rest."""
+    started = _start(spec, args, kwargs, pending)
+    if started is not None:
+        record_error(started[0], exc, started[3])
+        end_span(started[0])
+
+
 def _traced_generator(
     spec: ToolSpec, gen: Generator[Any, Any, Any], args: tuple[Any, ...], kwargs: Mapping[str, Any],
     pending: PendingCall | None,
@@ -161,11 +171,17 @@ async def _traced_async_generator(
 
 
 def _wrap_iteration(spec: ToolSpec, func: Callable[..., Any], traced: Callable[..., Any]) -> Callable[..., Any]:
-    """A plain function calling the original at once and returning `traced` driving it (or it, unsampled)."""
+    """A plain function calling the original at once and returning `traced` driving it (or it, unsampled). A call
+that raises at once (bad arguments) is recorded as a failed call, as for plain tools."""
     name = spec.name
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        iterator = func(*args, **kwargs)
+        try:
+            iterator = func(*args, **kwargs)
+        except BaseException as exc:  # e.g. an argument the signature does not take: a failed call, on a span too
+            if not will_not_sample():
+                _record_failed_call(spec, args, kwargs, take_pending(name), exc)
+            raise
         if will_not_sample():
             return iterator
         return traced(spec, iterator, args, kwargs, take_pending(name))

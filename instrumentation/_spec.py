@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -16,6 +17,9 @@ SPEC_ATTRIBUTE = "__toolwatch_tool__"
 
 
 def kind_of(func: Callable[..., Any]) -> ToolKind:
+    """The kind of call `func` makes; a callable object's is that of its class's `__call__`."""
+    if not (inspect.isroutine(func) or isinstance(func, functools.partial)):
+        func = getattr(type(func), "__call__", func)
     if inspect.isasyncgenfunction(func):
         return "async_generator"
     if inspect.iscoroutinefunction(func):

@@ -174,6 +174,20 @@ def test_generator_tool_outputs_are_collected(capture: Recorded, executor: tw.To
     assert attrs["gen_ai.tool.call.result"] == '["line 0","line 1"]'
 
 
+@pytest.mark.parametrize("name", ["get_weather", "search", "lines", "chunks"])
+async def test_arguments_the_tool_does_not_take_are_an_error_span_for_every_kind(
+    capture: Recorded, executor: tw.ToolExecutor, name: str
+) -> None:
+    """A model's made-up parameter: the call fails with the tool's TypeError, for a generator tool as for a plain
+    one, and the monitor sees the failed call (it was missing for generator tools)."""
+    with pytest.raises(TypeError, match="bogus"):
+        await executor.aexecute_tool_calls([chat_call("b1", name, '{"bogus": 1}')])
+    span = capture.named(f"execute_tool {name}")
+    attrs = dict(span.attributes or {})
+    assert span.status.status_code is StatusCode.ERROR and attrs["error.type"] == "TypeError"
+    assert (attrs["gen_ai.tool.call.id"], attrs["gen_ai.tool.call.arguments"]) == ("b1", '{"bogus": 1}')
+
+
 def test_async_tool_in_sync_execute_is_a_clear_error(executor: tw.ToolExecutor) -> None:
     with pytest.raises(TypeError, match="aexecute"):
         executor.execute("search", {"query": "x"})

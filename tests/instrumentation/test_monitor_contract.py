@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
 import instrumentation as tw
@@ -125,3 +126,28 @@ def test_without_turn_messages_the_response_is_not_judged() -> None:
     failed; such turns are not judged for routing either, since their input is unknown."""
     v = _judged_turns(capture_turn_messages=False)
     assert all(verdict.response_ok is None for verdict in v.values())
+
+
+def test_the_sdks_attribute_length_limit_cuts_content_as_marked_truncation(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT` under toolwatch's content limit: the SDK would cut the argument JSON
+    without a mark, and the monitor would judge the call's arguments `malformed`. They are cut here first, marked."""
+    monkeypatch.setenv("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", "64")
+    provider = tw.configure(exporter="memory", capture_content=True, set_global=False)
+    try:
+        with tw.agent_turn("[AUTH] login failures", agent="incident-triage") as turn:
+            pull_auth_telemetry(service="a-service-name-" + "y" * 80)
+            pull_auth_telemetry(service="short")
+            turn.set_output("Result: " + "z" * 80)
+        assert provider.exporter is not None
+        body = encode_spans(provider.exporter.get_finished_spans()).SerializeToString()  # type: ignore[attr-defined]
+    finally:
+        provider.shutdown()
+    records = [Normalizer().normalize(span) for span in decode_protobuf(body)]
+    long_call, short_call = [r for r in records if isinstance(r, ToolCall)]
+    [turn_record] = [r for r in records if isinstance(r, Turn)]
+    assert long_call.arguments is None  # not captured, never "malformed"
+    assert short_call.arguments is not None and json.loads(short_call.arguments) == {"service": "short"}
+    assert turn_record.output_text is None  # a cut answer is not captured
+    asm = TurnAssembler(grace_s=0)
+    [verdict] = [load_judge([RULES]).judge(t) for t in asm.add(decode_protobuf(body), 2**62) + asm.flush()]
+    assert verdict.calls[0].schema_valid is None and verdict.calls[0].violations == ()  # unjudged, not malformed

@@ -4,6 +4,7 @@ the protobuf; every span is compared attribute by attribute with what the SDK re
 from __future__ import annotations
 
 import gzip
+import json
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -177,3 +178,36 @@ def test_standard_environment_variables(receiver: Receiver, monkeypatch: pytest.
     finally:
         provider.shutdown()
     assert len(receiver.requests) == 1  # nothing sampled, nothing sent
+
+
+def test_lone_surrogates_from_the_model_do_not_lose_the_batch(receiver: Receiver) -> None:
+    """A model's JSON can carry half an emoji (`\\ud83d`), which parses to a lone surrogate: protobuf cannot encode
+    it. In a tool name it failed the whole export request (every span in the batch lost); in content it dropped
+    the attribute (arguments not captured). Both arrive, escaped so the JSON still parses to the same value."""
+    provider = tw.configure(exporter="otlp-http", endpoint=f"http://127.0.0.1:{receiver.port}", capture_content=True,
+                            schedule_delay_millis=60_000, set_global=False)
+    try:
+        executor = tw.ToolExecutor([get_weather], on_error="result")
+        calls = json.loads('[{"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": '
+                           '"{\\"city\\": \\"Paris\\"}"}}, {"id": "c2\\ud83d", "type": "function", "function": '
+                           '{"name": "get_weather\\ud83d", "arguments": "{}"}}]')
+        with tw.agent_turn("Weather in Paris? \ud83d", agent="weather", tools=executor):
+            executor.execute_tool_calls(calls)
+            get_weather("Lyon \udcff")
+        assert provider.force_flush()
+    finally:
+        provider.shutdown()
+    spans = [(span.name, {kv.key: plain(kv.value) for kv in span.attributes}) for request in receiver.requests
+             for resource_spans in request.resource_spans for scope_spans in resource_spans.scope_spans
+             for span in scope_spans.spans]
+    assert len(spans) == 4
+    received = {str(attributes.get("gen_ai.tool.call.id", name)): attributes for name, attributes in spans}
+    assert received["c1"]["gen_ai.tool.name"] == "get_weather"
+    assert [name for name, _ in spans if "ud83d" in name] == ["execute_tool get_weather\\ud83d"]
+    unknown = received["c2\\ud83d"]
+    assert (unknown["gen_ai.tool.name"], unknown["gen_ai.tool.call.id"]) == ("get_weather\\ud83d", "c2\\ud83d")
+    turn = received["invoke_agent weather"]
+    assert json.loads(str(turn["gen_ai.input.messages"]))[0]["parts"][0]["content"] == "Weather in Paris? \ud83d"
+    by_arguments = {json.loads(str(a["gen_ai.tool.call.arguments"])).get("city") for a in received.values()
+                    if "gen_ai.tool.call.arguments" in a}
+    assert "Lyon \udcff" in by_arguments

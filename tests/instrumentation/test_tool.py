@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import json
 from collections.abc import AsyncIterator, Generator, Iterator
@@ -191,6 +192,34 @@ def test_methods_static_and_class_methods(capture: Recorded) -> None:
     assert args == {"execute_tool shift": '{"x":1}', "execute_tool double": '{"x":4}', "execute_tool scale": '{"x":2}'}
     spec = tw.get_tool_spec(tools.shift)
     assert spec is not None and spec.parameters["properties"] == {"x": {"type": "integer"}}
+
+
+async def test_callable_objects_and_partials(capture: Recorded) -> None:
+    """A callable object or a partial is a tool once named. An object with an async `__call__` is an async tool:
+    its span covers the await, records the result and the failure (it ended at once with the coroutine's repr)."""
+
+    class Lookup:
+        async def __call__(self, key: str) -> str:
+            await asyncio.sleep(0)
+            if key == "missing":
+                raise KeyError(key)
+            return key.upper()
+
+    class Count:
+        def __call__(self, text: str) -> int:
+            return len(text)
+
+    lookup = tw.tool(name="lookup")(Lookup())
+    count = tw.tool(name="count")(Count())
+    scaled = tw.tool(name="scaled")(functools.partial(lambda factor, x: factor * x, 3))
+    assert inspect.iscoroutinefunction(lookup)
+    assert await lookup("a") == "A" and count("abc") == 3 and scaled(x=2) == 6
+    with pytest.raises(KeyError):
+        await lookup("missing")
+    found = [(s.name, s.status.status_code, (s.attributes or {}).get("gen_ai.tool.call.result"))
+             for s in capture.spans()]
+    assert found == [("execute_tool lookup", StatusCode.UNSET, '"A"'), ("execute_tool count", StatusCode.UNSET, "3"),
+                     ("execute_tool scaled", StatusCode.UNSET, "6"), ("execute_tool lookup", StatusCode.ERROR, None)]
 
 
 def test_decorating_staticmethod_object_is_rejected() -> None:
