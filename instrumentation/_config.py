@@ -53,9 +53,10 @@ def configure_content(
 
     `capture_content`: tool arguments and results (default from
     `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`, off). `capture_turn_messages`: the turn's input and
-    answer (default on, `TOOLWATCH_CAPTURE_TURN_MESSAGES`). `redact_keys` (case-insensitive names) and
-    `redact_pattern` (a regex searched in key names) replace values at any depth with `[REDACTED]`;
-    `redact_hook(tool_name, arguments)` returns the arguments to record (if it raises, none are).
+    answer (default on, `TOOLWATCH_CAPTURE_TURN_MESSAGES`; off when the standard variable is set to false).
+    `redact_keys` (case-insensitive names) and `redact_pattern` (a regex searched in key names) replace values at
+    any depth with `[REDACTED]`; `redact_hook(tool_name, arguments)` returns the arguments to record (if it raises,
+    none are).
     """
     SETTINGS.current = make_settings(
         base=SETTINGS.current,

@@ -6,8 +6,9 @@ capture is on: off by default, on with `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSA
 
 The turn's input and final answer (`gen_ai.input.messages` / `gen_ai.output.messages`) follow their own
 switch, `capture_turn_messages`, which is ON by default (env `TOOLWATCH_CAPTURE_TURN_MESSAGES`): the
-monitor needs the input text to judge which tools a turn should call. Turn it off where user input may
-not leave the process; the monitor then cannot judge routing for those turns.
+monitor needs the input text to judge which tools a turn should call. It is off when the standard variable
+is set to anything but true (an explicit "no message content"), unless `TOOLWATCH_CAPTURE_TURN_MESSAGES=true`.
+Turn it off where user input may not leave the process; the monitor then cannot judge routing for those turns.
 
 Nothing here raises into the agent: an unserializable value is recorded through `repr()` (or a marker),
 a failing redaction hook leaves the content out, and both are logged and counted.
@@ -92,9 +93,13 @@ class ContentSettings:
 
     @classmethod
     def from_env(cls) -> ContentSettings:
+        content = env_flag(A.ENV_CAPTURE_CONTENT, False)
+        # The standard switch set to anything but true says "no message content": the turn's messages too, unless
+        # TOOLWATCH_CAPTURE_TURN_MESSAGES says otherwise. Unset (or empty), they are recorded.
+        said_no = not content and bool(os.environ.get(A.ENV_CAPTURE_CONTENT, "").strip())
         return cls(
-            capture_content=env_flag(A.ENV_CAPTURE_CONTENT, False),
-            capture_turn_messages=env_flag(A.ENV_CAPTURE_TURN_MESSAGES, True),
+            capture_content=content,
+            capture_turn_messages=env_flag(A.ENV_CAPTURE_TURN_MESSAGES, not said_no),
             max_length=env_int(A.ENV_MAX_CONTENT_LENGTH, DEFAULT_MAX_CONTENT_LENGTH, minimum=16),
         )
 

@@ -103,6 +103,25 @@ def test_capture_env(monkeypatch: pytest.MonkeyPatch, value: str, expected: bool
     assert ContentSettings.from_env().capture_content is expected
 
 
+@pytest.mark.parametrize(
+    ("standard", "ours", "expected"),
+    [(None, None, True), ("", None, True), ("true", None, True), ("false", None, False), ("no_content", None, False),
+     ("false", "true", True), (None, "false", False), ("true", "false", False)],
+)
+def test_turn_messages_follow_an_explicit_no_of_the_standard_variable(
+    monkeypatch: pytest.MonkeyPatch, standard: str | None, ours: str | None, expected: bool
+) -> None:
+    # OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=false says "no message content": the turn's input and answer
+    # were recorded anyway; unset, they are recorded (the monitor routes on the input)
+    for name, value in (("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", standard),
+                        ("TOOLWATCH_CAPTURE_TURN_MESSAGES", ours)):
+        if value is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, value)
+    assert ContentSettings.from_env().capture_turn_messages is expected
+
+
 def test_invalid_arguments_are_clear_errors() -> None:
     with pytest.raises(ValueError, match="unknown exporter"):
         tw.configure(exporter="kafka", set_global=False)  # type: ignore[arg-type]
