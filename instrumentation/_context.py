@@ -134,7 +134,8 @@ def new_call_id() -> str:
 
 @contextmanager
 def use_tool_call_id(call_id: str, tool_name: str | None = None) -> Iterator[None]:
-    """Record `call_id` as `gen_ai.tool.call.id` of the next `@tool` call in this context.
+    """Record `call_id` as `gen_ai.tool.call.id` of the `@tool` calls made directly in this block (not of the tools
+    those call): use one block per call.
 
     For agents with their own dispatch loop::
 
