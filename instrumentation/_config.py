@@ -114,13 +114,21 @@ def _make_exporter(name: str, endpoint: str | None, headers: Mapping[str, str] |
     return None
 
 
+_SDK_EXPORT_BATCH = 512  # BatchSpanProcessor's default max_export_batch_size
+
+
 def _processor(exporter: SpanExporter, simple: bool, max_queue_size: int | None, **batch: Any) -> SpanProcessor:
     guarded = CountingExporter(exporter)
     if simple:
         return SimpleSpanProcessor(guarded)
     queue = max_queue_size or env_int("OTEL_BSP_MAX_QUEUE_SIZE", DEFAULT_MAX_QUEUE_SIZE)
-    return CountingBatchSpanProcessor(guarded, max_queue_size=queue,
-                                      **{k: v for k, v in batch.items() if v is not None})
+    kwargs = {k: v for k, v in batch.items() if v is not None}
+    export = kwargs.get("max_export_batch_size") or env_int("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", _SDK_EXPORT_BATCH)
+    if export > queue:  # the SDK refuses it (ValueError): the agent would not start over a telemetry setting
+        logger.warning("toolwatch: export batch size %d is larger than the export queue (%d spans); using %d",
+                       export, queue, queue)
+        kwargs["max_export_batch_size"] = queue
+    return CountingBatchSpanProcessor(guarded, max_queue_size=queue, **kwargs)
 
 
 def _install_global(provider: TracerProvider, set_global: bool | None) -> None:

@@ -122,6 +122,25 @@ def test_turn_messages_follow_an_explicit_no_of_the_standard_variable(
     assert ContentSettings.from_env().capture_turn_messages is expected
 
 
+def test_a_queue_smaller_than_the_export_batch_does_not_stop_the_agent(
+    providers: list[TracerProvider], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # the SDK's default batch (512) over a queue of 100: BatchSpanProcessor raised ValueError out of configure()
+    monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "100")
+    with caplog.at_level(logging.WARNING):
+        provider = tw.configure(exporter="memory", simple=False, set_global=False)
+    providers.append(provider)
+    assert "export batch size 512 is larger than the export queue (100 spans)" in caplog.text
+    processor = provider.processor
+    assert isinstance(processor, tw.CountingBatchSpanProcessor)
+    with provider.get_tracer("t").start_as_current_span("s"):
+        pass
+    provider.force_flush()
+    exporter = provider.exporter
+    assert isinstance(exporter, InMemorySpanExporter)
+    assert [s.name for s in exporter.get_finished_spans()] == ["s"]
+
+
 def test_invalid_arguments_are_clear_errors() -> None:
     with pytest.raises(ValueError, match="unknown exporter"):
         tw.configure(exporter="kafka", set_global=False)  # type: ignore[arg-type]
