@@ -54,6 +54,14 @@ def test_compose_wiring() -> None:
     assert job["dns_sd_configs"][0]["names"] == ["monitor"]  # the service name resolves to every replica
     collector = services["otel-collector"]
     assert collector["environment"]["TOOLWATCH_MONITORS"] == "monitor"
+    # the capture volume is handed to the Collector's user (10001; its image has no filesystem) before it starts
+    capture = next(m.split(":")[1] for m in collector["volumes"] if m.startswith("capture:"))
+    exporter = yaml.safe_load((DEPLOY / "otel-collector" / "config.yaml").read_text())["exporters"]["file/capture"]
+    assert exporter["path"].startswith(capture + "/")
+    init = services["capture-init"]
+    assert collector["depends_on"]["capture-init"] == {"condition": "service_completed_successfully"}
+    chown, owner, target = init["command"]
+    assert (chown, owner) == ("chown", "10001:10001") and f"capture:{target}" in init["volumes"]
     # the Collector's loadbalancing exporter sends OTLP/gRPC to the port the monitors listen on
     lb = yaml.safe_load((DEPLOY / "otel-collector" / "config.yaml").read_text())["exporters"]["loadbalancing"]
     assert monitor["environment"]["TOOLWATCH_GRPC_PORT"] == lb["resolver"]["dns"]["port"]
