@@ -216,6 +216,28 @@ def test_agent_scoping_across_files() -> None:
     assert judge.judge(turn("[AUTH] x", call("pull_auth_telemetry", {"log_excerpt": "x"}))).rule == "auth"
 
 
+def test_a_scoped_files_cases_do_not_apply_to_an_agent_no_file_names(tmp_path: Path) -> None:
+    scoped = write(
+        tmp_path,
+        "agent: alpha\ncatalog: {tools: [{name: t}]}\ncases:\n  - {id: c1, input: hello, call: [{tool: t}]}\n",
+        "alpha.yaml",
+    )
+    shared = write(
+        tmp_path,
+        "catalog: {tools: [{name: u}]}\nexpect:\n  - {id: ru, call: [{tool: u}]}\n"
+        "cases:\n  - {id: c2, input: hi, call: [{tool: u}]}\n",
+        "shared.yaml",
+    )
+    judge = Judge(load_rules([scoped, shared]))
+    # Agent "other": only the unscoped file applies, as for its rules (c1's id does not hide c2's input).
+    for t, rule in ((Turn("hello", (call("u"),), agent="other"), "ru"),
+                    (Turn("hi", (call("u"),), agent="other", case_id="c1"), "case:c2")):  # fmt: skip
+        v = judge.judge(t)
+        assert (v.rule, v.calls[0].outcome.value, v.end_to_end) == (rule, "correct", True)
+    assert judge.judge(Turn("hello", (call("u"),), agent="alpha")).rule == "case:c1"
+    assert judge.judge(Turn("hello", (call("u"),))).rule == "case:c1"  # no agent name: every file applies
+
+
 @pytest.mark.parametrize(
     ("text", "calls", "rule", "ok"),
     [
