@@ -266,6 +266,26 @@ def test_missing_file(tmp_path: Path) -> None:
         load_rules([tmp_path / "nope.yaml"])
 
 
+def test_missing_cases_file_is_located_at_the_cases_key_of_the_rule_file(tmp_path: Path) -> None:
+    path = tmp_path / "r.yaml"
+    path.write_text("catalog: {tools: [{name: t}]}\ncases: datasets/nope.jsonl\n")
+    with pytest.raises(RuleFileError) as info:
+        load_rules([path])
+    err = info.value
+    assert (err.file, err.line, err.column, err.key) == (str(path), 2, 8, "cases"), str(err)
+    assert str(tmp_path / "datasets" / "nope.jsonl") in err.message and "No such file" in err.message
+
+
+def test_a_file_not_in_utf8_names_the_line_and_column_of_the_bad_byte(tmp_path: Path) -> None:
+    path = tmp_path / "r.yaml"
+    path.write_bytes(b'catalog: {tools: [{name: t}]}\nexpect:\n  - {when: {contains: "caf\xe9"}, none: true}\n')
+    with pytest.raises(RuleFileError) as info:
+        load_rules([path])
+    err = info.value
+    assert (err.file, err.line, err.column) == (str(path), 3, 27), str(err)
+    assert "UTF-8" in err.message and "0xe9" in err.message
+
+
 def test_nothing_in_a_rule_file_is_executed(tmp_path: Path) -> None:
     path = tmp_path / "evil.yaml"
     path.write_text("catalog: !!python/object/apply:os.system ['echo pwned']\n")
