@@ -172,9 +172,12 @@ class Judge:
             raw = turn.attributes.get(CASE_ID_ATTRIBUTE)
             cid = raw if isinstance(raw, str) else None
         agent = turn.agent
-        for exp in (self._cases_by_id.get(cid) if cid is not None else None, self._cases_by_input.get(turn.input_text)):
+        found = self._cases_by_input.get(turn.input_text, ())  # the case of the id first, then those of the input
+        if cid is not None and cid in self._cases_by_id:
+            found = (self._cases_by_id[cid], *found)
+        for exp in found:
             # A scoped case applies to its agent's turns and to turns without an agent name (as scoped rules do).
-            if exp is not None and (exp.agent is None or not agent or agent == exp.agent):
+            if exp.agent is None or not agent or agent == exp.agent:
                 return exp
         return None
 

@@ -123,7 +123,7 @@ def _merge(files: list[FileRules], tools: dict[str, Tool], parsed: list[tuple[Fs
     expectations: list[Expectation] = []
     ids: dict[str, str] = {}
     by_id: dict[str, Expectation] = {}
-    by_input: dict[str, Expectation] = {}
+    by_input: dict[str, dict[str | None, Expectation]] = {}  # input -> agent scope -> its first case
     cases: list[tuple[str | None, str | None, Expectation]] = []
     alert_names: dict[str, str] = {}
     for fr, (_, _, marks) in zip(files, parsed, strict=True):
@@ -138,7 +138,7 @@ def _merge(files: list[FileRules], tools: dict[str, Tool], parsed: list[tuple[Fs
                     raise RuleFileError(exp.source, exp.line, 1, "id", f"duplicate case id {cid!r}")
                 by_id[cid] = exp
             if cinput is not None:
-                by_input.setdefault(cinput, exp)
+                by_input.setdefault(cinput, {}).setdefault(exp.agent, exp)
             cases.append((cid, cinput, exp))
         for i, a in enumerate(fr.alerts):
             if a.name in alert_names:
@@ -155,7 +155,7 @@ def _merge(files: list[FileRules], tools: dict[str, Tool], parsed: list[tuple[Fs
         expectations=tuple(expectations),
         forbid=tuple((fr.agent, f) for fr in files for f in fr.forbid),
         cases_by_id=tuple(by_id.items()),
-        cases_by_input=tuple(by_input.items()),
+        cases_by_input=tuple((text, tuple(first.values())) for text, first in by_input.items()),
         cases=tuple(cases),
         alerts=tuple(a for fr in files for a in fr.alerts),
         from_definitions=any(fr.from_definitions for fr in files),

@@ -238,6 +238,20 @@ def test_a_scoped_files_cases_do_not_apply_to_an_agent_no_file_names(tmp_path: P
     assert judge.judge(Turn("hello", (call("u"),))).rule == "case:c1"  # no agent name: every file applies
 
 
+def test_each_agent_finds_its_own_case_of_an_input_other_agents_label_too(tmp_path: Path) -> None:
+    files = [
+        write(tmp_path, f"agent: {a}\ncatalog: {{tools: [{{name: {t}}}]}}\ncases:\n  - {{input: hello, none: true}}\n"
+              f"  - {{input: order 7, call: [{{tool: {t}}}]}}\n", f"{a}.yaml")
+        for a, t in (("alpha", "t"), ("beta", "u"))
+    ]  # fmt: skip
+    judge = Judge(load_rules(files))
+    for agent, tool in (("alpha", "t"), ("beta", "u")):
+        v = judge.judge(Turn("order 7", (call(tool),), agent=agent))
+        assert (v.rule, v.end_to_end) == (f"case:{agent}:1", True)
+        assert judge.judge(Turn("hello", agent=agent)).rule == f"case:{agent}:0"
+    assert judge.judge(Turn("order 7", (call("t"),))).rule == "case:alpha:1"  # no agent: the first case of the input
+
+
 @pytest.mark.parametrize(
     ("text", "calls", "rule", "ok"),
     [
