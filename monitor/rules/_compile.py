@@ -8,6 +8,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import jsonschema
+from referencing import Registry
+from referencing.exceptions import Unresolvable
+from referencing.jsonschema import DRAFT202012
 
 from monitor.rules._errors import RuleFileError
 from monitor.rules._model import (
@@ -98,9 +101,9 @@ class FileCompiler:
             jsonschema.Draft202012Validator.check_schema(schema)
         except jsonschema.SchemaError as exc:
             raise self.err((*path, *exc.absolute_path), f"invalid JSON Schema: {exc.message}") from None
-        bad = remote_ref(schema, path)
+        bad = bad_ref(schema)
         if bad is not None:
-            raise self.err(bad[0], f"only local references ('#...') are allowed, got {bad[1]!r}")
+            raise self.err((*path, *bad[0]), bad[1])
         return json.dumps(schema, sort_keys=True, separators=(",", ":"))
 
     def check_tool(self, name: str, path: Path) -> None:
@@ -303,18 +306,33 @@ class FileCompiler:
         )
 
 
-def remote_ref(schema: Any, path: Path = ()) -> tuple[Path, str] | None:
-    """The first non-local `$ref` / `$dynamicRef` of a JSON Schema: (its path, the reference); None if none."""
+def bad_ref(schema: Any) -> tuple[Path, str] | None:
+    """The first `$ref` / `$dynamicRef` of a JSON Schema the judge cannot follow: one that is not local, or a local
+    `$ref` that points nowhere in the schema (validation would raise on reaching it). (Its path, what is wrong.)"""
+    if not isinstance(schema, Mapping):
+        return None
+    return _bad_ref(schema, Registry().resolver_with_root(DRAFT202012.create_resource(schema)), ())
+
+
+def _bad_ref(schema: Any, resolver: Any, path: Path) -> tuple[Path, str] | None:
     if isinstance(schema, Mapping):
+        if path and isinstance(schema.get("$id"), str):  # a new base URI for the references below
+            resolver = resolver.in_subresource(DRAFT202012.create_resource(schema))
         for k, v in schema.items():
-            if k in ("$ref", "$dynamicRef") and isinstance(v, str) and not v.startswith("#"):
-                return (*path, k), v
-            found = remote_ref(v, (*path, k))
+            if k in ("$ref", "$dynamicRef") and isinstance(v, str):
+                if not v.startswith("#"):
+                    return (*path, k), f"only local references ('#...') are allowed, got {v!r}"
+                if k == "$ref":
+                    try:
+                        resolver.lookup(v)
+                    except Unresolvable:
+                        return (*path, k), f"the reference {v!r} does not resolve to anything in this schema"
+            found = _bad_ref(v, resolver, (*path, k))
             if found:
                 return found
     elif isinstance(schema, list):
         for i, v in enumerate(schema):
-            found = remote_ref(v, (*path, i))
+            found = _bad_ref(v, resolver, (*path, i))
             if found:
                 return found
     return None

@@ -99,6 +99,15 @@ BAD = [
         ["only local references"],
     ),
     (
+        "local $ref to nowhere in a tool schema",
+        "catalog:\n  tools:\n    - name: t\n      schema:\n        type: object\n"
+        "        properties: {a: {$ref: '#/$defs/gone'}}\n        $defs: {there: {type: string}}\n",
+        6,
+        32,
+        "catalog.tools[0].schema.properties.a.$ref",
+        ["'#/$defs/gone'", "does not resolve"],
+    ),
+    (
         "call and none together",
         GOOD_HEAD + "expect:\n  - when: {prefix: x}\n    call: [{tool: search}]\n    none: true\n",
         9,
