@@ -8,9 +8,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import jsonschema
-from referencing import Registry
-from referencing.exceptions import Unresolvable
-from referencing.jsonschema import DRAFT202012
 
 from monitor.rules._errors import RuleFileError
 from monitor.rules._model import (
@@ -36,6 +33,7 @@ from monitor.rules._model import (
     freeze,
 )
 from monitor.rules._regex import compile_regex
+from monitor.rules._tool_schema import schema_problem
 from monitor.rules._yaml import Marks, Path
 
 CHECK_MODES = ("exact", "normalized", "one_of", "fuzzy", "numeric", "regex", "from_input")
@@ -101,9 +99,9 @@ class FileCompiler:
             jsonschema.Draft202012Validator.check_schema(schema)
         except jsonschema.SchemaError as exc:
             raise self.err((*path, *exc.absolute_path), f"invalid JSON Schema: {exc.message}") from None
-        bad = bad_ref(schema)
+        bad = schema_problem(schema)
         if bad is not None:
-            raise self.err((*path, *bad[0]), bad[1])
+            raise self.err((*path, *bad.path), bad.message, key=bad.at_key)
         return json.dumps(schema, sort_keys=True, separators=(",", ":"))
 
     def check_tool(self, name: str, path: Path) -> None:
@@ -304,35 +302,3 @@ class FileCompiler:
             summary=a.get("summary", ""),
             source=self.file,
         )
-
-
-def bad_ref(schema: Any) -> tuple[Path, str] | None:
-    """The first `$ref` / `$dynamicRef` of a JSON Schema the judge cannot follow: one that is not local, or a local
-    `$ref` that points nowhere in the schema (validation would raise on reaching it). (Its path, what is wrong.)"""
-    if not isinstance(schema, Mapping):
-        return None
-    return _bad_ref(schema, Registry().resolver_with_root(DRAFT202012.create_resource(schema)), ())
-
-
-def _bad_ref(schema: Any, resolver: Any, path: Path) -> tuple[Path, str] | None:
-    if isinstance(schema, Mapping):
-        if path and isinstance(schema.get("$id"), str):  # a new base URI for the references below
-            resolver = resolver.in_subresource(DRAFT202012.create_resource(schema))
-        for k, v in schema.items():
-            if k in ("$ref", "$dynamicRef") and isinstance(v, str):
-                if not v.startswith("#"):
-                    return (*path, k), f"only local references ('#...') are allowed, got {v!r}"
-                if k == "$ref":
-                    try:
-                        resolver.lookup(v)
-                    except Unresolvable:
-                        return (*path, k), f"the reference {v!r} does not resolve to anything in this schema"
-            found = _bad_ref(v, resolver, (*path, k))
-            if found:
-                return found
-    elif isinstance(schema, list):
-        for i, v in enumerate(schema):
-            found = _bad_ref(v, resolver, (*path, i))
-            if found:
-                return found
-    return None

@@ -200,9 +200,11 @@ expect:
     v = judge.judge(Turn("w oslo", (call("get_weather"),)))  # nothing offered: not in the catalog
     assert v.calls[0].outcome.value == "hallucinated"
     # An offered schema whose $ref points nowhere cannot be checked: the call is judged without a schema.
-    dangling = ({"name": "get_weather", "parameters": {"properties": {"city": {"$ref": "#/$defs/gone"}}}},)
-    v = judge.judge(Turn("w oslo", (call("get_weather", {"city": "Oslo"}),), tool_definitions=dangling))
-    assert (v.calls[0].outcome.value, v.calls[0].schema_valid, v.end_to_end) == ("correct", None, True)
+    # So can one with a regex RE2 cannot run (the judge runs schema regexes in RE2: linear time).
+    for bad in ({"$ref": "#/$defs/gone"}, {"pattern": "^(?!x)"}):
+        offered = ({"name": "get_weather", "parameters": {"properties": {"city": bad}}},)
+        v = judge.judge(Turn("w oslo", (call("get_weather", {"city": "Oslo"}),), tool_definitions=offered))
+        assert (v.calls[0].outcome.value, v.calls[0].schema_valid, v.end_to_end) == ("correct", None, True)
     assert judge.catalog == frozenset({"a"})
 
 

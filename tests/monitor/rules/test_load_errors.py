@@ -108,6 +108,33 @@ BAD = [
         ["'#/$defs/gone'", "does not resolve"],
     ),
     (
+        "tool schema pattern RE2 cannot run",
+        "catalog:\n  tools:\n    - name: t\n      schema:\n        properties:\n"
+        "          s: {pattern: '^(?!x)'}\n",
+        6,
+        24,
+        "catalog.tools[0].schema.properties.s.pattern",
+        ["'^(?!x)'", "RE2"],
+    ),
+    (
+        "tool schema patternProperties key RE2 cannot run",
+        "catalog:\n  tools:\n    - name: t\n      schema:\n        patternProperties:\n"
+        "          '(a)\\1': {}\n",
+        6,
+        11,
+        "catalog.tools[0].schema.patternProperties.(a)\\1",
+        ["'(a)\\\\1'", "RE2"],
+    ),
+    (
+        "tool schema with unevaluatedProperties beside patternProperties",
+        "catalog:\n  tools:\n    - name: t\n      schema:\n        patternProperties: {'^x': {}}\n"
+        "        unevaluatedProperties: false\n",
+        6,
+        32,
+        "catalog.tools[0].schema.unevaluatedProperties",
+        ["patternProperties"],
+    ),
+    (
         "call and none together",
         GOOD_HEAD + "expect:\n  - when: {prefix: x}\n    call: [{tool: search}]\n    none: true\n",
         9,
