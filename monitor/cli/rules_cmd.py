@@ -45,6 +45,7 @@ def check(files: tuple[Path, ...], quiet: bool) -> None:
     Each file is checked alone, then all files together (as `toolwatch serve --rules` merges them).
     """
     failed = False
+    warned: set[str] = set()
     for f in files:
         try:
             rs = load_rules([f])
@@ -56,6 +57,7 @@ def check(files: tuple[Path, ...], quiet: bool) -> None:
             click.echo(_summary(rs, str(f)))
             for line in (*shadowed_rules(rs), *unreachable_cases(rs), *unfireable_alerts(rs)):
                 click.echo(line)
+                warned.add(line)
     if not failed and len(files) > 1:
         try:
             merged = load_rules(list(files))
@@ -65,6 +67,9 @@ def check(files: tuple[Path, ...], quiet: bool) -> None:
         else:
             if not quiet:
                 click.echo(_summary(merged, "merged"))
+                for line in (*shadowed_rules(merged), *unreachable_cases(merged)):  # across files
+                    if line not in warned:
+                        click.echo(line)
     if failed:
         sys.exit(EXIT_INVALID)
 

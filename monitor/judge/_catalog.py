@@ -18,7 +18,7 @@ import jsonschema
 from monitor.judge._schema import SchemaValidator
 from monitor.records import Turn
 from monitor.rules import RuleSet
-from monitor.rules._compile import remote_ref
+from monitor.rules._tool_schema import schema_problem
 
 MAX_CACHED_DEFINITION_SCHEMAS = 256
 
@@ -89,7 +89,7 @@ class Catalog:
         validator: SchemaValidator | None
         try:
             jsonschema.Draft202012Validator.check_schema(params)
-            validator = None if remote_ref(params) is not None else SchemaValidator(params)
+            validator = None if schema_problem(params) is not None else SchemaValidator(params)
         except jsonschema.SchemaError:
             validator = None
         with self._lock:

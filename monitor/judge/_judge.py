@@ -161,22 +161,25 @@ class Judge:
         """The expectation for a turn: its labelled case, else the first matching rule, else None."""
         scope = self._scope(turn.agent)
         if self._cases_by_id or self._cases_by_input:
-            case = self._case(turn, scope)
+            case = self._case(turn)
             if case is not None:
                 return case
         return scope.router.route(turn)
 
-    def _case(self, turn: Turn, scope: _Scope) -> Expectation | None:
+    def _case(self, turn: Turn) -> Expectation | None:
         cid = turn.case_id
         if cid is None:
             raw = turn.attributes.get(CASE_ID_ATTRIBUTE)
             cid = raw if isinstance(raw, str) else None
-        exp = self._cases_by_id.get(cid) if cid is not None else None
-        if exp is None:
-            exp = self._cases_by_input.get(turn.input_text)
-        if exp is not None and exp.agent is not None and scope.agent not in (None, exp.agent):
-            return None
-        return exp
+        agent = turn.agent
+        found = self._cases_by_input.get(turn.input_text, ())  # the case of the id first, then those of the input
+        if cid is not None and cid in self._cases_by_id:
+            found = (self._cases_by_id[cid], *found)
+        for exp in found:
+            # A scoped case applies to its agent's turns and to turns without an agent name (as scoped rules do).
+            if exp.agent is None or not agent or agent == exp.agent:
+                return exp
+        return None
 
     def scoping(self) -> tuple[dict[str, frozenset[str]], dict[str, str]]:
         """How this judge scopes turns by agent, for what must follow it (the metrics' series created at 0): the
@@ -294,7 +297,7 @@ class Judge:
         if turn.turnless:
             return self._unjudged(turn, in_catalog, parsed, schema, (), turnless=True)
         if self._cases_by_id or self._cases_by_input:
-            exp = self._case(turn, scope) or scope.router.route(turn)
+            exp = self._case(turn) or scope.router.route(turn)
         else:
             exp = scope.router.route(turn)
         forbidden: tuple[str, ...] = ()

@@ -2,17 +2,26 @@
 
 `jsonschema` is the reference. A compiled `jsonschema_rs` validator answers the common (valid) case fast;
 any instance it rejects, or cannot handle, goes to `jsonschema`, which also classifies the violations.
+
+The reference runs the schema's regexes (`pattern`, `patternProperties`, and through them `additionalProperties`)
+in RE2, not in Python's backtracking `re`: linear time on any argument. Schemas are checked before they get here
+(monitor.rules._compile.schema_problem): every regex compiles in RE2, and no `unevaluatedProperties` sits beside
+`patternProperties`.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from functools import lru_cache
 from typing import Any
 
 import jsonschema
 import jsonschema_rs
+from jsonschema import ValidationError
 
+from monitor.rules._model import Regex
+from monitor.rules._regex import compile_regex
 from monitor.verdict import SchemaViolation, ViolationKind
 
 logger = logging.getLogger(__name__)
@@ -28,6 +37,53 @@ _KINDS: dict[str, ViolationKind] = {
 MAX_VIOLATIONS = 8
 
 
+@lru_cache(maxsize=4096)
+def _regex(pattern: str) -> Regex:
+    return compile_regex(pattern)
+
+
+def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    if validator.is_type(instance, "string") and not _regex(pattern).test(instance):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+def _pattern_properties(validator: Any, patterns: Mapping[str, Any], instance: Any, schema: Any) -> Iterator[Any]:
+    if not validator.is_type(instance, "object"):
+        return
+    for pattern, subschema in patterns.items():
+        regex = _regex(pattern)
+        for k, v in instance.items():
+            if regex.test(k):
+                yield from validator.descend(v, subschema, path=k, schema_path=pattern)
+
+
+def _additional_properties(validator: Any, additional: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    if not validator.is_type(instance, "object"):
+        return
+    properties = schema.get("properties", {})
+    regexes = [_regex(p) for p in schema.get("patternProperties", {})]
+    extras = sorted(k for k in instance if k not in properties and not any(r.test(k) for r in regexes))
+    if validator.is_type(additional, "object"):
+        for extra in extras:
+            yield from validator.descend(instance[extra], additional, path=extra)
+    elif not additional and extras:
+        joined = ", ".join(repr(each) for each in extras)
+        if regexes:
+            verb = "does" if len(extras) == 1 else "do"
+            patterns = ", ".join(repr(each) for each in sorted(schema["patternProperties"]))
+            yield ValidationError(f"{joined} {verb} not match any of the regexes: {patterns}")
+        else:
+            verb = "was" if len(extras) == 1 else "were"
+            yield ValidationError(f"Additional properties are not allowed ({joined} {verb} unexpected)")
+
+
+# Draft 2020-12 with the keywords that run regexes in RE2.
+_Reference = jsonschema.validators.extend(  # type: ignore[no-untyped-call]
+    jsonschema.Draft202012Validator,
+    {"pattern": _pattern, "patternProperties": _pattern_properties, "additionalProperties": _additional_properties},
+)
+
+
 def classify(error: jsonschema.ValidationError) -> ViolationKind:
     return _KINDS.get(str(error.validator), ViolationKind.OTHER)
 
@@ -38,7 +94,7 @@ class SchemaValidator:
     __slots__ = ("fast", "reference")
 
     def __init__(self, schema: Mapping[str, Any]) -> None:
-        self.reference = jsonschema.Draft202012Validator(schema)
+        self.reference = _Reference(schema)
         try:
             self.fast: Any = jsonschema_rs.Draft202012Validator(dict(schema))
         except Exception:  # noqa: BLE001 - schema the fast validator does not support: reference only

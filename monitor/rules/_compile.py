@@ -34,6 +34,7 @@ from monitor.rules._model import (
     freeze,
 )
 from monitor.rules._regex import compile_regex
+from monitor.rules._tool_schema import schema_problem
 from monitor.rules._yaml import Marks, Path
 
 CHECK_MODES = ("exact", "normalized", "one_of", "fuzzy", "numeric", "regex", "from_input")
@@ -99,9 +100,9 @@ class FileCompiler:
             jsonschema.Draft202012Validator.check_schema(schema)
         except jsonschema.SchemaError as exc:
             raise self.err((*path, *exc.absolute_path), f"invalid JSON Schema: {exc.message}") from None
-        bad = remote_ref(schema, path)
+        bad = schema_problem(schema)
         if bad is not None:
-            raise self.err(bad[0], f"only local references ('#...') are allowed, got {bad[1]!r}")
+            raise self.err((*path, *bad.path), bad.message, key=bad.at_key)
         return json.dumps(schema, sort_keys=True, separators=(",", ":"))
 
     def check_tool(self, name: str, path: Path) -> None:
@@ -306,20 +307,3 @@ class FileCompiler:
             source=self.file,
             line=self.marks.at(path)[0],
         )
-
-
-def remote_ref(schema: Any, path: Path = ()) -> tuple[Path, str] | None:
-    """The first non-local `$ref` / `$dynamicRef` of a JSON Schema: (its path, the reference); None if none."""
-    if isinstance(schema, Mapping):
-        for k, v in schema.items():
-            if k in ("$ref", "$dynamicRef") and isinstance(v, str) and not v.startswith("#"):
-                return (*path, k), v
-            found = remote_ref(v, (*path, k))
-            if found:
-                return found
-    elif isinstance(schema, list):
-        for i, v in enumerate(schema):
-            found = remote_ref(v, (*path, i))
-            if found:
-                return found
-    return None

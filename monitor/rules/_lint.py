@@ -33,13 +33,18 @@ def shadowed_rules(rs: RuleSet) -> list[str]:
 
 def unreachable_cases(rs: RuleSet) -> list[str]:
     """One line per case without an id that live serving never judges a turn by: such a case is found by its input,
-    and an earlier case has that input too (a turn's case is its id's, else the first case of its input). `eval`
-    runs each case of a dataset under a key of its own, so there it still counts."""
-    first = dict(rs.cases_by_input)
+    and an earlier case has that input too and applies to every turn it would (a turn's case is its id's, else the
+    first case of its input that applies to the turn's agent). `eval` runs each case of a dataset under a key of its
+    own, so there it still counts."""
+    seen: dict[str, list[Expectation]] = {}  # input -> the cases of that input so far
     out = []
     for cid, text, exp in rs.cases:
-        if cid is None and text is not None and first[text] is not exp:
-            other = first[text]
+        if text is None:
+            continue
+        before = seen.setdefault(text, [])
+        other = next((o for o in before if o.agent is None or o.agent == exp.agent), None)
+        before.append(exp)
+        if cid is None and other is not None:
             out.append(
                 f"{exp.source}:{exp.line}: warning: case {exp.id!r} is never reached by `serve`: case {other.id!r} "
                 f"({other.source}:{other.line}) has the same input and comes first (a case without an id is found "

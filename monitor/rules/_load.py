@@ -21,9 +21,18 @@ def _read(path: FsPath) -> str:
         size = path.stat().st_size
         if size > MAX_FILE_BYTES:
             raise RuleFileError(str(path), 0, 0, "", f"file too large ({size} bytes, limit {MAX_FILE_BYTES})")
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        data = path.read_bytes()
+    except OSError as exc:
         raise RuleFileError(str(path), 0, 0, "", f"cannot read: {exc}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        head = data[: exc.start]
+        line_start = head.rfind(b"\n") + 1
+        column = len(head[line_start:].decode("utf-8")) + 1
+        bad = data[exc.start : exc.end].hex(" ")
+        message = f"not UTF-8: byte(s) 0x{bad} ({exc.reason}); save the file as UTF-8"
+        raise RuleFileError(str(path), head.count(b"\n") + 1, column, "", message) from None
 
 
 def _parse(path: FsPath) -> tuple[dict[str, Any], Marks]:
@@ -68,7 +77,13 @@ def _compile_file(
     cases = data.get("cases", [])
     if isinstance(cases, str):
         cpath = (path.parent / cases) if not FsPath(cases).is_absolute() else FsPath(cases)
-        cases, cmarks = _load_cases_file(cpath)
+        try:
+            cases, cmarks = _load_cases_file(cpath)
+        except RuleFileError as exc:
+            if exc.line:
+                raise
+            # Not read at all (missing, unreadable): point at the rule file's `cases` key, which names the file.
+            raise marks.error(("cases",), f"cases file {cpath}: {exc.message}") from None
         validate_fragment(cases, cmarks, "case_list", ())
         comp = FileCompiler(str(cpath), cpath.stem, cmarks, known, open_)
         fr.cases = [comp.case(c, agent, (i,)) for i, c in enumerate(cases)]
@@ -108,7 +123,7 @@ def _merge(files: list[FileRules], tools: dict[str, Tool], parsed: list[tuple[Fs
     expectations: list[Expectation] = []
     ids: dict[str, str] = {}
     by_id: dict[str, Expectation] = {}
-    by_input: dict[str, Expectation] = {}
+    by_input: dict[str, dict[str | None, Expectation]] = {}  # input -> agent scope -> its first case
     cases: list[tuple[str | None, str | None, Expectation]] = []
     alert_names: dict[str, str] = {}
     for fr, (_, _, marks) in zip(files, parsed, strict=True):
@@ -123,7 +138,7 @@ def _merge(files: list[FileRules], tools: dict[str, Tool], parsed: list[tuple[Fs
                     raise RuleFileError(exp.source, exp.line, 1, "id", f"duplicate case id {cid!r}")
                 by_id[cid] = exp
             if cinput is not None:
-                by_input.setdefault(cinput, exp)
+                by_input.setdefault(cinput, {}).setdefault(exp.agent, exp)
             cases.append((cid, cinput, exp))
         for i, a in enumerate(fr.alerts):
             if a.name in alert_names:
@@ -140,7 +155,7 @@ def _merge(files: list[FileRules], tools: dict[str, Tool], parsed: list[tuple[Fs
         expectations=tuple(expectations),
         forbid=tuple((fr.agent, f) for fr in files for f in fr.forbid),
         cases_by_id=tuple(by_id.items()),
-        cases_by_input=tuple(by_input.items()),
+        cases_by_input=tuple((text, tuple(first.values())) for text, first in by_input.items()),
         cases=tuple(cases),
         alerts=tuple(a for fr in files for a in fr.alerts),
         from_definitions=any(fr.from_definitions for fr in files),

@@ -243,9 +243,11 @@ class RuleSet:
     expectations: tuple[Expectation, ...]
     forbid: tuple[tuple[str | None, Forbid], ...] = ()  # (agent scope, forbid) from top-level `forbid`
     cases_by_id: tuple[tuple[str, Expectation], ...] = ()
-    cases_by_input: tuple[tuple[str, Expectation], ...] = ()
+    # Per input, the first case of each agent scope (None: unscoped) in load order: a turn takes the first of these
+    # that applies to its agent.
+    cases_by_input: tuple[tuple[str, tuple[Expectation, ...]], ...] = ()
     # Every labelled case in load order, (id, input, expectation): cases_by_input keeps only the first of
-    # several id-less cases with one input; eval judges each case of its dataset with its own expectation.
+    # several cases of one agent scope with one input; eval judges each case of its dataset with its own expectation.
     cases: tuple[tuple[str | None, str | None, Expectation], ...] = ()
     alerts: tuple[Alert, ...] = ()
     from_definitions: bool = False

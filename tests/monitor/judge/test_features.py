@@ -199,6 +199,12 @@ expect:
     assert v.calls[0].outcome.value == "wrong_tool"
     v = judge.judge(Turn("w oslo", (call("get_weather"),)))  # nothing offered: not in the catalog
     assert v.calls[0].outcome.value == "hallucinated"
+    # An offered schema whose $ref points nowhere cannot be checked: the call is judged without a schema.
+    # So can one with a regex RE2 cannot run (the judge runs schema regexes in RE2: linear time).
+    for bad in ({"$ref": "#/$defs/gone"}, {"pattern": "^(?!x)"}):
+        offered = ({"name": "get_weather", "parameters": {"properties": {"city": bad}}},)
+        v = judge.judge(Turn("w oslo", (call("get_weather", {"city": "Oslo"}),), tool_definitions=offered))
+        assert (v.calls[0].outcome.value, v.calls[0].schema_valid, v.end_to_end) == ("correct", None, True)
     assert judge.catalog == frozenset({"a"})
 
 
@@ -214,6 +220,42 @@ def test_agent_scoping_across_files() -> None:
     assert not judge.judge(turn("[AUTH] x", "pull_auth_telemetry", agent="other")).judged
     # A turn without an agent name: every rule applies.
     assert judge.judge(turn("[AUTH] x", call("pull_auth_telemetry", {"log_excerpt": "x"}))).rule == "auth"
+
+
+def test_a_scoped_files_cases_do_not_apply_to_an_agent_no_file_names(tmp_path: Path) -> None:
+    scoped = write(
+        tmp_path,
+        "agent: alpha\ncatalog: {tools: [{name: t}]}\ncases:\n  - {id: c1, input: hello, call: [{tool: t}]}\n",
+        "alpha.yaml",
+    )
+    shared = write(
+        tmp_path,
+        "catalog: {tools: [{name: u}]}\nexpect:\n  - {id: ru, call: [{tool: u}]}\n"
+        "cases:\n  - {id: c2, input: hi, call: [{tool: u}]}\n",
+        "shared.yaml",
+    )
+    judge = Judge(load_rules([scoped, shared]))
+    # Agent "other": only the unscoped file applies, as for its rules (c1's id does not hide c2's input).
+    for t, rule in ((Turn("hello", (call("u"),), agent="other"), "ru"),
+                    (Turn("hi", (call("u"),), agent="other", case_id="c1"), "case:c2")):  # fmt: skip
+        v = judge.judge(t)
+        assert (v.rule, v.calls[0].outcome.value, v.end_to_end) == (rule, "correct", True)
+    assert judge.judge(Turn("hello", (call("u"),), agent="alpha")).rule == "case:c1"
+    assert judge.judge(Turn("hello", (call("u"),))).rule == "case:c1"  # no agent name: every file applies
+
+
+def test_each_agent_finds_its_own_case_of_an_input_other_agents_label_too(tmp_path: Path) -> None:
+    files = [
+        write(tmp_path, f"agent: {a}\ncatalog: {{tools: [{{name: {t}}}]}}\ncases:\n  - {{input: hello, none: true}}\n"
+              f"  - {{input: order 7, call: [{{tool: {t}}}]}}\n", f"{a}.yaml")
+        for a, t in (("alpha", "t"), ("beta", "u"))
+    ]  # fmt: skip
+    judge = Judge(load_rules(files))
+    for agent, tool in (("alpha", "t"), ("beta", "u")):
+        v = judge.judge(Turn("order 7", (call(tool),), agent=agent))
+        assert (v.rule, v.end_to_end) == (f"case:{agent}:1", True)
+        assert judge.judge(Turn("hello", agent=agent)).rule == f"case:{agent}:0"
+    assert judge.judge(Turn("order 7", (call("t"),))).rule == "case:alpha:1"  # no agent: the first case of the input
 
 
 @pytest.mark.parametrize(

@@ -52,3 +52,31 @@ def test_fast_and_reference_validators_agree(tool: str, instance: Any) -> None:
     reference = REFERENCE[tool].is_valid(instance)
     assert FAST[tool].is_valid(instance) == reference
     assert OURS[tool].is_valid(instance) == reference
+
+
+# A pattern Python's backtracking `re` takes exponential time on (about 11 s at 26 characters before RE2).
+SLOW_PATTERN = "^(a+)+$"
+
+
+def _slow(n: int) -> list[tuple[dict[str, Any], dict[str, Any], list[str]]]:
+    """(schema, instance, violation kinds): the instances hold a text of n `a`s and a `!` the pattern fails on."""
+    text = "a" * n + "!"
+    return [
+        ({"properties": {"s": {"pattern": SLOW_PATTERN}}}, {"s": text}, ["other"]),
+        ({"properties": {"s": {"pattern": SLOW_PATTERN}}}, {"s": "aaa"}, []),
+        ({"patternProperties": {SLOW_PATTERN: {"type": "integer"}}}, {text: 1, "aa": "x"}, ["type"]),
+        ({"patternProperties": {SLOW_PATTERN: {}}, "additionalProperties": False}, {text: 1, "a": 2}, ["additional"]),
+        ({"patternProperties": {"^x": {}}, "additionalProperties": {"type": "string"}}, {"x1": 1, "y": 2}, ["type"]),
+    ]
+
+
+@pytest.mark.parametrize("case", range(len(_slow(1))))
+def test_schema_regexes_run_in_linear_time_with_the_reference_verdicts(case: int) -> None:
+    schema, instance, kinds = _slow(64)[case]
+    v = SchemaValidator(schema)
+    v.fast = None  # the reference alone (it classifies every rejected call)
+    assert [x.kind.value for x in v.violations(instance)] == kinds  # before: minutes of backtracking in `re`
+    # On a text short enough for Python's re, jsonschema itself finds the same violations.
+    schema, small, _ = _slow(4)[case]
+    assert [x.kind.value for x in v.violations(small)] == kinds
+    assert len(list(jsonschema.Draft202012Validator(schema).iter_errors(small))) == len(kinds)

@@ -63,6 +63,27 @@ def test_check_counts_every_case_and_warns_of_one_serve_never_reaches(tmp_path: 
     ]
 
 
+def test_check_warns_of_a_case_another_file_shadows_for_its_agent_only(tmp_path: Path) -> None:
+    """Agents' files may each label one input (each agent finds its own case); an unscoped file's earlier case of
+    that input is found first for every agent, so a later scoped case of it is never reached."""
+    paths = []
+    for name, head in (("shared", ""), ("alpha", "agent: alpha\n"), ("beta", "agent: beta\n")):
+        path = tmp_path / f"{name}.yaml"
+        inputs = ["hello", "order 1"] if name != "shared" else ["order 1"]
+        path.write_text(head + f"catalog: {{tools: [{{name: t_{name}}}]}}\ncases:\n"
+                        + "".join(f"  - {{input: {i}, none: true}}\n" for i in inputs))  # fmt: skip
+        paths.append(str(path))
+    code, out, err = run("check", *paths)
+    assert code == 0, err
+    warnings = [line for line in out.splitlines() if "warning" in line]
+    assert warnings == [
+        f"{tmp_path / name}.yaml:5: warning: case 'case:{name}:1' is never reached by `serve`: case 'case:shared:0' "
+        f"({tmp_path / 'shared.yaml'}:3) has the same input and comes first (a case without an id is found by its "
+        "input); give it an id"
+        for name in ("alpha", "beta")
+    ]
+
+
 def test_explain_shows_the_matching_rule() -> None:
     code, out, _ = run("explain", TRIAGE, "--input", "[RISK] card velocity [AUTH] in body")
     assert code == 0

@@ -99,6 +99,42 @@ BAD = [
         ["only local references"],
     ),
     (
+        "local $ref to nowhere in a tool schema",
+        "catalog:\n  tools:\n    - name: t\n      schema:\n        type: object\n"
+        "        properties: {a: {$ref: '#/$defs/gone'}}\n        $defs: {there: {type: string}}\n",
+        6,
+        32,
+        "catalog.tools[0].schema.properties.a.$ref",
+        ["'#/$defs/gone'", "does not resolve"],
+    ),
+    (
+        "tool schema pattern RE2 cannot run",
+        "catalog:\n  tools:\n    - name: t\n      schema:\n        properties:\n"
+        "          s: {pattern: '^(?!x)'}\n",
+        6,
+        24,
+        "catalog.tools[0].schema.properties.s.pattern",
+        ["'^(?!x)'", "RE2"],
+    ),
+    (
+        "tool schema patternProperties key RE2 cannot run",
+        "catalog:\n  tools:\n    - name: t\n      schema:\n        patternProperties:\n"
+        "          '(a)\\1': {}\n",
+        6,
+        11,
+        "catalog.tools[0].schema.patternProperties.(a)\\1",
+        ["'(a)\\\\1'", "RE2"],
+    ),
+    (
+        "tool schema with unevaluatedProperties beside patternProperties",
+        "catalog:\n  tools:\n    - name: t\n      schema:\n        patternProperties: {'^x': {}}\n"
+        "        unevaluatedProperties: false\n",
+        6,
+        32,
+        "catalog.tools[0].schema.unevaluatedProperties",
+        ["patternProperties"],
+    ),
+    (
         "call and none together",
         GOOD_HEAD + "expect:\n  - when: {prefix: x}\n    call: [{tool: search}]\n    none: true\n",
         9,
@@ -272,6 +308,26 @@ def test_bad_line_in_a_cases_file(tmp_path: Path) -> None:
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(RuleFileError, match="cannot read"):
         load_rules([tmp_path / "nope.yaml"])
+
+
+def test_missing_cases_file_is_located_at_the_cases_key_of_the_rule_file(tmp_path: Path) -> None:
+    path = tmp_path / "r.yaml"
+    path.write_text("catalog: {tools: [{name: t}]}\ncases: datasets/nope.jsonl\n")
+    with pytest.raises(RuleFileError) as info:
+        load_rules([path])
+    err = info.value
+    assert (err.file, err.line, err.column, err.key) == (str(path), 2, 8, "cases"), str(err)
+    assert str(tmp_path / "datasets" / "nope.jsonl") in err.message and "No such file" in err.message
+
+
+def test_a_file_not_in_utf8_names_the_line_and_column_of_the_bad_byte(tmp_path: Path) -> None:
+    path = tmp_path / "r.yaml"
+    path.write_bytes(b'catalog: {tools: [{name: t}]}\nexpect:\n  - {when: {contains: "caf\xe9"}, none: true}\n')
+    with pytest.raises(RuleFileError) as info:
+        load_rules([path])
+    err = info.value
+    assert (err.file, err.line, err.column) == (str(path), 3, 27), str(err)
+    assert "UTF-8" in err.message and "0xe9" in err.message
 
 
 def test_nothing_in_a_rule_file_is_executed(tmp_path: Path) -> None:
