@@ -5,7 +5,7 @@ any instance it rejects, or cannot handle, goes to `jsonschema`, which also clas
 
 The reference runs the schema's regexes (`pattern`, `patternProperties`, and through them `additionalProperties`)
 in RE2, not in Python's backtracking `re`: linear time on any argument. Schemas are checked before they get here
-(monitor.rules._compile.schema_problem): every regex compiles in RE2, and no `unevaluatedProperties` sits beside
+(monitor.rules._tool_schema.schema_problem): every regex compiles in RE2, and no `unevaluatedProperties` sits beside
 `patternProperties`.
 """
 
