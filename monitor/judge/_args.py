@@ -73,6 +73,24 @@ def _number(value: Any) -> float | None:
     return None
 
 
+def input_equal(captured: str, actual: Any) -> bool:
+    """from_input: a string argument equals the captured text; a number argument equals the number it spells
+    (`123` for a captured "123"; compared exactly, so a large id is not rounded through a float)."""
+    if isinstance(actual, str):
+        return actual == captured
+    if isinstance(actual, bool) or not isinstance(actual, int | float):
+        return False
+    text = captured.strip()
+    if not text or "_" in text:  # int() and float() take "1_000"; a JSON number has no "_"
+        return False
+    for parse in (int, float):
+        try:
+            return bool(actual == parse(text))
+        except ValueError:
+            continue
+    return False
+
+
 def capture(check: ArgCheck, input_text: str) -> str | None:
     """The value a from_input check captures from the turn input (None when the regex does not match)."""
     assert check.regex is not None
@@ -113,7 +131,7 @@ def passes(check: ArgCheck, actual: Any, input_text: str) -> bool:
         return a is not None and e is not None and abs(a - e) <= check.tolerance
     if mode == "from_input":
         want = capture(check, input_text)
-        return want is not None and isinstance(actual, str) and actual == want
+        return want is not None and input_equal(want, actual)
     raise ValueError(f"unknown check mode {mode!r}")
 
 

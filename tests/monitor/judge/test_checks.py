@@ -57,6 +57,15 @@ CHECKS: list[tuple[str, str, Any, bool]] = [
     ("{from_input: 'order ([A-Z]+[0-9]+)'}", "\ud800 where is order AB12 now", "AB13", False),
     ("{from_input: 'note (.+)'}", "note \ud800x", "\ud800x", True),
     ("{from_input: 'note (.)'}", "note \ud800x", "\ud800", True),  # RE2 takes its three bytes as one character
+    # A number argument equals the number the captured text spells, exactly (a large id is not rounded).
+    ("{from_input: 'order ([0-9]+)'}", "refund order 123 now", 123, True),
+    ("{from_input: 'order ([0-9]+)'}", "refund order 123 now", 124, False),
+    ("{from_input: 'order ([0-9]+)'}", "refund order 123 now", 123.0, True),
+    ("{from_input: 'order ([0-9.]+)'}", "refund order 12.5 now", 12.5, True),
+    ("{from_input: 'order ([0-9]+)'}", "order 12345678901234567", 12345678901234568, False),
+    ("{from_input: 'order ([0-9_]+)'}", "refund order 1_000 now", 1000, False),
+    ("{from_input: 'order ([0-9]+)'}", "refund order 1 now", True, False),
+    ("{from_input: 'order ([a-z]+)'}", "refund order abc now", 0, False),
 ]
 
 
