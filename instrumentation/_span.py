@@ -18,7 +18,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from instrumentation import _attributes as A
-from instrumentation._content import SETTINGS, ContentSettings, bounded, content_limit, redact, to_json, wire_safe
+from instrumentation._content import SETTINGS, ContentSettings, bounded, redact, to_json, wire_safe
 from instrumentation._context import PENDING, SAMPLE_OTHER, TRACING, PendingCall, new_call_id
 from instrumentation._spec import ToolSpec
 from instrumentation._stats import STATS
@@ -119,7 +119,7 @@ def record_result(span: Span, result: Any, settings: ContentSettings) -> None:
     try:
         if settings.capture_content and span.is_recording():
             text = wire_safe(to_json(result))
-            if len(text) <= content_limit(settings.max_length):
+            if len(text) <= TRACING.content_limit(settings.max_length):
                 span.set_attribute(A.GEN_AI_TOOL_CALL_RESULT, text)
                 return
             extra: dict[str, Any] = {}
