@@ -32,6 +32,8 @@ GEN_AI_TOOL_DEFINITIONS: Final = "gen_ai.tool.definitions"
 
 # General.
 ERROR_TYPE: Final = "error.type"
+EXCEPTION_MESSAGE: Final = "exception.message"  # of the `exception` event the SDK's record_exception adds
+EXCEPTION_STACKTRACE: Final = "exception.stacktrace"
 
 # toolwatch's own, where the conventions have none.
 TOOLWATCH_CASE_ID: Final = "toolwatch.case.id"

@@ -114,21 +114,28 @@ def _make_exporter(name: str, endpoint: str | None, headers: Mapping[str, str] |
     return None
 
 
-_SDK_EXPORT_BATCH = 512  # BatchSpanProcessor's default max_export_batch_size
+_SDK_EXPORT_BATCH = 512  # BatchSpanProcessor's defaults
+_SDK_SCHEDULE_DELAY_MILLIS = 5000
 
 
-def _processor(exporter: SpanExporter, simple: bool, max_queue_size: int | None, **batch: Any) -> SpanProcessor:
+def _processor(
+    exporter: SpanExporter, simple: bool, max_queue_size: int | None, max_export_batch_size: int | None,
+    schedule_delay_millis: float | None,
+) -> SpanProcessor:
+    """The span processor; the `OTEL_BSP_*` sizes are read here, not by the SDK, which raises on a value it refuses
+    (0 or less, a batch over the queue): a bad value warns and falls back, the agent starts."""
     guarded = CountingExporter(exporter)
     if simple:
         return SimpleSpanProcessor(guarded)
     queue = max_queue_size or env_int("OTEL_BSP_MAX_QUEUE_SIZE", DEFAULT_MAX_QUEUE_SIZE)
-    kwargs = {k: v for k, v in batch.items() if v is not None}
-    export = kwargs.get("max_export_batch_size") or env_int("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", _SDK_EXPORT_BATCH)
-    if export > queue:  # the SDK refuses it (ValueError): the agent would not start over a telemetry setting
+    batch = max_export_batch_size or env_int("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", _SDK_EXPORT_BATCH)
+    if batch > queue:
         logger.warning("toolwatch: export batch size %d is larger than the export queue (%d spans); using %d",
-                       export, queue, queue)
-        kwargs["max_export_batch_size"] = queue
-    return CountingBatchSpanProcessor(guarded, max_queue_size=queue, **kwargs)
+                       batch, queue, queue)
+        batch = queue
+    delay = schedule_delay_millis or env_int("OTEL_BSP_SCHEDULE_DELAY", _SDK_SCHEDULE_DELAY_MILLIS)
+    return CountingBatchSpanProcessor(guarded, max_queue_size=queue, max_export_batch_size=batch,
+                                      schedule_delay_millis=delay)
 
 
 def _install_global(provider: TracerProvider, set_global: bool | None) -> None:
@@ -196,8 +203,7 @@ def configure(  # noqa: C901 - one flat pass over the options
     chosen = _make_exporter(exporter, endpoint, headers) if isinstance(exporter, str) else exporter
     if chosen is not None:
         use_simple = simple if simple is not None else exporter == "memory"
-        processor = _processor(chosen, use_simple, max_queue_size, schedule_delay_millis=schedule_delay_millis,
-                               max_export_batch_size=max_export_batch_size)
+        processor = _processor(chosen, use_simple, max_queue_size, max_export_batch_size, schedule_delay_millis)
         provider.add_span_processor(processor)
         provider.exporter = chosen
         provider.processor = processor

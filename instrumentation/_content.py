@@ -242,16 +242,10 @@ def wire_safe(text: str) -> str:
     return text
 
 
-def content_limit(max_length: int) -> int:
-    """`max_length`, or the SDK's attribute length limit where that is lower (the SDK would cut unmarked)."""
-    cap = TRACING.attribute_limit
-    return max_length if cap is None or cap >= max_length else cap
-
-
 def bounded(text: str, key: str, attributes: dict[str, Any], max_length: int) -> None:
     """Store `text` under `key`, cut at `max_length` characters (or the SDK's lower attribute length limit) with
     the cut listed in `toolwatch.truncated`."""
-    max_length = content_limit(max_length)
+    max_length = TRACING.content_limit(max_length)
     text = wire_safe(text)
     if len(text) > max_length:
         text = text[:max_length]

@@ -51,29 +51,41 @@ def sampling_mode(tracer: object) -> int:
     return SAMPLE_OTHER
 
 
-def attribute_limit(tracer: object) -> int | None:
-    """The longest string attribute the SDK behind `tracer` keeps (`OTEL_[SPAN_]ATTRIBUTE_VALUE_LENGTH_LIMIT` or
-    the provider's `SpanLimits`; None: no limit). The SDK cuts longer values without a mark, so content is cut
-    here first, marked. A tracer that is not the SDK's (e.g. the proxy before a global provider is set) gets the
-    limit the environment gives every SDK provider."""
-    limits = getattr(tracer, "_span_limits", None)
+def attribute_limit(tracer: object) -> tuple[int | None, bool]:
+    """(the longest string attribute the SDK behind `tracer` keeps, whether that is final). The SDK cuts longer
+    values without a mark, so content is cut here first, marked. The limit is the provider's `SpanLimits`
+    (`OTEL_[SPAN_]ATTRIBUTE_VALUE_LENGTH_LIMIT` by default; None: no limit). The API's proxy tracer (toolwatch
+    imported before the application set its global provider) follows the global provider: until one is set, the
+    limit the environment gives every SDK provider, not final."""
+    source = tracer
+    if isinstance(tracer, trace.ProxyTracer):
+        source = trace.get_tracer_provider()
+    limits = getattr(source, "_span_limits", None)
+    final = not isinstance(source, trace.ProxyTracerProvider)
     if not isinstance(limits, SpanLimits):
         try:
             limits = SpanLimits()
         except ValueError:  # a bad value: the SDK refuses it when the provider is built
-            return None
+            return None, final
     limit = limits.max_span_attribute_length
-    return limit if isinstance(limit, int) else None
+    return (limit if isinstance(limit, int) else None), final
 
 
 class _TracerHolder:
-    __slots__ = ("attribute_limit", "mode", "provider", "tracer")
+    __slots__ = ("attribute_limit", "limit_final", "mode", "provider", "tracer")
 
     def __init__(self) -> None:
         self.provider: trace.TracerProvider | None = None
         self.tracer: trace.Tracer = trace.get_tracer(SCOPE_NAME, _VERSION)
         self.mode = SAMPLE_OTHER
-        self.attribute_limit = attribute_limit(self.tracer)
+        self.attribute_limit, self.limit_final = attribute_limit(self.tracer)
+
+    def content_limit(self, max_length: int) -> int:
+        """`max_length`, or the SDK's attribute length limit where that is lower (the SDK would cut unmarked)."""
+        if not self.limit_final:  # no global provider yet: ask again, one may have been set since
+            self.attribute_limit, self.limit_final = attribute_limit(self.tracer)
+        cap = self.attribute_limit
+        return max_length if cap is None or cap >= max_length else cap
 
 
 TRACING = _TracerHolder()
@@ -85,7 +97,7 @@ def set_tracer_provider(provider: trace.TracerProvider | None) -> None:
               else trace.get_tracer(SCOPE_NAME, _VERSION))
     TRACING.provider = provider
     TRACING.mode = sampling_mode(tracer)
-    TRACING.attribute_limit = attribute_limit(tracer)
+    TRACING.attribute_limit, TRACING.limit_final = attribute_limit(tracer)
     TRACING.tracer = tracer
 
 

@@ -8,6 +8,7 @@ guards itself: a telemetry failure is logged and counted, never raised into the 
 from __future__ import annotations
 
 import logging
+import traceback
 from collections.abc import Mapping
 from contextvars import Token
 from typing import Any
@@ -17,7 +18,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from instrumentation import _attributes as A
-from instrumentation._content import SETTINGS, ContentSettings, bounded, content_limit, redact, to_json, wire_safe
+from instrumentation._content import SETTINGS, ContentSettings, bounded, redact, to_json, wire_safe
 from instrumentation._context import PENDING, SAMPLE_OTHER, TRACING, PendingCall, new_call_id
 from instrumentation._spec import ToolSpec
 from instrumentation._stats import STATS
@@ -118,7 +119,7 @@ def record_result(span: Span, result: Any, settings: ContentSettings) -> None:
     try:
         if settings.capture_content and span.is_recording():
             text = wire_safe(to_json(result))
-            if len(text) <= content_limit(settings.max_length):
+            if len(text) <= TRACING.content_limit(settings.max_length):
                 span.set_attribute(A.GEN_AI_TOOL_CALL_RESULT, text)
                 return
             extra: dict[str, Any] = {}
@@ -140,8 +141,13 @@ def record_error(span: Span, exc: BaseException, settings: ContentSettings) -> N
         error_type = type(exc).__qualname__
         span.set_attribute(A.ERROR_TYPE, error_type)
         if settings.capture_content:
-            span.set_status(Status(StatusCode.ERROR, f"{error_type}: {exc}"[: settings.max_length]))
-            span.record_exception(exc)
+            message = str(exc)
+            safe = wire_safe(message)  # a lone surrogate in the status would fail the whole export request
+            span.set_status(Status(StatusCode.ERROR, f"{error_type}: {safe}"[: settings.max_length]))
+            span.record_exception(exc, None if safe is message else {
+                A.EXCEPTION_MESSAGE: safe,
+                A.EXCEPTION_STACKTRACE: wire_safe("".join(traceback.format_exception(exc))),
+            })
         else:
             span.set_status(Status(StatusCode.ERROR))
     except Exception:  # noqa: BLE001

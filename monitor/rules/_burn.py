@@ -7,6 +7,7 @@ check` warns about each one that cannot when another can.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -33,24 +34,26 @@ class BurnWindow:
 DEFAULT_BURN_WINDOWS = (BurnWindow("1h", "5m", 14.4, "critical"), BurnWindow("6h", "30m", 6.0, "warning"))
 
 
-def lowest_objective(burn: BurnWindow) -> float:
-    """The objective above which `burn` can fire: 1 - 1/factor."""
-    return 1.0 - 1.0 / burn.factor
+def least_objective(burn: BurnWindow) -> float:
+    """The least objective with four decimals at which `burn` can fire: its bound 1 - 1/factor rounded up (shown
+    rounded down, 0.8333 for 1 - 1/6, an objective 'above' it such as 0.83331 still could not fire)."""
+    value = math.ceil((1.0 - 1.0 / burn.factor) * 10_000) / 10_000
+    return value if burn.can_fire(value) else round(value + 0.0001, 4)
 
 
 def objective_problem(objective: float, burn_windows: Sequence[BurnWindow] = DEFAULT_BURN_WINDOWS) -> str | None:
     """Why no burn-rate alert of `objective` could ever fire (its error ratio is at most 1), or None."""
     if not burn_windows or any(b.can_fire(objective) for b in burn_windows):
         return None
-    lowest = min(lowest_objective(b) for b in burn_windows)
+    least = min(least_objective(b) for b in burn_windows)
     return (f"objective {objective:g} leaves an error budget of {1.0 - objective:.4g}, so none of its burn-rate "
             f"alerts could ever fire: {'; '.join(b.describe(objective) for b in burn_windows)}, and an error ratio "
-            f"is at most 1. Use an objective above {lowest:.4f}, or a threshold alert (`below`/`above`)")
+            f"is at most 1. Use an objective of at least {least:.4f}, or a threshold alert (`below`/`above`)")
 
 
 def objective_warnings(objective: float, burn_windows: Sequence[BurnWindow] = DEFAULT_BURN_WINDOWS) -> list[str]:
     """One line per burn-rate alert of `objective` that can never fire (when another one can)."""
     if objective_problem(objective, burn_windows) is not None:
         return []
-    return [f"{b.describe(objective)} can never fire at objective {objective:g} (above {lowest_objective(b):.4f} "
-            "it can)" for b in burn_windows if not b.can_fire(objective)]
+    return [f"{b.describe(objective)} can never fire at objective {objective:g} (it can from "
+            f"{least_objective(b):.4f} on)" for b in burn_windows if not b.can_fire(objective)]

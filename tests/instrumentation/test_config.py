@@ -141,6 +141,27 @@ def test_a_queue_smaller_than_the_export_batch_does_not_stop_the_agent(
     assert [s.name for s in exporter.get_finished_spans()] == ["s"]
 
 
+@pytest.mark.parametrize(("name", "value"), [("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "0"),
+                                           ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "-5"),
+                                           ("OTEL_BSP_SCHEDULE_DELAY", "0")])
+def test_a_batch_setting_the_sdk_refuses_warns_and_falls_back(
+    providers: list[TracerProvider], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+    name: str, value: str,
+) -> None:
+    # the SDK reads these itself and raises ValueError for 0 or less: configure() failed and the agent did not start
+    monkeypatch.setenv(name, value)
+    with caplog.at_level(logging.WARNING):
+        provider = tw.configure(exporter="memory", simple=False, set_global=False)
+    providers.append(provider)
+    assert f"ignoring {name}='{value}'" in caplog.text
+    with provider.get_tracer("t").start_as_current_span("s"):
+        pass
+    provider.force_flush()
+    exporter = provider.exporter
+    assert isinstance(exporter, InMemorySpanExporter)
+    assert [s.name for s in exporter.get_finished_spans()] == ["s"]
+
+
 def test_invalid_arguments_are_clear_errors() -> None:
     with pytest.raises(ValueError, match="unknown exporter"):
         tw.configure(exporter="kafka", set_global=False)  # type: ignore[arg-type]

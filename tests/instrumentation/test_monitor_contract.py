@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -151,3 +154,37 @@ def test_the_sdks_attribute_length_limit_cuts_content_as_marked_truncation(monke
     asm = TurnAssembler(grace_s=0)
     [verdict] = [load_judge([RULES]).judge(t) for t in asm.add(decode_protobuf(body), 2**62) + asm.flush()]
     assert verdict.calls[0].schema_valid is None and verdict.calls[0].violations == ()  # unjudged, not malformed
+
+
+APP_SETS_ITS_PROVIDER = """
+import sys
+import instrumentation as tw  # imported first, as an application does at the top of its module
+from opentelemetry import trace
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.trace import SpanLimits, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from tests.instrumentation.test_monitor_contract import pull_auth_telemetry
+
+memory = InMemorySpanExporter()
+provider = TracerProvider(span_limits=SpanLimits(max_span_attribute_length=64))
+provider.add_span_processor(SimpleSpanProcessor(memory))
+trace.set_tracer_provider(provider)  # the application's own global provider, set in code after the import
+tw.configure_content(capture_content=True)
+with tw.agent_turn("[AUTH] " + "login failures " * 8, agent="incident-triage"):
+    pull_auth_telemetry(service="a-service-name-" + "y" * 80)
+open(sys.argv[1], "wb").write(encode_spans(memory.get_finished_spans()).SerializeToString())
+"""
+
+
+def test_the_global_providers_attribute_length_limit_set_after_import_cuts_content_as_marked(tmp_path: Path) -> None:
+    """The application sets its global provider, with SpanLimits in code, after importing toolwatch (whose tracer
+    is then the API's proxy): the SDK cut the arguments unmarked and the monitor judged them `malformed`."""
+    out = tmp_path / "spans.pb"
+    subprocess.run([sys.executable, "-c", APP_SETS_ITS_PROVIDER, str(out)], check=True, timeout=60,
+                   cwd=RULES.parents[1], env={**os.environ, "PYTHONPATH": str(RULES.parents[1])})
+    records = [Normalizer().normalize(span) for span in decode_protobuf(out.read_bytes())]
+    [call] = [r for r in records if isinstance(r, ToolCall)]
+    [turn] = [r for r in records if isinstance(r, Turn)]
+    assert call.arguments is None  # not captured, never "malformed"
+    assert "gen_ai.input.messages" in turn.attributes["toolwatch.truncated"]  # type: ignore[operator]

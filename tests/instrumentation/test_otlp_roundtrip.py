@@ -211,3 +211,35 @@ def test_lone_surrogates_from_the_model_do_not_lose_the_batch(receiver: Receiver
     by_arguments = {json.loads(str(a["gen_ai.tool.call.arguments"])).get("city") for a in received.values()
                     if "gen_ai.tool.call.arguments" in a}
     assert "Lyon \udcff" in by_arguments
+
+
+@tw.tool
+def find_city(city: str) -> str:
+    """Look a city up."""
+    raise LookupError(f"no city named {city}")
+
+
+def test_a_lone_surrogate_in_a_tool_errors_message_does_not_lose_the_batch(receiver: Receiver) -> None:
+    """A tool that fails quoting the model's argument: with content capture on, the message is the span's status
+    description and the exception event's message. A lone surrogate there failed the whole export request (the
+    status) and dropped the event's message and stack trace. All arrive, escaped."""
+    provider = tw.configure(exporter="otlp-http", endpoint=f"http://127.0.0.1:{receiver.port}", capture_content=True,
+                            schedule_delay_millis=60_000, set_global=False)
+    try:
+        executor = tw.ToolExecutor([get_weather, find_city], on_error="result")
+        executor.execute_tool_calls(json.loads(
+            '[{"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}},'
+            ' {"id": "c2", "type": "function", "function": {"name": "find_city", "arguments": "{\\"city\\": \\"Ly'
+            '\\\\ud83d\\"}"}}]'))
+        assert provider.force_flush()
+    finally:
+        provider.shutdown()
+    spans = {span.name: span for request in receiver.requests for resource_spans in request.resource_spans
+             for scope_spans in resource_spans.scope_spans for span in scope_spans.spans}
+    assert sorted(spans) == ["execute_tool find_city", "execute_tool get_weather"]
+    failed = spans["execute_tool find_city"]
+    assert failed.status.message == "LookupError: no city named Ly\\ud83d"
+    [event] = failed.events
+    attributes = {kv.key: plain(kv.value) for kv in event.attributes}
+    assert attributes["exception.message"] == "no city named Ly\\ud83d"
+    assert "LookupError: no city named Ly\\ud83d" in str(attributes["exception.stacktrace"])

@@ -172,7 +172,7 @@ def test_check_warns_about_burn_rate_alerts_that_can_never_fire(tmp_path: Path) 
     warnings = [line for line in out.splitlines() if "warning:" in line]
     assert len(warnings) == 1
     assert warnings[0].startswith(f"{path}:4: warning: alert 'Loose': the critical alert")
-    assert "above 1.44)" in warnings[0] and "above 0.9306 it can" in warnings[0]
+    assert "above 1.44)" in warnings[0] and "it can from 0.9306 on" in warnings[0]
     # `alerts render` still renders it, and says so on stderr (stdout stays a clean rule file)
     result = CliRunner().invoke(main, ["alerts", "render", str(path)])
     assert result.exit_code == 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -204,7 +205,7 @@ BAD = [
         2,
         56,
         "alerts[0].objective",
-        ["none of its burn-rate alerts could ever fire", "above 2.88", "above 1.2", "above 0.8333"],
+        ["none of its burn-rate alerts could ever fire", "above 2.88", "above 1.2", "at least 0.8334"],
     ),
     (
         "alert tool on a figure without per-tool breakdown",
@@ -279,6 +280,19 @@ def test_bad_rule_file(
     assert text_err.startswith(f"{path}:{line}:{column}: " + (f"{key}: " if key else ""))
     for w in words:
         assert w in text_err
+
+
+@pytest.mark.parametrize("objective", [0.8, 0.8333, 0.83331, 0.83333])
+def test_a_refused_objective_names_one_that_loads(tmp_path: Path, objective: float) -> None:
+    """The advice is an objective that loads: 1 - 1/6 shown rounded down (0.8333) advised 0.83331, refused too."""
+    path = tmp_path / "slo.yaml"
+    path.write_text(f"alerts:\n  - {{name: Low, figure: tool_call_accuracy, objective: {objective}}}\n")
+    with pytest.raises(RuleFileError) as info:
+        load_rules([path])
+    advised = re.search(r"objective of at least (0\.\d+)", str(info.value))
+    assert advised is not None, str(info.value)
+    path.write_text(f"alerts:\n  - {{name: Low, figure: tool_call_accuracy, objective: {advised[1]}}}\n")
+    assert load_rules([path]).alerts[0].objective == float(advised[1])
 
 
 def test_duplicate_tool_with_a_different_schema_across_files(tmp_path: Path) -> None:
