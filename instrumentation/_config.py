@@ -130,6 +130,8 @@ def _processor(
     queue = max_queue_size or env_int("OTEL_BSP_MAX_QUEUE_SIZE", DEFAULT_MAX_QUEUE_SIZE)
     batch = max_export_batch_size or env_int("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", _SDK_EXPORT_BATCH)
     if batch > queue:
+        if max_export_batch_size is not None and max_queue_size is not None:  # both in code: the caller's mistake
+            raise ValueError(f"max_export_batch_size ({batch}) must not exceed max_queue_size ({queue})")
         logger.warning("toolwatch: export batch size %d is larger than the export queue (%d spans); using %d",
                        batch, queue, queue)
         batch = queue

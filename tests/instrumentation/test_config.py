@@ -167,6 +167,8 @@ def test_invalid_arguments_are_clear_errors() -> None:
         tw.configure(exporter="kafka", set_global=False)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="max_queue_size"):
         tw.configure(exporter="memory", max_queue_size=0, set_global=False)
+    with pytest.raises(ValueError, match=r"max_export_batch_size \(1000\) must not exceed max_queue_size \(100\)"):
+        tw.configure(exporter="memory", simple=False, max_queue_size=100, max_export_batch_size=1000, set_global=False)
     with pytest.raises(ValueError, match="max_length"):
         tw.configure_content(max_content_length=3)
 
