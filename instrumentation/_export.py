@@ -99,3 +99,8 @@ class CountingBatchSpanProcessor(BatchSpanProcessor):
     def queue_length(self) -> int:
         """Spans waiting for export now."""
         return len(self._queue) if self._queue is not None else 0
+
+    @property
+    def queue_capacity(self) -> int:
+        """Spans the queue holds before it drops (0 when this SDK hides its queue)."""
+        return (self._queue.maxlen or 0) if self._queue is not None else 0

@@ -15,7 +15,7 @@ from monitor.cli._params import PORT
     default=100.0,
     show_default=True,
     type=click.FloatRange(min=0),
-    help="Turns per second (0: as fast as possible).",
+    help="Turns per second (0: as fast as the spans can be exported).",
 )
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the log lines and the model's mistakes.")
 @click.option("--rules", type=click.Path(exists=True, dir_okay=False), help="Rule file (default: incident-triage).")

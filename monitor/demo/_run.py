@@ -15,7 +15,7 @@ from typing import Any
 from rich.console import Console
 from rich.live import Live
 
-from instrumentation import configure, shutdown, telemetry_stats
+from instrumentation import CountingBatchSpanProcessor, configure, shutdown, telemetry_stats
 from monitor.demo._agent import TriageAgent
 from monitor.demo._logs import LogLineGenerator
 from monitor.demo._model import SimulatedTriageModel
@@ -113,6 +113,17 @@ class _Sigterm:
             pass
 
 
+def _let_export_catch_up(provider: object, sigterm: _Sigterm) -> None:
+    """As fast as possible (--rate 0): wait while the agent's export queue is over 3/4 full, until it is half empty,
+    so the agent waits for its spans to leave instead of its exporter dropping them."""
+    processor = getattr(provider, "processor", None)
+    if not isinstance(processor, CountingBatchSpanProcessor) or not processor.queue_capacity:
+        return
+    if processor.queue_length * 4 > processor.queue_capacity * 3:
+        while processor.queue_length * 2 > processor.queue_capacity and not sigterm.requested:
+            sigterm.sleep(0.005)
+
+
 def run_demo(
     *,
     turns: int = 2000,
@@ -178,6 +189,8 @@ def run_demo(
                             console.print(header())
                     if interval:
                         sigterm.sleep(max(0.0, t0 + sent * interval - time.monotonic()))
+                    else:
+                        _let_export_catch_up(provider, sigterm)
                 shutdown(provider)  # flush the exporter
                 # Show the last turns judged; stopped by SIGTERM, thread.stop() below judges them at once instead.
                 deadline = time.monotonic() + grace_s + 15

@@ -74,6 +74,15 @@ def test_run_demo_judges_every_turn() -> None:
     assert result.spans_dropped == 0
 
 
+def test_as_fast_as_possible_the_agent_waits_for_its_exporter(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--rate 0 outran the agent's export queue: 509 of its spans were dropped (turns sent > judged) at a 1024-span
+    queue and 3000 turns. The agent now waits while the queue is over 3/4 full."""
+    monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "1024")
+    result = run_demo(turns=3000, rate=0, port=0, metrics_port=0, grace_s=0.3, console=Console(file=io.StringIO()))
+    assert result.spans_dropped == 0
+    assert result.turns_sent == result.turns_judged == result.tally.judged_turns == 3000
+
+
 def test_the_summary_says_when_the_agents_exporter_dropped_spans() -> None:
     """Turns sent but never judged in full are explained: spans the agent's exporter dropped at a full queue."""
     from monitor.demo._run import DemoResult, print_summary
