@@ -18,7 +18,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from instrumentation import _attributes as A
-from instrumentation._content import SETTINGS, ContentSettings, bounded, redact, to_json, wire_safe
+from instrumentation._content import SETTINGS, ContentSettings, bounded, redact, set_bounded, to_json, wire_safe
 from instrumentation._context import PENDING, SAMPLE_OTHER, TRACING, PendingCall, new_call_id
 from instrumentation._spec import ToolSpec
 from instrumentation._stats import STATS
@@ -122,12 +122,7 @@ def record_result(span: Span, result: Any, settings: ContentSettings) -> None:
             if len(text) <= TRACING.content_limit(settings.max_length):
                 span.set_attribute(A.GEN_AI_TOOL_CALL_RESULT, text)
                 return
-            extra: dict[str, Any] = {}
-            marked = (getattr(span, "attributes", None) or {}).get(A.TOOLWATCH_TRUNCATED)
-            if marked:
-                extra[A.TOOLWATCH_TRUNCATED] = tuple(marked)
-            bounded(text, A.GEN_AI_TOOL_CALL_RESULT, extra, settings.max_length)
-            span.set_attributes(extra)
+            set_bounded(span, text, A.GEN_AI_TOOL_CALL_RESULT, settings.max_length)
     except Exception:  # noqa: BLE001
         STATS.instrumentation_errors += 1
         logger.exception("toolwatch: recording a tool result failed")
