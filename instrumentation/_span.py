@@ -106,9 +106,10 @@ def start_span(
 def begin(
     spec: ToolSpec, args: tuple[Any, ...], kwargs: Mapping[str, Any], pending: PendingCall | None
 ) -> Started:
-    """Start the span of one call and make it current (see `start_span`). The pending call is cleared for
-    the duration of the call (restored by `end`), so tools called from inside this tool get their own ids."""
-    reset: Token[PendingCall | None] | None = PENDING.set(None) if pending is not None else None
+    """Start the span of one call and make it current (see `start_span`). A pending call is cleared for the
+    duration of the call (restored by `end`), whether this tool took it or not: it is for a tool called directly
+    in its `use_tool_call_id` block, and tools called from inside this tool get their own ids."""
+    reset: Token[PendingCall | None] | None = PENDING.set(None) if PENDING.get() is not None else None
     span, settings = start_span(spec, args, kwargs, pending)
     token = _attach(_set_span_in_context(span))
     return span, token, reset, settings
