@@ -94,7 +94,7 @@ def settings_from_options(opts: Mapping[str, object]) -> Settings:
     required=True,
     type=click.Path(exists=True, dir_okay=False),
     envvar=env.ENV_RULES,
-    help="Oracle rule file (YAML); repeat for several.",
+    help="Oracle rule file (YAML); repeat for several (in TOOLWATCH_RULES, separated by ':').",
 )
 @option(
     "--host",
@@ -174,7 +174,7 @@ def settings_from_options(opts: Mapping[str, object]) -> Settings:
     show_default=True,
     type=Windows(),
     envvar=env.ENV_WINDOWS,
-    help="Rolling windows of the ratio gauges, comma-separated.",
+    help="Rolling windows of the ratio gauges, comma-separated durations (units ms, s, m, h, d).",
 )
 @option(
     "--agent",
