@@ -6,6 +6,7 @@ from click.testing import CliRunner
 
 from monitor.cli import main
 from monitor.cli.serve_cmd import serve
+from monitor.rules import RuleFileError
 
 RULES = Path(__file__).resolve().parents[1] / "rules"
 
@@ -31,3 +32,17 @@ def test_max_drop_help_says_its_default_plainly() -> None:
     for command in ("replay", "eval", "probe"):
         output = " ".join(CliRunner().invoke(main, [command, "--help"], terminal_width=200).output.split())
         assert "Default 0: any regression fails." in output and "(0)" not in output
+
+
+@pytest.mark.parametrize("command", [["serve", "--port", "0", "--metrics-port", "0", "--rules"],
+                                     ["alerts", "render"],
+                                     ["demo", "--port", "0", "--metrics-port", "0", "--turns", "1", "--rules"]])
+def test_a_bad_rule_file_is_a_located_error_and_exit_2_in_every_command(tmp_path: Path, command: list[str]) -> None:
+    """`rules check`, replay, eval and probe exit 2 on a bad rule file; serve and alerts render exited 1, and demo
+    crashed with a traceback (exit 1)."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("catalog:\n  tools: [{name: a}]\nexpect:\n  - cal: []\n", encoding="utf-8")
+    result = CliRunner().invoke(main, [*command, str(bad)])
+    assert result.exit_code == 2, result.output
+    assert f"{bad}:4:5: expect[0].cal: unknown key 'cal'" in result.output
+    assert "Traceback" not in result.output and not isinstance(result.exception, RuleFileError)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from monitor.cli._params import PORT, Duration
+from monitor.cli._params import PORT, Duration, InputError
 from monitor.serve import _settings as env
 
 if TYPE_CHECKING:
@@ -235,7 +235,7 @@ def serve(**opts: object) -> None:
     try:
         server = Server(settings)
     except RuleFileError as exc:
-        raise click.ClickException(f"invalid rules: {exc}") from None
+        raise InputError(f"invalid rules: {exc}") from None
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
 
