@@ -53,7 +53,8 @@ def configure_content(
 
     `capture_content`: tool arguments and results (default from
     `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`, off). `capture_turn_messages`: the turn's input and
-    answer (default on, `TOOLWATCH_CAPTURE_TURN_MESSAGES`; off when the standard variable is set to false).
+    answer (default on, `TOOLWATCH_CAPTURE_TURN_MESSAGES`; off when the standard variable is set to a value that
+    does not turn capture on, such as false or 0).
     `redact_keys` (case-insensitive names) and `redact_pattern` (a regex searched in key names) replace values at
     any depth with `[REDACTED]`; `redact_hook(tool_name, arguments)` returns the arguments to record (if it raises,
     none are).

@@ -27,6 +27,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from opentelemetry.trace import Span
+
 from instrumentation import _attributes as A
 from instrumentation._context import TRACING
 from instrumentation._stats import STATS
@@ -252,3 +254,13 @@ def bounded(text: str, key: str, attributes: dict[str, Any], max_length: int) ->
         marked = attributes.get(A.TOOLWATCH_TRUNCATED)
         attributes[A.TOOLWATCH_TRUNCATED] = (*marked, key) if marked else (key,)
     attributes[key] = text
+
+
+def set_bounded(span: Span, text: str, key: str, max_length: int) -> None:
+    """`bounded` onto a span already started: a cut is added to the keys its `toolwatch.truncated` lists."""
+    extra: dict[str, Any] = {}
+    marked = (getattr(span, "attributes", None) or {}).get(A.TOOLWATCH_TRUNCATED)
+    if marked:
+        extra[A.TOOLWATCH_TRUNCATED] = tuple(marked)
+    bounded(text, key, extra, max_length)
+    span.set_attributes(extra)

@@ -18,7 +18,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from instrumentation import _attributes as A
-from instrumentation._content import SETTINGS, ContentSettings, bounded, redact, to_json, wire_safe
+from instrumentation._content import SETTINGS, ContentSettings, bounded, redact, set_bounded, to_json, wire_safe
 from instrumentation._context import PENDING, SAMPLE_OTHER, TRACING, PendingCall, new_call_id
 from instrumentation._spec import ToolSpec
 from instrumentation._stats import STATS
@@ -106,9 +106,10 @@ def start_span(
 def begin(
     spec: ToolSpec, args: tuple[Any, ...], kwargs: Mapping[str, Any], pending: PendingCall | None
 ) -> Started:
-    """Start the span of one call and make it current (see `start_span`). The pending call is cleared for
-    the duration of the call (restored by `end`), so tools called from inside this tool get their own ids."""
-    reset: Token[PendingCall | None] | None = PENDING.set(None) if pending is not None else None
+    """Start the span of one call and make it current (see `start_span`). A pending call is cleared for the
+    duration of the call (restored by `end`), whether this tool took it or not: it is for a tool called directly
+    in its `use_tool_call_id` block, and tools called from inside this tool get their own ids."""
+    reset: Token[PendingCall | None] | None = PENDING.set(None) if PENDING.get() is not None else None
     span, settings = start_span(spec, args, kwargs, pending)
     token = _attach(_set_span_in_context(span))
     return span, token, reset, settings
@@ -122,12 +123,7 @@ def record_result(span: Span, result: Any, settings: ContentSettings) -> None:
             if len(text) <= TRACING.content_limit(settings.max_length):
                 span.set_attribute(A.GEN_AI_TOOL_CALL_RESULT, text)
                 return
-            extra: dict[str, Any] = {}
-            marked = (getattr(span, "attributes", None) or {}).get(A.TOOLWATCH_TRUNCATED)
-            if marked:
-                extra[A.TOOLWATCH_TRUNCATED] = tuple(marked)
-            bounded(text, A.GEN_AI_TOOL_CALL_RESULT, extra, settings.max_length)
-            span.set_attributes(extra)
+            set_bounded(span, text, A.GEN_AI_TOOL_CALL_RESULT, settings.max_length)
     except Exception:  # noqa: BLE001
         STATS.instrumentation_errors += 1
         logger.exception("toolwatch: recording a tool result failed")

@@ -100,10 +100,11 @@ def _wrap_function(spec: ToolSpec, func: Callable[..., Any]) -> Callable[..., An
             settings = settings_holder.current
             pending = _PENDING_GET()
             raw = None
+            if pending is not None:
+                reset = _PENDING_SET(None)  # hidden from the tools this one calls, whether it takes the id or not
             if pending is not None and (pending.tool_name is None or pending.tool_name == name):
                 call_id = pending.call_id
                 raw = pending.arguments_json
-                reset = _PENDING_SET(None)
             else:
                 call_id = f"tw_{_getrandbits(64):016x}"
             attributes = base.copy()

@@ -20,7 +20,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from instrumentation import _attributes as A
-from instrumentation._content import SETTINGS, bounded, to_json
+from instrumentation._content import SETTINGS, bounded, set_bounded, to_json
 from instrumentation._context import TRACING
 from instrumentation._spec import ToolSpec, get_tool_spec
 from instrumentation._stats import STATS
@@ -69,9 +69,7 @@ class AgentTurn:
         try:
             message = [{"role": "assistant", "parts": [{"type": "text", "content": text}],
                         "finish_reason": finish_reason}]
-            extra: dict[str, Any] = {}
-            bounded(to_json(message), A.GEN_AI_OUTPUT_MESSAGES, extra, settings.max_length)
-            self.span.set_attributes(extra)
+            set_bounded(self.span, to_json(message), A.GEN_AI_OUTPUT_MESSAGES, settings.max_length)
         except Exception:  # noqa: BLE001
             STATS.instrumentation_errors += 1
             logger.exception("toolwatch: recording the turn output failed")

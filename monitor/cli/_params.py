@@ -7,6 +7,12 @@ import click
 PORT = click.IntRange(0, 65535)  # a TCP port; 0 takes any free one
 
 
+class InputError(click.ClickException):
+    """A bad input file (a rule file with its location): `Error: ...` and exit 2, as for a bad option."""
+
+    exit_code = 2
+
+
 class Duration(click.ParamType[float]):
     """A duration such as 2s, 500ms or 5m (0 too with `allow_zero`); a bad one is refused naming its option."""
 

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from monitor.cli._params import InputError
+
 
 @click.group()
 def alerts() -> None:
@@ -39,9 +41,9 @@ def render_cmd(rules: tuple[Path, ...], output: Path | None, check: Path | None)
         ruleset = load_rules(list(rules))
         text = render(ruleset, sources=[p.as_posix() for p in rules])
     except RuleFileError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise InputError(str(exc)) from None
     except AlertSpecError as exc:
-        raise click.ClickException(f"{', '.join(map(str, rules))}: {exc}") from None
+        raise InputError(f"{', '.join(map(str, rules))}: {exc}") from None
     for line in unfireable_alerts(ruleset):
         click.echo(line, err=True)
     if check is not None:

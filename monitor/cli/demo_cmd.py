@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from monitor.cli._params import PORT
+from monitor.cli._params import PORT, InputError
 
 
 @click.command()
@@ -29,6 +29,7 @@ def demo(turns: int, forever: bool, rate: float, seed: int, rules: str | None, p
     from rich.console import Console
 
     from monitor.demo import print_summary, run_demo
+    from monitor.rules import RuleFileError
     from monitor.serve import Settings
 
     try:  # the ports as given (run_demo swaps a busy one for a free one): one for both is a usage error
@@ -36,14 +37,17 @@ def demo(turns: int, forever: bool, rate: float, seed: int, rules: str | None, p
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     console = Console()
-    result = run_demo(
-        turns=turns,
-        forever=forever,
-        rate=rate,
-        seed=seed,
-        rules=rules,
-        port=port,
-        metrics_port=metrics_port,
-        console=console,
-    )
+    try:
+        result = run_demo(
+            turns=turns,
+            forever=forever,
+            rate=rate,
+            seed=seed,
+            rules=rules,
+            port=port,
+            metrics_port=metrics_port,
+            console=console,
+        )
+    except RuleFileError as exc:  # raised by the monitor's start, before any turn runs
+        raise InputError(f"invalid rules: {exc}") from None
     print_summary(result, console)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from monitor.cli._params import PORT, Duration
+from monitor.cli._params import PORT, Duration, InputError
 from monitor.serve import _settings as env
 
 if TYPE_CHECKING:
@@ -94,7 +94,7 @@ def settings_from_options(opts: Mapping[str, object]) -> Settings:
     required=True,
     type=click.Path(exists=True, dir_okay=False),
     envvar=env.ENV_RULES,
-    help="Oracle rule file (YAML); repeat for several.",
+    help="Oracle rule file (YAML); repeat for several (in TOOLWATCH_RULES, separated by ':').",
 )
 @option(
     "--host",
@@ -174,7 +174,7 @@ def settings_from_options(opts: Mapping[str, object]) -> Settings:
     show_default=True,
     type=Windows(),
     envvar=env.ENV_WINDOWS,
-    help="Rolling windows of the ratio gauges, comma-separated.",
+    help="Rolling windows of the ratio gauges, comma-separated durations (units ms, s, m, h, d).",
 )
 @option(
     "--agent",
@@ -235,7 +235,7 @@ def serve(**opts: object) -> None:
     try:
         server = Server(settings)
     except RuleFileError as exc:
-        raise click.ClickException(f"invalid rules: {exc}") from None
+        raise InputError(f"invalid rules: {exc}") from None
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
 

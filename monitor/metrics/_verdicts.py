@@ -43,7 +43,7 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
 
 
 class VerdictCounters:
-    """The verdict counters of COMMON.md.
+    """The verdict counters (README, "Metrics"; each figure's terms as METRICS.md defines them).
 
     `add()` counts a batch by signature (see `_batch`): each distinct signature's increments (`plan()`, cached)
     are applied once, multiplied by the number of its verdicts; sequence scores are summed verdict by verdict.

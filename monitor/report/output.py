@@ -75,9 +75,10 @@ def report_options(func: F) -> F:
         click.option("--baseline", callback=_baseline, metavar="REPORT.json",
                      help="A report written earlier with --json; exit 1 when a figure got worse by more than "
                           "--max-drop."),
-        click.option("--max-drop", type=click.FloatRange(0.0, 1.0), default=None, show_default="0",
+        click.option("--max-drop", type=click.FloatRange(0.0, 1.0), default=None,
                      help="Largest allowed regression against --baseline, as a ratio (0.02 = 2 points): a drop of a "
-                          "figure where higher is better, a rise of a rate where lower is better. Needs --baseline."),
+                          "figure where higher is better, a rise of a rate where lower is better. Needs --baseline. "
+                          "Default 0: any regression fails."),
         click.option("-q", "--quiet", is_flag=True,
                      help="Print only the accuracy line and gate results (no tables, no progress bar)."),
     ]

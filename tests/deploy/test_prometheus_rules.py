@@ -46,7 +46,7 @@ def test_cli_render_reports_a_bad_rule_file(tmp_path: Path) -> None:
     broken = tmp_path / "broken.yaml"
     broken.write_text("catalog:\n  tools: [{name: a}]\nalerts:\n  - name: lower\n    figure: tool_call_accuracy\n")
     result = CliRunner().invoke(main, ["alerts", "render", str(broken)])
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # a bad input file, as in every command (rules check, replay, eval, ...)
     assert "broken.yaml" in result.output and "alerts" in result.output
 
 

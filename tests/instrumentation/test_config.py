@@ -106,7 +106,7 @@ def test_capture_env(monkeypatch: pytest.MonkeyPatch, value: str, expected: bool
 @pytest.mark.parametrize(
     ("standard", "ours", "expected"),
     [(None, None, True), ("", None, True), ("true", None, True), ("false", None, False), ("no_content", None, False),
-     ("false", "true", True), (None, "false", False), ("true", "false", False)],
+     ("0", None, False), ("false", "true", True), (None, "false", False), ("true", "false", False)],
 )
 def test_turn_messages_follow_an_explicit_no_of_the_standard_variable(
     monkeypatch: pytest.MonkeyPatch, standard: str | None, ours: str | None, expected: bool

@@ -249,6 +249,27 @@ def test_use_tool_call_id_with_name_only_applies_to_that_tool(recorded: Recorded
     assert (recorded.named("execute_tool divide_numbers").attributes or {})["gen_ai.tool.call.id"] == "call_9"
 
 
+async def test_use_tool_call_id_with_name_is_not_taken_by_a_tool_called_inside_another(recorded: Recorded) -> None:
+    """The id is for a call made directly in the block: a named tool called from inside another tool (sync or
+    async) took it, because only the tool that took the id hid it from the tools it called."""
+
+    @tw.tool
+    def outer() -> int:
+        return int(divide(4, 2))
+
+    @tw.tool
+    async def async_outer() -> int:
+        return int(divide(9, 3))
+
+    with tw.use_tool_call_id("call_9", tool_name="divide_numbers"):
+        outer()
+        await async_outer()
+        divide(1, 1)
+    divides = [s for s in recorded.spans() if s.name == "execute_tool divide_numbers"]
+    ids = [(s.attributes or {})["gen_ai.tool.call.id"] for s in divides]
+    assert len(ids) == 3 and ids[0] != "call_9" and ids[1] != "call_9" and ids[2] == "call_9"
+
+
 def test_redaction_by_key_and_pattern(recorded: Recorded) -> None:
     tw.configure_content(capture_content=True, redact_keys=["Password"], redact_pattern=r"token$")
 

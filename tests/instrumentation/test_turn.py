@@ -103,3 +103,14 @@ def test_nested_turns_and_separate_traces(recorded: Recorded) -> None:
         pass
     a, b = recorded.named("invoke_agent a"), recorded.named("invoke_agent b")
     assert a.context.trace_id != b.context.trace_id
+
+
+def test_a_cut_answer_keeps_the_mark_of_the_cut_input(recorded: Recorded) -> None:
+    """Input and answer both over the content limit: the answer's mark replaced the input's, so the span listed
+    only `gen_ai.output.messages` in `toolwatch.truncated` while its input was cut too."""
+    tw.configure_content(max_content_length=40)
+    with tw.agent_turn("q" * 60, agent="bot") as turn:
+        turn.set_output("a" * 60)
+    attrs = dict(recorded.named("invoke_agent bot").attributes or {})
+    assert len(str(attrs["gen_ai.input.messages"])) == len(str(attrs["gen_ai.output.messages"])) == 40
+    assert attrs["toolwatch.truncated"] == ("gen_ai.input.messages", "gen_ai.output.messages")

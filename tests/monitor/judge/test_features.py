@@ -218,6 +218,9 @@ def test_agent_scoping_across_files() -> None:
     assert v.rule == "auth" and v.calls[0].outcome.value == "hallucinated"
     # A turn of an agent no file names: no scoped rules apply.
     assert not judge.judge(turn("[AUTH] x", "pull_auth_telemetry", agent="other")).judged
+    # ... but the whole catalog does (rules/README.md, "Several files"): a scoped file's tool is known, not made up.
+    v = judge.judge(turn("weather in Oslo?", "get_order_status", agent="other"))
+    assert [c.outcome.value for c in v.calls] == ["unjudged"]
     # A turn without an agent name: every rule applies.
     assert judge.judge(turn("[AUTH] x", call("pull_auth_telemetry", {"log_excerpt": "x"}))).rule == "auth"
 
