@@ -33,9 +33,10 @@ class UnknownToolError(ToolCallError):
 class ToolArgumentsError(ToolCallError):
     """The arguments are not a JSON object (unparseable JSON, or another JSON value)."""
 
-    def __init__(self, message: str, *, tool_name: str, call_id: str, arguments: object) -> None:
-        super().__init__(message, tool_name=tool_name, call_id=call_id)
+    def __init__(self, message: str, *, tool_name: str, call_id: str, arguments: object, shown: str = "") -> None:
+        super().__init__(message + shown, tool_name=tool_name, call_id=call_id)
         self.arguments = arguments
+        self.without_arguments = message  # the message without the arguments it shows (`shown`)
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,21 +40,29 @@ OnError = Literal["raise", "result"]
 _MAX_NAME = 256
 
 
-def _failed_arguments_text(name: str, raw: object, settings: ContentSettings) -> str | None:
-    """The arguments of a failed call as recorded: as sent, or redacted; None when redaction is on and
-    they cannot be redacted (not a JSON object), so nothing unredacted leaks."""
+# What a failed call's arguments are recorded as when redaction is on and they cannot be redacted: text that is not
+# JSON either when they were not (the monitor counts the call's arguments `malformed`, as it would unredacted), and
+# the redaction marker as a JSON string when they were JSON but not an object (a `type` violation).
+NOT_JSON_REDACTED = "[REDACTED: not JSON]"
+NOT_OBJECT_REDACTED = json.dumps(A.REDACTED)
+
+
+def _failed_arguments_text(name: str, raw: object, settings: ContentSettings) -> tuple[str | None, str | None]:
+    """The arguments of a failed call as recorded (as sent, or redacted), and why they are not as sent (None: they
+    are). With redaction on, arguments that are not a JSON object are replaced whole, so nothing unredacted leaks;
+    None when the redaction itself failed."""
     if not settings.needs_redaction:
-        return raw if isinstance(raw, str) else to_json(raw)
+        return (raw if isinstance(raw, str) else to_json(raw)), None
     parsed: object = raw
     if isinstance(raw, str):
         try:
             parsed = json.loads(raw)
         except ValueError:
-            return None
+            return NOT_JSON_REDACTED, "not_redactable"
     if not isinstance(parsed, Mapping):
-        return None
+        return NOT_OBJECT_REDACTED, "not_redactable"
     recorded = redact(name, parsed, settings)
-    return None if recorded is None else to_json(recorded)
+    return (None, "redaction_failed") if recorded is None else (to_json(recorded), None)
 
 
 def _record_failed_call(name: str, call_id: str, raw: object, error: ToolCallError) -> None:
@@ -70,13 +78,16 @@ def _record_failed_call(name: str, call_id: str, raw: object, error: ToolCallErr
             A.ERROR_TYPE: type(error).__qualname__,
         }
         if settings.capture_content and raw is not None:
-            text = _failed_arguments_text(shown, raw, settings)
-            if text is None:
-                attributes[A.TOOLWATCH_CONTENT_ERROR] = "not_redactable"
-            else:
+            text, why = _failed_arguments_text(shown, raw, settings)
+            if why is not None:
+                attributes[A.TOOLWATCH_CONTENT_ERROR] = why
+            if text is not None:
                 bounded(text, A.GEN_AI_TOOL_CALL_ARGUMENTS, attributes, settings.max_length)
         span = TRACING.tracer.start_span(f"{A.OP_EXECUTE_TOOL} {shown}", kind=SpanKind.INTERNAL, attributes=attributes)
-        span.set_status(Status(StatusCode.ERROR, str(error)[:1024] if settings.capture_content else None))
+        message = str(error)
+        if settings.needs_redaction and isinstance(error, ToolArgumentsError):  # it shows the arguments unredacted
+            message = error.without_arguments
+        span.set_status(Status(StatusCode.ERROR, wire_safe(message[:1024]) if settings.capture_content else None))
         span.end()
     except Exception:  # noqa: BLE001
         STATS.instrumentation_errors += 1
@@ -98,8 +109,8 @@ def _parse_arguments(name: str, call_id: str, arguments: object) -> tuple[dict[s
         parsed = json.loads(arguments)
     except ValueError as exc:
         raise ToolArgumentsError(
-            f"arguments of tool {name!r} are not valid JSON ({exc}): {arguments[:200]!r}",
-            tool_name=name, call_id=call_id, arguments=arguments,
+            f"arguments of tool {name!r} are not valid JSON ({exc})",
+            tool_name=name, call_id=call_id, arguments=arguments, shown=f": {arguments[:200]!r}",
         ) from exc
     if not isinstance(parsed, dict):
         raise ToolArgumentsError(

@@ -75,6 +75,33 @@ def test_truncated_arguments_are_not_captured_rather_than_malformed() -> None:
     assert short_call.arguments is not None and json.loads(short_call.arguments) == {"service": "short"}
 
 
+def test_with_redaction_malformed_arguments_are_still_judged_malformed() -> None:
+    """Arguments that cannot be redacted (not a JSON object) were left out with redaction on: the monitor then saw no
+    arguments and counted no violation, so a model's malformed JSON went unseen exactly where redaction is used."""
+    provider = tw.configure(exporter="memory", capture_content=True, redact_keys=["token"], set_global=False)
+    try:
+        executor = tw.ToolExecutor([pull_auth_telemetry], on_error="result")
+        with tw.agent_turn("[AUTH] login failures", agent="incident-triage"):
+            executor.execute_tool_calls([
+                {"id": "c1", "type": "function",
+                 "function": {"name": "pull_auth_telemetry", "arguments": '{"service": "login", "token": "s3cr'}},
+                {"id": "c2", "type": "function",
+                 "function": {"name": "pull_auth_telemetry", "arguments": '["login", "s3cret"]'}},
+            ])
+        assert provider.exporter is not None
+        body = encode_spans(provider.exporter.get_finished_spans()).SerializeToString()  # type: ignore[attr-defined]
+    finally:
+        provider.shutdown()
+    assert b"s3cr" not in body
+    asm = TurnAssembler(grace_s=0)
+    [turn] = asm.add(decode_protobuf(body), 2**62) + asm.flush()
+    verdict = load_judge([RULES]).judge(turn)
+    kinds = {c.call_id: [v.kind.value for v in c.violations] for c in verdict.calls}
+    assert kinds["c1"] == ["malformed"]
+    assert kinds["c2"] and "malformed" not in kinds["c2"]  # JSON, but not an object
+    assert all(c.schema_valid is False for c in verdict.calls)
+
+
 @tw.tool
 def pull_billing_telemetry(log_excerpt: str) -> dict[str, int]:
     """Billing subsystem telemetry."""
