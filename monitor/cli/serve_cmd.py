@@ -150,7 +150,8 @@ def settings_from_options(opts: Mapping[str, object]) -> Settings:
     show_default=True,
     type=click.IntRange(min=1),
     envvar=env.ENV_QUEUE_SPANS,
-    help="Spans queued before requests get 503 + Retry-After.",
+    help="Tool-call and turn spans queued for assembly before requests get 503 + Retry-After (a request is taken "
+    "whole when the queue is empty).",
 )
 @option(
     "--max-body-bytes",

@@ -283,7 +283,7 @@ class Tally:
         return {t: self.precision_recall_f1(t) for t in sorted(labels)}
 
     def format_accuracy(self) -> str:
-        """`Tool call accuracy: 37/40 (92.5%)` (`n/a` when nothing was judged)."""
+        """`Tool call accuracy: 37/40 (92.5%)` (`absent` when nothing was judged, as every ratio over 0)."""
         acc = ratio(self.correct, self.judged_calls)
-        pct = "n/a" if acc is None else f"{acc * 100:.1f}%"
+        pct = "absent" if acc is None else f"{acc * 100:.1f}%"
         return f"Tool call accuracy: {self.correct}/{self.judged_calls} ({pct})"

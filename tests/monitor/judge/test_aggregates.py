@@ -139,7 +139,7 @@ def test_zero_denominators_are_absent() -> None:
     empty = Tally()
     assert set(empty.ratios()) == set(FIGURES)
     assert all(v is None for v in empty.ratios().values())
-    assert empty.format_accuracy() == "Tool call accuracy: 0/0 (n/a)"
+    assert empty.format_accuracy() == "Tool call accuracy: 0/0 (absent)"
     assert empty.precision_recall_f1("a") == (None, None, None)
 
 

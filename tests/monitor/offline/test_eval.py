@@ -382,7 +382,7 @@ def test_cli_captures_plain_opentelemetry_spans_of_an_application_that_set_the_s
     assert "application exporter: 6 spans" in res.stderr  # its invoke_agent and execute_tool span of each case
     assert "WARNING" not in res.stderr
     res = _toolwatch(*args, cwd=tmp_path, env={"OWN_PROVIDER": "custom"})
-    assert "Tool call accuracy: 0/0 (n/a)" in res.stdout  # none of the agent's own spans is seen
+    assert "Tool call accuracy: 0/0 (absent)" in res.stdout  # none of the agent's own spans is seen
     (line,) = [ln for ln in res.stderr.splitlines() if "WARNING" in ln]
     assert "(CustomProvider) that is not the OpenTelemetry SDK's TracerProvider" in line
     assert "set an opentelemetry.sdk.trace.TracerProvider as the global provider" in line
