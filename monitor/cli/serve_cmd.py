@@ -150,8 +150,7 @@ def settings_from_options(opts: Mapping[str, object]) -> Settings:
     show_default=True,
     type=click.IntRange(min=1),
     envvar=env.ENV_QUEUE_SPANS,
-    help="Tool-call and turn spans queued for assembly before requests get 503 + Retry-After (a request is taken "
-    "whole when the queue is empty).",
+    help="Tool-call and turn spans queued before requests get 503 + Retry-After (an empty queue takes any request).",
 )
 @option(
     "--max-body-bytes",
