@@ -163,19 +163,22 @@ class SchemaValidator:
             logger.info("fast validator unavailable for schema; using jsonschema")
             self.fast = None
 
-    def is_valid(self, instance: Any) -> bool:
-        """Reference-equivalent answer: fast path when it accepts, reference otherwise."""
+    def _fast_accepts(self, instance: Any) -> bool:
         if self.fast is not None:
             try:
-                if self.fast.is_valid(instance):
-                    return True
+                return bool(self.fast.is_valid(instance))
             except Exception:  # noqa: BLE001 - e.g. values jsonschema_rs cannot convert
                 pass
-        return bool(self.reference.is_valid(instance))
+        return False
+
+    def is_valid(self, instance: Any) -> bool:
+        """Reference-equivalent answer: fast path when it accepts, reference otherwise."""
+        return self._fast_accepts(instance) or bool(self.reference.is_valid(instance))
 
     def violations(self, instance: Any) -> tuple[SchemaViolation, ...]:
-        """Empty when valid; otherwise the classified violations (at most MAX_VIOLATIONS)."""
-        if self.is_valid(instance):
+        """Empty when valid (as is_valid answers); otherwise the classified violations (at most MAX_VIOLATIONS).
+        Each validator runs once: the reference's errors are its answer (it is valid iff it finds none)."""
+        if self._fast_accepts(instance):
             return ()
         out = []
         for err in self.reference.iter_errors(instance):
@@ -183,4 +186,4 @@ class SchemaValidator:
             out.append(SchemaViolation(classify(err), path, err.message[:300]))
             if len(out) >= MAX_VIOLATIONS:
                 break
-        return tuple(out) or (SchemaViolation(ViolationKind.OTHER, "", "invalid"),)
+        return tuple(out)

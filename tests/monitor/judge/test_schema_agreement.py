@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from monitor.judge._parse import schema_result
 from monitor.judge._schema import SchemaValidator, flat_form
 from monitor.rules import load_rules
 from tests.monitor.judge.helpers import RULES
@@ -124,3 +125,41 @@ _STR = {"type": "string"}
 def test_flat_form_takes_the_usual_shape_only(schema: dict[str, Any], flat: Any) -> None:
     """The C plans check only the shapes flat_form takes, each with the reference's own checks."""
     assert flat_form(schema) == flat
+
+
+class Counting:
+    """A validator that counts the calls of each method."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.calls: dict[str, int] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.inner, name)
+
+        def counted(*args: Any) -> Any:
+            self.calls[name] = self.calls.get(name, 0) + 1
+            return method(*args)
+
+        return counted
+
+
+@pytest.mark.parametrize(
+    ("instance", "want"),
+    [
+        ({"log_excerpt": "x"}, (True, ())),
+        ({"excerpt": "x"}, (False, ("additional", "required"))),
+        ({"log_excerpt": "x", "window_minutes": 1.5}, (False, ("type",))),
+        ([], (False, ("type",))),
+    ],
+)
+def test_schema_result_runs_each_validator_once(instance: Any, want: tuple[bool, tuple[str, ...]]) -> None:
+    """An instance the fast validator refuses costs one pass of the reference (it finds the violations), not an
+    is_valid of each validator first and again before it (about 25 -> 10 us per invalid call)."""
+    validator = SchemaValidator(SCHEMAS["pull_auth_telemetry"])
+    fast, reference = Counting(validator.fast), Counting(validator.reference)
+    validator.fast, validator.reference = fast, reference
+    valid, violations = schema_result(validator, instance)
+    assert (valid, tuple(v.kind.value for v in violations)) == want
+    assert fast.calls == {"is_valid": 1}
+    assert reference.calls == ({} if valid else {"iter_errors": 1})
