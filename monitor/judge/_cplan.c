@@ -97,6 +97,58 @@ static int matches(PyObject *matcher, PyObject *s) {
     return t;
 }
 
+/* ---- the schema of the usual shape (monitor/judge/_schema.py, flat_form) ----------------------------------- */
+
+/* Whether v passes one property's checks: (kind, minLength or -1, maxLength or -1, minimum, maximum, enum), each
+ * the reference's own (the type of exactly str / int / int or float / bool, len(), <, >, ==). 1 / 0, -1 on error. */
+static int flat_property_ok(PyObject *spec, PyObject *v) {
+    if (!PyTuple_CheckExact(spec) || PyTuple_GET_SIZE(spec) != 6) return 0;
+    long kind = PyLong_AsLong(PyTuple_GET_ITEM(spec, 0));
+    if (kind == 0) { /* string */
+        if (!PyUnicode_CheckExact(v)) return 0;
+        Py_ssize_t n = PyUnicode_GET_LENGTH(v);
+        Py_ssize_t lo = PyLong_AsSsize_t(PyTuple_GET_ITEM(spec, 1)), hi = PyLong_AsSsize_t(PyTuple_GET_ITEM(spec, 2));
+        if ((lo == -1 || hi == -1) && PyErr_Occurred()) return -1;
+        if (n < lo || (hi >= 0 && n > hi)) return 0;
+        PyObject *en = PyTuple_GET_ITEM(spec, 5);
+        return en == Py_None ? 1 : PySet_Contains(en, v);
+    }
+    if (kind == 3) return PyBool_Check(v);
+    if (kind != 1 && kind != 2) return kind == -1 && PyErr_Occurred() ? -1 : 0;
+    if (!PyLong_CheckExact(v) && !(kind == 2 && PyFloat_CheckExact(v))) return 0;
+    PyObject *low = PyTuple_GET_ITEM(spec, 3), *high = PyTuple_GET_ITEM(spec, 4);
+    int below = low != Py_None ? PyObject_RichCompareBool(v, low, Py_LT) : 0;
+    if (below != 0) return below < 0 ? -1 : 0;
+    int above = high != Py_None ? PyObject_RichCompareBool(v, high, Py_GT) : 0;
+    return above < 0 ? -1 : !above;
+}
+
+/* Whether the dict p surely validates against the flat form (closed, required, properties): 1, or 0 when not
+ * sure (the fast validator and the reference then decide), -1 on error. */
+static int flat_valid(PyObject *form, PyObject *p) {
+    if (!PyTuple_CheckExact(form) || PyTuple_GET_SIZE(form) != 3) return 0;
+    PyObject *required = PyTuple_GET_ITEM(form, 1), *props = PyTuple_GET_ITEM(form, 2);
+    int closed = PyTuple_GET_ITEM(form, 0) == Py_True;
+    if (!PyTuple_CheckExact(required) || !PyDict_CheckExact(props)) return 0;
+    for (Py_ssize_t i = 0, n = PyTuple_GET_SIZE(required); i < n; i++) {
+        int has = PyDict_Contains(p, PyTuple_GET_ITEM(required, i));
+        if (has <= 0) return has;
+    }
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(p, &pos, &key, &value)) {
+        PyObject *spec = PyUnicode_CheckExact(key) ? PyDict_GetItemWithError(props, key) : NULL;
+        if (spec == NULL) {
+            if (PyErr_Occurred()) return -1;
+            if (closed || !PyUnicode_CheckExact(key)) return 0;
+            continue;
+        }
+        int ok = flat_property_ok(spec, value);
+        if (ok <= 0) return ok;
+    }
+    return 1;
+}
+
 /* ---- the plan object --------------------------------------------------------------------------------------- */
 
 /* What the closures capture, in the order of Plan's `fixed` and `call` tuples (see _plan.py, _c_plan). */
@@ -106,7 +158,7 @@ enum {
     F_FORBIDDEN, F_OVER_CALLING, F_CONFUSION, F_EXPECTED_BY_TOOL, F_E2E, F_WHY_PASSED, F_WHY_FAILED, F_RESPOND,
     F_RESP_ONE, F_RESP_ALL,
     F_FIXED_END,
-    F_OUTCOME = F_FIXED_END, F_KNOWN, F_SLOT, F_VALIDATOR, F_FAST, F_CHECKS, F_ARG, F_EXPECTED, F_MATCHER,
+    F_OUTCOME = F_FIXED_END, F_KNOWN, F_SLOT, F_VALIDATOR, F_FAST, F_FLAT, F_CHECKS, F_ARG, F_EXPECTED, F_MATCHER,
     F_MISSES, F_SCAN,
     F_N
 };
@@ -250,8 +302,9 @@ static PyObject *run_one_call(Plan *self, PyObject *turn) {
 
     /* the schema: the compiled validator's answer when it accepts, else schema_result(validator, p) */
     if (o[F_VALIDATOR] != Py_None) {
-        int accepted = 0;
-        if (o[F_FAST] != Py_None && PyDict_CheckExact(p)) {
+        int accepted = o[F_FLAT] != Py_None && PyDict_CheckExact(p) ? flat_valid(o[F_FLAT], p) : 0;
+        if (accepted < 0) goto done;
+        if (!accepted && o[F_FAST] != Py_None && PyDict_CheckExact(p)) {
             PyObject *margs[2] = {o[F_FAST], p};
             PyObject *r = PyObject_VectorcallMethod(s_is_valid, margs, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
             if (r == NULL) {

@@ -43,6 +43,5 @@ def schema_result(validator: SchemaValidator | None, parsed: Any) -> tuple[bool 
         return None, ()
     if isinstance(parsed, Malformed):
         return False, (SchemaViolation(ViolationKind.MALFORMED, "", parsed.message),)
-    if validator.is_valid(parsed):
-        return True, ()
-    return False, validator.violations(parsed)
+    violations = validator.violations(parsed)
+    return (False, violations) if violations else (True, ())

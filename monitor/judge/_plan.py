@@ -316,6 +316,7 @@ def one_call(  # noqa: C901 - the closure's straight line is the point
         exp, rule, alternative, missed, expected_calls, max_calls, selection_ok, seq_ok, seq_score, forbidden,
         over_calling, confusion, expected_by_tool, e2e_names, why_passed, why_failed, respond, resp_one, resp_all,
     )
-    call = (outcome, known, slot, validator, fast, checks, arg, expected, arg_matcher, misses, scan)
+    flat = validator.flat if validator is not None else None
+    call = (outcome, known, slot, validator, fast, flat, checks, arg, expected, arg_matcher, misses, scan)
     # fmt: on
     return cast(Plan, _C.Plan(run, fixed, call))

@@ -1,7 +1,8 @@
 """JSON Schema adherence of tool arguments.
 
 `jsonschema` is the reference. A compiled `jsonschema_rs` validator answers the common (valid) case fast;
-any instance it rejects, or cannot handle, goes to `jsonschema`, which also classifies the violations.
+any instance it rejects, or cannot handle, goes to `jsonschema`, which also classifies the violations. The C plans
+(monitor/judge/_cplan.c) answer before both for schemas of the usual shape of tool arguments (see `flat_form`).
 
 The reference runs the schema's regexes (`pattern`, `patternProperties`, and through them `additionalProperties`)
 in RE2, not in Python's backtracking `re`: linear time on any argument. Schemas are checked before they get here
@@ -12,9 +13,10 @@ in RE2, not in Python's backtracking `re`: linear time on any argument. Schemas 
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Iterator, Mapping
 from functools import lru_cache
-from typing import Any
+from typing import Any, cast
 
 import jsonschema
 import jsonschema_rs
@@ -84,6 +86,65 @@ _Reference = jsonschema.validators.extend(  # type: ignore[no-untyped-call]
 )
 
 
+# What flat_form accepts: keywords that only annotate, and the checks of a property by its type.
+_NOTES = frozenset({"description", "title", "default", "examples"})
+_FLAT_TOP = _NOTES | {"type", "properties", "required", "additionalProperties"}
+_FLAT_KINDS = {"string": 0, "integer": 1, "number": 2, "boolean": 3}
+_FLAT_KEYS = {
+    "string": _NOTES | {"type", "minLength", "maxLength", "enum"},
+    "integer": _NOTES | {"type", "minimum", "maximum"},
+    "number": _NOTES | {"type", "minimum", "maximum"},
+    "boolean": _NOTES | {"type"},
+}
+_FlatProperty = tuple[int, int, int, Any, Any, frozenset[str] | None]
+FlatForm = tuple[bool, tuple[str, ...], dict[str, _FlatProperty]]
+
+
+def _flat_property(schema: Any) -> _FlatProperty | None:
+    """(kind, minLength or -1, maxLength or -1, minimum, maximum, enum) of a property's schema, or None."""
+    if not isinstance(schema, Mapping):
+        return None
+    kind = schema.get("type", "string" if "enum" in schema else None)  # an enum of strings alone: a string in it
+    if not isinstance(kind, str) or kind not in _FLAT_KINDS or not set(schema) <= _FLAT_KEYS[kind]:
+        return None
+    if any(
+        k in schema and not (type(schema[k]) is int and 0 <= schema[k] <= sys.maxsize)
+        for k in ("minLength", "maxLength")
+    ):
+        return None
+    if any(k in schema and type(schema[k]) not in (int, float) for k in ("minimum", "maximum")):
+        return None
+    enum = schema.get("enum")
+    if "enum" in schema and not (isinstance(enum, list) and all(type(e) is str for e in enum)):
+        return None
+    low, high = schema.get("minimum"), schema.get("maximum")
+    lengths = schema.get("minLength", -1), schema.get("maxLength", -1)
+    return _FLAT_KINDS[kind], *lengths, low, high, None if enum is None else frozenset(enum)
+
+
+def flat_form(schema: Mapping[str, Any]) -> FlatForm | None:
+    """The usual schema of tool arguments in a form the C plans check without converting the arguments: an object
+    whose properties are strings (minLength, maxLength, enum; or an enum of strings alone), integers or numbers
+    (minimum, maximum) or booleans, with `required` and `additionalProperties` true or false: (closed, required,
+    properties). None for any other schema (a keyword more, a type list, a `$ref`, ...).
+
+    An instance that passes these checks is valid for the reference (each check is the reference's own: the type
+    of exactly str / int / int or float / bool, len(), <, >, ==), so the C plans take that answer; any other
+    instance goes to the fast validator and the reference as before."""
+    if schema.get("type") != "object" or not set(schema) <= _FLAT_TOP:
+        return None
+    properties, required = schema.get("properties", {}), schema.get("required", [])
+    additional = schema.get("additionalProperties", True)
+    if not isinstance(properties, Mapping) or type(additional) is not bool:
+        return None
+    if not isinstance(required, list) or not all(type(r) is str for r in required):
+        return None
+    flat = {name: _flat_property(sub) for name, sub in properties.items()}
+    if not all(type(name) is str for name in flat) or None in flat.values():
+        return None
+    return not additional, tuple(required), cast(dict[str, _FlatProperty], flat)
+
+
 def classify(error: jsonschema.ValidationError) -> ViolationKind:
     return _KINDS.get(str(error.validator), ViolationKind.OTHER)
 
@@ -91,29 +152,33 @@ def classify(error: jsonschema.ValidationError) -> ViolationKind:
 class SchemaValidator:
     """One tool's compiled validators."""
 
-    __slots__ = ("fast", "reference")
+    __slots__ = ("fast", "reference", "flat")
 
     def __init__(self, schema: Mapping[str, Any]) -> None:
         self.reference = _Reference(schema)
+        self.flat = flat_form(schema)
         try:
             self.fast: Any = jsonschema_rs.Draft202012Validator(dict(schema))
         except Exception:  # noqa: BLE001 - schema the fast validator does not support: reference only
             logger.info("fast validator unavailable for schema; using jsonschema")
             self.fast = None
 
-    def is_valid(self, instance: Any) -> bool:
-        """Reference-equivalent answer: fast path when it accepts, reference otherwise."""
+    def _fast_accepts(self, instance: Any) -> bool:
         if self.fast is not None:
             try:
-                if self.fast.is_valid(instance):
-                    return True
+                return bool(self.fast.is_valid(instance))
             except Exception:  # noqa: BLE001 - e.g. values jsonschema_rs cannot convert
                 pass
-        return bool(self.reference.is_valid(instance))
+        return False
+
+    def is_valid(self, instance: Any) -> bool:
+        """Reference-equivalent answer: fast path when it accepts, reference otherwise."""
+        return self._fast_accepts(instance) or bool(self.reference.is_valid(instance))
 
     def violations(self, instance: Any) -> tuple[SchemaViolation, ...]:
-        """Empty when valid; otherwise the classified violations (at most MAX_VIOLATIONS)."""
-        if self.is_valid(instance):
+        """Empty when valid (as is_valid answers); otherwise the classified violations (at most MAX_VIOLATIONS).
+        Each validator runs once: the reference's errors are its answer (it is valid iff it finds none)."""
+        if self._fast_accepts(instance):
             return ()
         out = []
         for err in self.reference.iter_errors(instance):
@@ -121,4 +186,4 @@ class SchemaValidator:
             out.append(SchemaViolation(classify(err), path, err.message[:300]))
             if len(out) >= MAX_VIOLATIONS:
                 break
-        return tuple(out) or (SchemaViolation(ViolationKind.OTHER, "", "invalid"),)
+        return tuple(out)

@@ -63,6 +63,16 @@ catalog:
     - name: c
     - name: z
       schema: {type: object, properties: {s: {type: string, minLength: 1}}, required: [s]}
+    - name: n
+      schema:
+        type: object
+        properties:
+          k: {type: number, minimum: -1.5, maximum: 3}
+          x: {type: integer, minimum: 0, maximum: 10, description: a count}
+          s: {type: string, minLength: 1, maxLength: 3, enum: [a, é, abc, abcd]}
+          u: {enum: [ok, x1]}
+          b: {type: boolean}
+        required: [s]
 expect:
   - id: R1
     when: {prefix: "[R01]"}
@@ -102,10 +112,13 @@ expect:
     when: {prefix: "[R10]"}
     call: [{tool: a, args: {s: {regex: '\d'}}}, {tool: b, min: 0}]
     respond: [{contains: "x", regex: 'x\d'}]
+  - id: R11
+    when: {prefix: "[R11]"}
+    call: [{tool: n}]
 forbid:
   - tool: b
 """
-PREFIXES = [f"[R{k}]" for k in range(1, 11)] + ["[A]", "[ARG1]", "[NONE]", "[OPT]", "[ANY]", "", "nothing"]
+PREFIXES = [f"[R{k:02d}]" for k in range(1, 12)] + ["[A]", "[ARG1]", "[NONE]", "[OPT]", "[ANY]", "", "nothing"]
 
 VALUES = st.one_of(
     st.sampled_from(["", " ", "\t\n", "\x0b", " \x1c ", "a b", "A-b", "hello", "helo", "y", "é", "\ud800", "a\udfff"]),
@@ -131,7 +144,8 @@ def _arguments(draw: Any) -> str | None:
             st.sampled_from(["null", "true", "1e999", '{"s": "\\ud800"}', '{"s": 1, "s": "x"}', "[" * 3000])
         )
         return odd
-    keys = draw(st.lists(st.sampled_from(["s", "x", "k", "log_excerpt", "window_minutes"]), max_size=3, unique=True))
+    names = st.sampled_from(["s", "x", "k", "u", "b", "log_excerpt", "window_minutes"])
+    keys = draw(st.lists(names, max_size=3, unique=True))
     obj = {k: draw(VALUES) for k in keys}
     return json.dumps(obj, ensure_ascii=draw(st.booleans()))
 
@@ -394,6 +408,45 @@ def test_without_the_fast_validator(tmp_path: Path) -> None:
                 validator.fast = None
     for args in ['{"s": "x"}', '{"x": "no"}', "[]", '{"s": " "}']:
         trio.check(Turn("[R01] q", (ToolCall("a", arguments=args),), output_text="Result: x"))
+
+
+class CountingFast:
+    """A fast validator that counts the instances it is asked about."""
+
+    def __init__(self, fast: Any) -> None:
+        self.fast, self.asked = fast, 0
+
+    def is_valid(self, instance: Any) -> bool:
+        self.asked += 1
+        return bool(self.fast.is_valid(instance))
+
+
+@pytest.mark.parametrize(
+    ("args", "in_c"),
+    [
+        ('{"s": "abc", "x": 10, "k": -1.5, "u": "ok", "b": false, "other": [1]}', True),  # every check passes
+        ('{"s": "a"}', True),
+        ('{"s": "abcd"}', False),  # in the enum, longer than maxLength: invalid
+        ('{"s": "a", "x": 2.0}', False),  # an integral float: the fast validator and the reference decide
+        ('{"s": "a", "x": 11}', False),
+        ('{"s": "a", "k": 3.5}', False),
+        ('{"s": "a", "b": 1}', False),
+        ('{"s": "a", "u": "OK"}', False),
+        ('{"x": 1}', False),  # required s missing
+    ],
+)
+def test_flat_schemas_are_checked_in_c(args: str, in_c: bool, tmp_path: Path) -> None:
+    """A schema of the usual shape (monitor.judge._schema.flat_form) is checked by the C plan itself: the fast
+    validator is asked only about arguments that do not pass it, and the verdicts stay the Python plans'."""
+    trio = Trio(_branch_paths(tmp_path))
+    validator = trio.c._scopes.get("", trio.c._all).turn_tools.validators["n"]
+    assert validator.flat is not None
+    counting = validator.fast = CountingFast(validator.fast)
+    turn = Turn("[R11] q", (ToolCall("n", call_id="c0", arguments=args),), trace_id="t", span_id="s")
+    trio.check(turn)  # also runs the Python closures, which ask the fast validator
+    counting.asked = 0
+    trio.c.judge(turn)
+    assert (counting.asked == 0) == in_c
 
 
 class CountingJudge(Judge):
