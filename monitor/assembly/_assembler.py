@@ -3,7 +3,10 @@
 A call belongs to its nearest `invoke_agent` ancestor in the same trace (calls may sit under
 intermediate spans, so parent links of every span of a pending trace are kept). A turn is complete
 once its span has arrived (spans are exported when they end) plus a grace period for late children.
-Calls whose turn never arrives are released alone, as one turnless turn per trace, after a timeout.
+Calls whose turn never arrives are released alone, as one turnless turn per trace, after a timeout counted from the
+arrival of the first call the trace holds (or from the release of the turn that left them). A call found under a
+turn already released by then is a late call; a turn arriving after its calls were released alone is a late turn:
+judged now, it would count the calls it got as missed, so it is dropped and counted.
 Pending traces are bounded: the oldest is released early and counted as evicted. So is one trace: at most
 `max_calls_per_trace` calls and pending turns, and `SPANS_PER_CALL` times as many parent links; spans past
 that are dropped and counted.
@@ -33,7 +36,7 @@ class _Trace:
     released by poll, emptied and reused (at most _SPARE_MAX kept)."""
 
     __slots__ = ("first_seen_ns", "calls", "turns", "parents")
-    first_seen_ns: int
+    first_seen_ns: int  # arrival of its first span, or of its first call held, or release of a turn that left calls
     calls: list[ToolCall]
     turns: dict[str, Turn]  # turn span id -> turn record (no calls yet)
     parents: dict[str, str]  # span id -> parent span id (every span seen)
@@ -45,6 +48,7 @@ class AssemblerStats:
     turnless_completed: int = 0
     evicted: int = 0  # pending traces released early because the bound was reached
     late_calls: int = 0  # calls that arrived after their turn had been released (dropped, counted)
+    late_turns: int = 0  # turns that arrived after their calls had been released as turnless (dropped, counted)
     oversized_calls: int = 0  # calls beyond max_calls_per_trace (dropped, counted)
     duplicates: int = 0  # tool or turn spans received again (an exporter retry): dropped, counted
     oversized_spans: int = 0  # turn and other spans beyond a trace's bounds (dropped, counted)
@@ -52,6 +56,14 @@ class AssemblerStats:
 
 def _call_key(c: ToolCall) -> tuple[int, str]:
     return (c.start_ns, c.span_id)
+
+
+def _remember(keys: set[str], order: deque[str], key: str, most: int) -> None:
+    """Add key to a bounded set whose keys `order` holds oldest first; the oldest is forgotten past `most`."""
+    keys.add(key)
+    order.append(key)
+    if len(order) > most:
+        keys.discard(order.popleft())
 
 
 class TurnAssembler:
@@ -89,6 +101,10 @@ class TurnAssembler:
         self._released: set[str] = set()
         self._released_order: deque[str] = deque()
         self._released_max = 65_536
+        # Trace id + span id where the parent chains of calls released as turnless broke (their turn, usually): that
+        # turn arriving later is a late turn. Bounded as the released keys are.
+        self._orphaned: set[str] = set()
+        self._orphaned_order: deque[str] = deque()
         self._spare: list[_Trace] = []  # released traces, emptied, for new ones (fewer allocations, less GC)
 
     def next_deadline_ns(self) -> int | None:
@@ -166,12 +182,18 @@ class TurnAssembler:
                 elif len(tr.calls) >= max_calls:
                     stats.oversized_calls += 1
                 else:
+                    if not tr.calls and tr.first_seen_ns != now_ns:  # the turnless timeout counts from here
+                        tr.first_seen_ns = now_ns
+                        traces.move_to_end(tid)
                     tr.calls.append(r)
             elif isinstance(r, Turn):
                 sid = r.span_id
                 turns = tr.turns
                 if sid in turns or tid + sid in released:
                     stats.duplicates += 1
+                    continue
+                if tid + sid in self._orphaned:
+                    stats.late_turns += 1
                     continue
                 if len(turns) >= max_calls:
                     stats.oversized_spans += 1
@@ -226,7 +248,7 @@ class TurnAssembler:
                     for sid in sorted(sids):
                         tr = traces.get(tid)
                         if tr is not None and sid in tr.turns:
-                            self._release_turn(tid, tr, sid, out, False)
+                            self._release_turn(tid, tr, sid, out, now_ns)
                     continue
                 tr = traces.get(tid)
                 if tr is None:
@@ -259,7 +281,7 @@ class TurnAssembler:
                             spare.append(tr)
                         continue
                 if sids in turns:
-                    self._release_turn(tid, tr, sids, out, False)
+                    self._release_turn(tid, tr, sids, out, now_ns)
             self._pending_turns -= done
             self.stats.turns_completed += done
         cutoff = now_ns - self.turnless_timeout_ns
@@ -280,7 +302,7 @@ class TurnAssembler:
         out: list[Turn] = []
         for tid, tr in list(self._traces.items()):
             for sid in sorted(tr.turns, key=lambda s: tr.turns[s].start_ns):
-                self._release_turn(tid, tr, sid, out, True)
+                self._release_turn(tid, tr, sid, out, None)
             self._release_turnless(tid, tr, out)
         self._traces.clear()
         self._pending_turns = 0
@@ -292,7 +314,7 @@ class TurnAssembler:
         tid, tr = self._traces.popitem(last=False)
         self.stats.evicted += 1
         for sid in sorted(tr.turns, key=lambda s: tr.turns[s].start_ns):
-            self._release_turn(tid, tr, sid, out, True)
+            self._release_turn(tid, tr, sid, out, None)
         self._release_turnless(tid, tr, out)
 
     def _owner(self, tr: _Trace, call: ToolCall) -> str | None:
@@ -314,7 +336,9 @@ class TurnAssembler:
                 return only.span_id
         return None
 
-    def _release_turn(self, tid: str, tr: _Trace, sid: str, out: list[Turn], keep_trace: bool) -> None:
+    def _release_turn(self, tid: str, tr: _Trace, sid: str, out: list[Turn], now_ns: int | None) -> None:
+        """Release the turn `sid` with its calls. With now_ns (a poll), a trace left empty is dropped, and calls left
+        (of other turns) wait for theirs a whole turnless timeout from now; None (flush, eviction) keeps the trace."""
         calls = tr.calls
         mine = calls
         rest: list[ToolCall] = []
@@ -335,21 +359,44 @@ class TurnAssembler:
         turn.calls = tuple(mine)
         out.append(turn)
         self.stats.turns_completed += 1
-        key = tid + sid  # never in the set: a turn is taken only when not released, and released once
-        released = self._released
-        released.add(key)
-        order = self._released_order
-        order.append(key)
-        if len(order) > self._released_max:
-            released.discard(order.popleft())
-        if not keep_trace and not turns and not rest:
+        # tid + sid is never in the set: a turn is taken only when not released, and released once
+        _remember(self._released, self._released_order, tid + sid, self._released_max)
+        if now_ns is None:
+            return
+        if rest:
+            tr.first_seen_ns = now_ns
+            self._traces.move_to_end(tid)
+        elif not turns:
             self._traces.pop(tid, None)
+
+    def _top(self, tid: str, tr: _Trace, sid: str) -> str:
+        """Up the chain of parents from `sid`: the first released turn on the way, else the span where the chain
+        breaks (the span not received, or the root's empty parent id)."""
+        parents = tr.parents
+        released = self._released
+        for _ in range(64):
+            nxt = parents.get(sid)
+            if nxt is None or tid + sid in released:
+                break
+            sid = nxt
+        return sid
 
     def _release_turnless(self, tid: str, tr: _Trace, out: list[Turn]) -> None:
         if not tr.calls:
             return
-        calls = sorted(tr.calls, key=_call_key)
+        calls: list[ToolCall] = []
+        for c in tr.calls:
+            key = tid + self._top(tid, tr, c.parent_span_id)
+            if key in self._released:  # under an intermediate span, after its turn was released
+                self.stats.late_calls += 1
+                continue
+            calls.append(c)
+            if key != tid and key not in self._orphaned:
+                _remember(self._orphaned, self._orphaned_order, key, self._released_max)
         tr.calls = []
+        if not calls:
+            return
+        calls.sort(key=_call_key)
         out.append(
             Turn(
                 input_text="",

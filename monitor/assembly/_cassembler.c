@@ -38,11 +38,11 @@ static Py_ssize_t off_call[R_N], off_span[R_N], off_turn[U_N], off_trace[X_N];
 static PyObject *trace_attr[X_N], *s_calls;
 
 /* Names looked up on the assembler, its state and the stats. */
-static PyObject *s_traces, *s_due, *s_deadlines, *s_released, *s_order, *s_released_max, *s_spare, *s_stats,
+static PyObject *s_traces, *s_due, *s_deadlines, *s_released, *s_orphaned, *s_order, *s_released_max, *s_spare, *s_stats,
     *s_pending_turns, *s_max_pending, *s_max_calls, *s_max_links, *s_grace_ns, *s_timeout_ns, *s_evict_oldest,
     *s_release_turn, *s_release_turnless, *s_add_records_py, *s_poll_py, *s_append, *s_popleft, *s_sort, *s_clear,
-    *s_move_to_end, *s_pop, *s_setdefault, *s_parent_span_id, *s_duplicates, *s_late_calls, *s_oversized_calls,
-    *s_oversized_spans, *s_turns_completed, *kw_key;
+    *s_move_to_end, *s_pop, *s_setdefault, *s_parent_span_id, *s_duplicates, *s_late_calls, *s_late_turns,
+    *s_oversized_calls, *s_oversized_spans, *s_turns_completed, *kw_key;
 
 #define SLOT(o, off) (*(PyObject **)((char *)(o) + (off)))
 #define LIMIT (1LL << 62)
@@ -63,9 +63,10 @@ static inline int call_void(PyObject *obj, PyObject *name, PyObject *a, PyObject
     return r != NULL ? 0 : -1;
 }
 
-/* self.name(tid, tr, sid, out, False) (_release_turn) or self.name(tid, tr, out) (_release_turnless). */
-static int call_release(PyObject *self, PyObject *name, PyObject *tid, PyObject *tr, PyObject *sid, PyObject *out) {
-    PyObject *args[6] = {self, tid, tr, sid, out, Py_False};
+/* self.name(tid, tr, sid, out, now) (_release_turn) or self.name(tid, tr, out) (_release_turnless: sid NULL). */
+static int call_release(PyObject *self, PyObject *name, PyObject *tid, PyObject *tr, PyObject *sid, PyObject *out,
+                        PyObject *now) {
+    PyObject *args[6] = {self, tid, tr, sid, out, now};
     size_t n = 6;
     if (sid == NULL) args[3] = out, n = 4;
     PyObject *r = PyObject_VectorcallMethod(name, args, n | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
@@ -174,7 +175,7 @@ static inline int tr_set(PyObject *tr, int i, PyObject *v) {
 
 typedef struct {
     PyObject *self, *now_obj;                                                          /* borrowed */
-    PyObject *traces, *due_map, *deadlines, *released, *order, *spare, *stats;          /* new references */
+    PyObject *traces, *due_map, *deadlines, *released, *orphaned, *order, *spare, *stats; /* new references */
     long long now, max_pending, max_calls, max_links, grace, timeout, released_max;
 } State;
 
@@ -183,6 +184,7 @@ static void state_clear(State *s) {
     Py_CLEAR(s->due_map);
     Py_CLEAR(s->deadlines);
     Py_CLEAR(s->released);
+    Py_CLEAR(s->orphaned);
     Py_CLEAR(s->order);
     Py_CLEAR(s->spare);
     Py_CLEAR(s->stats);
@@ -226,6 +228,7 @@ static int state_load(State *s, PyObject *self, PyObject *now_obj) {
     int ok = get_exact(self, s_traces, &PyODict_Type, &s->traces) && get_exact(self, s_due, &PyDict_Type, &s->due_map) &&
              get_exact(self, s_deadlines, &PyList_Type, &s->deadlines) &&
              get_exact(self, s_released, &PySet_Type, &s->released) &&
+             get_exact(self, s_orphaned, &PySet_Type, &s->orphaned) &&
              get_exact(self, s_order, deque_type, &s->order) && get_exact(self, s_spare, &PyList_Type, &s->spare) &&
              get_exact(self, s_stats, stats_type, &s->stats) &&
              get_ll(self, s_max_pending, -LIMIT, LIMIT, &s->max_pending) &&
@@ -338,7 +341,7 @@ static int release_due(State *s, PyObject *tid, PyObject *sids, PyObject *out) {
             Py_XSETREF(tr, Py_NewRef(t));
             Py_XSETREF(turns, tr_get(tr, X_TURNS));
             int in = turns == NULL ? -1 : has(turns, sid);
-            if (in < 0 || (in && call_release(s->self, s_release_turn, tid, tr, sid, out) < 0)) goto done;
+            if (in < 0 || (in && call_release(s->self, s_release_turn, tid, tr, sid, out, s->now_obj) < 0)) goto done;
         }
         rc = 0;
         goto done;
@@ -362,7 +365,7 @@ static int release_due(State *s, PyObject *tid, PyObject *sids, PyObject *out) {
         }
     }
     in = has(turns, sids);
-    if (in < 0 || (in && call_release(s->self, s_release_turn, tid, tr, sids, out) < 0)) goto done;
+    if (in < 0 || (in && call_release(s->self, s_release_turn, tid, tr, sids, out, s->now_obj) < 0)) goto done;
     rc = 0;
 done:
     Py_XDECREF(tr);
@@ -439,7 +442,7 @@ static int poll_into(State *s, PyObject *out) {
             if (PyODict_DelItem(s->traces, tid) < 0 || (calls = tr_get(tr, X_CALLS)) == NULL) goto next;
             /* _release_turnless returns at once when the trace has no calls */
             if (!(PyList_CheckExact(calls) && PyList_GET_SIZE(calls) == 0) &&
-                call_release(s->self, s_release_turnless, tid, tr, NULL, out) < 0)
+                call_release(s->self, s_release_turnless, tid, tr, NULL, out, NULL) < 0)
                 goto next;
         }
         rc = 0;
@@ -518,9 +521,19 @@ static PyObject *trace_for(State *s, PyObject *tid, PyObject *out) {
 }
 
 typedef struct {
-    long long duplicates, late_calls, oversized_calls, oversized_spans, added;
+    long long duplicates, late_calls, late_turns, oversized_calls, oversized_spans, added;
     PyObject *due; /* this call's deadline's entries (a new reference) */
 } Counts;
+
+/* The first call a trace holds: the turnless timeout counts from now (tr.first_seen_ns = now, moved to the end),
+ * unless the trace was first seen now. */
+static int restart_timeout(State *s, PyObject *tid, PyObject *tr) {
+    PyObject *first = tr_get(tr, X_FIRST_SEEN);
+    int ne = first == NULL ? -1 : compare(first, s->now_obj, Py_NE);
+    Py_XDECREF(first);
+    if (ne <= 0) return ne;
+    return tr_set(tr, X_FIRST_SEEN, s->now_obj) < 0 || call_void(s->traces, s_move_to_end, tid, NULL) < 0 ? -1 : 0;
+}
 
 /* The record's ids are held while it is added (containers of other types run Python code). */
 static int tool_call(State *s, Counts *k, PyObject *r, PyObject *tid, PyObject *tr) {
@@ -541,8 +554,12 @@ static int tool_call(State *s, Counts *k, PyObject *r, PyObject *tid, PyObject *
         k->late_calls++;
     } else {
         if ((calls = tr_get(tr, X_CALLS)) == NULL || (n = size_of(calls)) < 0) goto done;
-        if (n >= s->max_calls) k->oversized_calls++;
-        else if (append(calls, r) < 0) goto done;
+        if (n >= s->max_calls) {
+            k->oversized_calls++;
+        } else {
+            if (n == 0 && restart_timeout(s, tid, tr) < 0) goto done;
+            if (append(calls, r) < 0) goto done;
+        }
     }
     rc = 0;
 done:
@@ -580,6 +597,11 @@ static int turn(State *s, Counts *k, PyObject *r, PyObject *tid, PyObject *tr) {
     if (in == 0) in = (key = PyUnicode_Concat(tid, sid)) == NULL ? -1 : PySet_Contains(s->released, key);
     if (in != 0) {
         k->duplicates += in > 0;
+        rc = in < 0 ? -1 : 0;
+        goto done;
+    }
+    if ((in = PySet_Contains(s->orphaned, key)) != 0) { /* its calls were released as turnless: a late turn */
+        k->late_turns += in > 0;
         rc = in < 0 ? -1 : 0;
         goto done;
     }
@@ -643,7 +665,8 @@ static int add_counts(State *s, const Counts *k) {
     const struct {
         PyObject *name;
         long long n;
-    } c[] = {{s_duplicates, k->duplicates}, {s_late_calls, k->late_calls}, {s_oversized_calls, k->oversized_calls},
+    } c[] = {{s_duplicates, k->duplicates}, {s_late_calls, k->late_calls},
+             {s_late_turns, k->late_turns}, {s_oversized_calls, k->oversized_calls},
              {s_oversized_spans, k->oversized_spans}};
     int rc = 0;
     for (size_t i = 0; i < sizeof c / sizeof c[0]; i++)
@@ -752,6 +775,7 @@ static PyObject *init(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         const char *s;
     } names[] = {
         {&s_traces, "_traces"}, {&s_due, "_due"}, {&s_deadlines, "_deadlines"}, {&s_released, "_released"},
+        {&s_orphaned, "_orphaned"},
         {&s_order, "_released_order"}, {&s_released_max, "_released_max"}, {&s_spare, "_spare"}, {&s_stats, "stats"},
         {&s_pending_turns, "_pending_turns"}, {&s_max_pending, "max_pending"}, {&s_max_calls, "max_calls_per_trace"},
         {&s_max_links, "max_links_per_trace"}, {&s_grace_ns, "grace_ns"}, {&s_timeout_ns, "turnless_timeout_ns"},
@@ -759,7 +783,7 @@ static PyObject *init(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         {&s_release_turnless, "_release_turnless"}, {&s_add_records_py, "_add_records_py"}, {&s_poll_py, "_poll_py"},
         {&s_append, "append"}, {&s_popleft, "popleft"}, {&s_sort, "sort"}, {&s_clear, "clear"},
         {&s_move_to_end, "move_to_end"}, {&s_pop, "pop"}, {&s_setdefault, "setdefault"},
-        {&s_parent_span_id, "parent_span_id"}, {&s_duplicates, "duplicates"}, {&s_late_calls, "late_calls"},
+        {&s_parent_span_id, "parent_span_id"}, {&s_duplicates, "duplicates"}, {&s_late_calls, "late_calls"}, {&s_late_turns, "late_turns"},
         {&s_oversized_calls, "oversized_calls"}, {&s_oversized_spans, "oversized_spans"},
         {&s_turns_completed, "turns_completed"}, {&s_calls, "calls"}, {&trace_attr[X_FIRST_SEEN], "first_seen_ns"},
         {&trace_attr[X_CALLS], "calls"}, {&trace_attr[X_TURNS], "turns"}, {&trace_attr[X_PARENTS], "parents"},

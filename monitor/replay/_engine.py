@@ -67,6 +67,8 @@ class Replayer:
             stats.rejected_spans[reason] = stats.rejected_spans.get(reason, 0) + n
         if decoded.spans:
             self.clock_ns = max(self.clock_ns, max(map(_END_NS, decoded.spans)))
+        # As in serving, what was due before this request arrived is released before its spans are added.
+        self._judge_all(self.assembler.poll(self.clock_ns))
         self._judge_all(self.assembler.add(decoded.spans, self.clock_ns))
 
     def finish(self) -> None:

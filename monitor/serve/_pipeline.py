@@ -25,6 +25,7 @@ VerdictHook = Callable[[Sequence[TurnVerdict]], None]
 
 DROP_QUEUE_FULL = "queue_full"
 DROP_LATE = "late_call"
+DROP_LATE_TURN = "late_turn"
 DROP_OVERSIZED = "turn_too_large"
 DROP_TRACE_TOO_LARGE = "trace_too_large"
 DROP_JUDGE_ERROR = "judge_error"
@@ -63,7 +64,7 @@ class Pipeline:
         self.capacity = settings.queue_spans
         self.turns_judged = 0
         self._wake = asyncio.Event()
-        self._seen_stats = (0, 0, 0, 0, 0)
+        self._seen_stats = (0, 0, 0, 0, 0, 0)
         self.paused = False  # while True the worker leaves the queue alone (maintenance, tests)
         metrics.pending = self._pending
         metrics.ignored_attributes = lambda: self.normalizer.ignored_attributes
@@ -164,14 +165,17 @@ class Pipeline:
 
     def _sync_stats(self) -> None:
         st = self.assembler.stats
-        late, oversized, evicted, dup, spans = self._seen_stats
+        late, late_turns, oversized, evicted, dup, spans = self._seen_stats
         ops = self.metrics.ops
         ops.dropped(DROP_LATE, st.late_calls - late)
+        ops.dropped(DROP_LATE_TURN, st.late_turns - late_turns)
         ops.dropped(DROP_OVERSIZED, st.oversized_calls - oversized)
         ops.dropped(DROP_DUPLICATE, st.duplicates - dup)
         ops.dropped(DROP_TRACE_TOO_LARGE, st.oversized_spans - spans)
         ops.turns_evicted += st.evicted - evicted
-        self._seen_stats = (st.late_calls, st.oversized_calls, st.evicted, st.duplicates, st.oversized_spans)
+        self._seen_stats = (
+            st.late_calls, st.late_turns, st.oversized_calls, st.evicted, st.duplicates, st.oversized_spans
+        )
 
     async def run(self, stop: asyncio.Event) -> None:
         """Drain the queue until `stop` is set; polls the assembler every `poll_interval_s`."""

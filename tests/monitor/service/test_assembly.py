@@ -147,3 +147,56 @@ def test_one_trace_cannot_hold_unbounded_spans_or_turns() -> None:
     # The call under the early chat span still belongs to its turn.
     done = {t.span_id: [c.name for c in t.calls] for t in a.flush()}
     assert done["t0"] == ["x"]
+
+
+def test_the_turnless_timeout_counts_from_the_first_call_not_the_first_span_of_the_trace() -> None:
+    # A span of the trace (a database query before the agent ran) arrived 29 s before the turn's call: the call still
+    # waits the whole timeout for its turn, which ends 2 s later.
+    a = TurnAssembler(grace_s=2, turnless_timeout_s=30)
+    assert a.add([other(T1, "db", "root")], 0) == []
+    assert a.add([call(T1, "c1", "t1", "x", start=28 * S, end=29 * S)], 29 * S) == []
+    assert a.poll(30 * S) == [] and a.pending_turnless == 1
+    assert a.add([turn(T1, "t1", parent="root", start=27 * S, end=31 * S)], 31 * S) == []
+    (done,) = a.poll(33 * S)
+    assert not done.turnless and [c.name for c in done.calls] == ["x"]
+    assert a.stats.turnless_completed == 0
+
+
+def test_calls_left_by_a_released_turn_wait_a_whole_timeout_for_theirs() -> None:
+    # Two turns of one conversation share the trace. The second turn's call arrives while the first is in its grace
+    # period; the first is released without it, and it waits for its own turn from then on.
+    a = TurnAssembler(grace_s=2, turnless_timeout_s=30)
+    a.add([call(T1, "c1", "m1", "first", end=2 * S), other(T1, "m1", "t1", end=3 * S)], 0)
+    a.add([turn(T1, "t1", end=10 * S)], 10 * S)
+    a.add([call(T1, "c2", "t2", "second", start=11 * S, end=11 * S)], 11 * S)
+    (first,) = a.poll(12 * S)
+    assert [c.name for c in first.calls] == ["first"]
+    assert a.poll(35 * S) == []
+    a.add([turn(T1, "t2", start=10 * S, end=35 * S)], 35 * S)
+    (second,) = a.poll(37 * S)
+    assert not second.turnless and [c.name for c in second.calls] == ["second"]
+
+
+def test_a_late_call_under_an_intermediate_span_is_counted_late_not_judged_alone() -> None:
+    a = TurnAssembler(grace_s=2, turnless_timeout_s=30)
+    a.add([turn(T1, "t1"), call(T1, "c1", "t1", "x")], 0)
+    (done,) = a.poll(2 * S)
+    assert [c.name for c in done.calls] == ["x"]
+    # A call under a chat span, both exported after the turn was judged (and the same call sent again).
+    a.add([call(T1, "c2", "m1", "y"), other(T1, "m1", "t1")], 3 * S)
+    a.add([call(T1, "c2", "m1", "y")], 4 * S)
+    assert a.poll(40 * S) == []
+    assert (a.stats.late_calls, a.stats.duplicates, a.stats.turnless_completed) == (1, 1, 0)
+    assert a.pending_traces == 0
+
+
+def test_a_turn_arriving_after_its_calls_were_judged_alone_is_dropped_and_counted() -> None:
+    # The turn outlasted the turnless timeout: its calls were judged alone. Judged now, it would count every call
+    # it expects as missed although they were made.
+    a = TurnAssembler(grace_s=2, turnless_timeout_s=30)
+    a.add([call(T1, "c1", "m1", "x", end=2 * S), other(T1, "m1", "t1", end=3 * S)], 5 * S)
+    (alone,) = a.poll(35 * S)
+    assert alone.turnless and [c.name for c in alone.calls] == ["x"]
+    assert a.add([turn(T1, "t1", end=40 * S)], 40 * S) == []
+    assert a.poll(42 * S) == [] and a.flush() == []
+    assert (a.stats.late_turns, a.stats.turns_completed, a.pending_turns) == (1, 0, 0)

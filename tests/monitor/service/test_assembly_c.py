@@ -113,6 +113,8 @@ class Side:
             {d: dict(e) for d, e in a._due.items()},
             list(a._released_order),
             a._released,
+            list(a._orphaned_order),
+            a._orphaned,
         )
 
 

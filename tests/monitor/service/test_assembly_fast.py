@@ -42,6 +42,7 @@ class Reference:
         self.pending_turns = 0
         self.due: list[tuple[int, str, str]] = []
         self.released: OrderedDict[str, None] = OrderedDict()
+        self.orphaned: OrderedDict[str, None] = OrderedDict()
         self.released_max = released_max
 
     def add_records(self, records: Iterable[ToolCall | Turn | Span], now: int) -> list[Turn]:
@@ -54,20 +55,13 @@ class Reference:
                     self.evict_oldest(out)
                 tr = self.traces[tid] = RefTrace(now)
             if isinstance(r, ToolCall):
-                if r.span_id in tr.parents:
-                    self.stats.duplicates += 1
-                    continue
-                if len(tr.parents) < self.max_links:
-                    tr.parents[r.span_id] = r.parent_span_id
-                if tid + r.parent_span_id in self.released:
-                    self.stats.late_calls += 1
-                elif len(tr.calls) >= self.max_calls:
-                    self.stats.oversized_calls += 1
-                else:
-                    tr.calls.append(r)
+                self.add_call(tid, tr, r, now)
             elif isinstance(r, Turn):
                 if r.span_id in tr.turns or tid + r.span_id in self.released:
                     self.stats.duplicates += 1
+                    continue
+                if tid + r.span_id in self.orphaned:
+                    self.stats.late_turns += 1
                     continue
                 if len(tr.turns) >= self.max_calls:
                     self.stats.oversized_spans += 1
@@ -82,13 +76,29 @@ class Reference:
         out.extend(self.poll(now))
         return out
 
+    def add_call(self, tid: str, tr: RefTrace, r: ToolCall, now: int) -> None:
+        if r.span_id in tr.parents:
+            self.stats.duplicates += 1
+            return
+        if len(tr.parents) < self.max_links:
+            tr.parents[r.span_id] = r.parent_span_id
+        if tid + r.parent_span_id in self.released:
+            self.stats.late_calls += 1
+        elif len(tr.calls) >= self.max_calls:
+            self.stats.oversized_calls += 1
+        else:
+            if not tr.calls and tr.first_seen_ns != now:  # the turnless timeout counts from the first call held
+                tr.first_seen_ns = now
+                self.traces.move_to_end(tid)
+            tr.calls.append(r)
+
     def poll(self, now: int) -> list[Turn]:
         out: list[Turn] = []
         while self.due and self.due[0][0] <= now:
             _, tid, sid = heapq.heappop(self.due)
             tr = self.traces.get(tid)
             if tr is not None and sid in tr.turns:
-                self.release_turn(tid, tr, sid, out)
+                self.release_turn(tid, tr, sid, out, now)
         cutoff = now - self.timeout_ns
         for _ in range(len(self.traces)):
             tid, tr = next(iter(self.traces.items()))
@@ -106,7 +116,7 @@ class Reference:
         out: list[Turn] = []
         for tid, tr in list(self.traces.items()):
             for sid in sorted(tr.turns, key=lambda s: tr.turns[s].start_ns):
-                self.release_turn(tid, tr, sid, out, keep_trace=True)
+                self.release_turn(tid, tr, sid, out, None)
             self.release_turnless(tid, tr, out)
         self.traces.clear()
         self.pending_turns = 0
@@ -117,7 +127,7 @@ class Reference:
         tid, tr = self.traces.popitem(last=False)
         self.stats.evicted += 1
         for sid in sorted(tr.turns, key=lambda s: tr.turns[s].start_ns):
-            self.release_turn(tid, tr, sid, out, keep_trace=True)
+            self.release_turn(tid, tr, sid, out, None)
         self.release_turnless(tid, tr, out)
 
     def owner(self, tr: RefTrace, call: ToolCall) -> str | None:
@@ -135,7 +145,7 @@ class Reference:
                 return only.span_id
         return None
 
-    def release_turn(self, tid: str, tr: RefTrace, sid: str, out: list[Turn], keep_trace: bool = False) -> None:
+    def release_turn(self, tid: str, tr: RefTrace, sid: str, out: list[Turn], now: int | None) -> None:
         turn = tr.turns[sid]
         mine = [c for c in tr.calls if self.owner(tr, c) == sid]
         rest = [c for c in tr.calls if self.owner(tr, c) != sid]
@@ -148,14 +158,34 @@ class Reference:
         self.released[tid + sid] = None
         if len(self.released) > self.released_max:
             self.released.popitem(last=False)
-        if not keep_trace and not tr.turns and not tr.calls:
+        if now is not None and tr.calls:  # calls left wait for their turn a whole timeout from now
+            tr.first_seen_ns = now
+            self.traces.move_to_end(tid)
+        elif now is not None and not tr.turns:
             self.traces.pop(tid, None)
 
     def release_turnless(self, tid: str, tr: RefTrace, out: list[Turn]) -> None:
         if not tr.calls:
             return
-        calls = sorted(tr.calls, key=_key)
+        kept = []
+        for c in tr.calls:
+            sid = c.parent_span_id
+            for _ in range(64):  # up the chain as far as received, stopping at a released turn
+                if tid + sid in self.released or sid not in tr.parents:
+                    break
+                sid = tr.parents[sid]
+            if tid + sid in self.released:
+                self.stats.late_calls += 1
+                continue
+            kept.append(c)
+            if sid and tid + sid not in self.orphaned:
+                self.orphaned[tid + sid] = None
+                if len(self.orphaned) > self.released_max:
+                    self.orphaned.popitem(last=False)
         tr.calls = []
+        if not kept:
+            return
+        calls = sorted(kept, key=_key)
         out.append(
             Turn("", tuple(calls), trace_id=tid, start_ns=calls[0].start_ns, end_ns=max(c.end_ns for c in calls))
         )
@@ -226,6 +256,7 @@ def test_assembly_matches_the_reference(
         assert (a.pending_traces, a.pending_turns) == (len(ref.traces), ref.pending_turns)
         assert a.next_deadline_ns() == (ref.due[0][0] if ref.due else None)
         assert len(a._released) <= remember
+        assert list(a._orphaned_order) == list(ref.orphaned)
 
 
 def test_many_turns_due_together_come_out_in_trace_then_span_order() -> None:

@@ -1,0 +1,131 @@
+"""Turn assembly as real exporters drive it: a BatchSpanProcessor exporting over OTLP/HTTP into `serve` while the
+agent runs, and `toolwatch replay` of the bodies the server accepted, which must give the same figures."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import IO
+
+from click.testing import CliRunner
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.trace import Tracer
+
+from monitor.cli.replay_cmd import replay
+from monitor.otlp import request_to_json
+from tests.monitor.service.conftest import RULES, ServeFactory, scrape, value, wait_for
+
+A = "incident-triage"
+AUTH = "pull_auth_telemetry"
+GRACE, TIMEOUT = 0.3, 1.0
+
+
+class TeeExporter(SpanExporter):
+    """Exports over OTLP/HTTP and writes each batch the server accepted as one OTLP JSON line."""
+
+    def __init__(self, endpoint: str, fh: IO[str]) -> None:
+        self.otlp = OTLPSpanExporter(endpoint=endpoint, timeout=10)
+        self.fh = fh
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        result = self.otlp.export(spans)
+        if result is SpanExportResult.SUCCESS:
+            self.fh.write(request_to_json(encode_spans(spans)) + "\n")
+        return result
+
+    def shutdown(self) -> None:
+        self.otlp.shutdown()  # type: ignore[no-untyped-call]
+
+
+def _messages(role: str, text: str) -> str:
+    return json.dumps([{"role": role, "parts": [{"type": "text", "content": text}]}])
+
+
+def _turn_attrs(text: str) -> dict[str, str]:
+    return {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.agent.name": A,
+        "gen_ai.input.messages": _messages("user", text),
+        "gen_ai.output.messages": _messages("assistant", "Result: looked at it"),
+    }
+
+
+def _tool(tracer: Tracer) -> None:
+    attrs = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": AUTH,
+        "gen_ai.tool.call.id": "call_1",
+        "gen_ai.tool.type": "function",
+        "gen_ai.tool.call.arguments": json.dumps({"log_excerpt": "login failure"}),
+    }
+    with tracer.start_as_current_span(f"execute_tool {AUTH}", attributes=attrs):
+        pass
+
+
+def _serve_and_replay(serve: ServeFactory, tmp_path: Path, agent: Callable[[Tracer], None], turns: int) -> tuple[
+    Callable[..., float | None], dict[str, int]]:
+    """Runs `agent` exporting into serve (grace 0.3 s, turnless timeout 1 s) until `turns` turns were judged;
+    returns the served samples (as value(name, **labels)) and the counts of the replay of what serve accepted."""
+    _, server = serve(grace_s=GRACE, turnless_timeout_s=TIMEOUT)
+    captured = tmp_path / "received.jsonl"
+    with captured.open("w", encoding="utf-8") as fh:
+        provider = TracerProvider(resource=Resource.create({"service.name": "agent"}))
+        provider.add_span_processor(BatchSpanProcessor(TeeExporter(server.endpoint, fh), schedule_delay_millis=50))
+        agent(provider.get_tracer("tests"))
+        assert provider.force_flush(10_000)
+        provider.shutdown()
+    pipeline = server.pipeline
+    wait_for(lambda: pipeline.turns_judged >= turns and not pipeline.queued and not pipeline.assembler.pending_traces)
+    samples = scrape(server)
+    out = tmp_path / "replay.json"
+    res = CliRunner().invoke(replay, [str(captured), "--rules", str(RULES), "--grace", str(GRACE), "--turnless-timeout",
+                                      str(TIMEOUT), "--no-progress", "-q", "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    counts: dict[str, int] = json.loads(out.read_text())["counts"]
+    return (lambda name, **labels: value(samples, name, **labels)), counts
+
+
+def test_a_span_long_before_the_call_does_not_make_it_turnless(serve: ServeFactory, tmp_path: Path) -> None:
+    # The request's database span ends (and is exported) 0.7 s before the agent's call: the call still waits the
+    # whole turnless timeout (1 s) for its turn, which ends 0.6 s after it.
+    def agent(tracer: Tracer) -> None:
+        with tracer.start_as_current_span("GET /triage"):
+            with tracer.start_as_current_span("SELECT incidents"):
+                pass
+            time.sleep(0.7)
+            with tracer.start_as_current_span(f"invoke_agent {A}", attributes=_turn_attrs("[AUTH] login failure")):
+                _tool(tracer)
+                time.sleep(0.6)
+
+    v, counts = _serve_and_replay(serve, tmp_path, agent, turns=1)
+    # By hand: one [AUTH] turn, its one expected call made: correct, nothing missed, no turnless turn.
+    assert v("toolwatch_tool_calls_total", agent=A, tool=AUTH, outcome="correct") == 1
+    assert v("toolwatch_missed_calls_total", agent=A, tool=AUTH) == 0
+    assert v("toolwatch_turns_total", agent=A, judged="true") == 1
+    assert v("toolwatch_turns_total", agent="__other__", judged="false") in (None, 0)
+    assert (counts["turns"], counts["turnless_turns"], counts["correct"], counts["missed"]) == (1, 0, 1, 0)
+
+
+def test_a_turn_outlasting_the_turnless_timeout_is_not_judged_with_its_calls_missing(
+    serve: ServeFactory, tmp_path: Path
+) -> None:
+    # The call is exported at once; the turn ends 1.6 s later, past the turnless timeout (1 s): the call was judged
+    # alone by then. The turn is then a late turn, dropped and counted: judged, it would count the call as missed.
+    def agent(tracer: Tracer) -> None:
+        with tracer.start_as_current_span(f"invoke_agent {A}", attributes=_turn_attrs("[AUTH] login failure")):
+            _tool(tracer)
+            time.sleep(1.6)
+
+    v, counts = _serve_and_replay(serve, tmp_path, agent, turns=1)
+    assert v("toolwatch_missed_calls_total", agent=A, tool=AUTH) == 0
+    assert v("toolwatch_turns_total", agent=A, judged="true") == 0
+    assert v("toolwatch_turns_total", agent="__other__", judged="false") == 1  # the turnless turn
+    assert v("toolwatch_tool_calls_total", agent="__other__", tool=AUTH, outcome="unjudged") == 1
+    assert v("toolwatch_spans_dropped_total", reason="late_turn") == 1
+    assert (counts["turns"], counts["turnless_turns"], counts["missed"], counts["judged_turns"]) == (1, 1, 0, 0)
