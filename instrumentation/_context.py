@@ -82,8 +82,8 @@ class _TracerHolder:
 
     def content_limit(self, max_length: int) -> int:
         """`max_length`, or the SDK's attribute length limit where that is lower (the SDK would cut unmarked)."""
-        if not self.limit_final:  # no global provider yet: ask again, one may have been set since
-            self.attribute_limit, self.limit_final = attribute_limit(self.tracer)
+        if not self.limit_final and not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+            self.attribute_limit, self.limit_final = attribute_limit(self.tracer)  # a global provider was set since
         cap = self.attribute_limit
         return max_length if cap is None or cap >= max_length else cap
 
