@@ -10,8 +10,9 @@ from collections.abc import Callable, Sequence
 
 from monitor.assembly import TurnAssembler
 from monitor.metrics import ToolwatchMetrics, VerdictBatch
-from monitor.normalize import Normalizer
-from monitor.otlp import Span
+from monitor.normalize import REASON_NO_TOOL_NAME, Normalizer
+from monitor.otlp import REASON_BAD_ID, Span
+from monitor.otlp._json import REASON_MALFORMED
 from monitor.records import ToolCall, Turn
 from monitor.serve._rules import Rules
 from monitor.serve._settings import Settings
@@ -30,6 +31,9 @@ DROP_OVERSIZED = "turn_too_large"
 DROP_TRACE_TOO_LARGE = "trace_too_large"
 DROP_JUDGE_ERROR = "judge_error"
 DROP_DUPLICATE = "duplicate"
+DROP_REASONS = (DROP_QUEUE_FULL, DROP_LATE, DROP_LATE_TURN, DROP_OVERSIZED, DROP_TRACE_TOO_LARGE, DROP_JUDGE_ERROR,
+                DROP_DUPLICATE)
+REJECT_REASONS = (REASON_MALFORMED, REASON_BAD_ID, REASON_NO_TOOL_NAME)
 
 _CHUNK = 8192  # records handled per step before yielding to the event loop
 
@@ -67,6 +71,10 @@ class Pipeline:
         self._seen_stats = (0, 0, 0, 0, 0, 0)
         self.paused = False  # while True the worker leaves the queue alone (maintenance, tests)
         metrics.pending = self._pending
+        # Every reason's series from the start: rate() and increase() do not see a series' first value as growth.
+        for table, reasons in ((metrics.ops.spans_dropped, DROP_REASONS), (metrics.ops.spans_rejected, REJECT_REASONS)):
+            for reason in reasons:
+                table.setdefault(reason, 0)
         metrics.ignored_attributes = lambda: self.normalizer.ignored_attributes
         self.apply_labels()
 

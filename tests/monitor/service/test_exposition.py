@@ -19,6 +19,7 @@ from monitor.assembly import TurnAssembler
 from monitor.metrics import ToolwatchMetrics, names
 from monitor.records import ToolCall, Turn
 from monitor.serve import ServerThread, Settings
+from monitor.serve._pipeline import DROP_REASONS, REJECT_REASONS
 from tests.monitor.service.conftest import RULES, ServeFactory, scrape, value, wait_for
 from tests.monitor.service.http_util import post
 from tests.monitor.service.spans import new_tracer, record_turn, record_turns, to_request
@@ -53,6 +54,19 @@ def test_every_documented_metric_is_exposed(serve: ServeFactory) -> None:
         if const.isupper() and isinstance(value, str) and value.startswith("toolwatch_") and value != names.PREFIX:
             base = value.removesuffix("_total")
             assert f"# TYPE {base}" in text, value
+
+
+def test_every_drop_and_rejection_reason_is_a_series_from_the_start(serve: ServeFactory) -> None:
+    """rate() and increase() read a series' first value as no growth: a reason whose series appeared only with its
+    first dropped span hid that span (and the dashboard's drop panel showed nothing for the first late call)."""
+    _, server = serve()
+    samples = scrape(server)
+    for reason in DROP_REASONS:
+        assert value(samples, "toolwatch_spans_dropped_total", reason=reason) == 0, reason
+    for reason in REJECT_REASONS:
+        assert value(samples, "toolwatch_spans_rejected_total", reason=reason) == 0, reason
+    assert {"late_call", "late_turn", "queue_full", "duplicate"} <= set(DROP_REASONS)
+    assert {"invalid_id", "missing_tool_name", "malformed_span"} == set(REJECT_REASONS)
 
 
 def _get(url: str, **headers: str) -> tuple[bytes, dict[str, str]]:
