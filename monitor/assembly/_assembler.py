@@ -7,9 +7,11 @@ Calls whose turn never arrives are released alone, as one turnless turn per trac
 arrival of the first call the trace holds (or from the release of the turn that left them). A call found under a
 turn already released by then is a late call; a turn arriving after its calls were released alone is a late turn:
 judged now, it would count the calls it got as missed, so it is dropped and counted.
-Pending traces are bounded: the oldest is released early and counted as evicted. So is one trace: at most
-`max_calls_per_trace` calls and pending turns, and `SPANS_PER_CALL` times as many parent links; spans past
-that are dropped and counted.
+Pending traces are bounded. At the bound, the oldest trace holding only parent links (other spans: most of what a
+Collector forwards) is dropped, which judges nothing; only when none is left is the oldest trace released early and
+counted as evicted. So is one trace: at most `max_calls_per_trace` calls and pending turns, and `SPANS_PER_CALL`
+times as many parent links; spans past that are dropped and counted.
+A call judged alone is remembered (bounded, as released turns are): a copy of it (an exporter retry) is a duplicate.
 """
 
 from __future__ import annotations
@@ -46,11 +48,11 @@ class _Trace:
 class AssemblerStats:
     turns_completed: int = 0
     turnless_completed: int = 0
-    evicted: int = 0  # pending traces released early because the bound was reached
+    evicted: int = 0  # pending traces holding records released early because the bound was reached
     late_calls: int = 0  # calls that arrived after their turn had been released (dropped, counted)
     late_turns: int = 0  # turns that arrived after their calls had been released as turnless (dropped, counted)
     oversized_calls: int = 0  # calls beyond max_calls_per_trace (dropped, counted)
-    duplicates: int = 0  # tool or turn spans received again (an exporter retry): dropped, counted
+    duplicates: int = 0  # tool or turn spans received again (an exporter retry), also after judged: dropped, counted
     oversized_spans: int = 0  # turn and other spans beyond a trace's bounds (dropped, counted)
 
 
@@ -90,6 +92,11 @@ class TurnAssembler:
         self.normalizer = normalizer or Normalizer()
         self.stats = AssemblerStats()
         self._traces: OrderedDict[str, _Trace] = OrderedDict()
+        # The ids of the pending traces holding no call and no turn (parent links only), in the order of _traces: a
+        # trace made by a record it does not hold is added (one made by a call or turn it holds, the usual case,
+        # never is), and leaves when it gets its first call or turn (it then holds records until released) or is
+        # dropped. At the bound these go first.
+        self._links: OrderedDict[str, None] = OrderedDict()
         self._pending_turns = 0
         # Pending turns by deadline (turns added together share one): deadline -> {trace id: turn span id, or
         # the span ids in arrival order when the trace has several}, and a heap of the deadlines. Released in
@@ -105,6 +112,9 @@ class TurnAssembler:
         # turn arriving later is a late turn. Bounded as the released keys are.
         self._orphaned: set[str] = set()
         self._orphaned_order: deque[str] = deque()
+        # Trace id + span id of calls released as turnless: a copy arriving later is a duplicate. Bounded likewise.
+        self._judged_alone: set[str] = set()
+        self._judged_alone_order: deque[str] = deque()
         self._spare: list[_Trace] = []  # released traces, emptied, for new ones (fewer allocations, less GC)
 
     def next_deadline_ns(self) -> int | None:
@@ -148,7 +158,9 @@ class TurnAssembler:
         the calls it does not take: a subclass, unusual state or records)."""
         out: list[Turn] = []
         traces = self._traces
+        links = self._links
         released = self._released
+        judged_alone = self._judged_alone
         stats = self.stats
         max_pending = self.max_pending
         max_calls = self.max_calls_per_trace
@@ -159,6 +171,7 @@ class TurnAssembler:
         for r in records:
             tid = r.trace_id
             tr = traces.get(tid)
+            new = tr is None
             if tr is None:
                 if len(traces) >= max_pending:
                     self._evict_oldest(out)
@@ -170,48 +183,58 @@ class TurnAssembler:
                     tr.turns = {}
                     tr.parents = {}
                 tr.first_seen_ns = now_ns
+            # A record held goes on to the next; one not held ends below (a trace it made holds no record yet).
             if isinstance(r, ToolCall):
                 parents = tr.parents
                 if r.span_id in parents:
                     stats.duplicates += 1
-                    continue
-                if len(parents) < max_links:
-                    parents[r.span_id] = r.parent_span_id
-                if tid + r.parent_span_id in released:
-                    stats.late_calls += 1
-                elif len(tr.calls) >= max_calls:
-                    stats.oversized_calls += 1
                 else:
-                    if not tr.calls and tr.first_seen_ns != now_ns:  # the turnless timeout counts from here
-                        tr.first_seen_ns = now_ns
-                        traces.move_to_end(tid)
-                    tr.calls.append(r)
+                    if len(parents) < max_links:
+                        parents[r.span_id] = r.parent_span_id
+                    if tid + r.parent_span_id in released:
+                        stats.late_calls += 1
+                    elif judged_alone and tid + r.span_id in judged_alone:  # a copy of a call judged alone
+                        stats.duplicates += 1
+                    elif len(tr.calls) >= max_calls:
+                        stats.oversized_calls += 1
+                    else:
+                        if not tr.calls:
+                            if not (new or tr.turns):
+                                links.pop(tid, None)  # it holds records now
+                            if tr.first_seen_ns != now_ns:  # the turnless timeout counts from here
+                                tr.first_seen_ns = now_ns
+                                traces.move_to_end(tid)
+                        tr.calls.append(r)
+                        continue
             elif isinstance(r, Turn):
                 sid = r.span_id
                 turns = tr.turns
                 if sid in turns or tid + sid in released:
                     stats.duplicates += 1
-                    continue
-                if tid + sid in self._orphaned:
+                elif tid + sid in self._orphaned:
                     stats.late_turns += 1
-                    continue
-                if len(turns) >= max_calls:
+                elif len(turns) >= max_calls:
                     stats.oversized_spans += 1
+                else:
+                    if not (new or turns or tr.calls):
+                        links.pop(tid, None)  # it holds records now
+                    turns[sid] = r
+                    added += 1
+                    if due is None:
+                        due = self._due_at(now_ns + self.grace_ns)
+                    sids = due.setdefault(tid, sid)
+                    if sids is not sid:  # the trace has another turn due then
+                        if isinstance(sids, str):
+                            due[tid] = [sids, sid]
+                        else:
+                            sids.append(sid)
                     continue
-                turns[sid] = r
-                added += 1
-                if due is None:
-                    due = self._due_at(now_ns + self.grace_ns)
-                sids = due.setdefault(tid, sid)
-                if sids is not sid:  # the trace has another turn due then
-                    if isinstance(sids, str):
-                        due[tid] = [sids, sid]
-                    else:
-                        sids.append(sid)
             elif r.span_id in tr.parents or len(tr.parents) < max_links:
                 tr.parents[r.span_id] = r.parent_span_id
             else:
                 stats.oversized_spans += 1
+            if new:
+                links[tid] = None
         self._pending_turns += added
         out.extend(self.poll(now_ns))
         return out
@@ -294,7 +317,10 @@ class TurnAssembler:
                 traces.move_to_end(tid)
                 continue
             del traces[tid]
-            self._release_turnless(tid, tr, out)
+            if tr.calls:
+                self._release_turnless(tid, tr, out)
+            else:
+                self._links.pop(tid, None)
         return out
 
     def flush(self) -> list[Turn]:
@@ -305,12 +331,18 @@ class TurnAssembler:
                 self._release_turn(tid, tr, sid, out, None)
             self._release_turnless(tid, tr, out)
         self._traces.clear()
+        self._links.clear()
         self._pending_turns = 0
         self._due.clear()
         self._deadlines.clear()
         return out
 
     def _evict_oldest(self, out: list[Turn]) -> None:
+        """Makes room for a new trace: drops the oldest trace of parent links only (nothing to judge, not counted),
+        else releases the oldest trace early (its turns, then its calls as turnless) and counts it."""
+        if self._links:
+            del self._traces[self._links.popitem(last=False)[0]]
+            return
         tid, tr = self._traces.popitem(last=False)
         self.stats.evicted += 1
         for sid in sorted(tr.turns, key=lambda s: tr.turns[s].start_ns):
@@ -391,6 +423,7 @@ class TurnAssembler:
                 self.stats.late_calls += 1
                 continue
             calls.append(c)
+            _remember(self._judged_alone, self._judged_alone_order, tid + c.span_id, self._released_max)
             if key != tid and key not in self._orphaned:
                 _remember(self._orphaned, self._orphaned_order, key, self._released_max)
         tr.calls = []

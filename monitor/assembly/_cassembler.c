@@ -1,11 +1,11 @@
 /* TurnAssembler.add_records and TurnAssembler.poll (monitor/assembly/_assembler.py) in C, line by line.
  *
- * Both work on the assembler's own Python state (the _traces OrderedDict, the _Trace objects, _due, _deadlines,
- * _released, _released_order, _spare, stats, _pending_turns), so C and Python calls can be mixed at any time, with
- * the same released turns, in the same order, the same stats and pending counts. The rare cases are left to the
- * Python methods the reference calls (_evict_oldest, _release_turn, _release_turnless); the usual ones are done
- * here: a new trace (or a spare one), a tool call, a turn, another span; the inline release of a trace that is one
- * turn with its calls right under it; the turnless-timeout scan.
+ * Both work on the assembler's own Python state (the _traces and _links OrderedDicts, the _Trace objects, _due,
+ * _deadlines, _released, _released_order, _judged_alone, _spare, stats, _pending_turns), so C and Python calls can be
+ * mixed at any time, with the same released turns, in the same order, the same stats and pending counts. The rare
+ * cases are left to the Python methods the reference calls (_evict_oldest, _release_turn, _release_turnless); the
+ * usual ones are done here: a new trace (or a spare one), a tool call, a turn, another span; the inline release of a
+ * trace that is one turn with its calls right under it; the turnless-timeout scan.
  *
  * The whole call goes to the Python reference (_add_records_py / _poll_py) when the assembler is not exactly a
  * TurnAssembler, its state is not of the types __init__ makes, a bound is outside [-2**62, 2**62) (the grace and
@@ -38,7 +38,8 @@ static Py_ssize_t off_call[R_N], off_span[R_N], off_turn[U_N], off_trace[X_N];
 static PyObject *trace_attr[X_N], *s_calls;
 
 /* Names looked up on the assembler, its state and the stats. */
-static PyObject *s_traces, *s_due, *s_deadlines, *s_released, *s_orphaned, *s_order, *s_released_max, *s_spare, *s_stats,
+static PyObject *s_traces, *s_links, *s_judged_alone, *s_due, *s_deadlines, *s_released, *s_orphaned, *s_order,
+    *s_released_max, *s_spare, *s_stats,
     *s_pending_turns, *s_max_pending, *s_max_calls, *s_max_links, *s_grace_ns, *s_timeout_ns, *s_evict_oldest,
     *s_release_turn, *s_release_turnless, *s_add_records_py, *s_poll_py, *s_append, *s_popleft, *s_sort, *s_clear,
     *s_move_to_end, *s_pop, *s_setdefault, *s_parent_span_id, *s_duplicates, *s_late_calls, *s_late_turns,
@@ -175,12 +176,15 @@ static inline int tr_set(PyObject *tr, int i, PyObject *v) {
 
 typedef struct {
     PyObject *self, *now_obj;                                                          /* borrowed */
-    PyObject *traces, *due_map, *deadlines, *released, *orphaned, *order, *spare, *stats; /* new references */
+    PyObject *traces, *links, *due_map, *deadlines, *released, *orphaned, *judged_alone, *order, *spare,
+        *stats; /* new references */
     long long now, max_pending, max_calls, max_links, grace, timeout, released_max;
 } State;
 
 static void state_clear(State *s) {
     Py_CLEAR(s->traces);
+    Py_CLEAR(s->links);
+    Py_CLEAR(s->judged_alone);
     Py_CLEAR(s->due_map);
     Py_CLEAR(s->deadlines);
     Py_CLEAR(s->released);
@@ -225,10 +229,13 @@ static int state_load(State *s, PyObject *self, PyObject *now_obj) {
     if (asm_type == NULL || !Py_IS_TYPE(self, asm_type) || !PyLong_CheckExact(now_obj)) return 0;
     s->now = PyLong_AsLongLongAndOverflow(now_obj, &overflow);
     if (overflow != 0) return 0;
-    int ok = get_exact(self, s_traces, &PyODict_Type, &s->traces) && get_exact(self, s_due, &PyDict_Type, &s->due_map) &&
+    int ok = get_exact(self, s_traces, &PyODict_Type, &s->traces) &&
+             get_exact(self, s_links, &PyODict_Type, &s->links) &&
+             get_exact(self, s_due, &PyDict_Type, &s->due_map) &&
              get_exact(self, s_deadlines, &PyList_Type, &s->deadlines) &&
              get_exact(self, s_released, &PySet_Type, &s->released) &&
              get_exact(self, s_orphaned, &PySet_Type, &s->orphaned) &&
+             get_exact(self, s_judged_alone, &PySet_Type, &s->judged_alone) &&
              get_exact(self, s_order, deque_type, &s->order) && get_exact(self, s_spare, &PyList_Type, &s->spare) &&
              get_exact(self, s_stats, stats_type, &s->stats) &&
              get_ll(self, s_max_pending, -LIMIT, LIMIT, &s->max_pending) &&
@@ -242,6 +249,14 @@ static int state_load(State *s, PyObject *self, PyObject *now_obj) {
 }
 
 /* ---- poll -------------------------------------------------------------------------------------------------- */
+
+/* self._links.pop(tid, None): the trace holds records, or is gone. */
+static int drop_link(State *s, PyObject *tid) {
+    if (PyODict_DelItem(s->links, tid) == 0) return 0;
+    if (!PyErr_ExceptionMatches(PyExc_KeyError)) return -1;
+    PyErr_Clear();
+    return 0;
+}
 
 /* Whether every call sits right under the turn `sid`: `for c in calls: if c.parent_span_id != sid: break`. */
 static int all_under(PyObject *calls, PyObject *sid) {
@@ -440,9 +455,9 @@ static int poll_into(State *s, PyObject *out) {
                 goto next;
         } else {
             if (PyODict_DelItem(s->traces, tid) < 0 || (calls = tr_get(tr, X_CALLS)) == NULL) goto next;
-            /* _release_turnless returns at once when the trace has no calls */
-            if (!(PyList_CheckExact(calls) && PyList_GET_SIZE(calls) == 0) &&
-                call_release(s->self, s_release_turnless, tid, tr, NULL, out, NULL) < 0)
+            int any = PyObject_IsTrue(calls);
+            if (any < 0 || (any ? call_release(s->self, s_release_turnless, tid, tr, NULL, out, NULL)
+                                : drop_link(s, tid)) < 0)
                 goto next;
         }
         rc = 0;
@@ -492,9 +507,10 @@ static inline int kind_of(PyObject *r) {
     return kind;
 }
 
-/* The trace `tid` (a new reference), made (or taken from the spares) when new. */
-static PyObject *trace_for(State *s, PyObject *tid, PyObject *out) {
+/* The trace `tid` (a new reference), made (or taken from the spares) when new (then *made is set). */
+static PyObject *trace_for(State *s, PyObject *tid, PyObject *out, int *made) {
     PyObject *tr = PyDict_GetItemWithError(s->traces, tid);
+    *made = tr == NULL;
     if (tr != NULL || PyErr_Occurred()) return Py_XNewRef(tr);
     if (PyDict_GET_SIZE(s->traces) >= s->max_pending && call_void(s->self, s_evict_oldest, out, NULL) < 0)
         return NULL;
@@ -535,10 +551,11 @@ static int restart_timeout(State *s, PyObject *tid, PyObject *tr) {
     return tr_set(tr, X_FIRST_SEEN, s->now_obj) < 0 || call_void(s->traces, s_move_to_end, tid, NULL) < 0 ? -1 : 0;
 }
 
-/* The record's ids are held while it is added (containers of other types run Python code). */
-static int tool_call(State *s, Counts *k, PyObject *r, PyObject *tid, PyObject *tr) {
+/* The record's ids are held while it is added (containers of other types run Python code). tool_call and turn return
+ * 1 when the record is held (`made`: the trace was made for it), 0 when not. */
+static int tool_call(State *s, Counts *k, PyObject *r, PyObject *tid, PyObject *tr, int made) {
     PyObject *sid = Py_NewRef(SLOT(r, off_call[R_SPAN_ID])), *parent = Py_NewRef(SLOT(r, off_call[R_PARENT]));
-    PyObject *parents = tr_get(tr, X_PARENTS), *calls = NULL, *key = NULL;
+    PyObject *parents = tr_get(tr, X_PARENTS), *calls = NULL, *turns = NULL, *key = NULL;
     int rc = -1;
     if (parents == NULL) goto done;
     int in = has(parents, sid);
@@ -552,13 +569,27 @@ static int tool_call(State *s, Counts *k, PyObject *r, PyObject *tid, PyObject *
     if ((key = PyUnicode_Concat(tid, parent)) == NULL || (in = PySet_Contains(s->released, key)) < 0) goto done;
     if (in) {
         k->late_calls++;
+        rc = 0;
+        goto done;
+    }
+    if (PySet_GET_SIZE(s->judged_alone) != 0) { /* none judged alone: no key made */
+        Py_SETREF(key, PyUnicode_Concat(tid, sid));
+        if (key == NULL || (in = PySet_Contains(s->judged_alone, key)) < 0) goto done;
+    }
+    if (in) { /* a copy of a call judged alone */
+        k->duplicates++;
     } else {
         if ((calls = tr_get(tr, X_CALLS)) == NULL || (n = size_of(calls)) < 0) goto done;
         if (n >= s->max_calls) {
             k->oversized_calls++;
         } else {
-            if (n == 0 && restart_timeout(s, tid, tr) < 0) goto done;
-            if (append(calls, r) < 0) goto done;
+            if (n == 0) {
+                Py_ssize_t m = made ? 1 : (turns = tr_get(tr, X_TURNS)) == NULL ? -1 : size_of(turns);
+                if (m < 0 || (m == 0 && drop_link(s, tid) < 0)) goto done; /* it holds records now */
+                if (restart_timeout(s, tid, tr) < 0) goto done;
+            }
+            rc = append(calls, r) < 0 ? -1 : 1;
+            goto done;
         }
     }
     rc = 0;
@@ -567,6 +598,7 @@ done:
     Py_DECREF(parent);
     Py_XDECREF(parents);
     Py_XDECREF(calls);
+    Py_XDECREF(turns);
     Py_XDECREF(key);
     return rc;
 }
@@ -589,8 +621,8 @@ static PyObject *due_at(State *s) {
     return due;
 }
 
-static int turn(State *s, Counts *k, PyObject *r, PyObject *tid, PyObject *tr) {
-    PyObject *sid = Py_NewRef(SLOT(r, off_turn[U_SPAN_ID])), *turns = tr_get(tr, X_TURNS), *key = NULL;
+static int turn(State *s, Counts *k, PyObject *r, PyObject *tid, PyObject *tr, int made) {
+    PyObject *sid = Py_NewRef(SLOT(r, off_turn[U_SPAN_ID])), *turns = tr_get(tr, X_TURNS), *key = NULL, *calls = NULL;
     int rc = -1;
     if (turns == NULL) goto done;
     int in = has(turns, sid);
@@ -611,6 +643,10 @@ static int turn(State *s, Counts *k, PyObject *r, PyObject *tid, PyObject *tr) {
         k->oversized_spans++;
         rc = 0;
         goto done;
+    }
+    if (n == 0 && !made) {
+        Py_ssize_t m = (calls = tr_get(tr, X_CALLS)) == NULL ? -1 : size_of(calls);
+        if (m < 0 || (m == 0 && drop_link(s, tid) < 0)) goto done; /* it holds records now */
     }
     if (set_item(turns, sid, r) < 0) goto done;
     k->added++;
@@ -637,10 +673,11 @@ static int turn(State *s, Counts *k, PyObject *r, PyObject *tid, PyObject *tr) {
         }
     }
     Py_DECREF(sids);
-    rc = 0;
+    rc = 1;
 done:
     Py_DECREF(sid);
     Py_XDECREF(turns);
+    Py_XDECREF(calls);
     Py_XDECREF(key);
     return rc;
 }
@@ -708,17 +745,21 @@ static PyObject *add_records(PyObject *module, PyObject *const *args, Py_ssize_t
         }
         Py_ssize_t at = kind == K_CALL ? off_call[R_TRACE_ID] : kind == K_TURN ? off_turn[U_TRACE_ID] : off_span[R_TRACE_ID];
         PyObject *tid = Py_NewRef(SLOT(r, at));
-        PyObject *tr = trace_for(&s, tid, out); /* may run _evict_oldest */
-        if (tr != NULL && kind_of(r) != kind) {
+        int made;
+        PyObject *tr = trace_for(&s, tid, out, &made); /* may run _evict_oldest */
+        if (tr != NULL && kind_of(r) != kind) { /* the trace made holds no record yet, as Python finds it */
+            rc = made ? PyODict_SetItem(s.links, tid, Py_None) : 0;
             Py_DECREF(tr);
             Py_DECREF(tid);
             Py_DECREF(r);
             break;
         }
         if (tr == NULL) rc = -1;
-        else if (kind == K_CALL) rc = tool_call(&s, &k, r, tid, tr);
-        else if (kind == K_TURN) rc = turn(&s, &k, r, tid, tr);
+        else if (kind == K_CALL) rc = tool_call(&s, &k, r, tid, tr, made);
+        else if (kind == K_TURN) rc = turn(&s, &k, r, tid, tr, made);
         else rc = other(&s, &k, r, tr);
+        if (rc == 0 && made) rc = PyODict_SetItem(s.links, tid, Py_None); /* made by a record it does not hold */
+        else if (rc > 0) rc = 0;
         Py_XDECREF(tr);
         Py_DECREF(tid);
         Py_DECREF(r);
@@ -774,7 +815,8 @@ static PyObject *init(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyObject **slot;
         const char *s;
     } names[] = {
-        {&s_traces, "_traces"}, {&s_due, "_due"}, {&s_deadlines, "_deadlines"}, {&s_released, "_released"},
+        {&s_traces, "_traces"}, {&s_links, "_links"}, {&s_judged_alone, "_judged_alone"}, {&s_due, "_due"},
+        {&s_deadlines, "_deadlines"}, {&s_released, "_released"},
         {&s_orphaned, "_orphaned"},
         {&s_order, "_released_order"}, {&s_released_max, "_released_max"}, {&s_spare, "_spare"}, {&s_stats, "stats"},
         {&s_pending_turns, "_pending_turns"}, {&s_max_pending, "max_pending"}, {&s_max_calls, "max_calls_per_trace"},

@@ -142,7 +142,8 @@ def settings_from_options(opts: Mapping[str, object]) -> Settings:
     show_default=True,
     type=click.IntRange(min=1),
     envvar=env.ENV_MAX_PENDING,
-    help="Pending traces held by turn assembly; beyond it the oldest is judged early and counted.",
+    help="Pending traces held by turn assembly; beyond it a trace of other spans only is dropped, else the oldest is "
+    "judged early and counted.",
 )
 @option(
     "--queue-spans",

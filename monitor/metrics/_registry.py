@@ -269,7 +269,9 @@ class ToolwatchMetrics(Collector):
         for kind in PENDING_KINDS:
             fam_p.add_metric([kind], pending.get(kind, 0))
         yield fam_p
-        fam = CounterMetricFamily(n.TURNS_EVICTED, "Pending turns released early because the bound was reached.")
+        fam = CounterMetricFamily(
+            n.TURNS_EVICTED, "Pending traces of turns or tool calls judged early because the bound was reached."
+        )
         fam.add_metric([], ops.turns_evicted)
         yield fam
         yield ops.judge_duration.family(n.JUDGE_DURATION, "Time to judge one turn.")

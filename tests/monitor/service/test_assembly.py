@@ -200,3 +200,42 @@ def test_a_turn_arriving_after_its_calls_were_judged_alone_is_dropped_and_counte
     assert a.add([turn(T1, "t1", end=40 * S)], 40 * S) == []
     assert a.poll(42 * S) == [] and a.flush() == []
     assert (a.stats.late_turns, a.stats.turns_completed, a.pending_turns) == (1, 0, 0)
+
+
+def test_traces_of_other_spans_only_are_evicted_before_a_trace_holding_a_turn() -> None:
+    # The bound is full of traces holding only other spans (HTTP, DB spans of other requests, routed to the monitor
+    # by the Collector). The oldest pending trace holds a turn in its grace period: its first span (a DB query before
+    # the agent ran) arrived long before. A new trace must make room by dropping a trace of other spans (nothing to
+    # judge there), not by judging the turn early without the call still on its way.
+    a = TurnAssembler(grace_s=2, turnless_timeout_s=30, max_pending=3)
+    assert a.add([other(T1, "db", "root")], 0) == []
+    assert a.add([turn(T1, "t1", parent="root", start=S, end=10 * S)], 10 * S) == []
+    assert a.add([other(f"{n:032x}", "h", "") for n in (1, 2)], 10 * S) == []
+    assert a.add([other(f"{n:032x}", "h", "") for n in (3, 4)], 11 * S) == []  # the bound: two traces dropped
+    assert a.pending_traces == 3 and a.stats.evicted == 0
+    a.add([call(T1, "c1", "t1", "x", start=2 * S, end=9 * S)], 11 * S)  # its tool ran in another process
+    (done,) = a.poll(12 * S)
+    assert done.trace_id == T1 and [c.name for c in done.calls] == ["x"]
+    assert (a.stats.turns_completed, a.stats.late_calls, a.stats.evicted) == (1, 0, 0)
+
+
+def test_a_trace_holding_records_is_evicted_once_no_trace_of_other_spans_is_left() -> None:
+    a = TurnAssembler(grace_s=60, max_pending=2)
+    a.add([turn(T1, "t1"), other(T2, "h", "")], 0)
+    a.add([call(T2, "c1", "t9", "x")], 0)  # T2 holds a call now: both hold records
+    (early,) = a.add([other("3" * 32, "h", "")], S)
+    assert early.trace_id == T1 and a.stats.evicted == 1
+    assert a.add([other("4" * 32, "h", "")], S) == []  # the trace of other spans goes, T2's call stays
+    assert a.stats.evicted == 1 and a.pending_turnless == 1 and a.pending_traces == 2
+
+
+def test_a_copy_of_a_call_judged_alone_is_a_duplicate_not_judged_again() -> None:
+    # An exporter retried a request whose response was lost: the copy of a turnless call arrives after that call was
+    # judged alone.
+    a = TurnAssembler(grace_s=2, turnless_timeout_s=30)
+    a.add([call(T1, "c1", "m1", "x"), other(T1, "m1", "t1")], 0)
+    (alone,) = a.poll(30 * S)
+    assert alone.turnless and [c.name for c in alone.calls] == ["x"]
+    assert a.add([call(T1, "c1", "m1", "x")], 31 * S) == []
+    assert a.poll(70 * S) == [] and a.flush() == []
+    assert (a.stats.turnless_completed, a.stats.duplicates) == (1, 1)

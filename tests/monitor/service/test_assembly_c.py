@@ -2,9 +2,10 @@
 
 Random sequences of records, polls and flushes go to an assembler running C and to one running Python: the same
 turns must come out (the same record objects, in the same order, with the same calls), and the state must stay the
-same (traces in the same order with the same calls, turns and parent links; the due buckets, the heap, the released
-keys, stats and pending counts). C and Python calls are also mixed on one assembler. Hand cases cover each branch,
-the fallbacks (subclasses, unusual state, unusual records) and reference counts and memory over many rounds.
+same (traces in the same order with the same calls, turns and parent links; the traces of links only, the due
+buckets, the heap, the released keys, the calls judged alone, stats and pending counts). C and Python calls are also
+mixed on one assembler. Hand cases cover each branch, the fallbacks (subclasses, unusual state, unusual records) and
+reference counts and memory over many rounds.
 """
 
 from __future__ import annotations
@@ -115,6 +116,9 @@ class Side:
             a._released,
             list(a._orphaned_order),
             a._orphaned,
+            list(a._links),
+            list(a._judged_alone_order),
+            a._judged_alone,
         )
 
 
@@ -259,6 +263,22 @@ def test_several_turns_due_together_nested_calls_and_the_turnless_scan() -> None
     c, _ = hand(steps)
     # U's call sits under a span never received, inside its one turn's time: that turn's
     assert c.asm.stats.turnless_completed == 1 and not c.asm.pending_traces
+
+
+def test_traces_of_links_only_go_first_at_the_bound_and_copies_of_calls_judged_alone_are_duplicates() -> None:
+    steps: list[tuple[str, list[Spec], int]] = [
+        ("add", [("other", T, "m", "t", 0, 1), ("turn", T, "t", "", 0, 2), ("other", U, "h", "", 0, 1)], 0),
+        ("add", [("call", "x", "c", "p", 0, 1), ("other", "y", "h", "", 0, 1)], 0),  # U goes: nothing judged
+        ("poll", [], 1),  # T released, y dropped at the timeout, x's call judged alone
+        # a retried turn and a copy of the call judged alone make traces of links only
+        ("add", [("turn", T, "t", "", 0, 2), ("call", "x", "c", "p", 0, 1), ("call", "z", "c", "t", 0, 1)], 1),
+        # a late call; v makes room by dropping T (links only: the retried turn), then holds a call
+        ("add", [("call", T, "c", "t", 0, 1), ("other", "v", "h", "", 0, 1), ("call", "v", "c", "h", 0, 1)], 0),
+    ]
+    c, _ = hand(steps, max_pending=3, grace_s=1, turnless_timeout_s=1)
+    s = c.asm.stats
+    assert (s.evicted, s.turns_completed, s.turnless_completed, s.duplicates, s.late_calls) == (0, 1, 1, 2, 1)
+    assert list(c.asm._traces) == ["x", "z", "v"] and list(c.asm._links) == ["x"]  # made by a copy not held
 
 
 def test_released_keys_are_forgotten() -> None:

@@ -43,6 +43,7 @@ class Reference:
         self.due: list[tuple[int, str, str]] = []
         self.released: OrderedDict[str, None] = OrderedDict()
         self.orphaned: OrderedDict[str, None] = OrderedDict()
+        self.judged_alone: OrderedDict[str, None] = OrderedDict()
         self.released_max = released_max
 
     def add_records(self, records: Iterable[ToolCall | Turn | Span], now: int) -> list[Turn]:
@@ -84,6 +85,8 @@ class Reference:
             tr.parents[r.span_id] = r.parent_span_id
         if tid + r.parent_span_id in self.released:
             self.stats.late_calls += 1
+        elif tid + r.span_id in self.judged_alone:
+            self.stats.duplicates += 1
         elif len(tr.calls) >= self.max_calls:
             self.stats.oversized_calls += 1
         else:
@@ -124,6 +127,10 @@ class Reference:
         return out
 
     def evict_oldest(self, out: list[Turn]) -> None:
+        for tid, tr in self.traces.items():  # the oldest trace of parent links only goes first, judging nothing
+            if not tr.calls and not tr.turns:
+                del self.traces[tid]
+                return
         tid, tr = self.traces.popitem(last=False)
         self.stats.evicted += 1
         for sid in sorted(tr.turns, key=lambda s: tr.turns[s].start_ns):
@@ -178,6 +185,9 @@ class Reference:
                 self.stats.late_calls += 1
                 continue
             kept.append(c)
+            self.judged_alone[tid + c.span_id] = None
+            if len(self.judged_alone) > self.released_max:
+                self.judged_alone.popitem(last=False)
             if sid and tid + sid not in self.orphaned:
                 self.orphaned[tid + sid] = None
                 if len(self.orphaned) > self.released_max:
@@ -257,6 +267,8 @@ def test_assembly_matches_the_reference(
         assert a.next_deadline_ns() == (ref.due[0][0] if ref.due else None)
         assert len(a._released) <= remember
         assert list(a._orphaned_order) == list(ref.orphaned)
+        assert list(a._judged_alone_order) == list(ref.judged_alone)
+        assert list(a._links) == [t for t, tr in ref.traces.items() if not tr.calls and not tr.turns]
 
 
 def test_many_turns_due_together_come_out_in_trace_then_span_order() -> None:

@@ -11,10 +11,11 @@ import pytest
 from opentelemetry.exporter.otlp.proto.http import Compression
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace.export import SpanExportResult
+from opentelemetry.trace import SpanKind
 
 from monitor.otlp import read_jsonl, request_to_json
 from tests.monitor.service.conftest import Samples, ServeFactory, scrape, value, wait_for
-from tests.monitor.service.spans import Call, TurnSpec, record_turns, to_request
+from tests.monitor.service.spans import Call, TurnSpec, new_tracer, record_turns, to_request
 
 A = "incident-triage"
 AUTH, BILL, FULF, RISK, SUPP = (
@@ -166,3 +167,24 @@ def test_grpc_exporter_exact_metrics(serve: ServeFactory) -> None:
     samples = scrape(server)
     check_known_metrics(samples)
     assert value(samples, "toolwatch_requests_total", transport="grpc", code="0") == 1
+
+
+def test_traces_of_other_spans_fill_the_bound_without_counting_evictions(serve: ServeFactory) -> None:
+    # A Collector forwards everything: HTTP spans of 20 other requests (a trace each), then one agent turn, to a
+    # monitor holding at most 5 pending traces. Making room drops traces of other spans only, which judges nothing:
+    # no eviction is counted, and the turn is judged with its call.
+    _, server = serve(max_pending=5)
+    provider, tracer, exporter = new_tracer()
+    for i in range(20):
+        with tracer.start_as_current_span(f"GET /orders/{i}", kind=SpanKind.SERVER):
+            pass
+    provider.shutdown()
+    spans = list(exporter.get_finished_spans())
+    spans += record_turns([TurnSpec("[AUTH] login failure", [Call(AUTH, _args("login failure"))], output_text=OK)])
+    otlp = OTLPSpanExporter(endpoint=server.endpoint, timeout=10)
+    assert otlp.export(spans) is SpanExportResult.SUCCESS
+    otlp.shutdown()  # type: ignore[no-untyped-call]
+    wait_for(lambda: server.pipeline.turns_judged == 1)
+    samples = scrape(server)
+    assert value(samples, "toolwatch_turns_evicted_total") == 0
+    assert value(samples, "toolwatch_tool_calls_total", agent=A, tool=AUTH, outcome="correct") == 1
