@@ -31,12 +31,14 @@ MAX_LISTED_ERRORS = 10
 @click.option("--turnless-timeout", default="30s", show_default=True, type=Duration(allow_zero=True),
               metavar="DURATION",
               help="Judge calls whose turn never arrives alone after this long, as `serve --turnless-timeout`.")
+@click.option("--max-pending", default=100_000, show_default=True, type=click.IntRange(min=1),
+              help="Pending traces held by turn assembly, as `serve --max-pending` (replay a serve run that set it).")
 @click.option("--strict", is_flag=True, help="Exit 2 when any line or message cannot be decoded.")
 @click.option("--worst", type=click.IntRange(0), default=10, show_default=True, help="Failing turns to list.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @report_options
 def replay(sources: tuple[str, ...], rules: tuple[str, ...], fmt: str, grace: float, turnless_timeout: float,
-           strict: bool, worst: int, no_progress: bool, **kwargs: Any) -> None:
+           max_pending: int, strict: bool, worst: int, no_progress: bool, **kwargs: Any) -> None:
     """Replay captured spans through the live judge path and report.
 
     SOURCE is an OTLP JSON lines file (one ExportTraceServiceRequest per line, as the OpenTelemetry
@@ -65,7 +67,7 @@ def replay(sources: tuple[str, ...], rules: tuple[str, ...], fmt: str, grace: fl
         builder.add(verdict)
         builder.track(builder.tally.turns)
 
-    replayer = Replayer(judge, sink, grace_s=grace, turnless_timeout_s=turnless_timeout)
+    replayer = Replayer(judge, sink, grace_s=grace, turnless_timeout_s=turnless_timeout, max_pending=max_pending)
     with progress_bar(bytes_mode=True, disable=no_progress or options.quiet) as progress:
         task = progress.add_task("replay", total=total_bytes(paths), status="")
 

@@ -340,3 +340,26 @@ def test_cli_grace_and_turnless_timeout_take_zero_as_serve_does(
     assert "Tool call accuracy:" in res.output
     bad = CliRunner().invoke(replay, [*base, "--grace", "-1s"])
     assert bad.exit_code == 2 and "--grace" in bad.output
+
+
+def test_cli_max_pending_replays_a_serve_run_that_set_it(
+    batches: list[object], support_rules: Path, tmp_path: Path
+) -> None:
+    """Trace 1's turn span, then trace 2 whole, then trace 1's calls: held together (the default bound), trace 1's
+    calls join their turn; with room for one pending trace (`serve --max-pending 1`), trace 2 evicts trace 1, whose
+    turn is judged without its calls (missed) and whose calls then arrive late. Replay had no such option."""
+    first, second = batches[0], batches[1]
+    turn_spans = [s for s in first if s.name.startswith("invoke_agent")]  # type: ignore[attr-defined]
+    call_spans = [s for s in first if s not in turn_spans]  # type: ignore[attr-defined]
+    assert turn_spans and call_spans
+    files = write_span_files([turn_spans, second, call_spans], tmp_path / "in")
+
+    def missed(*extra: str) -> int:
+        out = tmp_path / f"report{len(extra)}.json"
+        res = CliRunner().invoke(replay, [str(files["pb"]), "--rules", str(support_rules), "--no-progress", "-q",
+                                          "--json", str(out), *extra])
+        assert res.exit_code == 0, res.output
+        return int(json.loads(out.read_text())["counts"]["missed"])
+
+    assert missed() == 0
+    assert missed("--max-pending", "1") == 1
