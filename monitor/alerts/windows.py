@@ -1,8 +1,9 @@
 """Rolling windows of judge Tallies per agent, fed with verdicts: what in-process alerts are evaluated over.
 
 Each window keeps a ring of about `steps` snapshots of the per-agent cumulative Tallies (one every
-window/steps seconds); the window's Tally is the cumulative one minus the oldest snapshot still inside it
-(`Tally.subtract`), so a window covers between `window` and `window + window/steps` of the past. Verdicts are
+window/steps seconds, taken when the alerts are evaluated); the window's Tally is the cumulative one minus the
+newest snapshot taken at or before the window's start (`Tally.subtract`), so a window covers between `window` and
+`window` plus one snapshot interval of the past (window/steps, or the evaluation interval if longer). Verdicts are
 added by signature (`monitor.metrics.VerdictBatch`): what one verdict of a signature adds to a Tally (`Tally.add`)
 is kept and added once per batch, times the verdicts that have it. Memory is bounded by windows x steps x agents
 (agents are bounded too), and each Tally keeps per-tool counts only for the tools the alerts name and no confusion
