@@ -1,8 +1,9 @@
 """Rolling windows of judge Tallies per agent, fed with verdicts: what in-process alerts are evaluated over.
 
 Each window keeps a ring of about `steps` snapshots of the per-agent cumulative Tallies (one every
-window/steps seconds); the window's Tally is the cumulative one minus the oldest snapshot still inside it
-(`Tally.subtract`), so a window covers between `window` and `window + window/steps` of the past. Verdicts are
+window/steps seconds, taken when the alerts are evaluated); the window's Tally is the cumulative one minus the
+newest snapshot taken at or before the window's start (`Tally.subtract`), so a window covers between `window` and
+`window` plus one snapshot interval of the past (window/steps, or the evaluation interval if longer). Verdicts are
 added by signature (`monitor.metrics.VerdictBatch`): what one verdict of a signature adds to a Tally (`Tally.add`)
 is kept and added once per batch, times the verdicts that have it. Memory is bounded by windows x steps x agents
 (agents are bounded too), and each Tally keeps per-tool counts only for the tools the alerts name and no confusion
@@ -102,6 +103,12 @@ def _add_ints(target: Any, names: tuple[str, ...], vec: list[int]) -> None:
             setattr(target, name, getattr(target, name) + x)
 
 
+def _keep_tools(tally: Tally, keep: frozenset[str]) -> None:
+    """Drop the per-tool counts of the tools not in `keep`."""
+    for tool in [t for t in tally.per_tool if t not in keep]:
+        del tally.per_tool[tool]
+
+
 class TallyWindows:
     """A verdict sink keeping per-agent rolling Tallies over the given window lengths. Thread-safe."""
 
@@ -145,9 +152,16 @@ class TallyWindows:
 
     @tools.setter
     def tools(self, tools: Iterable[str]) -> None:
+        """New tools to keep counts of (a rules reload). The totals and every snapshot drop the others at once: a
+        snapshot still holding a tool the totals dropped would be subtracted from its new counts if it were named
+        again within the window."""
         with self._lock:
-            self._tools = frozenset(tools)  # the only per-tool counts kept
+            keep = self._tools = frozenset(tools)  # the only per-tool counts kept
             self._units = {}
+            snapshots = (snapshot for w in self._windows.values() for _, snapshot in w.ring)
+            for tallies in (self._totals, *snapshots):
+                for tally in tallies.values():
+                    _keep_tools(tally, keep)
 
     def accept(self, verdicts: Iterable[TurnVerdict]) -> None:
         """Count verdicts: each distinct signature of the batch once (see `monitor.metrics.VerdictBatch`)."""
@@ -169,11 +183,10 @@ class TallyWindows:
                     if s is not None and v.judged:
                         totals[labels[v.agent]].sequence_score_sum += s
             keep = self._tools
-            for label in sums:  # per-tool counts of tools the alerts no longer name (after an update)
+            for label in sums:  # what verdicts added as they are (Tally.add) counted beyond the units
                 total = totals[label]
                 total.confusion.clear()
-                for tool in [t for t in total.per_tool if t not in keep]:
-                    del total.per_tool[tool]
+                _keep_tools(total, keep)
 
     def _sums(
         self, batch: VerdictBatch
@@ -227,8 +240,7 @@ class TallyWindows:
         tally = Tally()
         tally.add(v)
         tally.confusion.clear()
-        for tool in [t for t in tally.per_tool if t not in self._tools]:
-            del tally.per_tool[tool]
+        _keep_tools(tally, self._tools)
         return _Unit(tally)
 
     def tick(self, now: float | None = None) -> None:

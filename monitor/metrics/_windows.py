@@ -1,8 +1,10 @@
 """Rolling-window ratios derived from the cumulative counters.
 
-Each window keeps a ring of about 60 snapshots of the few counts its ratios need (taken every
-window/60 seconds); the window's counts are the current counts minus the oldest snapshot still inside
-the window. Updating a verdict therefore costs nothing extra; memory is bounded by the label sets.
+Each window keeps a ring of about 60 snapshots of the few counts its ratios need (taken at a tick once
+window/60 seconds have passed since the last one; the service ticks every second and at each scrape); the
+window's counts are the current counts minus the newest snapshot taken at or before the window's start, so
+they cover between one window and one snapshot interval more. Updating a verdict therefore costs nothing
+extra; memory is bounded by the label sets.
 """
 
 from __future__ import annotations

@@ -47,6 +47,13 @@ class ReferenceWindows:
             for tool in [t for t in total.per_tool if t not in self.tools]:
                 del total.per_tool[tool]
 
+    def set_tools(self, tools: Iterable[str]) -> None:
+        """As TallyWindows.tools: every total drops the other tools at once."""
+        self.tools = frozenset(tools)
+        for total in self.totals.values():
+            for tool in [t for t in total.per_tool if t not in self.tools]:
+                del total.per_tool[tool]
+
 
 def label(agent: str) -> str:
     return agent if agent in ("triage", "billing", "someone-else") else OTHER
@@ -63,7 +70,8 @@ def test_windows_count_by_signature_like_tally_add(
     ref = ReferenceWindows(label, max_agents, ("search", "ghost"))
     for i, batch in enumerate(batches):
         if i == 2:  # the alerts changed (a rules reload): other tools are kept
-            fast.tools = ref.tools = frozenset({"read", "y" * 300})
+            fast.tools = {"read", "y" * 300}
+            ref.set_tools({"read", "y" * 300})
         fast.accept(VerdictBatch(batch) if shared else iter(batch))
         ref.accept(batch)
         assert fast._totals == ref.totals  # every count, and sequence-score sums summed in the same order
