@@ -250,12 +250,12 @@ static int state_load(State *s, PyObject *self, PyObject *now_obj) {
 
 /* ---- poll -------------------------------------------------------------------------------------------------- */
 
-/* self._links.pop(tid, None): the trace holds records, or is gone. */
+/* self._links.pop(tid, None): the trace holds records, or is gone (a no-op for a trace not listed: one that holds
+ * records already). */
 static int drop_link(State *s, PyObject *tid) {
-    if (PyODict_DelItem(s->links, tid) == 0) return 0;
-    if (!PyErr_ExceptionMatches(PyExc_KeyError)) return -1;
-    PyErr_Clear();
-    return 0;
+    if (PyDict_GET_SIZE(s->links) == 0) return 0;
+    int in = PyDict_Contains(s->links, tid);
+    return in <= 0 ? in : PyODict_DelItem(s->links, tid);
 }
 
 /* Whether every call sits right under the turn `sid`: `for c in calls: if c.parent_span_id != sid: break`. */
@@ -555,7 +555,7 @@ static int restart_timeout(State *s, PyObject *tid, PyObject *tr) {
  * 1 when the record is held (`made`: the trace was made for it), 0 when not. */
 static int tool_call(State *s, Counts *k, PyObject *r, PyObject *tid, PyObject *tr, int made) {
     PyObject *sid = Py_NewRef(SLOT(r, off_call[R_SPAN_ID])), *parent = Py_NewRef(SLOT(r, off_call[R_PARENT]));
-    PyObject *parents = tr_get(tr, X_PARENTS), *calls = NULL, *turns = NULL, *key = NULL;
+    PyObject *parents = tr_get(tr, X_PARENTS), *calls = NULL, *key = NULL;
     int rc = -1;
     if (parents == NULL) goto done;
     int in = has(parents, sid);
@@ -583,11 +583,9 @@ static int tool_call(State *s, Counts *k, PyObject *r, PyObject *tid, PyObject *
         if (n >= s->max_calls) {
             k->oversized_calls++;
         } else {
-            if (n == 0) {
-                Py_ssize_t m = made ? 1 : (turns = tr_get(tr, X_TURNS)) == NULL ? -1 : size_of(turns);
-                if (m < 0 || (m == 0 && drop_link(s, tid) < 0)) goto done; /* it holds records now */
-                if (restart_timeout(s, tid, tr) < 0) goto done;
-            }
+            /* The first call of a trace it did not make (one it made is not a link trace, and was first seen now):
+             * the trace holds records now, and the turnless timeout counts from now. */
+            if (n == 0 && !made && (drop_link(s, tid) < 0 || restart_timeout(s, tid, tr) < 0)) goto done;
             rc = append(calls, r) < 0 ? -1 : 1;
             goto done;
         }
@@ -598,7 +596,6 @@ done:
     Py_DECREF(parent);
     Py_XDECREF(parents);
     Py_XDECREF(calls);
-    Py_XDECREF(turns);
     Py_XDECREF(key);
     return rc;
 }
@@ -622,7 +619,7 @@ static PyObject *due_at(State *s) {
 }
 
 static int turn(State *s, Counts *k, PyObject *r, PyObject *tid, PyObject *tr, int made) {
-    PyObject *sid = Py_NewRef(SLOT(r, off_turn[U_SPAN_ID])), *turns = tr_get(tr, X_TURNS), *key = NULL, *calls = NULL;
+    PyObject *sid = Py_NewRef(SLOT(r, off_turn[U_SPAN_ID])), *turns = tr_get(tr, X_TURNS), *key = NULL;
     int rc = -1;
     if (turns == NULL) goto done;
     int in = has(turns, sid);
@@ -644,10 +641,7 @@ static int turn(State *s, Counts *k, PyObject *r, PyObject *tid, PyObject *tr, i
         rc = 0;
         goto done;
     }
-    if (n == 0 && !made) {
-        Py_ssize_t m = (calls = tr_get(tr, X_CALLS)) == NULL ? -1 : size_of(calls);
-        if (m < 0 || (m == 0 && drop_link(s, tid) < 0)) goto done; /* it holds records now */
-    }
+    if (n == 0 && !made && drop_link(s, tid) < 0) goto done; /* it holds records now */
     if (set_item(turns, sid, r) < 0) goto done;
     k->added++;
     if (k->due == NULL && (k->due = due_at(s)) == NULL) goto done;
@@ -677,7 +671,6 @@ static int turn(State *s, Counts *k, PyObject *r, PyObject *tid, PyObject *tr, i
 done:
     Py_DECREF(sid);
     Py_XDECREF(turns);
-    Py_XDECREF(calls);
     Py_XDECREF(key);
     return rc;
 }
