@@ -300,7 +300,8 @@ static PyObject *run_one_call(Plan *self, PyObject *turn) {
     PyObject *cvs = NULL, *why = NULL, *e2e, *out = NULL;
     int other = 0; /* a helper answered with another shape: the Python plan decides (and raises) as the reference */
 
-    /* the schema: the compiled validator's answer when it accepts, else schema_result(validator, p) */
+    /* the schema: the flat form's or the compiled validator's answer when it accepts, else the reference's:
+     * schema_result(validator, p, True) (the fast validator was asked here, or could not be: p is not a dict) */
     if (o[F_VALIDATOR] != Py_None) {
         int accepted = o[F_FLAT] != Py_None && PyDict_CheckExact(p) ? flat_valid(o[F_FLAT], p) : 0;
         if (accepted < 0) goto done;
@@ -319,8 +320,8 @@ static PyObject *run_one_call(Plan *self, PyObject *turn) {
         if (accepted) {
             Py_SETREF(valid, Py_NewRef(Py_True));
         } else {
-            PyObject *sargs[2] = {o[F_VALIDATOR], p};
-            PyObject *r = PyObject_Vectorcall(f_schema_result, sargs, 2, NULL);
+            PyObject *sargs[3] = {o[F_VALIDATOR], p, Py_True};
+            PyObject *r = PyObject_Vectorcall(f_schema_result, sargs, 3, NULL);
             if (r == NULL) goto done;
             if (!PyTuple_CheckExact(r) || PyTuple_GET_SIZE(r) != 2) {
                 Py_DECREF(r);

@@ -290,7 +290,7 @@ class Judge:
                     accepted = fast is not None and type(p) is dict and fast.is_valid(p)
                 except Exception:  # noqa: BLE001 - values the fast validator cannot convert: ask the reference
                     accepted = False
-                schema.append(_VALID if accepted else schema_result(v, p))
+                schema.append(_VALID if accepted else schema_result(v, p, True))
             else:
                 schema.append(_NO_SCHEMA)
         names, in_catalog = tuple(names_l), tuple(flags)

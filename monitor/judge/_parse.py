@@ -37,11 +37,14 @@ def arguments_of(parsed: Any) -> Any:
     return None if parsed is NOT_CAPTURED or isinstance(parsed, Malformed) else parsed
 
 
-def schema_result(validator: SchemaValidator | None, parsed: Any) -> tuple[bool | None, tuple[SchemaViolation, ...]]:
-    """(schema_valid, violations); (None, ()) when there is no schema or nothing was captured."""
+def schema_result(
+    validator: SchemaValidator | None, parsed: Any, fast_asked: bool = False
+) -> tuple[bool | None, tuple[SchemaViolation, ...]]:
+    """(schema_valid, violations); (None, ()) when there is no schema or nothing was captured. `fast_asked`: the
+    caller asked the validator's fast path inline and it did not accept (the judge's paths do, for the common case)."""
     if validator is None or parsed is NOT_CAPTURED:
         return None, ()
     if isinstance(parsed, Malformed):
         return False, (SchemaViolation(ViolationKind.MALFORMED, "", parsed.message),)
-    violations = validator.violations(parsed)
+    violations = validator.violations(parsed, fast_asked=fast_asked)
     return (False, violations) if violations else (True, ())

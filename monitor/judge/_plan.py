@@ -268,7 +268,7 @@ def one_call(  # noqa: C901 - the closure's straight line is the point
             if accepted:
                 valid = True
             else:
-                valid, violations = schema_result(validator, p)
+                valid, violations = schema_result(validator, p, True)
         args_ok: bool | None = None
         results: Any = ()
         if checks and bad:

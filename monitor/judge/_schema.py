@@ -175,10 +175,11 @@ class SchemaValidator:
         """Reference-equivalent answer: fast path when it accepts, reference otherwise."""
         return self._fast_accepts(instance) or bool(self.reference.is_valid(instance))
 
-    def violations(self, instance: Any) -> tuple[SchemaViolation, ...]:
+    def violations(self, instance: Any, *, fast_asked: bool = False) -> tuple[SchemaViolation, ...]:
         """Empty when valid (as is_valid answers); otherwise the classified violations (at most MAX_VIOLATIONS).
-        Each validator runs once: the reference's errors are its answer (it is valid iff it finds none)."""
-        if self._fast_accepts(instance):
+        Each validator runs once: the reference's errors are its answer (it is valid iff it finds none); with
+        `fast_asked` the caller already asked the fast validator (it did not accept), so only the reference runs."""
+        if not fast_asked and self._fast_accepts(instance):
             return ()
         out = []
         for err in self.reference.iter_errors(instance):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -13,7 +14,7 @@ from hypothesis import strategies as st
 from monitor.judge._parse import schema_result
 from monitor.judge._schema import SchemaValidator, flat_form
 from monitor.rules import load_rules
-from tests.monitor.judge.helpers import RULES
+from tests.monitor.judge.helpers import RULES, call, judge_for, turn
 
 SHIPPED = load_rules(sorted(RULES.glob("*.yaml")))
 SCHEMAS = {t.name: t.schema for t in SHIPPED.tools if t.schema is not None}
@@ -163,3 +164,36 @@ def test_schema_result_runs_each_validator_once(instance: Any, want: tuple[bool,
     assert (valid, tuple(v.kind.value for v in violations)) == want
     assert fast.calls == {"is_valid": 1}
     assert reference.calls == ({} if valid else {"iter_errors": 1})
+
+
+COUNT_RULES = """
+catalog:
+  tools:
+    - name: lookup
+      schema: {type: object, properties: {n: {type: integer}}, required: [n]}
+expect:
+  - when: {prefix: "!"}
+    call: [{tool: lookup, min: 1, max: 2}]
+"""
+
+
+@pytest.mark.parametrize("calls", [1, 2], ids=["one-call plan", "general path"])
+def test_judging_a_schema_invalid_call_asks_the_fast_validator_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, calls: int
+) -> None:
+    """The judge asks the fast validator itself (the common, valid case inline); when it refuses, the reference alone
+    decides. schema_result asked the fast validator again before the reference: two fast passes per invalid call."""
+    made: list[Counting] = []
+    real = jsonschema_rs.Draft202012Validator
+
+    def counting_validator(schema: Any) -> Counting:
+        made.append(Counting(real(schema)))
+        return made[-1]
+
+    monkeypatch.setattr("monitor.judge._schema.jsonschema_rs.Draft202012Validator", counting_validator)
+    judge = judge_for(tmp_path, COUNT_RULES)
+    (fast,) = made
+    v = judge.judge(turn("! go", *[call("lookup", {"n": "x"}, call_id=f"c{i}") for i in range(calls)]))
+    assert [c.schema_valid for c in v.calls] == [False] * calls
+    assert [x.kind.value for c in v.calls for x in c.violations] == ["type"] * calls
+    assert fast.calls == {"is_valid": calls}
