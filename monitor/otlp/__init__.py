@@ -3,7 +3,7 @@
 from monitor.otlp._accel import accelerated
 from monitor.otlp._encode import request_to_json
 from monitor.otlp._file import FileLineError, read_jsonl
-from monitor.otlp._json import decode_json, parse_json
+from monitor.otlp._json import REASON_MALFORMED, decode_json, parse_json
 from monitor.otlp._protobuf import decode_protobuf, parse_protobuf
 from monitor.otlp._span import (
     REASON_BAD_ID,
@@ -18,6 +18,7 @@ from monitor.otlp._span import (
 
 __all__ = [
     "REASON_BAD_ID",
+    "REASON_MALFORMED",
     "STATUS_ERROR",
     "STATUS_OK",
     "STATUS_UNSET",

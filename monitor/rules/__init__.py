@@ -1,6 +1,6 @@
 """Oracle rule files: loading, validation and the compiled, immutable RuleSet."""
 
-from monitor.rules._burn import DEFAULT_BURN_WINDOWS, BurnWindow, objective_problem, objective_warnings
+from monitor.rules._burn import DEFAULT_BURN_WINDOWS, BurnWindow, objective_problem
 from monitor.rules._compile import CHECK_MODES, PER_TOOL_FIGURES
 from monitor.rules._errors import RuleFileError
 from monitor.rules._load import load_rules
@@ -36,6 +36,5 @@ __all__ = [
     "Tool",
     "load_rules",
     "objective_problem",
-    "objective_warnings",
     "rule_file_schema",
 ]

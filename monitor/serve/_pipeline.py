@@ -11,8 +11,7 @@ from collections.abc import Callable, Sequence
 from monitor.assembly import TurnAssembler
 from monitor.metrics import ToolwatchMetrics, VerdictBatch
 from monitor.normalize import REASON_NO_TOOL_NAME, Normalizer
-from monitor.otlp import REASON_BAD_ID, Span
-from monitor.otlp._json import REASON_MALFORMED
+from monitor.otlp import REASON_BAD_ID, REASON_MALFORMED, Span
 from monitor.records import ToolCall, Turn
 from monitor.serve._rules import Rules
 from monitor.serve._settings import Settings
