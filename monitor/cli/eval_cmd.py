@@ -79,6 +79,19 @@ def show_tracebacks(failures: Sequence[tuple[str, str, str]], command: str) -> s
     return note
 
 
+def add_strays(builder: ReportBuilder, strays: Sequence[TurnVerdict], group: str, where: str) -> str | None:
+    """Calls made outside every run's turn, judged alone (turnless, as serve judges them): into the report; the
+    report's note about them (None when there is none)."""
+    for v in strays:
+        builder.add(v, group=group)
+    calls = sum(len(v.calls) for v in strays)
+    if not calls:
+        return None
+    return (f"{calls} tool call(s) ran outside every {where}'s turn, so count for none (a thread started without the "
+            "OpenTelemetry context?): judged alone, as serve judges them (catalog and schema checks only); run "
+            "tools in the agent's thread, in asyncio tasks, or with contextvars.copy_context().run to have them count")
+
+
 def _eval_tables(result: EvalResult) -> list[Table]:
     ranked = []
     for name, trials in result.by_case().items():
@@ -118,6 +131,9 @@ def _run_dataset(dataset: str, agent: Any, rules: tuple[str, ...], agent_name: s
             failures.append((label, t.run.error or "", t.run.traceback))
     extra = {"pass_rate": result.pass_rate}
     notes = [f"{len(cases)} case(s) x {trials} trial(s); pass rate {format_ratio(extra['pass_rate'])}"]
+    stray_note = add_strays(builder, result.strays, name, "run")
+    if stray_note:
+        notes.append(stray_note)
     note = show_tracebacks(failures, "eval")
     if note:
         notes.append(note)
@@ -187,6 +203,9 @@ def _run_scenario(path: str, agent: Any, rules: tuple[str, ...], agent_name: str
         run = run_scenarios(sf, agent, judge, harness, mode=mode, timeout_s=timeout_s, on_step=on_step)
     ok, count = run.scenarios_passed()
     notes = [f"{ok}/{count} scenario(s) passed every step ({mode} mode)"]
+    stray_note = add_strays(builder, run.strays, name, "step")
+    if stray_note:
+        notes.append(stray_note)
     note = show_tracebacks(failures, "eval")
     if note:
         notes.append(note)
