@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -92,6 +93,16 @@ def add_strays(builder: ReportBuilder, strays: Sequence[TurnVerdict], group: str
             "tools in the agent's thread, in asyncio tasks, or with contextvars.copy_context().run to have them count")
 
 
+def answer_note(runs: Sequence[RunResult]) -> str | None:
+    """The report's note about runs whose agent returned something other than the answer text (None: none did)."""
+    types = Counter(r.answer_type for r in runs if r.answer_type)
+    if not types:
+        return None
+    what = " or ".join(f"a {t}" for t in sorted(types))
+    return (f"{sum(types.values())} run(s) returned {what}, not the answer text: recorded as no answer, so their "
+            "response checks fail (return the answer as a str)")
+
+
 def _eval_tables(result: EvalResult) -> list[Table]:
     ranked = []
     for name, trials in result.by_case().items():
@@ -131,9 +142,8 @@ def _run_dataset(dataset: str, agent: Any, rules: tuple[str, ...], agent_name: s
             failures.append((label, t.run.error or "", t.run.traceback))
     extra = {"pass_rate": result.pass_rate}
     notes = [f"{len(cases)} case(s) x {trials} trial(s); pass rate {format_ratio(extra['pass_rate'])}"]
-    stray_note = add_strays(builder, result.strays, name, "run")
-    if stray_note:
-        notes.append(stray_note)
+    notes += [n for n in (add_strays(builder, result.strays, name, "run"),
+                          answer_note([t.run for t in result.trials])) if n]
     note = show_tracebacks(failures, "eval")
     if note:
         notes.append(note)
@@ -203,9 +213,8 @@ def _run_scenario(path: str, agent: Any, rules: tuple[str, ...], agent_name: str
         run = run_scenarios(sf, agent, judge, harness, mode=mode, timeout_s=timeout_s, on_step=on_step)
     ok, count = run.scenarios_passed()
     notes = [f"{ok}/{count} scenario(s) passed every step ({mode} mode)"]
-    stray_note = add_strays(builder, run.strays, name, "step")
-    if stray_note:
-        notes.append(stray_note)
+    notes += [n for n in (add_strays(builder, run.strays, name, "step"), answer_note([s.run for s in run.steps]))
+              if n]
     note = show_tracebacks(failures, "eval")
     if note:
         notes.append(note)

@@ -5,7 +5,8 @@ they are encoded to OTLP protobuf with the OpenTelemetry exporter's own encoder 
 monitor's decoder, normalizer and TurnAssembler: the same path spans take into `serve`.
 
 The harness opens one `agent_turn` per run (with the case id, conversation id, and the agent's answer
-as output when the agent returns a string); the agent's `@tool` / `ToolExecutor` calls nest under it.
+as output when the agent returns a string; anything else, None or a dict, is no answer text: an empty output, so
+response checks fail rather than being skipped); the agent's `@tool` / `ToolExecutor` calls nest under it.
 
 Calls that belong to no run (a tool called in a thread started without the OpenTelemetry context has no turn and a
 trace of its own) are released as turnless turns, as `serve` releases them: `stray_turns` picks them out so that
@@ -93,6 +94,7 @@ class RunResult:
     conversation_id: str | None = None
     traceback: str | None = None  # the agent's traceback when it raised; its stack at the timeout when it hung
     deadline_ns: int = 0  # a timed-out run: the time of the timeout (its calls are those ended by then)
+    answer_type: str | None = None  # the type of what the agent returned when it is neither a str nor None
     strays: list[Turn] = field(default_factory=list)  # run_and_collect: turnless turns of no run's trace collected
 
 
@@ -233,8 +235,10 @@ class Harness:
                     if isinstance(out, str):
                         done.output = out
                         turn.set_output(out)
-                    elif out is None:  # the agent answered nothing: recorded as an empty answer (respond checks fail)
+                    else:  # no answer text (None, or a dict, ...): recorded as an empty answer (respond checks fail)
                         turn.set_output("")
+                        if out is not None:
+                            done.answer_type = type(out).__qualname__
             except Exception as exc:  # noqa: BLE001 - the agent's failure is a result, not a crash
                 done.error = f"{type(exc).__name__}: {exc}"
                 done.traceback = format_traceback(exc)
@@ -259,7 +263,7 @@ class Harness:
         result.trace_id, result.span_id = ids if ids else ("", "")
         self._note_run(result.trace_id)
         result.output, result.error, result.traceback = done.output, done.error, done.traceback
-        result.duration_s = done.duration_s
+        result.duration_s, result.answer_type = done.duration_s, done.answer_type
         return result
 
     def _note_run(self, trace_id: str) -> None:

@@ -161,6 +161,14 @@ def threaded_agent(text: str, history: list[dict[str, str]] | None = None) -> st
     return f"Order {n} has shipped."
 
 
+def dict_agent(text: str) -> dict[str, str]:
+    """Makes the right call for `where is order N` and returns its answer in a dict, not as the answer text."""
+    m = _ORDER.search(text)
+    n = m.group(1) if m else ""
+    EXECUTOR.execute("get_order_status", {"order_id": n})
+    return {"answer": f"Order {n} has shipped."}
+
+
 def _ping(n: int, message: str) -> None:
     if n == 0:
         raise ValueError(message)

@@ -630,3 +630,31 @@ def test_scenario_steps_report_calls_made_outside_their_turn(scenario_file: Path
     assert not run.steps[0].passed and "missed get_order_status" in run.steps[0].reason
     assert len(run.strays) == 6 and all(v.turnless for v in run.strays)
     assert sum(c.outcome.value == "hallucinated" for v in run.strays for c in v.calls) == 3
+
+
+def test_an_agent_that_returns_no_text_fails_the_response_checks_and_the_report_says_why(
+    support_rules: Path, tmp_path: Path
+) -> None:
+    """An agent that returns its answer in a dict gives no answer text: its response checks fail as for an agent
+    that returns None (they were skipped, and the case passed end to end, with a response check it never met), and
+    the report says what the agent returned."""
+    from tests.monitor.offline.agents import dict_agent
+
+    dataset = tmp_path / "cases.yaml"
+    dataset.write_text("- id: o1\n  input: where is order 1\n  call: [{tool: get_order_status}]\n"
+                       "  respond: [{contains: shipped}]\n- id: o2\n  input: where is order 2\n"
+                       "  call: [{tool: get_order_status}]\n")
+    judge = Judge(load_dataset_rules(dataset, [support_rules]))
+    with Harness(agent_name="support") as h:
+        result = run_eval(read_cases(dataset), dict_agent, judge, h)
+    checked, unchecked = result.trials
+    assert checked.verdict is not None and checked.verdict.response_ok is False and not checked.passed
+    assert unchecked.passed  # no response check: the answer's type does not matter
+    assert [t.run.answer_type for t in result.trials] == ["dict", "dict"]
+
+    js = tmp_path / "eval.json"
+    code, _ = _eval("--dataset", str(dataset), "--rules", str(support_rules), "--agent",
+                    "tests.monitor.offline.agents:dict_agent", "--json", str(js))
+    report = json.loads(js.read_text())
+    assert report["figures"]["response_compliance"] == 0.0 and report["figures"]["pass_rate"] == 0.5
+    assert any("2 run(s) returned a dict, not the answer text" in n for n in report["notes"]), report["notes"]
