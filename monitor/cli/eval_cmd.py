@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -93,9 +93,10 @@ def add_strays(builder: ReportBuilder, strays: Sequence[TurnVerdict], group: str
             "tools in the agent's thread, in asyncio tasks, or with contextvars.copy_context().run to have them count")
 
 
-def answer_note(runs: Sequence[RunResult]) -> str | None:
-    """The report's note about runs whose agent returned something other than the answer text (None: none did)."""
-    types = Counter(r.answer_type for r in runs if r.answer_type)
+def answer_note(answer_types: Iterable[str | None]) -> str | None:
+    """The report's note about runs whose agent returned something other than the answer text (`RunResult.answer_type`
+    of each run; None: none did)."""
+    types = Counter(t for t in answer_types if t)
     if not types:
         return None
     what = " or ".join(f"a {t}" for t in sorted(types))
@@ -143,7 +144,7 @@ def _run_dataset(dataset: str, agent: Any, rules: tuple[str, ...], agent_name: s
     extra = {"pass_rate": result.pass_rate}
     notes = [f"{len(cases)} case(s) x {trials} trial(s); pass rate {format_ratio(extra['pass_rate'])}"]
     notes += [n for n in (add_strays(builder, result.strays, name, "run"),
-                          answer_note([t.run for t in result.trials])) if n]
+                          answer_note(t.run.answer_type for t in result.trials)) if n]
     note = show_tracebacks(failures, "eval")
     if note:
         notes.append(note)
@@ -213,8 +214,8 @@ def _run_scenario(path: str, agent: Any, rules: tuple[str, ...], agent_name: str
         run = run_scenarios(sf, agent, judge, harness, mode=mode, timeout_s=timeout_s, on_step=on_step)
     ok, count = run.scenarios_passed()
     notes = [f"{ok}/{count} scenario(s) passed every step ({mode} mode)"]
-    notes += [n for n in (add_strays(builder, run.strays, name, "step"), answer_note([s.run for s in run.steps]))
-              if n]
+    notes += [n for n in (add_strays(builder, run.strays, name, "step"),
+                          answer_note(s.run.answer_type for s in run.steps)) if n]
     note = show_tracebacks(failures, "eval")
     if note:
         notes.append(note)
