@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +80,30 @@ def show_tracebacks(failures: Sequence[tuple[str, str, str]], command: str) -> s
     return note
 
 
+def add_strays(builder: ReportBuilder, strays: Sequence[TurnVerdict], group: str, where: str) -> str | None:
+    """Calls made outside every run's turn, judged alone (turnless, as serve judges them): into the report; the
+    report's note about them (None when there is none)."""
+    for v in strays:
+        builder.add(v, group=group)
+    calls = sum(len(v.calls) for v in strays)
+    if not calls:
+        return None
+    return (f"{calls} tool call(s) ran outside every {where}'s turn, so count for none (a thread started without the "
+            "OpenTelemetry context?): judged alone, as serve judges them (catalog and schema checks only); run "
+            "tools in the agent's thread, in asyncio tasks, or with contextvars.copy_context().run to have them count")
+
+
+def answer_note(answer_types: Iterable[str | None]) -> str | None:
+    """The report's note about runs whose agent returned something other than the answer text (`RunResult.answer_type`
+    of each run; None: none did)."""
+    types = Counter(t for t in answer_types if t)
+    if not types:
+        return None
+    what = " or ".join(f"a {t}" for t in sorted(types))
+    return (f"{sum(types.values())} run(s) returned {what}, not the answer text: recorded as no answer, so their "
+            "response checks fail (return the answer as a str)")
+
+
 def _eval_tables(result: EvalResult) -> list[Table]:
     ranked = []
     for name, trials in result.by_case().items():
@@ -118,6 +143,8 @@ def _run_dataset(dataset: str, agent: Any, rules: tuple[str, ...], agent_name: s
             failures.append((label, t.run.error or "", t.run.traceback))
     extra = {"pass_rate": result.pass_rate}
     notes = [f"{len(cases)} case(s) x {trials} trial(s); pass rate {format_ratio(extra['pass_rate'])}"]
+    notes += [n for n in (add_strays(builder, result.strays, name, "run"),
+                          answer_note(t.run.answer_type for t in result.trials)) if n]
     note = show_tracebacks(failures, "eval")
     if note:
         notes.append(note)
@@ -187,6 +214,8 @@ def _run_scenario(path: str, agent: Any, rules: tuple[str, ...], agent_name: str
         run = run_scenarios(sf, agent, judge, harness, mode=mode, timeout_s=timeout_s, on_step=on_step)
     ok, count = run.scenarios_passed()
     notes = [f"{ok}/{count} scenario(s) passed every step ({mode} mode)"]
+    notes += [n for n in (add_strays(builder, run.strays, name, "step"),
+                          answer_note(s.run.answer_type for s in run.steps)) if n]
     note = show_tracebacks(failures, "eval")
     if note:
         notes.append(note)

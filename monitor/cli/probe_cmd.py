@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from monitor.cli.eval_cmd import show_tracebacks
+from monitor.cli.eval_cmd import add_strays, answer_note, show_tracebacks
 from monitor.evaluate import (
     DEFAULT_TIMEOUT_S,
     Harness,
@@ -125,6 +125,8 @@ def _run(builder: ReportBuilder, generator: Any, agent: Any, judge: Any, name: s
         result = run_probe(generator=generator, agent=agent, judge=judge, harness=harness, iterations=iterations,
                            pool=pool, seed=seed, strategy=strategy, timeout_s=timeout_s, on_step=on_step)
         builder.track(iterations, f"{strategy} accuracy", force=True)
+        notes += [n for n in (add_strays(builder, result.strays, name, "run"),
+                              answer_note(s.answer_type for s in result.steps)) if n]
         if compare_seeds:
             other = next(x for x in STRATEGIES if x != strategy)
             side = ReportBuilder(worst=0, keep_cases=False)

@@ -5,6 +5,8 @@ timed out. A run that raised or timed out is still a judged turn of its case (a 
 that had ended by the timeout, no output), so its missed and wrong calls count in every figure.
 With K trials per case: pass rate = passing trials / all trials; pass^k (Yao et al., tau-bench) = the mean
 over cases of C(c, k) / C(n, k), the chance that k trials drawn from a case's n all pass.
+Calls that ran outside every run's turn (in a thread without the OpenTelemetry context) belong to no trial: they are
+judged alone, as serve judges them (`EvalResult.strays`), and count in the figures, not in any trial.
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ class Trial:
 class EvalResult:
     k: int
     trials: list[Trial] = field(default_factory=list)
+    strays: list[TurnVerdict] = field(default_factory=list)  # turnless turns of no run's trace, judged alone
 
     def by_case(self) -> dict[str, list[Trial]]:
         """The trials of each case, by the case's key (unique in a dataset)."""
@@ -130,4 +133,5 @@ def run_eval(
         result.trials.append(trial)
         if on_trial is not None:
             on_trial(trial)
+    result.strays = [judge.judge(t) for t in harness.stray_turns(t for ts in turns.values() for t in ts)]
     return result

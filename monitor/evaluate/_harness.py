@@ -5,7 +5,12 @@ they are encoded to OTLP protobuf with the OpenTelemetry exporter's own encoder 
 monitor's decoder, normalizer and TurnAssembler: the same path spans take into `serve`.
 
 The harness opens one `agent_turn` per run (with the case id, conversation id, and the agent's answer
-as output when the agent returns a string); the agent's `@tool` / `ToolExecutor` calls nest under it.
+as output when the agent returns a string; anything else, None or a dict, is no answer text: an empty output, so
+response checks fail rather than being skipped); the agent's `@tool` / `ToolExecutor` calls nest under it.
+
+Calls that belong to no run (a tool called in a thread started without the OpenTelemetry context has no turn and a
+trace of its own) are released as turnless turns, as `serve` releases them: `stray_turns` picks them out so that
+eval and scenarios judge them alone, as serve and replay do, rather than losing them.
 
 A run past its timeout is abandoned (Python cannot stop a thread) but not forgotten: its turn is the calls
 of its trace that had ended by the timeout, with no output (`cut_turn`), judged like any other. A run
@@ -89,6 +94,8 @@ class RunResult:
     conversation_id: str | None = None
     traceback: str | None = None  # the agent's traceback when it raised; its stack at the timeout when it hung
     deadline_ns: int = 0  # a timed-out run: the time of the timeout (its calls are those ended by then)
+    answer_type: str | None = None  # the type of what the agent returned when it is neither a str nor None
+    strays: list[Turn] = field(default_factory=list)  # run_and_collect: turnless turns of no run's trace collected
 
 
 def _bounded(text: str) -> str:
@@ -186,6 +193,7 @@ class Harness:
         self._capture = capture_content
         self._saved: tuple[Any, Any] | None = None
         self._lock = threading.Lock()
+        self._run_traces: set[str] = set()  # trace ids of the runs' turns
 
     def __enter__(self) -> Harness:
         self._saved = (TRACING.provider, SETTINGS.current)
@@ -227,8 +235,10 @@ class Harness:
                     if isinstance(out, str):
                         done.output = out
                         turn.set_output(out)
-                    elif out is None:  # the agent answered nothing: recorded as an empty answer (respond checks fail)
+                    else:  # no answer text (None, or a dict, ...): recorded as an empty answer (respond checks fail)
                         turn.set_output("")
+                        if out is not None:
+                            done.answer_type = type(out).__qualname__
             except Exception as exc:  # noqa: BLE001 - the agent's failure is a result, not a crash
                 done.error = f"{type(exc).__name__}: {exc}"
                 done.traceback = format_traceback(exc)
@@ -244,15 +254,29 @@ class Harness:
             if worker.is_alive():
                 result.deadline_ns = time.time_ns()
                 result.trace_id, result.span_id = ids if ids else ("", "")
+                self._note_run(result.trace_id)
                 result.timed_out = True
                 result.error = f"timed out after {timeout_s:g} s"
                 result.traceback = _thread_stack(worker)
                 result.duration_s = timeout_s
                 return result
         result.trace_id, result.span_id = ids if ids else ("", "")
+        self._note_run(result.trace_id)
         result.output, result.error, result.traceback = done.output, done.error, done.traceback
-        result.duration_s = done.duration_s
+        result.duration_s, result.answer_type = done.duration_s, done.answer_type
         return result
+
+    def _note_run(self, trace_id: str) -> None:
+        if trace_id:
+            with self._lock:
+                self._run_traces.add(trace_id)
+
+    def stray_turns(self, turns: Iterable[Turn]) -> list[Turn]:
+        """The turnless turns of `turns` whose trace is no run's: calls made outside every run's turn (in a thread
+        that did not carry the OpenTelemetry context), which serve judges alone."""
+        with self._lock:
+            runs = set(self._run_traces)
+        return [t for t in turns if t.turnless and t.trace_id not in runs]
 
     def collect(self, *, final: bool = True) -> list[Turn]:
         """Turns complete since the last call (through OTLP protobuf and the assembler); `final` also releases
@@ -269,10 +293,12 @@ class Harness:
         return turns
 
     def run_and_collect(self, fn: AgentFn, text: str, **kwargs: Any) -> RunResult:
-        """`run` then `collect`, attaching the run's turn (`run_turn`; none when none was recorded) (sequential use:
-        probe, scenarios)."""
+        """`run` then `collect`, attaching the run's turn (`run_turn`; none when none was recorded) and the stray
+        turns collected with it (`stray_turns`) (sequential use: probe, scenarios)."""
         result = self.run(fn, text, **kwargs)
-        traced = [t for t in self.collect() if result.trace_id and t.trace_id == result.trace_id]
+        collected = self.collect()
+        traced = [t for t in collected if result.trace_id and t.trace_id == result.trace_id]
         turn = run_turn(result, traced, self.agent_name)
         result.turns = [turn] if turn is not None else []
+        result.strays = self.stray_turns(collected)
         return result

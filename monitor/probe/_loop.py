@@ -31,6 +31,7 @@ class Step:
     error: str | None = None
     duration_s: float = 0.0
     traceback: str | None = None  # the agent's, when it raised (its stack at the timeout when it hung)
+    answer_type: str | None = None  # the type of what the agent returned when it is neither a str nor None
 
 
 @dataclass(slots=True)
@@ -39,6 +40,7 @@ class ProbeResult:
     seed: int
     pool: int
     steps: list[Step] = field(default_factory=list)
+    strays: list[TurnVerdict] = field(default_factory=list)  # calls outside every run's turn, judged alone
 
     @property
     def first_failure(self) -> int | None:
@@ -101,8 +103,9 @@ def run_probe(
         run = harness.run_and_collect(agent, text, timeout_s=timeout_s)
         verdict = judge.judge(run.turns[0]) if run.turns else None
         error = run.error or (None if run.turns else "no turn was recorded")
+        result.strays += [judge.judge(t) for t in run.strays]
         step = Step(i, text, distance, step_failed(verdict, error), verdict, error, time.perf_counter() - started,
-                    run.traceback)
+                    run.traceback, run.answer_type)
         result.steps.append(step)
         if on_step is not None:
             on_step(step)

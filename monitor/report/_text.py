@@ -5,6 +5,9 @@ from __future__ import annotations
 import re
 
 _DIGITS = re.compile(r"([0-9]+)")
+# C0 controls but tab and line feed, DEL and the C1 controls: a terminal acts on them (ESC starts a sequence that can
+# clear the screen, recolour or retitle it, a C1 CSI likewise; CR and BS overwrite what was printed).
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def printable(text: str) -> str:
@@ -14,6 +17,11 @@ def printable(text: str) -> str:
     except UnicodeEncodeError:
         return text.encode("utf-8", "backslashreplace").decode("utf-8")
     return text
+
+
+def visible(text: str) -> str:
+    """`printable(text)` with the control characters a terminal would act on shown as `\\xNN` escapes."""
+    return _CONTROLS.sub(lambda m: f"\\x{ord(m[0]):02x}", printable(text))
 
 
 def natural_key(text: str) -> tuple[list[str | int], str]:

@@ -1,7 +1,9 @@
 """The terminal summary: rich tables of the figures, per-tool scores, the confusion matrix, worst turns.
 
 Every text that comes from the run (inputs, reasons, tool and agent names, case ids, titles) is shown as a
-rich `Text`, never parsed as markup: `[red]` or `[/var/log/syslog]` in an input prints as written.
+rich `Text`, never parsed as markup: `[red]` or `[/var/log/syslog]` in an input prints as written; control
+characters in it (an ESC sequence in a made-up tool name or an agent's error) print as `\\x1b` escapes, so they
+never act on the terminal.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from rich.console import Console, Group, JustifyMethod
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from monitor.report._text import printable
+from monitor.report._text import visible
 from monitor.report.figures import figure_rows, format_ratio, grade
 from monitor.report.model import PER_TOOL_COLUMNS, Report, Table
 
@@ -23,8 +25,8 @@ SPARK_WIDTH = 32
 
 
 def _lit(text: str, style: str = "") -> Text:
-    """Text shown literally: no markup, no emoji codes, lone surrogates escaped."""
-    return Text(printable(text), style=style)
+    """Text shown literally: no markup, no emoji codes, lone surrogates and control characters escaped."""
+    return Text(visible(text), style=style)
 
 
 def _table(title: str, *, show_lines: bool = False) -> RichTable:

@@ -122,6 +122,7 @@ class StepResult:
 class ScenarioRun:
     mode: str
     steps: list[StepResult] = field(default_factory=list)
+    strays: list[TurnVerdict] = field(default_factory=list)  # calls outside every step's turn, judged alone
 
     @property
     def pass_rate(self) -> float | None:
@@ -173,6 +174,7 @@ def run_scenarios(
                                           conversation_id=conversation, timeout_s=timeout_s,
                                           extra={"history": [dict(m) for m in history]})
             verdict = judge.judge(run.turns[0]) if run.turns else None
+            out.strays += [judge.judge(t) for t in run.strays]
             count_ok, passed, reason = _judge_step(step, run, verdict)
             result = StepResult(scenario.name, step, run, verdict, count_ok, passed, reason)
             out.steps.append(result)

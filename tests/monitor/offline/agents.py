@@ -147,6 +147,28 @@ def delegating_agent(text: str) -> str:
     return f"Order {n} has shipped."
 
 
+def threaded_agent(text: str, history: list[dict[str, str]] | None = None) -> str:
+    """Runs its tool calls in plain threads, which do not carry the OpenTelemetry context: the calls belong to no
+    turn (each one starts a trace of its own). One is the right call, one is a made-up tool."""
+    m = _ORDER.search(text)
+    n = m.group(1) if m else ""
+    workers = [threading.Thread(target=EXECUTOR.execute, args=(name, {"order_id": n}))
+               for name in ("get_order_status", "lookup_order")]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    return f"Order {n} has shipped."
+
+
+def dict_agent(text: str) -> dict[str, str]:
+    """Makes the right call for `where is order N` and returns its answer in a dict, not as the answer text."""
+    m = _ORDER.search(text)
+    n = m.group(1) if m else ""
+    EXECUTOR.execute("get_order_status", {"order_id": n})
+    return {"answer": f"Order {n} has shipped."}
+
+
 def _ping(n: int, message: str) -> None:
     if n == 0:
         raise ValueError(message)

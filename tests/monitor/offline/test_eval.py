@@ -575,3 +575,86 @@ def test_an_agent_that_answers_nothing_or_raises_fails_the_response_checks(tmp_p
             assert trial.verdict is not None
             outcomes[agent.__name__] = (trial.verdict.response_ok, trial.verdict.selection_ok)
     assert outcomes == {"silent": (False, True), "raising": (False, True), "answering": (True, True)}
+
+
+def _stray_counts(verdicts: list[TurnVerdict]) -> dict[str, int]:
+    from monitor.report import ReportBuilder
+
+    builder = ReportBuilder()
+    for v in verdicts:
+        builder.add(v)
+    return builder.counts()
+
+
+def test_calls_made_in_threads_without_the_context_are_judged_alone_as_replay_judges_them(
+    dataset: Path, support_rules: Path, tmp_path: Path
+) -> None:
+    """An agent that runs its tools in plain threads: the calls have no turn (the threads do not carry the
+    OpenTelemetry context), so the case misses its call, as in serve; but the calls are not lost: they are judged
+    alone (turnless: catalog and schema checks, the made-up tool is hallucinated), exactly as replay judges them."""
+    from tests.monitor.offline.agents import threaded_agent
+
+    judge = Judge(load_dataset_rules(dataset, [support_rules]))
+    with Harness(agent_name="support") as h:
+        result = run_eval(read_cases(dataset)[:1], threaded_agent, judge, h)
+    (trial,) = result.trials
+    assert not trial.passed and "missed get_order_status" in trial.reason
+    assert all(v.turnless for v in result.strays)
+    assert sorted((c.name, c.outcome.value) for v in result.strays for c in v.calls) == [
+        ("get_order_status", "unjudged"), ("lookup_order", "hallucinated")]
+
+    replayed: list[TurnVerdict] = []
+    files = write_span_files(capture_spans(threaded_agent, ["where is order 1"]), tmp_path / "spans")
+    replay_files(Replayer(judge, replayed.append), [files["jsonl"]])
+    evaluated = [*(t.verdict for t in result.trials if t.verdict is not None), *result.strays]
+    assert _stray_counts(evaluated) == _stray_counts(replayed)
+
+
+def test_cli_eval_reports_calls_made_outside_every_run(dataset: Path, support_rules: Path, tmp_path: Path) -> None:
+    js = tmp_path / "eval.json"
+    code, out = _eval("--dataset", str(dataset), "--rules", str(support_rules), "--agent",
+                      "tests.monitor.offline.agents:threaded_agent", "--json", str(js))
+    report = json.loads(js.read_text())
+    counts = report["counts"]
+    assert (counts["turnless_turns"], counts["all_calls"], counts["hallucinated"]) == (6, 6, 3), counts
+    assert report["figures"]["hallucinated_rate"] == pytest.approx(0.5)
+    assert any("6 tool call(s) ran outside every run" in n for n in report["notes"]), report["notes"]
+
+
+def test_scenario_steps_report_calls_made_outside_their_turn(scenario_file: Path) -> None:
+    from tests.monitor.offline.agents import threaded_agent
+
+    sf = load_scenarios(scenario_file)
+    with Harness(agent_name="support") as h:
+        run = run_scenarios(sf, threaded_agent, build_judge(sf), h, mode="step")
+    assert not run.steps[0].passed and "missed get_order_status" in run.steps[0].reason
+    assert len(run.strays) == 6 and all(v.turnless for v in run.strays)
+    assert sum(c.outcome.value == "hallucinated" for v in run.strays for c in v.calls) == 3
+
+
+def test_an_agent_that_returns_no_text_fails_the_response_checks_and_the_report_says_why(
+    support_rules: Path, tmp_path: Path
+) -> None:
+    """An agent that returns its answer in a dict gives no answer text: its response checks fail as for an agent
+    that returns None (they were skipped, and the case passed end to end, with a response check it never met), and
+    the report says what the agent returned."""
+    from tests.monitor.offline.agents import dict_agent
+
+    dataset = tmp_path / "cases.yaml"
+    dataset.write_text("- id: o1\n  input: where is order 1\n  call: [{tool: get_order_status}]\n"
+                       "  respond: [{contains: shipped}]\n- id: o2\n  input: where is order 2\n"
+                       "  call: [{tool: get_order_status}]\n")
+    judge = Judge(load_dataset_rules(dataset, [support_rules]))
+    with Harness(agent_name="support") as h:
+        result = run_eval(read_cases(dataset), dict_agent, judge, h)
+    checked, unchecked = result.trials
+    assert checked.verdict is not None and checked.verdict.response_ok is False and not checked.passed
+    assert unchecked.passed  # no response check: the answer's type does not matter
+    assert [t.run.answer_type for t in result.trials] == ["dict", "dict"]
+
+    js = tmp_path / "eval.json"
+    code, _ = _eval("--dataset", str(dataset), "--rules", str(support_rules), "--agent",
+                    "tests.monitor.offline.agents:dict_agent", "--json", str(js))
+    report = json.loads(js.read_text())
+    assert report["figures"]["response_compliance"] == 0.0 and report["figures"]["pass_rate"] == 0.5
+    assert any("2 run(s) returned a dict, not the answer text" in n for n in report["notes"]), report["notes"]

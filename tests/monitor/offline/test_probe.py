@@ -274,3 +274,26 @@ def test_cli_probe_judges_runs_that_time_out(support_rules: Path, tmp_path: Path
         error = c.find("error")
         assert error is not None and (error.get("message") or "").startswith("timed out after 0.3 s; ")
         assert "Agent stack at the timeout" in (error.text or "") and "in mostly_hang" in (error.text or "")
+
+
+def test_cli_probe_reports_calls_made_outside_every_run(support_rules: Path, tmp_path: Path) -> None:
+    """Calls an agent makes in plain threads (no OpenTelemetry context) belong to no run: probe judges them alone,
+    as eval, scenarios, serve and replay do, and says so; a run that answers with a dict is named in a note."""
+    js = tmp_path / "probe.json"
+    res = CliRunner().invoke(probe, [
+        "--generator", "tests.monitor.offline.agents:order_inputs", "--agent",
+        "tests.monitor.offline.agents:threaded_agent", "--rules", str(support_rules), "--iterations", "3",
+        "--no-progress", "--json", str(js), "-q"])
+    assert res.exit_code == 0, res.output
+    report = json.loads(js.read_text())
+    counts = report["counts"]
+    assert (counts["turnless_turns"], counts["all_calls"], counts["hallucinated"]) == (6, 6, 3), counts
+    assert any("6 tool call(s) ran outside every run" in n for n in report["notes"]), report["notes"]
+
+    res = CliRunner().invoke(probe, [
+        "--generator", "tests.monitor.offline.agents:order_inputs",
+        "--agent", "tests.monitor.offline.agents:dict_agent",
+        "--rules", str(support_rules), "--iterations", "2", "--no-progress", "--json", str(js), "-q"])
+    assert res.exit_code == 0, res.output
+    notes = json.loads(js.read_text())["notes"]
+    assert any("2 run(s) returned a dict, not the answer text" in n for n in notes), notes

@@ -85,6 +85,28 @@ def test_terminal_shows_markup_in_inputs_names_and_ids_literally(hostile: Report
     assert text.rstrip().splitlines()[-1] == hostile.accuracy_line
 
 
+ESCAPES = "where is order 6 \x1b[2J\x1b]0;owned\x07 \x9b31m \x00\x7f\x08\r"  # clear screen, set title, C1 CSI...
+
+
+def test_terminal_shows_control_characters_from_the_run_as_escapes_never_raw(support_judge: Judge) -> None:
+    """A model's made-up tool name, an input or an agent's error can hold terminal control sequences (clear the
+    screen, set the window title, recolour what follows): the summary shows them as `\\x1b` escapes, so what
+    reaches the terminal is the report, not instructions to it. Line breaks and tabs stay as they are."""
+    b = ReportBuilder(worst=10)
+    b.add(support_judge.judge(turn(ESCAPES, call("\x1b[31mlookup", {"order_id": "6"}), trace=1)),
+          case_id="c\x1b[1m1")
+    report = b.build("eval", "run \x1b]8;;x\x1b\\", tables=[Table("t", ["a"], [["x\x1b[0m\ty\nz"]])],
+                     notes=["agent raised ValueError: \x1b[41mboom\x00"])
+    out = io.StringIO()
+    render_terminal(report, out, width=400)
+    text = out.getvalue()
+    raw = sorted({c for c in text if (ord(c) < 0x20 and c != "\n") or 0x7F <= ord(c) <= 0x9F})
+    assert raw == [], raw
+    for shown in ("\\x1b[31mlookup -> hallucinated", "c\\x1b[1m1", "\\x1b[2J\\x1b]0;owned\\x07 \\x9b31m",
+                  "\\x00\\x7f\\x08\\x0d", "run \\x1b]8;;x\\x1b\\", "\\x1b[41mboom\\x00", "x\\x1b[0m"):
+        assert shown in text, shown
+
+
 def _md_table_cells(html: str, table_index: int) -> list[list[str]]:
     table = re.findall(r"<table>(.*?)</table>", html, re.S)[table_index]
     rows = re.findall(r"<tr>(.*?)</tr>", table, re.S)
