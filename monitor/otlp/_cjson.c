@@ -456,6 +456,8 @@ static inline int str_is(const Str *st, const char *lit, size_t n) {
     return st->len == n && !memcmp(st->ptr, lit, n);
 }
 #define KEQ(st, lit) str_is(&(st), lit, sizeof(lit) - 1)
+/* A member by its lowerCamelCase JSON name or its .proto field name (both accepted, as in parse_json_py). */
+#define KEQ2(st, lit, proto) (KEQ(st, lit) || KEQ(st, proto))
 
 static inline int literal(Parser *s, const char *lit, size_t n) {
     if ((size_t)(s->end - s->p) < n || memcmp(s->p, lit, n))
@@ -1045,19 +1047,19 @@ out:
 enum { AV_OTHER, AV_STRING, AV_BOOL, AV_INT, AV_DOUBLE, AV_BYTES, AV_ARRAY, AV_KVLIST };
 
 static int av_kind(const Str *k) {
-    if (KEQ(*k, "stringValue"))
+    if (KEQ2(*k, "stringValue", "string_value"))
         return AV_STRING;
-    if (KEQ(*k, "intValue"))
+    if (KEQ2(*k, "intValue", "int_value"))
         return AV_INT;
-    if (KEQ(*k, "boolValue"))
+    if (KEQ2(*k, "boolValue", "bool_value"))
         return AV_BOOL;
-    if (KEQ(*k, "doubleValue"))
+    if (KEQ2(*k, "doubleValue", "double_value"))
         return AV_DOUBLE;
-    if (KEQ(*k, "arrayValue"))
+    if (KEQ2(*k, "arrayValue", "array_value"))
         return AV_ARRAY;
-    if (KEQ(*k, "kvlistValue"))
+    if (KEQ2(*k, "kvlistValue", "kvlist_value"))
         return AV_KVLIST;
-    if (KEQ(*k, "bytesValue"))
+    if (KEQ2(*k, "bytesValue", "bytes_value"))
         return AV_BYTES;
     return AV_OTHER;
 }
@@ -1121,8 +1123,8 @@ static int parse_anyvalue(Parser *s, int depth, Seen *seen, PyObject **first, Py
             rc = FALLBACK; /* a duplicate first key: its last value would count */
             goto out;
         }
-        if (KEQ(k, "stringValue")) {
-            if (sv_seen++) {
+        if (KEQ2(k, "stringValue", "string_value")) {
+            if (sv_seen++) { /* both names: the reference takes stringValue */
                 rc = FALLBACK;
                 goto out;
             }
@@ -1270,7 +1272,7 @@ static int parse_event(Parser *s, int depth, PyObject *events, int *bad) {
                 rc = ERR;
                 goto out;
             }
-        } else if (KEQ(k, "timeUnixNano")) {
+        } else if (KEQ2(k, "timeUnixNano", "time_unix_nano")) {
             if (seen & 2) {
                 rc = FALLBACK;
                 goto out;
@@ -1344,7 +1346,10 @@ static int parse_span(Parser *s, int depth, PyObject *resource, PyObject *scope)
             field = KEQ(k, "spanId") ? SF_SPAN : KEQ(k, "status") ? 16 : KEQ(k, "events") ? 17 : -1;
             break;
         case 7:
-            field = KEQ(k, "traceId") ? SF_TRACE : -1;
+            field = KEQ(k, "traceId") ? SF_TRACE : KEQ(k, "span_id") ? SF_SPAN : -1;
+            break;
+        case 8:
+            field = KEQ(k, "trace_id") ? SF_TRACE : -1;
             break;
         case 10:
             field = KEQ(k, "attributes") ? SF_ATTRS : -1;
@@ -1352,13 +1357,22 @@ static int parse_span(Parser *s, int depth, PyObject *resource, PyObject *scope)
         case 12:
             field = KEQ(k, "parentSpanId") ? SF_PARENT : -1;
             break;
+        case 14:
+            field = KEQ(k, "parent_span_id") ? SF_PARENT : -1;
+            break;
         case 15:
             field = KEQ(k, "endTimeUnixNano") ? SF_END : -1;
             break;
         case 17:
             field = KEQ(k, "startTimeUnixNano") ? SF_START : -1;
             break;
-        }
+        case 18:
+            field = KEQ(k, "end_time_unix_nano") ? SF_END : -1;
+            break;
+        case 20:
+            field = KEQ(k, "start_time_unix_nano") ? SF_START : -1;
+            break;
+        } /* a field under both of its names is a duplicate: left to the reference */
         if (field < 0) {
             CK(skip_value(s, depth + 1, NULL));
             CK(next_(s, '}', &more));
@@ -1639,7 +1653,7 @@ static int parse_resource_spans(Parser *s, int depth) {
                 rc = FALLBACK;
                 goto out;
             }
-        } else if (KEQ(k, "scopeSpans")) {
+        } else if (KEQ2(k, "scopeSpans", "scope_spans")) {
             if (seen_ss++) {
                 rc = FALLBACK;
                 goto out;
@@ -1684,7 +1698,7 @@ static int parse_request(Parser *s) {
     while (more) {
         Str k;
         CK(obj_key(s, &k));
-        if (KEQ(k, "resourceSpans")) {
+        if (KEQ2(k, "resourceSpans", "resource_spans")) {
             if (seen++)
                 return FALLBACK;
             c = peek(s);

@@ -242,6 +242,24 @@ CASES: dict[str, tuple[Body, bool]] = {
         '"resource":{"attributes":[{"value":{"stringValue":"x"},"key":"r"}]}}]}',
         True,
     ),
+    "proto field names": (
+        '{"resource_spans":[{"resource":{"attributes":[{"key":"r","value":{"string_value":"v"}}]},"scope_spans":[{'
+        '"scope":{"name":"s"},"spans":[{"trace_id":"'
+        + TRACE
+        + '","span_id":"'
+        + SPAN
+        + '","parent_span_id":"'
+        + SPAN
+        + '","start_time_unix_nano":"5","end_time_unix_nano":6,"events":[{"name":"e","time_unix_nano":"7"}],'
+        '"attributes":[{"key":"i","value":{"int_value":"3"}},{"key":"d","value":{"double_value":1.5}},'
+        '{"key":"b","value":{"bool_value":true}},{"key":"y","value":{"bytes_value":"QUI="}},'
+        '{"key":"a","value":{"array_value":{"values":[{"int_value":1}]}}},'
+        '{"key":"k","value":{"kvlist_value":{"values":[{"key":"x","value":{"string_value":"z"}}]}}},'
+        '{"key":"t","value":{"int_value":"1","string_value":"s"}}]}]}]}]}',
+        True,
+    ),
+    "proto and JSON name of one field": (doc('"trace_id":"' + TRACE + '"'), False),
+    "proto and JSON name of one value": (attr('{"stringValue":"a","string_value":"b"}'), False),
     "ids upper case": (doc().replace(TRACE, TRACE.upper()), True),
     "id all zero": (doc().replace(TRACE, "0" * 32), True),
     "id short": (doc().replace(SPAN, SPAN[:-1]), True),
@@ -381,6 +399,10 @@ def test_case_results() -> None:
     assert events is not None and events[0][0].events == []
     late = c_parse(CASES["key order"][0])
     assert late is not None and late[0][0].scope == "late" and late[0][0].resource == {"r": "x"}
+    snake = c_parse(CASES["proto field names"][0])
+    assert snake is not None and snake[1:] == (0, 0) and snake[0][0].resource == {"r": "v"}
+    assert snake[0][0].start_ns == 5 and snake[0][0].end_ns == 6 and snake[0][0].parent_span_id == SPAN
+    assert snake[0][0].attributes == {"i": 3, "d": 1.5, "b": True, "y": "4142", "a": (1,), "k": (("x", "z"),), "t": "s"}
     for name in ("double value overflow", "too deep", "duplicate span key", "UTF-8 BOM bytes", "UTF-16"):
         assert c_parse(CASES[name][0]) is None, name
 

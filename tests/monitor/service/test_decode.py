@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from monitor.otlp import (
+    Decoded,
     DecodeError,
     FileLineError,
     decode_json,
@@ -18,6 +22,7 @@ from monitor.otlp import (
     read_jsonl,
 )
 from monitor.otlp import request_to_json as to_json
+from monitor.otlp._json import parse_json_py
 from tests.monitor.service.spans import Call, TurnSpec, record_turns, to_request
 
 TURNS = [
@@ -92,6 +97,56 @@ def test_json_accepts_numbers_names_and_ignores_unknown_fields() -> None:
     assert span.attributes["a"] == ("x",) and span.attributes["y"] == "0102"
     assert span.attributes["d"] != span.attributes["d"]  # NaN
     assert "n" not in span.attributes
+
+
+def _proto_names(obj: Any) -> Any:
+    """`obj` with every member name as the .proto field name (trace_id, not traceId)."""
+    if isinstance(obj, dict):
+        return {re.sub("([A-Z])", lambda m: "_" + m.group(1).lower(), k): _proto_names(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_proto_names(v) for v in obj]
+    return obj
+
+
+ALL_VALUES = [
+    {"key": "s", "value": {"stringValue": "x"}},
+    {"key": "i", "value": {"intValue": "42"}},
+    {"key": "d", "value": {"doubleValue": 1.5}},
+    {"key": "b", "value": {"boolValue": True}},
+    {"key": "y", "value": {"bytesValue": "AQI="}},
+    {"key": "a", "value": {"arrayValue": {"values": [{"stringValue": "x"}, {"intValue": 3}]}}},
+    {"key": "k", "value": {"kvlistValue": {"values": [{"key": "z", "value": {"boolValue": False}}]}}},
+]
+
+
+@pytest.mark.parametrize("parse", [parse_json, parse_json_py])
+def test_json_accepts_the_proto_field_names(parse: Callable[[str], Decoded]) -> None:
+    # The protobuf JSON mapping has parsers accept the .proto field names as well as the lowerCamelCase ones, and the
+    # Collector's OTLP JSON decoder does: a body from MessageToJson(preserving_proto_field_name=True) is not empty.
+    req = to_request(record_turns(TURNS))
+    camel = json.loads(to_json(req))
+    camel["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["attributes"] += ALL_VALUES
+    camel["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["events"] = [{"name": "e", "timeUnixNano": "7"}]
+    snake = _proto_names(camel)
+    for name in (
+        "resource_spans",
+        "scope_spans",
+        "trace_id",
+        "span_id",
+        "parent_span_id",
+        "start_time_unix_nano",
+        "end_time_unix_nano",
+        "time_unix_nano",
+        "string_value",
+        "kvlist_value",
+        "array_value",
+    ):
+        assert f'"{name}"' in json.dumps(snake), name
+    want = parse(json.dumps(camel))
+    got = parse(json.dumps(snake))
+    assert len(got.spans) == 4 and got.rejected == {}
+    assert got.spans == want.spans
+    assert got.spans[0].attributes["k"] == (("z", False),) and got.spans[0].events[0].time_ns == 7  # type: ignore[index]
 
 
 @pytest.mark.parametrize(
