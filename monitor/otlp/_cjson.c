@@ -1251,6 +1251,16 @@ static int parse_id(Parser *s, int depth, size_t nbytes, int optional, PyObject 
     return OK;
 }
 
+/* At a `null` member: the protobuf JSON mapping's default value of its field, `dflt` (parse_json_py's _get). */
+static int null_as(Parser *s, PyObject *dflt, PyObject **out) {
+    int rc = literal(s, "null", 4);
+    if (rc == OK) {
+        Py_INCREF(dflt);
+        *out = dflt;
+    }
+    return rc;
+}
+
 enum { SF_TRACE, SF_SPAN, SF_PARENT, SF_NAME, SF_KIND, SF_START, SF_END, SF_CODE, SF_MSG, SF_ATTRS, SF_N };
 
 /* One event object at the cursor: appended to events, or *bad set when its time is not an int. */
@@ -1263,14 +1273,18 @@ static int parse_event(Parser *s, int depth, PyObject *events, int *bad) {
         CK(obj_key(s, &k));
         if (KEQ(k, "name")) {
             Str st;
-            if ((seen & 1) || peek(s) != '"' || scan_string(s, &st) != OK) {
+            if (!(seen & 1) && peek(s) == 'n') {
+                seen |= 1;
+                CK(null_as(s, empty_str, &name));
+            } else if ((seen & 1) || peek(s) != '"' || scan_string(s, &st) != OK) {
                 rc = FALLBACK; /* str(name) of other types is not on the fast path */
                 goto out;
-            }
-            seen |= 1;
-            if (!(name = make_str_cached(s, &st))) {
-                rc = ERR;
-                goto out;
+            } else {
+                seen |= 1;
+                if (!(name = make_str_cached(s, &st))) {
+                    rc = ERR;
+                    goto out;
+                }
             }
         } else if (KEQ2(k, "timeUnixNano", "time_unix_nano")) {
             if (seen & 2) {
@@ -1278,7 +1292,10 @@ static int parse_event(Parser *s, int depth, PyObject *events, int *bad) {
                 goto out;
             }
             seen |= 2;
-            CK(parse_intish(s, depth + 1, NULL, &time));
+            if (peek(s) == 'n')
+                CK(null_as(s, zero, &time));
+            else
+                CK(parse_intish(s, depth + 1, NULL, &time));
             time_bad = !time;
         } else if (KEQ(k, "attributes")) {
             if (seen & 4) {
@@ -1390,7 +1407,9 @@ static int parse_span(Parser *s, int depth, PyObject *resource, PyObject *scope)
             CK(parse_id(s, depth + 1, field == SF_TRACE ? 16 : 8, field == SF_PARENT, &f[field]));
             break;
         case SF_NAME:
-            if (peek(s) == '"') {
+            if (peek(s) == 'n') {
+                CK(null_as(s, empty_str, &f[SF_NAME]));
+            } else if (peek(s) == '"') {
                 Str st;
                 if (scan_string(s, &st) != OK) {
                     rc = FALLBACK;
@@ -1407,7 +1426,10 @@ static int parse_span(Parser *s, int depth, PyObject *resource, PyObject *scope)
         case SF_KIND:
         case SF_START:
         case SF_END:
-            CK(parse_intish(s, depth + 1, field == SF_KIND ? SPAN_KINDS : NULL, &f[field]));
+            if (peek(s) == 'n')
+                CK(null_as(s, zero, &f[field]));
+            else
+                CK(parse_intish(s, depth + 1, field == SF_KIND ? SPAN_KINDS : NULL, &f[field]));
             break;
         case SF_ATTRS:
             if (!(f[SF_ATTRS] = PyDict_New())) {
@@ -1434,7 +1456,9 @@ static int parse_span(Parser *s, int depth, PyObject *resource, PyObject *scope)
                         goto out;
                     }
                     seen |= 1u << fld;
-                    if (fld == SF_CODE) {
+                    if (peek(s) == 'n') {
+                        CK(null_as(s, fld == SF_CODE ? zero : empty_str, &f[fld]));
+                    } else if (fld == SF_CODE) {
                         CK(parse_intish(s, depth + 2, STATUS_CODES, &f[SF_CODE]));
                     } else if (peek(s) == '"') {
                         CK(string_value(s, &f[SF_MSG]));

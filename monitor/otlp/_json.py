@@ -2,8 +2,8 @@
 
 Follows the OTLP/JSON rules: lowerCamelCase keys (and, as the protobuf JSON mapping and the Collector accept them,
 the .proto field names: `trace_id` for `traceId`; a member given under both names takes the lowerCamelCase one),
-trace and span ids as hex strings, 64-bit integers as
-decimal strings or numbers, enums as integers or names, bytes values as base64, unknown fields ignored.
+trace and span ids as hex strings, 64-bit integers as decimal strings or numbers, enums as integers or names, bytes
+values as base64, unknown fields ignored, `null` as the field's default value.
 A span that cannot be used (ids of the wrong length, wrong shapes) is rejected and counted; a body that
 is not such a request at all raises DecodeError.
 """
@@ -45,10 +45,13 @@ _VALUE_KEYS = {
 }
 
 
-def _get(obj: dict[str, Any], name: str, proto_name: str, default: Any = None) -> Any:
-    """obj[name] (lowerCamelCase), else obj[proto_name] (the .proto field name), else `default`."""
+def _get(obj: dict[str, Any], name: str, proto_name: str | None = None, default: Any = None) -> Any:
+    """obj[name] (lowerCamelCase), else obj[proto_name] (the .proto field name), else `default`, which a `null`
+    also means (the protobuf JSON mapping: null is the field's default value)."""
     value = obj.get(name, _MISSING)
-    return obj.get(proto_name, default) if value is _MISSING else value
+    if value is _MISSING and proto_name is not None:
+        value = obj.get(proto_name, _MISSING)
+    return default if value is _MISSING or value is None else value
 
 
 class _BadSpan(Exception):
@@ -163,8 +166,8 @@ def _span(s: Any, resource: dict[str, Any], scope: str) -> Span:
     status = s.get("status") or {}
     if not isinstance(status, dict):
         raise _BadSpan(REASON_MALFORMED)
-    name = s.get("name", "")
-    message = status.get("message", "")
+    name = _get(s, "name", default="")
+    message = _get(status, "message", default="")
     if not isinstance(name, str) or not isinstance(message, str):
         raise _BadSpan(REASON_MALFORMED)
     span = Span(
@@ -172,10 +175,10 @@ def _span(s: Any, resource: dict[str, Any], scope: str) -> Span:
         _id(_get(s, "spanId", "span_id"), 8),
         _id(_get(s, "parentSpanId", "parent_span_id"), 8, optional=True),
         name,
-        _enum(s.get("kind", 0), _SPAN_KINDS),
+        _enum(_get(s, "kind", default=0), _SPAN_KINDS),
         _int(_get(s, "startTimeUnixNano", "start_time_unix_nano", 0)),
         _int(_get(s, "endTimeUnixNano", "end_time_unix_nano", 0)),
-        _enum(status.get("code", 0), _STATUS_CODES),
+        _enum(_get(status, "code", default=0), _STATUS_CODES),
         message,
         _attributes(s.get("attributes")),
         resource,
@@ -185,7 +188,7 @@ def _span(s: Any, resource: dict[str, Any], scope: str) -> Span:
     if isinstance(events, list) and events:
         span.events = [
             SpanEvent(
-                str(e.get("name", "")),
+                str(_get(e, "name", default="")),
                 _int(_get(e, "timeUnixNano", "time_unix_nano", 0)),
                 _attributes(e.get("attributes")),
             )

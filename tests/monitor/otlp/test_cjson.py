@@ -282,7 +282,7 @@ CASES: dict[str, tuple[Body, bool]] = {
     "status code bad": (doc('"status":{"code":"STATUS_CODE_NOPE"}'), True),
     "status message null": (doc('"status":{"message":null}'), True),
     "name number": (doc('"name":5'), True),
-    "name null and bad id": (doc('"name":null').replace(SPAN, "x"), True),
+    "name number and bad id": (doc('"name":5').replace(SPAN, "x"), True),
     "bad id before bad kind": (doc('"kind":true').replace(SPAN, "x"), True),
     "kind name": (doc('"kind":"SPAN_KIND_CLIENT"'), True),
     "kind float": (doc('"kind":2.0'), True),
@@ -296,6 +296,13 @@ CASES: dict[str, tuple[Body, bool]] = {
     "times": (doc('"startTimeUnixNano":18446744073709551615,"endTimeUnixNano":"-9223372036854775809"'), True),
     "time exponent": (doc('"startTimeUnixNano":1.5e18,"endTimeUnixNano":1E+3'), True),
     "time null": (doc('"startTimeUnixNano":null'), True),
+    "null members": (
+        doc(
+            '"name":null,"kind":null,"startTimeUnixNano":null,"endTimeUnixNano":null,'
+            '"status":{"code":null,"message":null},"events":[{"name":null,"timeUnixNano":null}]'
+        ),
+        True,
+    ),
     "time infinity": (doc('"endTimeUnixNano":-Infinity'), True),
     "events": (doc('"events":[1,{"name":"e","timeUnixNano":"5","attributes":[{"key":"a","value":{}}]},{}]'), True),
     "events none dict": (doc('"events":[1,null]'), True),
@@ -390,7 +397,12 @@ def test_case_results() -> None:
     assert c_parse(CASES["status falsy"][0]) is not None
     assert c_parse(CASES["status truthy"][0]) == ([], 0, 1)
     assert c_parse(CASES["bad id before bad kind"][0]) == ([], 1, 0)
-    assert c_parse(CASES["name null and bad id"][0]) == ([], 0, 1)
+    assert c_parse(CASES["name number and bad id"][0]) == ([], 0, 1)
+    nulls = c_parse(CASES["null members"][0])
+    assert nulls is not None and nulls[1:] == (0, 0)
+    assert (nulls[0][0].name, nulls[0][0].kind, nulls[0][0].start_ns, nulls[0][0].end_ns) == ("", 0, 0, 0)
+    assert (nulls[0][0].status_code, nulls[0][0].status_message) == (0, "")
+    assert nulls[0][0].events == [SpanEvent("", 0, {})]
     lone = c_parse(CASES["lone surrogate escapes"][0])
     assert lone is not None and lone[0][0].attributes["a"] == "\ud800x\udc00\ud800A\udbff"
     specials = c_parse(CASES["double value specials"][0])

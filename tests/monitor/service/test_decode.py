@@ -149,6 +149,29 @@ def test_json_accepts_the_proto_field_names(parse: Callable[[str], Decoded]) -> 
     assert got.spans[0].attributes["k"] == (("z", False),) and got.spans[0].events[0].time_ns == 7  # type: ignore[index]
 
 
+@pytest.mark.parametrize("parse", [parse_json, parse_json_py])
+def test_json_null_members_take_their_default(parse: Callable[[str], Decoded]) -> None:
+    # The protobuf JSON mapping: null is accepted for every field and means its default value.
+    span = {
+        "traceId": "5b8efff798038103d269b633813fc60c",
+        "spanId": "eee19b7ec3c1b174",
+        "parentSpanId": None,
+        "name": None,
+        "kind": None,
+        "startTimeUnixNano": None,
+        "endTimeUnixNano": None,
+        "status": {"code": None, "message": None},
+        "attributes": [{"key": "a", "value": {"stringValue": "x"}}, {"key": "n", "value": {"intValue": None}}],
+        "events": [{"name": None, "timeUnixNano": None, "attributes": None}],
+    }
+    out = parse(json.dumps({"resourceSpans": [{"resource": None, "scopeSpans": [{"scope": None, "spans": [span]}]}]}))
+    assert out.rejected == {}
+    (got,) = out.spans
+    assert (got.name, got.parent_span_id, got.kind, got.start_ns, got.end_ns) == ("", "", 0, 0, 0)
+    assert (got.status_code, got.status_message, got.attributes) == (0, "", {"a": "x"})
+    assert got.events is not None and [(e.name, e.time_ns, e.attributes) for e in got.events] == [("", 0, {})]
+
+
 @pytest.mark.parametrize(
     ("trace_id", "span_id", "parent"),
     [
