@@ -1242,10 +1242,15 @@ static int parse_id(Parser *s, int depth, size_t nbytes, int optional, PyObject 
             w[i] = ch;
             any |= hexval[ch];
         }
-        if (i == n && any)
+        if (i == n && any) {
             *out = o;
-        else
+        } else {
             Py_DECREF(o);
+            if (i == n && optional) { /* an all-zero parent span id: no parent */
+                Py_INCREF(empty_str);
+                *out = empty_str;
+            }
+        }
     }
     Py_XDECREF(u);
     return OK;

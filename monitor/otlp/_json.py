@@ -88,7 +88,11 @@ def _id(v: Any, nbytes: int, *, optional: bool = False) -> str:
     if not isinstance(v, str) or len(v) != 2 * nbytes:
         raise _BadSpan(REASON_BAD_ID)
     h: str = v.lower()
-    if not _HEX.issuperset(h) or h.count("0") == len(h):
+    if not _HEX.issuperset(h):
+        raise _BadSpan(REASON_BAD_ID)
+    if h.count("0") == len(h):  # all-zero ids are invalid: no parent for a parent span id, else a rejected span
+        if optional:
+            return ""
         raise _BadSpan(REASON_BAD_ID)
     return h
 

@@ -23,6 +23,7 @@ from monitor.otlp import (
 )
 from monitor.otlp import request_to_json as to_json
 from monitor.otlp._json import parse_json_py
+from monitor.otlp._protobuf import parse_protobuf_py
 from tests.monitor.service.spans import Call, TurnSpec, record_turns, to_request
 
 TURNS = [
@@ -189,6 +190,27 @@ def test_json_span_with_bad_ids_is_rejected_not_the_request(trace_id: str, span_
     out = parse_json(json.dumps(doc))
     assert [s.name for s in out.spans] == ["ok"]
     assert out.rejected == {"invalid_id": 1}
+
+
+@pytest.mark.parametrize(
+    ("parse", "encode"),
+    [
+        (parse_protobuf, lambda r: r.SerializeToString()),
+        (parse_protobuf_py, lambda r: r.SerializeToString()),
+        (parse_json, to_json),
+        (parse_json_py, to_json),
+    ],
+)
+def test_all_zero_ids_mean_the_same_in_protobuf_and_json(parse: Callable[[Any], Decoded], encode: Any) -> None:
+    # An all-zero span id is invalid (the span is rejected); an all-zero parent span id is no parent (a root span).
+    req = to_request(record_turns(TURNS))
+    spans = req.resource_spans[0].scope_spans[0].spans
+    spans[0].span_id = b"\0" * 8
+    spans[1].parent_span_id = b"\0" * 8
+    out = parse(encode(req))
+    assert out.rejected == {"invalid_id": 1}
+    assert [s.span_id for s in out.spans] == [s.span_id.hex() for s in spans[1:]]
+    assert out.spans[0].parent_span_id == ""
 
 
 def test_protobuf_span_with_bad_ids_is_rejected() -> None:
