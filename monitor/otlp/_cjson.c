@@ -456,6 +456,8 @@ static inline int str_is(const Str *st, const char *lit, size_t n) {
     return st->len == n && !memcmp(st->ptr, lit, n);
 }
 #define KEQ(st, lit) str_is(&(st), lit, sizeof(lit) - 1)
+/* A member by its lowerCamelCase JSON name or its .proto field name (both accepted, as in parse_json_py). */
+#define KEQ2(st, lit, proto) (KEQ(st, lit) || KEQ(st, proto))
 
 static inline int literal(Parser *s, const char *lit, size_t n) {
     if ((size_t)(s->end - s->p) < n || memcmp(s->p, lit, n))
@@ -1045,19 +1047,19 @@ out:
 enum { AV_OTHER, AV_STRING, AV_BOOL, AV_INT, AV_DOUBLE, AV_BYTES, AV_ARRAY, AV_KVLIST };
 
 static int av_kind(const Str *k) {
-    if (KEQ(*k, "stringValue"))
+    if (KEQ2(*k, "stringValue", "string_value"))
         return AV_STRING;
-    if (KEQ(*k, "intValue"))
+    if (KEQ2(*k, "intValue", "int_value"))
         return AV_INT;
-    if (KEQ(*k, "boolValue"))
+    if (KEQ2(*k, "boolValue", "bool_value"))
         return AV_BOOL;
-    if (KEQ(*k, "doubleValue"))
+    if (KEQ2(*k, "doubleValue", "double_value"))
         return AV_DOUBLE;
-    if (KEQ(*k, "arrayValue"))
+    if (KEQ2(*k, "arrayValue", "array_value"))
         return AV_ARRAY;
-    if (KEQ(*k, "kvlistValue"))
+    if (KEQ2(*k, "kvlistValue", "kvlist_value"))
         return AV_KVLIST;
-    if (KEQ(*k, "bytesValue"))
+    if (KEQ2(*k, "bytesValue", "bytes_value"))
         return AV_BYTES;
     return AV_OTHER;
 }
@@ -1121,8 +1123,8 @@ static int parse_anyvalue(Parser *s, int depth, Seen *seen, PyObject **first, Py
             rc = FALLBACK; /* a duplicate first key: its last value would count */
             goto out;
         }
-        if (KEQ(k, "stringValue")) {
-            if (sv_seen++) {
+        if (KEQ2(k, "stringValue", "string_value")) {
+            if (sv_seen++) { /* both names: the reference takes stringValue */
                 rc = FALLBACK;
                 goto out;
             }
@@ -1240,13 +1242,28 @@ static int parse_id(Parser *s, int depth, size_t nbytes, int optional, PyObject 
             w[i] = ch;
             any |= hexval[ch];
         }
-        if (i == n && any)
+        if (i == n && any) {
             *out = o;
-        else
+        } else {
             Py_DECREF(o);
+            if (i == n && optional) { /* an all-zero parent span id: no parent */
+                Py_INCREF(empty_str);
+                *out = empty_str;
+            }
+        }
     }
     Py_XDECREF(u);
     return OK;
+}
+
+/* At a `null` member: the protobuf JSON mapping's default value of its field, `dflt` (parse_json_py's _get). */
+static int null_as(Parser *s, PyObject *dflt, PyObject **out) {
+    int rc = literal(s, "null", 4);
+    if (rc == OK) {
+        Py_INCREF(dflt);
+        *out = dflt;
+    }
+    return rc;
 }
 
 enum { SF_TRACE, SF_SPAN, SF_PARENT, SF_NAME, SF_KIND, SF_START, SF_END, SF_CODE, SF_MSG, SF_ATTRS, SF_N };
@@ -1261,22 +1278,29 @@ static int parse_event(Parser *s, int depth, PyObject *events, int *bad) {
         CK(obj_key(s, &k));
         if (KEQ(k, "name")) {
             Str st;
-            if ((seen & 1) || peek(s) != '"' || scan_string(s, &st) != OK) {
+            if (!(seen & 1) && peek(s) == 'n') {
+                seen |= 1;
+                CK(null_as(s, empty_str, &name));
+            } else if ((seen & 1) || peek(s) != '"' || scan_string(s, &st) != OK) {
                 rc = FALLBACK; /* str(name) of other types is not on the fast path */
                 goto out;
+            } else {
+                seen |= 1;
+                if (!(name = make_str_cached(s, &st))) {
+                    rc = ERR;
+                    goto out;
+                }
             }
-            seen |= 1;
-            if (!(name = make_str_cached(s, &st))) {
-                rc = ERR;
-                goto out;
-            }
-        } else if (KEQ(k, "timeUnixNano")) {
+        } else if (KEQ2(k, "timeUnixNano", "time_unix_nano")) {
             if (seen & 2) {
                 rc = FALLBACK;
                 goto out;
             }
             seen |= 2;
-            CK(parse_intish(s, depth + 1, NULL, &time));
+            if (peek(s) == 'n')
+                CK(null_as(s, zero, &time));
+            else
+                CK(parse_intish(s, depth + 1, NULL, &time));
             time_bad = !time;
         } else if (KEQ(k, "attributes")) {
             if (seen & 4) {
@@ -1344,7 +1368,10 @@ static int parse_span(Parser *s, int depth, PyObject *resource, PyObject *scope)
             field = KEQ(k, "spanId") ? SF_SPAN : KEQ(k, "status") ? 16 : KEQ(k, "events") ? 17 : -1;
             break;
         case 7:
-            field = KEQ(k, "traceId") ? SF_TRACE : -1;
+            field = KEQ(k, "traceId") ? SF_TRACE : KEQ(k, "span_id") ? SF_SPAN : -1;
+            break;
+        case 8:
+            field = KEQ(k, "trace_id") ? SF_TRACE : -1;
             break;
         case 10:
             field = KEQ(k, "attributes") ? SF_ATTRS : -1;
@@ -1352,13 +1379,22 @@ static int parse_span(Parser *s, int depth, PyObject *resource, PyObject *scope)
         case 12:
             field = KEQ(k, "parentSpanId") ? SF_PARENT : -1;
             break;
+        case 14:
+            field = KEQ(k, "parent_span_id") ? SF_PARENT : -1;
+            break;
         case 15:
             field = KEQ(k, "endTimeUnixNano") ? SF_END : -1;
             break;
         case 17:
             field = KEQ(k, "startTimeUnixNano") ? SF_START : -1;
             break;
-        }
+        case 18:
+            field = KEQ(k, "end_time_unix_nano") ? SF_END : -1;
+            break;
+        case 20:
+            field = KEQ(k, "start_time_unix_nano") ? SF_START : -1;
+            break;
+        } /* a field under both of its names is a duplicate: left to the reference */
         if (field < 0) {
             CK(skip_value(s, depth + 1, NULL));
             CK(next_(s, '}', &more));
@@ -1376,7 +1412,9 @@ static int parse_span(Parser *s, int depth, PyObject *resource, PyObject *scope)
             CK(parse_id(s, depth + 1, field == SF_TRACE ? 16 : 8, field == SF_PARENT, &f[field]));
             break;
         case SF_NAME:
-            if (peek(s) == '"') {
+            if (peek(s) == 'n') {
+                CK(null_as(s, empty_str, &f[SF_NAME]));
+            } else if (peek(s) == '"') {
                 Str st;
                 if (scan_string(s, &st) != OK) {
                     rc = FALLBACK;
@@ -1393,7 +1431,10 @@ static int parse_span(Parser *s, int depth, PyObject *resource, PyObject *scope)
         case SF_KIND:
         case SF_START:
         case SF_END:
-            CK(parse_intish(s, depth + 1, field == SF_KIND ? SPAN_KINDS : NULL, &f[field]));
+            if (peek(s) == 'n')
+                CK(null_as(s, zero, &f[field]));
+            else
+                CK(parse_intish(s, depth + 1, field == SF_KIND ? SPAN_KINDS : NULL, &f[field]));
             break;
         case SF_ATTRS:
             if (!(f[SF_ATTRS] = PyDict_New())) {
@@ -1420,7 +1461,9 @@ static int parse_span(Parser *s, int depth, PyObject *resource, PyObject *scope)
                         goto out;
                     }
                     seen |= 1u << fld;
-                    if (fld == SF_CODE) {
+                    if (peek(s) == 'n') {
+                        CK(null_as(s, fld == SF_CODE ? zero : empty_str, &f[fld]));
+                    } else if (fld == SF_CODE) {
                         CK(parse_intish(s, depth + 2, STATUS_CODES, &f[SF_CODE]));
                     } else if (peek(s) == '"') {
                         CK(string_value(s, &f[SF_MSG]));
@@ -1639,7 +1682,7 @@ static int parse_resource_spans(Parser *s, int depth) {
                 rc = FALLBACK;
                 goto out;
             }
-        } else if (KEQ(k, "scopeSpans")) {
+        } else if (KEQ2(k, "scopeSpans", "scope_spans")) {
             if (seen_ss++) {
                 rc = FALLBACK;
                 goto out;
@@ -1684,7 +1727,7 @@ static int parse_request(Parser *s) {
     while (more) {
         Str k;
         CK(obj_key(s, &k));
-        if (KEQ(k, "resourceSpans")) {
+        if (KEQ2(k, "resourceSpans", "resource_spans")) {
             if (seen++)
                 return FALLBACK;
             c = peek(s);

@@ -710,11 +710,14 @@ static int span(PyObject *out, Py_ssize_t *bad, PyObject *resource, PyObject *sc
         span_state_clear(&st);
         return -1;
     }
-    if (st.tidn != 16 || st.sidn != 8 || (st.pidn != 0 && st.pidn != 8) || memcmp(st.tid, zero_id, 16) == 0) {
+    if (st.tidn != 16 || st.sidn != 8 || (st.pidn != 0 && st.pidn != 8) || memcmp(st.tid, zero_id, 16) == 0 ||
+        memcmp(st.sid, zero_id, 8) == 0) {
         span_state_clear(&st);
         ++*bad;
         return 0;
     }
+    if (st.pidn == 8 && memcmp(st.pid, zero_id, 8) == 0)
+        st.pidn = 0; /* an all-zero parent span id is no parent, as in parse_protobuf_py */
     PyObject *args[SPAN_NFIELDS];
     args[0] = mk_hex(st.tid, 16);
     args[1] = mk_hex(st.sid, 8);

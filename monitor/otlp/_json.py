@@ -1,7 +1,9 @@
 """OTLP JSON (one ExportTraceServiceRequest) to Span records, parsed directly for speed.
 
-Follows the OTLP/JSON rules: lowerCamelCase keys, trace and span ids as hex strings, 64-bit integers as
-decimal strings or numbers, enums as integers or names, bytes values as base64, unknown fields ignored.
+Follows the OTLP/JSON rules: lowerCamelCase keys (and, as the protobuf JSON mapping and the Collector accept them,
+the .proto field names: `trace_id` for `traceId`; a member given under both names takes the lowerCamelCase one),
+trace and span ids as hex strings, 64-bit integers as decimal strings or numbers, enums as integers or names, bytes
+values as base64, unknown fields ignored, `null` as the field's default value.
 A span that cannot be used (ids of the wrong length, wrong shapes) is rejected and counted; a body that
 is not such a request at all raises DecodeError.
 """
@@ -30,6 +32,26 @@ _SPAN_KINDS = {
 _STATUS_CODES = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}
 _SPECIAL_FLOATS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 _HEX = frozenset("0123456789abcdef")
+_MISSING = object()
+# AnyValue members by their .proto field names
+_VALUE_KEYS = {
+    "string_value": "stringValue",
+    "bool_value": "boolValue",
+    "int_value": "intValue",
+    "double_value": "doubleValue",
+    "bytes_value": "bytesValue",
+    "array_value": "arrayValue",
+    "kvlist_value": "kvlistValue",
+}
+
+
+def _get(obj: dict[str, Any], name: str, proto_name: str | None = None, default: Any = None) -> Any:
+    """obj[name] (lowerCamelCase), else obj[proto_name] (the .proto field name), else `default`, which a `null`
+    also means (the protobuf JSON mapping: null is the field's default value)."""
+    value = obj.get(name, _MISSING)
+    if value is _MISSING and proto_name is not None:
+        value = obj.get(proto_name, _MISSING)
+    return default if value is _MISSING or value is None else value
 
 
 class _BadSpan(Exception):
@@ -66,7 +88,11 @@ def _id(v: Any, nbytes: int, *, optional: bool = False) -> str:
     if not isinstance(v, str) or len(v) != 2 * nbytes:
         raise _BadSpan(REASON_BAD_ID)
     h: str = v.lower()
-    if not _HEX.issuperset(h) or h.count("0") == len(h):
+    if not _HEX.issuperset(h):
+        raise _BadSpan(REASON_BAD_ID)
+    if h.count("0") == len(h):  # all-zero ids are invalid: no parent for a parent span id, else a rejected span
+        if optional:
+            return ""
         raise _BadSpan(REASON_BAD_ID)
     return h
 
@@ -102,6 +128,8 @@ def _value(v: Any) -> Any:
     if not isinstance(v, dict):
         return None
     for key, raw in v.items():
+        if key in _VALUE_KEYS:
+            key = _VALUE_KEYS[key]
         if key == "arrayValue":
             values = raw.get("values", []) if isinstance(raw, dict) else None
             return tuple(_value(x) for x in values) if isinstance(values, list) else None
@@ -125,9 +153,11 @@ def _attributes(kvs: Any) -> dict[str, Any]:
         if not isinstance(key, str):
             continue
         val = kv.get("value")
-        if isinstance(val, dict) and "stringValue" in val and isinstance(val["stringValue"], str):
-            out[key] = val["stringValue"]
-            continue
+        if isinstance(val, dict):
+            sv = _get(val, "stringValue", "string_value")
+            if isinstance(sv, str):
+                out[key] = sv
+                continue
         value = _value(val)
         if value is not None:
             out[key] = value
@@ -140,19 +170,19 @@ def _span(s: Any, resource: dict[str, Any], scope: str) -> Span:
     status = s.get("status") or {}
     if not isinstance(status, dict):
         raise _BadSpan(REASON_MALFORMED)
-    name = s.get("name", "")
-    message = status.get("message", "")
+    name = _get(s, "name", default="")
+    message = _get(status, "message", default="")
     if not isinstance(name, str) or not isinstance(message, str):
         raise _BadSpan(REASON_MALFORMED)
     span = Span(
-        _id(s.get("traceId"), 16),
-        _id(s.get("spanId"), 8),
-        _id(s.get("parentSpanId"), 8, optional=True),
+        _id(_get(s, "traceId", "trace_id"), 16),
+        _id(_get(s, "spanId", "span_id"), 8),
+        _id(_get(s, "parentSpanId", "parent_span_id"), 8, optional=True),
         name,
-        _enum(s.get("kind", 0), _SPAN_KINDS),
-        _int(s.get("startTimeUnixNano", 0)),
-        _int(s.get("endTimeUnixNano", 0)),
-        _enum(status.get("code", 0), _STATUS_CODES),
+        _enum(_get(s, "kind", default=0), _SPAN_KINDS),
+        _int(_get(s, "startTimeUnixNano", "start_time_unix_nano", 0)),
+        _int(_get(s, "endTimeUnixNano", "end_time_unix_nano", 0)),
+        _enum(_get(status, "code", default=0), _STATUS_CODES),
         message,
         _attributes(s.get("attributes")),
         resource,
@@ -161,15 +191,19 @@ def _span(s: Any, resource: dict[str, Any], scope: str) -> Span:
     events = s.get("events")
     if isinstance(events, list) and events:
         span.events = [
-            SpanEvent(str(e.get("name", "")), _int(e.get("timeUnixNano", 0)), _attributes(e.get("attributes")))
+            SpanEvent(
+                str(_get(e, "name", default="")),
+                _int(_get(e, "timeUnixNano", "time_unix_nano", 0)),
+                _attributes(e.get("attributes")),
+            )
             for e in events
             if isinstance(e, dict)
         ]
     return span
 
 
-def _list(obj: dict[str, Any], key: str) -> list[Any]:
-    value = obj.get(key, [])
+def _list(obj: dict[str, Any], key: str, proto_name: str) -> list[Any]:
+    value = _get(obj, key, proto_name, [])
     if value is None:
         return []
     if not isinstance(value, list):
@@ -210,14 +244,14 @@ def parse_json_py(body: bytes | str) -> Decoded:
     req = _object(doc, "the request")
     out = Decoded([])
     append = out.spans.append
-    for rs in _list(req, "resourceSpans"):
+    for rs in _list(req, "resourceSpans", "resource_spans"):
         rs = _object(rs, "a resourceSpans entry")
         resource = _attributes(_object(rs.get("resource"), "resource").get("attributes"))
-        for ss in _list(rs, "scopeSpans"):
+        for ss in _list(rs, "scopeSpans", "scope_spans"):
             ss = _object(ss, "a scopeSpans entry")
             scope_name = _object(ss.get("scope"), "scope").get("name", "")
             scope = scope_name if isinstance(scope_name, str) else ""
-            for s in _list(ss, "spans"):
+            for s in _list(ss, "spans", "spans"):
                 try:
                     append(_span(s, resource, scope))
                 except _BadSpan as bad:

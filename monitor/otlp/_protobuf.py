@@ -12,6 +12,10 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from monitor.otlp._accel import CPB
 from monitor.otlp._span import REASON_BAD_ID, Decoded, DecodeError, Span, SpanEvent
 
+# All-zero ids are invalid (W3C Trace Context, OTLP): such a trace or span id rejects the span, such a parent is none.
+_ZERO16 = b"\0" * 16
+_ZERO8 = b"\0" * 8
+
 
 def _value(v: AnyValue) -> Any:
     kind = v.WhichOneof("value")
@@ -68,9 +72,11 @@ def parse_protobuf_py(body: bytes) -> Decoded:
                 tid = s.trace_id
                 sid = s.span_id
                 pid = s.parent_span_id
-                if len(tid) != 16 or len(sid) != 8 or (pid and len(pid) != 8) or tid == b"\0" * 16:
+                if len(tid) != 16 or len(sid) != 8 or (pid and len(pid) != 8) or tid == _ZERO16 or sid == _ZERO8:
                     out.reject(REASON_BAD_ID)
                     continue
+                if pid == _ZERO8:  # an invalid parent span id: no parent, as in OTLP JSON
+                    pid = b""
                 st = s.status
                 span = Span(
                     tid.hex(),

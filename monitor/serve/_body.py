@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 Take = Callable[[int], None]  # called with the size of each part kept; raises to stop reading
 
@@ -53,36 +54,88 @@ async def read_limited(chunks: AsyncIterator[bytes], limit: int, take: Take | No
     return b"".join(parts)
 
 
-async def gunzip_limited(chunks: AsyncIterator[bytes], limit: int, wire_limit: int, take: Take | None = None) -> bytes:
-    """Decompress a gzip stream chunk by chunk; stops with BodyTooLarge once the output passes `limit`."""
-    d = zlib.decompressobj(wbits=31)
-    parts: list[bytes] = []
-    total = 0
+GZIP = "gzip"
+DEFLATE = "deflate"
+IDENTITY = "identity"
+_CODINGS = {"gzip": GZIP, "x-gzip": GZIP, "deflate": DEFLATE}
+
+
+def content_coding(header: str) -> str | None:
+    """The coding of a Content-Encoding value: GZIP, DEFLATE or IDENTITY; None for any other (or for two codings).
+
+    Codings are case-insensitive, `x-gzip` is gzip (RFC 9110 8.4.1.3) and `identity` entries change nothing.
+    """
+    codings = [c.strip().lower() for c in header.split(",")]
+    applied = [c for c in codings if c not in ("", IDENTITY)]
+    if not applied:
+        return IDENTITY
+    if len(applied) > 1:
+        return None
+    return _CODINGS.get(applied[0])
+
+
+def _deflate_wbits(head: bytes) -> int:
+    """zlib data (RFC 1950, what HTTP's deflate is) when `head` is a zlib header, else raw DEFLATE, which some
+    clients send as deflate."""
+    if len(head) >= 2 and head[0] & 0x0F == 8 and head[0] >> 4 <= 7 and (head[0] << 8 | head[1]) % 31 == 0:
+        return 15
+    return -15
+
+
+class _Inflater:
+    """A gzip or deflate stream decompressed piece by piece, its output bounded."""
+
+    def __init__(self, coding: str, limit: int, take: Take | None) -> None:
+        self.coding, self.limit, self.take = coding, limit, take
+        self.d: Any = zlib.decompressobj(wbits=31) if coding == GZIP else None
+        self.head = b""  # deflate: the first bytes, until there are two to tell zlib data from raw DEFLATE
+        self.parts: list[bytes] = []
+        self.total = 0
+
+    def _keep(self, out: bytes) -> None:
+        self.total += len(out)
+        if self.total > self.limit:
+            raise BodyTooLarge("decompressed body", self.limit)
+        if self.take is not None:
+            self.take(len(out))
+        self.parts.append(out)
+
+    def feed(self, data: bytes) -> None:
+        if self.d is None:
+            self.head += data
+            if len(self.head) < 2:
+                return
+            self.d, data = zlib.decompressobj(wbits=_deflate_wbits(self.head)), self.head
+        while data:
+            if self.d.eof:
+                if self.coding != GZIP:  # concatenated gzip members are valid gzip; data after a zlib stream is not
+                    raise BadEncoding(f"invalid {self.coding} data: {len(data)} bytes after the end of the stream")
+                self.d = zlib.decompressobj(wbits=31)
+            self._keep(self.d.decompress(data, self.limit - self.total + 1))
+            data = self.d.unused_data if self.d.eof else self.d.unconsumed_tail
+
+    def finish(self) -> bytes:
+        if self.d is None:  # a deflate body of fewer than 2 bytes
+            self.d = zlib.decompressobj(wbits=-15)
+            self.feed(self.head)
+        self._keep(self.d.flush())
+        if not self.d.eof:
+            raise BadEncoding(f"invalid {self.coding} data: truncated stream")
+        return b"".join(self.parts)
+
+
+async def inflate_limited(
+    chunks: AsyncIterator[bytes], coding: str, limit: int, wire_limit: int, take: Take | None = None
+) -> bytes:
+    """Decompress a gzip or deflate stream chunk by chunk; stops with BodyTooLarge once the output passes `limit`."""
+    inflater = _Inflater(coding, limit, take)
     wire = 0
     try:
         async for chunk in chunks:
             wire += len(chunk)
             if wire > wire_limit:
                 raise BodyTooLarge("request body", wire_limit)
-            data = chunk
-            while data:
-                if d.eof:  # concatenated gzip members are valid gzip
-                    d = zlib.decompressobj(wbits=31)
-                out = d.decompress(data, limit - total + 1)
-                total += len(out)
-                if total > limit:
-                    raise BodyTooLarge("decompressed body", limit)
-                if take is not None:
-                    take(len(out))
-                parts.append(out)
-                data = d.unused_data if d.eof else d.unconsumed_tail
-        out = d.flush()
-        total += len(out)
-        if total > limit:
-            raise BodyTooLarge("decompressed body", limit)
-        parts.append(out)
+            inflater.feed(chunk)
+        return inflater.finish()
     except zlib.error as exc:
-        raise BadEncoding(f"invalid gzip data: {exc}") from None
-    if not d.eof:
-        raise BadEncoding("invalid gzip data: truncated stream")
-    return b"".join(parts)
+        raise BadEncoding(f"invalid {coding} data: {exc}") from None

@@ -18,7 +18,17 @@ from prometheus_client.registry import CollectorRegistry
 
 from monitor.metrics import ToolwatchMetrics
 from monitor.otlp import Decoded, DecodeError, parse_json, parse_protobuf
-from monitor.serve._body import BadEncoding, BodyTooLarge, Busy, InFlight, Take, gunzip_limited, read_limited
+from monitor.serve._body import (
+    IDENTITY,
+    BadEncoding,
+    BodyTooLarge,
+    Busy,
+    InFlight,
+    Take,
+    content_coding,
+    inflate_limited,
+    read_limited,
+)
 from monitor.serve._pipeline import DROP_QUEUE_FULL, Pipeline
 from monitor.serve._settings import Settings
 
@@ -126,14 +136,14 @@ class TracesHandler:
                     "missing or wrong bearer token",
                     **{"WWW-Authenticate": "Bearer"},
                 )
-        encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
-        if encoding not in ("gzip", "identity", ""):
+        encoding = request.headers.get("Content-Encoding", "")
+        if content_coding(encoding) is None:
             return self._error(
                 transport,
                 json_out,
                 415,
                 code_pb2.INVALID_ARGUMENT,
-                f"unsupported content encoding {encoding!r}: use gzip or none",
+                f"unsupported content encoding {encoding.strip()!r}: use gzip, deflate or none",
             )
         length = request.content_length
         if length is not None and length > s.max_body_bytes:
@@ -162,8 +172,9 @@ class TracesHandler:
     async def _read_and_decode(self, request: web.Request, json_out: bool, take: Take | None = None) -> Decoded:
         s = self.settings
         chunks = request.content.iter_chunked(_CHUNK)
-        if request.headers.get("Content-Encoding", "").strip().lower() == "gzip":
-            body = await gunzip_limited(chunks, s.max_decompressed_bytes, s.max_body_bytes, take)
+        coding = content_coding(request.headers.get("Content-Encoding", ""))
+        if coding is not None and coding != IDENTITY:  # None was answered 415 before
+            body = await inflate_limited(chunks, coding, s.max_decompressed_bytes, s.max_body_bytes, take)
         else:
             body = await read_limited(chunks, s.max_body_bytes, take)
         return parse_json(body) if json_out else parse_protobuf(body)

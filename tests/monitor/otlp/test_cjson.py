@@ -242,6 +242,24 @@ CASES: dict[str, tuple[Body, bool]] = {
         '"resource":{"attributes":[{"value":{"stringValue":"x"},"key":"r"}]}}]}',
         True,
     ),
+    "proto field names": (
+        '{"resource_spans":[{"resource":{"attributes":[{"key":"r","value":{"string_value":"v"}}]},"scope_spans":[{'
+        '"scope":{"name":"s"},"spans":[{"trace_id":"'
+        + TRACE
+        + '","span_id":"'
+        + SPAN
+        + '","parent_span_id":"'
+        + SPAN
+        + '","start_time_unix_nano":"5","end_time_unix_nano":6,"events":[{"name":"e","time_unix_nano":"7"}],'
+        '"attributes":[{"key":"i","value":{"int_value":"3"}},{"key":"d","value":{"double_value":1.5}},'
+        '{"key":"b","value":{"bool_value":true}},{"key":"y","value":{"bytes_value":"QUI="}},'
+        '{"key":"a","value":{"array_value":{"values":[{"int_value":1}]}}},'
+        '{"key":"k","value":{"kvlist_value":{"values":[{"key":"x","value":{"string_value":"z"}}]}}},'
+        '{"key":"t","value":{"int_value":"1","string_value":"s"}}]}]}]}]}',
+        True,
+    ),
+    "proto and JSON name of one field": (doc('"trace_id":"' + TRACE + '"'), False),
+    "proto and JSON name of one value": (attr('{"stringValue":"a","string_value":"b"}'), False),
     "ids upper case": (doc().replace(TRACE, TRACE.upper()), True),
     "id all zero": (doc().replace(TRACE, "0" * 32), True),
     "id short": (doc().replace(SPAN, SPAN[:-1]), True),
@@ -264,7 +282,7 @@ CASES: dict[str, tuple[Body, bool]] = {
     "status code bad": (doc('"status":{"code":"STATUS_CODE_NOPE"}'), True),
     "status message null": (doc('"status":{"message":null}'), True),
     "name number": (doc('"name":5'), True),
-    "name null and bad id": (doc('"name":null').replace(SPAN, "x"), True),
+    "name number and bad id": (doc('"name":5').replace(SPAN, "x"), True),
     "bad id before bad kind": (doc('"kind":true').replace(SPAN, "x"), True),
     "kind name": (doc('"kind":"SPAN_KIND_CLIENT"'), True),
     "kind float": (doc('"kind":2.0'), True),
@@ -278,6 +296,13 @@ CASES: dict[str, tuple[Body, bool]] = {
     "times": (doc('"startTimeUnixNano":18446744073709551615,"endTimeUnixNano":"-9223372036854775809"'), True),
     "time exponent": (doc('"startTimeUnixNano":1.5e18,"endTimeUnixNano":1E+3'), True),
     "time null": (doc('"startTimeUnixNano":null'), True),
+    "null members": (
+        doc(
+            '"name":null,"kind":null,"startTimeUnixNano":null,"endTimeUnixNano":null,'
+            '"status":{"code":null,"message":null},"events":[{"name":null,"timeUnixNano":null}]'
+        ),
+        True,
+    ),
     "time infinity": (doc('"endTimeUnixNano":-Infinity'), True),
     "events": (doc('"events":[1,{"name":"e","timeUnixNano":"5","attributes":[{"key":"a","value":{}}]},{}]'), True),
     "events none dict": (doc('"events":[1,null]'), True),
@@ -372,7 +397,12 @@ def test_case_results() -> None:
     assert c_parse(CASES["status falsy"][0]) is not None
     assert c_parse(CASES["status truthy"][0]) == ([], 0, 1)
     assert c_parse(CASES["bad id before bad kind"][0]) == ([], 1, 0)
-    assert c_parse(CASES["name null and bad id"][0]) == ([], 0, 1)
+    assert c_parse(CASES["name number and bad id"][0]) == ([], 0, 1)
+    nulls = c_parse(CASES["null members"][0])
+    assert nulls is not None and nulls[1:] == (0, 0)
+    assert (nulls[0][0].name, nulls[0][0].kind, nulls[0][0].start_ns, nulls[0][0].end_ns) == ("", 0, 0, 0)
+    assert (nulls[0][0].status_code, nulls[0][0].status_message) == (0, "")
+    assert nulls[0][0].events == [SpanEvent("", 0, {})]
     lone = c_parse(CASES["lone surrogate escapes"][0])
     assert lone is not None and lone[0][0].attributes["a"] == "\ud800x\udc00\ud800A\udbff"
     specials = c_parse(CASES["double value specials"][0])
@@ -381,6 +411,10 @@ def test_case_results() -> None:
     assert events is not None and events[0][0].events == []
     late = c_parse(CASES["key order"][0])
     assert late is not None and late[0][0].scope == "late" and late[0][0].resource == {"r": "x"}
+    snake = c_parse(CASES["proto field names"][0])
+    assert snake is not None and snake[1:] == (0, 0) and snake[0][0].resource == {"r": "v"}
+    assert snake[0][0].start_ns == 5 and snake[0][0].end_ns == 6 and snake[0][0].parent_span_id == SPAN
+    assert snake[0][0].attributes == {"i": 3, "d": 1.5, "b": True, "y": "4142", "a": (1,), "k": (("x", "z"),), "t": "s"}
     for name in ("double value overflow", "too deep", "duplicate span key", "UTF-8 BOM bytes", "UTF-16"):
         assert c_parse(CASES[name][0]) is None, name
 

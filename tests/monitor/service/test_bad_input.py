@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import time
+import zlib
 from typing import Any
 
 import pytest
@@ -45,7 +46,7 @@ def test_truncated_protobuf_is_400_with_a_status(serve: ServeFactory) -> None:
 
 @pytest.mark.parametrize(
     ("ctype", "encoding", "status"),
-    [("text/plain", None, 415), ("application/xml", None, 415), (PB, "br", 415), (PB, "deflate", 415)],
+    [("text/plain", None, 415), ("application/xml", None, 415), (PB, "br", 415), (PB, "zstd", 415)],
 )
 def test_unsupported_types_and_encodings(serve: ServeFactory, ctype: str, encoding: str | None, status: int) -> None:
     _, server = serve()
@@ -62,6 +63,43 @@ def test_invalid_json_is_400(serve: ServeFactory, body: bytes) -> None:
     status, resp, headers = post(server.endpoint, body, JS)
     assert status == 400 and headers["Content-Type"] == JS
     assert json.loads(resp)["code"] == 3
+    assert_still_serving(server)
+
+
+def _raw_deflate(data: bytes) -> bytes:
+    c = zlib.compressobj(wbits=-15)
+    return c.compress(data) + c.flush()
+
+
+@pytest.mark.parametrize(
+    ("encoding", "compress"),
+    [
+        ("deflate", zlib.compress),  # the OTel Python exporter's `deflate`: zlib data (RFC 9110 8.4.1.2)
+        ("deflate", _raw_deflate),  # what some clients send as deflate: raw DEFLATE data, no zlib header
+        ("GZIP", gzip.compress),  # content codings are case-insensitive
+        ("x-gzip", gzip.compress),  # RFC 9110 8.4.1.3: equivalent to gzip
+        ("identity, gzip", gzip.compress),
+        ("identity", bytes),
+    ],
+)
+def test_content_codings_exporters_send_are_decoded(serve: ServeFactory, encoding: str, compress: Any) -> None:
+    _, server = serve()
+    status, body, headers = post(server.endpoint, compress(good_pb()), PB, **{"Content-Encoding": encoding})
+    assert (status, headers["Content-Type"]) == (200, PB)
+    assert ExportTraceServiceResponse.FromString(body).partial_success.rejected_spans == 0
+    wait_for(lambda: server.pipeline.turns_judged == 1)
+    assert value(scrape(server), "toolwatch_spans_received_total", transport="http_protobuf") == 2
+
+
+def test_invalid_and_oversized_deflate(serve: ServeFactory) -> None:
+    _, server = serve(max_decompressed_bytes=1 << 20)
+    packed = zlib.compress(good_pb())
+    for body in (packed[:-6], b"not deflate at all", packed + b"junk"):
+        status, resp, _ = post(server.endpoint, body, PB, **{"Content-Encoding": "deflate"})
+        assert status == 400 and "invalid deflate data" in status_pb2.Status.FromString(resp).message
+    bomb = zlib.compress(b"\0" * (64 << 20), 9)
+    status, resp, _ = post(server.endpoint, bomb, PB, **{"Content-Encoding": "deflate"})
+    assert status == 413 and "decompressed body exceeds" in status_pb2.Status.FromString(resp).message
     assert_still_serving(server)
 
 

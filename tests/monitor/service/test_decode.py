@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from monitor.otlp import (
+    Decoded,
     DecodeError,
     FileLineError,
     decode_json,
@@ -18,6 +22,8 @@ from monitor.otlp import (
     read_jsonl,
 )
 from monitor.otlp import request_to_json as to_json
+from monitor.otlp._json import parse_json_py
+from monitor.otlp._protobuf import parse_protobuf_py
 from tests.monitor.service.spans import Call, TurnSpec, record_turns, to_request
 
 TURNS = [
@@ -94,6 +100,79 @@ def test_json_accepts_numbers_names_and_ignores_unknown_fields() -> None:
     assert "n" not in span.attributes
 
 
+def _proto_names(obj: Any) -> Any:
+    """`obj` with every member name as the .proto field name (trace_id, not traceId)."""
+    if isinstance(obj, dict):
+        return {re.sub("([A-Z])", lambda m: "_" + m.group(1).lower(), k): _proto_names(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_proto_names(v) for v in obj]
+    return obj
+
+
+ALL_VALUES = [
+    {"key": "s", "value": {"stringValue": "x"}},
+    {"key": "i", "value": {"intValue": "42"}},
+    {"key": "d", "value": {"doubleValue": 1.5}},
+    {"key": "b", "value": {"boolValue": True}},
+    {"key": "y", "value": {"bytesValue": "AQI="}},
+    {"key": "a", "value": {"arrayValue": {"values": [{"stringValue": "x"}, {"intValue": 3}]}}},
+    {"key": "k", "value": {"kvlistValue": {"values": [{"key": "z", "value": {"boolValue": False}}]}}},
+]
+
+
+@pytest.mark.parametrize("parse", [parse_json, parse_json_py])
+def test_json_accepts_the_proto_field_names(parse: Callable[[str], Decoded]) -> None:
+    # The protobuf JSON mapping has parsers accept the .proto field names as well as the lowerCamelCase ones, and the
+    # Collector's OTLP JSON decoder does: a body from MessageToJson(preserving_proto_field_name=True) is not empty.
+    req = to_request(record_turns(TURNS))
+    camel = json.loads(to_json(req))
+    camel["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["attributes"] += ALL_VALUES
+    camel["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["events"] = [{"name": "e", "timeUnixNano": "7"}]
+    snake = _proto_names(camel)
+    for name in (
+        "resource_spans",
+        "scope_spans",
+        "trace_id",
+        "span_id",
+        "parent_span_id",
+        "start_time_unix_nano",
+        "end_time_unix_nano",
+        "time_unix_nano",
+        "string_value",
+        "kvlist_value",
+        "array_value",
+    ):
+        assert f'"{name}"' in json.dumps(snake), name
+    want = parse(json.dumps(camel))
+    got = parse(json.dumps(snake))
+    assert len(got.spans) == 4 and got.rejected == {}
+    assert got.spans == want.spans
+    assert got.spans[0].attributes["k"] == (("z", False),) and got.spans[0].events[0].time_ns == 7  # type: ignore[index]
+
+
+@pytest.mark.parametrize("parse", [parse_json, parse_json_py])
+def test_json_null_members_take_their_default(parse: Callable[[str], Decoded]) -> None:
+    # The protobuf JSON mapping: null is accepted for every field and means its default value.
+    span = {
+        "traceId": "5b8efff798038103d269b633813fc60c",
+        "spanId": "eee19b7ec3c1b174",
+        "parentSpanId": None,
+        "name": None,
+        "kind": None,
+        "startTimeUnixNano": None,
+        "endTimeUnixNano": None,
+        "status": {"code": None, "message": None},
+        "attributes": [{"key": "a", "value": {"stringValue": "x"}}, {"key": "n", "value": {"intValue": None}}],
+        "events": [{"name": None, "timeUnixNano": None, "attributes": None}],
+    }
+    out = parse(json.dumps({"resourceSpans": [{"resource": None, "scopeSpans": [{"scope": None, "spans": [span]}]}]}))
+    assert out.rejected == {}
+    (got,) = out.spans
+    assert (got.name, got.parent_span_id, got.kind, got.start_ns, got.end_ns) == ("", "", 0, 0, 0)
+    assert (got.status_code, got.status_message, got.attributes) == (0, "", {"a": "x"})
+    assert got.events is not None and [(e.name, e.time_ns, e.attributes) for e in got.events] == [("", 0, {})]
+
+
 @pytest.mark.parametrize(
     ("trace_id", "span_id", "parent"),
     [
@@ -111,6 +190,27 @@ def test_json_span_with_bad_ids_is_rejected_not_the_request(trace_id: str, span_
     out = parse_json(json.dumps(doc))
     assert [s.name for s in out.spans] == ["ok"]
     assert out.rejected == {"invalid_id": 1}
+
+
+@pytest.mark.parametrize(
+    ("parse", "encode"),
+    [
+        (parse_protobuf, lambda r: r.SerializeToString()),
+        (parse_protobuf_py, lambda r: r.SerializeToString()),
+        (parse_json, to_json),
+        (parse_json_py, to_json),
+    ],
+)
+def test_all_zero_ids_mean_the_same_in_protobuf_and_json(parse: Callable[[Any], Decoded], encode: Any) -> None:
+    # An all-zero span id is invalid (the span is rejected); an all-zero parent span id is no parent (a root span).
+    req = to_request(record_turns(TURNS))
+    spans = req.resource_spans[0].scope_spans[0].spans
+    spans[0].span_id = b"\0" * 8
+    spans[1].parent_span_id = b"\0" * 8
+    out = parse(encode(req))
+    assert out.rejected == {"invalid_id": 1}
+    assert [s.span_id for s in out.spans] == [s.span_id.hex() for s in spans[1:]]
+    assert out.spans[0].parent_span_id == ""
 
 
 def test_protobuf_span_with_bad_ids_is_rejected() -> None:

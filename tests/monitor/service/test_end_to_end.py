@@ -107,7 +107,7 @@ def check_known_metrics(s: Samples) -> None:
 N_TURNS = len(known_turns())
 
 
-@pytest.mark.parametrize("compression", [Compression.NoCompression, Compression.Gzip])
+@pytest.mark.parametrize("compression", [Compression.NoCompression, Compression.Gzip, Compression.Deflate])
 def test_http_protobuf_exporter_exact_metrics(serve: ServeFactory, compression: Compression) -> None:
     _, server = serve()
     spans = record_turns(known_turns())
