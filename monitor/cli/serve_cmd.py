@@ -203,7 +203,7 @@ def settings_from_options(opts: Mapping[str, object]) -> Settings:
     default=True,
     show_default=True,
     envvar=env.ENV_WATCH_RULES,
-    help="Reload the rules when a rule file changes (SIGHUP always reloads).",
+    help="Reload the rules when a rule file changes and stays unchanged for a second (SIGHUP always reloads).",
 )
 @option(
     "--alerts/--no-alerts",

@@ -68,6 +68,7 @@ class Rules:
         self._factory = judge_factory
         self.current = self._load()  # raises RuleFileError: the service does not start on bad rules
         self.last_error: str | None = None
+        self._seen: tuple[tuple[str, int, int], ...] | None = None  # changed(): the files as the last call saw them
 
     def _load(self) -> LoadedRules:
         stamp = _stamp(self.paths)
@@ -79,7 +80,15 @@ class Rules:
         return self.current.judge
 
     def changed(self) -> bool:
-        return _stamp(self.paths) != self.current.stamp
+        """True once the files differ from those in force and have not changed since the last call: a file still
+        being written (an editor or `cat >` truncates, then writes) is not loaded half-written, which would count a
+        failed reload and log an error for a file that is fine a moment later. A change is taken one call late."""
+        stamp = _stamp(self.paths)
+        if stamp == self.current.stamp:
+            self._seen = None
+            return False
+        settled, self._seen = stamp == self._seen, stamp
+        return settled
 
     def reload(self) -> bool:
         """Load the files again; True when the new rules are in force, False when the old ones were kept."""

@@ -297,3 +297,27 @@ def test_a_failed_start_leaves_no_port_bound_and_no_verdict_log(serve: ServeFact
     settings.metrics_port = 0  # and the same settings start once the port is free
     with ServerThread(settings) as server:
         assert server.port == free and log.exists()
+
+
+def test_a_rule_file_being_written_is_loaded_once_it_stays_unchanged(tmp_path: Path) -> None:
+    """The file watcher asks `Rules.changed()` once per interval. A file caught half-written (an editor or `cat >`
+    truncates it, then writes) is not loaded: that would count a failed reload and log an error for a file that is
+    fine a moment later. A change is loaded once a check finds the file as the check before found it."""
+    from monitor.serve._rules import Rules
+
+    path = tmp_path / "rules.yaml"
+    good = RULES.read_text()
+    path.write_text(good)
+    rules = Rules([path])
+    assert not rules.changed()
+    path.write_text(good[: len(good) // 2])  # caught half-written: not yet
+    assert not rules.changed()
+    path.write_text(good.replace("description:", "description: new", 1))  # the writer finished: not yet
+    assert not rules.changed()
+    assert rules.changed()  # unchanged since the last check: load it
+    assert rules.reload() and rules.last_error is None
+    assert not rules.changed() and not rules.changed()
+    path.write_text("version: 1\nexpect: nope\n")  # a file that stays broken is reloaded (and fails) once
+    assert not rules.changed() and rules.changed()
+    assert not rules.reload() and rules.last_error
+    assert not rules.changed() and not rules.changed()
