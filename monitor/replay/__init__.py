@@ -1,6 +1,7 @@
 """Replay captured spans (OTLP JSON lines, OTLP protobuf files, directories) through the live judge path."""
 
 from monitor.replay._engine import JudgeLike, Replayer, ReplayStats, batch_gc, replay_files
+from monitor.replay._framing import ZstdTooLarge, unzstd
 from monitor.replay._sources import (
     FORMATS,
     STDIN,
@@ -22,10 +23,12 @@ __all__ = [
     "ReplayStats",
     "Replayer",
     "SourceError",
+    "ZstdTooLarge",
     "batch_gc",
     "detect_format",
     "expand_sources",
     "read_source",
     "replay_files",
     "total_bytes",
+    "unzstd",
 ]

@@ -176,14 +176,19 @@ def read_at_most(fh: IO[bytes], limit: int) -> bytes | None:
     return None if len(data) > limit else data
 
 
+class ZstdTooLarge(DecodeError):
+    """zstd data that decompresses to more than the bound."""
+
+
 def unzstd(payload: bytes, limit: int) -> bytes:
-    """One zstd-compressed message, decompressed as a stream and refused past `limit` bytes (no zstd bomb)."""
+    """One zstd-compressed message, decompressed as a stream and refused past `limit` bytes (no zstd bomb):
+    ZstdTooLarge then, DecodeError for data that is not zstd or is cut short."""
     try:
         out = read_at_most(zstd_stream(io.BytesIO(payload)), limit)
     except (ZstdError, EOFError) as exc:
         raise DecodeError(f"invalid zstd data: {exc}") from None
     if out is None:
-        raise DecodeError(f"zstd data decompresses to more than {limit} bytes: skipped")
+        raise ZstdTooLarge(f"zstd data decompresses to more than {limit} bytes: skipped")
     return out
 
 

@@ -6,6 +6,9 @@ import zlib
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from monitor.otlp import DecodeError
+from monitor.replay import ZstdTooLarge, unzstd
+
 Take = Callable[[int], None]  # called with the size of each part kept; raises to stop reading
 
 
@@ -56,12 +59,14 @@ async def read_limited(chunks: AsyncIterator[bytes], limit: int, take: Take | No
 
 GZIP = "gzip"
 DEFLATE = "deflate"
+ZSTD = "zstd"  # the Collector's otlphttp exporter sends it with `compression: zstd`
 IDENTITY = "identity"
-_CODINGS = {"gzip": GZIP, "x-gzip": GZIP, "deflate": DEFLATE}
+_CODINGS = {"gzip": GZIP, "x-gzip": GZIP, "deflate": DEFLATE, "zstd": ZSTD}
 
 
 def content_coding(header: str) -> str | None:
-    """The coding of a Content-Encoding value: GZIP, DEFLATE or IDENTITY; None for any other (or for two codings).
+    """The coding of a Content-Encoding value: GZIP, DEFLATE, ZSTD or IDENTITY; None for any other (or for two
+    codings).
 
     Codings are case-insensitive, `x-gzip` is gzip (RFC 9110 8.4.1.3) and `identity` entries change nothing.
     """
@@ -127,7 +132,10 @@ class _Inflater:
 async def inflate_limited(
     chunks: AsyncIterator[bytes], coding: str, limit: int, wire_limit: int, take: Take | None = None
 ) -> bytes:
-    """Decompress a gzip or deflate stream chunk by chunk; stops with BodyTooLarge once the output passes `limit`."""
+    """Decompress a gzip or deflate stream chunk by chunk; stops with BodyTooLarge once the output passes `limit`.
+    zstd: the whole wire body first (bounded by `wire_limit`), then decompressed as a stream, refused past `limit`."""
+    if coding == ZSTD:
+        return _unzstd_limited(await read_limited(chunks, wire_limit, take), limit, take)
     inflater = _Inflater(coding, limit, take)
     wire = 0
     try:
@@ -139,3 +147,15 @@ async def inflate_limited(
         return inflater.finish()
     except zlib.error as exc:
         raise BadEncoding(f"invalid {coding} data: {exc}") from None
+
+
+def _unzstd_limited(body: bytes, limit: int, take: Take | None) -> bytes:
+    try:
+        out = unzstd(body, limit)
+    except ZstdTooLarge:
+        raise BodyTooLarge("decompressed body", limit) from None
+    except DecodeError as exc:
+        raise BadEncoding(str(exc)) from None
+    if take is not None:
+        take(len(out))
+    return out

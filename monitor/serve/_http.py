@@ -143,7 +143,7 @@ class TracesHandler:
                 json_out,
                 415,
                 code_pb2.INVALID_ARGUMENT,
-                f"unsupported content encoding {encoding.strip()!r}: use gzip, deflate or none",
+                f"unsupported content encoding {encoding.strip()!r}: use gzip, deflate, zstd or none",
             )
         length = request.content_length
         if length is not None and length > s.max_body_bytes:

@@ -9,6 +9,7 @@ import zlib
 from typing import Any
 
 import pytest
+import zstandard
 from google.rpc import status_pb2  # type: ignore[import-untyped]
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
@@ -46,7 +47,8 @@ def test_truncated_protobuf_is_400_with_a_status(serve: ServeFactory) -> None:
 
 @pytest.mark.parametrize(
     ("ctype", "encoding", "status"),
-    [("text/plain", None, 415), ("application/xml", None, 415), (PB, "br", 415), (PB, "zstd", 415)],
+    [("text/plain", None, 415), ("application/xml", None, 415), (PB, "br", 415), (PB, "snappy", 415),
+     (PB, "zstd, gzip", 415)],
 )
 def test_unsupported_types_and_encodings(serve: ServeFactory, ctype: str, encoding: str | None, status: int) -> None:
     _, server = serve()
@@ -80,6 +82,7 @@ def _raw_deflate(data: bytes) -> bytes:
         ("x-gzip", gzip.compress),  # RFC 9110 8.4.1.3: equivalent to gzip
         ("identity, gzip", gzip.compress),
         ("identity", bytes),
+        ("zstd", lambda b: zstandard.ZstdCompressor().compress(b)),  # the Collector's otlphttp `compression: zstd`
     ],
 )
 def test_content_codings_exporters_send_are_decoded(serve: ServeFactory, encoding: str, compress: Any) -> None:
@@ -100,6 +103,21 @@ def test_invalid_and_oversized_deflate(serve: ServeFactory) -> None:
     bomb = zlib.compress(b"\0" * (64 << 20), 9)
     status, resp, _ = post(server.endpoint, bomb, PB, **{"Content-Encoding": "deflate"})
     assert status == 413 and "decompressed body exceeds" in status_pb2.Status.FromString(resp).message
+    assert_still_serving(server)
+
+
+def test_invalid_and_oversized_zstd(serve: ServeFactory) -> None:
+    _, server = serve(max_decompressed_bytes=1 << 20)
+    packed = zstandard.ZstdCompressor().compress(good_pb())
+    for body in (packed[:-6], b"not zstd at all", packed + b"junk"):
+        status, resp, _ = post(server.endpoint, body, PB, **{"Content-Encoding": "zstd"})
+        assert status == 400 and "invalid zstd data" in status_pb2.Status.FromString(resp).message
+    bomb = zstandard.ZstdCompressor(level=19).compress(b"\0" * (256 << 20))  # 256 MiB from about 8 KB
+    assert len(bomb) < 64 << 10
+    t0 = time.monotonic()
+    status, resp, _ = post(server.endpoint, bomb, PB, **{"Content-Encoding": "zstd"})
+    assert status == 413 and "decompressed body exceeds" in status_pb2.Status.FromString(resp).message
+    assert time.monotonic() - t0 < 5
     assert_still_serving(server)
 
 
