@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -163,7 +164,8 @@ def load_baseline(path: str | Path) -> Baseline:
         raise BaselineError(f"{p}: not a toolwatch report (no 'figures' object); write one with --json")
     out: dict[str, float | None] = {}
     for key, value in figures.items():
-        if value is None or isinstance(value, int | float) and not isinstance(value, bool):
+        # NaN and infinities (which Python's JSON reader takes) are not figures: NaN would pass every comparison
+        if value is None or isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
             out[str(key)] = None if value is None else float(value)
         else:
             raise BaselineError(f"{p}: figure {key!r} is {value!r}, expected a number or null")

@@ -200,3 +200,15 @@ def test_cli_baseline(span_file: Path, support_rules: Path, tmp_path: Path) -> N
     base.write_text("{}")
     code, out = _run(span_file, support_rules, "--baseline", str(base))
     assert code == 2 and "not a toolwatch report" in out
+
+
+@pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity"])
+def test_cli_baseline_with_a_figure_that_is_no_number_is_refused(
+    span_file: Path, support_rules: Path, tmp_path: Path, value: str
+) -> None:
+    """Python's JSON reader takes NaN and Infinity, and every comparison with NaN is false: a baseline figure of NaN
+    passed every regression gate without a word. Like any other bad baseline, it is refused (exit 2)."""
+    base = tmp_path / "base.json"
+    base.write_text('{"figures": {"tool_call_accuracy": ' + value + "}}")
+    code, out = _run(span_file, support_rules, "--baseline", str(base), "--max-drop", "0")
+    assert code == 2 and f"figure 'tool_call_accuracy' is {float(value)!r}, expected a number or null" in out
