@@ -256,9 +256,9 @@ def test_each_agent_finds_its_own_case_of_an_input_other_agents_label_too(tmp_pa
     judge = Judge(load_rules(files))
     for agent, tool in (("alpha", "t"), ("beta", "u")):
         v = judge.judge(Turn("order 7", (call(tool),), agent=agent))
-        assert (v.rule, v.end_to_end) == (f"case:{agent}:1", True)
-        assert judge.judge(Turn("hello", agent=agent)).rule == f"case:{agent}:0"
-    assert judge.judge(Turn("order 7", (call("t"),))).rule == "case:alpha:1"  # no agent: the first case of the input
+        assert (v.rule, v.end_to_end) == (f"case:{agent}:2", True)
+        assert judge.judge(Turn("hello", agent=agent)).rule == f"case:{agent}:1"
+    assert judge.judge(Turn("order 7", (call("t"),))).rule == "case:alpha:2"  # no agent: the first case of the input
 
 
 @pytest.mark.parametrize(

@@ -401,8 +401,8 @@ def test_id_less_cases_of_one_input_are_judged_each_with_its_own_expectation(sup
     judge = Judge(load_dataset_rules(dataset, [support_rules]))
     with Harness(agent_name="support") as h:
         result = run_eval(cases, support_agent, judge, h)
-    assert [t.verdict.rule if t.verdict else None for t in result.trials] == ["case:#2", "case:cases:1",
-                                                                              "case:cases:2"]
+    assert [t.verdict.rule if t.verdict else None for t in result.trials] == ["case:#2", "case:cases:2",
+                                                                              "case:cases:3"]
     assert [t.passed for t in result.trials] == [True, True, False]
     assert "called get_order_status instead of get_shipping_eta" in result.trials[2].reason
     # the key each case's turn carries: its id, else its position (made unique against the ids)

@@ -58,7 +58,7 @@ def test_check_counts_every_case_and_warns_of_one_serve_never_reaches(tmp_path: 
     assert "0 forbid rule(s), 4 case(s)" in out
     warnings = [line for line in out.splitlines() if "warning" in line]
     assert warnings == [
-        f"{path}:8: warning: case 'case:cases:1' is never reached by `serve`: case 'case:cases:0' ({path}:6) has the "
+        f"{path}:8: warning: case 'case:cases:2' is never reached by `serve`: case 'case:cases:1' ({path}:6) has the "
         "same input and comes first (a case without an id is found by its input); give it an id"
     ]
 
@@ -77,7 +77,7 @@ def test_check_warns_of_a_case_another_file_shadows_for_its_agent_only(tmp_path:
     assert code == 0, err
     warnings = [line for line in out.splitlines() if "warning" in line]
     assert warnings == [
-        f"{tmp_path / name}.yaml:5: warning: case 'case:{name}:1' is never reached by `serve`: case 'case:shared:0' "
+        f"{tmp_path / name}.yaml:5: warning: case 'case:{name}:2' is never reached by `serve`: case 'case:shared:1' "
         f"({tmp_path / 'shared.yaml'}:3) has the same input and comes first (a case without an id is found by its "
         "input); give it an id"
         for name in ("alpha", "beta")
