@@ -100,6 +100,16 @@ class TracesHandler:
 
         try:
             decoded = await self._read_and_decode(request, json_out, take)
+        except (ConnectionError, web.RequestPayloadError) as exc:
+            # The client went away, or its body's framing broke, mid-body. The body reader keeps this exception: its
+            # traceback, through these frames, would make a cycle holding what was read of the body until a full
+            # collection (rare in `toolwatch serve`). Not an error of the server: no traceback in the log either.
+            exc.__traceback__ = None
+            resp = self._error(
+                transport, json_out, 400, code_pb2.INVALID_ARGUMENT, f"request body not received whole: {exc}"
+            )
+            resp.force_close()
+            return resp
         except BodyTooLarge as exc:
             resp = self._error(transport, json_out, 413, code_pb2.RESOURCE_EXHAUSTED, str(exc))
             resp.force_close()
