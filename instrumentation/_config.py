@@ -222,7 +222,11 @@ def shutdown(provider: TracerProvider | None = None, timeout_millis: int = 30000
     target = provider or TRACING.provider
     if isinstance(target, TracerProvider):
         try:
-            target.force_flush(timeout_millis)
+            processor = getattr(target, "processor", None)
+            if isinstance(processor, CountingBatchSpanProcessor):
+                processor.shutdown(timeout_millis)  # exports what it can within the timeout (the SDK's flush cannot)
+            else:
+                target.force_flush(timeout_millis)
             target.shutdown()
         except Exception:  # noqa: BLE001
             logger.exception("toolwatch: shutting down the tracer provider failed")

@@ -4,6 +4,7 @@ failed exports. Both log and count; neither raises into the agent."""
 from __future__ import annotations
 
 import collections
+import inspect
 import logging
 import threading
 from collections.abc import Sequence
@@ -61,16 +62,16 @@ class CountingDeque(collections.deque[Any]):
 
     def __init__(self, maxlen: int) -> None:
         super().__init__((), maxlen)
-        self._lock = threading.Lock()
+        self.lock = threading.Lock()
 
     def appendleft(self, item: Any, /) -> None:
-        with self._lock:
+        with self.lock:
             if len(self) == self.maxlen:
                 STATS.spans_dropped_queue_full += 1
             super().appendleft(item)
 
     def pop(self) -> Any:  # type: ignore[override]  # deque.pop takes no index
-        with self._lock:
+        with self.lock:
             return super().pop()
 
 
@@ -80,6 +81,8 @@ class CountingBatchSpanProcessor(BatchSpanProcessor):
     def __init__(self, exporter: SpanExporter, max_queue_size: int | None = None, **kwargs: Any) -> None:
         size = max_queue_size or DEFAULT_MAX_QUEUE_SIZE
         super().__init__(exporter, max_queue_size=size, **kwargs)
+        self._flush_lock = threading.Lock()
+        self._flusher: threading.Thread | None = None
         inner = getattr(self, "_batch_processor", None)
         self._queue: CountingDeque | None = None
         if isinstance(getattr(inner, "_queue", None), collections.deque):
@@ -94,6 +97,43 @@ class CountingBatchSpanProcessor(BatchSpanProcessor):
         except Exception:  # noqa: BLE001
             STATS.instrumentation_errors += 1
             logger.exception("toolwatch: queueing a span for export failed")
+
+    def force_flush(self, timeout_millis: int | None = 30000) -> bool:
+        """Export what is queued; False when that did not finish within `timeout_millis`. The SDK's flush ignores
+        its timeout (every batch, each retried for the exporter's whole timeout, in the caller's thread): it runs in
+        a thread of its own here, one at a time, which goes on after the caller has stopped waiting."""
+        with self._flush_lock:
+            flusher = self._flusher
+            if flusher is None or not flusher.is_alive():
+                flusher = threading.Thread(target=self._flush, name="toolwatch-flush", daemon=True)
+                self._flusher = flusher
+                flusher.start()
+        flusher.join(None if timeout_millis is None else max(0.0, timeout_millis / 1000))
+        return not flusher.is_alive()
+
+    def _flush(self) -> None:
+        try:
+            super().force_flush()
+        except Exception:  # noqa: BLE001
+            logger.exception("toolwatch: flushing spans failed")
+
+    def shutdown(self, timeout_millis: int = 30000) -> None:
+        """Export what is queued within `timeout_millis`, then stop; what is left is counted as dropped."""
+        inner_shutdown: Any = getattr(getattr(self, "_batch_processor", None), "shutdown", None)
+        try:
+            if inner_shutdown is not None and "timeout_millis" in inspect.signature(inner_shutdown).parameters:
+                inner_shutdown(timeout_millis=timeout_millis)
+            else:  # pragma: no cover - another SDK layout
+                super().shutdown()  # type: ignore[no-untyped-call]
+        except Exception:  # noqa: BLE001
+            logger.exception("toolwatch: shutting down the span processor failed")
+        if self._queue is not None:
+            with self._queue.lock:
+                left = len(self._queue)
+                self._queue.clear()
+            if left:
+                STATS.spans_dropped_queue_full += left
+                logger.warning("toolwatch: %d spans not exported by the shutdown timeout were dropped", left)
 
     @property
     def queue_length(self) -> int:

@@ -74,6 +74,8 @@ def settings_from_options(opts: Mapping[str, object]) -> Settings:
         queue_spans=int(str(opts["queue_spans"])),
         max_body_bytes=int(str(opts["max_body_bytes"])),
         max_decompressed_bytes=int(str(opts["max_decompressed_bytes"])),
+        read_timeout_s=float(str(opts["read_timeout"])),
+        max_connections=int(str(opts["max_connections"])),
         windows=tuple(float(w) for w in opts["windows"]),  # type: ignore[attr-defined]
         agents=tuple(n for a in opts["agents"] for n in env.names(str(a))),  # type: ignore[attr-defined]
         token=str(opts["token"]) if opts["token"] else None,
@@ -168,6 +170,23 @@ def settings_from_options(opts: Mapping[str, object]) -> Settings:
     type=click.IntRange(min=1),
     envvar=env.ENV_MAX_DECOMPRESSED,
     help="Largest body after gzip or deflate decompression (413 beyond; decompression stops there).",
+)
+@option(
+    "--read-timeout",
+    default="30s",
+    show_default=True,
+    type=Duration(),
+    envvar=env.ENV_READ_TIMEOUT,
+    help="A request's head must arrive within this long of the connection opening or the last answer (idle "
+    "connections are closed then), and its body within this long after its head (408 beyond).",
+)
+@option(
+    "--max-connections",
+    default=1024,
+    show_default=True,
+    type=click.IntRange(min=1),
+    envvar=env.ENV_MAX_CONNECTIONS,
+    help="Open OTLP/HTTP connections at once; one more is answered 503 + Retry-After and closed.",
 )
 @option(
     "--windows",

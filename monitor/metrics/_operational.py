@@ -39,6 +39,7 @@ class Operational:
         self.spans_rejected: dict[str, int] = {}
         self.spans_dropped: dict[str, int] = {}
         self.requests: dict[tuple[str, str], int] = {}
+        self.connections_refused: dict[str, int] = {"otlp_http": 0, "metrics": 0}
         self.rules_reloads: dict[str, int] = {"success": 0, "failure": 0}
         self.alert_active: dict[tuple[str, str, str], float] = {}
         self.turns_evicted = 0
@@ -63,6 +64,9 @@ class Operational:
     def request(self, transport: str, code: int) -> None:
         k = (transport, str(code))
         self.requests[k] = self.requests.get(k, 0) + 1
+
+    def connection_refused(self, listener: str) -> None:
+        self._inc(self.connections_refused, listener, 1)
 
     def reload(self, ok: bool) -> None:
         self._inc(self.rules_reloads, "success" if ok else "failure", 1)

@@ -250,6 +250,12 @@ class ToolwatchMetrics(Collector):
         for (transport, code), v in sorted(ops.requests.items()):
             fam.add_metric([transport, code], v)
         yield fam
+        yield counter(
+            n.CONNECTIONS_REFUSED,
+            "Connections answered 503 and closed because the listener had its most open connections, by listener.",
+            "listener",
+            ops.connections_refused,
+        )
         yield counter(n.RULES_RELOADS, "Rule reloads, by result.", "result", ops.rules_reloads)
         yield counter(
             n.SPAN_ATTRIBUTES_IGNORED,

@@ -40,6 +40,7 @@ SPANS_RECEIVED = "toolwatch_spans_received_total"  # {transport}
 SPANS_REJECTED = "toolwatch_spans_rejected_total"  # {reason}
 SPANS_DROPPED = "toolwatch_spans_dropped_total"  # {reason}
 REQUESTS = "toolwatch_requests_total"  # {transport,code}
+CONNECTIONS_REFUSED = "toolwatch_connections_refused_total"  # {listener}: past the connection bound
 SPAN_ATTRIBUTES_IGNORED = "toolwatch_span_attributes_ignored_total"  # {attribute}: of the wrong type
 PENDING_TURNS = "toolwatch_pending_turns"  # {kind}: turn (turn span arrived), turnless (calls, no turn span yet)
 TURNS_EVICTED = "toolwatch_turns_evicted_total"

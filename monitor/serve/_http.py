@@ -109,7 +109,30 @@ class TracesHandler:
             held += n
 
         try:
-            decoded = await self._read_and_decode(request, json_out, take)
+            async with asyncio.timeout(self.settings.read_timeout_s):
+                decoded = await self._read_and_decode(request, json_out, take)
+        except TimeoutError:
+            # A client that stalls mid-body would hold its share of the bodies in flight (and its connection) for as
+            # long as it likes, and every other exporter would get 503 meanwhile.
+            resp = self._error(
+                transport,
+                json_out,
+                408,
+                code_pb2.DEADLINE_EXCEEDED,
+                f"request body not received within {self.settings.read_timeout_s:g} s",
+            )
+            resp.force_close()
+            return resp
+        except (ConnectionError, web.RequestPayloadError) as exc:
+            # The client went away, or its body's framing broke, mid-body. The body reader keeps this exception: its
+            # traceback, through these frames, would make a cycle holding what was read of the body until a full
+            # collection (rare in `toolwatch serve`). Not an error of the server: no traceback in the log either.
+            exc.__traceback__ = None
+            resp = self._error(
+                transport, json_out, 400, code_pb2.INVALID_ARGUMENT, f"request body not received whole: {exc}"
+            )
+            resp.force_close()
+            return resp
         except BodyTooLarge as exc:
             resp = self._error(transport, json_out, 413, code_pb2.RESOURCE_EXHAUSTED, str(exc))
             resp.force_close()

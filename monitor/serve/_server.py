@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import functools
 import logging
 import signal
 import socket
@@ -15,6 +16,7 @@ from typing import Any, TypeVar
 from aiohttp import web
 
 from monitor.metrics import ToolwatchMetrics
+from monitor.serve._conn import METRICS_CONNECTIONS, ConnectionCap, ensure_fd_limit
 from monitor.serve._http import TracesHandler, metrics_app, receiver_app
 from monitor.serve._pipeline import Pipeline, VerdictHook
 from monitor.serve._rules import JudgeFactory, Rules, default_judge_factory
@@ -22,6 +24,9 @@ from monitor.serve._settings import GRPC, METRICS, RECEIVER, Settings
 from monitor.serve._verdict_log import VerdictLog
 
 T = TypeVar("T")
+
+LISTENER_RECEIVER = "otlp_http"
+LISTENER_METRICS = "metrics"
 
 logger = logging.getLogger(__name__)
 
@@ -129,9 +134,12 @@ class Server:
                 receiver_app(handler, s.max_body_bytes),
                 metrics_app(self.metrics.registry(), lambda: self.ready),
             ]
-            for app, sock in zip(apps, socks, strict=True):
+            ensure_fd_limit(s.max_connections + METRICS_CONNECTIONS)
+            limits = ((s.max_connections, LISTENER_RECEIVER), (METRICS_CONNECTIONS, LISTENER_METRICS))
+            for app, sock, (limit, listener) in zip(apps, socks, limits, strict=True):
                 # The receiver decompresses itself (bounded, streaming) and never reads an unwanted body to its
-                # end: no automatic decompression, no lingering read of a refused request.
+                # end: no automatic decompression, no lingering read of a refused request. A connection that has
+                # not sent a whole request head within the read timeout (also between requests) is closed.
                 runner = web.AppRunner(
                     app,
                     access_log=None,
@@ -139,9 +147,12 @@ class Server:
                     shutdown_timeout=5.0,
                     auto_decompress=False,
                     lingering_time=0,
+                    keepalive_timeout=s.read_timeout_s,
                 )
                 await runner.setup()
                 self._runners.append(runner)
+                assert runner.server is not None
+                ConnectionCap(runner.server, limit, s.retry_after_s, functools.partial(self._refused, listener))
                 await web.SockSite(runner, sock).start()
         except BaseException:
             await self._close_listeners(socks)
@@ -155,6 +166,9 @@ class Server:
             self.alerts.start()
         self._ready = True
         logger.info("receiving OTLP/HTTP on %s; metrics on %s", self.endpoint, self.metrics_url)
+
+    def _refused(self, listener: str) -> None:
+        self.metrics.ops.connection_refused(listener)
 
     async def _start_grpc(self, port: int) -> None:
         from monitor.serve._grpc import GrpcReceiver

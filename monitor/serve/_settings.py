@@ -31,6 +31,8 @@ ENV_TOKEN = "TOOLWATCH_TOKEN"  # bearer token required on /v1/traces when set
 ENV_VERDICT_LOG = "TOOLWATCH_VERDICT_LOG"
 ENV_VERDICT_LOG_ALL = "TOOLWATCH_VERDICT_LOG_ALL"
 ENV_VERDICT_LOG_MAX_BYTES = "TOOLWATCH_VERDICT_LOG_MAX_BYTES"
+ENV_READ_TIMEOUT = "TOOLWATCH_READ_TIMEOUT"  # a duration: request head (and idle keep-alive) and body, each
+ENV_MAX_CONNECTIONS = "TOOLWATCH_MAX_CONNECTIONS"
 ENV_WATCH_RULES = "TOOLWATCH_WATCH_RULES"
 ENV_ALERTS = "TOOLWATCH_ALERTS"  # evaluate the rule file's alerts in process (toolwatch_alert_active)
 ENV_ALERT_WEBHOOK = "TOOLWATCH_ALERT_WEBHOOK"  # Alertmanager (/api/v2/alerts) or webhook URL for firing alerts
@@ -127,6 +129,8 @@ class Settings:
     alert_interval_s: float = 5.0
     watch_interval_s: float = 1.0
     retry_after_s: int = 1
+    read_timeout_s: float = 30.0  # a request's head (also of an idle connection) and body must arrive within it
+    max_connections: int = 1024  # open OTLP/HTTP connections; beyond: 503 + Retry-After, and closed
     poll_interval_s: float = 0.1
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -148,6 +152,8 @@ class Settings:
             (ENV_QUEUE_SPANS, "queue_spans", int),
             (ENV_MAX_BODY, "max_body_bytes", int),
             (ENV_MAX_DECOMPRESSED, "max_decompressed_bytes", int),
+            (ENV_READ_TIMEOUT, "read_timeout_s", parse_duration),
+            (ENV_MAX_CONNECTIONS, "max_connections", int),
             (ENV_WINDOWS, "windows", parse_windows),
             (ENV_AGENTS, "agents", names),
             (ENV_TOKEN, "token", str),
@@ -177,7 +183,14 @@ class Settings:
 
     def validate(self) -> None:
         """ValueError when a value is out of range or, last, two listeners are given one port (port_clash)."""
-        for name in ("max_pending", "max_calls_per_trace", "queue_spans", "max_body_bytes", "max_decompressed_bytes"):
+        for name in (
+            "max_pending",
+            "max_calls_per_trace",
+            "queue_spans",
+            "max_body_bytes",
+            "max_decompressed_bytes",
+            "max_connections",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
         for name in ("port", "grpc_port", "metrics_port"):
@@ -188,6 +201,8 @@ class Settings:
             raise ValueError("verdict_log_max_bytes must be >= 1024")
         if self.grace_s < 0 or self.turnless_timeout_s < 0:
             raise ValueError("grace and turnless timeout must be >= 0")
+        if not self.read_timeout_s > 0:
+            raise ValueError("read timeout must be > 0")
         if not self.windows:
             raise ValueError("at least one rolling window is needed")
         clash = port_clash(self)

@@ -1,0 +1,68 @@
+"""With the monitor down, flushing and shutting down keep to their timeouts and count every span they give up."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
+
+import pytest
+
+import instrumentation as tw
+from instrumentation._stats import STATS
+
+
+@tw.tool
+def ping(x: int) -> int:
+    return x
+
+
+@pytest.fixture
+def down_endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """An OTLP/HTTP endpoint on 127.0.0.1 where nothing listens (the monitor is down); each export tries for 2 s."""
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "2")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    STATS.reset()
+    yield f"http://127.0.0.1:{port}/v1/traces"
+
+
+def _spans(n: int) -> None:
+    for i in range(n):
+        assert ping(i) == i
+
+
+def test_shutdown_keeps_to_its_timeout_when_the_monitor_is_down(down_endpoint: str) -> None:
+    # The SDK's force_flush ignores its timeout and exports every queued batch in the caller's thread, each retried
+    # for the exporter's whole timeout: shutdown(timeout_millis=500) took 4 x 2 s here, and 234 s for a full queue
+    # (16384 spans) with the default 10 s export timeout.
+    provider = tw.configure(
+        exporter="otlp-http", endpoint=down_endpoint, set_global=False, schedule_delay_millis=60_000
+    )
+    _spans(2048)  # 4 batches of 512, all still queued
+    t0 = time.monotonic()
+    tw.shutdown(provider, timeout_millis=500)
+    assert time.monotonic() - t0 < 2.0
+    # What was left in the queue is counted at once; the batch whose export was under way when it is (cut short by
+    # the exporter's shutdown).
+    deadline = time.monotonic() + 5
+    while tw.telemetry_stats().dropped_spans < 2048 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    stats = tw.telemetry_stats()
+    assert stats.spans_exported == 0
+    assert stats.dropped_spans == 2048  # none lost uncounted
+
+
+def test_force_flush_keeps_to_its_timeout_when_the_monitor_is_down(down_endpoint: str) -> None:
+    provider = tw.configure(
+        exporter="otlp-http", endpoint=down_endpoint, set_global=False, schedule_delay_millis=60_000
+    )
+    _spans(2048)
+    try:
+        for _ in range(3):  # an agent flushing at the end of each request: none blocks past its timeout
+            t0 = time.monotonic()
+            assert provider.force_flush(300) is False
+            assert time.monotonic() - t0 < 1.0
+    finally:
+        tw.shutdown(provider, timeout_millis=500)
