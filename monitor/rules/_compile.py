@@ -274,7 +274,8 @@ class FileCompiler:
         if "id" not in c and "input" not in c:
             raise self.err(path, "a case needs an id or an input (or both)")
         # an id-less case is known by its place, counted from 1 as rules are (`<stem>:<n>`) and as eval's keys (`#n`)
-        label = c.get("id") or f"{self.stem}:{path[-1] + 1 if path else 1}"
+        place = path[-1] if path and isinstance(path[-1], int) else 0
+        label = c.get("id") or f"{self.stem}:{place + 1}"
         exp = self.expectation({k: v for k, v in c.items() if k not in ("id", "input")}, f"case:{label}", agent, path)
         return exp, c.get("id"), c.get("input")
 
