@@ -443,13 +443,20 @@ def _call_id(call_id: Any, problems: list[str]) -> str:
 
 def _json_text(v: Any, key: str, problems: list[str]) -> str | None:
     """JSON text attributes (arguments, results): the structured form the conventions ask for where the SDK has it
-    (an OTLP kvlistValue or arrayValue, read by `structured`) is encoded as JSON; a scalar too, counted."""
+    (an OTLP kvlistValue, read by `structured`) is encoded as JSON; anything else too, counted (the conventions
+    expect an object)."""
     if isinstance(v, str):
         return v
     if isinstance(v, tuple):
         try:
-            return json.dumps(structured(v, obj=True))
-        except (TypeError, ValueError, RecursionError):
+            data = structured(v, obj=True)
+        except RecursionError:
+            return None
+        if not isinstance(data, dict):
+            problems.append(key)
+        try:
+            return json.dumps(data)
+        except (TypeError, ValueError):
             return None
     problems.append(key)
     try:

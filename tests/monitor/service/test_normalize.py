@@ -80,8 +80,8 @@ def test_tool_call_fields_and_tolerance() -> None:
     )
     assert isinstance(call, ToolCall)
     assert (call.name, call.call_id, call.arguments, call.error_type) == ("get", "7", '["a", 1]', "boom")
-    # An array (or kvlist) value is the structured form the conventions ask for: read, not counted as ignored.
-    assert n.ignored_attributes == {"gen_ai.tool.call.id": 1, "error.type": 1}
+    # An array is read, but counted: the conventions expect an object (a kvlistValue, see below).
+    assert n.ignored_attributes == {"gen_ai.tool.call.id": 1, "gen_ai.tool.call.arguments": 1, "error.type": 1}
     assert isinstance(n.normalize(_span("execute_tool", {"gen_ai.operation.name": "execute_tool"})), Rejected)
     assert n.rejected == {"missing_tool_name": 1}
     assert n.normalize(_span("GET /health", {"http.method": "GET"})) is None

@@ -151,11 +151,11 @@ def ref_tool_call(span: Span) -> tuple[ToolCall | str, list[str]]:
         v = attrs.get(key)
         if v is None or isinstance(v, str):
             return v
-        if isinstance(v, tuple):  # the structured form: not counted
-            return json.dumps(ref_structured(v, obj=True))
-        problems.append(key)
+        data = ref_structured(v, obj=True)  # a tuple: the structured form, counted unless an object as expected
+        if not isinstance(data, dict):
+            problems.append(key)
         try:
-            return json.dumps(v)
+            return json.dumps(data)
         except (TypeError, ValueError):
             return None
 
