@@ -417,6 +417,14 @@ fail:
     return rc;
 }
 
+/* `not isinstance(x, str | tuple)` (a tuple is the structured form of a messages value): 1, 0 or -1. */
+static int not_messages(PyObject *x) {
+    int t = not_str(x);
+    if (t <= 0) return t;
+    t = PyObject_IsInstance(x, (PyObject *)&PyTuple_Type);
+    return t < 0 ? -1 : !t;
+}
+
 /* The text of a messages value: the compact form read here, else `_turn_text(raw, roles, empty_is_none=...)`. */
 static PyObject *messages_text(PyObject *raw, PyObject *prefix, PyObject *key, PyObject *roles, int empty_is_none,
                                PyObject *problems) {
@@ -424,7 +432,7 @@ static PyObject *messages_text(PyObject *raw, PyObject *prefix, PyObject *key, P
         PyObject *text = one_text(raw, prefix);
         if (text != NULL || PyErr_Occurred()) return text;
     } else if (raw != Py_None) {
-        int t = not_str(raw);
+        int t = not_messages(raw);
         if (t < 0 || (t && PyList_Append(problems, key) < 0)) return NULL;
     }
     PyObject *a[3] = {raw, roles, empty_is_none ? Py_True : Py_False};
@@ -448,7 +456,7 @@ static int turn(PyObject *span, PyObject *attrs, PyObject *out, PyObject *proble
     if ((raw = dget(attrs, lookup_key[K_INPUT])) == NULL ||
         (text = messages_text(raw, user_parts, k_input, user_roles, 0, problems)) == NULL)
         goto fail;
-    input_captured = PyUnicode_Check(raw);
+    if ((input_captured = PyObject_IsInstance(raw, str_or_tuple)) < 0) goto fail; /* isinstance(raw_in, str | tuple) */
     Py_CLEAR(raw);
     /* A cut answer (listed in toolwatch.truncated) is not captured: None, and not parsed. Messages captured (the
      * input is) and the turn failed (status ERROR) without an answer: "", so its response checks fail. */
@@ -464,7 +472,7 @@ static int turn(PyObject *span, PyObject *attrs, PyObject *out, PyObject *proble
         output = Py_NewRef(Py_None);
         /* the type problem messages_text would have counted */
         if (raw != Py_None && !PyUnicode_CheckExact(raw)) {
-            if ((t = not_str(raw)) < 0 || (t && PyList_Append(problems, k_output) < 0)) goto fail;
+            if ((t = not_messages(raw)) < 0 || (t && PyList_Append(problems, k_output) < 0)) goto fail;
         }
     } else {
         if ((output = messages_text(raw, assistant_parts, k_output, assistant_roles, 1, problems)) == NULL) goto fail;

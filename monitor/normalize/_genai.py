@@ -135,6 +135,11 @@ def _general_text(raw: str, roles: tuple[str, ...] | None) -> str | None:
         messages = json.loads(raw)
     except (ValueError, RecursionError):
         return raw
+    return _texts(messages, roles)
+
+
+def _texts(messages: Any, roles: tuple[str, ...] | None) -> str | None:
+    """The text parts (and plain `content` strings) of the messages in `roles` (all when None), joined by newlines."""
     if isinstance(messages, dict):
         messages = [messages]
     if not isinstance(messages, list):
@@ -154,21 +159,69 @@ def _general_text(raw: str, roles: tuple[str, ...] | None) -> str | None:
     return "\n".join(texts) if texts else None
 
 
+def _last_run(messages: Any, roles: tuple[str, ...]) -> list[Any] | None:
+    """The last run of consecutive messages in `roles` (None when no message is in them). A chat history holds
+    earlier turns: their questions and answers are not this turn's input or answer."""
+    if isinstance(messages, dict):
+        messages = [messages]
+    if not isinstance(messages, list):
+        return None
+    end = len(messages)
+    while end and not (isinstance(messages[end - 1], dict) and messages[end - 1].get("role") in roles):
+        end -= 1
+    if not end:
+        return None
+    start = end - 1
+    while start and isinstance(messages[start - 1], dict) and messages[start - 1].get("role") in roles:
+        start -= 1
+    return messages[start:end]
+
+
+def structured(v: Any, *, obj: bool = False) -> Any:
+    """A structured attribute value (an OTLP arrayValue or kvlistValue, as the decoders give them) as JSON data.
+
+    The decoders give an arrayValue as a tuple of its values and a kvlistValue as a tuple of (key, value) pairs, which
+    an array of two-element arrays each starting with a string also gives: such a tuple is read as an object (the
+    GenAI values, messages, parts, arguments and tool definitions, are objects). An empty tuple is an object where
+    the conventions expect one (`obj`: the arguments and result of a tool call), else an empty array.
+    """
+    if not isinstance(v, tuple):
+        return v
+    if not v:
+        return {} if obj else []
+    if all(isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str) for p in v):
+        return {k: structured(x) for k, x in v}
+    return [structured(x) for x in v]
+
+
 _USER = ("user",)
 _ASSISTANT = ("assistant",)
 
 
 def _turn_text(raw: Any, roles: tuple[str, ...], *, empty_is_none: bool) -> str | None:
-    """The text of the messages in `roles`, else (when that is None, or also empty with `empty_is_none`) of all
-    messages. One message with one text part is its text, whatever its role."""
-    if not isinstance(raw, str):
+    """The text of the last run of messages in `roles` (a chat history's earlier turns left out); of all messages
+    when none is in `roles`, or (with `empty_is_none`) when that text is empty. One message with one text part is
+    its text, whatever its role. `raw` is JSON text or the structured value (see `structured`); text that is not
+    JSON is itself."""
+    if isinstance(raw, str):
+        one = _one_text(raw)
+        if one is not None:
+            return one[1]
+        try:
+            messages = json.loads(raw)
+        except (ValueError, RecursionError):
+            return raw
+    elif isinstance(raw, tuple):
+        try:
+            messages = structured(raw)
+        except RecursionError:
+            return None
+    else:
         return None
-    one = _one_text(raw)
-    if one is not None:
-        return one[1]
-    text = _general_text(raw, roles)
-    if text is None or (empty_is_none and not text):
-        text = _general_text(raw, None)
+    run = _last_run(messages, roles)
+    text = _texts(run, None) if run is not None else None
+    if run is None or (empty_is_none and not text):
+        text = _texts(messages, None)
     return text
 
 
@@ -183,9 +236,16 @@ _DEFINITIONS_BY_LENGTH: dict[int, tuple[str, DefinitionsList | None]] = {}
 
 
 def _tool_definitions(raw: Any) -> DefinitionsList | None:
-    """The offered tools. An agent offers the same definitions on every turn: parsed once, then shared (read-only)."""
+    """The offered tools. An agent offers the same definitions on every turn: parsed once, then shared (read-only).
+    A structured value (see `structured`) is read each time."""
     if not isinstance(raw, str):
-        return None
+        if not isinstance(raw, tuple):
+            return None
+        try:
+            defs = structured(raw)
+        except RecursionError:
+            return None
+        return tuple(d for d in defs if isinstance(d, dict)) if isinstance(defs, list) else None
     n = len(raw)
     last = _DEFINITIONS_BY_LENGTH.get(n)
     if last is not None and last[0] == raw:
@@ -313,18 +373,18 @@ def _convert_py(  # noqa: C901 - one flat pass per span: a call per record cost 
             if type(agent) is not str:
                 agent = _agent(span, agent, problems)
             raw_in = attrs.get(INPUT_MESSAGES)
-            if raw_in is not None and not isinstance(raw_in, str):
+            if raw_in is not None and not isinstance(raw_in, str | tuple):  # a tuple: the structured form
                 problems.append(INPUT_MESSAGES)
             text = _turn_text(raw_in, _USER, empty_is_none=False) or ""
             raw_out = attrs.get(OUTPUT_MESSAGES)
-            if raw_out is not None and not isinstance(raw_out, str):
+            if raw_out is not None and not isinstance(raw_out, str | tuple):
                 problems.append(OUTPUT_MESSAGES)
             truncated = attrs.get(TRUNCATED)
             odd = truncated is not None and not isinstance(truncated, str | tuple)
             output: str | None = None
             if truncated is None or odd or OUTPUT_MESSAGES not in truncated:  # a cut answer is not captured (None)
                 output = _turn_text(raw_out, _ASSISTANT, empty_is_none=True)
-                if output is None and isinstance(raw_in, str) and span.status_code == STATUS_ERROR:
+                if output is None and isinstance(raw_in, str | tuple) and span.status_code == STATUS_ERROR:
                     # Messages captured (the input is) and the turn failed without an answer: its response checks
                     # fail. Without an error, a missing answer may be elsewhere (a chat span): not checked.
                     output = ""
@@ -382,9 +442,22 @@ def _call_id(call_id: Any, problems: list[str]) -> str:
 
 
 def _json_text(v: Any, key: str, problems: list[str]) -> str | None:
-    """JSON text attributes (arguments, results): a structured value is re-encoded as JSON (counted)."""
+    """JSON text attributes (arguments, results): the structured form the conventions ask for where the SDK has it
+    (an OTLP kvlistValue, read by `structured`) is encoded as JSON; anything else too, counted (the conventions
+    expect an object)."""
     if isinstance(v, str):
         return v
+    if isinstance(v, tuple):
+        try:
+            data = structured(v, obj=True)
+        except RecursionError:
+            return None
+        if not isinstance(data, dict):
+            problems.append(key)
+        try:
+            return json.dumps(data)
+        except (TypeError, ValueError):
+            return None
     problems.append(key)
     try:
         return json.dumps(v)

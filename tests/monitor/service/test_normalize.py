@@ -80,6 +80,7 @@ def test_tool_call_fields_and_tolerance() -> None:
     )
     assert isinstance(call, ToolCall)
     assert (call.name, call.call_id, call.arguments, call.error_type) == ("get", "7", '["a", 1]', "boom")
+    # An array is read, but counted: the conventions expect an object (a kvlistValue, see below).
     assert n.ignored_attributes == {"gen_ai.tool.call.id": 1, "gen_ai.tool.call.arguments": 1, "error.type": 1}
     assert isinstance(n.normalize(_span("execute_tool", {"gen_ai.operation.name": "execute_tool"})), Rejected)
     assert n.rejected == {"missing_tool_name": 1}
@@ -131,3 +132,54 @@ def test_tool_definitions_cache_is_bounded_in_bytes() -> None:
         assert turn.tool_definitions[0]["name"] == f"t{i}"
     held = sum(len(raw) for raw in _genai._DEFINITIONS_CACHE)
     assert held <= 64 << 20
+
+
+def test_structured_values_as_the_decoders_give_them() -> None:
+    # OTLP kvlistValue -> a tuple of (key, value) pairs, arrayValue -> a tuple: read as the JSON they stand for.
+    n = Normalizer()
+    args = (("city", "Oslo"), ("days", (1, 2)), ("opts", ()), ("where", (("lat", 1.5),)))
+    call = n.normalize(
+        _span(
+            "execute_tool get",
+            {"gen_ai.tool.name": "get", "gen_ai.tool.call.arguments": args, "gen_ai.tool.call.result": ()},
+        )
+    )
+    assert isinstance(call, ToolCall)
+    assert json.loads(call.arguments or "") == {"city": "Oslo", "days": [1, 2], "opts": [], "where": {"lat": 1.5}}
+    assert call.result == "{}"  # an empty kvlistValue: the conventions expect an object
+    part = (("type", "text"), ("content", "[AUTH] now"))
+    history = (
+        (("role", "user"), ("parts", ((("type", "text"), ("content", "[BILL] before")),))),
+        (("role", "assistant"), ("parts", ((("type", "text"), ("content", "done")),))),
+        (("role", "user"), ("parts", ((("type", "blob"), ("modality", "image"), ("content", "AA==")), part))),
+    )
+    defs = ((("type", "function"), ("name", "get"), ("parameters", (("type", "object"), ("required", ("city",))))),)
+    turn = n.normalize(
+        _span(
+            "invoke_agent a",
+            {
+                "gen_ai.input.messages": history,
+                "gen_ai.output.messages": ((("role", "assistant"), ("parts", (part,))),),
+                "gen_ai.tool.definitions": defs,
+            },
+        )
+    )
+    assert isinstance(turn, Turn)
+    assert (turn.input_text, turn.output_text) == ("[AUTH] now", "[AUTH] now")
+    assert turn.tool_definitions == (
+        {"type": "function", "name": "get", "parameters": {"type": "object", "required": ["city"]}},
+    )
+    assert n.ignored_attributes == {}
+
+
+def test_turn_input_is_the_last_run_of_user_messages() -> None:
+    def text(messages: list[tuple[str, str]]) -> str:
+        raw = json.dumps([{"role": r, "parts": [{"type": "text", "content": t}]} for r, t in messages])
+        turn = Normalizer().normalize(_span("invoke_agent a", {"gen_ai.input.messages": raw}))
+        assert isinstance(turn, Turn)
+        return turn.input_text
+
+    history = [("system", "s"), ("user", "old"), ("assistant", "a"), ("user", "new"), ("user", "more")]
+    assert text(history) == "new\nmore"
+    assert text([("user", "q"), ("assistant", "calling"), ("tool", "[BILL] result")]) == "q"
+    assert text([("system", "only instructions"), ("developer", "d")]) == "only instructions\nd"  # no user: all

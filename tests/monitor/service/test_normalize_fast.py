@@ -47,6 +47,47 @@ def ref_text(raw: Any, roles: tuple[str, ...] | None = None) -> str | None:
     return "\n".join(texts) if texts else None
 
 
+def ref_structured(v: Any, obj: bool = False) -> Any:
+    """A decoded arrayValue / kvlistValue as JSON data: a tuple of (str, value) pairs is an object; () is an object
+    where one is expected, else an array."""
+    if not isinstance(v, tuple):
+        return v
+    if v == ():
+        return {} if obj else []
+    if all(isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str) for p in v):
+        return {k: ref_structured(x) for k, x in v}
+    return [ref_structured(x) for x in v]
+
+
+def ref_turn_text(raw: Any, roles: tuple[str, ...], empty_is_none: bool) -> str | None:
+    """The text of the last run of consecutive messages in `roles`; of all messages when none is in them (or, with
+    empty_is_none, when that text is empty). Text that is not JSON is itself."""
+    if isinstance(raw, str):
+        try:
+            messages = json.loads(raw)
+        except (ValueError, RecursionError):
+            return raw
+    elif isinstance(raw, tuple):
+        messages = ref_structured(raw)
+    else:
+        return None
+    if isinstance(messages, dict):
+        messages = [messages]
+    if not isinstance(messages, list):
+        return None
+    mine = [isinstance(m, dict) and m.get("role") in roles for m in messages]
+    text = None
+    if any(mine):
+        end = max(i for i, x in enumerate(mine) if x)
+        start = end
+        while start > 0 and mine[start - 1]:
+            start -= 1
+        text = ref_text(json.dumps(messages[start : end + 1]))
+    if not any(mine) or (empty_is_none and not text):
+        text = ref_text(json.dumps(messages))
+    return text
+
+
 def ref_turn(span: Span) -> tuple[Turn, list[str]]:
     problems: list[str] = []
     attrs = span.attributes
@@ -62,28 +103,26 @@ def ref_turn(span: Span) -> tuple[Turn, list[str]]:
     if agent is None and span.name.startswith("invoke_agent "):
         agent = span.name[len("invoke_agent ") :].strip()
     raw_in = attrs.get("gen_ai.input.messages")
-    if raw_in is not None and not isinstance(raw_in, str):
+    if raw_in is not None and not isinstance(raw_in, str | tuple):  # a tuple: the structured form
         problems.append("gen_ai.input.messages")
-    text = ref_text(raw_in, ("user",))
-    if text is None:
-        text = ref_text(raw_in) or ""
+    text = ref_turn_text(raw_in, ("user",), False) or ""
     raw_out = attrs.get("gen_ai.output.messages")
-    if raw_out is not None and not isinstance(raw_out, str):
+    if raw_out is not None and not isinstance(raw_out, str | tuple):
         problems.append("gen_ai.output.messages")
-    output = ref_text(raw_out, ("assistant",)) or ref_text(raw_out)
+    output = ref_turn_text(raw_out, ("assistant",), True)
     truncated = attrs.get("toolwatch.truncated")
     if truncated is not None and not isinstance(truncated, str | tuple):
         problems.append("toolwatch.truncated")  # says nothing: as if absent
         truncated = None
     if truncated is not None and "gen_ai.output.messages" in truncated:
         output = None  # a cut answer: not captured
-    elif output is None and isinstance(raw_in, str) and span.status_code == STATUS_ERROR:
+    elif output is None and isinstance(raw_in, str | tuple) and span.status_code == STATUS_ERROR:
         output = ""  # messages captured (the input is), the turn failed without an answer
     conversation_id = str_attr("gen_ai.conversation.id")
     case_id = attrs.get("toolwatch.case.id")
     raw_defs = attrs.get("gen_ai.tool.definitions")
     try:
-        defs = json.loads(raw_defs) if isinstance(raw_defs, str) else None
+        defs = json.loads(raw_defs) if isinstance(raw_defs, str) else ref_structured(raw_defs)
     except ValueError:
         defs = None
     turn = Turn(
@@ -112,9 +151,11 @@ def ref_tool_call(span: Span) -> tuple[ToolCall | str, list[str]]:
         v = attrs.get(key)
         if v is None or isinstance(v, str):
             return v
-        problems.append(key)
+        data = ref_structured(v, obj=True)  # a tuple: the structured form, counted unless an object as expected
+        if not isinstance(data, dict):
+            problems.append(key)
         try:
-            return json.dumps(v)
+            return json.dumps(data)
         except (TypeError, ValueError):
             return None
 
@@ -169,6 +210,27 @@ texts = st.text(alphabet=st.sampled_from('ab "\\/n\u00e9\ud83d\x01\x7f\u2028'), 
 roles = st.sampled_from(["user", "assistant", "system", "", "us\\u0065r", 'a"b'])
 
 
+def kv(**fields: Any) -> tuple[tuple[str, Any], ...]:
+    """A kvlistValue as the decoders give it."""
+    return tuple(fields.items())
+
+
+def text_msg(role: str, text: str) -> tuple[tuple[str, Any], ...]:
+    return kv(role=role, parts=(kv(type="text", content=text),))
+
+
+# Messages values in the structured form (arrayValue of kvlistValue), as the decoders give them.
+STRUCTURED = [
+    (text_msg("user", "u"),),
+    (text_msg("system", "s"), text_msg("user", "old"), text_msg("assistant", "a"), text_msg("user", "new"),
+     text_msg("user", "more"), kv(role="tool", parts=(kv(type="tool_call_response", response="r"),))),
+    (text_msg("assistant", "x"), kv(role="assistant", parts=(kv(type="tool_call", name="t", arguments=kv(a=1)),))),
+    (kv(role="user", parts=()), kv(role="user", content="c")),
+    (),
+    text_msg("user", "one message, not in a list"),
+]  # fmt: skip
+
+
 @st.composite
 def messages(draw: st.DrawFn) -> Any:
     """Messages values near the compact form: exact, cut, padded, with the text unescaped, other shapes."""
@@ -184,7 +246,8 @@ def messages(draw: st.DrawFn) -> Any:
     elif kind == 4:
         raw = json.dumps([{"role": "system", "parts": [{"type": "text", "content": "s"}]}, json.loads(raw)[0]])
     elif kind == 5:
-        return draw(st.sampled_from([None, 7, ("a",), "", "plain text", "[]", '{"role":"user","content":""}']))
+        plain = [None, 7, ("a",), "", "plain text", "[]", '{"role":"user","content":""}']
+        return draw(st.sampled_from([*plain, *STRUCTURED]))
     elif kind == 6:
         raw = raw.replace("\\\\", "\\", 1)
     return raw
@@ -225,7 +288,10 @@ def test_turn_is_what_the_plain_rules_give(
     assert problems == expect_problems
 
 
-values = st.sampled_from([None, "", "x", '{"a": 1}', 7, 2.5, True, ("a", 1), ("gen_ai.tool.call.arguments",)])
+values = st.sampled_from(
+    [None, "", "x", '{"a": 1}', 7, 2.5, True, ("a", 1), ("gen_ai.tool.call.arguments",), (), kv(a=1, b=("x", kv())),
+     (("a", 1), ("b", 2)), (kv(a=1), 2)]
+)  # fmt: skip
 
 
 @settings(max_examples=300, deadline=None)
