@@ -83,6 +83,7 @@ class CountingBatchSpanProcessor(BatchSpanProcessor):
         super().__init__(exporter, max_queue_size=size, **kwargs)
         self._flush_lock = threading.Lock()
         self._flusher: threading.Thread | None = None
+        self._flush_outcome: list[bool] = []
         inner = getattr(self, "_batch_processor", None)
         self._queue: CountingDeque | None = None
         if isinstance(getattr(inner, "_queue", None), collections.deque):
@@ -99,22 +100,25 @@ class CountingBatchSpanProcessor(BatchSpanProcessor):
             logger.exception("toolwatch: queueing a span for export failed")
 
     def force_flush(self, timeout_millis: int | None = 30000) -> bool:
-        """Export what is queued; False when that did not finish within `timeout_millis`. The SDK's flush ignores
-        its timeout (every batch, each retried for the exporter's whole timeout, in the caller's thread): it runs in
-        a thread of its own here, one at a time, which goes on after the caller has stopped waiting."""
+        """Export what is queued; False when that did not finish within `timeout_millis`, or (as in the SDK) after
+        shutdown. The SDK's flush ignores its timeout (every batch, each retried for the exporter's whole timeout, in
+        the caller's thread): it runs in a thread of its own here, one at a time, which goes on after the caller has
+        stopped waiting."""
         with self._flush_lock:
-            flusher = self._flusher
+            flusher, outcome = self._flusher, self._flush_outcome
             if flusher is None or not flusher.is_alive():
-                flusher = threading.Thread(target=self._flush, name="toolwatch-flush", daemon=True)
-                self._flusher = flusher
+                outcome = []  # this flush's result, for every caller that waits on it
+                flusher = threading.Thread(target=self._flush, args=(outcome,), name="toolwatch-flush", daemon=True)
+                self._flusher, self._flush_outcome = flusher, outcome
                 flusher.start()
         flusher.join(None if timeout_millis is None else max(0.0, timeout_millis / 1000))
-        return not flusher.is_alive()
+        return not flusher.is_alive() and outcome == [True]
 
-    def _flush(self) -> None:
+    def _flush(self, outcome: list[bool]) -> None:
         try:
-            super().force_flush()
+            outcome.append(bool(super().force_flush()))  # False after shutdown, as the SDK says
         except Exception:  # noqa: BLE001
+            outcome.append(False)
             logger.exception("toolwatch: flushing spans failed")
 
     def shutdown(self, timeout_millis: int = 30000) -> None:

@@ -169,7 +169,7 @@ def settings_from_options(opts: Mapping[str, object]) -> Settings:
     show_default=True,
     type=click.IntRange(min=1),
     envvar=env.ENV_MAX_DECOMPRESSED,
-    help="Largest body after gzip or deflate decompression (413 beyond; decompression stops there).",
+    help="Largest body after gzip, deflate or zstd decompression (413 beyond; decompression stops there).",
 )
 @option(
     "--read-timeout",
@@ -241,7 +241,7 @@ def settings_from_options(opts: Mapping[str, object]) -> Settings:
 def serve(**opts: object) -> None:
     """Receive OTLP spans of agents, judge each turn, and publish the figures on /metrics.
 
-    Agents export with any OTLP/HTTP exporter (protobuf or JSON, gzip or deflate optional), e.g.
+    Agents export with any OTLP/HTTP exporter (protobuf or JSON; gzip, deflate or zstd optional), e.g.
     OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=http://127.0.0.1:4318/v1/traces.
     """
     from monitor.rules import RuleFileError

@@ -150,6 +150,13 @@ class Baseline:
     k: int | None = None  # the k of its pass_hat_k; None when it has none or does not record it (older reports)
 
 
+def _finite(value: float) -> bool:
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an integer too large for a float
+        return False
+
+
 def load_baseline(path: str | Path) -> Baseline:
     """The figures (and the k of pass^k) of a report written earlier with `--json`."""
     p = Path(path)
@@ -159,14 +166,20 @@ def load_baseline(path: str | Path) -> Baseline:
         raise BaselineError(f"{p}: cannot read baseline: {exc.strerror or exc}") from exc
     except json.JSONDecodeError as exc:
         raise BaselineError(f"{p}:{exc.lineno}:{exc.colno}: baseline is not JSON: {exc.msg}") from exc
+    except UnicodeDecodeError as exc:
+        raise BaselineError(f"{p}: baseline is not UTF-8 text: {exc.reason} at byte {exc.start}") from exc
+    except ValueError as exc:  # an integer of more digits than int() converts
+        raise BaselineError(f"{p}: baseline is not JSON: {exc}") from exc
     figures = data.get("figures") if isinstance(data, dict) else None
     if not isinstance(figures, dict):
         raise BaselineError(f"{p}: not a toolwatch report (no 'figures' object); write one with --json")
     out: dict[str, float | None] = {}
     for key, value in figures.items():
         # NaN and infinities (which Python's JSON reader takes) are not figures: NaN would pass every comparison
-        if value is None or isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-            out[str(key)] = None if value is None else float(value)
+        if value is None:
+            out[str(key)] = None
+        elif isinstance(value, int | float) and not isinstance(value, bool) and _finite(value):
+            out[str(key)] = float(value)
         else:
             raise BaselineError(f"{p}: figure {key!r} is {value!r}, expected a number or null")
     k = data.get("k")

@@ -7,6 +7,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import instrumentation as tw
 from instrumentation._stats import STATS
@@ -66,3 +67,17 @@ def test_force_flush_keeps_to_its_timeout_when_the_monitor_is_down(down_endpoint
             assert time.monotonic() - t0 < 1.0
     finally:
         tw.shutdown(provider, timeout_millis=500)
+
+
+def test_force_flush_says_false_when_nothing_could_be_flushed() -> None:
+    # The SDK's force_flush is False after shutdown (the spans ended since are dropped, not exported); the flush that
+    # keeps to its timeout ran it in a thread and said True whenever that thread had ended, whatever it returned.
+    exporter = InMemorySpanExporter()
+    provider = tw.configure(exporter=exporter, set_global=False, simple=False, schedule_delay_millis=60_000)
+    _spans(3)
+    assert provider.force_flush(5000) is True
+    assert len(exporter.get_finished_spans()) == 3
+    tw.shutdown(provider, timeout_millis=5000)
+    _spans(2)
+    assert provider.force_flush(5000) is False
+    assert len(exporter.get_finished_spans()) == 3

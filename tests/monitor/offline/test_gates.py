@@ -212,3 +212,24 @@ def test_cli_baseline_with_a_figure_that_is_no_number_is_refused(
     base.write_text('{"figures": {"tool_call_accuracy": ' + value + "}}")
     code, out = _run(span_file, support_rules, "--baseline", str(base), "--max-drop", "0")
     assert code == 2 and f"figure 'tool_call_accuracy' is {float(value)!r}, expected a number or null" in out
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        (b'{"figures": {"tool_call_accuracy": 1' + b"0" * 400 + b"}}", "figure 'tool_call_accuracy' is 1000"),
+        (b'{"figures": {"tool_call_accuracy": 1' + b"0" * 5000 + b"}}", "baseline is not JSON: Exceeds the limit"),
+        (b'\xff\xfe{"figures": {}}', "baseline is not UTF-8 text"),
+    ],
+    ids=["integer too large for a float", "integer too long for int()", "not UTF-8"],
+)
+def test_cli_baseline_that_python_cannot_read_as_figures_is_refused(
+    span_file: Path, support_rules: Path, tmp_path: Path, content: bytes, says: str
+) -> None:
+    """An integer figure too large for a float (OverflowError), one of more digits than int() converts (ValueError)
+    and a file that is not UTF-8 (UnicodeDecodeError) escaped load_baseline as a crash with a traceback; like any
+    other bad baseline, they are refused (exit 2)."""
+    base = tmp_path / "base.json"
+    base.write_bytes(content)
+    code, out = _run(span_file, support_rules, "--baseline", str(base))
+    assert code == 2 and says in out, out

@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from monitor.cli import main
 from monitor.cli.serve_cmd import serve, settings_from_options
 from monitor.serve import Settings, port_clash
+from monitor.serve._body import DEFLATE, GZIP, ZSTD
 from tests.monitor.service.conftest import RULES, ServeFactory
 
 TOOLWATCH = str(Path(sys.executable).parent / "toolwatch")
@@ -164,3 +165,11 @@ def test_options_from_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path:
     settings = settings_from_options(ctx.params)
     assert settings.agents == ("alpha", "beta")
     assert settings.grace_s == 0.5 and settings.windows == (60.0, 3600.0) and settings.grpc_port == 4317
+
+
+def test_help_names_every_content_coding_the_receiver_decodes() -> None:
+    # zstd came after gzip and deflate; --help went on saying only those two were decoded and bounded.
+    (limit,) = [p for p in serve.params if isinstance(p, click.Option) and p.name == "max_decompressed_bytes"]
+    for coding in (GZIP, DEFLATE, ZSTD):
+        assert coding in (serve.help or ""), coding
+        assert coding in (limit.help or ""), coding
