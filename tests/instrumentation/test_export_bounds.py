@@ -44,7 +44,7 @@ def test_shutdown_keeps_to_its_timeout_when_the_monitor_is_down(down_endpoint: s
     _spans(2048)  # 4 batches of 512, all still queued
     t0 = time.monotonic()
     tw.shutdown(provider, timeout_millis=500)
-    assert time.monotonic() - t0 < 2.0
+    assert time.monotonic() - t0 < 3.0  # against 8 s before; room for a busy machine
     # What was left in the queue is counted at once; the batch whose export was under way when it is (cut short by
     # the exporter's shutdown).
     deadline = time.monotonic() + 5
@@ -64,7 +64,7 @@ def test_force_flush_keeps_to_its_timeout_when_the_monitor_is_down(down_endpoint
         for _ in range(3):  # an agent flushing at the end of each request: none blocks past its timeout
             t0 = time.monotonic()
             assert provider.force_flush(300) is False
-            assert time.monotonic() - t0 < 1.0
+            assert time.monotonic() - t0 < 2.0  # a flush of 4 batches takes 8 s here
     finally:
         tw.shutdown(provider, timeout_millis=500)
 
