@@ -134,7 +134,8 @@ class Server:
                 receiver_app(handler, s.max_body_bytes),
                 metrics_app(self.metrics.registry(), lambda: self.ready),
             ]
-            ensure_fd_limit(s.max_connections + METRICS_CONNECTIONS)
+            grpc_connections = s.max_connections if s.grpc_port is not None else 0  # gRPC has a cap of its own
+            ensure_fd_limit(s.max_connections + grpc_connections + METRICS_CONNECTIONS)
             limits = ((s.max_connections, LISTENER_RECEIVER), (METRICS_CONNECTIONS, LISTENER_METRICS))
             for app, sock, (limit, listener) in zip(apps, socks, limits, strict=True):
                 # The receiver decompresses itself (bounded, streaming) and never reads an unwanted body to its
