@@ -78,8 +78,44 @@ def verdict_line(v: TurnVerdict, at: float) -> str:
     return _line(v, repr(round(at, 3)), v.failed)
 
 
+SHORT = 200  # characters of a name or text kept in a record shortened to fit the log
+
+
+def _cut(text: str, n: int = SHORT) -> str:
+    return text if len(text) <= n else text[:n] + "..."
+
+
+def shortened_line(v: TurnVerdict, at: float, failed: bool, limit: int) -> str:
+    """The record of `v` in at most `limit` bytes when it can be (a record of a turn of many calls with long made-up
+    tool names can pass any size): texts and names cut to SHORT characters, and the calls that fit, in order, with
+    `calls_omitted` counting those left out. ASCII only (lone surrogates escaped), so its length is its size."""
+    rec = verdict_record(v, at=at)
+    rec["failed"] = failed
+    for key in ("agent", "trace_id", "span_id", "rule", "reason", "input"):
+        if isinstance(rec[key], str):
+            rec[key] = _cut(rec[key])
+    rec["missed"] = [_cut(m) for m in rec["missed"]]
+    calls = rec["calls"]
+    for c in calls:
+        c["name"] = _cut(c["name"])
+        if "violations" in c:
+            c["violations"] = [_cut(x) for x in c["violations"][:10]]
+    rec["calls"] = []
+    rec["calls_omitted"] = len(calls)
+    room = limit - len(json.dumps(rec, separators=(",", ":"))) - 1  # the newline; calls_omitted only gets shorter
+    kept = 0
+    for c in calls:
+        room -= len(json.dumps(c, separators=(",", ":"))) + (1 if kept else 0)  # a comma between calls
+        if room < 0:
+            break
+        kept += 1
+    rec["calls"], rec["calls_omitted"] = calls[:kept], len(calls) - kept
+    return json.dumps(rec, separators=(",", ":"))
+
+
 class VerdictLog:
-    """Appends verdict records to `path`; when it exceeds `max_bytes` it becomes `path.1` (then `.2` ...)."""
+    """Appends verdict records to `path`; when it exceeds `max_bytes` it becomes `path.1` (then `.2` ...). A record
+    larger than `max_bytes` is shortened to fit (`shortened_line`): the files never hold more than their bound."""
 
     def __init__(self, path: str | Path, *, all_turns: bool = False, max_bytes: int = 64 << 20, backups: int = 3):
         if max_bytes < 1024:
@@ -110,6 +146,9 @@ class VerdictLog:
                 except UnicodeEncodeError:  # lone surrogates (OTLP JSON "\ud800" escapes): keep them escaped
                     line = json.dumps(verdict_record(v, at=at), separators=(",", ":")) + "\n"
                     size = len(line)
+            if size > self.max_bytes:  # one record larger than a whole file: shortened, so the disk bound holds
+                line = shortened_line(v, at, failed, self.max_bytes) + "\n"
+                size = len(line)
             try:
                 if self._size + size > self.max_bytes and self._size > 0:
                     self._rotate()
