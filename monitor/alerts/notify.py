@@ -2,9 +2,11 @@
 
 `AlertNotifier.send()` never blocks and never raises: alerts go into a bounded queue that a daemon thread
 drains; when the queue is full the batch is dropped and counted. Each POST has a timeout, so a dead
-receiver slows nothing but the sender thread. The URL decides the format: a path ending in `/api/v2/alerts`
-gets Alertmanager's API v2 body (a JSON list of alerts); anything else gets the body Alertmanager itself posts
-to webhook receivers (`{"version": "4", "status": ..., "commonLabels": ..., "alerts": [...]}`, every field of it).
+receiver slows nothing but the sender thread: the timeout bounds each POST as a whole, not only each read, so a
+receiver that answers a byte at a time cannot hold the thread either. The URL decides the format: a path ending in
+`/api/v2/alerts` gets Alertmanager's API v2 body (a JSON list of alerts); anything else gets the body Alertmanager
+itself posts to webhook receivers (`{"version": "4", "status": ..., "commonLabels": ..., "alerts": [...]}`, every
+field of it).
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ import http.client
 import json
 import logging
 import queue
+import socket
 import threading
+import time
 import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -78,6 +82,45 @@ def _common(maps: Sequence[Mapping[str, str]]) -> dict[str, str]:
     return {k: v for k, v in first.items() if all(m.get(k) == v for m in rest)}
 
 
+class _Tracked:
+    """urllib handlers that keep each connection they open, so a deadline can cut it: urllib's own timeout bounds
+    each socket operation, and a receiver that sends a byte at a time would make one POST endless."""
+
+    def __init__(self) -> None:
+        self.connections: list[http.client.HTTPConnection] = []
+        self.expired = False
+        tracked = self
+
+        def make(cls: type[http.client.HTTPConnection]) -> Any:
+            def connection(host: str, **kwargs: Any) -> http.client.HTTPConnection:
+                conn = cls(host, **kwargs)
+                tracked.connections.append(conn)
+                return conn
+
+            return connection
+
+        class Http(urllib.request.HTTPHandler):
+            def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+                return self.do_open(make(http.client.HTTPConnection), req)
+
+        class Https(urllib.request.HTTPSHandler):
+            def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+                return self.do_open(make(http.client.HTTPSConnection), req, context=self._context)  # type: ignore[attr-defined]
+
+        self.opener = urllib.request.build_opener(Http(), Https())
+
+    def cut(self) -> None:
+        """The deadline passed: end the POST (its blocked read returns at once and fails)."""
+        self.expired = True
+        for conn in self.connections:
+            sock = conn.sock
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+
 def _iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
@@ -138,15 +181,16 @@ class AlertNotifier:
         return True
 
     def close(self, timeout_s: float = 5.0) -> None:
-        """Stop taking alerts, deliver what is queued within `timeout_s`, then stop. Idempotent."""
+        """Stop taking alerts, deliver what is queued within `timeout_s` in all, then stop. Idempotent."""
         if self._closed:
             return
         self._closed = True
+        deadline = time.monotonic() + timeout_s
         try:
             self._queue.put(None, timeout=timeout_s)
         except queue.Full:
             pass
-        self._thread.join(timeout_s)
+        self._thread.join(max(0.0, deadline - time.monotonic()))
 
     def body(self, alerts: Sequence[AlertMessage], now: float) -> bytes:
         if self.alertmanager:
@@ -183,13 +227,22 @@ class AlertNotifier:
             self._post(alerts[half:], now)
             return
         request = urllib.request.Request(self.url, data=data, headers=self.headers, method="POST")
+        tracked = _Tracked()
+        deadline = threading.Timer(self.timeout_s, tracked.cut)
+        deadline.daemon = True
+        deadline.start()
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+            with tracked.opener.open(request, timeout=self.timeout_s) as response:
                 response.read(65536)
             self.stats.sent += len(alerts)
         # OSError covers URLError, refused connections and timeouts; HTTPException a reply that is not HTTP
         # (BadStatusLine, IncompleteRead): neither may end the sender thread, or no alert is delivered again.
         except (OSError, ValueError, http.client.HTTPException) as exc:
             self.stats.failed += len(alerts)
-            self.stats.last_error = f"{type(exc).__name__}: {exc}"
+            if tracked.expired:
+                self.stats.last_error = f"TimeoutError: no whole answer within {self.timeout_s:g} s (timed out)"
+            else:
+                self.stats.last_error = f"{type(exc).__name__}: {exc}"
             logger.warning("alert delivery to %s failed: %s", self.url, self.stats.last_error)
+        finally:
+            deadline.cancel()

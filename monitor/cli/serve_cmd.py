@@ -178,7 +178,7 @@ def settings_from_options(opts: Mapping[str, object]) -> Settings:
     type=Duration(),
     envvar=env.ENV_READ_TIMEOUT,
     help="A request's head must arrive within this long of the connection opening or the last answer (idle "
-    "connections are closed then), and its body within this long after its head (408 beyond).",
+    "connections are closed then), and its body within this long after its head (408 beyond); OTLP/gRPC alike.",
 )
 @option(
     "--max-connections",
@@ -186,7 +186,8 @@ def settings_from_options(opts: Mapping[str, object]) -> Settings:
     show_default=True,
     type=click.IntRange(min=1),
     envvar=env.ENV_MAX_CONNECTIONS,
-    help="Open OTLP/HTTP connections at once; one more is answered 503 + Retry-After and closed.",
+    help="Open OTLP/HTTP connections at once; one more is answered 503 + Retry-After and closed (OTLP/gRPC: "
+    "as many more).",
 )
 @option(
     "--windows",

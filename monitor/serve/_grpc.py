@@ -51,12 +51,28 @@ class GrpcReceiver:
         self.ops.request(TRANSPORT_GRPC, grpc.StatusCode.OK.value[0])
         return export_response(*result)  # type: ignore[misc]
 
+    def options(self) -> list[tuple[str, int]]:
+        """gRPC core's bounds, as OTLP/HTTP has them: at most --max-connections open (one more is closed at once,
+        which exporters see as UNAVAILABLE and retry); a connection that has not finished its HTTP/2 handshake
+        within --read-timeout, or has had no request in flight for that long, is closed; and every connection is
+        told to go (GOAWAY) after --read-timeout and closed one more --read-timeout later, so a stream that never
+        finishes sending holds its connection no longer than that. Exporters reconnect at their next export."""
+        s = self.settings
+        timeout_ms = max(1, round(s.read_timeout_s * 1000))
+        return [
+            ("grpc.max_receive_message_length", s.max_decompressed_bytes),
+            ("grpc.max_concurrent_streams", STREAMS_PER_CONNECTION),
+            ("grpc.max_allowed_incoming_connections", s.max_connections),
+            ("grpc.server_handshake_timeout_ms", timeout_ms),
+            ("grpc.max_connection_idle_ms", timeout_ms),
+            ("grpc.max_connection_age_ms", timeout_ms),
+            ("grpc.max_connection_age_grace_ms", timeout_ms),
+        ]
+
     async def start(self, host: str, port: int) -> int:
-        limit = self.settings.max_decompressed_bytes
         server = aio.server(
             options=[
-                ("grpc.max_receive_message_length", limit),
-                ("grpc.max_concurrent_streams", STREAMS_PER_CONNECTION),
+                *self.options(),
                 # gRPC sets SO_REUSEPORT by default: a second server on a busy port would start and take part of
                 # the first one's connections. Without it the port is refused, as the HTTP ports are.
                 ("grpc.so_reuseport", 0),

@@ -26,6 +26,9 @@ from monitor.serve._verdict_log import VerdictLog
 T = TypeVar("T")
 
 LISTENER_RECEIVER = "otlp_http"
+# A reload (about 40 ms of the event loop for a rule file of 5 tools) follows a SIGHUP at once, the next one no sooner
+# than this after it: a storm of signals reloads twice, instead of once per signal with the loop held all along.
+RELOAD_GAP_S = 1.0
 LISTENER_METRICS = "metrics"
 
 logger = logging.getLogger(__name__)
@@ -89,6 +92,8 @@ class Server:
         self._stopped = False
         self._grpc: Any = None
         self.grpc_port: int | None = None
+        self._reload_wanted = False
+        self._reloader: asyncio.Task[None] | None = None
 
     def _make_alerts(self) -> Any:
         """The rule file's alerts evaluated in process (toolwatch_alert_active; optional webhook)."""
@@ -134,7 +139,8 @@ class Server:
                 receiver_app(handler, s.max_body_bytes),
                 metrics_app(self.metrics.registry(), lambda: self.ready),
             ]
-            ensure_fd_limit(s.max_connections + METRICS_CONNECTIONS)
+            grpc_connections = s.max_connections if s.grpc_port is not None else 0  # gRPC has a cap of its own
+            ensure_fd_limit(s.max_connections + grpc_connections + METRICS_CONNECTIONS)
             limits = ((s.max_connections, LISTENER_RECEIVER), (METRICS_CONNECTIONS, LISTENER_METRICS))
             for app, sock, (limit, listener) in zip(apps, socks, limits, strict=True):
                 # The receiver decompresses itself (bounded, streaming) and never reads an unwanted body to its
@@ -215,6 +221,19 @@ class Server:
                 self.alerts.start()
         return ok
 
+    def request_reload(self) -> None:
+        """SIGHUP: reload the rules now, or once the last reload is RELOAD_GAP_S old; signals meanwhile coalesce
+        into that one reload, which reads the files as they are after the last of them."""
+        self._reload_wanted = True
+        if self._reloader is None or self._reloader.done():
+            self._reloader = asyncio.get_running_loop().create_task(self._reload_coalesced())
+
+    async def _reload_coalesced(self) -> None:
+        while self._reload_wanted and not self._stopped:
+            self._reload_wanted = False
+            self.reload_rules()
+            await asyncio.sleep(RELOAD_GAP_S)
+
     async def _watch_rules(self) -> None:
         while not self._stop.is_set():
             with contextlib.suppress(TimeoutError):
@@ -234,6 +253,8 @@ class Server:
             return 0
         self._stopped = True
         self._ready = False
+        if self._reloader is not None:
+            self._reloader.cancel()
         # Stop accepting first (in-flight requests finish), then the worker; then judge what is pending.
         for runner in self._runners[:1]:
             await runner.cleanup()
@@ -263,9 +284,13 @@ class Server:
         await self.start()
         if on_started is not None:
             on_started(self)
-        loop.add_signal_handler(signal.SIGHUP, self.reload_rules)
+        loop.add_signal_handler(signal.SIGHUP, self.request_reload)
         loop.add_signal_handler(signal.SIGTERM, self.request_stop)
         loop.add_signal_handler(signal.SIGINT, self.request_stop)
+        # A storm of signals fills the loop's wake-up socket; by default every signal that finds it full then runs a
+        # warning in the main thread wherever it is, which deadlocked the loop (both threads waiting on one lock, no
+        # request answered again) after a few thousand SIGHUPs. The signals are the same without the warning.
+        signal.set_wakeup_fd(signal.set_wakeup_fd(-1), warn_on_full_buffer=False)
         try:
             await self._stop.wait()
         finally:

@@ -78,8 +78,47 @@ def verdict_line(v: TurnVerdict, at: float) -> str:
     return _line(v, repr(round(at, 3)), v.failed)
 
 
+SHORT = 200  # characters of a name or text kept in a record shortened to fit the log
+
+
+def _cut(text: str, n: int = SHORT) -> str:
+    return text if len(text) <= n else text[:n] + "..."
+
+
+def shortened_line(v: TurnVerdict, at: float, failed: bool, limit: int) -> str:
+    """The record of `v` in at most `limit` bytes when it can be (a record of a turn of many calls with long made-up
+    tool names can pass any size): texts and names cut to SHORT characters, and the calls that fit, in order, with
+    `calls_omitted` counting those left out. ASCII only (lone surrogates escaped), so its length is its size."""
+    rec = verdict_record(v, at=at)
+    rec["failed"] = failed
+    for key in ("agent", "trace_id", "span_id", "rule", "reason", "input"):
+        if isinstance(rec[key], str):
+            rec[key] = _cut(rec[key])
+    rec["missed"] = [_cut(m) for m in rec["missed"]]
+    calls = rec["calls"]
+    for c in calls:
+        c["name"] = _cut(c["name"])
+        if "violations" in c:
+            c["violations"] = [_cut(x) for x in c["violations"][:10]]
+    rec["calls"] = []
+    rec["calls_omitted"] = len(calls)
+    room = limit - len(json.dumps(rec, separators=(",", ":"))) - 1  # the newline; calls_omitted only gets shorter
+    kept = 0
+    for c in calls:
+        room -= len(json.dumps(c, separators=(",", ":"))) + (1 if kept else 0)  # a comma between calls
+        if room < 0:
+            break
+        kept += 1
+    rec["calls"], rec["calls_omitted"] = calls[:kept], len(calls) - kept
+    return json.dumps(rec, separators=(",", ":"))
+
+
+REOPEN_S = 1.0  # seconds between tries to open the log again after it could not be
+
+
 class VerdictLog:
-    """Appends verdict records to `path`; when it exceeds `max_bytes` it becomes `path.1` (then `.2` ...)."""
+    """Appends verdict records to `path`; when it exceeds `max_bytes` it becomes `path.1` (then `.2` ...). A record
+    larger than `max_bytes` is shortened to fit (`shortened_line`): the files never hold more than their bound."""
 
     def __init__(self, path: str | Path, *, all_turns: bool = False, max_bytes: int = 64 << 20, backups: int = 3):
         if max_bytes < 1024:
@@ -90,9 +129,32 @@ class VerdictLog:
         self.backups = max(backups, 1)
         self.written = 0
         self.failed = 0  # records that could not be written (the disk is full, ...): logged, never raised
+        self._fh: IO[str] | None = None
+        self._size = 0
+        self._file_id = (0, 0)  # (st_dev, st_ino) of the file open
+        self._next_open = 0.0  # monotonic time of the next try to open the file again after a failure
+        self._open()  # OSError: the service does not start without its log
+
+    def _open(self) -> None:
+        """(Re)open the file, making its folder again when it is gone."""
+        self._next_open = time.monotonic() + REOPEN_S
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fh: IO[str] = self.path.open("a", encoding="utf-8")
-        self._size = self._fh.tell()
+        fh = self.path.open("a", encoding="utf-8")
+        st = os.fstat(fh.fileno())
+        self._fh, self._size, self._file_id = fh, fh.tell(), (st.st_dev, st.st_ino)
+
+    def _close_fh(self) -> None:
+        fh, self._fh = self._fh, None
+        if fh is not None:
+            fh.close()  # closed even when its last flush fails (OSError)
+
+    def _moved(self) -> bool:
+        """The path no longer names the open file: removed (with its folder, perhaps) or moved away by hand."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return True
+        return (st.st_dev, st.st_ino) != self._file_id
 
     def write(self, verdicts: Sequence[TurnVerdict]) -> None:
         at = time.time()
@@ -110,10 +172,22 @@ class VerdictLog:
                 except UnicodeEncodeError:  # lone surrogates (OTLP JSON "\ud800" escapes): keep them escaped
                     line = json.dumps(verdict_record(v, at=at), separators=(",", ":")) + "\n"
                     size = len(line)
+            if size > self.max_bytes:  # one record larger than a whole file: shortened, so the disk bound holds
+                line = shortened_line(v, at, failed, self.max_bytes) + "\n"
+                size = len(line)
             try:
+                fh = self._fh
+                if fh is None:  # closed by a failure: opened again at most every REOPEN_S, else the line is lost
+                    if time.monotonic() < self._next_open:
+                        raise OSError("the file could not be opened again yet")
+                    self._open()
                 if self._size + size > self.max_bytes and self._size > 0:
                     self._rotate()
-                self._fh.write(line)
+                    if self._size > 0:  # the file could not be moved aside: it would pass its bound
+                        raise OSError("the file could not be rotated")
+                fh = self._fh
+                assert fh is not None
+                fh.write(line)
             except (OSError, ValueError) as exc:  # verdicts are counted already: an unwritable log loses only lines
                 self._failed(exc)
                 continue
@@ -122,15 +196,14 @@ class VerdictLog:
 
     def _rotate(self) -> None:
         try:
-            self._fh.close()  # closed even when its last flush fails
+            self._close_fh()
             for i in range(self.backups - 1, 0, -1):
                 src = self.path.with_name(f"{self.path.name}.{i}")
                 if src.exists():
                     os.replace(src, self.path.with_name(f"{self.path.name}.{i + 1}"))
             os.replace(self.path, self.path.with_name(f"{self.path.name}.1"))
         finally:
-            self._fh = self.path.open("a", encoding="utf-8")
-            self._size = 0
+            self._open()
 
     def _failed(self, exc: Exception) -> None:
         self.failed += 1
@@ -138,14 +211,20 @@ class VerdictLog:
             logger.error("verdict log %s: cannot write (%s); %d records lost so far", self.path, exc, self.failed)
 
     def flush(self) -> None:
+        """Write out buffered lines; called about once a second by the service, it also opens the file again when
+        it was closed by a failure or when its path no longer names it (the file or its folder removed or moved
+        away while serving: lines would go on into a file no one can see)."""
         try:
-            self._fh.flush()
-        except OSError as exc:
+            if self._fh is not None:
+                self._fh.flush()
+            if self._fh is None or self._moved():
+                self._close_fh()
+                self._open()
+        except (OSError, ValueError) as exc:
             self._failed(exc)
 
     def close(self) -> None:
-        if not self._fh.closed:
-            try:
-                self._fh.close()
-            except OSError as exc:
-                self._failed(exc)
+        try:
+            self._close_fh()
+        except OSError as exc:
+            self._failed(exc)

@@ -334,3 +334,69 @@ def test_client_chosen_tool_names_do_not_grow_the_alert_windows(tmp_path: Path) 
     clock.now += 60
     live.evaluate()
     assert firing(live) == set()  # 50% overall is not below 0.5; search itself is 100%
+
+
+def _trickling_receiver(delay_s: float) -> tuple[socket.socket, list[socket.socket]]:
+    """Accepts, reads the request, then answers one byte every `delay_s`: each read is quick, the answer endless."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    conns: list[socket.socket] = []
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            conns.append(conn)
+
+            def trickle(c: socket.socket = conn) -> None:
+                try:
+                    c.recv(65536)
+                    for byte in b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n" + b"x" * 1000:
+                        c.sendall(bytes((byte,)))
+                        time.sleep(delay_s)
+                except OSError:
+                    pass
+
+            threading.Thread(target=trickle, daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return listener, conns
+
+
+def test_a_receiver_answering_a_byte_at_a_time_is_cut_at_the_timeout() -> None:
+    # urllib's timeout bounds each read: one byte every 0.1 s held the sender thread for the whole answer (forever,
+    # for a receiver that never ends), and every alert after it waited in the queue and was dropped.
+    listener, conns = _trickling_receiver(0.1)
+    notifier = AlertNotifier(f"http://127.0.0.1:{listener.getsockname()[1]}/hook", timeout_s=0.5)
+    msg = AlertMessage({"alertname": "A"}, {}, starts_at=time.time())
+    try:
+        started = time.monotonic()
+        assert notifier.send([msg], time.time()) and notifier.send([msg], time.time())
+        while notifier.stats.failed < 2 and time.monotonic() - started < 3:
+            time.sleep(0.02)
+        assert notifier.stats.failed == 2 and notifier.stats.sent == 0, notifier
+        assert time.monotonic() - started < 1.6
+        assert "timed out" in notifier.stats.last_error
+    finally:
+        notifier.close(timeout_s=1)
+        listener.close()
+        for c in conns:
+            c.close()
+
+
+def test_close_waits_at_most_its_timeout_with_a_full_queue_and_a_silent_receiver() -> None:
+    # The shutdown of `toolwatch serve` closes the notifier: with a full queue it waited `timeout_s` for room for its
+    # stop mark, then `timeout_s` more for the thread.
+    listener = socket.create_server(("127.0.0.1", 0))  # accepts (the backlog) and never answers
+    notifier = AlertNotifier(f"http://127.0.0.1:{listener.getsockname()[1]}/hook", timeout_s=1.0, max_queue=2)
+    msg = AlertMessage({"alertname": "A"}, {}, starts_at=time.time())
+    try:
+        for _ in range(4):
+            notifier.send([msg], time.time())
+        time.sleep(0.1)
+        started = time.monotonic()
+        notifier.close(timeout_s=1.0)
+        assert time.monotonic() - started < 1.3
+    finally:
+        listener.close()

@@ -1,0 +1,125 @@
+"""The verdict log stays within --verdict-log-max-bytes x (1 + backups) whatever the turns, and survives its folder."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.trace.export import SpanExportResult
+
+from monitor.judge import Judge
+from monitor.records import ToolCall, Turn
+from monitor.rules import load_rules
+from monitor.serve import VerdictLog
+from monitor.verdict import TurnVerdict
+from tests.monitor.service.conftest import RULES, ServeFactory, wait_for
+from tests.monitor.service.spans import Call, TurnSpec, record_turns
+
+
+def _files(path: Path) -> list[Path]:
+    return sorted(path.parent.glob(path.name + "*"))
+
+
+def test_a_verdict_larger_than_the_log_is_shortened_to_fit(tmp_path: Path) -> None:
+    # 900 calls of made-up tools with 8,000-character names: a 7 MB line, which went whole into a log bounded at
+    # 64 KiB a file (4 files of 7 MB with a 1 MiB bound, through `toolwatch serve`).
+    judge = Judge(load_rules([RULES]))
+    calls = tuple(ToolCall(f"made_up_{i}_" + "x" * 8000, arguments="{}") for i in range(900))
+    big = judge.judge(Turn("[BILL] " + "\ud800" + "y" * 5000, calls))
+    small = judge.judge(Turn("[BILL] y", (ToolCall("pull_auth_telemetry", arguments="{}"),)))
+    path = tmp_path / "v.jsonl"
+    limit = 64 << 10
+    log = VerdictLog(path, max_bytes=limit, backups=3)
+    for _ in range(6):
+        log.write([big, small])
+    log.close()
+    files = _files(path)
+    assert len(files) == 4
+    assert all(0 < f.stat().st_size <= limit for f in files), [f.stat().st_size for f in files]
+    records = [json.loads(line) for f in files for line in f.read_text().splitlines()]
+    shortened = [r for r in records if "calls_omitted" in r]
+    assert shortened and len(shortened) + sum(1 for r in records if len(r["calls"]) == 1) == len(records)
+    for r in shortened:
+        assert r["calls_omitted"] > 0 and len(r["calls"]) + r["calls_omitted"] == 900
+        assert r["failed"] is True and r["reason"] and r["input"].startswith("[BILL] \ud800y")
+        assert all(c["name"].startswith("made_up_") and len(c["name"]) <= 203 for c in r["calls"])
+    assert log.written == 12 and log.failed == 0
+
+
+def test_a_huge_turn_through_serve_keeps_the_disk_bound(serve: ServeFactory, tmp_path: Path) -> None:
+    path = tmp_path / "logs" / "v.jsonl"
+    limit = 64 << 10
+    _, server = serve(verdict_log=str(path), verdict_log_max_bytes=limit)
+    exporter = OTLPSpanExporter(endpoint=server.endpoint, timeout=20)
+    for k in range(5):
+        calls = [Call(f"made_up_{k}_{i}_" + "x" * 2000) for i in range(300)]
+        assert exporter.export(record_turns([TurnSpec("z" * 50_000, calls)])) is SpanExportResult.SUCCESS
+    exporter.shutdown()  # type: ignore[no-untyped-call]
+    wait_for(lambda: server.pipeline.turns_judged == 5, timeout=10)
+    assert server.pipeline.verdict_log is not None
+    server.pipeline.verdict_log.flush()
+    files = _files(path)
+    assert len(files) == 4 and all(0 < f.stat().st_size <= limit for f in files), [f.stat().st_size for f in files]
+
+
+def _verdict(text: str = "y") -> TurnVerdict:
+    judge = Judge(load_rules([RULES]))
+    return judge.judge(Turn("[BILL] " + text, (ToolCall("pull_auth_telemetry", arguments="{}"),)))
+
+
+def test_a_log_whose_folder_is_removed_is_made_again_at_the_next_flush(tmp_path: Path) -> None:
+    # The folder removed under a log that then had to rotate: the rotation could not open the file again, and every
+    # flush after it raised "I/O operation on closed file" (a traceback from the service's worker ten times a second,
+    # the log never written again until the folder came back and the log filled up).
+    import shutil
+
+    v = _verdict("x" * 300)
+    path = tmp_path / "logs" / "v.jsonl"
+    log = VerdictLog(path, max_bytes=4096, backups=3, all_turns=True)
+    log.write([v] * 5)
+    shutil.rmtree(path.parent)
+    log.write([v] * 20)  # into the removed file, then a rotation that cannot move it: the file is made again
+    log.flush()  # never raises
+    assert path.exists()
+    assert log.failed == 1 and log.written == 24  # only the line that found no file to go to is lost
+    log.write([v] * 3)
+    log.flush()
+    assert log.written == 27 and log.failed == 1
+    lines = [json.loads(x) for f in _files(path) for x in f.read_text().splitlines()]
+    assert 3 <= len(lines) <= 27
+    log.close()
+
+
+def test_a_log_whose_file_is_removed_is_opened_again_at_the_next_flush(tmp_path: Path) -> None:
+    v = _verdict()
+    path = tmp_path / "logs" / "v.jsonl"
+    log = VerdictLog(path, all_turns=True)
+    log.write([v])
+    path.unlink()
+    log.flush()  # the path no longer names the open file: a new one is opened
+    log.write([v, v])
+    log.close()
+    assert len(path.read_text().splitlines()) == 2
+
+
+def test_a_log_removed_while_serving_is_written_again(serve: ServeFactory, tmp_path: Path) -> None:
+    import shutil
+
+    path = tmp_path / "logs" / "v.jsonl"
+    _, server = serve(verdict_log=str(path), verdict_log_all=True)
+    exporter = OTLPSpanExporter(endpoint=server.endpoint, timeout=10)
+
+    def send(n: int) -> None:
+        for _ in range(n):
+            turn = TurnSpec("[BILL] y", [Call("pull_auth_telemetry", {})])
+            assert exporter.export(record_turns([turn])) is SpanExportResult.SUCCESS
+
+    send(3)
+    wait_for(lambda: server.pipeline.turns_judged == 3, timeout=5)
+    shutil.rmtree(path.parent)
+    wait_for(path.exists, timeout=3)  # the service's flush, about once a second, makes it again
+    send(4)
+    wait_for(lambda: server.pipeline.turns_judged == 7, timeout=5)
+    wait_for(lambda: len(path.read_text().splitlines()) == 4, timeout=3)
+    exporter.shutdown()  # type: ignore[no-untyped-call]
