@@ -449,16 +449,11 @@ def _json_text(v: Any, key: str, problems: list[str]) -> str | None:
         return v
     if isinstance(v, tuple):
         try:
-            data = structured(v, obj=True)
+            v = structured(v, obj=True)
         except RecursionError:
             return None
-        if not isinstance(data, dict):
-            problems.append(key)
-        try:
-            return json.dumps(data)
-        except (TypeError, ValueError):
-            return None
-    problems.append(key)
+    if not isinstance(v, dict):
+        problems.append(key)
     try:
         return json.dumps(v)
     except (TypeError, ValueError):
