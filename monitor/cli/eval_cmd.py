@@ -35,6 +35,7 @@ from monitor.report import (
     pop_report_options,
     report_options,
 )
+from monitor.report._text import visible
 from monitor.report.progress import progress_bar
 from monitor.rules import RuleFileError
 from monitor.scenario import MODES, ScenarioError, ScenarioRun, build_judge, load_scenarios, run_scenarios
@@ -74,7 +75,7 @@ def show_tracebacks(failures: Sequence[tuple[str, str, str]], command: str) -> s
     if not logger.isEnabledFor(logging.INFO):
         return f"{note}; `toolwatch -v {command} ...` prints the agent's traceback (the JUnit report has every one)"
     for label, error, tb in failures[:TRACEBACKS_SHOWN]:
-        logger.info("%s: %s\n%s", label, error, tb.rstrip())
+        logger.info("%s: %s\n%s", visible(label), visible(error), visible(tb.rstrip()))  # no ESC reaches the terminal
     if len(failures) > TRACEBACKS_SHOWN:
         logger.info("%d more run(s) with a traceback: see the JUnit report", len(failures) - TRACEBACKS_SHOWN)
     return note

@@ -6,6 +6,7 @@ from __future__ import annotations
 import html as htmllib
 import io
 import json
+import logging
 import re
 import sys
 import xml.etree.ElementTree as ET
@@ -212,3 +213,15 @@ def test_junit_drops_what_xml_cannot_hold() -> None:
     root = ET.fromstring(render_junit(report))
     case = root.find("testsuite/testcase")
     assert case is not None and case.get("name") == "ab" + "zap\\ud800" and case.get("classname") == "g"
+
+
+def test_verbose_tracebacks_show_control_characters_as_escapes(caplog: pytest.LogCaptureFixture) -> None:
+    """`toolwatch -v eval` prints the agents' tracebacks: an error text or case id holding an ESC sequence is shown
+    as `\\x1b`, as in the summary, never acting on the terminal; line breaks and tabs stay."""
+    from monitor.cli.eval_cmd import show_tracebacks
+
+    with caplog.at_level(logging.INFO, logger="monitor.cli.eval_cmd"):
+        show_tracebacks([("c\x1b[1m1", "ValueError: bad \x1b[2J", "Traceback:\n\tline \x1b]0;owned\x07")], "eval")
+    (message,) = [r.getMessage() for r in caplog.records]
+    assert "\x1b" not in message and "\x07" not in message
+    assert message == "c\\x1b[1m1: ValueError: bad \\x1b[2J\nTraceback:\n\tline \\x1b]0;owned\\x07"
