@@ -136,7 +136,7 @@ class CountingBatchSpanProcessor(BatchSpanProcessor):
                 left = len(self._queue)
                 self._queue.clear()
             if left:
-                STATS.spans_dropped_queue_full += left
+                STATS.spans_dropped_at_shutdown += left
                 logger.warning("toolwatch: %d spans not exported by the shutdown timeout were dropped", left)
 
     @property

@@ -15,6 +15,8 @@ class TelemetryStats:
 
     spans_dropped_queue_full: int = 0
     """Spans the batch processor dropped because its queue was full."""
+    spans_dropped_at_shutdown: int = 0
+    """Spans still queued when a shutdown's timeout ended (the monitor down or slow): never exported."""
     export_failures: int = 0
     """Export calls that failed or raised."""
     spans_export_failed: int = 0
@@ -30,8 +32,8 @@ class TelemetryStats:
 
     @property
     def dropped_spans(self) -> int:
-        """Spans lost on the way out: dropped at a full queue plus those in failed exports."""
-        return self.spans_dropped_queue_full + self.spans_export_failed
+        """Spans lost on the way out: dropped at a full queue or at shutdown, plus those in failed exports."""
+        return self.spans_dropped_queue_full + self.spans_dropped_at_shutdown + self.spans_export_failed
 
     def snapshot(self) -> TelemetryStats:
         return TelemetryStats(**{f.name: getattr(self, f.name) for f in fields(self)})
@@ -50,5 +52,6 @@ def telemetry_stats() -> TelemetryStats:
 
 
 def dropped_spans() -> int:
-    """Spans lost so far: dropped because the export queue was full, or in an export that failed."""
+    """Spans lost so far: dropped because the export queue was full or a shutdown timed out, or in an export that
+    failed."""
     return STATS.dropped_spans

@@ -53,6 +53,8 @@ def test_shutdown_keeps_to_its_timeout_when_the_monitor_is_down(down_endpoint: s
     stats = tw.telemetry_stats()
     assert stats.spans_exported == 0
     assert stats.dropped_spans == 2048  # none lost uncounted
+    assert stats.spans_dropped_queue_full == 0  # the queue never filled: what was left is counted as such
+    assert stats.spans_dropped_at_shutdown > 0 and stats.spans_dropped_at_shutdown + stats.spans_export_failed == 2048
 
 
 def test_force_flush_keeps_to_its_timeout_when_the_monitor_is_down(down_endpoint: str) -> None:
