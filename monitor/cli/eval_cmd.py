@@ -34,8 +34,8 @@ from monitor.report import (
     natural_key,
     pop_report_options,
     report_options,
+    visible,
 )
-from monitor.report._text import visible
 from monitor.report.progress import progress_bar
 from monitor.rules import RuleFileError
 from monitor.scenario import MODES, ScenarioError, ScenarioRun, build_judge, load_scenarios, run_scenarios

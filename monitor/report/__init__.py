@@ -1,6 +1,6 @@
 """Reports for replay, eval, probe and scenarios: terminal, JSON, Markdown, JUnit, HTML; and CI gates."""
 
-from monitor.report._text import natural_key, printable
+from monitor.report._text import natural_key, printable, visible
 from monitor.report.builder import ReportBuilder, per_tool_stats, severity
 from monitor.report.figures import FIGURES, canonical_figure, format_ratio
 from monitor.report.gates import GateFailure, Threshold, check_gates, parse_gate, parse_threshold, skipped_comparisons
@@ -53,4 +53,5 @@ __all__ = [
     "report_options",
     "severity",
     "skipped_comparisons",
+    "visible",
 ]
