@@ -4,6 +4,7 @@ from monitor.metrics import names
 from monitor.metrics._batch import VerdictBatch
 from monitor.metrics._histogram import Histogram
 from monitor.metrics._labels import LabelPolicy
+from monitor.metrics._operational import LISTENER_METRICS, LISTENER_RECEIVER
 from monitor.metrics._registry import DEFAULT_WINDOWS, ToolwatchMetrics
 from monitor.metrics._verdicts import VerdictCounters
 from monitor.metrics._windows import View, format_duration, parse_duration
@@ -11,6 +12,8 @@ from monitor.metrics._windows import View, format_duration, parse_duration
 __all__ = [
     "DEFAULT_WINDOWS",
     "Histogram",
+    "LISTENER_METRICS",
+    "LISTENER_RECEIVER",
     "LabelPolicy",
     "ToolwatchMetrics",
     "VerdictBatch",

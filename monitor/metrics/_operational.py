@@ -31,6 +31,12 @@ LAG_BUCKETS = (
 )
 
 
+# The HTTP listeners, the label values of toolwatch_connections_refused_total (all present from the start).
+LISTENER_RECEIVER = "otlp_http"
+LISTENER_METRICS = "metrics"
+LISTENERS = (LISTENER_RECEIVER, LISTENER_METRICS)
+
+
 class Operational:
     """Plain counters; the service updates them per request or per batch, never per span."""
 
@@ -39,7 +45,7 @@ class Operational:
         self.spans_rejected: dict[str, int] = {}
         self.spans_dropped: dict[str, int] = {}
         self.requests: dict[tuple[str, str], int] = {}
-        self.connections_refused: dict[str, int] = {"otlp_http": 0, "metrics": 0}
+        self.connections_refused: dict[str, int] = dict.fromkeys(LISTENERS, 0)
         self.rules_reloads: dict[str, int] = {"success": 0, "failure": 0}
         self.alert_active: dict[tuple[str, str, str], float] = {}
         self.turns_evicted = 0

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
-from monitor.metrics import ToolwatchMetrics
+from monitor.metrics import LISTENER_METRICS, LISTENER_RECEIVER, ToolwatchMetrics
 from monitor.serve._conn import METRICS_CONNECTIONS, ConnectionCap, ensure_fd_limit
 from monitor.serve._http import TracesHandler, metrics_app, receiver_app
 from monitor.serve._pipeline import Pipeline, VerdictHook
@@ -25,11 +25,9 @@ from monitor.serve._verdict_log import VerdictLog
 
 T = TypeVar("T")
 
-LISTENER_RECEIVER = "otlp_http"
 # A reload (about 40 ms of the event loop for a rule file of 5 tools) follows a SIGHUP at once, the next one no sooner
 # than this after it: a storm of signals reloads twice, instead of once per signal with the loop held all along.
 RELOAD_GAP_S = 1.0
-LISTENER_METRICS = "metrics"
 
 logger = logging.getLogger(__name__)
 
