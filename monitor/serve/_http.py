@@ -81,6 +81,12 @@ class TracesHandler:
         )
         return resp
 
+    @staticmethod
+    def _closing(resp: web.Response) -> web.Response:
+        """`resp`, with the connection closed after it: the body was not read to its end, so it cannot be reused."""
+        resp.force_close()
+        return resp
+
     async def handle(self, request: web.Request) -> web.StreamResponse:
         ctype = request.content_type
         if ctype in _PROTOBUF_TYPES:
@@ -88,19 +94,20 @@ class TracesHandler:
         elif ctype == JSON:
             json_out, transport = True, TRANSPORT_JSON
         else:
-            resp = self._error(
-                "http_other",
-                True,
-                415,
-                code_pb2.INVALID_ARGUMENT,
-                f"unsupported content type {ctype!r}: use {PROTOBUF} or {JSON}",
+            return self._closing(
+                self._error(
+                    "http_other",
+                    True,
+                    415,
+                    code_pb2.INVALID_ARGUMENT,
+                    f"unsupported content type {ctype!r}: use {PROTOBUF} or {JSON}",
+                )
             )
-            resp.force_close()
-            return resp
-        err = self._precheck(request, transport, json_out)
+        coding = content_coding(request.headers.get("Content-Encoding", ""))
+        err = self._precheck(request, transport, json_out, coding)
         if err is not None:
-            err.force_close()  # the body was not read: do not keep the connection
-            return err
+            return self._closing(err)
+        assert coding is not None  # else _precheck answered 415
         held = 0
 
         def take(n: int) -> None:
@@ -110,44 +117,44 @@ class TracesHandler:
 
         try:
             async with asyncio.timeout(self.settings.read_timeout_s):
-                decoded = await self._read_and_decode(request, json_out, take)
+                decoded = await self._read_and_decode(request, json_out, coding, take)
         except TimeoutError:
             # A client that stalls mid-body would hold its share of the bodies in flight (and its connection) for as
             # long as it likes, and every other exporter would get 503 meanwhile.
-            resp = self._error(
-                transport,
-                json_out,
-                408,
-                code_pb2.DEADLINE_EXCEEDED,
-                f"request body not received within {self.settings.read_timeout_s:g} s",
+            return self._closing(
+                self._error(
+                    transport,
+                    json_out,
+                    408,
+                    code_pb2.DEADLINE_EXCEEDED,
+                    f"request body not received within {self.settings.read_timeout_s:g} s",
+                )
             )
-            resp.force_close()
-            return resp
         except (ConnectionError, web.RequestPayloadError) as exc:
             # The client went away, or its body's framing broke, mid-body. The body reader keeps this exception: its
             # traceback, through these frames, would make a cycle holding what was read of the body until a full
             # collection (rare in `toolwatch serve`). Not an error of the server: no traceback in the log either.
             exc.__traceback__ = None
-            resp = self._error(
-                transport, json_out, 400, code_pb2.INVALID_ARGUMENT, f"request body not received whole: {exc}"
+            return self._closing(
+                self._error(
+                    transport, json_out, 400, code_pb2.INVALID_ARGUMENT, f"request body not received whole: {exc}"
+                )
             )
-            resp.force_close()
-            return resp
         except BodyTooLarge as exc:
-            resp = self._error(transport, json_out, 413, code_pb2.RESOURCE_EXHAUSTED, str(exc))
-            resp.force_close()
-            return resp
+            return self._closing(self._error(transport, json_out, 413, code_pb2.RESOURCE_EXHAUSTED, str(exc)))
         except Busy:
-            resp = self._unavailable(transport, json_out, 0)
-            resp.force_close()  # the rest of the body is not read
-            return resp
+            return self._closing(self._unavailable(transport, json_out, 0))
         except (BadEncoding, DecodeError) as exc:
             return self._error(transport, json_out, 400, code_pb2.INVALID_ARGUMENT, str(exc))
         finally:
             self.in_flight.give(held)
         return self._accept(decoded, transport, json_out)
 
-    def _precheck(self, request: web.Request, transport: str, json_out: bool) -> web.Response | None:
+    def _precheck(
+        self, request: web.Request, transport: str, json_out: bool, coding: str | None
+    ) -> web.Response | None:
+        """The answer to a request refused before its body is read (None: read it); `coding` is its content coding
+        (`content_coding`; None: one not supported, 415)."""
         s = self.settings
         if self._token is not None:
             if not bearer_ok(request.headers.get("Authorization", ""), self._token):
@@ -159,14 +166,14 @@ class TracesHandler:
                     "missing or wrong bearer token",
                     **{"WWW-Authenticate": "Bearer"},
                 )
-        encoding = request.headers.get("Content-Encoding", "")
-        if content_coding(encoding) is None:
+        if coding is None:
+            encoding = request.headers.get("Content-Encoding", "").strip()
             return self._error(
                 transport,
                 json_out,
                 415,
                 code_pb2.INVALID_ARGUMENT,
-                f"unsupported content encoding {encoding.strip()!r}: use gzip, deflate, zstd or none",
+                f"unsupported content encoding {encoding!r}: use gzip, deflate, zstd or none",
             )
         length = request.content_length
         if length is not None and length > s.max_body_bytes:
@@ -192,11 +199,11 @@ class TracesHandler:
             **{"Retry-After": str(self.settings.retry_after_s)},
         )
 
-    async def _read_and_decode(self, request: web.Request, json_out: bool, take: Take | None = None) -> Decoded:
+    async def _read_and_decode(self, request: web.Request, json_out: bool, coding: str, take: Take) -> Decoded:
+        """The body read within its limits (`coding`: its content coding, see `content_coding`), decoded."""
         s = self.settings
         chunks = request.content.iter_chunked(_CHUNK)
-        coding = content_coding(request.headers.get("Content-Encoding", ""))
-        if coding is not None and coding != IDENTITY:  # None was answered 415 before
+        if coding != IDENTITY:
             body = await inflate_limited(chunks, coding, s.max_decompressed_bytes, s.max_body_bytes, take)
         else:
             body = await read_limited(chunks, s.max_body_bytes, take)
