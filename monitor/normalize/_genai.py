@@ -127,10 +127,6 @@ def message_text(raw: Any, *, roles: tuple[str, ...] | None = None) -> str | Non
     one = _one_text(raw)
     if one is not None:
         return None if roles is not None and one[0] not in roles else one[1]
-    return _general_text(raw, roles)
-
-
-def _general_text(raw: str, roles: tuple[str, ...] | None) -> str | None:
     try:
         messages = json.loads(raw)
     except (ValueError, RecursionError):
