@@ -69,10 +69,10 @@ def test_reload_on_file_change_keeps_old_rules_when_invalid(serve: ServeFactory,
 
 def test_verdict_log_and_rotation(serve: ServeFactory, tmp_path: Path) -> None:
     log = tmp_path / "verdicts.jsonl"
-    _, server = serve(verdict_log=str(log))
+    thread, server = serve(verdict_log=str(log))
     _send(server.endpoint, [GOOD, BAD, GOOD])
     wait_for(lambda: server.pipeline.turns_judged == 3)
-    server.pipeline.verdict_log.flush()  # type: ignore[union-attr]
+    thread.call(server.pipeline.verdict_log.flush)  # type: ignore[union-attr]  # on the loop that owns the log
     lines = [json.loads(ln) for ln in log.read_text().splitlines()]
     assert len(lines) == 1  # only the failing turn
     rec = lines[0]
@@ -185,7 +185,7 @@ def test_verdict_log_keeps_turns_with_lone_surrogates(serve: ServeFactory, tmp_p
     from monitor.otlp import request_to_json
 
     log = tmp_path / "verdicts.jsonl"
-    _, server = serve(verdict_log=str(log))
+    thread, server = serve(verdict_log=str(log))
     seen: list[object] = []
     server.pipeline.hooks.append(seen.extend)
     weird = TurnSpec("[BILL] SURROGATE1", [Call("pull_SURROGATE2_telemetry", {"log_excerpt": "y"})], output_text=OK)
@@ -194,7 +194,7 @@ def test_verdict_log_keeps_turns_with_lone_surrogates(serve: ServeFactory, tmp_p
     status, _, _ = post(server.endpoint, body.encode(), "application/json")
     assert status == 200
     wait_for(lambda: len(seen) == 2)
-    server.pipeline.verdict_log.flush()  # type: ignore[union-attr]
+    thread.call(server.pipeline.verdict_log.flush)  # type: ignore[union-attr]
     lines = [json.loads(ln) for ln in log.read_text(encoding="utf-8").splitlines()]
     by_input = {rec["input"]: rec for rec in lines}
     assert set(by_input) == {"[BILL] \ud800", "[BILL] y"}

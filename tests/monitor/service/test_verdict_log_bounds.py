@@ -50,15 +50,16 @@ def test_a_verdict_larger_than_the_log_is_shortened_to_fit(tmp_path: Path) -> No
 def test_a_huge_turn_through_serve_keeps_the_disk_bound(serve: ServeFactory, tmp_path: Path) -> None:
     path = tmp_path / "logs" / "v.jsonl"
     limit = 64 << 10
-    _, server = serve(verdict_log=str(path), verdict_log_max_bytes=limit)
+    thread, server = serve(verdict_log=str(path), verdict_log_max_bytes=limit)
     exporter = OTLPSpanExporter(endpoint=server.endpoint, timeout=20)
     for k in range(5):
         calls = [Call(f"made_up_{k}_{i}_" + "x" * 2000) for i in range(300)]
         assert exporter.export(record_turns([TurnSpec("z" * 50_000, calls)])) is SpanExportResult.SUCCESS
     exporter.shutdown()  # type: ignore[no-untyped-call]
     wait_for(lambda: server.pipeline.turns_judged == 5, timeout=10)
-    assert server.pipeline.verdict_log is not None
-    server.pipeline.verdict_log.flush()
+    log = server.pipeline.verdict_log
+    assert log is not None
+    thread.call(log.flush)  # on the server's loop, which owns the log (it is not thread-safe)
     files = _files(path)
     assert len(files) == 4 and all(0 < f.stat().st_size <= limit for f in files), [f.stat().st_size for f in files]
 
