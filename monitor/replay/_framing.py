@@ -182,7 +182,9 @@ class ZstdTooLarge(DecodeError):
 
 def unzstd(payload: bytes, limit: int) -> bytes:
     """One zstd-compressed message, decompressed as a stream and refused past `limit` bytes (no zstd bomb):
-    ZstdTooLarge then, DecodeError for data that is not zstd or is cut short."""
+    ZstdTooLarge then, DecodeError for data that is not zstd or is cut short (an empty payload holds no frame)."""
+    if not payload:
+        raise DecodeError("invalid zstd data: empty, no frame")
     try:
         out = read_at_most(zstd_stream(io.BytesIO(payload)), limit)
     except (ZstdError, EOFError) as exc:

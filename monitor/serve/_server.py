@@ -280,8 +280,7 @@ class Server:
         """Run until SIGTERM or SIGINT; SIGHUP reloads the rules. Returns the turns judged at shutdown."""
         loop = asyncio.get_running_loop()
         await self.start()
-        if on_started is not None:
-            on_started(self)
+        # The handlers come before `on_started` (the ready line): a signal sent on seeing it is handled, not fatal.
         loop.add_signal_handler(signal.SIGHUP, self.request_reload)
         loop.add_signal_handler(signal.SIGTERM, self.request_stop)
         loop.add_signal_handler(signal.SIGINT, self.request_stop)
@@ -290,6 +289,8 @@ class Server:
         # request answered again) after a few thousand SIGHUPs. The signals are the same without the warning.
         signal.set_wakeup_fd(signal.set_wakeup_fd(-1), warn_on_full_buffer=False)
         try:
+            if on_started is not None:
+                on_started(self)
             await self._stop.wait()
         finally:
             for sig in (signal.SIGHUP, signal.SIGTERM, signal.SIGINT):

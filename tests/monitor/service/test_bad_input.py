@@ -109,7 +109,7 @@ def test_invalid_and_oversized_deflate(serve: ServeFactory) -> None:
 def test_invalid_and_oversized_zstd(serve: ServeFactory) -> None:
     _, server = serve(max_decompressed_bytes=1 << 20)
     packed = zstandard.ZstdCompressor().compress(good_pb())
-    for body in (packed[:-6], b"not zstd at all", packed + b"junk"):
+    for body in (packed[:-6], b"not zstd at all", packed + b"junk", b""):  # empty: no frame, as gzip and deflate
         status, resp, _ = post(server.endpoint, body, PB, **{"Content-Encoding": "zstd"})
         assert status == 400 and "invalid zstd data" in status_pb2.Status.FromString(resp).message
     bomb = zstandard.ZstdCompressor(level=19).compress(b"\0" * (256 << 20))  # 256 MiB from about 8 KB

@@ -321,3 +321,29 @@ def test_a_rule_file_being_written_is_loaded_once_it_stays_unchanged(tmp_path: P
     assert not rules.changed() and rules.changed()
     assert not rules.reload() and rules.last_error
     assert not rules.changed() and not rules.changed()
+
+
+_SIGNAL_AT_READY = """
+import asyncio, os, signal, sys
+from monitor.serve import Server, Settings
+
+server = Server(Settings(rules=(sys.argv[1],), port=0, metrics_port=0, watch_rules=False))
+
+def ready(s: Server) -> None:  # what a supervisor does on the ready line: signal at once
+    os.kill(os.getpid(), signal.SIGHUP)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+print("judged at stop:", asyncio.run(server.serve_forever(ready)))
+"""
+
+
+def test_signals_sent_as_soon_as_the_server_says_it_is_ready_are_handled(tmp_path: Path) -> None:
+    # The ready line (`on_started`) came before the handlers were installed: a SIGHUP sent on seeing it ended the
+    # process (SIGHUP's default action) instead of reloading the rules.
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(RULES.read_text())
+    proc = subprocess.run(
+        [sys.executable, "-c", _SIGNAL_AT_READY, str(rules)], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+    assert proc.stdout.strip() == "judged at stop: 0"
