@@ -425,15 +425,18 @@ static int not_messages(PyObject *x) {
     return t < 0 ? -1 : !t;
 }
 
+/* `if raw is not None and not isinstance(raw, str | tuple): problems.append(key)`: 0, or -1. */
+static int messages_problem(PyObject *raw, PyObject *key, PyObject *problems) {
+    if (raw == Py_None || PyUnicode_CheckExact(raw)) return 0;
+    int t = not_messages(raw);
+    return t < 0 || (t && PyList_Append(problems, key) < 0) ? -1 : 0;
+}
+
 /* The text of a messages value: the compact form read here, else `_turn_text(raw, roles, empty_is_none=...)`. */
-static PyObject *messages_text(PyObject *raw, PyObject *prefix, PyObject *key, PyObject *roles, int empty_is_none,
-                               PyObject *problems) {
+static PyObject *messages_text(PyObject *raw, PyObject *prefix, PyObject *roles, int empty_is_none) {
     if (PyUnicode_CheckExact(raw)) {
         PyObject *text = one_text(raw, prefix);
         if (text != NULL || PyErr_Occurred()) return text;
-    } else if (raw != Py_None) {
-        int t = not_messages(raw);
-        if (t < 0 || (t && PyList_Append(problems, key) < 0)) return NULL;
     }
     PyObject *a[3] = {raw, roles, empty_is_none ? Py_True : Py_False};
     PyObject *text = PyObject_Vectorcall(f_turn_text, a, 2, kw_empty_is_none);
@@ -453,14 +456,16 @@ static int turn(PyObject *span, PyObject *attrs, PyObject *out, PyObject *proble
         PyObject *a[3] = {span, agent, problems};
         if (call_into(&agent, f_agent, a, 3, NULL) < 0) goto fail;
     }
-    if ((raw = dget(attrs, lookup_key[K_INPUT])) == NULL ||
-        (text = messages_text(raw, user_parts, k_input, user_roles, 0, problems)) == NULL)
+    if ((raw = dget(attrs, lookup_key[K_INPUT])) == NULL || messages_problem(raw, k_input, problems) < 0 ||
+        (text = messages_text(raw, user_parts, user_roles, 0)) == NULL)
         goto fail;
     if ((input_captured = PyObject_IsInstance(raw, str_or_tuple)) < 0) goto fail; /* isinstance(raw_in, str | tuple) */
     Py_CLEAR(raw);
     /* A cut answer (listed in toolwatch.truncated) is not captured: None, and not parsed. Messages captured (the
-     * input is) and the turn failed (status ERROR) without an answer: "", so its response checks fail. */
-    if ((raw = dget(attrs, lookup_key[K_OUTPUT])) == NULL || (tmp = dget(attrs, lookup_key[K_TRUNCATED])) == NULL)
+     * input is) and the turn failed (status ERROR) without an answer: "", so its response checks fail. The type
+     * problem of the output is counted first, before the truncation is read, as Python counts it. */
+    if ((raw = dget(attrs, lookup_key[K_OUTPUT])) == NULL || messages_problem(raw, k_output, problems) < 0 ||
+        (tmp = dget(attrs, lookup_key[K_TRUNCATED])) == NULL)
         goto fail;
     if (tmp != Py_None) {
         if ((t = PyObject_IsInstance(tmp, str_or_tuple)) < 0) goto fail;
@@ -470,12 +475,8 @@ static int turn(PyObject *span, PyObject *attrs, PyObject *out, PyObject *proble
     Py_CLEAR(tmp);
     if (cut) {
         output = Py_NewRef(Py_None);
-        /* the type problem messages_text would have counted */
-        if (raw != Py_None && !PyUnicode_CheckExact(raw)) {
-            if ((t = not_messages(raw)) < 0 || (t && PyList_Append(problems, k_output) < 0)) goto fail;
-        }
     } else {
-        if ((output = messages_text(raw, assistant_parts, k_output, assistant_roles, 1, problems)) == NULL) goto fail;
+        if ((output = messages_text(raw, assistant_parts, assistant_roles, 1)) == NULL) goto fail;
         if (output == Py_None && input_captured) {
             if ((tmp = span_get(span, S_STATUS_CODE)) == NULL || (t = eq(tmp, status_error)) < 0) goto fail;
             Py_CLEAR(tmp);

@@ -373,6 +373,28 @@ def test_hostile_values_raise_as_in_python() -> None:
         C([], [], [])  # type: ignore[call-arg]
 
 
+class Unclassed:
+    """Raises when isinstance() asks for its class."""
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:
+        raise RuntimeError("class")
+
+
+@needs_c
+@pytest.mark.parametrize("truncated", [lambda: (Boom(),), Unclassed], ids=["`in` raises", "isinstance raises"])
+@pytest.mark.parametrize("output", [5, {"a": 1}, "plain", None])
+def test_the_output_type_problem_is_counted_before_the_truncation_is_read(
+    truncated: Callable[[], Any], output: Any
+) -> None:
+    """Python counts an output value of the wrong type before it reads toolwatch.truncated; a truncation value that
+    raises there left `problems` without that entry in C (the check ran after it)."""
+    attrs = {"gen_ai.output.messages": output, "toolwatch.truncated": truncated()}
+    _, problems, _, exc = assert_same([span_with(attrs, "invoke_agent a")])
+    assert exc is RuntimeError
+    assert problems == (["gen_ai.output.messages"] if type(output) in (int, dict) else [])
+
+
 @needs_c
 def test_the_bench_workload() -> None:
     """The instrumented triage agent's spans (what bench_stages decodes): the same records, and through split."""
