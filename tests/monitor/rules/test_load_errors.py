@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -387,3 +388,21 @@ def test_deep_block_nesting_is_a_located_error_not_a_recursion_error(tmp_path: P
         load_rules([path])
     # ("expect", 0, "when", 98 x "not") is 101 deep: the 98th `not`'s value, the mapping of the 99th `not:` line
     assert str(info.value) == f"{path}:{6 + 99}:{2 * (98 + 3) + 1}: YAML: nested deeper than 100 levels"
+
+
+def test_tools_sharing_an_aliased_schema_check_it_once(tmp_path: Path) -> None:
+    """Checking a schema against the 2020-12 metaschema takes about 30 ms: 1,000 tools sharing one schema through
+    an alias took 20 s to load (20,000: 220 s), checking the same object once per tool."""
+    schema = "{type: object, properties: {q: {type: string, maxLength: 100}}, required: [q]}"
+    tools = [f"    - name: t0\n      schema: &args {schema}\n"]
+    tools += [f"    - name: t{i}\n      schema: *args\n" for i in range(1, 2000)]
+    path = tmp_path / "many.yaml"
+    path.write_text("version: 1\ncatalog:\n  tools:\n" + "".join(tools))
+    started = time.monotonic()
+    ruleset = load_rules([path])
+    assert time.monotonic() - started < 5
+    assert len(ruleset.tools) == 2000 and len({t.schema_json for t in ruleset.tools}) == 1
+    bad = path.read_text().replace("maxLength: 100", "maxLength: -1")  # still checked, and located at the anchor
+    path.write_text(bad)
+    with pytest.raises(RuleFileError, match=r":5:\d+: catalog\.tools\[0\]\.schema\.properties\.q\.maxLength: invalid"):
+        load_rules([path])
