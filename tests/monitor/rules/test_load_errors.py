@@ -484,3 +484,15 @@ def test_tools_sharing_an_aliased_schema_check_it_once(tmp_path: Path) -> None:
     path.write_text(bad)
     with pytest.raises(RuleFileError, match=r":5:\d+: catalog\.tools\[0\]\.schema\.properties\.q\.maxLength: invalid"):
         load_rules([path])
+
+
+@pytest.mark.parametrize("levels", [150, 5000])
+def test_a_deeply_nested_line_of_a_cases_file_is_a_located_error(tmp_path: Path, levels: int) -> None:
+    """The YAML depth bound did not reach JSON-lines cases files: 5,000 levels raised RecursionError in the decoder
+    (a traceback); 150 were let through to validation, which named the key, not the depth."""
+    (tmp_path / "c.jsonl").write_text('{"input": "a", "none": true}\n\n{"input": "b", "x": '
+                                      + "[" * levels + "]" * levels + "}\n")
+    (tmp_path / "r.yaml").write_text("version: 1\ncatalog: {tools: [{name: t}]}\ncases: c.jsonl\n")
+    with pytest.raises(RuleFileError) as info:
+        load_rules([tmp_path / "r.yaml"])
+    assert str(info.value) == f"{tmp_path / 'c.jsonl'}:3:1: JSON: nested deeper than 100 levels"
