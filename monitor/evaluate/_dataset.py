@@ -14,7 +14,6 @@ by input, which only finds the first).
 from __future__ import annotations
 
 import dataclasses
-import json
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from monitor.rules import RuleFileError, RuleSet, load_rules
+from monitor.rules import RuleFileError, RuleSet, load_rules, load_yaml, read_json_lines, read_text
 
 
 @dataclass(slots=True, frozen=True)
@@ -36,25 +35,10 @@ class Case:
 
 def _read_items(path: Path) -> tuple[list[Any], Path | None]:
     """The case items, and the file that holds them when the dataset is a rule file naming a cases file."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RuleFileError(str(path), 0, 0, "", f"cannot read dataset: {exc}") from None
+    text = read_text(path)
     if path.suffix in (".jsonl", ".ndjson"):
-        items = []
-        for n, line in enumerate(text.splitlines(), 1):
-            if line.strip():
-                try:
-                    items.append(json.loads(line))
-                except json.JSONDecodeError as exc:
-                    raise RuleFileError(str(path), n, exc.colno, "", f"JSON: {exc.msg}") from None
-        return items, None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        row, col = (mark.line + 1, mark.column + 1) if mark is not None else (0, 0)
-        raise RuleFileError(str(path), row, col, "", f"YAML: {exc}") from None
+        return read_json_lines(text, str(path))[0], None
+    data, _ = load_yaml(text, str(path))
     if isinstance(data, dict):
         cases = data.get("cases", [])
         if isinstance(cases, str):
@@ -108,10 +92,7 @@ def load_dataset_rules(dataset: str | Path, rules: Sequence[str | Path], *, agen
     Each case of the dataset is also found by its `Case.key` (see read_cases), so a case without an id is
     judged with its own expectation, not with that of the first case of the same input."""
     p = Path(dataset).resolve()
-    try:
-        head = yaml.safe_load(p.read_text(encoding="utf-8")) if p.suffix not in (".jsonl", ".ndjson") else None
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        head = None  # load_rules reports it with its location
+    head = load_yaml(read_text(p), str(p))[0] if p.suffix not in (".jsonl", ".ndjson") else None
     if isinstance(head, dict):
         return _by_key(load_rules([*rules, p]), read_cases(p))
     with tempfile.TemporaryDirectory(prefix="toolwatch-eval-") as tmp:

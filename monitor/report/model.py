@@ -157,11 +157,26 @@ def _finite(value: float) -> bool:
         return False
 
 
+MAX_BASELINE_BYTES = 64 << 20
+"""Largest baseline file read. Only its figures are used; a report holds them, the confusion matrix, the per-tool
+table and the worst turns (--worst, 10 by default), far below this. `--baseline` of a device (/dev/zero) or of a
+multi-GB file read it whole: a MemoryError traceback or an OOM kill."""
+
+
 def load_baseline(path: str | Path) -> Baseline:
     """The figures (and the k of pass^k) of a report written earlier with `--json`."""
     p = Path(path)
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
+        with p.open("rb") as fh:
+            raw = fh.read(MAX_BASELINE_BYTES + 1)  # a device or pipe has no size to check first
+        if len(raw) > MAX_BASELINE_BYTES:
+            raise BaselineError(f"{p}: over the {MAX_BASELINE_BYTES} byte limit of a baseline report; give the "
+                                "file `--json` wrote")
+        data = json.loads(raw.decode("utf-8"))
+    except BaselineError:
+        raise
+    except RecursionError:
+        raise BaselineError(f"{p}: baseline is not a toolwatch report: nested too deeply") from None
     except OSError as exc:
         raise BaselineError(f"{p}: cannot read baseline: {exc.strerror or exc}") from exc
     except json.JSONDecodeError as exc:

@@ -3,7 +3,7 @@
 from monitor.rules._burn import DEFAULT_BURN_WINDOWS, BurnWindow, objective_problem
 from monitor.rules._compile import CHECK_MODES, PER_TOOL_FIGURES
 from monitor.rules._errors import RuleFileError
-from monitor.rules._load import load_rules
+from monitor.rules._load import load_rules, read_json_lines, read_text
 from monitor.rules._model import (
     Alert,
     Alternative,
@@ -17,6 +17,7 @@ from monitor.rules._model import (
     Tool,
 )
 from monitor.rules._validate import rule_file_schema
+from monitor.rules._yaml import load_yaml
 
 __all__ = [
     "CHECK_MODES",
@@ -35,6 +36,9 @@ __all__ = [
     "Slot",
     "Tool",
     "load_rules",
+    "load_yaml",
     "objective_problem",
+    "read_json_lines",
+    "read_text",
     "rule_file_schema",
 ]

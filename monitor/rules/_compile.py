@@ -73,6 +73,9 @@ class FileCompiler:
         self.marks = marks
         self.known_tools = known_tools
         self.open_catalog = open_catalog  # from_definitions: tools may come from the spans
+        # id of a schema object already checked -> its JSON: tools sharing a schema through a YAML alias share the
+        # object, checked once (the metaschema check takes ~30 ms; the objects live as long as the compile)
+        self._schemas: dict[int, str] = {}
 
     def err(self, path: Path, message: str, *, key: bool = False) -> RuleFileError:
         return self.marks.error(path, message, key=key)
@@ -96,6 +99,9 @@ class FileCompiler:
         return out
 
     def tool_schema(self, schema: Any, path: Path) -> str:
+        done = self._schemas.get(id(schema))
+        if done is not None:
+            return done
         try:
             jsonschema.Draft202012Validator.check_schema(schema)
         except jsonschema.SchemaError as exc:
@@ -103,7 +109,8 @@ class FileCompiler:
         bad = schema_problem(schema)
         if bad is not None:
             raise self.err((*path, *bad.path), bad.message, key=bad.at_key)
-        return json.dumps(schema, sort_keys=True, separators=(",", ":"))
+        self._schemas[id(schema)] = out = json.dumps(schema, sort_keys=True, separators=(",", ":"))
+        return out
 
     def check_tool(self, name: str, path: Path) -> None:
         if name not in self.known_tools and not self.open_catalog:

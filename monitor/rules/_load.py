@@ -11,12 +11,13 @@ from monitor.rules._compile import FileCompiler, FileRules
 from monitor.rules._errors import RuleFileError
 from monitor.rules._model import Expectation, RuleSet, Tool
 from monitor.rules._validate import validate_document, validate_fragment
-from monitor.rules._yaml import Marks, load_yaml
+from monitor.rules._yaml import MAX_DEPTH, Marks, load_yaml
 
 MAX_FILE_BYTES = 32 << 20
 
 
-def _read(path: FsPath) -> str:
+def read_text(path: FsPath) -> str:
+    """A rule, cases or dataset file as text: bounded (MAX_FILE_BYTES), UTF-8, any failure a located RuleFileError."""
     try:
         size = path.stat().st_size
         if size > MAX_FILE_BYTES:
@@ -36,28 +37,53 @@ def _read(path: FsPath) -> str:
 
 
 def _parse(path: FsPath) -> tuple[dict[str, Any], Marks]:
-    data, marks = load_yaml(_read(path), str(path))
+    data, marks = load_yaml(read_text(path), str(path))
     if data is None:
         data = {}
     validate_document(data, marks)
     return data, marks
 
 
+_TOO_DEEP = object()
+
+
+def read_json_lines(text: str, file: str) -> tuple[list[Any], Marks]:
+    """The values of a JSON-lines file (blank lines skipped), each placed at its line. A line nested deeper than
+    MAX_DEPTH is a located error: about 1,000 levels raised RecursionError in the decoder (a traceback), and fewer
+    would in the validation and compiling that recurse over the value."""
+    marks = Marks(file)
+    items: list[Any] = []
+    for n, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        marks.values[(len(items),)] = (n, 1)
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise RuleFileError(file, n, exc.colno, "", f"JSON: {exc.msg}") from None
+        except RecursionError:
+            item = _TOO_DEEP
+        if item is _TOO_DEEP or _depth_over(item, MAX_DEPTH - 1):  # the item sits one level down, in the list
+            raise RuleFileError(file, n, 1, "", f"JSON: nested deeper than {MAX_DEPTH} levels")
+        items.append(item)
+    marks.values[()] = (1, 1)
+    return items, marks
+
+
+def _depth_over(value: Any, limit: int) -> bool:
+    """Whether `value` nests more than `limit` lists or objects below itself (no recursion)."""
+    level = [value]
+    for _ in range(limit + 1):
+        level = [c for v in level if isinstance(v, dict | list) for c in (v.values() if isinstance(v, dict) else v)]
+        if not level:
+            return False
+    return True
+
+
 def _load_cases_file(path: FsPath) -> tuple[list[Any], Marks]:
-    text = _read(path)
+    text = read_text(path)
     if path.suffix in (".jsonl", ".ndjson"):
-        marks = Marks(str(path))
-        items: list[Any] = []
-        for n, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            marks.values[(len(items),)] = (n, 1)
-            try:
-                items.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise RuleFileError(str(path), n, exc.colno, "", f"JSON: {exc.msg}") from None
-        marks.values[()] = (1, 1)
-        return items, marks
+        return read_json_lines(text, str(path))
     data, marks = load_yaml(text, str(path))
     if isinstance(data, dict) and "cases" in data:
         raise RuleFileError(str(path), 1, 1, "cases", "a cases file holds a list of cases, not a mapping")

@@ -132,6 +132,32 @@ def test_dataset_errors_name_the_file(tmp_path: Path, support_rules: Path) -> No
     assert res.exit_code == 2 and "cannot import" in res.output
 
 
+@pytest.mark.parametrize(
+    "name, text, error",
+    [  # each was a RecursionError traceback (yaml.safe_load, json.loads), or a crash of the YAML composer in C
+        ("deep.jsonl", '{"input": "x", "a": ' + "[" * 5000 + "]" * 5000 + "}\n",
+         "deep.jsonl:1:1: JSON: nested deeper than 100 levels"),
+        ("deep2.jsonl", '{"input": "x"}\n{"input": "y", "a": ' + "[" * 150 + "]" * 150 + "}\n",
+         "deep2.jsonl:2:1: JSON: nested deeper than 100 levels"),
+        ("deep.yaml", "- input: x\n  a:\n    " + "- " * 5000 + "x\n", "deep.yaml:3:203: YAML: nested deeper than 100"),
+        ("laughs.yaml", "- input: x\n  a0: &a0 [" + ", ".join(["l"] * 10) + "]\n" + "".join(
+            f"  a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]\n" for i in range(1, 9)),
+         "YAML: aliases add more than 1,000,000 values"),
+        ("latin1.yaml", "- input: caf\xe9\n", "latin1.yaml:1:13: not UTF-8: byte(s) 0xe9"),
+    ],
+)
+def test_a_bad_dataset_is_a_located_error(tmp_path: Path, support_rules: Path, name: str, text: str, error: str
+                                           ) -> None:
+    path = tmp_path / name
+    path.write_bytes(text.encode("latin-1"))
+    res = subprocess.run(
+        [sys.executable, "-c", "from monitor.cli import main; main()", "eval", "--dataset", str(path),
+         "--rules", str(support_rules), "--agent", "tests.monitor.offline.agents:support_agent", "--no-progress"],
+        capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert res.returncode == 2, res.stderr[-3000:]
+    assert "Traceback" not in res.stderr and error in res.stderr, res.stderr[-3000:]
+
+
 @pytest.fixture
 def scenario_file(tmp_path: Path, support_rules: Path) -> Path:
     (tmp_path / "support.yaml").write_text(support_rules.read_text())

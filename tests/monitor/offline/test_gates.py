@@ -220,8 +220,10 @@ def test_cli_baseline_with_a_figure_that_is_no_number_is_refused(
         (b'{"figures": {"tool_call_accuracy": 1' + b"0" * 400 + b"}}", "figure 'tool_call_accuracy' is 1000"),
         (b'{"figures": {"tool_call_accuracy": 1' + b"0" * 5000 + b"}}", "baseline is not JSON: Exceeds the limit"),
         (b'\xff\xfe{"figures": {}}', "baseline is not UTF-8 text"),
+        (b'{"figures": {}, "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "baseline is not a toolwatch report: "
+         "nested too deeply"),  # RecursionError in the JSON decoder
     ],
-    ids=["integer too large for a float", "integer too long for int()", "not UTF-8"],
+    ids=["integer too large for a float", "integer too long for int()", "not UTF-8", "nested too deeply"],
 )
 def test_cli_baseline_that_python_cannot_read_as_figures_is_refused(
     span_file: Path, support_rules: Path, tmp_path: Path, content: bytes, says: str
@@ -233,3 +235,18 @@ def test_cli_baseline_that_python_cannot_read_as_figures_is_refused(
     base.write_bytes(content)
     code, out = _run(span_file, support_rules, "--baseline", str(base))
     assert code == 2 and says in out, out
+
+
+def test_cli_baseline_past_the_size_limit_is_refused_unread(span_file: Path, support_rules: Path, tmp_path: Path
+                                                            ) -> None:
+    """The baseline was read whole, whatever its size: a device such as /dev/zero ran into a MemoryError traceback
+    (or the OOM killer). At most MAX_BASELINE_BYTES + 1 bytes are read now."""
+    from monitor.report.model import MAX_BASELINE_BYTES
+
+    base = tmp_path / "base.json"
+    with base.open("wb") as fh:
+        fh.write(b'{"figures": {}}')
+        fh.truncate(MAX_BASELINE_BYTES + 1)  # sparse: no disk used
+    code, out = _run(span_file, support_rules, "--baseline", str(base))
+    assert code == 2 and f"{base}: over the {MAX_BASELINE_BYTES} byte limit of a baseline report; give" in out, out
+    assert "not JSON" not in out

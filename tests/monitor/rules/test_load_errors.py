@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -387,3 +390,109 @@ def test_deep_block_nesting_is_a_located_error_not_a_recursion_error(tmp_path: P
         load_rules([path])
     # ("expect", 0, "when", 98 x "not") is 101 deep: the 98th `not`'s value, the mapping of the 99th `not:` line
     assert str(info.value) == f"{path}:{6 + 99}:{2 * (98 + 3) + 1}: YAML: nested deeper than 100 levels"
+
+
+def _laughs(levels: int, width: int = 10) -> str:
+    """Nine levels of "billion laughs": each anchor lists the previous one `width` times (10**9 values in 1 KB)."""
+    rows = ["&a0 [" + ", ".join(["lol"] * width) + "]"]
+    rows += [f"&a{i} [" + ", ".join([f"*a{i - 1}"] * width) + "]" for i in range(1, levels)]
+    return "[" + ", ".join(rows) + "]"
+
+
+def _load_in_child(path: Path) -> subprocess.CompletedProcess[str]:
+    """load_rules in a child process capped at 1 GB of address space and 60 s: a runaway load fails the test
+    instead of taking the test run (or the machine) with it."""
+    code = ("import resource, sys\nresource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))\n"
+            "from monitor.rules import RuleFileError, load_rules\ntry:\n    load_rules([sys.argv[1]])\n"
+            "except RuleFileError as e:\n    print(e)\n")
+    return subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=60)
+
+
+def test_yaml_alias_bomb_is_a_located_error_in_bounded_time_and_memory(tmp_path: Path) -> None:
+    """9 levels of anchors, each used 10 times by the next, ran `rules check` past 1 GB and never ended: the
+    position walk (and validation after it) went through every one of the 10**9 expanded values."""
+    path = tmp_path / "laughs.yaml"
+    path.write_text(f"version: 1\ncatalog:\n  tools:\n    - name: t\n      schema:\n        examples: {_laughs(9)}\n")
+    started = time.monotonic()
+    done = _load_in_child(path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    # a1..a4 add 123,440 values; a4 holds 111,111: its 8th use in a5's list takes the sum past 1,000,000
+    column = 1 + len("        examples: ") + _laughs(9).index("*a4") + 7 * len("*a4, ")
+    assert done.stdout.strip() == (
+        f"{path}:6:{column}: YAML: aliases add more than 1,000,000 values to this document (each *alias repeats "
+        "every value of its anchor; this *a4 adds 111,111); use fewer aliases of big anchors")
+    assert time.monotonic() - started < 30
+
+
+def test_aliases_up_to_the_bound_load_and_share_their_anchor(tmp_path: Path) -> None:
+    """The bound counts the values aliases add, not those written out: 1,000 uses of a 1,000-value anchor are
+    exactly 1,000,000 added values and load; one use more is refused."""
+    from monitor.rules._yaml import MAX_ALIAS_VALUES, load_yaml
+
+    anchor = "&big [" + ", ".join(["x"] * 999) + "]"  # the list and its 999 items: 1,000 values
+    data, marks = load_yaml(f"a: {anchor}\nb: [{', '.join(['*big'] * 1000)}]\n", "f.yaml")
+    assert MAX_ALIAS_VALUES == 1_000_000
+    assert len(data["b"]) == 1000 and all(item is data["a"] for item in data["b"])
+    assert marks.at(("b", 999, 5)) == (1, 4)  # inside an alias: placed at its anchor
+    with pytest.raises(RuleFileError, match=r"^f\.yaml:2:\d+: YAML: aliases add more than 1,000,000 values"):
+        load_yaml(f"a: {anchor}\nb: [{', '.join(['*big'] * 1001)}]\n", "f.yaml")
+
+
+@pytest.mark.parametrize("text, column", [("x: &a [1, *a]\n", 11), ("x: &a {k: [*a]}\n", 12)])
+def test_an_alias_inside_its_own_anchor_is_a_located_error(tmp_path: Path, text: str, column: int) -> None:
+    path = tmp_path / "cycle.yaml"
+    path.write_text("version: 1\n" + text)
+    with pytest.raises(RuleFileError) as info:
+        load_rules([path])
+    assert str(info.value) == (f"{path}:2:{column}: YAML: alias *a is inside its own anchor &a (the value would "
+                               "contain itself without end)")
+
+
+def test_aliased_nesting_counts_towards_the_depth_bound(tmp_path: Path) -> None:
+    """An alias puts its anchor's whole depth where it is used: 60 levels used 60 levels deep are 120."""
+    from monitor.rules._yaml import load_yaml
+
+    deep = "[" * 60 + "]" * 60
+    text = "a: &d " + deep + "\nb: " + "[" * 60 + "*d" + "]" * 60 + "\n"
+    with pytest.raises(RuleFileError, match=r"^f\.yaml:2:64: YAML: nested deeper than 100 levels$"):
+        load_yaml(text, "f.yaml")
+
+
+def test_compact_block_nesting_is_a_located_error_not_a_crash(tmp_path: Path) -> None:
+    """`- - - ... x` nests without brackets or indentation: 60,000 levels (120 KB) killed the process with a
+    segmentation fault while libyaml built the document (what `serve` does on a reload)."""
+    path = tmp_path / "compact.yaml"
+    path.write_text("version: 1\nx:\n  " + "- " * 60_000 + "a\n")
+    done = _load_in_child(path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == f"{path}:3:{3 + 2 * 100}: YAML: nested deeper than 100 levels"
+
+
+def test_tools_sharing_an_aliased_schema_check_it_once(tmp_path: Path) -> None:
+    """Checking a schema against the 2020-12 metaschema takes about 30 ms: 1,000 tools sharing one schema through
+    an alias took 20 s to load (20,000: 220 s), checking the same object once per tool."""
+    schema = "{type: object, properties: {q: {type: string, maxLength: 100}}, required: [q]}"
+    tools = [f"    - name: t0\n      schema: &args {schema}\n"]
+    tools += [f"    - name: t{i}\n      schema: *args\n" for i in range(1, 2000)]
+    path = tmp_path / "many.yaml"
+    path.write_text("version: 1\ncatalog:\n  tools:\n" + "".join(tools))
+    started = time.monotonic()
+    ruleset = load_rules([path])
+    assert time.monotonic() - started < 5
+    assert len(ruleset.tools) == 2000 and len({t.schema_json for t in ruleset.tools}) == 1
+    bad = path.read_text().replace("maxLength: 100", "maxLength: -1")  # still checked, and located at the anchor
+    path.write_text(bad)
+    with pytest.raises(RuleFileError, match=r":5:\d+: catalog\.tools\[0\]\.schema\.properties\.q\.maxLength: invalid"):
+        load_rules([path])
+
+
+@pytest.mark.parametrize("levels", [150, 5000])
+def test_a_deeply_nested_line_of_a_cases_file_is_a_located_error(tmp_path: Path, levels: int) -> None:
+    """The YAML depth bound did not reach JSON-lines cases files: 5,000 levels raised RecursionError in the decoder
+    (a traceback); 150 were let through to validation, which named the key, not the depth."""
+    (tmp_path / "c.jsonl").write_text('{"input": "a", "none": true}\n\n{"input": "b", "x": '
+                                      + "[" * levels + "]" * levels + "}\n")
+    (tmp_path / "r.yaml").write_text("version: 1\ncatalog: {tools: [{name: t}]}\ncases: c.jsonl\n")
+    with pytest.raises(RuleFileError) as info:
+        load_rules([tmp_path / "r.yaml"])
+    assert str(info.value) == f"{tmp_path / 'c.jsonl'}:3:1: JSON: nested deeper than 100 levels"

@@ -201,13 +201,26 @@ def test_verdict_log_keeps_turns_with_lone_surrogates(serve: ServeFactory, tmp_p
     assert by_input["[BILL] \ud800"]["calls"][0]["name"] == "pull_\udfff_telemetry"
 
 
-def test_a_rule_file_nested_too_deeply_keeps_the_old_rules_and_the_watcher(serve: ServeFactory, tmp_path: Path) -> None:
+_LAUGHS = "a0: &a0 [" + ", ".join(["lol"] * 10) + "]\n" + "".join(
+    f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]\n" for i in range(1, 9))
+
+
+@pytest.mark.parametrize(
+    "text, error",
+    [("a: " + "{b: " * 3000 + "1" + "}" * 3000 + "\n", "nested deeper than 64 levels"),
+     # 10**9 values through aliases in 700 bytes: the reload ran forever on the server's loop, past 1 GB
+     (_LAUGHS, "aliases add more than 1,000,000 values")],
+    ids=["deep", "alias-bomb"],
+)
+def test_a_rule_file_nested_too_deeply_keeps_the_old_rules_and_the_watcher(
+    serve: ServeFactory, tmp_path: Path, text: str, error: str
+) -> None:
     rules = tmp_path / "rules.yaml"
     rules.write_text(RULES.read_text())
     _, server = serve(rules=(str(rules),), watch_rules=True, watch_interval_s=0.05)
-    rules.write_text("a: " + "{b: " * 3000 + "1" + "}" * 3000 + "\n")
+    rules.write_text(text)
     wait_for(lambda: value(scrape(server), "toolwatch_rules_reloads_total", result="failure") == 1)
-    assert server.rules.last_error
+    assert error in (server.rules.last_error or "")
     _send(server.endpoint, [GOOD])  # still judged by the old rules
     wait_for(lambda: server.pipeline.turns_judged == 1)
     rules.write_text(RULES.read_text())  # the watcher is still alive: a fixed file is taken
