@@ -73,9 +73,10 @@ class FileCompiler:
         self.marks = marks
         self.known_tools = known_tools
         self.open_catalog = open_catalog  # from_definitions: tools may come from the spans
-        # id of a schema object already checked -> its JSON: tools sharing a schema through a YAML alias share the
-        # object, checked once (the metaschema check takes ~30 ms; the objects live as long as the compile)
-        self._schemas: dict[int, str] = {}
+        # id of a schema object already checked -> (the object, its JSON): tools sharing a schema through a YAML alias
+        # share the object, checked once (the metaschema check takes ~30 ms). The object is kept with its JSON, so
+        # its id cannot be taken by another object while the compiler lives.
+        self._schemas: dict[int, tuple[Any, str]] = {}
 
     def err(self, path: Path, message: str, *, key: bool = False) -> RuleFileError:
         return self.marks.error(path, message, key=key)
@@ -101,7 +102,7 @@ class FileCompiler:
     def tool_schema(self, schema: Any, path: Path) -> str:
         done = self._schemas.get(id(schema))
         if done is not None:
-            return done
+            return done[1]
         try:
             jsonschema.Draft202012Validator.check_schema(schema)
         except jsonschema.SchemaError as exc:
@@ -109,7 +110,8 @@ class FileCompiler:
         bad = schema_problem(schema)
         if bad is not None:
             raise self.err((*path, *bad.path), bad.message, key=bad.at_key)
-        self._schemas[id(schema)] = out = json.dumps(schema, sort_keys=True, separators=(",", ":"))
+        out = json.dumps(schema, sort_keys=True, separators=(",", ":"))
+        self._schemas[id(schema)] = (schema, out)
         return out
 
     def check_tool(self, name: str, path: Path) -> None:
