@@ -917,16 +917,16 @@ static int b64_hex(const Str *st_, PyObject **out) {
     return OK;
 }
 
-static int parse_anyvalue(Parser *s, int depth, Seen *seen, PyObject **first, PyObject **sv);
+static int parse_anyvalue(Parser *s, int depth, Seen *seen, PyObject **out);
 
 /* One KeyValue object ({"key": ..., "value": ...}, an object at the cursor). *key: the "key" str, NULL when there
- * is none; *first and *sv: the "value" as parse_anyvalue gives them, NULL when there is none. attr: an attribute
- * (a key that is not a str is passed over, as _attributes does, and the value's string is looked up among the
- * key's previous ones); else a kvlist entry, whose key must be a str here (the reference keeps any value). All
- * three are new references, cleared on failure. */
-static int parse_keyvalue(Parser *s, int depth, int attr, PyObject **key, PyObject **first, PyObject **sv) {
+ * is none; *value: the "value" as parse_anyvalue gives it, NULL when there is none. attr: an attribute (a key that
+ * is not a str is passed over, as _attributes does, and the value's string is looked up among the key's previous
+ * ones); else a kvlist entry, whose key must be a str here (the reference keeps any value). Both are new
+ * references, cleared on failure. */
+static int parse_keyvalue(Parser *s, int depth, int attr, PyObject **key, PyObject **value) {
     int rc = OK, more, has_key = 0, has_value = 0;
-    *key = *first = *sv = NULL;
+    *key = *value = NULL;
     CK(open_(s, depth, &more));
     while (more) {
         Str k;
@@ -956,7 +956,7 @@ static int parse_keyvalue(Parser *s, int depth, int attr, PyObject **key, PyObje
                 uintptr_t h = (uintptr_t)*key;
                 seen = &s->seen[(h ^ h >> 7 ^ h >> 13) & (VC_SIZE - 1)];
             }
-            CK(parse_anyvalue(s, depth + 1, seen, first, sv));
+            CK(parse_anyvalue(s, depth + 1, seen, value));
         } else {
             CK(skip_value(s, depth + 1, NULL));
         }
@@ -965,8 +965,7 @@ static int parse_keyvalue(Parser *s, int depth, int attr, PyObject **key, PyObje
 out:
     if (rc != OK) {
         Py_CLEAR(*key);
-        Py_CLEAR(*first);
-        Py_CLEAR(*sv);
+        Py_CLEAR(*value);
     }
     return rc;
 }
@@ -974,7 +973,7 @@ out:
 /* The "values" list of an arrayValue or kvlistValue (raw at the cursor): *out as _value makes it, NULL
  * for None. */
 static int parse_values(Parser *s, int depth, int kvlist, PyObject **out) {
-    PyObject *list = NULL, *k = NULL, *v = NULL, *sv = NULL;
+    PyObject *list = NULL, *k = NULL, *v = NULL;
     int rc = OK, more, seen = 0, listed = 0;
     *out = NULL;
     if (peek(s) != '{')
@@ -1000,8 +999,7 @@ static int parse_values(Parser *s, int depth, int kvlist, PyObject **out) {
             CK(open_(s, depth + 1, &more2));
             while (more2) {
                 if (!kvlist) {
-                    CK(parse_anyvalue(s, depth + 2, NULL, &v, &sv));
-                    Py_CLEAR(sv);
+                    CK(parse_anyvalue(s, depth + 2, NULL, &v));
                     if (PyList_Append(list, v ? v : Py_None) < 0) {
                         rc = ERR;
                         goto out;
@@ -1010,8 +1008,7 @@ static int parse_values(Parser *s, int depth, int kvlist, PyObject **out) {
                 } else if (peek(s) != '{') {
                     CK(skip_value(s, depth + 2, NULL));
                 } else { /* {"key": ..., "value": ...}: kept when "key" is there */
-                    CK(parse_keyvalue(s, depth + 2, 0, &k, &v, &sv));
-                    Py_CLEAR(sv);
+                    CK(parse_keyvalue(s, depth + 2, 0, &k, &v));
                     if (k) {
                         PyObject *pair = PyTuple_Pack(2, k, v ? v : Py_None);
                         if (!pair || PyList_Append(list, pair) < 0) {
@@ -1040,7 +1037,6 @@ out:
     Py_XDECREF(list);
     Py_XDECREF(k);
     Py_XDECREF(v);
-    Py_XDECREF(sv);
     return rc;
 }
 
@@ -1064,91 +1060,77 @@ static int av_kind(const Str *k) {
     return AV_OTHER;
 }
 
-/* An AnyValue at the cursor. *first: _value(v) (NULL for None). *sv: v["stringValue"] when it is a str,
- * else NULL (the shortcut of _attributes). Both are new references, cleared on failure. seen (or NULL):
- * the previous string value of the same attribute key. */
-static int parse_anyvalue(Parser *s, int depth, Seen *seen, PyObject **first, PyObject **sv) {
-    int rc = OK, more, c, sv_seen;
-    Str k1, k;
-    *first = NULL;
-    *sv = NULL;
+/* The value field `kind` of an AnyValue (its member's value at the cursor): *out as _scalar or _value make it, NULL
+ * for None. */
+static int parse_field(Parser *s, int depth, int kind, Seen *seen, PyObject **out) {
+    int c = peek(s);
+    switch (kind) {
+    case AV_STRING:
+        if (c != '"')
+            break;
+        return seen ? string_value_seen(s, seen, out) : string_value(s, out);
+    case AV_BOOL:
+        if (c != 't' && c != 'f')
+            break;
+        if (literal(s, c == 't' ? "true" : "false", c == 't' ? 4 : 5) != OK)
+            return FALLBACK;
+        *out = c == 't' ? Py_True : Py_False;
+        Py_INCREF(*out);
+        return OK;
+    case AV_INT:
+        return parse_intish(s, depth, NULL, out);
+    case AV_DOUBLE:
+        return parse_double(s, depth, out);
+    case AV_BYTES:
+        return parse_bytes(s, depth, out);
+    case AV_ARRAY:
+    case AV_KVLIST:
+        return parse_values(s, depth, kind == AV_KVLIST, out);
+    }
+    return skip_value(s, depth, NULL);
+}
+
+/* An AnyValue at the cursor: *out is _value(v), NULL for None (a new reference, cleared on failure). Its value
+ * field is found among its members in any order: unknown members skipped, a null one unset, a second value field
+ * set makes it None. A field given twice (or under both its names) is left to the reference. seen (or NULL): the
+ * previous string value of the same attribute key. */
+static int parse_anyvalue(Parser *s, int depth, Seen *seen, PyObject **out) {
+    int rc = OK, more, names = 0, set = 0;
+    *out = NULL;
     if (peek(s) != '{')
         return skip_value(s, depth, NULL);
     CK(open_(s, depth, &more));
-    if (!more)
-        return OK;
-    CK(obj_key(s, &k1));
-    int kind = av_kind(&k1);
-    sv_seen = kind == AV_STRING;
-    switch (kind) {
-    case AV_STRING:
-        if (peek(s) == '"') {
-            CK(seen ? string_value_seen(s, seen, first) : string_value(s, first));
-            Py_INCREF(*first);
-            *sv = *first;
-        } else {
-            CK(skip_value(s, depth + 1, NULL));
-        }
-        break;
-    case AV_BOOL:
-        c = peek(s);
-        if (c == 't' || c == 'f') {
-            CK(literal(s, c == 't' ? "true" : "false", c == 't' ? 4 : 5));
-            *first = c == 't' ? Py_True : Py_False;
-            Py_INCREF(*first);
-        } else {
-            CK(skip_value(s, depth + 1, NULL));
-        }
-        break;
-    case AV_INT:
-        CK(parse_intish(s, depth + 1, NULL, first));
-        break;
-    case AV_DOUBLE:
-        CK(parse_double(s, depth + 1, first));
-        break;
-    case AV_BYTES:
-        CK(parse_bytes(s, depth + 1, first));
-        break;
-    case AV_ARRAY:
-    case AV_KVLIST:
-        CK(parse_values(s, depth + 1, kind == AV_KVLIST, first));
-        break;
-    default:
-        CK(skip_value(s, depth + 1, NULL));
-    }
-    CK(next_(s, '}', &more));
     while (more) {
+        Str k;
         CK(obj_key(s, &k));
-        if (k.len == k1.len && !memcmp(k.ptr, k1.ptr, k.len)) {
-            rc = FALLBACK; /* a duplicate first key: its last value would count */
-            goto out;
-        }
-        if (KEQ2(k, "stringValue", "string_value")) {
-            if (sv_seen++) { /* both names: the reference takes stringValue */
-                rc = FALLBACK;
-                goto out;
-            }
-            if (peek(s) == '"') {
-                CK(seen ? string_value_seen(s, seen, sv) : string_value(s, sv));
-            } else {
-                CK(skip_value(s, depth + 1, NULL));
-            }
-        } else {
+        int kind = av_kind(&k);
+        if (kind == AV_OTHER) {
             CK(skip_value(s, depth + 1, NULL));
+        } else if (names & 1 << kind) { /* json.loads keeps the last, _value the lowerCamelCase name */
+            rc = FALLBACK;
+            goto out;
+        } else {
+            names |= 1 << kind;
+            if (peek(s) == 'n') {
+                CK(literal(s, "null", 4));
+            } else if (set++) {
+                Py_CLEAR(*out);
+                CK(skip_value(s, depth + 1, NULL));
+            } else {
+                CK(parse_field(s, depth + 1, kind, seen, out));
+            }
         }
         CK(next_(s, '}', &more));
     }
 out:
-    if (rc != OK) {
-        Py_CLEAR(*first);
-        Py_CLEAR(*sv);
-    }
+    if (rc != OK)
+        Py_CLEAR(*out);
     return rc;
 }
 
 /* _attributes(kvs) into dict (kvs at the cursor). */
 static int parse_attributes(Parser *s, int depth, PyObject *dict) {
-    PyObject *key = NULL, *first = NULL, *sv = NULL;
+    PyObject *key = NULL, *value = NULL;
     int rc = OK, more;
     if (peek(s) != '[')
         return skip_value(s, depth, NULL);
@@ -1157,22 +1139,19 @@ static int parse_attributes(Parser *s, int depth, PyObject *dict) {
         if (peek(s) != '{') {
             CK(skip_value(s, depth + 1, NULL));
         } else {
-            CK(parse_keyvalue(s, depth + 1, 1, &key, &first, &sv));
-            PyObject *v = sv ? sv : first;
-            if (key && v && PyDict_SetItem(dict, key, v) < 0) {
+            CK(parse_keyvalue(s, depth + 1, 1, &key, &value));
+            if (key && value && PyDict_SetItem(dict, key, value) < 0) {
                 rc = ERR;
                 goto out;
             }
             Py_CLEAR(key);
-            Py_CLEAR(first);
-            Py_CLEAR(sv);
+            Py_CLEAR(value);
         }
         CK(next_(s, ']', &more));
     }
 out:
     Py_XDECREF(key);
-    Py_XDECREF(first);
-    Py_XDECREF(sv);
+    Py_XDECREF(value);
     return rc;
 }
 

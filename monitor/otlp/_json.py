@@ -33,15 +33,19 @@ _STATUS_CODES = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR
 _SPECIAL_FLOATS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 _HEX = frozenset("0123456789abcdef")
 _MISSING = object()
-# AnyValue members by their .proto field names
-_VALUE_KEYS = {
-    "string_value": "stringValue",
-    "bool_value": "boolValue",
-    "int_value": "intValue",
-    "double_value": "doubleValue",
-    "bytes_value": "bytesValue",
-    "array_value": "arrayValue",
-    "kvlist_value": "kvlistValue",
+# An AnyValue's value fields by each of their names, lowerCamelCase and .proto
+_VALUE_FIELDS = {
+    name: camel
+    for camel, proto in [
+        ("stringValue", "string_value"),
+        ("boolValue", "bool_value"),
+        ("intValue", "int_value"),
+        ("doubleValue", "double_value"),
+        ("bytesValue", "bytes_value"),
+        ("arrayValue", "array_value"),
+        ("kvlistValue", "kvlist_value"),
+    ]
+    for name in (camel, proto)
 }
 
 
@@ -125,21 +129,30 @@ def _scalar(key: str, raw: Any) -> Any:
 
 
 def _value(v: Any) -> Any:
+    """An AnyValue's value, None when it has none. Its value field is found among its members in any order; unknown
+    members are skipped, whatever their type, and a null one is unset (the protobuf JSON mapping). Two value fields
+    set (a oneof set twice, which proto3 JSON parsers refuse) leave the value out; a field under both its names
+    counts once, by its lowerCamelCase one."""
     if not isinstance(v, dict):
         return None
-    for key, raw in v.items():
-        if key in _VALUE_KEYS:
-            key = _VALUE_KEYS[key]
-        if key == "arrayValue":
-            values = raw.get("values", []) if isinstance(raw, dict) else None
-            return tuple(_value(x) for x in values) if isinstance(values, list) else None
-        if key == "kvlistValue":
-            values = raw.get("values", []) if isinstance(raw, dict) else None
-            if not isinstance(values, list):
-                return None
-            return tuple((kv["key"], _value(kv.get("value"))) for kv in values if isinstance(kv, dict) and "key" in kv)
-        return _scalar(key, raw)
-    return None
+    field = raw = None
+    for name, member in v.items():
+        key = _VALUE_FIELDS.get(name)
+        if key is None or member is None:
+            continue
+        if field is not None and key != field:
+            return None
+        if field is None or name == key:
+            field, raw = key, member
+    if field == "arrayValue":
+        values = raw.get("values", []) if isinstance(raw, dict) else None
+        return tuple(_value(x) for x in values) if isinstance(values, list) else None
+    if field == "kvlistValue":
+        values = raw.get("values", []) if isinstance(raw, dict) else None
+        if not isinstance(values, list):
+            return None
+        return tuple((kv["key"], _value(kv.get("value"))) for kv in values if isinstance(kv, dict) and "key" in kv)
+    return None if field is None else _scalar(field, raw)
 
 
 def _attributes(kvs: Any) -> dict[str, Any]:
@@ -153,8 +166,8 @@ def _attributes(kvs: Any) -> dict[str, Any]:
         if not isinstance(key, str):
             continue
         val = kv.get("value")
-        if isinstance(val, dict):
-            sv = _get(val, "stringValue", "string_value")
+        if isinstance(val, dict) and len(val) == 1:  # the common case first
+            sv = val.get("stringValue")
             if isinstance(sv, str):
                 out[key] = sv
                 continue

@@ -1,0 +1,98 @@
+"""The AnyValue of an attribute in OTLP JSON, by value, in both decoders: the reference `parse_json_py` and the C one
+(called directly, so that a body it leaves to the reference cannot hide a difference)."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from monitor.otlp._accel import CJSON
+from monitor.otlp._json import parse_json_py
+
+TRACE = "5b8efff798038103d269b633813fc60c"
+SPAN = "eee19b7ec3c1b174"
+ABSENT = object()  # the attribute is left out
+
+
+def body(value: str) -> str:
+    """A request with one span whose one attribute "a" has `value` (JSON text) as its value."""
+    return (
+        '{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"' + TRACE + '","spanId":"' + SPAN + '",'
+        '"attributes":[{"key":"a","value":' + value + "}]}]}]}]}"
+    )
+
+
+def py_attributes(text: str) -> dict[str, Any]:
+    out = parse_json_py(text)
+    assert out.rejected == {}
+    return out.spans[0].attributes
+
+
+def c_attributes(text: str) -> dict[str, Any]:
+    if CJSON is None:
+        pytest.skip("the C JSON decoder is not built or is disabled")
+    got = CJSON.parse(text)
+    assert got is not None, "the C decoder left the body to the reference"
+    assert got[1:] == (0, 0)
+    attributes: dict[str, Any] = got[0][0].attributes
+    return attributes
+
+
+DECODERS = [pytest.param(py_attributes, id="py"), pytest.param(c_attributes, id="c")]
+
+
+def same(got: Any, want: Any) -> bool:
+    """Equal, with the types (True is not 1, 1.0 is not 1) and the sign of a zero."""
+    if isinstance(want, float):
+        return isinstance(got, float) and struct.pack("<d", got) == struct.pack("<d", want)
+    if isinstance(want, tuple):
+        return isinstance(got, tuple) and len(got) == len(want) and all(map(same, got, want))
+    return type(got) is type(want) and bool(got == want)
+
+
+# An AnyValue's value member wherever it stands among its members; unknown members of any JSON type skipped;
+# a null member unset (the protobuf JSON mapping: null is the default); two value members set: left out.
+MEMBERS: list[tuple[str, Any]] = [
+    ('{"future":{"a":[1,2]},"intValue":"5"}', 5),
+    ('{"future":[1,{"b":null}],"boolValue":true}', True),
+    ('{"future":"x","intValue":"5"}', 5),
+    ('{"future":1.5,"doubleValue":2}', 2.0),
+    ('{"future":false,"bytesValue":"AQI="}', "0102"),
+    ('{"future":null,"stringValue":"s"}', "s"),
+    ('{"future":-0,"stringValue":"s","later":{"x":[]}}', "s"),
+    ('{"intValue":"5","future":{"a":1}}', 5),
+    ('{"a":1,"b":[],"c":{},"d":"","e":null,"f":true,"int_value":7,"g":NaN}', 7),
+    ('{"future":{},"arrayValue":{"values":[{"future":[],"intValue":1},{"x":{"y":{}},"stringValue":"z"}]}}', (1, "z")),
+    (
+        '{"kvlistValue":{"future":1,"values":[{"key":"k","future":{},"value":{"future":"x","stringValue":"v"}}]}}',
+        (("k", "v"),),
+    ),
+    ('{"future":1}', ABSENT),
+    ("{}", ABSENT),
+    ('{"stringValue":null,"intValue":"3"}', 3),
+    ('{"intValue":null,"stringValue":"a"}', "a"),
+    ('{"arrayValue":null,"boolValue":false}', False),
+    ('{"boolValue":false,"kvlistValue":null,"doubleValue":null}', False),
+    ('{"intValue":null}', ABSENT),
+    ('{"stringValue":"a","intValue":5}', ABSENT),
+    ('{"intValue":5,"stringValue":"a"}', ABSENT),
+    ('{"intValue":"x","stringValue":"a"}', ABSENT),  # a bad value is still a value set
+    ('{"string_value":"a","int_value":5}', ABSENT),
+    ('{"future":0,"boolValue":true,"arrayValue":{"values":[]},"stringValue":"a"}', ABSENT),
+    ('{"arrayValue":{"values":[{"boolValue":true,"doubleValue":1},{"future":1,"boolValue":true}]}}', (None, True)),
+]
+
+def check(attributes: Callable[[str], dict[str, Any]], value: str, want: Any) -> None:
+    got = attributes(body(value)).get("a", ABSENT)
+    assert got is ABSENT if want is ABSENT else same(got, want), (value, got, want)
+
+
+@pytest.mark.parametrize("attributes", DECODERS)
+@pytest.mark.parametrize(("value", "want"), MEMBERS)
+def test_value_member_found_among_unknown_and_null_members(
+    attributes: Callable[[str], dict[str, Any]], value: str, want: Any
+) -> None:
+    check(attributes, value, want)
