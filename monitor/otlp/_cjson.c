@@ -751,6 +751,74 @@ static int parse_intish(Parser *s, int depth, const EnumName *names, PyObject **
     return skip_value(s, depth, NULL); /* bool, null, NaN, Infinity, list, dict */
 }
 
+/* Whether p[0..n) is a JSON number: a double's string form besides NaN, Infinity and -Infinity (_NUMERAL). */
+static int is_numeral(const unsigned char *p, size_t n) {
+    const unsigned char *e = p + n;
+    if (p < e && *p == '-')
+        p++;
+    if (p >= e || *p < '0' || *p > '9')
+        return 0;
+    if (*p++ != '0')
+        while (p < e && *p >= '0' && *p <= '9')
+            p++;
+    if (p < e && *p == '.') {
+        if (++p >= e || *p < '0' || *p > '9')
+            return 0;
+        while (p < e && *p >= '0' && *p <= '9')
+            p++;
+    }
+    if (p < e && (*p == 'e' || *p == 'E')) {
+        if (++p < e && (*p == '+' || *p == '-'))
+            p++;
+        if (p >= e || *p < '0' || *p > '9')
+            return 0;
+        while (p < e && *p >= '0' && *p <= '9')
+            p++;
+    }
+    return p == e;
+}
+
+/* _SPECIAL_FLOATS[name] (a new reference): the reference's own objects, so that NaN compares equal. */
+static PyObject *special_float(const char *name) {
+    if (!special_floats) {
+        PyObject *mod = PyImport_ImportModule("monitor.otlp._json");
+        if (!mod)
+            return NULL;
+        PyObject *d = PyObject_GetAttrString(mod, "_SPECIAL_FLOATS");
+        Py_DECREF(mod);
+        if (!d)
+            return NULL;
+        if (special_floats) /* set meanwhile by another thread while the import ran */
+            Py_DECREF(d);
+        else
+            special_floats = d;
+    }
+    PyObject *key = PyUnicode_FromString(name);
+    if (!key)
+        return NULL;
+    PyObject *f = PyObject_GetItem(special_floats, key);
+    Py_DECREF(key);
+    return f;
+}
+
+/* _scalar("doubleValue", raw) for a string (ASCII, unescaped, at p): *out NULL when it is no double. */
+static int double_string(Parser *s, const unsigned char *p, size_t n, PyObject **out) {
+    static const char *const names[] = {"NaN", "Infinity", "-Infinity"};
+    for (int i = 0; i < 3; i++) {
+        if (n == strlen(names[i]) && !memcmp(p, names[i], n)) {
+            *out = special_float(names[i]);
+            return *out ? OK : ERR;
+        }
+    }
+    if (!is_numeral(p, n))
+        return OK;
+    double d;
+    if (token_double(s, p, n, &d) != OK) /* float(str): out of range is inf, as json.loads does with a number */
+        return ERR;
+    *out = PyFloat_FromDouble(d);
+    return *out ? OK : ERR;
+}
+
 /* _scalar("doubleValue", raw) */
 static int parse_double(Parser *s, int depth, PyObject **out) {
     int c = peek(s), rc, fl;
@@ -759,40 +827,15 @@ static int parse_double(Parser *s, int depth, PyObject **out) {
         Str st;
         if (scan_string(s, &st) != OK)
             return FALLBACK;
-        PyObject *key;
-        if (st.flags) {
-            if (!(key = make_str(s, &st)))
-                return ERR;
-            if (PyUnicode_CompareWithASCIIString(key, "NaN") && PyUnicode_CompareWithASCIIString(key, "Infinity") &&
-                PyUnicode_CompareWithASCIIString(key, "-Infinity")) {
-                Py_DECREF(key);
-                return OK;
-            }
-        } else if (!KEQ(st, "NaN") && !KEQ(st, "Infinity") && !KEQ(st, "-Infinity")) {
-            return OK;
-        } else if (!(key = ascii_str(st.ptr, st.len))) {
+        if (!(st.flags & F_ESC))
+            return st.flags ? OK : double_string(s, st.ptr, st.len, out); /* not ASCII: no double */
+        PyObject *u = make_str(s, &st);
+        if (!u)
             return ERR;
-        }
-        if (!special_floats) { /* the reference's own objects, so that NaN compares equal */
-            PyObject *mod = PyImport_ImportModule("monitor.otlp._json");
-            if (!mod) {
-                Py_DECREF(key);
-                return ERR;
-            }
-            PyObject *d = PyObject_GetAttrString(mod, "_SPECIAL_FLOATS");
-            Py_DECREF(mod);
-            if (!d) {
-                Py_DECREF(key);
-                return ERR;
-            }
-            if (special_floats) /* set meanwhile by another thread while the import ran */
-                Py_DECREF(d);
-            else
-                special_floats = d;
-        }
-        *out = PyObject_GetItem(special_floats, key);
-        Py_DECREF(key);
-        return *out ? OK : ERR;
+        rc = PyUnicode_IS_ASCII(u) ? double_string(s, PyUnicode_1BYTE_DATA(u), (size_t)PyUnicode_GET_LENGTH(u), out)
+                                   : OK;
+        Py_DECREF(u);
+        return rc;
     }
     if (c == 'N' || c == 'I' || (c == '-' && s->end - s->p > 1 && s->p[1] == 'I')) {
         PyObject *f = c == 'N' ? json_nan : c == 'I' ? json_inf : json_neginf;

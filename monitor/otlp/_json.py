@@ -14,6 +14,7 @@ import base64
 import binascii
 import json
 import math
+import re
 from typing import Any
 
 from monitor.otlp._accel import CJSON
@@ -31,6 +32,8 @@ _SPAN_KINDS = {
 }
 _STATUS_CODES = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}
 _SPECIAL_FLOATS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+# A double as a string (the protobuf JSON mapping): one of those, or a JSON number
+_NUMERAL = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 _HEX = frozenset("0123456789abcdef")
 _MISSING = object()
 # An AnyValue's value fields by each of their names, lowerCamelCase and .proto
@@ -119,7 +122,10 @@ def _scalar(key: str, raw: Any) -> Any:
                 return float(raw)
             except OverflowError:  # an integer literal of 310+ digits is no double: the value is left out
                 return None
-        return _SPECIAL_FLOATS.get(raw) if isinstance(raw, str) else None
+        if not isinstance(raw, str):
+            return None
+        special = _SPECIAL_FLOATS.get(raw)
+        return special if special is not None else float(raw) if _NUMERAL.fullmatch(raw) else None
     if key == "bytesValue":
         try:
             return base64.b64decode(raw, validate=True).hex() if isinstance(raw, str) else None

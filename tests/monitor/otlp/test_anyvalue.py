@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+import math
 import struct
 from collections.abc import Callable
 from typing import Any
@@ -85,6 +87,29 @@ MEMBERS: list[tuple[str, Any]] = [
     ('{"arrayValue":{"values":[{"boolValue":true,"doubleValue":1},{"future":1,"boolValue":true}]}}', (None, True)),
 ]
 
+# A double as a number or as a string: a JSON numeral (parsed exactly), "NaN", "Infinity" or "-Infinity".
+DOUBLES: list[tuple[str, Any]] = [
+    ('"1.5"', 1.5),
+    ('"-2.5e-3"', -0.0025),
+    ('"1E3"', 1000.0),
+    ('"0"', 0.0),
+    ('"-0"', -0.0),
+    ('"0.1"', 0.1),
+    ('"12345678901234567890123"', 12345678901234567890123.0),
+    ('"2.2250738585072011e-308"', 2.2250738585072011e-308),
+    ('"1e400"', math.inf),
+    ('"-1e400"', -math.inf),
+    ('"\\u0031.5"', 1.5),
+    ('"Infinity"', math.inf),
+    ('"-Infinity"', -math.inf),
+    ("1.5", 1.5),
+    ("-7", -7.0),
+] + [
+    (json.dumps(text), ABSENT)
+    for text in [" 1.5", "1.5 ", "+1", ".5", "5.", "1_0", "0x10", "01", "1e", "1e+", "-", "", "inf", "nan", "NAN"]
+    + ["infinity", "-NaN", "1.5x", "\u0661", "\uff11", "1,5", "1.5\n"]
+]
+
 def check(attributes: Callable[[str], dict[str, Any]], value: str, want: Any) -> None:
     got = attributes(body(value)).get("a", ABSENT)
     assert got is ABSENT if want is ABSENT else same(got, want), (value, got, want)
@@ -96,3 +121,17 @@ def test_value_member_found_among_unknown_and_null_members(
     attributes: Callable[[str], dict[str, Any]], value: str, want: Any
 ) -> None:
     check(attributes, value, want)
+
+
+@pytest.mark.parametrize("attributes", DECODERS)
+@pytest.mark.parametrize(("raw", "want"), DOUBLES)
+def test_double_value_as_number_or_numeric_string(
+    attributes: Callable[[str], dict[str, Any]], raw: str, want: Any
+) -> None:
+    check(attributes, '{"doubleValue":' + raw + "}", want)
+
+
+@pytest.mark.parametrize("attributes", DECODERS)
+def test_double_nan_string(attributes: Callable[[str], dict[str, Any]]) -> None:
+    got = attributes(body('{"future":"NaN","doubleValue":"NaN"}'))["a"]
+    assert isinstance(got, float) and math.isnan(got)

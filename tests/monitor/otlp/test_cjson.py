@@ -345,6 +345,17 @@ CASES: dict[str, tuple[Body, bool]] = {
     "int value string bad": (attr('{"intValue":"1x"}'), True),
     "double value int": (attr('{"doubleValue":12345678901234567890123}'), True),
     "double value overflow": (attr('{"doubleValue":1' + "0" * 400 + "}"), False),
+    "double value numeric strings": (
+        doc(
+            '"attributes":[{"key":"a","value":{"doubleValue":"1.5"}},{"key":"b","value":{"doubleValue":"-0"}},'
+            '{"key":"c","value":{"doubleValue":"1e400"}},{"key":"d","value":{"doubleValue":"\\u0031E-2"}},'
+            '{"key":"e","value":{"doubleValue":" 1"}},{"key":"f","value":{"doubleValue":"1."}},'
+            '{"key":"g","value":{"doubleValue":"\\u0661"}},{"key":"h","value":{"doubleValue":"'
+            + "9" * 700
+            + '"}}]'
+        ),
+        True,
+    ),
     "double value specials": (
         doc(
             '"attributes":[{"key":"a","value":{"doubleValue":"NaN"}},{"key":"b","value":{"doubleValue":"-Infinity"}}'
@@ -434,6 +445,9 @@ def test_case_results() -> None:
     assert c_parse(CASES["attribute null members then a value"][0])[0][0].attributes == {"a": False}  # type: ignore[index]
     assert c_parse(CASES["attribute two values"][0])[0][0].attributes == {}  # type: ignore[index]
     assert c_parse(CASES["nested unknown members"][0])[0][0].attributes == {"a": (1, (("k", "v"),))}  # type: ignore[index]
+    numerals = c_parse(CASES["double value numeric strings"][0])
+    assert numerals is not None
+    assert numerals[0][0].attributes == {"a": 1.5, "b": -0.0, "c": math.inf, "d": 0.01, "h": math.inf}
     for name in ("double value overflow", "too deep", "duplicate span key", "UTF-8 BOM bytes", "UTF-16"):
         assert c_parse(CASES[name][0]) is None, name
 
@@ -566,11 +580,13 @@ JSON_ANY = st.recursive(
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text("abcV_", max_size=5), inner, max_size=3),
     max_leaves=6,
 )
+NUMERALS = st.from_regex(r"\A-?(0|[1-9][0-9]{0,25})(\.[0-9]{1,20})?([eE][+-]?[0-9]{1,3})?\Z")
+ODD_DOUBLES = [" 1", "1 ", "1.", ".5", "+1", "1_0", "0x1", "01", "1e", "inf", "nan", "-NaN", "\u0661", "NaN"]
 RAW: dict[str, st.SearchStrategy[Any]] = {
     "string": TEXT,
     "bool": st.booleans(),
     "int": st.integers(-(2**64), 2**64) | st.integers(-(2**64), 2**64).map(str),
-    "double": st.floats(),
+    "double": st.floats() | st.floats().map(repr) | NUMERALS | st.sampled_from(ODD_DOUBLES),
     "bytes": st.binary(max_size=7).map(lambda b: base64.b64encode(b).decode()),
 }
 
@@ -650,6 +666,8 @@ class Writer:
         rng = self.rng
         if self.wild and rng.random() < 0.03:
             v = rng.choice(ODD_VALUES)
+        elif key == "doubleValue" and isinstance(v, float) and math.isfinite(v) and rng.random() < 0.3:
+            v = repr(v)  # a JSON numeral in a string, as the protobuf JSON mapping accepts
         elif key == "kind" and isinstance(v, int) and 0 <= v < len(KIND_NAMES) and rng.random() < 0.5:
             v = KIND_NAMES[v]
         elif key == "code" and isinstance(v, int) and 0 <= v < len(CODE_NAMES) and rng.random() < 0.5:
