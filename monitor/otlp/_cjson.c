@@ -873,70 +873,68 @@ static int parse_double(Parser *s, int depth, PyObject **out) {
     return skip_value(s, depth, NULL);
 }
 
-static int b64val(unsigned char c) {
+/* The value of a base64 character, -1 if none; *alphabets gets 1 for one only in the standard alphabet ('+', '/'),
+ * 2 for one only in the URL-safe one ('-', '_'). */
+static inline int b64val(unsigned char c, int *alphabets) {
     if (c >= 'A' && c <= 'Z')
         return c - 'A';
     if (c >= 'a' && c <= 'z')
         return c - 'a' + 26;
     if (c >= '0' && c <= '9')
         return c - '0' + 52;
-    if (c == '+')
-        return 62;
-    if (c == '/')
-        return 63;
+    if (c == '+' || c == '/') {
+        *alphabets |= 1;
+        return c == '+' ? 62 : 63;
+    }
+    if (c == '-' || c == '_') {
+        *alphabets |= 2;
+        return c == '-' ? 62 : 63;
+    }
     return -1;
 }
 
-static int b64_hex(const Str *st, PyObject **out);
+static int b64_hex(const unsigned char *p, size_t n, PyObject **out);
 
-/* _scalar("bytesValue", raw): canonical padded base64 only; anything else is left to the reference. */
+/* _bytes(raw): *out NULL when raw is no base64. */
 static int parse_bytes(Parser *s, int depth, PyObject **out) {
     *out = NULL;
     if (peek(s) != '"')
         return skip_value(s, depth, NULL);
     Str st;
-    PyObject *u = NULL;
     if (scan_string(s, &st) != OK)
         return FALLBACK;
-    if (st.flags & F_ESC) {
-        if (!(u = make_str(s, &st)))
-            return ERR;
-        if (!PyUnicode_IS_ASCII(u)) {
-            Py_DECREF(u);
-            return OK;
-        }
-        st.ptr = PyUnicode_1BYTE_DATA(u);
-        st.len = (size_t)PyUnicode_GET_LENGTH(u);
-    } else if (st.flags) { /* not ASCII: b64decode raises ValueError, the value is None */
-        return OK;
-    }
-    int rc = b64_hex(&st, out);
-    Py_XDECREF(u);
+    if (!(st.flags & F_ESC))
+        return st.flags ? OK : b64_hex(st.ptr, st.len, out); /* not ASCII: no base64 */
+    PyObject *u = make_str(s, &st);
+    if (!u)
+        return ERR;
+    int rc = PyUnicode_IS_ASCII(u) ? b64_hex(PyUnicode_1BYTE_DATA(u), (size_t)PyUnicode_GET_LENGTH(u), out) : OK;
+    Py_DECREF(u);
     return rc;
 }
 
-/* The lowercase hex of canonical padded base64 (FALLBACK for anything else). */
-static int b64_hex(const Str *st_, PyObject **out) {
+/* The lowercase hex of base64 p[0..n) in the standard or the URL-safe alphabet (one of them), padded or not, as
+ * _bytes makes it; *out NULL when it is not that (the unused low bits of the last character are ignored). */
+static int b64_hex(const unsigned char *p, size_t n, PyObject **out) {
     static const char digits[] = "0123456789abcdef";
-    const Str st = *st_;
-    size_t n = st.len, pads = 0;
-    if (n % 4)
-        return FALLBACK;
-    while (pads < 2 && pads < n && st.ptr[n - 1 - pads] == '=')
-        pads++;
-    if (pads == n && n)
-        return FALLBACK;
-    size_t data = n - pads, nbytes = data / 4 * 3 + (pads ? 3 - pads : 0);
+    size_t data = n;
+    int alphabets = 0;
+    *out = NULL;
+    while (data && p[data - 1] == '=')
+        data--;
+    if (n - data > 2 || (n > data && n % 4) || data % 4 == 1)
+        return OK;
+    size_t nbytes = data / 4 * 3 + (data % 4 ? data % 4 - 1 : 0);
     PyObject *o = PyUnicode_New((Py_ssize_t)(2 * nbytes), 127);
     if (!o)
         return ERR;
     unsigned char *w = PyUnicode_1BYTE_DATA(o);
     uint32_t acc = 0;
     for (size_t i = 0; i < data; i++) {
-        int v = b64val(st.ptr[i]);
-        if (v < 0) {
+        int v = b64val(p[i], &alphabets);
+        if (v < 0 || alphabets == 3) {
             Py_DECREF(o);
-            return FALLBACK;
+            return OK;
         }
         acc = acc << 6 | (uint32_t)v;
         if (i % 4 == 3) {
@@ -948,10 +946,10 @@ static int b64_hex(const Str *st_, PyObject **out) {
             acc = 0;
         }
     }
-    if (pads) { /* 2 or 3 data characters left: 1 or 2 bytes, the unused low bits ignored */
+    if (data % 4) { /* 2 or 3 characters left: 1 or 2 bytes */
         acc <<= 6 * (4 - data % 4);
         unsigned char b[2] = {(unsigned char)(acc >> 16), (unsigned char)(acc >> 8)};
-        for (size_t j = 0; j < 3 - pads; j++) {
+        for (size_t j = 0; j < data % 4 - 1; j++) {
             *w++ = (unsigned char)digits[b[j] >> 4];
             *w++ = (unsigned char)digits[b[j] & 15];
         }

@@ -11,7 +11,6 @@ is not such a request at all raises DecodeError.
 from __future__ import annotations
 
 import base64
-import binascii
 import json
 import math
 import re
@@ -34,6 +33,9 @@ _STATUS_CODES = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR
 _SPECIAL_FLOATS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 # A double as a string (the protobuf JSON mapping): one of those, or a JSON number
 _NUMERAL = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+# Bytes as base64 (the protobuf JSON mapping): the standard or the URL-safe alphabet, one of them, padded or not
+_BASE64 = re.compile(r"[A-Za-z0-9+/]*|[A-Za-z0-9_-]*")
+_URL_SAFE = str.maketrans("-_", "+/")
 _HEX = frozenset("0123456789abcdef")
 _MISSING = object()
 # An AnyValue's value fields by each of their names, lowerCamelCase and .proto
@@ -127,11 +129,19 @@ def _scalar(key: str, raw: Any) -> Any:
         special = _SPECIAL_FLOATS.get(raw)
         return special if special is not None else float(raw) if _NUMERAL.fullmatch(raw) else None
     if key == "bytesValue":
-        try:
-            return base64.b64decode(raw, validate=True).hex() if isinstance(raw, str) else None
-        except (binascii.Error, ValueError):
-            return None
+        return _bytes(raw)
     return None
+
+
+def _bytes(raw: Any) -> str | None:
+    """The hex of the bytes in base64 `raw`, None when it is not base64: the padding, if there, must be right."""
+    if not isinstance(raw, str):
+        return None
+    data = raw.rstrip("=")
+    pads = len(raw) - len(data)
+    if pads > 2 or (pads and len(raw) % 4) or len(data) % 4 == 1 or not _BASE64.fullmatch(data):
+        return None
+    return base64.b64decode(data.translate(_URL_SAFE) + "=" * (-len(data) % 4)).hex()
 
 
 def _value(v: Any) -> Any:

@@ -110,6 +110,37 @@ DOUBLES: list[tuple[str, Any]] = [
     + ["infinity", "-NaN", "1.5x", "\u0661", "\uff11", "1,5", "1.5\n"]
 ]
 
+# Bytes as base64: the standard or the URL-safe alphabet (one of them), with or without its padding.
+BYTES: list[tuple[str, Any]] = [
+    ("AQI=", "0102"),
+    ("AQI", "0102"),
+    ("QQ==", "41"),
+    ("QQ", "41"),
+    ("QUJD", "414243"),
+    ("", ""),
+    ("+/8=", "fbff"),
+    ("-_8=", "fbff"),
+    ("-_8", "fbff"),
+    ("+/+/", "fbffbf"),
+    ("-_-_", "fbffbf"),
+    ("QR==", "41"),  # unused low bits ignored, as by the reference's base64 module
+    ("Q", ABSENT),
+    ("QUJDR", ABSENT),
+    ("QQ=", ABSENT),
+    ("QUJD=", ABSENT),
+    ("QQ===", ABSENT),
+    ("=", ABSENT),
+    ("====", ABSENT),
+    ("Q=Q=", ABSENT),
+    ("+_8=", ABSENT),
+    ("-/8", ABSENT),
+    ("QQ ", ABSENT),
+    ("QQ\n", ABSENT),
+    ("Q.==", ABSENT),
+    ("é", ABSENT),
+]
+
+
 def check(attributes: Callable[[str], dict[str, Any]], value: str, want: Any) -> None:
     got = attributes(body(value)).get("a", ABSENT)
     assert got is ABSENT if want is ABSENT else same(got, want), (value, got, want)
@@ -129,6 +160,14 @@ def test_double_value_as_number_or_numeric_string(
     attributes: Callable[[str], dict[str, Any]], raw: str, want: Any
 ) -> None:
     check(attributes, '{"doubleValue":' + raw + "}", want)
+
+
+@pytest.mark.parametrize("attributes", DECODERS)
+@pytest.mark.parametrize(("raw", "want"), BYTES)
+def test_bytes_value_standard_or_url_safe_base64_padded_or_not(
+    attributes: Callable[[str], dict[str, Any]], raw: str, want: Any
+) -> None:
+    check(attributes, '{"bytesValue":' + json.dumps(raw) + "}", want)
 
 
 @pytest.mark.parametrize("attributes", DECODERS)
