@@ -1015,7 +1015,7 @@ out:
  * for None. */
 static int parse_values(Parser *s, int depth, int kvlist, PyObject **out) {
     PyObject *list = NULL, *k = NULL, *v = NULL;
-    int rc = OK, more, seen = 0, listed = 0;
+    int rc = OK, more, seen = 0, listed = 0, nulled = 0;
     *out = NULL;
     if (peek(s) != '{')
         return skip_value(s, depth, NULL);
@@ -1028,8 +1028,11 @@ static int parse_values(Parser *s, int depth, int kvlist, PyObject **out) {
         } else if (seen++) {
             rc = FALLBACK;
             goto out;
+        } else if (peek(s) == 'n') {
+            CK(literal(s, "null", 4)); /* the default: an empty list */
+            nulled = 1;
         } else if (peek(s) != '[') {
-            CK(skip_value(s, depth + 1, NULL)); /* null or not a list: the value is None */
+            CK(skip_value(s, depth + 1, NULL)); /* not a list: the value is None */
         } else {
             listed = 1;
             if (!(list = PyList_New(0))) {
@@ -1067,7 +1070,7 @@ static int parse_values(Parser *s, int depth, int kvlist, PyObject **out) {
         }
         CK(next_(s, '}', &more));
     }
-    if (!seen) {
+    if (!seen || nulled) {
         *out = PyTuple_New(0);
         rc = *out ? OK : ERR;
     } else if (listed) {

@@ -161,10 +161,10 @@ def _value(v: Any) -> Any:
         if field is None or name == key:
             field, raw = key, member
     if field == "arrayValue":
-        values = raw.get("values", []) if isinstance(raw, dict) else None
+        values = _get(raw, "values", default=[]) if isinstance(raw, dict) else None
         return tuple(_value(x) for x in values) if isinstance(values, list) else None
     if field == "kvlistValue":
-        values = raw.get("values", []) if isinstance(raw, dict) else None
+        values = _get(raw, "values", default=[]) if isinstance(raw, dict) else None
         if not isinstance(values, list):
             return None
         return tuple((kv["key"], _value(kv.get("value"))) for kv in values if isinstance(kv, dict) and "key" in kv)

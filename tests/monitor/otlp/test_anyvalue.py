@@ -85,6 +85,11 @@ MEMBERS: list[tuple[str, Any]] = [
     ('{"string_value":"a","int_value":5}', ABSENT),
     ('{"future":0,"boolValue":true,"arrayValue":{"values":[]},"stringValue":"a"}', ABSENT),
     ('{"arrayValue":{"values":[{"boolValue":true,"doubleValue":1},{"future":1,"boolValue":true}]}}', (None, True)),
+    ('{"arrayValue":{"values":null}}', ()),
+    ('{"kvlistValue":{"values":null,"future":1}}', ()),
+    ('{"arrayValue":{"values":[{"kvlistValue":{"values":null}}]}}', ((),)),
+    ('{"arrayValue":{}}', ()),
+    ('{"arrayValue":{"values":{}}}', ABSENT),
 ]
 
 # A double as a number or as a string: a JSON numeral (parsed exactly), "NaN", "Infinity" or "-Infinity".

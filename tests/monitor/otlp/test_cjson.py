@@ -610,9 +610,10 @@ def any_value_objects(depth: int = 2) -> st.SearchStrategy[dict[str, Any]]:
     raw = dict(RAW)
     if depth:
         inner = any_value_objects(depth - 1)
-        raw["array"] = st.fixed_dictionaries({"values": st.lists(inner, max_size=3)})
+        raw["array"] = st.fixed_dictionaries({"values": st.lists(inner, max_size=3) | st.none()})
         pair = st.fixed_dictionaries({"key": KEYS}, optional={"value": inner, "x": JSON_ANY})
-        raw["kvlist"] = st.fixed_dictionaries({"values": st.lists(pair, max_size=3)}, optional={"x": JSON_ANY})
+        pairs = st.lists(pair, max_size=3) | st.none()
+        raw["kvlist"] = st.fixed_dictionaries({"values": pairs}, optional={"x": JSON_ANY})
     members = [
         st.tuples(st.sampled_from(NAMES[kind]), raw.get(kind, JSON_ANY) | JSON_ANY | st.none()) for kind in NAMES
     ]
