@@ -2,8 +2,9 @@
 
 Follows the OTLP/JSON rules: lowerCamelCase keys (and, as the protobuf JSON mapping and the Collector accept them,
 the .proto field names: `trace_id` for `traceId`; a member given under both names takes the lowerCamelCase one),
-trace and span ids as hex strings, 64-bit integers as decimal strings or numbers, enums as integers or names, bytes
-values as base64, unknown fields ignored, `null` as the field's default value.
+trace and span ids as hex strings, 64-bit integers as decimal strings or numbers, enums as integers or names, doubles
+as numbers or strings, bytes values as base64 (standard or URL-safe, padded or not), unknown fields ignored wherever
+they stand, `null` as the field's default value.
 A span that cannot be used (ids of the wrong length, wrong shapes) is rejected and counted; a body that
 is not such a request at all raises DecodeError.
 """
