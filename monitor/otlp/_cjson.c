@@ -751,6 +751,74 @@ static int parse_intish(Parser *s, int depth, const EnumName *names, PyObject **
     return skip_value(s, depth, NULL); /* bool, null, NaN, Infinity, list, dict */
 }
 
+/* Whether p[0..n) is a JSON number: a double's string form besides NaN, Infinity and -Infinity (_NUMERAL). */
+static int is_numeral(const unsigned char *p, size_t n) {
+    const unsigned char *e = p + n;
+    if (p < e && *p == '-')
+        p++;
+    if (p >= e || *p < '0' || *p > '9')
+        return 0;
+    if (*p++ != '0')
+        while (p < e && *p >= '0' && *p <= '9')
+            p++;
+    if (p < e && *p == '.') {
+        if (++p >= e || *p < '0' || *p > '9')
+            return 0;
+        while (p < e && *p >= '0' && *p <= '9')
+            p++;
+    }
+    if (p < e && (*p == 'e' || *p == 'E')) {
+        if (++p < e && (*p == '+' || *p == '-'))
+            p++;
+        if (p >= e || *p < '0' || *p > '9')
+            return 0;
+        while (p < e && *p >= '0' && *p <= '9')
+            p++;
+    }
+    return p == e;
+}
+
+/* _SPECIAL_FLOATS[name] (a new reference): the reference's own objects, so that NaN compares equal. */
+static PyObject *special_float(const char *name) {
+    if (!special_floats) {
+        PyObject *mod = PyImport_ImportModule("monitor.otlp._json");
+        if (!mod)
+            return NULL;
+        PyObject *d = PyObject_GetAttrString(mod, "_SPECIAL_FLOATS");
+        Py_DECREF(mod);
+        if (!d)
+            return NULL;
+        if (special_floats) /* set meanwhile by another thread while the import ran */
+            Py_DECREF(d);
+        else
+            special_floats = d;
+    }
+    PyObject *key = PyUnicode_FromString(name);
+    if (!key)
+        return NULL;
+    PyObject *f = PyObject_GetItem(special_floats, key);
+    Py_DECREF(key);
+    return f;
+}
+
+/* _scalar("doubleValue", raw) for a string (ASCII, unescaped, at p): *out NULL when it is no double. */
+static int double_string(Parser *s, const unsigned char *p, size_t n, PyObject **out) {
+    static const char *const names[] = {"NaN", "Infinity", "-Infinity"};
+    for (int i = 0; i < 3; i++) {
+        if (n == strlen(names[i]) && !memcmp(p, names[i], n)) {
+            *out = special_float(names[i]);
+            return *out ? OK : ERR;
+        }
+    }
+    if (!is_numeral(p, n))
+        return OK;
+    double d;
+    if (token_double(s, p, n, &d) != OK) /* float(str): out of range is inf, as json.loads does with a number */
+        return ERR;
+    *out = PyFloat_FromDouble(d);
+    return *out ? OK : ERR;
+}
+
 /* _scalar("doubleValue", raw) */
 static int parse_double(Parser *s, int depth, PyObject **out) {
     int c = peek(s), rc, fl;
@@ -759,40 +827,15 @@ static int parse_double(Parser *s, int depth, PyObject **out) {
         Str st;
         if (scan_string(s, &st) != OK)
             return FALLBACK;
-        PyObject *key;
-        if (st.flags) {
-            if (!(key = make_str(s, &st)))
-                return ERR;
-            if (PyUnicode_CompareWithASCIIString(key, "NaN") && PyUnicode_CompareWithASCIIString(key, "Infinity") &&
-                PyUnicode_CompareWithASCIIString(key, "-Infinity")) {
-                Py_DECREF(key);
-                return OK;
-            }
-        } else if (!KEQ(st, "NaN") && !KEQ(st, "Infinity") && !KEQ(st, "-Infinity")) {
-            return OK;
-        } else if (!(key = ascii_str(st.ptr, st.len))) {
+        if (!(st.flags & F_ESC))
+            return st.flags ? OK : double_string(s, st.ptr, st.len, out); /* not ASCII: no double */
+        PyObject *u = make_str(s, &st);
+        if (!u)
             return ERR;
-        }
-        if (!special_floats) { /* the reference's own objects, so that NaN compares equal */
-            PyObject *mod = PyImport_ImportModule("monitor.otlp._json");
-            if (!mod) {
-                Py_DECREF(key);
-                return ERR;
-            }
-            PyObject *d = PyObject_GetAttrString(mod, "_SPECIAL_FLOATS");
-            Py_DECREF(mod);
-            if (!d) {
-                Py_DECREF(key);
-                return ERR;
-            }
-            if (special_floats) /* set meanwhile by another thread while the import ran */
-                Py_DECREF(d);
-            else
-                special_floats = d;
-        }
-        *out = PyObject_GetItem(special_floats, key);
-        Py_DECREF(key);
-        return *out ? OK : ERR;
+        rc = PyUnicode_IS_ASCII(u) ? double_string(s, PyUnicode_1BYTE_DATA(u), (size_t)PyUnicode_GET_LENGTH(u), out)
+                                   : OK;
+        Py_DECREF(u);
+        return rc;
     }
     if (c == 'N' || c == 'I' || (c == '-' && s->end - s->p > 1 && s->p[1] == 'I')) {
         PyObject *f = c == 'N' ? json_nan : c == 'I' ? json_inf : json_neginf;
@@ -830,70 +873,68 @@ static int parse_double(Parser *s, int depth, PyObject **out) {
     return skip_value(s, depth, NULL);
 }
 
-static int b64val(unsigned char c) {
+/* The value of a base64 character, -1 if none; *alphabets gets 1 for one only in the standard alphabet ('+', '/'),
+ * 2 for one only in the URL-safe one ('-', '_'). */
+static inline int b64val(unsigned char c, int *alphabets) {
     if (c >= 'A' && c <= 'Z')
         return c - 'A';
     if (c >= 'a' && c <= 'z')
         return c - 'a' + 26;
     if (c >= '0' && c <= '9')
         return c - '0' + 52;
-    if (c == '+')
-        return 62;
-    if (c == '/')
-        return 63;
+    if (c == '+' || c == '/') {
+        *alphabets |= 1;
+        return c == '+' ? 62 : 63;
+    }
+    if (c == '-' || c == '_') {
+        *alphabets |= 2;
+        return c == '-' ? 62 : 63;
+    }
     return -1;
 }
 
-static int b64_hex(const Str *st, PyObject **out);
+static int b64_hex(const unsigned char *p, size_t n, PyObject **out);
 
-/* _scalar("bytesValue", raw): canonical padded base64 only; anything else is left to the reference. */
+/* _bytes(raw): *out NULL when raw is no base64. */
 static int parse_bytes(Parser *s, int depth, PyObject **out) {
     *out = NULL;
     if (peek(s) != '"')
         return skip_value(s, depth, NULL);
     Str st;
-    PyObject *u = NULL;
     if (scan_string(s, &st) != OK)
         return FALLBACK;
-    if (st.flags & F_ESC) {
-        if (!(u = make_str(s, &st)))
-            return ERR;
-        if (!PyUnicode_IS_ASCII(u)) {
-            Py_DECREF(u);
-            return OK;
-        }
-        st.ptr = PyUnicode_1BYTE_DATA(u);
-        st.len = (size_t)PyUnicode_GET_LENGTH(u);
-    } else if (st.flags) { /* not ASCII: b64decode raises ValueError, the value is None */
-        return OK;
-    }
-    int rc = b64_hex(&st, out);
-    Py_XDECREF(u);
+    if (!(st.flags & F_ESC))
+        return st.flags ? OK : b64_hex(st.ptr, st.len, out); /* not ASCII: no base64 */
+    PyObject *u = make_str(s, &st);
+    if (!u)
+        return ERR;
+    int rc = PyUnicode_IS_ASCII(u) ? b64_hex(PyUnicode_1BYTE_DATA(u), (size_t)PyUnicode_GET_LENGTH(u), out) : OK;
+    Py_DECREF(u);
     return rc;
 }
 
-/* The lowercase hex of canonical padded base64 (FALLBACK for anything else). */
-static int b64_hex(const Str *st_, PyObject **out) {
+/* The lowercase hex of base64 p[0..n) in the standard or the URL-safe alphabet (one of them), padded or not, as
+ * _bytes makes it; *out NULL when it is not that (the unused low bits of the last character are ignored). */
+static int b64_hex(const unsigned char *p, size_t n, PyObject **out) {
     static const char digits[] = "0123456789abcdef";
-    const Str st = *st_;
-    size_t n = st.len, pads = 0;
-    if (n % 4)
-        return FALLBACK;
-    while (pads < 2 && pads < n && st.ptr[n - 1 - pads] == '=')
-        pads++;
-    if (pads == n && n)
-        return FALLBACK;
-    size_t data = n - pads, nbytes = data / 4 * 3 + (pads ? 3 - pads : 0);
+    size_t data = n;
+    int alphabets = 0;
+    *out = NULL;
+    while (data && p[data - 1] == '=')
+        data--;
+    if (n - data > 2 || (n > data && n % 4) || data % 4 == 1)
+        return OK;
+    size_t nbytes = data / 4 * 3 + (data % 4 ? data % 4 - 1 : 0);
     PyObject *o = PyUnicode_New((Py_ssize_t)(2 * nbytes), 127);
     if (!o)
         return ERR;
     unsigned char *w = PyUnicode_1BYTE_DATA(o);
     uint32_t acc = 0;
     for (size_t i = 0; i < data; i++) {
-        int v = b64val(st.ptr[i]);
-        if (v < 0) {
+        int v = b64val(p[i], &alphabets);
+        if (v < 0 || alphabets == 3) {
             Py_DECREF(o);
-            return FALLBACK;
+            return OK;
         }
         acc = acc << 6 | (uint32_t)v;
         if (i % 4 == 3) {
@@ -905,10 +946,10 @@ static int b64_hex(const Str *st_, PyObject **out) {
             acc = 0;
         }
     }
-    if (pads) { /* 2 or 3 data characters left: 1 or 2 bytes, the unused low bits ignored */
+    if (data % 4) { /* 2 or 3 characters left: 1 or 2 bytes */
         acc <<= 6 * (4 - data % 4);
         unsigned char b[2] = {(unsigned char)(acc >> 16), (unsigned char)(acc >> 8)};
-        for (size_t j = 0; j < 3 - pads; j++) {
+        for (size_t j = 0; j < data % 4 - 1; j++) {
             *w++ = (unsigned char)digits[b[j] >> 4];
             *w++ = (unsigned char)digits[b[j] & 15];
         }
@@ -917,16 +958,16 @@ static int b64_hex(const Str *st_, PyObject **out) {
     return OK;
 }
 
-static int parse_anyvalue(Parser *s, int depth, Seen *seen, PyObject **first, PyObject **sv);
+static int parse_anyvalue(Parser *s, int depth, Seen *seen, PyObject **out);
 
 /* One KeyValue object ({"key": ..., "value": ...}, an object at the cursor). *key: the "key" str, NULL when there
- * is none; *first and *sv: the "value" as parse_anyvalue gives them, NULL when there is none. attr: an attribute
- * (a key that is not a str is passed over, as _attributes does, and the value's string is looked up among the
- * key's previous ones); else a kvlist entry, whose key must be a str here (the reference keeps any value). All
- * three are new references, cleared on failure. */
-static int parse_keyvalue(Parser *s, int depth, int attr, PyObject **key, PyObject **first, PyObject **sv) {
+ * is none; *value: the "value" as parse_anyvalue gives it, NULL when there is none. attr: an attribute (a key that
+ * is not a str is passed over, as _attributes does, and the value's string is looked up among the key's previous
+ * ones); else a kvlist entry, whose key must be a str here (the reference keeps any value). Both are new
+ * references, cleared on failure. */
+static int parse_keyvalue(Parser *s, int depth, int attr, PyObject **key, PyObject **value) {
     int rc = OK, more, has_key = 0, has_value = 0;
-    *key = *first = *sv = NULL;
+    *key = *value = NULL;
     CK(open_(s, depth, &more));
     while (more) {
         Str k;
@@ -956,7 +997,7 @@ static int parse_keyvalue(Parser *s, int depth, int attr, PyObject **key, PyObje
                 uintptr_t h = (uintptr_t)*key;
                 seen = &s->seen[(h ^ h >> 7 ^ h >> 13) & (VC_SIZE - 1)];
             }
-            CK(parse_anyvalue(s, depth + 1, seen, first, sv));
+            CK(parse_anyvalue(s, depth + 1, seen, value));
         } else {
             CK(skip_value(s, depth + 1, NULL));
         }
@@ -965,8 +1006,7 @@ static int parse_keyvalue(Parser *s, int depth, int attr, PyObject **key, PyObje
 out:
     if (rc != OK) {
         Py_CLEAR(*key);
-        Py_CLEAR(*first);
-        Py_CLEAR(*sv);
+        Py_CLEAR(*value);
     }
     return rc;
 }
@@ -974,8 +1014,8 @@ out:
 /* The "values" list of an arrayValue or kvlistValue (raw at the cursor): *out as _value makes it, NULL
  * for None. */
 static int parse_values(Parser *s, int depth, int kvlist, PyObject **out) {
-    PyObject *list = NULL, *k = NULL, *v = NULL, *sv = NULL;
-    int rc = OK, more, seen = 0, listed = 0;
+    PyObject *list = NULL, *k = NULL, *v = NULL;
+    int rc = OK, more, seen = 0, listed = 0, nulled = 0;
     *out = NULL;
     if (peek(s) != '{')
         return skip_value(s, depth, NULL);
@@ -988,8 +1028,11 @@ static int parse_values(Parser *s, int depth, int kvlist, PyObject **out) {
         } else if (seen++) {
             rc = FALLBACK;
             goto out;
+        } else if (peek(s) == 'n') {
+            CK(literal(s, "null", 4)); /* the default: an empty list */
+            nulled = 1;
         } else if (peek(s) != '[') {
-            CK(skip_value(s, depth + 1, NULL)); /* null or not a list: the value is None */
+            CK(skip_value(s, depth + 1, NULL)); /* not a list: the value is None */
         } else {
             listed = 1;
             if (!(list = PyList_New(0))) {
@@ -1000,8 +1043,7 @@ static int parse_values(Parser *s, int depth, int kvlist, PyObject **out) {
             CK(open_(s, depth + 1, &more2));
             while (more2) {
                 if (!kvlist) {
-                    CK(parse_anyvalue(s, depth + 2, NULL, &v, &sv));
-                    Py_CLEAR(sv);
+                    CK(parse_anyvalue(s, depth + 2, NULL, &v));
                     if (PyList_Append(list, v ? v : Py_None) < 0) {
                         rc = ERR;
                         goto out;
@@ -1010,8 +1052,7 @@ static int parse_values(Parser *s, int depth, int kvlist, PyObject **out) {
                 } else if (peek(s) != '{') {
                     CK(skip_value(s, depth + 2, NULL));
                 } else { /* {"key": ..., "value": ...}: kept when "key" is there */
-                    CK(parse_keyvalue(s, depth + 2, 0, &k, &v, &sv));
-                    Py_CLEAR(sv);
+                    CK(parse_keyvalue(s, depth + 2, 0, &k, &v));
                     if (k) {
                         PyObject *pair = PyTuple_Pack(2, k, v ? v : Py_None);
                         if (!pair || PyList_Append(list, pair) < 0) {
@@ -1029,7 +1070,7 @@ static int parse_values(Parser *s, int depth, int kvlist, PyObject **out) {
         }
         CK(next_(s, '}', &more));
     }
-    if (!seen) {
+    if (!seen || nulled) {
         *out = PyTuple_New(0);
         rc = *out ? OK : ERR;
     } else if (listed) {
@@ -1040,7 +1081,6 @@ out:
     Py_XDECREF(list);
     Py_XDECREF(k);
     Py_XDECREF(v);
-    Py_XDECREF(sv);
     return rc;
 }
 
@@ -1064,91 +1104,77 @@ static int av_kind(const Str *k) {
     return AV_OTHER;
 }
 
-/* An AnyValue at the cursor. *first: _value(v) (NULL for None). *sv: v["stringValue"] when it is a str,
- * else NULL (the shortcut of _attributes). Both are new references, cleared on failure. seen (or NULL):
- * the previous string value of the same attribute key. */
-static int parse_anyvalue(Parser *s, int depth, Seen *seen, PyObject **first, PyObject **sv) {
-    int rc = OK, more, c, sv_seen;
-    Str k1, k;
-    *first = NULL;
-    *sv = NULL;
+/* The value field `kind` of an AnyValue (its member's value at the cursor): *out as _scalar or _value make it, NULL
+ * for None. */
+static int parse_field(Parser *s, int depth, int kind, Seen *seen, PyObject **out) {
+    int c = peek(s);
+    switch (kind) {
+    case AV_STRING:
+        if (c != '"')
+            break;
+        return seen ? string_value_seen(s, seen, out) : string_value(s, out);
+    case AV_BOOL:
+        if (c != 't' && c != 'f')
+            break;
+        if (literal(s, c == 't' ? "true" : "false", c == 't' ? 4 : 5) != OK)
+            return FALLBACK;
+        *out = c == 't' ? Py_True : Py_False;
+        Py_INCREF(*out);
+        return OK;
+    case AV_INT:
+        return parse_intish(s, depth, NULL, out);
+    case AV_DOUBLE:
+        return parse_double(s, depth, out);
+    case AV_BYTES:
+        return parse_bytes(s, depth, out);
+    case AV_ARRAY:
+    case AV_KVLIST:
+        return parse_values(s, depth, kind == AV_KVLIST, out);
+    }
+    return skip_value(s, depth, NULL);
+}
+
+/* An AnyValue at the cursor: *out is _value(v), NULL for None (a new reference, cleared on failure). Its value
+ * field is found among its members in any order: unknown members skipped, a null one unset, a second value field
+ * set makes it None. A field given twice (or under both its names) is left to the reference. seen (or NULL): the
+ * previous string value of the same attribute key. */
+static int parse_anyvalue(Parser *s, int depth, Seen *seen, PyObject **out) {
+    int rc = OK, more, names = 0, set = 0;
+    *out = NULL;
     if (peek(s) != '{')
         return skip_value(s, depth, NULL);
     CK(open_(s, depth, &more));
-    if (!more)
-        return OK;
-    CK(obj_key(s, &k1));
-    int kind = av_kind(&k1);
-    sv_seen = kind == AV_STRING;
-    switch (kind) {
-    case AV_STRING:
-        if (peek(s) == '"') {
-            CK(seen ? string_value_seen(s, seen, first) : string_value(s, first));
-            Py_INCREF(*first);
-            *sv = *first;
-        } else {
-            CK(skip_value(s, depth + 1, NULL));
-        }
-        break;
-    case AV_BOOL:
-        c = peek(s);
-        if (c == 't' || c == 'f') {
-            CK(literal(s, c == 't' ? "true" : "false", c == 't' ? 4 : 5));
-            *first = c == 't' ? Py_True : Py_False;
-            Py_INCREF(*first);
-        } else {
-            CK(skip_value(s, depth + 1, NULL));
-        }
-        break;
-    case AV_INT:
-        CK(parse_intish(s, depth + 1, NULL, first));
-        break;
-    case AV_DOUBLE:
-        CK(parse_double(s, depth + 1, first));
-        break;
-    case AV_BYTES:
-        CK(parse_bytes(s, depth + 1, first));
-        break;
-    case AV_ARRAY:
-    case AV_KVLIST:
-        CK(parse_values(s, depth + 1, kind == AV_KVLIST, first));
-        break;
-    default:
-        CK(skip_value(s, depth + 1, NULL));
-    }
-    CK(next_(s, '}', &more));
     while (more) {
+        Str k;
         CK(obj_key(s, &k));
-        if (k.len == k1.len && !memcmp(k.ptr, k1.ptr, k.len)) {
-            rc = FALLBACK; /* a duplicate first key: its last value would count */
-            goto out;
-        }
-        if (KEQ2(k, "stringValue", "string_value")) {
-            if (sv_seen++) { /* both names: the reference takes stringValue */
-                rc = FALLBACK;
-                goto out;
-            }
-            if (peek(s) == '"') {
-                CK(seen ? string_value_seen(s, seen, sv) : string_value(s, sv));
-            } else {
-                CK(skip_value(s, depth + 1, NULL));
-            }
-        } else {
+        int kind = av_kind(&k);
+        if (kind == AV_OTHER) {
             CK(skip_value(s, depth + 1, NULL));
+        } else if (names & 1 << kind) { /* json.loads keeps the last, _value the lowerCamelCase name */
+            rc = FALLBACK;
+            goto out;
+        } else {
+            names |= 1 << kind;
+            if (peek(s) == 'n') {
+                CK(literal(s, "null", 4));
+            } else if (set++) {
+                Py_CLEAR(*out);
+                CK(skip_value(s, depth + 1, NULL));
+            } else {
+                CK(parse_field(s, depth + 1, kind, seen, out));
+            }
         }
         CK(next_(s, '}', &more));
     }
 out:
-    if (rc != OK) {
-        Py_CLEAR(*first);
-        Py_CLEAR(*sv);
-    }
+    if (rc != OK)
+        Py_CLEAR(*out);
     return rc;
 }
 
 /* _attributes(kvs) into dict (kvs at the cursor). */
 static int parse_attributes(Parser *s, int depth, PyObject *dict) {
-    PyObject *key = NULL, *first = NULL, *sv = NULL;
+    PyObject *key = NULL, *value = NULL;
     int rc = OK, more;
     if (peek(s) != '[')
         return skip_value(s, depth, NULL);
@@ -1157,22 +1183,19 @@ static int parse_attributes(Parser *s, int depth, PyObject *dict) {
         if (peek(s) != '{') {
             CK(skip_value(s, depth + 1, NULL));
         } else {
-            CK(parse_keyvalue(s, depth + 1, 1, &key, &first, &sv));
-            PyObject *v = sv ? sv : first;
-            if (key && v && PyDict_SetItem(dict, key, v) < 0) {
+            CK(parse_keyvalue(s, depth + 1, 1, &key, &value));
+            if (key && value && PyDict_SetItem(dict, key, value) < 0) {
                 rc = ERR;
                 goto out;
             }
             Py_CLEAR(key);
-            Py_CLEAR(first);
-            Py_CLEAR(sv);
+            Py_CLEAR(value);
         }
         CK(next_(s, ']', &more));
     }
 out:
     Py_XDECREF(key);
-    Py_XDECREF(first);
-    Py_XDECREF(sv);
+    Py_XDECREF(value);
     return rc;
 }
 

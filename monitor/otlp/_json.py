@@ -2,8 +2,9 @@
 
 Follows the OTLP/JSON rules: lowerCamelCase keys (and, as the protobuf JSON mapping and the Collector accept them,
 the .proto field names: `trace_id` for `traceId`; a member given under both names takes the lowerCamelCase one),
-trace and span ids as hex strings, 64-bit integers as decimal strings or numbers, enums as integers or names, bytes
-values as base64, unknown fields ignored, `null` as the field's default value.
+trace and span ids as hex strings, 64-bit integers as decimal strings or numbers, enums as integers or names, doubles
+as numbers or strings, bytes values as base64 (standard or URL-safe, padded or not), unknown fields ignored wherever
+they stand, `null` as the field's default value.
 A span that cannot be used (ids of the wrong length, wrong shapes) is rejected and counted; a body that
 is not such a request at all raises DecodeError.
 """
@@ -11,9 +12,9 @@ is not such a request at all raises DecodeError.
 from __future__ import annotations
 
 import base64
-import binascii
 import json
 import math
+import re
 from typing import Any
 
 from monitor.otlp._accel import CJSON
@@ -31,17 +32,26 @@ _SPAN_KINDS = {
 }
 _STATUS_CODES = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}
 _SPECIAL_FLOATS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+# A double as a string (the protobuf JSON mapping): one of those, or a JSON number
+_NUMERAL = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+# Bytes as base64 (the protobuf JSON mapping): the standard or the URL-safe alphabet, one of them, padded or not
+_BASE64 = re.compile(r"[A-Za-z0-9+/]*|[A-Za-z0-9_-]*")
+_URL_SAFE = str.maketrans("-_", "+/")
 _HEX = frozenset("0123456789abcdef")
 _MISSING = object()
-# AnyValue members by their .proto field names
-_VALUE_KEYS = {
-    "string_value": "stringValue",
-    "bool_value": "boolValue",
-    "int_value": "intValue",
-    "double_value": "doubleValue",
-    "bytes_value": "bytesValue",
-    "array_value": "arrayValue",
-    "kvlist_value": "kvlistValue",
+# An AnyValue's value fields by each of their names, lowerCamelCase and .proto
+_VALUE_FIELDS = {
+    name: camel
+    for camel, proto in [
+        ("stringValue", "string_value"),
+        ("boolValue", "bool_value"),
+        ("intValue", "int_value"),
+        ("doubleValue", "double_value"),
+        ("bytesValue", "bytes_value"),
+        ("arrayValue", "array_value"),
+        ("kvlistValue", "kvlist_value"),
+    ]
+    for name in (camel, proto)
 }
 
 
@@ -115,31 +125,51 @@ def _scalar(key: str, raw: Any) -> Any:
                 return float(raw)
             except OverflowError:  # an integer literal of 310+ digits is no double: the value is left out
                 return None
-        return _SPECIAL_FLOATS.get(raw) if isinstance(raw, str) else None
-    if key == "bytesValue":
-        try:
-            return base64.b64decode(raw, validate=True).hex() if isinstance(raw, str) else None
-        except (binascii.Error, ValueError):
+        if not isinstance(raw, str):
             return None
+        special = _SPECIAL_FLOATS.get(raw)
+        return special if special is not None else float(raw) if _NUMERAL.fullmatch(raw) else None
+    if key == "bytesValue":
+        return _bytes(raw)
     return None
+
+
+def _bytes(raw: Any) -> str | None:
+    """The hex of the bytes in base64 `raw`, None when it is not base64: the padding, if there, must be right."""
+    if not isinstance(raw, str):
+        return None
+    data = raw.rstrip("=")
+    pads = len(raw) - len(data)
+    if pads > 2 or (pads and len(raw) % 4) or len(data) % 4 == 1 or not _BASE64.fullmatch(data):
+        return None
+    return base64.b64decode(data.translate(_URL_SAFE) + "=" * (-len(data) % 4)).hex()
 
 
 def _value(v: Any) -> Any:
+    """An AnyValue's value, None when it has none. Its value field is found among its members in any order; unknown
+    members are skipped, whatever their type, and a null one is unset (the protobuf JSON mapping). Two value fields
+    set (a oneof set twice, which proto3 JSON parsers refuse) leave the value out; a field under both its names
+    counts once, by its lowerCamelCase one."""
     if not isinstance(v, dict):
         return None
-    for key, raw in v.items():
-        if key in _VALUE_KEYS:
-            key = _VALUE_KEYS[key]
-        if key == "arrayValue":
-            values = raw.get("values", []) if isinstance(raw, dict) else None
-            return tuple(_value(x) for x in values) if isinstance(values, list) else None
-        if key == "kvlistValue":
-            values = raw.get("values", []) if isinstance(raw, dict) else None
-            if not isinstance(values, list):
-                return None
-            return tuple((kv["key"], _value(kv.get("value"))) for kv in values if isinstance(kv, dict) and "key" in kv)
-        return _scalar(key, raw)
-    return None
+    field = raw = None
+    for name, member in v.items():
+        key = _VALUE_FIELDS.get(name)
+        if key is None or member is None:
+            continue
+        if field is not None and key != field:
+            return None
+        if field is None or name == key:
+            field, raw = key, member
+    if field == "arrayValue":
+        values = _get(raw, "values", default=[]) if isinstance(raw, dict) else None
+        return tuple(_value(x) for x in values) if isinstance(values, list) else None
+    if field == "kvlistValue":
+        values = _get(raw, "values", default=[]) if isinstance(raw, dict) else None
+        if not isinstance(values, list):
+            return None
+        return tuple((kv["key"], _value(kv.get("value"))) for kv in values if isinstance(kv, dict) and "key" in kv)
+    return None if field is None else _scalar(field, raw)
 
 
 def _attributes(kvs: Any) -> dict[str, Any]:
@@ -153,8 +183,8 @@ def _attributes(kvs: Any) -> dict[str, Any]:
         if not isinstance(key, str):
             continue
         val = kv.get("value")
-        if isinstance(val, dict):
-            sv = _get(val, "stringValue", "string_value")
+        if isinstance(val, dict) and len(val) == 1:  # the common case first
+            sv = val.get("stringValue")
             if isinstance(sv, str):
                 out[key] = sv
                 continue
