@@ -29,5 +29,6 @@ setup(
         _ext("monitor.normalize._cgenai"),
         _ext("monitor.assembly._cassembler"),
         _ext("monitor.judge._cplan"),
+        _ext("monitor.judge._ctally"),
     ]
 )

@@ -6,9 +6,21 @@ Not thread-safe: give each thread its own Tally and `merge` them. Ratios with a 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
+from typing import cast
 
-from monitor.verdict import NONE_LABEL, UNKNOWN_LABEL, Outcome, TurnVerdict
+from monitor.otlp._accel import load_extension
+from monitor.verdict import (
+    NONE_LABEL,
+    UNKNOWN_LABEL,
+    CallVerdict,
+    MissedUnit,
+    Outcome,
+    SchemaViolation,
+    TurnVerdict,
+    ViolationKind,
+)
 
 FIGURES = (
     "tool_call_accuracy",
@@ -115,7 +127,14 @@ class Tally:
             tc = self.per_tool[name] = ToolCounts()
         return tc
 
-    def add(self, v: TurnVerdict) -> None:  # noqa: C901 - one flat pass over the verdict
+    def add(self, v: TurnVerdict) -> None:
+        """Count one verdict. In C when the extension is loaded (_ctally.c, the same counts), else _add_py."""
+        if _ADD_C is None or not _ADD_C(self, v):
+            self._add_py(v)
+
+    def _add_py(self, v: TurnVerdict) -> None:  # noqa: C901 - one flat pass over the verdict
+        """add in Python: the reference of _ctally.c, which follows it line by line (and leaves it the verdicts
+        and tallies that are not exactly of these classes and types)."""
         calls = v.calls
         n = len(calls)
         judged = v.judged
@@ -287,3 +306,24 @@ class Tally:
         acc = ratio(self.correct, self.judged_calls)
         pct = "absent" if acc is None else f"{acc * 100:.1f}%"
         return f"Tool call accuracy: {self.correct}/{self.judged_calls} ({pct})"
+
+
+def _load_c() -> Callable[[Tally, TurnVerdict], bool] | None:
+    """add of the C tally (_ctally.c), given the classes it counts; None when it is not loaded (see
+    load_extension)."""
+    mod = load_extension(
+        "monitor.judge._ctally",
+        Tally,
+        ToolCounts,
+        TurnVerdict,
+        CallVerdict,
+        MissedUnit,
+        SchemaViolation,
+        ViolationKind,
+        Counter,
+        (_CORRECT, _WRONG_TOOL, _SPURIOUS, _HALLUCINATED),
+    )
+    return None if mod is None else cast(Callable[[Tally, TurnVerdict], bool], mod.add)
+
+
+_ADD_C = _load_c()

@@ -34,10 +34,11 @@ CJSON = load_extension("monitor.otlp._cjson", Span, SpanEvent)
 
 def accelerated() -> dict[str, bool]:
     """Which parts run in C: {"protobuf": bool, "json": bool, "normalize": bool (the GenAI normalizer's),
-    "assembly": bool (the turn assembler's add_records and poll), "judge": bool (the judge's plans)}."""
+    "assembly": bool (the turn assembler's add_records and poll), "judge": bool (the judge's plans), "tally": bool
+    (Tally.add)}."""
     # here, not at the top: monitor.normalize, monitor.assembly and monitor.judge import monitor.otlp
     from monitor.assembly import _assembler
-    from monitor.judge import _plan
+    from monitor.judge import _plan, _tally
     from monitor.normalize import _genai
 
     return {
@@ -46,4 +47,5 @@ def accelerated() -> dict[str, bool]:
         "normalize": _genai._CONVERT_C is not None,
         "assembly": _assembler._ADD_C is not None,
         "judge": _plan._C is not None,
+        "tally": _tally._ADD_C is not None,
     }

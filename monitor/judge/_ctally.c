@@ -1,0 +1,448 @@
+/* Tally.add in C: monitor/judge/_tally.py (Tally._add_py and _add_judged_turn), line by line.
+ *
+ * add(tally, verdict) counts one verdict into a Tally exactly as the Python reference does (the same counters, the
+ * same per-tool entries and counter keys created in the same order) and returns True, or returns False having
+ * changed nothing; Python then counts it. It takes only what it can count without running Python code: a Tally,
+ * TurnVerdict, CallVerdict, MissedUnit and SchemaViolation of exactly the classes given to init() with every slot
+ * read set; counters that are exactly int (the one sum exactly float or int); counters that are exactly
+ * collections.Counter and per_tool exactly a dict of exactly ToolCounts; tuples where the verdict has tuples; names,
+ * rule ids and confusion cells that are exactly str; flags that are exactly True, False or None (where the
+ * reference tests truth; None only where it may be None). Anything else is left to Python.
+ *
+ * One walk over the verdict does both: first it only checks (nothing is changed, so a refusal leaves the Tally as
+ * it was), then, every check passed, it counts. Counting can then fail only for lack of memory, as Python's can.
+ *
+ * Functions returning PyObject* return a new reference, or NULL with an exception set. The GIL is held.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "records.h"
+
+/* ---- the classes given to init() and their slots ----------------------------------------------------------- */
+
+enum {
+    Y_TURNS, Y_JUDGED_TURNS, Y_TURNLESS_TURNS, Y_ALL_CALLS, Y_JUDGED_CALLS, Y_CORRECT, Y_WRONG_TOOL, Y_SPURIOUS,
+    Y_HALLUCINATED, Y_JUDGED_HALLUCINATED, Y_UNJUDGED, Y_MISSED, Y_EXPECTED_CALLS, Y_SELECTION_OK_TURNS,
+    Y_ARGS_CHECKED_CALLS, Y_ARGS_OK_CALLS, Y_SCHEMA_CHECKED_CALLS, Y_SCHEMA_VALID_CALLS, Y_END_TO_END_TURNS,
+    Y_SEQUENCE_TURNS, Y_SEQUENCE_OK_TURNS, Y_SEQUENCE_SCORE_SUM, Y_RESPONSE_CHECKED_TURNS, Y_RESPONSE_OK_TURNS,
+    Y_TURNS_WITH_CALLS, Y_OVER_CALLING_TURNS, Y_FORBIDDEN_TURNS, Y_FORBIDDEN_CALLS, Y_VIOLATIONS, Y_CONFUSION,
+    Y_PER_TOOL, Y_RULE_FAILURES, Y_N
+};
+static const char *const tally_names[Y_N] = {
+    "turns", "judged_turns", "turnless_turns", "all_calls", "judged_calls", "correct", "wrong_tool", "spurious",
+    "hallucinated", "judged_hallucinated", "unjudged", "missed", "expected_calls", "selection_ok_turns",
+    "args_checked_calls", "args_ok_calls", "schema_checked_calls", "schema_valid_calls", "end_to_end_turns",
+    "sequence_turns", "sequence_ok_turns", "sequence_score_sum", "response_checked_turns", "response_ok_turns",
+    "turns_with_calls", "over_calling_turns", "forbidden_turns", "forbidden_calls", "violations", "confusion",
+    "per_tool", "rule_failures"};
+
+enum {
+    K_CALLS, K_JUDGED_CALLS, K_CORRECT, K_WRONG_TOOL, K_SPURIOUS, K_UNJUDGED, K_MISSED, K_EXPECTED_CALLS,
+    K_ARGS_CHECKED_CALLS, K_ARGS_OK_CALLS, K_SCHEMA_CHECKED_CALLS, K_SCHEMA_VALID_CALLS, K_N
+};
+static const char *const counts_names[K_N] = {
+    "calls", "judged_calls", "correct", "wrong_tool", "spurious", "unjudged", "missed", "expected_calls",
+    "args_checked_calls", "args_ok_calls", "schema_checked_calls", "schema_valid_calls"};
+
+enum {
+    V_JUDGED, V_TURNLESS, V_RULE, V_CALLS, V_MISSED, V_EXPECTED_CALLS, V_SELECTION_OK, V_SEQUENCE_OK,
+    V_SEQUENCE_SCORE, V_FORBIDDEN, V_RESPONSE_OK, V_END_TO_END, V_OVER_CALLING, V_CONFUSION, V_EXPECTED_BY_TOOL, V_N
+};
+static const char *const verdict_names[V_N] = {
+    "judged", "turnless", "rule", "calls", "missed", "expected_calls", "selection_ok", "sequence_ok",
+    "sequence_score", "forbidden", "response_ok", "end_to_end", "over_calling", "confusion", "expected_by_tool"};
+
+enum { C_NAME, C_OUTCOME, C_IN_CATALOG, C_SCHEMA_VALID, C_VIOLATIONS, C_ARGS_OK, C_N };
+static const char *const call_names[C_N] = {"name", "outcome", "in_catalog", "schema_valid", "violations", "args_ok"};
+
+static const char *const missed_names[1] = {"tool"};
+static const char *const violation_names[1] = {"kind"};
+
+typedef struct {
+    PyTypeObject *type;
+    Py_ssize_t offset[Y_N];
+} Class;
+
+static Class tally_cls, counts_cls, verdict_cls, call_cls, missed_cls, violation_cls;
+static PyTypeObject *counter_type, *kind_type;
+static PyObject *o_correct, *o_wrong_tool, *o_spurious, *o_hallucinated, *s_value, *one;
+static int ready;
+
+#define SLOT(obj, c, i) (*(PyObject **)((char *)(obj) + (c).offset[i]))
+
+/* ---- checks (nothing changed) and counting, by one walk ---------------------------------------------------- */
+
+/* The walk's state: `apply` 0 checks that everything below is as described at the top (a 0 return then means
+ * "leave it to Python"); 1 counts (a 0 return then means an exception is set). */
+typedef struct {
+    int apply;
+    PyObject *tally;
+} Walk;
+
+/* Whether x is exactly a counter value the reference adds to with `+` alone (int, or the one float). */
+static inline int number_ok(PyObject *x) { return x != NULL && (PyLong_CheckExact(x) || PyFloat_CheckExact(x)); }
+
+/* obj's slot at `offset` += delta (an exact int or float). */
+static int bump_slot(Walk *w, PyObject *obj, Py_ssize_t offset, PyObject *delta) {
+    PyObject **slot = (PyObject **)((char *)obj + offset);
+    if (!w->apply) return number_ok(*slot);
+    PyObject *sum = PyNumber_Add(*slot, delta);
+    if (sum == NULL) return 0;
+    Py_SETREF(*slot, sum);
+    return 1;
+}
+
+static inline int bump(Walk *w, int field, PyObject *delta) {
+    return bump_slot(w, w->tally, tally_cls.offset[field], delta);
+}
+
+/* The Tally's counter `field` (exactly a Counter) [key] += 1; key is exactly a str or a tuple of exact strs. */
+static int count_key(Walk *w, int field, PyObject *key) {
+    PyObject *counter = SLOT(w->tally, tally_cls, field);
+    PyObject *old = PyDict_GetItemWithError(counter, key); /* borrowed */
+    if (!w->apply) return (old == NULL && !PyErr_Occurred()) || (old != NULL && PyLong_CheckExact(old));
+    if (old == NULL && PyErr_Occurred()) return 0;
+    PyObject *n = old == NULL ? Py_NewRef(one) : PyNumber_Add(old, one);
+    if (n == NULL) return 0;
+    int r = PyDict_SetItem(counter, key, n);
+    Py_DECREF(n);
+    return r == 0;
+}
+
+/* Tally._tool(name): the ToolCounts of `name` (an exact str), made when missing (borrowed). While checking: the
+ * existing one after checking its counters, or Py_None for one that would be made (a fresh one holds ints). NULL:
+ * refused (checking) or an exception set (counting). */
+static PyObject *tool(Walk *w, PyObject *name) {
+    PyObject *per_tool = SLOT(w->tally, tally_cls, Y_PER_TOOL);
+    PyObject *tc = PyDict_GetItemWithError(per_tool, name); /* borrowed */
+    if (tc == NULL && PyErr_Occurred()) {
+        if (!w->apply) PyErr_Clear();
+        return NULL;
+    }
+    if (!w->apply) {
+        if (tc == NULL) return Py_None;
+        if (!Py_IS_TYPE(tc, counts_cls.type)) return NULL;
+        for (int i = 0; i < K_N; i++)
+            if (!number_ok(SLOT(tc, counts_cls, i))) return NULL;
+        return tc;
+    }
+    if (tc != NULL) return tc;
+    tc = PyObject_CallNoArgs((PyObject *)counts_cls.type);
+    if (tc == NULL) return NULL;
+    int r = PyDict_SetItem(per_tool, name, tc);
+    Py_DECREF(tc); /* the dict holds it */
+    return r == 0 ? tc : NULL;
+}
+
+/* tc.<field> += delta, tc from tool() (Py_None while checking: nothing to check). */
+static inline int bump_tool(Walk *w, PyObject *tc, int field, PyObject *delta) {
+    if (tc == Py_None) return 1;
+    return bump_slot(w, tc, counts_cls.offset[field], delta);
+}
+
+/* 1 / 0 for exactly True / False, and for None where `none_ok` (the reference tests its truth); -1 otherwise. */
+static inline int flag(PyObject *x, int none_ok) {
+    if (x == Py_True) return 1;
+    if (x == Py_False || (none_ok && x == Py_None)) return 0;
+    return -1;
+}
+
+/* Tally._add_judged_turn. */
+static int judged_turn(Walk *w, PyObject *v, PyObject *n) {
+    PyObject *missed = SLOT(v, verdict_cls, V_MISSED), *expected = SLOT(v, verdict_cls, V_EXPECTED_CALLS);
+    PyObject *by_tool = SLOT(v, verdict_cls, V_EXPECTED_BY_TOOL), *rule = SLOT(v, verdict_cls, V_RULE);
+    PyObject *score = SLOT(v, verdict_cls, V_SEQUENCE_SCORE), *confusion = SLOT(v, verdict_cls, V_CONFUSION);
+    PyObject *response_ok = SLOT(v, verdict_cls, V_RESPONSE_OK);
+    int selection_ok = flag(SLOT(v, verdict_cls, V_SELECTION_OK), 1);
+    int end_to_end = flag(SLOT(v, verdict_cls, V_END_TO_END), 1);
+    int sequence_ok = flag(SLOT(v, verdict_cls, V_SEQUENCE_OK), 1);
+    int over_calling = flag(SLOT(v, verdict_cls, V_OVER_CALLING), 1);
+    int resp = response_ok == Py_None ? 0 : flag(response_ok, 0);
+    if (!w->apply &&
+        (!PyTuple_CheckExact(missed) || !PyLong_CheckExact(expected) || !PyTuple_CheckExact(by_tool) ||
+         !(rule == Py_None || PyUnicode_CheckExact(rule)) || !(score == Py_None || number_ok(score)) ||
+         !PyTuple_CheckExact(confusion) || selection_ok < 0 || end_to_end < 0 || sequence_ok < 0 ||
+         over_calling < 0 || resp < 0))
+        return 0;
+    PyObject *n_missed = PyLong_FromSsize_t(PyTuple_GET_SIZE(missed));
+    if (n_missed == NULL) return w->apply ? 0 : (PyErr_Clear(), 0);
+    int ok = bump(w, Y_JUDGED_TURNS, one) && bump(w, Y_JUDGED_CALLS, n) && bump(w, Y_MISSED, n_missed) &&
+             bump(w, Y_EXPECTED_CALLS, expected);
+    Py_DECREF(n_missed);
+    if (!ok) return 0;
+    for (Py_ssize_t i = 0, m = PyTuple_GET_SIZE(by_tool); i < m; i++) {
+        PyObject *pair = PyTuple_GET_ITEM(by_tool, i);
+        if (!w->apply && !(PyTuple_CheckExact(pair) && PyTuple_GET_SIZE(pair) == 2 &&
+                           PyUnicode_CheckExact(PyTuple_GET_ITEM(pair, 0)) &&
+                           PyLong_CheckExact(PyTuple_GET_ITEM(pair, 1))))
+            return 0;
+        PyObject *tc = tool(w, PyTuple_GET_ITEM(pair, 0));
+        if (tc == NULL || !bump_tool(w, tc, K_EXPECTED_CALLS, PyTuple_GET_ITEM(pair, 1))) return 0;
+    }
+    for (Py_ssize_t i = 0, m = PyTuple_GET_SIZE(missed); i < m; i++) {
+        PyObject *unit = PyTuple_GET_ITEM(missed, i);
+        if (!w->apply && !Py_IS_TYPE(unit, missed_cls.type)) return 0;
+        PyObject *name = SLOT(unit, missed_cls, 0);
+        if (!w->apply && (name == NULL || !PyUnicode_CheckExact(name))) return 0;
+        PyObject *tc = tool(w, name);
+        if (tc == NULL || !bump_tool(w, tc, K_MISSED, one)) return 0;
+    }
+    if (selection_ok && !bump(w, Y_SELECTION_OK_TURNS, one)) return 0;
+    if (end_to_end) {
+        if (!bump(w, Y_END_TO_END_TURNS, one)) return 0;
+    } else if (rule != Py_None && !count_key(w, Y_RULE_FAILURES, rule)) {
+        return 0;
+    }
+    if (score != Py_None) {
+        if (!bump(w, Y_SEQUENCE_TURNS, one) || !bump(w, Y_SEQUENCE_SCORE_SUM, score)) return 0;
+        if (sequence_ok && !bump(w, Y_SEQUENCE_OK_TURNS, one)) return 0;
+    }
+    if (response_ok != Py_None) {
+        if (!bump(w, Y_RESPONSE_CHECKED_TURNS, one)) return 0;
+        if (resp && !bump(w, Y_RESPONSE_OK_TURNS, one)) return 0;
+    }
+    if (over_calling && !bump(w, Y_OVER_CALLING_TURNS, one)) return 0;
+    for (Py_ssize_t i = 0, m = PyTuple_GET_SIZE(confusion); i < m; i++) {
+        PyObject *pair = PyTuple_GET_ITEM(confusion, i);
+        if (!w->apply && !(PyTuple_CheckExact(pair) && PyTuple_GET_SIZE(pair) == 2 &&
+                           PyUnicode_CheckExact(PyTuple_GET_ITEM(pair, 0)) &&
+                           PyUnicode_CheckExact(PyTuple_GET_ITEM(pair, 1))))
+            return 0;
+        if (!count_key(w, Y_CONFUSION, pair)) return 0;
+    }
+    return 1;
+}
+
+/* `for kind in {x.kind.value for x in c.violations}: self.violations[kind] += 1`: the set built as the reference
+ * builds it, so its keys go into the Counter in the same order. */
+static int count_violations(Walk *w, PyObject *violations) {
+    Py_ssize_t m = PyTuple_GET_SIZE(violations);
+    if (!w->apply) {
+        for (Py_ssize_t i = 0; i < m; i++) {
+            PyObject *x = PyTuple_GET_ITEM(violations, i);
+            if (!Py_IS_TYPE(x, violation_cls.type)) return 0;
+            PyObject *kind = SLOT(x, violation_cls, 0);
+            if (kind == NULL || !Py_IS_TYPE(kind, kind_type)) return 0;
+        }
+        /* The values are the enum's own strs: new keys, or keys already counted (checked when counting, below). */
+        PyObject *counter = SLOT(w->tally, tally_cls, Y_VIOLATIONS);
+        Py_ssize_t pos = 0;
+        PyObject *key, *value;
+        while (PyDict_Next(counter, &pos, &key, &value))
+            if (!PyLong_CheckExact(value)) return 0;
+        return 1;
+    }
+    PyObject *kinds = PySet_New(NULL);
+    if (kinds == NULL) return 0;
+    for (Py_ssize_t i = 0; i < m; i++) {
+        PyObject *value = PyObject_GetAttr(SLOT(PyTuple_GET_ITEM(violations, i), violation_cls, 0), s_value);
+        int r = value != NULL ? PySet_Add(kinds, value) : -1;
+        Py_XDECREF(value);
+        if (r < 0) {
+            Py_DECREF(kinds);
+            return 0;
+        }
+    }
+    PyObject *it = PyObject_GetIter(kinds), *kind;
+    int ok = it != NULL;
+    while (ok && (kind = PyIter_Next(it)) != NULL) {
+        ok = count_key(w, Y_VIOLATIONS, kind);
+        Py_DECREF(kind);
+    }
+    ok = ok && !PyErr_Occurred();
+    Py_XDECREF(it);
+    Py_DECREF(kinds);
+    return ok;
+}
+
+/* One call of the per-call loop of Tally._add_py. */
+static int count_call(Walk *w, PyObject *c, int judged) {
+    if (!w->apply && !Py_IS_TYPE(c, call_cls.type)) return 0;
+    PyObject *name = SLOT(c, call_cls, C_NAME), *outcome = SLOT(c, call_cls, C_OUTCOME);
+    PyObject *valid = SLOT(c, call_cls, C_SCHEMA_VALID), *args_ok = SLOT(c, call_cls, C_ARGS_OK);
+    PyObject *violations = SLOT(c, call_cls, C_VIOLATIONS), *in_catalog = SLOT(c, call_cls, C_IN_CATALOG);
+    if (!w->apply &&
+        (name == NULL || outcome == NULL || valid == NULL || args_ok == NULL || violations == NULL ||
+         in_catalog == NULL || !PyUnicode_CheckExact(name) || flag(in_catalog, 1) < 0 ||
+         (valid != Py_None && flag(valid, 0) < 0) || (args_ok != Py_None && flag(args_ok, 0) < 0) ||
+         (valid == Py_False && !PyTuple_CheckExact(violations))))
+        return 0;
+    PyObject *tc = Py_None;
+    if (in_catalog == Py_True) {
+        if ((tc = tool(w, name)) == NULL || !bump_tool(w, tc, K_CALLS, one)) return 0;
+        if (judged && !bump_tool(w, tc, K_JUDGED_CALLS, one)) return 0;
+    }
+    int field, tool_field;
+    if (outcome == o_correct) {
+        field = Y_CORRECT, tool_field = K_CORRECT;
+    } else if (outcome == o_wrong_tool) {
+        field = Y_WRONG_TOOL, tool_field = K_WRONG_TOOL;
+    } else if (outcome == o_spurious) {
+        field = Y_SPURIOUS, tool_field = K_SPURIOUS;
+    } else if (outcome == o_hallucinated) {
+        field = Y_HALLUCINATED, tool_field = -1;
+    } else {
+        field = Y_UNJUDGED, tool_field = K_UNJUDGED;
+    }
+    if (!bump(w, field, one)) return 0;
+    if (tool_field < 0) {
+        if (judged && !bump(w, Y_JUDGED_HALLUCINATED, one)) return 0;
+    } else if (!bump_tool(w, tc, tool_field, one)) {
+        return 0;
+    }
+    if (valid != Py_None) {
+        if (!bump(w, Y_SCHEMA_CHECKED_CALLS, one)) return 0;
+        if (valid == Py_True) {
+            if (!bump(w, Y_SCHEMA_VALID_CALLS, one) || !bump_tool(w, tc, K_SCHEMA_CHECKED_CALLS, one) ||
+                !bump_tool(w, tc, K_SCHEMA_VALID_CALLS, one))
+                return 0;
+        } else if (!bump_tool(w, tc, K_SCHEMA_CHECKED_CALLS, one) || !count_violations(w, violations)) {
+            return 0;
+        }
+    }
+    if (args_ok != Py_None) {
+        if (!bump(w, Y_ARGS_CHECKED_CALLS, one)) return 0;
+        if (args_ok == Py_True) {
+            if (!bump(w, Y_ARGS_OK_CALLS, one) || !bump_tool(w, tc, K_ARGS_CHECKED_CALLS, one) ||
+                !bump_tool(w, tc, K_ARGS_OK_CALLS, one))
+                return 0;
+        } else if (!bump_tool(w, tc, K_ARGS_CHECKED_CALLS, one)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Tally._add_py. */
+static int walk(Walk *w, PyObject *v) {
+    PyObject *calls = SLOT(v, verdict_cls, V_CALLS), *forbidden = SLOT(v, verdict_cls, V_FORBIDDEN);
+    int judged = flag(SLOT(v, verdict_cls, V_JUDGED), 1), turnless = flag(SLOT(v, verdict_cls, V_TURNLESS), 1);
+    if (!w->apply && (!PyTuple_CheckExact(calls) || !PyTuple_CheckExact(forbidden) || judged < 0 || turnless < 0))
+        return 0;
+    Py_ssize_t ncalls = PyTuple_GET_SIZE(calls);
+    PyObject *n = PyLong_FromSsize_t(ncalls);
+    if (n == NULL) return w->apply ? 0 : (PyErr_Clear(), 0);
+    int ok = bump(w, Y_TURNS, one) && bump(w, Y_ALL_CALLS, n) && (!ncalls || bump(w, Y_TURNS_WITH_CALLS, one)) &&
+             (!turnless || bump(w, Y_TURNLESS_TURNS, one)) && (!judged || judged_turn(w, v, n));
+    Py_DECREF(n);
+    if (!ok) return 0;
+    Py_ssize_t nf = PyTuple_GET_SIZE(forbidden);
+    if (nf) {
+        Py_ssize_t hits = 0;
+        for (Py_ssize_t i = 0; i < nf && !w->apply; i++)
+            if (!PyUnicode_CheckExact(PyTuple_GET_ITEM(forbidden, i))) return 0;
+        for (Py_ssize_t j = 0; j < ncalls; j++) {
+            PyObject *c = PyTuple_GET_ITEM(calls, j);
+            if (!w->apply && !Py_IS_TYPE(c, call_cls.type)) return 0;
+            PyObject *name = SLOT(c, call_cls, C_NAME);
+            if (!w->apply && (name == NULL || !PyUnicode_CheckExact(name))) return 0;
+            for (Py_ssize_t i = 0; i < nf; i++) {
+                /* str == str, as `in` compares them (identity first) */
+                PyObject *f = PyTuple_GET_ITEM(forbidden, i);
+                if (f == name || PyUnicode_Compare(f, name) == 0) {
+                    hits++;
+                    break;
+                }
+            }
+        }
+        PyObject *h = PyLong_FromSsize_t(hits);
+        if (h == NULL) return w->apply ? 0 : (PyErr_Clear(), 0);
+        ok = bump(w, Y_FORBIDDEN_TURNS, one) && bump(w, Y_FORBIDDEN_CALLS, h);
+        Py_DECREF(h);
+        if (!ok) return 0;
+    }
+    for (Py_ssize_t j = 0; j < ncalls; j++)
+        if (!count_call(w, PyTuple_GET_ITEM(calls, j), judged)) return 0;
+    return 1;
+}
+
+/* Whether the Tally's containers are of exactly the expected types (checked before the walk). */
+static int tally_ok(PyObject *tally) {
+    for (int i = 0; i < Y_N; i++) {
+        PyObject *x = SLOT(tally, tally_cls, i);
+        if (x == NULL) return 0;
+        if (i == Y_PER_TOOL) {
+            if (!PyDict_CheckExact(x)) return 0;
+        } else if (i == Y_VIOLATIONS || i == Y_CONFUSION || i == Y_RULE_FAILURES) {
+            if (!Py_IS_TYPE(x, counter_type)) return 0;
+        }
+    }
+    return 1;
+}
+
+/* Whether every slot of the verdict the walk reads is set. */
+static int verdict_ok(PyObject *v) {
+    for (int i = 0; i < V_N; i++)
+        if (SLOT(v, verdict_cls, i) == NULL) return 0;
+    return 1;
+}
+
+static PyObject *add(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "add(tally, verdict)");
+        return NULL;
+    }
+    PyObject *tally = args[0], *v = args[1];
+    if (!ready || !Py_IS_TYPE(tally, tally_cls.type) || !Py_IS_TYPE(v, verdict_cls.type) || !tally_ok(tally) ||
+        !verdict_ok(v))
+        Py_RETURN_FALSE;
+    Walk w = {0, tally};
+    if (!walk(&w, v)) {
+        PyErr_Clear();
+        Py_RETURN_FALSE;
+    }
+    w.apply = 1;
+    if (!walk(&w, v)) return NULL;
+    Py_RETURN_TRUE;
+}
+
+/* ---- init ---------------------------------------------------------------------------------------------------- */
+
+/* Whether `type` is a class whose objects hold each of names[] in a writable slot of their own (offsets set). */
+static int class_ok(PyObject *type, Class *c, const char *const *names, int n) {
+    if (!PyType_Check(type) || !record_slot_offsets((PyTypeObject *)type, names, n, c->offset)) return 0;
+    Py_XSETREF(c->type, (PyTypeObject *)Py_NewRef(type));
+    return 1;
+}
+
+static PyObject *init(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError, "init(Tally, ToolCounts, TurnVerdict, CallVerdict, MissedUnit, "
+                                         "SchemaViolation, ViolationKind, Counter, (correct, wrong_tool, spurious, "
+                                         "hallucinated))");
+        return NULL;
+    }
+    ready = 0; /* set last: until then add leaves every verdict to Python */
+    PyObject *outcomes = args[8];
+    if (!class_ok(args[0], &tally_cls, tally_names, Y_N) || !class_ok(args[1], &counts_cls, counts_names, K_N) ||
+        !class_ok(args[2], &verdict_cls, verdict_names, V_N) || !class_ok(args[3], &call_cls, call_names, C_N) ||
+        !class_ok(args[4], &missed_cls, missed_names, 1) || !class_ok(args[5], &violation_cls, violation_names, 1) ||
+        !PyType_Check(args[6]) || !PyType_Check(args[7]) ||
+        !PyType_IsSubtype((PyTypeObject *)args[7], &PyDict_Type) || !PyTuple_CheckExact(outcomes) ||
+        PyTuple_GET_SIZE(outcomes) != 4) {
+        PyErr_SetString(PyExc_ImportError, "_ctally: the tally or verdict classes are not plain slotted classes; "
+                                           "the Python Tally.add is used");
+        return NULL;
+    }
+    Py_XSETREF(kind_type, (PyTypeObject *)Py_NewRef(args[6]));
+    Py_XSETREF(counter_type, (PyTypeObject *)Py_NewRef(args[7]));
+    Py_XSETREF(o_correct, Py_NewRef(PyTuple_GET_ITEM(outcomes, 0)));
+    Py_XSETREF(o_wrong_tool, Py_NewRef(PyTuple_GET_ITEM(outcomes, 1)));
+    Py_XSETREF(o_spurious, Py_NewRef(PyTuple_GET_ITEM(outcomes, 2)));
+    Py_XSETREF(o_hallucinated, Py_NewRef(PyTuple_GET_ITEM(outcomes, 3)));
+    if (s_value == NULL && (s_value = PyUnicode_InternFromString("value")) == NULL) return NULL;
+    if (one == NULL && (one = PyLong_FromLong(1)) == NULL) return NULL;
+    ready = 1;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"init", (PyCFunction)(void (*)(void))init, METH_FASTCALL,
+     "init(Tally, ToolCounts, TurnVerdict, CallVerdict, MissedUnit, SchemaViolation, ViolationKind, Counter, "
+     "outcomes): the classes of monitor.judge._tally and monitor.verdict."},
+    {"add", (PyCFunction)(void (*)(void))add, METH_FASTCALL,
+     "add(tally, verdict): Tally.add in C; True when counted, False (nothing changed) to leave it to Python."},
+    {NULL, NULL, 0, NULL}};
+static struct PyModuleDef mod = {PyModuleDef_HEAD_INIT, "_ctally", NULL, -1, methods};
+PyMODINIT_FUNC PyInit__ctally(void) { return PyModule_Create(&mod); }
