@@ -326,10 +326,38 @@ class TurnAssembler:
     def flush(self) -> list[Turn]:
         """Release everything pending (end of a replay, graceful shutdown)."""
         out: list[Turn] = []
+        released = self._released
+        order = self._released_order
+        released_max = self._released_max
+        done = 0  # turns released inline
         for tid, tr in list(self._traces.items()):
-            for sid in sorted(tr.turns, key=lambda s: tr.turns[s].start_ns):
+            turns = tr.turns
+            if len(turns) == 1:
+                sid = next(iter(turns))
+                calls = tr.calls
+                for c in calls:
+                    if c.parent_span_id != sid:
+                        break
+                else:
+                    # The usual case (a replay ends with every turn of its last grace period pending): the trace is
+                    # this turn and calls right under it, released as _release_turn then _release_turnless would.
+                    turn = turns.pop(sid)
+                    if len(calls) > 1:
+                        calls.sort(key=_call_key)
+                    turn.calls = tuple(calls)
+                    tr.calls = []
+                    out.append(turn)
+                    done += 1
+                    key = tid + sid
+                    released.add(key)
+                    order.append(key)
+                    if len(order) > released_max:
+                        released.discard(order.popleft())
+                    continue
+            for sid in sorted(turns, key=lambda s: turns[s].start_ns):
                 self._release_turn(tid, tr, sid, out, None)
             self._release_turnless(tid, tr, out)
+        self.stats.turns_completed += done
         self._traces.clear()
         self._links.clear()
         self._pending_turns = 0

@@ -284,3 +284,31 @@ def test_many_turns_due_together_come_out_in_trace_then_span_order() -> None:
         ("b", "1"),
         ("b", "2"),
     ]
+
+
+def test_flush_releases_a_pending_turn_as_poll_would() -> None:
+    """The turns still in their grace period at the end of a replay are released by flush (in trace order): each
+    with its calls in start order, remembered as released (a late call or a retried turn is counted, not judged),
+    and counted, as the reference releases them."""
+    a = TurnAssembler(grace_s=5)
+    ref = Reference(5 * 10**9, 30 * 10**9, 100, 10, 64)
+    recs = [
+        ("turn", "b", "t1", "", 0, 9),
+        ("call", "b", "c2", "t1", 3, 4),
+        ("call", "b", "c1", "t1", 1, 2),
+        ("call", "b", "c3", "t1", 1, 5),
+        ("turn", "a", "t1", "", 0, 9),
+        ("call", "a", "c1", "t1", 2, 3),
+        ("turn", "c", "t1", "", 0, 9),
+        ("turn", "c", "t2", "t1", 0, 9),
+        ("call", "c", "c1", "t2", 2, 3),
+        ("call", "c", "c2", "t1", 1, 3),
+    ]
+    assert a.add_records([build(*r) for r in recs], 0) == ref.add_records([build(*r) for r in recs], 0) == []
+    got, expect = a.flush(), ref.flush()
+    assert shape(got) == shape(expect)
+    assert shape(got)[0] == ("b", "t1", False, 0, [("b", "c1"), ("b", "c3"), ("b", "c2")])
+    assert a.stats == ref.stats and a.stats.turns_completed == 4 and (a.pending_traces, a.pending_turns) == (0, 0)
+    late = [("call", "b", "c9", "t1", 5, 6), ("turn", "a", "t1", "", 0, 9)]
+    assert a.add_records([build(*r) for r in late], 10**10) == ref.add_records([build(*r) for r in late], 10**10)
+    assert a.stats == ref.stats and (a.stats.late_calls, a.stats.duplicates) == (1, 1)
