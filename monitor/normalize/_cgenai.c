@@ -499,11 +499,14 @@ static int turn(PyObject *span, PyObject *attrs, PyObject *out, PyObject *proble
         if (t) Py_SETREF(case_id, tmp);
         tmp = NULL;
     }
-    /* last = _DEFINITIONS_BY_LENGTH.get(len(raw_defs)) if type(raw_defs) is str else None
+    /* defs = None when raw_defs is None, else:
+     * last = _DEFINITIONS_BY_LENGTH.get(len(raw_defs)) if type(raw_defs) is str else None
      * defs = last[1] if last is not None and last[0] == raw_defs else _tool_definitions(raw_defs) */
     Py_CLEAR(raw);
     if ((raw = dget(attrs, lookup_key[K_DEFS])) == NULL) goto fail;
-    if (PyUnicode_CheckExact(raw)) {
+    if (raw == Py_None) {
+        defs = Py_NewRef(Py_None);
+    } else if (PyUnicode_CheckExact(raw)) {
         if ((tmp = PyLong_FromSsize_t(PyUnicode_GET_LENGTH(raw))) == NULL || (last = dget(defs_by_length, tmp)) == NULL)
             goto fail;
         Py_CLEAR(tmp);

@@ -398,8 +398,11 @@ def _convert_py(  # noqa: C901 - one flat pass per span: a call per record cost 
             if case_id is not None and type(case_id) is not str and not isinstance(case_id, str):
                 case_id = str(case_id)
             raw_defs = attrs.get(TOOL_DEFINITIONS)
-            last = _DEFINITIONS_BY_LENGTH.get(len(raw_defs)) if type(raw_defs) is str else None
-            defs = last[1] if last is not None and last[0] == raw_defs else _tool_definitions(raw_defs)
+            if raw_defs is None:  # no tools offered (most turns of most agents): nothing to look up
+                defs = None
+            else:
+                last = _DEFINITIONS_BY_LENGTH.get(len(raw_defs)) if type(raw_defs) is str else None
+                defs = last[1] if last is not None and last[0] == raw_defs else _tool_definitions(raw_defs)
             turn = _new(Turn)
             turn.input_text = text
             turn.calls = ()
