@@ -324,7 +324,19 @@ class TurnAssembler:
         return out
 
     def flush(self) -> list[Turn]:
-        """Release everything pending (end of a replay, graceful shutdown)."""
+        """Release everything pending (end of a replay, graceful shutdown): trace by trace, oldest first. The
+        release is in C when the extension is loaded (the same results), else _release_all_py."""
+        out = _RELEASE_ALL_C(self) if _RELEASE_ALL_C is not None else self._release_all_py()
+        self._traces.clear()
+        self._links.clear()
+        self._pending_turns = 0
+        self._due.clear()
+        self._deadlines.clear()
+        return out
+
+    def _release_all_py(self) -> list[Turn]:
+        """flush's release in Python: the reference of _cassembler.c's release_all. Leaves the emptied traces
+        (flush then drops them)."""
         out: list[Turn] = []
         released = self._released
         order = self._released_order
@@ -340,7 +352,7 @@ class TurnAssembler:
                         break
                 else:
                     # The usual case (a replay ends with every turn of its last grace period pending): the trace is
-                    # this turn and calls right under it, released as _release_turn then _release_turnless would.
+                    # this turn and calls right under it, released as _flush_trace would release it.
                     turn = turns.pop(sid)
                     if len(calls) > 1:
                         calls.sort(key=_call_key)
@@ -354,16 +366,16 @@ class TurnAssembler:
                     if len(order) > released_max:
                         released.discard(order.popleft())
                     continue
-            for sid in sorted(turns, key=lambda s: turns[s].start_ns):
-                self._release_turn(tid, tr, sid, out, None)
-            self._release_turnless(tid, tr, out)
+            self._flush_trace(tid, tr, out)
         self.stats.turns_completed += done
-        self._traces.clear()
-        self._links.clear()
-        self._pending_turns = 0
-        self._due.clear()
-        self._deadlines.clear()
         return out
+
+    def _flush_trace(self, tid: str, tr: _Trace, out: list[Turn]) -> None:
+        """Release every turn of a trace (by start time) with its calls, then the calls left as one turnless turn."""
+        turns = tr.turns
+        for sid in sorted(turns, key=lambda s: turns[s].start_ns):
+            self._release_turn(tid, tr, sid, out, None)
+        self._release_turnless(tid, tr, out)
 
     def _evict_oldest(self, out: list[Turn]) -> None:
         """Makes room for a new trace: drops the oldest trace of parent links only (nothing to judge, not counted),
@@ -474,11 +486,12 @@ class TurnAssembler:
 _AddRecords = Callable[[TurnAssembler, Iterable[ToolCall | Turn | Span], int], list[Turn]]
 _Poll = Callable[[TurnAssembler, int], list[Turn]]
 _Count = Callable[["OrderedDict[str, _Trace]"], int | None]
+_ReleaseAll = Callable[[TurnAssembler], list[Turn]]
 
 
-def _load_c() -> tuple[_AddRecords, _Poll, _Count] | tuple[None, None, None]:
-    """add_records, poll and count_turnless of the C assembler (_cassembler.c), given this module's classes and
-    helpers; None when it is not loaded (see load_extension)."""
+def _load_c() -> tuple[_AddRecords, _Poll, _Count, _ReleaseAll] | tuple[None, None, None, None]:
+    """add_records, poll, count_turnless and release_all (flush's) of the C assembler (_cassembler.c), given this
+    module's classes and helpers; None when it is not loaded (see load_extension)."""
     mod = load_extension(
         "monitor.assembly._cassembler",
         TurnAssembler,
@@ -494,8 +507,13 @@ def _load_c() -> tuple[_AddRecords, _Poll, _Count] | tuple[None, None, None]:
         _SPARE_MAX,
     )
     if mod is None:
-        return None, None, None
-    return cast(_AddRecords, mod.add_records), cast(_Poll, mod.poll), cast(_Count, mod.count_turnless)
+        return None, None, None, None
+    return (
+        cast(_AddRecords, mod.add_records),
+        cast(_Poll, mod.poll),
+        cast(_Count, mod.count_turnless),
+        cast(_ReleaseAll, mod.release_all),
+    )
 
 
-_ADD_C, _POLL_C, _COUNT_C = _load_c()
+_ADD_C, _POLL_C, _COUNT_C, _RELEASE_ALL_C = _load_c()

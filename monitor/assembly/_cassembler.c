@@ -1,14 +1,16 @@
-/* TurnAssembler.add_records and TurnAssembler.poll (monitor/assembly/_assembler.py) in C, line by line.
+/* TurnAssembler.add_records, TurnAssembler.poll and flush's release (_release_all_py) (monitor/assembly/_assembler.py)
+ * in C, line by line.
  *
- * Both work on the assembler's own Python state (the _traces and _links OrderedDicts, the _Trace objects, _due,
+ * All three work on the assembler's own Python state (the _traces and _links OrderedDicts, the _Trace objects, _due,
  * _deadlines, _released, _released_order, _judged_alone, _spare, stats, _pending_turns), so C and Python calls can be
  * mixed at any time, with the same released turns, in the same order, the same stats and pending counts. The rare
- * cases are left to the Python methods the reference calls (_evict_oldest, _release_turn, _release_turnless); the
- * usual ones are done here: a new trace (or a spare one), a tool call, a turn, another span; the inline release of a
- * trace that is one turn with its calls right under it; the turnless-timeout scan.
+ * cases are left to the Python methods the reference calls (_evict_oldest, _release_turn, _release_turnless,
+ * _flush_trace); the usual ones are done here: a new trace (or a spare one), a tool call, a turn, another span; the
+ * inline release of a trace that is one turn with its calls right under it (by poll or flush); the turnless-timeout
+ * scan.
  *
- * The whole call goes to the Python reference (_add_records_py / _poll_py) when the assembler is not exactly a
- * TurnAssembler, its state is not of the types __init__ makes, a bound is outside [-2**62, 2**62) (the grace and
+ * The whole call goes to the Python reference (_add_records_py / _poll_py / _release_all_py) when the assembler is
+ * not exactly a TurnAssembler, its state is not of the types __init__ makes, a bound is outside [-2**62, 2**62) (the grace and
  * timeout [0, 2**62)), now_ns plus the grace or minus the timeout would not fit in 64 bits, or, for
  * add_records, `records` is not a list or tuple of exactly ToolCall / Turn / Span records whose ids are exact str:
  * there the Python code behaves as it does (isinstance, attribute access, `tid + sid`), here it is read from the
@@ -43,7 +45,8 @@ static PyObject *s_traces, *s_links, *s_judged_alone, *s_due, *s_deadlines, *s_r
     *s_pending_turns, *s_max_pending, *s_max_calls, *s_max_links, *s_grace_ns, *s_timeout_ns, *s_evict_oldest,
     *s_release_turn, *s_release_turnless, *s_add_records_py, *s_poll_py, *s_append, *s_popleft, *s_sort, *s_clear,
     *s_move_to_end, *s_pop, *s_setdefault, *s_parent_span_id, *s_duplicates, *s_late_calls, *s_late_turns,
-    *s_oversized_calls, *s_oversized_spans, *s_turns_completed, *kw_key;
+    *s_oversized_calls, *s_oversized_spans, *s_turns_completed, *s_flush_trace, *s_release_all_py, *s_items, *zero,
+    *kw_key;
 
 #define SLOT(o, off) (*(PyObject **)((char *)(o) + (off)))
 #define LIMIT (1LL << 62)
@@ -486,6 +489,96 @@ static PyObject *asm_poll(PyObject *module, PyObject *const *args, Py_ssize_t na
     return out;
 }
 
+/* ---- flush ------------------------------------------------------------------------------------------------- */
+
+/* The usual trace at a flush (one turn, `sid`, its calls right under it in the exact list `calls`, `turns` an exact
+ * dict), released as _release_all_py releases it: the turn leaves turns and goes to out with its calls sorted, the
+ * trace keeps an empty list of calls. */
+static int flush_inline(State *s, PyObject *tid, PyObject *tr, PyObject *sid, PyObject *turns, PyObject *calls,
+                        PyObject *out) {
+    PyObject *turn = PyDict_GetItemWithError(turns, sid), *tup = NULL, *empty = NULL;
+    int rc = -1;
+    if (turn == NULL) {
+        if (!PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, sid);
+        return -1;
+    }
+    Py_INCREF(turn);
+    if (PyDict_DelItem(turns, sid) < 0) goto done;
+    if (PyList_GET_SIZE(calls) > 1) {
+        PyObject *args[2] = {calls, f_call_key};
+        PyObject *r = PyObject_VectorcallMethod(s_sort, args, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, kw_key);
+        if (r == NULL) goto done;
+        Py_DECREF(r);
+    }
+    if ((tup = PyList_AsTuple(calls)) == NULL) goto done;
+    if (Py_IS_TYPE(turn, turn_type))
+        Py_XSETREF(SLOT(turn, off_turn[U_CALLS]), Py_NewRef(tup));
+    else if (PyObject_SetAttr(turn, s_calls, tup) < 0)
+        goto done;
+    if ((empty = PyList_New(0)) == NULL || tr_set(tr, X_CALLS, empty) < 0 || PyList_Append(out, turn) < 0 ||
+        remember(s, tid, sid) < 0)
+        goto done;
+    rc = 0;
+done:
+    Py_DECREF(turn);
+    Py_XDECREF(tup);
+    Py_XDECREF(empty);
+    return rc;
+}
+
+/* One trace at a flush: 1 when released inline, 0 when by _flush_trace, -1. */
+static int flush_one(State *s, PyObject *tid, PyObject *tr, PyObject *out) {
+    PyObject *turns = tr_get(tr, X_TURNS), *calls = NULL;
+    int rc = -1;
+    if (turns == NULL) return -1;
+    if (PyDict_CheckExact(turns) && PyDict_GET_SIZE(turns) == 1) {
+        Py_ssize_t pos = 0;
+        PyObject *sid, *value;
+        PyDict_Next(turns, &pos, &sid, &value); /* next(iter(turns)) */
+        Py_INCREF(sid);
+        calls = tr_get(tr, X_CALLS);
+        int all = calls == NULL ? -1 : PyList_CheckExact(calls) ? all_under(calls, sid) : 0;
+        if (all > 0) rc = flush_inline(s, tid, tr, sid, turns, calls, out) < 0 ? -1 : 1;
+        Py_DECREF(sid);
+        if (all < 0 || all > 0) goto done;
+    }
+    rc = call_release(s->self, s_flush_trace, tid, tr, NULL, out, NULL) < 0 ? -1 : 0;
+done:
+    Py_DECREF(turns);
+    Py_XDECREF(calls);
+    return rc;
+}
+
+/* release_all(assembler): TurnAssembler._release_all_py in C (flush's release, trace by trace, oldest first). */
+static PyObject *release_all(PyObject *module, PyObject *self) {
+    State s;
+    if (!state_load(&s, self, zero)) return method(self, s_release_all_py, NULL, NULL);
+    PyObject *items = method(s.traces, s_items, NULL, NULL), *list = NULL, *out = NULL;
+    if (items == NULL || (list = PySequence_List(items)) == NULL || (out = PyList_New(0)) == NULL) goto fail;
+    long long done = 0; /* turns released inline */
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); i++) {
+        PyObject *item = PyList_GET_ITEM(list, i);
+        if (!PyTuple_CheckExact(item) || PyTuple_GET_SIZE(item) != 2) {
+            PyErr_SetString(PyExc_TypeError, "release_all: the traces' items are not (trace id, trace) pairs");
+            goto fail;
+        }
+        int r = flush_one(&s, PyTuple_GET_ITEM(item, 0), PyTuple_GET_ITEM(item, 1), out);
+        if (r < 0) goto fail;
+        done += r;
+    }
+    if (add_attr(s.stats, s_turns_completed, done) < 0) goto fail;
+    Py_DECREF(items);
+    Py_DECREF(list);
+    state_clear(&s);
+    return out;
+fail:
+    Py_XDECREF(items);
+    Py_XDECREF(list);
+    Py_XDECREF(out);
+    state_clear(&s);
+    return NULL;
+}
+
 /* ---- add_records ------------------------------------------------------------------------------------------- */
 
 enum { K_CALL, K_TURN, K_OTHER };
@@ -816,6 +909,7 @@ static PyObject *init(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         {&s_max_links, "max_links_per_trace"}, {&s_grace_ns, "grace_ns"}, {&s_timeout_ns, "turnless_timeout_ns"},
         {&s_evict_oldest, "_evict_oldest"}, {&s_release_turn, "_release_turn"},
         {&s_release_turnless, "_release_turnless"}, {&s_add_records_py, "_add_records_py"}, {&s_poll_py, "_poll_py"},
+        {&s_flush_trace, "_flush_trace"}, {&s_release_all_py, "_release_all_py"}, {&s_items, "items"},
         {&s_append, "append"}, {&s_popleft, "popleft"}, {&s_sort, "sort"}, {&s_clear, "clear"},
         {&s_move_to_end, "move_to_end"}, {&s_pop, "pop"}, {&s_setdefault, "setdefault"},
         {&s_parent_span_id, "parent_span_id"}, {&s_duplicates, "duplicates"}, {&s_late_calls, "late_calls"}, {&s_late_turns, "late_turns"},
@@ -830,6 +924,8 @@ static PyObject *init(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     Py_XSETREF(kw_key, Py_BuildValue("(s)", "key"));
     if (kw_key == NULL) return NULL;
+    Py_XSETREF(zero, PyLong_FromLong(0));
+    if (zero == NULL) return NULL;
     Py_ssize_t spare = PyLong_AsSsize_t(args[10]);
     if (spare == -1 && PyErr_Occurred()) return NULL;
     Py_CLEAR(asm_type); /* set last: until then add_records and poll hand every call to Python */
@@ -876,6 +972,8 @@ static PyMethodDef methods[] = {
     {"add_records", (PyCFunction)(void (*)(void))add_records, METH_FASTCALL,
      "add_records(assembler, records, now_ns): TurnAssembler.add_records in C."},
     {"poll", (PyCFunction)(void (*)(void))asm_poll, METH_FASTCALL, "poll(assembler, now_ns): TurnAssembler.poll in C."},
+    {"release_all", release_all, METH_O,
+     "release_all(assembler): TurnAssembler._release_all_py in C (flush's release; flush then clears the state)."},
     {"count_turnless", count_turnless, METH_O,
      "count_turnless(traces): pending traces with calls and no turn, or None (then counted in Python)."},
     {NULL, NULL, 0, NULL}};

@@ -1,4 +1,4 @@
-"""The C assembler (_cassembler.c) against the Python reference (_add_records_py / _poll_py).
+"""The C assembler (_cassembler.c) against the Python reference (_add_records_py / _poll_py / _release_all_py).
 
 Random sequences of records, polls and flushes go to an assembler running C and to one running Python: the same
 turns must come out (the same record objects, in the same order, with the same calls), and the state must stay the
@@ -291,6 +291,34 @@ def test_released_keys_are_forgotten() -> None:
     assert list(c.asm._released_order) == ["dt", "et"] and c.asm.stats.duplicates == 1
 
 
+def test_flush_releases_the_usual_trace_in_c_and_hands_the_others_to_flush_trace() -> None:
+    """At a flush (the end of a replay) a trace that is one turn with its calls right under it is released in C, in
+    trace order among the others; a trace of several turns, of nested calls, of calls alone, or whose containers were
+    replaced from outside goes to _flush_trace. Both sides compare equal at each step (hand runs them)."""
+    steps: list[tuple[str, list[Spec], int]] = [
+        ("add", [("call", U, "c2", "t", 3, 4), ("call", U, "c1", "t", 2, 3), ("turn", U, "t", "", 0, 5)], 0),
+        ("add", [("turn", T, "t2", "", 1, 9), ("turn", T, "t1", "", 0, 9), ("call", T, "c", "t2", 1, 2)], 0),
+        ("add", [("call", "x", "c", "p", 0, 1), ("turn", "y", "t", "", 0, 1), ("other", "y", "m", "t", 0, 1)], 0),
+        ("add", [("call", "y", "c", "m", 0, 1), ("turn", "z", "t", "", 0, 1), ("call", "z", "c", "t", 0, 1)], 0),
+    ]
+    c, py = hand(steps, grace_s=100)
+    handed: list[str] = []
+    flush_trace = c.asm._flush_trace
+
+    def counted(tid: str, tr: Any, out: list[Turn]) -> None:
+        handed.append(tid)
+        flush_trace(tid, tr, out)
+
+    c.asm._flush_trace = counted  # type: ignore[method-assign]
+    for side in (c, py):  # z's calls replaced by a tuple: the general path (in Python, for both sides)
+        side.asm._traces["z"].calls = tuple(side.asm._traces["z"].calls)  # type: ignore[assignment]
+    got, expect = c.asm.flush(), py.asm.flush()
+    assert c.turns(got) == py.turns(expect) and c.state() == py.state()
+    assert [(t.trace_id, t.span_id) for t in got] == [(U, "t"), (T, "t1"), (T, "t2"), ("x", ""), ("y", "t"), ("z", "t")]
+    assert [c.ref(x) for x in got[0].calls] == [1, 0]  # sorted by start
+    assert handed == [T, "x", "y", "z"] and c.asm.stats.turns_completed == 5 and not c.asm.pending_traces
+
+
 # ---- fallbacks ------------------------------------------------------------------------------------------------
 
 
@@ -475,9 +503,9 @@ def test_references_are_released() -> None:
 
 
 def test_memory_stays_flat_when_python_code_raises_midway() -> None:
-    """The error paths release what they hold: start times that cannot be compared (a sort in the inline release,
-    in _release_turn, in _release_turnless, in an eviction), counters that cannot be added to, containers whose
-    methods raise. Measured when written: 2 blocks gained over the 400 rounds."""
+    """The error paths release what they hold: start times that cannot be compared (a sort in the inline release of
+    poll or flush, in _release_turn, in _release_turnless, in an eviction), counters that cannot be added to,
+    containers whose methods raise. Measured when written: 2 blocks gained over the 400 rounds."""
 
     class NoOrder:
         def __lt__(self, other: object) -> bool:
@@ -510,6 +538,9 @@ def test_memory_stays_flat_when_python_code_raises_midway() -> None:
             lambda a: a.poll(2 * 10**10),  # _release_turn sorts them
             lambda a: a.add_records([call("g", "zz", NoOrder(), "b" * 32), call("h", "zz", NoOrder(), "b" * 32)], 0),
             lambda a: a.poll(10**12),  # _release_turnless sorts them
+            lambda a: a.add_records([call("i", "w", NoOrder(), "d" * 32), call("j", "w", NoOrder(), "d" * 32),
+                                     turn("w", tid="d" * 32)], 10**12),
+            lambda a: a.flush(),  # the inline release of flush (release_all) sorts them
         ]
         for step in steps:
             a = TurnAssembler(grace_s=1, turnless_timeout_s=3)
@@ -550,6 +581,23 @@ def test_memory_stays_flat_when_python_code_raises_midway() -> None:
         one_round()
     gc.collect()
     assert sys.getallocatedblocks() - blocks < 400  # one object kept per error path would be 4,000 or more
+
+
+def test_references_are_released_by_flush() -> None:
+    a = TurnAssembler(grace_s=1)
+    tid, sid, now = "f" * 32, "t" + "0" * 15, 10**18
+    calls = [ToolCall("x", trace_id=tid, span_id=c, parent_span_id=sid, start_ns=9 - i) for i, c in enumerate("cd")]
+    turn = Turn("hi", trace_id=tid, span_id=sid)
+    objs = (*calls, turn, tid, sid, a.stats, a._traces, a._released)
+    before = [sys.getrefcount(o) for o in objs]
+    assert a.add_records([*calls, turn], now) == []
+    (out,) = a.flush()
+    assert out is turn and turn.calls == (calls[1], calls[0]) and a.stats.turns_completed == 1
+    turn.calls = ()
+    del out
+    key = a._released_order.pop()  # the released key (a new string) is the only trace left
+    a._released.discard(key)
+    assert [sys.getrefcount(o) for o in objs] == before
 
 
 def test_memory_stays_flat_over_many_rounds() -> None:
