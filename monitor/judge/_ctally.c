@@ -9,6 +9,9 @@
  * rule ids and confusion cells that are exactly str; flags that are exactly True, False or None (where the
  * reference tests truth; None only where it may be None). Anything else is left to Python.
  *
+ * add_failed(tally, verdict) does the same and answers verdict.failed (None instead of False when it leaves the
+ * verdict to Python): what a report sink asks of every verdict, in one call.
+ *
  * One walk over the verdict does both: first it only checks (nothing is changed, so a refusal leaves the Tally as
  * it was), then, every check passed, it counts. Counting can then fail only for lack of memory, as Python's can.
  *
@@ -378,23 +381,48 @@ static int verdict_ok(PyObject *v) {
     return 1;
 }
 
-static PyObject *add(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+/* TurnVerdict.failed of a verdict the walk took (its calls a tuple of CallVerdicts, forbidden a tuple). */
+static int verdict_failed(PyObject *v) {
+    if (SLOT(v, verdict_cls, V_END_TO_END) == Py_False || PyTuple_GET_SIZE(SLOT(v, verdict_cls, V_FORBIDDEN)) > 0)
+        return 1;
+    PyObject *calls = SLOT(v, verdict_cls, V_CALLS);
+    for (Py_ssize_t i = 0, n = PyTuple_GET_SIZE(calls); i < n; i++) {
+        PyObject *c = PyTuple_GET_ITEM(calls, i);
+        if (SLOT(c, call_cls, C_OUTCOME) == o_hallucinated || SLOT(c, call_cls, C_SCHEMA_VALID) == Py_False) return 1;
+    }
+    return 0;
+}
+
+/* Counts the verdict: 1, 0 when left to Python (nothing changed), -1 with an exception set. */
+static int count(PyObject *const *args, Py_ssize_t nargs, const char *usage) {
     if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "add(tally, verdict)");
-        return NULL;
+        PyErr_SetString(PyExc_TypeError, usage);
+        return -1;
     }
     PyObject *tally = args[0], *v = args[1];
     if (!ready || !Py_IS_TYPE(tally, tally_cls.type) || !Py_IS_TYPE(v, verdict_cls.type) || !tally_ok(tally) ||
         !verdict_ok(v))
-        Py_RETURN_FALSE;
+        return 0;
     Walk w = {0, tally};
     if (!walk(&w, v)) {
         PyErr_Clear();
-        Py_RETURN_FALSE;
+        return 0;
     }
     w.apply = 1;
-    if (!walk(&w, v)) return NULL;
-    Py_RETURN_TRUE;
+    return walk(&w, v) ? 1 : -1;
+}
+
+static PyObject *add(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    int r = count(args, nargs, "add(tally, verdict)");
+    if (r < 0) return NULL;
+    return PyBool_FromLong(r);
+}
+
+static PyObject *add_failed(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    int r = count(args, nargs, "add_failed(tally, verdict)");
+    if (r < 0) return NULL;
+    if (r == 0) Py_RETURN_NONE;
+    return PyBool_FromLong(verdict_failed(args[1]));
 }
 
 /* ---- init ---------------------------------------------------------------------------------------------------- */
@@ -443,6 +471,9 @@ static PyMethodDef methods[] = {
      "outcomes): the classes of monitor.judge._tally and monitor.verdict."},
     {"add", (PyCFunction)(void (*)(void))add, METH_FASTCALL,
      "add(tally, verdict): Tally.add in C; True when counted, False (nothing changed) to leave it to Python."},
+    {"add_failed", (PyCFunction)(void (*)(void))add_failed, METH_FASTCALL,
+     "add_failed(tally, verdict): add, then verdict.failed (True / False); None when left to Python (nothing "
+     "changed)."},
     {NULL, NULL, 0, NULL}};
 static struct PyModuleDef mod = {PyModuleDef_HEAD_INIT, "_ctally", NULL, -1, methods};
 PyMODINIT_FUNC PyInit__ctally(void) { return PyModule_Create(&mod); }

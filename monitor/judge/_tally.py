@@ -308,8 +308,19 @@ class Tally:
         return f"Tool call accuracy: {self.correct}/{self.judged_calls} ({pct})"
 
 
-def _load_c() -> Callable[[Tally, TurnVerdict], bool] | None:
-    """add of the C tally (_ctally.c), given the classes it counts; None when it is not loaded (see
+def add_verdict(tally: Tally, v: TurnVerdict) -> bool:
+    """`tally.add(v)`, then `v.failed`: what a report sink asks of every verdict, in one C call when the extension
+    is loaded and takes them (_ctally.add_failed)."""
+    if _ADD_FAILED_C is not None:
+        failed = _ADD_FAILED_C(tally, v)
+        if failed is not None:
+            return failed
+    tally.add(v)
+    return v.failed
+
+
+def _load_c() -> tuple[Callable[[Tally, TurnVerdict], bool], Callable[[Tally, TurnVerdict], bool | None]] | None:
+    """add and add_failed of the C tally (_ctally.c), given the classes it counts; None when it is not loaded (see
     load_extension)."""
     mod = load_extension(
         "monitor.judge._ctally",
@@ -323,7 +334,12 @@ def _load_c() -> Callable[[Tally, TurnVerdict], bool] | None:
         Counter,
         (_CORRECT, _WRONG_TOOL, _SPURIOUS, _HALLUCINATED),
     )
-    return None if mod is None else cast(Callable[[Tally, TurnVerdict], bool], mod.add)
+    if mod is None:
+        return None
+    return (
+        cast(Callable[[Tally, TurnVerdict], bool], mod.add),
+        cast(Callable[[Tally, TurnVerdict], bool | None], mod.add_failed),
+    )
 
 
-_ADD_C = _load_c()
+_ADD_C, _ADD_FAILED_C = _load_c() or (None, None)

@@ -12,7 +12,7 @@ import itertools
 from collections import Counter
 from typing import Any
 
-from monitor.judge import Tally
+from monitor.judge import Tally, add_verdict
 from monitor.report._text import natural_key
 from monitor.report.model import CaseResult, Report, Sample, Table, ToolStats
 from monitor.verdict import Outcome, TurnVerdict
@@ -119,8 +119,7 @@ class ReportBuilder:
     ) -> None:
         """Account one verdict; `status`/`message` override the JUnit result (eval: timeouts, trials), `detail` is
         added to its body (eval: the agent's traceback)."""
-        self.tally.add(verdict)
-        failed = verdict.failed
+        failed = add_verdict(self.tally, verdict)  # self.tally.add(verdict); verdict.failed
         if not failed and not self._keep_cases:
             return
         ident = turn_ident(verdict, case_id)

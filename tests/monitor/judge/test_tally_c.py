@@ -10,6 +10,7 @@ when it was not built.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import importlib
 from collections import Counter
@@ -20,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from monitor.judge import Tally, ToolCounts, _tally
+from monitor.judge import Tally, ToolCounts, _tally, add_verdict
 from monitor.verdict import (
     NONE_LABEL,
     UNKNOWN_LABEL,
@@ -119,8 +120,13 @@ def state(t: Tally) -> list[tuple[str, Any]]:
 
 
 def add_both(c: Tally, py: Tally, v: TurnVerdict) -> None:
+    """add on one side, add_failed on the other (alternately), the reference on py: the same counts, and
+    add_failed answers v.failed."""
     assert CTALLY is not None
+    c2 = copy.deepcopy(c)
     assert CTALLY.add(c, v) is True
+    assert CTALLY.add_failed(c2, v) is v.failed
+    assert state(c2) == state(c)
     py._add_py(v)
 
 
@@ -228,7 +234,7 @@ def _unset(v: TurnVerdict) -> TurnVerdict:
 def test_what_it_does_not_take_it_leaves_untouched(what: str, t: Tally, v: TurnVerdict) -> None:
     assert CTALLY is not None
     before = state(t)
-    assert CTALLY.add(t, v) is False
+    assert CTALLY.add(t, v) is False and CTALLY.add_failed(t, v) is None
     assert state(t) == before
 
 
@@ -259,3 +265,17 @@ def test_what_c_leaves_tally_add_counts_in_python() -> None:
     ref._add_py(_sample())
     ref._add_py(_sample())
     assert state(t) == state(ref)
+
+
+@pytest.mark.parametrize("failing", [False, True])
+def test_add_verdict_counts_and_answers_failed_for_what_c_takes_and_what_it_leaves(failing: bool) -> None:
+    """The report sink's call: tally.add(v) then v.failed, whether the extension takes the verdict or not."""
+    v = _sample()
+    if not failing:  # end-to-end, nothing forbidden, no call hallucinated or invalid
+        v = dataclasses.replace(v, end_to_end=True, forbidden=(), calls=v.calls[:1])
+    assert v.failed is failing
+    for odd in (v, dataclasses.replace(v, calls=list(v.calls))):  # type: ignore[arg-type]  # list: left to Python
+        t, ref = Tally(), Tally()
+        assert add_verdict(t, odd) is failing
+        ref._add_py(v)
+        assert state(t) == state(ref)
