@@ -143,3 +143,23 @@ def test_a_bad_check_of_a_step_is_named_in_the_scenario_file(tmp_path: Path, sup
     with pytest.raises(ScenarioError) as info:
         build_judge(sf)
     assert str(info.value).startswith(f"{p}{where}") and message in str(info.value), str(info.value)
+
+
+def test_a_scenario_file_that_is_not_utf8_or_too_large_is_a_located_error(tmp_path: Path) -> None:
+    """The scenario file was read with Path.read_text: a Latin-1 byte raised UnicodeDecodeError (a traceback, exit 1),
+    and no size bound applied. It is read as rule and dataset files are."""
+    from monitor.rules._load import MAX_FILE_BYTES
+
+    p = tmp_path / "latin1.yaml"
+    p.write_bytes(b'scenarios:\n  - name: a\n    steps:\n      - user: "caf\xe9"\n')
+    with pytest.raises(ScenarioError, match=re.escape(f"{p}:4:19: not UTF-8: byte(s) 0xe9")):
+        load_scenarios(p)
+    res = CliRunner().invoke(eval_, ["--scenario", str(p), "--agent", "tests.monitor.offline.agents:memory_agent",
+                                     "--no-progress"])
+    assert res.exit_code == 2 and f"error: {p}:4:19: not UTF-8" in res.output, res.output
+    big = tmp_path / "big.yaml"
+    with big.open("wb") as fh:
+        fh.truncate(MAX_FILE_BYTES + 1)
+    with pytest.raises(ScenarioError, match=re.escape(f"{big}:0:0: file too large ({MAX_FILE_BYTES + 1} bytes")):
+        load_scenarios(big)
+
