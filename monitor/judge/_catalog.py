@@ -80,7 +80,7 @@ class Catalog:
             return None
         try:
             key = json.dumps(params, sort_keys=True)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, RecursionError):  # RecursionError: nested ~800 levels deep
             return None
         with self._lock:
             if key in self._cache:
@@ -90,7 +90,7 @@ class Catalog:
         try:
             jsonschema.Draft202012Validator.check_schema(params)
             validator = None if schema_problem(params) is not None else SchemaValidator(params)
-        except jsonschema.SchemaError:
+        except (jsonschema.SchemaError, RecursionError):  # RecursionError: the checks recurse, ~100 levels
             validator = None
         with self._lock:
             self._cache[key] = validator

@@ -208,6 +208,57 @@ expect:
     assert judge.catalog == frozenset({"a"})
 
 
+def _nested(levels: int, leaf: dict[str, object]) -> dict[str, object]:
+    for _ in range(levels):
+        leaf = {"type": "object", "properties": {"x": leaf}}
+    return leaf
+
+
+@pytest.mark.parametrize("levels", [100, 800])
+def test_an_offered_schema_nested_too_deeply_is_not_used_and_the_turn_is_judged(tmp_path: Path, levels: int) -> None:
+    """An offered schema 100 `properties` levels deep raised RecursionError out of Judge.judge (the metaschema check
+    recurses; 800 levels already in the cache key's json.dumps): serve dropped the turn as a judge error, replay
+    and eval stopped with a traceback. Like any offered schema the judge cannot check, it is not used."""
+    judge = judge_for(tmp_path, """
+catalog: {from_definitions: true, tools: [{name: a}]}
+expect:
+  - when: {prefix: "w"}
+    call: [{tool: get_weather}]
+""")
+    offered = ({"name": "get_weather", "parameters": _nested(levels, {"type": "string"})},)
+    t = Turn("w oslo", (call("get_weather", {"x": "Oslo"}),), tool_definitions=offered)
+    for v in (judge.judge(t), judge.judge(t), judge._general(t)):
+        assert (v.calls[0].outcome.value, v.calls[0].schema_valid, v.end_to_end) == ("correct", None, True)
+
+
+@pytest.mark.parametrize("offered", [False, True])
+def test_arguments_too_deep_for_a_recursive_schema_fail_it_without_raising(tmp_path: Path, offered: bool) -> None:
+    """A recursive schema (`$ref: "#"`, declared or offered) and arguments 900 levels deep that it rejects: the
+    reference validator, which lists the violations, raised RecursionError out of Judge.judge. The arguments
+    fail the schema with one violation saying why they could not be checked further."""
+    schema = {"type": "object", "properties": {"x": {"$ref": "#"}}, "additionalProperties": False}
+    declared = "" if offered else f", schema: {json.dumps(schema)}"
+    judge = judge_for(tmp_path, f"""
+catalog: {{from_definitions: {str(offered).lower()}, tools: [{{name: get_weather{declared}}}]}}
+expect:
+  - when: {{prefix: "w"}}
+    call: [{{tool: get_weather}}]
+""")
+    defs = ({"name": "get_weather", "parameters": schema},) if offered else None
+    args: dict[str, object] = {"y": 1}  # the innermost level has a property the schema does not allow
+    for _ in range(900):
+        args = {"x": args}
+    shallow = {"x": {"x": {"y": 1}}}
+    for v in (judge.judge(Turn("w", (call("get_weather", shallow),), tool_definitions=defs)),):
+        assert v.calls[0].schema_valid is False and v.calls[0].violations[0].kind.value == "additional"
+    t = Turn("w oslo", (call("get_weather", args),), tool_definitions=defs)
+    for v in (judge.judge(t), judge._general(t)):
+        c = v.calls[0]
+        assert (c.outcome.value, c.schema_valid) == ("correct", False)
+        assert [(x.kind.value, x.message) for x in c.violations] == [
+            ("other", "the arguments are nested too deeply to check against the schema")]
+
+
 def test_agent_scoping_across_files() -> None:
     judge = Judge(load_rules([RULES / f for f in ("incident-triage.yaml", "customer-support.yaml", "travel.yaml")]))
     assert judge.agents == frozenset({"incident-triage", "customer-support", "travel"})
