@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -257,6 +258,43 @@ expect:
         assert (c.outcome.value, c.schema_valid) == ("correct", False)
         assert [(x.kind.value, x.message) for x in c.violations] == [
             ("other", "the arguments are nested too deeply to check against the schema")]
+
+
+def test_an_agent_offering_more_tools_than_256_keeps_its_validators(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The offered schemas' validators were cached 256 at most, least recently used first out: an agent offering
+    257 tools on every turn evicted each validator just before its next use, so every turn built all of them again
+    (2 ms a turn at 250 tools, 324 ms at 257, 1.4 s at 1,000). The cache holds 4,096 schemas, within 16 MiB of
+    their JSON; a schema past the bytes is used, not kept."""
+    from monitor.judge import _catalog
+    from monitor.judge._schema import SchemaValidator
+
+    built: list[object] = []
+
+    class Counted(SchemaValidator):
+        __slots__ = ()
+
+        def __init__(self, schema: Any) -> None:
+            built.append(schema)
+            super().__init__(schema)
+
+    monkeypatch.setattr(_catalog, "SchemaValidator", Counted)
+    judge = judge_for(tmp_path, "catalog: {from_definitions: true, tools: [{name: a}]}\n")
+    defs = tuple({"name": f"t{i}", "parameters": {"type": "object", "properties": {"q": {"maxLength": i + 1}}}}
+                 for i in range(300))
+    t = Turn("w", (call("t299", {"q": "x" * 301}),), tool_definitions=defs)
+    assert judge.judge(t).calls[0].schema_valid is False
+    assert len(built) == 300
+    assert judge.judge(t).calls[0].schema_valid is False
+    assert len(built) == 300  # none built again
+    assert _catalog.MAX_CACHED_DEFINITION_SCHEMAS == 4096 and _catalog.MAX_CACHED_DEFINITION_BYTES == 16 << 20
+    big = {"type": "object", "properties": {"p1": {"description": "d" * (16 << 20)}}}
+    big_t = Turn("w", (call("big", {"p1": 1}),), tool_definitions=({"name": "big", "parameters": big},))
+    for _ in range(2):
+        assert judge.judge(big_t).calls[0].schema_valid is True
+    assert len(built) == 302  # over the bytes: built for each turn, and the 300 others are still kept
+    judge.judge(t)
+    assert len(built) == 302
 
 
 def test_agent_scoping_across_files() -> None:
