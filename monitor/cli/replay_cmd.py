@@ -46,7 +46,7 @@ def replay(sources: tuple[str, ...], rules: tuple[str, ...], fmt: str, grace: fl
     messages each after a 4-byte big-endian size as the Collector's format: proto writes, or after a varint
     size, or one bare message), or a directory of them (searched recursively by suffix: .json .jsonl .ndjson /
     .pb .bin .binpb .otlp .protobuf, optionally .gz or .zst), or - for standard input. zstd (the Collector's
-    compression: zstd, of the whole file or of each message) is detected by its magic bytes, .gz by suffix.
+    compression: zstd, of the whole file or of each message) and gzip are detected by their magic bytes.
 
     The spans go through the same decoder, turn assembler and judge as `toolwatch serve`, so the verdicts
     and figures are those live serving gives for the same spans.

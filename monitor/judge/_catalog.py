@@ -20,7 +20,10 @@ from monitor.records import Turn
 from monitor.rules import RuleSet
 from monitor.rules._tool_schema import schema_problem
 
-MAX_CACHED_DEFINITION_SCHEMAS = 256
+# An agent offers the same tools on every turn: their validators are kept for all of them, or each turn builds every
+# one again (a 256-entry LRU cache, used in order by an agent offering 257 tools, missed every time: 324 ms a turn).
+MAX_CACHED_DEFINITION_SCHEMAS = 4096
+MAX_CACHED_DEFINITION_BYTES = 16 << 20  # of the schemas' JSON; a schema past it alone is used, not kept
 
 
 class TurnTools:
@@ -44,7 +47,8 @@ class Catalog:
             schema = tool.schema
             if schema is not None:
                 self.validators[tool.name] = SchemaValidator(schema)
-        self._cache: OrderedDict[str, SchemaValidator | None] = OrderedDict()
+        self._cache: OrderedDict[str, SchemaValidator | None] = OrderedDict()  # schema JSON -> its validator
+        self._cache_bytes = 0  # the length of the cache's keys
         self._lock = threading.Lock()
         self._plain: dict[frozenset[str], TurnTools] = {}
 
@@ -80,7 +84,7 @@ class Catalog:
             return None
         try:
             key = json.dumps(params, sort_keys=True)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, RecursionError):  # RecursionError: nested ~800 levels deep
             return None
         with self._lock:
             if key in self._cache:
@@ -90,10 +94,14 @@ class Catalog:
         try:
             jsonschema.Draft202012Validator.check_schema(params)
             validator = None if schema_problem(params) is not None else SchemaValidator(params)
-        except jsonschema.SchemaError:
+        except (jsonschema.SchemaError, RecursionError):  # RecursionError: the checks recurse, ~100 levels
             validator = None
+        if len(key) > MAX_CACHED_DEFINITION_BYTES:
+            return validator
         with self._lock:
-            self._cache[key] = validator
-            while len(self._cache) > MAX_CACHED_DEFINITION_SCHEMAS:
-                self._cache.popitem(last=False)
+            if key not in self._cache:
+                self._cache[key] = validator
+                self._cache_bytes += len(key)
+            while len(self._cache) > MAX_CACHED_DEFINITION_SCHEMAS or self._cache_bytes > MAX_CACHED_DEFINITION_BYTES:
+                self._cache_bytes -= len(self._cache.popitem(last=False)[0])
         return validator

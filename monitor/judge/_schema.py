@@ -37,6 +37,9 @@ _KINDS: dict[str, ViolationKind] = {
     "const": ViolationKind.ENUM,
 }
 MAX_VIOLATIONS = 8
+# Arguments the reference validator cannot walk (it recurses per level; a recursive schema admits any depth) and the
+# fast validator did not accept: they fail the schema, with this violation, rather than raise out of the judge.
+TOO_DEEP = SchemaViolation(ViolationKind.OTHER, "", "the arguments are nested too deeply to check against the schema")
 
 
 @lru_cache(maxsize=4096)
@@ -173,7 +176,12 @@ class SchemaValidator:
 
     def is_valid(self, instance: Any) -> bool:
         """Reference-equivalent answer: fast path when it accepts, reference otherwise."""
-        return self._fast_accepts(instance) or bool(self.reference.is_valid(instance))
+        if self._fast_accepts(instance):
+            return True
+        try:
+            return bool(self.reference.is_valid(instance))
+        except RecursionError:  # as in violations: TOO_DEEP
+            return False
 
     def violations(self, instance: Any, *, fast_asked: bool = False) -> tuple[SchemaViolation, ...]:
         """Empty when valid (as is_valid answers); otherwise the classified violations (at most MAX_VIOLATIONS).
@@ -182,9 +190,12 @@ class SchemaValidator:
         if not fast_asked and self._fast_accepts(instance):
             return ()
         out = []
-        for err in self.reference.iter_errors(instance):
-            path = "/".join(str(p) for p in err.absolute_path)
-            out.append(SchemaViolation(classify(err), path, err.message[:300]))
-            if len(out) >= MAX_VIOLATIONS:
-                break
+        try:
+            for err in self.reference.iter_errors(instance):
+                path = "/".join(str(p) for p in err.absolute_path)
+                out.append(SchemaViolation(classify(err), path, err.message[:300]))
+                if len(out) >= MAX_VIOLATIONS:
+                    break
+        except RecursionError:  # the reference recurses per level: arguments ~900 deep under a recursive schema
+            return (TOO_DEEP,)
         return tuple(out)

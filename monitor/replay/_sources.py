@@ -10,10 +10,13 @@ Formats (chosen by `detect_format`, or forced with `fmt`):
   - `pb-varint`: each message after its size as a base-128 varint (protobuf's `writeDelimitedTo`);
   - `pb-single`: one bare ExportTraceServiceRequest filling the whole file.
   A file whose varint-prefixed sizes tile it exactly is read as a varint stream, otherwise as one message; one
-  that tiles but starts with 0x0a (as a bare request does) and decodes as one message is read as one message.
-Compression: `.gz` files by their suffix; zstd (the Collector's `compression: zstd`) by its magic bytes, for the
-whole file (the Collector's native compression) and for each framed message (its legacy mode). Decompressed sizes
-are bounded: a line or message is at most MAX_MESSAGE_BYTES, a file read whole at most MAX_SINGLE_FILE_BYTES.
+  that tiles but starts with 0x0a (as a bare request does) and decodes as one message is read as one message. One
+  that does not tile, holds whole varint-prefixed messages and does not start with 0x0a is a varint stream cut
+  short: its whole messages are read, and the rest is a read error.
+Compression: gzip by the `.gz` suffix or by its magic bytes (standard input, a file not named .gz); zstd (the
+Collector's `compression: zstd`) by its magic bytes, for the whole file (the Collector's native compression) and
+for each framed message (its legacy mode). Decompressed sizes are bounded: a line or message is at most
+MAX_MESSAGE_BYTES, a file read whole at most MAX_SINGLE_FILE_BYTES.
 
 `-` reads standard input, detected the same way, e.g. `zcat spans.gz | toolwatch replay -`.
 
@@ -56,6 +59,8 @@ PB_SUFFIXES = frozenset({".pb", ".bin", ".otlp", ".protobuf", ".binpb"})
 COMPRESSED_SUFFIXES = (".gz", ".zst", ".zstd")  # after a span file suffix (.gz by suffix, zstd by content)
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024  # one export request (decompressed); larger is refused as corrupt
 MAX_SINGLE_FILE_BYTES = 512 * 1024 * 1024  # a varint-delimited or bare protobuf file is read whole (decompressed)
+GZIP_MAGIC = b"\x1f\x8b\x08"  # gzip, deflate: no OTLP JSON, protobuf request or framing starts so (0x1f is field 3
+# of an invalid wire type; as a 4-byte size, past MAX_MESSAGE_BYTES)
 _FIELD_1_LEN = 0x0A  # the first byte of a bare ExportTraceServiceRequest: field 1 (resource_spans), length-delimited
 LINE_BUFFER_BYTES = 4 * 1024 * 1024
 READ_CHUNK_BYTES = 4 * 1024 * 1024
@@ -200,6 +205,10 @@ def _open_source(p: Path) -> Iterator[_Opened]:
                 gz = cast(IO[bytes], gzip.GzipFile(fileobj=raw, mode="rb"))
                 opened.fh, opened.compressed = io.BufferedReader(_Raw(b"", gz), LINE_BUFFER_BYTES), True
         magic, opened.fh = _peek(opened.fh, len(ZSTD_MAGIC))
+        if magic.startswith(GZIP_MAGIC) and not opened.compressed:  # standard input, a gzip file not named .gz
+            gz = cast(IO[bytes], gzip.GzipFile(fileobj=opened.fh, mode="rb"))
+            opened.fh, opened.compressed = io.BufferedReader(_Raw(b"", gz), LINE_BUFFER_BYTES), True
+            magic, opened.fh = _peek(opened.fh, len(ZSTD_MAGIC))
         if magic == ZSTD_MAGIC:
             opened.fh, opened.compressed = zstd_stream(opened.fh, LINE_BUFFER_BYTES), True
         yield opened
@@ -278,7 +287,10 @@ def _whole_file_records(name: str, src: _Opened, framing: str, errors: list[BadR
             single = parse_protobuf(buf)
         except DecodeError:
             pass
-    if framing == "single" or single is not None or (framing == "auto" and tiled_to < len(buf)):
+    # `auto`: content that does not tile is one message, unless it has whole frames and does not start as a bare
+    # request does (0x0a): then it is a varint stream cut short (a writer stopped mid-message), read up to the cut.
+    cut_stream = framing == "auto" and tiled_to < len(buf) and bool(frames) and buf[0] != _FIELD_1_LEN
+    if framing == "single" or single is not None or (framing == "auto" and tiled_to < len(buf) and not cut_stream):
         frames, tiled_to = ([(0, len(buf))] if buf else []), len(buf)
     scale = src.size / max(len(buf), 1)  # progress: the share of the content read, in bytes of the file
     for n, (start, end) in enumerate(frames, 1):
@@ -289,7 +301,7 @@ def _whole_file_records(name: str, src: _Opened, framing: str, errors: list[BadR
             errors.append(BadRecord(name, f"message {n} at byte {start}", str(exc)))
             continue
         yield decoded, int(end * scale)
-    if tiled_to < len(buf):  # only a forced varint stream: `auto` reads a file that does not tile as one message
+    if tiled_to < len(buf):  # a forced varint stream, or one `auto` found cut short
         raise FramingError(tiled_to, f"no varint message size fits the rest of the file ({len(buf) - tiled_to} "
                                      "bytes): the framing is lost")
     if cut is not None:

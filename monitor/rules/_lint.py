@@ -3,32 +3,48 @@
 from __future__ import annotations
 
 from monitor.rules._burn import objective_warnings
-from monitor.rules._model import Always, Expectation, Prefix, RuleSet
-
-
-def _covers(earlier: Expectation, later: Expectation) -> bool:
-    """Whether every turn `later` matches is matched by `earlier` (a sufficient, cheap test)."""
-    if earlier.agent is not None and earlier.agent != later.agent:
-        return False
-    a, b = earlier.when, later.when
-    if isinstance(a, Always) or a == b:
-        return True
-    return isinstance(a, Prefix) and isinstance(b, Prefix) and b.text.startswith(a.text)
+from monitor.rules._model import Always, Condition, Expectation, Prefix, RuleSet
 
 
 def shadowed_rules(rs: RuleSet) -> list[str]:
-    """One line per `expect` rule an earlier rule always matches first (first-match routing never reaches it)."""
+    """One line per `expect` rule an earlier rule always matches first (first-match routing never reaches it).
+
+    The earlier rule must apply to the later one's agent (have its agent, or none) and have no `when`, the same
+    `when`, or a `prefix` the later one's extends (a sufficient, cheap test); the first such rule is named. One pass:
+    the first rule of each (scope, when) and of each (scope, prefix) is kept, and a prefix is looked for at each
+    length an earlier prefix has (comparing every pair took 50 s for 10,000 rules)."""
     out = []
+    first_when: dict[tuple[str | None, Condition], int] = {}  # Always() included: it equals itself
+    first_prefix: dict[tuple[str | None, str], int] = {}
+    lengths: set[int] = set()
     rules = rs.expectations
     for j, later in enumerate(rules):
-        for earlier in rules[:j]:
-            if _covers(earlier, later):
-                out.append(
-                    f"{later.source}:{later.line}: warning: rule {later.id!r} can never match: "
-                    f"rule {earlier.id!r} ({earlier.source}:{earlier.line}) matches first"
-                )
-                break
+        when = later.when
+        found = [first_when.get((s, when)) for s in _scopes(later)]
+        found += [first_when.get((s, _ALWAYS)) for s in _scopes(later)]
+        if isinstance(when, Prefix):
+            text = when.text
+            found += [first_prefix.get((s, text[:n])) for n in lengths if n <= len(text) for s in _scopes(later)]
+        earlier_at = min((i for i in found if i is not None), default=None)
+        if earlier_at is not None:
+            earlier = rules[earlier_at]
+            out.append(
+                f"{later.source}:{later.line}: warning: rule {later.id!r} can never match: "
+                f"rule {earlier.id!r} ({earlier.source}:{earlier.line}) matches first"
+            )
+        first_when.setdefault((later.agent, when), j)
+        if isinstance(when, Prefix):
+            first_prefix.setdefault((later.agent, when.text), j)
+            lengths.add(len(when.text))
     return out
+
+
+_ALWAYS = Always()
+
+
+def _scopes(rule: Expectation) -> tuple[str | None, ...]:
+    """The agent scopes whose rules apply to every turn `rule` matches: every agent's (None), and its own."""
+    return (None,) if rule.agent is None else (None, rule.agent)
 
 
 def unreachable_cases(rs: RuleSet) -> list[str]:

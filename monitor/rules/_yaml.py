@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -36,6 +36,12 @@ object) or 100,000 cases sharing a 10-value `call` list; it is checked in one pa
 at the alias going past it (a bomb is refused in milliseconds). Values written out in the file are bounded by the
 file-size limit instead. Validation costs about 150 us per value in cases, aliased or not: 7,000 cases sharing one
 125-value `call` (870,000 added values) take 84 s, as would the same cases written out (4 MB)."""
+
+MAX_ALIAS_TEXT = 32 << 20
+"""Most characters of scalar text (keys and values) that aliases may add to a document, as much again as a file
+may hold (MAX_FILE_BYTES). Few aliases of one long string stay under MAX_ALIAS_VALUES, but what serializes the
+data writes every copy: a tool schema using a 1 MiB description 2,000 times (a 1 MB file) took 36 s and 4 GB to
+load, its JSON holding each copy. Counted in the same pass as the values."""
 
 
 def format_path(path: Path) -> str:
@@ -110,42 +116,51 @@ def _walk(node: yaml.Node, path: Path, marks: Marks, walked: set[int]) -> None:
             _walk(item, (*path, i), marks, walked)
 
 
+class _Anchor(NamedTuple):
+    """What an alias of an anchor adds: its node's values, its height and the characters of its scalars."""
+
+    values: int
+    height: int
+    text: int
+
+
 class _Open:
     """A collection whose end event is still to come."""
 
-    __slots__ = ("anchor", "height", "items", "mapping", "start")
+    __slots__ = ("anchor", "height", "items", "mapping", "start", "text_start")
 
-    def __init__(self, anchor: str | None, start: int, mapping: bool) -> None:
+    def __init__(self, anchor: str | None, start: int, text_start: int, mapping: bool) -> None:
         self.anchor, self.height, self.start, self.mapping, self.items = anchor, 0, start, mapping, 0
+        self.text_start = text_start
 
 
 def _check_events(text: str, file: str) -> None:
-    """Bound the document before it is built: its nesting depth (MAX_DEPTH) and the values its aliases add
-    (MAX_ALIAS_VALUES). Runs over libyaml's parse events, which keep their own stack (no recursion: building the
-    document recurses in C, and 60,000 compact block levels, `- - - ... x` in 120 KB, crashed the process), in one
-    pass: an anchor's size and height are known when its node ends, and each alias adds them without walking the
-    anchor again."""
-    anchors: dict[str, tuple[int, int]] = {}  # anchor -> (values, height) of its node
+    """Bound the document before it is built: its nesting depth (MAX_DEPTH) and the values and text its aliases add
+    (MAX_ALIAS_VALUES, MAX_ALIAS_TEXT). Runs over libyaml's parse events, which keep their own stack (no recursion:
+    building the document recurses in C, and 60,000 compact block levels, `- - - ... x` in 120 KB, crashed the
+    process), in one pass: an anchor's size and height are known when its node ends, and each alias adds them
+    without walking the anchor again."""
+    anchors: dict[str, _Anchor] = {}
     stack: list[_Open] = []
-    values = added = 0
+    values = added = chars = added_chars = 0  # chars: of scalar text, keys included
     for event in yaml.parse(text, Loader=_BaseLoader):
         if isinstance(event, yaml.CollectionEndEvent):
             done = stack.pop()
             if done.anchor is not None:
-                anchors[done.anchor] = (values - done.start, done.height)
+                anchors[done.anchor] = _Anchor(values - done.start, done.height, chars - done.text_start)
             if stack:
                 stack[-1].height = max(stack[-1].height, done.height + 1)
             continue
         if not isinstance(event, yaml.NodeEvent):
             continue
-        count, height = 1, 0
+        count, height, size = 1, 0, 0
         if isinstance(event, yaml.AliasEvent):
-            count, height = _anchored(event, stack, anchors, file)
+            count, height, size = _anchored(event, stack, anchors, file)
             added += count
-            if added > MAX_ALIAS_VALUES:
-                raise _error(file, event, f"YAML: aliases add more than {MAX_ALIAS_VALUES:,} values to this "
-                                          f"document (each *alias repeats every value of its anchor; this "
-                                          f"*{event.anchor} adds {count:,}); use fewer aliases of big anchors")
+            added_chars += size
+            _check_added(event, file, added, added_chars, count, size)
+        elif isinstance(event, yaml.ScalarEvent):
+            size = len(event.value)
         depth = len(stack)
         if stack:
             parent = stack[-1]
@@ -154,22 +169,34 @@ def _check_events(text: str, file: str) -> None:
         if depth + height > MAX_DEPTH:
             raise _error(file, event, f"YAML: nested deeper than {MAX_DEPTH} levels")
         values += count
+        chars += size
         if isinstance(event, yaml.CollectionStartEvent):
-            stack.append(_Open(event.anchor, values - 1, isinstance(event, yaml.MappingStartEvent)))
+            stack.append(_Open(event.anchor, values - 1, chars, isinstance(event, yaml.MappingStartEvent)))
         else:
             if event.anchor is not None and not isinstance(event, yaml.AliasEvent):
-                anchors[event.anchor] = (1, 0)
+                anchors[event.anchor] = _Anchor(1, 0, size)
             if stack:
                 stack[-1].height = max(stack[-1].height, height + 1)
 
 
-def _anchored(event: yaml.AliasEvent, stack: list[_Open], anchors: dict[str, tuple[int, int]], file: str
-              ) -> tuple[int, int]:
-    """(values, height) of the node an alias repeats (an undefined one is left to the composer to report)."""
+def _check_added(event: yaml.AliasEvent, file: str, added: int, added_chars: int, count: int, size: int) -> None:
+    """Refuse the alias that takes the values or the text added by aliases past their bound."""
+    if added > MAX_ALIAS_VALUES:
+        raise _error(file, event, f"YAML: aliases add more than {MAX_ALIAS_VALUES:,} values to this document (each "
+                                  f"*alias repeats every value of its anchor; this *{event.anchor} adds {count:,}); "
+                                  "use fewer aliases of big anchors")
+    if added_chars > MAX_ALIAS_TEXT:
+        raise _error(file, event, f"YAML: aliases add more than {MAX_ALIAS_TEXT:,} characters of text to this "
+                                  f"document (each *alias repeats all the text of its anchor; this *{event.anchor} "
+                                  f"adds {size:,}); use fewer aliases of big anchors")
+
+
+def _anchored(event: yaml.AliasEvent, stack: list[_Open], anchors: dict[str, _Anchor], file: str) -> _Anchor:
+    """(values, height, text) of the node an alias repeats (an undefined one is left to the composer to report)."""
     if any(o.anchor == event.anchor for o in stack):
         raise _error(file, event, f"YAML: alias *{event.anchor} is inside its own anchor &{event.anchor} (the value "
                                   "would contain itself without end)")
-    return anchors.get(event.anchor or "", (1, 0))
+    return anchors.get(event.anchor or "", _Anchor(1, 0, 0))
 
 
 def _error(file: str, event: yaml.Event, message: str) -> RuleFileError:

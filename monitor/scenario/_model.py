@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from monitor.rules import RuleFileError
+from monitor.rules import RuleFileError, read_text
 from monitor.rules._yaml import Marks, load_yaml
 
 STEP_KEYS = frozenset({"user", "expect", "reference"})
@@ -223,11 +223,9 @@ def _scenario(raw: Any, n: int, where: _Where, path: YamlPath) -> Scenario:
 
 def load_scenarios(path: str | Path) -> ScenarioFile:
     p = Path(path)
-    try:
-        data, marks = load_yaml(p.read_text(encoding="utf-8"), str(p))
-    except OSError as exc:
-        raise ScenarioError(f"{p}: cannot read: {exc.strerror or exc}") from None
-    except RuleFileError as exc:  # YAML syntax, duplicate keys, nesting: with their position
+    try:  # read as rule and dataset files are: bounded, UTF-8
+        data, marks = load_yaml(read_text(p), str(p))
+    except RuleFileError as exc:  # unreadable, too large, not UTF-8, YAML syntax, duplicate keys, nesting, aliases
         raise ScenarioError(str(exc)) from None
     where = _Where(marks)
     if not isinstance(data, dict):

@@ -22,6 +22,7 @@ import yaml
 from monitor.evaluate import AgentFn, Harness, RunResult
 from monitor.judge import Judge
 from monitor.rules import RuleFileError, load_rules
+from monitor.rules._load import MAX_FILE_BYTES
 from monitor.scenario._model import Scenario, ScenarioError, ScenarioFile, Step
 from monitor.verdict import TurnVerdict
 
@@ -58,7 +59,7 @@ def build_judge(sf: ScenarioFile, extra_rules: list[Path] | None = None) -> Judg
         tools = tuple(t.name for t in load_rules(rules).tools)
     with tempfile.TemporaryDirectory(prefix="toolwatch-scenario-") as tmp:
         cases = Path(tmp) / f"{sf.path.stem}.cases.jsonl"
-        cases.write_text("".join(json.dumps(step_case(sc, st, tools)) + "\n" for sc, st in steps), encoding="utf-8")
+        _write_cases(sf, steps, tools, cases)
         wrapper = Path(tmp) / f"{sf.path.stem}.yaml"
         doc: dict[str, Any] = {"version": 1, "cases": cases.name}
         if sf.agent:
@@ -72,6 +73,36 @@ def build_judge(sf: ScenarioFile, extra_rules: list[Path] | None = None) -> Judg
             if exc.file == str(wrapper):
                 raise _error_at(sf, ("agent",), f"agent: {exc.message}") from None
             raise
+
+
+def _write_cases(sf: ScenarioFile, steps: list[tuple[Scenario, Step]], tools: tuple[str, ...], cases: Path) -> None:
+    """The steps' expectations as a labelled-cases file, a step at a time, within the bound of a cases file
+    (MAX_FILE_BYTES): the step that goes past it is a ScenarioError at its place, before more is built."""
+    written = 0
+    with cases.open("w", encoding="utf-8") as fh:
+        for sc, st in steps:
+            line = _json_within(step_case(sc, st, tools), MAX_FILE_BYTES - written - 1)
+            if line is None:
+                any_steps = sum(s.any_calls for _, s in steps)
+                hint = (f"a step without `calls` expects any of the {len(tools)} catalog tools, and its case lists "
+                        f"each ({any_steps} such steps): give such steps `calls`, or " if any_steps and tools else "")
+                raise _error_at(sf, st.path, f"{sc.name}, step {st.index}: the steps up to here make more than "
+                                             f"{MAX_FILE_BYTES:,} bytes of expectations (the limit of a cases file)",
+                                hint + "split the scenarios into several files")
+            fh.write(line + "\n")
+            written += len(line) + 1  # ASCII: json.dumps escapes the rest
+
+
+def _json_within(value: Any, limit: int) -> str | None:
+    """`value` as JSON (ASCII), or None when it takes more than `limit` characters (no more is built)."""
+    parts: list[str] = []
+    size = 0
+    for chunk in json.JSONEncoder().iterencode(value):
+        size += len(chunk)
+        if size > limit:
+            return None
+        parts.append(chunk)
+    return "".join(parts)
 
 
 def _error_at(sf: ScenarioFile, path: tuple[str | int, ...], message: str, hint: str = "") -> ScenarioError:

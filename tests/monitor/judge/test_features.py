@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -206,6 +207,94 @@ expect:
         v = judge.judge(Turn("w oslo", (call("get_weather", {"city": "Oslo"}),), tool_definitions=offered))
         assert (v.calls[0].outcome.value, v.calls[0].schema_valid, v.end_to_end) == ("correct", None, True)
     assert judge.catalog == frozenset({"a"})
+
+
+def _nested(levels: int, leaf: dict[str, object]) -> dict[str, object]:
+    for _ in range(levels):
+        leaf = {"type": "object", "properties": {"x": leaf}}
+    return leaf
+
+
+@pytest.mark.parametrize("levels", [100, 800])
+def test_an_offered_schema_nested_too_deeply_is_not_used_and_the_turn_is_judged(tmp_path: Path, levels: int) -> None:
+    """An offered schema 100 `properties` levels deep raised RecursionError out of Judge.judge (the metaschema check
+    recurses; 800 levels already in the cache key's json.dumps): serve dropped the turn as a judge error, replay
+    and eval stopped with a traceback. Like any offered schema the judge cannot check, it is not used."""
+    judge = judge_for(tmp_path, """
+catalog: {from_definitions: true, tools: [{name: a}]}
+expect:
+  - when: {prefix: "w"}
+    call: [{tool: get_weather}]
+""")
+    offered = ({"name": "get_weather", "parameters": _nested(levels, {"type": "string"})},)
+    t = Turn("w oslo", (call("get_weather", {"x": "Oslo"}),), tool_definitions=offered)
+    for v in (judge.judge(t), judge.judge(t), judge._general(t)):
+        assert (v.calls[0].outcome.value, v.calls[0].schema_valid, v.end_to_end) == ("correct", None, True)
+
+
+@pytest.mark.parametrize("offered", [False, True])
+def test_arguments_too_deep_for_a_recursive_schema_fail_it_without_raising(tmp_path: Path, offered: bool) -> None:
+    """A recursive schema (`$ref: "#"`, declared or offered) and arguments 900 levels deep that it rejects: the
+    reference validator, which lists the violations, raised RecursionError out of Judge.judge. The arguments
+    fail the schema with one violation saying why they could not be checked further."""
+    schema = {"type": "object", "properties": {"x": {"$ref": "#"}}, "additionalProperties": False}
+    declared = "" if offered else f", schema: {json.dumps(schema)}"
+    judge = judge_for(tmp_path, f"""
+catalog: {{from_definitions: {str(offered).lower()}, tools: [{{name: get_weather{declared}}}]}}
+expect:
+  - when: {{prefix: "w"}}
+    call: [{{tool: get_weather}}]
+""")
+    defs = ({"name": "get_weather", "parameters": schema},) if offered else None
+    args: dict[str, object] = {"y": 1}  # the innermost level has a property the schema does not allow
+    for _ in range(900):
+        args = {"x": args}
+    shallow = {"x": {"x": {"y": 1}}}
+    for v in (judge.judge(Turn("w", (call("get_weather", shallow),), tool_definitions=defs)),):
+        assert v.calls[0].schema_valid is False and v.calls[0].violations[0].kind.value == "additional"
+    t = Turn("w oslo", (call("get_weather", args),), tool_definitions=defs)
+    for v in (judge.judge(t), judge._general(t)):
+        c = v.calls[0]
+        assert (c.outcome.value, c.schema_valid) == ("correct", False)
+        assert [(x.kind.value, x.message) for x in c.violations] == [
+            ("other", "the arguments are nested too deeply to check against the schema")]
+
+
+def test_an_agent_offering_more_tools_than_256_keeps_its_validators(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The offered schemas' validators were cached 256 at most, least recently used first out: an agent offering
+    257 tools on every turn evicted each validator just before its next use, so every turn built all of them again
+    (2 ms a turn at 250 tools, 324 ms at 257, 1.4 s at 1,000). The cache holds 4,096 schemas, within 16 MiB of
+    their JSON; a schema past the bytes is used, not kept."""
+    from monitor.judge import _catalog
+    from monitor.judge._schema import SchemaValidator
+
+    built: list[object] = []
+
+    class Counted(SchemaValidator):
+        __slots__ = ()
+
+        def __init__(self, schema: Any) -> None:
+            built.append(schema)
+            super().__init__(schema)
+
+    monkeypatch.setattr(_catalog, "SchemaValidator", Counted)
+    judge = judge_for(tmp_path, "catalog: {from_definitions: true, tools: [{name: a}]}\n")
+    defs = tuple({"name": f"t{i}", "parameters": {"type": "object", "properties": {"q": {"maxLength": i + 1}}}}
+                 for i in range(300))
+    t = Turn("w", (call("t299", {"q": "x" * 301}),), tool_definitions=defs)
+    assert judge.judge(t).calls[0].schema_valid is False
+    assert len(built) == 300
+    assert judge.judge(t).calls[0].schema_valid is False
+    assert len(built) == 300  # none built again
+    assert _catalog.MAX_CACHED_DEFINITION_SCHEMAS == 4096 and _catalog.MAX_CACHED_DEFINITION_BYTES == 16 << 20
+    big = {"type": "object", "properties": {"p1": {"description": "d" * (16 << 20)}}}
+    big_t = Turn("w", (call("big", {"p1": 1}),), tool_definitions=({"name": "big", "parameters": big},))
+    for _ in range(2):
+        assert judge.judge(big_t).calls[0].schema_valid is True
+    assert len(built) == 302  # over the bytes: built for each turn, and the 300 others are still kept
+    judge.judge(t)
+    assert len(built) == 302
 
 
 def test_agent_scoping_across_files() -> None:

@@ -286,6 +286,28 @@ def test_cli_replay_from_standard_input(batches: list[object], support_rules: Pa
         assert "Tool call accuracy: 5/9 (55.6%)" in res.output
 
 
+def test_gzip_content_is_detected_by_its_magic_bytes_on_standard_input_and_without_the_suffix(
+    batches: list[object], support_rules: Path, tmp_path: Path
+) -> None:
+    """gzip was told by the `.gz` suffix only: `cat spans.jsonl.gz | toolwatch replay -`, or a gzip file named
+    .jsonl, gave undecodable records or a lost framing (exit 2, no turn) with a hint about --format. gzip is now
+    detected by its magic bytes, as zstd is (no OTLP JSON, protobuf request or framing starts with them)."""
+    files = write_span_files(batches, tmp_path)
+    for name in ("jsonl", "pb"):
+        packed = gzip.compress(files[name].read_bytes())
+        res = CliRunner().invoke(replay, ["-", "--rules", str(support_rules), "--no-progress", "-q"], input=packed)
+        assert res.exit_code == 0, res.output
+        assert "Tool call accuracy: 5/9 (55.6%)" in res.output
+        misnamed = tmp_path / f"packed.{'jsonl' if name == 'jsonl' else 'pb'}"
+        misnamed.write_bytes(packed)
+        res = CliRunner().invoke(replay, [str(misnamed), "--rules", str(support_rules), "--no-progress", "-q"])
+        assert res.exit_code == 0, res.output
+        assert "Tool call accuracy: 5/9 (55.6%)" in res.output
+    cut = gzip.compress(files["jsonl"].read_bytes())[:-30]
+    res = CliRunner().invoke(replay, ["-", "--rules", str(support_rules), "--no-progress", "-q"], input=cut)
+    assert res.exit_code == 2 and "standard input: cannot read" in res.output, res.output
+
+
 def test_lines_longer_than_the_message_bound_are_skipped_and_reported(
     batches: list[object], support_judge: Judge, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

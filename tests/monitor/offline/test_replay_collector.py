@@ -12,6 +12,7 @@ Each must give the verdicts of the plain JSON lines replay of the same spans.
 
 from __future__ import annotations
 
+import gzip
 import io
 from pathlib import Path
 
@@ -187,6 +188,33 @@ def test_a_misframed_file_is_a_read_error_and_the_cli_exits_2(
     res = CliRunner().invoke(replay, [str(lost), "--rules", str(support_rules), "--no-progress", "-q"])
     assert res.exit_code == 2, res.output
     assert "Tool call accuracy: 1/1 (100.0%)" in res.stdout and res.stderr.startswith(f"error: {lost}: cannot read")
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_a_cut_varint_stream_keeps_its_whole_messages_without_format(
+    batches: list[object], support_rules: Path, support_judge: Judge, tmp_path: Path, compress: bool
+) -> None:
+    """A varint-delimited stream cut inside its last message, read with the format detected: the whole file was
+    tried as one bare message and was one undecodable record (the 9 whole messages before the cut lost, a hint to
+    force pb-varint), while the same stream in a .gz cut short itself kept them. Content that does not tile, holds
+    whole messages and does not start as a bare request does (0x0a) is read as a cut varint stream."""
+    protos, _ = messages(batches)
+    data = b"".join(varint(len(m)) + m for m in protos)[:-10]
+    assert data[:1] != b"\x0a"
+    path = tmp_path / ("cut.pb.gz" if compress else "cut.pb")
+    path.write_bytes(gzip.compress(data) if compress else data)
+    verdicts, r = replay_sorted(support_judge, [path])
+    assert r.stats.requests == len(protos) - 1 and len(verdicts) == len(protos) - 1
+    assert not r.stats.bad_records
+    (error,) = r.stats.read_errors
+    content = "decompressed content" if compress else "content"
+    tiled = len(data) - (len(protos[-1]) - 10) - len(varint(len(protos[-1])))
+    assert error.startswith(f"{path}: cannot read past byte {tiled} of its {content} (after {len(protos) - 1} "
+                            "messages, which were replayed)"), error
+    res = CliRunner().invoke(replay, ["-", "--rules", str(support_rules), "--no-progress", "-q", "--format", "pb"],
+                             input=data)
+    assert res.exit_code == 2 and "Tool call accuracy: 5/8" in res.stdout, res.output
+    assert "standard input: cannot read past byte" in res.stderr
 
 
 def test_a_cut_zstd_stream_replays_what_was_read_and_names_where_it_ends(

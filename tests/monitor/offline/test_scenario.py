@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -11,7 +12,7 @@ from click.testing import CliRunner
 
 from monitor.cli.eval_cmd import eval_
 from monitor.evaluate import Harness, load_callable
-from monitor.scenario import ScenarioError, build_judge, load_scenarios, run_scenarios
+from monitor.scenario import ScenarioError, build_judge, load_scenarios, run_scenarios, step_case
 from monitor.verdict import Outcome
 from tests.monitor.offline.agents import memory_agent
 from tests.monitor.offline.conftest import TRIAGE_RULES
@@ -143,3 +144,49 @@ def test_a_bad_check_of_a_step_is_named_in_the_scenario_file(tmp_path: Path, sup
     with pytest.raises(ScenarioError) as info:
         build_judge(sf)
     assert str(info.value).startswith(f"{p}{where}") and message in str(info.value), str(info.value)
+
+
+def test_a_scenario_file_that_is_not_utf8_or_too_large_is_a_located_error(tmp_path: Path) -> None:
+    """The scenario file was read with Path.read_text: a Latin-1 byte raised UnicodeDecodeError (a traceback, exit 1),
+    and no size bound applied. It is read as rule and dataset files are."""
+    from monitor.rules._load import MAX_FILE_BYTES
+
+    p = tmp_path / "latin1.yaml"
+    p.write_bytes(b'scenarios:\n  - name: a\n    steps:\n      - user: "caf\xe9"\n')
+    with pytest.raises(ScenarioError, match=re.escape(f"{p}:4:19: not UTF-8: byte(s) 0xe9")):
+        load_scenarios(p)
+    res = CliRunner().invoke(eval_, ["--scenario", str(p), "--agent", "tests.monitor.offline.agents:memory_agent",
+                                     "--no-progress"])
+    assert res.exit_code == 2 and f"error: {p}:4:19: not UTF-8" in res.output, res.output
+    big = tmp_path / "big.yaml"
+    with big.open("wb") as fh:
+        fh.truncate(MAX_FILE_BYTES + 1)
+    with pytest.raises(ScenarioError, match=re.escape(f"{big}:0:0: file too large ({MAX_FILE_BYTES + 1} bytes")):
+        load_scenarios(big)
+
+
+def test_steps_that_expand_past_the_cases_bound_are_named_in_the_scenario_file(tmp_path: Path) -> None:
+    """A step without `calls` expects any catalog tool: its case lists every one. 10,000 such steps and a catalog
+    of 1,000 tools (a 200 KB input) built 330 MB of cases in memory (1 GB, 20 s), then failed on the size of the
+    generated file, named in a temporary directory at the scenario's `agent` key. The cases are written step by
+    step within the cases-file bound, and the step that goes past it is named, with what to do."""
+    from monitor.rules._load import MAX_FILE_BYTES
+
+    (tmp_path / "tools.yaml").write_text("version: 1\ncatalog:\n  tools:\n"
+                                         + "".join(f"    - name: tool_{i:04d}\n" for i in range(1000)))
+    p = tmp_path / "any.yaml"
+    p.write_text("rules: [tools.yaml]\nsteps:\n" + "".join(f"  - user: hi {i}\n" for i in range(1200)))
+    sf = load_scenarios(p)
+    step_bytes = len(json.dumps(step_case(sf.scenarios[0], sf.scenarios[0].steps[0], [f"tool_{i:04d}" for i in
+                                                                                      range(1000)]))) + 1
+    first_over = MAX_FILE_BYTES // step_bytes + 1  # steps are the same size, within a few bytes
+    res = CliRunner().invoke(eval_, ["--scenario", str(p), "--agent", "tests.monitor.offline.agents:memory_agent",
+                                     "--no-progress"])
+    assert res.exit_code == 2, res.output
+    assert "toolwatch-scenario-" not in res.output and "cases.jsonl" not in res.output
+    m = re.search(rf"error: {re.escape(str(p))}:(\d+):5: scenario-1, step (\d+): the steps up to here make more "
+                  rf"than {MAX_FILE_BYTES:,} bytes of expectations", res.output)
+    assert m is not None, res.output
+    assert abs(int(m[2]) - first_over) <= 1 and int(m[1]) == int(m[2]) + 2
+    assert ("hint: a step without `calls` expects any of the 1000 catalog tools, and its case lists each (1200 such "
+            "steps): give such steps `calls`, or split the scenarios into several files") in res.output

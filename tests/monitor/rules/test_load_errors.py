@@ -438,6 +438,36 @@ def test_aliases_up_to_the_bound_load_and_share_their_anchor(tmp_path: Path) -> 
         load_yaml(f"a: {anchor}\nb: [{', '.join(['*big'] * 1001)}]\n", "f.yaml")
 
 
+def test_aliases_of_a_long_string_are_bounded_by_the_text_they_add(tmp_path: Path) -> None:
+    """The value bound let few aliases of one long string through: a 1 MB rule file whose tool schema used a 1 MiB
+    description 2,000 times (2,000 values) took 36 s and 4 GB in `rules check`, the schema's JSON holding every
+    copy; 20,000 uses would need 40 GB. The text that aliases add is bounded too."""
+    from monitor.rules._yaml import MAX_ALIAS_TEXT, load_yaml
+
+    big = "x" * (1 << 20)
+    props = [f'          p0: {{type: string, description: &d "{big}"}}\n']
+    props += [f"          p{i}: {{type: string, description: *d}}\n" for i in range(1, 2000)]
+    path = tmp_path / "long.yaml"
+    path.write_text("version: 1\ncatalog:\n  tools:\n    - name: t\n      schema:\n        type: object\n"
+                    "        properties:\n" + "".join(props))
+    started = time.monotonic()
+    done = _load_in_child(path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    # 32 aliases add exactly 32 MiB; the 33rd (p33, on line 8 + 33) goes past it
+    assert MAX_ALIAS_TEXT == 32 << 20
+    assert re.fullmatch(rf"{re.escape(str(path))}:41:\d+: YAML: aliases add more than 33,554,432 characters of "
+                        r"text to this document \(each \*alias repeats all the text of its anchor; this \*d adds "
+                        r"1,048,576\); use fewer aliases of big anchors", done.stdout.strip()), done.stdout
+    assert time.monotonic() - started < 30
+    # up to the bound it loads, the copies sharing their anchor's string; keys count as text too
+    text = f"a: &s {'y' * 1000}\nb: [{', '.join(['*s'] * (MAX_ALIAS_TEXT // 1000))}]\n"
+    data, _ = load_yaml(text, "f.yaml")
+    assert len(data["b"]) == MAX_ALIAS_TEXT // 1000 and all(s is data["a"] for s in data["b"])
+    keyed = f"a: &m {{{'k' * 1000}: 1}}\nb: [{', '.join(['*m'] * (MAX_ALIAS_TEXT // 1000))}]\n"
+    with pytest.raises(RuleFileError, match=r"^f\.yaml:2:\d+: YAML: aliases add more than 33,554,432 characters"):
+        load_yaml(keyed, "f.yaml")
+
+
 @pytest.mark.parametrize("text, column", [("x: &a [1, *a]\n", 11), ("x: &a {k: [*a]}\n", 12)])
 def test_an_alias_inside_its_own_anchor_is_a_located_error(tmp_path: Path, text: str, column: int) -> None:
     path = tmp_path / "cycle.yaml"
