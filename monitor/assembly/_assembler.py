@@ -335,39 +335,11 @@ class TurnAssembler:
         return out
 
     def _release_all_py(self) -> list[Turn]:
-        """flush's release in Python: the reference of _cassembler.c's release_all. Leaves the emptied traces
-        (flush then drops them)."""
+        """flush's release in Python, trace by trace: the reference of _cassembler.c's release_all (which releases the
+        usual trace, one turn and calls right under it, inline). Leaves the emptied traces (flush then drops them)."""
         out: list[Turn] = []
-        released = self._released
-        order = self._released_order
-        released_max = self._released_max
-        done = 0  # turns released inline
         for tid, tr in list(self._traces.items()):
-            turns = tr.turns
-            if len(turns) == 1:
-                sid = next(iter(turns))
-                calls = tr.calls
-                for c in calls:
-                    if c.parent_span_id != sid:
-                        break
-                else:
-                    # The usual case (a replay ends with every turn of its last grace period pending): the trace is
-                    # this turn and calls right under it, released as _flush_trace would release it.
-                    turn = turns.pop(sid)
-                    if len(calls) > 1:
-                        calls.sort(key=_call_key)
-                    turn.calls = tuple(calls)
-                    tr.calls = []
-                    out.append(turn)
-                    done += 1
-                    key = tid + sid
-                    released.add(key)
-                    order.append(key)
-                    if len(order) > released_max:
-                        released.discard(order.popleft())
-                    continue
             self._flush_trace(tid, tr, out)
-        self.stats.turns_completed += done
         return out
 
     def _flush_trace(self, tid: str, tr: _Trace, out: list[Turn]) -> None:
