@@ -240,7 +240,8 @@ def test_cli_baseline_that_python_cannot_read_as_figures_is_refused(
 def test_cli_baseline_past_the_size_limit_is_refused_unread(span_file: Path, support_rules: Path, tmp_path: Path
                                                             ) -> None:
     """The baseline was read whole, whatever its size: a device such as /dev/zero ran into a MemoryError traceback
-    (or the OOM killer). At most MAX_BASELINE_BYTES + 1 bytes are read now."""
+    (or the OOM killer). Past MAX_BASELINE_BYTES it is read in chunks, value by value: what is not a report is
+    refused at the first thing that is not JSON, here right after the object, unread."""
     from monitor.report.model import MAX_BASELINE_BYTES
 
     base = tmp_path / "base.json"
@@ -248,5 +249,64 @@ def test_cli_baseline_past_the_size_limit_is_refused_unread(span_file: Path, sup
         fh.write(b'{"figures": {}}')
         fh.truncate(MAX_BASELINE_BYTES + 1)  # sparse: no disk used
     code, out = _run(span_file, support_rules, "--baseline", str(base))
-    assert code == 2 and f"{base}: over the {MAX_BASELINE_BYTES} byte limit of a baseline report; give" in out, out
-    assert "not JSON" not in out
+    assert code == 2 and f"{base}: baseline is not JSON: Extra data (at character 15)" in out, out
+
+
+def _big_report(cases: int) -> str:
+    """The `--json` of an eval-like report keeping `cases` per-case results, each with a 400-character non-ASCII input
+    (JSON writes it as \\u escapes: 6 bytes a character): 100,000 of them make 260 MB."""
+    from monitor.report.builder import ReportBuilder
+    from monitor.verdict import CallVerdict, Outcome, TurnVerdict
+
+    builder = ReportBuilder()
+    call = CallVerdict(0, "search", "c", Outcome.CORRECT, True, 0, True, (), True)
+    for i in range(cases):
+        builder.add(
+            TurnVerdict("a", "t", "s", "語" * 400, True, False, "r1", 0, (call,), (), 1, 1, True, True, True, None,
+                        None, (), None, i % 4 != 0, False, (("search", "search"),), "why", (("search", 1),)),
+            case_id=f"case-{i}",
+        )
+    report = builder.build("eval", "t")
+    report.k = 3
+    return report.to_json()
+
+
+def test_baseline_written_by_json_over_the_whole_read_bound_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """eval and probe keep up to 100,000 per-case results in their `--json` report: with non-ASCII inputs that is
+    260 MB, past the 64 MiB to which a baseline was read whole, and `--baseline` refused the tool's own report
+    ("over the byte limit ... give the file `--json` wrote"). The bound is made small here, the report too."""
+    from monitor.report import model
+
+    text = _big_report(40)
+    monkeypatch.setattr(model, "MAX_BASELINE_BYTES", len(text) // 8)
+    base = tmp_path / "base.json"
+    base.write_text(text, encoding="utf-8")
+    want = json.loads(text)
+    got = model.load_baseline(base)
+    assert got.figures == want["figures"] and got.figures["end_to_end_accuracy"] == 0.75 and got.k == 3
+
+
+@pytest.mark.parametrize(
+    ("tail", "says"),
+    [
+        (', "x": "' + "y" * 20_000 + '"}', "over the 4096 byte limit"),  # a value past the bound: not built
+        (', "cases": [1, 2,, 3]}', "baseline is not JSON: Expecting value"),
+        ("} x", "baseline is not JSON: Extra data"),
+        (', "x": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deeply"),
+        (', "figures": 1', "baseline is not JSON"),  # cut short
+    ],
+    ids=["value past the bound", "bad item", "extra data", "nested too deeply", "cut short"],
+)
+def test_baseline_over_the_whole_read_bound_that_is_no_report_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tail: str, says: str
+) -> None:
+    from monitor.report import model
+
+    monkeypatch.setattr(model, "MAX_BASELINE_BYTES", 4096)
+    base = tmp_path / "base.json"
+    base.write_text('{"k": 2, "cases": [' + ",".join(['{"name": "n", "detail": "' + "d" * 100 + '"}'] * 100) + "]"
+                    + tail, encoding="utf-8")
+    with pytest.raises(model.BaselineError, match=says):
+        model.load_baseline(base)
