@@ -8,14 +8,13 @@ per-tool precision / recall / F1 derived from it, the worst failing turns, one r
 from __future__ import annotations
 
 import bisect
-import codecs
 import json
 import math
-import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
+from monitor.report._members import MembersError, ValueTooLarge, read_members
 from monitor.report._text import natural_key
 from monitor.report.figures import format_ratio
 
@@ -166,120 +165,19 @@ writes 6 bytes a character): a larger file is read in chunks, member by member a
 keeping only the figures and k. `--baseline` of a device (/dev/zero) or of a multi-GB file read it whole: a
 MemoryError traceback or an OOM kill."""
 
-_CHUNK_BYTES = 1 << 20
-_SPACE = re.compile(r"[ \t\n\r]*")
-_DECODER = json.JSONDecoder()
-_WANTED = ("figures", "k")
-
-
-class _Chunks:
-    """The text of a file read in chunks (the part parsed dropped): JSON values decoded one at a time, none past
-    MAX_BASELINE_BYTES."""
-
-    def __init__(self, head: bytes, fh: IO[bytes], name: Path) -> None:
-        self._fh, self._name = fh, name
-        self._utf8 = codecs.getincrementaldecoder("utf-8")()
-        self.buf, self.pos, self.eof = self._utf8.decode(head), 0, False
-        self.dropped = 0  # characters read and dropped before buf
-
-    def fill(self) -> None:
-        """Read more: as much again as the value being read holds (linear time for a value across many chunks), none
-        once that is past MAX_BASELINE_BYTES."""
-        if self.eof:
-            return
-        held = len(self.buf) - self.pos
-        if held > MAX_BASELINE_BYTES:
-            raise BaselineError(f"{self._name}: a value over the {MAX_BASELINE_BYTES} byte limit of a baseline "
-                                "report, or no JSON; give the file `--json` wrote")
-        chunk = self._fh.read(max(min(_CHUNK_BYTES, MAX_BASELINE_BYTES), held))
-        self.eof = not chunk
-        self.dropped += self.pos
-        self.buf = self.buf[self.pos :] + self._utf8.decode(chunk, final=self.eof)
-        self.pos = 0
-
-    def peek(self) -> str:
-        """The next character past whitespace, "" at the end."""
-        while True:
-            self.pos = _SPACE.match(self.buf, self.pos).end()  # type: ignore[union-attr]  # * always matches
-            if self.pos < len(self.buf) or self.eof:
-                return self.buf[self.pos : self.pos + 1]
-            self.fill()
-
-    def expect(self, chars: str) -> str:
-        c = self.peek()
-        if not c or c not in chars:
-            what = " or ".join(repr(x) for x in chars)
-            raise json.JSONDecodeError(f"Expecting {what}", self.buf, self.pos)
-        self.pos += 1
-        return c
-
-    def value(self) -> Any:
-        self.peek()
-        while True:
-            try:
-                value, end = _DECODER.raw_decode(self.buf, self.pos)
-            except json.JSONDecodeError:
-                if self.eof:
-                    raise
-                self.fill()  # cut at the chunk's end, maybe
-                continue
-            if end < len(self.buf) or self.eof:  # a number may go on in the next chunk
-                self.pos = end
-                return value
-            self.fill()
-
-
-def _read_members(head: bytes, fh: IO[bytes], name: Path) -> dict[str, Any]:
-    """The figures and k of a report past MAX_BASELINE_BYTES: its members read one at a time, an array's items one
-    at a time, only these kept."""
-    src = _Chunks(head, fh, name)
-    try:
-        return _members(src)
-    except json.JSONDecodeError as exc:
-        raise BaselineError(f"{name}: baseline is not JSON: {exc.msg} (at character {src.dropped + exc.pos:,})"
-                            ) from None
-
-
-def _members(src: _Chunks) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    src.expect("{")
-    if src.peek() != "}":
-        while True:
-            key = src.value()
-            src.expect(":")
-            if not isinstance(key, str):
-                raise json.JSONDecodeError("Expecting property name enclosed in double quotes", src.buf, src.pos)
-            if key not in _WANTED and src.peek() == "[":
-                src.pos += 1
-                if src.peek() != "]":
-                    while True:
-                        src.value()
-                        if src.expect(",]") == "]":
-                            break
-                else:
-                    src.pos += 1
-            else:
-                value = src.value()
-                if key in _WANTED:
-                    out[key] = value
-            if src.expect(",}") == "}":
-                break
-    else:
-        src.pos += 1
-    if src.peek():
-        raise json.JSONDecodeError("Extra data", src.buf, src.pos)
-    return out
-
-
-def load_baseline(path: str | Path) -> Baseline:
-    """The figures (and the k of pass^k) of a report written earlier with `--json`."""
-    p = Path(path)
+def _read_report(p: Path) -> Any:
+    """The JSON of a report file, whole up to MAX_BASELINE_BYTES, else only its figures and k (read in chunks)."""
     try:
         with p.open("rb") as fh:
             raw = fh.read(MAX_BASELINE_BYTES + 1)  # a device or pipe has no size to check first
-            data = json.loads(raw.decode("utf-8")) if len(raw) <= MAX_BASELINE_BYTES else _read_members(raw, fh, p)
-    except BaselineError:
-        raise
+            if len(raw) <= MAX_BASELINE_BYTES:
+                return json.loads(raw.decode("utf-8"))
+            return read_members(raw, fh, MAX_BASELINE_BYTES, ("figures", "k"))
+    except ValueTooLarge as exc:
+        raise BaselineError(f"{p}: a value over the {exc.limit} byte limit of a baseline report, or no JSON; give "
+                            "the file `--json` wrote") from None
+    except MembersError as exc:
+        raise BaselineError(f"{p}: baseline is not JSON: {exc.msg} (at character {exc.offset:,})") from None
     except RecursionError:
         raise BaselineError(f"{p}: baseline is not a toolwatch report: nested too deeply") from None
     except OSError as exc:
@@ -290,6 +188,12 @@ def load_baseline(path: str | Path) -> Baseline:
         raise BaselineError(f"{p}: baseline is not UTF-8 text: {exc.reason} at byte {exc.start}") from exc
     except ValueError as exc:  # an integer of more digits than int() converts
         raise BaselineError(f"{p}: baseline is not JSON: {exc}") from exc
+
+
+def load_baseline(path: str | Path) -> Baseline:
+    """The figures (and the k of pass^k) of a report written earlier with `--json`."""
+    p = Path(path)
+    data = _read_report(p)
     figures = data.get("figures") if isinstance(data, dict) else None
     if not isinstance(figures, dict):
         raise BaselineError(f"{p}: not a toolwatch report (no 'figures' object); write one with --json")
