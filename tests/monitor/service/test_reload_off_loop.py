@@ -199,3 +199,35 @@ def test_reloads_load_one_at_a_time(tmp_path: Path) -> None:
         assert server.metrics.ops.rules_reloads == {"success": 2, "failure": 0}
     finally:
         st.stop()
+
+
+def test_sigterm_during_a_slow_reload_exits_at_once(tmp_path: Path) -> None:
+    # SIGTERM while `toolwatch serve` loads 2,000 more tools after a SIGHUP: the process exited only once the load
+    # had ended (8.5 s for 3,000 tools); the load is abandoned in its daemon thread, the process exits in under 1 s.
+    import signal
+    import subprocess
+    import sys
+
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(RULES.read_text())
+    exe = str(Path(sys.executable).parent / "toolwatch")
+    err = tmp_path / "stderr.txt"
+    with err.open("w") as out:
+        proc = subprocess.Popen(
+            [exe, "serve", "--rules", str(rules), "--port", "0", "--metrics-port", "0", "--no-watch"], stderr=out
+        )
+    try:
+        wait_for(lambda: "OTLP/HTTP on" in err.read_text(), timeout=30)
+        rules.write_text(big_rules(2000))
+        proc.send_signal(signal.SIGHUP)
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+        exited_in = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert exited_in < 2.0, exited_in
+    assert "stopped; 0 pending turns judged at shutdown" in err.read_text()
