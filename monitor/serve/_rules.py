@@ -47,6 +47,15 @@ class LoadedRules:
     stamp: tuple[tuple[str, int, int], ...]  # (path, mtime_ns, size) of each file when loaded
 
 
+@dataclass(slots=True, frozen=True)
+class Attempt:
+    """One reload, prepared: the new rules (`loaded`), or the error that keeps the old ones."""
+
+    loaded: LoadedRules | None
+    stamp: tuple[tuple[str, int, int], ...]
+    error: BaseException | None
+
+
 def _stamp(paths: Sequence[str]) -> tuple[tuple[str, int, int], ...]:
     out = []
     for p in paths:
@@ -66,12 +75,11 @@ class Rules:
             raise ValueError("at least one rule file is needed (--rules FILE)")
         self.paths = [str(p) for p in paths]
         self._factory = judge_factory
-        self.current = self._load()  # raises RuleFileError: the service does not start on bad rules
+        self.current = self._load(_stamp(self.paths))  # raises RuleFileError: the service does not start on bad rules
         self.last_error: str | None = None
         self._seen: tuple[tuple[str, int, int], ...] | None = None  # changed(): the files as the last call saw them
 
-    def _load(self) -> LoadedRules:
-        stamp = _stamp(self.paths)
+    def _load(self, stamp: tuple[tuple[str, int, int], ...]) -> LoadedRules:
         ruleset = load_rules(self.paths)
         return LoadedRules(ruleset, self._factory(ruleset), stamp)
 
@@ -90,21 +98,35 @@ class Rules:
         settled, self._seen = stamp == self._seen, stamp
         return settled
 
-    def reload(self) -> bool:
-        """Load the files again; True when the new rules are in force, False when the old ones were kept."""
+    def prepare(self) -> Attempt:
+        """Load, validate and compile the files, changing nothing: the slow part of a reload, safe to run in
+        another thread than the one judging with the rules in force. `commit()` puts its outcome in force."""
+        stamp = _stamp(self.paths)
         try:
-            loaded = self._load()
+            return Attempt(self._load(stamp), stamp, None)
         except Exception as exc:  # noqa: BLE001 - whatever fails, the old rules stay (and the file watcher lives)
+            return Attempt(None, stamp, exc)
+
+    def commit(self, attempt: Attempt) -> bool:
+        """Put a prepared reload in force in one step: True when the new rules are in force, False when the old
+        ones were kept (`last_error` says why)."""
+        exc = attempt.error
+        if attempt.loaded is None:
             expected = isinstance(exc, RuleFileError | OSError | ValueError)
             if isinstance(exc, RecursionError):
                 self.last_error = "rule file nested too deeply"
             else:
                 self.last_error = str(exc) if expected else f"{type(exc).__name__}: {exc}"
             # Remember the failed stamp so an unchanged broken file is not reported every second.
-            self.current = LoadedRules(self.current.ruleset, self.current.judge, _stamp(self.paths))
-            logger.error("rules reload failed, keeping the previous rules: %s", self.last_error, exc_info=not expected)
+            self.current = LoadedRules(self.current.ruleset, self.current.judge, attempt.stamp)
+            trace = None if expected else exc  # a traceback only for what no rule file should cause
+            logger.error("rules reload failed, keeping the previous rules: %s", self.last_error, exc_info=trace)
             return False
-        self.current = loaded
+        self.current = attempt.loaded
         self.last_error = None
         logger.info("rules reloaded from %s", ", ".join(self.paths))
         return True
+
+    def reload(self) -> bool:
+        """Load the files again, here and now; True when the new rules are in force, False when the old were kept."""
+        return self.commit(self.prepare())

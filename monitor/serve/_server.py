@@ -19,14 +19,14 @@ from monitor.metrics import LISTENER_METRICS, LISTENER_RECEIVER, ToolwatchMetric
 from monitor.serve._conn import METRICS_CONNECTIONS, ConnectionCap, ensure_fd_limit
 from monitor.serve._http import TracesHandler, metrics_app, receiver_app
 from monitor.serve._pipeline import Pipeline, VerdictHook
-from monitor.serve._rules import JudgeFactory, Rules, default_judge_factory
+from monitor.serve._rules import Attempt, JudgeFactory, Rules, _stamp, default_judge_factory
 from monitor.serve._settings import GRPC, METRICS, RECEIVER, Settings
 from monitor.serve._verdict_log import VerdictLog
 
 T = TypeVar("T")
 
-# A reload (about 40 ms of the event loop for a rule file of 5 tools) follows a SIGHUP at once, the next one no sooner
-# than this after it: a storm of signals reloads twice, instead of once per signal with the loop held all along.
+# A reload follows a SIGHUP at once, the next one no sooner than this after it: a storm of signals reloads twice,
+# instead of once per signal (each load takes the CPU: about 40 ms for a rule file of 5 tools, seconds for thousands).
 RELOAD_GAP_S = 1.0
 
 logger = logging.getLogger(__name__)
@@ -92,6 +92,9 @@ class Server:
         self.grpc_port: int | None = None
         self._reload_wanted = False
         self._reloader: asyncio.Task[None] | None = None
+        self._watcher: asyncio.Task[None] | None = None
+        self._reload_lock = asyncio.Lock()
+        self._loading: asyncio.Future[Attempt] | None = None  # the last load's outcome, set from its thread
 
     def _make_alerts(self) -> Any:
         """The rule file's alerts evaluated in process (toolwatch_alert_active; optional webhook)."""
@@ -165,7 +168,8 @@ class Server:
         self._stop = asyncio.Event()
         self._tasks.append(asyncio.create_task(self.pipeline.run(self._stop)))
         if s.watch_rules:
-            self._tasks.append(asyncio.create_task(self._watch_rules()))
+            self._watcher = asyncio.create_task(self._watch_rules())
+            self._tasks.append(self._watcher)
         if self.alerts is not None:
             self.alerts.start()
         self._ready = True
@@ -207,8 +211,47 @@ class Server:
             self.pipeline.verdict_log.close()
             self.pipeline.verdict_log = None
 
-    def reload_rules(self) -> bool:
-        ok = self.rules.reload()
+    async def reload_rules(self) -> bool | None:
+        """Load the rule files again: True when the new rules are in force, False when the old ones were kept, None
+        when the server stopped meanwhile (nothing changed). The files are read, validated and compiled in a thread
+        of their own, so the loop goes on receiving and answering scrapes (a file of 5,000 tools takes seconds);
+        the outcome is put in force on the loop in one step. One reload at a time."""
+        async with self._reload_lock:
+            if self._stopped:
+                return None
+            attempt = await self._prepare()
+            if self._stopped:  # a stop came while the files were read: they are not put in force
+                return None
+            return self._commit(attempt)
+
+    async def _prepare(self) -> Attempt:
+        """`Rules.prepare()` in a daemon thread: a load still running at stop holds neither stop nor the exit.
+        A load abandoned by a cancelled reload is waited for before the next one starts."""
+        if self._loading is not None and not self._loading.done():
+            await asyncio.shield(self._loading)
+        loop = asyncio.get_running_loop()
+        loading: asyncio.Future[Attempt] = loop.create_future()
+
+        def settle(attempt: Attempt) -> None:
+            if not loading.done():
+                loading.set_result(attempt)
+
+        def load() -> None:
+            try:
+                attempt = self.rules.prepare()  # a failure to load is the attempt's error
+            except BaseException as exc:  # noqa: BLE001 - a failure of its own too: the reload must end, and count
+                attempt = Attempt(None, _stamp(self.rules.paths), exc)
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits for the outcome any more
+                loop.call_soon_threadsafe(settle, attempt)
+
+        self._loading = loading
+        threading.Thread(target=load, name="toolwatch-rules-load", daemon=True).start()
+        return await asyncio.shield(loading)
+
+    def _commit(self, attempt: Attempt) -> bool:
+        """On the loop, between two steps of the worker (every turn is judged wholly by the old or by the new
+        rules): the rules, the metrics' label sets and the alerts of a prepared reload."""
+        ok = self.rules.commit(attempt)
         self.metrics.ops.reload(ok)
         if ok:
             self.pipeline.apply_labels()
@@ -229,15 +272,16 @@ class Server:
     async def _reload_coalesced(self) -> None:
         while self._reload_wanted and not self._stopped:
             self._reload_wanted = False
-            self.reload_rules()
+            await self.reload_rules()
             await asyncio.sleep(RELOAD_GAP_S)
 
     async def _watch_rules(self) -> None:
         while not self._stop.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), timeout=self.settings.watch_interval_s)
-            if not self._stop.is_set() and self.rules.changed():
-                self.reload_rules()
+            # While a reload (a SIGHUP's) is loading, the files are not compared with the rules it replaces.
+            if not self._stop.is_set() and not self._reload_lock.locked() and self.rules.changed():
+                await self.reload_rules()
 
     def request_stop(self) -> None:
         self._stop.set()
@@ -251,8 +295,10 @@ class Server:
             return 0
         self._stopped = True
         self._ready = False
-        if self._reloader is not None:
-            self._reloader.cancel()
+        # A reload still loading is left to its thread: stop waits for neither, and its rules are not put in force.
+        for reloading in (self._reloader, self._watcher):
+            if reloading is not None:
+                reloading.cancel()
         # Stop accepting first (in-flight requests finish), then the worker; then judge what is pending.
         for runner in self._runners[:1]:
             await runner.cleanup()
