@@ -858,13 +858,13 @@ static int parse_double(Parser *s, int depth, PyObject **out) {
             PyObject *i = token_int(s, tok, len);
             if (!i)
                 return ERR;
-            d = PyLong_AsDouble(i); /* float(int): OverflowError escapes the reference */
+            d = PyLong_AsDouble(i); /* float(int), and ±inf beyond the double range (as the reference) */
             Py_DECREF(i);
             if (d == -1.0 && PyErr_Occurred()) {
                 if (!PyErr_ExceptionMatches(PyExc_OverflowError))
                     return ERR;
                 PyErr_Clear();
-                return FALLBACK;
+                d = tok[0] == '-' ? -HUGE_VAL : HUGE_VAL;
             }
         }
         *out = PyFloat_FromDouble(d);

@@ -123,8 +123,8 @@ def _scalar(key: str, raw: Any) -> Any:
         if isinstance(raw, int) and not isinstance(raw, bool):
             try:
                 return float(raw)
-            except OverflowError:  # an integer literal of 310+ digits is no double: the value is left out
-                return None
+            except OverflowError:  # beyond the double range: ±inf, as the same number as a string or as 1e400
+                return math.inf if raw > 0 else -math.inf
         if not isinstance(raw, str):
             return None
         special = _SPECIAL_FLOATS.get(raw)

@@ -113,6 +113,16 @@ DOUBLES: list[tuple[str, Any]] = [
     ('"-Infinity"', -math.inf),
     ("1.5", 1.5),
     ("-7", -7.0),
+    ("-0", 0.0),  # float(int): an integer literal has no negative zero
+    ("1e400", math.inf),
+    # an integer literal beyond the double range is ±inf, as the same number as a string or in exponent form
+    ("1" + "0" * 400, math.inf),
+    ("-" + "9" * 320, -math.inf),
+    ("1" + "0" * 308, 1e308),
+    (str(2**1024), math.inf),
+    (str(2**1024 - 2**970), math.inf),  # rounds up to 2**1024
+    (str(2**1024 - 2**970 - 1), 1.7976931348623157e308),  # the largest double
+    ("-" + str(2**1024 - 2**970), -math.inf),
 ] + [
     (json.dumps(text), ABSENT)
     for text in [" 1.5", "1.5 ", "+1", ".5", "5.", "1_0", "0x10", "01", "1e", "1e+", "-", "", "inf", "nan", "NAN"]

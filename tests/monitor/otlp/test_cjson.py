@@ -46,7 +46,7 @@ def reference(body: Body) -> Result | None:
     """parse_json_py's result, None when it raises (DecodeError, or what escapes it: see the edge cases)."""
     try:
         d = parse_json_py(body)
-    except (DecodeError, OverflowError, RecursionError):
+    except (DecodeError, RecursionError):
         return None
     return d.spans, d.rejected.get("invalid_id", 0), d.rejected.get("malformed_span", 0)
 
@@ -344,7 +344,19 @@ CASES: dict[str, tuple[Body, bool]] = {
     "int value bool": (attr('{"intValue":true}'), True),
     "int value string bad": (attr('{"intValue":"1x"}'), True),
     "double value int": (attr('{"doubleValue":12345678901234567890123}'), True),
-    "double value overflow": (attr('{"doubleValue":1' + "0" * 400 + "}"), False),
+    "double value overflow": (
+        doc(
+            '"attributes":[{"key":"a","value":{"doubleValue":1'
+            + "0" * 400
+            + '}},{"key":"b","value":{"doubleValue":-'
+            + str(2**1024 - 2**970)
+            + '}},{"key":"c","value":{"doubleValue":'
+            + "9" * 640
+            + "}}]"
+        ),
+        True,
+    ),
+    "double value integer beyond the C digit limit": (attr('{"doubleValue":' + "9" * 641 + "}"), False),
     "double value numeric strings": (
         doc(
             '"attributes":[{"key":"a","value":{"doubleValue":"1.5"}},{"key":"b","value":{"doubleValue":"-0"}},'
@@ -478,7 +490,15 @@ def test_case_results() -> None:
     assert kvlist is not None and kvlist[0][0].attributes == {"a": (("", None), ("k", None), ("j", None))}
     unpadded = c_parse(CASES["bytes value URL-safe, unpadded"][0])
     assert unpadded is not None and unpadded[0][0].attributes == {"a": "fbff", "b": "41", "e": "fbff"}
-    for name in ("double value overflow", "too deep", "duplicate span key", "UTF-8 BOM bytes", "UTF-16"):
+    overflow = c_parse(CASES["double value overflow"][0])
+    assert overflow is not None and overflow[0][0].attributes == {"a": math.inf, "b": -math.inf, "c": math.inf}
+    for name in (
+        "double value integer beyond the C digit limit",
+        "too deep",
+        "duplicate span key",
+        "UTF-8 BOM bytes",
+        "UTF-16",
+    ):
         assert c_parse(CASES[name][0]) is None, name
 
 
@@ -609,6 +629,12 @@ JSON_ANY = st.recursive(
 )
 NUMERALS = st.from_regex(r"\A-?(0|[1-9][0-9]{0,25})(\.[0-9]{1,20})?([eE][+-]?[0-9]{1,3})?\Z")
 ODD_DOUBLES = [" 1", "1 ", "1.", ".5", "+1", "1_0", "0x1", "01", "1e", "inf", "nan", "-NaN", "\u0661", "NaN"]
+# integer literals about the double range's end: finite, ±inf, and 2**1024 - 2**970 (the first to round to inf)
+BIG_INTEGERS = st.builds(
+    lambda n, neg: -n if neg else n,
+    st.integers(10**305, 10**312) | st.sampled_from([2**1024 - 2**970 - 1, 2**1024 - 2**970, 10**639]),
+    st.booleans(),
+)
 B64 = st.builds(
     lambda b, url, pad: base64.b64encode(b).decode().translate(URL_SAFE if url else {}).rstrip("" if pad else "="),
     st.binary(max_size=7),
@@ -619,7 +645,7 @@ RAW: dict[str, st.SearchStrategy[Any]] = {
     "string": TEXT,
     "bool": st.booleans(),
     "int": st.integers(-(2**64), 2**64) | st.integers(-(2**64), 2**64).map(str),
-    "double": st.floats() | st.floats().map(repr) | NUMERALS | st.sampled_from(ODD_DOUBLES),
+    "double": st.floats() | st.floats().map(repr) | NUMERALS | st.sampled_from(ODD_DOUBLES) | BIG_INTEGERS,
     "bytes": B64 | st.text("AQZaz09+/-_=é", max_size=9),
 }
 
