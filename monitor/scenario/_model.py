@@ -182,23 +182,26 @@ def _expects_none(expect: dict[str, Any], calls: list[Any], where: _Where, path:
     return bool(none) or empty
 
 
+def _or_default(value: Any, kind: type, where: _Where, path: YamlPath, what: str) -> Any:
+    """value, an empty `kind` when null or left out; of another type (a falsy one too), an error at its place."""
+    if value is None:
+        return kind()
+    if not isinstance(value, kind):
+        raise where.error(path, f"{what}, got {value!r}")
+    return value
+
+
 def _step(raw: Any, n: int, where: _Where, path: YamlPath) -> Step:
     where = where.at(f"step {n}")
     if not isinstance(raw, dict) or not isinstance(raw.get("user"), str):
         raise where.error(path, "a step is a mapping with a `user` message")
     _unknown(raw, STEP_KEYS, where, path)
-    expect = raw.get("expect") or {}
+    expect = _or_default(raw.get("expect"), dict, where, (*path, "expect"), "`expect` is a mapping")
     epath = (*path, "expect")
-    if not isinstance(expect, dict):
-        raise where.error(epath, "`expect` is a mapping")
     _unknown(expect, EXPECT_KEYS, where, epath)
-    calls = expect.get("calls") or []
-    if not isinstance(calls, list):
-        raise where.error((*epath, "calls"), "`expect.calls` is a list")
-    response = expect.get("response") or {}
+    calls = _or_default(expect.get("calls"), list, where, (*epath, "calls"), "`expect.calls` is a list")
     rpath = (*epath, "response")
-    if not isinstance(response, dict):
-        raise where.error(rpath, "`expect.response` is a mapping")
+    response = _or_default(expect.get("response"), dict, where, rpath, "`expect.response` is a mapping")
     _unknown(response, RESPONSE_KEYS, where, rpath)
     lo, hi = _count(expect.get("tool_calls"), where, (*epath, "tool_calls"))
     none = _expects_none(expect, calls, where, epath)

@@ -218,14 +218,21 @@ ONE_STEP = "steps: [{user: hi}]\n"
      r":1:1: unknown key 'rule' (allowed: agent, rules, scenarios)"),
     ("scenarios:\n  - name: a\n    description: x\n    steps: [{user: hi}]\n",
      r":3:5: scenario 1: unknown key 'description' (allowed: name, steps)"),
+    ("steps: [{user: hi, expect: 0}]\n", ":1:28: scenario-1, step 1: `expect` is a mapping, got 0"),
+    ("steps: [{user: hi, expect: ''}]\n", ":1:28: scenario-1, step 1: `expect` is a mapping, got ''"),
+    ("steps: [{user: hi, expect: {calls: false}}]\n", ":1:36: scenario-1, step 1: `expect.calls` is a list, got False"),
+    ("steps: [{user: hi, expect: {calls: {}}}]\n", ":1:36: scenario-1, step 1: `expect.calls` is a list, got {}"),
+    ("steps: [{user: hi, expect: {response: []}}]\n",
+     ":1:39: scenario-1, step 1: `expect.response` is a mapping, got []"),
     ("scenarios: [{steps: [{user: hi}]}]\n" + ONE_STEP,
      r":2:1: `steps` beside `scenarios`: give the scenarios in `scenarios: [...]`, or one scenario's `name` and "
      r"`steps` at the top level"),
 ])
-def test_wrong_types_and_unknown_keys_at_the_top_are_load_errors_with_file_and_line(
+def test_wrong_types_and_unknown_keys_are_load_errors_with_file_and_line(
         tmp_path: Path, text: str, message: str) -> None:
-    """`agent: 5` (and other wrong types of the top-level keys, or falsy ones: `rules: 0`, `name: ''`) were silently
-    ignored, as were unknown top-level and scenario keys (a misspelt `rules` loaded no rule file)."""
+    """`agent: 5` (and other wrong types of the top-level keys, or falsy ones: `rules: 0`, `name: ''`, `expect: 0`,
+    `calls: false`) were silently ignored, as were unknown top-level and scenario keys (a misspelt `rules` loaded no
+    rule file)."""
     p = _write(tmp_path, text)
     with pytest.raises(ScenarioError, match=re.escape(str(p) + message)):
         load_scenarios(p)
@@ -236,6 +243,7 @@ def test_wrong_types_and_unknown_keys_at_the_top_are_load_errors_with_file_and_l
     "agent:\nrules: []\n" + ONE_STEP,
     "agent: support\nrules: support.yaml\nname: greet\n" + ONE_STEP,
     "agent: support\nrules: [support.yaml]\nscenarios: [{name: greet, steps: [{user: hi}]}, {steps: [{user: yo}]}]\n",
+    "steps: [{user: hi, expect: null}, {user: yo, expect: {calls: null, response: null}}]\n",
 ])
 def test_null_top_level_keys_are_left_out(tmp_path: Path, text: str) -> None:
     sf = load_scenarios(_write(tmp_path, text))
