@@ -858,13 +858,13 @@ static int parse_double(Parser *s, int depth, PyObject **out) {
             PyObject *i = token_int(s, tok, len);
             if (!i)
                 return ERR;
-            d = PyLong_AsDouble(i); /* float(int): OverflowError escapes the reference */
+            d = PyLong_AsDouble(i); /* float(int), and ±inf beyond the double range (as the reference) */
             Py_DECREF(i);
             if (d == -1.0 && PyErr_Occurred()) {
                 if (!PyErr_ExceptionMatches(PyExc_OverflowError))
                     return ERR;
                 PyErr_Clear();
-                return FALLBACK;
+                d = tok[0] == '-' ? -HUGE_VAL : HUGE_VAL;
             }
         }
         *out = PyFloat_FromDouble(d);
@@ -959,12 +959,13 @@ static int b64_hex(const unsigned char *p, size_t n, PyObject **out) {
 }
 
 static int parse_anyvalue(Parser *s, int depth, Seen *seen, PyObject **out);
+static int null_as(Parser *s, PyObject *dflt, PyObject **out);
 
-/* One KeyValue object ({"key": ..., "value": ...}, an object at the cursor). *key: the "key" str, NULL when there
- * is none; *value: the "value" as parse_anyvalue gives it, NULL when there is none. attr: an attribute (a key that
- * is not a str is passed over, as _attributes does, and the value's string is looked up among the key's previous
- * ones); else a kvlist entry, whose key must be a str here (the reference keeps any value). Both are new
- * references, cleared on failure. */
+/* One KeyValue object ({"key": ..., "value": ...}, an object at the cursor). *key: the "key" str, "" when it is
+ * null or missing (the protobuf JSON mapping's default), NULL when it is of another type; *value: the "value" as
+ * parse_anyvalue gives it, NULL when there is none. attr: an attribute (a key of another type is passed over, as
+ * _attributes does, and the value's string is looked up among the key's previous ones); else a kvlist entry, whose
+ * key must be a str or null here (the reference keeps any value). Both are new references, cleared on failure. */
 static int parse_keyvalue(Parser *s, int depth, int attr, PyObject **key, PyObject **value) {
     int rc = OK, more, has_key = 0, has_value = 0;
     *key = *value = NULL;
@@ -974,11 +975,14 @@ static int parse_keyvalue(Parser *s, int depth, int attr, PyObject **key, PyObje
         CK(obj_key(s, &k));
         if (KEQ(k, "key")) {
             Str ks;
-            if (has_key++ || (!attr && peek(s) != '"')) {
+            int c = peek(s);
+            if (has_key++ || (!attr && c != '"' && c != 'n')) {
                 rc = FALLBACK;
                 goto out;
             }
-            if (peek(s) != '"') {
+            if (c == 'n') {
+                CK(null_as(s, empty_str, key));
+            } else if (c != '"') {
                 CK(skip_value(s, depth + 1, NULL));
             } else if (scan_string(s, &ks) != OK) {
                 rc = FALLBACK;
@@ -1002,6 +1006,10 @@ static int parse_keyvalue(Parser *s, int depth, int attr, PyObject **key, PyObje
             CK(skip_value(s, depth + 1, NULL));
         }
         CK(next_(s, '}', &more));
+    }
+    if (!has_key) {
+        Py_INCREF(empty_str);
+        *key = empty_str;
     }
 out:
     if (rc != OK) {
@@ -1051,7 +1059,7 @@ static int parse_values(Parser *s, int depth, int kvlist, PyObject **out) {
                     Py_CLEAR(v);
                 } else if (peek(s) != '{') {
                     CK(skip_value(s, depth + 2, NULL));
-                } else { /* {"key": ..., "value": ...}: kept when "key" is there */
+                } else { /* {"key": ..., "value": ...}: the key "" when null or missing */
                     CK(parse_keyvalue(s, depth + 2, 0, &k, &v));
                     if (k) {
                         PyObject *pair = PyTuple_Pack(2, k, v ? v : Py_None);

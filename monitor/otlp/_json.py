@@ -123,8 +123,8 @@ def _scalar(key: str, raw: Any) -> Any:
         if isinstance(raw, int) and not isinstance(raw, bool):
             try:
                 return float(raw)
-            except OverflowError:  # an integer literal of 310+ digits is no double: the value is left out
-                return None
+            except OverflowError:  # beyond the double range: ±inf, as the same number as a string or as 1e400
+                return math.inf if raw > 0 else -math.inf
         if not isinstance(raw, str):
             return None
         special = _SPECIAL_FLOATS.get(raw)
@@ -168,11 +168,20 @@ def _value(v: Any) -> Any:
         values = _get(raw, "values", default=[]) if isinstance(raw, dict) else None
         if not isinstance(values, list):
             return None
-        return tuple((kv["key"], _value(kv.get("value"))) for kv in values if isinstance(kv, dict) and "key" in kv)
+        return tuple(_entry(kv) for kv in values if isinstance(kv, dict))
     return None if field is None else _scalar(field, raw)
 
 
+def _entry(kv: dict[str, Any]) -> tuple[Any, Any]:
+    """A kvlistValue entry (a KeyValue): (key, value). A null or missing key is the empty key (the protobuf JSON
+    mapping's default), as in an attribute; a key of another type is kept as it is."""
+    key = kv.get("key")
+    return ("" if key is None else key), _value(kv.get("value"))
+
+
 def _attributes(kvs: Any) -> dict[str, Any]:
+    """A KeyValue list as a dict. A null or missing key is the empty key, "" (the protobuf JSON mapping's default,
+    and MessageToDict leaves an empty key out); a key of another type leaves the attribute out."""
     out: dict[str, Any] = {}
     if not isinstance(kvs, list):
         return out
@@ -181,7 +190,9 @@ def _attributes(kvs: Any) -> dict[str, Any]:
             continue
         key = kv.get("key")
         if not isinstance(key, str):
-            continue
+            if key is not None:
+                continue
+            key = ""
         val = kv.get("value")
         if isinstance(val, dict) and len(val) == 1:  # the common case first
             sv = val.get("stringValue")

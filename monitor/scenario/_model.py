@@ -24,7 +24,8 @@ A step without `calls` (and without `none: true`) says nothing about which tools
 files declare may be called any number of times (a made-up tool or invalid arguments still fail the step), and its
 `tool_calls` bounds and response checks decide. With `catalog.from_definitions`, a tool known only from the
 turn's `gen_ai.tool.definitions` counts as an extra call there.
-Errors name the file, line and column, the scenario and the step.
+Errors name the file, line and column, the scenario and the step. Unknown keys, and values of the wrong type, are
+errors at every level; a key given as null is left out.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ from typing import Any
 from monitor.rules import RuleFileError, read_text
 from monitor.rules._yaml import Marks, load_yaml
 
+FILE_KEYS = frozenset({"agent", "rules", "scenarios"})
+SCENARIO_KEYS = frozenset({"name", "steps"})
 STEP_KEYS = frozenset({"user", "expect", "reference"})
 EXPECT_KEYS = frozenset({"calls", "none", "response", "tool_calls"})
 CALL_KEYS = frozenset({"tool", "args", "optional", "min", "max", "exactly"})
@@ -179,23 +182,26 @@ def _expects_none(expect: dict[str, Any], calls: list[Any], where: _Where, path:
     return bool(none) or empty
 
 
+def _or_default(value: Any, kind: type, where: _Where, path: YamlPath, what: str) -> Any:
+    """value, an empty `kind` when null or left out; of another type (a falsy one too), an error at its place."""
+    if value is None:
+        return kind()
+    if not isinstance(value, kind):
+        raise where.error(path, f"{what}, got {value!r}")
+    return value
+
+
 def _step(raw: Any, n: int, where: _Where, path: YamlPath) -> Step:
     where = where.at(f"step {n}")
     if not isinstance(raw, dict) or not isinstance(raw.get("user"), str):
         raise where.error(path, "a step is a mapping with a `user` message")
     _unknown(raw, STEP_KEYS, where, path)
-    expect = raw.get("expect") or {}
+    expect = _or_default(raw.get("expect"), dict, where, (*path, "expect"), "`expect` is a mapping")
     epath = (*path, "expect")
-    if not isinstance(expect, dict):
-        raise where.error(epath, "`expect` is a mapping")
     _unknown(expect, EXPECT_KEYS, where, epath)
-    calls = expect.get("calls") or []
-    if not isinstance(calls, list):
-        raise where.error((*epath, "calls"), "`expect.calls` is a list")
-    response = expect.get("response") or {}
+    calls = _or_default(expect.get("calls"), list, where, (*epath, "calls"), "`expect.calls` is a list")
     rpath = (*epath, "response")
-    if not isinstance(response, dict):
-        raise where.error(rpath, "`expect.response` is a mapping")
+    response = _or_default(expect.get("response"), dict, where, rpath, "`expect.response` is a mapping")
     _unknown(response, RESPONSE_KEYS, where, rpath)
     lo, hi = _count(expect.get("tool_calls"), where, (*epath, "tool_calls"))
     none = _expects_none(expect, calls, where, epath)
@@ -212,13 +218,42 @@ def _step(raw: Any, n: int, where: _Where, path: YamlPath) -> Step:
 
 
 def _scenario(raw: Any, n: int, where: _Where, path: YamlPath) -> Scenario:
+    """Scenario n (raw, at path): an entry of `scenarios`, or the file itself (path (); the caller checks its keys)."""
+    here = where.at(f"scenario {n}")
     if not isinstance(raw, dict) or not isinstance(raw.get("steps"), list) or not raw["steps"]:
-        raise where.at(f"scenario {n}").error(path, "needs a non-empty `steps` list")
-    name = raw.get("name") or f"scenario-{n}"
-    if not isinstance(name, str):
-        raise where.at(f"scenario {n}").error((*path, "name"), "`name` is a string")
+        raise here.error(path, "needs a non-empty `steps` list")
+    if path:
+        _unknown(raw, SCENARIO_KEYS, here, path)
+    name = raw.get("name")
+    if name is None:
+        name = f"scenario-{n}"
+    elif not isinstance(name, str) or not name:
+        raise here.error((*path, "name"), f"`name` is a non-empty string, got {name!r}")
     where = where.at(name)
     return Scenario(name, tuple(_step(s, i, where, (*path, "steps", i - 1)) for i, s in enumerate(raw["steps"], 1)))
+
+
+def _agent(agent: Any, where: _Where) -> str | None:
+    """The file's `agent` (None when left out or null); another type, or "", is an error at its place."""
+    if agent is not None and (not isinstance(agent, str) or not agent):
+        raise where.error(("agent",), "`agent` is the turns' agent name (gen_ai.agent.name), a non-empty string, "
+                                      f"got {agent!r}")
+    return agent
+
+
+def _rules(rules: Any, p: Path, where: _Where) -> list[Path]:
+    """The file's `rules` as paths ([] when left out or null): a path or a list of non-empty paths, else an error at
+    the value (or the list item) that is not one."""
+    if rules is None:
+        return []
+    items, at = ([rules], ("rules",)) if isinstance(rules, str) else (rules, None)
+    if not isinstance(items, list):
+        raise where.error(("rules",), f"`rules` is a path or a list of paths (relative to this file), got {rules!r}")
+    for i, r in enumerate(items):
+        if not isinstance(r, str) or not r:
+            raise where.error(at or ("rules", i), "`rules` is a path or a list of paths (relative to this file), "
+                                                  f"got {r!r}")
+    return [p.parent / r for r in items]
 
 
 def load_scenarios(path: str | Path) -> ScenarioFile:
@@ -233,16 +268,16 @@ def load_scenarios(path: str | Path) -> ScenarioFile:
     base: YamlPath = ()
     if "scenarios" in data:
         raw_list, base = data["scenarios"], ("scenarios",)
+        for key in sorted(SCENARIO_KEYS & data.keys()):
+            raise where.error((key,), f"`{key}` beside `scenarios`: give the scenarios in `scenarios: [...]`, or one "
+                                      "scenario's `name` and `steps` at the top level", key=True)
+        _unknown(data, FILE_KEYS, where, ())
     else:
+        _unknown(data, (FILE_KEYS - {"scenarios"}) | SCENARIO_KEYS, where, ())
         raw_list = [data] if "steps" in data else None
     if not isinstance(raw_list, list) or not raw_list:
         raise where.error(base, "no scenario (give `scenarios: [...]` or `steps: [...]`)")
-    rules = data.get("rules") or []
-    rules = [rules] if isinstance(rules, str) else rules
-    if not isinstance(rules, list) or not all(isinstance(r, str) for r in rules):
-        raise where.error(("rules",), "`rules` is a path or a list of paths")
-    agent = data.get("agent")
-    out = ScenarioFile(p, agent if isinstance(agent, str) else None, [p.parent / r for r in rules], marks=marks)
+    out = ScenarioFile(p, _agent(data.get("agent"), where), _rules(data.get("rules"), p, where), marks=marks)
     out.scenarios = [_scenario(s, i, where, (*base, i - 1) if base else ()) for i, s in enumerate(raw_list, 1)]
     seen: dict[str, int] = {}
     for i, s in enumerate(out.scenarios):

@@ -190,3 +190,62 @@ def test_steps_that_expand_past_the_cases_bound_are_named_in_the_scenario_file(t
     assert abs(int(m[2]) - first_over) <= 1 and int(m[1]) == int(m[2]) + 2
     assert ("hint: a step without `calls` expects any of the 1000 catalog tools, and its case lists each (1200 such "
             "steps): give such steps `calls`, or split the scenarios into several files") in res.output
+
+
+ONE_STEP = "steps: [{user: hi}]\n"
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("agent: 5\n" + ONE_STEP, r":1:8: `agent` is the turns' agent name (gen_ai.agent.name), a non-empty string, got 5"),
+    ("agent: ''\n" + ONE_STEP, r":1:8: `agent` is the turns' agent name"),
+    ("agent: [support]\n" + ONE_STEP, r":1:8: `agent` is the turns' agent name"),
+    ("agent: false\n" + ONE_STEP, r":1:8: `agent` is the turns' agent name (gen_ai.agent.name), a non-empty string, "
+                                  r"got False"),
+    ("rules: 0\n" + ONE_STEP, r":1:8: `rules` is a path or a list of paths (relative to this file), got 0"),
+    ("rules: false\n" + ONE_STEP, r":1:8: `rules` is a path or a list of paths"),
+    ("rules: ''\n" + ONE_STEP, r":1:8: `rules` is a path or a list of paths"),
+    ("rules: {}\n" + ONE_STEP, r":1:8: `rules` is a path or a list of paths"),
+    ("rules: [a.yaml, '']\n" + ONE_STEP,
+     r":1:17: `rules` is a path or a list of paths (relative to this file), got ''"),
+    ("rules: [a.yaml, 3]\n" + ONE_STEP, r":1:17: `rules` is a path or a list of paths"),
+    ("name: 0\n" + ONE_STEP, r":1:7: scenario 1: `name` is a non-empty string, got 0"),
+    ("name: ''\n" + ONE_STEP, r":1:7: scenario 1: `name` is a non-empty string, got ''"),
+    ("name: []\n" + ONE_STEP, r":1:7: scenario 1: `name` is a non-empty string"),
+    ("scenarios:\n  - name: a\n    steps: [{user: hi}]\n  - name: false\n    steps: [{user: hi}]\n",
+     r":4:11: scenario 2: `name` is a non-empty string, got False"),
+    ("agnet: support\n" + ONE_STEP, r":1:1: unknown key 'agnet' (allowed: agent, name, rules, steps)"),
+    ("rule: [a.yaml]\nscenarios: [{steps: [{user: hi}]}]\n",
+     r":1:1: unknown key 'rule' (allowed: agent, rules, scenarios)"),
+    ("scenarios:\n  - name: a\n    description: x\n    steps: [{user: hi}]\n",
+     r":3:5: scenario 1: unknown key 'description' (allowed: name, steps)"),
+    ("steps: [{user: hi, expect: 0}]\n", ":1:28: scenario-1, step 1: `expect` is a mapping, got 0"),
+    ("steps: [{user: hi, expect: ''}]\n", ":1:28: scenario-1, step 1: `expect` is a mapping, got ''"),
+    ("steps: [{user: hi, expect: {calls: false}}]\n", ":1:36: scenario-1, step 1: `expect.calls` is a list, got False"),
+    ("steps: [{user: hi, expect: {calls: {}}}]\n", ":1:36: scenario-1, step 1: `expect.calls` is a list, got {}"),
+    ("steps: [{user: hi, expect: {response: []}}]\n",
+     ":1:39: scenario-1, step 1: `expect.response` is a mapping, got []"),
+    ("scenarios: [{steps: [{user: hi}]}]\n" + ONE_STEP,
+     r":2:1: `steps` beside `scenarios`: give the scenarios in `scenarios: [...]`, or one scenario's `name` and "
+     r"`steps` at the top level"),
+])
+def test_wrong_types_and_unknown_keys_are_load_errors_with_file_and_line(
+        tmp_path: Path, text: str, message: str) -> None:
+    """`agent: 5` (and other wrong types of the top-level keys, or falsy ones: `rules: 0`, `name: ''`, `expect: 0`,
+    `calls: false`) were silently ignored, as were unknown top-level and scenario keys (a misspelt `rules` loaded no
+    rule file)."""
+    p = _write(tmp_path, text)
+    with pytest.raises(ScenarioError, match=re.escape(str(p) + message)):
+        load_scenarios(p)
+
+
+@pytest.mark.parametrize("text", [
+    "agent: null\nrules: null\nname: null\n" + ONE_STEP,
+    "agent:\nrules: []\n" + ONE_STEP,
+    "agent: support\nrules: support.yaml\nname: greet\n" + ONE_STEP,
+    "agent: support\nrules: [support.yaml]\nscenarios: [{name: greet, steps: [{user: hi}]}, {steps: [{user: yo}]}]\n",
+    "steps: [{user: hi, expect: null}, {user: yo, expect: {calls: null, response: null}}]\n",
+])
+def test_null_top_level_keys_are_left_out(tmp_path: Path, text: str) -> None:
+    sf = load_scenarios(_write(tmp_path, text))
+    assert sf.agent in (None, "support") and sf.rules in ([], [tmp_path / "support.yaml"])
+    assert sf.scenarios[0].name in ("scenario-1", "greet")

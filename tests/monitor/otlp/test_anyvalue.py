@@ -10,9 +10,13 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
+from monitor.otlp import request_to_json
 from monitor.otlp._accel import CJSON
 from monitor.otlp._json import parse_json_py
+from monitor.otlp._protobuf import parse_protobuf_py
 
 TRACE = "5b8efff798038103d269b633813fc60c"
 SPAN = "eee19b7ec3c1b174"
@@ -109,6 +113,16 @@ DOUBLES: list[tuple[str, Any]] = [
     ('"-Infinity"', -math.inf),
     ("1.5", 1.5),
     ("-7", -7.0),
+    ("-0", 0.0),  # float(int): an integer literal has no negative zero
+    ("1e400", math.inf),
+    # an integer literal beyond the double range is ±inf, as the same number as a string or in exponent form
+    ("1" + "0" * 400, math.inf),
+    ("-" + "9" * 320, -math.inf),
+    ("1" + "0" * 308, 1e308),
+    (str(2**1024), math.inf),
+    (str(2**1024 - 2**970), math.inf),  # rounds up to 2**1024
+    (str(2**1024 - 2**970 - 1), 1.7976931348623157e308),  # the largest double
+    ("-" + str(2**1024 - 2**970), -math.inf),
 ] + [
     (json.dumps(text), ABSENT)
     for text in [" 1.5", "1.5 ", "+1", ".5", "5.", "1_0", "0x10", "01", "1e", "1e+", "-", "", "inf", "nan", "NAN"]
@@ -179,3 +193,61 @@ def test_bytes_value_standard_or_url_safe_base64_padded_or_not(
 def test_double_nan_string(attributes: Callable[[str], dict[str, Any]]) -> None:
     got = attributes(body('{"future":"NaN","doubleValue":"NaN"}'))["a"]
     assert isinstance(got, float) and math.isnan(got)
+
+
+def attributes_body(kvs: str) -> str:
+    """A request with one span whose attributes are the KeyValue objects `kvs` (JSON text)."""
+    return (
+        '{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"' + TRACE + '","spanId":"' + SPAN + '",'
+        '"attributes":[' + kvs + "]}]}]}]}"
+    )
+
+
+# A KeyValue's key: null or left out is the field's default, "" (the protobuf JSON mapping; MessageToDict leaves an
+# empty key out), in an attribute and in a kvlistValue entry alike. A key of another type is no key.
+KEYS: list[tuple[str, dict[str, Any]]] = [
+    ('{"key":null,"value":{"stringValue":"x"}}', {"": "x"}),
+    ('{"value":{"stringValue":"x"}}', {"": "x"}),
+    ('{"value":{"stringValue":"x"},"key":null}', {"": "x"}),
+    ('{"future":1,"value":{"intValue":"3"}}', {"": 3}),
+    ('{"key":null}', {}),  # no value: no attribute
+    ('{"key":""}', {}),
+    ('{"key":"","value":{"boolValue":true}}', {"": True}),
+    ('{"key":5,"value":{"stringValue":"x"}}', {}),
+    ('{"key":null,"value":{"stringValue":"x"}},{"key":"","value":{"stringValue":"y"}}', {"": "y"}),
+    (
+        '{"key":"k","value":{"kvlistValue":{"values":[{"key":null,"value":{"stringValue":"x"}},'
+        '{"value":{"intValue":"1"}},{"key":null},{},{"key":"","value":{"boolValue":false}}]}}}',
+        {"k": (("", "x"), ("", 1), ("", None), ("", None), ("", False))},
+    ),
+    (
+        '{"key":"k","value":{"arrayValue":{"values":[{"kvlistValue":{"values":[{"key":null,"value":{}}]}}]}}}',
+        {"k": ((("", None),),)},
+    ),
+]
+
+
+@pytest.mark.parametrize("attributes", DECODERS)
+@pytest.mark.parametrize(("kvs", "want"), KEYS)
+def test_key_null_or_missing_is_the_empty_key(
+    attributes: Callable[[str], dict[str, Any]], kvs: str, want: dict[str, Any]
+) -> None:
+    got = attributes(attributes_body(kvs))
+    assert got.keys() == want.keys() and all(same(got[k], v) for k, v in want.items()), (kvs, got, want)
+
+
+@pytest.mark.parametrize("attributes", DECODERS)
+def test_empty_key_as_message_to_dict_writes_it_decodes_as_in_protobuf(
+    attributes: Callable[[str], dict[str, Any]],
+) -> None:
+    req = ExportTraceServiceRequest()
+    span = (
+        req.resource_spans.add().scope_spans.add().spans.add(trace_id=bytes.fromhex(TRACE), span_id=bytes.fromhex(SPAN))
+    )
+    span.attributes.add(key="", value=AnyValue(string_value="x"))
+    span.attributes.add(key="k").value.kvlist_value.values.add(key="", value=AnyValue(int_value=3))
+    text = request_to_json(req)
+    assert '"key":""' not in text  # the empty key is left out
+    want = parse_protobuf_py(req.SerializeToString()).spans[0].attributes
+    assert want == {"": "x", "k": (("", 3),)}
+    assert attributes(text) == want

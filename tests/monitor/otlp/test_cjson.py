@@ -46,7 +46,7 @@ def reference(body: Body) -> Result | None:
     """parse_json_py's result, None when it raises (DecodeError, or what escapes it: see the edge cases)."""
     try:
         d = parse_json_py(body)
-    except (DecodeError, OverflowError, RecursionError):
+    except (DecodeError, RecursionError):
         return None
     return d.spans, d.rejected.get("invalid_id", 0), d.rejected.get("malformed_span", 0)
 
@@ -344,15 +344,25 @@ CASES: dict[str, tuple[Body, bool]] = {
     "int value bool": (attr('{"intValue":true}'), True),
     "int value string bad": (attr('{"intValue":"1x"}'), True),
     "double value int": (attr('{"doubleValue":12345678901234567890123}'), True),
-    "double value overflow": (attr('{"doubleValue":1' + "0" * 400 + "}"), False),
+    "double value overflow": (
+        doc(
+            '"attributes":[{"key":"a","value":{"doubleValue":1'
+            + "0" * 400
+            + '}},{"key":"b","value":{"doubleValue":-'
+            + str(2**1024 - 2**970)
+            + '}},{"key":"c","value":{"doubleValue":'
+            + "9" * 640
+            + "}}]"
+        ),
+        True,
+    ),
+    "double value integer beyond the C digit limit": (attr('{"doubleValue":' + "9" * 641 + "}"), False),
     "double value numeric strings": (
         doc(
             '"attributes":[{"key":"a","value":{"doubleValue":"1.5"}},{"key":"b","value":{"doubleValue":"-0"}},'
             '{"key":"c","value":{"doubleValue":"1e400"}},{"key":"d","value":{"doubleValue":"\\u0031E-2"}},'
             '{"key":"e","value":{"doubleValue":" 1"}},{"key":"f","value":{"doubleValue":"1."}},'
-            '{"key":"g","value":{"doubleValue":"\\u0661"}},{"key":"h","value":{"doubleValue":"'
-            + "9" * 700
-            + '"}}]'
+            '{"key":"g","value":{"doubleValue":"\\u0661"}},{"key":"h","value":{"doubleValue":"' + "9" * 700 + '"}}]'
         ),
         True,
     ),
@@ -383,6 +393,18 @@ CASES: dict[str, tuple[Body, bool]] = {
     "array value not object": (attr('{"arrayValue":[1]}'), True),
     "kvlist value": (attr('{"kvlistValue":{"values":[1,{"value":{}},{"key":"k"},{"key":"j","value":3}]}}'), True),
     "kvlist key not str": (attr('{"kvlistValue":{"values":[{"key":1}]}}'), False),
+    "attribute key null or missing": (
+        doc('"attributes":[{"key":null,"value":{"stringValue":"x"}},{"value":{"intValue":"1"},"future":2}]'),
+        True,
+    ),
+    "attribute key null then empty": (
+        doc('"attributes":[{"value":{"stringValue":"x"},"key":null},{"key":"","value":{"boolValue":true}}]'),
+        True,
+    ),
+    "kvlist key null or missing": (
+        attr('{"kvlistValue":{"values":[{"key":null,"value":{"stringValue":"v"}},{"value":{}},{},{"key":null}]}}'),
+        True,
+    ),
     "string escapes": (attr('{"stringValue":"\\"\\\\\\/\\b\\f\\n\\r\\t\\u00e9\\ud83d\\ude00\\u20ac"}'), True),
     "lone surrogate escapes": (attr('{"stringValue":"\\ud800x\\udc00\\ud800\\u0041\\udbff"}'), True),
     "raw surrogate bytes": (attr('{"stringValue":"\xed\xa0\x80"}').encode("latin-1"), True),
@@ -456,9 +478,27 @@ def test_case_results() -> None:
     numerals = c_parse(CASES["double value numeric strings"][0])
     assert numerals is not None
     assert numerals[0][0].attributes == {"a": 1.5, "b": -0.0, "c": math.inf, "d": 0.01, "h": math.inf}
+    empty_key = c_parse(CASES["attribute key null or missing"][0])
+    assert empty_key is not None and empty_key[0][0].attributes == {"": 1}
+    empty_key = c_parse(CASES["attribute key null then empty"][0])
+    assert empty_key is not None and empty_key[0][0].attributes == {"": True}
+    empty_key = c_parse(CASES["kvlist key null or missing"][0])
+    assert empty_key is not None and empty_key[0][0].attributes == {
+        "a": (("", "v"), ("", None), ("", None), ("", None))
+    }
+    kvlist = c_parse(CASES["kvlist value"][0])
+    assert kvlist is not None and kvlist[0][0].attributes == {"a": (("", None), ("k", None), ("j", None))}
     unpadded = c_parse(CASES["bytes value URL-safe, unpadded"][0])
     assert unpadded is not None and unpadded[0][0].attributes == {"a": "fbff", "b": "41", "e": "fbff"}
-    for name in ("double value overflow", "too deep", "duplicate span key", "UTF-8 BOM bytes", "UTF-16"):
+    overflow = c_parse(CASES["double value overflow"][0])
+    assert overflow is not None and overflow[0][0].attributes == {"a": math.inf, "b": -math.inf, "c": math.inf}
+    for name in (
+        "double value integer beyond the C digit limit",
+        "too deep",
+        "duplicate span key",
+        "UTF-8 BOM bytes",
+        "UTF-16",
+    ):
         assert c_parse(CASES[name][0]) is None, name
 
 
@@ -589,6 +629,12 @@ JSON_ANY = st.recursive(
 )
 NUMERALS = st.from_regex(r"\A-?(0|[1-9][0-9]{0,25})(\.[0-9]{1,20})?([eE][+-]?[0-9]{1,3})?\Z")
 ODD_DOUBLES = [" 1", "1 ", "1.", ".5", "+1", "1_0", "0x1", "01", "1e", "inf", "nan", "-NaN", "\u0661", "NaN"]
+# integer literals about the double range's end: finite, ±inf, and 2**1024 - 2**970 (the first to round to inf)
+BIG_INTEGERS = st.builds(
+    lambda n, neg: -n if neg else n,
+    st.integers(10**305, 10**312) | st.sampled_from([2**1024 - 2**970 - 1, 2**1024 - 2**970, 10**639]),
+    st.booleans(),
+)
 B64 = st.builds(
     lambda b, url, pad: base64.b64encode(b).decode().translate(URL_SAFE if url else {}).rstrip("" if pad else "="),
     st.binary(max_size=7),
@@ -599,7 +645,7 @@ RAW: dict[str, st.SearchStrategy[Any]] = {
     "string": TEXT,
     "bool": st.booleans(),
     "int": st.integers(-(2**64), 2**64) | st.integers(-(2**64), 2**64).map(str),
-    "double": st.floats() | st.floats().map(repr) | NUMERALS | st.sampled_from(ODD_DOUBLES),
+    "double": st.floats() | st.floats().map(repr) | NUMERALS | st.sampled_from(ODD_DOUBLES) | BIG_INTEGERS,
     "bytes": B64 | st.text("AQZaz09+/-_=é", max_size=9),
 }
 
@@ -611,7 +657,8 @@ def any_value_objects(depth: int = 2) -> st.SearchStrategy[dict[str, Any]]:
     if depth:
         inner = any_value_objects(depth - 1)
         raw["array"] = st.fixed_dictionaries({"values": st.lists(inner, max_size=3) | st.none()})
-        pair = st.fixed_dictionaries({"key": KEYS}, optional={"value": inner, "x": JSON_ANY})
+        # the key left out or null: the empty key, as "" (the protobuf JSON mapping)
+        pair = st.fixed_dictionaries({}, optional={"key": KEYS | st.none(), "value": inner, "x": JSON_ANY})
         pairs = st.lists(pair, max_size=3) | st.none()
         raw["kvlist"] = st.fixed_dictionaries({"values": pairs}, optional={"x": JSON_ANY})
     members = [
@@ -630,11 +677,19 @@ def both_names(x: Any) -> bool:
     return False
 
 
+ATTRIBUTE_KEYS = st.sampled_from(["named", "named", "named", "null", "missing"])
+
+
 @FAST
-@given(st.lists(any_value_objects(), min_size=1, max_size=4))
-def test_generated_any_values_equal_the_reference(values: list[dict[str, Any]]) -> None:
-    attributes = ",".join(json.dumps({"key": f"k{i}", "value": v}, ensure_ascii=False) for i, v in enumerate(values))
-    check(doc(f'"attributes":[{attributes}]'), fast=not both_names(values))
+@given(st.lists(st.tuples(any_value_objects(), ATTRIBUTE_KEYS), min_size=1, max_size=4))
+def test_generated_any_values_equal_the_reference(values: list[tuple[dict[str, Any], str]]) -> None:
+    """Attributes of generated AnyValue objects, under a key, a null key or none (the empty key)."""
+    kvs = [
+        {"value": v} | ({"key": f"k{i}"} if how == "named" else {"key": None} if how == "null" else {})
+        for i, (v, how) in enumerate(values)
+    ]
+    attributes = ",".join(json.dumps(kv, ensure_ascii=False) for kv in kvs)
+    check(doc(f'"attributes":[{attributes}]'), fast=not both_names([v for v, _ in values]))
 
 
 # ---- JSON-level variants of the same requests ------------------------------------------------------------------
