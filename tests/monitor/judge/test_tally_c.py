@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import importlib
 from collections import Counter
 from types import ModuleType
@@ -24,7 +25,6 @@ from hypothesis import strategies as st
 from monitor.judge import Tally, ToolCounts, _tally, add_verdict
 from monitor.verdict import (
     NONE_LABEL,
-    UNKNOWN_LABEL,
     CallVerdict,
     MissedUnit,
     Outcome,
@@ -32,6 +32,8 @@ from monitor.verdict import (
     TurnVerdict,
     ViolationKind,
 )
+from tests.monitor import verdict_strategies
+from tests.monitor.verdict_strategies import SCORES
 
 
 def _import() -> ModuleType | None:
@@ -49,60 +51,11 @@ CTALLY = _import()
 pytestmark = pytest.mark.skipif(CTALLY is None, reason="the C tally was not built")
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
-TOOLS = ("search", "read", "delete", "ghost", "y" * 300)
-SCORES = (None, 0.0, 1.0, 0.5, 1 / 3, 0.1, 0.7, 0, 1)  # ints too: the sum must stay what Python's + makes
 OPT = (None, True, False)
-
-
-@st.composite
-def call_verdicts(draw: st.DrawFn, index: int) -> CallVerdict:
-    valid = draw(st.sampled_from(OPT))
-    in_catalog: Any = draw(st.sampled_from(OPT))  # None too: the reference tests its truth
-    kinds = draw(st.lists(st.sampled_from(ViolationKind), max_size=4))
-    return CallVerdict(
-        index=index,
-        name=draw(st.sampled_from(TOOLS)),
-        call_id="c",
-        outcome=draw(st.sampled_from(Outcome)),
-        in_catalog=in_catalog,
-        schema_valid=valid,
-        violations=tuple(SchemaViolation(k, "$.x", "m") for k in kinds) if valid is False or draw(st.booleans())
-        else (),
-        args_ok=draw(st.sampled_from(OPT)),
-    )
-
-
-@st.composite
-def turn_verdicts(draw: st.DrawFn) -> TurnVerdict:
-    calls = tuple(draw(call_verdicts(i)) for i in range(draw(st.integers(0, 4))))
-    tools = st.sampled_from(TOOLS)
-    cells = st.sampled_from((*TOOLS, NONE_LABEL, UNKNOWN_LABEL))
-    return TurnVerdict(
-        agent="a",
-        trace_id="t",
-        span_id="s",
-        input_text="",
-        judged=draw(st.booleans()),
-        turnless=draw(st.booleans()),
-        rule=draw(st.sampled_from((None, "", "r1", "r2", "case:1"))),
-        alternative=None,
-        calls=calls,
-        missed=tuple(MissedUnit(t, i) for i, t in enumerate(draw(st.lists(tools, max_size=3)))),
-        expected_calls=draw(st.integers(0, 3)),
-        max_calls=None,
-        selection_ok=draw(st.sampled_from(OPT)),
-        args_ok=draw(st.booleans()),
-        schema_ok=draw(st.booleans()),
-        sequence_ok=draw(st.sampled_from(OPT)),
-        sequence_score=draw(st.sampled_from(SCORES)),
-        forbidden=tuple(draw(st.lists(tools, max_size=2, unique=True))),
-        response_ok=draw(st.sampled_from(OPT)),
-        end_to_end=draw(st.sampled_from(OPT)),
-        over_calling=draw(st.sampled_from(OPT)),
-        confusion=tuple(draw(st.lists(st.tuples(cells, cells), max_size=3))),
-        reason="",
-        expected_by_tool=tuple((t, draw(st.integers(0, 2))) for t in draw(st.lists(tools, max_size=3, unique=True))),
-    )
+# ints too: the sum must stay what Python's + makes; in_catalog None too: the reference tests its truth
+turn_verdicts = functools.partial(
+    verdict_strategies.turn_verdicts, scores=(*SCORES, 0, 1), in_catalog=st.sampled_from(OPT)
+)
 
 
 def state(t: Tally) -> list[tuple[str, Any]]:

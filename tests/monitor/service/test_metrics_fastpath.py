@@ -9,6 +9,7 @@ counts and sums, the same bytes.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -26,73 +27,17 @@ from monitor.verdict import (
     NONE_LABEL,
     UNKNOWN_LABEL,
     CallVerdict,
-    MissedUnit,
     Outcome,
-    SchemaViolation,
     TurnVerdict,
-    ViolationKind,
 )
+from tests.monitor import verdict_strategies
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 AGENTS = ("triage", "billing", "someone-else", "x" * 300)
-TOOLS = ("search", "read", "delete", "ghost", "y" * 300)  # ghost and the long one are outside the catalog
 CATALOG = ("search", "read", "delete")
-SCORES = (None, 0.0, 1.0, 0.5, 1 / 3, 0.1, 0.7)
-OPT = (None, True, False)
 TEXT = st.text(st.characters() | st.sampled_from('"\\\n\t\x00\x7f\u2028é€😀\ud800'), max_size=8)
-
-
-@st.composite
-def call_verdicts(draw: st.DrawFn, index: int) -> CallVerdict:
-    violations = draw(
-        st.lists(st.builds(SchemaViolation, st.sampled_from(ViolationKind), st.just("$.x"), TEXT), max_size=2)
-    )
-    return CallVerdict(
-        index=index,
-        name=draw(st.sampled_from(TOOLS)),
-        call_id=f"c{index}",
-        outcome=draw(st.sampled_from(Outcome)),
-        in_catalog=draw(st.booleans()),
-        schema_valid=draw(st.sampled_from(OPT)),
-        violations=tuple(violations),
-        args_ok=draw(st.sampled_from(OPT)),
-    )
-
-
-@st.composite
-def turn_verdicts(draw: st.DrawFn) -> TurnVerdict:
-    n_calls = draw(st.integers(0, 3))
-    calls = tuple(draw(call_verdicts(i)) for i in range(n_calls))
-    judged = draw(st.booleans())
-    tools = st.sampled_from(TOOLS)
-    cells = st.sampled_from((*TOOLS, NONE_LABEL, UNKNOWN_LABEL))
-    return TurnVerdict(
-        agent=draw(st.sampled_from(AGENTS)),
-        trace_id="t",
-        span_id="s",
-        input_text=draw(TEXT),
-        judged=judged,
-        turnless=draw(st.booleans()),
-        rule=draw(st.sampled_from((None, "", "r1", "r2", "case:1", "case:2"))),
-        alternative=None,
-        calls=calls,
-        missed=tuple(MissedUnit(t, i) for i, t in enumerate(draw(st.lists(tools, max_size=2)))),
-        expected_calls=draw(st.integers(0, 3)),
-        max_calls=None,
-        selection_ok=draw(st.sampled_from(OPT)),
-        args_ok=draw(st.booleans()),
-        schema_ok=draw(st.booleans()),
-        sequence_ok=draw(st.sampled_from(OPT)),
-        sequence_score=draw(st.sampled_from(SCORES)),
-        forbidden=tuple(draw(st.lists(tools, max_size=2, unique=True))),
-        response_ok=draw(st.sampled_from(OPT)),
-        end_to_end=draw(st.sampled_from(OPT)),
-        over_calling=draw(st.sampled_from(OPT)),
-        confusion=tuple(draw(st.lists(st.tuples(cells, cells), max_size=3))),
-        reason=draw(TEXT),
-        expected_by_tool=tuple((t, draw(st.integers(0, 2))) for t in draw(st.lists(tools, max_size=2, unique=True))),
-    )
+turn_verdicts = functools.partial(verdict_strategies.turn_verdicts, agents=AGENTS, text=TEXT)
 
 
 TURN_FIELDS = tuple(f.name for f in dataclasses.fields(TurnVerdict))
