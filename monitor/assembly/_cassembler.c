@@ -491,41 +491,6 @@ static PyObject *asm_poll(PyObject *module, PyObject *const *args, Py_ssize_t na
 
 /* ---- flush ------------------------------------------------------------------------------------------------- */
 
-/* The usual trace at a flush (one turn, `sid`, its calls right under it in the exact list `calls`, `turns` an exact
- * dict), released as _release_all_py releases it: the turn leaves turns and goes to out with its calls sorted, the
- * trace keeps an empty list of calls. */
-static int flush_inline(State *s, PyObject *tid, PyObject *tr, PyObject *sid, PyObject *turns, PyObject *calls,
-                        PyObject *out) {
-    PyObject *turn = PyDict_GetItemWithError(turns, sid), *tup = NULL, *empty = NULL;
-    int rc = -1;
-    if (turn == NULL) {
-        if (!PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, sid);
-        return -1;
-    }
-    Py_INCREF(turn);
-    if (PyDict_DelItem(turns, sid) < 0) goto done;
-    if (PyList_GET_SIZE(calls) > 1) {
-        PyObject *args[2] = {calls, f_call_key};
-        PyObject *r = PyObject_VectorcallMethod(s_sort, args, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, kw_key);
-        if (r == NULL) goto done;
-        Py_DECREF(r);
-    }
-    if ((tup = PyList_AsTuple(calls)) == NULL) goto done;
-    if (Py_IS_TYPE(turn, turn_type))
-        Py_XSETREF(SLOT(turn, off_turn[U_CALLS]), Py_NewRef(tup));
-    else if (PyObject_SetAttr(turn, s_calls, tup) < 0)
-        goto done;
-    if ((empty = PyList_New(0)) == NULL || tr_set(tr, X_CALLS, empty) < 0 || PyList_Append(out, turn) < 0 ||
-        remember(s, tid, sid) < 0)
-        goto done;
-    rc = 0;
-done:
-    Py_DECREF(turn);
-    Py_XDECREF(tup);
-    Py_XDECREF(empty);
-    return rc;
-}
-
 /* One trace at a flush: 1 when released inline, 0 when by _flush_trace, -1. */
 static int flush_one(State *s, PyObject *tid, PyObject *tr, PyObject *out) {
     PyObject *turns = tr_get(tr, X_TURNS), *calls = NULL;
@@ -538,7 +503,7 @@ static int flush_one(State *s, PyObject *tid, PyObject *tr, PyObject *out) {
         Py_INCREF(sid);
         calls = tr_get(tr, X_CALLS);
         int all = calls == NULL ? -1 : PyList_CheckExact(calls) ? all_under(calls, sid) : 0;
-        if (all > 0) rc = flush_inline(s, tid, tr, sid, turns, calls, out) < 0 ? -1 : 1;
+        if (all > 0) rc = release_inline(s, tid, tr, sid, turns, calls, out) < 0 ? -1 : 1; /* as poll releases it */
         Py_DECREF(sid);
         if (all < 0 || all > 0) goto done;
     }
