@@ -265,48 +265,50 @@ class TurnAssembler:
         while deadlines and deadlines[0] <= now_ns:
             due = self._due.pop(heapq.heappop(deadlines))
             done = 0  # turns released inline
-            for tid in sorted(due):
-                sids = due[tid]
-                if not isinstance(sids, str):
-                    for sid in sorted(sids):
-                        tr = traces.get(tid)
-                        if tr is not None and sid in tr.turns:
-                            self._release_turn(tid, tr, sid, out, now_ns)
-                    continue
-                tr = traces.get(tid)
-                if tr is None:
-                    continue
-                turns = tr.turns
-                if len(turns) == 1 and sids in turns:
-                    calls = tr.calls
-                    for c in calls:
-                        if c.parent_span_id != sids:
-                            break
-                    else:
-                        # The usual case: the trace is this turn and calls right under it. All of it goes now, as
-                        # _release_turn would release it.
-                        turn = turns[sids]
-                        if len(calls) > 1:
-                            calls.sort(key=_call_key)
-                        turn.calls = tuple(calls)
-                        out.append(turn)
-                        done += 1
-                        key = tid + sids
-                        released.add(key)
-                        order.append(key)
-                        if len(order) > released_max:
-                            released.discard(order.popleft())
-                        del traces[tid]
-                        if len(spare) < _SPARE_MAX:  # its containers serve a new trace
-                            calls.clear()
-                            turns.clear()
-                            tr.parents.clear()
-                            spare.append(tr)
+            try:
+                for tid in sorted(due):
+                    sids = due[tid]
+                    if not isinstance(sids, str):
+                        for sid in sorted(sids):
+                            tr = traces.get(tid)
+                            if tr is not None and sid in tr.turns:
+                                self._release_turn(tid, tr, sid, out, now_ns)
                         continue
-                if sids in turns:
-                    self._release_turn(tid, tr, sids, out, now_ns)
-            self._pending_turns -= done
-            self.stats.turns_completed += done
+                    tr = traces.get(tid)
+                    if tr is None:
+                        continue
+                    turns = tr.turns
+                    if len(turns) == 1 and sids in turns:
+                        calls = tr.calls
+                        for c in calls:
+                            if c.parent_span_id != sids:
+                                break
+                        else:
+                            # The usual case: the trace is this turn and calls right under it. All of it goes now, as
+                            # _release_turn would release it.
+                            turn = turns[sids]
+                            if len(calls) > 1:
+                                calls.sort(key=_call_key)
+                            turn.calls = tuple(calls)
+                            out.append(turn)
+                            done += 1
+                            key = tid + sids
+                            released.add(key)
+                            order.append(key)
+                            if len(order) > released_max:
+                                released.discard(order.popleft())
+                            del traces[tid]
+                            if len(spare) < _SPARE_MAX:  # its containers serve a new trace
+                                calls.clear()
+                                turns.clear()
+                                tr.parents.clear()
+                                spare.append(tr)
+                            continue
+                    if sids in turns:
+                        self._release_turn(tid, tr, sids, out, now_ns)
+            finally:  # an error midway (calls that cannot be ordered) keeps the count of those released
+                self._pending_turns -= done
+                self.stats.turns_completed += done
         cutoff = now_ns - self.turnless_timeout_ns
         for _ in range(len(traces)):  # each trace looked at once: a requeued one must not be seen again now
             tid, tr = next(iter(traces.items()))
@@ -392,12 +394,12 @@ class TurnAssembler:
                 for c in calls:
                     (mine if c.parent_span_id == sid or self._owner(tr, c) == sid else rest).append(c)
                 break
+        if len(mine) > 1:  # first: calls that cannot be ordered raise with the turn still pending
+            mine.sort(key=_call_key)
         turns = tr.turns
         turn = turns.pop(sid)
         self._pending_turns -= 1
         tr.calls = rest
-        if len(mine) > 1:
-            mine.sort(key=_call_key)
         # The Turn was made by our normalizer and is not shared yet: fill in its calls in place (much cheaper
         # than dataclasses.replace on the hot path).
         turn.calls = tuple(mine)

@@ -393,6 +393,20 @@ done:
     return rc;
 }
 
+/* done turns released inline: no longer pending, and completed, as Python counts them. Also after an error midway
+ * (failed: its exception set aside meanwhile and raised, the first one), for the turns released before it. */
+static int count_released(State *s, long long done, int failed) {
+    PyObject *et = NULL, *ev = NULL, *tb = NULL;
+    if (failed) PyErr_Fetch(&et, &ev, &tb);
+    int rc = add_attr(s->self, s_pending_turns, -done) < 0 || add_attr(s->stats, s_turns_completed, done) < 0 ? -1 : 0;
+    if (failed) {
+        if (rc < 0) PyErr_Clear();
+        PyErr_Restore(et, ev, tb);
+        rc = -1;
+    }
+    return rc;
+}
+
 /* Releases the turns due by s->now and the turnless traces past the timeout into out. */
 static int poll_into(State *s, PyObject *out) {
     while (PyList_GET_SIZE(s->deadlines) > 0) {
@@ -423,8 +437,7 @@ static int poll_into(State *s, PyObject *out) {
         }
         Py_DECREF(due);
         Py_DECREF(tids);
-        if (rc < 0 || add_attr(s->self, s_pending_turns, -done) < 0 || add_attr(s->stats, s_turns_completed, done) < 0)
-            return -1;
+        if (count_released(s, done, rc < 0) < 0) return -1;
     }
     /* Each trace looked at once, oldest first: a requeued one must not be seen again now. */
     long long cutoff = s->now - s->timeout;
@@ -520,7 +533,7 @@ static PyObject *release_all(PyObject *module, PyObject *self) {
     if (!state_load(&s, self, zero)) return method(self, s_release_all_py, NULL, NULL);
     PyObject *items = method(s.traces, s_items, NULL, NULL), *list = NULL, *out = NULL;
     if (items == NULL || (list = PySequence_List(items)) == NULL || (out = PyList_New(0)) == NULL) goto fail;
-    long long done = 0; /* turns released inline */
+    long long done = 0; /* turns released inline (flush then sets none pending) */
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); i++) {
         PyObject *item = PyList_GET_ITEM(list, i);
         if (!PyTuple_CheckExact(item) || PyTuple_GET_SIZE(item) != 2) {
@@ -528,10 +541,13 @@ static PyObject *release_all(PyObject *module, PyObject *self) {
             goto fail;
         }
         int r = flush_one(&s, PyTuple_GET_ITEM(item, 0), PyTuple_GET_ITEM(item, 1), out);
-        if (r < 0) goto fail;
+        if (r < 0) {
+            count_released(&s, done, 1);
+            goto fail;
+        }
         done += r;
     }
-    if (add_attr(s.stats, s_turns_completed, done) < 0) goto fail;
+    if (count_released(&s, done, 0) < 0) goto fail;
     Py_DECREF(items);
     Py_DECREF(list);
     state_clear(&s);

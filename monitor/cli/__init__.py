@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import logging
+import sys
 
-import click
+from monitor.cli._startup import hold_sighup
 
-from monitor.cli.alerts_cmd import alerts
-from monitor.cli.demo_cmd import demo
-from monitor.cli.eval_cmd import eval_
-from monitor.cli.probe_cmd import probe
-from monitor.cli.replay_cmd import replay
-from monitor.cli.rules_cmd import rules
-from monitor.cli.serve_cmd import serve
+hold_sighup(sys.argv)  # before the imports below (most of a second): a SIGHUP meanwhile must not end `serve`
+
+import click  # noqa: E402
+
+from monitor.cli.alerts_cmd import alerts  # noqa: E402
+from monitor.cli.demo_cmd import demo  # noqa: E402
+from monitor.cli.eval_cmd import eval_  # noqa: E402
+from monitor.cli.probe_cmd import probe  # noqa: E402
+from monitor.cli.replay_cmd import replay  # noqa: E402
+from monitor.cli.rules_cmd import rules  # noqa: E402
+from monitor.cli.serve_cmd import serve  # noqa: E402
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

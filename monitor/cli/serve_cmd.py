@@ -245,6 +245,7 @@ def serve(**opts: object) -> None:
     Agents export with any OTLP/HTTP exporter (protobuf or JSON; gzip, deflate or zstd optional), e.g.
     OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=http://127.0.0.1:4318/v1/traces.
     """
+    from monitor.cli._startup import take_sighup
     from monitor.rules import RuleFileError
     from monitor.serve import Server
 
@@ -267,6 +268,8 @@ def serve(**opts: object) -> None:
         # generation, whose full collections scan every pending record. The hot path's objects are acyclic and
         # freed by reference counting; the young generation only holds cyclic garbage longer. (Records built by the
         # C extensions are not tracked at all: see monitor/_cext/records.h.)
+        if take_sighup():  # sent while starting (held since the command line was imported): its reload now
+            server.request_reload()
         if os.environ.get("TOOLWATCH_GC_TUNING", "1") != "0":
             gc.freeze()
             gc.set_threshold(200_000, 100, 100)

@@ -77,19 +77,49 @@ static int ready;
 /* ---- checks (nothing changed) and counting, by one walk ---------------------------------------------------- */
 
 /* The walk's state: `apply` 0 checks that everything below is as described at the top (a 0 return then means
- * "leave it to Python"); 1 counts (a 0 return then means an exception is set). */
+ * "leave it to Python"); 1 counts (a 0 return then means an exception is set). `failed`: TurnVerdict.failed of what
+ * the counting walk read.
+ *
+ * Python code can run during either walk: a key of the tally's dicts that is not exactly a str (put there by the
+ * Python reference) is compared with the key looked up by its own __eq__, and ToolCounts() runs the dataclass's
+ * __init__ (and may start the garbage collector, hence finalizers). That code may reassign any slot of the tally or
+ * the verdict. So every object held across such a call is a strong reference (the verdict's and each call's slots
+ * are read once, into owned snapshots), and the counting walk checks again all that memory safety rests on: a check
+ * that fails then (the tally or the verdict changed under the add) raises RuntimeError, counts partly made, as
+ * "dictionary changed size during iteration" does. */
 typedef struct {
-    int apply;
+    int apply, failed;
     PyObject *tally;
 } Walk;
+
+/* A check failed: 0, with RuntimeError set while counting (nothing set while checking). */
+static int refuse(Walk *w) {
+    if (w->apply) PyErr_SetString(PyExc_RuntimeError, "Tally.add: the tally or the verdict changed while counted");
+    return 0;
+}
+
+/* n slots of obj at offsets[] into out[], as new references; 0 (all NULL) when one is unset. */
+static int snapshot(PyObject *obj, const Py_ssize_t *offsets, int n, PyObject **out) {
+    for (int i = 0; i < n; i++)
+        if ((out[i] = Py_XNewRef(*(PyObject **)((char *)obj + offsets[i]))) == NULL) {
+            while (i--) Py_CLEAR(out[i]);
+            return 0;
+        }
+    return 1;
+}
+
+static void release(PyObject **refs, int n) {
+    for (int i = 0; i < n; i++) Py_XDECREF(refs[i]);
+}
 
 /* Whether x is exactly a counter value the reference adds to with `+` alone (int, or the one float). */
 static inline int number_ok(PyObject *x) { return x != NULL && (PyLong_CheckExact(x) || PyFloat_CheckExact(x)); }
 
-/* obj's slot at `offset` += delta (an exact int or float). */
+/* obj's slot at `offset` += delta (an exact int or float). Runs no Python code (exact numbers only). */
 static int bump_slot(Walk *w, PyObject *obj, Py_ssize_t offset, PyObject *delta) {
     PyObject **slot = (PyObject **)((char *)obj + offset);
-    if (!w->apply) return number_ok(*slot);
+    if (!number_ok(*slot)) return refuse(w);
+    if (!w->apply) return 1;
     PyObject *sum = PyNumber_Add(*slot, delta);
     if (sum == NULL) return 0;
     Py_SETREF(*slot, sum);
@@ -100,48 +130,67 @@ static inline int bump(Walk *w, int field, PyObject *delta) {
     return bump_slot(w, w->tally, tally_cls.offset[field], delta);
 }
 
-/* The Tally's counter `field` (exactly a Counter) [key] += 1; key is exactly a str or a tuple of exact strs. */
+/* The Tally's counter `field` (exactly a Counter) [key] += 1; key is exactly a str or a tuple of exact strs, owned
+ * by the caller. */
 static int count_key(Walk *w, int field, PyObject *key) {
     PyObject *counter = SLOT(w->tally, tally_cls, field);
-    PyObject *old = PyDict_GetItemWithError(counter, key); /* borrowed */
-    if (!w->apply) return (old == NULL && !PyErr_Occurred()) || (old != NULL && PyLong_CheckExact(old));
-    if (old == NULL && PyErr_Occurred()) return 0;
-    PyObject *n = old == NULL ? Py_NewRef(one) : PyNumber_Add(old, one);
-    if (n == NULL) return 0;
-    int r = PyDict_SetItem(counter, key, n);
-    Py_DECREF(n);
-    return r == 0;
+    if (counter == NULL || !Py_IS_TYPE(counter, counter_type)) return refuse(w);
+    Py_INCREF(counter); /* the lookup may run a stored key's __eq__, which may drop it from the tally */
+    PyObject *old = PyDict_GetItemWithError(counter, key); /* borrowed, used before any other call */
+    int ok;
+    if (old == NULL && PyErr_Occurred()) {
+        if (!w->apply) PyErr_Clear();
+        ok = 0;
+    } else if (old != NULL && !PyLong_CheckExact(old)) {
+        ok = refuse(w);
+    } else if (!w->apply) {
+        ok = 1;
+    } else {
+        PyObject *n = old == NULL ? Py_NewRef(one) : PyNumber_Add(old, one);
+        ok = n != NULL && PyDict_SetItem(counter, key, n) == 0;
+        Py_XDECREF(n);
+    }
+    Py_DECREF(counter);
+    return ok;
 }
 
-/* Tally._tool(name): the ToolCounts of `name` (an exact str), made when missing (borrowed). While checking: the
- * existing one after checking its counters, or Py_None for one that would be made (a fresh one holds ints). NULL:
- * refused (checking) or an exception set (counting). */
+/* Tally._tool(name): a new reference to the ToolCounts of `name` (an exact str owned by the caller), made when
+ * missing; while checking, Py_None for one that would be made (a fresh one holds ints). NULL: refused (checking)
+ * or an exception set (counting). */
 static PyObject *tool(Walk *w, PyObject *name) {
     PyObject *per_tool = SLOT(w->tally, tally_cls, Y_PER_TOOL);
-    PyObject *tc = PyDict_GetItemWithError(per_tool, name); /* borrowed */
-    if (tc == NULL && PyErr_Occurred()) {
+    if (per_tool == NULL || !PyDict_CheckExact(per_tool)) return refuse(w), NULL;
+    Py_INCREF(per_tool); /* the lookup may run a stored key's __eq__, which may drop it from the tally */
+    PyObject *tc = PyDict_GetItemWithError(per_tool, name); /* borrowed: owned just below */
+    if (tc != NULL) {
+        int ok = Py_IS_TYPE(tc, counts_cls.type);
+        for (int i = 0; ok && i < K_N; i++) ok = number_ok(SLOT(tc, counts_cls, i));
+        tc = ok ? Py_NewRef(tc) : (refuse(w), NULL);
+    } else if (PyErr_Occurred()) {
         if (!w->apply) PyErr_Clear();
-        return NULL;
+    } else if (!w->apply) {
+        tc = Py_NewRef(Py_None);
+    } else if ((tc = PyObject_CallNoArgs((PyObject *)counts_cls.type)) != NULL &&
+               PyDict_SetItem(per_tool, name, tc) < 0) {
+        Py_CLEAR(tc);
     }
-    if (!w->apply) {
-        if (tc == NULL) return Py_None;
-        if (!Py_IS_TYPE(tc, counts_cls.type)) return NULL;
-        for (int i = 0; i < K_N; i++)
-            if (!number_ok(SLOT(tc, counts_cls, i))) return NULL;
-        return tc;
-    }
-    if (tc != NULL) return tc;
-    tc = PyObject_CallNoArgs((PyObject *)counts_cls.type);
-    if (tc == NULL) return NULL;
-    int r = PyDict_SetItem(per_tool, name, tc);
-    Py_DECREF(tc); /* the dict holds it */
-    return r == 0 ? tc : NULL;
+    Py_DECREF(per_tool);
+    return tc;
 }
 
 /* tc.<field> += delta, tc from tool() (Py_None while checking: nothing to check). */
 static inline int bump_tool(Walk *w, PyObject *tc, int field, PyObject *delta) {
     if (tc == Py_None) return 1;
     return bump_slot(w, tc, counts_cls.offset[field], delta);
+}
+
+/* tool(name), then tc.<field> += delta. */
+static int bump_named(Walk *w, PyObject *name, int field, PyObject *delta) {
+    PyObject *tc = tool(w, name);
+    if (tc == NULL) return 0;
+    int ok = bump_tool(w, tc, field, delta);
+    Py_DECREF(tc);
+    return ok;
 }
 
 /* 1 / 0 for exactly True / False, and for None where `none_ok` (the reference tests its truth); -1 otherwise. */
@@ -151,23 +200,19 @@ static inline int flag(PyObject *x, int none_ok) {
     return -1;
 }
 
-/* Tally._add_judged_turn. */
-static int judged_turn(Walk *w, PyObject *v, PyObject *n) {
-    PyObject *missed = SLOT(v, verdict_cls, V_MISSED), *expected = SLOT(v, verdict_cls, V_EXPECTED_CALLS);
-    PyObject *by_tool = SLOT(v, verdict_cls, V_EXPECTED_BY_TOOL), *rule = SLOT(v, verdict_cls, V_RULE);
-    PyObject *score = SLOT(v, verdict_cls, V_SEQUENCE_SCORE), *confusion = SLOT(v, verdict_cls, V_CONFUSION);
-    PyObject *response_ok = SLOT(v, verdict_cls, V_RESPONSE_OK);
-    int selection_ok = flag(SLOT(v, verdict_cls, V_SELECTION_OK), 1);
-    int end_to_end = flag(SLOT(v, verdict_cls, V_END_TO_END), 1);
-    int sequence_ok = flag(SLOT(v, verdict_cls, V_SEQUENCE_OK), 1);
-    int over_calling = flag(SLOT(v, verdict_cls, V_OVER_CALLING), 1);
+/* Tally._add_judged_turn, s the verdict's slots. */
+static int judged_turn(Walk *w, PyObject *const *s, PyObject *n) {
+    PyObject *missed = s[V_MISSED], *expected = s[V_EXPECTED_CALLS], *by_tool = s[V_EXPECTED_BY_TOOL];
+    PyObject *rule = s[V_RULE], *score = s[V_SEQUENCE_SCORE], *confusion = s[V_CONFUSION];
+    PyObject *response_ok = s[V_RESPONSE_OK];
+    int selection_ok = flag(s[V_SELECTION_OK], 1), end_to_end = flag(s[V_END_TO_END], 1);
+    int sequence_ok = flag(s[V_SEQUENCE_OK], 1), over_calling = flag(s[V_OVER_CALLING], 1);
     int resp = response_ok == Py_None ? 0 : flag(response_ok, 0);
-    if (!w->apply &&
-        (!PyTuple_CheckExact(missed) || !PyLong_CheckExact(expected) || !PyTuple_CheckExact(by_tool) ||
-         !(rule == Py_None || PyUnicode_CheckExact(rule)) || !(score == Py_None || number_ok(score)) ||
-         !PyTuple_CheckExact(confusion) || selection_ok < 0 || end_to_end < 0 || sequence_ok < 0 ||
-         over_calling < 0 || resp < 0))
-        return 0;
+    if (!PyTuple_CheckExact(missed) || !PyLong_CheckExact(expected) || !PyTuple_CheckExact(by_tool) ||
+        !(rule == Py_None || PyUnicode_CheckExact(rule)) || !(score == Py_None || number_ok(score)) ||
+        !PyTuple_CheckExact(confusion) || selection_ok < 0 || end_to_end < 0 || sequence_ok < 0 ||
+        over_calling < 0 || resp < 0)
+        return refuse(w);
     PyObject *n_missed = PyLong_FromSsize_t(PyTuple_GET_SIZE(missed));
     if (n_missed == NULL) return w->apply ? 0 : (PyErr_Clear(), 0);
     int ok = bump(w, Y_JUDGED_TURNS, one) && bump(w, Y_JUDGED_CALLS, n) && bump(w, Y_MISSED, n_missed) &&
@@ -175,21 +220,19 @@ static int judged_turn(Walk *w, PyObject *v, PyObject *n) {
     Py_DECREF(n_missed);
     if (!ok) return 0;
     for (Py_ssize_t i = 0, m = PyTuple_GET_SIZE(by_tool); i < m; i++) {
-        PyObject *pair = PyTuple_GET_ITEM(by_tool, i);
-        if (!w->apply && !(PyTuple_CheckExact(pair) && PyTuple_GET_SIZE(pair) == 2 &&
-                           PyUnicode_CheckExact(PyTuple_GET_ITEM(pair, 0)) &&
-                           PyLong_CheckExact(PyTuple_GET_ITEM(pair, 1))))
-            return 0;
-        PyObject *tc = tool(w, PyTuple_GET_ITEM(pair, 0));
-        if (tc == NULL || !bump_tool(w, tc, K_EXPECTED_CALLS, PyTuple_GET_ITEM(pair, 1))) return 0;
+        PyObject *pair = PyTuple_GET_ITEM(by_tool, i); /* held by by_tool, and its items by it */
+        if (!(PyTuple_CheckExact(pair) && PyTuple_GET_SIZE(pair) == 2 && PyUnicode_CheckExact(PyTuple_GET_ITEM(pair, 0)) &&
+              PyLong_CheckExact(PyTuple_GET_ITEM(pair, 1))))
+            return refuse(w);
+        if (!bump_named(w, PyTuple_GET_ITEM(pair, 0), K_EXPECTED_CALLS, PyTuple_GET_ITEM(pair, 1))) return 0;
     }
     for (Py_ssize_t i = 0, m = PyTuple_GET_SIZE(missed); i < m; i++) {
         PyObject *unit = PyTuple_GET_ITEM(missed, i);
-        if (!w->apply && !Py_IS_TYPE(unit, missed_cls.type)) return 0;
-        PyObject *name = SLOT(unit, missed_cls, 0);
-        if (!w->apply && (name == NULL || !PyUnicode_CheckExact(name))) return 0;
-        PyObject *tc = tool(w, name);
-        if (tc == NULL || !bump_tool(w, tc, K_MISSED, one)) return 0;
+        if (!Py_IS_TYPE(unit, missed_cls.type)) return refuse(w);
+        PyObject *name = Py_XNewRef(SLOT(unit, missed_cls, 0));
+        ok = name != NULL && PyUnicode_CheckExact(name) ? bump_named(w, name, K_MISSED, one) : refuse(w);
+        Py_XDECREF(name);
+        if (!ok) return 0;
     }
     if (selection_ok && !bump(w, Y_SELECTION_OK_TURNS, one)) return 0;
     if (end_to_end) {
@@ -208,28 +251,34 @@ static int judged_turn(Walk *w, PyObject *v, PyObject *n) {
     if (over_calling && !bump(w, Y_OVER_CALLING_TURNS, one)) return 0;
     for (Py_ssize_t i = 0, m = PyTuple_GET_SIZE(confusion); i < m; i++) {
         PyObject *pair = PyTuple_GET_ITEM(confusion, i);
-        if (!w->apply && !(PyTuple_CheckExact(pair) && PyTuple_GET_SIZE(pair) == 2 &&
-                           PyUnicode_CheckExact(PyTuple_GET_ITEM(pair, 0)) &&
-                           PyUnicode_CheckExact(PyTuple_GET_ITEM(pair, 1))))
-            return 0;
+        if (!(PyTuple_CheckExact(pair) && PyTuple_GET_SIZE(pair) == 2 && PyUnicode_CheckExact(PyTuple_GET_ITEM(pair, 0)) &&
+              PyUnicode_CheckExact(PyTuple_GET_ITEM(pair, 1))))
+            return refuse(w);
         if (!count_key(w, Y_CONFUSION, pair)) return 0;
     }
     return 1;
 }
 
+/* The kind of violation x (a new reference), NULL refused. */
+static PyObject *violation_kind(Walk *w, PyObject *x) {
+    PyObject *kind = Py_IS_TYPE(x, violation_cls.type) ? SLOT(x, violation_cls, 0) : NULL;
+    if (kind == NULL || !Py_IS_TYPE(kind, kind_type)) return refuse(w), NULL;
+    return Py_NewRef(kind);
+}
+
 /* `for kind in {x.kind.value for x in c.violations}: self.violations[kind] += 1`: the set built as the reference
- * builds it, so its keys go into the Counter in the same order. */
+ * builds it, so its keys go into the Counter in the same order. violations: a tuple owned by the caller. */
 static int count_violations(Walk *w, PyObject *violations) {
     Py_ssize_t m = PyTuple_GET_SIZE(violations);
     if (!w->apply) {
         for (Py_ssize_t i = 0; i < m; i++) {
-            PyObject *x = PyTuple_GET_ITEM(violations, i);
-            if (!Py_IS_TYPE(x, violation_cls.type)) return 0;
-            PyObject *kind = SLOT(x, violation_cls, 0);
-            if (kind == NULL || !Py_IS_TYPE(kind, kind_type)) return 0;
+            PyObject *kind = violation_kind(w, PyTuple_GET_ITEM(violations, i));
+            if (kind == NULL) return 0;
+            Py_DECREF(kind);
         }
         /* The values are the enum's own strs: new keys, or keys already counted (checked when counting, below). */
         PyObject *counter = SLOT(w->tally, tally_cls, Y_VIOLATIONS);
+        if (counter == NULL || !Py_IS_TYPE(counter, counter_type)) return 0;
         Py_ssize_t pos = 0;
         PyObject *key, *value;
         while (PyDict_Next(counter, &pos, &key, &value))
@@ -239,9 +288,11 @@ static int count_violations(Walk *w, PyObject *violations) {
     PyObject *kinds = PySet_New(NULL);
     if (kinds == NULL) return 0;
     for (Py_ssize_t i = 0; i < m; i++) {
-        PyObject *value = PyObject_GetAttr(SLOT(PyTuple_GET_ITEM(violations, i), violation_cls, 0), s_value);
+        PyObject *kind = violation_kind(w, PyTuple_GET_ITEM(violations, i));
+        PyObject *value = kind != NULL ? PyObject_GetAttr(kind, s_value) : NULL;
         int r = value != NULL ? PySet_Add(kinds, value) : -1;
         Py_XDECREF(value);
+        Py_XDECREF(kind);
         if (r < 0) {
             Py_DECREF(kinds);
             return 0;
@@ -259,24 +310,21 @@ static int count_violations(Walk *w, PyObject *violations) {
     return ok;
 }
 
-/* One call of the per-call loop of Tally._add_py. */
-static int count_call(Walk *w, PyObject *c, int judged) {
-    if (!w->apply && !Py_IS_TYPE(c, call_cls.type)) return 0;
-    PyObject *name = SLOT(c, call_cls, C_NAME), *outcome = SLOT(c, call_cls, C_OUTCOME);
-    PyObject *valid = SLOT(c, call_cls, C_SCHEMA_VALID), *args_ok = SLOT(c, call_cls, C_ARGS_OK);
-    PyObject *violations = SLOT(c, call_cls, C_VIOLATIONS), *in_catalog = SLOT(c, call_cls, C_IN_CATALOG);
-    if (!w->apply &&
-        (name == NULL || outcome == NULL || valid == NULL || args_ok == NULL || violations == NULL ||
-         in_catalog == NULL || !PyUnicode_CheckExact(name) || flag(in_catalog, 1) < 0 ||
-         (valid != Py_None && flag(valid, 0) < 0) || (args_ok != Py_None && flag(args_ok, 0) < 0) ||
-         (valid == Py_False && !PyTuple_CheckExact(violations))))
-        return 0;
-    PyObject *tc = Py_None;
+/* One call of the per-call loop of Tally._add_py, s the call's slots. */
+static int count_call(Walk *w, PyObject *const *s, int judged) {
+    PyObject *name = s[C_NAME], *outcome = s[C_OUTCOME], *valid = s[C_SCHEMA_VALID], *args_ok = s[C_ARGS_OK];
+    PyObject *violations = s[C_VIOLATIONS], *in_catalog = s[C_IN_CATALOG];
+    if (!PyUnicode_CheckExact(name) || flag(in_catalog, 1) < 0 || (valid != Py_None && flag(valid, 0) < 0) ||
+        (args_ok != Py_None && flag(args_ok, 0) < 0) || (valid == Py_False && !PyTuple_CheckExact(violations)))
+        return refuse(w);
+    if (outcome == o_hallucinated || valid == Py_False) w->failed = 1;
+    PyObject *tc = Py_NewRef(Py_None); /* a new reference from here on */
+    int ok = 0, field, tool_field;
     if (in_catalog == Py_True) {
-        if ((tc = tool(w, name)) == NULL || !bump_tool(w, tc, K_CALLS, one)) return 0;
-        if (judged && !bump_tool(w, tc, K_JUDGED_CALLS, one)) return 0;
+        Py_SETREF(tc, tool(w, name));
+        if (tc == NULL || !bump_tool(w, tc, K_CALLS, one)) goto done;
+        if (judged && !bump_tool(w, tc, K_JUDGED_CALLS, one)) goto done;
     }
-    int field, tool_field;
     if (outcome == o_correct) {
         field = Y_CORRECT, tool_field = K_CORRECT;
     } else if (outcome == o_wrong_tool) {
@@ -288,75 +336,89 @@ static int count_call(Walk *w, PyObject *c, int judged) {
     } else {
         field = Y_UNJUDGED, tool_field = K_UNJUDGED;
     }
-    if (!bump(w, field, one)) return 0;
+    if (!bump(w, field, one)) goto done;
     if (tool_field < 0) {
-        if (judged && !bump(w, Y_JUDGED_HALLUCINATED, one)) return 0;
+        if (judged && !bump(w, Y_JUDGED_HALLUCINATED, one)) goto done;
     } else if (!bump_tool(w, tc, tool_field, one)) {
-        return 0;
+        goto done;
     }
     if (valid != Py_None) {
-        if (!bump(w, Y_SCHEMA_CHECKED_CALLS, one)) return 0;
+        if (!bump(w, Y_SCHEMA_CHECKED_CALLS, one)) goto done;
         if (valid == Py_True) {
             if (!bump(w, Y_SCHEMA_VALID_CALLS, one) || !bump_tool(w, tc, K_SCHEMA_CHECKED_CALLS, one) ||
                 !bump_tool(w, tc, K_SCHEMA_VALID_CALLS, one))
-                return 0;
+                goto done;
         } else if (!bump_tool(w, tc, K_SCHEMA_CHECKED_CALLS, one) || !count_violations(w, violations)) {
-            return 0;
+            goto done;
         }
     }
     if (args_ok != Py_None) {
-        if (!bump(w, Y_ARGS_CHECKED_CALLS, one)) return 0;
+        if (!bump(w, Y_ARGS_CHECKED_CALLS, one)) goto done;
         if (args_ok == Py_True) {
             if (!bump(w, Y_ARGS_OK_CALLS, one) || !bump_tool(w, tc, K_ARGS_CHECKED_CALLS, one) ||
                 !bump_tool(w, tc, K_ARGS_OK_CALLS, one))
-                return 0;
+                goto done;
         } else if (!bump_tool(w, tc, K_ARGS_CHECKED_CALLS, one)) {
-            return 0;
+            goto done;
         }
     }
-    return 1;
+    ok = 1;
+done:
+    Py_XDECREF(tc);
+    return ok;
 }
 
-/* Tally._add_py. */
-static int walk(Walk *w, PyObject *v) {
-    PyObject *calls = SLOT(v, verdict_cls, V_CALLS), *forbidden = SLOT(v, verdict_cls, V_FORBIDDEN);
-    int judged = flag(SLOT(v, verdict_cls, V_JUDGED), 1), turnless = flag(SLOT(v, verdict_cls, V_TURNLESS), 1);
-    if (!w->apply && (!PyTuple_CheckExact(calls) || !PyTuple_CheckExact(forbidden) || judged < 0 || turnless < 0))
-        return 0;
+/* calls (a tuple of CallVerdicts, owned by the caller): how many are named in forbidden (a tuple of exact strs),
+ * as `c.name in forbidden` counts them; -1 refused. No Python code runs (exact strs only). */
+static Py_ssize_t forbidden_hits(Walk *w, PyObject *calls, PyObject *forbidden) {
+    Py_ssize_t nf = PyTuple_GET_SIZE(forbidden), hits = 0;
+    for (Py_ssize_t i = 0; i < nf; i++)
+        if (!PyUnicode_CheckExact(PyTuple_GET_ITEM(forbidden, i))) return refuse(w), -1;
+    for (Py_ssize_t j = 0, n = PyTuple_GET_SIZE(calls); j < n; j++) {
+        PyObject *c = PyTuple_GET_ITEM(calls, j);
+        PyObject *name = Py_IS_TYPE(c, call_cls.type) ? SLOT(c, call_cls, C_NAME) : NULL;
+        if (name == NULL || !PyUnicode_CheckExact(name)) return refuse(w), -1;
+        for (Py_ssize_t i = 0; i < nf; i++) {
+            /* str == str, as `in` compares them (identity first) */
+            PyObject *f = PyTuple_GET_ITEM(forbidden, i);
+            if (f == name || PyUnicode_Compare(f, name) == 0) {
+                hits++;
+                break;
+            }
+        }
+    }
+    return hits;
+}
+
+/* Tally._add_py, s the verdict's slots (read once, for both walks, as the reference reads v.calls once). */
+static int walk(Walk *w, PyObject *const *s) {
+    PyObject *calls = s[V_CALLS], *forbidden = s[V_FORBIDDEN];
+    int judged = flag(s[V_JUDGED], 1), turnless = flag(s[V_TURNLESS], 1);
+    if (!PyTuple_CheckExact(calls) || !PyTuple_CheckExact(forbidden) || judged < 0 || turnless < 0) return refuse(w);
+    w->failed = s[V_END_TO_END] == Py_False || PyTuple_GET_SIZE(forbidden) > 0;
     Py_ssize_t ncalls = PyTuple_GET_SIZE(calls);
     PyObject *n = PyLong_FromSsize_t(ncalls);
     if (n == NULL) return w->apply ? 0 : (PyErr_Clear(), 0);
     int ok = bump(w, Y_TURNS, one) && bump(w, Y_ALL_CALLS, n) && (!ncalls || bump(w, Y_TURNS_WITH_CALLS, one)) &&
-             (!turnless || bump(w, Y_TURNLESS_TURNS, one)) && (!judged || judged_turn(w, v, n));
+             (!turnless || bump(w, Y_TURNLESS_TURNS, one)) && (!judged || judged_turn(w, s, n));
     Py_DECREF(n);
     if (!ok) return 0;
-    Py_ssize_t nf = PyTuple_GET_SIZE(forbidden);
-    if (nf) {
-        Py_ssize_t hits = 0;
-        for (Py_ssize_t i = 0; i < nf && !w->apply; i++)
-            if (!PyUnicode_CheckExact(PyTuple_GET_ITEM(forbidden, i))) return 0;
-        for (Py_ssize_t j = 0; j < ncalls; j++) {
-            PyObject *c = PyTuple_GET_ITEM(calls, j);
-            if (!w->apply && !Py_IS_TYPE(c, call_cls.type)) return 0;
-            PyObject *name = SLOT(c, call_cls, C_NAME);
-            if (!w->apply && (name == NULL || !PyUnicode_CheckExact(name))) return 0;
-            for (Py_ssize_t i = 0; i < nf; i++) {
-                /* str == str, as `in` compares them (identity first) */
-                PyObject *f = PyTuple_GET_ITEM(forbidden, i);
-                if (f == name || PyUnicode_Compare(f, name) == 0) {
-                    hits++;
-                    break;
-                }
-            }
-        }
+    if (PyTuple_GET_SIZE(forbidden)) {
+        Py_ssize_t hits = forbidden_hits(w, calls, forbidden);
+        if (hits < 0) return 0;
         PyObject *h = PyLong_FromSsize_t(hits);
         if (h == NULL) return w->apply ? 0 : (PyErr_Clear(), 0);
         ok = bump(w, Y_FORBIDDEN_TURNS, one) && bump(w, Y_FORBIDDEN_CALLS, h);
         Py_DECREF(h);
         if (!ok) return 0;
     }
-    for (Py_ssize_t j = 0; j < ncalls; j++)
-        if (!count_call(w, PyTuple_GET_ITEM(calls, j), judged)) return 0;
+    for (Py_ssize_t j = 0; j < ncalls; j++) {
+        PyObject *c = PyTuple_GET_ITEM(calls, j), *cs[C_N];
+        if (!Py_IS_TYPE(c, call_cls.type) || !snapshot(c, call_cls.offset, C_N, cs)) return refuse(w);
+        ok = count_call(w, cs, judged);
+        release(cs, C_N);
+        if (!ok) return 0;
+    }
     return 1;
 }
 
@@ -374,55 +436,42 @@ static int tally_ok(PyObject *tally) {
     return 1;
 }
 
-/* Whether every slot of the verdict the walk reads is set. */
-static int verdict_ok(PyObject *v) {
-    for (int i = 0; i < V_N; i++)
-        if (SLOT(v, verdict_cls, i) == NULL) return 0;
-    return 1;
-}
-
-/* TurnVerdict.failed of a verdict the walk took (its calls a tuple of CallVerdicts, forbidden a tuple). */
-static int verdict_failed(PyObject *v) {
-    if (SLOT(v, verdict_cls, V_END_TO_END) == Py_False || PyTuple_GET_SIZE(SLOT(v, verdict_cls, V_FORBIDDEN)) > 0)
-        return 1;
-    PyObject *calls = SLOT(v, verdict_cls, V_CALLS);
-    for (Py_ssize_t i = 0, n = PyTuple_GET_SIZE(calls); i < n; i++) {
-        PyObject *c = PyTuple_GET_ITEM(calls, i);
-        if (SLOT(c, call_cls, C_OUTCOME) == o_hallucinated || SLOT(c, call_cls, C_SCHEMA_VALID) == Py_False) return 1;
-    }
-    return 0;
-}
-
-/* Counts the verdict: 1, 0 when left to Python (nothing changed), -1 with an exception set. */
-static int count(PyObject *const *args, Py_ssize_t nargs, const char *usage) {
+/* Counts the verdict: 1, 0 when left to Python (nothing changed), -1 with an exception set. *failed:
+ * TurnVerdict.failed of the verdict counted. */
+static int count(PyObject *const *args, Py_ssize_t nargs, const char *usage, int *failed) {
     if (nargs != 2) {
         PyErr_SetString(PyExc_TypeError, usage);
         return -1;
     }
     PyObject *tally = args[0], *v = args[1];
-    if (!ready || !Py_IS_TYPE(tally, tally_cls.type) || !Py_IS_TYPE(v, verdict_cls.type) || !tally_ok(tally) ||
-        !verdict_ok(v))
+    if (!ready || !Py_IS_TYPE(tally, tally_cls.type) || !Py_IS_TYPE(v, verdict_cls.type) || !tally_ok(tally))
         return 0;
-    Walk w = {0, tally};
-    if (!walk(&w, v)) {
+    PyObject *s[V_N];
+    if (!snapshot(v, verdict_cls.offset, V_N, s)) return 0;
+    Walk w = {0, 0, tally};
+    int r = walk(&w, s);
+    if (!r) {
         PyErr_Clear();
-        return 0;
+    } else {
+        w.apply = 1;
+        r = walk(&w, s) ? 1 : -1;
+        *failed = w.failed;
     }
-    w.apply = 1;
-    return walk(&w, v) ? 1 : -1;
+    release(s, V_N);
+    return r;
 }
 
 static PyObject *add(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    int r = count(args, nargs, "add(tally, verdict)");
+    int failed, r = count(args, nargs, "add(tally, verdict)", &failed);
     if (r < 0) return NULL;
     return PyBool_FromLong(r);
 }
 
 static PyObject *add_failed(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    int r = count(args, nargs, "add_failed(tally, verdict)");
+    int failed, r = count(args, nargs, "add_failed(tally, verdict)", &failed);
     if (r < 0) return NULL;
     if (r == 0) Py_RETURN_NONE;
-    return PyBool_FromLong(verdict_failed(args[1]));
+    return PyBool_FromLong(failed);
 }
 
 /* ---- init ---------------------------------------------------------------------------------------------------- */

@@ -42,6 +42,15 @@ MAX_VIOLATIONS = 8
 TOO_DEEP = SchemaViolation(ViolationKind.OTHER, "", "the arguments are nested too deeply to check against the schema")
 
 
+def _too_deep(exc: BaseException) -> bool:
+    """Whether exc is the reference validator running out of stack: a RecursionError, or what code it calls made of
+    one (rpds, the Rust map jsonschema keeps its type checkers in, panics when its __eq__ raises it: pyo3's
+    PanicException, a BaseException, naming the RecursionError)."""
+    if isinstance(exc, RecursionError):
+        return True
+    return type(exc).__name__ == "PanicException" and "RecursionError" in str(exc)
+
+
 @lru_cache(maxsize=4096)
 def _regex(pattern: str) -> Regex:
     return compile_regex(pattern)
@@ -180,7 +189,9 @@ class SchemaValidator:
             return True
         try:
             return bool(self.reference.is_valid(instance))
-        except RecursionError:  # as in violations: TOO_DEEP
+        except BaseException as exc:  # as in violations: TOO_DEEP
+            if not _too_deep(exc):
+                raise
             return False
 
     def violations(self, instance: Any, *, fast_asked: bool = False) -> tuple[SchemaViolation, ...]:
@@ -196,6 +207,8 @@ class SchemaValidator:
                 out.append(SchemaViolation(classify(err), path, err.message[:300]))
                 if len(out) >= MAX_VIOLATIONS:
                     break
-        except RecursionError:  # the reference recurses per level: arguments ~900 deep under a recursive schema
+        except BaseException as exc:  # the reference recurses per level: arguments ~250 deep, a recursive schema
+            if not _too_deep(exc):
+                raise
             return (TOO_DEEP,)
         return tuple(out)

@@ -962,10 +962,10 @@ static int parse_anyvalue(Parser *s, int depth, Seen *seen, PyObject **out);
 static int null_as(Parser *s, PyObject *dflt, PyObject **out);
 
 /* One KeyValue object ({"key": ..., "value": ...}, an object at the cursor). *key: the "key" str, "" when it is
- * null or missing (the protobuf JSON mapping's default), NULL when it is of another type; *value: the "value" as
- * parse_anyvalue gives it, NULL when there is none. attr: an attribute (a key of another type is passed over, as
- * _attributes does, and the value's string is looked up among the key's previous ones); else a kvlist entry, whose
- * key must be a str or null here (the reference keeps any value). Both are new references, cleared on failure. */
+ * null or missing (the protobuf JSON mapping's default), NULL when it is of another type (the caller leaves the
+ * attribute or the kvlist entry out, as _attributes and _entry do); *value: the "value" as parse_anyvalue gives it,
+ * NULL when there is none. attr: an attribute (the value's string is looked up among the key's previous ones); else
+ * a kvlist entry. Both are new references, cleared on failure. */
 static int parse_keyvalue(Parser *s, int depth, int attr, PyObject **key, PyObject **value) {
     int rc = OK, more, has_key = 0, has_value = 0;
     *key = *value = NULL;
@@ -976,7 +976,7 @@ static int parse_keyvalue(Parser *s, int depth, int attr, PyObject **key, PyObje
         if (KEQ(k, "key")) {
             Str ks;
             int c = peek(s);
-            if (has_key++ || (!attr && c != '"' && c != 'n')) {
+            if (has_key++) {
                 rc = FALLBACK;
                 goto out;
             }
@@ -1059,7 +1059,7 @@ static int parse_values(Parser *s, int depth, int kvlist, PyObject **out) {
                     Py_CLEAR(v);
                 } else if (peek(s) != '{') {
                     CK(skip_value(s, depth + 2, NULL));
-                } else { /* {"key": ..., "value": ...}: the key "" when null or missing */
+                } else { /* {"key": ..., "value": ...}: the key "" when null or missing, left out when not a str */
                     CK(parse_keyvalue(s, depth + 2, 0, &k, &v));
                     if (k) {
                         PyObject *pair = PyTuple_Pack(2, k, v ? v : Py_None);

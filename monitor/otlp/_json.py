@@ -168,15 +168,20 @@ def _value(v: Any) -> Any:
         values = _get(raw, "values", default=[]) if isinstance(raw, dict) else None
         if not isinstance(values, list):
             return None
-        return tuple(_entry(kv) for kv in values if isinstance(kv, dict))
+        return tuple(e for e in (_entry(kv) for kv in values if isinstance(kv, dict)) if e is not None)
     return None if field is None else _scalar(field, raw)
 
 
-def _entry(kv: dict[str, Any]) -> tuple[Any, Any]:
-    """A kvlistValue entry (a KeyValue): (key, value). A null or missing key is the empty key (the protobuf JSON
-    mapping's default), as in an attribute; a key of another type is kept as it is."""
+def _entry(kv: dict[str, Any]) -> tuple[str, Any] | None:
+    """A kvlistValue entry (a KeyValue): (key, value). The key as in an attribute: a null or missing key is the
+    empty key (the protobuf JSON mapping's default); a key of another type (a number, a bool, an object, an array)
+    leaves the entry out (None)."""
     key = kv.get("key")
-    return ("" if key is None else key), _value(kv.get("value"))
+    if not isinstance(key, str):
+        if key is not None:
+            return None
+        key = ""
+    return key, _value(kv.get("value"))
 
 
 def _attributes(kvs: Any) -> dict[str, Any]:

@@ -1,0 +1,54 @@
+"""SIGHUP while `toolwatch serve` starts: remembered, not fatal.
+
+Users send SIGHUP after editing rules, and a process manager may send it at any moment, also while the service is
+still importing and starting (about a second) and its own handler is not installed yet; the default action then ended
+the process. `hold_sighup` runs first thing when the command line is imported, for `serve` only (other commands
+keep the default: a hang-up ends them): from then a SIGHUP is only remembered, and `take_sighup` tells the server,
+once its handlers are installed, to reload the rules. SIGTERM and SIGINT keep their actions during start-up: the
+process ends at once (SIGINT: click's "Aborted!").
+
+Only the standard library is imported here: this runs before the rest of the command line is imported.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Sequence
+from types import FrameType
+
+_held = False
+_pending = False
+
+
+def _on_sighup(signum: int, frame: FrameType | None) -> None:
+    global _pending
+    _pending = True
+
+
+def _is_serve(argv: Sequence[str]) -> bool:
+    """Whether argv runs `toolwatch serve`: its first word after the group's -v options is `serve`."""
+    for arg in argv[1:]:
+        if arg == "--verbose" or (len(arg) > 1 and arg[0] == "-" and set(arg[1:]) == {"v"}):
+            continue
+        return arg == "serve"
+    return False
+
+
+def hold_sighup(argv: Sequence[str]) -> None:
+    """For `serve` (and in the main thread, where handlers are set): a SIGHUP from now on is remembered."""
+    global _held
+    if _held or not _is_serve(argv) or not hasattr(signal, "SIGHUP"):
+        return
+    try:
+        signal.signal(signal.SIGHUP, _on_sighup)
+    except ValueError:  # not the main thread
+        return
+    _held = True
+
+
+def take_sighup() -> bool:
+    """Whether a SIGHUP arrived since hold_sighup (then forgotten). Call once the server's own handler replaced
+    ours, so that none falls between the two."""
+    global _pending
+    pending, _pending = _pending, False
+    return pending
