@@ -1,8 +1,9 @@
 """The tools a turn may call, and their compiled argument validators.
 
-Declared tools come from the rule files. With `from_definitions: true` the tools offered to the model in
-the turn (`gen_ai.tool.definitions`) join the catalog for that turn, their `parameters` serving as schema
-when the rule files declare none. Validators for offered schemas are cached (bounded).
+Declared tools come from the rule files. With `from_definitions: true` the tools offered to the model in the turn
+(`gen_ai.tool.definitions`) join the catalog for that turn (but for `(none)` and `(unknown)`, the confusion matrix's
+own labels), their `parameters` serving as schema when the rule files declare none. Validators for offered schemas
+are cached (bounded).
 """
 
 from __future__ import annotations
@@ -19,11 +20,17 @@ from monitor.judge._schema import SchemaValidator
 from monitor.records import Turn
 from monitor.rules import RuleSet
 from monitor.rules._tool_schema import schema_problem
+from monitor.verdict import NONE_LABEL, UNKNOWN_LABEL
 
 # An agent offers the same tools on every turn: their validators are kept for all of them, or each turn builds every
 # one again (a 256-entry LRU cache, used in order by an agent offering 257 tools, missed every time: 324 ms a turn).
 MAX_CACHED_DEFINITION_SCHEMAS = 4096
 MAX_CACHED_DEFINITION_BYTES = 16 << 20  # of the schemas' JSON; a schema past it alone is used, not kept
+
+
+# The confusion matrix's cells for "no call" and "a made-up name": an offered tool of either name (rule files cannot
+# declare one) joins no catalog, or its calls would be counted in those cells; a call of it is a made-up name.
+_RESERVED = frozenset({NONE_LABEL, UNKNOWN_LABEL})
 
 
 class TurnTools:
@@ -69,7 +76,7 @@ class Catalog:
             fn = d.get("function")
             if not isinstance(name, str) and isinstance(fn, Mapping):
                 name = fn.get("name")
-            if not isinstance(name, str) or not name:
+            if not isinstance(name, str) or not name or name in _RESERVED:
                 continue
             names.add(name)
             if name not in self.validators:

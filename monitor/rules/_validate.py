@@ -62,6 +62,9 @@ def describe(error: ValidationError) -> tuple[Path, str, bool]:
         return path, error.message.replace("is a dependency of", "is required with"), False
     if kw == "pattern":
         return path, f"{_short(error.instance)} does not match the pattern {error.validator_value}", False
+    if kw == "not" and isinstance(error.validator_value, dict) and "const" in error.validator_value:
+        why = error.validator_value.get("description", "")
+        return path, f"{error.instance!r} is reserved" + (f": {why[0].lower()}{why[1:]}" if why else ""), False
     if kw in ("oneOf", "anyOf"):
         options = [_option_name(o) for o in schema.get(kw, [])]
         return (

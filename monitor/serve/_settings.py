@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from monitor.metrics import DEFAULT_WINDOWS, parse_duration
+from monitor.metrics.names import OTHER
 
 logger = logging.getLogger(__name__)
 
@@ -205,6 +206,10 @@ class Settings:
             raise ValueError("read timeout must be > 0")
         if not self.windows:
             raise ValueError("at least one rolling window is needed")
+        if OTHER in self.agents:
+            raise ValueError(
+                f"agent name {OTHER!r} is reserved: it is the label of every agent outside the configuration"
+            )
         clash = port_clash(self)
         if clash is not None:
             raise ValueError(clash)

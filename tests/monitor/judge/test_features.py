@@ -403,3 +403,26 @@ def test_router_falls_back_when_regexes_do_not_fit_one_set(tmp_path: Path, monke
     for text, rule in (("[AUTH] Disk full", "r-regex"), ("db timeout", "r-contains"), ("a VIP", "r-any")):
         exp = judge.expectation(Turn(text))
         assert exp is not None and exp.id == rule
+
+
+@pytest.mark.parametrize("reserved", ["(none)", "(unknown)"])
+def test_an_offered_tool_named_as_a_reserved_matrix_label_is_a_made_up_name(tmp_path: Path, reserved: str) -> None:
+    """The confusion matrix keeps `(none)` for a turn without a call and `(unknown)` for a made-up name. An agent
+    offering a tool of either name (rule files cannot declare one) made its call land in those cells: a spurious
+    call of an offered `(none)` counted as a turn that called nothing. Such an offered name joins no catalog: a call
+    of it is a made-up name."""
+    judge = judge_for(tmp_path, """
+catalog: {from_definitions: true, tools: [{name: a}]}
+expect:
+  - when: {prefix: "n"}
+    none: true
+  - when: {prefix: "w"}
+    call: [{tool: a}]
+""")
+    offered = ({"type": "function", "name": reserved, "parameters": {"type": "object"}},)
+    v = judge.judge(Turn("n x", (call(reserved),), tool_definitions=offered))
+    assert v.calls[0].outcome.value == "hallucinated"
+    assert v.confusion == (("(none)", "(unknown)"),)
+    v = judge.judge(Turn("w x", (call(reserved),), tool_definitions=offered))
+    assert v.calls[0].outcome.value == "hallucinated"
+    assert v.confusion == (("a", "(unknown)"),)

@@ -266,6 +266,22 @@ BAD = [
         "cases[0]",
         ["needs an id or an input"],
     ),
+    (
+        "a tool named as the label of names outside the catalog",
+        "catalog:\n  tools:\n    - name: __other__\n",
+        3,
+        13,
+        "catalog.tools[0].name",
+        ["'__other__' is reserved", "outside the catalog"],
+    ),
+    (
+        "an agent named as the label of names outside the catalog",
+        "agent: __other__\n" + GOOD_HEAD,
+        1,
+        8,
+        "agent",
+        ["'__other__' is reserved"],
+    ),
 ]
 
 

@@ -49,6 +49,11 @@ def test_invalid_combinations_are_refused() -> None:
         Settings.from_env({}, verdict_log_max_bytes=100)
     with pytest.raises(TypeError, match="unknown settings"):
         Settings.from_env({}, colour="blue")
+    # `__other__` is the label of every agent outside the configuration: naming it would merge the two.
+    with pytest.raises(ValueError, match="agent name '__other__' is reserved"):
+        Settings.from_env({"TOOLWATCH_AGENTS": "a, __other__"})
+    with pytest.raises(ValueError, match="agent name '__other__' is reserved"):
+        Settings(agents=("__other__",)).validate()
 
 
 def test_two_listeners_on_one_port_are_refused_by_validate() -> None:
