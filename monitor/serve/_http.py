@@ -29,6 +29,7 @@ from monitor.serve._body import (
     inflate_limited,
     read_limited,
 )
+from monitor.serve._framing import BadFraming
 from monitor.serve._pipeline import DROP_QUEUE_FULL, Pipeline
 from monitor.serve._settings import Settings
 
@@ -161,16 +162,13 @@ class TracesHandler:
                     f"request body not received within {self.settings.read_timeout_s:g} s",
                 )
             )
-        except (ConnectionError, web.RequestPayloadError) as exc:
+        except (ConnectionError, web.RequestPayloadError, BadFraming) as exc:
             # The client went away, or its body's framing broke, mid-body. The body reader keeps this exception: its
             # traceback, through these frames, would make a cycle holding what was read of the body until a full
             # collection (rare in `toolwatch serve`). Not an error of the server: no traceback in the log either.
             exc.__traceback__ = None
-            return self._closing(
-                self._error(
-                    transport, json_out, 400, code_pb2.INVALID_ARGUMENT, f"request body not received whole: {exc}"
-                )
-            )
+            message = str(exc) if isinstance(exc, BadFraming) else f"request body not received whole: {exc}"
+            return self._closing(self._error(transport, json_out, 400, code_pb2.INVALID_ARGUMENT, message))
         except BodyTooLarge as exc:
             return self._closing(self._error(transport, json_out, 413, code_pb2.RESOURCE_EXHAUSTED, str(exc)))
         except Busy:

@@ -24,10 +24,13 @@ def _head(server: Server, *lines: str) -> bytes:
     return f"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: {PB}\r\n{fields}\r\n".encode()
 
 
-def _read_response(sock: socket.socket, timeout: float = 10) -> tuple[int, bytes, bytes]:
-    """One response (after any interim 1xx ones): its status, head and body; the head says Content-Length."""
+def _read_response(
+    sock: socket.socket, timeout: float = 10, buffer: bytearray | None = None
+) -> tuple[int, bytes, bytes]:
+    """One response (after any interim 1xx ones): its status, head and body; the head says Content-Length. `buffer`
+    keeps what arrived past it (pipelined answers) for the next call."""
     sock.settimeout(timeout)
-    data = b""
+    data = bytes(buffer or b"")
     while True:
         while b"\r\n\r\n" not in data:
             more = sock.recv(65536)
@@ -41,6 +44,8 @@ def _read_response(sock: socket.socket, timeout: float = 10) -> tuple[int, bytes
     length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
     while len(data) < length:
         data += sock.recv(65536)
+    if buffer is not None:
+        buffer[:] = data[length:]
     return status, head, data[:length]
 
 
@@ -118,7 +123,43 @@ def test_expect_continue_with_an_acceptable_body_gets_100_and_then_200(serve: Se
     assert _requests(server, "200") == 2
 
 
-# Clients gone mid-body
+# Chunked bodies whose framing breaks
+
+
+BAD_CHUNKS = {
+    "invalid chunk size": b"zz\r\nabc\r\n0\r\n\r\n",
+    "invalid size after a good chunk": b"3\r\nabc\r\nzz\r\n0\r\n\r\n",
+    "chunk longer than its size": b"3\r\nabcXY\r\n0\r\n\r\n",
+}
+
+
+@pytest.mark.parametrize("same_packet", [False, True], ids=["body-later", "body-with-head"])
+@pytest.mark.parametrize("chunks", list(BAD_CHUNKS.values()), ids=list(BAD_CHUNKS))
+def test_a_malformed_chunk_is_400_with_a_status(
+    serve: ServeFactory, chunks: bytes, same_packet: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Before: a body arriving after its head waited for the read timeout (408, 2 s here); one in the head's packet got
+    # aiohttp's own text/plain 400, and a traceback logged as a server error.
+    _, server = serve(read_timeout_s=2.0)
+    head = _head(server, "Transfer-Encoding: chunked")
+    with caplog.at_level(logging.ERROR), socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        t0 = time.monotonic()
+        if same_packet:
+            sock.sendall(head + chunks)
+        else:
+            sock.sendall(head)
+            time.sleep(0.2)  # the handler is reading the body
+            sock.sendall(chunks)
+        status, head_out, answer = _read_response(sock)
+        assert time.monotonic() - t0 < 1.5
+        assert status == 400, answer
+        assert b"application/x-protobuf" in head_out
+        rpc = status_pb2.Status.FromString(answer)
+        assert rpc.code == code_pb2.INVALID_ARGUMENT and "chunked" in rpc.message
+        assert _closed(sock)
+    assert _requests(server, "400") == 1
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], "a client's bad framing is no server error"
+    assert_still_serving(server)
 
 
 def _vanish(sock: socket.socket, reset: bool) -> None:
@@ -145,3 +186,24 @@ def test_a_client_gone_mid_chunk_is_counted_as_one_gone_mid_length_body(
     assert _requests(server, "408") == 0
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert_still_serving(server)
+
+
+def _chunked(body: bytes, size: int) -> bytes:
+    parts = [body[i : i + size] for i in range(0, len(body), size)]
+    return b"".join(f"{len(p):x}\r\n".encode() + p + b"\r\n" for p in parts) + b"0\r\n\r\n"
+
+
+def test_good_chunked_requests_pipelined_in_one_write_are_all_answered(serve: ServeFactory) -> None:
+    # The head of a chunked request is parsed apart from what follows it: requests in one read must all still arrive.
+    _, server = serve()
+    body = good_pb()
+    one = _head(server, "Transfer-Encoding: chunked") + _chunked(body, 100)
+    plain = _head(server, f"Content-Length: {len(body)}") + body
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        sock.sendall(one + plain + one)
+        rest = bytearray()
+        for _ in range(3):
+            status, _, answer = _read_response(sock, buffer=rest)
+            assert status == 200
+            assert ExportTraceServiceResponse.FromString(answer).partial_success.rejected_spans == 0
+    assert _requests(server, "200") == 3
