@@ -79,13 +79,20 @@ def guard_body_framing(server: web.Server) -> None:
     """Give every connection of `server` a `FramingParser` (a no-op, with a warning, on an aiohttp without the
     parser slot)."""
     made = server.connection_made
+    warned = False
 
     def connection_made(handler: Any, transport: Any) -> None:
+        nonlocal warned
         for slot in _PARSER_SLOTS:
             inner = getattr(handler, slot, None)
             if inner is not None and hasattr(inner, "feed_data"):
                 setattr(handler, slot, FramingParser(inner))
                 break
+        else:
+            if not warned:
+                warned = True
+                logger.warning("this aiohttp hides its request parser: a malformed chunk is answered 408 after the "
+                               "read timeout, not 400")
         made(handler, transport)
 
     server.connection_made = connection_made  # type: ignore[method-assign]
