@@ -19,13 +19,21 @@ from opentelemetry.sdk.trace.sampling import Sampler
 
 from instrumentation._content import SETTINGS, RedactHook, env_int, make_settings
 from instrumentation._context import set_tracer_provider
-from instrumentation._export import DEFAULT_MAX_QUEUE_SIZE, CountingBatchSpanProcessor, CountingExporter
+from instrumentation._export import (
+    DEFAULT_MAX_QUEUE_SIZE,
+    DEFAULT_SHUTDOWN_TIMEOUT_MILLIS,
+    CountingBatchSpanProcessor,
+    CountingExporter,
+)
 from instrumentation._stats import STATS
 
 logger = logging.getLogger(__name__)
 
 ExporterName = Literal["otlp", "otlp-http", "otlp-grpc", "console", "memory", "none"]
 _EXPORTERS = ("otlp", "otlp-http", "otlp-grpc", "console", "memory", "none")
+# Milliseconds, as the OTEL_BSP_* variables. OpenTelemetry has no variable for it: OTEL_BSP_EXPORT_TIMEOUT bounds each
+# export (and the Python SDK does not read it), OTEL_EXPORTER_OTLP_TIMEOUT each OTLP request with its retries.
+ENV_SHUTDOWN_TIMEOUT = "TOOLWATCH_SHUTDOWN_TIMEOUT"
 
 
 class ToolwatchTracerProvider(TracerProvider):
@@ -121,7 +129,7 @@ _SDK_SCHEDULE_DELAY_MILLIS = 5000
 
 def _processor(
     exporter: SpanExporter, simple: bool, max_queue_size: int | None, max_export_batch_size: int | None,
-    schedule_delay_millis: float | None,
+    schedule_delay_millis: float | None, shutdown_timeout_millis: int | None,
 ) -> SpanProcessor:
     """The span processor; the `OTEL_BSP_*` sizes are read here, not by the SDK, which raises on a value it refuses
     (0 or less, a batch over the queue): a bad value warns and falls back, the agent starts."""
@@ -137,8 +145,10 @@ def _processor(
                        batch, queue, queue)
         batch = queue
     delay = schedule_delay_millis or env_int("OTEL_BSP_SCHEDULE_DELAY", _SDK_SCHEDULE_DELAY_MILLIS)
+    if shutdown_timeout_millis is None:
+        shutdown_timeout_millis = env_int(ENV_SHUTDOWN_TIMEOUT, DEFAULT_SHUTDOWN_TIMEOUT_MILLIS, minimum=0)
     return CountingBatchSpanProcessor(guarded, max_queue_size=queue, max_export_batch_size=batch,
-                                      schedule_delay_millis=delay)
+                                      schedule_delay_millis=delay, shutdown_timeout_millis=shutdown_timeout_millis)
 
 
 def _install_global(provider: TracerProvider, set_global: bool | None) -> None:
@@ -164,6 +174,7 @@ def configure(  # noqa: C901 - one flat pass over the options
     max_queue_size: int | None = None,
     schedule_delay_millis: float | None = None,
     max_export_batch_size: int | None = None,
+    shutdown_timeout_millis: int | None = None,
     simple: bool | None = None,
     set_global: bool | None = None,
     capture_content: bool | None = None,
@@ -182,7 +193,10 @@ def configure(  # noqa: C901 - one flat pass over the options
     the service name to `OTEL_SERVICE_NAME`; the sampler to `OTEL_TRACES_SAMPLER[_ARG]`.
     Spans are batched (`simple=True`, the default for "memory", exports each span as it ends) in a queue
     of `max_queue_size` (default 16384 or `OTEL_BSP_MAX_QUEUE_SIZE`); drops are counted
-    (`dropped_spans()`). The global provider is set only if none is set yet (`set_global=False`: never);
+    (`dropped_spans()`). A shutdown, also the one at interpreter exit, exports for at most
+    `shutdown_timeout_millis` (default 3000 or `TOOLWATCH_SHUTDOWN_TIMEOUT`, in ms; 0: not at all), then drops
+    and counts what is left: with the monitor down an agent's process still exits within it.
+    The global provider is set only if none is set yet (`set_global=False`: never);
     OpenTelemetry lets the global be set once, so with one already set even `set_global=True` only logs
     a warning, while toolwatch's own spans still go to the returned provider. The content options are
     those of `configure_content`. Bad environment values warn and fall back to the defaults. Call it once
@@ -195,6 +209,8 @@ def configure(  # noqa: C901 - one flat pass over the options
     )
     if max_queue_size is not None and max_queue_size < 1:
         raise ValueError(f"max_queue_size must be positive, got {max_queue_size}")
+    if shutdown_timeout_millis is not None and shutdown_timeout_millis < 0:
+        raise ValueError(f"shutdown_timeout_millis must not be negative, got {shutdown_timeout_millis}")
     if exporter is None:
         exporter = _env_choice(("OTEL_TRACES_EXPORTER",), ("otlp", "console", "none"), "otlp")  # type: ignore[assignment]
     if isinstance(exporter, str) and exporter not in _EXPORTERS:
@@ -206,7 +222,9 @@ def configure(  # noqa: C901 - one flat pass over the options
     chosen = _make_exporter(exporter, endpoint, headers) if isinstance(exporter, str) else exporter
     if chosen is not None:
         use_simple = simple if simple is not None else exporter == "memory"
-        processor = _processor(chosen, use_simple, max_queue_size, max_export_batch_size, schedule_delay_millis)
+        processor = _processor(
+            chosen, use_simple, max_queue_size, max_export_batch_size, schedule_delay_millis, shutdown_timeout_millis
+        )
         provider.add_span_processor(processor)
         provider.exporter = chosen
         provider.processor = processor
@@ -215,8 +233,9 @@ def configure(  # noqa: C901 - one flat pass over the options
     return provider
 
 
-def shutdown(provider: TracerProvider | None = None, timeout_millis: int = 30000) -> None:
-    """Flush and shut down `provider` (default: the one toolwatch uses, if `configure()` made it)."""
+def shutdown(provider: TracerProvider | None = None, timeout_millis: int | None = None) -> None:
+    """Flush and shut down `provider` (default: the one toolwatch uses, if `configure()` made it), exporting for at
+    most `timeout_millis` (default: the `shutdown_timeout_millis` of `configure()`)."""
     from instrumentation._context import TRACING
 
     target = provider or TRACING.provider
@@ -226,7 +245,7 @@ def shutdown(provider: TracerProvider | None = None, timeout_millis: int = 30000
             if isinstance(processor, CountingBatchSpanProcessor):
                 processor.shutdown(timeout_millis)  # exports what it can within the timeout (the SDK's flush cannot)
             else:
-                target.force_flush(timeout_millis)
+                target.force_flush(DEFAULT_SHUTDOWN_TIMEOUT_MILLIS if timeout_millis is None else timeout_millis)
             target.shutdown()
         except Exception:  # noqa: BLE001
             logger.exception("toolwatch: shutting down the tracer provider failed")

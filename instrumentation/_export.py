@@ -19,27 +19,51 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_QUEUE_SIZE = 16384
 """Spans the batch processor buffers before it drops (the SDK's default is 2048)."""
+DEFAULT_SHUTDOWN_TIMEOUT_MILLIS = 3000
+"""How long a shutdown (also the one at interpreter exit) goes on exporting before it drops what is left."""
 
 
 class CountingExporter(SpanExporter):
-    """Wraps an exporter: counts exported spans, failed exports and the spans in them; swallows raises."""
+    """Wraps an exporter: counts exported spans, failed exports and the spans in them; swallows raises.
+
+    A shutdown that stops waiting for an export still under way counts its spans as dropped at once (`abandon`):
+    at interpreter exit that export never ends. If it does end, its spans are counted by its outcome instead."""
 
     def __init__(self, inner: SpanExporter) -> None:
         self.inner = inner
+        self._lock = threading.Lock()
+        self._in_flight = 0  # spans in the export calls under way
+        self._abandoned = 0  # of those, spans already counted as dropped at shutdown
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        n = len(spans)
+        with self._lock:
+            self._in_flight += n
         try:
             result = self.inner.export(spans)
         except Exception:  # noqa: BLE001 - an exporter bug must not kill the export thread
             logger.exception("toolwatch: span exporter %s raised", type(self.inner).__name__)
             result = SpanExportResult.FAILURE
+        with self._lock:
+            self._in_flight -= n
+            counted = min(n, self._abandoned)
+            self._abandoned -= counted
         if result is SpanExportResult.SUCCESS:
-            STATS.spans_exported += len(spans)
+            STATS.spans_exported += n
+            STATS.spans_dropped_at_shutdown -= counted  # exported after all
         else:
             STATS.export_failures += 1
-            STATS.spans_export_failed += len(spans)
-            logger.warning("toolwatch: exporting %d spans failed", len(spans))
+            STATS.spans_export_failed += n - counted
+            logger.warning("toolwatch: exporting %d spans failed", n)
         return result
+
+    def abandon(self) -> int:
+        """Count the spans of the exports under way as dropped at shutdown; returns how many were newly counted."""
+        with self._lock:
+            n = self._in_flight - self._abandoned
+            self._abandoned = self._in_flight
+        STATS.spans_dropped_at_shutdown += n
+        return n
 
     def shutdown(self) -> None:
         try:
@@ -76,11 +100,20 @@ class CountingDeque(collections.deque[Any]):
 
 
 class CountingBatchSpanProcessor(BatchSpanProcessor):
-    """A `BatchSpanProcessor` with a larger default queue (16384) that counts the spans it drops when full."""
+    """A `BatchSpanProcessor` with a larger default queue (16384) that counts the spans it drops when full, and
+    whose shutdown, also the one the SDK runs at interpreter exit, keeps to `shutdown_timeout_millis`."""
 
-    def __init__(self, exporter: SpanExporter, max_queue_size: int | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        exporter: SpanExporter,
+        max_queue_size: int | None = None,
+        shutdown_timeout_millis: int = DEFAULT_SHUTDOWN_TIMEOUT_MILLIS,
+        **kwargs: Any,
+    ) -> None:
         size = max_queue_size or DEFAULT_MAX_QUEUE_SIZE
         super().__init__(exporter, max_queue_size=size, **kwargs)
+        self.shutdown_timeout_millis = shutdown_timeout_millis
+        self._guard = exporter if isinstance(exporter, CountingExporter) else None
         self._flush_lock = threading.Lock()
         self._flusher: threading.Thread | None = None
         self._flush_outcome: list[bool] = []
@@ -121,23 +154,28 @@ class CountingBatchSpanProcessor(BatchSpanProcessor):
             outcome.append(False)
             logger.exception("toolwatch: flushing spans failed")
 
-    def shutdown(self, timeout_millis: int = 30000) -> None:
-        """Export what is queued within `timeout_millis`, then stop; what is left is counted as dropped."""
+    def shutdown(self, timeout_millis: int | None = None) -> None:
+        """Export what is queued within `timeout_millis` (default `shutdown_timeout_millis`: the TracerProvider's exit
+        hook calls this without one), then stop; what is left, and an export still under way, count as dropped."""
+        timeout = self.shutdown_timeout_millis if timeout_millis is None else timeout_millis
         inner_shutdown: Any = getattr(getattr(self, "_batch_processor", None), "shutdown", None)
         try:
             if inner_shutdown is not None and "timeout_millis" in inspect.signature(inner_shutdown).parameters:
-                inner_shutdown(timeout_millis=timeout_millis)
+                inner_shutdown(timeout_millis=timeout)
             else:  # pragma: no cover - another SDK layout
                 super().shutdown()  # type: ignore[no-untyped-call]
         except Exception:  # noqa: BLE001
             logger.exception("toolwatch: shutting down the span processor failed")
+        left = 0
         if self._queue is not None:
             with self._queue.lock:
                 left = len(self._queue)
                 self._queue.clear()
-            if left:
-                STATS.spans_dropped_at_shutdown += left
-                logger.warning("toolwatch: %d spans not exported by the shutdown timeout were dropped", left)
+            STATS.spans_dropped_at_shutdown += left
+        left += self._guard.abandon() if self._guard is not None else 0
+        if left:
+            logger.warning("toolwatch: %d spans not exported within the shutdown timeout (%d ms) were dropped", left,
+                           timeout)
 
     @property
     def queue_length(self) -> int:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import grpc  # type: ignore[import-untyped]
+from google.protobuf import any_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2  # type: ignore[import-untyped]
 from grpc import aio
 
 from monitor.otlp import DecodeError, parse_protobuf
@@ -18,6 +21,24 @@ TRANSPORT_GRPC = "grpc"
 # most this many request messages here. A stream past it is refused (RST_STREAM REFUSED_STREAM, which the client
 # reports as UNAVAILABLE: OTLP exporters retry it), as OTLP/HTTP answers 503 when bodies in flight pass their bound.
 STREAMS_PER_CONNECTION = IN_FLIGHT_BODIES
+QUEUE_FULL = "queue full, retry later"
+# The rich error model's trailer (a google.rpc.Status, with its details), where the OTLP specification puts the
+# RetryInfo of a throttled request; OpenTelemetry's Python exporter reads the RetryInfo alone, from the second one.
+STATUS_DETAILS_TRAILER = "grpc-status-details-bin"
+RETRY_INFO_TRAILER = "google.rpc.retryinfo-bin"
+
+
+def retry_trailers(code: int, message: str, delay_s: float) -> tuple[tuple[str, bytes], ...]:
+    """The trailers of a status `code` + `message` that asks the client to retry after `delay_s`."""
+    info = error_details_pb2.RetryInfo()
+    info.retry_delay.FromTimedelta(timedelta(seconds=delay_s))
+    detail = any_pb2.Any()
+    detail.Pack(info)
+    status = status_pb2.Status(code=code, message=message, details=[detail])
+    return (
+        (STATUS_DETAILS_TRAILER, bytes(status.SerializeToString())),
+        (RETRY_INFO_TRAILER, bytes(info.SerializeToString())),
+    )
 
 
 class GrpcReceiver:
@@ -28,6 +49,7 @@ class GrpcReceiver:
         self.pipeline = pipeline
         self.ops = pipeline.metrics.ops
         self._token = settings.token.encode() if settings.token else None
+        self._queue_full = retry_trailers(code_pb2.UNAVAILABLE, QUEUE_FULL, settings.retry_after_s)
         self.server: Any = None
         self.port = 0
 
@@ -44,10 +66,11 @@ class GrpcReceiver:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         result = ingest(self.pipeline, decoded, TRANSPORT_GRPC)
         if result is None:
-            # UNAVAILABLE is retryable for OTLP exporters: nothing is lost silently.
+            # UNAVAILABLE is retryable for OTLP exporters: nothing is lost silently. The RetryInfo says when, as
+            # Retry-After does over HTTP (without it exporters retry after their own backoff, 1 s at first).
             self.ops.dropped(DROP_QUEUE_FULL, len(decoded.spans) + decoded.rejected_count)
             self.ops.request(TRANSPORT_GRPC, grpc.StatusCode.UNAVAILABLE.value[0])
-            await context.abort(grpc.StatusCode.UNAVAILABLE, "queue full, retry later")
+            await context.abort(grpc.StatusCode.UNAVAILABLE, QUEUE_FULL, trailing_metadata=self._queue_full)
         self.ops.request(TRANSPORT_GRPC, grpc.StatusCode.OK.value[0])
         return export_response(*result)  # type: ignore[misc]
 

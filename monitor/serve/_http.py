@@ -10,7 +10,7 @@ import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from aiohttp import web
+from aiohttp import HttpVersion11, web
 from google.rpc import code_pb2, status_pb2  # type: ignore[import-untyped]
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -29,6 +29,7 @@ from monitor.serve._body import (
     inflate_limited,
     read_limited,
 )
+from monitor.serve._framing import BadFraming
 from monitor.serve._pipeline import DROP_QUEUE_FULL, Pipeline
 from monitor.serve._settings import Settings
 
@@ -87,7 +88,32 @@ class TracesHandler:
         resp.force_close()
         return resp
 
-    async def handle(self, request: web.Request) -> web.StreamResponse:
+    async def expect(self, request: web.Request) -> web.Response | None:
+        """The `Expect` handler: a request that would be refused gets its answer now, before its body is sent (no
+        `100 Continue`, which would have the client send a body only to be refused, up to --max-body-bytes of it)."""
+        refusal = self._refusal(request)
+        if refusal is not None:
+            return refusal
+        if request.version != HttpVersion11:  # HTTP/1.0 has no interim responses: its client sends the body anyway
+            return None
+        expectation = request.headers.get("Expect", "")
+        if expectation.lower() != "100-continue":
+            return self._closing(
+                self._error(
+                    TRANSPORT_JSON if request.content_type == JSON else TRANSPORT_PROTOBUF,
+                    request.content_type == JSON,
+                    417,
+                    code_pb2.INVALID_ARGUMENT,
+                    f"unknown expectation {expectation!r}: only 100-continue is",
+                )
+            )
+        await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        request.writer.output_size = 0  # as aiohttp's own handler: the response proper has not started
+        return None
+
+    def _refusal(self, request: web.Request) -> web.Response | None:
+        """The answer to a request refused on its head alone (type, token, coding, length, queue), closing the
+        connection; None: read its body."""
         ctype = request.content_type
         if ctype in _PROTOBUF_TYPES:
             json_out, transport = False, TRANSPORT_PROTOBUF
@@ -103,11 +129,17 @@ class TracesHandler:
                     f"unsupported content type {ctype!r}: use {PROTOBUF} or {JSON}",
                 )
             )
+        err = self._precheck(request, transport, json_out, content_coding(request.headers.get("Content-Encoding", "")))
+        return None if err is None else self._closing(err)
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        refusal = self._refusal(request)
+        if refusal is not None:
+            return refusal
+        json_out = request.content_type == JSON
+        transport = TRANSPORT_JSON if json_out else TRANSPORT_PROTOBUF
         coding = content_coding(request.headers.get("Content-Encoding", ""))
-        err = self._precheck(request, transport, json_out, coding)
-        if err is not None:
-            return self._closing(err)
-        assert coding is not None  # else _precheck answered 415
+        assert coding is not None  # else _refusal answered 415
         held = 0
 
         def take(n: int) -> None:
@@ -130,16 +162,13 @@ class TracesHandler:
                     f"request body not received within {self.settings.read_timeout_s:g} s",
                 )
             )
-        except (ConnectionError, web.RequestPayloadError) as exc:
+        except (ConnectionError, web.RequestPayloadError, BadFraming) as exc:
             # The client went away, or its body's framing broke, mid-body. The body reader keeps this exception: its
             # traceback, through these frames, would make a cycle holding what was read of the body until a full
             # collection (rare in `toolwatch serve`). Not an error of the server: no traceback in the log either.
             exc.__traceback__ = None
-            return self._closing(
-                self._error(
-                    transport, json_out, 400, code_pb2.INVALID_ARGUMENT, f"request body not received whole: {exc}"
-                )
-            )
+            message = str(exc) if isinstance(exc, BadFraming) else f"request body not received whole: {exc}"
+            return self._closing(self._error(transport, json_out, 400, code_pb2.INVALID_ARGUMENT, message))
         except BodyTooLarge as exc:
             return self._closing(self._error(transport, json_out, 413, code_pb2.RESOURCE_EXHAUSTED, str(exc)))
         except Busy:
@@ -257,7 +286,7 @@ def ingest(pipeline: Pipeline, decoded: Decoded, transport: str) -> tuple[int, s
 def receiver_app(handler: TracesHandler, max_body: int) -> web.Application:
     # client_max_size only guards aiohttp's own readers; the handler enforces the real limits while streaming.
     app = web.Application(client_max_size=max_body)
-    app.router.add_post("/v1/traces", handler.handle)
+    app.router.add_post("/v1/traces", handler.handle, expect_handler=handler.expect)
     return app
 
 

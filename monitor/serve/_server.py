@@ -17,6 +17,7 @@ from aiohttp import web
 
 from monitor.metrics import LISTENER_METRICS, LISTENER_RECEIVER, ToolwatchMetrics
 from monitor.serve._conn import METRICS_CONNECTIONS, ConnectionCap, ensure_fd_limit
+from monitor.serve._framing import guard_body_framing
 from monitor.serve._http import TracesHandler, metrics_app, receiver_app
 from monitor.serve._pipeline import Pipeline, VerdictHook
 from monitor.serve._rules import Attempt, JudgeFactory, Rules, _stamp, default_judge_factory
@@ -160,6 +161,8 @@ class Server:
                 self._runners.append(runner)
                 assert runner.server is not None
                 ConnectionCap(runner.server, limit, s.retry_after_s, functools.partial(self._refused, listener))
+                if listener == LISTENER_RECEIVER:
+                    guard_body_framing(runner.server)
                 await web.SockSite(runner, sock).start()
         except BaseException:
             await self._close_listeners(socks)

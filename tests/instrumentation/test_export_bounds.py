@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import http.server
 import socket
+import threading
 import time
 from collections.abc import Iterator
 
 import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import instrumentation as tw
@@ -83,3 +86,67 @@ def test_force_flush_says_false_when_nothing_could_be_flushed() -> None:
     _spans(2)
     assert provider.force_flush(5000) is False
     assert len(exporter.get_finished_spans()) == 3
+
+
+def test_shutdown_without_a_timeout_keeps_to_the_configured_one(down_endpoint: str) -> None:
+    provider = tw.configure(
+        exporter="otlp-http", endpoint=down_endpoint, set_global=False, schedule_delay_millis=60_000,
+        shutdown_timeout_millis=300,
+    )
+    _spans(5)
+    t0 = time.monotonic()
+    tw.shutdown(provider)
+    assert time.monotonic() - t0 < 1.5  # 2 s and more before: the default was 30 s, the retries' own end came first
+    assert tw.telemetry_stats().spans_dropped_at_shutdown == 5  # the export under way counted at once
+
+
+def test_an_export_given_up_at_shutdown_that_succeeds_later_counts_as_exported() -> None:
+    # A slow monitor: the export under way when the shutdown's timeout ends is counted as dropped at once (at exit it
+    # would never end), and as exported instead when it does end well.
+    release = threading.Event()
+    received: list[int] = []
+
+    class Slow(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:  # noqa: N802
+            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            release.wait(10)
+            request = ExportTraceServiceRequest.FromString(body)
+            received.append(sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans))
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Slow)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    STATS.reset()
+    try:
+        provider = tw.configure(
+            exporter="otlp-http", endpoint=f"http://127.0.0.1:{server.server_address[1]}/v1/traces",
+            set_global=False, schedule_delay_millis=60_000,
+        )
+        _spans(7)
+        tw.shutdown(provider, timeout_millis=300)
+        stats = tw.telemetry_stats()
+        assert (stats.spans_dropped_at_shutdown, stats.spans_exported) == (7, 0)
+        release.set()
+        deadline = time.monotonic() + 10
+        while tw.telemetry_stats().spans_exported < 7 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        stats = tw.telemetry_stats()
+        assert received == [7]
+        assert (stats.spans_dropped_at_shutdown, stats.spans_exported, stats.dropped_spans) == (0, 7, 0)
+    finally:
+        release.set()
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_negative_shutdown_timeout_is_refused() -> None:
+    with pytest.raises(ValueError, match="shutdown_timeout_millis"):
+        tw.configure(exporter="none", set_global=False, shutdown_timeout_millis=-1)
