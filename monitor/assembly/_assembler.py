@@ -318,11 +318,16 @@ class TurnAssembler:
                 tr.first_seen_ns = now_ns
                 traces.move_to_end(tid)
                 continue
-            del traces[tid]
             if tr.calls:
-                self._release_turnless(tid, tr, out)
+                try:
+                    self._release_turnless(tid, tr, out)
+                except BaseException:  # calls that cannot be ordered: still pending, looked at a timeout later
+                    tr.first_seen_ns = now_ns
+                    traces.move_to_end(tid)
+                    raise
             else:
                 self._links.pop(tid, None)
+            del traces[tid]
         return out
 
     def flush(self) -> list[Turn]:
@@ -428,22 +433,26 @@ class TurnAssembler:
         return sid
 
     def _release_turnless(self, tid: str, tr: _Trace, out: list[Turn]) -> None:
+        """Release the calls of a trace as one turnless turn (those under a turn released meanwhile: late calls).
+        Calls that cannot be ordered raise before anything changed: they stay pending."""
         if not tr.calls:
             return
-        calls: list[ToolCall] = []
+        kept: list[tuple[ToolCall, str]] = []
         for c in tr.calls:
             key = tid + self._top(tid, tr, c.parent_span_id)
-            if key in self._released:  # under an intermediate span, after its turn was released
-                self.stats.late_calls += 1
-                continue
-            calls.append(c)
+            if key not in self._released:  # else under an intermediate span, after its turn was released: late
+                kept.append((c, key))
+        calls = [c for c, _ in kept]
+        if len(calls) > 1:
+            calls.sort(key=_call_key)
+        self.stats.late_calls += len(tr.calls) - len(kept)
+        for c, key in kept:
             _remember(self._judged_alone, self._judged_alone_order, tid + c.span_id, self._released_max)
             if key != tid and key not in self._orphaned:
                 _remember(self._orphaned, self._orphaned_order, key, self._released_max)
         tr.calls = []
         if not calls:
             return
-        calls.sort(key=_call_key)
         out.append(
             Turn(
                 input_text="",
