@@ -8,9 +8,10 @@ arrival of the first call the trace holds (or from the release of the turn that 
 turn already released by then is a late call; a turn arriving after its calls were released alone is a late turn:
 judged now, it would count the calls it got as missed, so it is dropped and counted.
 Pending traces are bounded. At the bound, the oldest trace holding only parent links (other spans: most of what a
-Collector forwards) is dropped, which judges nothing; only when none is left is the oldest trace released early and
-counted as evicted. So is one trace: at most `max_calls_per_trace` calls and pending turns, and `SPANS_PER_CALL`
-times as many parent links; spans past that are dropped and counted.
+Collector forwards) is dropped, which judges nothing; only when none is left is the oldest trace released early, and
+the turns it releases (each turn, and its calls as one turnless turn) are counted as evicted. One trace is bounded
+too: at most `max_calls_per_trace` calls and pending turns, and `SPANS_PER_CALL` times as many parent links; spans
+past that are dropped and counted.
 A call judged alone is remembered (bounded, as released turns are): a copy of it (an exporter retry) is a duplicate.
 """
 
@@ -48,7 +49,7 @@ class _Trace:
 class AssemblerStats:
     turns_completed: int = 0
     turnless_completed: int = 0
-    evicted: int = 0  # pending traces holding records released early because the bound was reached
+    evicted: int = 0  # turns (and turnless ones) of pending traces released early because the bound was reached
     late_calls: int = 0  # calls that arrived after their turn had been released (dropped, counted)
     late_turns: int = 0  # turns that arrived after their calls had been released as turnless (dropped, counted)
     oversized_calls: int = 0  # calls beyond max_calls_per_trace (dropped, counted)
@@ -318,11 +319,16 @@ class TurnAssembler:
                 tr.first_seen_ns = now_ns
                 traces.move_to_end(tid)
                 continue
-            del traces[tid]
             if tr.calls:
-                self._release_turnless(tid, tr, out)
+                try:
+                    self._release_turnless(tid, tr, out)
+                except BaseException:  # calls that cannot be ordered: still pending, looked at a timeout later
+                    tr.first_seen_ns = now_ns
+                    traces.move_to_end(tid)
+                    raise
             else:
                 self._links.pop(tid, None)
+            del traces[tid]
         return out
 
     def flush(self) -> list[Turn]:
@@ -353,15 +359,19 @@ class TurnAssembler:
 
     def _evict_oldest(self, out: list[Turn]) -> None:
         """Makes room for a new trace: drops the oldest trace of parent links only (nothing to judge, not counted),
-        else releases the oldest trace early (its turns, then its calls as turnless) and counts it."""
+        else releases the oldest trace early (its turns, then its calls as turnless) and counts the turns released
+        (each turn, and the turnless one)."""
         if self._links:
             del self._traces[self._links.popitem(last=False)[0]]
             return
         tid, tr = self._traces.popitem(last=False)
-        self.stats.evicted += 1
-        for sid in sorted(tr.turns, key=lambda s: tr.turns[s].start_ns):
-            self._release_turn(tid, tr, sid, out, None)
-        self._release_turnless(tid, tr, out)
+        released = len(out)
+        try:
+            for sid in sorted(tr.turns, key=lambda s: tr.turns[s].start_ns):
+                self._release_turn(tid, tr, sid, out, None)
+            self._release_turnless(tid, tr, out)
+        finally:  # also those released before an error midway
+            self.stats.evicted += len(out) - released
 
     def _owner(self, tr: _Trace, call: ToolCall) -> str | None:
         """The nearest turn ancestor of a call, or None while the chain is unknown or reaches no turn."""
@@ -428,22 +438,26 @@ class TurnAssembler:
         return sid
 
     def _release_turnless(self, tid: str, tr: _Trace, out: list[Turn]) -> None:
+        """Release the calls of a trace as one turnless turn (those under a turn released meanwhile: late calls).
+        Calls that cannot be ordered raise before anything changed: they stay pending."""
         if not tr.calls:
             return
-        calls: list[ToolCall] = []
+        kept: list[tuple[ToolCall, str]] = []
         for c in tr.calls:
             key = tid + self._top(tid, tr, c.parent_span_id)
-            if key in self._released:  # under an intermediate span, after its turn was released
-                self.stats.late_calls += 1
-                continue
-            calls.append(c)
+            if key not in self._released:  # else under an intermediate span, after its turn was released: late
+                kept.append((c, key))
+        calls = [c for c, _ in kept]
+        if len(calls) > 1:
+            calls.sort(key=_call_key)
+        self.stats.late_calls += len(tr.calls) - len(kept)
+        for c, key in kept:
             _remember(self._judged_alone, self._judged_alone_order, tid + c.span_id, self._released_max)
             if key != tid and key not in self._orphaned:
                 _remember(self._orphaned, self._orphaned_order, key, self._released_max)
         tr.calls = []
         if not calls:
             return
-        calls.sort(key=_call_key)
         out.append(
             Turn(
                 input_text="",

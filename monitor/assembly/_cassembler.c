@@ -470,11 +470,23 @@ static int poll_into(State *s, PyObject *out) {
             if (tr_set(tr, X_FIRST_SEEN, s->now_obj) < 0 || call_void(s->traces, s_move_to_end, tid, NULL) < 0)
                 goto next;
         } else {
-            if (PyODict_DelItem(s->traces, tid) < 0 || (calls = tr_get(tr, X_CALLS)) == NULL) goto next;
+            if ((calls = tr_get(tr, X_CALLS)) == NULL) goto next;
             int any = PyObject_IsTrue(calls);
-            if (any < 0 || (any ? call_release(s->self, s_release_turnless, tid, tr, NULL, out, NULL)
-                                : drop_link(s, tid)) < 0)
+            if (any < 0) goto next;
+            if (any && call_release(s->self, s_release_turnless, tid, tr, NULL, out, NULL) < 0) {
+                /* calls that cannot be ordered: still pending, looked at a timeout later (the error kept) */
+                PyObject *et, *ev, *tb;
+                PyErr_Fetch(&et, &ev, &tb);
+                if (tr_set(tr, X_FIRST_SEEN, s->now_obj) < 0 || call_void(s->traces, s_move_to_end, tid, NULL) < 0) {
+                    Py_XDECREF(et);
+                    Py_XDECREF(ev);
+                    Py_XDECREF(tb);
+                } else {
+                    PyErr_Restore(et, ev, tb);
+                }
                 goto next;
+            }
+            if ((!any && drop_link(s, tid) < 0) || PyODict_DelItem(s->traces, tid) < 0) goto next;
         }
         rc = 0;
     next:

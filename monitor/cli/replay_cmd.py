@@ -87,7 +87,7 @@ def replay(sources: tuple[str, ...], rules: tuple[str, ...], fmt: str, grace: fl
         notes.append(f"spans rejected by the decoder: {_reasons(stats.rejected_spans)}")
     evicted = replayer.assembler.stats.evicted
     if evicted:
-        notes.append(f"{evicted} pending traces evicted early (bound reached)")
+        notes.append(f"{evicted} pending turns judged early (bound of pending traces reached)")
     tables = []
     bad = stats.bad_records
     if bad.total:

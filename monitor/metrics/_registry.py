@@ -276,7 +276,9 @@ class ToolwatchMetrics(Collector):
             fam_p.add_metric([kind], pending.get(kind, 0))
         yield fam_p
         fam = CounterMetricFamily(
-            n.TURNS_EVICTED, "Pending traces of turns or tool calls judged early because the bound was reached."
+            n.TURNS_EVICTED,
+            "Pending turns judged early because the bound of pending traces was reached (each turn of an evicted "
+            "trace, and its tool calls outside any turn as one turnless turn).",
         )
         fam.add_metric([], ops.turns_evicted)
         yield fam

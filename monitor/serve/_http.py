@@ -18,6 +18,7 @@ from prometheus_client.registry import CollectorRegistry
 
 from monitor.metrics import ToolwatchMetrics
 from monitor.otlp import Decoded, DecodeError, parse_json, parse_protobuf
+from monitor.serve import _sighup
 from monitor.serve._body import (
     IDENTITY,
     BadEncoding,
@@ -324,7 +325,9 @@ def metrics_app(registry: CollectorRegistry, ready: Callable[[], bool]) -> web.A
     # Rendering a large registry takes ~100 ms (20 agents x 50 tools): it runs in a thread of its own, so the event
     # loop goes on answering OTLP requests meanwhile (ToolwatchMetrics.collect takes its lock; the values the
     # worker owns are read as they are). One thread: concurrent scrapes wait their turn instead of competing.
-    executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="toolwatch-metrics")
+    executor = ThreadPoolExecutor(
+        max_workers=1, thread_name_prefix="toolwatch-metrics", initializer=_sighup.block_here  # see _sighup
+    )
 
     async def metrics(request: web.Request) -> web.Response:
         # Compressed when the scraper asks for it, as prometheus_client's own handlers do.

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from aiohttp import web
 
 from monitor.metrics import LISTENER_METRICS, LISTENER_RECEIVER, ToolwatchMetrics
+from monitor.serve import _sighup
 from monitor.serve._conn import METRICS_CONNECTIONS, ConnectionCap, ensure_fd_limit
 from monitor.serve._framing import guard_body_framing
 from monitor.serve._http import TracesHandler, metrics_app, receiver_app
@@ -96,17 +97,19 @@ class Server:
         self._watcher: asyncio.Task[None] | None = None
         self._reload_lock = asyncio.Lock()
         self._loading: asyncio.Future[Attempt] | None = None  # the last load's outcome, set from its thread
+        self._hangups_ignored = 0  # SIGHUPs while stopping
 
     def _make_alerts(self) -> Any:
         """The rule file's alerts evaluated in process (toolwatch_alert_active; optional webhook)."""
         from monitor.alerts.live import for_metrics
 
-        live = for_metrics(
-            self.rules.current.ruleset,
-            self.metrics,
-            notify_url=self.settings.alert_webhook,
-            interval_s=self.settings.alert_interval_s,
-        )
+        with _sighup.blocked():  # its notifier's thread
+            live = for_metrics(
+                self.rules.current.ruleset,
+                self.metrics,
+                notify_url=self.settings.alert_webhook,
+                interval_s=self.settings.alert_interval_s,
+            )
         self.pipeline.hooks.append(live.accept)
         return live
 
@@ -126,6 +129,10 @@ class Server:
 
     async def start(self) -> None:
         """Bind every port, then open the verdict log and start serving; on failure nothing is left open."""
+        with _sighup.blocked():  # in the threads started here (gRPC's, the alerts')
+            await self._start()
+
+    async def _start(self) -> None:
         s = self.settings
         s.validate()  # a ValueError, before anything is bound (two listeners on one port among them)
         socks: list[socket.socket] = []
@@ -248,7 +255,8 @@ class Server:
                 loop.call_soon_threadsafe(settle, attempt)
 
         self._loading = loading
-        threading.Thread(target=load, name="toolwatch-rules-load", daemon=True).start()
+        with _sighup.blocked():  # the load may outlive the loop's SIGHUP handler (see _sighup)
+            threading.Thread(target=load, name="toolwatch-rules-load", daemon=True).start()
         return await asyncio.shield(loading)
 
     def _commit(self, attempt: Attempt) -> bool:
@@ -262,7 +270,8 @@ class Server:
                 self.alerts.update(self.rules.current.ruleset)
             elif self.settings.alerts and self.rules.current.ruleset.alerts:
                 self.alerts = self._make_alerts()
-                self.alerts.start()
+                with _sighup.blocked():
+                    self.alerts.start()
         return ok
 
     def request_reload(self) -> None:
@@ -326,26 +335,45 @@ class Server:
         return judged
 
     async def serve_forever(self, on_started: Callable[[Server], None] | None = None) -> int:
-        """Run until SIGTERM or SIGINT; SIGHUP reloads the rules. Returns the turns judged at shutdown."""
+        """Run until SIGTERM or SIGINT; SIGHUP reloads the rules. Returns the turns judged at shutdown.
+
+        From the start of the shutdown a SIGHUP is ignored (logged once), and it stays ignored once this returns:
+        it never ends the process."""
         loop = asyncio.get_running_loop()
         await self.start()
         # The handlers come before `on_started` (the ready line): a signal sent on seeing it is handled, not fatal.
-        loop.add_signal_handler(signal.SIGHUP, self.request_reload)
+        loop.add_signal_handler(signal.SIGHUP, self._on_sighup)
         loop.add_signal_handler(signal.SIGTERM, self.request_stop)
         loop.add_signal_handler(signal.SIGINT, self.request_stop)
         # A storm of signals fills the loop's wake-up socket; by default every signal that finds it full then runs a
         # warning in the main thread wherever it is, which deadlocked the loop (both threads waiting on one lock, no
         # request answered again) after a few thousand SIGHUPs. The signals are the same without the warning.
+        # (Every add_signal_handler turns the warning on again: none may follow.)
         signal.set_wakeup_fd(signal.set_wakeup_fd(-1), warn_on_full_buffer=False)
         try:
             if on_started is not None:
                 on_started(self)
             await self._stop.wait()
         finally:
-            for sig in (signal.SIGHUP, signal.SIGTERM, signal.SIGINT):
+            # Shutdown: SIGTERM and SIGINT get their default actions back (another one ends the process at once),
+            # SIGHUP does not: a reload sent now (a process manager's) would end the process while the pending turns
+            # are judged and their verdicts written. Its handler drops it until stop() ends, then it is ignored.
+            for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(sig)
-            judged = await self.stop()
+            try:
+                judged = await self.stop()
+            finally:
+                _sighup.ignore_from(loop)
         return judged
+
+    def _on_sighup(self) -> None:
+        """SIGHUP: reload the rules, unless the server is stopping (then logged once and dropped)."""
+        if not self._stop.is_set():
+            self.request_reload()
+            return
+        if not self._hangups_ignored:
+            logger.warning("SIGHUP while stopping: ignored (the rules are not reloaded at shutdown)")
+        self._hangups_ignored += 1
 
 
 class ServerThread:

@@ -132,10 +132,11 @@ class Reference:
                 del self.traces[tid]
                 return
         tid, tr = self.traces.popitem(last=False)
-        self.stats.evicted += 1
+        released = len(out)
         for sid in sorted(tr.turns, key=lambda s: tr.turns[s].start_ns):
             self.release_turn(tid, tr, sid, out, None)
         self.release_turnless(tid, tr, out)
+        self.stats.evicted += len(out) - released  # the turns released early, the turnless one too
 
     def owner(self, tr: RefTrace, call: ToolCall) -> str | None:
         sid = call.parent_span_id

@@ -14,7 +14,8 @@ import pytest
 from monitor.assembly import TurnAssembler, _assembler
 from monitor.records import ToolCall, Turn
 
-GOOD, BAD = "a" * 32, "b" * 32  # sorted: the good trace is released first
+GOOD, BAD, LATER = "a" * 32, "b" * 32, "c" * 32  # sorted: the good trace is released first
+_NS = 1_000_000_000
 
 
 def _records() -> list[ToolCall | Turn]:
@@ -52,3 +53,51 @@ def test_turns_released_before_an_error_are_counted_completed(
     assert (good is None or not good.turns) and a._traces[BAD].turns  # the first released, the second kept
     assert a.stats.turns_completed == 1
     assert a._pending_turns == 1
+
+
+def _turnless(tid: str, starts: tuple[int | None, ...]) -> list[ToolCall | Turn]:
+    """Calls of a trace whose turn never arrives (their parent is a span not received)."""
+    return [
+        ToolCall("x", trace_id=tid, span_id=f"c{i}", parent_span_id="gone", start_ns=s)  # type: ignore[arg-type]
+        for i, s in enumerate(starts)
+    ]
+
+
+@pytest.mark.parametrize("python", [False, True], ids=["c", "python"])
+def test_turnless_calls_that_cannot_be_ordered_stay_pending_at_poll(python: bool) -> None:
+    # _release_turnless emptied the trace's calls, and poll had dropped the trace, before the sort that raises: the
+    # calls were neither pending nor released nor counted (and remembered as judged alone: a retry, a duplicate).
+    if not python and _assembler._POLL_C is None:
+        pytest.skip("the C assembler is not loaded")
+    s = _NS
+    a = TurnAssembler(grace_s=1, turnless_timeout_s=10)
+    add = a._add_records_py if python else a.add_records
+    poll = a._poll_py if python else a.poll
+    add(_turnless(GOOD, (3, 2)), 0)
+    add(_turnless(BAD, (None, 2)), 1)
+    add(_turnless(LATER, (5,)), 5 * s)
+    with pytest.raises(TypeError):
+        poll(10 * s + 1)
+    assert a.stats.turnless_completed == 1 and a.stats.late_calls == 0  # the good trace's, released first
+    assert GOOD not in a._traces and [c.span_id for c in a._traces[BAD].calls] == ["c0", "c1"]
+    assert a.pending_traces == 2 and a.pending_turnless == 2
+    assert not any(k.startswith(BAD) for k in a._judged_alone)
+    # Looked at again a timeout later: the traces behind it are released meanwhile, not held up by it.
+    released = poll(15 * s + 1)
+    assert [t.trace_id for t in released] == [LATER] and a.stats.turnless_completed == 2
+    assert [c.span_id for c in a._traces[BAD].calls] == ["c0", "c1"]
+    with pytest.raises(TypeError):
+        poll(20 * s + 2)
+    assert a.pending_traces == 1 and a.pending_turnless == 1
+
+
+@pytest.mark.parametrize("python", [False, True], ids=["c", "python"])
+def test_turnless_calls_that_cannot_be_ordered_stay_pending_at_flush(python: bool) -> None:
+    if not python and _assembler._POLL_C is None:
+        pytest.skip("the C assembler is not loaded")
+    a = TurnAssembler(grace_s=1, turnless_timeout_s=10)
+    (a._add_records_py if python else a.add_records)(_turnless(BAD, (None, 2)), 0)
+    with pytest.raises(TypeError):
+        a._release_all_py() if python else a.flush()
+    assert [c.span_id for c in a._traces[BAD].calls] == ["c0", "c1"] and a.pending_turnless == 1
+    assert a.stats.turnless_completed == 0 and not a._judged_alone

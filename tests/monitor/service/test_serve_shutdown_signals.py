@@ -1,0 +1,196 @@
+"""Signals to `toolwatch serve` while it shuts down (judging the pending turns, writing their verdicts).
+
+A process manager reloading at the wrong moment (`ExecReload=kill -HUP`) sends SIGHUP while the service judges the
+turns still waiting for their grace period: once the server's handlers were removed, SIGHUP's default action ended
+the process and those verdicts were lost. A real `toolwatch serve` with a long grace receives turns from the
+OpenTelemetry SDK's OTLP/HTTP exporter, is sent SIGTERM, then SIGHUP after SIGHUP until it exits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.monitor.service.conftest import RULES, wait_for
+from tests.monitor.service.test_reload_off_loop import big_rules
+
+TOOLWATCH = str(Path(sys.executable).parent / "toolwatch")
+pytestmark = pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="counts the process's threads in /proc")
+AGENT = "incident-triage"
+TOOL = "pull_auth_telemetry"
+TURNS = 2000  # at least 256: the exporter's queue holds them all
+Spawn = Callable[..., tuple[subprocess.Popen[str], Path, Path, str, str]]
+
+
+def _pending_turns(metrics_url: str) -> float:
+    with urllib.request.urlopen(metrics_url, timeout=10) as resp:
+        text = resp.read().decode()
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            if s.name == "toolwatch_pending_turns" and s.labels.get("kind") == "turn":
+                return s.value
+    return 0.0
+
+
+def _send_turns(endpoint: str, turns: int) -> set[str]:
+    """`turns` turns, each a turn span with one tool call, exported over OTLP/HTTP; their trace ids."""
+    provider = TracerProvider(resource=Resource.create({"service.name": "agent"}))
+    exporter = OTLPSpanExporter(endpoint=endpoint, timeout=10)
+    provider.add_span_processor(BatchSpanProcessor(exporter, max_queue_size=2 * turns, max_export_batch_size=512))
+    tracer = provider.get_tracer("tests")
+    ids: set[str] = set()
+    turn_attrs = {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.agent.name": AGENT,
+        "gen_ai.input.messages": json.dumps([{"role": "user", "parts": [{"type": "text", "content": "login"}]}]),
+    }
+    tool_attrs = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": TOOL,
+        "gen_ai.tool.call.id": "call_1",
+        "gen_ai.tool.call.arguments": json.dumps({"log_excerpt": "login failure"}),
+    }
+    for _ in range(turns):
+        with tracer.start_as_current_span(f"invoke_agent {AGENT}", attributes=turn_attrs) as turn:
+            ids.add(format(turn.get_span_context().trace_id, "032x"))
+            with tracer.start_as_current_span(f"execute_tool {TOOL}", attributes=tool_attrs):
+                pass
+    assert provider.force_flush(30_000)
+    provider.shutdown()
+    return ids
+
+
+def _serve(tmp_path: Path, rules_text: str, *more: str) -> tuple[subprocess.Popen[str], Path, Path]:
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(rules_text)
+    err = tmp_path / "stderr.txt"
+    log = tmp_path / "verdicts.jsonl"
+    # A grace of 10 minutes: every turn stays pending until the shutdown.
+    args = ["serve", "--rules", str(rules), "--port", "0", "--metrics-port", "0", "--no-watch", "--grace", "10m"]
+    args += ["--verdict-log", str(log), "--verdict-log-all", *more]
+    with err.open("w") as out:
+        proc = subprocess.Popen([TOOLWATCH, *args], stderr=out, text=True)
+    return proc, err, log
+
+
+@pytest.fixture
+def spawn(tmp_path: Path) -> Iterator[Spawn]:
+    """Spawns `toolwatch serve` on a rule file's text and waits until it is ready; returns it with its stderr file,
+    verdict log, receiver endpoint and metrics URL."""
+    procs: list[tuple[subprocess.Popen[str], Path]] = []
+
+    def start(rules_text: str, *more: str) -> tuple[subprocess.Popen[str], Path, Path, str, str]:
+        proc, err, log = _serve(tmp_path, rules_text, *more)
+        procs.append((proc, err))
+        wait_for(lambda: "OTLP/HTTP on" in err.read_text() or proc.poll() is not None, timeout=120)
+        ready = err.read_text()
+        assert "OTLP/HTTP on" in ready, ready
+        endpoint = ready.split("OTLP/HTTP on ")[1].split(",")[0].strip()
+        metrics = ready.split("metrics on ")[1].split(" ")[0].strip().rstrip(",")
+        return proc, err, log, endpoint, metrics
+
+    yield start
+    for proc, err in procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        print(err.read_text()[-3000:])
+
+
+def _hang_up_until_exit(proc: subprocess.Popen[str], pause_s: float) -> int:
+    """SIGHUP after SIGHUP (`pause_s` apart; 0: as fast as they can be sent) until the process ends."""
+    sent = 0
+    while proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGHUP)
+        sent += 1
+        if pause_s:
+            time.sleep(pause_s)
+    return sent
+
+
+def _assert_every_verdict_written(err: Path, log: Path, ids: set[str]) -> None:
+    assert f"{len(ids)} pending turns judged at shutdown" in err.read_text()
+    written = [json.loads(line) for line in log.read_text().splitlines()]
+    assert {r["trace_id"] for r in written} == ids and len(written) == len(ids)
+    assert not any(r["turnless"] for r in written)
+    assert [c["name"] for c in written[0]["calls"]] == [TOOL]
+    assert [r["calls"] for r in written] == [written[0]["calls"]] * len(ids)  # every turn with its call, alike
+
+
+@pytest.mark.parametrize("pause_s", [0.001, 0.0], ids=["1ms-apart", "back-to-back"])
+def test_sighup_during_shutdown_neither_ends_it_nor_loses_the_pending_verdicts(
+    spawn: Spawn, pause_s: float
+) -> None:
+    proc, err, log, endpoint, metrics = spawn(RULES.read_text())
+    ids = _send_turns(endpoint, TURNS)
+    wait_for(lambda: _pending_turns(metrics) == TURNS, timeout=60)
+    proc.send_signal(signal.SIGTERM)
+    sent = _hang_up_until_exit(proc, pause_s)
+    assert proc.returncode == 0, f"ended by SIGHUP during its shutdown (exit {proc.returncode}, {sent} sent)"
+    assert "SIGHUP while stopping: ignored" in err.read_text()
+    _assert_every_verdict_written(err, log, ids)
+
+
+def test_sighup_during_a_shutdown_that_a_reload_outlives(
+    spawn: Spawn,
+) -> None:
+    # A reload of a big rule file (300 more tools: most of a second) is loading in its thread when the shutdown
+    # starts and still at its end, where SIGHUP passes from the loop's handler to being ignored.
+    proc, err, log, endpoint, metrics = spawn(big_rules(300))
+    ids = _send_turns(endpoint, TURNS)
+    wait_for(lambda: _pending_turns(metrics) == TURNS, timeout=60)
+    threads = len(os.listdir(f"/proc/{proc.pid}/task"))
+    proc.send_signal(signal.SIGHUP)
+    wait_for(lambda: len(os.listdir(f"/proc/{proc.pid}/task")) > threads, timeout=10)  # the load thread started
+    proc.send_signal(signal.SIGTERM)
+    sent = _hang_up_until_exit(proc, 0.0)
+    assert proc.returncode == 0, f"ended by SIGHUP during its shutdown (exit {proc.returncode}, {sent} sent)"
+    assert "rules reload" not in err.read_text().lower()  # the reload was not put in force, nor did it fail
+    _assert_every_verdict_written(err, log, ids)
+
+
+def _sighup_blocked_in(pid: int) -> dict[str, bool]:
+    """Per thread of the process (by name and id), whether it blocks SIGHUP."""
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(OSError):
+            status = Path(f"/proc/{pid}/task/{tid}/status").read_text()
+            fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
+            out[f"{fields['Name'].strip()}/{tid}"] = bool(int(fields["SigBlk"], 16) & 1 << (signal.SIGHUP - 1))
+    return out
+
+
+def test_every_thread_but_the_main_one_is_born_with_sighup_blocked(spawn: Spawn) -> None:
+    # At the end of the shutdown asyncio restores SIGHUP's default action for a moment, the loop's thread blocking
+    # it: a thread that does not block it then takes the signal, and the process ends. The threads alive then: the
+    # metrics renderer's (until the interpreter exits), a rules load that outlives the shutdown, gRPC's, the alerts'
+    # (if their close timed out). Each is born with SIGHUP blocked; the main thread catches it.
+    proc, err, log, endpoint, metrics = spawn(
+        big_rules(300), "--grpc-port", "0", "--alert-webhook", "http://127.0.0.1:9/api/v2/alerts"
+    )
+    before = _sighup_blocked_in(proc.pid)
+    _pending_turns(metrics)  # the metrics renderer's thread
+    proc.send_signal(signal.SIGHUP)  # a rules load's thread
+    wait_for(lambda: len(_sighup_blocked_in(proc.pid)) > len(before) + 1, timeout=10)
+    threads = _sighup_blocked_in(proc.pid)
+    main = f"toolwatch/{proc.pid}"
+    assert threads.pop(main) is False
+    assert len(threads) >= 4 and all(threads.values()), threads
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 0
