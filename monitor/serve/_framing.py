@@ -8,15 +8,21 @@ logged traceback. When a head and a bad chunk arrive in one read, the C parser l
 it (so the request exists when its body breaks), and a parse error while a body is open ends that body with
 `BadFraming`, which the handler answers as any other malformed body (400 with a google.rpc.Status), closing the
 connection.
+
+`answer_broken_heads` answers a request whose head does not parse (request line, header bytes, sizes, Content-Length)
+through the receiver instead of aiohttp's text/plain 400 and its logged traceback.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.web_protocol import RequestHandler
+from aiohttp.web_request import BaseRequest
 
 logger = logging.getLogger(__name__)
 
@@ -93,6 +99,52 @@ def guard_body_framing(server: web.Server) -> None:
                 warned = True
                 logger.warning("this aiohttp hides its request parser: a malformed chunk is answered 408 after the "
                                "read timeout, not 400")
+        made(handler, transport)
+
+    server.connection_made = connection_made  # type: ignore[method-assign]
+
+
+HeadAnswer = Callable[[HttpProcessingError, "str | None"], web.StreamResponse]
+
+
+def answer_broken_heads(server: web.Server, answer: HeadAnswer) -> None:
+    """Have `answer(error, client address)` answer every request of `server` whose head does not parse, in place of
+    aiohttp's text/plain 400 and "Error handling request" traceback at ERROR level (a no-op, with a warning, on an
+    aiohttp whose connections are not plain `RequestHandler`s).
+
+    aiohttp queues such a head as an error message, answered by its connection's `handle_error` (after the answers
+    of the requests before it; the connection is closed after). `RequestHandler` has slots and no instance
+    dictionary: each connection's class is set to a subclass with no slots of its own, which overrides the method.
+    """
+
+    class HeadErrorHandler(RequestHandler):
+        __slots__ = ()
+
+        def handle_error(
+            self,
+            request: BaseRequest,
+            status: int = 500,
+            exc: BaseException | None = None,
+            message: str | None = None,
+        ) -> web.StreamResponse:
+            # A head that did not parse: status 400 with the parser's error. Anything else (a handler that raised) is
+            # aiohttp's, as before.
+            if status == 400 and isinstance(exc, HttpProcessingError) and request.writer.output_size == 0:
+                exc.__traceback__ = None  # the parser's frames, of no use past this answer
+                return answer(exc, request.remote)
+            return super().handle_error(request, status, exc, message)
+
+    made = server.connection_made
+    warned = False
+
+    def connection_made(handler: Any, transport: Any) -> None:
+        nonlocal warned
+        if type(handler) is RequestHandler:
+            handler.__class__ = HeadErrorHandler
+        elif not warned:
+            warned = True
+            logger.warning("this aiohttp makes connections of another class: a broken request head gets aiohttp's "
+                           "own text/plain 400")
         made(handler, transport)
 
     server.connection_made = connection_made  # type: ignore[method-assign]

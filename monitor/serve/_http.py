@@ -7,10 +7,12 @@ import gzip
 import hmac
 import json
 import logging
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from aiohttp import HttpVersion11, web
+from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
 from google.rpc import code_pb2, status_pb2  # type: ignore[import-untyped]
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -41,11 +43,51 @@ JSON = "application/json"
 _PROTOBUF_TYPES = frozenset({PROTOBUF, "application/protobuf"})
 TRANSPORT_PROTOBUF = "http_protobuf"
 TRANSPORT_JSON = "http_json"
+TRANSPORT_OTHER = "http_other"  # neither: another content type, or a head that does not parse
 _CHUNK = 1 << 16
 IN_FLIGHT_BODIES = 4  # the bodies being read at once hold at most this many times max_decompressed_bytes
 # /metrics of 20 agents x 50 tools (1.1 MB of text): level 1 took 2.2 ms for 53 KB, level 6 6.1 ms for 48 KB, level 9
 # (gzip.compress's default) 46 ms for 45 KB. A scrape is local or nearly: the CPU counts, not the last 10% of bytes.
 METRICS_GZIP_LEVEL = 1
+BAD_HEAD_LOG_INTERVAL_S = 60.0  # at most one warning line per interval about broken request heads; the rest counted
+_DETAIL_MAX = 200  # characters of a parser's error kept in an answer or a log line (it quotes the client's bytes)
+
+
+def bad_head_status(exc: HttpProcessingError) -> int:
+    """431 for a head too large (a line past 8190 bytes, the request line included, as aiohttp tells them apart by
+    neither class nor message; or too many header fields), else 400."""
+    if isinstance(exc, LineTooLong) or "too many headers" in (exc.message or "").lower():
+        return 431
+    return 400
+
+
+def bad_head_detail(exc: HttpProcessingError) -> str:
+    """The parser's error on one line, its quote of the client's bytes cut short: `Invalid header token: b'X-\\x01'`."""
+    lines = [line.strip() for line in str(exc.message or type(exc).__name__).splitlines()]
+    text = " ".join(line for line in lines if line.strip("^ ")).replace(": :", ":")
+    return text if len(text) <= _DETAIL_MAX else text[: _DETAIL_MAX - 3] + "..."
+
+
+class Hushed:
+    """A warning logged at most once per `interval_s`; the lines held back meanwhile are counted into the next."""
+
+    __slots__ = ("_held", "_interval_s", "_next")
+
+    def __init__(self, interval_s: float) -> None:
+        self._interval_s = interval_s
+        self._next = float("-inf")
+        self._held = 0
+
+    def warn(self, msg: str, *args: object) -> None:
+        now = time.monotonic()
+        if now < self._next:
+            self._held += 1
+            return
+        if self._held:
+            msg += " (%d more like it since the last such line, not logged)"
+            args = (*args, self._held)
+        self._next, self._held = now + self._interval_s, 0
+        logger.warning(msg, *args)
 
 
 def _status_body(json_out: bool, code: int, message: str) -> bytes:
@@ -70,6 +112,20 @@ class TracesHandler:
         self.ops = metrics.ops
         self._token = settings.token.encode() if settings.token else None
         self.in_flight = InFlight(IN_FLIGHT_BODIES * max(settings.max_decompressed_bytes, settings.max_body_bytes))
+        self._bad_heads = Hushed(BAD_HEAD_LOG_INTERVAL_S)
+
+    def bad_head(self, exc: HttpProcessingError, remote: str | None) -> web.Response:
+        """The answer to a request whose head does not parse (see `answer_broken_heads`): a google.rpc.Status in
+        protobuf, OTLP/HTTP's default encoding (the head's Content-Type cannot be trusted, if it was read at all),
+        the connection closed; counted in toolwatch_requests_total{transport="http_other"} and logged as one warning
+        line at most per BAD_HEAD_LOG_INTERVAL_S, without a traceback: the client's error, not the server's."""
+        http = bad_head_status(exc)
+        code = code_pb2.RESOURCE_EXHAUSTED if http == 431 else code_pb2.INVALID_ARGUMENT
+        detail = bad_head_detail(exc)
+        self._bad_heads.warn("bad request head from %s, answered %d: %s", remote or "an unknown client", http, detail)
+        # Said even to what aiohttp takes for HTTP/1.0 (a head without a version it could read), where it is implied.
+        resp = self._error(TRANSPORT_OTHER, False, http, code, f"bad request head: {detail}", Connection="close")
+        return self._closing(resp)
 
     def _error(
         self, transport: str, json_out: bool, http: int, code: int, message: str, **headers: str
@@ -123,7 +179,7 @@ class TracesHandler:
         else:
             return self._closing(
                 self._error(
-                    "http_other",
+                    TRANSPORT_OTHER,
                     True,
                     415,
                     code_pb2.INVALID_ARGUMENT,

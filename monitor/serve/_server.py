@@ -18,7 +18,7 @@ from aiohttp import web
 from monitor.metrics import LISTENER_METRICS, LISTENER_RECEIVER, ToolwatchMetrics
 from monitor.serve import _sighup
 from monitor.serve._conn import METRICS_CONNECTIONS, ConnectionCap, ensure_fd_limit
-from monitor.serve._framing import guard_body_framing
+from monitor.serve._framing import answer_broken_heads, guard_body_framing
 from monitor.serve._http import TracesHandler, metrics_app, receiver_app
 from monitor.serve._pipeline import Pipeline, VerdictHook
 from monitor.serve._rules import Attempt, JudgeFactory, Rules, _stamp, default_judge_factory
@@ -170,6 +170,7 @@ class Server:
                 ConnectionCap(runner.server, limit, s.retry_after_s, functools.partial(self._refused, listener))
                 if listener == LISTENER_RECEIVER:
                     guard_body_framing(runner.server)
+                    answer_broken_heads(runner.server, handler.bad_head)
                 await web.SockSite(runner, sock).start()
         except BaseException:
             await self._close_listeners(socks)

@@ -1,0 +1,99 @@
+"""Broken OTLP/HTTP request heads, sent over raw sockets to a real receiver: each is answered with a google.rpc.Status
+in protobuf (no content type can be trusted from a head that does not parse), the connection closed, no traceback
+logged, and the receiver goes on serving."""
+
+from __future__ import annotations
+
+import logging
+import socket
+
+import pytest
+from google.rpc import code_pb2, status_pb2  # type: ignore[import-untyped]
+
+from monitor.serve import Server
+from tests.monitor.service.conftest import ServeFactory, scrape, value
+from tests.monitor.service.test_bad_input import PB, assert_still_serving
+from tests.monitor.service.test_http_framing import _closed, _read_response
+
+_START = f"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: {PB}\r\n".encode()
+
+BAD_HEADS = {
+    "bad request line": (b"POST /v1/traces HTTX/1.1\r\nHost: x\r\n\r\n", 400),
+    "bad method": (b"P@ST /v1/traces HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+    "TLS on the plain port": (b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + bytes(32) + b"\r\n\r\n", 400),
+    "invalid header name byte": (_START + b"X-Bad\x01: v\r\n\r\n", 400),
+    "invalid header value byte": (_START + b"X-Bad: a\x00b\r\n\r\n", 400),
+    "header too long": (_START + b"X-Long: " + b"a" * 9000 + b"\r\n\r\n", 431),
+    "too many headers": (_START + b"".join(b"X-%d: v\r\n" % i for i in range(200)) + b"\r\n", 431),
+    "Content-Length not a number": (_START + b"Content-Length: abc\r\n\r\n", 400),
+    "Content-Length negative": (_START + b"Content-Length: -1\r\n\r\n", 400),
+    "two Content-Lengths": (_START + b"Content-Length: 3\r\nContent-Length: 4\r\n\r\nabcd", 400),
+}
+
+
+def _bad_heads(server: Server, code: int) -> float:
+    return value(scrape(server), "toolwatch_requests_total", transport="http_other", code=str(code)) or 0.0
+
+
+def _send(server: Server, data: bytes) -> tuple[int, bytes, bytes]:
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        sock.sendall(data)
+        status, head, body = _read_response(sock)
+        assert _closed(sock)
+    return status, head, body
+
+
+@pytest.mark.parametrize(("data", "code"), list(BAD_HEADS.values()), ids=list(BAD_HEADS))
+def test_a_broken_head_is_answered_with_a_status_and_no_traceback(
+    serve: ServeFactory, data: bytes, code: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Before: aiohttp's text/plain "400 Bad Request" and "Error handling request" with a traceback at ERROR level.
+    _, server = serve()
+    with caplog.at_level(logging.DEBUG):
+        status, head, body = _send(server, data)
+    assert status == code, (head, body)
+    fields = head.lower()
+    assert b"\r\ncontent-type: application/x-protobuf" in fields, head
+    assert b"\r\nconnection: close" in fields, head
+    rpc = status_pb2.Status.FromString(body)
+    want = code_pb2.RESOURCE_EXHAUSTED if code == 431 else code_pb2.INVALID_ARGUMENT
+    assert rpc.code == want and rpc.message.startswith("bad request head: "), rpc
+    assert len(rpc.message) <= 300  # the client's own bytes are not echoed whole
+    assert _bad_heads(server, code) == 1
+    assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR], "a client's bad head"
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "bad request head" in warnings[0].getMessage(), warnings
+    assert_still_serving(server)
+
+
+def test_a_storm_of_broken_heads_is_counted_and_logged_once(
+    serve: ServeFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    _, server = serve()
+    data, _ = BAD_HEADS["invalid header name byte"]
+    with caplog.at_level(logging.DEBUG):
+        for _ in range(20):
+            assert _send(server, data)[0] == 400
+    assert _bad_heads(server, 400) == 20
+    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1, [r.getMessage() for r in warnings]
+    assert not [r for r in caplog.records if r.exc_info]
+    assert_still_serving(server)
+
+
+def test_a_broken_head_after_good_requests_on_one_connection_answers_them_first(serve: ServeFactory) -> None:
+    from tests.monitor.service.test_bad_input import good_pb
+
+    _, server = serve()
+    body = good_pb()
+    good = _START + f"Content-Length: {len(body)}\r\n\r\n".encode() + body
+    bad, _ = BAD_HEADS["Content-Length not a number"]
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        sock.sendall(good)
+        assert _read_response(sock)[0] == 200
+        sock.sendall(bad)
+        status, _, answer = _read_response(sock)
+        assert status == 400 and status_pb2.Status.FromString(answer).code == code_pb2.INVALID_ARGUMENT
+        assert _closed(sock)
+    assert _bad_heads(server, 400) == 1
+    assert_still_serving(server)
