@@ -30,3 +30,19 @@ class Duration(click.ParamType[float]):
             return parse_duration(str(value), allow_zero=self.allow_zero)
         except ValueError as exc:
             self.fail(str(exc), param, ctx)
+
+
+class RetryAfter(click.ParamType[int]):
+    """A retry delay: a duration of whole seconds, 1 s to 5 m (see `monitor.serve._settings.retry_after`)."""
+
+    name = "duration"
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        from monitor.serve._settings import retry_after
+
+        try:
+            return retry_after(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from monitor.cli._params import PORT, Duration, InputError
+from monitor.cli._params import PORT, Duration, InputError, RetryAfter
 from monitor.serve import _settings as env
 
 if TYPE_CHECKING:
@@ -76,6 +76,7 @@ def settings_from_options(opts: Mapping[str, object]) -> Settings:
         max_decompressed_bytes=int(str(opts["max_decompressed_bytes"])),
         read_timeout_s=float(str(opts["read_timeout"])),
         max_connections=int(str(opts["max_connections"])),
+        retry_after_s=int(str(opts["retry_after"])),
         windows=tuple(float(w) for w in opts["windows"]),  # type: ignore[attr-defined]
         agents=tuple(n for a in opts["agents"] for n in env.names(str(a))),  # type: ignore[attr-defined]
         token=str(opts["token"]) if opts["token"] else None,
@@ -188,6 +189,14 @@ def settings_from_options(opts: Mapping[str, object]) -> Settings:
     envvar=env.ENV_MAX_CONNECTIONS,
     help="Open OTLP/HTTP connections at once; one more is answered 503 + Retry-After and closed (OTLP/gRPC: "
     "as many more).",
+)
+@option(
+    "--retry-after",
+    default="1s",
+    show_default=True,
+    type=RetryAfter(),
+    envvar=env.ENV_RETRY_AFTER,
+    help="Delay exporters are asked to wait before a retry (503 Retry-After, gRPC RetryInfo); whole seconds, 1s-5m.",
 )
 @option(
     "--windows",

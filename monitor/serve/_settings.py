@@ -34,11 +34,17 @@ ENV_VERDICT_LOG_ALL = "TOOLWATCH_VERDICT_LOG_ALL"
 ENV_VERDICT_LOG_MAX_BYTES = "TOOLWATCH_VERDICT_LOG_MAX_BYTES"
 ENV_READ_TIMEOUT = "TOOLWATCH_READ_TIMEOUT"  # a duration: request head (and idle keep-alive) and body, each
 ENV_MAX_CONNECTIONS = "TOOLWATCH_MAX_CONNECTIONS"
+ENV_RETRY_AFTER = "TOOLWATCH_RETRY_AFTER"  # a whole number of seconds, or a duration like 5s or 1m
 ENV_WATCH_RULES = "TOOLWATCH_WATCH_RULES"
 ENV_ALERTS = "TOOLWATCH_ALERTS"  # evaluate the rule file's alerts in process (toolwatch_alert_active)
 ENV_ALERT_WEBHOOK = "TOOLWATCH_ALERT_WEBHOOK"  # Alertmanager (/api/v2/alerts) or webhook URL for firing alerts
 
 MiB = 1024 * 1024
+
+# The delay a 503 (Retry-After) and a gRPC UNAVAILABLE (RetryInfo) ask for, in whole seconds (Retry-After has no
+# fractions). At most 5 minutes, the default retry budget of the Collector's exporters (max_elapsed_time): past it
+# they stop retrying a batch, so a longer delay would lose spans rather than spread the load.
+RETRY_AFTER_MAX_S = 300
 
 # What listens where, and the options that set its address: a bind error names them.
 RECEIVER = ("OTLP/HTTP", "--host", "--port")
@@ -80,6 +86,16 @@ def names(text: str) -> tuple[str, ...]:
 def _duration_or_zero(text: str) -> float:
     """A duration, 0 allowed (TOOLWATCH_GRACE, TOOLWATCH_TURNLESS_TIMEOUT: 0 judges at once)."""
     return parse_duration(text, allow_zero=True)
+
+
+def retry_after(text: str) -> int:
+    """A duration of whole seconds from 1 s to RETRY_AFTER_MAX_S (TOOLWATCH_RETRY_AFTER, --retry-after): '2m' -> 120."""
+    seconds = parse_duration(text)
+    if seconds > RETRY_AFTER_MAX_S:  # first: a string of many digits is inf, which int() refuses
+        raise ValueError(f"retry delay {text!r} is too long: at most 5m (exporters stop retrying a batch after that)")
+    if seconds != int(seconds):
+        raise ValueError(f"retry delay {text!r} is not a whole number of seconds (Retry-After has no fractions)")
+    return int(seconds)
 
 
 def _paths(text: str) -> tuple[str, ...]:
@@ -129,7 +145,7 @@ class Settings:
     alert_webhook: str | None = None
     alert_interval_s: float = 5.0
     watch_interval_s: float = 1.0
-    retry_after_s: int = 1
+    retry_after_s: int = 1  # whole seconds, 1 to RETRY_AFTER_MAX_S: Retry-After of a 503, RetryInfo of UNAVAILABLE
     read_timeout_s: float = 30.0  # a request's head (also of an idle connection) and body must arrive within it
     max_connections: int = 1024  # open OTLP/HTTP connections; beyond: 503 + Retry-After, and closed
     poll_interval_s: float = 0.1
@@ -155,6 +171,7 @@ class Settings:
             (ENV_MAX_DECOMPRESSED, "max_decompressed_bytes", int),
             (ENV_READ_TIMEOUT, "read_timeout_s", parse_duration),
             (ENV_MAX_CONNECTIONS, "max_connections", int),
+            (ENV_RETRY_AFTER, "retry_after_s", retry_after),
             (ENV_WINDOWS, "windows", parse_windows),
             (ENV_AGENTS, "agents", names),
             (ENV_TOKEN, "token", str),
@@ -204,6 +221,8 @@ class Settings:
             raise ValueError("grace and turnless timeout must be >= 0")
         if not self.read_timeout_s > 0:
             raise ValueError("read timeout must be > 0")
+        if not 1 <= self.retry_after_s <= RETRY_AFTER_MAX_S or self.retry_after_s != int(self.retry_after_s):
+            raise ValueError(f"retry_after_s must be a whole number of seconds from 1 to {RETRY_AFTER_MAX_S}")
         if not self.windows:
             raise ValueError("at least one rolling window is needed")
         if OTHER in self.agents:

@@ -116,6 +116,12 @@ def test_ports_out_of_range_are_usage_errors(option: str, port: str) -> None:
         ("--max-body-bytes", "0", "x>=1"),
         ("--max-decompressed-bytes", "0", "x>=1"),
         ("--verdict-log-max-bytes", "100", "x>=1024"),
+        ("--retry-after", "x", "invalid duration 'x'"),
+        ("--retry-after", "0", "invalid duration '0': use a positive number"),
+        ("--retry-after", "500ms", "a whole number of seconds"),
+        ("--retry-after", "1.5s", "a whole number of seconds"),
+        ("--retry-after", "6m", "at most 5m"),
+        ("--retry-after", "9" * 400, "at most 5m"),  # float() of it is inf, which int() refuses
     ],
 )
 def test_bad_values_name_their_option(option: str, value: str, says: str) -> None:
@@ -173,3 +179,45 @@ def test_help_names_every_content_coding_the_receiver_decodes() -> None:
     for coding in (GZIP, DEFLATE, ZSTD):
         assert coding in (serve.help or ""), coding
         assert coding in (limit.help or ""), coding
+
+
+def test_retry_after_takes_whole_seconds_from_the_option_or_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    def parsed(*args: str) -> Settings:
+        return settings_from_options(serve.make_context("serve", ["--rules", str(RULES), *args]).params)
+
+    assert parsed().retry_after_s == 1
+    assert parsed("--retry-after", "3").retry_after_s == 3
+    assert parsed("--retry-after", "2m").retry_after_s == 120
+    assert parsed("--retry-after", "5m").retry_after_s == 300
+    monkeypatch.setenv("TOOLWATCH_RETRY_AFTER", "7s")
+    assert parsed().retry_after_s == 7
+    assert Settings.from_env().retry_after_s == 7
+    assert parsed("--retry-after", "4s").retry_after_s == 4  # the option wins over the variable
+    monkeypatch.setenv("TOOLWATCH_RETRY_AFTER", "250ms")
+    res = CliRunner().invoke(main, ["serve", "--rules", str(RULES)])
+    assert res.exit_code == 2 and "a whole number of seconds" in res.output, res.output
+    assert Settings.from_env().retry_after_s == 1  # a bad variable: warned about, the default kept
+    for bad in (0, 301):
+        with pytest.raises(ValueError, match="retry_after_s"):
+            Settings(retry_after_s=bad).validate()
+
+
+def test_the_503_of_a_full_queue_carries_the_retry_after_option() -> None:
+    import dataclasses
+
+    from monitor.serve import ServerThread
+    from tests.monitor.service.http_util import post
+    from tests.monitor.service.test_bad_input import PB, good_pb
+
+    args = ["--rules", str(RULES), "--no-watch", "--port", "0", "--metrics-port", "0", "--queue-spans", "2"]
+    settings = settings_from_options(serve.make_context("serve", [*args, "--retry-after", "42s"]).params)
+    st = ServerThread(dataclasses.replace(settings, poll_interval_s=0.02))
+    server = st.start()
+    try:
+        server.pipeline.paused = True
+        assert post(server.endpoint, good_pb(), PB)[0] == 200  # fills the queue (2 spans)
+        status, _, headers = post(server.endpoint, good_pb(), PB)
+        assert status == 503 and headers["Retry-After"] == "42"
+    finally:
+        server.pipeline.paused = False
+        st.stop()
