@@ -54,8 +54,8 @@ _DETAIL_MAX = 200  # characters of a parser's error kept in an answer or a log l
 
 
 def bad_head_status(exc: HttpProcessingError) -> int:
-    """431 for a head too large (a line past 8190 bytes, the request line included, as aiohttp tells them apart by
-    neither class nor message; or too many header fields), else 400."""
+    """431 for a head too large (a header name or value past 8190 bytes, or the request target, which aiohttp tells
+    apart by neither class nor message; or more than 128 header fields), else 400."""
     if isinstance(exc, LineTooLong) or "too many headers" in (exc.message or "").lower():
         return 431
     return 400
