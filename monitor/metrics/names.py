@@ -39,7 +39,9 @@ TOOL_MISSED_CALL_RATIO = "toolwatch_tool_missed_call_ratio"  # {agent,tool,windo
 SPANS_RECEIVED = "toolwatch_spans_received_total"  # {transport}
 SPANS_REJECTED = "toolwatch_spans_rejected_total"  # {reason}
 SPANS_DROPPED = "toolwatch_spans_dropped_total"  # {reason}
-REQUESTS = "toolwatch_requests_total"  # {transport,code}
+# {transport,code}: transport http_protobuf, http_json, http_other (another content type, or a head that does not
+# parse) or grpc; code the HTTP status, or the gRPC status code's number.
+REQUESTS = "toolwatch_requests_total"
 CONNECTIONS_REFUSED = "toolwatch_connections_refused_total"  # {listener}: past the connection bound
 SPAN_ATTRIBUTES_IGNORED = "toolwatch_span_attributes_ignored_total"  # {attribute}: of the wrong type
 PENDING_TURNS = "toolwatch_pending_turns"  # {kind}: turn (turn span arrived), turnless (calls, no turn span yet)

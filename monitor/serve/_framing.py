@@ -67,7 +67,7 @@ class FramingParser:
         except HttpProcessingError as exc:
             body = self._open
             if body is None or body.is_eof() or body.exception() is not None:
-                raise  # a broken head: aiohttp answers it (the requests of this read before it are lost, as without)
+                raise  # a broken head, for answer_broken_heads (the requests of this read before it are lost, as ever)
             self._open = None
             detail = (exc.message or type(exc).__name__).strip().splitlines()[0].rstrip(":")
             what = "chunked transfer encoding" if self._chunked else "body framing"
