@@ -127,9 +127,9 @@ def answer_broken_heads(server: web.Server, answer: HeadAnswer) -> None:
             exc: BaseException | None = None,
             message: str | None = None,
         ) -> web.StreamResponse:
-            # A head that did not parse: status 400 with the parser's error. Anything else (a handler that raised) is
-            # aiohttp's, as before.
-            if status == 400 and isinstance(exc, HttpProcessingError) and request.writer.output_size == 0:
+            # A head that did not parse: a 4xx status (400 in aiohttp 3.x) with the parser's error. Anything else (a
+            # handler that raised: 500) is aiohttp's, as before.
+            if status < 500 and isinstance(exc, HttpProcessingError) and request.writer.output_size == 0:
                 exc.__traceback__ = None  # the parser's frames, of no use past this answer
                 return answer(exc, request.remote)
             return super().handle_error(request, status, exc, message)

@@ -64,7 +64,7 @@ def bad_head_status(exc: HttpProcessingError) -> int:
 def bad_head_detail(exc: HttpProcessingError) -> str:
     """The parser's error on one line, its quote of the client's bytes cut short: `Invalid header token: b'X-\\x01'`."""
     lines = [line.strip() for line in str(exc.message or type(exc).__name__).splitlines()]
-    text = " ".join(line for line in lines if line.strip("^ ")).replace(": :", ":")
+    text = " ".join(line for line in lines if line.strip("^ "))  # without the caret lines pointing into the quote
     return text if len(text) <= _DETAIL_MAX else text[: _DETAIL_MAX - 3] + "..."
 
 

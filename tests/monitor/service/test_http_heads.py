@@ -129,3 +129,42 @@ def test_toolwatch_serve_logs_broken_heads_as_one_line_without_a_traceback(tmp_p
     assert proc.returncode == 0, text
     assert "Traceback" not in text and "Error handling request" not in text and " ERROR " not in text, text
     assert text.count("bad request head") == 1, text
+
+
+def test_a_handler_that_raises_still_gets_aiohttps_500() -> None:
+    # Only a head that does not parse is answered by `answer_broken_heads`: a server error stays a server error.
+    import asyncio
+
+    from aiohttp import web
+
+    from monitor.serve._framing import answer_broken_heads
+
+    answered: list[str] = []
+
+    async def fail(_: web.BaseRequest) -> web.StreamResponse:
+        raise RuntimeError("boom")
+
+    def answer(exc: Exception, remote: str | None) -> web.StreamResponse:
+        answered.append(str(exc))
+        return web.Response(status=400)
+
+    async def run() -> tuple[bytes, bytes]:
+        server = web.Server(fail)
+        answer_broken_heads(server, answer)
+        listener = await asyncio.get_running_loop().create_server(server, "127.0.0.1", 0)
+        port = listener.sockets[0].getsockname()[1]
+        try:
+            replies = []
+            for data in (b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", b"GET / HTTX/1.1\r\nHost: x\r\n\r\n"):
+                reader, writer = await asyncio.open_connection("127.0.0.1", port)
+                writer.write(data)
+                replies.append(await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10))
+                writer.close()
+            return replies[0], replies[1]
+        finally:
+            listener.close()
+            await server.shutdown(1)
+
+    error, bad_head = asyncio.run(run())
+    assert error.startswith(b"HTTP/1.1 500 ") and b"text/plain" in error, error
+    assert bad_head.startswith(b"HTTP/1.0 400 ") and len(answered) == 1 and "Bad status line" in answered[0]
