@@ -13,9 +13,10 @@
  *
  * A verdict's signature is built once per group: the others are compared with it field by field (for these exact
  * types, the equality the signature tuples' comparison gives) after a hash of the fields (the strs' cached hashes,
- * flags, outcomes, violation kinds as bits, lengths) picks the candidates. The garbage collector is paused for the
- * walk, so no finalizer runs while slots are read; the only Python code run is the violation kinds' __hash__ when
- * a signature holding a frozenset is built (the reference runs it too).
+ * flags, outcomes, violation kinds as bits, lengths) picks the candidates. No Python code runs during that walk
+ * (exact types only; the garbage collector paused, so no finalizer runs): every slot read is still what was
+ * checked when it is used. Afterwards the signatures' violation kinds, held as lists during the walk, are made
+ * frozensets (running the kinds' __hash__, as the reference does) and the Counter is made.
  *
  * Functions returning PyObject* return a new reference, or NULL with an exception set. The GIL is held.
  */
@@ -91,14 +92,11 @@ static int64_t kind_mask(PyObject *violations) {
     return mask;
 }
 
-/* The kinds of a signature's frozenset as bits (its items are members: the signature was built from them). */
-static int64_t set_mask(PyObject *set) {
+/* The kinds of a signature's list of violation kinds (see call_sig) as bits. */
+static int64_t list_mask(PyObject *list) {
     int64_t mask = 0;
-    Py_ssize_t pos = 0;
-    PyObject *key;
-    Py_hash_t hash;
-    while (_PySet_NextEntry(set, &pos, &key, &hash)) {
-        int k = member(kinds, key);
+    for (Py_ssize_t i = 0, n = PyList_GET_SIZE(list); i < n; i++) {
+        int k = member(kinds, PyList_GET_ITEM(list, i));
         if (k < 0) return -1;
         mask |= (int64_t)1 << k;
     }
@@ -175,7 +173,7 @@ static int check_hash(PyObject *v, Py_uhash_t *hash) {
     return 1;
 }
 
-/* Whether a call (checked) has the call signature cs (built from a checked call). */
+/* Whether a call (checked) has the call signature cs (built from a checked call by call_sig, not yet frozen). */
 static int call_eq(PyObject *c, PyObject *cs) {
     for (int i = 0; i < C_VIOLATIONS; i++) {
         PyObject *a = SLOT(c, call_cls, i), *b = PyTuple_GET_ITEM(cs, i);
@@ -183,7 +181,7 @@ static int call_eq(PyObject *c, PyObject *cs) {
     }
     PyObject *violations = SLOT(c, call_cls, C_VIOLATIONS), *sv = PyTuple_GET_ITEM(cs, C_VIOLATIONS);
     if (PyTuple_GET_SIZE(violations) == 0) return PyTuple_CheckExact(sv); /* () and () */
-    return PyFrozenSet_CheckExact(sv) && kind_mask(violations) == set_mask(sv);
+    return PyList_CheckExact(sv) && kind_mask(violations) == list_mask(sv);
 }
 
 /* Whether the verdict v (checked, ncalls calls) has the signature sig (built from a checked verdict of ncalls
@@ -257,7 +255,7 @@ static PyObject *call_sig(PyObject *c) {
 }
 
 /* The call signature cs (from call_sig, owned only here) with its list of violation kinds made a frozenset, as
- * the reference makes it. The kinds' __hash__ runs: Python code, run only once every slot has been read. */
+ * the reference makes it. The kinds' __hash__ runs: Python code, run only once the walk is over. */
 static int freeze(PyObject *cs) {
     PyObject *list = PyTuple_GET_ITEM(cs, C_VIOLATIONS);
     if (!PyList_CheckExact(list)) return 1;
@@ -268,8 +266,8 @@ static int freeze(PyObject *cs) {
     return 1;
 }
 
-/* The signature of the verdict v (checked): the reference's `signatures([v])[0]`. Its slots are all read before
- * any Python code runs (freeze), so it is made of what was checked. */
+/* The signature of the verdict v (checked): the reference's `signatures([v])[0]`, but for the violation kinds of
+ * its calls, lists until freeze_sig makes them frozensets. */
 static PyObject *verdict_sig(PyObject *v) {
     PyObject *sig = PyTuple_New(V_N);
     if (sig == NULL) return NULL;
@@ -310,15 +308,17 @@ static PyObject *verdict_sig(PyObject *v) {
         else x = Py_NewRef(SLOT(v, verdict_cls, i));
         PyTuple_SET_ITEM(sig, i, x);
     }
-    int ok = 1;
-    if (n == 1) {
-        ok = freeze(cs);
-    } else {
-        for (Py_ssize_t j = 0; j < n && ok; j++) ok = freeze(PyTuple_GET_ITEM(cs, j));
-    }
     Py_DECREF(cs);
-    if (!ok) Py_CLEAR(sig);
     return sig;
+}
+
+/* The signature sig of a verdict of ncalls calls (from verdict_sig, owned only here) made the reference's. */
+static int freeze_sig(PyObject *sig, Py_ssize_t ncalls) {
+    PyObject *cs = PyTuple_GET_ITEM(sig, V_CALLS);
+    if (ncalls == 1) return freeze(cs);
+    for (Py_ssize_t j = 0; j < ncalls; j++)
+        if (!freeze(PyTuple_GET_ITEM(cs, j))) return 0;
+    return 1;
 }
 
 /* ---- groups ------------------------------------------------------------------------------------------------- */
@@ -359,6 +359,8 @@ static int walk(PyObject *verdicts, Group *groups, Py_ssize_t *ngroups, Py_ssize
 
 /* The Counter and the tuple of last indices of the groups. */
 static PyObject *result(Group *groups, Py_ssize_t ngroups) {
+    for (Py_ssize_t g = 0; g < ngroups; g++)
+        if (!freeze_sig(groups[g].sig, groups[g].ncalls)) return NULL;
     PyObject *counter = PyObject_CallNoArgs(counter_type), *last = PyTuple_New(ngroups);
     if (counter == NULL || last == NULL || !PyDict_Check(counter) || PyDict_GET_SIZE(counter) != 0) goto fail;
     for (Py_ssize_t g = 0; g < ngroups; g++) {
@@ -400,7 +402,7 @@ static PyObject *groups(PyObject *module, PyObject *verdicts) {
     }
     for (size_t k = 0; k < size; k++) table[k] = -1;
     Py_INCREF(verdicts);
-    int gc = PyGC_Disable(); /* no finalizer runs while slots are read */
+    int gc = PyGC_Disable(); /* no finalizer runs during the walk: no Python code at all, so it is atomic */
     int r = walk(verdicts, gs, &ngroups, table, size - 1);
     if (gc) PyGC_Enable();
     PyObject *out = r < 0 ? NULL : r == 0 ? Py_NewRef(Py_None) : result(gs, ngroups);

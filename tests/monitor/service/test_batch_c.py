@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
+import gc
 import importlib
 from collections import Counter
 from types import ModuleType
@@ -20,8 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from monitor.metrics import VerdictBatch
-from monitor.metrics import _batch
+from monitor.metrics import VerdictBatch, _batch
 from monitor.metrics._batch import signatures
 from monitor.verdict import CallVerdict, MissedUnit, Outcome, SchemaViolation, TurnVerdict, ViolationKind
 from tests.monitor import verdict_strategies
@@ -138,6 +138,9 @@ def test_violations_and_missed_group_by_value() -> None:
     assert [n for _, n in ref[0]] == [2, 1, 2, 1, 1, 1, 2]
 
 
+STR_KIND: Any = "type"  # the kind's value, not the enum member
+
+
 @pytest.mark.parametrize(
     "odd",
     [
@@ -146,7 +149,7 @@ def test_violations_and_missed_group_by_value() -> None:
         pytest.param(lambda: _turn(calls=(_call(outcome="correct"),)), id="str-outcome"),
         pytest.param(lambda: _turn(calls=(_call(in_catalog=1),)), id="int-in-catalog"),
         pytest.param(lambda: _turn(calls=(_call(violations=[]),)), id="list-violations"),
-        pytest.param(lambda: _turn(calls=(_call(violations=(SchemaViolation("type", "$", ""),)),)), id="str-kind"),
+        pytest.param(lambda: _turn(calls=(_call(violations=(SchemaViolation(STR_KIND, "$", ""),)),)), id="str-kind"),
         pytest.param(lambda: _turn(agent=type("S", (str,), {})("a")), id="str-subclass"),
         pytest.param(lambda: _turn(expected_calls=True), id="bool-count"),
         pytest.param(lambda: _turn(confusion=(["a", "b"],)), id="list-pair"),
@@ -184,3 +187,30 @@ def test_the_batch_uses_c_and_picks_the_reference_examples() -> None:
     assert list(groups.values()) == [2, 2, 1]
     assert [batch.example(s) for s in groups] == [vs[2], vs[4], vs[3]]
     assert CBATCH is not None and CBATCH.groups(()) == (Counter(), ())
+
+
+def test_a_collection_that_changes_the_verdicts_while_grouped_crashes_nothing() -> None:
+    """The garbage collector's callbacks (Python code, as finalizers are) reassign the verdicts' slots to odd values
+    whenever a collection runs; collections made as frequent as can be. No crash: groups or None, never a partial
+    result or a stray exception."""
+    kinds = (SchemaViolation(ViolationKind.TYPE, "$", ""),)
+    vs = [_turn(agent=f"a{i % 7}", calls=(_call(schema_valid=False, violations=kinds),) * (i % 3)) for i in range(300)]
+    odd: list[object] = [None, 1, [], "x", (1,), object()]
+
+    def meddle(phase: str, info: dict[str, int]) -> None:
+        for k, v in enumerate(vs[::17]):
+            v.agent = odd[k % len(odd)]  # type: ignore[assignment]
+            v.calls = odd[(k + 1) % len(odd)]  # type: ignore[assignment]
+
+    threshold = gc.get_threshold()
+    gc.callbacks.append(meddle)
+    gc.set_threshold(1, 1, 1)
+    try:
+        for _ in range(20):
+            out = CBATCH.groups(tuple(vs)) if CBATCH is not None else None
+            assert out is None or sum(out[0].values()) == len(vs)
+            for k, v in enumerate(vs):  # restored, for the next round
+                v.agent, v.calls = f"a{k % 7}", (_call(schema_valid=False, violations=kinds),) * (k % 3)
+    finally:
+        gc.callbacks.remove(meddle)
+        gc.set_threshold(*threshold)
