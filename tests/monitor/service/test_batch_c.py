@@ -214,3 +214,22 @@ def test_a_collection_that_changes_the_verdicts_while_grouped_crashes_nothing() 
     finally:
         gc.callbacks.remove(meddle)
         gc.set_threshold(*threshold)
+
+
+def test_signatures_the_hash_does_not_tell_apart_are_compared_in_full() -> None:
+    """The C hash takes the lengths of the pairs and forbidden tools, not their contents: verdicts differing only
+    there share a hash and must still be grouped apart (and equal ones together)."""
+    vs = [
+        _turn(confusion=(("search", "read"),)),
+        _turn(confusion=(("read", "search"),)),
+        _turn(expected_by_tool=(("search", 2),)),
+        _turn(expected_by_tool=(("read", 1),)),
+        _turn(forbidden=("read",)),
+        _turn(forbidden=("delete",)),
+        _turn(expected_calls=2),
+        _turn(),
+    ]
+    vs += [copy.deepcopy(v) for v in reversed(vs)]
+    c, ref = in_c(vs), reference(vs)
+    assert c == ref
+    assert [n for _, n in ref[0]] == [2] * 8
