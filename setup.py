@@ -30,5 +30,6 @@ setup(
         _ext("monitor.assembly._cassembler"),
         _ext("monitor.judge._cplan"),
         _ext("monitor.judge._ctally"),
+        _ext("monitor.metrics._cbatch"),
     ]
 )

@@ -13,10 +13,11 @@ score) is summed verdict by verdict, in order, by each sink.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, cast
 
-from monitor.verdict import CallVerdict, TurnVerdict
+from monitor.otlp._accel import load_extension
+from monitor.verdict import CallVerdict, MissedUnit, Outcome, SchemaViolation, TurnVerdict, ViolationKind
 
 Sig = tuple[object, ...]
 
@@ -102,11 +103,33 @@ def cacheable(sig: Sig) -> bool:
     )
 
 
+def _load_c() -> Callable[[tuple[TurnVerdict, ...]], tuple[Counter[Sig], tuple[int, ...]] | None] | None:
+    """groups of the C extension (_cbatch.c): the groups and each group's last index, or None to leave the batch
+    to Python; None when it is not loaded (see load_extension)."""
+    mod = load_extension(
+        "monitor.metrics._cbatch",
+        TurnVerdict,
+        CallVerdict,
+        MissedUnit,
+        SchemaViolation,
+        tuple(Outcome),
+        tuple(ViolationKind),
+        Counter,
+    )
+    if mod is None:
+        return None
+    return cast(Callable[[tuple[TurnVerdict, ...]], tuple[Counter[Sig], tuple[int, ...]] | None], mod.groups)
+
+
+_GROUPS_C = _load_c()
+
+
 class VerdictBatch(tuple[TurnVerdict, ...]):
     """A tuple of verdicts whose signatures and groups are computed once, by the first sink that asks."""
 
     _sigs: list[Sig] | None = None
     _groups: Counter[Sig] | None = None
+    _last: tuple[int, ...] | None = None  # from the C groups: each group's last index, in the groups' order
     _where: dict[Sig, int] | None = None
 
     @classmethod
@@ -117,14 +140,22 @@ class VerdictBatch(tuple[TurnVerdict, ...]):
         """Signature -> number of verdicts, in order of first appearance."""
         groups = self._groups
         if groups is None:
-            self._sigs = signatures(self)
-            groups = self._groups = Counter(self._sigs)
+            done = _GROUPS_C(self) if _GROUPS_C is not None else None
+            if done is not None:
+                groups, self._last = done
+            else:
+                self._sigs = signatures(self)
+                groups = Counter(self._sigs)
+            self._groups = groups
         return groups
 
     def example(self, sig: Sig) -> TurnVerdict:
         """A verdict with this signature (one of `groups()`): they all count alike."""
         where = self._where
         if where is None:  # built on the first call (a signature new to a sink): then one look-up each
-            sigs = self._sigs if self._sigs is not None else signatures(self)
-            where = self._where = dict(zip(sigs, range(len(sigs)), strict=True))
+            if self._last is not None and self._groups is not None:  # the C groups: the last verdict of each
+                where = self._where = dict(zip(self._groups, self._last, strict=True))
+            else:
+                sigs = self._sigs if self._sigs is not None else signatures(self)
+                where = self._where = dict(zip(sigs, range(len(sigs)), strict=True))
         return self[where[sig]]

@@ -35,10 +35,11 @@ CJSON = load_extension("monitor.otlp._cjson", Span, SpanEvent)
 def accelerated() -> dict[str, bool]:
     """Which parts run in C: {"protobuf": bool, "json": bool, "normalize": bool (the GenAI normalizer's),
     "assembly": bool (the turn assembler's add_records and poll), "judge": bool (the judge's plans), "tally": bool
-    (Tally.add)}."""
+    (Tally.add), "batch": bool (VerdictBatch.groups)}."""
     # here, not at the top: monitor.normalize, monitor.assembly and monitor.judge import monitor.otlp
     from monitor.assembly import _assembler
     from monitor.judge import _plan, _tally
+    from monitor.metrics import _batch
     from monitor.normalize import _genai
 
     return {
@@ -48,4 +49,5 @@ def accelerated() -> dict[str, bool]:
         "assembly": _assembler._ADD_C is not None,
         "judge": _plan._C is not None,
         "tally": _tally._ADD_C is not None,
+        "batch": _batch._GROUPS_C is not None,
     }
