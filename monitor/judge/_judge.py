@@ -26,6 +26,7 @@ _TURN = TurnVerdict  # positional, in field order
 MAX_CACHE = 16_384  # entries of the per-judge outcome / reason caches (cleared when full)
 MAX_CACHED_CALLS = 16  # turns with more calls are not cached (bounds the memory a cache entry holds)
 MAX_CACHED_NAME_CHARS = 1024  # nor turns whose tool names are longer in all (names come from the agent)
+MAX_PLANNED_CALLS = 4  # turns with more calls take the general path (no plan is looked up for them)
 
 
 def _cacheable(names: tuple[str, ...]) -> bool:
@@ -33,6 +34,7 @@ def _cacheable(names: tuple[str, ...]) -> bool:
 
 
 SchemaResult = tuple[bool | None, tuple[SchemaViolation, ...]]
+_PlanFn = _plan.Plan  # (in Judge, `_plan` is the method)
 _VALID: SchemaResult = (True, ())
 _NO_SCHEMA: SchemaResult = (None, ())
 _scan: Any = getattr(json.scanner, "c_make_scanner", None)
@@ -193,8 +195,9 @@ class Judge:
     def judge(self, turn: Turn) -> TurnVerdict:
         """The verdict of one turn (never raises on bad call data: it is judged as such).
 
-        A turn with no call or one call whose rule is found takes its plan (see _plan); the plan or the
-        judge sends anything else to the general path, `_general`, which gives the same verdicts."""
+        A turn with up to MAX_PLANNED_CALLS calls whose rule is found takes its plan (see _plan): keyed by the call
+        name (one call), () (no call) or the tuple of call names (several); the plan or the judge sends anything else
+        to the general path, `_general`, which gives the same verdicts."""
         agent = turn.agent
         scope = self._scopes.get(agent, self._other) if agent else self._all
         plans = scope.plans
@@ -204,6 +207,8 @@ class Judge:
                 key: Any = calls[0].name
             elif not calls:
                 key = ()
+            elif len(calls) <= MAX_PLANNED_CALLS:
+                key = tuple([c.name for c in calls])
             else:
                 return self._general(turn)
             n = scope.prefix_n
@@ -223,7 +228,13 @@ class Judge:
         `table` when cacheable)."""
         assert scope.plans is not None
         i = table.rule
-        names: tuple[str, ...] = (key,) if isinstance(key, str) else ()
+        names: tuple[str, ...]
+        if isinstance(key, str):
+            names = (key,)
+        elif type(key) is tuple and all(type(n) is str for n in key):
+            names = key
+        else:
+            return _plan.general  # call names that are not str (not kept): the general path
         if not _cacheable(names):
             return _plan.general
         exp = scope.router.rules[i]
@@ -231,7 +242,10 @@ class Judge:
         in_catalog = tuple(n in tools.names for n in names)
         plan: _plan.Plan = _plan.general
         rules = scope.forbid + exp.forbid
-        if not _sensitive(exp, names, in_catalog) and all(f.unless is None for f in rules if f.tool in names):
+        if len(names) > 1:
+            if all(f.unless is None for f in rules if f.tool in names):
+                plan = self._several(exp, names, in_catalog, tools, rules)
+        elif not _sensitive(exp, names, in_catalog) and all(f.unless is None for f in rules if f.tool in names):
             best = self._best(exp, names, in_catalog, (NOT_CAPTURED,) * len(names), "")  # scores are not read
             forbidden = _forbidden(Turn(""), names, rules) if names and rules else ()
             seq = sequence_check(names, exp.order) if exp.order else (None, None)
@@ -254,6 +268,28 @@ class Judge:
         table[key] = plan
         self._plan_count += 1
         return plan
+
+    def _several(
+        self, exp: Expectation, names: tuple[str, ...], in_catalog: tuple[bool, ...], tools: TurnTools, rules: Any
+    ) -> _PlanFn:
+        """The plan of turns routed to `exp` whose calls are `names` (two or more; see _plan.several_calls)."""
+        if _sensitive(exp, names, in_catalog):
+            best = None  # per turn, by the argument scores (the same function as the general path's, same caches)
+        else:
+            best = self._best(exp, names, in_catalog, (NOT_CAPTURED,) * len(names), "")  # scores are not read
+
+        def best_of(parsed: list[Any], text: str) -> AltResult:
+            return self._best(exp, names, in_catalog, parsed, text)
+
+        forbidden = _forbidden(Turn(""), names, rules) if rules else ()
+        seq = sequence_check(names, exp.order) if exp.order else (None, None)
+        validators = tuple(tools.validators.get(n) if k else None for n, k in zip(names, in_catalog, strict=True))
+        # fmt: off
+        return _plan.several_calls(
+            exp, names, in_catalog, validators, best, best_of, forbidden, seq, self._ok_reason(exp, names), _loads,
+            NOT_CAPTURED,
+        )
+        # fmt: on
 
     def _general(self, turn: Turn) -> TurnVerdict:
         """The verdict of one turn by the general path (any turn; no plans)."""

@@ -320,3 +320,156 @@ def one_call(  # noqa: C901 - the closure's straight line is the point
     call = (outcome, known, slot, validator, fast, flat, checks, arg, expected, arg_matcher, misses, scan)
     # fmt: on
     return cast(Plan, _C.Plan(run, fixed, call))
+
+
+_Variant = tuple[
+    AltResult,  # best: the assignment the rest follows from
+    _Cells,
+    tuple[tuple[Any, int | None, tuple[ArgCheck, ...]], ...],  # per call: (outcome, slot, checks of the slot)
+    str,  # why_passed
+    str,  # why_failed
+]
+
+
+def _variant(
+    exp: Expectation,
+    best: AltResult,
+    names: tuple[str, ...],
+    in_catalog: tuple[bool, ...],
+    forbidden: tuple[str, ...],
+    seq: Any,
+    ok_reason: str,
+) -> _Variant:
+    """What a several-call plan's verdicts share for one assignment `best`."""
+    f = _Fixed(exp, best, names, forbidden, seq, ok_reason)
+    alt = exp.alternatives[best.alternative]
+    per_call = tuple(
+        (best.outcomes[i], slot, alt.slots[slot].checks if slot is not None else ())
+        for i, slot in enumerate(best.slots)
+    )
+    # fmt: off
+    named = tuple(
+        _CALL(i, name, "", outcome, known, slot, None, (), None, (), True)
+        for i, (name, known, (outcome, slot, _)) in enumerate(zip(names, in_catalog, per_call, strict=True))
+    )  # what the reasons read
+    # fmt: on
+    why_passed, why_failed = _reasons(exp, f, named, ok_reason)
+    return best, f.cells(), per_call, why_passed, why_failed
+
+
+MAX_VARIANTS = 64  # assignments a score-dependent plan keeps (as Judge keeps per scores read: _Scored.MAX_RESULTS)
+
+
+def several_calls(  # noqa: C901 - the closure's straight line is the point
+    exp: Expectation,
+    names: tuple[str, ...],
+    in_catalog: tuple[bool, ...],
+    validators: tuple[SchemaValidator | None, ...],
+    best: AltResult | None,
+    best_of: Callable[[list[Any], str], AltResult],
+    forbidden: tuple[str, ...],
+    seq: Any,
+    ok_reason: str,
+    loads: Callable[[str], Any],
+    not_captured: Any,
+) -> Plan:
+    """The plan of turns with the tool calls `names` (two or more), in that order.
+
+    `best` is the assignment when it does not depend on the arguments; when it does (None), `best_of(parsed, text)`
+    (Judge._best, which keeps the assignment per argument scores) gives it for each turn, and what follows from it is
+    kept per assignment. Each call's arguments are parsed and checked against its tool's schema as the general path
+    does; the checks of the slot it fills run on them."""
+    fasts = tuple(v.fast if v is not None else None for v in validators)
+    per_tool = tuple(zip(validators, fasts, strict=True))
+    fixed = _variant(exp, best, names, in_catalog, forbidden, seq, ok_reason) if best is not None else None
+    variants: dict[int, _Variant] = {}  # id(assignment) -> what follows from it (the assignment held in it)
+    valid_: Any = (True, ())
+    no_schema: Any = (None, ())
+
+    def run(turn: Turn) -> TurnVerdict | None:  # noqa: C901 - one flat pass: calls cost more than checks
+        calls = turn.calls
+        text = turn.input_text
+        parsed: list[Any] = []
+        schema: list[Any] = []
+        for c, (validator, fast) in zip(calls, per_tool, strict=True):
+            raw = c.arguments
+            if raw is None:
+                p: Any = not_captured
+            else:
+                try:
+                    p = loads(raw)
+                except (ValueError, RecursionError):
+                    p = parse_arguments(raw)  # Malformed, with the parser's message
+            parsed.append(p)
+            if validator is None:
+                schema.append(no_schema)
+            else:
+                try:
+                    accepted = fast is not None and type(p) is dict and fast.is_valid(p)
+                except Exception:  # noqa: BLE001 - values the fast validator cannot convert: ask the reference
+                    accepted = False
+                schema.append(valid_ if accepted else schema_result(validator, p, True))
+        if fixed is not None:
+            v = fixed
+        else:
+            got = best_of(parsed, text)
+            held = variants.get(id(got))
+            if held is not None and held[0] is got:
+                v = held
+            else:
+                v = _variant(exp, got, names, in_catalog, forbidden, seq, ok_reason)
+                if len(variants) >= MAX_VARIANTS:
+                    variants.clear()
+                variants[id(got)] = v
+        _, cells, per_call, why_passed, why_failed = v
+        # fmt: off
+        (rule, alternative, missed, expected_calls, max_calls, selection_ok, seq_ok, seq_score, over_calling, confusion,
+         expected_by_tool, e2e_names, respond, resp_one, resp_all) = cells
+        # fmt: on
+        cvs = []
+        args_ok_turn = schema_ok = True
+        for i, c in enumerate(calls):
+            outcome, slot, checks = per_call[i]
+            p = parsed[i]
+            args_ok: bool | None = None
+            results: Any = ()
+            if checks and p is not not_captured:
+                if type(p) is Malformed:
+                    results = malformed_results(checks, text)
+                else:
+                    results = run_checks(checks, p, text)
+                args_ok = results[0].ok if len(results) == 1 else all(r.ok for r in results)
+                if not args_ok:
+                    args_ok_turn = False
+            valid, violations = schema[i]
+            if valid is False:
+                schema_ok = False
+            cvs.append(
+                _CALL(i, c.name, c.call_id, outcome, in_catalog[i], slot, valid, violations, args_ok, results,
+                      p is not not_captured)
+            )  # fmt: skip
+        call_verdicts = tuple(cvs)
+        output = turn.output_text
+        response_ok: bool | None = None
+        if respond and output is not None:
+            if resp_one is not None:
+                response_ok = True if resp_one(output.encode("utf-8", "surrogatepass")) else False  # noqa: SIM210
+            else:
+                response_ok = resp_all(output)
+        if args_ok_turn and schema_ok:
+            if response_ok is False:
+                e2e, why = False, why_failed
+            else:
+                e2e, why = e2e_names, why_passed
+        else:
+            e2e = False
+            why = reason(turn, exp, call_verdicts, missed, forbidden, seq_ok, response_ok, turnless=False)
+        # fmt: off
+        return _TURN(
+            turn.agent, turn.trace_id, turn.span_id, text, True, False, rule, alternative, call_verdicts, missed,
+            expected_calls, max_calls, selection_ok, args_ok_turn, schema_ok, seq_ok, seq_score, forbidden,
+            response_ok, e2e, over_calling, confusion, why, expected_by_tool,
+        )
+        # fmt: on
+
+    return run

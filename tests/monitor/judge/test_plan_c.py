@@ -238,7 +238,14 @@ class Trio:
 
     def c_plans(self) -> list[Any]:
         scopes = (self.c._all, self.c._other, *self.c._scopes.values())
-        plans = [p for s in scopes for d in s.plans or () for p in d.values() if p is not _plan.general]
+        # The plans of several calls (keyed by the tuple of their names) are Python closures (_plan.several_calls).
+        plans = [
+            p
+            for s in scopes
+            for d in s.plans or ()
+            for k, p in d.items()
+            if p is not _plan.general and not (type(k) is tuple and k)
+        ]
         assert all(type(p).__name__ == "Plan" for p in plans)
         return plans
 
