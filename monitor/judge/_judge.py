@@ -281,13 +281,17 @@ class Judge:
         def best_of(parsed: list[Any], text: str) -> AltResult:
             return self._best(exp, names, in_catalog, parsed, text)
 
+        def asks_of() -> tuple[tuple[int, int, int], ...] | None:
+            scored = self._scored_cache.get((id(exp), names, in_catalog))
+            return scored.asks if scored is not None else None
+
         forbidden = _forbidden(Turn(""), names, rules) if rules else ()
         seq = sequence_check(names, exp.order) if exp.order else (None, None)
         validators = tuple(tools.validators.get(n) if k else None for n, k in zip(names, in_catalog, strict=True))
         # fmt: off
         return _plan.several_calls(
-            exp, names, in_catalog, validators, best, best_of, forbidden, seq, self._ok_reason(exp, names), _loads,
-            NOT_CAPTURED,
+            exp, names, in_catalog, validators, best, best_of, asks_of, forbidden, seq, self._ok_reason(exp, names),
+            _loads, NOT_CAPTURED,
         )
         # fmt: on
 

@@ -233,3 +233,25 @@ def test_plans_of_several_calls_are_bounded(tmp_path: Path, monkeypatch: pytest.
     long = Turn("[M04] go", (ToolCall("n" * _judge.MAX_CACHED_NAME_CHARS, arguments="{}"), ToolCall("r")))
     _check(fast, general, long)
     assert fast._plan_count == before  # names beyond the cacheable length are not kept
+
+
+@pytest.mark.parametrize(
+    ("text", "name", "argument"),
+    [("[R01] q", "a", "s"), ("[M02] q", "p", "q"), ("[M05] q", "p", "q"), ("[R10] q", "a", "s")],
+)
+def test_assignments_by_scores_agree_on_every_pair_of_values(
+    text: str, name: str, argument: str, tmp_path: Path
+) -> None:
+    """Two calls of one tool whose argument scores decide which call fills the slot: every pair of values (passing,
+    failing, not a str, missing, not JSON, not captured, non-ASCII) gets the general path's verdict from the plan,
+    which keeps its assignments by the scores it computes itself."""
+    rules = load_rules(_files(tmp_path, prefix_table=True))
+    fast, general = CountingJudge(rules), Judge(rules)
+    strings = ["ab", "A", " ", "", "é", "\u00a0", "5", "a", "helo"]
+    values: list[str | None] = [json.dumps({argument: v}) for v in strings]
+    values += [json.dumps({argument: 5}), "{}", "{", None, "[]", json.dumps({argument: "\ud800"})]
+    for x in values:
+        for y in values:
+            turn = Turn(text, (ToolCall(name, "c0", x), ToolCall(name, "c1", y)), output_text="Result: ok x1")
+            _check(fast, general, turn)
+    assert fast.general_turns == 0
