@@ -78,7 +78,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     judges["c"] = Judge(rules)
     judges["c-plans"] = Judge(rules)  # C plans, the Python judge() (the class's, not the C dispatch)
     judges["c-plans"].__dict__.pop("judge", None)
-    judges["c-general"] = Judge(rules)  # the C dispatch and plans; turns of several calls take _general
+    saved, _judge.MAX_PLANNED_CALLS = _judge.MAX_PLANNED_CALLS, 1
+    try:
+        judges["c-general"] = Judge(rules)  # the C dispatch and plans; turns of several calls take _general
+    finally:
+        _judge.MAX_PLANNED_CALLS = saved
     if any(_cpu(j, turns, k != "c-general")[1] != ref for k, j in judges.items() if k != "python"):
         print("bench_plans: the C plans' verdicts differ from the Python plans'")
         return 1

@@ -26,7 +26,8 @@ _TURN = TurnVerdict  # positional, in field order
 MAX_CACHE = 16_384  # entries of the per-judge outcome / reason caches (cleared when full)
 MAX_CACHED_CALLS = 16  # turns with more calls are not cached (bounds the memory a cache entry holds)
 MAX_CACHED_NAME_CHARS = 1024  # nor turns whose tool names are longer in all (names come from the agent)
-MAX_PLANNED_CALLS = 4  # turns with more calls take the general path (no plan is looked up for them)
+MAX_PLANNED_CALLS = 4  # turns with more calls take the general path (no plan is looked up for them; read by the C
+# dispatch when a judge is made)
 
 
 def _cacheable(names: tuple[str, ...]) -> bool:
@@ -151,6 +152,7 @@ class Judge:
             # fmt: off
             self.judge = _plan._C.Dispatch(  # type: ignore[method-assign]
                 self, Judge.judge, self._scopes, self._other, self._all, bool(self._from_definitions), _Plans,
+                MAX_PLANNED_CALLS,
             )
             # fmt: on
 
