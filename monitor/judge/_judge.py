@@ -72,7 +72,8 @@ class _Scope:
         self.forbid = tuple(forbid)
         self.tools = tools
         self.turn_tools: TurnTools = catalog.for_turn(Turn(""), tools)  # for turns that offer no definitions
-        # Per rule (router order): call name (one call) or () (no call) -> plan. None: no plans (cases).
+        # Per rule (router order): call name (one call), () (no call) or the names (2 to MAX_PLANNED_CALLS calls)
+        # -> plan. None: no plans (cases).
         self.plans: list[_Plans] | None = [_Plans(i) for i in range(len(self.router.rules))]
         # Routing by plain prefixes of one length: the prefix finds the rule's plans directly.
         table = self.router.prefix_table()
