@@ -143,6 +143,7 @@ class Judge:
         self._scored_count = 0
         self._reason_cache: dict[tuple[Any, ...], str] = {}
         self._plan_count = 0  # plans held by every scope in all (at most MAX_CACHE: cleared when full)
+        self._variant_count = 0  # assignments kept by the plans of several calls in all (likewise)
         if self._cases_by_id or self._cases_by_input or _scan_once is None:
             for s in (self._all, self._other, *self._scopes.values()):
                 s.plans = None  # labelled cases are found before routing: the general path only
@@ -264,13 +265,23 @@ class Judge:
             else:
                 plan = _plan.no_call(exp, best, forbidden, seq, ok_reason)
         if self._plan_count >= MAX_CACHE:
-            for s in (self._all, self._other, *self._scopes.values()):
-                for d in s.plans or ():
-                    d.clear()
-            self._plan_count = 0
+            self._clear_plans()
         table[key] = plan
         self._plan_count += 1
         return plan
+
+    def _clear_plans(self) -> None:
+        for s in (self._all, self._other, *self._scopes.values()):
+            for d in s.plans or ():
+                d.clear()
+        self._plan_count = self._variant_count = 0
+
+    def _kept_variant(self) -> None:
+        """A plan of several calls kept one more assignment (see _plan.several_calls): all plans are dropped when
+        they keep MAX_CACHE in all."""
+        self._variant_count += 1
+        if self._variant_count >= MAX_CACHE:
+            self._clear_plans()
 
     def _several(
         self, exp: Expectation, names: tuple[str, ...], in_catalog: tuple[bool, ...], tools: TurnTools, rules: Any
@@ -293,8 +304,8 @@ class Judge:
         validators = tuple(tools.validators.get(n) if k else None for n, k in zip(names, in_catalog, strict=True))
         # fmt: off
         return _plan.several_calls(
-            exp, names, in_catalog, validators, best, best_of, asks_of, forbidden, seq, self._ok_reason(exp, names),
-            _loads, NOT_CAPTURED,
+            exp, names, in_catalog, validators, best, best_of, asks_of, self._kept_variant, forbidden, seq,
+            self._ok_reason(exp, names), _loads, NOT_CAPTURED,
         )
         # fmt: on
 

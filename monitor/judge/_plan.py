@@ -382,6 +382,7 @@ def several_calls(  # noqa: C901 - the closure's straight line is the point
     best: AltResult | None,
     best_of: Callable[[list[Any], str], AltResult],
     asks_of: Callable[[], Asks | None],
+    kept: Callable[[], None],
     forbidden: tuple[str, ...],
     seq: Any,
     ok_reason: str,
@@ -393,7 +394,8 @@ def several_calls(  # noqa: C901 - the closure's straight line is the point
     `best` is the assignment when it does not depend on the arguments. When it does (None), it depends on the
     argument scores Judge._best reads: always the same ones for these names (`asks_of()`, known once `best_of` has
     kept them). The plan computes those scores as Judge._best does and keeps what follows from the assignment per
-    scores; scores it has not seen, or asks not kept, go to `best_of(parsed, text)` (Judge._best itself).
+    scores; scores it has not seen, or asks not kept, go to `best_of(parsed, text)` (Judge._best itself). `kept()`
+    is told of each assignment kept (at most MAX_VARIANTS per plan; the judge bounds them in all).
     Each call's arguments are parsed and checked against its tool's schema as the general path does; the checks of
     the slot it fills run on them."""
     fasts = tuple(v.fast if v is not None else None for v in validators)
@@ -415,6 +417,7 @@ def several_calls(  # noqa: C901 - the closure's straight line is the point
         if len(by_id) >= MAX_VARIANTS:
             by_id.clear()
         by_id[id(got)] = v
+        kept()
         return v
 
     def score(i: int, checks: tuple[ArgCheck, ...], one: _OneRegex | None, p: Any, text: str) -> int:
@@ -463,6 +466,7 @@ def several_calls(  # noqa: C901 - the closure's straight line is the point
                 if len(by_scores) >= MAX_VARIANTS:
                     by_scores.clear()
                 by_scores[scores] = got_v
+                kept()
             v = got_v
         else:
             v = variant_of(best_of(parsed, text))

@@ -255,3 +255,24 @@ def test_assignments_by_scores_agree_on_every_pair_of_values(
             turn = Turn(text, (ToolCall(name, "c0", x), ToolCall(name, "c1", y)), output_text="Result: ok x1")
             _check(fast, general, turn)
     assert fast.general_turns == 0
+
+
+def test_assignments_kept_by_plans_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The assignments the plans of several calls keep count against MAX_CACHE in all: when full, every plan is
+    dropped (and rebuilt on the next turns), and the verdicts stay the general path's."""
+    monkeypatch.setattr(_judge, "MAX_CACHE", 3)
+    rules = load_rules(_files(tmp_path, prefix_table=True))
+    fast, general = CountingJudge(rules), Judge(rules)
+    good, bad = '{"q": "ab"}', '{"q": "A"}'
+    seen = 0
+    for _ in range(3):
+        for x in (good, bad):
+            for y in (good, bad):
+                for text, name in (("[M02] q", "p"), ("[R01] q", "a")):
+                    arg = x if name == "p" else x.replace('"q"', '"s"')
+                    _check(fast, general, Turn(text, (ToolCall(name, "c0", arg), ToolCall(name, "c1", y))))
+                    assert fast._variant_count < 3
+                    seen = max(seen, fast._variant_count)
+                    held = sum(len(d) for d in fast._all.plans or ())
+                    assert held == fast._plan_count
+    assert seen == 2  # assignments were kept, then dropped
