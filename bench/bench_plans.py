@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import statistics
 import sys
 import time
 from collections.abc import Sequence
@@ -26,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_serve import RULES, base_batches, retraced  # noqa: E402
 
 from monitor.assembly import TurnAssembler  # noqa: E402
-from monitor.judge import Judge, _plan  # noqa: E402
+from monitor.judge import Judge, _judge, _plan  # noqa: E402
 from monitor.normalize import Normalizer  # noqa: E402
 from monitor.otlp import parse_protobuf  # noqa: E402
 from monitor.records import Turn  # noqa: E402
@@ -43,10 +44,17 @@ def _turns(batches: int) -> list[Turn]:
     return out
 
 
-def _cpu(judge: Judge, turns: list[Turn]) -> tuple[float, list[Any]]:
-    t0 = time.process_time()
-    out = [judge.judge(t) for t in turns]
-    return time.process_time() - t0, out
+def _cpu(judge: Judge, turns: list[Turn], several: bool = True) -> tuple[float, list[Any]]:
+    """CPU seconds to judge `turns`; without `several`, turns of several calls take the general path (as before
+    their plans)."""
+    saved = _judge.MAX_PLANNED_CALLS
+    _judge.MAX_PLANNED_CALLS = saved if several else 1
+    try:
+        t0 = time.process_time()
+        out = [judge.judge(t) for t in turns]
+        return time.process_time() - t0, out
+    finally:
+        _judge.MAX_PLANNED_CALLS = saved
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -70,23 +78,43 @@ def main(argv: Sequence[str] | None = None) -> int:
     judges["c"] = Judge(rules)
     judges["c-plans"] = Judge(rules)  # C plans, the Python judge() (the class's, not the C dispatch)
     judges["c-plans"].__dict__.pop("judge", None)
-    if any([j.judge(t) for t in turns] != ref for j in (judges["c"], judges["c-plans"])):
+    saved, _judge.MAX_PLANNED_CALLS = _judge.MAX_PLANNED_CALLS, 1
+    try:
+        judges["c-general"] = Judge(rules)  # the C dispatch and plans; turns of several calls take _general
+    finally:
+        _judge.MAX_PLANNED_CALLS = saved
+    if any(_cpu(j, turns, k != "c-general")[1] != ref for k, j in judges.items() if k != "python"):
         print("bench_plans: the C plans' verdicts differ from the Python plans'")
         return 1
     if args.serve_gc:
         gc.freeze()
         gc.set_threshold(200_000, 100, 100)
     best = {k: float("inf") for k in judges}
+    several = [t for t in turns if len(t.calls) > 1]
+    plan_runs: list[float] = []
+    general_runs: list[float] = []
     for _ in range(args.repeat):
         for k, judge in judges.items():
-            best[k] = min(best[k], _cpu(judge, turns)[0])
+            best[k] = min(best[k], _cpu(judge, turns, k != "c-general")[0])
+        for _ in range(20):  # the turns of several calls alone, by their plans and by the general path, alternating
+            plan_runs.append(_cpu(judges["c"], several)[0])
+            general_runs.append(_cpu(judges["c-general"], several, False)[0])
     gc_note = "serve's GC tuning" if args.serve_gc else "default GC"
     print(f"bench_plans: {len(turns)} turns, {n_tool} tool spans; judge stage, CPU µs per tool span")
     print(f"  (best of {args.repeat}, alternating; {gc_note}):")
-    labels = {"python": "Python judge() and plans", "c-plans": "Python judge(), C plans", "c": "C judge() and plans"}
-    for k in ("python", "c-plans", "c"):
+    labels = {
+        "python": "Python judge() and plans",
+        "c-plans": "Python judge(), C plans",
+        "c": "C judge() and plans",
+        "c-general": "C, several calls: general",
+    }
+    for k in ("python", "c-plans", "c", "c-general"):
         print(f"  {labels[k]:26s} {best[k] / n_tool * 1e6:6.2f}")
     print(f"  {'saved':26s} {(best['python'] - best['c']) / n_tool * 1e6:6.2f} ({1 - best['c'] / best['python']:.0%})")
+    if several:
+        plan_us, general_us = (statistics.median(r) / len(several) * 1e6 for r in (plan_runs, general_runs))
+        print(f"  turns of several calls ({len(several)}), CPU µs per turn, median of {len(plan_runs)} alternating:")
+        print(f"    plans {plan_us:6.2f}  general path {general_us:6.2f}  ratio {plan_us / general_us:.2f}")
     return 0
 
 

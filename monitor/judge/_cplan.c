@@ -545,11 +545,13 @@ static PyTypeObject PlanType = {
 
 /* ---- the judge's dispatch --------------------------------------------------------------------------------- */
 
-/* Dispatch(judge, reference, scopes, other, all, from_definitions, plans_type): Judge.judge (monitor/judge/_judge.py)
+/* Dispatch(judge, reference, scopes, other, all, from_definitions, plans_type[, max_planned]): Judge.judge (monitor/judge/_judge.py)
  * for the turns whose plan is found by prefix and kept: the scope by agent, the rule's plans by the input's prefix,
  * the plan by the call name (or no call), then the plan, then judge._general(turn) when the plan answers None.
- * Every other turn (a scope without plans or prefix table, turnless, with tool definitions to read, two calls or
- * more, no rule, no plan kept yet, not exactly a Turn / ToolCall) is judged by reference(judge, turn): the Python
+ * Turns of 2 .. max_planned calls (names exactly str) find their plan by the tuple of their names, as Judge.judge
+ * does (max_planned: Judge's MAX_PLANNED_CALLS when the dispatch was made; 1 when not given).
+ * Every other turn (a scope without plans or prefix table, turnless, with tool definitions to read, more calls,
+ * no rule, no plan kept yet, not exactly a Turn / ToolCall) is judged by reference(judge, turn): the Python
  * Judge.judge, which builds and keeps plans. `scopes`, `other` and `all` are the judge's; their `plans`, `prefix_n`
  * and `by_prefix` are read on each call, as the Python does. */
 typedef struct {
@@ -557,6 +559,7 @@ typedef struct {
     vectorcallfunc vectorcall;
     PyObject *judge, *reference, *scopes, *other, *all, *plans_type;
     int from_definitions;
+    Py_ssize_t max_planned; /* turns of 2 .. max_planned calls: their plan is keyed by the tuple of call names */
 } Dispatch;
 
 static PyObject *reference_of(Dispatch *d, PyObject *turn) {
@@ -573,17 +576,44 @@ static PyObject *plan_of(Dispatch *d, PyObject *turn) {
     PyObject *defs = slot_of(&turn_cls, turn, T_TOOL_DEFINITIONS);
     if (agent == NULL || !PyUnicode_CheckExact(agent) || calls == NULL || !PyTuple_CheckExact(calls) ||
         text == NULL || !PyUnicode_CheckExact(text) || turnless != Py_False || defs == NULL ||
-        (d->from_definitions && defs != Py_None) || PyTuple_GET_SIZE(calls) > 1)
+        (d->from_definitions && defs != Py_None))
         return NULL;
-    PyObject *key = empty_tuple;
-    if (PyTuple_GET_SIZE(calls) == 1) {
-        PyObject *c = PyTuple_GET_ITEM(calls, 0);
-        if (!Py_IS_TYPE(c, call_cls.type) || (key = slot_of(&call_cls, c, C_NAME)) == NULL) return NULL;
-    }
-    /* Held: the scope look-ups below could run Python code (if the judge's state was replaced) and rebind them. */
+    Py_ssize_t n_calls = PyTuple_GET_SIZE(calls);
+    if (n_calls > 1 && n_calls > d->max_planned) return NULL;
+    /* Held: the allocation and look-ups below could run Python code (a finalizer on a collection, or the judge's
+     * state replaced) and rebind them. */
     Py_INCREF(agent);
     Py_INCREF(text);
-    Py_INCREF(key);
+    Py_INCREF(calls);
+    PyObject *key = NULL; /* held: () for no call, the name for one call, the tuple of the names (exactly str) */
+    if (n_calls == 0) {
+        key = Py_NewRef(empty_tuple);
+    } else if (n_calls == 1) {
+        PyObject *c = PyTuple_GET_ITEM(calls, 0);
+        if (Py_IS_TYPE(c, call_cls.type)) key = Py_XNewRef(slot_of(&call_cls, c, C_NAME));
+    } else {
+        int names_ok = 1;
+        for (Py_ssize_t i = 0; i < n_calls && names_ok; i++) {
+            PyObject *c = PyTuple_GET_ITEM(calls, i), *name = NULL;
+            names_ok = Py_IS_TYPE(c, call_cls.type) && (name = slot_of(&call_cls, c, C_NAME)) != NULL &&
+                       PyUnicode_CheckExact(name);
+        }
+        key = names_ok ? PyTuple_New(n_calls) : NULL;
+        for (Py_ssize_t i = 0; key != NULL && i < n_calls; i++) {
+            PyObject *name = slot_of(&call_cls, PyTuple_GET_ITEM(calls, i), C_NAME); /* read again: see above */
+            if (name == NULL || !PyUnicode_CheckExact(name)) {
+                Py_CLEAR(key); /* without an exception: the reference judges the turn */
+                break;
+            }
+            PyTuple_SET_ITEM(key, i, Py_NewRef(name));
+        }
+    }
+    Py_DECREF(calls);
+    if (key == NULL) { /* the reference judges the turn (or no memory: the exception is set) */
+        Py_DECREF(agent);
+        Py_DECREF(text);
+        return NULL;
+    }
     PyObject *scope = d->all;
     if (PyUnicode_GET_LENGTH(agent) > 0) {
         scope = PyDict_GetItemWithError(d->scopes, agent);
@@ -645,12 +675,13 @@ static PyObject *dispatch_vectorcall(PyObject *self, PyObject *const *args, size
 static PyObject *dispatch_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     PyObject *judge, *reference, *scopes, *other, *all, *plans_type;
     int from_definitions;
+    Py_ssize_t max_planned = 1;
     if (kwds != NULL && PyDict_GET_SIZE(kwds) != 0) {
         PyErr_SetString(PyExc_TypeError, "Dispatch takes positional arguments only");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "OOO!OOpO!:Dispatch", &judge, &reference, &PyDict_Type, &scopes, &other, &all,
-                          &from_definitions, &PyType_Type, &plans_type))
+    if (!PyArg_ParseTuple(args, "OOO!OOpO!|n:Dispatch", &judge, &reference, &PyDict_Type, &scopes, &other, &all,
+                          &from_definitions, &PyType_Type, &plans_type, &max_planned))
         return NULL;
     if (!PyDict_CheckExact(scopes)) {
         PyErr_SetString(PyExc_TypeError, "Dispatch: scopes must be a dict");
@@ -666,6 +697,7 @@ static PyObject *dispatch_new(PyTypeObject *type, PyObject *args, PyObject *kwds
     d->all = Py_NewRef(all);
     d->plans_type = Py_NewRef(plans_type);
     d->from_definitions = from_definitions;
+    d->max_planned = max_planned;
     PyObject_GC_Track(d);
     return (PyObject *)d;
 }

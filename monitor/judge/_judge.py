@@ -26,6 +26,8 @@ _TURN = TurnVerdict  # positional, in field order
 MAX_CACHE = 16_384  # entries of the per-judge outcome / reason caches (cleared when full)
 MAX_CACHED_CALLS = 16  # turns with more calls are not cached (bounds the memory a cache entry holds)
 MAX_CACHED_NAME_CHARS = 1024  # nor turns whose tool names are longer in all (names come from the agent)
+MAX_PLANNED_CALLS = 4  # turns with more calls take the general path (no plan is looked up for them; read by the C
+# dispatch when a judge is made)
 
 
 def _cacheable(names: tuple[str, ...]) -> bool:
@@ -33,6 +35,7 @@ def _cacheable(names: tuple[str, ...]) -> bool:
 
 
 SchemaResult = tuple[bool | None, tuple[SchemaViolation, ...]]
+_PlanFn = _plan.Plan  # (in Judge, `_plan` is the method)
 _VALID: SchemaResult = (True, ())
 _NO_SCHEMA: SchemaResult = (None, ())
 _scan: Any = getattr(json.scanner, "c_make_scanner", None)
@@ -69,7 +72,8 @@ class _Scope:
         self.forbid = tuple(forbid)
         self.tools = tools
         self.turn_tools: TurnTools = catalog.for_turn(Turn(""), tools)  # for turns that offer no definitions
-        # Per rule (router order): call name (one call) or () (no call) -> plan. None: no plans (cases).
+        # Per rule (router order): call name (one call), () (no call) or the names (2 to MAX_PLANNED_CALLS calls)
+        # -> plan. None: no plans (cases).
         self.plans: list[_Plans] | None = [_Plans(i) for i in range(len(self.router.rules))]
         # Routing by plain prefixes of one length: the prefix finds the rule's plans directly.
         table = self.router.prefix_table()
@@ -139,6 +143,7 @@ class Judge:
         self._scored_count = 0
         self._reason_cache: dict[tuple[Any, ...], str] = {}
         self._plan_count = 0  # plans held by every scope in all (at most MAX_CACHE: cleared when full)
+        self._variant_count = 0  # assignments kept by the plans of several calls in all (likewise)
         if self._cases_by_id or self._cases_by_input or _scan_once is None:
             for s in (self._all, self._other, *self._scopes.values()):
                 s.plans = None  # labelled cases are found before routing: the general path only
@@ -149,6 +154,7 @@ class Judge:
             # fmt: off
             self.judge = _plan._C.Dispatch(  # type: ignore[method-assign]
                 self, Judge.judge, self._scopes, self._other, self._all, bool(self._from_definitions), _Plans,
+                MAX_PLANNED_CALLS,
             )
             # fmt: on
 
@@ -193,8 +199,9 @@ class Judge:
     def judge(self, turn: Turn) -> TurnVerdict:
         """The verdict of one turn (never raises on bad call data: it is judged as such).
 
-        A turn with no call or one call whose rule is found takes its plan (see _plan); the plan or the
-        judge sends anything else to the general path, `_general`, which gives the same verdicts."""
+        A turn with up to MAX_PLANNED_CALLS calls whose rule is found takes its plan (see _plan): keyed by the call
+        name (one call), () (no call) or the tuple of call names (several); the plan or the judge sends anything else
+        to the general path, `_general`, which gives the same verdicts."""
         agent = turn.agent
         scope = self._scopes.get(agent, self._other) if agent else self._all
         plans = scope.plans
@@ -204,6 +211,8 @@ class Judge:
                 key: Any = calls[0].name
             elif not calls:
                 key = ()
+            elif len(calls) <= MAX_PLANNED_CALLS:
+                key = tuple([c.name for c in calls])
             else:
                 return self._general(turn)
             n = scope.prefix_n
@@ -223,7 +232,13 @@ class Judge:
         `table` when cacheable)."""
         assert scope.plans is not None
         i = table.rule
-        names: tuple[str, ...] = (key,) if isinstance(key, str) else ()
+        names: tuple[str, ...]
+        if isinstance(key, str):
+            names = (key,)
+        elif type(key) is tuple and all(type(n) is str for n in key):
+            names = key
+        else:
+            return _plan.general  # call names that are not str (not kept): the general path
         if not _cacheable(names):
             return _plan.general
         exp = scope.router.rules[i]
@@ -231,7 +246,10 @@ class Judge:
         in_catalog = tuple(n in tools.names for n in names)
         plan: _plan.Plan = _plan.general
         rules = scope.forbid + exp.forbid
-        if not _sensitive(exp, names, in_catalog) and all(f.unless is None for f in rules if f.tool in names):
+        if len(names) > 1:
+            if all(f.unless is None for f in rules if f.tool in names):
+                plan = self._several(exp, names, in_catalog, tools, rules)
+        elif not _sensitive(exp, names, in_catalog) and all(f.unless is None for f in rules if f.tool in names):
             best = self._best(exp, names, in_catalog, (NOT_CAPTURED,) * len(names), "")  # scores are not read
             forbidden = _forbidden(Turn(""), names, rules) if names and rules else ()
             seq = sequence_check(names, exp.order) if exp.order else (None, None)
@@ -247,13 +265,49 @@ class Judge:
             else:
                 plan = _plan.no_call(exp, best, forbidden, seq, ok_reason)
         if self._plan_count >= MAX_CACHE:
-            for s in (self._all, self._other, *self._scopes.values()):
-                for d in s.plans or ():
-                    d.clear()
-            self._plan_count = 0
+            self._clear_plans()
         table[key] = plan
         self._plan_count += 1
         return plan
+
+    def _clear_plans(self) -> None:
+        for s in (self._all, self._other, *self._scopes.values()):
+            for d in s.plans or ():
+                d.clear()
+        self._plan_count = self._variant_count = 0
+
+    def _kept_variant(self) -> None:
+        """A plan of several calls kept one more assignment (see _plan.several_calls): all plans are dropped when
+        they keep MAX_CACHE in all."""
+        self._variant_count += 1
+        if self._variant_count >= MAX_CACHE:
+            self._clear_plans()
+
+    def _several(
+        self, exp: Expectation, names: tuple[str, ...], in_catalog: tuple[bool, ...], tools: TurnTools, rules: Any
+    ) -> _PlanFn:
+        """The plan of turns routed to `exp` whose calls are `names` (two or more; see _plan.several_calls)."""
+        if _sensitive(exp, names, in_catalog):
+            best = None  # per turn, by the argument scores (the same function as the general path's, same caches)
+        else:
+            best = self._best(exp, names, in_catalog, (NOT_CAPTURED,) * len(names), "")  # scores are not read
+
+        def best_of(parsed: list[Any], text: str) -> AltResult:
+            return self._best(exp, names, in_catalog, parsed, text)
+
+        def asks_of() -> tuple[tuple[int, int, int], ...] | None:
+            scored = self._scored_cache.get((id(exp), names, in_catalog))
+            return scored.asks if scored is not None else None
+
+        forbidden = _forbidden(Turn(""), names, rules) if rules else ()
+        seq = sequence_check(names, exp.order) if exp.order else (None, None)
+        validators = tuple(tools.validators.get(n) if k else None for n, k in zip(names, in_catalog, strict=True))
+        # fmt: off
+        return _plan.several_calls(
+            exp, names, in_catalog, validators, best, best_of, asks_of, self._kept_variant, forbidden, seq,
+            self._ok_reason(exp, names), _loads, NOT_CAPTURED,
+        )
+        # fmt: on
 
     def _general(self, turn: Turn) -> TurnVerdict:
         """The verdict of one turn by the general path (any turn; no plans)."""

@@ -1,4 +1,4 @@
-"""Plans: the judge's straight-line path for the common turn (no call or one call).
+"""Plans: the judge's straight-line path for the common turn (no call, one call, or a few calls).
 
 Everything about a turn that does not depend on its argument values or texts follows from its scope, its
 expectation and its call names: the slot and outcome of each call, what is missed, the confusion pairs, the
@@ -12,9 +12,10 @@ When the C extension monitor.judge._cplan is loaded (see monitor.otlp._accel.loa
 `one_call` return its Plan: the same closure's values and the closure itself, which it calls for anything
 unusual; the closures stay the reference and the fallback (no C compiler, TOOLWATCH_PURE_PYTHON=1).
 
-Plans are built only when the assignment does not depend on argument scores and the forbidden tools do not
-depend on the turn (no `unless` among the forbid rules of the called tools); otherwise the plan is `general`,
-which sends every turn to the general path.
+Plans of no call and one call are built only when the assignment does not depend on argument scores; plans of
+several calls (`several_calls`, Python only) also when it does: they keep the assignment per argument scores. All
+need the forbidden tools not to depend on the turn (no `unless` among the forbid rules of the called tools);
+otherwise the plan is `general`, which sends every turn to the general path.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from monitor.judge._args import MISSING, malformed_results, run_checks
+from monitor.judge._args import score as score_checks
 from monitor.judge._outcomes import AltResult
 from monitor.judge._parse import Malformed, parse_arguments, schema_result
 from monitor.judge._reason import reason
@@ -320,3 +322,217 @@ def one_call(  # noqa: C901 - the closure's straight line is the point
     call = (outcome, known, slot, validator, fast, flat, checks, arg, expected, arg_matcher, misses, scan)
     # fmt: on
     return cast(Plan, _C.Plan(run, fixed, call))
+
+
+_Variant = tuple[
+    AltResult,  # best: the assignment the rest follows from
+    _Cells,
+    tuple[tuple[Any, int | None, tuple[ArgCheck, ...], Any], ...],  # per call: (outcome, slot, checks, one regex)
+    str,  # why_passed
+    str,  # why_failed
+]
+# One regex check on an argument, answered without run_checks: (argument, pattern text, matcher, ascii_misses)
+_OneRegex = tuple[str, Any, Any, str | None]
+
+
+def _one_regex(checks: tuple[ArgCheck, ...]) -> _OneRegex | None:
+    """For a slot's checks that are one regex check, what answers it on a str value (else None)."""
+    if len(checks) != 1 or checks[0].mode != "regex" or checks[0].regex is None:
+        return None
+    c = checks[0]
+    assert c.regex is not None
+    return c.argument, c.expected, c.regex.matcher, ascii_misses(c.regex)
+
+
+def _variant(
+    exp: Expectation,
+    best: AltResult,
+    names: tuple[str, ...],
+    in_catalog: tuple[bool, ...],
+    forbidden: tuple[str, ...],
+    seq: Any,
+    ok_reason: str,
+) -> _Variant:
+    """What a several-call plan's verdicts share for one assignment `best`."""
+    f = _Fixed(exp, best, names, forbidden, seq, ok_reason)
+    alt = exp.alternatives[best.alternative]
+    per_call = []
+    for i, slot in enumerate(best.slots):
+        checks = alt.slots[slot].checks if slot is not None else ()
+        per_call.append((best.outcomes[i], slot, checks, _one_regex(checks)))
+    # fmt: off
+    named = tuple(
+        _CALL(i, name, "", call[0], known, call[1], None, (), None, (), True)
+        for i, (name, known, call) in enumerate(zip(names, in_catalog, per_call, strict=True))
+    )  # what the reasons read
+    # fmt: on
+    why_passed, why_failed = _reasons(exp, f, named, ok_reason)
+    return best, f.cells(), tuple(per_call), why_passed, why_failed
+
+
+MAX_VARIANTS = 64  # assignments a score-dependent plan keeps (as Judge keeps per scores read: _Scored.MAX_RESULTS)
+Asks = tuple[tuple[int, int, int], ...]  # (alternative, call, slot): the scores Judge._best reads, in order
+
+
+def several_calls(  # noqa: C901 - the closure's straight line is the point
+    exp: Expectation,
+    names: tuple[str, ...],
+    in_catalog: tuple[bool, ...],
+    validators: tuple[SchemaValidator | None, ...],
+    best: AltResult | None,
+    best_of: Callable[[list[Any], str], AltResult],
+    asks_of: Callable[[], Asks | None],
+    kept: Callable[[], None],
+    forbidden: tuple[str, ...],
+    seq: Any,
+    ok_reason: str,
+    loads: Callable[[str], Any],
+    not_captured: Any,
+) -> Plan:
+    """The plan of turns with the tool calls `names` (two or more), in that order.
+
+    `best` is the assignment when it does not depend on the arguments. When it does (None), it depends on the
+    argument scores Judge._best reads: always the same ones for these names (`asks_of()`, known once `best_of` has
+    kept them). The plan computes those scores as Judge._best does and keeps what follows from the assignment per
+    scores; scores it has not seen, or asks not kept, go to `best_of(parsed, text)` (Judge._best itself). `kept()`
+    is told of each assignment kept (at most MAX_VARIANTS per plan; the judge bounds them in all).
+    Each call's arguments are parsed and checked against its tool's schema as the general path does; the checks of
+    the slot it fills run on them."""
+    fasts = tuple(v.fast if v is not None else None for v in validators)
+    per_tool = tuple(zip(validators, fasts, strict=True))
+    fixed = _variant(exp, best, names, in_catalog, forbidden, seq, ok_reason) if best is not None else None
+    by_id: dict[int, _Variant] = {}  # id(assignment) -> what follows from it (the assignment held in it)
+    by_scores: dict[tuple[int, ...], _Variant] = {}  # the scores read -> what follows from the assignment
+    # The asks, each with its call, its checks and their one regex (if so), once known (a list: set on first use).
+    asked: list[tuple[tuple[int, tuple[ArgCheck, ...], _OneRegex | None], ...]] = []
+    valid_: Any = (True, ())
+    no_schema: Any = (None, ())
+    missing = MISSING
+
+    def variant_of(got: AltResult) -> _Variant:
+        held = by_id.get(id(got))
+        if held is not None and held[0] is got:
+            return held
+        v = _variant(exp, got, names, in_catalog, forbidden, seq, ok_reason)
+        if len(by_id) >= MAX_VARIANTS:
+            by_id.clear()
+        by_id[id(got)] = v
+        kept()
+        return v
+
+    def score(i: int, checks: tuple[ArgCheck, ...], one: _OneRegex | None, p: Any, text: str) -> int:
+        """Judge._best's score of call i (parsed `p`) in a slot with `checks`."""
+        if p is not_captured:
+            return 2 * len(checks) - 1
+        if one is not None and type(p) is dict:
+            actual = p.get(one[0], missing)
+            if type(actual) is str:
+                misses = one[3]
+                if misses is not None and actual.isascii():
+                    return 2 if actual.strip(misses) != "" else 0
+                return 2 if one[2](actual.encode("utf-8", "surrogatepass")) else 0
+        return 2 * score_checks(checks, p if type(p) is not Malformed else None, text)
+
+    def run(turn: Turn) -> TurnVerdict | None:  # noqa: C901 - one flat pass: calls cost more than checks
+        calls = turn.calls
+        text = turn.input_text
+        parsed: list[Any] = []
+        schema: list[Any] = []
+        for c, (validator, fast) in zip(calls, per_tool, strict=True):
+            raw = c.arguments
+            if raw is None:
+                p: Any = not_captured
+            else:
+                try:
+                    p = loads(raw)
+                except (ValueError, RecursionError):
+                    p = parse_arguments(raw)  # Malformed, with the parser's message
+            parsed.append(p)
+            if validator is None:
+                schema.append(no_schema)
+            else:
+                try:
+                    accepted = fast is not None and type(p) is dict and fast.is_valid(p)
+                except Exception:  # noqa: BLE001 - values the fast validator cannot convert: ask the reference
+                    accepted = False
+                schema.append(valid_ if accepted else schema_result(validator, p, True))
+        if fixed is not None:
+            v = fixed
+        elif asked:
+            scores = tuple([score(i, checks, one, parsed[i], text) for i, checks, one in asked[0]])
+            got_v = by_scores.get(scores)
+            if got_v is None:
+                got_v = variant_of(best_of(parsed, text))
+                if len(by_scores) >= MAX_VARIANTS:
+                    by_scores.clear()
+                by_scores[scores] = got_v
+                kept()
+            v = got_v
+        else:
+            v = variant_of(best_of(parsed, text))
+            asks = asks_of()
+            if asks is not None:
+                slots = [(i, exp.alternatives[k].slots[j].checks) for k, i, j in asks]
+                asked.append(tuple((i, checks, _one_regex(checks)) for i, checks in slots))
+        _, cells, per_call, why_passed, why_failed = v
+        # fmt: off
+        (rule, alternative, missed, expected_calls, max_calls, selection_ok, seq_ok, seq_score, over_calling, confusion,
+         expected_by_tool, e2e_names, respond, resp_one, resp_all) = cells
+        # fmt: on
+        cvs = []
+        args_ok_turn = schema_ok = True
+        for i, c in enumerate(calls):
+            outcome, slot, checks, one = per_call[i]
+            p = parsed[i]
+            args_ok: bool | None = None
+            results: Any = ()
+            if checks and p is not not_captured:
+                actual = p.get(one[0], missing) if one is not None and type(p) is dict else missing
+                if type(actual) is str:
+                    assert one is not None
+                    misses = one[3]
+                    if misses is not None and actual.isascii():
+                        args_ok = actual.strip(misses) != ""
+                    else:
+                        args_ok = True if one[2](actual.encode("utf-8", "surrogatepass")) else False  # noqa: SIM210
+                    results = (_RESULT(one[0], "regex", one[1], actual, args_ok),)
+                else:
+                    if type(p) is Malformed:
+                        results = malformed_results(checks, text)
+                    else:
+                        results = run_checks(checks, p, text)
+                    args_ok = results[0].ok if len(results) == 1 else all(r.ok for r in results)
+                if not args_ok:
+                    args_ok_turn = False
+            valid, violations = schema[i]
+            if valid is False:
+                schema_ok = False
+            cvs.append(
+                _CALL(i, c.name, c.call_id, outcome, in_catalog[i], slot, valid, violations, args_ok, results,
+                      p is not not_captured)
+            )  # fmt: skip
+        call_verdicts = tuple(cvs)
+        output = turn.output_text
+        response_ok: bool | None = None
+        if respond and output is not None:
+            if resp_one is not None:
+                response_ok = True if resp_one(output.encode("utf-8", "surrogatepass")) else False  # noqa: SIM210
+            else:
+                response_ok = resp_all(output)
+        if args_ok_turn and schema_ok:
+            if response_ok is False:
+                e2e, why = False, why_failed
+            else:
+                e2e, why = e2e_names, why_passed
+        else:
+            e2e = False
+            why = reason(turn, exp, call_verdicts, missed, forbidden, seq_ok, response_ok, turnless=False)
+        # fmt: off
+        return _TURN(
+            turn.agent, turn.trace_id, turn.span_id, text, True, False, rule, alternative, call_verdicts, missed,
+            expected_calls, max_calls, selection_ok, args_ok_turn, schema_ok, seq_ok, seq_score, forbidden,
+            response_ok, e2e, over_calling, confusion, why, expected_by_tool,
+        )
+        # fmt: on
+
+    return run

@@ -28,7 +28,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from monitor.judge import Judge, _args, _plan
+from monitor.judge import Judge, _args, _judge, _plan
 from monitor.records import ToolCall, Turn
 from monitor.rules import load_rules
 from monitor.verdict import TurnVerdict
@@ -238,7 +238,14 @@ class Trio:
 
     def c_plans(self) -> list[Any]:
         scopes = (self.c._all, self.c._other, *self.c._scopes.values())
-        plans = [p for s in scopes for d in s.plans or () for p in d.values() if p is not _plan.general]
+        # The plans of several calls (keyed by the tuple of their names) are Python closures (_plan.several_calls).
+        plans = [
+            p
+            for s in scopes
+            for d in s.plans or ()
+            for k, p in d.items()
+            if p is not _plan.general and not (type(k) is tuple and k)
+        ]
         assert all(type(p).__name__ == "Plan" for p in plans)
         return plans
 
@@ -596,3 +603,75 @@ def test_a_plan_takes_its_turn_as_the_closure_takes_it() -> None:
     assert plan(t) == plan(turn=t) == expected
     with pytest.raises(TypeError):
         plan()
+
+
+class OddCall(ToolCall):
+    """A ToolCall subclass: the dispatch hands its turn to the Python judge()."""
+
+    __slots__ = ()
+
+
+def test_the_dispatch_settles_turns_of_several_calls(tmp_path: Path) -> None:
+    """Turns of two to MAX_PLANNED_CALLS calls find their plan (a Python closure) in C by the tuple of their names;
+    more calls, names that are not exactly str and calls that are not exactly ToolCall go to the Python judge();
+    every verdict is the general path's, and references and memory stay flat."""
+    trio = Trio(_branch_paths(tmp_path))
+    ok, blank = '{"s": "x"}', '{"s": " "}'
+    turns = [
+        Turn("[R01] q", (ToolCall("a", "c0", ok), ToolCall("a", "c1", blank)), output_text="Result: ok"),
+        Turn("[R01] q", (ToolCall("a", "c0", blank), ToolCall("a", "c1", ok)), output_text="Result: ok"),
+        Turn("[R10] q", (ToolCall("a", "c0", '{"s": "5"}'), ToolCall("b", "c1", "{"), ToolCall("c", "c2", None))),
+        Turn("[R03] q", tuple(ToolCall("a", f"c{i}", '{"x": 1, "s": "a b"}') for i in range(_judge.MAX_PLANNED_CALLS))),
+    ]
+    with _plans(CPLAN):
+        assert _python_judge_calls(trio.c, turns) == 3  # the first turn of each plan builds it
+        assert _python_judge_calls(trio.c, turns) == 0
+        many = Turn("[R01] q", tuple(ToolCall("a", f"c{i}", ok) for i in range(_judge.MAX_PLANNED_CALLS + 1)))
+        odd_name = Turn("[R01] q", (ToolCall("a", "c0", ok), ToolCall(_Str("a"), "c1", ok)))
+        odd_call = Turn("[R01] q", (ToolCall("a", "c0", ok), OddCall("a", "c1", ok)))
+        odd = [many, odd_name, odd_call]
+        assert _python_judge_calls(trio.c, odd) == 3
+        assert _python_judge_calls(trio.c, odd) == 3
+    for t in [*turns, many, odd_call]:
+        trio.check(t)
+    # A str subclass as a name finds the plan of the equal str names (in judge(), as for one call): the verdict is
+    # the general path's, but for the type of the names it carries (e.g. in `confusion`).
+    with _plans(CPLAN):
+        got = trio.c.judge(odd_name)
+    assert got == trio.general._general(odd_name) and same(got, Judge.judge(trio.c, odd_name))
+    shared = [True, False, None, (), *[x for t in turns for x in (t.input_text, t.output_text, *t.calls)]]
+    shared += [c.name for t in turns for c in t.calls]
+
+    def run(n: int) -> None:
+        with _plans(CPLAN):
+            for _ in range(n):
+                for t in turns + odd:
+                    trio.c.judge(t)
+
+    run(50)
+    gc.collect()
+    before = [sys.getrefcount(x) for x in shared]
+    tracemalloc.start()
+    run(20)
+    gc.collect()
+    first, _ = tracemalloc.get_traced_memory()
+    run(300)
+    gc.collect()
+    last, _ = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert [sys.getrefcount(x) for x in shared] == before
+    assert last - first < 64 * 1024, (first, last)
+
+
+class _Str(str):
+    """A str subclass as a call name."""
+
+
+def test_a_dispatch_made_without_several_call_plans(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With MAX_PLANNED_CALLS at 1 when the judge is made, its dispatch hands turns of several calls to judge()."""
+    monkeypatch.setattr(_judge, "MAX_PLANNED_CALLS", 1)
+    trio = Trio(_branch_paths(tmp_path))
+    two = Turn("[R01] q", (ToolCall("a", "c0", '{"s": "x"}'), ToolCall("a", "c1", "{}")), output_text="Result: ok")
+    with _plans(CPLAN):
+        assert _python_judge_calls(trio.c, [two, two]) == 2
+    trio.check(two)
