@@ -99,7 +99,10 @@ def test_a_slow_reload_holds_no_request_and_loses_no_export(tmp_path: Path) -> N
                 w.join()
             exporter.shutdown()  # type: ignore[no-untyped-call]
         during = latencies[before:]
-        bound = reload_s / 4  # before: /healthz and the exports waited for the whole reload
+        # Before: /healthz and the exports waited for the whole reload. Now the longest wait is the loop's share of it
+        # (swapping the rules in) and the loader thread's hold on the GIL: 0.05 to 0.13 s of a ~1 s reload alone, up
+        # to 0.31 s on a loaded machine; half the reload still tells the two apart.
+        bound = reload_s / 2
         assert reload_s > 0.5, f"the reload took {reload_s:.2f} s: too fast to show anything, give it more tools"
         assert len(during) >= 5 and max(during) < bound, (reload_s, max(during), len(during))
         assert exports and all(r is SpanExportResult.SUCCESS for r, _ in exports)
