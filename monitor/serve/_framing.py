@@ -10,7 +10,8 @@ it (so the request exists when its body breaks), and a parse error while a body 
 connection.
 
 `answer_broken_heads` answers a request whose head does not parse (request line, header bytes, sizes, Content-Length)
-through the receiver instead of aiohttp's text/plain 400 and its logged traceback.
+through the listener's own answer (the receiver's google.rpc.Status, the metrics listener's line of text) instead of
+aiohttp's text/plain 400 and its logged traceback.
 """
 
 from __future__ import annotations

@@ -103,6 +103,32 @@ def bearer_ok(authorization: str, token: bytes) -> bool:
     return scheme.lower() == "bearer" and hmac.compare_digest(given, token)
 
 
+def text_head_answer(listener: str) -> Callable[[HttpProcessingError, str | None], web.Response]:
+    """The answer of a listener that speaks text (/metrics, /healthz, /readyz) to a request whose head does not parse
+    (see `answer_broken_heads`): 400, or 431 for a head too large, with one line of text/plain naming the problem, the
+    connection closed; logged as one warning line at most per BAD_HEAD_LOG_INTERVAL_S for this listener, without a
+    traceback. Not counted: toolwatch_requests_total counts the receiver's requests, and this listener has no
+    counter of its own."""
+    hushed = Hushed(BAD_HEAD_LOG_INTERVAL_S)
+
+    def answer(exc: HttpProcessingError, remote: str | None) -> web.Response:
+        http = bad_head_status(exc)
+        detail = bad_head_detail(exc)
+        hushed.warn(
+            "bad request head on the %s listener from %s, answered %d: %s",
+            listener,
+            remote or "an unknown client",
+            http,
+            detail,
+        )
+        problem = "request head too large" if http == 431 else "bad request head"
+        resp = web.Response(status=http, text=f"{http} {problem}: {detail}\n", headers={"Connection": "close"})
+        resp.force_close()
+        return resp
+
+    return answer
+
+
 class TracesHandler:
     """`POST /v1/traces`: decode, normalize, queue; every outcome has its documented status code."""
 

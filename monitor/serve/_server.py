@@ -19,7 +19,7 @@ from monitor.metrics import LISTENER_METRICS, LISTENER_RECEIVER, ToolwatchMetric
 from monitor.serve import _sighup
 from monitor.serve._conn import METRICS_CONNECTIONS, ConnectionCap, ensure_fd_limit
 from monitor.serve._framing import answer_broken_heads, guard_body_framing
-from monitor.serve._http import TracesHandler, metrics_app, receiver_app
+from monitor.serve._http import TracesHandler, metrics_app, receiver_app, text_head_answer
 from monitor.serve._pipeline import Pipeline, VerdictHook
 from monitor.serve._rules import Attempt, JudgeFactory, Rules, _stamp, default_judge_factory
 from monitor.serve._settings import GRPC, METRICS, RECEIVER, Settings
@@ -171,6 +171,8 @@ class Server:
                 if listener == LISTENER_RECEIVER:
                     guard_body_framing(runner.server)
                     answer_broken_heads(runner.server, handler.bad_head)
+                else:  # a text listener: its broken heads answered in text, logged apart from the receiver's
+                    answer_broken_heads(runner.server, text_head_answer(listener))
                 await web.SockSite(runner, sock).start()
         except BaseException:
             await self._close_listeners(socks)
