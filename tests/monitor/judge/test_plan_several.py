@@ -276,3 +276,150 @@ def test_assignments_kept_by_plans_are_bounded(tmp_path: Path, monkeypatch: pyte
                     held = sum(len(d) for d in fast._all.plans or ())
                     assert held == fast._plan_count
     assert seen == 2  # assignments were kept, then dropped
+
+
+# Rules whose assignments depend on argument scores in every way a several-call plan keeps them by: alternatives that
+# both read scores, a tool in two slots of one alternative with checks on several arguments, exactly / min / max
+# counts, from_input checks (scores that depend on the input text), an order rule and forbid rules, and a scoped
+# agent with its own catalog (other call names in the catalog, another scope's plans). STREAM_RULES_RELOADED is the
+# same file edited: its checks and counts differ, its rule ids and prefixes do not.
+STREAM_RULES = r"""
+version: 1
+catalog:
+  tools:
+    - name: p
+      schema: {type: object, properties: {q: {type: string}}}
+    - name: r
+    - name: w
+expect:
+  - id: X1
+    when: {prefix: "[X1]"}
+    any_of:
+      - call: [{tool: p, exactly: 2, args: {q: {regex: '^[a-z]+$'}, n: {numeric: 2, tolerance: 1}}},
+               {tool: r, min: 0, max: 1, args: {n: 1}}]
+      - call: [{tool: p, min: 1, max: 1, args: {q: {from_input: 'id (\w+)'}}},
+               {tool: p, min: 0, args: {n: {one_of: [1, 2]}}}, {tool: r}]
+    order: [[p, r]]
+    forbid: [{tool: w}]
+  - id: X2
+    when: {prefix: "[X2]"}
+    call: [{tool: p, args: {q: {from_input: 'id (\w+)'}}}, {tool: p, min: 0, max: 2, args: {q: {regex: '\d'}}},
+           {tool: r, max: 2, args: {n: {exact: 1}}}]
+    respond: [{contains: "ok"}]
+  - id: X3
+    when: {prefix: "[X3]"}
+    any_of:
+      - call: [{tool: r, max: 1, args: {n: 1}}]
+      - call: [{tool: r, exactly: 2, args: {n: 2}}, {tool: p, min: 0, max: 1}]
+      - none: true
+  - id: X4
+    when: {prefix: "[X4]"}
+    call: [{tool: p, min: 2, args: {q: {normalized: "Hello World"}}}, {tool: p, max: 1, args: {q: {fuzzy: "hello"}}}]
+    order: [{before: p, after: r}]
+  - id: X5
+    when: {prefix: "[X5]"}
+    call: [{tool: p, args: {q: {regex: '\S'}}}, {tool: p, min: 0, args: {q: {regex: '\d'}}}]
+forbid:
+  - tool: w
+"""
+STREAM_SCOPED_RULES = r"""
+version: 1
+agent: sc
+catalog: {tools: [{name: zz}, {name: p, schema: {type: object, properties: {q: {type: string}}}}]}
+expect:
+  - id: S1
+    when: {prefix: "[X1]"}
+    call: [{tool: p, max: 1, args: {q: {regex: '^[a-z]+$'}}}, {tool: zz, min: 0, max: 1, args: {n: 1}}]
+  - id: S2
+    when: {prefix: "[X9]"}
+    any_of:
+      - call: [{tool: zz, exactly: 2, args: {n: 1, q: {regex: '\d'}}}]
+      - call: [{tool: p, min: 1, max: 2, args: {n: 2}}, {tool: zz, max: 1}]
+"""
+STREAM_RULES_RELOADED = (
+    STREAM_RULES.replace("'^[a-z]+$'", "'^[a-z0-9]+$'").replace("exactly: 2", "min: 1, max: 2").replace("'\\d'", "'x'")
+)
+STREAM_VALUES = ["ab", "A", " ", "", "Hello-World", "hello", "helo", "5", "abc", "x1", "é", 1, 2, 3, 2.5, True, None]
+
+
+@st.composite
+def _stream_arguments(draw: Any) -> str | None:
+    kind = draw(st.integers(0, 9))
+    if kind == 0:
+        return None  # not captured
+    if kind == 1:
+        bad: str = draw(st.sampled_from(["{", "nope", " {}", "[]", "1", '"s"', "{} "]))
+        return bad
+    keys = draw(st.lists(st.sampled_from(["q", "n", "s"]), max_size=3, unique=True))
+    return json.dumps({k: draw(st.sampled_from(["abc", "5", "x1", *STREAM_VALUES])) for k in keys})  # text ids often
+
+
+@st.composite
+def _stream(draw: Any) -> list[Turn]:
+    """Up to 40 turns of a few shapes (prefix, agent, call names): the same names come back with other arguments,
+    input texts and outputs, so the plans' kept assignments are read back."""
+    shape = st.tuples(
+        st.sampled_from(["[X1]", "[X2]", "[X3]", "[X4]", "[X5]", "[X9]"]),
+        st.sampled_from(["", "sc", "other"]),
+        st.lists(st.sampled_from(["p", "p", "r", "w", "zz"]), min_size=2, max_size=_judge.MAX_PLANNED_CALLS),
+    )
+    shapes = draw(st.lists(shape, min_size=1, max_size=3))
+    # Per shape, a few argument lists that come back (with other input texts: scores that depend on the text too).
+    kept = [
+        draw(st.lists(st.tuples(*[_stream_arguments() for _ in names]), min_size=1, max_size=3)) for *_, names in shapes
+    ]
+    turns = []
+    for _ in range(draw(st.integers(1, 60))):
+        k = draw(st.integers(0, len(shapes) - 1))
+        prefix, agent, names = shapes[k]
+        text = prefix + draw(st.sampled_from([" id abc", " id 5", " id x1", "", " id Hello"]))
+        fresh = draw(st.integers(0, 4)) == 0
+        args = draw(st.tuples(*[_stream_arguments() for _ in names])) if fresh else draw(st.sampled_from(kept[k]))
+        calls = tuple(
+            ToolCall(n, call_id=f"c{i}", arguments=a) for i, (n, a) in enumerate(zip(names, args, strict=True))
+        )
+        output = draw(st.sampled_from([None, "ok", "no"]))
+        turns.append(Turn(text, calls, agent=agent, trace_id="t", span_id="s", output_text=output))
+    return turns
+
+
+@pytest.mark.parametrize("tiny", [False, True], ids=["default-bounds", "tiny-bounds"])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(turns=_stream(), reload_at=st.integers(0, 80))
+def test_a_stream_of_turns_through_one_judge_gets_the_general_verdicts(
+    tiny: bool, turns: list[Turn], reload_at: int, tmp_path_factory: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Turns in sequence through one judge (its plans and caches carry over from turn to turn, in this order), the
+    rules reloaded (a new judge of an edited file) part way through: each verdict is the one a judge that has seen no
+    turn gives by the general path. `tiny`: every bound (plans, assignments per plan, results per scores) so small
+    that they are cleared all the time."""
+    if tiny:
+        monkeypatch.setattr(_judge, "MAX_CACHE", 3)
+        monkeypatch.setattr(_plan, "MAX_VARIANTS", 2)
+        monkeypatch.setattr(_judge._Scored, "MAX_RESULTS", 2)
+    tmp = tmp_path_factory.mktemp("stream")
+    scoped = write(tmp, STREAM_SCOPED_RULES, "scoped.yaml")
+    first = load_rules([write(tmp, STREAM_RULES, "stream.yaml"), scoped])
+    reloaded = load_rules([write(tmp, STREAM_RULES_RELOADED, "stream.yaml"), scoped])
+    judge, rules = Judge(first), first
+    for k, turn in enumerate(turns):
+        if k == reload_at:
+            judge, rules = Judge(reloaded), reloaded
+        want = Judge(rules)._general(turn)
+        got = judge.judge(turn)
+        assert same(got, want), (k, got, want)
+
+
+def test_assignments_kept_by_scores_that_depend_on_the_input_text(tmp_path: Path) -> None:
+    """A from_input check's score depends on the turn's input text, not only on the arguments: the same arguments
+    fill the slots one way under one input and the other way under another, and a plan that keeps its assignments
+    by scores must tell those turns apart (turns in both orders, each seen several times)."""
+    rules = load_rules([write(tmp_path, STREAM_RULES, "stream.yaml")])
+    calls = (ToolCall("p", "c0", '{"q": "5"}'), ToolCall("p", "c1", '{"q": "abc"}'), ToolCall("r", "c2", '{"n": 1}'))
+    by_abc, by_5 = Turn("[X2] id abc", calls, output_text="ok"), Turn("[X2] id 5", calls, output_text="ok")
+    assert Judge(rules)._general(by_abc).calls[0].slot != Judge(rules)._general(by_5).calls[0].slot
+    for order in ([by_abc, by_5], [by_5, by_abc]):
+        fast = CountingJudge(rules)
+        for turn in order * 3:
+            _check(fast, Judge(rules), turn)
+        assert fast.general_turns == 0  # the plan judged them all
