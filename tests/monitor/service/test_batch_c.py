@@ -13,6 +13,7 @@ import dataclasses
 import functools
 import gc
 import importlib
+import sys
 from collections import Counter
 from types import ModuleType
 from typing import Any
@@ -233,3 +234,26 @@ def test_signatures_the_hash_does_not_tell_apart_are_compared_in_full() -> None:
     c, ref = in_c(vs), reference(vs)
     assert c == ref
     assert [n for _, n in ref[0]] == [2] * 8
+
+
+def test_grouping_leaves_every_reference_count_as_it_was() -> None:
+    """Groups made and dropped many times (taken by C, and left to Python by a verdict it does not take) hold no
+    reference to what the verdicts hold: names, enum members, the verdicts' tuples, flags."""
+    agent = "agent-" + str(len(STR_KIND))  # a str of its own, not interned
+    kind = SchemaViolation(ViolationKind.TYPE, "$", "")
+    vs = [
+        _turn(agent=agent, calls=(_call(schema_valid=False, violations=(kind, kind)),), missed=(MissedUnit("rd", 0),)),
+        _turn(agent=agent, calls=(_call(), _call(name="x"))),
+        _turn(agent=agent, calls=()),
+        _turn(agent=agent),
+    ]
+    batch = tuple(vs * 5 + [copy.deepcopy(v) for v in vs])
+    odd = (*batch, _turn(judged=1))
+    held = [agent, kind, ViolationKind.TYPE, Outcome.CORRECT, vs[0].calls, vs[0].missed, vs[0].confusion, vs[1].calls]
+    before = [sys.getrefcount(x) for x in held]
+    assert CBATCH is not None
+    for _ in range(2000):
+        assert CBATCH.groups(batch) is not None
+        assert CBATCH.groups(odd) is None
+    gc.collect()
+    assert [sys.getrefcount(x) for x in held] == before
