@@ -405,6 +405,10 @@ def several_calls(  # noqa: C901 - the closure's straight line is the point
     by_scores: dict[tuple[int, ...], _Variant] = {}  # the scores read -> what follows from the assignment
     # The asks, each with its call, its checks and their one regex (if so), once known (a list: set on first use).
     asked: list[tuple[tuple[int, tuple[ArgCheck, ...], _OneRegex | None], ...]] = []
+    # Set when Judge._best keeps no asks for these names (it reads more scores than it keeps; always so for them):
+    # no assignment can be reused, so every turn goes to the general path (a new one per turn would be counted by
+    # `kept()` each time, and drop every plan of the judge every MAX_CACHE turns).
+    unkept: list[bool] = []
     valid_: Any = (True, ())
     no_schema: Any = (None, ())
     missing = MISSING
@@ -434,6 +438,8 @@ def several_calls(  # noqa: C901 - the closure's straight line is the point
         return 2 * score_checks(checks, p if type(p) is not Malformed else None, text)
 
     def run(turn: Turn) -> TurnVerdict | None:  # noqa: C901 - one flat pass: calls cost more than checks
+        if unkept:
+            return None
         calls = turn.calls
         text = turn.input_text
         parsed: list[Any] = []
@@ -474,6 +480,8 @@ def several_calls(  # noqa: C901 - the closure's straight line is the point
             if asks is not None:
                 slots = [(i, exp.alternatives[k].slots[j].checks) for k, i, j in asks]
                 asked.append(tuple((i, checks, _one_regex(checks)) for i, checks in slots))
+            else:
+                unkept.append(True)
         _, cells, per_call, why_passed, why_failed = v
         # fmt: off
         (rule, alternative, missed, expected_calls, max_calls, selection_ok, seq_ok, seq_score, over_calling, confusion,

@@ -423,3 +423,45 @@ def test_assignments_kept_by_scores_that_depend_on_the_input_text(tmp_path: Path
         for turn in order * 3:
             _check(fast, Judge(rules), turn)
         assert fast.general_turns == 0  # the plan judged them all
+
+
+# A tool in three slots with checks, in two alternatives: four calls of it make Judge._best read 24 scores, more than
+# it keeps (MAX_CACHED_CALLS), so no assignment of those names is kept by scores.
+MANY_ASKS_RULES = r"""
+version: 1
+catalog:
+  tools: [{name: p}]
+expect:
+  - id: B1
+    when: {prefix: "[B1]"}
+    any_of:
+      - call: [{tool: p, args: {q: {regex: 'a'}}}, {tool: p, min: 0, args: {q: {regex: 'b'}}},
+               {tool: p, min: 0, args: {q: {regex: 'c'}}}]
+      - call: [{tool: p, args: {n: 1}}, {tool: p, min: 0, args: {n: 2}}, {tool: p, min: 0, args: {n: 3}}]
+  - id: B2
+    when: {prefix: "[B2]"}
+    call: [{tool: p, args: {q: {regex: 'a'}}}, {tool: p, min: 0, args: {q: {regex: 'b'}}}]
+"""
+
+
+def test_names_whose_scores_are_not_kept_leave_their_turns_to_the_general_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When Judge._best keeps no assignment by scores for a turn's names (it reads more scores than it keeps), their
+    plan cannot reuse one either: it sends the turns to the general path rather than count a new assignment for each
+    turn, which would drop every plan of the judge (other rules' included) every MAX_CACHE such turns."""
+    monkeypatch.setattr(_judge, "MAX_CACHE", 8)
+    rules = load_rules([write(tmp_path, MANY_ASKS_RULES, "many.yaml")])
+    fast, general = CountingJudge(rules), Judge(rules)
+    two = Turn("[B2] q", (ToolCall("p", "c0", '{"q": "b"}'), ToolCall("p", "c1", '{"q": "a"}')))
+    _check(fast, general, two)
+    assert fast._all.plans is not None
+    kept = fast._all.plans[1]
+    assert ("p", "p") in kept
+    counted: list[int] = []
+    for k in range(40):
+        args = [json.dumps({"q": "abc"[(k + i) % 3], "n": (k + i) % 4}) for i in range(4)]
+        _check(fast, general, Turn("[B1] q", tuple(ToolCall("p", f"c{i}", a) for i, a in enumerate(args))))
+        counted.append(fast._variant_count)
+    assert ("p", "p") in kept  # the other rule's plan is still there
+    assert len(set(counted)) == 1  # assignments counted for the first turn only
