@@ -14,6 +14,7 @@ from monitor.judge._outcomes import AltResult, evaluate, score_sensitive
 from monitor.judge._parse import NOT_CAPTURED, Malformed, arguments_of, parse_arguments, schema_result
 from monitor.judge._reason import reason
 from monitor.judge._router import Router
+from monitor.judge._schema import SchemaValidator
 from monitor.judge._sequence import sequence_check
 from monitor.records import Turn
 from monitor.rules import Expectation, RuleSet
@@ -52,6 +53,27 @@ def _loads(text: str) -> Any:
         if end == len(text):
             return value
     return json.loads(text)
+
+
+def _parse_call(text: str | None, validator: SchemaValidator | None) -> tuple[Any, SchemaResult]:
+    """One call's arguments parsed once (NOT_CAPTURED, Malformed with the parser's message, or the value) and checked
+    against its tool's schema ((None, ()) without one): the pass of the general path and of several-call plans."""
+    if text is None:
+        p: Any = NOT_CAPTURED
+    else:
+        try:
+            p = _loads(text)
+        except (ValueError, RecursionError):
+            p = parse_arguments(text)  # Malformed, with the parser's message
+    if validator is None:
+        return p, _NO_SCHEMA
+    fast = validator.fast
+    # The common case inline: the compiled validator accepts the parsed arguments.
+    try:
+        accepted = fast is not None and type(p) is dict and fast.is_valid(p)
+    except Exception:  # noqa: BLE001 - values the fast validator cannot convert: ask the reference
+        accepted = False
+    return p, (_VALID if accepted else schema_result(validator, p, True))
 
 
 class _Scope:
@@ -305,7 +327,7 @@ class Judge:
         # fmt: off
         return _plan.several_calls(
             exp, names, in_catalog, validators, best, best_of, asks_of, self._kept_variant, forbidden, seq,
-            self._ok_reason(exp, names), _loads, NOT_CAPTURED,
+            self._ok_reason(exp, names), _parse_call, NOT_CAPTURED,
         )
         # fmt: on
 
@@ -324,29 +346,12 @@ class Judge:
         schema: list[SchemaResult] = []
         for c in turn.calls:  # one pass: parse the arguments once, check them against the tool's schema
             name = c.name
-            text = c.arguments
-            if text is None:
-                p: Any = NOT_CAPTURED
-            else:
-                try:
-                    p = _loads(text)
-                except (ValueError, RecursionError):
-                    p = parse_arguments(text)  # Malformed, with the parser's message
             k = name in known
+            p, checked = _parse_call(c.arguments, validators.get(name) if k else None)
             names_l.append(name)
             flags.append(k)
             parsed.append(p)
-            if k:
-                v = validators.get(name)
-                fast = v.fast if v is not None else None
-                # The common case inline: the compiled validator accepts the parsed arguments.
-                try:
-                    accepted = fast is not None and type(p) is dict and fast.is_valid(p)
-                except Exception:  # noqa: BLE001 - values the fast validator cannot convert: ask the reference
-                    accepted = False
-                schema.append(_VALID if accepted else schema_result(v, p, True))
-            else:
-                schema.append(_NO_SCHEMA)
+            schema.append(checked)
         names, in_catalog = tuple(names_l), tuple(flags)
         if turn.turnless:
             return self._unjudged(turn, in_catalog, parsed, schema, (), turnless=True)

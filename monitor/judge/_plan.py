@@ -386,7 +386,7 @@ def several_calls(  # noqa: C901 - the closure's straight line is the point
     forbidden: tuple[str, ...],
     seq: Any,
     ok_reason: str,
-    loads: Callable[[str], Any],
+    parse_call: Callable[[str | None, SchemaValidator | None], tuple[Any, Any]],
     not_captured: Any,
 ) -> Plan:
     """The plan of turns with the tool calls `names` (two or more), in that order.
@@ -396,10 +396,8 @@ def several_calls(  # noqa: C901 - the closure's straight line is the point
     kept them). The plan computes those scores as Judge._best does and keeps what follows from the assignment per
     scores; scores it has not seen, or asks not kept, go to `best_of(parsed, text)` (Judge._best itself). `kept()`
     is told of each assignment kept (at most MAX_VARIANTS per plan; the judge bounds them in all).
-    Each call's arguments are parsed and checked against its tool's schema as the general path does; the checks of
-    the slot it fills run on them."""
-    fasts = tuple(v.fast if v is not None else None for v in validators)
-    per_tool = tuple(zip(validators, fasts, strict=True))
+    Each call's arguments are parsed and checked against its tool's schema by `parse_call` (the general path's);
+    the checks of the slot it fills run on them."""
     fixed = _variant(exp, best, names, in_catalog, forbidden, seq, ok_reason) if best is not None else None
     by_id: dict[int, _Variant] = {}  # id(assignment) -> what follows from it (the assignment held in it)
     by_scores: dict[tuple[int, ...], _Variant] = {}  # the scores read -> what follows from the assignment
@@ -409,8 +407,6 @@ def several_calls(  # noqa: C901 - the closure's straight line is the point
     # no assignment can be reused, so every turn goes to the general path (a new one per turn would be counted by
     # `kept()` each time, and drop every plan of the judge every MAX_CACHE turns).
     unkept: list[bool] = []
-    valid_: Any = (True, ())
-    no_schema: Any = (None, ())
     missing = MISSING
 
     def variant_of(got: AltResult) -> _Variant:
@@ -444,24 +440,10 @@ def several_calls(  # noqa: C901 - the closure's straight line is the point
         text = turn.input_text
         parsed: list[Any] = []
         schema: list[Any] = []
-        for c, (validator, fast) in zip(calls, per_tool, strict=True):
-            raw = c.arguments
-            if raw is None:
-                p: Any = not_captured
-            else:
-                try:
-                    p = loads(raw)
-                except (ValueError, RecursionError):
-                    p = parse_arguments(raw)  # Malformed, with the parser's message
+        for c, validator in zip(calls, validators, strict=True):
+            p, checked = parse_call(c.arguments, validator)
             parsed.append(p)
-            if validator is None:
-                schema.append(no_schema)
-            else:
-                try:
-                    accepted = fast is not None and type(p) is dict and fast.is_valid(p)
-                except Exception:  # noqa: BLE001 - values the fast validator cannot convert: ask the reference
-                    accepted = False
-                schema.append(valid_ if accepted else schema_result(validator, p, True))
+            schema.append(checked)
         if fixed is not None:
             v = fixed
         elif asked:
