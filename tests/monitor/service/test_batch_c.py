@@ -250,10 +250,15 @@ def test_grouping_leaves_every_reference_count_as_it_was() -> None:
     batch = tuple(vs * 5 + [copy.deepcopy(v) for v in vs])
     odd = (*batch, _turn(judged=1))
     held = [agent, kind, ViolationKind.TYPE, Outcome.CORRECT, vs[0].calls, vs[0].missed, vs[0].confusion, vs[1].calls]
-    before = [sys.getrefcount(x) for x in held]
     assert CBATCH is not None
-    for _ in range(2000):
+    rounds = 2000
+    gc.collect()
+    before = [sys.getrefcount(x) for x in held]
+    for _ in range(rounds):
         assert CBATCH.groups(batch) is not None
         assert CBATCH.groups(odd) is None
     gc.collect()
-    assert [sys.getrefcount(x) for x in held] == before
+    # A reference kept or dropped by a call shows `rounds` times over. Shared objects such as the enum members are also
+    # held by whatever the rest of the process (earlier tests' threads and garbage) holds: a few come and go meanwhile.
+    drift = [sys.getrefcount(x) - b for x, b in zip(held, before, strict=True)]
+    assert all(abs(d) < rounds // 20 for d in drift), drift
