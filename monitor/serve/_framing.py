@@ -85,21 +85,32 @@ class FramingParser:
 def guard_body_framing(server: web.Server) -> None:
     """Give every connection of `server` a `FramingParser` (a no-op, with a warning, on an aiohttp without the
     parser slot)."""
+
+    def guard(handler: Any) -> bool:
+        for slot in _PARSER_SLOTS:
+            inner = getattr(handler, slot, None)
+            if inner is not None and hasattr(inner, "feed_data"):
+                setattr(handler, slot, FramingParser(inner))
+                return True
+        return False
+
+    _on_each_connection(
+        server, guard, "this aiohttp hides its request parser: a malformed chunk is answered 408 after the read "
+        "timeout, not 400"
+    )
+
+
+def _on_each_connection(server: web.Server, adjust: Callable[[Any], bool], warning: str) -> None:
+    """Run `adjust(connection)` on each new connection of `server`, before aiohttp's own set-up of it; the first time
+    it answers False (this aiohttp's connections are not what it expects), log `warning`, once."""
     made = server.connection_made
     warned = False
 
     def connection_made(handler: Any, transport: Any) -> None:
         nonlocal warned
-        for slot in _PARSER_SLOTS:
-            inner = getattr(handler, slot, None)
-            if inner is not None and hasattr(inner, "feed_data"):
-                setattr(handler, slot, FramingParser(inner))
-                break
-        else:
-            if not warned:
-                warned = True
-                logger.warning("this aiohttp hides its request parser: a malformed chunk is answered 408 after the "
-                               "read timeout, not 400")
+        if not adjust(handler) and not warned:
+            warned = True
+            logger.warning(warning)
         made(handler, transport)
 
     server.connection_made = connection_made  # type: ignore[method-assign]
@@ -135,17 +146,13 @@ def answer_broken_heads(server: web.Server, answer: HeadAnswer) -> None:
                 return answer(exc, request.remote)
             return super().handle_error(request, status, exc, message)
 
-    made = server.connection_made
-    warned = False
+    def switch(handler: Any) -> bool:
+        if type(handler) is not RequestHandler:
+            return False
+        handler.__class__ = HeadErrorHandler
+        return True
 
-    def connection_made(handler: Any, transport: Any) -> None:
-        nonlocal warned
-        if type(handler) is RequestHandler:
-            handler.__class__ = HeadErrorHandler
-        elif not warned:
-            warned = True
-            logger.warning("this aiohttp makes connections of another class: a broken request head gets aiohttp's "
-                           "own text/plain 400")
-        made(handler, transport)
-
-    server.connection_made = connection_made  # type: ignore[method-assign]
+    _on_each_connection(
+        server, switch, "this aiohttp makes connections of another class: a broken request head gets aiohttp's own "
+        "text/plain 400"
+    )

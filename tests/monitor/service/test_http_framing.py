@@ -207,3 +207,46 @@ def test_good_chunked_requests_pipelined_in_one_write_are_all_answered(serve: Se
             assert status == 200
             assert ExportTraceServiceResponse.FromString(answer).partial_success.rejected_spans == 0
     assert _requests(server, "200") == 3
+
+
+async def test_a_connection_the_hooks_cannot_adjust_is_served_as_aiohttp_does_and_warned_of_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Both guards (chunk framing, broken heads) hook each connection through one helper: when this aiohttp's
+    # connections are not what they expect, requests are served unchanged and the gap is logged once, not per
+    # connection.
+    import asyncio
+
+    from aiohttp import ClientSession, web
+
+    from monitor.serve._framing import _on_each_connection
+
+    async def ok(request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    app = web.Application()
+    app.router.add_get("/", ok)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    assert runner.server is not None
+    seen: list[object] = []
+
+    def cannot(handler: object) -> bool:
+        seen.append(handler)
+        return False
+
+    _on_each_connection(runner.server, cannot, "cannot adjust this aiohttp")
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        with caplog.at_level(logging.WARNING, logger="monitor.serve._framing"):
+            for _ in range(3):  # a new connection each time
+                async with ClientSession() as session, session.get(f"http://127.0.0.1:{port}/") as resp:
+                    assert resp.status == 200 and await resp.text() == "ok"
+            await asyncio.sleep(0)
+    finally:
+        await runner.cleanup()
+    assert len(seen) == 3
+    warnings = [r.getMessage() for r in caplog.records if r.name == "monitor.serve._framing"]
+    assert warnings == ["cannot adjust this aiohttp"]
