@@ -10,7 +10,7 @@ from typing import Any
 
 from rapidfuzz import fuzz
 
-from monitor.judge._parse import MALFORMED_ACTUAL
+from monitor.judge._parse import MALFORMED_ACTUAL, Malformed
 from monitor.rules import ArgCheck
 from monitor.rules._model import thaw
 from monitor.verdict import ArgCheckResult
@@ -176,6 +176,16 @@ def malformed_results(checks: tuple[ArgCheck, ...], input_text: str) -> tuple[Ar
     """The checks of a slot applied to arguments that are not JSON: every one fails, showing MALFORMED_ACTUAL."""
     return tuple(_RESULT(r.argument, r.mode, r.expected, MALFORMED_ACTUAL, False)
                  for r in run_checks(checks, None, input_text))  # fmt: skip
+
+
+def slot_checks(checks: tuple[ArgCheck, ...], parsed: Any, input_text: str) -> tuple[tuple[ArgCheckResult, ...], bool]:
+    """The checks of the slot a call fills, run on its parsed arguments (Malformed ones fail every check), and whether
+    they all passed."""
+    if type(parsed) is Malformed:
+        results = malformed_results(checks, input_text)
+    else:
+        results = run_checks(checks, parsed, input_text)
+    return results, (results[0].ok if len(results) == 1 else all(r.ok for r in results))
 
 
 def score(checks: tuple[ArgCheck, ...], args: Any, input_text: str) -> int:

@@ -11,7 +11,7 @@ from monitor.judge import _args, _plan
 from monitor.judge._catalog import Catalog, TurnTools
 from monitor.judge._conditions import holds
 from monitor.judge._outcomes import AltResult, evaluate, score_sensitive
-from monitor.judge._parse import NOT_CAPTURED, Malformed, arguments_of, parse_arguments, schema_result
+from monitor.judge._parse import NOT_CAPTURED, arguments_of, parse_arguments, schema_result
 from monitor.judge._reason import reason
 from monitor.judge._router import Router
 from monitor.judge._schema import SchemaValidator
@@ -486,11 +486,7 @@ class Judge:
             if slot is not None and p is not NOT_CAPTURED:
                 checks = alt.slots[slot].checks
                 if checks:
-                    if type(p) is Malformed:
-                        results = _args.malformed_results(checks, text)
-                    else:
-                        results = _args.run_checks(checks, p, text)
-                    args_ok = results[0].ok if len(results) == 1 else all(r.ok for r in results)
+                    results, args_ok = _args.slot_checks(checks, p, text)
                     if not args_ok:
                         args_ok_turn = False
             valid, violations = schema[i]

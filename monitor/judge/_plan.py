@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, cast
 
-from monitor.judge._args import MISSING, malformed_results, run_checks
+from monitor.judge._args import MISSING, malformed_results, run_checks, slot_checks
 from monitor.judge._args import score as score_checks
 from monitor.judge._outcomes import AltResult
 from monitor.judge._parse import Malformed, parse_arguments, schema_result
@@ -487,11 +487,7 @@ def several_calls(  # noqa: C901 - the closure's straight line is the point
                         args_ok = True if one[2](actual.encode("utf-8", "surrogatepass")) else False  # noqa: SIM210
                     results = (_RESULT(one[0], "regex", one[1], actual, args_ok),)
                 else:
-                    if type(p) is Malformed:
-                        results = malformed_results(checks, text)
-                    else:
-                        results = run_checks(checks, p, text)
-                    args_ok = results[0].ok if len(results) == 1 else all(r.ok for r in results)
+                    results, args_ok = slot_checks(checks, p, text)
                 if not args_ok:
                     args_ok_turn = False
             valid, violations = schema[i]
