@@ -5,23 +5,16 @@ logged, and the receiver goes on serving."""
 from __future__ import annotations
 
 import logging
-import signal
 import socket
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from google.rpc import code_pb2, status_pb2  # type: ignore[import-untyped]
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from monitor.serve import Server
-from tests.monitor.service.conftest import RULES, ServeFactory, scrape, value, wait_for
-from tests.monitor.service.http_util import post
+from tests.monitor.service.conftest import ServeFactory, scrape, value
 from tests.monitor.service.test_bad_input import PB, assert_still_serving, good_pb
 from tests.monitor.service.test_http_framing import _closed, _read_response
 
-TOOLWATCH = str(Path(sys.executable).parent / "toolwatch")
 _START = f"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: {PB}\r\n".encode()
 
 BAD_HEADS = {
@@ -104,31 +97,6 @@ def test_a_broken_head_after_good_requests_on_one_connection_answers_them_first(
         assert _closed(sock)
     assert _bad_heads(server, 400) == 1
     assert_still_serving(server)
-
-
-def test_toolwatch_serve_logs_broken_heads_as_one_line_without_a_traceback(tmp_path: Path) -> None:
-    # The command as run: its own logging set-up, its stderr read whole after it stopped.
-    err = tmp_path / "stderr.txt"
-    args = ["serve", "--rules", str(RULES), "--port", "0", "--metrics-port", "0", "--no-watch"]
-    with err.open("w") as out:
-        proc = subprocess.Popen([TOOLWATCH, *args], stderr=out, text=True)
-    try:
-        wait_for(lambda: "OTLP/HTTP on" in err.read_text() or proc.poll() is not None, timeout=120)
-        endpoint = err.read_text().split("OTLP/HTTP on ")[1].split(",")[0].strip()
-        port = int(endpoint.split(":")[2].split("/")[0])
-        for data, code in BAD_HEADS.values():
-            with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-                sock.sendall(data)
-                assert _read_response(sock)[0] == code
-        status, body, _ = post(endpoint, good_pb(), PB)
-        assert status == 200 and ExportTraceServiceResponse.FromString(body).partial_success.rejected_spans == 0
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
-    text = err.read_text()
-    assert proc.returncode == 0, text
-    assert "Traceback" not in text and "Error handling request" not in text and " ERROR " not in text, text
-    assert text.count("bad request head") == 1, text
 
 
 def test_a_handler_that_raises_still_gets_aiohttps_500() -> None:

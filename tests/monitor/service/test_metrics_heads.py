@@ -13,10 +13,14 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from monitor.serve import Server
 from tests.monitor.service.conftest import RULES, ServeFactory, scrape, value, wait_for
+from tests.monitor.service.http_util import post
+from tests.monitor.service.test_bad_input import PB, good_pb
 from tests.monitor.service.test_http_framing import _closed, _read_response
+from tests.monitor.service.test_http_heads import BAD_HEADS as RECEIVER_HEADS
 
 TOOLWATCH = str(Path(sys.executable).parent / "toolwatch")
 _START = b"GET /metrics HTTP/1.1\r\nHost: x\r\n"
@@ -114,24 +118,34 @@ def test_a_broken_head_after_a_scrape_on_one_connection_answers_the_scrape_first
     _still_scrapes(server)
 
 
-def test_toolwatch_serve_logs_broken_metrics_heads_as_one_line_without_a_traceback(tmp_path: Path) -> None:
-    # The command as run: its own logging set-up, its stderr read whole after it stopped.
+def test_toolwatch_serve_logs_broken_heads_of_each_listener_as_one_line_without_a_traceback(tmp_path: Path) -> None:
+    # The command as run: its own logging set-up, its stderr read whole after it stopped. Both listeners get every
+    # broken head; each logs one line for them all.
     err = tmp_path / "stderr.txt"
     args = ["serve", "--rules", str(RULES), "--port", "0", "--metrics-port", "0", "--no-watch"]
     with err.open("w") as out:
         proc = subprocess.Popen([TOOLWATCH, *args], stderr=out, text=True)
     try:
         wait_for(lambda: ", metrics on " in err.read_text() or proc.poll() is not None, timeout=120)
-        url = err.read_text().split(", metrics on ")[1].split()[0].strip()
-        port = int(url.split(":")[2].split("/")[0])
-        for data, code in BAD_HEADS.values():
-            assert _send(port, data)[0] == code
+        started = err.read_text()
+        url = started.split(", metrics on ")[1].split()[0].strip()
+        endpoint = started.split("OTLP/HTTP on ")[1].split(",")[0].strip()
+        for port, heads in ((_port(url), BAD_HEADS), (_port(endpoint), RECEIVER_HEADS)):
+            for data, code in heads.values():
+                assert _send(port, data)[0] == code
         with urllib.request.urlopen(url, timeout=10) as resp:
             assert resp.status == 200 and b"toolwatch_requests_total" in resp.read()
+        status, body, _ = post(endpoint, good_pb(), PB)
+        assert status == 200 and ExportTraceServiceResponse.FromString(body).partial_success.rejected_spans == 0
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
     text = err.read_text()
     assert proc.returncode == 0, text
     assert "Traceback" not in text and "Error handling request" not in text and " ERROR " not in text, text
-    assert text.count("bad request head") == 1, text
+    assert text.count("bad request head") == 2 and text.count("bad request head on the metrics listener") == 1, text
+
+
+def _port(url: str) -> int:
+    return int(url.split(":")[2].split("/")[0])
+
