@@ -31,5 +31,6 @@ setup(
         _ext("monitor.judge._cplan"),
         _ext("monitor.judge._ctally"),
         _ext("monitor.metrics._cbatch"),
+        _ext("monitor.serve._carena"),
     ]
 )

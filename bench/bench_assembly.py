@@ -26,10 +26,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_serve import GRACE_S, base_batches, retraced  # noqa: E402
 
 from monitor.assembly import TurnAssembler, _assembler  # noqa: E402
-from monitor.cli.serve_cmd import _pin_malloc_thresholds  # noqa: E402
 from monitor.normalize import Normalizer  # noqa: E402
 from monitor.otlp import parse_protobuf  # noqa: E402
 from monitor.records import ToolCall, Turn  # noqa: E402
+from monitor.serve._memory import tune_process  # noqa: E402
 
 
 class PythonAssembler(TurnAssembler):
@@ -97,11 +97,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if _assembler._ADD_C is None:
         print("bench_assembly: the C assembler is not loaded (not built, or TOOLWATCH_PURE_PYTHON=1)")
         return 1
-    # As `toolwatch serve` runs: the start-up objects frozen, collections rarer, malloc thresholds pinned.
+    # As `toolwatch serve` runs: the start-up objects frozen, collections rarer, malloc thresholds pinned, freed
+    # arenas kept.
     gc.collect()
-    gc.freeze()
-    gc.set_threshold(200_000, 100, 100)
-    _pin_malloc_thresholds()
+    tune_process()
     best = {"python": float("inf"), "c": float("inf")}
     seen: dict[str, tuple[int, int]] = {}
     for _ in range(args.repeat):

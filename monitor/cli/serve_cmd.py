@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import functools
-import gc
 import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
@@ -17,23 +15,6 @@ from monitor.serve import _settings as env
 
 if TYPE_CHECKING:
     from monitor.serve import Settings
-
-
-def _pin_malloc_thresholds() -> None:
-    """Pin glibc's mmap and trim thresholds high and fixed.
-
-    Left alone, glibc raises its mmap threshold after large frees and request-sized buffers (hundreds of KiB)
-    fragment the heap; pinned low (128 KiB), every body and socket read is mapped and unmapped again, which
-    measured ~3 µs of system time per tool span. Pinned at 16 MiB / 64 MiB, buffers are reused from the heap:
-    system time ~0.3 µs per tool span, and resident memory held flat (+3.4% from minute one to minute five at
-    10,000 spans/s in bench_serve)."""
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        m_trim_threshold, m_mmap_threshold = -1, -3
-        libc.mallopt(m_mmap_threshold, 16 << 20)
-        libc.mallopt(m_trim_threshold, 64 << 20)
-    except (OSError, AttributeError):  # not glibc: nothing to tune
-        pass
 
 
 class Windows(click.ParamType[tuple[float, ...]]):
@@ -257,6 +238,7 @@ def serve(**opts: object) -> None:
     from monitor.cli._startup import take_sighup
     from monitor.rules import RuleFileError
     from monitor.serve import Server
+    from monitor.serve._memory import tune_process
 
     try:
         settings = settings_from_options(opts)
@@ -271,18 +253,9 @@ def serve(**opts: object) -> None:
         raise click.BadParameter(str(exc)) from None
 
     def started(server: Server) -> None:
-        # A long-running server: keep the start-up objects out of every collection, and collect less often.
-        # Records live for the grace period (2 s by default): with the middle generation collected only every
-        # 100 young collections (~5 s at 50,000 spans/s) most of them die there instead of reaching the old
-        # generation, whose full collections scan every pending record. The hot path's objects are acyclic and
-        # freed by reference counting; the young generation only holds cyclic garbage longer. (Records built by the
-        # C extensions are not tracked at all: see monitor/_cext/records.h.)
         if take_sighup():  # sent while starting (held since the command line was imported): its reload now
             server.request_reload()
-        if os.environ.get("TOOLWATCH_GC_TUNING", "1") != "0":
-            gc.freeze()
-            gc.set_threshold(200_000, 100, 100)
-            _pin_malloc_thresholds()
+        tune_process()  # garbage collection and memory, for a long-running process (TOOLWATCH_GC_TUNING=0: none)
         click.echo(
             f"toolwatch serve: OTLP/HTTP on {server.endpoint}, metrics on {server.metrics_url}"
             + (f", OTLP/gRPC on {server.settings.host}:{server.grpc_port}" if server.grpc_port else "")
