@@ -42,7 +42,7 @@ static const char *const call_names[C_N] = {"name", "outcome", "in_catalog", "sc
 static const char *const missed_names[1] = {"tool"};
 static const char *const violation_names[1] = {"kind"};
 
-#define MAX_MEMBERS 64 /* violation kinds: a bit each */
+#define MAX_MEMBERS 63 /* violation kinds: a bit each of an int64_t, whose sign bit stays clear */
 
 typedef struct {
     PyTypeObject *type;
@@ -362,7 +362,12 @@ static PyObject *result(Group *groups, Py_ssize_t ngroups) {
     for (Py_ssize_t g = 0; g < ngroups; g++)
         if (!freeze_sig(groups[g].sig, groups[g].ncalls)) return NULL;
     PyObject *counter = PyObject_CallNoArgs(counter_type), *last = PyTuple_New(ngroups);
-    if (counter == NULL || last == NULL || !PyDict_Check(counter) || PyDict_GET_SIZE(counter) != 0) goto fail;
+    if (counter == NULL || last == NULL) goto fail;
+    if (!PyDict_Check(counter) || PyDict_GET_SIZE(counter) != 0) { /* not what Counter() makes: left to Python */
+        Py_DECREF(counter);
+        Py_DECREF(last);
+        Py_RETURN_NONE;
+    }
     for (Py_ssize_t g = 0; g < ngroups; g++) {
         PyObject *count = PyLong_FromSsize_t(groups[g].count), *index = PyLong_FromSsize_t(groups[g].last);
         int r = count != NULL && index != NULL ? PyDict_SetItem(counter, groups[g].sig, count) : -1;

@@ -262,3 +262,34 @@ def test_grouping_leaves_every_reference_count_as_it_was() -> None:
     # held by whatever the rest of the process (earlier tests' threads and garbage) holds: a few come and go meanwhile.
     drift = [sys.getrefcount(x) - b for x, b in zip(held, before, strict=True)]
     assert all(abs(d) < rounds // 20 for d in drift), drift
+
+
+class _Prefilled(dict[object, int]):
+    def __init__(self) -> None:
+        super().__init__({"stale": 1})
+
+
+@pytest.mark.parametrize("counter", [list, _Prefilled], ids=["not a dict", "not empty"])
+def test_a_counter_class_that_does_not_make_an_empty_dict_leaves_the_batch_to_python(counter: type) -> None:
+    assert CBATCH is not None
+    v = _turn()
+    try:
+        CBATCH.init(
+            TurnVerdict, CallVerdict, MissedUnit, SchemaViolation, tuple(Outcome), tuple(ViolationKind), counter
+        )
+        assert CBATCH.groups((v, copy.copy(v))) is None  # not a SystemError: no result without an exception
+    finally:
+        _import()
+    assert in_c([v, copy.copy(v)]) == reference([v, copy.copy(v)])
+
+
+def test_more_violation_kinds_than_bits_are_refused_at_init() -> None:
+    assert CBATCH is not None
+    try:
+        with pytest.raises(ImportError, match="Python VerdictBatch.groups is used"):
+            CBATCH.init(TurnVerdict, CallVerdict, MissedUnit, SchemaViolation, tuple(Outcome),
+                        tuple(object() for _ in range(64)), Counter)
+        assert CBATCH.groups((_turn(),)) is None  # refused: nothing taken
+    finally:
+        _import()
+    assert CBATCH.groups((_turn(),)) is not None
