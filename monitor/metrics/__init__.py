@@ -6,6 +6,7 @@ from monitor.metrics._histogram import Histogram
 from monitor.metrics._labels import LabelPolicy
 from monitor.metrics._operational import LISTENER_METRICS, LISTENER_RECEIVER
 from monitor.metrics._registry import DEFAULT_WINDOWS, ToolwatchMetrics
+from monitor.metrics._runtime import served_registry
 from monitor.metrics._verdicts import VerdictCounters
 from monitor.metrics._windows import View, format_duration, parse_duration
 
@@ -22,4 +23,5 @@ __all__ = [
     "format_duration",
     "names",
     "parse_duration",
+    "served_registry",
 ]

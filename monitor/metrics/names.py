@@ -50,6 +50,7 @@ JUDGE_DURATION = "toolwatch_judge_duration_seconds"  # histogram
 VERDICT_LAG = "toolwatch_verdict_lag_seconds"  # histogram
 RULES_RELOADS = "toolwatch_rules_reloads_total"  # {result}
 ALERT_ACTIVE = "toolwatch_alert_active"  # {alertname,agent,severity}
+BUILD_INFO = "toolwatch_build_info"  # {version}: 1 (beside the process_* and python_* metrics of /metrics)
 
 # Label values.
 CHECKS = ("selection", "args", "schema", "sequence", "response", "end_to_end", "over_calling")

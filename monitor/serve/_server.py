@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
-from monitor.metrics import LISTENER_METRICS, LISTENER_RECEIVER, ToolwatchMetrics
+from monitor.metrics import LISTENER_METRICS, LISTENER_RECEIVER, ToolwatchMetrics, served_registry
 from monitor.serve import _sighup
 from monitor.serve._conn import METRICS_CONNECTIONS, ConnectionCap, ensure_fd_limit
 from monitor.serve._framing import answer_broken_heads, guard_body_framing
@@ -146,7 +146,7 @@ class Server:
             handler = TracesHandler(s, self.pipeline, self.metrics)
             apps = [
                 receiver_app(handler, s.max_body_bytes),
-                metrics_app(self.metrics.registry(), lambda: self.ready),
+                metrics_app(served_registry(self.metrics), lambda: self.ready),
             ]
             grpc_connections = s.max_connections if s.grpc_port is not None else 0  # gRPC has a cap of its own
             ensure_fd_limit(s.max_connections + grpc_connections + METRICS_CONNECTIONS)

@@ -44,6 +44,11 @@ def test_panels_cover_the_issue_and_fit_the_grid() -> None:
         area = {(x, y) for x in range(g["x"], g["x"] + g["w"]) for y in range(g["y"], g["y"] + g["h"])}
         assert not area & cells, f"{p['title']} overlaps another panel"
         cells |= area
+    for p in DASHBOARD["panels"]:  # process metrics of toolwatch's targets only, not of every exporter scraped
+        for target in p.get("targets", []):
+            if "process_" in target["expr"]:
+                assert "on (instance, job) group_left" in target["expr"] and "toolwatch_build_info" in target["expr"]
+    assert "memory" in titles and "cpu" in titles
     confusion = next(p for p in DASHBOARD["panels"] if p["title"].startswith("Confusion matrix (rows"))
     assert "toolwatch_confusion_total" in confusion["targets"][0]["expr"]
     assert confusion["transformations"][0]["id"] == "groupingToMatrix"
