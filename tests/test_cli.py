@@ -63,3 +63,16 @@ def test_alerts_render_output_into_a_missing_folder_makes_it_and_an_unwritable_p
     assert result.exit_code == 1, result.output
     assert f"Error: cannot write {blocked}: " in result.output
     assert "Traceback" not in result.output and not isinstance(result.exception, OSError)
+
+
+@pytest.mark.parametrize(("args", "option", "message"), [
+    (["--agent", "bot,__other__"], "'--agent' (env var: 'TOOLWATCH_AGENTS')", "agent name '__other__' is reserved"),
+    (["--alert-webhook", "alertmanager:9093"], "'--alert-webhook' (env var: 'TOOLWATCH_ALERT_WEBHOOK')",
+     "must start with http:// or https://, got 'alertmanager:9093'"),
+])
+def test_serve_names_the_option_of_a_bad_agent_name_or_webhook_url(args: list[str], option: str, message: str) -> None:
+    """Both said `Error: Invalid value: ...` without the option (or its variable) that holds the bad value."""
+    rules = str(RULES / "travel.yaml")
+    result = CliRunner().invoke(main, ["serve", "--rules", rules, "--port", "0", "--metrics-port", "0", *args])
+    assert result.exit_code == 2, result.output
+    assert f"Error: Invalid value for {option}: " in result.output and message in result.output
