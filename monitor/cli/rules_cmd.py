@@ -93,7 +93,12 @@ def _parse_call(spec: str) -> ToolCall:
     metavar="NAME[=JSON]",
     help="A tool call the turn made (repeatable, in order); prints the verdict for these calls.",
 )
-@click.option("--output", "output_text", default=None, help="The turn's final output text (for respond checks).")
+@click.option(
+    "--output",
+    "output_text",
+    default=None,
+    help="The turn's final output text (for respond checks); prints the verdict, also of a turn without --call.",
+)
 def explain(
     files: tuple[Path, ...],
     input_text: str,
@@ -124,7 +129,7 @@ def explain(
         click.echo("no rule matches: the turn is unjudged (catalog, schema and forbid checks still apply)")
     else:
         click.echo("\n".join(expectation_lines(exp)))
-    if calls:
+    if calls or output_text is not None:  # --output alone: the verdict of a turn that made no call
         v = judge.judge(turn)
         click.echo("verdict:")
         for c in v.calls:
@@ -132,6 +137,8 @@ def explain(
             schema = "" if c.schema_valid is None else (" schema ok" if c.schema_valid else " schema INVALID")
             click.echo(f"  call {c.index} {c.name}: {c.outcome.value}{slot}{schema}")
         click.echo(f"  {v.reason}")
+        if output_text is None and exp is not None and exp.respond:
+            click.echo("  response checks not run: give the answer with --output")
 
 
 @rules.command("schema")

@@ -231,3 +231,20 @@ def test_shadowed_rules_are_found_in_linear_time_as_pair_by_pair(tmp_path: Path)
     started = time.monotonic()
     assert shadowed_rules(rs) == []
     assert time.monotonic() - started < 2
+
+
+def test_explain_with_only_an_output_prints_the_verdict_of_a_turn_without_calls() -> None:
+    """--output alone was ignored (the verdict came only with --call), so a turn that made no call, the answer of a
+    `none: true` rule, could not be explained; a turn without --output now says its response checks were not run."""
+    travel = str(RULES / "travel.yaml")
+    code, out, _ = run("explain", travel, "--agent", "travel", "--input", "hello", "--output", "Hi!")
+    assert code == 0
+    assert out.endswith("verdict:\n  ok (greeting): no tool\n"), out
+    code, out, _ = run("explain", travel, "--agent", "travel", "--input", "Weather in Oslo?", "--output", "Cold")
+    assert code == 0
+    assert "verdict:\n  failed (weather): missed get_weather" in out and "response check failed" in out
+    code, out, _ = run("explain", TRIAGE, "--input", "[AUTH] x", "--call", 'pull_auth_telemetry={"log_excerpt": "x"}')
+    assert code == 0
+    assert out.endswith("  ok (auth): pull_auth_telemetry\n  response checks not run: give the answer with --output\n")
+    code, out, _ = run("explain", TRIAGE, "--input", "[AUTH] x")
+    assert "verdict:" not in out and "not run" not in out
