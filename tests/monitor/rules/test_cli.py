@@ -248,3 +248,11 @@ def test_explain_with_only_an_output_prints_the_verdict_of_a_turn_without_calls(
     assert out.endswith("  ok (auth): pull_auth_telemetry\n  response checks not run: give the answer with --output\n")
     code, out, _ = run("explain", TRIAGE, "--input", "[AUTH] x")
     assert "verdict:" not in out and "not run" not in out
+
+
+def test_a_missing_rule_file_is_named_once_without_the_errno(tmp_path: Path) -> None:
+    """It read `x.yaml:0:0: cannot read: [Errno 2] No such file or directory: 'x.yaml'` (the path twice)."""
+    missing = tmp_path / "missing.yaml"
+    code, _, err = run("check", str(missing))
+    assert code == 2
+    assert err == f"{missing}:0:0: cannot read: No such file or directory\n"
