@@ -76,3 +76,17 @@ def test_serve_names_the_option_of_a_bad_agent_name_or_webhook_url(args: list[st
     result = CliRunner().invoke(main, ["serve", "--rules", rules, "--port", "0", "--metrics-port", "0", *args])
     assert result.exit_code == 2, result.output
     assert f"Error: Invalid value for {option}: " in result.output and message in result.output
+
+
+@pytest.mark.parametrize("command", ["eval", "probe"])
+def test_eval_and_probe_timeout_takes_a_duration_as_serve_and_replay_options_do(command: str) -> None:
+    """`--timeout 5s` was refused ("'5s' is not a valid float range") while every other time option of toolwatch
+    (--grace, --turnless-timeout, --read-timeout) takes 5s, 500ms or 2m as well as a number of seconds."""
+    cmd = main.commands[command]
+    required = ["--agent", "m:f"] + (["--generator", "m:g", "--rules", "r.yaml"] if command == "probe" else [])
+    for given, seconds in (("2m", 120.0), ("500ms", 0.5), ("90", 90.0), ("0.25", 0.25)):
+        ctx = cmd.make_context(command, [*required, "--timeout", given])
+        assert ctx.params["timeout_s"] == seconds
+    result = CliRunner().invoke(main, [command, *required, "--timeout", "0"])
+    assert result.exit_code == 2, result.output
+    assert "Invalid value for '--timeout': invalid duration '0'" in result.output
