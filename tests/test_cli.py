@@ -90,3 +90,16 @@ def test_eval_and_probe_timeout_takes_a_duration_as_serve_and_replay_options_do(
     result = CliRunner().invoke(main, [command, *required, "--timeout", "0"])
     assert result.exit_code == 2, result.output
     assert "Invalid value for '--timeout': invalid duration '0'" in result.output
+
+
+@pytest.mark.parametrize(("args", "hint"), [
+    (["eval", "--dataset", "cases.yaml", "--agent", "no_such_module_x:fn"], "'--agent'"),
+    (["probe", "--generator", "no_such_module_x:gen", "--agent", "m:f", "--rules", "r.yaml"], "'--generator'"),
+    (["rules", "explain", str(RULES / "travel.yaml"), "--input", "hi", "--call", "=1"], "'--call'"),
+    (["replay", "--rules", str(RULES / "travel.yaml"), "no-such-capture.jsonl"], "'SOURCE...'"),
+])
+def test_every_invalid_value_error_quotes_its_option_as_click_does(args: list[str], hint: str) -> None:
+    """These four said `Invalid value for --agent: ...` where click's own errors say `Invalid value for '--port'`."""
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2, result.output
+    assert f"Error: Invalid value for {hint}: " in result.output

@@ -257,7 +257,7 @@ def eval_(dataset: str | None, scenario: str | None, agent_spec: str, rules: tup
     try:
         agent = load_callable(agent_spec)
     except LoadError as exc:
-        raise click.BadParameter(str(exc), param_hint="--agent") from exc
+        raise click.BadParameter(str(exc), param_hint="'--agent'") from exc
     builder = ReportBuilder(worst=worst)
     no_progress = no_progress or options.quiet
     if dataset is not None:

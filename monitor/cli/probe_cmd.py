@@ -36,7 +36,7 @@ def _load(spec: str, what: str) -> Any:
     try:
         return load_callable(spec)
     except LoadError as exc:
-        raise click.BadParameter(str(exc), param_hint=what) from exc
+        raise click.BadParameter(str(exc), param_hint=f"'{what}'") from exc
 
 
 @click.command()

@@ -77,7 +77,7 @@ def check(files: tuple[Path, ...], quiet: bool) -> None:
 def _parse_call(spec: str) -> ToolCall:
     name, sep, args = spec.partition("=")
     if not name.strip():
-        raise click.BadParameter(f"expected NAME or NAME=JSON, got {spec!r}", param_hint="--call")
+        raise click.BadParameter(f"expected NAME or NAME=JSON, got {spec!r}", param_hint="'--call'")
     return ToolCall(name.strip(), arguments=args if sep else "{}")
 
 
