@@ -10,7 +10,7 @@ import click
 
 from monitor.records import ToolCall, Turn
 from monitor.rules import RuleFileError, RuleSet, load_rules, rule_file_schema
-from monitor.rules._lint import shadowed_rules, unfireable_alerts, unreachable_cases
+from monitor.rules._lint import forbidden_arguments, shadowed_rules, unfireable_alerts, unreachable_cases
 
 EXIT_INVALID = 2
 
@@ -55,7 +55,7 @@ def check(files: tuple[Path, ...], quiet: bool) -> None:
             continue
         if not quiet:
             click.echo(_summary(rs, str(f)))
-            for line in (*shadowed_rules(rs), *unreachable_cases(rs), *unfireable_alerts(rs)):
+            for line in (*shadowed_rules(rs), *unreachable_cases(rs), *forbidden_arguments(rs), *unfireable_alerts(rs)):
                 click.echo(line)
                 warned.add(line)
     if not failed and len(files) > 1:

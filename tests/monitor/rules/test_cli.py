@@ -256,3 +256,42 @@ def test_a_missing_rule_file_is_named_once_without_the_errno(tmp_path: Path) -> 
     code, _, err = run("check", str(missing))
     assert code == 2
     assert err == f"{missing}:0:0: cannot read: No such file or directory\n"
+
+
+def test_check_warns_about_an_argument_check_on_an_argument_the_tool_schema_allows_no_call_to_have(
+    tmp_path: Path,
+) -> None:
+    """A misspelt argument in `args` (`town` for `city`) loaded silently: with `additionalProperties: false` no
+    schema-valid call has it, so the check fails every call that keeps to the schema. A schema that lets other
+    arguments in (no `additionalProperties: false`, or `patternProperties`) gives no warning, nor does a tool without
+    a schema; labelled cases are checked too."""
+    path = tmp_path / "typo.yaml"
+    path.write_text(
+        "catalog:\n"
+        "  tools:\n"
+        "    - {name: w, schema: {type: object, properties: {city: {type: string}, unit: {}}, "
+        "additionalProperties: false}}\n"
+        "    - {name: open, schema: {type: object, properties: {city: {}}}}\n"
+        "    - {name: pat, schema: {type: object, properties: {city: {}}, patternProperties: {'^x_': {}}, "
+        "additionalProperties: false}}\n"
+        "    - {name: bare}\n"
+        "expect:\n"
+        "  - id: weather\n"
+        "    when: {contains: weather}\n"
+        "    call: [{tool: w, args: {town: Oslo, unit: c}}]\n"
+        "  - {id: ok, when: {contains: x}, call: [{tool: open, args: {town: a}}, {tool: pat, args: {x_y: 1}}, "
+        "{tool: bare, args: {q: 1}}]}\n"
+        "cases:\n"
+        "  - {id: c1, input: 'weather in Oslo', call: [{tool: w, args: {city: Oslo, zip: '0150'}}]}\n"
+    )
+    code, out, _ = run("check", str(path))
+    assert code == 0
+    warnings = [line for line in out.splitlines() if "warning:" in line]
+    assert warnings == [
+        f"{path}:8: warning: rule 'weather': argument check on 'town', which the schema of w does not allow "
+        "(additionalProperties: false; its properties: city, unit): it fails every call that keeps to the schema",
+        f"{path}:13: warning: rule 'case:c1': argument check on 'zip', which the schema of w does not allow "
+        "(additionalProperties: false; its properties: city, unit): it fails every call that keeps to the schema",
+    ]
+    code, out, _ = run("check", *(str(p) for p in sorted(RULES.glob("*.yaml"))))
+    assert code == 0 and "warning:" not in out
