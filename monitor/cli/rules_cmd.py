@@ -127,6 +127,11 @@ def explain(
     exp = judge.expectation(turn)
     if exp is None:
         click.echo("no rule matches: the turn is unjudged (catalog, schema and forbid checks still apply)")
+        if agent and judge.agents and agent not in judge.agents:
+            click.echo(
+                f"note: no rule file is scoped to agent {agent!r} (they name: {', '.join(sorted(judge.agents))}); "
+                "only the rules of files without `agent:` apply to its turns"
+            )
     else:
         click.echo("\n".join(expectation_lines(exp)))
     if calls or output_text is not None:  # --output alone: the verdict of a turn that made no call

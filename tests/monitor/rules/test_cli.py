@@ -295,3 +295,17 @@ def test_check_warns_about_an_argument_check_on_an_argument_the_tool_schema_allo
     ]
     code, out, _ = run("check", *(str(p) for p in sorted(RULES.glob("*.yaml"))))
     assert code == 0 and "warning:" not in out
+
+
+def test_explain_says_when_no_rule_file_applies_to_the_given_agent() -> None:
+    """`--agent nobody` (or a typo of the agent's name) gave a bare `no rule matches` for an input the file routes,
+    with no hint that the file is scoped to another agent."""
+    code, out, _ = run("explain", TRIAGE, "--input", "[AUTH] x", "--agent", "incident-triag")
+    assert code == 0
+    assert out == (
+        "no rule matches: the turn is unjudged (catalog, schema and forbid checks still apply)\n"
+        "note: no rule file is scoped to agent 'incident-triag' (they name: incident-triage); only the rules of files "
+        "without `agent:` apply to its turns\n"
+    )
+    code, out, _ = run("explain", TRIAGE, "--input", "hello", "--agent", "incident-triage")
+    assert code == 0 and "note:" not in out
