@@ -56,8 +56,8 @@ def render_cmd(rules: tuple[Path, ...], output: Path | None, check: Path | None)
             if not output.parent.exists():
                 output.parent.mkdir(parents=True)
             output.write_text(text, encoding="utf-8")
-        except OSError as exc:
-            raise click.ClickException(f"cannot write {output}: {exc.strerror or exc}") from None
+        except OSError as exc:  # an option error (exit 2), as for the reports; 1 is an out-of-date --check file
+            raise InputError(f"cannot write {output}: {exc.strerror or exc}") from None
         click.echo(f"wrote {output}", err=True)
     else:
         click.echo(text, nl=False)
