@@ -66,6 +66,12 @@ class AlertMessage:
         }
 
 
+def check_receiver_url(url: str) -> None:
+    """ValueError unless `url` is an http:// or https:// URL (an alert receiver's)."""
+    if not url.startswith(("http://", "https://")):
+        raise ValueError(f"alert receiver URL must start with http:// or https://, got {url!r}")
+
+
 def fingerprint(labels: Mapping[str, str]) -> str:
     """Alertmanager's fingerprint of a label set: FNV-1a 64 over the sorted pairs, each part closed by 0xff."""
     h = _FNV_OFFSET
@@ -145,8 +151,7 @@ class AlertNotifier:
         hold_s: float = 300.0,
         headers: Mapping[str, str] | None = None,
     ) -> None:
-        if not url.startswith(("http://", "https://")):
-            raise ValueError(f"alert receiver URL must start with http:// or https://, got {url!r}")
+        check_receiver_url(url)
         if timeout_s <= 0 or max_queue < 1:
             raise ValueError("timeout_s must be > 0 and max_queue >= 1")
         self.url = url

@@ -52,7 +52,12 @@ def render_cmd(rules: tuple[Path, ...], output: Path | None, check: Path | None)
         click.echo(f"{check} is up to date")
         return
     if output is not None:
-        output.write_text(text, encoding="utf-8")
+        try:  # as the reports of replay, eval and probe: the folder is made
+            if not output.parent.exists():
+                output.parent.mkdir(parents=True)
+            output.write_text(text, encoding="utf-8")
+        except OSError as exc:  # an option error (exit 2), as for the reports; 1 is an out-of-date --check file
+            raise InputError(f"cannot write {output}: {exc.strerror or exc}") from None
         click.echo(f"wrote {output}", err=True)
     else:
         click.echo(text, nl=False)

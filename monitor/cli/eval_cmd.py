@@ -11,6 +11,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
+from monitor.cli._params import Duration
 from monitor.evaluate import (
     DEFAULT_TIMEOUT_S,
     EvalResult,
@@ -234,8 +235,9 @@ def _run_scenario(path: str, agent: Any, rules: tuple[str, ...], agent_name: str
               help="Runs per case (pass^k); --dataset only.")
 @click.option("--concurrency", type=click.IntRange(1, 256), default=1, show_default=True,
               help="Cases run at once (threads); --dataset only.")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(0.001), default=DEFAULT_TIMEOUT_S, show_default=True,
-              help="Seconds per case run; a run past it fails (an error), judged on the calls it made by then.")
+@click.option("--timeout", "timeout_s", type=Duration(), default=DEFAULT_TIMEOUT_S, show_default=True,
+              help="Time per case run (seconds, or 500ms, 2m); a run past it fails (an error), judged on the calls "
+                   "it made by then.")
 @click.option("--mode", type=click.Choice(MODES), default="free", show_default=True,
               help="--scenario only: free-run (the agent's replies carry forward) or step (teacher-forced "
                    "references).")
@@ -255,7 +257,7 @@ def eval_(dataset: str | None, scenario: str | None, agent_spec: str, rules: tup
     try:
         agent = load_callable(agent_spec)
     except LoadError as exc:
-        raise click.BadParameter(str(exc), param_hint="--agent") from exc
+        raise click.BadParameter(str(exc), param_hint="'--agent'") from exc
     builder = ReportBuilder(worst=worst)
     no_progress = no_progress or options.quiet
     if dataset is not None:

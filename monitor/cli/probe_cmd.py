@@ -6,6 +6,7 @@ from typing import Any
 
 import click
 
+from monitor.cli._params import Duration
 from monitor.cli.eval_cmd import add_strays, answer_note, show_tracebacks
 from monitor.evaluate import (
     DEFAULT_TIMEOUT_S,
@@ -35,7 +36,7 @@ def _load(spec: str, what: str) -> Any:
     try:
         return load_callable(spec)
     except LoadError as exc:
-        raise click.BadParameter(str(exc), param_hint=what) from exc
+        raise click.BadParameter(str(exc), param_hint=f"'{what}'") from exc
 
 
 @click.command()
@@ -53,8 +54,9 @@ def _load(spec: str, what: str) -> Any:
               help="art: the candidate farthest (Levenshtein) from every tested input; random: the first one.")
 @click.option("--compare-seeds", type=click.IntRange(0), default=0, show_default=True, metavar="N",
               help="Also run both strategies to their first failure over N seeds and print the mean runs needed.")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(0.001), default=DEFAULT_TIMEOUT_S, show_default=True,
-              help="Seconds per run (as eval's per case); a run past it fails, judged on the calls it made by then.")
+@click.option("--timeout", "timeout_s", type=Duration(), default=DEFAULT_TIMEOUT_S, show_default=True,
+              help="Time per run (seconds, or 500ms, 2m; as eval's per case); a run past it fails, judged on the "
+                   "calls it made by then.")
 @click.option("--worst", type=click.IntRange(0), default=10, show_default=True, help="Failing turns to list.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @report_options

@@ -60,7 +60,7 @@ def replay(sources: tuple[str, ...], rules: tuple[str, ...], fmt: str, grace: fl
     try:
         paths = expand_sources(sources)
     except SourceError as exc:
-        raise click.BadParameter(str(exc), param_hint="SOURCE") from exc
+        raise click.BadParameter(str(exc), param_hint="'SOURCE...'") from exc
     builder = ReportBuilder(worst=worst, keep_cases=options.junit_path is not None)
 
     def sink(verdict: TurnVerdict) -> None:

@@ -10,7 +10,7 @@ import click
 
 from monitor.records import ToolCall, Turn
 from monitor.rules import RuleFileError, RuleSet, load_rules, rule_file_schema
-from monitor.rules._lint import shadowed_rules, unfireable_alerts, unreachable_cases
+from monitor.rules._lint import forbidden_arguments, shadowed_rules, unfireable_alerts, unreachable_cases
 
 EXIT_INVALID = 2
 
@@ -55,7 +55,7 @@ def check(files: tuple[Path, ...], quiet: bool) -> None:
             continue
         if not quiet:
             click.echo(_summary(rs, str(f)))
-            for line in (*shadowed_rules(rs), *unreachable_cases(rs), *unfireable_alerts(rs)):
+            for line in (*shadowed_rules(rs), *unreachable_cases(rs), *forbidden_arguments(rs), *unfireable_alerts(rs)):
                 click.echo(line)
                 warned.add(line)
     if not failed and len(files) > 1:
@@ -77,7 +77,7 @@ def check(files: tuple[Path, ...], quiet: bool) -> None:
 def _parse_call(spec: str) -> ToolCall:
     name, sep, args = spec.partition("=")
     if not name.strip():
-        raise click.BadParameter(f"expected NAME or NAME=JSON, got {spec!r}", param_hint="--call")
+        raise click.BadParameter(f"expected NAME or NAME=JSON, got {spec!r}", param_hint="'--call'")
     return ToolCall(name.strip(), arguments=args if sep else "{}")
 
 
@@ -93,7 +93,12 @@ def _parse_call(spec: str) -> ToolCall:
     metavar="NAME[=JSON]",
     help="A tool call the turn made (repeatable, in order); prints the verdict for these calls.",
 )
-@click.option("--output", "output_text", default=None, help="The turn's final output text (for respond checks).")
+@click.option(
+    "--output",
+    "output_text",
+    default=None,
+    help="The turn's final output text (for respond checks); prints the verdict, also of a turn without --call.",
+)
 def explain(
     files: tuple[Path, ...],
     input_text: str,
@@ -122,9 +127,14 @@ def explain(
     exp = judge.expectation(turn)
     if exp is None:
         click.echo("no rule matches: the turn is unjudged (catalog, schema and forbid checks still apply)")
+        if agent and judge.agents and agent not in judge.agents:
+            click.echo(
+                f"note: no rule file is scoped to agent {agent!r} (they name: {', '.join(sorted(judge.agents))}); "
+                "only the rules of files without `agent:` apply to its turns"
+            )
     else:
         click.echo("\n".join(expectation_lines(exp)))
-    if calls:
+    if calls or output_text is not None:  # --output alone: the verdict of a turn that made no call
         v = judge.judge(turn)
         click.echo("verdict:")
         for c in v.calls:
@@ -132,6 +142,8 @@ def explain(
             schema = "" if c.schema_valid is None else (" schema ok" if c.schema_valid else " schema INVALID")
             click.echo(f"  call {c.index} {c.name}: {c.outcome.value}{slot}{schema}")
         click.echo(f"  {v.reason}")
+        if output_text is None and exp is not None and exp.respond:
+            click.echo("  response checks not run: give the answer with --output")
 
 
 @rules.command("schema")

@@ -34,6 +34,27 @@ class Windows(click.ParamType[tuple[float, ...]]):
         return windows
 
 
+def _agents(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
+    """--agent (TOOLWATCH_AGENTS): refused here, so that the error names the option, when it names OTHER."""
+    try:
+        env.check_agents(tuple(n for a in value for n in env.names(str(a))))
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    return value
+
+
+def _receiver_url(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """--alert-webhook (TOOLWATCH_ALERT_WEBHOOK): an http(s) URL, refused here so that the error names the option."""
+    from monitor.alerts.notify import check_receiver_url
+
+    if value:
+        try:
+            check_receiver_url(value)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc)) from None
+    return value
+
+
 # Every option can be set by its TOOLWATCH_* variable, and --help says which.
 option = functools.partial(click.option, show_envvar=True)
 
@@ -192,6 +213,7 @@ def settings_from_options(opts: Mapping[str, object]) -> Settings:
     "agents",
     multiple=True,
     envvar=env.ENV_AGENTS,
+    callback=_agents,
     help="Agent name allowed as a label value besides those the rules name; repeat or separate by commas.",
 )
 @option("--token", envvar=env.ENV_TOKEN, help="Require 'Authorization: Bearer TOKEN' on /v1/traces.")
@@ -227,6 +249,7 @@ def settings_from_options(opts: Mapping[str, object]) -> Settings:
     "--alert-webhook",
     envvar=env.ENV_ALERT_WEBHOOK,
     metavar="URL",
+    callback=_receiver_url,
     help="Send firing alerts to this Alertmanager (/api/v2/alerts) or webhook URL.",
 )
 def serve(**opts: object) -> None:

@@ -120,6 +120,12 @@ def _check_stdout(options: ReportOptions) -> None:
         )
 
 
+class ReportWriteError(click.ClickException):
+    """A report path that cannot be written: an option error (exit 2, as a bad --baseline); 1 is a failed gate's."""
+
+    exit_code = 2
+
+
 def _write(path: str, text: str) -> None:
     text = printable(text)  # a lone surrogate (valid in JSON input) is written as \\udXXX, not a crash
     if path == "-":
@@ -145,7 +151,7 @@ def emit_report(report: Report, options: ReportOptions) -> int:
             try:
                 _write(path, render(report))
             except OSError as exc:
-                raise click.ClickException(f"cannot write {path}: {exc.strerror or exc}") from exc
+                raise ReportWriteError(f"cannot write {path}: {exc.strerror or exc}") from exc
     to_stdout = any(p == "-" for p, _ in writers)
     out = sys.stderr if to_stdout else sys.stdout
     if options.quiet:

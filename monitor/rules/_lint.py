@@ -1,4 +1,5 @@
-"""Warnings about valid but suspicious rule sets: rules that can never match, alerts that can never fire."""
+"""Warnings about valid but suspicious rule sets: rules that can never match, alerts that can never fire, argument
+checks on arguments the tool's schema forbids."""
 
 from __future__ import annotations
 
@@ -66,6 +67,37 @@ def unreachable_cases(rs: RuleSet) -> list[str]:
                 f"({other.source}:{other.line}) has the same input and comes first (a case without an id is found "
                 "by its input); give it an id"
             )
+    return out
+
+
+def forbidden_arguments(rs: RuleSet) -> list[str]:
+    """One line per argument check (of an `expect` rule or a labelled case) on an argument that the tool's schema
+    allows no call to have: `additionalProperties: false` beside `properties` without it and no `patternProperties`
+    (the usual sign of a misspelt argument). A missing argument fails every check but `one_of` with "", so the check
+    fails every call that keeps to the schema; that `one_of` is left out."""
+    allowed: dict[str, tuple[str, ...]] = {}  # tool -> the only argument names its schema allows
+    for tool in rs.tools:
+        schema = tool.schema
+        if schema is None or schema.get("additionalProperties") is not False or "patternProperties" in schema:
+            continue
+        properties = schema.get("properties", {})
+        if isinstance(properties, dict):
+            allowed[tool.name] = tuple(properties)
+    out = []
+    for exp in (*rs.expectations, *(e for _, _, e in rs.cases)):
+        for alt in exp.alternatives:
+            for slot in alt.slots:
+                names = allowed.get(slot.tool)
+                if names is None:
+                    continue
+                for check in slot.checks:
+                    if check.argument in names or (check.mode == "one_of" and "" in check.expected):
+                        continue
+                    out.append(
+                        f"{exp.source}:{exp.line}: warning: rule {exp.id!r}: argument check on {check.argument!r}, "
+                        f"which the schema of {slot.tool} does not allow (additionalProperties: false; its "
+                        f"properties: {', '.join(names) or 'none'}): it fails every call that keeps to the schema"
+                    )
     return out
 
 

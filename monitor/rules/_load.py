@@ -24,7 +24,7 @@ def read_text(path: FsPath) -> str:
             raise RuleFileError(str(path), 0, 0, "", f"file too large ({size} bytes, limit {MAX_FILE_BYTES})")
         data = path.read_bytes()
     except OSError as exc:
-        raise RuleFileError(str(path), 0, 0, "", f"cannot read: {exc}") from None
+        raise RuleFileError(str(path), 0, 0, "", f"cannot read: {exc.strerror or exc}") from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

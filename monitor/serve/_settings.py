@@ -78,6 +78,12 @@ def parse_windows(text: str) -> tuple[float, ...]:
     return tuple(parse_duration(p) for p in text.split(",") if p.strip())
 
 
+def check_agents(agents: tuple[str, ...]) -> None:
+    """ValueError when an agent name given besides the rules' is the reserved label value OTHER."""
+    if OTHER in agents:
+        raise ValueError(f"agent name {OTHER!r} is reserved: it is the label of every agent outside the configuration")
+
+
 def names(text: str) -> tuple[str, ...]:
     """Comma-separated names (TOOLWATCH_AGENTS, --agent): 'a, b' -> ('a', 'b')."""
     return tuple(p.strip() for p in text.split(",") if p.strip())
@@ -225,10 +231,7 @@ class Settings:
             raise ValueError(f"retry_after_s must be a whole number of seconds from 1 to {RETRY_AFTER_MAX_S}")
         if not self.windows:
             raise ValueError("at least one rolling window is needed")
-        if OTHER in self.agents:
-            raise ValueError(
-                f"agent name {OTHER!r} is reserved: it is the label of every agent outside the configuration"
-            )
+        check_agents(self.agents)
         clash = port_clash(self)
         if clash is not None:
             raise ValueError(clash)

@@ -310,3 +310,15 @@ def test_baseline_over_the_whole_read_bound_that_is_no_report_is_refused(
                     + tail, encoding="utf-8")
     with pytest.raises(model.BaselineError, match=says):
         model.load_baseline(base)
+
+
+def test_cli_a_report_path_that_cannot_be_written_exits_2_not_as_a_failed_gate(
+    span_file: Path, support_rules: Path, tmp_path: Path
+) -> None:
+    """`--json` into a path under a file exited 1, the code of a failed gate, so CI read a bad option as a regression
+    (and the gates were never checked). Input and option errors exit 2."""
+    blocker = tmp_path / "file"
+    blocker.write_text("", encoding="utf-8")
+    code, out = _run(span_file, support_rules, "--json", str(blocker / "report.json"), "--fail-under", "accuracy=0.1")
+    assert code == 2, out
+    assert f"Error: cannot write {blocker / 'report.json'}: Not a directory" in out

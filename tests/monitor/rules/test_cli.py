@@ -231,3 +231,81 @@ def test_shadowed_rules_are_found_in_linear_time_as_pair_by_pair(tmp_path: Path)
     started = time.monotonic()
     assert shadowed_rules(rs) == []
     assert time.monotonic() - started < 2
+
+
+def test_explain_with_only_an_output_prints_the_verdict_of_a_turn_without_calls() -> None:
+    """--output alone was ignored (the verdict came only with --call), so a turn that made no call, the answer of a
+    `none: true` rule, could not be explained; a turn without --output now says its response checks were not run."""
+    travel = str(RULES / "travel.yaml")
+    code, out, _ = run("explain", travel, "--agent", "travel", "--input", "hello", "--output", "Hi!")
+    assert code == 0
+    assert out.endswith("verdict:\n  ok (greeting): no tool\n"), out
+    code, out, _ = run("explain", travel, "--agent", "travel", "--input", "Weather in Oslo?", "--output", "Cold")
+    assert code == 0
+    assert "verdict:\n  failed (weather): missed get_weather" in out and "response check failed" in out
+    code, out, _ = run("explain", TRIAGE, "--input", "[AUTH] x", "--call", 'pull_auth_telemetry={"log_excerpt": "x"}')
+    assert code == 0
+    assert out.endswith("  ok (auth): pull_auth_telemetry\n  response checks not run: give the answer with --output\n")
+    code, out, _ = run("explain", TRIAGE, "--input", "[AUTH] x")
+    assert "verdict:" not in out and "not run" not in out
+
+
+def test_a_missing_rule_file_is_named_once_without_the_errno(tmp_path: Path) -> None:
+    """It read `x.yaml:0:0: cannot read: [Errno 2] No such file or directory: 'x.yaml'` (the path twice)."""
+    missing = tmp_path / "missing.yaml"
+    code, _, err = run("check", str(missing))
+    assert code == 2
+    assert err == f"{missing}:0:0: cannot read: No such file or directory\n"
+
+
+def test_check_warns_about_an_argument_check_on_an_argument_the_tool_schema_allows_no_call_to_have(
+    tmp_path: Path,
+) -> None:
+    """A misspelt argument in `args` (`town` for `city`) loaded silently: with `additionalProperties: false` no
+    schema-valid call has it, so the check fails every call that keeps to the schema. A schema that lets other
+    arguments in (no `additionalProperties: false`, or `patternProperties`) gives no warning, nor does a tool without
+    a schema; labelled cases are checked too."""
+    path = tmp_path / "typo.yaml"
+    path.write_text(
+        "catalog:\n"
+        "  tools:\n"
+        "    - {name: w, schema: {type: object, properties: {city: {type: string}, unit: {}}, "
+        "additionalProperties: false}}\n"
+        "    - {name: open, schema: {type: object, properties: {city: {}}}}\n"
+        "    - {name: pat, schema: {type: object, properties: {city: {}}, patternProperties: {'^x_': {}}, "
+        "additionalProperties: false}}\n"
+        "    - {name: bare}\n"
+        "expect:\n"
+        "  - id: weather\n"
+        "    when: {contains: weather}\n"
+        "    call: [{tool: w, args: {town: Oslo, unit: c}}]\n"
+        "  - {id: ok, when: {contains: x}, call: [{tool: open, args: {town: a}}, {tool: pat, args: {x_y: 1}}, "
+        "{tool: bare, args: {q: 1}}]}\n"
+        "cases:\n"
+        "  - {id: c1, input: 'weather in Oslo', call: [{tool: w, args: {city: Oslo, zip: '0150'}}]}\n"
+    )
+    code, out, _ = run("check", str(path))
+    assert code == 0
+    warnings = [line for line in out.splitlines() if "warning:" in line]
+    assert warnings == [
+        f"{path}:8: warning: rule 'weather': argument check on 'town', which the schema of w does not allow "
+        "(additionalProperties: false; its properties: city, unit): it fails every call that keeps to the schema",
+        f"{path}:13: warning: rule 'case:c1': argument check on 'zip', which the schema of w does not allow "
+        "(additionalProperties: false; its properties: city, unit): it fails every call that keeps to the schema",
+    ]
+    code, out, _ = run("check", *(str(p) for p in sorted(RULES.glob("*.yaml"))))
+    assert code == 0 and "warning:" not in out
+
+
+def test_explain_says_when_no_rule_file_applies_to_the_given_agent() -> None:
+    """`--agent nobody` (or a typo of the agent's name) gave a bare `no rule matches` for an input the file routes,
+    with no hint that the file is scoped to another agent."""
+    code, out, _ = run("explain", TRIAGE, "--input", "[AUTH] x", "--agent", "incident-triag")
+    assert code == 0
+    assert out == (
+        "no rule matches: the turn is unjudged (catalog, schema and forbid checks still apply)\n"
+        "note: no rule file is scoped to agent 'incident-triag' (they name: incident-triage); only the rules of files "
+        "without `agent:` apply to its turns\n"
+    )
+    code, out, _ = run("explain", TRIAGE, "--input", "hello", "--agent", "incident-triage")
+    assert code == 0 and "note:" not in out
