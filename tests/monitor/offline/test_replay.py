@@ -241,6 +241,32 @@ def test_cli_quiet_still_names_what_was_skipped(batches: list[object], support_r
                                        + res.stderr.split(": line 11: ", 1)[1].rstrip("\n")]
 
 
+@pytest.mark.parametrize(
+    ("content", "spans"),
+    [
+        ("", 0),
+        ('{"resourceSpans": []}\n', 0),
+        (json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [
+            {"traceId": "0102030405060708090a0b0c0d0e0f10", "spanId": "0102030405060708", "name": "GET /orders",
+             "startTimeUnixNano": "1", "endTimeUnixNano": "2"}]}]}]}) + "\n", 1),
+    ],
+    ids=["empty file", "no spans", "no GenAI span"],
+)
+def test_cli_a_capture_without_turns_is_warned_of(support_rules: Path, tmp_path: Path, content: str,
+                                                  spans: int) -> None:
+    """Nothing to judge is not an error (a quiet hour's capture), but it is said, also with -q: a capture of the wrong
+    service or an agent that is not instrumented otherwise prints only 'absent' figures."""
+    path = tmp_path / "capture.jsonl"
+    path.write_text(content)
+    for quiet in ([], ["-q"]):
+        res = CliRunner().invoke(replay, [str(path), "--rules", str(support_rules), "--no-progress", *quiet])
+        assert res.exit_code == 0, res.output
+        warnings = [ln for ln in res.stderr.splitlines() if ln.startswith("warning: ")]
+        assert warnings == [f"warning: no turns to judge: {spans} span(s) read, none of them an agent turn or a tool "
+                            "call (GenAI invoke_agent / execute_tool spans); is the agent instrumented, and is this "
+                            "its capture?"], res.stderr
+
+
 async def _async_agent(text: str) -> str:
     import asyncio
 
