@@ -103,3 +103,26 @@ def test_every_invalid_value_error_quotes_its_option_as_click_does(args: list[st
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 2, result.output
     assert f"Error: Invalid value for {hint}: " in result.output
+
+
+@pytest.mark.parametrize(
+    ("agent_name", "warned"),
+    [([], True), (["--agent-name", "incident-triag"], True), (["--agent-name", "incident-triage"], False)],
+    ids=["no name", "misspelt", "right"],
+)
+def test_turns_of_an_agent_no_rule_file_is_scoped_to_are_warned_of(agent_name: list[str], warned: bool) -> None:
+    """Two agent-scoped rule files: without --agent-name the turns run as 'agent', which neither file applies to,
+    and every figure came out absent with nothing said. The warning goes to stderr also with -q."""
+    rules = ["--rules", str(RULES / "incident-triage.yaml"), "--rules", str(RULES / "travel.yaml")]
+    probe = ["probe", "--generator", "examples.triage.generator:generate", "--agent", "examples.triage.agent:triage",
+             "--iterations", "3", "-q", *rules, *agent_name]
+    evaluate = ["eval", "--dataset", "examples/triage/cases.yaml", "--agent", "examples.triage.agent:triage", "-q",
+                *rules, *agent_name]
+    for args in (probe, evaluate):
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 0, result.output
+        lines = [ln for ln in result.stderr.splitlines() if ln.startswith("warning: the rule files are scoped")]
+        assert len(lines) == int(warned), result.stderr
+        if warned:
+            name = agent_name[1] if agent_name else "agent"
+            assert f"agent(s) incident-triage, travel and none to {name!r}" in lines[0] and "--agent-name" in lines[0]

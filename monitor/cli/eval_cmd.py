@@ -18,6 +18,7 @@ from monitor.evaluate import (
     Harness,
     LoadError,
     RunResult,
+    agent_name_problem,
     default_agent_name,
     load_callable,
     load_dataset_rules,
@@ -65,6 +66,13 @@ def _add_result(builder: ReportBuilder, label: str, group: str, verdict: TurnVer
         status = "passed" if passed else ("error" if run.error else "failed")
         builder.add(verdict, case_id=label, group=group, time_s=run.duration_s, status=status, message=reason,
                     detail=run.traceback)
+
+
+def warn_agent_name(judge: Judge, name: str) -> None:
+    """A warning on stderr (also with -q) when no rule file applies to the turns of agent `name`."""
+    problem = agent_name_problem(judge, name)
+    if problem:
+        click.echo(f"warning: {problem}", err=True)
 
 
 def show_tracebacks(failures: Sequence[tuple[str, str, str]], command: str) -> str | None:
@@ -131,6 +139,7 @@ def _run_dataset(dataset: str, agent: Any, rules: tuple[str, ...], agent_name: s
         _fail_load(exc, rules)
         raise
     name = default_agent_name(judge.agents, agent_name)
+    warn_agent_name(judge, name)
     with (Harness(agent_name=name) as harness, route_global_tracing(harness.provider, harness.processor),
           progress_bar(disable=no_progress) as progress):
         task = progress.add_task("eval", total=len(cases) * trials, status="")
@@ -196,6 +205,7 @@ def _run_scenario(path: str, agent: Any, rules: tuple[str, ...], agent_name: str
         click.echo(f"error: {exc}{hint}", err=True)
         raise SystemExit(2) from exc
     name = default_agent_name(judge.agents, agent_name or sf.agent)
+    warn_agent_name(judge, name)
     total = sum(len(s.steps) for s in sf.scenarios)
     failures: list[tuple[str, str, str]] = []
     with (Harness(agent_name=name) as harness, route_global_tracing(harness.provider, harness.processor),

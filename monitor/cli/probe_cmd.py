@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from monitor.cli._params import Duration
-from monitor.cli.eval_cmd import add_strays, answer_note, show_tracebacks
+from monitor.cli.eval_cmd import add_strays, answer_note, show_tracebacks, warn_agent_name
 from monitor.evaluate import (
     DEFAULT_TIMEOUT_S,
     Harness,
@@ -78,6 +78,7 @@ def probe(generator_spec: str, agent_spec: str, rules: tuple[str, ...], agent_na
         click.echo(f"error: {exc}", err=True)
         raise SystemExit(2) from exc
     name = default_agent_name(judge.agents, agent_name)
+    warn_agent_name(judge, name)
     builder = ReportBuilder(worst=worst)
     try:
         result, tables, notes = _run(builder, generator, agent, judge, name, iterations, pool, seed, strategy,

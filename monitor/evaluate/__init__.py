@@ -3,7 +3,13 @@
 from monitor.evaluate._dataset import Case, load_dataset_rules, read_cases
 from monitor.evaluate._eval import EvalResult, Trial, run_eval
 from monitor.evaluate._harness import DEFAULT_TIMEOUT_S, AgentFn, DrainingExporter, Harness, RunResult, cut_turn
-from monitor.evaluate._loader import LoadError, default_agent_name, load_callable, load_judge
+from monitor.evaluate._loader import (
+    LoadError,
+    agent_name_problem,
+    default_agent_name,
+    load_callable,
+    load_judge,
+)
 from monitor.evaluate._tracing import route_global_tracing
 
 __all__ = [
@@ -17,6 +23,7 @@ __all__ = [
     "RunResult",
     "Trial",
     "cut_turn",
+    "agent_name_problem",
     "default_agent_name",
     "load_callable",
     "load_dataset_rules",
