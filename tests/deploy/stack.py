@@ -94,12 +94,19 @@ class Alertmanager(Process):
         return result
 
 
+RENDERED_RULES = "toolwatch-rules.yml"  # rendered from the rule files: each test renders its own
+
+
 class Prometheus(Process):
     def __init__(self, workdir: Path, rules: Path, target: str, alertmanager: str, interval: str = "1s") -> None:
-        """The shipped prometheus.yml: scraping `target` only, evaluating `rules`, alerting `alertmanager`."""
+        """The shipped prometheus.yml: scraping `target` only, evaluating `rules` in place of the rendered
+        toolwatch-rules.yml and its other rule files as shipped (the health alerts), alerting `alertmanager`."""
         config: dict[str, Any] = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
         config["global"].update(scrape_interval=interval, evaluation_interval=interval)
-        config["rule_files"] = [str(rules)]
+        config["rule_files"] = [
+            str(rules) if name == RENDERED_RULES else str(DEPLOY / "prometheus" / name) for name in config["rule_files"]
+        ]
+        assert str(rules) in config["rule_files"], f"the shipped prometheus.yml does not load {RENDERED_RULES}"
         config["alerting"]["alertmanagers"][0]["static_configs"] = [{"targets": [alertmanager]}]
         job = next(j for j in config["scrape_configs"] if j["job_name"] == "toolwatch")
         job.pop("dns_sd_configs")

@@ -15,6 +15,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from tests.deploy.stack import Alertmanager, Process, Prometheus, free_port, get
 from tests.deploy.traffic import AGENT, Traffic, send_odd_spans
 
 RULES = ROOT / "rules" / "incident-triage.yaml"
+HEALTH = DEPLOY / "prometheus" / "toolwatch-health.yml"  # the shipped alerts on toolwatch itself, as they are
 DASHBOARD = DEPLOY / "grafana" / "dashboards" / "toolwatch.json"
 ALERT = "ToolCallAccuracyLow"
 
@@ -162,6 +164,46 @@ def test_drop_fires_in_prometheus_reaches_alertmanager_and_the_webhook(stack: St
     assert stack.receiver.wait_for(
         lambda posts: any(p.startswith("/in-process/api/v2/alerts") for p, _ in posts), 10
     ), stack.receiver.posts
+
+
+def test_health_alerts_load_evaluate_and_stay_silent_on_a_healthy_monitor(stack: Stack) -> None:
+    """The shipped prometheus.yml's second rule file, unchanged: loaded, every rule evaluated without error, every
+    series it selects exposed by the live monitor, and no alert pending while the monitor is healthy (an accuracy
+    drop, as the tests above inject, is the agents' problem, not the monitor's)."""
+    (expected,) = yaml.safe_load(HEALTH.read_text())["groups"]
+    # Before the first scrape no replica is up: ToolwatchDown rightly goes pending. From the first scrape on, no more.
+    wait_until("the first scrape", lambda: value(stack, 'up{job="toolwatch"}') == 1.0, 20, stack)
+    started = time.time()
+
+    def group() -> dict[str, Any] | None:
+        groups = get_json(f"{stack.prometheus.url}/api/v1/rules")["data"]["groups"]
+        return next((g for g in groups if g["name"] == expected["name"]), None)
+
+    def evaluated() -> bool:
+        g = group()
+        return g is not None and all(_unix(r["lastEvaluation"]) > started for r in g["rules"])
+
+    wait_until("the health group evaluated", evaluated, 20, stack)
+    loaded = group()
+    assert loaded is not None and loaded["file"].endswith("toolwatch-health.yml")
+    assert [r["name"] for r in loaded["rules"]] == [r["alert"] for r in expected["rules"]]
+    for rule in loaded["rules"]:
+        assert (rule["health"], rule.get("lastError", "")) == ("ok", ""), rule["name"]
+        assert rule["state"] == "inactive" and rule["alerts"] == [], (rule["name"], rule["alerts"])
+    # Every selector of the health rules matches series of the live monitor (a label value it never exposes would
+    # keep an alert silent however bad things got), but 503s and UNAVAILABLE, which a healthy monitor never answers.
+    for rule in expected["rules"]:
+        for selector in re.findall(r"\b(?:toolwatch_[a-z_]+|up)(?:\{[^}]*\})?", rule["expr"]):
+            if 'code=~"503|14"' in selector:
+                assert stack.prometheus.query('toolwatch_requests_total{code="200"}'), "no request counted"
+                continue
+            assert stack.prometheus.query(selector), f"{rule['alert']}: {selector} matches no series"
+
+
+def _unix(rfc3339: str) -> float:
+    """Seconds since the epoch of a time as Prometheus gives it (UTC, to the nanosecond: 2026-01-02T03:04:05.6Z)."""
+    whole, _, fraction = rfc3339.removesuffix("Z").partition(".")
+    return datetime.fromisoformat(whole).replace(tzinfo=UTC).timestamp() + float(f"0.{fraction or 0}")
 
 
 def test_burn_rate_page_fires_on_the_sustained_drop(stack: Stack) -> None:

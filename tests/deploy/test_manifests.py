@@ -72,6 +72,20 @@ def test_compose_wiring() -> None:
             assert host and host.group(1) in services, hook["url"]
 
 
+def test_every_shipped_rule_file_is_loaded_everywhere() -> None:
+    """Both rule files (the rendered accuracy alerts and the hand-written health alerts) are in the shipped
+    prometheus.yml, which Compose mounts with its folder, and in the ConfigMap Kubernetes users load."""
+    shipped = sorted(p.name for p in (DEPLOY / "prometheus").glob("*.yml") if p.name != "prometheus.yml")
+    assert shipped == ["toolwatch-health.yml", "toolwatch-rules.yml"]
+    prom = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
+    assert sorted(prom["rule_files"]) == shipped
+    compose = yaml.safe_load(COMPOSE.read_text())["services"]["prometheus"]
+    assert "./prometheus:/etc/prometheus:ro" in compose["volumes"]  # the rule files beside prometheus.yml
+    kustomization = yaml.safe_load((K8S / "kustomization.yaml").read_text())
+    rules = next(g for g in kustomization["configMapGenerator"] if g["name"] == "toolwatch-prometheus-rules")
+    assert sorted(Path(f).name for f in rules["files"]) == shipped
+
+
 def test_shipped_prometheus_and_alertmanager_configs_are_valid() -> None:
     prom = subprocess.run(
         [binary("promtool"), "check", "config", str(DEPLOY / "prometheus" / "prometheus.yml")],
@@ -154,6 +168,7 @@ def test_k8s_cross_references() -> None:
     [
         ("configs/config.yaml", DEPLOY / "otel-collector" / "config.yaml"),
         ("configs/toolwatch-rules.yml", DEPLOY / "prometheus" / "toolwatch-rules.yml"),
+        ("configs/toolwatch-health.yml", DEPLOY / "prometheus" / "toolwatch-health.yml"),
     ],
 )
 def test_k8s_config_copies_equal_the_originals(copy: str, original: Path) -> None:
