@@ -28,7 +28,10 @@ def demo(turns: int, forever: bool, rate: float, seed: int, rules: str | None, p
     """
     from rich.console import Console
 
+    from monitor.cli.eval_cmd import warn_agent_name
     from monitor.demo import print_summary, run_demo
+    from monitor.demo._agent import AGENT_NAME
+    from monitor.evaluate import load_judge
     from monitor.rules import RuleFileError
     from monitor.serve import Settings
 
@@ -36,6 +39,11 @@ def demo(turns: int, forever: bool, rate: float, seed: int, rules: str | None, p
         Settings(port=port, metrics_port=metrics_port).validate()
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
+    if rules is not None:  # the demo's agent is the incident-triage agent, whatever the rules
+        try:
+            warn_agent_name(load_judge([rules]), AGENT_NAME)
+        except RuleFileError as exc:
+            raise InputError(f"invalid rules: {exc}") from None
     console = Console()
     try:
         result = run_demo(

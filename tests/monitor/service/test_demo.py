@@ -104,6 +104,19 @@ def test_demo_command(tmp_path: Path) -> None:
     assert "Tool call accuracy:" in res.output
 
 
+@pytest.mark.parametrize(("rules", "warned"), [("travel.yaml", True), ("incident-triage.yaml", False)])
+def test_demo_with_rules_for_another_agent_says_so(rules: str, warned: bool) -> None:
+    """The demo's agent is the incident-triage agent: a rule file scoped to another agent judged none of its turns
+    (every call a made-up tool) and nothing said why."""
+    path = Path(__file__).resolve().parents[3] / "rules" / rules
+    res = CliRunner().invoke(
+        main, ["demo", "--turns", "5", "--rate", "0", "--port", "0", "--metrics-port", "0", "--rules", str(path)]
+    )
+    assert res.exit_code == 0, res.output
+    warning = "warning: the rule files are scoped to agent(s) travel and none to 'incident-triage'"
+    assert (warning in res.stderr) is warned, res.stderr
+
+
 def test_the_live_view_shows_inputs_and_reasons_literally() -> None:
     """Log lines and reasons come from the agent: brackets in them are text, never rich markup (a `[/...]` closing
     tag with nothing open raised, and `[red]` vanished), and a lone surrogate does not stop the view."""
