@@ -126,3 +126,22 @@ def test_turns_of_an_agent_no_rule_file_is_scoped_to_are_warned_of(agent_name: l
         if warned:
             name = agent_name[1] if agent_name else "agent"
             assert f"agent(s) incident-triage, travel and none to {name!r}" in lines[0] and "--agent-name" in lines[0]
+
+
+def test_runs_that_raise_are_warned_of_also_with_quiet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """-q prints only the accuracy line: an agent that raised on every case showed `0/0 (absent)` and nothing else."""
+    (tmp_path / "crashing_agent.py").write_text("def boom(text):\n    raise RuntimeError('boom')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    rules = ["--rules", str(RULES / "incident-triage.yaml")]
+    evaluate = ["eval", "--dataset", "examples/triage/cases.yaml", "--agent", "crashing_agent:boom", *rules]
+    probe = ["probe", "--generator", "examples.triage.generator:generate", "--agent", "crashing_agent:boom",
+             "--iterations", "3", *rules]
+    for args, runs in ((evaluate, 8), (probe, 3)):
+        quiet = CliRunner().invoke(main, [*args, "-q"])
+        assert quiet.exit_code == 0, quiet.output
+        assert quiet.stdout == "Tool call accuracy: 0/0 (absent)\n"
+        (line,) = [ln for ln in quiet.stderr.splitlines() if ln.startswith("warning: ")]
+        assert line.startswith(f"warning: {runs} run(s) raised or timed out"), quiet.stderr
+        loud = CliRunner().invoke(main, [*args, "--no-progress"])
+        assert f"{runs} run(s) raised or timed out" in loud.output
+        assert "warning: " not in loud.stderr  # said once, in the report's notes

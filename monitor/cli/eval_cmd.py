@@ -75,12 +75,24 @@ def warn_agent_name(judge: Judge, name: str) -> None:
         click.echo(f"warning: {problem}", err=True)
 
 
+RAISED = "run(s) raised or timed out"  # the note's words, also what quiet_warnings looks for
+
+
+def quiet_warnings(notes: list[str], quiet: bool) -> None:
+    """With -q the report's notes are not printed: the one about runs that raised or timed out is, on stderr (an
+    agent that fails every run otherwise shows only an absent accuracy)."""
+    if quiet:
+        for note in notes:
+            if RAISED in note:
+                click.echo(f"warning: {note}", err=True)
+
+
 def show_tracebacks(failures: Sequence[tuple[str, str, str]], command: str) -> str | None:
     """(label, error, traceback) of the runs that raised or timed out: with -v (logging at INFO) the first
     TRACEBACKS_SHOWN tracebacks are printed. The report's note about them (None when there is none)."""
     if not failures:
         return None
-    note = f"{len(failures)} run(s) raised or timed out"
+    note = f"{len(failures)} {RAISED}"
     if not logger.isEnabledFor(logging.INFO):
         return f"{note}; `toolwatch -v {command} ...` prints the agent's traceback (the JUnit report has every one)"
     for label, error, tb in failures[:TRACEBACKS_SHOWN]:
@@ -280,6 +292,7 @@ def eval_(dataset: str | None, scenario: str | None, agent_spec: str, rules: tup
                                              no_progress)
         title = f"toolwatch eval: scenarios {Path(scenario).name} ({mode} mode)"
     report = builder.build("eval", title, tables=tables, notes=notes)
+    quiet_warnings(notes, options.quiet)
     report.figures.update(extra)
     if "pass_hat_k" in extra:
         report.k = trials

@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from monitor.cli._params import Duration
-from monitor.cli.eval_cmd import add_strays, answer_note, show_tracebacks, warn_agent_name
+from monitor.cli.eval_cmd import add_strays, answer_note, quiet_warnings, show_tracebacks, warn_agent_name
 from monitor.evaluate import (
     DEFAULT_TIMEOUT_S,
     Harness,
@@ -94,6 +94,7 @@ def probe(generator_spec: str, agent_spec: str, rules: tuple[str, ...], agent_na
     if not options.quiet:
         for note in notes:
             click.echo(note, err=True)
+    quiet_warnings(notes, options.quiet)
     raise SystemExit(emit_report(report, options))
 
 
