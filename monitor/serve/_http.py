@@ -15,7 +15,8 @@ from aiohttp import HttpVersion11, web
 from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
 from google.rpc import code_pb2, status_pb2  # type: ignore[import-untyped]
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import generate_latest
+from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import CollectorRegistry
 
 from monitor.metrics import ToolwatchMetrics
@@ -400,9 +401,11 @@ def gzip_wanted(accept_encoding: str) -> bool:
     return wanted is not None and wanted > 0
 
 
-def render_metrics(registry: CollectorRegistry, compress: bool) -> bytes:
-    """The exposition text of `registry`, gzipped when `compress`."""
-    body = generate_latest(registry)
+def render_metrics(
+    registry: CollectorRegistry, compress: bool, encode: Callable[[CollectorRegistry], bytes] = generate_latest
+) -> bytes:
+    """The exposition of `registry` by `encode` (the text format by default), gzipped when `compress`."""
+    body = encode(registry)
     return gzip.compress(body, compresslevel=METRICS_GZIP_LEVEL) if compress else body
 
 
@@ -415,12 +418,14 @@ def metrics_app(registry: CollectorRegistry, ready: Callable[[], bool]) -> web.A
     )
 
     async def metrics(request: web.Request) -> web.Response:
-        # Compressed when the scraper asks for it, as prometheus_client's own handlers do.
+        # The format the scraper asks for (OpenMetrics, which Prometheus prefers, or the text format: 0.0.4 unless
+        # it asks for 1.0.0), compressed when it asks for it, as prometheus_client's own handlers do.
+        encode, content_type = choose_encoder(request.headers.get("Accept", ""))
         compress = gzip_wanted(request.headers.get("Accept-Encoding", ""))
-        body = await asyncio.get_running_loop().run_in_executor(executor, render_metrics, registry, compress)
+        body = await asyncio.get_running_loop().run_in_executor(executor, render_metrics, registry, compress, encode)
         resp = web.Response(body=body)
-        resp.headers["Content-Type"] = CONTENT_TYPE_LATEST
-        resp.headers["Vary"] = "Accept-Encoding"  # caches keep the compressed and plain pages apart
+        resp.headers["Content-Type"] = content_type
+        resp.headers["Vary"] = "Accept, Accept-Encoding"  # caches keep the pages of each format and coding apart
         if compress:
             resp.headers["Content-Encoding"] = "gzip"
         return resp
