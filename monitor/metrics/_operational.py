@@ -5,6 +5,8 @@ from __future__ import annotations
 from monitor.metrics._histogram import Histogram
 
 JUDGE_BUCKETS = (0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.25)
+# Fine just past the default --grace (2 s: a turn's verdict) and --turnless-timeout (30 s: calls judged alone), where
+# verdicts land; a bucket starting at a default delay would hold every verdict made just after it.
 LAG_BUCKETS = (
     0.1,
     0.25,
@@ -26,6 +28,11 @@ LAG_BUCKETS = (
     10.0,
     15.0,
     30.0,
+    30.5,
+    31.0,
+    32.5,
+    35.0,
+    45.0,
     60.0,
     120.0,
 )

@@ -15,7 +15,8 @@ from aiohttp import HttpVersion11, web
 from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
 from google.rpc import code_pb2, status_pb2  # type: ignore[import-untyped]
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import generate_latest
+from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import CollectorRegistry
 
 from monitor.metrics import ToolwatchMetrics
@@ -90,8 +91,8 @@ class Hushed:
         logger.warning(msg, *args)
 
 
-def _status_body(json_out: bool, code: int, message: str) -> bytes:
-    if json_out:
+def _status_body(reply: str, code: int, message: str) -> bytes:
+    if reply == JSON:
         return json.dumps({"code": code, "message": message}).encode()
     return bytes(status_pb2.Status(code=code, message=message).SerializeToString())
 
@@ -150,17 +151,20 @@ class TracesHandler:
         detail = bad_head_detail(exc)
         self._bad_heads.warn("bad request head from %s, answered %d: %s", remote or "an unknown client", http, detail)
         # Said even to what aiohttp takes for HTTP/1.0 (a head without a version it could read), where it is implied.
-        resp = self._error(TRANSPORT_OTHER, False, http, code, f"bad request head: {detail}", Connection="close")
+        resp = self._error(TRANSPORT_OTHER, PROTOBUF, http, code, f"bad request head: {detail}", Connection="close")
         return self._closing(resp)
 
     def _error(
-        self, transport: str, json_out: bool, http: int, code: int, message: str, **headers: str
+        self, transport: str, reply: str, http: int, code: int, message: str, **headers: str
     ) -> web.Response:
+        """A google.rpc.Status answer, counted; `reply` is its content type: the request's own (OTLP/HTTP: "the same
+        Content-Type in the response as it received in the request"), `application/protobuf` included, else JSON
+        or protobuf as the caller says."""
         self.ops.request(transport, http)
         resp = web.Response(
             status=http,
-            body=_status_body(json_out, code, message),
-            content_type=JSON if json_out else PROTOBUF,
+            body=_status_body(reply, code, message),
+            content_type=reply,
             headers=headers or None,
         )
         return resp
@@ -184,7 +188,7 @@ class TracesHandler:
             return self._closing(
                 self._error(
                     TRANSPORT_JSON if request.content_type == JSON else TRANSPORT_PROTOBUF,
-                    request.content_type == JSON,
+                    request.content_type,  # a protobuf or JSON type: _refusal answered any other
                     417,
                     code_pb2.INVALID_ARGUMENT,
                     f"unknown expectation {expectation!r}: only 100-continue is",
@@ -199,28 +203,28 @@ class TracesHandler:
         connection; None: read its body."""
         ctype = request.content_type
         if ctype in _PROTOBUF_TYPES:
-            json_out, transport = False, TRANSPORT_PROTOBUF
+            transport = TRANSPORT_PROTOBUF
         elif ctype == JSON:
-            json_out, transport = True, TRANSPORT_JSON
+            transport = TRANSPORT_JSON
         else:
             return self._closing(
                 self._error(
                     TRANSPORT_OTHER,
-                    True,
+                    JSON,
                     415,
                     code_pb2.INVALID_ARGUMENT,
                     f"unsupported content type {ctype!r}: use {PROTOBUF} or {JSON}",
                 )
             )
-        err = self._precheck(request, transport, json_out, content_coding(request.headers.get("Content-Encoding", "")))
+        err = self._precheck(request, transport, ctype, content_coding(request.headers.get("Content-Encoding", "")))
         return None if err is None else self._closing(err)
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         refusal = self._refusal(request)
         if refusal is not None:
             return refusal
-        json_out = request.content_type == JSON
-        transport = TRANSPORT_JSON if json_out else TRANSPORT_PROTOBUF
+        reply = request.content_type  # a protobuf or JSON type, else _refusal answered 415
+        transport = TRANSPORT_JSON if reply == JSON else TRANSPORT_PROTOBUF
         coding = content_coding(request.headers.get("Content-Encoding", ""))
         assert coding is not None  # else _refusal answered 415
         held = 0
@@ -232,14 +236,14 @@ class TracesHandler:
 
         try:
             async with asyncio.timeout(self.settings.read_timeout_s):
-                decoded = await self._read_and_decode(request, json_out, coding, take)
+                decoded = await self._read_and_decode(request, reply, coding, take)
         except TimeoutError:
             # A client that stalls mid-body would hold its share of the bodies in flight (and its connection) for as
             # long as it likes, and every other exporter would get 503 meanwhile.
             return self._closing(
                 self._error(
                     transport,
-                    json_out,
+                    reply,
                     408,
                     code_pb2.DEADLINE_EXCEEDED,
                     f"request body not received within {self.settings.read_timeout_s:g} s",
@@ -251,19 +255,19 @@ class TracesHandler:
             # collection (rare in `toolwatch serve`). Not an error of the server: no traceback in the log either.
             exc.__traceback__ = None
             message = str(exc) if isinstance(exc, BadFraming) else f"request body not received whole: {exc}"
-            return self._closing(self._error(transport, json_out, 400, code_pb2.INVALID_ARGUMENT, message))
+            return self._closing(self._error(transport, reply, 400, code_pb2.INVALID_ARGUMENT, message))
         except BodyTooLarge as exc:
-            return self._closing(self._error(transport, json_out, 413, code_pb2.RESOURCE_EXHAUSTED, str(exc)))
+            return self._closing(self._error(transport, reply, 413, code_pb2.RESOURCE_EXHAUSTED, str(exc)))
         except Busy:
-            return self._closing(self._unavailable(transport, json_out, 0))
+            return self._closing(self._unavailable(transport, reply, 0))
         except (BadEncoding, DecodeError) as exc:
-            return self._error(transport, json_out, 400, code_pb2.INVALID_ARGUMENT, str(exc))
+            return self._error(transport, reply, 400, code_pb2.INVALID_ARGUMENT, str(exc))
         finally:
             self.in_flight.give(held)
-        return self._accept(decoded, transport, json_out)
+        return self._accept(decoded, transport, reply)
 
     def _precheck(
-        self, request: web.Request, transport: str, json_out: bool, coding: str | None
+        self, request: web.Request, transport: str, reply: str, coding: str | None
     ) -> web.Response | None:
         """The answer to a request refused before its body is read (None: read it); `coding` is its content coding
         (`content_coding`; None: one not supported, 415)."""
@@ -272,7 +276,7 @@ class TracesHandler:
             if not bearer_ok(request.headers.get("Authorization", ""), self._token):
                 return self._error(
                     transport,
-                    json_out,
+                    reply,
                     401,
                     code_pb2.UNAUTHENTICATED,
                     "missing or wrong bearer token",
@@ -282,7 +286,7 @@ class TracesHandler:
             encoding = request.headers.get("Content-Encoding", "").strip()
             return self._error(
                 transport,
-                json_out,
+                reply,
                 415,
                 code_pb2.INVALID_ARGUMENT,
                 f"unsupported content encoding {encoding!r}: use gzip, deflate, zstd or none",
@@ -291,27 +295,27 @@ class TracesHandler:
         if length is not None and length > s.max_body_bytes:
             return self._error(
                 transport,
-                json_out,
+                reply,
                 413,
                 code_pb2.RESOURCE_EXHAUSTED,
                 f"request body of {length} bytes exceeds the limit of {s.max_body_bytes} bytes",
             )
         if self.pipeline.full():
-            return self._unavailable(transport, json_out, 0)
+            return self._unavailable(transport, reply, 0)
         return None
 
-    def _unavailable(self, transport: str, json_out: bool, spans: int) -> web.Response:
+    def _unavailable(self, transport: str, reply: str, spans: int) -> web.Response:
         self.ops.dropped(DROP_QUEUE_FULL, spans)
         return self._error(
             transport,
-            json_out,
+            reply,
             503,
             code_pb2.UNAVAILABLE,
             "queue full, retry later",
             **{"Retry-After": str(self.settings.retry_after_s)},
         )
 
-    async def _read_and_decode(self, request: web.Request, json_out: bool, coding: str, take: Take) -> Decoded:
+    async def _read_and_decode(self, request: web.Request, reply: str, coding: str, take: Take) -> Decoded:
         """The body read within its limits (`coding`: its content coding, see `content_coding`), decoded."""
         s = self.settings
         chunks = request.content.iter_chunked(_CHUNK)
@@ -319,20 +323,20 @@ class TracesHandler:
             body = await inflate_limited(chunks, coding, s.max_decompressed_bytes, s.max_body_bytes, take)
         else:
             body = await read_limited(chunks, s.max_body_bytes, take)
-        return parse_json(body) if json_out else parse_protobuf(body)
+        return parse_json(body) if reply == JSON else parse_protobuf(body)
 
-    def _accept(self, decoded: Decoded, transport: str, json_out: bool) -> web.Response:
+    def _accept(self, decoded: Decoded, transport: str, reply: str) -> web.Response:
         result = ingest(self.pipeline, decoded, transport)
         if result is None:
-            return self._unavailable(transport, json_out, len(decoded.spans) + decoded.rejected_count)
+            return self._unavailable(transport, reply, len(decoded.spans) + decoded.rejected_count)
         self.ops.request(transport, 200)
         n_rejected, message = result
-        if json_out:
+        if reply == JSON:
             doc: dict[str, object] = {}
             if n_rejected:
                 doc["partialSuccess"] = {"rejectedSpans": str(n_rejected), "errorMessage": message}
             return web.Response(body=json.dumps(doc).encode(), content_type=JSON)
-        return web.Response(body=export_response(n_rejected, message), content_type=PROTOBUF)
+        return web.Response(body=export_response(n_rejected, message), content_type=reply)
 
 
 def export_response(n_rejected: int, message: str) -> bytes:
@@ -397,9 +401,11 @@ def gzip_wanted(accept_encoding: str) -> bool:
     return wanted is not None and wanted > 0
 
 
-def render_metrics(registry: CollectorRegistry, compress: bool) -> bytes:
-    """The exposition text of `registry`, gzipped when `compress`."""
-    body = generate_latest(registry)
+def render_metrics(
+    registry: CollectorRegistry, compress: bool, encode: Callable[[CollectorRegistry], bytes] = generate_latest
+) -> bytes:
+    """The exposition of `registry` by `encode` (the text format by default), gzipped when `compress`."""
+    body = encode(registry)
     return gzip.compress(body, compresslevel=METRICS_GZIP_LEVEL) if compress else body
 
 
@@ -412,12 +418,14 @@ def metrics_app(registry: CollectorRegistry, ready: Callable[[], bool]) -> web.A
     )
 
     async def metrics(request: web.Request) -> web.Response:
-        # Compressed when the scraper asks for it, as prometheus_client's own handlers do.
+        # The format the scraper asks for (OpenMetrics, which Prometheus prefers, or the text format: 0.0.4 unless
+        # it asks for 1.0.0), compressed when it asks for it, as prometheus_client's own handlers do.
+        encode, content_type = choose_encoder(request.headers.get("Accept", ""))
         compress = gzip_wanted(request.headers.get("Accept-Encoding", ""))
-        body = await asyncio.get_running_loop().run_in_executor(executor, render_metrics, registry, compress)
+        body = await asyncio.get_running_loop().run_in_executor(executor, render_metrics, registry, compress, encode)
         resp = web.Response(body=body)
-        resp.headers["Content-Type"] = CONTENT_TYPE_LATEST
-        resp.headers["Vary"] = "Accept-Encoding"  # caches keep the compressed and plain pages apart
+        resp.headers["Content-Type"] = content_type
+        resp.headers["Vary"] = "Accept, Accept-Encoding"  # caches keep the pages of each format and coding apart
         if compress:
             resp.headers["Content-Encoding"] = "gzip"
         return resp

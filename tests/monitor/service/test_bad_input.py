@@ -293,6 +293,29 @@ def test_json_response_in_request_content_type(serve: ServeFactory) -> None:
     assert (status, headers["Content-Type"], json.loads(resp)) == (200, JS, {})
 
 
+def test_protobuf_response_in_the_request_s_own_protobuf_type(serve: ServeFactory) -> None:
+    """OTLP/HTTP: "The server MUST use the same Content-Type in the response as it received in the request": a
+    request sent as `application/protobuf` (the registered name, which some clients use) is answered in it too, as a
+    success, a partial success and an error."""
+    _, server = serve()
+    ptype = "application/protobuf"
+    status, resp, headers = post(server.endpoint, good_pb(), ptype)
+    assert (status, headers["Content-Type"]) == (200, ptype)
+    assert not ExportTraceServiceResponse.FromString(resp).HasField("partial_success")
+    bad_id = to_request(record_turns(GOOD))
+    bad_id.resource_spans[0].scope_spans[0].spans[0].trace_id = b"\x01\x02"
+    status, resp, headers = post(server.endpoint, bad_id.SerializeToString(), ptype)
+    assert (status, headers["Content-Type"]) == (200, ptype)
+    assert ExportTraceServiceResponse.FromString(resp).partial_success.rejected_spans == 1
+    status, resp, headers = post(server.endpoint, good_pb()[:-5], ptype)
+    assert (status, headers["Content-Type"]) == (400, ptype)
+    assert status_pb2.Status.FromString(resp).code == 3
+    status, resp, headers = post(server.endpoint, good_pb(), ptype, **{"Content-Encoding": "br"})
+    assert (status, headers["Content-Type"]) == (415, ptype)
+    # The usual name is answered as it was sent.
+    assert post(server.endpoint, good_pb(), PB)[2]["Content-Type"] == PB
+
+
 def test_a_retried_export_is_not_counted_twice(serve: ServeFactory) -> None:
     _, server = serve(grace_s=1.0)
     body = good_pb()

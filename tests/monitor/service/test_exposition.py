@@ -9,16 +9,18 @@ import threading
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from prometheus_client import generate_latest
+from prometheus_client.openmetrics.parser import text_string_to_metric_families as openmetrics_families
 from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.assembly import TurnAssembler
 from monitor.metrics import ToolwatchMetrics, names
 from monitor.records import ToolCall, Turn
-from monitor.serve import ServerThread, Settings
+from monitor.serve import Server, ServerThread, Settings
 from monitor.serve._pipeline import DROP_REASONS, REJECT_REASONS
 from tests.monitor.service.conftest import RULES, ServeFactory, scrape, value, wait_for
 from tests.monitor.service.http_util import post
@@ -29,6 +31,11 @@ PB = "application/x-protobuf"
 
 
 def _fill(serve: ServeFactory) -> str:
+    return _filled(serve)[1]
+
+
+def _filled(serve: ServeFactory) -> tuple[Server, str]:
+    """A server that judged the known turns, and its /metrics page as a plain scrape gets it."""
     _, server = serve()
     exporter = OTLPSpanExporter(endpoint=server.endpoint, timeout=10)
     exporter.export(record_turns(known_turns()))
@@ -36,7 +43,7 @@ def _fill(serve: ServeFactory) -> str:
     wait_for(lambda: server.pipeline.turns_judged == N_TURNS)
     with urllib.request.urlopen(server.metrics_url, timeout=10) as resp:
         assert resp.headers["Content-Type"].startswith("text/plain; version=")
-        return str(resp.read().decode())
+        return server, str(resp.read().decode())
 
 
 @pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed (make test installs it)")
@@ -105,10 +112,55 @@ def test_metrics_are_gzipped_when_asked(serve: ServeFactory) -> None:
 def test_metrics_honour_accept_encoding_and_say_vary(serve: ServeFactory, accept: str, gzipped: bool) -> None:
     _, server = serve()
     body, headers = _get(server.metrics_url, **({"Accept-Encoding": accept} if accept else {}))
-    assert headers["Vary"] == "Accept-Encoding"  # a cache between scraper and server keeps both pages apart
+    assert headers["Vary"] == "Accept, Accept-Encoding"  # a cache between scraper and server keeps the pages apart
     assert (headers.get("Content-Encoding") == "gzip") is gzipped
     text = (gzip.decompress(body) if gzipped else body).decode()
     assert "# TYPE toolwatch_tool_calls_total counter" in text
+
+
+# What Prometheus 2.x sends when scraping (scrape_protocols left at their default): OpenMetrics preferred.
+PROMETHEUS_ACCEPT = (
+    "application/openmetrics-text;version=1.0.0;q=0.5,application/openmetrics-text;version=0.0.1;q=0.4,"
+    "text/plain;version=0.0.4;q=0.3,*/*;q=0.2"
+)
+
+
+def _samples(families: Any) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for fam in families
+        for s in fam.samples
+        if not s.name.startswith(("process_", "python_gc_", "toolwatch_judge_", "toolwatch_verdict_lag"))
+    }
+
+
+@pytest.mark.parametrize("accept", [PROMETHEUS_ACCEPT, "application/openmetrics-text"])
+def test_an_openmetrics_scrape_gets_openmetrics(serve: ServeFactory, accept: str) -> None:
+    """Content negotiation as the Prometheus client library's own handlers do it: a scraper that asks for
+    OpenMetrics (Prometheus does, first) gets valid OpenMetrics, labelled as such; the others the text format."""
+    server, text = _filled(serve)
+    url = server.metrics_url
+    body, headers = _get(url, Accept=accept)
+    # (prometheus_client says `; escaping=underscores` too when the scraper named a version.)
+    assert headers["Content-Type"].startswith("application/openmetrics-text; version=1.0.0; charset=utf-8")
+    assert "Accept" in headers["Vary"]  # a cache keeps the OpenMetrics and text pages apart
+    page = body.decode()
+    assert page.endswith("# EOF\n")
+    # The strict OpenMetrics parser: raises on anything invalid.
+    families = list(openmetrics_families(page))  # type: ignore[no-untyped-call]
+    assert _samples(families) == _samples(text_string_to_metric_families(text))
+    # gzip still applies
+    packed, headers = _get(url, Accept=accept, **{"Accept-Encoding": "gzip"})
+    assert headers["Content-Encoding"] == "gzip" and gzip.decompress(packed).decode().endswith("# EOF\n")
+
+
+def test_a_text_scrape_gets_the_text_format_it_asked_for(serve: ServeFactory) -> None:
+    _, server = serve()
+    body, headers = _get(server.metrics_url, Accept="text/plain;version=0.0.4")
+    assert headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
+    assert "# EOF" not in body.decode() and "# TYPE toolwatch_tool_calls_total counter" in body.decode()
+    body, headers = _get(server.metrics_url)
+    assert headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
 
 
 def test_a_slow_scrape_does_not_hold_up_otlp_requests(tmp_path: Path) -> None:
