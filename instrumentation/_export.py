@@ -6,7 +6,9 @@ from __future__ import annotations
 import collections
 import inspect
 import logging
+import os
 import threading
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,6 +25,21 @@ DEFAULT_SHUTDOWN_TIMEOUT_MILLIS = 3000
 """How long a shutdown (also the one at interpreter exit) goes on exporting before it drops what is left."""
 
 
+def _renew_lock_after_fork(owner: object, attribute: str) -> None:
+    """Give `owner` a fresh lock in `attribute` in a forked child: only the forking thread lives on there, so a lock
+    another thread held at the fork would stay held for ever (a tool call, a flush or the exit hook waiting on it)."""
+    if not hasattr(os, "register_at_fork"):  # pragma: no cover - no fork on this platform
+        return
+    ref = weakref.ref(owner)
+
+    def renew() -> None:
+        target = ref()
+        if target is not None:
+            setattr(target, attribute, threading.Lock())
+
+    os.register_at_fork(after_in_child=renew)
+
+
 class CountingExporter(SpanExporter):
     """Wraps an exporter: counts exported spans, failed exports and the spans in them; swallows raises.
 
@@ -32,6 +49,7 @@ class CountingExporter(SpanExporter):
     def __init__(self, inner: SpanExporter) -> None:
         self.inner = inner
         self._lock = threading.Lock()
+        _renew_lock_after_fork(self, "_lock")
         self._in_flight = 0  # spans in the export calls under way
         self._abandoned = 0  # of those, spans already counted as dropped at shutdown
 
@@ -87,6 +105,7 @@ class CountingDeque(collections.deque[Any]):
     def __init__(self, maxlen: int) -> None:
         super().__init__((), maxlen)
         self.lock = threading.Lock()
+        _renew_lock_after_fork(self, "lock")
 
     def appendleft(self, item: Any, /) -> None:
         with self.lock:
@@ -115,6 +134,7 @@ class CountingBatchSpanProcessor(BatchSpanProcessor):
         self.shutdown_timeout_millis = shutdown_timeout_millis
         self._guard = exporter if isinstance(exporter, CountingExporter) else None
         self._flush_lock = threading.Lock()
+        _renew_lock_after_fork(self, "_flush_lock")
         self._flusher: threading.Thread | None = None
         self._flush_outcome: list[bool] = []
         inner = getattr(self, "_batch_processor", None)

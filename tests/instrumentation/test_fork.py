@@ -1,0 +1,127 @@
+"""An agent process that forks (multiprocessing's default start method on Linux, prefork servers) keeps working in the
+child: a lock another thread held at the fork must not stay held there forever."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+
+import instrumentation as tw
+from instrumentation._export import CountingBatchSpanProcessor
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+
+
+@tw.tool
+def ping(x: int) -> int:
+    return x
+
+
+@pytest.fixture
+def provider(monkeypatch: pytest.MonkeyPatch) -> Iterator[tw.ToolwatchTracerProvider]:
+    """Batched OTLP/HTTP export to a port where nothing listens (the monitor down), exporting often. Its warnings are
+    not logged: a thread writing to stderr at the fork leaves the stream's own lock held in the child, a hazard of
+    forking with threads that is not toolwatch's."""
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "1")
+    loggers = [logging.getLogger(name) for name in ("opentelemetry", "instrumentation")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.CRITICAL + 1)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    p = tw.configure(exporter="otlp-http", endpoint=f"http://127.0.0.1:{port}/v1/traces", set_global=False,
+                     schedule_delay_millis=10, max_export_batch_size=64, shutdown_timeout_millis=200)
+    try:
+        yield p
+    finally:
+        tw.shutdown(p, timeout_millis=0)
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
+
+
+def _child_finishes(child: Callable[[], None], within: float) -> bool:
+    """Fork; the child runs `child` then exits 0. True if it did so within `within` seconds (else it is killed)."""
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child
+        code = 1
+        try:
+            child()
+            code = 0
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status) == 0
+        time.sleep(0.005)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    return False
+
+
+def _call_flush_and_shut_down() -> None:
+    assert ping(7) == 7
+    tw.shutdown(timeout_millis=200)
+
+
+def test_a_child_forked_while_another_thread_calls_tools_can_call_tools(
+    provider: tw.ToolwatchTracerProvider,
+) -> None:
+    # Another thread ends spans all the time; the export thread takes them off the queue. A child forked meanwhile
+    # sometimes inherited the queue's lock held, and its first tool call waited for it forever (17 of 200 forks here).
+    stop = threading.Event()
+
+    def calls() -> None:
+        while not stop.is_set():
+            ping(1)
+
+    caller = threading.Thread(target=calls, daemon=True)
+    caller.start()
+    try:
+        for _ in range(60):
+            assert _child_finishes(_call_flush_and_shut_down, within=5.0)
+    finally:
+        stop.set()
+        caller.join()
+
+
+@pytest.mark.parametrize("lock", ["queue", "exporter", "flush"])
+def test_a_lock_held_at_the_fork_is_free_in_the_child(provider: tw.ToolwatchTracerProvider, lock: str) -> None:
+    # The state the race above leaves, made certain: a thread of the parent holds the lock while it forks.
+    processor = provider.processor
+    assert isinstance(processor, CountingBatchSpanProcessor)
+    held = {
+        "queue": processor._queue.lock if processor._queue is not None else None,
+        "exporter": processor._guard._lock if processor._guard is not None else None,
+        "flush": processor._flush_lock,
+    }[lock]
+    assert held is not None
+    taken, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with held:
+            taken.set()
+            release.wait()
+
+    holder = threading.Thread(target=hold, daemon=True)
+    holder.start()
+    taken.wait()
+    try:
+        def child() -> None:
+            assert ping(3) == 3
+            assert processor.force_flush(200) in (True, False)
+            processor._guard.abandon() if processor._guard is not None else None  # the exit hook's count
+            tw.shutdown(timeout_millis=200)
+
+        assert _child_finishes(child, within=5.0)
+    finally:
+        release.set()
+        holder.join()
