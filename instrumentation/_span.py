@@ -130,19 +130,21 @@ def record_result(span: Span, result: Any, settings: ContentSettings) -> None:
 
 
 def record_error(span: Span, exc: BaseException, settings: ContentSettings) -> None:
-    """Status ERROR and `error.type`; the message and an exception event only when capture is on."""
+    """Status ERROR and `error.type`; the message and an exception event only when capture is on. The status
+    description, and the event's message and stack trace, are cut at the content length limit: a message quoting a
+    large input made an export request over the monitor's body limit, losing the other spans of its batch."""
     try:
         if not span.is_recording():
             return
         error_type = type(exc).__qualname__
         span.set_attribute(A.ERROR_TYPE, error_type)
         if settings.capture_content:
-            message = str(exc)
-            safe = wire_safe(message)  # a lone surrogate in the status would fail the whole export request
-            span.set_status(Status(StatusCode.ERROR, f"{error_type}: {safe}"[: settings.max_length]))
-            span.record_exception(exc, None if safe is message else {
-                A.EXCEPTION_MESSAGE: safe,
-                A.EXCEPTION_STACKTRACE: wire_safe("".join(traceback.format_exception(exc))),
+            limit = settings.max_length
+            safe = wire_safe(str(exc))  # a lone surrogate in the status would fail the whole export request
+            span.set_status(Status(StatusCode.ERROR, f"{error_type}: {safe}"[:limit]))
+            span.record_exception(exc, {
+                A.EXCEPTION_MESSAGE: safe[:limit],
+                A.EXCEPTION_STACKTRACE: wire_safe("".join(traceback.format_exception(exc)))[:limit],
             })
         else:
             span.set_status(Status(StatusCode.ERROR))

@@ -26,7 +26,9 @@ import instrumentation as tw
 class Receiver:
     """An OTLP/HTTP traces endpoint on an ephemeral loopback port, keeping every decoded request."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_body: int | None = None) -> None:
+        self.max_body = max_body  # a larger body is refused with 413, as the monitor refuses one over --max-body-bytes
+        self.refused: list[int] = []
         self.requests: list[ExportTraceServiceRequest] = []
         self.paths: list[str] = []
         self.content_types: list[str] = []
@@ -36,6 +38,12 @@ class Receiver:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802 - http.server's name
                 body = self.rfile.read(int(self.headers["Content-Length"]))
+                if receiver.max_body is not None and len(body) > receiver.max_body:
+                    receiver.refused.append(len(body))
+                    self.send_response(413)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 if self.headers.get("Content-Encoding") == "gzip":
                     body = gzip.decompress(body)
                 request = ExportTraceServiceRequest()
@@ -243,3 +251,38 @@ def test_a_lone_surrogate_in_a_tool_errors_message_does_not_lose_the_batch(recei
     attributes = {kv.key: plain(kv.value) for kv in event.attributes}
     assert attributes["exception.message"] == "no city named Ly\\ud83d"
     assert "LookupError: no city named Ly\\ud83d" in str(attributes["exception.stacktrace"])
+
+
+@tw.tool
+def parse_table(text: str) -> str:
+    """Parse a table."""
+    raise ValueError(f"cannot parse {text}")
+
+
+def test_a_huge_tool_error_message_does_not_lose_the_batch() -> None:
+    """A tool failing with a message quoting a large input (9 MB): the exception event's message and stack trace were
+    recorded whole, the export request (18 MB) was over the monitor's default 16 MiB body limit, and the other spans
+    of its batch were lost with it. They are cut at the content length limit, as the status description is."""
+    receiver = Receiver(max_body=16 * 2**20)
+    provider = tw.configure(exporter="otlp-http", endpoint=f"http://127.0.0.1:{receiver.port}", capture_content=True,
+                            schedule_delay_millis=60_000, set_global=False)
+    try:
+        for _ in range(10):
+            get_weather("Lyon")
+        with pytest.raises(ValueError, match="cannot parse x{9000000}$"):
+            parse_table("x" * 9_000_000)
+        assert provider.force_flush()
+    finally:
+        provider.shutdown()
+        receiver.close()
+    assert receiver.refused == []
+    spans = [span for request in receiver.requests for resource_spans in request.resource_spans
+             for scope_spans in resource_spans.scope_spans for span in scope_spans.spans]
+    assert sorted(span.name for span in spans) == ["execute_tool get_weather"] * 10 + ["execute_tool parse_table"]
+    [failed] = [span for span in spans if span.name == "execute_tool parse_table"]
+    [event] = failed.events
+    attributes = {kv.key: plain(kv.value) for kv in event.attributes}
+    assert attributes["exception.type"] == "ValueError"
+    assert attributes["exception.message"] == ("cannot parse " + "x" * 9_000_000)[:16384]
+    stacktrace = str(attributes["exception.stacktrace"])
+    assert len(stacktrace) == 16384 and stacktrace.startswith("Traceback (most recent call last):")

@@ -77,6 +77,26 @@ def test_named_tool_and_error_status(capture: Recorded) -> None:
     assert [e.name for e in span.events] == ["exception"]
 
 
+def test_error_message_and_stack_trace_are_cut_at_the_content_limit(capture: Recorded) -> None:
+    tw.configure_content(max_content_length=64)
+
+    @tw.tool
+    def shout(text: str) -> str:
+        raise ValueError(text * 2)
+
+    with pytest.raises(ValueError) as raised:
+        shout("y" * 100)
+    assert str(raised.value) == "y" * 200  # the tool's exception is untouched
+    span = capture.named("execute_tool shout")
+    assert span.status.description == ("ValueError: " + "y" * 200)[:64]
+    [event] = span.events
+    attrs = dict(event.attributes or {})
+    assert attrs["exception.type"] == "ValueError"
+    assert attrs["exception.message"] == "y" * 64
+    stacktrace = str(attrs["exception.stacktrace"])
+    assert len(stacktrace) == 64 and stacktrace.startswith("Traceback (most recent call last):")
+
+
 def test_error_without_capture_has_no_message(recorded: Recorded) -> None:
     with pytest.raises(ZeroDivisionError):
         divide(1, 0)
