@@ -32,6 +32,8 @@ GEN_AI_TOOL_DEFINITIONS: Final = "gen_ai.tool.definitions"
 
 # General.
 ERROR_TYPE: Final = "error.type"
+EXCEPTION_TYPE: Final = "exception.type"
+EXCEPTION_ESCAPED: Final = "exception.escaped"
 EXCEPTION_MESSAGE: Final = "exception.message"  # of the `exception` event the SDK's record_exception adds
 EXCEPTION_STACKTRACE: Final = "exception.stacktrace"
 

@@ -140,12 +140,26 @@ def record_error(span: Span, exc: BaseException, settings: ContentSettings) -> N
         span.set_attribute(A.ERROR_TYPE, error_type)
         if settings.capture_content:
             limit = settings.max_length
-            safe = wire_safe(str(exc))  # a lone surrogate in the status would fail the whole export request
+            try:
+                text: str | None = str(exc)
+            except Exception:  # noqa: BLE001 - an exception whose __str__ raises is still a failed call
+                text = None
+            # A lone surrogate in the status would fail the whole export request.
+            safe = wire_safe(text if text is not None else f"<unprintable {error_type}>")
             span.set_status(Status(StatusCode.ERROR, f"{error_type}: {safe}"[:limit]))
-            span.record_exception(exc, {
+            attributes: dict[str, Any] = {
                 A.EXCEPTION_MESSAGE: safe[:limit],
                 A.EXCEPTION_STACKTRACE: wire_safe("".join(traceback.format_exception(exc)))[:limit],
-            })
+            }
+            if text is not None:
+                span.record_exception(exc, attributes)
+            else:  # the SDK's record_exception would call str() again: the same event, made here
+                module = type(exc).__module__
+                span.add_event("exception", {
+                    A.EXCEPTION_TYPE: f"{module}.{error_type}" if module and module != "builtins" else error_type,
+                    **attributes,
+                    A.EXCEPTION_ESCAPED: "False",
+                })
         else:
             span.set_status(Status(StatusCode.ERROR))
     except Exception:  # noqa: BLE001

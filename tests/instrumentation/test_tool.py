@@ -97,6 +97,32 @@ def test_error_message_and_stack_trace_are_cut_at_the_content_limit(capture: Rec
     assert len(stacktrace) == 64 and stacktrace.startswith("Traceback (most recent call last):")
 
 
+class Unprintable(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("no text")
+
+
+def test_an_exception_whose_str_raises_still_fails_the_span(capture: Recorded) -> None:
+    # str() of the exception raised inside the recording: the span kept error.type but its status stayed UNSET (a
+    # success to a backend that reads the status) and had no exception event.
+    @tw.tool
+    def odd() -> None:
+        raise Unprintable("x")
+
+    with pytest.raises(Unprintable) as raised:
+        odd()
+    assert raised.value.args == ("x",)
+    span = capture.named("execute_tool odd")
+    assert dict(span.attributes or {})["error.type"] == "Unprintable"
+    assert span.status.status_code is StatusCode.ERROR
+    assert span.status.description == "Unprintable: <unprintable Unprintable>"
+    [event] = span.events
+    attrs = dict(event.attributes or {})
+    assert attrs["exception.message"] == "<unprintable Unprintable>"
+    assert "Unprintable" in str(attrs["exception.stacktrace"])
+    assert STATS.instrumentation_errors == 0
+
+
 def test_error_without_capture_has_no_message(recorded: Recorded) -> None:
     with pytest.raises(ZeroDivisionError):
         divide(1, 0)
