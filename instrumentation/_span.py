@@ -129,10 +129,21 @@ def record_result(span: Span, result: Any, settings: ContentSettings) -> None:
         logger.exception("toolwatch: recording a tool result failed")
 
 
+def cut_middle(text: str, limit: int) -> str:
+    """`text` in at most `limit` characters: its beginning and its end around an ellipsis when it is longer."""
+    if len(text) <= limit:
+        return text
+    if limit < 3:
+        return text[:limit]
+    head = (limit - 1) // 2
+    return text[:head] + "…" + text[len(text) - (limit - 1 - head):]
+
+
 def record_error(span: Span, exc: BaseException, settings: ContentSettings) -> None:
     """Status ERROR and `error.type`; the message and an exception event only when capture is on. The status
-    description, and the event's message and stack trace, are cut at the content length limit: a message quoting a
-    large input made an export request over the monitor's body limit, losing the other spans of its batch."""
+    description, and the event's message and stack trace, are cut at the content length limit (the stack trace
+    keeps its beginning and its end: the outer and the innermost frames, the exception's line): a message quoting
+    a large input made an export request over the monitor's body limit, losing the other spans of its batch."""
     try:
         if not span.is_recording():
             return
@@ -149,7 +160,7 @@ def record_error(span: Span, exc: BaseException, settings: ContentSettings) -> N
             span.set_status(Status(StatusCode.ERROR, f"{error_type}: {safe}"[:limit]))
             attributes: dict[str, Any] = {
                 A.EXCEPTION_MESSAGE: safe[:limit],
-                A.EXCEPTION_STACKTRACE: wire_safe("".join(traceback.format_exception(exc)))[:limit],
+                A.EXCEPTION_STACKTRACE: cut_middle(wire_safe("".join(traceback.format_exception(exc))), limit),
             }
             if text is not None:
                 span.record_exception(exc, attributes)

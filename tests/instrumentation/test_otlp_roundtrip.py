@@ -286,3 +286,4 @@ def test_a_huge_tool_error_message_does_not_lose_the_batch() -> None:
     assert attributes["exception.message"] == ("cannot parse " + "x" * 9_000_000)[:16384]
     stacktrace = str(attributes["exception.stacktrace"])
     assert len(stacktrace) == 16384 and stacktrace.startswith("Traceback (most recent call last):")
+    assert stacktrace.endswith("…" + "x" * 8191 + "\n")  # the end of the exception's line
