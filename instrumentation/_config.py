@@ -25,6 +25,7 @@ from instrumentation._export import (
     CountingBatchSpanProcessor,
     CountingExporter,
 )
+from instrumentation._sdk_env import GRPC_EXPORTER, SPAN_LIMITS, without_malformed
 from instrumentation._stats import STATS
 
 logger = logging.getLogger(__name__)
@@ -115,7 +116,8 @@ def _make_exporter(name: str, endpoint: str | None, headers: Mapping[str, str] |
     if name == "otlp-grpc":
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
 
-        return GrpcExporter(endpoint=endpoint, headers=dict(headers) if headers else None)
+        with without_malformed(GRPC_EXPORTER):  # it raises on a timeout or compression it cannot read
+            return GrpcExporter(endpoint=endpoint, headers=dict(headers) if headers else None)
     if name == "console":
         return ConsoleSpanExporter(out=sys.stdout)
     if name == "memory":
@@ -218,7 +220,8 @@ def configure(  # noqa: C901 - one flat pass over the options
     attributes: dict[str, Any] = dict(resource_attributes or {})
     if service_name is not None:
         attributes["service.name"] = service_name
-    provider = ToolwatchTracerProvider(sampler=sampler, resource=Resource.create(attributes))
+    with without_malformed(SPAN_LIMITS):  # the SDK raises on a span limit it cannot read
+        provider = ToolwatchTracerProvider(sampler=sampler, resource=Resource.create(attributes))
     chosen = _make_exporter(exporter, endpoint, headers) if isinstance(exporter, str) else exporter
     if chosen is not None:
         use_simple = simple if simple is not None else exporter == "memory"

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
+from grpc import Compression  # type: ignore[import-untyped]
 from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
@@ -94,6 +96,63 @@ def test_bad_env_values_warn_and_fall_back(
     for name in ("OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_BSP_MAX_QUEUE_SIZE",
                  "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "TOOLWATCH_MAX_CONTENT_LENGTH"):
         assert name in text
+
+
+def test_span_limits_the_sdk_raises_on_warn_and_the_rest_still_apply(
+    providers: list[TracerProvider], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The SDK raised ValueError at configure() for these, stopping the agent at start-up; a valid limit beside them
+    still applies, and the environment is left as it was."""
+    bad = {"OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT": "abc", "OTEL_ATTRIBUTE_COUNT_LIMIT": "-5",
+           "OTEL_SPAN_EVENT_COUNT_LIMIT": "x"}
+    for name, value in bad.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("OTEL_SPAN_LINK_COUNT_LIMIT", "7")
+    monkeypatch.setenv("OTEL_EVENT_ATTRIBUTE_COUNT_LIMIT", " ")  # the SDK's "no limit"
+    with caplog.at_level(logging.WARNING):
+        provider = tw.configure(exporter="memory", capture_content=True, set_global=False)
+    providers.append(provider)
+    limits = provider._span_limits
+    assert limits.max_links == 7 and limits.max_event_attributes is None
+    assert limits.max_attribute_length is None and limits.max_events == 128  # the SDK's defaults
+    for name, value in bad.items():
+        assert f"ignoring {name}={value!r}" in caplog.text
+        assert os.environ[name] == value
+    assert "OTEL_SPAN_LINK_COUNT_LIMIT" not in caplog.text
+    assert ping(4) == 4
+    assert isinstance(provider.exporter, InMemorySpanExporter)
+    [span] = provider.exporter.get_finished_spans()
+    assert span.name == "execute_tool ping"
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "warned"),
+    [
+        ("OTEL_EXPORTER_OTLP_COMPRESSION", "bogus", True),
+        ("OTEL_EXPORTER_OTLP_TRACES_COMPRESSION", "deflate", True),
+        ("OTEL_EXPORTER_OTLP_COMPRESSION", "none", False),  # the specification's value, which the exporter refuses
+        ("OTEL_EXPORTER_OTLP_TIMEOUT", "abc", True),
+        ("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "10s", True),
+    ],
+)
+def test_grpc_exporter_settings_it_raises_on_warn_and_fall_back(
+    providers: list[TracerProvider], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, name: str,
+    value: str, warned: bool,
+) -> None:
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+    monkeypatch.setenv(name, value)
+    with caplog.at_level(logging.WARNING):
+        provider = tw.configure(set_global=False)
+    providers.append(provider)
+    assert isinstance(provider.exporter, GrpcExporter)
+    assert (f"ignoring {name}={value!r}" in caplog.text) is warned
+    assert os.environ[name] == value
+    monkeypatch.setenv(name, "gzip" if "COMPRESSION" in name else "2.5")  # valid ones are the exporter's
+    provider = tw.configure(set_global=False)
+    providers.append(provider)
+    exporter: Any = provider.exporter
+    assert exporter._compression == Compression.Gzip if "COMPRESSION" in name else exporter._timeout == 2.5
 
 
 @pytest.mark.parametrize(("value", "expected"), [("true", True), ("TRUE", True), ("span_only", True),

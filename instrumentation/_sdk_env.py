@@ -1,0 +1,89 @@
+"""`OTEL_*` values the OpenTelemetry SDK raises on, hidden while `configure()` builds with them.
+
+The SDK's span limits (`OTEL_*_LIMIT`: a non-negative integer, or empty for no limit) and the gRPC exporter's
+timeout (a number of seconds) and compression (`gzip`) raise at construction on any other value, which would stop
+the agent at start-up; `configure()` promises that bad values warn and fall back. Each malformed variable is warned
+of and left out of `os.environ` while the provider or exporter is built, so the SDK takes its own default for it (no
+default is copied here); the environment is restored afterwards. `configure()` runs once at start-up, before other
+threads read these variables.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+
+logger = logging.getLogger(__name__)
+
+Check = Callable[[str], bool | None]  # True: kept; False: hidden, with a warning; None: hidden quietly
+
+
+def _limit(raw: str) -> bool:
+    value = raw.strip()
+    if not value:  # the SDK's "no limit"
+        return True
+    try:
+        return int(value) >= 0
+    except ValueError:
+        return False
+
+
+def _seconds(raw: str) -> bool:
+    try:
+        float(raw)
+    except ValueError:
+        return False
+    return True
+
+
+def _grpc_compression(raw: str) -> bool | None:
+    value = raw.strip().lower()
+    if value == "none":  # the specification's value for no compression, which the gRPC exporter raises on
+        return None
+    return value == "gzip"
+
+
+SPAN_LIMITS: Mapping[str, tuple[Check, str]] = {
+    name: (_limit, "a non-negative integer, or empty for no limit")
+    for name in (
+        "OTEL_ATTRIBUTE_COUNT_LIMIT",
+        "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT",
+        "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT",
+        "OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT",
+        "OTEL_SPAN_EVENT_COUNT_LIMIT",
+        "OTEL_SPAN_LINK_COUNT_LIMIT",
+        "OTEL_EVENT_ATTRIBUTE_COUNT_LIMIT",
+        "OTEL_LINK_ATTRIBUTE_COUNT_LIMIT",
+    )
+}
+GRPC_EXPORTER: Mapping[str, tuple[Check, str]] = {
+    "OTEL_EXPORTER_OTLP_TIMEOUT": (_seconds, "a number of seconds"),
+    "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT": (_seconds, "a number of seconds"),
+    "OTEL_EXPORTER_OTLP_COMPRESSION": (_grpc_compression, "gzip (the gRPC exporter's only compression)"),
+    "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION": (_grpc_compression, "gzip (the gRPC exporter's only compression)"),
+}
+
+
+@contextmanager
+def without_malformed(checks: Mapping[str, tuple[Check, str]]) -> Iterator[list[str]]:
+    """os.environ without the variables of `checks` whose values fail their check (each warned of, unless the check
+    hides it quietly); yields their names; the environment is as it was afterwards."""
+    hidden: dict[str, str] = {}
+    for name, (check, expected) in checks.items():
+        raw = os.environ.get(name)
+        verdict = True if raw is None else check(raw)
+        if verdict is True or raw is None:
+            continue
+        if verdict is False:
+            logger.warning("toolwatch: ignoring %s=%r: expected %s; the OpenTelemetry SDK's default is used", name,
+                           raw, expected)
+        hidden[name] = raw
+    for name in hidden:
+        del os.environ[name]
+    try:
+        yield list(hidden)
+    finally:
+        for name, raw in hidden.items():
+            os.environ.setdefault(name, raw)
