@@ -4,7 +4,8 @@ The original generator is created at call time (so a bad call raises where it di
 returned iterator drives it step by step with the full protocol (`send`, `throw`, `close` and their
 async forms), makes the tool span current only while the original runs, and ends the span when the
 original is exhausted, raises or is closed. Closing early is not an error. With content capture on,
-the first `MAX_RECORDED_ITEMS` items are recorded as a JSON list in `gen_ai.tool.call.result`.
+the first `MAX_RECORDED_ITEMS` items are recorded as a JSON list in `gen_ai.tool.call.result`, each serialized when
+it is yielded (as it was then; no item is kept).
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from opentelemetry import trace
 from opentelemetry.trace import Span
 
 from instrumentation import _attributes as A
+from instrumentation._content import to_json
 from instrumentation._context import PendingCall, will_not_sample
-from instrumentation._span import end_span, failed_begin, record_error, record_result, start_span, take_pending
+from instrumentation._span import end_span, failed_begin, record_error, record_result_json, start_span, take_pending
 from instrumentation._spec import ToolSpec
 from instrumentation._stats import STATS
 
@@ -32,29 +34,36 @@ _detach = otel_context.detach
 
 
 class _Recorder:
-    """Counts the items and keeps the first few for the result attribute."""
+    """Counts the items and records the first `MAX_RECORDED_ITEMS`, each as JSON when it is yielded: an item the
+    caller changes later is recorded as it was yielded, and none is kept alive until the iteration ends (a tool
+    streaming large chunks held up to 256 of them). Past the content length limit no more are serialized: the
+    attribute is cut there anyway."""
 
-    __slots__ = ("count", "items", "keep")
+    __slots__ = ("count", "keep", "limit", "parts", "size")
 
-    def __init__(self, keep: bool) -> None:
+    def __init__(self, keep: bool, limit: int) -> None:
         self.keep = keep
+        self.limit = limit
         self.count = 0
-        self.items: list[Any] = []
+        self.parts: list[str] = []
+        self.size = 1  # the opening bracket
 
     def add(self, item: Any) -> None:
         self.count += 1
-        if self.keep and len(self.items) < MAX_RECORDED_ITEMS:
-            self.items.append(item)
+        if self.keep and len(self.parts) < MAX_RECORDED_ITEMS and self.size <= self.limit:
+            text = to_json(item)  # never raises
+            self.parts.append(text)
+            self.size += len(text) + 1
 
     def finish(self, span: Span, settings: Any) -> None:
         try:
             if span.is_recording():
                 span.set_attribute(A.TOOLWATCH_YIELDED, self.count)
+                if self.keep:
+                    record_result_json(span, "[" + ",".join(self.parts) + "]", settings)
         except Exception:  # noqa: BLE001 - telemetry must not turn the end of iteration into an error
             STATS.instrumentation_errors += 1
-            logger.exception("toolwatch: recording the yielded count failed")
-        if self.keep:
-            record_result(span, self.items, settings)  # guarded
+            logger.exception("toolwatch: recording the yielded items failed")
 
 
 def _start(
@@ -65,7 +74,7 @@ def _start(
     except Exception:  # noqa: BLE001
         failed_begin()
         return None
-    recorder = _Recorder(settings.capture_content and span.is_recording())
+    recorder = _Recorder(settings.capture_content and span.is_recording(), settings.max_length)
     return span, trace.set_span_in_context(span), recorder, settings
 
 
@@ -92,16 +101,16 @@ def _traced_generator(
     try:
         while True:
             token = _attach(ctx)
-            try:
+            try:  # the item is held in `box` only until it is yielded: no local keeps it while the caller has it
                 if thrown is None:
-                    item = gen.send(sent)
+                    box = [gen.send(sent)]
                 else:
-                    item, thrown = gen.throw(thrown), None
+                    box, thrown = [gen.throw(thrown)], None
             finally:
                 _detach(token)
-            recorder.add(item)
+            recorder.add(box[0])
             try:
-                sent = yield item
+                sent = yield box.pop()
             except GeneratorExit:
                 token = _attach(ctx)
                 try:
@@ -139,16 +148,16 @@ async def _traced_async_generator(
     try:
         while True:
             token = _attach(ctx)
-            try:
+            try:  # as in _traced_generator: `box` is empty while the caller has the item
                 if thrown is None:
-                    item = await agen.asend(sent)
+                    box = [await agen.asend(sent)]
                 else:
-                    item, thrown = await agen.athrow(thrown), None
+                    box, thrown = [await agen.athrow(thrown)], None
             finally:
                 _detach(token)
-            recorder.add(item)
+            recorder.add(box[0])
             try:
-                sent = yield item
+                sent = yield box.pop()
             except GeneratorExit:
                 token = _attach(ctx)
                 try:

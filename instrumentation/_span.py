@@ -119,14 +119,19 @@ def record_result(span: Span, result: Any, settings: ContentSettings) -> None:
     """Set `gen_ai.tool.call.result` when capture is on and the span records."""
     try:
         if settings.capture_content and span.is_recording():
-            text = wire_safe(to_json(result))
-            if len(text) <= TRACING.content_limit(settings.max_length):
-                span.set_attribute(A.GEN_AI_TOOL_CALL_RESULT, text)
-                return
-            set_bounded(span, text, A.GEN_AI_TOOL_CALL_RESULT, settings.max_length)
+            record_result_json(span, to_json(result), settings)
     except Exception:  # noqa: BLE001
         STATS.instrumentation_errors += 1
         logger.exception("toolwatch: recording a tool result failed")
+
+
+def record_result_json(span: Span, text: str, settings: ContentSettings) -> None:
+    """Set `gen_ai.tool.call.result` to the JSON `text`, cut at the content limit (the cut marked); unguarded."""
+    text = wire_safe(text)
+    if len(text) <= TRACING.content_limit(settings.max_length):
+        span.set_attribute(A.GEN_AI_TOOL_CALL_RESULT, text)
+        return
+    set_bounded(span, text, A.GEN_AI_TOOL_CALL_RESULT, settings.max_length)
 
 
 def cut_middle(text: str, limit: int) -> str:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import gc
 import inspect
 import json
+import weakref
 from collections.abc import AsyncIterator, Generator, Iterator
 from typing import Any
 
@@ -165,6 +167,73 @@ def test_generator(capture: Recorded) -> None:
     assert dict(span.attributes or {}) == {**base("count", "call_g"), "gen_ai.tool.call.arguments": '{"n":3}',
                                            "gen_ai.tool.call.result": "[0,1,2]", "toolwatch.tool.yielded": 3}
     assert span.kind is SpanKind.INTERNAL and span.status.status_code is StatusCode.UNSET
+
+
+class Chunk:
+    """A yielded item that can be watched for being freed."""
+
+    def __init__(self, i: int) -> None:
+        self.i = i
+
+    def __repr__(self) -> str:
+        return f"Chunk({self.i})"
+
+
+def test_generator_items_are_recorded_as_yielded_and_not_kept(capture: Recorded) -> None:
+    """Each item is serialized when it is yielded: the recorder held up to 256 items until the end (a tool streaming
+    10 MB chunks kept 2.5 GB alive), and an item changed by the caller afterwards was recorded changed."""
+
+    @tw.tool
+    def stream(n: int) -> Iterator[Any]:
+        for i in range(n):
+            yield Chunk(i)
+        yield {"state": "yielded"}
+
+    gen = stream(3)
+    first = next(gen)
+    watch = weakref.ref(first)
+    del first
+    gc.collect()
+    assert watch() is None  # freed while the iteration goes on
+    rest = list(gen)
+    rest[-1]["state"] = "changed by the caller"
+    span = capture.named("execute_tool stream")
+    attrs = dict(span.attributes or {})
+    assert attrs["gen_ai.tool.call.result"] == '["Chunk(0)","Chunk(1)","Chunk(2)",{"state":"yielded"}]'
+    assert attrs["toolwatch.tool.yielded"] == 4
+
+
+async def test_async_generator_items_are_not_kept_either(capture: Recorded) -> None:
+    @tw.tool
+    async def stream(n: int) -> AsyncIterator[Chunk]:
+        for i in range(n):
+            yield Chunk(i)
+
+    agen = stream(2)
+    first = await agen.__anext__()
+    watch = weakref.ref(first)
+    del first
+    gc.collect()
+    assert watch() is None
+    assert [c.i async for c in agen] == [1]
+    attrs = dict(capture.named("execute_tool stream").attributes or {})
+    assert attrs["gen_ai.tool.call.result"] == '["Chunk(0)","Chunk(1)"]'
+
+
+def test_generator_items_past_the_content_limit_are_cut_as_one_list(capture: Recorded) -> None:
+    tw.configure_content(max_content_length=100)
+
+    @tw.tool
+    def words(n: int) -> Iterator[str]:
+        for i in range(n):
+            yield f"word{i:03d}"
+
+    assert len(list(words(300))) == 300
+    attrs = dict(capture.named("execute_tool words").attributes or {})
+    whole = "[" + ",".join(f'"word{i:03d}"' for i in range(300)) + "]"
+    assert attrs["gen_ai.tool.call.result"] == whole[:100]
+    assert attrs["toolwatch.truncated"] == ("gen_ai.tool.call.result",)
+    assert attrs["toolwatch.tool.yielded"] == 300
 
 
 def test_generator_closed_early_is_not_an_error(capture: Recorded) -> None:
