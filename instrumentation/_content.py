@@ -32,6 +32,7 @@ from opentelemetry.trace import Span
 from instrumentation import _attributes as A
 from instrumentation._context import TRACING
 from instrumentation._stats import STATS
+from instrumentation._wire import wire_safe
 
 logger = logging.getLogger(__name__)
 
@@ -229,19 +230,6 @@ def redact(tool_name: str, arguments: Mapping[str, Any], settings: ContentSettin
         STATS.redaction_failures += 1
         logger.warning("redaction hook failed for tool %r; arguments not recorded", tool_name, exc_info=True)
         return None
-
-
-def wire_safe(text: str) -> str:
-    """`text` with any lone surrogate written as a `\\udXXX` escape: protobuf cannot encode one, and the exporter
-    then drops the attribute (or, in a span name, fails the whole request). In JSON text the escape is the same
-    value. Lone surrogates come from a model's half emoji (`"\\ud83d"` parses to one) or `surrogateescape`."""
-    if text.isascii():
-        return text
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "backslashreplace").decode()
-    return text
 
 
 def bounded(text: str, key: str, attributes: dict[str, Any], max_length: int) -> None:

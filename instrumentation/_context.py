@@ -18,6 +18,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import SpanLimits
 
 from instrumentation._attributes import SCOPE_NAME
+from instrumentation._wire import wire_safe
 
 try:
     from importlib.metadata import version as _dist_version
@@ -156,7 +157,7 @@ def use_tool_call_id(call_id: str, tool_name: str | None = None) -> Iterator[Non
 
     With `tool_name`, only a tool of that name takes the id.
     """
-    token = PENDING.set(PendingCall(call_id, tool_name))
+    token = PENDING.set(PendingCall(wire_safe(call_id) if isinstance(call_id, str) else call_id, tool_name))
     try:
         yield
     finally:

@@ -28,11 +28,12 @@ from instrumentation._calls import (
     UnknownToolError,
     parse_tool_call,
 )
-from instrumentation._content import SETTINGS, ContentSettings, bounded, redact, to_json, wire_safe
+from instrumentation._content import SETTINGS, ContentSettings, bounded, redact, to_json
 from instrumentation._context import PENDING, TRACING, PendingCall, new_call_id
 from instrumentation._spec import ToolSpec, get_tool_spec
 from instrumentation._stats import STATS
 from instrumentation._tool import tool
+from instrumentation._wire import wire_safe
 
 logger = logging.getLogger(__name__)
 

@@ -18,10 +18,11 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from instrumentation import _attributes as A
-from instrumentation._content import SETTINGS, ContentSettings, bounded, redact, set_bounded, to_json, wire_safe
+from instrumentation._content import SETTINGS, ContentSettings, bounded, redact, set_bounded, to_json
 from instrumentation._context import PENDING, SAMPLE_OTHER, TRACING, PendingCall, new_call_id
 from instrumentation._spec import ToolSpec
 from instrumentation._stats import STATS
+from instrumentation._wire import wire_safe
 
 logger = logging.getLogger(__name__)
 

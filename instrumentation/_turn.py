@@ -24,6 +24,7 @@ from instrumentation._content import SETTINGS, bounded, set_bounded, to_json
 from instrumentation._context import TRACING
 from instrumentation._spec import ToolSpec, get_tool_spec
 from instrumentation._stats import STATS
+from instrumentation._wire import wire_safe
 
 logger = logging.getLogger(__name__)
 
@@ -142,11 +143,14 @@ def agent_turn(
     """
     if not agent or not isinstance(agent, str):
         raise ValueError(f"agent_turn needs a non-empty agent name, got {agent!r}")
+    # Names and ids may come from model output: a lone surrogate in the span name failed the whole export request.
+    agent = wire_safe(agent)
     attributes: dict[str, Any] = {A.GEN_AI_OPERATION_NAME: A.OP_INVOKE_AGENT, A.GEN_AI_AGENT_NAME: agent}
     if conversation_id is not None:
-        attributes[A.GEN_AI_CONVERSATION_ID] = conversation_id
+        attributes[A.GEN_AI_CONVERSATION_ID] = wire_safe(conversation_id) if isinstance(conversation_id, str) else (
+            conversation_id)
     if case_id is not None:
-        attributes[A.TOOLWATCH_CASE_ID] = case_id
+        attributes[A.TOOLWATCH_CASE_ID] = wire_safe(case_id) if isinstance(case_id, str) else case_id
     try:
         settings = SETTINGS.current
         if settings.capture_turn_messages:
@@ -154,7 +158,7 @@ def agent_turn(
         if tools is not None:
             definitions = getattr(tools, "definitions_json", None)
             text = definitions() if callable(definitions) else to_json(tool_definitions(tools))
-            attributes[A.GEN_AI_TOOL_DEFINITIONS] = text
+            attributes[A.GEN_AI_TOOL_DEFINITIONS] = wire_safe(text)
     except TypeError:
         raise
     except Exception:  # noqa: BLE001

@@ -221,6 +221,35 @@ def test_lone_surrogates_from_the_model_do_not_lose_the_batch(receiver: Receiver
     assert "Lyon \udcff" in by_arguments
 
 
+def test_lone_surrogates_in_the_turn_and_call_ids_do_not_lose_the_batch(receiver: Receiver) -> None:
+    """An agent name, conversation or case id, or a `use_tool_call_id` id taken from model output can carry a lone
+    surrogate: in the turn's span name it failed the whole export request (every span of the batch lost), and the
+    call id was dropped. All arrive, escaped as the executor escapes tool names and call ids."""
+    provider = tw.configure(exporter="otlp-http", endpoint=f"http://127.0.0.1:{receiver.port}", capture_content=True,
+                            schedule_delay_millis=60_000, set_global=False)
+    try:
+        get_weather("Oslo")  # another span of the same batch
+        with tw.agent_turn("hi", agent="bot\ud83d", conversation_id="conv\udcff", case_id="case\ud800",
+                           tools=[get_weather]):
+            with tw.use_tool_call_id("call\ud83d"):
+                get_weather("Paris")
+        assert provider.force_flush()
+    finally:
+        provider.shutdown()
+    spans = {span.name: {kv.key: plain(kv.value) for kv in span.attributes} for request in receiver.requests
+             for resource_spans in request.resource_spans for scope_spans in resource_spans.scope_spans
+             for span in scope_spans.spans}
+    assert sorted(spans) == ["execute_tool get_weather", "invoke_agent bot\\ud83d"]
+    turn = spans["invoke_agent bot\\ud83d"]
+    assert (turn["gen_ai.agent.name"], turn["gen_ai.conversation.id"], turn["toolwatch.case.id"]) == (
+        "bot\\ud83d", "conv\\udcff", "case\\ud800")
+    assert len(receiver.requests) >= 1
+    ids = [a.get("gen_ai.tool.call.id") for r in receiver.requests for rs in r.resource_spans
+           for ss in rs.scope_spans for sp in ss.spans
+           for a in [{kv.key: plain(kv.value) for kv in sp.attributes}] if sp.name == "execute_tool get_weather"]
+    assert "call\\ud83d" in ids and len(ids) == 2
+
+
 @tw.tool
 def find_city(city: str) -> str:
     """Look a city up."""
