@@ -147,10 +147,9 @@ def agent_turn(
     agent = wire_safe(agent)
     attributes: dict[str, Any] = {A.GEN_AI_OPERATION_NAME: A.OP_INVOKE_AGENT, A.GEN_AI_AGENT_NAME: agent}
     if conversation_id is not None:
-        attributes[A.GEN_AI_CONVERSATION_ID] = wire_safe(conversation_id) if isinstance(conversation_id, str) else (
-            conversation_id)
+        attributes[A.GEN_AI_CONVERSATION_ID] = wire_safe(conversation_id)
     if case_id is not None:
-        attributes[A.TOOLWATCH_CASE_ID] = wire_safe(case_id) if isinstance(case_id, str) else case_id
+        attributes[A.TOOLWATCH_CASE_ID] = wire_safe(case_id)
     try:
         settings = SETTINGS.current
         if settings.capture_turn_messages:

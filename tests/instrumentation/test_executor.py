@@ -156,6 +156,17 @@ def test_execute_with_dict_and_generated_call_id(capture: Recorded, executor: tw
     assert attrs["gen_ai.tool.call.arguments"] == '{"city":"Lima","unit":"f"}'
 
 
+def test_a_call_id_that_is_not_a_string_still_runs_the_tool(capture: Recorded, executor: tw.ToolExecutor) -> None:
+    """An int id (typed str, but some providers' dispatch loops pass what the model gave) raised AttributeError in
+    the recording, and the tool never ran."""
+    assert executor.execute("get_weather", {"city": "Lima"}, call_id=7)["city"] == "Lima"  # type: ignore[arg-type]
+    with tw.use_tool_call_id(8):  # type: ignore[arg-type]
+        executor.execute("get_weather", {"city": "Quito"})
+    ids = sorted(str((s.attributes or {})["gen_ai.tool.call.id"]) for s in capture.spans()
+                 if s.name == "execute_tool get_weather")
+    assert ids[0] == "7" and len(ids) == 2
+
+
 def test_empty_arguments_mean_no_arguments(recorded: Recorded) -> None:
     @tw.tool
     def ping() -> str:
