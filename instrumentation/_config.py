@@ -193,7 +193,8 @@ def configure(  # noqa: C901 - one flat pass over the options
     "none", or any `SpanExporter`; default from `OTEL_TRACES_EXPORTER`. `endpoint` / `headers` default to
     the standard `OTEL_EXPORTER_OTLP_*` variables (an HTTP endpoint without a path gets `/v1/traces`);
     the service name to `OTEL_SERVICE_NAME`; the sampler to `OTEL_TRACES_SAMPLER[_ARG]`.
-    Spans are batched (`simple=True`, the default for "memory", exports each span as it ends) in a queue
+    Spans are batched (`simple=True`, the default for "memory", exports each span as it ends, on the thread that
+    ends it: with a network exporter each tool call then waits for its export, which is warned of) in a queue
     of `max_queue_size` (default 16384 or `OTEL_BSP_MAX_QUEUE_SIZE`); drops are counted
     (`dropped_spans()`). A shutdown, also the one at interpreter exit, exports for at most
     `shutdown_timeout_millis` (default 3000 or `TOOLWATCH_SHUTDOWN_TIMEOUT`, in ms; 0: not at all), then drops
@@ -225,6 +226,10 @@ def configure(  # noqa: C901 - one flat pass over the options
     chosen = _make_exporter(exporter, endpoint, headers) if isinstance(exporter, str) else exporter
     if chosen is not None:
         use_simple = simple if simple is not None else exporter == "memory"
+        if use_simple and exporter in ("otlp", "otlp-http", "otlp-grpc"):
+            logger.warning("toolwatch: simple=True exports each span on the thread that ends it: with the %s exporter "
+                           "every tool call waits for its export (the exporter's whole timeout and retries when the "
+                           "monitor is down); the batching default keeps exports off the agent's path", exporter)
         processor = _processor(
             chosen, use_simple, max_queue_size, max_export_batch_size, schedule_delay_millis, shutdown_timeout_millis
         )

@@ -155,6 +155,18 @@ def test_grpc_exporter_settings_it_raises_on_warn_and_fall_back(
     assert exporter._compression == Compression.Gzip if "COMPRESSION" in name else exporter._timeout == 2.5
 
 
+@pytest.mark.parametrize(("exporter", "warned"), [("otlp-http", True), ("otlp-grpc", True), ("memory", False),
+                                                  ("console", False)])
+def test_simple_with_a_network_exporter_is_warned_of(
+    providers: list[TracerProvider], caplog: pytest.LogCaptureFixture, exporter: Any, warned: bool
+) -> None:
+    """simple=True exports on the tool's own thread: against a dead endpoint a tool call took 7.6-10 s."""
+    with caplog.at_level(logging.WARNING):
+        provider = tw.configure(exporter=exporter, endpoint="http://127.0.0.1:9", simple=True, set_global=False)
+    providers.append(provider)
+    assert ("every tool call waits for its export" in caplog.text) is warned
+
+
 @pytest.mark.parametrize(("value", "expected"), [("true", True), ("TRUE", True), ("span_only", True),
                                                  ("false", False), ("no_content", False), ("", False)])
 def test_capture_env(monkeypatch: pytest.MonkeyPatch, value: str, expected: bool) -> None:
