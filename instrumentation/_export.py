@@ -40,6 +40,49 @@ def _renew_lock_after_fork(owner: object, attribute: str) -> None:
     os.register_at_fork(after_in_child=renew)
 
 
+MAX_EXPORT_BYTES = 8 << 20
+"""Content of one export request at most (about: attribute text is counted, protobuf framing is not). A batch of 512
+tool spans whose arguments and results are each at the content limit (16384 characters) made a 16.2 MiB request,
+over the monitor's 16 MiB body limit: refused with 413, which exporters do not retry, the whole batch was lost. Such
+a batch goes in several requests."""
+
+
+def _text_size(value: object) -> int:
+    """Bytes `value` takes at most in UTF-8 (a str), summed over a sequence; 8 for any other attribute value."""
+    if isinstance(value, str):
+        return len(value) if value.isascii() else 4 * len(value)
+    if isinstance(value, (tuple, list)):
+        return sum(_text_size(v) for v in value)
+    return 8
+
+
+def span_size(span: ReadableSpan) -> int:
+    """About the bytes `span` adds to an export request: its name, attributes, events' attributes and status text,
+    plus a fixed part for ids, times and framing."""
+    n = 128 + _text_size(span.name) + _text_size(span.status.description or "")
+    for attributes in (span.attributes, *(event.attributes for event in span.events)):
+        for key, value in (attributes or {}).items():
+            n += len(key) + _text_size(value)
+    return n
+
+
+def split_by_size(spans: Sequence[ReadableSpan], limit: int) -> list[Sequence[ReadableSpan]]:
+    """`spans` in consecutive parts of at most `limit` bytes each by `span_size` (a span larger alone is a part of
+    its own); one part, the sequence itself, when it fits."""
+    sizes = [span_size(s) for s in spans]
+    if sum(sizes) <= limit:
+        return [spans]
+    parts: list[Sequence[ReadableSpan]] = []
+    start, total = 0, 0
+    for i, size in enumerate(sizes):
+        if total + size > limit and i > start:
+            parts.append(spans[start:i])
+            start, total = i, 0
+        total += size
+    parts.append(spans[start:])
+    return parts
+
+
 class CountingExporter(SpanExporter):
     """Wraps an exporter: counts exported spans, failed exports and the spans in them; swallows raises.
 
@@ -54,14 +97,28 @@ class CountingExporter(SpanExporter):
         self._abandoned = 0  # of those, spans already counted as dropped at shutdown
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        n = len(spans)
+        """Exports the batch in requests of at most about MAX_EXPORT_BYTES of content each, in order. After a request
+        that fails, the rest of the batch is counted as failed without being sent (the receiver is most likely down,
+        and each further try would wait the exporter's whole timeout). The whole batch is in flight until each part
+        is accounted for, so a shutdown that abandons it counts every span not yet exported."""
         with self._lock:
-            self._in_flight += n
-        try:
-            result = self.inner.export(spans)
-        except Exception:  # noqa: BLE001 - an exporter bug must not kill the export thread
-            logger.exception("toolwatch: span exporter %s raised", type(self.inner).__name__)
-            result = SpanExportResult.FAILURE
+            self._in_flight += len(spans)
+        parts = split_by_size(spans, MAX_EXPORT_BYTES)
+        for i, part in enumerate(parts):
+            try:
+                result = self.inner.export(part)
+            except Exception:  # noqa: BLE001 - an exporter bug must not kill the export thread
+                logger.exception("toolwatch: span exporter %s raised", type(self.inner).__name__)
+                result = SpanExportResult.FAILURE
+            if result is not SpanExportResult.SUCCESS:
+                self._account(sum(len(p) for p in parts[i:]), result)
+                return result
+            self._account(len(part), result)
+        return SpanExportResult.SUCCESS
+
+    def _account(self, n: int, result: SpanExportResult) -> None:
+        """`n` spans of an export are done with `result`: no longer in flight, counted exported or failed (those the
+        shutdown already counted as dropped: only taken back when exported after all)."""
         with self._lock:
             self._in_flight -= n
             counted = min(n, self._abandoned)
@@ -73,7 +130,6 @@ class CountingExporter(SpanExporter):
             STATS.export_failures += 1
             STATS.spans_export_failed += n - counted
             logger.warning("toolwatch: exporting %d spans failed", n)
-        return result
 
     def abandon(self) -> int:
         """Count the spans of the exports under way as dropped at shutdown; returns how many were newly counted."""

@@ -21,6 +21,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import instrumentation as tw
+from instrumentation._stats import STATS
 
 
 class Receiver:
@@ -316,3 +317,51 @@ def test_a_huge_tool_error_message_does_not_lose_the_batch() -> None:
     stacktrace = str(attributes["exception.stacktrace"])
     assert len(stacktrace) == 16384 and stacktrace.startswith("Traceback (most recent call last):")
     assert stacktrace.endswith("…" + "x" * 8191 + "\n")  # the end of the exception's line
+
+
+@tw.tool
+def fetch_page(url: str) -> str:
+    """Fetch a page."""
+    return "p" * 20_000
+
+
+def test_a_full_batch_of_calls_at_the_content_limit_arrives_whole() -> None:
+    """512 calls whose arguments and results are each cut at the content limit (16384 characters): one export request
+    of 16.2 MiB, over the monitor's 16 MiB body limit, refused with 413 (not retried): the whole batch was lost. It
+    goes in requests under the limit, in order, and every span arrives."""
+    receiver = Receiver(max_body=16 * 2**20)
+    STATS.reset()
+    provider = tw.configure(exporter="otlp-http", endpoint=f"http://127.0.0.1:{receiver.port}", capture_content=True,
+                            schedule_delay_millis=60_000, max_export_batch_size=512, set_global=False)
+    try:
+        for i in range(512):
+            fetch_page(f"{i:05d}" + "u" * 20_000)
+        assert provider.force_flush()
+    finally:
+        provider.shutdown()
+        receiver.close()
+    assert receiver.refused == []
+    assert len(receiver.requests) >= 2
+    spans = [span for request in receiver.requests for resource_spans in request.resource_spans
+             for scope_spans in resource_spans.scope_spans for span in scope_spans.spans]
+    assert len(spans) == 512
+    order = [str({kv.key: plain(kv.value) for kv in s.attributes}["gen_ai.tool.call.arguments"])[8:13] for s in spans]
+    assert order == [f"{i:05d}" for i in range(512)]  # in the order they ended
+    assert STATS.spans_exported == 512 and STATS.spans_export_failed == 0 and STATS.export_failures == 0
+
+
+def test_a_split_batch_that_fails_counts_every_span_failed_once() -> None:
+    """The receiver gone: the first request fails, the rest of the batch is not sent, and all of it is counted."""
+    receiver = Receiver(max_body=1)  # refuses everything with 413
+    STATS.reset()
+    provider = tw.configure(exporter="otlp-http", endpoint=f"http://127.0.0.1:{receiver.port}", capture_content=True,
+                            schedule_delay_millis=60_000, max_export_batch_size=512, set_global=False)
+    try:
+        for i in range(512):
+            fetch_page(f"{i:05d}" + "u" * 20_000)
+        provider.force_flush()
+    finally:
+        provider.shutdown()
+        receiver.close()
+    assert len(receiver.refused) == 1  # one request tried, the others not sent
+    assert STATS.spans_export_failed == 512 and STATS.spans_exported == 0 and STATS.export_failures == 1
