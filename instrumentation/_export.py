@@ -25,9 +25,10 @@ DEFAULT_SHUTDOWN_TIMEOUT_MILLIS = 3000
 """How long a shutdown (also the one at interpreter exit) goes on exporting before it drops what is left."""
 
 
-def _renew_lock_after_fork(owner: object, attribute: str) -> None:
+def _renew_lock_after_fork(owner: object, attribute: str, **reset: int) -> None:
     """Give `owner` a fresh lock in `attribute` in a forked child: only the forking thread lives on there, so a lock
-    another thread held at the fork would stay held for ever (a tool call, a flush or the exit hook waiting on it)."""
+    another thread held at the fork would stay held for ever (a tool call, a flush or the exit hook waiting on it).
+    `reset`: attributes set anew there too (counts of what the parent's threads were doing)."""
     if not hasattr(os, "register_at_fork"):  # pragma: no cover - no fork on this platform
         return
     ref = weakref.ref(owner)
@@ -36,6 +37,8 @@ def _renew_lock_after_fork(owner: object, attribute: str) -> None:
         target = ref()
         if target is not None:
             setattr(target, attribute, threading.Lock())
+            for name, value in reset.items():
+                setattr(target, name, value)
 
     os.register_at_fork(after_in_child=renew)
 
@@ -92,7 +95,8 @@ class CountingExporter(SpanExporter):
     def __init__(self, inner: SpanExporter) -> None:
         self.inner = inner
         self._lock = threading.Lock()
-        _renew_lock_after_fork(self, "_lock")
+        # The parent's exports under way are not the child's: their thread does not live on there.
+        _renew_lock_after_fork(self, "_lock", _in_flight=0, _abandoned=0)
         self._in_flight = 0  # spans in the export calls under way
         self._abandoned = 0  # of those, spans already counted as dropped at shutdown
 

@@ -125,3 +125,40 @@ def test_a_lock_held_at_the_fork_is_free_in_the_child(provider: tw.ToolwatchTrac
     finally:
         release.set()
         holder.join()
+
+
+def test_a_child_does_not_count_the_parents_export_under_way_as_its_own() -> None:
+    # The parent's export thread is in the middle of an export when it forks. That thread does not live on in the child,
+    # whose shutdown counted the parent's spans in flight as its own dropped at shutdown (the parent exports them).
+    from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+    from instrumentation._stats import STATS
+
+    exporting, release = threading.Event(), threading.Event()
+
+    class Blocking(SpanExporter):
+        def export(self, spans: object) -> SpanExportResult:
+            exporting.set()
+            release.wait(10)
+            return SpanExportResult.SUCCESS
+
+        def shutdown(self) -> None:
+            pass
+
+    p = tw.configure(exporter=Blocking(), set_global=False, simple=False, schedule_delay_millis=10,
+                     shutdown_timeout_millis=200)
+    try:
+        for i in range(5):
+            ping(i)
+        assert exporting.wait(5)
+
+        def child() -> None:
+            before = STATS.spans_dropped_at_shutdown
+            tw.shutdown(p, timeout_millis=200)
+            after = STATS.spans_dropped_at_shutdown
+            assert after == before  # the child had no span of its own to drop
+
+        assert _child_finishes(child, within=5.0)
+    finally:
+        release.set()
+        tw.shutdown(p, timeout_millis=2000)
