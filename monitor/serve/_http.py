@@ -16,7 +16,7 @@ from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
 from google.rpc import code_pb2, status_pb2  # type: ignore[import-untyped]
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from prometheus_client import generate_latest
-from prometheus_client.exposition import choose_encoder
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, choose_encoder
 from prometheus_client.registry import CollectorRegistry
 
 from monitor.metrics import ToolwatchMetrics
@@ -409,6 +409,16 @@ def render_metrics(
     return gzip.compress(body, compresslevel=METRICS_GZIP_LEVEL) if compress else body
 
 
+def negotiate(accept: str) -> tuple[Callable[[CollectorRegistry], bytes], str]:
+    """The encoder and content type of the /metrics page for a scraper's `Accept`, as prometheus_client's handlers
+    choose them; the text format (0.0.4) when that cannot be read (the library raises on a version it cannot
+    compare, such as `version=x`: the scrape was a 500)."""
+    try:
+        return choose_encoder(accept)
+    except (TypeError, ValueError):
+        return generate_latest, CONTENT_TYPE_PLAIN_0_0_4
+
+
 def metrics_app(registry: CollectorRegistry, ready: Callable[[], bool]) -> web.Application:
     # Rendering a large registry takes ~100 ms (20 agents x 50 tools): it runs in a thread of its own, so the event
     # loop goes on answering OTLP requests meanwhile (ToolwatchMetrics.collect takes its lock; the values the
@@ -420,7 +430,7 @@ def metrics_app(registry: CollectorRegistry, ready: Callable[[], bool]) -> web.A
     async def metrics(request: web.Request) -> web.Response:
         # The format the scraper asks for (OpenMetrics, which Prometheus prefers, or the text format: 0.0.4 unless
         # it asks for 1.0.0), compressed when it asks for it, as prometheus_client's own handlers do.
-        encode, content_type = choose_encoder(request.headers.get("Accept", ""))
+        encode, content_type = negotiate(request.headers.get("Accept", ""))
         compress = gzip_wanted(request.headers.get("Accept-Encoding", ""))
         body = await asyncio.get_running_loop().run_in_executor(executor, render_metrics, registry, compress, encode)
         resp = web.Response(body=body)

@@ -264,3 +264,13 @@ def test_a_call_beside_a_pending_turn_counts_as_turnless_once_the_turn_is_releas
     (released,) = assembler.poll(2_000_000_000)  # the grace period is over: the turn, without the call
     assert released.span_id == turn.span_id and released.calls == ()
     assert pending() == (0, 1)
+
+
+@pytest.mark.parametrize("accept", ["text/plain;version=x", "application/openmetrics-text; version=abc"])
+def test_a_version_that_is_not_a_number_gets_the_text_format(serve: ServeFactory, accept: str) -> None:
+    """prometheus_client's negotiation raises on a version it cannot compare (TypeError): the scrape got a 500 and the
+    log a traceback. A scraper whose Accept cannot be read gets the text format, as one that names none."""
+    _, server = serve()
+    body, headers = _get(server.metrics_url, Accept=accept)
+    assert headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
+    assert "# TYPE toolwatch_tool_calls_total counter" in body.decode()
