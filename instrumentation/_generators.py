@@ -52,6 +52,9 @@ class _Recorder:
         self.count += 1
         if self.keep and len(self.parts) < MAX_RECORDED_ITEMS and self.size <= self.limit:
             text = to_json(item)  # never raises
+            room = self.limit - self.size + 1  # past it the list is cut anyway: the rest of a large item is not kept
+            if len(text) > room:
+                text = text[:room]
             self.parts.append(text)
             self.size += len(text) + 1
 

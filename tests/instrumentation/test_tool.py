@@ -589,3 +589,29 @@ async def test_failing_yield_count_attribute_never_reaches_the_generator() -> No
         gen = count(5)
         assert next(gen) == 0
         gen.close()  # closing early is not an error either
+
+
+def test_a_large_generator_item_is_not_kept_as_json_either(capture: Recorded) -> None:
+    """Past the content limit the list is cut: the JSON of a large item (10 MB chunks) was kept whole until the
+    iteration ended, three times the memory of the unwrapped generator. Only what the attribute keeps is kept."""
+    import tracemalloc
+
+    @tw.tool
+    def stream(n: int) -> Iterator[str]:
+        for _ in range(n):
+            yield "x" * (4 << 20)
+
+    gen = stream(2)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        first = next(gen)
+        del first
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert held < 1 << 20, held
+    assert len(list(gen)) == 1
+    attrs = dict(capture.named("execute_tool stream").attributes or {})
+    assert attrs["gen_ai.tool.call.result"] == ('["' + "x" * (4 << 20) + '","' + "x" * (4 << 20) + '"]')[:16384]
+    assert attrs["toolwatch.truncated"] == ("gen_ai.tool.call.result",)
