@@ -68,6 +68,8 @@ def agent_name_problem(judge: Any, name: str) -> str | None:
         tools, _ = judge.scoping()
         if not others or not judge.catalog or tools.get(name, judge.catalog):
             return None
+        if any(e.agent == name for e in judge.ruleset.expectations):  # its own rules (of an agent calling no tool)
+            return None
         why = "no tool of theirs is one its turns may call"
     elif any(e.agent is None for e in judge.ruleset.expectations):
         return None

@@ -684,3 +684,18 @@ def test_an_agent_that_returns_no_text_fails_the_response_checks_and_the_report_
     report = json.loads(js.read_text())
     assert report["figures"]["response_compliance"] == 0.0 and report["figures"]["pass_rate"] == 0.5
     assert any("2 run(s) returned a dict, not the answer text" in n for n in report["notes"]), report["notes"]
+
+
+def test_an_agent_whose_own_rule_file_declares_no_tool_is_not_warned_of(tmp_path: Path) -> None:
+    """A rule file scoped to an agent that calls no tool (its rules expect none) beside another agent's file: the
+    warning said the files were scoped to the other agent "and none to 'helper'", and to give --agent-name, though
+    the name was right and helper's own rules judge its turns."""
+    from monitor.evaluate import agent_name_problem, load_judge
+
+    helper = tmp_path / "helper.yaml"
+    helper.write_text("version: 1\nagent: helper\nexpect:\n  - id: helper-greeting\n    when: {regex: '(?i)^hi'}\n"
+                      "    none: true\n")
+    judge = load_judge([REPO / "rules" / "travel.yaml", helper])
+    assert agent_name_problem(judge, "helper") is None
+    # Still warned of: a name no file is scoped to.
+    assert "none to 'helpr'" in str(agent_name_problem(judge, "helpr"))
