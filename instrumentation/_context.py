@@ -157,7 +157,7 @@ def use_tool_call_id(call_id: str, tool_name: str | None = None) -> Iterator[Non
 
     With `tool_name`, only a tool of that name takes the id.
     """
-    token = PENDING.set(PendingCall(wire_safe(call_id), tool_name))
+    token = PENDING.set(PendingCall(new_call_id() if call_id is None else wire_safe(call_id), tool_name))
     try:
         yield
     finally:

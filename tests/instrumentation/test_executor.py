@@ -158,13 +158,19 @@ def test_execute_with_dict_and_generated_call_id(capture: Recorded, executor: tw
 
 def test_a_call_id_that_is_not_a_string_still_runs_the_tool(capture: Recorded, executor: tw.ToolExecutor) -> None:
     """An int id (typed str, but some providers' dispatch loops pass what the model gave) raised AttributeError in
-    the recording, and the tool never ran."""
+    the recording, and the tool never ran; `use_tool_call_id(None)` recorded the id 'None'."""
     assert executor.execute("get_weather", {"city": "Lima"}, call_id=7)["city"] == "Lima"  # type: ignore[arg-type]
+
+    @tw.tool
+    def ping() -> str:
+        return "pong"
+
     with tw.use_tool_call_id(8):  # type: ignore[arg-type]
-        executor.execute("get_weather", {"city": "Quito"})
-    ids = sorted(str((s.attributes or {})["gen_ai.tool.call.id"]) for s in capture.spans()
-                 if s.name == "execute_tool get_weather")
-    assert ids[0] == "7" and len(ids) == 2
+        assert ping() == "pong"
+    with tw.use_tool_call_id(None):  # type: ignore[arg-type]
+        assert ping() == "pong"
+    ids = [str((s.attributes or {})["gen_ai.tool.call.id"]) for s in capture.spans()]
+    assert ids[:2] == ["7", "8"] and ids[2].startswith("tw_"), ids
 
 
 def test_empty_arguments_mean_no_arguments(recorded: Recorded) -> None:
