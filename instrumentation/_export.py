@@ -51,22 +51,24 @@ a batch goes in several requests."""
 
 
 def _text_size(value: object) -> int:
-    """Bytes `value` takes at most in UTF-8 (a str), summed over a sequence; 8 for any other attribute value."""
+    """Bytes `value` takes at most in UTF-8 (a str), with the framing of each item of a sequence (an AnyValue each);
+    8 for any other attribute value."""
     if isinstance(value, str):
         return len(value) if value.isascii() else 4 * len(value)
     if isinstance(value, (tuple, list)):
-        return sum(_text_size(v) for v in value)
+        return sum(8 + _text_size(v) for v in value)
     return 8
 
 
 def span_size(span: ReadableSpan) -> int:
-    """About the bytes `span` adds to an export request: its name, attributes, events' attributes and status text,
-    plus a fixed part for ids, times and framing."""
+    """About the bytes `span` adds to an export request, at least what the OTLP protobuf encoding takes: its name,
+    attributes (with the framing of each key and value), events (and their attributes) and status text, plus a fixed
+    part for ids, times and framing."""
     n = 128 + _text_size(span.name) + _text_size(span.status.description or "")
     for attributes in (span.attributes, *(event.attributes for event in span.events)):
         for key, value in (attributes or {}).items():
-            n += len(key) + _text_size(value)
-    return n
+            n += 16 + len(key) + _text_size(value)
+    return n + 64 * len(span.events) + 64 * len(span.links)
 
 
 def split_by_size(spans: Sequence[ReadableSpan], limit: int) -> list[Sequence[ReadableSpan]]:

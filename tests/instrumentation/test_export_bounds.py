@@ -7,12 +7,15 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import instrumentation as tw
+from instrumentation._export import span_size
 from instrumentation._stats import STATS
 
 
@@ -165,3 +168,32 @@ def test_an_export_given_up_at_shutdown_that_succeeds_later_counts_as_exported(b
 def test_a_negative_shutdown_timeout_is_refused() -> None:
     with pytest.raises(ValueError, match="shutdown_timeout_millis"):
         tw.configure(exporter="none", set_global=False, shutdown_timeout_millis=-1)
+
+
+@pytest.mark.parametrize(
+    "attributes",
+    [
+        {"a": "x" * 16384, "b": "y" * 16384},
+        {f"k{i}": i for i in range(100)},
+        {f"key_{i}": "v" for i in range(120)},
+        {"list": tuple("x" for _ in range(10_000))},
+        {"list": tuple("" for _ in range(10_000))},
+        {"cjk": "漢" * 5000, "mixed": ("é", "ü", 3, 2.5, True)},
+    ],
+    ids=["two long values", "100 small ints", "120 short strings", "10,000 one-letter items", "10,000 empty items",
+         "non-ASCII"],
+)
+def test_the_size_estimate_is_at_least_the_encoded_size(attributes: dict[str, Any]) -> None:
+    """Batches are split by this estimate to stay under the receiver's body limit: it must not be below what the OTLP
+    encoder writes (a list of 10,000 empty strings was 310 times under)."""
+    provider = tw.configure(exporter="memory", set_global=False)
+    try:
+        with provider.get_tracer("t").start_as_current_span("execute_tool t", attributes=attributes) as span:
+            span.add_event("exception", {"exception.message": "m" * 100, "exception.type": "ValueError"})
+        assert isinstance(provider.exporter, InMemorySpanExporter)
+        [finished] = provider.exporter.get_finished_spans()
+    finally:
+        provider.shutdown()
+    encoded = len(encode_spans([finished]).SerializeToString())
+    # The request's resource and scope come once per request (well within the room MAX_EXPORT_BYTES leaves).
+    assert encoded <= span_size(finished) + 1024 and span_size(finished) <= 4 * encoded + 1024
