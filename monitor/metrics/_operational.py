@@ -54,6 +54,7 @@ class Operational:
         self.requests: dict[tuple[str, str], int] = {}
         self.connections_refused: dict[str, int] = dict.fromkeys(LISTENERS, 0)
         self.rules_reloads: dict[str, int] = {"success": 0, "failure": 0}
+        self.rules_last_reload_ok = True  # the rules in force are the files' (at start, or the last reload took)
         self.alert_active: dict[tuple[str, str, str], float] = {}
         self.turns_evicted = 0
         self.judge_duration = Histogram(JUDGE_BUCKETS)
@@ -83,3 +84,4 @@ class Operational:
 
     def reload(self, ok: bool) -> None:
         self._inc(self.rules_reloads, "success" if ok else "failure", 1)
+        self.rules_last_reload_ok = ok

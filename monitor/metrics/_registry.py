@@ -257,6 +257,12 @@ class ToolwatchMetrics(Collector):
             ops.connections_refused,
         )
         yield counter(n.RULES_RELOADS, "Rule reloads, by result.", "result", ops.rules_reloads)
+        fam_r = GaugeMetricFamily(
+            n.RULES_LAST_RELOAD_SUCCESSFUL,
+            "0 while the last rules reload failed (the rules before it are still in force), else 1.",
+        )
+        fam_r.add_metric([], 1 if ops.rules_last_reload_ok else 0)
+        yield fam_r
         yield counter(
             n.SPAN_ATTRIBUTES_IGNORED,
             "Span attributes of the wrong type, ignored or converted, by key (other keys: __other__).",

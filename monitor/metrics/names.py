@@ -49,6 +49,7 @@ TURNS_EVICTED = "toolwatch_turns_evicted_total"
 JUDGE_DURATION = "toolwatch_judge_duration_seconds"  # histogram
 VERDICT_LAG = "toolwatch_verdict_lag_seconds"  # histogram
 RULES_RELOADS = "toolwatch_rules_reloads_total"  # {result}
+RULES_LAST_RELOAD_SUCCESSFUL = "toolwatch_rules_last_reload_successful"  # 0 while the last reload failed, else 1
 ALERT_ACTIVE = "toolwatch_alert_active"  # {alertname,agent,severity}
 BUILD_INFO = "toolwatch_build_info"  # {version}: 1 (beside the process_* and python_* metrics of /metrics)
 

@@ -162,5 +162,5 @@ def test_health_alerts_name_only_exposed_metrics_and_label_values() -> None:
     dropped = re.search(r'spans_dropped_total\{reason=~"([^"]+)"', HEALTH.read_text())
     elsewhere = {"duplicate", "queue_full", "judge_error"}
     assert dropped and set(dropped.group(1).split("|")) == set(DROP_REASONS) - elsewhere
-    assert {names.SPANS_DROPPED, names.SPANS_REJECTED, names.TURNS_EVICTED, names.RULES_RELOADS, names.REQUESTS,
-            names.CONNECTIONS_REFUSED, names.VERDICT_LAG + "_bucket"} <= seen  # fmt: skip
+    assert {names.SPANS_DROPPED, names.SPANS_REJECTED, names.TURNS_EVICTED, names.RULES_LAST_RELOAD_SUCCESSFUL,
+            names.REQUESTS, names.CONNECTIONS_REFUSED, names.VERDICT_LAG + "_bucket"} <= seen  # fmt: skip

@@ -33,9 +33,12 @@ def test_reload_on_file_change_keeps_old_rules_when_invalid(serve: ServeFactory,
     rules = tmp_path / "rules.yaml"
     rules.write_text(RULES.read_text())
     _, server = serve(rules=(str(rules),), watch_rules=True, watch_interval_s=0.05)
+    assert value(scrape(server), "toolwatch_rules_last_reload_successful") == 1  # the files' rules, from the start
     rules.write_text("version: 1\ncatalog: {tools: [{name: 5}]}\nexpect: nope\n")
     wait_for(lambda: value(scrape(server), "toolwatch_rules_reloads_total", result="failure") == 1)
     assert server.rules.last_error
+    # 0 for as long as the old rules stay in force (the alert on it does not end by itself, as one on the counter did)
+    assert value(scrape(server), "toolwatch_rules_last_reload_successful") == 0
     _send(server.endpoint, [GOOD])  # still judged by the old rules
     wait_for(lambda: server.pipeline.turns_judged == 1)
     assert value(scrape(server), "toolwatch_turns_total", agent="incident-triage", judged="true") == 1
@@ -48,6 +51,7 @@ def test_reload_on_file_change_keeps_old_rules_when_invalid(serve: ServeFactory,
     wait_for(lambda: value(scrape(server), "toolwatch_rules_reloads_total", result="success") == 1)
     # Its series exist at 0 before its first call (Prometheus' increase() sees that first call).
     s = scrape(server)
+    assert value(s, "toolwatch_rules_last_reload_successful") == 1
     for outcome in ("correct", "wrong_tool", "spurious", "unjudged"):
         net = {"agent": "incident-triage", "tool": "pull_network_telemetry", "outcome": outcome}
         assert value(s, "toolwatch_tool_calls_total", **net) == 0
