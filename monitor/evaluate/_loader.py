@@ -58,25 +58,14 @@ def default_agent_name(agents: Sequence[str] | frozenset[str], given: str | None
 
 
 def agent_name_problem(judge: Any, name: str) -> str | None:
-    """Why the rule files do not apply to the turns of agent `name` (a missing or misspelt --agent-name): every file
-    that has rules is scoped to other agents, or (a dataset's cases scoped to `name`) none of the tools is one its
-    turns may call. None when they apply."""
-    if not judge.agents:
+    """Why no rule of the files applies to the turns of agent `name` (a missing or misspelt --agent-name): every
+    rule is scoped to other agents (a dataset's cases scoped to `name` then meet none of their tools either). None
+    when a rule applies to them, or no other agent is named."""
+    others = sorted(a for a in judge.agents if a != name)
+    if not others or any(e.agent is None or e.agent == name for e in judge.ruleset.expectations):
         return None
-    others = ", ".join(sorted(a for a in judge.agents if a != name))
-    if name in judge.agents:
-        tools, _ = judge.scoping()
-        if not others or not judge.catalog or tools.get(name, judge.catalog):
-            return None
-        if any(e.agent == name for e in judge.ruleset.expectations):  # its own rules (of an agent calling no tool)
-            return None
-        why = "no tool of theirs is one its turns may call"
-    elif any(e.agent is None for e in judge.ruleset.expectations):
-        return None
-    else:
-        why = "no rule applies to its turns"
-    return (f"the rule files are scoped to agent(s) {others} and none to {name!r}, the agent name of these turns: "
-            f"{why}; give --agent-name")
+    return (f"the rule files are scoped to agent(s) {', '.join(others)} and none to {name!r}, the agent name of these "
+            "turns: no rule applies to them; give --agent-name")
 
 
 def load_judge(paths: Sequence[str | Path]) -> Any:
