@@ -75,24 +75,13 @@ def warn_agent_name(judge: Judge, name: str) -> None:
         click.echo(f"warning: {problem}", err=True)
 
 
-RAISED = "run(s) raised or timed out"  # the note's words, also what quiet_warnings looks for
-
-
-def quiet_warnings(notes: list[str], quiet: bool) -> None:
-    """With -q the report's notes are not printed: the one about runs that raised or timed out is, on stderr (an
-    agent that fails every run otherwise shows only an absent accuracy)."""
-    if quiet:
-        for note in notes:
-            if RAISED in note:
-                click.echo(f"warning: {note}", err=True)
-
-
 def show_tracebacks(failures: Sequence[tuple[str, str, str]], command: str) -> str | None:
     """(label, error, traceback) of the runs that raised or timed out: with -v (logging at INFO) the first
-    TRACEBACKS_SHOWN tracebacks are printed. The report's note about them (None when there is none)."""
+    TRACEBACKS_SHOWN tracebacks are printed. The report's note about them (None when there is none), which is also
+    a warning -q does not hide (an agent that fails every run otherwise shows only an absent accuracy)."""
     if not failures:
         return None
-    note = f"{len(failures)} {RAISED}"
+    note = f"{len(failures)} run(s) raised or timed out"
     if not logger.isEnabledFor(logging.INFO):
         return f"{note}; `toolwatch -v {command} ...` prints the agent's traceback (the JUnit report has every one)"
     for label, error, tb in failures[:TRACEBACKS_SHOWN]:
@@ -143,7 +132,7 @@ def _eval_tables(result: EvalResult) -> list[Table]:
 
 def _run_dataset(dataset: str, agent: Any, rules: tuple[str, ...], agent_name: str | None, trials: int,
                  concurrency: int, timeout_s: float | None, builder: ReportBuilder, no_progress: bool
-                 ) -> tuple[list[Table], list[str], dict[str, float | None]]:
+                 ) -> tuple[list[Table], list[str], dict[str, float | None], list[str]]:
     try:
         cases = read_cases(dataset)
         judge = Judge(load_dataset_rules(dataset, rules, agent=agent_name))
@@ -169,12 +158,12 @@ def _run_dataset(dataset: str, agent: Any, rules: tuple[str, ...], agent_name: s
     notes += [n for n in (add_strays(builder, result.strays, name, "run"),
                           answer_note(t.run.answer_type for t in result.trials)) if n]
     note = show_tracebacks(failures, "eval")
-    if note:
-        notes.append(note)
+    warnings = [note] if note else []
+    notes += warnings
     if trials > 1:  # pass^1 is the pass rate: no row of its own
         extra["pass_hat_k"] = result.pass_hat(trials)
         notes.append(f"pass^{trials} = {format_ratio(extra['pass_hat_k'])}")
-    return _eval_tables(result), notes, extra
+    return _eval_tables(result), notes, extra, warnings
 
 
 def _check_options(dataset: str | None, scenario: str | None) -> None:
@@ -207,7 +196,7 @@ def _scenario_tables(run: ScenarioRun) -> list[Table]:
 
 def _run_scenario(path: str, agent: Any, rules: tuple[str, ...], agent_name: str | None, mode: str,
                   timeout_s: float | None, builder: ReportBuilder, no_progress: bool
-                  ) -> tuple[list[Table], list[str], dict[str, float | None]]:
+                  ) -> tuple[list[Table], list[str], dict[str, float | None], list[str]]:
     try:
         sf = load_scenarios(path)
         judge = build_judge(sf, [Path(r) for r in rules])
@@ -241,9 +230,9 @@ def _run_scenario(path: str, agent: Any, rules: tuple[str, ...], agent_name: str
     notes += [n for n in (add_strays(builder, run.strays, name, "step"),
                           answer_note(s.run.answer_type for s in run.steps)) if n]
     note = show_tracebacks(failures, "eval")
-    if note:
-        notes.append(note)
-    return _scenario_tables(run), notes, {"scenario_pass_rate": run.pass_rate}
+    warnings = [note] if note else []
+    notes += warnings
+    return _scenario_tables(run), notes, {"scenario_pass_rate": run.pass_rate}, warnings
 
 
 @click.command(name="eval")
@@ -283,17 +272,16 @@ def eval_(dataset: str | None, scenario: str | None, agent_spec: str, rules: tup
     builder = ReportBuilder(worst=worst)
     no_progress = no_progress or options.quiet
     if dataset is not None:
-        tables, notes, extra = _run_dataset(dataset, agent, rules, agent_name, trials, concurrency, timeout_s,
+        tables, notes, extra, warnings = _run_dataset(dataset, agent, rules, agent_name, trials, concurrency, timeout_s,
                                             builder, no_progress)
         title = f"toolwatch eval: {Path(dataset).name}, {trials} trial(s) per case"
     else:
         assert scenario is not None
-        tables, notes, extra = _run_scenario(scenario, agent, rules, agent_name, mode, timeout_s, builder,
+        tables, notes, extra, warnings = _run_scenario(scenario, agent, rules, agent_name, mode, timeout_s, builder,
                                              no_progress)
         title = f"toolwatch eval: scenarios {Path(scenario).name} ({mode} mode)"
     report = builder.build("eval", title, tables=tables, notes=notes)
-    quiet_warnings(notes, options.quiet)
     report.figures.update(extra)
     if "pass_hat_k" in extra:
         report.k = trials
-    raise SystemExit(emit_report(report, options))
+    raise SystemExit(emit_report(report, options, warnings))

@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from monitor.cli._params import Duration
-from monitor.cli.eval_cmd import add_strays, answer_note, quiet_warnings, show_tracebacks, warn_agent_name
+from monitor.cli.eval_cmd import add_strays, answer_note, show_tracebacks, warn_agent_name
 from monitor.evaluate import (
     DEFAULT_TIMEOUT_S,
     Harness,
@@ -81,7 +81,7 @@ def probe(generator_spec: str, agent_spec: str, rules: tuple[str, ...], agent_na
     warn_agent_name(judge, name)
     builder = ReportBuilder(worst=worst)
     try:
-        result, tables, notes = _run(builder, generator, agent, judge, name, iterations, pool, seed, strategy,
+        result, tables, notes, warnings = _run(builder, generator, agent, judge, name, iterations, pool, seed, strategy,
                                      compare_seeds, timeout_s, no_progress or options.quiet)
     except GeneratorError as exc:
         click.echo(f"error: {exc}", err=True)
@@ -94,13 +94,12 @@ def probe(generator_spec: str, agent_spec: str, rules: tuple[str, ...], agent_na
     if not options.quiet:
         for note in notes:
             click.echo(note, err=True)
-    quiet_warnings(notes, options.quiet)
-    raise SystemExit(emit_report(report, options))
+    raise SystemExit(emit_report(report, options, warnings))
 
 
 def _run(builder: ReportBuilder, generator: Any, agent: Any, judge: Any, name: str, iterations: int, pool: int,
          seed: int, strategy: str, compare_seeds: int, timeout_s: float | None, no_progress: bool
-         ) -> tuple[ProbeResult, list[Table], list[str]]:
+         ) -> tuple[ProbeResult, list[Table], list[str], list[str]]:
     tables: list[Table] = []
     notes: list[str] = []
     tracebacks: list[tuple[str, str, str]] = []
@@ -160,6 +159,6 @@ def _run(builder: ReportBuilder, generator: Any, agent: Any, judge: Any, name: s
             tables.append(Table(f"Runs to the first failure (pool {pool}, seeds {seeds.start}..{seeds.stop - 1})",
                                 ["strategy", "mean runs", "seeds with a failure", "seeds"], rows))
     note = show_tracebacks(tracebacks, "probe")
-    if note:
-        notes.append(note)
-    return result, tables, notes
+    warnings = [note] if note else []
+    notes += warnings
+    return result, tables, notes, warnings

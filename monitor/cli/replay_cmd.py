@@ -96,11 +96,12 @@ def replay(sources: tuple[str, ...], rules: tuple[str, ...], fmt: str, grace: fl
         tables.append(Table(f"Undecodable records ({bad.total}; skipped)", ["file", "where", "error"],
                             rows + ([["…", f"{more} more", ""]] if more > 0 else [])))
     report = builder.build("replay", f"toolwatch replay: {len(paths)} file(s)", tables=tables, notes=notes)
-    code = emit_report(report, options)
-    raise SystemExit(_diagnose(stats, quiet=options.quiet, strict=strict) or code)
+    skipped = [_skipped(stats)] if stats.turns and (bad.total or stats.rejected_spans) else []  # else an error below
+    code = emit_report(report, options, skipped)
+    raise SystemExit(_diagnose(stats, strict=strict) or code)
 
 
-def _diagnose(stats: ReplayStats, *, quiet: bool, strict: bool) -> int:
+def _diagnose(stats: ReplayStats, *, strict: bool) -> int:
     """Says on stderr what could not be read or used, and what there was nothing to judge in; the exit code it calls
     for (2: an input error), else 0 (the report's own code stands)."""
     bad = stats.bad_records
@@ -110,8 +111,6 @@ def _diagnose(stats: ReplayStats, *, quiet: bool, strict: bool) -> int:
         click.echo(f"error: no turns replayed: {_skipped(stats)}", err=True)
         click.echo(f"hint: {_hint(stats)}", err=True)
         return 2
-    if quiet and (bad.total or stats.rejected_spans):  # the table and notes are not printed
-        click.echo(f"warning: {_skipped(stats)}", err=True)
     if not stats.turns and not stats.read_errors and not bad.total and not stats.rejected_spans:
         click.echo(f"warning: no turns to judge: {stats.spans} span(s) read, none of them an agent turn or a tool call "
                    "(GenAI invoke_agent / execute_tool spans); is the agent instrumented, and is this its capture?",

@@ -6,7 +6,7 @@ Options are validated before the work starts (a typo in a gate must not cost a l
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -137,8 +137,10 @@ def _write(path: str, text: str) -> None:
     target.write_text(text, encoding="utf-8")
 
 
-def emit_report(report: Report, options: ReportOptions) -> int:
-    """Write every requested form, print the summary and the gate results; the exit code (0 or 1)."""
+def emit_report(report: Report, options: ReportOptions, warnings: Sequence[str] = ()) -> int:
+    """Write every requested form, print the summary and the gate results; the exit code (0 or 1). `warnings`: what
+    the report's tables and notes already say but -q must not hide (runs that raised, records skipped), printed on
+    stderr as `warning: ...` with -q only."""
     _check_stdout(options)
     writers: list[tuple[str | None, Callable[[Report], str]]] = [
         (options.json_path, lambda r: r.to_json() + "\n"),
@@ -156,6 +158,8 @@ def emit_report(report: Report, options: ReportOptions) -> int:
     out = sys.stderr if to_stdout else sys.stdout
     if options.quiet:
         click.echo(printable(report.accuracy_line), file=out)
+        for warning in warnings:
+            click.echo(f"warning: {printable(warning)}", err=True)
     else:
         render_terminal(report, out)
     baseline = options.baseline
