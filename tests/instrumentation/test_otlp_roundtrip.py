@@ -325,21 +325,26 @@ def fetch_page(url: str) -> str:
     return "p" * 20_000
 
 
-def test_a_full_batch_of_calls_at_the_content_limit_arrives_whole() -> None:
-    """512 calls whose arguments and results are each cut at the content limit (16384 characters): one export request
-    of 16.2 MiB, over the monitor's 16 MiB body limit, refused with 413 (not retried): the whole batch was lost. It
-    goes in requests under the limit, in order, and every span arrives."""
-    receiver = Receiver(max_body=16 * 2**20)
+def _export_large_batch(receiver: Receiver) -> bool:
+    """512 calls whose arguments and results are each cut at the content limit (16384 characters), exported as one
+    batch to `receiver` (each call's index in the first 5 characters of its argument); the flush's result."""
     STATS.reset()
     provider = tw.configure(exporter="otlp-http", endpoint=f"http://127.0.0.1:{receiver.port}", capture_content=True,
                             schedule_delay_millis=60_000, max_export_batch_size=512, set_global=False)
     try:
         for i in range(512):
             fetch_page(f"{i:05d}" + "u" * 20_000)
-        assert provider.force_flush()
+        return provider.force_flush()
     finally:
         provider.shutdown()
         receiver.close()
+
+
+def test_a_full_batch_of_calls_at_the_content_limit_arrives_whole() -> None:
+    """One export request of 16.2 MiB, over the monitor's 16 MiB body limit, refused with 413 (not retried): the
+    whole batch was lost. It goes in requests under the limit, in order, and every span arrives."""
+    receiver = Receiver(max_body=16 * 2**20)
+    assert _export_large_batch(receiver)
     assert receiver.refused == []
     assert len(receiver.requests) >= 2
     spans = [span for request in receiver.requests for resource_spans in request.resource_spans
@@ -351,17 +356,9 @@ def test_a_full_batch_of_calls_at_the_content_limit_arrives_whole() -> None:
 
 
 def test_a_split_batch_that_fails_counts_every_span_failed_once() -> None:
-    """The receiver gone: the first request fails, the rest of the batch is not sent, and all of it is counted."""
-    receiver = Receiver(max_body=1)  # refuses everything with 413
-    STATS.reset()
-    provider = tw.configure(exporter="otlp-http", endpoint=f"http://127.0.0.1:{receiver.port}", capture_content=True,
-                            schedule_delay_millis=60_000, max_export_batch_size=512, set_global=False)
-    try:
-        for i in range(512):
-            fetch_page(f"{i:05d}" + "u" * 20_000)
-        provider.force_flush()
-    finally:
-        provider.shutdown()
-        receiver.close()
+    """A receiver that refuses every request (413): the first request fails, the rest of the batch is not sent, and
+    all of it is counted failed, once."""
+    receiver = Receiver(max_body=1)
+    _export_large_batch(receiver)
     assert len(receiver.refused) == 1  # one request tried, the others not sent
     assert STATS.spans_export_failed == 512 and STATS.spans_exported == 0 and STATS.export_failures == 1
