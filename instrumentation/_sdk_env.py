@@ -67,14 +67,16 @@ GRPC_EXPORTER: Mapping[str, tuple[Check, str]] = {
 
 
 @contextmanager
-def without_malformed(checks: Mapping[str, tuple[Check, str]]) -> Iterator[list[str]]:
+def without_malformed(checks: Mapping[str, tuple[Check, str]]) -> Iterator[None]:
     """os.environ without the variables of `checks` whose values fail their check (each warned of, unless the check
-    hides it quietly); yields their names; the environment is as it was afterwards."""
+    hides it quietly); the environment is as it was afterwards."""
     hidden: dict[str, str] = {}
     for name, (check, expected) in checks.items():
         raw = os.environ.get(name)
-        verdict = True if raw is None else check(raw)
-        if verdict is True or raw is None:
+        if raw is None:
+            continue
+        verdict = check(raw)
+        if verdict is True:
             continue
         if verdict is False:
             logger.warning("toolwatch: ignoring %s=%r: expected %s; the OpenTelemetry SDK's default is used", name,
@@ -83,7 +85,7 @@ def without_malformed(checks: Mapping[str, tuple[Check, str]]) -> Iterator[list[
     for name in hidden:
         del os.environ[name]
     try:
-        yield list(hidden)
+        yield
     finally:
         for name, raw in hidden.items():
             os.environ.setdefault(name, raw)
