@@ -17,7 +17,7 @@ import json
 import sys
 import tracemalloc
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -34,6 +34,24 @@ from monitor.rules import load_rules
 from monitor.verdict import TurnVerdict
 from tests.monitor.judge.helpers import BASE_RULES, RULES, write
 from tests.monitor.judge.test_fastpath import _bench_turns
+
+
+def _assert_no_leak(run: Callable[[int], None], shared: list[Any]) -> None:
+    """`run(n)` (n rounds) after a warm-up leaves the reference counts of `shared` as they were and grows memory by
+    less than 64 KiB over 300 rounds."""
+    run(50)
+    gc.collect()
+    before = [sys.getrefcount(x) for x in shared]
+    tracemalloc.start()
+    run(20)
+    gc.collect()
+    first, _ = tracemalloc.get_traced_memory()
+    run(300)
+    gc.collect()
+    last, _ = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert [sys.getrefcount(x) for x in shared] == before
+    assert last - first < 64 * 1024, (first, last)
 
 
 def _import() -> ModuleType | None:
@@ -553,20 +571,7 @@ def test_references_and_memory_stay_flat(tmp_path: Path) -> None:
                     for p in plans:
                         _outcome(p, t)  # also the failing ones (a one-call plan on a turn without calls)
 
-    run(50)
-    gc.collect()
-    before = [sys.getrefcount(x) for x in shared]
-    tracemalloc.start()
-    run(20)
-    gc.collect()
-    first, _ = tracemalloc.get_traced_memory()
-    run(300)
-    gc.collect()
-    last, _ = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
-    after = [sys.getrefcount(x) for x in shared]
-    assert before == after
-    assert last - first < 64 * 1024, (first, last)
+    _assert_no_leak(run, shared)
 
 
 def test_judge_reports_the_c_plans() -> None:
@@ -648,19 +653,7 @@ def test_the_dispatch_settles_turns_of_several_calls(tmp_path: Path) -> None:
                 for t in turns + odd:
                     trio.c.judge(t)
 
-    run(50)
-    gc.collect()
-    before = [sys.getrefcount(x) for x in shared]
-    tracemalloc.start()
-    run(20)
-    gc.collect()
-    first, _ = tracemalloc.get_traced_memory()
-    run(300)
-    gc.collect()
-    last, _ = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
-    assert [sys.getrefcount(x) for x in shared] == before
-    assert last - first < 64 * 1024, (first, last)
+    _assert_no_leak(run, shared)
 
 
 class _Str(str):
