@@ -25,22 +25,31 @@ DEFAULT_SHUTDOWN_TIMEOUT_MILLIS = 3000
 """How long a shutdown (also the one at interpreter exit) goes on exporting before it drops what is left."""
 
 
-def _renew_lock_after_fork(owner: object, attribute: str, **reset: int) -> None:
-    """Give `owner` a fresh lock in `attribute` in a forked child: only the forking thread lives on there, so a lock
-    another thread held at the fork would stay held for ever (a tool call, a flush or the exit hook waiting on it).
-    `reset`: attributes set anew there too (counts of what the parent's threads were doing)."""
-    if not hasattr(os, "register_at_fork"):  # pragma: no cover - no fork on this platform
-        return
-    ref = weakref.ref(owner)
+_RENEWALS: dict[tuple[int, str], tuple[weakref.ref[Any], str, dict[str, int]]] = {}
+"""What each live owner gets anew in a forked child, by the owner's id and attribute; an entry leaves with its owner."""
 
-    def renew() -> None:
+
+def _renew_all_after_fork() -> None:
+    for ref, attribute, reset in list(_RENEWALS.values()):
         target = ref()
         if target is not None:
             setattr(target, attribute, threading.Lock())
             for name, value in reset.items():
                 setattr(target, name, value)
 
-    os.register_at_fork(after_in_child=renew)
+
+if hasattr(os, "register_at_fork"):  # once: a callable registered there is kept for the life of the process
+    os.register_at_fork(after_in_child=_renew_all_after_fork)
+
+
+def _renew_lock_after_fork(owner: object, attribute: str, **reset: int) -> None:
+    """Give `owner` a fresh lock in `attribute` in a forked child: only the forking thread lives on there, so a lock
+    another thread held at the fork would stay held for ever (a tool call, a flush or the exit hook waiting on it).
+    `reset`: attributes set anew there too (counts of what the parent's threads were doing). Nothing of it is kept
+    once `owner` is gone."""
+    key = (id(owner), attribute)
+    ref = weakref.ref(owner, lambda _: _RENEWALS.pop(key, None))
+    _RENEWALS[key] = (ref, attribute, reset)
 
 
 MAX_EXPORT_BYTES = 8 << 20

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import instrumentation as tw
 from instrumentation._export import CountingBatchSpanProcessor
@@ -162,3 +163,51 @@ def test_a_child_does_not_count_the_parents_export_under_way_as_its_own() -> Non
     finally:
         release.set()
         tw.shutdown(p, timeout_millis=2000)
+
+
+def test_objects_with_fork_renewed_locks_leave_nothing_behind_when_gone() -> None:
+    # Each lock renewed in a forked child was registered with os.register_at_fork, which keeps its callable for the
+    # life of the process: ~490 bytes left behind by every exporter guard, span queue and processor ever built (an
+    # application or a test suite that configures toolwatch again and again). Gone objects must leave nothing.
+    import gc
+    import tracemalloc
+
+    from instrumentation._export import CountingDeque, CountingExporter
+
+    def build(n: int) -> None:
+        for _ in range(n):
+            CountingDeque(4)
+            CountingExporter(InMemorySpanExporter())
+
+    build(100)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        build(2000)
+        gc.collect()
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert grown < 64 * 1024, f"{grown} bytes kept by 4000 objects that are gone"
+
+
+def test_a_lock_renewed_at_fork_is_renewed_for_every_live_owner_and_none_gone() -> None:
+    # One handler serves every owner alive at the fork: each gets a fresh lock in the child, as before.
+    from instrumentation._export import CountingDeque
+
+    owners = [CountingDeque(4) for _ in range(3)]
+    gone = CountingDeque(4)
+    del gone
+    for owner in owners:
+        owner.lock.acquire()  # held at the fork: the child must not inherit it held
+
+    def child() -> None:
+        for owner in owners:
+            assert owner.lock.acquire(timeout=1)
+
+    try:
+        assert _child_finishes(child, within=5.0)
+    finally:
+        for owner in owners:
+            owner.lock.release()
