@@ -282,6 +282,23 @@ def test_cli_eval_records_k_and_compares_a_baseline_of_another_k_but_its_pass_ha
     assert code == 0 and "Not compared" not in out and "All gates passed." in out
 
 
+def test_cli_eval_says_pass_hat_k_is_not_compared_with_a_baseline_of_one_trial(
+    dataset: Path, support_rules: Path, tmp_path: Path
+) -> None:
+    """A baseline of --trials 1 has no pass^k: --trials 3 against it cannot regress pass^3, and says so rather than
+    passing in silence (the mirror of a --trials 1 run against a baseline of --trials 3)."""
+    base = ["--dataset", str(dataset), "--rules", str(support_rules), "--agent",
+            "tests.monitor.offline.agents:flaky_agent"]
+    js = tmp_path / "k1.json"
+    reset_flaky()
+    assert _eval(*base, "--json", str(js))[0] == 0
+    reset_flaky()
+    code, out = _eval(*base, "--trials", "3", "--baseline", str(js), "--max-drop", "0.5")
+    assert code == 0 and "All gates passed." in out, out
+    (line,) = [ln for ln in out.splitlines() if ln.startswith("Not compared with the baseline:")]
+    assert line.endswith("(pass_hat_k) is not in the baseline"), line
+
+
 def test_cli_eval_dataset_baseline_with_scenarios(dataset: Path, support_rules: Path, scenario_file: Path,
                                                   tmp_path: Path) -> None:
     js = tmp_path / "eval.json"
