@@ -219,9 +219,9 @@ async def cancelled_agent(text: str) -> str:
     raise asyncio.CancelledError("the model call was cancelled")
 
 
-def exiting_agent(text: str) -> str:
+def exiting_agent(text: str, history: list[dict[str, str]] | None = None) -> str:
     """Makes the right call for `where is order N`, then calls sys.exit (SystemExit, a BaseException) as a script
-    would on failure."""
+    would on failure (a scenario's `history` is taken and ignored)."""
     import sys
 
     m = _ORDER.search(text)

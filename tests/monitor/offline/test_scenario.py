@@ -249,3 +249,23 @@ def test_null_top_level_keys_are_left_out(tmp_path: Path, text: str) -> None:
     sf = load_scenarios(_write(tmp_path, text))
     assert sf.agent in (None, "support") and sf.rules in ([], [tmp_path / "support.yaml"])
     assert sf.scenarios[0].name in ("scenario-1", "greet")
+
+
+@pytest.mark.parametrize("timeout_s", [None, 10.0])
+def test_a_step_whose_agent_calls_sys_exit_fails_and_the_next_step_still_runs(tmp_path: Path, support_rules: Path,
+                                                                               timeout_s: float | None) -> None:
+    """SystemExit is no Exception: the step it ends fails as one that raised (its call was right), in both modes,
+    and the scenario goes on."""
+    from tests.monitor.offline.agents import exiting_agent
+
+    sf = load_scenarios(_write(tmp_path, "agent: support\nrules: [support.yaml]\nsteps:\n"
+                                         "  - {user: where is order 1, expect: {calls: [{tool: get_order_status}]}}\n"
+                                         "  - {user: where is order 2, expect: {calls: [{tool: get_order_status}]}}\n",
+                               support_rules))
+    for mode in ("free", "step"):
+        with Harness(agent_name="support") as h:
+            run = run_scenarios(sf, exiting_agent, build_judge(sf), h, mode=mode, timeout_s=timeout_s)
+        assert [s.passed for s in run.steps] == [False, False], mode
+        for s in run.steps:
+            assert "agent raised SystemExit: 3" in s.reason, s.reason
+            assert s.verdict is not None and [c.outcome for c in s.verdict.calls] == [Outcome.CORRECT]
