@@ -92,6 +92,35 @@ def test_contradictions_are_load_errors_with_file_and_line(tmp_path: Path, expec
         load_scenarios(p)
 
 
+@pytest.mark.parametrize(("expect", "message"), [
+    ("{calls: [{tool: get_order_status}], tool_calls: {max: 0}}",
+     r":5:67: scenario-1, step 2: the step's calls need at least 1 call, and tool_calls max is 0"),
+    ("{calls: [{tool: get_order_status, min: 2}, {tool: get_shipping_eta}], tool_calls: {max: 2}}",
+     r":5:101: scenario-1, step 2: the step's calls need at least 3 calls, and tool_calls max is 2"),
+    ("{calls: [{tool: get_order_status}, {tool: get_shipping_eta, optional: true}], tool_calls: {min: 3}}",
+     r":5:109: scenario-1, step 2: the step's calls allow at most 2 calls, and tool_calls min is 3"),
+])
+def test_count_bounds_no_run_can_meet_with_the_steps_calls_are_load_errors(tmp_path: Path, expect: str,
+                                                                            message: str) -> None:
+    """A step whose calls need more calls than its tool_calls max, or allow fewer than its min (any call past the
+    slots' maximums is extra, and fails the step), can never pass: refused at load, as `none: true` with a min is."""
+    p = _write(tmp_path, TWO_STEPS.format(expect=expect))
+    with pytest.raises(ScenarioError, match=re.escape(str(p)) + message):
+        load_scenarios(p)
+
+
+@pytest.mark.parametrize("expect", [
+    "{calls: [{tool: get_order_status}], tool_calls: {min: 1, max: 1}}",  # both bounds met exactly
+    "{calls: [{tool: get_order_status, optional: true}], tool_calls: {min: 0, max: 0}}",  # the optional call unmade
+    "{calls: [{tool: get_order_status, min: 1}], tool_calls: {min: 5}}",  # min alone: no upper bound
+    "{calls: [{tool: get_order_status, max: 3}], tool_calls: {max: 0}}",  # max alone: min 0
+    "{tool_calls: {min: 4, max: 4}}",  # no calls: any catalog tool, any number of times
+])
+def test_count_bounds_a_run_can_meet_load(tmp_path: Path, expect: str) -> None:
+    p = _write(tmp_path, TWO_STEPS.format(expect=expect))
+    assert load_scenarios(p).scenarios[0].steps[1].path
+
+
 UNKNOWN_TOOL = """
 agent: support
 rules: [support.yaml]
