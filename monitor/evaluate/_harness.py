@@ -14,7 +14,8 @@ eval and scenarios judge them alone, as serve and replay do, rather than losing 
 
 A run past its timeout is abandoned (Python cannot stop a thread) but not forgotten: its turn is the calls
 of its trace that had ended by the timeout, with no output (`cut_turn`), judged like any other. A run
-that raised keeps the formatted traceback (a timed-out one: the agent's stack at the timeout), bounded.
+that raised (any exception, CancelledError and SystemExit too) keeps the formatted traceback (a timed-out one:
+the agent's stack at the timeout), bounded.
 """
 
 from __future__ import annotations
@@ -239,7 +240,11 @@ class Harness:
                         turn.set_output("")
                         if out is not None:
                             done.answer_type = type(out).__qualname__
-            except Exception as exc:  # noqa: BLE001 - the agent's failure is a result, not a crash
+            except BaseException as exc:  # noqa: BLE001 - the agent's failure is a result, not a crash
+                # CancelledError (an async agent's cancelled task) and SystemExit are no Exceptions, but end the run
+                # as failed all the same; only a Ctrl-C on the main thread (no timeout) is the user's, not the agent's
+                if isinstance(exc, KeyboardInterrupt) and threading.current_thread() is threading.main_thread():
+                    raise
                 done.error = f"{type(exc).__name__}: {exc}"
                 done.traceback = format_traceback(exc)
             finally:

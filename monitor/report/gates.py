@@ -7,7 +7,8 @@ fails when a figure got worse than the baseline by more than 0.02 (worse = lower
 better, higher for the rates where lower is better).
 A gate on a figure that could not be computed (zero denominator, reported as absent) fails: a gate that
 silently passes on no data is worse than none. A baseline figure the current command does not compute at all
-(the pass rate of `eval` beside a `replay`), or pass^k of another k, is not compared and said so.
+(the pass rate of `eval` beside a `replay`), or pass^k of another k, is not compared and said so; so is a figure of
+this report that the baseline lacks or has absent (nothing to regress from).
 """
 
 from __future__ import annotations
@@ -143,9 +144,17 @@ def skipped_comparisons(
     k: int | None = None,
     baseline_k: int | None = None,
 ) -> list[str]:
-    """One line per baseline figure that `check_gates` does not compare, saying why."""
+    """One line per figure that `check_gates` does not compare, saying why: a baseline figure this report does not
+    have (or of another k), then a figure this report has a value of that the baseline lacks or has absent."""
     reasons = (_not_compared(key, figures, k, baseline_k) for key, _ in _compared(baseline))
-    return [r for r in reasons if r is not None]
+    out = [r for r in reasons if r is not None]
+    for key, now in figures.items():
+        if now is None or key not in HIGHER_IS_BETTER or baseline.get(key) is not None:
+            continue
+        label = LABELS.get(key, key)
+        out.append(f"{label} ({key}) is absent (no data) in the baseline" if key in baseline
+                   else f"{label} ({key}) is not in the baseline")
+    return out
 
 
 def _regressions(

@@ -24,6 +24,8 @@ A step without `calls` (and without `none: true`) says nothing about which tools
 files declare may be called any number of times (a made-up tool or invalid arguments still fail the step), and its
 `tool_calls` bounds and response checks decide. With `catalog.from_definitions`, a tool known only from the
 turn's `gen_ai.tool.definitions` counts as an extra call there.
+`tool_calls` bounds that no run can meet with the step's `calls` (a max under the sum of their minimums, a min over
+the sum of their maximums: a call past those is extra and fails the step) are errors, as `none: true` with a min is.
 Errors name the file, line and column, the scenario and the step. Unknown keys, and values of the wrong type, are
 errors at every level; a key given as null is left out.
 """
@@ -168,6 +170,28 @@ def _count(value: Any, where: _Where, path: YamlPath) -> tuple[int | None, int |
     return lo, hi
 
 
+def _calls_text(n: int) -> str:
+    return f"{n} call" if n == 1 else f"{n} calls"
+
+
+def _check_count(slots: tuple[dict[str, Any], ...], lo: int | None, hi: int | None, where: _Where, path: YamlPath
+                 ) -> None:
+    """A step whose `calls` need more calls than its tool_calls max, or allow fewer than its min, can never pass (a
+    call past every slot's maximum is extra and fails the step): an error at the bound."""
+    if not slots:
+        return
+    need = sum(s.get("exactly", s.get("min", 0)) for s in slots)
+    if hi is not None and need > hi:
+        raise where.error((*path, "max"), f"the step's calls need at least {_calls_text(need)}, and tool_calls max is "
+                                          f"{hi}")
+    highs = [s.get("exactly", s.get("max")) for s in slots]
+    if lo is not None and None not in highs:
+        most = sum(h for h in highs if h is not None)
+        if lo > most:
+            raise where.error((*path, "min"), f"the step's calls allow at most {_calls_text(most)}, and tool_calls min "
+                                              f"is {lo}")
+
+
 def _expects_none(expect: dict[str, Any], calls: list[Any], where: _Where, path: YamlPath) -> bool:
     none = expect.get("none")
     if none is not None and not isinstance(none, bool):
@@ -211,6 +235,7 @@ def _step(raw: Any, n: int, where: _Where, path: YamlPath) -> Step:
     if reference is not None and not isinstance(reference, str):
         raise where.error((*path, "reference"), "`reference` is the assistant reply text")
     slots = tuple(_slot(c, where.at(f"call {i}"), (*epath, "calls", i - 1)) for i, c in enumerate(calls, 1))
+    _check_count(slots, lo, hi, where, (*epath, "tool_calls"))
     return Step(n, raw["user"], slots, none,
                 _strings(response.get("contains"), where, (*rpath, "contains"), "response.contains"),
                 _strings(response.get("regex"), where, (*rpath, "regex"), "response.regex"), lo, hi, reference,

@@ -207,3 +207,23 @@ def plain_otel_agent(text: str) -> str:
 def order_inputs(rng: random.Random) -> str:
     """A probe generator: `where is order N`."""
     return f"where is order {rng.randint(1, 50)}"
+
+
+async def cancelled_agent(text: str) -> str:
+    """Makes the right call for `where is order N`, then its task is cancelled: asyncio.CancelledError, which is no
+    Exception (a BaseException), ends the run."""
+    import asyncio
+
+    m = _ORDER.search(text)
+    EXECUTOR.execute("get_order_status", {"order_id": m.group(1) if m else ""})
+    raise asyncio.CancelledError("the model call was cancelled")
+
+
+def exiting_agent(text: str, history: list[dict[str, str]] | None = None) -> str:
+    """Makes the right call for `where is order N`, then calls sys.exit (SystemExit, a BaseException) as a script
+    would on failure (a scenario's `history` is taken and ignored)."""
+    import sys
+
+    m = _ORDER.search(text)
+    EXECUTOR.execute("get_order_status", {"order_id": m.group(1) if m else ""})
+    sys.exit(3)

@@ -122,6 +122,26 @@ def test_agent_exception_fails_the_trial_and_keeps_its_calls(dataset: Path, supp
     assert trial.verdict is not None and [c.outcome.value for c in trial.verdict.calls] == ["correct"]
 
 
+@pytest.mark.parametrize("timeout_s", [None, 10.0])
+@pytest.mark.parametrize("agent_name", ["cancelled_agent", "exiting_agent"])
+def test_an_agent_ended_by_a_base_exception_fails_its_trials_and_the_eval_goes_on(
+        dataset: Path, support_rules: Path, agent_name: str, timeout_s: float | None) -> None:
+    """CancelledError (an async agent's cancelled task) and SystemExit are BaseExceptions, not Exceptions: such a run
+    failed like any other that raised, it neither passes (its calls were right) nor stops the whole eval."""
+    from tests.monitor.offline import agents
+
+    judge = Judge(load_dataset_rules(dataset, [support_rules]))
+    with Harness(agent_name="support") as h:
+        result = run_eval(read_cases(dataset)[:2], getattr(agents, agent_name), judge, h, trials=2, concurrency=2,
+                          timeout_s=timeout_s)
+    assert len(result.trials) == 4 and result.pass_rate == 0.0 and result.pass_hat(2) == 0.0
+    kind = "CancelledError" if agent_name == "cancelled_agent" else "SystemExit"
+    for trial in result.trials:
+        assert not trial.passed and trial.run.error is not None and trial.run.error.startswith(kind), trial.run.error
+        assert f"agent raised {kind}" in trial.reason and trial.run.traceback
+        assert trial.verdict is not None and [c.outcome.value for c in trial.verdict.calls] == ["correct"]
+
+
 def test_dataset_errors_name_the_file(tmp_path: Path, support_rules: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("- id: a\n  call: [{tool: get_order_status}]\n")
@@ -260,6 +280,23 @@ def test_cli_eval_records_k_and_compares_a_baseline_of_another_k_but_its_pass_ha
     reset_flaky()
     code, out = _eval(*base, "--trials", "3", "--baseline", str(js), "--max-drop", "0.5")
     assert code == 0 and "Not compared" not in out and "All gates passed." in out
+
+
+def test_cli_eval_says_pass_hat_k_is_not_compared_with_a_baseline_of_one_trial(
+    dataset: Path, support_rules: Path, tmp_path: Path
+) -> None:
+    """A baseline of --trials 1 has no pass^k: --trials 3 against it cannot regress pass^3, and says so rather than
+    passing in silence (the mirror of a --trials 1 run against a baseline of --trials 3)."""
+    base = ["--dataset", str(dataset), "--rules", str(support_rules), "--agent",
+            "tests.monitor.offline.agents:flaky_agent"]
+    js = tmp_path / "k1.json"
+    reset_flaky()
+    assert _eval(*base, "--json", str(js))[0] == 0
+    reset_flaky()
+    code, out = _eval(*base, "--trials", "3", "--baseline", str(js), "--max-drop", "0.5")
+    assert code == 0 and "All gates passed." in out, out
+    (line,) = [ln for ln in out.splitlines() if ln.startswith("Not compared with the baseline:")]
+    assert line.endswith("(pass_hat_k) is not in the baseline"), line
 
 
 def test_cli_eval_dataset_baseline_with_scenarios(dataset: Path, support_rules: Path, scenario_file: Path,

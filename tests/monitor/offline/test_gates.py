@@ -103,6 +103,22 @@ def test_baseline_figure_not_computed_now_is_skipped() -> None:
     assert "(pass_rate) is not computed by this command, gate < 50.00%" in fail.message
 
 
+def test_figure_computed_now_but_not_in_the_baseline_is_said_not_compared() -> None:
+    """The other side of a figure missing in one report: a baseline without it (a replay's, beside an eval; an eval of
+    --trials 1, beside --trials 3) or with it absent (no data then) cannot be regressed from, and a line says so, as
+    for a baseline figure this command does not compute, instead of a silent `All gates passed.`."""
+    base = {"tool_call_accuracy": 0.9, "response_compliance": None}
+    now = {"tool_call_accuracy": 0.9, "response_compliance": 0.5, "pass_rate": 0.4, "pass_hat_k": 0.3,
+           "sequence_accuracy": None}
+    assert check_gates(now, baseline=base, max_drop=0.0, k=3) == []
+    assert skipped_comparisons(now, base, k=3) == [
+        "Response format compliance (response_compliance) is absent (no data) in the baseline",
+        "Pass rate (all trials) (pass_rate) is not in the baseline",
+        "pass^k (chance that k trials of a case all pass) (pass_hat_k) is not in the baseline",
+    ]
+    assert skipped_comparisons(now, now, k=3, baseline_k=3) == []
+
+
 def test_pass_hat_k_of_different_k_is_not_compared() -> None:
     base, now = {"pass_hat_k": 0.9}, {"pass_hat_k": 0.5}
     assert check_gates(now, baseline=base, k=2, baseline_k=3) == []

@@ -92,6 +92,35 @@ def test_contradictions_are_load_errors_with_file_and_line(tmp_path: Path, expec
         load_scenarios(p)
 
 
+@pytest.mark.parametrize(("expect", "message"), [
+    ("{calls: [{tool: get_order_status}], tool_calls: {max: 0}}",
+     r":5:67: scenario-1, step 2: the step's calls need at least 1 call, and tool_calls max is 0"),
+    ("{calls: [{tool: get_order_status, min: 2}, {tool: get_shipping_eta}], tool_calls: {max: 2}}",
+     r":5:101: scenario-1, step 2: the step's calls need at least 3 calls, and tool_calls max is 2"),
+    ("{calls: [{tool: get_order_status}, {tool: get_shipping_eta, optional: true}], tool_calls: {min: 3}}",
+     r":5:109: scenario-1, step 2: the step's calls allow at most 2 calls, and tool_calls min is 3"),
+])
+def test_count_bounds_no_run_can_meet_with_the_steps_calls_are_load_errors(tmp_path: Path, expect: str,
+                                                                            message: str) -> None:
+    """A step whose calls need more calls than its tool_calls max, or allow fewer than its min (any call past the
+    slots' maximums is extra, and fails the step), can never pass: refused at load, as `none: true` with a min is."""
+    p = _write(tmp_path, TWO_STEPS.format(expect=expect))
+    with pytest.raises(ScenarioError, match=re.escape(str(p)) + message):
+        load_scenarios(p)
+
+
+@pytest.mark.parametrize("expect", [
+    "{calls: [{tool: get_order_status}], tool_calls: {min: 1, max: 1}}",  # both bounds met exactly
+    "{calls: [{tool: get_order_status, optional: true}], tool_calls: {min: 0, max: 0}}",  # the optional call unmade
+    "{calls: [{tool: get_order_status, min: 1}], tool_calls: {min: 5}}",  # min alone: no upper bound
+    "{calls: [{tool: get_order_status, max: 3}], tool_calls: {max: 0}}",  # max alone: min 0
+    "{tool_calls: {min: 4, max: 4}}",  # no calls: any catalog tool, any number of times
+])
+def test_count_bounds_a_run_can_meet_load(tmp_path: Path, expect: str) -> None:
+    p = _write(tmp_path, TWO_STEPS.format(expect=expect))
+    assert load_scenarios(p).scenarios[0].steps[1].path
+
+
 UNKNOWN_TOOL = """
 agent: support
 rules: [support.yaml]
@@ -249,3 +278,23 @@ def test_null_top_level_keys_are_left_out(tmp_path: Path, text: str) -> None:
     sf = load_scenarios(_write(tmp_path, text))
     assert sf.agent in (None, "support") and sf.rules in ([], [tmp_path / "support.yaml"])
     assert sf.scenarios[0].name in ("scenario-1", "greet")
+
+
+@pytest.mark.parametrize("timeout_s", [None, 10.0])
+def test_a_step_whose_agent_calls_sys_exit_fails_and_the_next_step_still_runs(tmp_path: Path, support_rules: Path,
+                                                                               timeout_s: float | None) -> None:
+    """SystemExit is no Exception: the step it ends fails as one that raised (its call was right), in both modes,
+    and the scenario goes on."""
+    from tests.monitor.offline.agents import exiting_agent
+
+    sf = load_scenarios(_write(tmp_path, "agent: support\nrules: [support.yaml]\nsteps:\n"
+                                         "  - {user: where is order 1, expect: {calls: [{tool: get_order_status}]}}\n"
+                                         "  - {user: where is order 2, expect: {calls: [{tool: get_order_status}]}}\n",
+                               support_rules))
+    for mode in ("free", "step"):
+        with Harness(agent_name="support") as h:
+            run = run_scenarios(sf, exiting_agent, build_judge(sf), h, mode=mode, timeout_s=timeout_s)
+        assert [s.passed for s in run.steps] == [False, False], mode
+        for s in run.steps:
+            assert "agent raised SystemExit: 3" in s.reason, s.reason
+            assert s.verdict is not None and [c.outcome for c in s.verdict.calls] == [Outcome.CORRECT]
