@@ -42,7 +42,8 @@ def _summary(rs: RuleSet, name: str) -> str:
 def check(files: tuple[Path, ...], quiet: bool) -> None:
     """Validate rule FILES and summarize them; exit 2 with file:line:column: key: message on errors.
 
-    Each file is checked alone, then all files together (as `toolwatch serve --rules` merges them).
+    Each file is checked alone, then all files together (as `toolwatch serve --rules` merges them). Every error
+    is reported, one a line (each rule in error with its first problem; at most 50, then how many more).
     """
     failed = False
     warned: set[str] = set()
@@ -62,7 +63,8 @@ def check(files: tuple[Path, ...], quiet: bool) -> None:
         try:
             merged = load_rules(list(files))
         except RuleFileError as exc:
-            click.echo(f"{exc} (when loaded together)", err=True)
+            for line in exc.lines():
+                click.echo(line if line.startswith("... and ") else f"{line} (when loaded together)", err=True)
             failed = True
         else:
             if not quiet:
