@@ -9,6 +9,7 @@ from monitor.cli.serve_cmd import serve
 from monitor.rules import RuleFileError
 
 RULES = Path(__file__).resolve().parents[1] / "rules"
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "triage"
 
 
 def test_help_lists_commands() -> None:
@@ -145,3 +146,35 @@ def test_runs_that_raise_are_warned_of_also_with_quiet(tmp_path: Path, monkeypat
         loud = CliRunner().invoke(main, [*args, "--no-progress"])
         assert f"{runs} run(s) raised or timed out" in loud.output
         assert "warning: " not in loud.stderr  # said once, in the report's notes
+
+
+EMPTY_RULES = [("", "the file is empty"), ("# rules to come\n", "the file is empty"),
+               ("agent: triage\nexpect: []\nforbid: []\n", "no tools and no rules")]
+
+
+@pytest.mark.parametrize(("text", "words"), EMPTY_RULES, ids=["empty", "comments-only", "empty-lists"])
+@pytest.mark.parametrize("command", [["rules", "check"],
+                                     ["serve", "--port", "0", "--metrics-port", "0", "--rules"],
+                                     ["replay", "-", "--rules"],
+                                     ["probe", "--generator", "examples.triage.generator:generate",
+                                      "--agent", "examples.triage.agent:triage", "--rules"],
+                                     ["eval", "--dataset", str(EXAMPLES / "cases.yaml"),
+                                      "--agent", "examples.triage.agent:triage", "--rules"]])
+def test_a_rule_file_without_tools_or_rules_is_an_error_saying_what_to_add(
+    tmp_path: Path, command: list[str], text: str, words: str
+) -> None:
+    """It was accepted: `rules check` said ok, serve served and replay replayed with no rule at all."""
+    empty = tmp_path / "rules.yaml"
+    empty.write_text(text, encoding="utf-8")
+    result = CliRunner().invoke(main, [*command, str(empty)], input="")
+    assert result.exit_code == 2, result.output
+    assert f"{empty}:1:1: {words}" in result.output
+    assert "add the tools the agent may call (catalog.tools" in result.output and "expect rules" in result.output
+    assert "Traceback" not in result.output and not isinstance(result.exception, RuleFileError)
+
+
+def test_a_file_with_only_a_catalog_still_loads_its_tools_are_checked(tmp_path: Path) -> None:
+    path = tmp_path / "catalog.yaml"
+    path.write_text("catalog: {tools: [{name: lookup}]}\n", encoding="utf-8")
+    result = CliRunner().invoke(main, ["rules", "check", str(path)])
+    assert result.exit_code == 0 and "catalog.yaml: ok" in result.output, result.output

@@ -36,12 +36,33 @@ def read_text(path: FsPath) -> str:
         raise RuleFileError(str(path), head.count(b"\n") + 1, column, "", message) from None
 
 
+_RULE_KEYS = ("expect", "forbid", "cases", "alerts")
+_WHAT_TO_ADD = (
+    "add the tools the agent may call (catalog.tools, or catalog.from_definitions: true) and what to check: "
+    "expect rules, forbid rules, cases or alerts (`toolwatch rules schema` prints the format)"
+)
+
+
 def _parse(path: FsPath) -> tuple[dict[str, Any], Marks]:
     data, marks = load_yaml(read_text(path), str(path))
     if data is None:
         data = {}
     validate_document(data, marks)
+    _refuse_empty(data, marks)
     return data, marks
+
+
+def _refuse_empty(data: dict[str, Any], marks: Marks) -> None:
+    """A file that declares no tool and no rule checks nothing: almost always the wrong file, or one not yet
+    written. Every command refuses it rather than run (or serve) without a rule."""
+    catalog = data.get("catalog", {})
+    if catalog.get("tools") or catalog.get("from_definitions") or any(data.get(k) for k in _RULE_KEYS):
+        return
+    if not data:
+        raise marks.error((), f"the file is empty: {_WHAT_TO_ADD}")
+    raise marks.error((), f"no tools and no rules (catalog, expect, forbid, cases and alerts are empty or absent): "
+                      f"{_WHAT_TO_ADD}")
+
 
 
 _TOO_DEEP = object()
