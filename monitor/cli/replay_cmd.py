@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from monitor.cli._params import Duration
+from monitor.cli._params import RULES_HELP, Duration, RulesCommand
 from monitor.evaluate import load_judge
 from monitor.otlp import REASON_BAD_ID
 from monitor.replay import FORMATS, Replayer, ReplayStats, SourceError, expand_sources, replay_files, total_bytes
@@ -18,10 +18,10 @@ from monitor.verdict import TurnVerdict
 MAX_LISTED_ERRORS = 10
 
 
-@click.command()
+@click.command(cls=RulesCommand)
 @click.argument("sources", nargs=-1, required=True, metavar="SOURCE...")
 @click.option("--rules", "rules", multiple=True, required=True, metavar="FILE",
-              help="Oracle rule file (repeatable; merged in order).")
+              help=f"Oracle rule file (repeatable; merged in order). {RULES_HELP}")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True,
               help="Input format: jsonl (OTLP JSON lines), pb (OTLP protobuf, framing detected), pb-be32 (each "
                    "message after a 4-byte big-endian size: the Collector file exporter's format: proto), "
