@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncGenerator, Callable, Generator, Mapping
+from types import CodeType, MethodType
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -201,9 +202,47 @@ that raises at once (bad arguments) is recorded as a failed call, as for plain t
     return wrapper
 
 
+class _IterationTool:
+    """The wrapper of a generator or async-generator tool. Its call is a plain one (`_wrap_iteration`: a bad call
+    raises at the call, and the tool call id in force at the call is the span's), yet `inspect.isgeneratorfunction`
+    / `isasyncgenfunction` still hold, as frameworks choose how to drive a tool by them: inspect reads those flags
+    from the `__code__` of any function-like callable (one with `__code__`, `__defaults__`, `__kwdefaults__`,
+    `__name__`, `__annotations__`), here the original's code; that code is never run through this object. It binds
+    as a method as a function does, and pickles by reference as a function does."""
+
+    __code__: CodeType
+    __defaults__: tuple[Any, ...] | None
+    __kwdefaults__: dict[str, Any] | None
+
+    def __init__(self, call: Callable[..., Any], code: CodeType, func: Callable[..., Any]) -> None:
+        self._call = call
+        self.__code__ = code
+        self.__defaults__ = getattr(func, "__defaults__", None)
+        self.__kwdefaults__ = getattr(func, "__kwdefaults__", None)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._call(*args, **kwargs)
+
+    def __get__(self, obj: object, objtype: type | None = None) -> Any:
+        return self if obj is None else MethodType(self, obj)
+
+    def __reduce__(self) -> str:
+        return str(getattr(self, "__qualname__", ""))
+
+
+def _as_iteration_tool(func: Callable[..., Any], traced: Callable[..., Any], spec: ToolSpec) -> Callable[..., Any]:
+    call = _wrap_iteration(spec, func, traced)
+    inner: Any = func
+    while inner is not None and not isinstance(getattr(inner, "__code__", None), CodeType):
+        inner = getattr(inner, "__func__", None) or getattr(inner, "func", None)  # a bound method, a partial
+    if inner is None:  # no code to show inspect: a plain function, as before
+        return call
+    return _IterationTool(call, inner.__code__, func)
+
+
 def wrap_generator(spec: ToolSpec, func: Callable[..., Any]) -> Callable[..., Any]:
-    return _wrap_iteration(spec, func, _traced_generator)
+    return _as_iteration_tool(func, _traced_generator, spec)
 
 
 def wrap_async_generator(spec: ToolSpec, func: Callable[..., Any]) -> Callable[..., Any]:
-    return _wrap_iteration(spec, func, _traced_async_generator)
+    return _as_iteration_tool(func, _traced_async_generator, spec)

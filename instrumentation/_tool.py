@@ -5,10 +5,11 @@ The wrapper returns the very object the function returned and re-raises the very
 are wrapped in a function of the same kind (so `inspect.iscoroutinefunction` still holds; the one
 visible difference: an async tool called with bad arguments raises its TypeError when awaited rather
 than at the call); generator
-and async-generator functions are wrapped in a plain function that calls the original at once (so a
+and async-generator functions are wrapped in a callable that calls the original at once (so a
 bad call raises at the call, as before) and returns an iterator driving the original, with the span
-covering the iteration. The wrapper is a plain function, so it works on methods, static methods and
-class methods (put `@staticmethod` / `@classmethod` above `@tool`).
+covering the iteration; it shows inspect the original's code, so `inspect.isgeneratorfunction` /
+`isasyncgenfunction` still hold. Every wrapper binds as a function does, so it works on methods, static methods
+and class methods (put `@staticmethod` / `@classmethod` above `@tool`).
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ from monitor.cli.serve_cmd import serve
 from monitor.rules import RuleFileError
 
 RULES = Path(__file__).resolve().parents[1] / "rules"
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "triage"
 
 
 def test_help_lists_commands() -> None:
@@ -145,3 +146,75 @@ def test_runs_that_raise_are_warned_of_also_with_quiet(tmp_path: Path, monkeypat
         loud = CliRunner().invoke(main, [*args, "--no-progress"])
         assert f"{runs} run(s) raised or timed out" in loud.output
         assert "warning: " not in loud.stderr  # said once, in the report's notes
+
+
+EMPTY_RULES = [("", "the file is empty"), ("# rules to come\n", "the file is empty"),
+               ("agent: triage\nexpect: []\nforbid: []\n", "no tools and no rules")]
+
+
+@pytest.mark.parametrize(("text", "words"), EMPTY_RULES, ids=["empty", "comments-only", "empty-lists"])
+@pytest.mark.parametrize("command", [["rules", "check"],
+                                     ["serve", "--port", "0", "--metrics-port", "0", "--rules"],
+                                     ["replay", "-", "--rules"],
+                                     ["probe", "--generator", "examples.triage.generator:generate",
+                                      "--agent", "examples.triage.agent:triage", "--rules"],
+                                     ["eval", "--dataset", str(EXAMPLES / "cases.yaml"),
+                                      "--agent", "examples.triage.agent:triage", "--rules"]])
+def test_a_rule_file_without_tools_or_rules_is_an_error_saying_what_to_add(
+    tmp_path: Path, command: list[str], text: str, words: str
+) -> None:
+    """It was accepted: `rules check` said ok, serve served and replay replayed with no rule at all."""
+    empty = tmp_path / "rules.yaml"
+    empty.write_text(text, encoding="utf-8")
+    result = CliRunner().invoke(main, [*command, str(empty)], input="")
+    assert result.exit_code == 2, result.output
+    assert f"{empty}:1:1: {words}" in result.output
+    assert "add the tools the agent may call (catalog.tools" in result.output and "expect rules" in result.output
+    assert "Traceback" not in result.output and not isinstance(result.exception, RuleFileError)
+
+
+def test_a_file_with_only_a_catalog_still_loads_its_tools_are_checked(tmp_path: Path) -> None:
+    path = tmp_path / "catalog.yaml"
+    path.write_text("catalog: {tools: [{name: lookup}]}\n", encoding="utf-8")
+    result = CliRunner().invoke(main, ["rules", "check", str(path)])
+    assert result.exit_code == 0 and "catalog.yaml: ok" in result.output, result.output
+
+
+TRAVEL, SUPPORT = str(RULES / "travel.yaml"), str(RULES / "customer-support.yaml")
+AGENT = ["--agent", "examples.triage.agent:triage"]
+
+
+@pytest.mark.parametrize("command", [["serve"], ["replay", "capture.jsonl"],
+                                     ["eval", "--dataset", "cases.yaml", *AGENT],
+                                     ["probe", "--generator", "examples.triage.generator:generate", *AGENT]])
+def test_several_rule_files_may_follow_one_rules_option_as_a_shell_glob_gives_them(command: list[str]) -> None:
+    """`--rules rules/*.yaml` was `Got unexpected extra argument` (serve, eval, probe), and replay read the second
+    rule file as a capture. Each next argument ending in .yaml or .yml is a rule file; repeated --rules still work."""
+    name, *rest = command
+    cmd = main.commands[name]
+    for args in ([*rest, "--rules", TRAVEL, SUPPORT], [*rest, "--rules", TRAVEL, "--rules", SUPPORT],
+                 ["--rules", TRAVEL, SUPPORT, *rest], [f"--rules={TRAVEL}", SUPPORT, *rest]):
+        ctx = cmd.make_context(name, list(args))
+        assert tuple(ctx.params["rules"]) == (TRAVEL, SUPPORT), args
+        if name == "replay":
+            assert ctx.params["sources"] == ("capture.jsonl",)
+
+
+def test_replay_takes_a_capture_after_several_rule_files_and_one_after_a_double_dash() -> None:
+    """The rule files end in .yaml/.yml and a capture never does: `--rules a.yaml b.yml capture.json` is unambiguous;
+    `--` ends the rule files in any case."""
+    cmd = main.commands["replay"]
+    ctx = cmd.make_context("replay", ["--rules", TRAVEL, SUPPORT, "capture.json", "more.yaml.d"])
+    assert (ctx.params["rules"], ctx.params["sources"]) == ((TRAVEL, SUPPORT), ("capture.json", "more.yaml.d"))
+    ctx = cmd.make_context("replay", ["--rules", TRAVEL, "--", SUPPORT])
+    assert (ctx.params["rules"], ctx.params["sources"]) == ((TRAVEL,), (SUPPORT,))
+
+
+def test_rules_check_takes_rule_files_after_rules_too() -> None:
+    for args in (["--rules", TRAVEL, SUPPORT], [TRAVEL, "--rules", SUPPORT]):
+        result = CliRunner().invoke(main, ["rules", "check", *args])
+        assert result.exit_code == 0, result.output
+        assert "travel.yaml: ok" in result.output and "customer-support.yaml: ok" in result.output
+        assert "merged: ok" in result.output
+    result = CliRunner().invoke(main, ["rules", "check"])
+    assert result.exit_code == 2 and "give rule FILES" in result.output

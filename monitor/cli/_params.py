@@ -46,3 +46,42 @@ class RetryAfter(click.ParamType[int]):
             return retry_after(str(value))
         except ValueError as exc:
             self.fail(str(exc), param, ctx)
+
+
+RULE_FILE_SUFFIXES = (".yaml", ".yml")
+RULES_HELP = (
+    "Several may follow one --rules, as a shell glob (rules/*.yaml) gives them: each next argument ending in .yaml "
+    "or .yml is a rule file (up to one that does not, or `--`); repeat --rules for a file named otherwise."
+)
+
+
+def spread_rules(args: list[str]) -> list[str]:
+    """`--rules a.yaml b.yml x` -> `--rules a.yaml --rules b.yml x`: the arguments after a --rules value that end in
+    .yaml or .yml (and do not start with `-`) are rule files too. A capture, a dataset module or a directory does
+    not end so, which keeps replay's SOURCE... apart; `--` ends the rule files (and the options)."""
+    out: list[str] = []
+    taking = False
+    rest = iter(args)
+    for arg in rest:
+        if arg == "--":
+            out += [arg, *rest]
+            break
+        if taking and not arg.startswith("-") and arg.lower().endswith(RULE_FILE_SUFFIXES):
+            out += ["--rules", arg]
+            continue
+        out.append(arg)
+        taking = arg.startswith("--rules=")
+        if arg == "--rules":
+            value = next(rest, None)
+            if value is None:
+                break
+            out.append(value)
+            taking = True
+    return out
+
+
+class RulesCommand(click.Command):
+    """A command whose `--rules` takes several files at once (see spread_rules)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, spread_rules(args))

@@ -11,7 +11,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from monitor.cli._params import Duration
+from monitor.cli._params import RULES_HELP, Duration, RulesCommand
 from monitor.evaluate import (
     DEFAULT_TIMEOUT_S,
     EvalResult,
@@ -235,12 +235,13 @@ def _run_scenario(path: str, agent: Any, rules: tuple[str, ...], agent_name: str
     return _scenario_tables(run), notes, {"scenario_pass_rate": run.pass_rate}, warnings
 
 
-@click.command(name="eval")
+@click.command(name="eval", cls=RulesCommand)
 @click.option("--dataset", metavar="FILE", help="Labelled cases: YAML list, JSON lines, or a rule file with `cases`.")
 @click.option("--scenario", metavar="FILE", help="Multi-step scenario file (YAML) instead of a dataset.")
 @click.option("--agent", "agent_spec", required=True, metavar="MODULE:FUNCTION",
               help="The agent: fn(input: str) -> answer str (scenarios: fn(input, history=[...])).")
-@click.option("--rules", multiple=True, metavar="FILE", help="Rule files with the tool catalog (repeatable).")
+@click.option("--rules", multiple=True, metavar="FILE",
+              help=f"Rule files with the tool catalog (repeatable). {RULES_HELP}")
 @click.option("--agent-name", default=None, help="gen_ai.agent.name of the turns (default: the rules' only agent).")
 @click.option("--trials", type=click.IntRange(1), default=1, show_default=True,
               help="Runs per case (pass^k); --dataset only.")

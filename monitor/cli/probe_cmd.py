@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from monitor.cli._params import Duration
+from monitor.cli._params import RULES_HELP, Duration, RulesCommand
 from monitor.cli.eval_cmd import add_strays, answer_note, show_tracebacks, warn_agent_name
 from monitor.evaluate import (
     DEFAULT_TIMEOUT_S,
@@ -39,12 +39,13 @@ def _load(spec: str, what: str) -> Any:
         raise click.BadParameter(str(exc), param_hint=f"'{what}'") from exc
 
 
-@click.command()
+@click.command(cls=RulesCommand)
 @click.option("--generator", "generator_spec", required=True, metavar="MODULE:FUNCTION",
               help="Input generator: called as fn(random.Random) -> str, once per candidate.")
 @click.option("--agent", "agent_spec", required=True, metavar="MODULE:FUNCTION",
               help="The agent: fn(input: str) -> answer str (or None); its @tool calls are recorded.")
-@click.option("--rules", multiple=True, required=True, metavar="FILE", help="Oracle rule file (repeatable).")
+@click.option("--rules", multiple=True, required=True, metavar="FILE",
+              help=f"Oracle rule file (repeatable). {RULES_HELP}")
 @click.option("--agent-name", default=None, help="gen_ai.agent.name of the turns (default: the rules' only agent).")
 @click.option("--iterations", type=click.IntRange(1), default=200, show_default=True, help="Runs of the agent.")
 @click.option("--pool", type=click.IntRange(1), default=10, show_default=True,

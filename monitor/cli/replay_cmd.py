@@ -2,27 +2,55 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import click
 
-from monitor.cli._params import Duration
+from monitor.cli._params import RULES_HELP, Duration, RulesCommand
 from monitor.evaluate import load_judge
 from monitor.otlp import REASON_BAD_ID
-from monitor.replay import FORMATS, Replayer, ReplayStats, SourceError, expand_sources, replay_files, total_bytes
+from monitor.replay import (
+    FORMATS,
+    STDIN,
+    Replayer,
+    ReplayStats,
+    SourceError,
+    detect_format,
+    expand_sources,
+    replay_files,
+    total_bytes,
+)
 from monitor.report import ReportBuilder, Table, emit_report, pop_report_options, report_options
 from monitor.report.progress import progress_bar
 from monitor.rules import RuleFileError
 from monitor.verdict import TurnVerdict
 
 MAX_LISTED_ERRORS = 10
+COLLECTOR_FORMATS = {"json": "jsonl", "proto": "pb-be32"}  # the Collector file exporter's `format:` -> ours
+_LOOKS = {"jsonl": "OTLP JSON lines (jsonl)", "pb": "OTLP protobuf (pb)"}
 
 
-@click.command()
+class FormatChoice(click.Choice[str]):
+    """--format: an unknown one is refused naming the valid ones, and ours for the Collector's `json`/`proto`."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        if isinstance(value, str) and value in self.choices:
+            return value
+        meant = COLLECTOR_FORMATS.get(str(value).strip().lower())
+        note = f" (the Collector file exporter's format: {value} is --format {meant})" if meant else ""
+        self.fail(f"{str(value)!r} is not a format: one of {', '.join(FORMATS)}{note}", param, ctx)
+
+
+def _valid_formats() -> str:
+    return f"one of {', '.join(FORMATS)}"
+
+
+@click.command(cls=RulesCommand)
 @click.argument("sources", nargs=-1, required=True, metavar="SOURCE...")
 @click.option("--rules", "rules", multiple=True, required=True, metavar="FILE",
-              help="Oracle rule file (repeatable; merged in order).")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True,
+              help=f"Oracle rule file (repeatable; merged in order). {RULES_HELP}")
+@click.option("--format", "fmt", type=FormatChoice(FORMATS), default="auto", show_default=True,
               help="Input format: jsonl (OTLP JSON lines), pb (OTLP protobuf, framing detected), pb-be32 (each "
                    "message after a 4-byte big-endian size: the Collector file exporter's format: proto), "
                    "pb-varint (after a varint size), pb-single (one bare message); auto: by suffix and content.")
@@ -98,18 +126,23 @@ def replay(sources: tuple[str, ...], rules: tuple[str, ...], fmt: str, grace: fl
     report = builder.build("replay", f"toolwatch replay: {len(paths)} file(s)", tables=tables, notes=notes)
     skipped = [_skipped(stats)] if stats.turns and (bad.total or stats.rejected_spans) else []  # else an error below
     code = emit_report(report, options, skipped)
-    raise SystemExit(_diagnose(stats, strict=strict) or code)
+    raise SystemExit(_diagnose(stats, strict=strict, fmt=fmt, paths=paths) or code)
 
 
-def _diagnose(stats: ReplayStats, *, strict: bool) -> int:
+def _diagnose(stats: ReplayStats, *, strict: bool, fmt: str = "auto", paths: list[Path] | None = None) -> int:
     """Says on stderr what could not be read or used, and what there was nothing to judge in; the exit code it calls
     for (2: an input error), else 0 (the report's own code stands)."""
     bad = stats.bad_records
     for error in stats.read_errors:
         click.echo(f"error: {error}", err=True)
-    if not stats.turns and (bad.total or stats.rejected_spans):
+    no_turns = not stats.turns and bool(bad.total or stats.rejected_spans)
+    # a --format given that does not fit is the likeliest cause of both: said instead of the generic hint
+    forced = _format_hint(fmt, paths or []) if (stats.read_errors or no_turns) and fmt != "auto" else None
+    if no_turns:
         click.echo(f"error: no turns replayed: {_skipped(stats)}", err=True)
-        click.echo(f"hint: {_hint(stats)}", err=True)
+    if forced or no_turns:
+        click.echo(f"hint: {forced or _hint(stats)}", err=True)
+    if no_turns:
         return 2
     if not stats.turns and not stats.read_errors and not bad.total and not stats.rejected_spans:
         click.echo(f"warning: no turns to judge: {stats.spans} span(s) read, none of them an agent turn or a tool call "
@@ -119,6 +152,25 @@ def _diagnose(stats: ReplayStats, *, strict: bool) -> int:
         click.echo(f"error: {bad.total} undecodable record(s) (--strict); first: {bad[0]}", err=True)
         return 2
     return 2 if stats.read_errors else 0
+
+
+def _format_hint(fmt: str, paths: list[Path]) -> str | None:
+    """What to say when the files did not read as the --format given: the first whose content looks like the other
+    kind (JSON lines vs protobuf), or that the framing may be another; None when neither applies."""
+    for p in paths:
+        if p == STDIN:
+            continue
+        try:
+            kind = detect_format(p)
+        except (OSError, SourceError):
+            continue
+        if (kind == "jsonl") != (fmt == "jsonl"):
+            return (f"--format {fmt} was given, but {p} looks like {_LOOKS[kind]}: leave --format out to detect the "
+                    f"format, or give the right one ({_valid_formats()})")
+    if fmt in ("pb-be32", "pb-varint", "pb-single"):
+        return (f"--format {fmt} was given: the framing may be another; leave --format out (or give pb) to detect "
+                f"it, or give the right one ({_valid_formats()})")
+    return None
 
 
 def _reasons(counts: dict[str, int]) -> str:

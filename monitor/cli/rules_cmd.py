@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from monitor.cli._params import RULES_HELP, RulesCommand
 from monitor.records import ToolCall, Turn
 from monitor.rules import RuleFileError, RuleSet, load_rules, rule_file_schema
 from monitor.rules._lint import forbidden_arguments, shadowed_rules, unfireable_alerts, unreachable_cases
@@ -36,14 +37,20 @@ def _summary(rs: RuleSet, name: str) -> str:
     return f"{name}: ok (agent {agents}; {', '.join(parts)}; {schema} tool schema(s){extra})"
 
 
-@rules.command("check")
-@_files
+@rules.command("check", cls=RulesCommand)
+@click.argument("files", nargs=-1, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--rules", "more", multiple=True, metavar="FILE", type=click.Path(dir_okay=False, path_type=Path),
+              help=f"Rule files to check besides FILES, as the other commands take them. {RULES_HELP}")
 @click.option("--quiet", "-q", is_flag=True, help="Print errors only.")
-def check(files: tuple[Path, ...], quiet: bool) -> None:
+def check(files: tuple[Path, ...], more: tuple[Path, ...], quiet: bool) -> None:
     """Validate rule FILES and summarize them; exit 2 with file:line:column: key: message on errors.
 
-    Each file is checked alone, then all files together (as `toolwatch serve --rules` merges them).
+    Each file is checked alone, then all files together (as `toolwatch serve --rules` merges them). Every error
+    is reported, one a line (each rule in error with its first problem; at most 50, then how many more).
     """
+    files = (*files, *more)
+    if not files:
+        raise click.UsageError("give rule FILES to check (or --rules FILE...)")
     failed = False
     warned: set[str] = set()
     for f in files:
@@ -59,19 +66,25 @@ def check(files: tuple[Path, ...], quiet: bool) -> None:
                 click.echo(line)
                 warned.add(line)
     if not failed and len(files) > 1:
-        try:
-            merged = load_rules(list(files))
-        except RuleFileError as exc:
-            click.echo(f"{exc} (when loaded together)", err=True)
-            failed = True
-        else:
-            if not quiet:
-                click.echo(_summary(merged, "merged"))
-                for line in (*shadowed_rules(merged), *unreachable_cases(merged)):  # across files
-                    if line not in warned:
-                        click.echo(line)
+        failed = not _check_together(files, quiet, warned)
     if failed:
         sys.exit(EXIT_INVALID)
+
+
+def _check_together(files: tuple[Path, ...], quiet: bool, warned: set[str]) -> bool:
+    """Load the files together, as serve does; print the errors, or the summary and the new warnings."""
+    try:
+        merged = load_rules(list(files))
+    except RuleFileError as exc:
+        for line in exc.lines():
+            click.echo(line if line.startswith("... and ") else f"{line} (when loaded together)", err=True)
+        return False
+    if not quiet:
+        click.echo(_summary(merged, "merged"))
+        for line in (*shadowed_rules(merged), *unreachable_cases(merged)):  # across files
+            if line not in warned:
+                click.echo(line)
+    return True
 
 
 def _parse_call(spec: str) -> ToolCall:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from monitor.cli._params import PORT, Duration, InputError, RetryAfter
+from monitor.cli._params import PORT, RULES_HELP, Duration, InputError, RetryAfter, RulesCommand
 from monitor.serve import _settings as env
 
 if TYPE_CHECKING:
@@ -91,7 +91,7 @@ def settings_from_options(opts: Mapping[str, object]) -> Settings:
     )
 
 
-@click.command()
+@click.command(cls=RulesCommand)
 @option(
     "--rules",
     "rules",
@@ -99,7 +99,7 @@ def settings_from_options(opts: Mapping[str, object]) -> Settings:
     required=True,
     type=click.Path(exists=True, dir_okay=False),
     envvar=env.ENV_RULES,
-    help="Oracle rule file (YAML); repeat for several (in TOOLWATCH_RULES, separated by ':').",
+    help=f"Oracle rule file (YAML); repeat for several (in TOOLWATCH_RULES, separated by ':'). {RULES_HELP}",
 )
 @option(
     "--host",

@@ -29,6 +29,26 @@ EXTRA_FIGURES: Final[tuple[tuple[str, str, bool], ...]] = (
     ("scenario_pass_rate", "Scenario step pass rate", True),
 )
 
+# What each figure counts over: with none of it in a run, its denominator is 0 and the figure is not computed.
+NEEDS: Final[dict[str, str]] = {
+    "tool_call_accuracy": "no judged call (a call in a turn a rule or case matched)",
+    "spurious_rate": "no judged call (a call in a turn a rule or case matched)",
+    "wrong_tool_rate": "no judged call (a call in a turn a rule or case matched)",
+    "hallucinated_rate": "no tool call",
+    "missed_rate": "no expected call (a judged turn whose rule expects a call)",
+    "selection_accuracy": "no judged turn (a turn a rule or case matched)",
+    "argument_correctness": "no correct call with argument checks",
+    "schema_adherence": "no call of a catalog tool that declares a schema",
+    "end_to_end_accuracy": "no judged turn (a turn a rule or case matched)",
+    "sequence_accuracy": "no turn with ordering constraints",
+    "response_compliance": "no turn with response checks",
+    "tool_usage_rate": "no turn",
+    "over_calling_rate": "no judged turn (a turn a rule or case matched)",
+    "pass_rate": "no case run",
+    "pass_hat_k": "no case run",
+    "scenario_pass_rate": "no scenario step run",
+}
+
 FIGURE_KEYS: Final[frozenset[str]] = frozenset(k for k, _, _ in FIGURES + EXTRA_FIGURES)
 LABELS: Final[dict[str, str]] = {k: label for k, label, _ in FIGURES + EXTRA_FIGURES}
 HIGHER_IS_BETTER: Final[dict[str, bool]] = {k: up for k, _, up in FIGURES + EXTRA_FIGURES}

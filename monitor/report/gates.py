@@ -5,7 +5,8 @@ spurious_rate=0.05` when a rate where lower is better is above 0.05 (each gate t
 direction: `--fail-under spurious_rate=...` would fail on a good run). `--baseline old.json --max-drop 0.02`
 fails when a figure got worse than the baseline by more than 0.02 (worse = lower for figures where higher is
 better, higher for the rates where lower is better).
-A gate on a figure that could not be computed (zero denominator, reported as absent) fails: a gate that
+A gate on a figure that could not be computed (zero denominator, reported as absent) fails, its line saying
+the figure was not computed and what it needs (`figures.NEEDS`): a gate that
 silently passes on no data is worse than none. A baseline figure the current command does not compute at all
 (the pass rate of `eval` beside a `replay`), or pass^k of another k, is not compared and said so; so is a figure of
 this report that the baseline lacks or has absent (nothing to regress from).
@@ -16,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from monitor.report.figures import HIGHER_IS_BETTER, LABELS, canonical_figure
+from monitor.report.figures import HIGHER_IS_BETTER, LABELS, NEEDS, canonical_figure
 
 EPSILON = 1e-12
 PASS_HAT_K = "pass_hat_k"
@@ -79,8 +80,13 @@ def _pct(value: float) -> str:
     return f"{value * 100:.2f}%"
 
 
-def _absent(figures: Mapping[str, float | None], key: str) -> str:
-    return "is not computed by this command" if key not in figures else "is absent (no data)"
+def _absent(figures: Mapping[str, float | None], key: str, gate: str) -> str:
+    """Why a gated figure has no value: the command does not compute it, or this run gave it nothing to count."""
+    label = LABELS.get(key, key)
+    if key not in figures:
+        return f"{label} ({key}) is not computed by this command, {gate}"
+    return (f"{label} ({key}) is absent, not computed: {NEEDS.get(key, 'no data')} in this run (a zero "
+            f"denominator); a gate on a figure without data fails ({gate})")
 
 
 def check_gates(
@@ -99,18 +105,14 @@ def check_gates(
         value = figures.get(t.figure)
         label = LABELS.get(t.figure, t.figure)
         if value is None:
-            failures.append(
-                GateFailure(t.figure, f"{label} ({t.figure}) {_absent(figures, t.figure)}, gate < {_pct(t.value)}")
-            )
+            failures.append(GateFailure(t.figure, _absent(figures, t.figure, f"gate < {_pct(t.value)}")))
         elif value + EPSILON < t.value:
             failures.append(GateFailure(t.figure, f"{label} ({t.figure}) {_pct(value)} < {_pct(t.value)}"))
     for t in fail_over:
         value = figures.get(t.figure)
         label = LABELS.get(t.figure, t.figure)
         if value is None:
-            failures.append(
-                GateFailure(t.figure, f"{label} ({t.figure}) {_absent(figures, t.figure)}, gate > {_pct(t.value)}")
-            )
+            failures.append(GateFailure(t.figure, _absent(figures, t.figure, f"gate > {_pct(t.value)}")))
         elif value - EPSILON > t.value:
             failures.append(GateFailure(t.figure, f"{label} ({t.figure}) {_pct(value)} > {_pct(t.value)}"))
     if baseline is not None:

@@ -68,10 +68,11 @@ def report_options(func: F) -> F:
         click.option("--html", "html_path", metavar="PATH", help="Write one self-contained HTML file."),
         click.option("--fail-under", multiple=True, callback=_thresholds, metavar="FIGURE=VALUE",
                      help="Exit 1 when FIGURE is below VALUE (e.g. accuracy=0.95, schema_adherence=99%); figures "
-                          "where higher is better. Repeatable."),
+                          "where higher is better. A figure the run could not compute (absent: zero denominator) "
+                          "fails too, said so. Repeatable."),
         click.option("--fail-over", multiple=True, callback=_thresholds, metavar="FIGURE=VALUE",
                      help="Exit 1 when FIGURE is above VALUE (e.g. spurious_rate=0.05); the rates where lower is "
-                          "better. Repeatable."),
+                          "better. A figure the run could not compute fails too, said so. Repeatable."),
         click.option("--baseline", callback=_baseline, metavar="REPORT.json",
                      help="A report written earlier with --json; exit 1 when a figure got worse by more than "
                           "--max-drop."),

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import jsonschema
 
@@ -36,6 +36,8 @@ from monitor.rules._model import (
 from monitor.rules._regex import compile_regex
 from monitor.rules._tool_schema import schema_problem
 from monitor.rules._yaml import Marks, Path
+
+T = TypeVar("T")
 
 CHECK_MODES = ("exact", "normalized", "one_of", "fuzzy", "numeric", "regex", "from_input")
 PER_TOOL_FIGURES = frozenset(
@@ -77,27 +79,37 @@ class FileCompiler:
         # share the object, checked once (the metaschema check takes ~30 ms). The object is kept with its JSON, so
         # its id cannot be taken by another object while the compiler lives.
         self._schemas: dict[int, tuple[Any, str]] = {}
+        self.errors: list[RuleFileError] = []  # of the items `each` skipped, in file order
 
     def err(self, path: Path, message: str, *, key: bool = False) -> RuleFileError:
         return self.marks.error(path, message, key=key)
 
+    def each(self, items: Sequence[Any], base: Path, build: Callable[[Any, Path], T]) -> list[T]:
+        """`build(item, path)` of each item at `base`; an item in error is left out and its error kept in
+        `errors`, so that the other items are checked too (each item's first problem is reported)."""
+        out: list[T] = []
+        for i, item in enumerate(items):
+            try:
+                out.append(build(item, (*base, i)))
+            except RuleFileError as exc:
+                self.errors.append(exc)
+        return out
+
     # ---- catalog ----
 
     def tools(self, data: Mapping[str, Any]) -> list[Tool]:
-        out: list[Tool] = []
         seen: dict[str, int] = {}
-        for i, t in enumerate(data.get("catalog", {}).get("tools", [])):
-            path: Path = ("catalog", "tools", i)
+
+        def one(t: Mapping[str, Any], path: Path) -> Tool:
             name = t["name"]
             if name in seen:
                 first = f"catalog.tools[{seen[name]}]"
                 raise self.err((*path, "name"), f"duplicate tool {name!r} (first declared at {first})")
-            seen[name] = i
-            schema_json = None
-            if "schema" in t:
-                schema_json = self.tool_schema(t["schema"], (*path, "schema"))
-            out.append(Tool(name, t.get("description", ""), schema_json, self.file))
-        return out
+            seen[name] = int(path[-1])
+            schema_json = self.tool_schema(t["schema"], (*path, "schema")) if "schema" in t else None
+            return Tool(name, t.get("description", ""), schema_json, self.file)
+
+        return self.each(data.get("catalog", {}).get("tools", []), ("catalog", "tools"), one)
 
     def tool_schema(self, schema: Any, path: Path) -> str:
         done = self._schemas.get(id(schema))
@@ -269,15 +281,17 @@ class FileCompiler:
         )
 
     def expectations(self, data: Mapping[str, Any], agent: str | None) -> list[Expectation]:
-        out: list[Expectation] = []
         ids: dict[str, int] = {}
-        for i, r in enumerate(data.get("expect", [])):
+
+        def one(r: Mapping[str, Any], path: Path) -> Expectation:
+            i = int(path[-1])
             rid = r.get("id", f"{self.stem}:{i + 1}")
             if rid in ids:
-                raise self.err(("expect", i, "id"), f"duplicate rule id {rid!r} (first at expect[{ids[rid]}])")
+                raise self.err((*path, "id"), f"duplicate rule id {rid!r} (first at expect[{ids[rid]}])")
             ids[rid] = i
-            out.append(self.expectation(r, rid, agent, ("expect", i)))
-        return out
+            return self.expectation(r, rid, agent, path)
+
+        return self.each(data.get("expect", []), ("expect",), one)
 
     def case(self, c: Mapping[str, Any], agent: str | None, path: Path) -> tuple[Expectation, str | None, str | None]:
         if "id" not in c and "input" not in c:

@@ -1,6 +1,11 @@
-"""The one error a rule file can raise: it names the file, line, column and key."""
+"""The errors a rule file can raise: each names the file, line, column and key."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+
+MAX_REPORTED = 50
+"""Most errors `RuleFileErrors` spells out; past them one line says how many more there are."""
 
 
 class RuleFileError(ValueError):
@@ -18,9 +23,51 @@ class RuleFileError(ValueError):
         self.message = message
         super().__init__(str(self))
 
-    def __str__(self) -> str:
+    @property
+    def errors(self) -> tuple[RuleFileError, ...]:
+        """Every problem found (this one alone; several for `RuleFileErrors`)."""
+        return (self,)
+
+    def lines(self) -> list[str]:
+        """One line per problem, at most MAX_REPORTED, then `... and N more`."""
+        return [self._where()]
+
+    def _where(self) -> str:
         where = f"{self.file}:{self.line}:{self.column}"
         return f"{where}: {self.key}: {self.message}" if self.key else f"{where}: {self.message}"
 
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
+
     def __reduce__(self) -> tuple[type[RuleFileError], tuple[str, int, int, str, str]]:
         return (RuleFileError, (self.file, self.line, self.column, self.key, self.message))
+
+
+class RuleFileErrors(RuleFileError):
+    """Several independent problems, found in one pass so that a user fixes them all in one go. The location
+    attributes are those of the first; `errors` holds them all, in the order found (file order within a file)."""
+
+    def __init__(self, errors: Sequence[RuleFileError]) -> None:
+        self._errors = tuple(e for err in errors for e in err.errors)
+        first = self._errors[0]
+        super().__init__(first.file, first.line, first.column, first.key, first.message)
+
+    @property
+    def errors(self) -> tuple[RuleFileError, ...]:
+        return self._errors
+
+    def lines(self) -> list[str]:
+        shown = [e._where() for e in self._errors[:MAX_REPORTED]]
+        more = len(self._errors) - len(shown)
+        return [*shown, f"... and {more} more"] if more else shown
+
+    def __reduce__(self) -> tuple[type[RuleFileErrors], tuple[tuple[RuleFileError, ...]]]:  # type: ignore[override]
+        return (RuleFileErrors, (self._errors,))
+
+
+def raise_all(errors: Sequence[RuleFileError]) -> None:
+    """Raise the one error of `errors`, or all of them as a RuleFileErrors; nothing when there is none."""
+    if len(errors) == 1:
+        raise errors[0]
+    if errors:
+        raise RuleFileErrors(errors)

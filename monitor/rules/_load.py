@@ -8,7 +8,7 @@ from pathlib import Path as FsPath
 from typing import Any
 
 from monitor.rules._compile import FileCompiler, FileRules
-from monitor.rules._errors import RuleFileError
+from monitor.rules._errors import RuleFileError, raise_all
 from monitor.rules._model import Expectation, RuleSet, Tool
 from monitor.rules._validate import validate_document, validate_fragment
 from monitor.rules._yaml import MAX_DEPTH, Marks, load_yaml
@@ -36,12 +36,33 @@ def read_text(path: FsPath) -> str:
         raise RuleFileError(str(path), head.count(b"\n") + 1, column, "", message) from None
 
 
+_RULE_KEYS = ("expect", "forbid", "cases", "alerts")
+_WHAT_TO_ADD = (
+    "add the tools the agent may call (catalog.tools, or catalog.from_definitions: true) and what to check: "
+    "expect rules, forbid rules, cases or alerts (`toolwatch rules schema` prints the format)"
+)
+
+
 def _parse(path: FsPath) -> tuple[dict[str, Any], Marks]:
     data, marks = load_yaml(read_text(path), str(path))
     if data is None:
         data = {}
     validate_document(data, marks)
+    _refuse_empty(data, marks)
     return data, marks
+
+
+def _refuse_empty(data: dict[str, Any], marks: Marks) -> None:
+    """A file that declares no tool and no rule checks nothing: almost always the wrong file, or one not yet
+    written. Every command refuses it rather than run (or serve) without a rule."""
+    catalog = data.get("catalog", {})
+    if catalog.get("tools") or catalog.get("from_definitions") or any(data.get(k) for k in _RULE_KEYS):
+        return
+    if not data:
+        raise marks.error((), f"the file is empty: {_WHAT_TO_ADD}")
+    raise marks.error((), f"no tools and no rules (catalog, expect, forbid, cases and alerts are empty or absent): "
+                      f"{_WHAT_TO_ADD}")
+
 
 
 _TOO_DEEP = object()
@@ -92,56 +113,84 @@ def _load_cases_file(path: FsPath) -> tuple[list[Any], Marks]:
 
 def _compile_file(
     path: FsPath, data: dict[str, Any], marks: Marks, tools: list[Tool], known: frozenset[str], open_: bool
-) -> FileRules:
+) -> tuple[FileRules, list[RuleFileError]]:
+    """The file's rules and the errors of its items (each item in error is left out, the others still checked)."""
     agent = data.get("agent")
     fd = bool(data.get("catalog", {}).get("from_definitions", False))
     comp = FileCompiler(str(path), path.stem, marks, known, open_)
     fr = FileRules(str(path), agent, fd, tools=tools)
     fr.expectations = comp.expectations(data, agent)
-    fr.forbid = [comp.forbid(f, ("forbid", i)) for i, f in enumerate(data.get("forbid", []))]
-    fr.alerts = [comp.alert(a, ("alerts", i)) for i, a in enumerate(data.get("alerts", []))]
+    fr.forbid = comp.each(data.get("forbid", []), ("forbid",), comp.forbid)
+    fr.alerts = comp.each(data.get("alerts", []), ("alerts",), comp.alert)
     cases = data.get("cases", [])
+    errors = comp.errors  # the cases of a cases file have a compiler (and errors) of their own
     if isinstance(cases, str):
         cpath = (path.parent / cases) if not FsPath(cases).is_absolute() else FsPath(cases)
         try:
             cases, cmarks = _load_cases_file(cpath)
+            validate_fragment(cases, cmarks, "case_list", ())
         except RuleFileError as exc:
             if exc.line:
-                raise
+                return fr, [*errors, exc]
             # Not read at all (missing, unreadable): point at the rule file's `cases` key, which names the file.
-            raise marks.error(("cases",), f"cases file {cpath}: {exc.message}") from None
-        validate_fragment(cases, cmarks, "case_list", ())
-        comp = FileCompiler(str(cpath), cpath.stem, cmarks, known, open_)
-        fr.cases = [comp.case(c, agent, (i,)) for i, c in enumerate(cases)]
-    else:
-        fr.cases = [comp.case(c, agent, ("cases", i)) for i, c in enumerate(cases)]
-    return fr
+            return fr, [*errors, marks.error(("cases",), f"cases file {cpath}: {exc.message}")]
+        ccomp = FileCompiler(str(cpath), cpath.stem, cmarks, known, open_)
+        fr.cases = ccomp.each(cases, (), lambda c, p: ccomp.case(c, agent, p))
+        return fr, [*errors, *ccomp.errors]
+    fr.cases = comp.each(cases, ("cases",), lambda c, p: comp.case(c, agent, p))
+    return fr, comp.errors
+
+
+def _parse_all(paths: Sequence[FsPath]) -> list[tuple[FsPath, dict[str, Any], Marks]]:
+    """Every file parsed and validated; the errors of all of them raised together."""
+    parsed = []
+    errors: list[RuleFileError] = []
+    for p in paths:
+        try:
+            parsed.append((p, *_parse(p)))
+        except RuleFileError as exc:
+            errors.append(exc)
+    raise_all(errors)
+    return parsed
 
 
 def load_rules(paths: Sequence[str | FsPath]) -> RuleSet:
-    """Load, validate and merge rule files (in the order given). Raises RuleFileError on the first problem."""
+    """Load, validate and merge rule files (in the order given). Raises RuleFileError on a problem: a
+    RuleFileErrors with every one found when there are several (each rule in error is reported, with its first
+    problem; a file that does not match the schema is not compiled)."""
     if isinstance(paths, str | FsPath):
         paths = [paths]
-    parsed = [(FsPath(p), *_parse(FsPath(p))) for p in paths]
+    parsed = _parse_all([FsPath(p) for p in paths])
     tools: dict[str, Tool] = {}
     file_tools: list[list[Tool]] = []  # each file's catalog, compiled once
+    errors: list[RuleFileError] = []
     for path, data, marks in parsed:
         comp = FileCompiler(str(path), path.stem, marks, frozenset(), True)
         file_tools.append(comp.tools(data))
-        for i, tool in enumerate(file_tools[-1]):
+        errors += comp.errors
+        place: dict[str, int] = {}  # a tool's index in the file (those in error are not in file_tools)
+        for i, t in enumerate(data.get("catalog", {}).get("tools", [])):
+            place.setdefault(t["name"], i)
+        for tool in file_tools[-1]:
+            i = place[tool.name]
             prev = tools.get(tool.name)
             if prev is not None and prev.schema_json != tool.schema_json:
-                raise marks.error(
-                    ("catalog", "tools", i, "name"),
-                    f"duplicate tool {tool.name!r} with a different schema (first declared in {prev.source})",
+                errors.append(
+                    marks.error(
+                        ("catalog", "tools", i, "name"),
+                        f"duplicate tool {tool.name!r} with a different schema (first declared in {prev.source})",
+                    )
                 )
             tools.setdefault(tool.name, tool)
-    known = frozenset(tools)
+    # every declared name, also of a tool in error: a rule naming it is not an unknown tool besides
+    known = frozenset(t["name"] for _, d, _ in parsed for t in d.get("catalog", {}).get("tools", []))
     open_ = any(d.get("catalog", {}).get("from_definitions", False) for _, d, _ in parsed)
-    files = [
-        _compile_file(path, data, marks, ft, known, open_)
-        for (path, data, marks), ft in zip(parsed, file_tools, strict=True)
-    ]
+    files = []
+    for (path, data, marks), ft in zip(parsed, file_tools, strict=True):
+        fr, file_errors = _compile_file(path, data, marks, ft, known, open_)
+        files.append(fr)
+        errors += file_errors
+    raise_all(errors)
     return _merge(files, tools, parsed)
 
 
@@ -152,16 +201,19 @@ def _merge(files: list[FileRules], tools: dict[str, Tool], parsed: list[tuple[Fs
     by_input: dict[str, dict[str | None, Expectation]] = {}  # input -> agent scope -> its first case
     cases: list[tuple[str | None, str | None, Expectation]] = []
     alert_names: dict[str, str] = {}
+    errors: list[RuleFileError] = []
     for fr, (_, _, marks) in zip(files, parsed, strict=True):
         for i, e in enumerate(fr.expectations):
             if e.id in ids:
-                raise marks.error(("expect", i, "id"), f"duplicate rule id {e.id!r} (also in {ids[e.id]})")
+                errors.append(marks.error(("expect", i, "id"), f"duplicate rule id {e.id!r} (also in {ids[e.id]})"))
+                continue
             ids[e.id] = fr.file
             expectations.append(e)
         for exp, cid, cinput in fr.cases:
             if cid is not None:
                 if cid in by_id:
-                    raise RuleFileError(exp.source, exp.line, 1, "id", f"duplicate case id {cid!r}")
+                    errors.append(RuleFileError(exp.source, exp.line, 1, "id", f"duplicate case id {cid!r}"))
+                    continue
                 by_id[cid] = exp
             if cinput is not None:
                 by_input.setdefault(cinput, {}).setdefault(exp.agent, exp)
@@ -169,8 +221,10 @@ def _merge(files: list[FileRules], tools: dict[str, Tool], parsed: list[tuple[Fs
         for i, a in enumerate(fr.alerts):
             if a.name in alert_names:
                 msg = f"duplicate alert name {a.name!r} (also in {alert_names[a.name]})"
-                raise marks.error(("alerts", i, "name"), msg)
+                errors.append(marks.error(("alerts", i, "name"), msg))
+                continue
             alert_names[a.name] = fr.file
+    raise_all(errors)
     agents = frozenset(fr.agent for fr in files if fr.agent)
     unscoped = frozenset(t.name for fr in files if not fr.agent for t in fr.tools)
     scoped = tuple(

@@ -10,6 +10,7 @@ from typing import Any
 import jsonschema
 from jsonschema.exceptions import ValidationError, best_match
 
+from monitor.rules._errors import RuleFileError, raise_all
 from monitor.rules._yaml import Marks, Path
 
 _JSON_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string", list: "array", dict: "object"}
@@ -101,21 +102,26 @@ def _short(value: Any) -> str:
 
 
 def validate_document(data: Any, marks: Marks) -> None:
-    """Raise RuleFileError for the first schema error in document order."""
-    _raise_first(list(_validator().iter_errors(data)), marks, ())
+    """Raise RuleFileError for every schema error (in document order): all of them, so one run shows them all."""
+    raise_all(_located(list(_validator().iter_errors(data)), marks, ()))
 
 
 def validate_fragment(data: Any, marks: Marks, definition: str, base: Path) -> None:
     """Validate one part (a cases file entry list) against `$defs/<definition>`."""
     schema = {"$ref": f"#/$defs/{definition}", "$defs": rule_file_schema()["$defs"]}
-    _raise_first(list(jsonschema.Draft202012Validator(schema).iter_errors(data)), marks, base)
+    raise_all(_located(list(jsonschema.Draft202012Validator(schema).iter_errors(data)), marks, base))
 
 
-def _raise_first(errors: list[ValidationError], marks: Marks, base: Path) -> None:
-    """Raise the error of `errors` (paths relative to `base`) that comes first in the file, if any."""
-    if not errors:
-        return
-    first = min(errors, key=lambda e: (marks.at((*base, *e.absolute_path)), len(e.absolute_path)))
-    chosen = best_match([first]) if first.context else first
-    path, message, on_key = describe(chosen)
-    raise marks.error((*base, *path), message, key=on_key)
+def _located(errors: list[ValidationError], marks: Marks, base: Path) -> list[RuleFileError]:
+    """The errors of `errors` (paths relative to `base`), each once, in file order."""
+    ordered = sorted(errors, key=lambda e: (marks.at((*base, *e.absolute_path)), len(e.absolute_path)))
+    out: list[RuleFileError] = []
+    seen: set[str] = set()
+    for error in ordered:
+        chosen = best_match([error]) if error.context else error
+        path, message, on_key = describe(chosen)
+        located = marks.error((*base, *path), message, key=on_key)
+        if str(located) not in seen:
+            seen.add(str(located))
+            out.append(located)
+    return out

@@ -338,3 +338,30 @@ def test_cli_a_report_path_that_cannot_be_written_exits_2_not_as_a_failed_gate(
     code, out = _run(span_file, support_rules, "--json", str(blocker / "report.json"), "--fail-under", "accuracy=0.1")
     assert code == 2, out
     assert f"Error: cannot write {blocker / 'report.json'}: Not a directory" in out
+
+
+def test_cli_gate_on_a_figure_not_computed_says_so_and_why_and_fails(span_file: Path, support_rules: Path) -> None:
+    """A gate on a figure with a zero denominator fails (documented: a gate passing on no data is worse than none),
+    but it read as if the figure had been measured low; now it says the figure was not computed, and why."""
+    code, out = _run(span_file, support_rules, "--fail-under", "sequence=0.5", "--fail-under", "response=90%",
+                     "--fail-under", "accuracy=0.5")
+    assert code == 1
+    gates = out.split("FAILED 2 gate(s):\n")[1].splitlines()
+    assert gates == [
+        "  - Sequence accuracy (sequence_accuracy) is absent, not computed: no turn with ordering constraints in this "
+        "run (a zero denominator); a gate on a figure without data fails (gate < 50.00%)",
+        "  - Response format compliance (response_compliance) is absent, not computed: no turn with response checks "
+        "in this run (a zero denominator); a gate on a figure without data fails (gate < 90.00%)",
+    ]
+    help_text = " ".join(CliRunner().invoke(replay, ["--help"], terminal_width=200).output.split())
+    assert "A figure the run could not compute (absent: zero denominator) fails too, said so." in help_text
+
+
+def test_every_figure_says_what_it_needs_to_be_computed() -> None:
+    from monitor.report.figures import FIGURE_KEYS, NEEDS
+
+    assert set(NEEDS) == FIGURE_KEYS
+    for figure in FIGURE_KEYS:
+        (fail,) = check_gates({figure: None}, fail_under=[Threshold(figure, 0.5)] if HIGHER_IS_BETTER[figure] else [],
+                              fail_over=[] if HIGHER_IS_BETTER[figure] else [Threshold(figure, 0.5)])
+        assert f"({figure}) is absent, not computed: {NEEDS[figure]} in this run (a zero denominator)" in fail.message

@@ -411,3 +411,38 @@ def test_cli_max_pending_replays_a_serve_run_that_set_it(
 
     assert missed() == 0
     assert missed("--max-pending", "1") == 1
+
+
+VALID_FORMATS = "one of auto, jsonl, pb, pb-be32, pb-varint, pb-single"
+
+
+@pytest.mark.parametrize(("given", "kind", "looks"), [("pb", "jsonl", "OTLP JSON lines (jsonl)"),
+                                                      ("pb-be32", "jsonl", "OTLP JSON lines (jsonl)"),
+                                                      ("pb-single", "jsonl", "OTLP JSON lines (jsonl)"),
+                                                      ("jsonl", "pb", "OTLP protobuf (pb)")])
+def test_a_wrong_format_given_is_named_with_what_the_file_looks_like_and_the_valid_formats(
+    batches: list[object], support_rules: Path, tmp_path: Path, given: str, kind: str, looks: str
+) -> None:
+    """A capture read with a --format it is not in: the hint asked `is this an OTLP trace capture? --format chooses
+    how to read it` (pb, pb-single), or there was none (pb-be32), while --format itself was the mistake."""
+    path = write_span_files(batches, tmp_path)[kind]
+    res = CliRunner().invoke(replay, [str(path), "--rules", str(support_rules), "--format", given, "-q",
+                                      "--no-progress"])
+    assert res.exit_code == 2, res.output
+    hints = [line for line in res.stderr.splitlines() if line.startswith("hint:")]
+    assert hints == [f"hint: --format {given} was given, but {path} looks like {looks}: leave --format out to detect "
+                     f"the format, or give the right one ({VALID_FORMATS})"]
+
+
+@pytest.mark.parametrize(("given", "meant"), [("json", "jsonl"), ("proto", "pb-be32"), ("protobuf", None)])
+def test_an_unknown_format_names_the_valid_ones_and_the_collector_names_it_means(
+    support_rules: Path, given: str, meant: str | None
+) -> None:
+    """The help cites the Collector file exporter's `format: json` and `format: proto`: those words are what a user
+    types; the error says which of ours each is."""
+    res = CliRunner().invoke(replay, ["-", "--rules", str(support_rules), "--format", given], input="")
+    assert res.exit_code == 2
+    message = " ".join(res.stderr.split())
+    assert f"Invalid value for '--format': {given!r} is not a format: {VALID_FORMATS}" in message
+    if meant:
+        assert f"(the Collector file exporter's format: {given} is --format {meant})" in message

@@ -309,3 +309,55 @@ def test_explain_says_when_no_rule_file_applies_to_the_given_agent() -> None:
     )
     code, out, _ = run("explain", TRIAGE, "--input", "hello", "--agent", "incident-triage")
     assert code == 0 and "note:" not in out
+
+
+def test_check_reports_every_schema_error_of_a_file_in_one_run(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "catalog:\n  tools:\n    - name: a\n      colour: red\n    - name: b\n"
+        "expect:\n  - call: [{tool: a, exactly: two}]\n  - none: true\n    bogus: 1\n"
+        "forbid:\n  - {tool: 5}\n"
+    )
+    code, out, err = run("check", str(bad))
+    assert code == 2 and out == ""
+    assert err.splitlines() == [
+        f"{bad}:4:7: catalog.tools[0].colour: unknown key 'colour' (allowed: description, name, schema)",
+        f'{bad}:7:31: expect[0].call[0].exactly: expected integer, got string "two"',
+        f"{bad}:9:5: expect[1].bogus: unknown key 'bogus' (allowed: any_of, call, description, forbid, id, none, "
+        "order, respond, when)",
+        f"{bad}:11:12: forbid[0].tool: expected string, got integer 5",
+    ]
+
+
+def test_check_reports_the_error_of_every_rule_in_one_run(tmp_path: Path) -> None:
+    """A file valid by the schema whose rules are wrong each their own way: each rule's error, in file order."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "catalog:\n  tools:\n    - name: a\n      schema: {type: nonsense}\n    - name: b\n    - name: b\n"
+        "expect:\n  - call: [{tool: a}]\n  - call: [{tool: zz}]\n  - call: [{tool: b, min: 3, max: 1}]\n"
+        "  - {id: x, none: true}\n  - {id: x, none: true}\n"
+        "forbid:\n  - {tool: qq}\n"
+    )
+    code, _, err = run("check", str(bad))
+    assert code == 2
+    lines = err.splitlines()
+    assert [line.split(": ")[0:2] for line in lines] == [
+        [f"{bad}:4:22", "catalog.tools[0].schema.type"],  # `a` stays a known tool: no error for expect[0]
+        [f"{bad}:6:13", "catalog.tools[2].name"],
+        [f"{bad}:9:19", "expect[1].call[0].tool"],
+        [f"{bad}:10:27", "expect[2].call[0].min"],
+        [f"{bad}:12:10", "expect[4].id"],
+        [f"{bad}:14:12", "forbid[0].tool"],
+    ]
+    assert "unknown tool 'zz'" in lines[2] and "duplicate rule id 'x'" in lines[4]
+
+
+def test_check_reports_at_most_50_errors_then_how_many_more(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    rules = "".join(f"  - call: [{{tool: t{i}}}]\n" for i in range(60))
+    bad.write_text("catalog: {tools: [{name: a}]}\nexpect:\n" + rules)
+    code, _, err = run("check", str(bad))
+    lines = err.splitlines()
+    assert code == 2 and len(lines) == 51, err
+    assert lines[0].startswith(f"{bad}:3:") and "unknown tool 't0'" in lines[0]
+    assert "unknown tool 't49'" in lines[49] and lines[50] == "... and 10 more"

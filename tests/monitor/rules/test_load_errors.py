@@ -542,3 +542,16 @@ def test_a_deeply_nested_line_of_a_cases_file_is_a_located_error(tmp_path: Path,
     with pytest.raises(RuleFileError) as info:
         load_rules([tmp_path / "r.yaml"])
     assert str(info.value) == f"{tmp_path / 'c.jsonl'}:3:1: JSON: nested deeper than 100 levels"
+
+
+def test_several_rule_file_errors_pickle_and_keep_the_first_as_the_location() -> None:
+    import pickle
+
+    from monitor.rules._errors import RuleFileErrors
+
+    first, second = RuleFileError("r.yaml", 3, 7, "expect[0]", "bad"), RuleFileError("r.yaml", 9, 1, "", "worse")
+    err = RuleFileErrors([first, second])
+    again = pickle.loads(pickle.dumps(err))
+    assert (again.file, again.line, again.column, again.key) == ("r.yaml", 3, 7, "expect[0]")
+    assert str(again) == "r.yaml:3:7: expect[0]: bad\nr.yaml:9:1: worse"
+    assert [e.line for e in again.errors] == [3, 9]
