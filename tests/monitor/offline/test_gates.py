@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from monitor.cli.replay_cmd import replay
 from monitor.report import Threshold, check_gates, parse_gate, parse_threshold, skipped_comparisons
-from monitor.report.figures import HIGHER_IS_BETTER
+from monitor.report.figures import HIGHER_IS_BETTER, NEUTRAL, grade
 from tests.monitor.offline.agents import SUPPORT_INPUTS, support_agent
 from tests.monitor.offline.conftest import capture_spans, write_span_files
 
@@ -338,3 +338,25 @@ def test_cli_a_report_path_that_cannot_be_written_exits_2_not_as_a_failed_gate(
     code, out = _run(span_file, support_rules, "--json", str(blocker / "report.json"), "--fail-under", "accuracy=0.1")
     assert code == 2, out
     assert f"Error: cannot write {blocker / 'report.json'}: Not a directory" in out
+
+
+def test_tool_usage_rate_has_no_better_direction() -> None:
+    """Fewer calls is better on cases that expect none, more on cases that need them (and those are the missed and
+    spurious/over-calling rates' business): either absolute gate takes the usage rate, a baseline does not compare
+    it and says so, and reports do not colour it good or bad."""
+    assert "tool_usage_rate" not in HIGHER_IS_BETTER and "tool_usage_rate" in NEUTRAL
+    assert parse_gate("tool_usage=0.5", over=False) == Threshold("tool_usage_rate", 0.5)
+    assert parse_gate("tool_usage=0.5", over=True) == Threshold("tool_usage_rate", 0.5)
+    now = {"tool_call_accuracy": 0.9, "tool_usage_rate": 0.2}
+    (under,) = check_gates(now, fail_under=[Threshold("tool_usage_rate", 0.3)])
+    (over,) = check_gates(now, fail_over=[Threshold("tool_usage_rate", 0.1)])
+    assert "20.00% < 30.00%" in under.message and "20.00% > 10.00%" in over.message
+    base = {"tool_call_accuracy": 0.9, "tool_usage_rate": 0.9}
+    assert check_gates(now, baseline=base, max_drop=0.0) == []
+    assert check_gates({**now, "tool_usage_rate": 1.0}, baseline={**base, "tool_usage_rate": 0.0}) == []
+    assert skipped_comparisons(now, base) == [
+        "Tool usage rate (tool_usage_rate) has no better direction and is not compared with the baseline "
+        "(gate it with --fail-under or --fail-over)"
+    ]
+    assert skipped_comparisons({"tool_call_accuracy": 0.9}, {"tool_call_accuracy": 0.9}) == []
+    assert {grade("tool_usage_rate", v) for v in (0.0, 0.5, 1.0)} == {"neutral"}
