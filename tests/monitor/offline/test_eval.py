@@ -215,6 +215,33 @@ def test_cli_scenario_modes(scenario_file: Path, tmp_path: Path) -> None:
     assert res.exit_code == 1 and "Scenario step pass rate (scenario_pass_rate) 66.67% < 100.00%" in res.output
 
 
+def test_cli_step_mode_warns_of_each_step_whose_own_reply_is_fed_forward(scenario_file: Path, tmp_path: Path) -> None:
+    """Step-wise mode feeds the scenario's reference replies forward; a step without `reference` (but the last of its
+    scenario, whose reply nobody reads) feeds the agent's own reply instead: a warning says so, once per such step,
+    naming it, where the run's other warnings go (the report's notes; stderr with -q). Free-run mode feeds the
+    agent's replies anyway and warns of nothing."""
+    text = SCENARIOS.replace("        reference: Order 1 has shipped.\n", "")
+    text += ("  - name: second\n    steps:\n      - user: hello\n      - user: where is order 2\n"
+             "      - user: thanks!\n        reference: ok\n")
+    scenario_file.write_text(text, encoding="utf-8")
+    expected = [
+        f"step mode: {scenario_file}:{line}: scenario {name}, step {step} has no `reference`: the agent's own reply "
+        "is fed to the next step" for line, name, step in (
+            (text.splitlines().index("      - user: where is order 1") + 1, "order-then-eta", 1),
+            (text.splitlines().index("      - user: hello") + 1, "second", 1),
+            (text.splitlines().index("      - user: where is order 2") + 1, "second", 2),
+        )
+    ]
+    base = ["--scenario", str(scenario_file), "--agent", "tests.monitor.offline.agents:memory_agent", "--no-progress"]
+    js = tmp_path / "report.json"
+    for mode, warned in (("step", expected), ("free", [])):
+        res = CliRunner().invoke(eval_, [*base, "--mode", mode, "-q", "--json", str(js)])
+        assert [ln for ln in res.stderr.splitlines() if ln.startswith("warning: ")] == [
+            f"warning: {w}" for w in warned], res.stderr
+        notes = json.loads(js.read_text())["notes"]
+        assert [n for n in notes if n.startswith("step mode: ")] == warned
+
+
 def test_scenario_file_errors(tmp_path: Path) -> None:
     from monitor.scenario import ScenarioError
 
