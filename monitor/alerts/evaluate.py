@@ -161,6 +161,7 @@ class AlertEvaluator:
                 return None
             hit = value < spec.threshold if spec.below is not None else value > spec.threshold
             return value if hit else None
+        assert figure.good is not None, "objectives are refused for figures with no better direction"
         limit = cond.burn.factor * spec.error_budget
         errors: list[float] = []
         for i, window in enumerate((cond.burn.long, cond.burn.short)):

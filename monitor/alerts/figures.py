@@ -29,7 +29,7 @@ class Counter:
 class Figure:
     key: str  # the Tally.ratios() key
     title: str
-    good: bool  # True when higher is better (accuracy-like); False for rates of a failure
+    good: bool | None  # True when higher is better (accuracy-like); False for rates of a failure; None: neither
     per_tool: bool  # the counters carry a `tool` label, so the figure has a per-tool breakdown
     unit: str  # what the denominator counts: "calls" or "turns"
     numerator: Counter
@@ -154,7 +154,7 @@ FIGURES: dict[str, Figure] = {
             _c("turn_checks", 'check="response",result="pass"'),
             _c("response_checked_turns"),
         ),
-        Figure("tool_usage_rate", "Tool usage rate", True, False, "turns", _c("turns_with_calls"), _c("turns")),
+        Figure("tool_usage_rate", "Tool usage rate", None, False, "turns", _c("turns_with_calls"), _c("turns")),
         Figure(
             "over_calling_rate",
             "Over-calling rate",

@@ -78,6 +78,7 @@ def _threshold_rule(spec: AlertSpec) -> dict[str, Any]:
 
 def _error(figure: Figure, by: tuple[str, ...], sel: str, window: str) -> str:
     """The error ratio of the figure: 1 - ratio for accuracy-like figures, the ratio itself for failure rates."""
+    assert figure.good is not None, "objectives are refused for figures with no better direction"
     ratio = f"{ratio_record(figure, by, window)}{sel}"
     return f"(1 - {ratio})" if figure.good else ratio
 

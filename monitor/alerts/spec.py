@@ -131,6 +131,11 @@ def spec_from_entry(entry: Mapping[str, Any] | object, index: int = 0) -> AlertS
         raise AlertSpecError(f"{where}: set exactly one of `below`, `above`, `objective`")
     if objective is not None and not 0.0 < objective < 1.0:
         raise AlertSpecError(f"{where}: `objective` must be strictly between 0 and 1, got {objective!r}")
+    if objective is not None and FIGURES[figure].good is None:
+        raise AlertSpecError(
+            f"{where}: {figure} has no better direction, so an objective (a share of good events) means nothing "
+            "for it: use `below` or `above`"
+        )
     problem = None if objective is None else objective_problem(objective)
     if problem is not None:
         raise AlertSpecError(f"{where}: {problem}")

@@ -40,7 +40,15 @@ from monitor.report import (
 )
 from monitor.report.progress import progress_bar
 from monitor.rules import RuleFileError
-from monitor.scenario import MODES, ScenarioError, ScenarioRun, build_judge, load_scenarios, run_scenarios
+from monitor.scenario import (
+    MODES,
+    ScenarioError,
+    ScenarioRun,
+    build_judge,
+    load_scenarios,
+    own_reply_steps,
+    run_scenarios,
+)
 from monitor.verdict import TurnVerdict
 
 logger = logging.getLogger(__name__)
@@ -231,6 +239,9 @@ def _run_scenario(path: str, agent: Any, rules: tuple[str, ...], agent_name: str
                           answer_note(s.run.answer_type for s in run.steps)) if n]
     note = show_tracebacks(failures, "eval")
     warnings = [note] if note else []
+    if mode == "step":
+        warnings += [f"step mode: {where} has no `reference`: the agent's own reply is fed to the next step"
+                     for where in own_reply_steps(sf)]
     notes += warnings
     return _scenario_tables(run), notes, {"scenario_pass_rate": run.pass_rate}, warnings
 
@@ -252,7 +263,7 @@ def _run_scenario(path: str, agent: Any, rules: tuple[str, ...], agent_name: str
                    "it made by then.")
 @click.option("--mode", type=click.Choice(MODES), default="free", show_default=True,
               help="--scenario only: free-run (the agent's replies carry forward) or step (teacher-forced "
-                   "references).")
+                   "references; a step without one feeds the agent's reply, with a warning).")
 @click.option("--worst", type=click.IntRange(0), default=10, show_default=True, help="Failing turns to list.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @report_options

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import click
@@ -27,9 +28,19 @@ from monitor.probe import (
     mean_first_failure,
     run_probe,
 )
-from monitor.report import CaseResult, ReportBuilder, Table, emit_report, pop_report_options, report_options
+from monitor.report import (
+    CaseResult,
+    ReportBuilder,
+    Table,
+    emit_report,
+    pop_report_options,
+    report_options,
+    visible,
+)
 from monitor.report.progress import progress_bar
 from monitor.rules import RuleFileError
+
+logger = logging.getLogger(__name__)
 
 
 def _load(spec: str, what: str) -> Any:
@@ -81,28 +92,39 @@ def probe(generator_spec: str, agent_spec: str, rules: tuple[str, ...], agent_na
     name = default_agent_name(judge.agents, agent_name)
     warn_agent_name(judge, name)
     builder = ReportBuilder(worst=worst)
-    try:
-        result, tables, notes, warnings = _run(builder, generator, agent, judge, name, iterations, pool, seed, strategy,
-                                     compare_seeds, timeout_s, no_progress or options.quiet)
-    except GeneratorError as exc:
-        click.echo(f"error: {exc}", err=True)
-        raise SystemExit(2) from exc
+    result, tables, notes, warnings, failed = _run(builder, generator, agent, judge, name, iterations, pool, seed,
+                                                   strategy, compare_seeds, timeout_s, no_progress or options.quiet)
     first = result.first_failure
-    notes.insert(0, f"first failure at run {first}" if first else f"no failure in {iterations} runs")
+    notes.insert(0, f"first failure at run {first}" if first else f"no failure in {len(result.steps)} runs")
+    # a generator that raised (sys.exit too) or returned no string ends the probe: the report of the runs done, then
+    # the error naming it (exit 2, as for any input error)
+    error = None
+    if failed is not None:
+        error = f"the generator {generator_spec} {failed.what}; the probe stopped after {len(result.steps)} runs"
+        notes.append(error)
     tables += cluster_tables(result.steps)
     title = f"toolwatch probe: {strategy}, {iterations} runs, pool {pool}, seed {seed}"
     report = builder.build("probe", title, tables=tables, notes=notes)
     if not options.quiet:
         for note in notes:
             click.echo(note, err=True)
-    raise SystemExit(emit_report(report, options, warnings))
+    code = emit_report(report, options, warnings)
+    if error is not None:
+        if failed is not None and failed.traceback and logger.isEnabledFor(logging.INFO):
+            logger.info("the generator's traceback:\n%s", visible(failed.traceback.rstrip()))
+        click.echo(f"error: {error}", err=True)
+        raise SystemExit(2)
+    raise SystemExit(code)
 
 
 def _run(builder: ReportBuilder, generator: Any, agent: Any, judge: Any, name: str, iterations: int, pool: int,
          seed: int, strategy: str, compare_seeds: int, timeout_s: float | None, no_progress: bool
-         ) -> tuple[ProbeResult, list[Table], list[str], list[str]]:
+         ) -> tuple[ProbeResult, list[Table], list[str], list[str], GeneratorError | None]:
+    """The probe's result, tables, notes and warnings, and the generator's error that ended it early (None: none;
+    the result then holds the runs done before it)."""
     tables: list[Table] = []
     notes: list[str] = []
+    failed: GeneratorError | None = None
     tracebacks: list[tuple[str, str, str]] = []
     with (Harness(agent_name=name) as harness, route_global_tracing(harness.provider, harness.processor),
           progress_bar(disable=no_progress) as progress):
@@ -126,40 +148,56 @@ def _run(builder: ReportBuilder, generator: Any, agent: Any, judge: Any, name: s
             builder.track(step.iteration, f"{strategy} accuracy")
             progress.update(task, advance=1, status=f"{failures} failing")
 
-        result = run_probe(generator=generator, agent=agent, judge=judge, harness=harness, iterations=iterations,
-                           pool=pool, seed=seed, strategy=strategy, timeout_s=timeout_s, on_step=on_step)
-        builder.track(iterations, f"{strategy} accuracy", force=True)
+        try:
+            result = run_probe(generator=generator, agent=agent, judge=judge, harness=harness, iterations=iterations,
+                               pool=pool, seed=seed, strategy=strategy, timeout_s=timeout_s, on_step=on_step)
+        except GeneratorError as exc:
+            assert exc.partial is not None, "run_probe sets the runs done"
+            result, failed = exc.partial, exc
+        builder.track(len(result.steps), f"{strategy} accuracy", force=True)
         notes += [n for n in (add_strays(builder, result.strays, name, "run"),
                               answer_note(s.answer_type for s in result.steps)) if n]
-        if compare_seeds:
-            other = next(x for x in STRATEGIES if x != strategy)
-            side = ReportBuilder(worst=0, keep_cases=False)
-            otask = progress.add_task(f"probe ({other}, for the chart)", total=iterations, status="")
-
-            def on_other(step: Step) -> None:
-                if step.verdict is not None:
-                    side.add(step.verdict)
-                side.track(step.iteration, f"{other} accuracy")
-                progress.update(otask, advance=1)
-
-            run_probe(generator=generator, agent=agent, judge=judge, harness=harness, iterations=iterations,
-                      pool=pool, seed=seed, strategy=other, timeout_s=timeout_s, on_step=on_other)
-            side.track(iterations, f"{other} accuracy", force=True)
-            builder.series.update(side.series)
-            seeds = range(seed, seed + compare_seeds)
-            ctask = progress.add_task("first failure, both strategies", total=2 * compare_seeds, status="")
-            ff = first_failures(generator=generator, agent=agent, judge=judge, harness=harness, seeds=seeds,
-                                pool=pool, max_iterations=iterations, timeout_s=timeout_s,
-                                on_seed=lambda *_: progress.update(ctask, advance=1))
-            rows = []
-            for strat, values in ff.items():
-                found = [v for v in values if v is not None]
-                mean = mean_first_failure(values, iterations)
-                rows.append([strat, f"{mean:.2f}", str(len(found)), str(len(values))])
-                notes.append(f"{strat}: mean runs to first failure over {len(values)} seeds = {mean:.2f}")
-            tables.append(Table(f"Runs to the first failure (pool {pool}, seeds {seeds.start}..{seeds.stop - 1})",
-                                ["strategy", "mean runs", "seeds with a failure", "seeds"], rows))
+        if compare_seeds and failed is None:
+            try:
+                _compare(builder, generator, agent, judge, harness, progress, iterations, pool, seed, strategy,
+                         compare_seeds, timeout_s, tables, notes)
+            except GeneratorError as exc:
+                failed = exc
     note = show_tracebacks(tracebacks, "probe")
     warnings = [note] if note else []
     notes += warnings
-    return result, tables, notes, warnings
+    return result, tables, notes, warnings, failed
+
+
+def _compare(builder: ReportBuilder, generator: Any, agent: Any, judge: Any, harness: Harness, progress: Any,
+             iterations: int, pool: int, seed: int, strategy: str, compare_seeds: int, timeout_s: float | None,
+             tables: list[Table], notes: list[str]) -> None:
+    """--compare-seeds: the other strategy's accuracy series for the chart, and runs to the first failure of both
+    over the seeds (into `tables` and `notes`)."""
+    other = next(x for x in STRATEGIES if x != strategy)
+    side = ReportBuilder(worst=0, keep_cases=False)
+    otask = progress.add_task(f"probe ({other}, for the chart)", total=iterations, status="")
+
+    def on_other(step: Step) -> None:
+        if step.verdict is not None:
+            side.add(step.verdict)
+        side.track(step.iteration, f"{other} accuracy")
+        progress.update(otask, advance=1)
+
+    run_probe(generator=generator, agent=agent, judge=judge, harness=harness, iterations=iterations,
+              pool=pool, seed=seed, strategy=other, timeout_s=timeout_s, on_step=on_other)
+    side.track(iterations, f"{other} accuracy", force=True)
+    builder.series.update(side.series)
+    seeds = range(seed, seed + compare_seeds)
+    ctask = progress.add_task("first failure, both strategies", total=2 * compare_seeds, status="")
+    ff = first_failures(generator=generator, agent=agent, judge=judge, harness=harness, seeds=seeds,
+                        pool=pool, max_iterations=iterations, timeout_s=timeout_s,
+                        on_seed=lambda *_: progress.update(ctask, advance=1))
+    rows = []
+    for strat, values in ff.items():
+        found = [v for v in values if v is not None]
+        mean = mean_first_failure(values, iterations)
+        rows.append([strat, f"{mean:.2f}", str(len(found)), str(len(values))])
+        notes.append(f"{strat}: mean runs to first failure over {len(values)} seeds = {mean:.2f}")
+    tables.append(Table(f"Runs to the first failure (pool {pool}, seeds {seeds.start}..{seeds.stop - 1})",
+                        ["strategy", "mean runs", "seeds with a failure", "seeds"], rows))

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from monitor.evaluate._harness import AgentFn, Harness
+from monitor.evaluate._harness import AgentFn, Harness, format_traceback
 from monitor.probe.fscs import FscsSelector
 from monitor.records import Turn
 from monitor.verdict import TurnVerdict
@@ -49,7 +49,14 @@ class ProbeResult:
 
 
 class GeneratorError(ValueError):
-    """The user's generator raised or returned something other than a string."""
+    """The user's generator raised or returned something other than a string. `what` says which (`raised
+    SystemExit: 3`); `partial` is the probe's result up to then (its runs done), set by `run_probe`."""
+
+    def __init__(self, what: str, traceback: str | None = None) -> None:
+        super().__init__(f"the generator {what}")
+        self.what = what
+        self.traceback = traceback
+        self.partial: ProbeResult | None = None
 
 
 def draw(generator: Generator, rng: random.Random, k: int) -> list[str]:
@@ -57,10 +64,14 @@ def draw(generator: Generator, rng: random.Random, k: int) -> list[str]:
     for _ in range(k):
         try:
             text = generator(rng)
-        except Exception as exc:  # noqa: BLE001 - the user's code: say what it did
-            raise GeneratorError(f"the generator raised {type(exc).__name__}: {exc}") from exc
+        except BaseException as exc:  # noqa: BLE001 - the user's code: say what it did
+            # SystemExit (sys.exit) and the other BaseExceptions end the probe as an error, as eval's harness records
+            # them for an agent; only Ctrl-C is the user's
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            raise GeneratorError(f"raised {type(exc).__name__}: {exc}", format_traceback(exc)) from exc
         if not isinstance(text, str):
-            raise GeneratorError(f"the generator must return str, got {type(text).__name__}")
+            raise GeneratorError(f"must return str, got {type(text).__name__}")
         out.append(text)
     return out
 
@@ -83,7 +94,8 @@ def run_probe(
     stop_at_first_failure: bool = False,
     on_step: Callable[[Step], Any] | None = None,
 ) -> ProbeResult:
-    """Run the agent `iterations` times on inputs chosen by `strategy`; `random` runs the first candidate."""
+    """Run the agent `iterations` times on inputs chosen by `strategy`; `random` runs the first candidate. A
+    GeneratorError carries the result of the runs done before it (`partial`)."""
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}; one of {', '.join(STRATEGIES)}")
     if iterations < 1 or pool < 1:
@@ -92,7 +104,11 @@ def run_probe(
     selector = FscsSelector(seed=seed)
     result = ProbeResult(strategy, seed, pool)
     for i in range(1, iterations + 1):
-        candidates = draw(generator, rng, pool)
+        try:
+            candidates = draw(generator, rng, pool)
+        except GeneratorError as exc:
+            exc.partial = result
+            raise
         if strategy == "art":
             choice = selector.select(candidates)
             text, distance = candidates[choice.index], choice.distance

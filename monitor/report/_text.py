@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import re
 
 _DIGITS = re.compile(r"([0-9]+)")
@@ -19,9 +20,21 @@ def printable(text: str) -> str:
     return text
 
 
+def escape_controls(text: str) -> str:
+    """`text` with the control characters a terminal would act on shown as `\\xNN` escapes (line feed and tab
+    stay)."""
+    return _CONTROLS.sub(lambda m: f"\\x{ord(m[0]):02x}", text)
+
+
 def visible(text: str) -> str:
     """`printable(text)` with the control characters a terminal would act on shown as `\\xNN` escapes."""
-    return _CONTROLS.sub(lambda m: f"\\x{ord(m[0]):02x}", printable(text))
+    return escape_controls(printable(text))
+
+
+def html_escape(text: str) -> str:
+    """`visible(text)` escaped for HTML text or a quoted attribute: no markup, no raw control character (HTML
+    forbids most of them, and a viewer of the page source may act on an ESC sequence)."""
+    return html.escape(visible(text))
 
 
 def natural_key(text: str) -> tuple[list[str | int], str]:

@@ -1,12 +1,18 @@
-"""The METRICS.md figures a report shows and gates on: keys, readable labels, direction, aliases."""
+"""The METRICS.md figures a report shows and gates on: keys, readable labels, direction, aliases.
+
+A figure's direction is True when higher is better, False when lower is better, None when neither is: the tool
+usage rate (fewer calls is better on cases that expect none, more on cases that need them; those failures are the
+missed, spurious and over-calling rates'). Such a figure is in NEUTRAL, not in HIGHER_IS_BETTER: gates take it
+either way, a baseline does not compare it, reports do not colour it.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Final
 
-# (key, label, higher_is_better) in the order of METRICS.md, "Aggregates".
-FIGURES: Final[tuple[tuple[str, str, bool], ...]] = (
+# (key, label, higher_is_better or None: no better direction) in the order of METRICS.md, "Aggregates".
+FIGURES: Final[tuple[tuple[str, str, bool | None], ...]] = (
     ("tool_call_accuracy", "Tool call accuracy", True),
     ("spurious_rate", "Spurious-call rate", False),
     ("wrong_tool_rate", "Wrong-tool rate", False),
@@ -18,12 +24,12 @@ FIGURES: Final[tuple[tuple[str, str, bool], ...]] = (
     ("end_to_end_accuracy", "End-to-end accuracy", True),
     ("sequence_accuracy", "Sequence accuracy", True),
     ("response_compliance", "Response format compliance", True),
-    ("tool_usage_rate", "Tool usage rate", True),
+    ("tool_usage_rate", "Tool usage rate", None),
     ("over_calling_rate", "Over-calling rate", False),
 )
 
 # Figures some commands add beside the METRICS.md ones (eval with trials, probe).
-EXTRA_FIGURES: Final[tuple[tuple[str, str, bool], ...]] = (
+EXTRA_FIGURES: Final[tuple[tuple[str, str, bool | None], ...]] = (
     ("pass_rate", "Pass rate (all trials)", True),
     ("pass_hat_k", "pass^k (chance that k trials of a case all pass)", True),
     ("scenario_pass_rate", "Scenario step pass rate", True),
@@ -51,7 +57,9 @@ NEEDS: Final[dict[str, str]] = {
 
 FIGURE_KEYS: Final[frozenset[str]] = frozenset(k for k, _, _ in FIGURES + EXTRA_FIGURES)
 LABELS: Final[dict[str, str]] = {k: label for k, label, _ in FIGURES + EXTRA_FIGURES}
-HIGHER_IS_BETTER: Final[dict[str, bool]] = {k: up for k, _, up in FIGURES + EXTRA_FIGURES}
+# the figures with a better direction; NEUTRAL the others
+HIGHER_IS_BETTER: Final[dict[str, bool]] = {k: up for k, _, up in FIGURES + EXTRA_FIGURES if up is not None}
+NEUTRAL: Final[frozenset[str]] = frozenset(k for k, _, up in FIGURES + EXTRA_FIGURES if up is None)
 
 ALIASES: Final[dict[str, str]] = {
     "accuracy": "tool_call_accuracy",
@@ -92,7 +100,10 @@ def figure_rows(figures: Mapping[str, float | None]) -> list[tuple[str, str, flo
 
 
 def grade(key: str, value: float) -> str:
-    """`good` (>= 95%), `warn` (>= 80%) or `bad`, measured on the good side (1 - value for failure rates)."""
+    """`good` (>= 95%), `warn` (>= 80%) or `bad`, measured on the good side (1 - value for failure rates);
+    `neutral` for a figure with no better direction."""
+    if key in NEUTRAL:
+        return "neutral"
     good = value if HIGHER_IS_BETTER.get(key, True) else 1.0 - value
     return "good" if good >= 0.95 else "warn" if good >= 0.8 else "bad"
 

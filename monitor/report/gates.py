@@ -4,7 +4,8 @@
 spurious_rate=0.05` when a rate where lower is better is above 0.05 (each gate takes only the figures of its
 direction: `--fail-under spurious_rate=...` would fail on a good run). `--baseline old.json --max-drop 0.02`
 fails when a figure got worse than the baseline by more than 0.02 (worse = lower for figures where higher is
-better, higher for the rates where lower is better).
+better, higher for the rates where lower is better). A figure with no better direction (the tool usage rate) is
+taken by both `--fail-under` and `--fail-over`, and not compared with a baseline, with a line saying so.
 A gate on a figure that could not be computed (zero denominator, reported as absent) fails, its line saying
 the figure was not computed and what it needs (`figures.NEEDS`): a gate that
 silently passes on no data is worse than none. A baseline figure the current command does not compute at all
@@ -17,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from monitor.report.figures import HIGHER_IS_BETTER, LABELS, NEEDS, canonical_figure
+from monitor.report.figures import HIGHER_IS_BETTER, LABELS, NEEDS, NEUTRAL, canonical_figure
 
 EPSILON = 1e-12
 PASS_HAT_K = "pass_hat_k"
@@ -58,9 +59,12 @@ def parse_gate(spec: str, *, over: bool) -> Threshold:
     """A `--fail-over` (over=True) or `--fail-under` threshold; ValueError when the figure's direction is the other.
 
     `--fail-under` takes the figures where higher is better, `--fail-over` the rates where lower is better:
-    `--fail-under spurious_rate=0.5` would fail every run whose spurious rate is below 50%.
+    `--fail-under spurious_rate=0.5` would fail every run whose spurious rate is below 50%. A figure with no better
+    direction (NEUTRAL) is taken by both.
     """
     t = parse_threshold(spec)
+    if t.figure in NEUTRAL:
+        return t
     higher_is_better = HIGHER_IS_BETTER[t.figure]
     if over == higher_is_better:
         value = spec.partition("=")[2].strip()
@@ -147,9 +151,13 @@ def skipped_comparisons(
     baseline_k: int | None = None,
 ) -> list[str]:
     """One line per figure that `check_gates` does not compare, saying why: a baseline figure this report does not
-    have (or of another k), then a figure this report has a value of that the baseline lacks or has absent."""
+    have (or of another k), a figure with no better direction, then a figure this report has a value of that the
+    baseline lacks or has absent."""
     reasons = (_not_compared(key, figures, k, baseline_k) for key, _ in _compared(baseline))
     out = [r for r in reasons if r is not None]
+    for key in sorted(NEUTRAL & (figures.keys() | baseline.keys())):
+        out.append(f"{LABELS.get(key, key)} ({key}) has no better direction and is not compared with the baseline "
+                   "(gate it with --fail-under or --fail-over)")
     for key, now in figures.items():
         if now is None or key not in HIGHER_IS_BETTER or baseline.get(key) is not None:
             continue

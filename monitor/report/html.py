@@ -8,8 +8,8 @@ enhance the page (hover highlight, row-percent toggle, filter): everything is re
 from __future__ import annotations
 
 import json
-from html import escape
 
+from monitor.report._text import html_escape as escape
 from monitor.report.figures import figure_rows, format_ratio, grade
 from monitor.report.model import PER_TOOL_COLUMNS, Report
 from monitor.report.svg import line_chart, tool_bars

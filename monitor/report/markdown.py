@@ -2,13 +2,15 @@
 
 Text from the run is escaped so it shows as written: no raw HTML (`<b>`), no emphasis, code, links, math
 or strikethrough from its punctuation, a `|` never splits a table cell, and a note starting `- `, `+ `, `1. ` or
-`---` is no list or rule of its own. Line breaks in a cell become `<br>`.
+`---` is no list or rule of its own. Line breaks in a cell become `<br>`. Control characters show as `\\x1b`
+escapes, as in the terminal summary.
 """
 
 from __future__ import annotations
 
 import re
 
+from monitor.report._text import escape_controls
 from monitor.report.figures import figure_rows, format_ratio
 from monitor.report.model import PER_TOOL_COLUMNS, Report
 
@@ -36,18 +38,24 @@ _BLOCK_MARKER = re.compile(r"^([-+])|^(\d{1,9})([.)])")
 
 
 def escape(text: str) -> str:
-    """One line of text as inline Markdown that renders literally."""
-    return _LOOSE_UNDERSCORE.sub(r"\\_", text.translate(_ESCAPES))
+    """One line of text as inline Markdown that renders literally (control characters as `\\xNN` escapes)."""
+    return _LOOSE_UNDERSCORE.sub(r"\\_", escape_controls(text).translate(_ESCAPES))
+
+
+def _one_line(text: str) -> str:
+    """The text on one line: its runs of white space (line breaks too) as one space; control characters are
+    escaped first, so a CR or a form feed shows as in the terminal rather than as a space."""
+    return " ".join(escape_controls(text).split())
 
 
 def _item(text: str) -> str:
     """One line of text as the content of a list item: inline Markdown whose first character starts no list or
     thematic break of its own."""
-    return _BLOCK_MARKER.sub(lambda m: f"\\{m[1]}" if m[1] else f"{m[2]}\\{m[3]}", escape(" ".join(text.split())))
+    return _BLOCK_MARKER.sub(lambda m: f"\\{m[1]}" if m[1] else f"{m[2]}\\{m[3]}", escape(_one_line(text)))
 
 
 def _cell(text: str) -> str:
-    return "<br>".join(escape(line) for line in text.splitlines())
+    return "<br>".join(escape(line) for line in escape_controls(text).splitlines())
 
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -57,7 +65,7 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
 
 
 def _heading(level: int, text: str) -> list[str]:
-    return ["#" * level + " " + escape(" ".join(text.split())), ""]
+    return ["#" * level + " " + escape(_one_line(text)), ""]
 
 
 def render_markdown(report: Report) -> str:

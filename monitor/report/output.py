@@ -68,17 +68,19 @@ def report_options(func: F) -> F:
         click.option("--html", "html_path", metavar="PATH", help="Write one self-contained HTML file."),
         click.option("--fail-under", multiple=True, callback=_thresholds, metavar="FIGURE=VALUE",
                      help="Exit 1 when FIGURE is below VALUE (e.g. accuracy=0.95, schema_adherence=99%); figures "
-                          "where higher is better. A figure the run could not compute (absent: zero denominator) "
-                          "fails too, said so. Repeatable."),
+                          "where higher is better, and tool_usage_rate (no better direction). A figure the run "
+                          "could not compute (absent: zero denominator) fails too, said so. Repeatable."),
         click.option("--fail-over", multiple=True, callback=_thresholds, metavar="FIGURE=VALUE",
                      help="Exit 1 when FIGURE is above VALUE (e.g. spurious_rate=0.05); the rates where lower is "
-                          "better. A figure the run could not compute fails too, said so. Repeatable."),
+                          "better, and tool_usage_rate. A figure the run could not compute fails too, said so. "
+                          "Repeatable."),
         click.option("--baseline", callback=_baseline, metavar="REPORT.json",
                      help="A report written earlier with --json; exit 1 when a figure got worse by more than "
                           "--max-drop."),
         click.option("--max-drop", type=click.FloatRange(0.0, 1.0), default=None,
                      help="Largest allowed regression against --baseline, as a ratio (0.02 = 2 points): a drop of a "
-                          "figure where higher is better, a rise of a rate where lower is better. Needs --baseline. "
+                          "figure where higher is better, a rise of a rate where lower is better (tool_usage_rate is "
+                          "not compared). Needs --baseline. "
                           "Default 0: any regression fails."),
         click.option("-q", "--quiet", is_flag=True,
                      help="Print only the accuracy line and gate results (no tables, no progress bar)."),

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from html import escape
-
+from monitor.report._text import html_escape as escape
 from monitor.report.model import ToolStats
 
 PALETTE = ("#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2")

@@ -19,7 +19,7 @@ from monitor.report._text import visible
 from monitor.report.figures import figure_rows, format_ratio, grade
 from monitor.report.model import PER_TOOL_COLUMNS, Report, Table
 
-_STYLE = {"good": "green", "warn": "yellow", "bad": "red"}
+_STYLE = {"good": "green", "warn": "yellow", "bad": "red", "neutral": ""}
 _BLOCKS = "▁▂▃▄▅▆▇█"
 SPARK_WIDTH = 32
 

@@ -1,7 +1,7 @@
 """Oracle rule files: loading, validation and the compiled, immutable RuleSet."""
 
 from monitor.rules._burn import DEFAULT_BURN_WINDOWS, BurnWindow, objective_problem
-from monitor.rules._compile import CHECK_MODES, PER_TOOL_FIGURES
+from monitor.rules._compile import CHECK_MODES, PER_TOOL_FIGURES, UNDIRECTED_FIGURES
 from monitor.rules._errors import RuleFileError
 from monitor.rules._load import load_rules, read_json_lines, read_text
 from monitor.rules._model import (
@@ -23,6 +23,7 @@ __all__ = [
     "CHECK_MODES",
     "DEFAULT_BURN_WINDOWS",
     "PER_TOOL_FIGURES",
+    "UNDIRECTED_FIGURES",
     "Alert",
     "Alternative",
     "BurnWindow",

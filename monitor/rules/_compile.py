@@ -50,6 +50,8 @@ PER_TOOL_FIGURES = frozenset(
         "schema_adherence",
     }
 )
+# figures with no better direction: an alert on one needs an explicit bound (below or above), not an objective
+UNDIRECTED_FIGURES = frozenset({"tool_usage_rate"})
 
 
 @dataclass(slots=True)
@@ -313,6 +315,10 @@ class FileCompiler:
                 msg = f"figure {a['figure']!r} has no per-tool breakdown (per tool: {allowed})"
                 raise self.err((*path, "tool"), msg)
             self.check_tool(a["tool"], (*path, "tool"))
+        if "objective" in a and a["figure"] in UNDIRECTED_FIGURES:
+            msg = (f"{a['figure']} has no better direction, so an objective (a share of good events) means nothing "
+                   "for it: use below or above")
+            raise self.err((*path, "objective"), msg)
         problem = objective_problem(a["objective"]) if "objective" in a else None
         if problem is not None:
             raise self.err((*path, "objective"), problem)

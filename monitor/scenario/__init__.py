@@ -1,7 +1,15 @@
 """Multi-step scenarios: conversation steps with expected tool calls and response checks, free-run or step-wise."""
 
 from monitor.scenario._model import Scenario, ScenarioError, ScenarioFile, Step, load_scenarios
-from monitor.scenario._runner import MODES, ScenarioRun, StepResult, build_judge, run_scenarios, step_case
+from monitor.scenario._runner import (
+    MODES,
+    ScenarioRun,
+    StepResult,
+    build_judge,
+    own_reply_steps,
+    run_scenarios,
+    step_case,
+)
 
 __all__ = [
     "MODES",
@@ -13,6 +21,7 @@ __all__ = [
     "StepResult",
     "build_judge",
     "load_scenarios",
+    "own_reply_steps",
     "run_scenarios",
     "step_case",
 ]

@@ -12,7 +12,8 @@ scenarios:                           # or a single scenario at the top level (na
             - tool: get_order_status
               args: {order_id: "1234"}        # argument checks, exactly as in rule files
             - tool: get_shipping_eta
-              optional: true                  # may be called or not
+              optional: true                  # may be called or not (or exactly: 2, min: 1, max: 3; default
+                                              # exactly 1); a call the step must not make is left out
           response:
             contains: ["1234"]                # strings the answer must contain
             regex: ['(?i)shipped|on its way']  # RE2 patterns the answer must match
@@ -143,8 +144,15 @@ def _slot(call: Any, where: _Where, path: YamlPath) -> dict[str, Any]:
     optional = call.get("optional", False)
     if not isinstance(optional, bool):
         raise where.error((*path, "optional"), f"`optional` is true or false, got {optional!r}")
-    if optional and (exactly is not None or lo):
-        raise where.error((*path, "optional"), "an optional call has no minimum (`exactly` / `min` > 0)", key=True)
+    for key, v in (("exactly", exactly), ("max", hi)):
+        if v == 0:
+            raise where.error((*path, key), f"`{key}: 0` expects no call of {call['tool']}: leave it out of `calls` "
+                                            "(a call not listed there fails the step)", key=True)
+    least = exactly if exactly is not None else lo
+    if optional and least:
+        key = "exactly" if exactly is not None else "min"
+        raise where.error((*path, "optional"), f"an optional call has no minimum, and `{key}: {least}` asks for at "
+                                               f"least {least} call{'s' if least > 1 else ''}", key=True)
     slot: dict[str, Any] = {"tool": call["tool"]}
     if "args" in call:
         slot["args"] = call["args"]

@@ -1,5 +1,7 @@
 """Run multi-step scenarios: free-run (the agent's own replies carry forward) or step-wise (teacher-forced:
-each step sees the scenario's reference replies, so one early mistake does not fail every later step).
+each step sees the scenario's reference replies, so one early mistake does not fail every later step). A step
+without `reference` feeds the agent's own reply forward in step-wise mode too; `own_reply_steps` names those steps
+so the command can warn of them.
 
 Each step is one `agent_turn` (conversation id per scenario run, case id `<scenario>:<step>`), judged
 against the step's expectations compiled by the judge's own rule loader as labelled cases; the tool-call
@@ -182,6 +184,13 @@ def _judge_step(step: Step, run: RunResult, verdict: TurnVerdict | None) -> tupl
         reasons.append(f"{n} tool call(s), expected between {step.min_calls or 0} and "
                        f"{'any' if step.max_calls is None else step.max_calls}")
     return count_ok, not reasons, "; ".join(reasons) or verdict.reason
+
+
+def own_reply_steps(sf: ScenarioFile) -> list[str]:
+    """The steps whose agent's own reply step-wise mode feeds forward, as `file:line: scenario S, step n`: those
+    without `reference` but the last of each scenario (whose reply no step reads)."""
+    return [f"{sf.path}:{step.line}: scenario {scenario.name}, step {step.index}"
+            for scenario in sf.scenarios for step in scenario.steps[:-1] if step.reference is None]
 
 
 def run_scenarios(

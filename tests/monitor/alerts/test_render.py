@@ -76,6 +76,7 @@ def test_render_is_stable_and_names_follow_level_metric_operations() -> None:
         ({"name": "A", "figure": "tool_call_accuracy", "objective": 1.0}, "strictly between"),
         ({"name": "A", "figure": "spurious_rate", "objective": 0.8}, "could ever fire"),
         ({"name": "A", "figure": "selection_accuracy", "tool": "x", "below": 0.9}, "no per-tool breakdown"),
+        ({"name": "A", "figure": "tool_usage_rate", "objective": 0.95}, "tool_usage_rate has no better direction"),
         ({"name": "A", "figure": "tool_call_accuracy", "below": 0.9, "window": "5 minutes"}, "Prometheus duration"),
         ({"name": "A", "figure": "tool_call_accuracy", "below": 0.9, "min_samples": 0}, "positive integer"),
         ({"name": "A", "figure": "tool_call_accuracy", "below": 0.9, "severity": "page"}, "`severity` must be"),
@@ -203,3 +204,19 @@ def test_every_recorded_figure_matches_metrics_md(tmp_path: Path) -> None:
     test_file.write_text(yaml.safe_dump(unit, sort_keys=False))
     result = promtool("test", "rules", test_file)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("bound", ["below", "above"])
+def test_tool_usage_rate_alerts_take_an_explicit_bound_either_way(bound: str) -> None:
+    """The usage rate has no better direction (fewer calls on cases expecting none is better, more on others), so
+    only an alert with an explicit bound says which way is bad; both are accepted."""
+    rules = yaml.safe_load(render({"alerts": [{"name": "Usage", "figure": "tool_usage_rate", bound: 0.5}]}))
+    (alert,) = [r for g in rules["groups"] for r in g["rules"] if r.get("alert") == "Usage"]
+    assert ("< 0.5" if bound == "below" else "> 0.5") in alert["expr"]
+
+
+def test_rule_compiler_and_alert_figures_agree_on_direction_and_per_tool() -> None:
+    from monitor.rules import PER_TOOL_FIGURES, UNDIRECTED_FIGURES
+
+    assert {k for k, f in FIGURES.items() if f.good is None} == UNDIRECTED_FIGURES
+    assert {k for k, f in FIGURES.items() if f.per_tool} == PER_TOOL_FIGURES

@@ -215,6 +215,33 @@ def test_cli_scenario_modes(scenario_file: Path, tmp_path: Path) -> None:
     assert res.exit_code == 1 and "Scenario step pass rate (scenario_pass_rate) 66.67% < 100.00%" in res.output
 
 
+def test_cli_step_mode_warns_of_each_step_whose_own_reply_is_fed_forward(scenario_file: Path, tmp_path: Path) -> None:
+    """Step-wise mode feeds the scenario's reference replies forward; a step without `reference` (but the last of its
+    scenario, whose reply nobody reads) feeds the agent's own reply instead: a warning says so, once per such step,
+    naming it, where the run's other warnings go (the report's notes; stderr with -q). Free-run mode feeds the
+    agent's replies anyway and warns of nothing."""
+    text = SCENARIOS.replace("        reference: Order 1 has shipped.\n", "")
+    text += ("  - name: second\n    steps:\n      - user: hello\n      - user: where is order 2\n"
+             "      - user: thanks!\n        reference: ok\n")
+    scenario_file.write_text(text, encoding="utf-8")
+    expected = [
+        f"step mode: {scenario_file}:{line}: scenario {name}, step {step} has no `reference`: the agent's own reply "
+        "is fed to the next step" for line, name, step in (
+            (text.splitlines().index("      - user: where is order 1") + 1, "order-then-eta", 1),
+            (text.splitlines().index("      - user: hello") + 1, "second", 1),
+            (text.splitlines().index("      - user: where is order 2") + 1, "second", 2),
+        )
+    ]
+    base = ["--scenario", str(scenario_file), "--agent", "tests.monitor.offline.agents:memory_agent", "--no-progress"]
+    js = tmp_path / "report.json"
+    for mode, warned in (("step", expected), ("free", [])):
+        res = CliRunner().invoke(eval_, [*base, "--mode", mode, "-q", "--json", str(js)])
+        assert [ln for ln in res.stderr.splitlines() if ln.startswith("warning: ")] == [
+            f"warning: {w}" for w in warned], res.stderr
+        notes = json.loads(js.read_text())["notes"]
+        assert [n for n in notes if n.startswith("step mode: ")] == warned
+
+
 def test_scenario_file_errors(tmp_path: Path) -> None:
     from monitor.scenario import ScenarioError
 
@@ -251,6 +278,11 @@ def _eval(*args: str) -> tuple[int, str]:
     return res.exit_code, res.output
 
 
+# the tool usage rate has no better direction: a baseline never compares it, and says so
+USAGE_NOT_COMPARED = "(tool_usage_rate) has no better direction and is not compared with the baseline " \
+                     "(gate it with --fail-under or --fail-over)"
+
+
 def test_cli_eval_records_k_and_compares_a_baseline_of_another_k_but_its_pass_hat_k(
     dataset: Path, support_rules: Path, tmp_path: Path
 ) -> None:
@@ -270,8 +302,8 @@ def test_cli_eval_records_k_and_compares_a_baseline_of_another_k_but_its_pass_ha
         reset_flaky()
         code, out = _eval(*base, "--trials", trials, "--baseline", str(js), "--max-drop", "0.1")
         assert code == 0 and "Tool call accuracy:" in out, out
-        (line,) = [ln for ln in out.splitlines() if ln.startswith("Not compared with the baseline:")]
-        assert line.endswith(skipped) and "All gates passed." in out
+        (line, usage) = [ln for ln in out.splitlines() if ln.startswith("Not compared with the baseline:")]
+        assert line.endswith(skipped) and usage.endswith(USAGE_NOT_COMPARED) and "All gates passed." in out
     data["figures"]["pass_rate"] = 1.0  # the other figures are still compared: a drop of the pass rate fails
     js.write_text(json.dumps(data))
     reset_flaky()
@@ -279,7 +311,8 @@ def test_cli_eval_records_k_and_compares_a_baseline_of_another_k_but_its_pass_ha
     assert code == 1 and "FAILED 1 gate(s):\n  - Pass rate (all trials) (pass_rate) 100.00% -> 83.33%" in out, out
     reset_flaky()
     code, out = _eval(*base, "--trials", "3", "--baseline", str(js), "--max-drop", "0.5")
-    assert code == 0 and "Not compared" not in out and "All gates passed." in out
+    (usage,) = [ln for ln in out.splitlines() if ln.startswith("Not compared with the baseline:")]
+    assert code == 0 and usage.endswith(USAGE_NOT_COMPARED) and "All gates passed." in out
 
 
 def test_cli_eval_says_pass_hat_k_is_not_compared_with_a_baseline_of_one_trial(
@@ -295,8 +328,9 @@ def test_cli_eval_says_pass_hat_k_is_not_compared_with_a_baseline_of_one_trial(
     reset_flaky()
     code, out = _eval(*base, "--trials", "3", "--baseline", str(js), "--max-drop", "0.5")
     assert code == 0 and "All gates passed." in out, out
-    (line,) = [ln for ln in out.splitlines() if ln.startswith("Not compared with the baseline:")]
+    (usage, line) = [ln for ln in out.splitlines() if ln.startswith("Not compared with the baseline:")]
     assert line.endswith("(pass_hat_k) is not in the baseline"), line
+    assert usage.endswith(USAGE_NOT_COMPARED), usage
 
 
 def test_cli_eval_dataset_baseline_with_scenarios(dataset: Path, support_rules: Path, scenario_file: Path,

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from monitor.cli.replay_cmd import replay
 from monitor.report import Threshold, check_gates, parse_gate, parse_threshold, skipped_comparisons
-from monitor.report.figures import HIGHER_IS_BETTER
+from monitor.report.figures import HIGHER_IS_BETTER, NEUTRAL, grade
 from tests.monitor.offline.agents import SUPPORT_INPUTS, support_agent
 from tests.monitor.offline.conftest import capture_spans, write_span_files
 
@@ -362,6 +362,29 @@ def test_every_figure_says_what_it_needs_to_be_computed() -> None:
 
     assert set(NEEDS) == FIGURE_KEYS
     for figure in FIGURE_KEYS:
-        (fail,) = check_gates({figure: None}, fail_under=[Threshold(figure, 0.5)] if HIGHER_IS_BETTER[figure] else [],
-                              fail_over=[] if HIGHER_IS_BETTER[figure] else [Threshold(figure, 0.5)])
+        up = HIGHER_IS_BETTER.get(figure, True)  # the usage rate (no better direction) takes either gate
+        (fail,) = check_gates({figure: None}, fail_under=[Threshold(figure, 0.5)] if up else [],
+                              fail_over=[] if up else [Threshold(figure, 0.5)])
         assert f"({figure}) is absent, not computed: {NEEDS[figure]} in this run (a zero denominator)" in fail.message
+
+
+def test_tool_usage_rate_has_no_better_direction() -> None:
+    """Fewer calls is better on cases that expect none, more on cases that need them (and those are the missed and
+    spurious/over-calling rates' business): either absolute gate takes the usage rate, a baseline does not compare
+    it and says so, and reports do not colour it good or bad."""
+    assert "tool_usage_rate" not in HIGHER_IS_BETTER and "tool_usage_rate" in NEUTRAL
+    assert parse_gate("tool_usage=0.5", over=False) == Threshold("tool_usage_rate", 0.5)
+    assert parse_gate("tool_usage=0.5", over=True) == Threshold("tool_usage_rate", 0.5)
+    now = {"tool_call_accuracy": 0.9, "tool_usage_rate": 0.2}
+    (under,) = check_gates(now, fail_under=[Threshold("tool_usage_rate", 0.3)])
+    (over,) = check_gates(now, fail_over=[Threshold("tool_usage_rate", 0.1)])
+    assert "20.00% < 30.00%" in under.message and "20.00% > 10.00%" in over.message
+    base = {"tool_call_accuracy": 0.9, "tool_usage_rate": 0.9}
+    assert check_gates(now, baseline=base, max_drop=0.0) == []
+    assert check_gates({**now, "tool_usage_rate": 1.0}, baseline={**base, "tool_usage_rate": 0.0}) == []
+    assert skipped_comparisons(now, base) == [
+        "Tool usage rate (tool_usage_rate) has no better direction and is not compared with the baseline "
+        "(gate it with --fail-under or --fail-over)"
+    ]
+    assert skipped_comparisons({"tool_call_accuracy": 0.9}, {"tool_call_accuracy": 0.9}) == []
+    assert {grade("tool_usage_rate", v) for v in (0.0, 0.5, 1.0)} == {"neutral"}

@@ -17,7 +17,9 @@ from typing import Any
 import aiohttp
 import pytest
 
+from monitor.judge import Judge
 from monitor.report import ReportBuilder, render_html
+from tests.monitor.offline.test_report_text import ESCAPES_SHOWN, escapes_report
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(
@@ -139,3 +141,27 @@ async def test_html_report_renders_in_chromium(support_builder: ReportBuilder, t
     assert errors == []
     requests = [e["params"]["request"]["url"] for e in page.events if e["method"] == "Network.requestWillBeSent"]
     assert requests and all(u.startswith(("file:", "data:")) for u in requests), requests
+
+
+async def test_html_report_with_control_characters_renders_them_as_escapes(support_judge: Judge,
+                                                                          tmp_path: Path) -> None:
+    """Control characters from the run (an ESC sequence in an input, a NUL in an agent's error) reach the page as
+    the terminal shows them, `\\x1b` escapes: the page loads with no console error and shows them so."""
+    report = escapes_report(support_judge)
+    html_path = tmp_path / "report.html"
+    html_path.write_text(render_html(report), encoding="utf-8")
+    async with chromium_page(tmp_path / "profile") as page:
+        for domain in ("Runtime", "Log", "Page"):
+            await page.send(f"{domain}.enable")
+        await page.send("Page.navigate", url=html_path.as_uri())
+        await page.wait_event("Page.loadEventFired")
+        assert await page.evaluate("document.getElementById('js-status').dataset.ready") == "true"
+        text = await page.evaluate("document.body.innerText")
+        await asyncio.sleep(0.2)
+    assert not [c for c in text if (ord(c) < 0x20 and c not in "\n\t") or 0x7F <= ord(c) <= 0x9F]
+    for shown in ESCAPES_SHOWN:
+        assert shown in text, shown
+    errors = [e for e in page.events if e["method"] == "Runtime.exceptionThrown"
+              or (e["method"] == "Runtime.consoleAPICalled" and e["params"]["type"] in ("error", "assert"))
+              or (e["method"] == "Log.entryAdded" and e["params"]["entry"]["level"] == "error")]
+    assert errors == []

@@ -31,6 +31,7 @@ from monitor.probe import (
     run_probe,
 )
 from monitor.probe._clusters import _NUMBER, MAX_LEADERS, MAX_SHAPED_CHARS, shape
+from monitor.probe._loop import draw
 from monitor.verdict import Outcome, ViolationKind
 from tests.monitor.offline.conftest import TRIAGE_RULES, support_turns
 
@@ -115,7 +116,53 @@ def test_cli_probe_generator_error_is_reported() -> None:
     res = CliRunner().invoke(probe, [
         "--generator", "tests.monitor.offline.test_probe:broken_generator", "--agent", "examples.triage.agent:triage",
         "--rules", str(TRIAGE_RULES), "--iterations", "3", "--no-progress"])
-    assert res.exit_code == 2 and "the generator raised RuntimeError: no more ideas" in res.output
+    assert res.exit_code == 2, res.output
+    assert ("error: the generator tests.monitor.offline.test_probe:broken_generator raised RuntimeError: no more ideas"
+            in res.output)
+
+
+class _Exiting:
+    """A generator that gives `left` inputs, then raises `exc` (SystemExit by sys.exit, or another BaseException)."""
+
+    def __init__(self) -> None:
+        self.left = 0
+        self.exc: BaseException = SystemExit(3)
+
+    def __call__(self, rng: random.Random) -> str:
+        if self.left <= 0:
+            raise self.exc
+        self.left -= 1
+        return str(generate(rng))
+
+
+exiting_generator = _Exiting()
+
+
+@pytest.mark.parametrize(("exc", "shown"), [(SystemExit(3), "SystemExit: 3"),
+                                             (GeneratorExit("closed"), "GeneratorExit: closed")])
+def test_cli_probe_generator_that_exits_ends_the_probe_with_the_report_so_far(
+        tmp_path: Path, exc: BaseException, shown: str) -> None:
+    """A generator calling sys.exit (or raising another BaseException but KeyboardInterrupt) ends the probe as an
+    error naming the generator and what it raised, after the report of the runs done so far: 2 runs of pool 10 took
+    20 inputs; the 25th raised."""
+    exiting_generator.left, exiting_generator.exc = 25, exc
+    js = tmp_path / "probe.json"
+    res = CliRunner().invoke(probe, [
+        "--generator", "tests.monitor.offline.test_probe:exiting_generator", "--agent", "examples.triage.agent:triage",
+        "--rules", str(TRIAGE_RULES), "--iterations", "5", "--no-progress", "--json", str(js)])
+    assert res.exit_code == 2, res.output
+    error = f"error: the generator tests.monitor.offline.test_probe:exiting_generator raised {shown}"
+    assert res.stderr.splitlines()[-1] == f"{error}; the probe stopped after 2 runs", res.stderr
+    assert re.search(r"^Tool call accuracy: \d+/\d+ \(\d+\.\d%\)$", res.stdout, re.M), res.stdout
+    data = json.loads(js.read_text())
+    assert data["counts"]["turns"] == 2
+    assert any(error.removeprefix("error: ") in n for n in data["notes"]), data["notes"]
+
+
+def test_a_generator_ctrl_c_is_the_users() -> None:
+    exiting_generator.left, exiting_generator.exc = 0, KeyboardInterrupt()
+    with pytest.raises(KeyboardInterrupt):
+        draw(exiting_generator, random.Random(0), 3)
 
 
 TAG_OF_TOOL = {tool: tag for tag, tool in TOOL_OF_TAG.items()}

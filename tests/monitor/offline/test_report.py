@@ -238,3 +238,13 @@ def test_two_reports_to_stdout_is_a_usage_error(support_rules: Path, tmp_path: P
     assert res.exit_code == 2 and "--json, --markdown and --html all ask for it" in res.stderr
     with pytest.raises(click.UsageError):  # also for callers that build ReportOptions themselves
         emit_report(ReportBuilder().build("replay", "x"), ReportOptions(json_path="-", html_path="-"))
+
+
+def test_tool_usage_rate_is_not_coloured_good_or_bad(support_builder: ReportBuilder) -> None:
+    """The usage rate has no better direction: its HTML card and terminal value carry no good/warn/bad colour."""
+    report = support_builder.build("replay", "support")
+    assert report.figures["tool_usage_rate"] is not None
+    card = re.search(r'data-figure="tool_usage_rate">.*?<div class="v ([a-z]+)">', render_html(report))
+    assert card is not None and card.group(1) == "neutral"
+    accuracy = re.search(r'data-figure="tool_call_accuracy">.*?<div class="v ([a-z]+)">', render_html(report))
+    assert accuracy is not None and accuracy.group(1) in ("good", "warn", "bad")

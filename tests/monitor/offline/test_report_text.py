@@ -10,6 +10,7 @@ import logging
 import re
 import sys
 import xml.etree.ElementTree as ET
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,7 @@ from monitor.report import (
     Table,
     ToolStats,
     emit_report,
+    render_html,
     render_junit,
     render_markdown,
     render_terminal,
@@ -93,18 +95,68 @@ def test_terminal_shows_control_characters_from_the_run_as_escapes_never_raw(sup
     """A model's made-up tool name, an input or an agent's error can hold terminal control sequences (clear the
     screen, set the window title, recolour what follows): the summary shows them as `\\x1b` escapes, so what
     reaches the terminal is the report, not instructions to it. Line breaks and tabs stay as they are."""
-    b = ReportBuilder(worst=10)
-    b.add(support_judge.judge(turn(ESCAPES, call("\x1b[31mlookup", {"order_id": "6"}), trace=1)),
-          case_id="c\x1b[1m1")
-    report = b.build("eval", "run \x1b]8;;x\x1b\\", tables=[Table("t", ["a"], [["x\x1b[0m\ty\nz"]])],
-                     notes=["agent raised ValueError: \x1b[41mboom\x00"])
     out = io.StringIO()
-    render_terminal(report, out, width=400)
+    render_terminal(escapes_report(support_judge), out, width=400)
     text = out.getvalue()
-    raw = sorted({c for c in text if (ord(c) < 0x20 and c != "\n") or 0x7F <= ord(c) <= 0x9F})
-    assert raw == [], raw
-    for shown in ("\\x1b[31mlookup -> hallucinated", "c\\x1b[1m1", "\\x1b[2J\\x1b]0;owned\\x07 \\x9b31m",
-                  "\\x00\\x7f\\x08\\x0d", "run \\x1b]8;;x\\x1b\\", "\\x1b[41mboom\\x00", "x\\x1b[0m"):
+    assert _raw_controls(text, allowed="\n") == []
+    for shown in ESCAPES_SHOWN + ("\\x1b[31mlookup -> hallucinated",):
+        assert shown in text, shown
+
+
+def escapes_report(judge: Judge) -> Report:
+    """A report whose input, made-up tool name, case id, title, table and note hold control characters."""
+    b = ReportBuilder(worst=10)
+    b.add(judge.judge(turn(ESCAPES, call("\x1b[31mlookup", {"order_id": "6"}), trace=1)), case_id="c\x1b[1m1")
+    return b.build("eval", "run \x1b]8;;x\x1b\\", tables=[Table("t", ["a"], [["x\x1b[0m\ty\nz"]])],
+                   notes=["agent raised ValueError: \x1b[41mboom\x00"])
+
+
+# how the terminal shows the control characters of `escapes_report`; every form shows them so
+ESCAPES_SHOWN = ("\\x1b[31mlookup", "c\\x1b[1m1", "\\x1b[2J\\x1b]0;owned\\x07 \\x9b31m", "\\x00\\x7f\\x08\\x0d",
+                 "run \\x1b]8;;x\\x1b\\", "\\x1b[41mboom\\x00", "x\\x1b[0m")
+
+
+def _raw_controls(text: str, allowed: str = "\n\t") -> list[str]:
+    return sorted({c for c in text if (ord(c) < 0x20 and c not in allowed) or 0x7F <= ord(c) <= 0x9F})
+
+
+class _Text(HTMLParser):
+    """The text of an HTML document as a browser shows it (character references resolved), scripts left out."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self._skip = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self._skip += tag in ("script", "style")
+        self.parts += [v for _, v in attrs if v]
+
+    def handle_endtag(self, tag: str) -> None:
+        self._skip -= tag in ("script", "style")
+
+    def handle_data(self, data: str) -> None:
+        if not self._skip:
+            self.parts.append(data)
+
+
+def _html_text(html: str) -> str:
+    parser = _Text()
+    parser.feed(html)
+    parser.close()
+    return "\n".join(parser.parts)
+
+
+@pytest.mark.parametrize("form", ["markdown", "html"])
+def test_markdown_and_html_show_control_characters_as_the_terminal_does(support_judge: Judge, form: str) -> None:
+    """Control characters from the run are no raw bytes in a Markdown or HTML report (HTML forbids most, a viewer
+    may act on ESC sequences): they show as the terminal shows them, `\\x1b` escapes."""
+    report = escapes_report(support_judge)
+    doc = render_markdown(report) if form == "markdown" else render_html(report)
+    assert _raw_controls(doc) == []
+    text = _html_text(_render_md(doc) if form == "markdown" else doc)
+    assert _raw_controls(text) == []
+    for shown in ESCAPES_SHOWN:
         assert shown in text, shown
 
 

@@ -83,6 +83,19 @@ TWO_STEPS = "rules: [support.yaml]\nsteps:\n  - user: hi\n  - user: where is ord
     ("{calls: [], none: false}", r":5:25: scenario-1, step 2: `calls: \[\]` expects no call"),
     ("{calls: [{tool: get_order_status, optional: true, exactly: 1}]}",
      r":5:47: scenario-1, step 2, call 1: an optional call has no minimum"),
+    ("{calls: [{tool: get_order_status, optional: true, min: 2}]}",
+     r":5:47: scenario-1, step 2, call 1: an optional call has no minimum, and `min: 2` asks for at least 2 calls"),
+    # a slot counts calls that are made (rule files: exactly/max >= 1); one the step must not make is left out of
+    # `calls`, where any call not listed fails the step: `exactly: 0` / `max: 0` are load errors, optional or not
+    ("{calls: [{tool: get_order_status, optional: true, exactly: 0}]}",
+     r":5:63: scenario-1, step 2, call 1: `exactly: 0` expects no call of get_order_status: leave it out of `calls` "
+     r"\(a call not listed there fails the step\)"),
+    ("{calls: [{tool: get_order_status, exactly: 0}]}",
+     r":5:47: scenario-1, step 2, call 1: `exactly: 0` expects no call of get_order_status: leave it out"),
+    ("{calls: [{tool: get_order_status, optional: true, max: 0}]}",
+     r":5:63: scenario-1, step 2, call 1: `max: 0` expects no call of get_order_status: leave it out"),
+    ("{calls: [{tool: get_shipping_eta}, {tool: get_order_status, max: 0}]}",
+     r":5:73: scenario-1, step 2, call 2: `max: 0` expects no call of get_order_status: leave it out"),
     ("{tool_calls: {max: -1}}", r":5:32: scenario-1, step 2: tool_calls `max` is a non-negative integer"),
     ("{none: 1}", r":5:20: scenario-1, step 2: `none` is true or false"),
 ])

@@ -211,6 +211,14 @@ BAD = [
         ["none of its burn-rate alerts could ever fire", "above 2.88", "above 1.2", "at least 0.8334"],
     ),
     (
+        "alert objective on a figure with no better direction",
+        "alerts:\n  - {name: Low, figure: tool_usage_rate, objective: 0.95}\n",
+        2,
+        53,
+        "alerts[0].objective",
+        ["tool_usage_rate has no better direction", "use below or above"],
+    ),
+    (
         "alert tool on a figure without per-tool breakdown",
         GOOD_HEAD + "alerts:\n  - {name: Low, figure: selection_accuracy, tool: search, below: 0.9}\n",
         7,
