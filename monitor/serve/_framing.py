@@ -1,7 +1,7 @@
 """A request body whose framing breaks (a malformed chunk) reaches the request it belongs to as an error.
 
 aiohttp's C parser, on a framing error inside a body, drops the body's stream without telling it: the handler reading
-the body waits until its read timeout (408), and aiohttp answers a parse error of its own with a text/plain 400 and a
+the body waits until its read timeout (504), and aiohttp answers a parse error of its own with a text/plain 400 and a
 logged traceback. When a head and a bad chunk arrive in one read, the C parser loses the request altogether.
 
 When a broken head follows complete requests in one read, the parser raises for the whole read and those requests
@@ -148,7 +148,7 @@ def guard_body_framing(server: web.Server) -> None:
         return False
 
     _on_each_connection(
-        server, guard, "this aiohttp hides its request parser: a malformed chunk is answered 408 after the read "
+        server, guard, "this aiohttp hides its request parser: a malformed chunk is answered 504 after the read "
         "timeout, not 400"
     )
 

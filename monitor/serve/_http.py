@@ -97,6 +97,12 @@ def _status_body(reply: str, code: int, message: str) -> bytes:
     return bytes(status_pb2.Status(code=code, message=message).SerializeToString())
 
 
+def refusal_status(message: str) -> bytes:
+    """The body of the receiver's 503 to a connection past --max-connections: a google.rpc.Status (UNAVAILABLE) in
+    protobuf, OTLP/HTTP's default encoding, as it is answered before any byte of a request is read."""
+    return _status_body(PROTOBUF, code_pb2.UNAVAILABLE, message)
+
+
 def bearer_ok(authorization: str, token: bytes) -> bool:
     """`Authorization: Bearer TOKEN`, the scheme in any case (RFC 7235), the token compared in constant time."""
     scheme, _, credentials = authorization.partition(" ")
@@ -206,11 +212,11 @@ class TracesHandler:
             transport = TRANSPORT_PROTOBUF
         elif ctype == JSON:
             transport = TRANSPORT_JSON
-        else:
+        else:  # answered in OTLP/HTTP's default encoding, which OTLP clients read whatever they sent
             return self._closing(
                 self._error(
                     TRANSPORT_OTHER,
-                    JSON,
+                    PROTOBUF,
                     415,
                     code_pb2.INVALID_ARGUMENT,
                     f"unsupported content type {ctype!r}: use {PROTOBUF} or {JSON}",
@@ -239,14 +245,16 @@ class TracesHandler:
                 decoded = await self._read_and_decode(request, reply, coding, take)
         except TimeoutError:
             # A client that stalls mid-body would hold its share of the bodies in flight (and its connection) for as
-            # long as it likes, and every other exporter would get 503 meanwhile.
+            # long as it likes, and every other exporter would get 503 meanwhile. 504, the HTTP mapping of
+            # DEADLINE_EXCEEDED, not 408: OTLP exporters retry 429, 502, 503 and 504 only, and a body held up on
+            # the way is worth sending again (not 503: that says the server cannot keep up, see ToolwatchBackPressure).
             return self._closing(
                 self._error(
                     transport,
                     reply,
-                    408,
+                    504,
                     code_pb2.DEADLINE_EXCEEDED,
-                    f"request body not received within {self.settings.read_timeout_s:g} s",
+                    f"request body not received within {self.settings.read_timeout_s:g} s: send it again",
                 )
             )
         except (ConnectionError, web.RequestPayloadError, BadFraming) as exc:
