@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import logging
 import sys
 
 from monitor.cli._startup import hold_sighup
 
-hold_sighup(sys.argv)  # before the imports below (most of a second): a SIGHUP meanwhile must not end `serve`
+hold_sighup(sys.argv)  # before any other import (most of a second): a SIGHUP meanwhile must not end `serve`
+
+import logging  # noqa: E402
 
 import click  # noqa: E402
 

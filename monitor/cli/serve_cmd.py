@@ -181,7 +181,8 @@ def settings_from_options(opts: Mapping[str, object]) -> Settings:
     type=Duration(),
     envvar=env.ENV_READ_TIMEOUT,
     help="A request's head must arrive within this long of the connection opening or the last answer (idle "
-    "connections are closed then), and its body within this long after its head (408 beyond); OTLP/gRPC alike.",
+    "connections are closed then), and its body within this long after its head (504 beyond, which exporters "
+    "retry); OTLP/gRPC alike.",
 )
 @option(
     "--max-connections",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from monitor.metrics._histogram import Histogram
 
 JUDGE_BUCKETS = (0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.25)
@@ -74,6 +76,14 @@ class Operational:
     def dropped(self, reason: str, n: int = 1) -> None:
         if n:
             self._inc(self.spans_dropped, reason, n)
+
+    def start_transport(self, transport: str, codes: Iterable[int]) -> None:
+        """The series of a transport that serves, at 0 until counted (rate() does not see a series' first value as
+        growth): its spans received, and its requests answered each of `codes` (a bounded few: those alerts and
+        dashboards read, success and back-pressure)."""
+        self.spans_received.setdefault(transport, 0)
+        for code in codes:
+            self.requests.setdefault((transport, str(code)), 0)
 
     def request(self, transport: str, code: int) -> None:
         k = (transport, str(code))

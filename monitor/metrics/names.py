@@ -40,7 +40,9 @@ SPANS_RECEIVED = "toolwatch_spans_received_total"  # {transport}
 SPANS_REJECTED = "toolwatch_spans_rejected_total"  # {reason}
 SPANS_DROPPED = "toolwatch_spans_dropped_total"  # {reason}
 # {transport,code}: transport http_protobuf, http_json, http_other (another content type, or a head that does not
-# parse) or grpc; code the HTTP status, or the gRPC status code's number.
+# parse) or grpc, by the request's content type (also for a wrong path or method: 404, 405); code the HTTP status, or
+# the gRPC status code's number. A serving transport's success and back-pressure codes (200 and 503; 0 and 14) are
+# there at 0 from the start, as its toolwatch_spans_received_total.
 REQUESTS = "toolwatch_requests_total"
 CONNECTIONS_REFUSED = "toolwatch_connections_refused_total"  # {listener}: past the connection bound
 SPAN_ATTRIBUTES_IGNORED = "toolwatch_span_attributes_ignored_total"  # {attribute}: of the wrong type

@@ -16,12 +16,18 @@ METRICS_CONNECTIONS = 64  # open connections of /metrics, /healthz and /readyz (
 FD_RESERVE = 128  # descriptors beside the connections: listeners, rule and log files, gRPC, the event loop
 
 
-def refusal(retry_after_s: int) -> bytes:
-    text = b"too many connections, retry later\n"
+REFUSAL = "too many connections, retry later"
+TEXT_REFUSAL = ("text/plain", f"{REFUSAL}\n".encode())
+
+
+def refusal(retry_after_s: int, body: tuple[str, bytes] = TEXT_REFUSAL) -> bytes:
+    """The whole 503 answer to a connection past the bound; `body`: its content type and bytes (the listener's
+    language: a line of text, or the receiver's google.rpc.Status)."""
+    ctype, data = body
     return (
-        b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
-        + f"Retry-After: {retry_after_s}\r\nContent-Length: {len(text)}\r\nConnection: close\r\n\r\n".encode()
-        + text
+        f"HTTP/1.1 503 Service Unavailable\r\nContent-Type: {ctype}\r\nRetry-After: {retry_after_s}\r\n"
+        f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n".encode()
+        + data
     )
 
 
@@ -32,10 +38,17 @@ class ConnectionCap:
     aiohttp has no such bound: this wraps the `connection_made` / `connection_lost` calls its request handlers make
     to their `web.Server`, which see every connection open and close."""
 
-    def __init__(self, server: web.Server, limit: int, retry_after_s: int, on_refused: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        server: web.Server,
+        limit: int,
+        retry_after_s: int,
+        on_refused: Callable[[], None],
+        body: tuple[str, bytes] = TEXT_REFUSAL,
+    ) -> None:
         self.limit = limit
         self.open = 0
-        self._refusal = refusal(retry_after_s)
+        self._refusal = refusal(retry_after_s, body)
         self._on_refused = on_refused
         self._made = server.connection_made
         self._lost = server.connection_lost

@@ -50,6 +50,7 @@ class GrpcReceiver:
         self.ops = pipeline.metrics.ops
         self._token = settings.token.encode() if settings.token else None
         self._queue_full = retry_trailers(code_pb2.UNAVAILABLE, QUEUE_FULL, settings.retry_after_s)
+        self.ops.start_transport(TRANSPORT_GRPC, (grpc.StatusCode.OK.value[0], grpc.StatusCode.UNAVAILABLE.value[0]))
         self.server: Any = None
         self.port = 0
 

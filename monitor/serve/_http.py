@@ -8,7 +8,7 @@ import hmac
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from aiohttp import HttpVersion11, web
@@ -38,6 +38,7 @@ from monitor.serve._pipeline import DROP_QUEUE_FULL, Pipeline
 from monitor.serve._settings import Settings
 
 logger = logging.getLogger(__name__)
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
@@ -97,6 +98,12 @@ def _status_body(reply: str, code: int, message: str) -> bytes:
     return bytes(status_pb2.Status(code=code, message=message).SerializeToString())
 
 
+def refusal_status(message: str) -> bytes:
+    """The body of the receiver's 503 to a connection past --max-connections: a google.rpc.Status (UNAVAILABLE) in
+    protobuf, OTLP/HTTP's default encoding, as it is answered before any byte of a request is read."""
+    return _status_body(PROTOBUF, code_pb2.UNAVAILABLE, message)
+
+
 def bearer_ok(authorization: str, token: bytes) -> bool:
     """`Authorization: Bearer TOKEN`, the scheme in any case (RFC 7235), the token compared in constant time."""
     scheme, _, credentials = authorization.partition(" ")
@@ -140,6 +147,23 @@ class TracesHandler:
         self._token = settings.token.encode() if settings.token else None
         self.in_flight = InFlight(IN_FLIGHT_BODIES * max(settings.max_decompressed_bytes, settings.max_body_bytes))
         self._bad_heads = Hushed(BAD_HEAD_LOG_INTERVAL_S)
+        for transport in (TRANSPORT_PROTOBUF, TRANSPORT_JSON):
+            self.ops.start_transport(transport, (200, 503))
+
+    @staticmethod
+    def transport_of(ctype: str) -> str:
+        if ctype in _PROTOBUF_TYPES:
+            return TRANSPORT_PROTOBUF
+        return TRANSPORT_JSON if ctype == JSON else TRANSPORT_OTHER
+
+    @web.middleware
+    async def count_unrouted(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        """Count what the router answers itself (404 for another path, 405 for another method), by the request's
+        content type and the status code: bounded labels, never the path or the method."""
+        unrouted = getattr(request.match_info, "http_exception", None)
+        if unrouted is not None:
+            self.ops.request(self.transport_of(request.content_type), unrouted.status)
+        return await handler(request)
 
     def bad_head(self, exc: HttpProcessingError, remote: str | None) -> web.Response:
         """The answer to a request whose head does not parse (see `answer_broken_heads`): a google.rpc.Status in
@@ -202,15 +226,13 @@ class TracesHandler:
         """The answer to a request refused on its head alone (type, token, coding, length, queue), closing the
         connection; None: read its body."""
         ctype = request.content_type
-        if ctype in _PROTOBUF_TYPES:
-            transport = TRANSPORT_PROTOBUF
-        elif ctype == JSON:
-            transport = TRANSPORT_JSON
-        else:
+        transport = self.transport_of(ctype)
+        if transport == TRANSPORT_OTHER:
+            # Answered in OTLP/HTTP's default encoding, which OTLP clients read whatever they sent.
             return self._closing(
                 self._error(
                     TRANSPORT_OTHER,
-                    JSON,
+                    PROTOBUF,
                     415,
                     code_pb2.INVALID_ARGUMENT,
                     f"unsupported content type {ctype!r}: use {PROTOBUF} or {JSON}",
@@ -239,14 +261,16 @@ class TracesHandler:
                 decoded = await self._read_and_decode(request, reply, coding, take)
         except TimeoutError:
             # A client that stalls mid-body would hold its share of the bodies in flight (and its connection) for as
-            # long as it likes, and every other exporter would get 503 meanwhile.
+            # long as it likes, and every other exporter would get 503 meanwhile. 504, the HTTP mapping of
+            # DEADLINE_EXCEEDED, not 408: OTLP exporters retry 429, 502, 503 and 504 only, and a body held up on
+            # the way is worth sending again (not 503: that says the server cannot keep up, see ToolwatchBackPressure).
             return self._closing(
                 self._error(
                     transport,
                     reply,
-                    408,
+                    504,
                     code_pb2.DEADLINE_EXCEEDED,
-                    f"request body not received within {self.settings.read_timeout_s:g} s",
+                    f"request body not received within {self.settings.read_timeout_s:g} s: send it again",
                 )
             )
         except (ConnectionError, web.RequestPayloadError, BadFraming) as exc:
@@ -372,7 +396,7 @@ def ingest(pipeline: Pipeline, decoded: Decoded, transport: str) -> tuple[int, s
 
 def receiver_app(handler: TracesHandler, max_body: int) -> web.Application:
     # client_max_size only guards aiohttp's own readers; the handler enforces the real limits while streaming.
-    app = web.Application(client_max_size=max_body)
+    app = web.Application(client_max_size=max_body, middlewares=[handler.count_unrouted])
     app.router.add_post("/v1/traces", handler.handle, expect_handler=handler.expect)
     return app
 

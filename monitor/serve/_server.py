@@ -17,9 +17,9 @@ from aiohttp import web
 
 from monitor.metrics import LISTENER_METRICS, LISTENER_RECEIVER, ToolwatchMetrics, served_registry
 from monitor.serve import _sighup
-from monitor.serve._conn import METRICS_CONNECTIONS, ConnectionCap, ensure_fd_limit
+from monitor.serve._conn import METRICS_CONNECTIONS, REFUSAL, TEXT_REFUSAL, ConnectionCap, ensure_fd_limit
 from monitor.serve._framing import answer_broken_heads, guard_body_framing
-from monitor.serve._http import TracesHandler, metrics_app, receiver_app, text_head_answer
+from monitor.serve._http import PROTOBUF, TracesHandler, metrics_app, receiver_app, refusal_status, text_head_answer
 from monitor.serve._pipeline import Pipeline, VerdictHook
 from monitor.serve._rules import Attempt, JudgeFactory, Rules, _stamp, default_judge_factory
 from monitor.serve._settings import GRPC, METRICS, RECEIVER, Settings
@@ -167,8 +167,12 @@ class Server:
                 await runner.setup()
                 self._runners.append(runner)
                 assert runner.server is not None
-                ConnectionCap(runner.server, limit, s.retry_after_s, functools.partial(self._refused, listener))
-                if listener == LISTENER_RECEIVER:
+                receiver = listener == LISTENER_RECEIVER
+                refused = (PROTOBUF, refusal_status(REFUSAL)) if receiver else TEXT_REFUSAL
+                ConnectionCap(
+                    runner.server, limit, s.retry_after_s, functools.partial(self._refused, listener), refused
+                )
+                if receiver:
                     guard_body_framing(runner.server)
                     answer_broken_heads(runner.server, handler.bad_head)
                 else:  # a text listener: its broken heads answered in text, logged apart from the receiver's

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import logging
 import socket
+import time
 
 import pytest
 from google.rpc import code_pb2, status_pb2  # type: ignore[import-untyped]
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from monitor.serve import Server
 from tests.monitor.service.conftest import ServeFactory, scrape, value
@@ -136,3 +138,48 @@ def test_a_handler_that_raises_still_gets_aiohttps_500() -> None:
     error, bad_head = asyncio.run(run())
     assert error.startswith(b"HTTP/1.1 500 ") and b"text/plain" in error, error
     assert bad_head.startswith(b"HTTP/1.0 400 ") and len(answered) == 1 and "Bad status line" in answered[0]
+
+
+def _spans_received(server: Server) -> float:
+    return value(scrape(server), "toolwatch_spans_received_total", transport="http_protobuf") or 0.0
+
+
+@pytest.mark.parametrize("reads", ["one write", "split mid-body"])
+@pytest.mark.parametrize(
+    "bad", ["Content-Length not a number", "bad method", "invalid header name byte", "bad method, head unfinished"]
+)
+def test_good_requests_pipelined_before_a_broken_head_are_all_answered_and_counted(
+    serve: ServeFactory, bad: str, reads: str
+) -> None:
+    # Before: a broken head in the same read as complete requests before it lost them (the parser raised for the
+    # whole read): no answer, their spans never counted; only the 400 came back.
+    _, server = serve()
+    body = good_pb()
+    good = _START + f"Content-Length: {len(body)}\r\n\r\n".encode() + body
+    broken = b"P@ST /v1/tr" if bad == "bad method, head unfinished" else BAD_HEADS[bad][0]
+    data = good + good + good + broken
+    per_request = _spans_received(server)
+    assert_still_serving(server)
+    per_request = _spans_received(server) - per_request
+    assert per_request > 0
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if reads == "one write":
+            sock.sendall(data)
+        else:  # the first request's body ends in the read that holds the others and the broken head
+            cut = len(_START) + 30 + len(body) // 2
+            sock.sendall(data[:cut])
+            time.sleep(0.2)
+            sock.sendall(data[cut:])
+        rest = bytearray()
+        for _ in range(3):
+            status, head, answer = _read_response(sock, buffer=rest)
+            assert status == 200, (head, answer)
+            assert ExportTraceServiceResponse.FromString(answer).partial_success.rejected_spans == 0
+        status, _, answer = _read_response(sock, buffer=rest)
+        assert status == 400 and status_pb2.Status.FromString(answer).code == code_pb2.INVALID_ARGUMENT
+        assert _closed(sock)
+    assert _bad_heads(server, 400) == 1
+    assert value(scrape(server), "toolwatch_requests_total", transport="http_protobuf", code="200") == 4
+    assert _spans_received(server) == 4 * per_request
+    assert_still_serving(server)

@@ -89,3 +89,49 @@ def test_sigterm_or_sigint_while_starting_ends_it_promptly(
     code = proc.wait(timeout=10)
     assert time.monotonic() - t0 < 5
     assert code != 0 and "OTLP/HTTP on" not in err.read_text()
+
+
+
+# Run as the `toolwatch` script is, in a real interpreter, after an audit hook that sends the process a SIGHUP at each
+# import of a module other than the few that hold it (monitor and monitor.cli, empty of imports until the hold, and
+# monitor.cli._startup with the signal module): the earliest moments after the interpreter's own start-up that a
+# process manager's SIGHUP can fall on, each tried. Before the hold no hook is installed, as before any Python code.
+_SIGNALLED_RUN = """
+import os, signal, sys
+HOLDERS = {"monitor", "monitor.cli", "monitor.cli._startup", "signal"}
+sent = []
+def hook(event, args):
+    if event == "import" and args[0] not in HOLDERS and len(sent) < 50:
+        sent.append(args[0])
+        os.kill(os.getpid(), signal.SIGHUP)
+script = sys.argv[1]
+sys.argv = sys.argv[1:]
+code = compile(open(script).read(), script, "exec")
+sys.addaudithook(hook)
+exec(code, {"__name__": "__main__"})
+"""
+
+
+def test_sighup_from_the_first_import_of_the_entry_point_does_not_end_serve(tmp_path: Path) -> None:
+    # Before: SIGHUP was held only once the package `monitor` had imported its records and verdict modules and the
+    # command line the logging module, some 20 ms after the interpreter was up (50-250 ms on a busy machine): a SIGHUP
+    # meanwhile ended the process. Now nothing but the signal module is imported before the hold.
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(RULES.read_text())
+    err = tmp_path / "stderr.txt"
+    args = ["serve", "--rules", str(rules), "--port", "0", "--metrics-port", "0", "--no-watch", "--grace", "0.2s"]
+    with err.open("w") as out:
+        proc = subprocess.Popen([sys.executable, "-c", _SIGNALLED_RUN, TOOLWATCH, *args], stderr=out, text=True)
+    try:
+        wait_for(lambda: "OTLP/HTTP on" in err.read_text() or proc.poll() is not None, timeout=30)
+        assert proc.poll() is None, f"ended by a SIGHUP while importing (exit {proc.returncode})"
+        metrics = err.read_text().split("metrics on ")[1].split(" ")[0].strip()
+        # The SIGHUPs of the start-up are one reload once ready.
+        wait_for(lambda: 'toolwatch_rules_reloads_total{result="success"} 1.0' in _text(metrics), timeout=10)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        print(err.read_text()[-3000:])

@@ -4,22 +4,37 @@ from __future__ import annotations
 
 import gc
 import gzip
+import json
 import logging
 import socket
 import time
 
 import pytest
+from google.rpc import code_pb2, status_pb2  # type: ignore[import-untyped]
 
 from tests.monitor.service.conftest import ServeFactory, scrape, value, wait_for
 from tests.monitor.service.http_util import post
-from tests.monitor.service.test_bad_input import PB, assert_still_serving, good_pb
+from tests.monitor.service.test_bad_input import JS, PB, assert_still_serving, good_pb
+from tests.monitor.service.test_http_framing import _read_response
+
+# The status codes OTLP/HTTP exporters retry (the OTLP specification; the Collector's and the Python SDK's too): an
+# answer with another one loses the export's spans.
+OTLP_RETRYABLE = (429, 502, 503, 504)
 
 
-def _head(length: int, gzipped: bool = False) -> bytes:
+def _head(length: int, gzipped: bool = False, ctype: str = PB) -> bytes:
     enc = "Content-Encoding: gzip\r\n" if gzipped else ""
     return (
-        f"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: {PB}\r\n{enc}Content-Length: {length}\r\n\r\n"
+        f"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: {ctype}\r\n{enc}Content-Length: {length}\r\n\r\n"
     ).encode()
+
+
+def _rpc_status(ctype: str, body: bytes) -> tuple[int, str]:
+    if ctype == JS:
+        st = json.loads(body)
+        return int(st["code"]), str(st["message"])
+    st = status_pb2.Status.FromString(body)
+    return int(st.code), str(st.message)
 
 
 def _bodies_held() -> int:
@@ -79,7 +94,7 @@ def test_a_client_gone_mid_body_leaves_no_garbage_holding_its_body(
     assert_still_serving(server)
 
 
-def test_a_stalled_body_gets_408_and_frees_its_share_of_the_bodies_in_flight(serve: ServeFactory) -> None:
+def test_a_stalled_body_gets_504_and_frees_its_share_of_the_bodies_in_flight(serve: ServeFactory) -> None:
     # Four clients that send most of a body and then nothing used to hold the shared in-flight bound for as long as
     # they kept the connection: every other exporter got 503 meanwhile (forever, for a client that never closes).
     limit = 256 << 10
@@ -96,10 +111,28 @@ def test_a_stalled_body_gets_408_and_frees_its_share_of_the_bodies_in_flight(ser
     finally:
         for sock in stalled:
             sock.close()
-    assert all(a.startswith(b"HTTP/1.1 408 ") for a in answers), answers
+    assert all(a.startswith(b"HTTP/1.1 504 ") for a in answers), answers
     assert time.monotonic() - t0 < 5
     assert_still_serving(server)
-    assert value(scrape(server), "toolwatch_requests_total", transport="http_protobuf", code="408") == 4
+    assert value(scrape(server), "toolwatch_requests_total", transport="http_protobuf", code="504") == 4
+
+
+@pytest.mark.parametrize("ctype", [PB, JS])
+def test_a_stalled_body_is_told_to_retry_in_its_own_content_type(serve: ServeFactory, ctype: str) -> None:
+    # Before: 408, which OTLP exporters do not retry (the export's spans were lost), for a body held up on the way.
+    _, server = serve(read_timeout_s=0.5)
+    body = good_pb() if ctype == PB else b'{"resourceSpans": []}'
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        sock.sendall(_head(len(body), ctype=ctype) + body[: len(body) // 2])
+        status, head, answer = _read_response(sock)
+        assert _read_all(sock, 5) == b""  # closed: the rest of the body cannot be told from a next request
+    assert status in OTLP_RETRYABLE, head
+    assert f"\r\nContent-Type: {ctype}\r\n".encode() in head, head
+    code, message = _rpc_status(ctype, answer)
+    assert code == code_pb2.DEADLINE_EXCEEDED and "not received within 0.5 s" in message, message
+    assert value(scrape(server), "toolwatch_requests_total", transport=f"http_{'json' if ctype == JS else 'protobuf'}",
+                 code=str(status)) == 1
+    assert_still_serving(server)
 
 
 @pytest.mark.parametrize("sent", [b"", b"POST /v1/traces HTTP/1.1\r\nHost: x\r\n"], ids=["idle", "half-a-head"])
@@ -126,6 +159,10 @@ def test_connections_past_the_cap_get_503_and_the_rest_are_served(serve: ServeFa
             answer = _read_all(extra, 5)
         assert answer.startswith(b"HTTP/1.1 503 "), answer
         assert b"Retry-After: 1\r\n" in answer
+        # Answered before any byte of a request is read: in OTLP/HTTP's default encoding, a google.rpc.Status.
+        head, body = answer.split(b"\r\n\r\n", 1)
+        assert b"\r\nContent-Type: application/x-protobuf\r\n" in head, head
+        assert _rpc_status(PB, body)[0] == code_pb2.UNAVAILABLE
         for sock in held[:4]:  # the connections within the cap are served
             sock.sendall(_head(len(good_pb())) + good_pb())
             assert _read_head(sock).startswith(b"HTTP/1.1 200 ")
