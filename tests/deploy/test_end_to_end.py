@@ -290,6 +290,8 @@ def test_dashboard_queries_run_and_return_data(stack: Stack) -> None:
     wait_until(
         "schema violations", lambda: bool(stack.prometheus.query("toolwatch_schema_violations_total")), 20, stack
     )
+    # Run alone, no alert has fired yet: the firing-alerts panel has data once one has been pending for its `for:`.
+    wait_until("an alert firing", lambda: bool(stack.prometheus.query('ALERTS{alertstate="firing"}')), 60, stack)
     time.sleep(2.5)  # rate() needs two scrapes of a new series
     exprs = _dashboard_exprs()
     assert len(exprs) >= 25
