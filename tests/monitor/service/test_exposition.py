@@ -182,7 +182,7 @@ class _GatedMetrics(ToolwatchMetrics):
 
     def registry(self) -> Any:
         reg = super().registry()
-        reg.register(self.gate)  # type: ignore[arg-type]  # a collector by duck typing, as the client library takes
+        reg.register(self.gate)  # a collector by duck typing, as the client library takes
         return reg
 
 
