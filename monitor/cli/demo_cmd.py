@@ -58,4 +58,22 @@ def demo(turns: int, forever: bool, rate: float, seed: int, rules: str | None, p
         )
     except RuleFileError as exc:  # raised by the monitor's start, before any turn runs
         raise InputError(f"invalid rules: {exc}") from None
+    if result.output_closed:  # `| head`: no summary for no reader; exit 1 quietly, as click does on a broken pipe
+        quiet_stdout()
+        raise SystemExit(1)
     print_summary(result, console)
+
+
+def quiet_stdout() -> None:
+    """Point stdout at the null device: what is still buffered for the gone reader is dropped at exit, not reported
+    as an ignored BrokenPipeError."""
+    import os
+    import sys
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (AttributeError, OSError, ValueError):  # no descriptor: nothing will be flushed to a pipe
+        pass
+    finally:
+        os.close(devnull)

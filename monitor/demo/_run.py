@@ -19,6 +19,7 @@ from instrumentation import CountingBatchSpanProcessor, configure, shutdown, tel
 from monitor.demo._agent import TriageAgent
 from monitor.demo._logs import LogLineGenerator
 from monitor.demo._model import SimulatedTriageModel
+from monitor.demo._output import reader_gone
 from monitor.demo._view import VerdictFeed, figures_table, render
 from monitor.judge import Tally
 from monitor.serve import ServerThread, Settings
@@ -35,6 +36,7 @@ class DemoResult:
     metrics_url: str
     seconds: float
     spans_dropped: int = 0  # by the agent's exporter (queue full): their turns arrive incomplete, or never
+    output_closed: bool = False  # the output lost its reader (`| head`): the demo stopped early, nothing to print
 
 
 def _free(host: str, port: int) -> bool:
@@ -173,6 +175,14 @@ def run_demo(
     live = Live(
         render(header(), feed, server.metrics), console=console, refresh_per_second=4, auto_refresh=console.is_terminal
     )
+    output_closed = exported = False
+
+    def stop_exporting() -> None:  # once: the agent's spans out before the monitor stops (its exporter retries else)
+        nonlocal exported
+        if not exported:
+            exported = True
+            shutdown(provider)
+
     with _Sigterm() as sigterm:  # kept until the pending turns are judged: a SIGTERM meanwhile changes nothing
         try:
             with live:
@@ -183,6 +193,9 @@ def run_demo(
                     mistakes += bool(result.response.mistakes)
                     now = time.monotonic()
                     if now - last_draw > 0.25:
+                        if reader_gone(console):
+                            output_closed = True
+                            break
                         live.update(render(header(), feed, server.metrics))
                         last_draw = now
                         if not console.is_terminal and sent % 500 < 25:
@@ -191,21 +204,37 @@ def run_demo(
                         sigterm.sleep(max(0.0, t0 + sent * interval - time.monotonic()))
                     else:
                         _let_export_catch_up(provider, sigterm)
-                shutdown(provider)  # flush the exporter
+                stop_exporting()  # flush the exporter
                 # Show the last turns judged; stopped by SIGTERM, thread.stop() below judges them at once instead.
                 deadline = time.monotonic() + grace_s + 15
-                while server.pipeline.turns_judged < sent and time.monotonic() < deadline and not sigterm.requested:
+                while (
+                    server.pipeline.turns_judged < sent
+                    and time.monotonic() < deadline
+                    and not (sigterm.requested or output_closed)
+                ):
                     live.update(render(header(), feed, server.metrics))
                     time.sleep(0.1)
+                if output_closed:
+                    live.transient = True  # nothing more to draw for no one (its last frame would not be written)
                 live.update(render(header(), feed, server.metrics))
         except KeyboardInterrupt:
-            shutdown(provider)
+            pass
+        except BrokenPipeError:  # found by a write before the poll above saw it
+            output_closed = True
         finally:
+            stop_exporting()
             thread.stop()  # judges the pending turns
     tally, _ = feed.snapshot()
     dropped = telemetry_stats().dropped_spans - dropped_before
     return DemoResult(
-        sent, server.pipeline.turns_judged, mistakes, tally, server.metrics_url, time.monotonic() - t0, dropped
+        sent,
+        server.pipeline.turns_judged,
+        mistakes,
+        tally,
+        server.metrics_url,
+        time.monotonic() - t0,
+        dropped,
+        output_closed,
     )
 
 

@@ -215,3 +215,33 @@ def test_one_port_for_both_listeners_is_a_usage_error() -> None:
     res = CliRunner().invoke(main, ["demo", "--turns", "1", "--port", "14319", "--metrics-port", "14319"])
     assert res.exit_code == 2, res.output
     assert "--port and --metrics-port are both 14319" in res.output
+
+
+def test_a_closed_stdout_ends_the_demo_promptly_and_quietly() -> None:
+    """`toolwatch demo | head -3`: the demo ran on until its next status line (500 turns later, or to the end), then
+    the BrokenPipeError skipped the agent's shutdown: its exporter retried against the stopped monitor for 3 s
+    ("Transient error ... Connection refused", "spans ... dropped" on stderr). It now stops within a second."""
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).parent / "toolwatch"), "demo", "--turns", "1500", "--rate", "100"]
+        + ["--port", "0", "--metrics-port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        lines = [proc.stdout.readline() for _ in range(3)]
+        assert "turns sent" in lines[-1], lines
+        proc.stdout.close()  # as `head -3` does
+        t0 = time.monotonic()
+        code = proc.wait(timeout=30)
+        took = time.monotonic() - t0
+        with proc.stderr:
+            err = proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert took < 3.0, (took, err)
+    assert code != 0
+    assert err == "", err
