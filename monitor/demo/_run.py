@@ -22,7 +22,7 @@ from monitor.demo._model import SimulatedTriageModel
 from monitor.demo._output import reader_gone
 from monitor.demo._view import VerdictFeed, figures_table, render
 from monitor.judge import Tally
-from monitor.serve import ServerThread, Settings
+from monitor.serve import Server, ServerThread, Settings
 
 DEFAULT_RULES = Path(__file__).resolve().parents[2] / "rules" / "incident-triage.yaml"
 
@@ -126,6 +126,36 @@ def _let_export_catch_up(provider: object, sigterm: _Sigterm) -> None:
             sigterm.sleep(0.005)
 
 
+def _start_monitor(
+    host: str,
+    port: int,
+    metrics_port: int,
+    rules: str | Path | None,
+    grace_s: float,
+    feed: VerdictFeed,
+    console: Console,
+) -> tuple[ServerThread, Server]:
+    """The in-process monitor on the ports given, or a free one for each that is busy. A port seen free may be taken
+    before the bind (another demo starting at once): the ports are checked again and the start retried."""
+    while True:
+        ports = (_port(host, port, console, "OTLP/HTTP"), _port(host, metrics_port, console, "metrics"))
+        settings = Settings(
+            rules=(str(rules or DEFAULT_RULES),),
+            port=ports[0],
+            metrics_port=ports[1],
+            grace_s=grace_s,
+            watch_rules=False,
+        )
+        thread = ServerThread(settings, on_verdicts=feed)
+        try:
+            return thread, thread.start()
+        except OSError:
+            again = (_port(host, ports[0], console, "OTLP/HTTP"), _port(host, ports[1], console, "metrics"))
+            if again == ports:  # no port turned busy meanwhile: not that race
+                raise
+            port, metrics_port = again  # each retry takes a free port for one more: two at most
+
+
 def run_demo(
     *,
     turns: int = 2000,
@@ -141,16 +171,8 @@ def run_demo(
     """Run the demo; returns what was sent and judged. `rate` is turns per second (0 = as fast as possible)."""
     console = console or Console()
     host = "127.0.0.1"
-    settings = Settings(
-        rules=(str(rules or DEFAULT_RULES),),
-        port=_port(host, port, console, "OTLP/HTTP"),
-        metrics_port=_port(host, metrics_port, console, "metrics"),
-        grace_s=grace_s,
-        watch_rules=False,
-    )
     feed = VerdictFeed()
-    thread = ServerThread(settings, on_verdicts=feed)
-    server = thread.start()
+    thread, server = _start_monitor(host, port, metrics_port, rules, grace_s, feed, console)
     provider = configure(
         service_name="incident-triage-demo",
         exporter="otlp-http",

@@ -211,6 +211,8 @@ def test_ctrl_c_then_sigterm_still_judges_every_turn() -> None:
     code, out, err = _stop_a_running_demo(signal.SIGINT, signal.SIGTERM)
     assert code == 0, err
     _every_turn_judged(out)
+
+
 def test_one_port_for_both_listeners_is_a_usage_error() -> None:
     res = CliRunner().invoke(main, ["demo", "--turns", "1", "--port", "14319", "--metrics-port", "14319"])
     assert res.exit_code == 2, res.output
@@ -245,3 +247,24 @@ def test_a_closed_stdout_ends_the_demo_promptly_and_quietly() -> None:
     assert took < 3.0, (took, err)
     assert code != 0
     assert err == "", err
+
+
+def test_demos_started_together_on_the_same_ports_all_run() -> None:
+    """Two demos at once (`make demo` in two terminals): both saw the ports free, the second to bind them ended with
+    a traceback (OSError: cannot listen ... Address already in use) instead of taking free ports as a busy port does.
+    A race: 4 demos at once hit it in 2 rounds of 3 before the fix; each loser now retries on free ports."""
+    toolwatch = str(Path(sys.executable).parent / "toolwatch")
+    for _ in range(2):
+        procs = [
+            subprocess.Popen(
+                [toolwatch, "demo", "--turns", "1", "--rate", "0", "--port", "14451", "--metrics-port", "14452"],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(4)
+        ]
+        results = [p.communicate(timeout=60) for p in procs]
+        for p, (out, err) in zip(procs, results, strict=True):
+            assert p.returncode == 0, err
+            assert "1 turns sent, 1 judged" in out, out
