@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import math
+
 import click
 
 from monitor.cli._params import PORT, InputError
+
+
+def _finite(rate: float) -> float:
+    """nan passes FloatRange (nan < 0 is false) and ran as --rate 0; inf did too (one turn in 0 s)."""
+    if not math.isfinite(rate):
+        raise click.BadParameter(f"{rate} is not a finite number of turns per second.")
+    return rate
 
 
 @click.command()
@@ -15,6 +24,7 @@ from monitor.cli._params import PORT, InputError
     default=100.0,
     show_default=True,
     type=click.FloatRange(min=0),
+    callback=lambda ctx, param, value: _finite(value),
     help="Turns per second (0: as fast as the spans can be exported).",
 )
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the log lines and the model's mistakes.")

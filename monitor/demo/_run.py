@@ -68,6 +68,9 @@ def status_line(sent: int, turns: int | None, judged: int, elapsed_s: float, met
     )
 
 
+_LONGEST_SLEEP_S = 3600.0
+
+
 class _Woken(Exception):
     """Raised by the SIGTERM handler to end a sleep between turns."""
 
@@ -107,8 +110,9 @@ class _Sigterm:
         try:
             self._sleeping = True
             try:
-                if not self.requested:
-                    time.sleep(seconds)
+                end = time.monotonic() + seconds
+                while not self.requested and (left := end - time.monotonic()) > 0:
+                    time.sleep(min(left, _LONGEST_SLEEP_S))  # a very low --rate: time.sleep refuses 1e300 s
             finally:
                 self._sleeping = False
         except _Woken:

@@ -268,3 +268,38 @@ def test_demos_started_together_on_the_same_ports_all_run() -> None:
         for p, (out, err) in zip(procs, results, strict=True):
             assert p.returncode == 0, err
             assert "1 turns sent, 1 judged" in out, out
+
+
+def test_a_rate_that_is_not_a_number_is_a_usage_error() -> None:
+    # `--rate nan` passed the range check (nan < 0 is false) and ran as fast as possible, as --rate 0.
+    for rate in ("nan", "inf"):
+        res = CliRunner().invoke(main, ["demo", "--turns", "1", "--rate", rate, "--port", "0", "--metrics-port", "0"])
+        assert res.exit_code == 2, res.output
+        assert "--rate" in res.output and "finite" in res.output, res.output
+
+
+def test_a_very_low_rate_waits_and_stops_on_sigterm() -> None:
+    """--rate 1e-300 (one turn in 1e300 s) ended with a traceback after the first turn: OverflowError, the wait too
+    long for time.sleep. The demo now waits (as asked) until it is stopped, then prints its summary."""
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).parent / "toolwatch"), "demo", "--turns", "2", "--rate", "1e-300"]
+        + ["--port", "0", "--metrics-port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = ""
+        deadline = time.monotonic() + 30
+        while "turns sent" not in line and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
+    assert "1 turns sent, 1 judged" in out, out
