@@ -55,6 +55,7 @@ def _port(host: str, port: int, console: Console, what: str) -> int:
     return port
 
 
+PIPED_STATUS_EVERY_S = 5.0  # output not a terminal: the status line on the first turn, then this often
 RATE_AFTER_S = 1.0  # the turns/s figure is shown once the demo has run this long (over less it means nothing)
 
 
@@ -213,6 +214,7 @@ def run_demo(
         try:
             with live:
                 last_draw = 0.0
+                last_line = float("-inf")
                 while (forever or sent < turns) and not sigterm.requested:
                     result = agent.run(lines.line())
                     sent += 1
@@ -224,8 +226,9 @@ def run_demo(
                             break
                         live.update(render(header(), feed, server.metrics))
                         last_draw = now
-                        if not console.is_terminal and sent % 500 < 25:
-                            console.print(header())
+                        if not console.is_terminal and now - last_line >= PIPED_STATUS_EVERY_S:
+                            console.print(header())  # no live view: a steady trail of progress instead
+                            last_line = now
                     if interval:
                         sigterm.sleep(max(0.0, t0 + sent * interval - time.monotonic()))
                     else:

@@ -303,3 +303,15 @@ def test_a_very_low_rate_waits_and_stops_on_sigterm() -> None:
             proc.communicate()
     assert proc.returncode == 0, err
     assert "1 turns sent, 1 judged" in out, out
+
+
+def test_piped_the_status_line_comes_at_a_steady_pace() -> None:
+    """Not a terminal (a CI log, `| tee`), the status line came at 25 draws in each 500 turns: at --rate 4 one every
+    other turn (6 lines in 3 s), at --rate 0 once in 2000 turns. It now comes on the first turn, then every
+    PIPED_STATUS_EVERY_S seconds."""
+    from monitor.demo._run import PIPED_STATUS_EVERY_S
+
+    assert PIPED_STATUS_EVERY_S >= 3
+    res = CliRunner().invoke(main, ["demo", "--turns", "12", "--rate", "4", "--port", "0", "--metrics-port", "0"])
+    assert res.exit_code == 0, res.output
+    assert re.findall(r"^turns sent \d+", res.output, re.M) == ["turns sent 1"], res.output
