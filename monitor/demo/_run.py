@@ -50,7 +50,7 @@ def _free(host: str, port: int) -> bool:
 
 def _port(host: str, port: int, console: Console, what: str) -> int:
     if port and not _free(host, port):
-        console.print(f"[yellow]port {port} ({what}) is in use; using a free port instead[/yellow]")
+        console.print(f"[yellow]port {port} ({what}) is in use; using a free port instead[/yellow]", soft_wrap=True)
         return 0
     return port
 
@@ -189,7 +189,8 @@ def run_demo(
     )
     agent = TriageAgent(SimulatedTriageModel(seed))
     lines = LogLineGenerator(seed)
-    console.print(f"metrics: [bold]{server.metrics_url}[/bold]   OTLP/HTTP: {server.endpoint}")
+    # soft_wrap: lines with addresses and figures stay whole (piped, rich wrapped them at 80 columns)
+    console.print(f"metrics: [bold]{server.metrics_url}[/bold]   OTLP/HTTP: {server.endpoint}", soft_wrap=True)
     sent = mistakes = 0
     dropped_before = telemetry_stats().dropped_spans
     t0 = time.monotonic()
@@ -227,7 +228,7 @@ def run_demo(
                         live.update(render(header(), feed, server.metrics))
                         last_draw = now
                         if not console.is_terminal and now - last_line >= PIPED_STATUS_EVERY_S:
-                            console.print(header())  # no live view: a steady trail of progress instead
+                            console.print(header(), soft_wrap=True)  # no live view: a steady trail of progress instead
                             last_line = now
                     if interval:
                         sigterm.sleep(max(0.0, t0 + sent * interval - time.monotonic()))
@@ -273,18 +274,21 @@ def print_summary(result: DemoResult, console: Console) -> None:
     console.rule("summary")
     console.print(
         f"{result.turns_sent} turns sent, {result.turns_judged} judged in {result.seconds:.1f} s; "
-        f"the simulated model made mistakes in {result.mistakes_injected} turns."
+        f"the simulated model made mistakes in {result.mistakes_injected} turns.",
+        soft_wrap=True,
     )
     if result.spans_dropped:
         console.print(
             f"[yellow]the agent's exporter dropped {result.spans_dropped} spans (its queue was full: the agent ran "
-            "faster than the spans could be exported; lower --rate)[/yellow]"
+            "faster than the spans could be exported; lower --rate)[/yellow]",
+            soft_wrap=True,
         )
-    console.print(f"[bold]{t.format_accuracy()}[/bold]")
+    console.print(f"[bold]{t.format_accuracy()}[/bold]", soft_wrap=True)
     console.print(
         f"spurious calls {t.spurious}, wrong-tool calls {t.wrong_tool}, hallucinated calls {t.hallucinated}, "
         f"missed calls {t.missed} of {t.expected_calls} expected, schema-invalid calls "
-        f"{t.schema_checked_calls - t.schema_valid_calls}"
+        f"{t.schema_checked_calls - t.schema_valid_calls}",
+        soft_wrap=True,
     )
     console.print(figures_table(t, _EmptyWindows()))  # type: ignore[arg-type]
 

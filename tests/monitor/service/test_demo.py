@@ -315,3 +315,16 @@ def test_piped_the_status_line_comes_at_a_steady_pace() -> None:
     res = CliRunner().invoke(main, ["demo", "--turns", "12", "--rate", "4", "--port", "0", "--metrics-port", "0"])
     assert res.exit_code == 0, res.output
     assert re.findall(r"^turns sent \d+", res.output, re.M) == ["turns sent 1"], res.output
+
+
+def test_piped_lines_with_addresses_and_figures_are_not_wrapped() -> None:
+    """Piped, rich wrapped at 80 columns: the OTLP/HTTP address went to a line of its own, the status line's metrics
+    address too, and the summary's sentence was cut before its last word: a log reader (or grep) got halves."""
+    res = CliRunner().invoke(main, ["demo", "--turns", "3", "--rate", "0", "--port", "0", "--metrics-port", "0"])
+    assert res.exit_code == 0, res.output
+    url = r"http://127\.0\.0\.1:\d+"
+    assert re.search(rf"^metrics: {url}/metrics   OTLP/HTTP: {url}/v1/traces$", res.output, re.M), res.output
+    assert re.search(rf"^turns sent 1/3 .* metrics {url}/metrics   \(Ctrl-C stops early\)$", res.output, re.M)
+    sentence = r"^3 turns sent, 3 judged in [\d.]+ s; the simulated model made mistakes in \d+ turns\.$"
+    assert re.search(sentence, res.output, re.M), res.output
+    assert re.search(r"^spurious calls \d+, .* schema-invalid calls \d+$", res.output, re.M), res.output
