@@ -120,6 +120,17 @@ class _Sigterm:
             pass
 
 
+def _holds_spans(thread: ServerThread) -> bool:
+    """Whether the monitor still holds spans to judge: queued, or in traces waiting for their turn to complete. Asked
+    on the monitor's loop, between two of its steps (a step takes records from the queue and judges in one go)."""
+
+    def holds() -> bool:
+        pipeline = thread.server.pipeline if thread.server is not None else None
+        return pipeline is not None and (pipeline.queued > 0 or pipeline.assembler.pending_traces > 0)
+
+    return bool(thread.call(holds))
+
+
 def _let_export_catch_up(provider: object, sigterm: _Sigterm) -> None:
     """As fast as possible (--rate 0): wait while the agent's export queue is over 3/4 full, until it is half empty,
     so the agent waits for its spans to leave instead of its exporter dropping them."""
@@ -241,6 +252,7 @@ def run_demo(
                     server.pipeline.turns_judged < sent
                     and time.monotonic() < deadline
                     and not (sigterm.requested or output_closed)
+                    and _holds_spans(thread)  # else the turns not judged never arrived (their spans were dropped)
                 ):
                     live.update(render(header(), feed, server.metrics))
                     time.sleep(0.1)

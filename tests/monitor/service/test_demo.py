@@ -328,3 +328,14 @@ def test_piped_lines_with_addresses_and_figures_are_not_wrapped() -> None:
     sentence = r"^3 turns sent, 3 judged in [\d.]+ s; the simulated model made mistakes in \d+ turns\.$"
     assert re.search(sentence, res.output, re.M), res.output
     assert re.search(r"^spurious calls \d+, .* schema-invalid calls \d+$", res.output, re.M), res.output
+
+
+def test_after_dropped_spans_the_demo_does_not_wait_for_turns_that_never_come(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Spans the agent's exporter dropped never reach the monitor: the demo waited for their turns to be judged until
+    its deadline (grace + 15 s: 17 s after a 0.2 s run by default). It now stops waiting once the monitor holds
+    nothing more to judge."""
+    monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "32")
+    result = run_demo(turns=300, rate=3000, port=0, metrics_port=0, grace_s=0.3, console=Console(file=io.StringIO()))
+    assert result.spans_dropped > 0
+    assert result.turns_judged < result.turns_sent
+    assert result.seconds < 6, result.seconds
