@@ -132,8 +132,9 @@ def _holds_spans(thread: ServerThread) -> bool:
 
 
 def _let_export_catch_up(provider: object, sigterm: _Sigterm) -> None:
-    """As fast as possible (--rate 0): wait while the agent's export queue is over 3/4 full, until it is half empty,
-    so the agent waits for its spans to leave instead of its exporter dropping them."""
+    """At a rate over what can be exported (--rate 0: as fast as possible): wait while the agent's export queue is
+    over 3/4 full, until it is half empty, so the agent waits for its spans to leave instead of its exporter dropping
+    them."""
     processor = getattr(provider, "processor", None)
     if not isinstance(processor, CountingBatchSpanProcessor) or not processor.queue_capacity:
         return
@@ -243,8 +244,7 @@ def run_demo(
                             last_line = now
                     if interval:
                         sigterm.sleep(max(0.0, t0 + sent * interval - time.monotonic()))
-                    else:
-                        _let_export_catch_up(provider, sigterm)
+                    _let_export_catch_up(provider, sigterm)  # at any rate: over what can be exported, spans dropped
                 stop_exporting()  # flush the exporter
                 # Show the last turns judged; stopped by SIGTERM, thread.stop() below judges them at once instead.
                 deadline = time.monotonic() + grace_s + 15

@@ -334,8 +334,17 @@ def test_after_dropped_spans_the_demo_does_not_wait_for_turns_that_never_come(mo
     """Spans the agent's exporter dropped never reach the monitor: the demo waited for their turns to be judged until
     its deadline (grace + 15 s: 17 s after a 0.2 s run by default). It now stops waiting once the monitor holds
     nothing more to judge."""
-    monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "32")
+    monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "2")  # under one turn's spans: drops whatever the agent waits
     result = run_demo(turns=300, rate=3000, port=0, metrics_port=0, grace_s=0.3, console=Console(file=io.StringIO()))
     assert result.spans_dropped > 0
     assert result.turns_judged < result.turns_sent
     assert result.seconds < 6, result.seconds
+
+
+def test_at_a_rate_over_what_can_be_exported_the_agent_waits_for_its_exporter(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only --rate 0 waited for the export queue: --rate 1000000 (behind its schedule from the first turn) dropped
+    1936 of the spans of 3000 turns at a 1024-span queue (2042 turns judged), and waited 17 s for the rest."""
+    monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "1024")
+    result = run_demo(turns=3000, rate=1e6, port=0, metrics_port=0, grace_s=0.3, console=Console(file=io.StringIO()))
+    assert result.spans_dropped == 0
+    assert result.turns_sent == result.turns_judged == result.tally.judged_turns == 3000
