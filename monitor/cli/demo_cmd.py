@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import math
+
 import click
 
 from monitor.cli._params import PORT, InputError
+
+
+def _finite(rate: float) -> float:
+    """nan passes FloatRange (nan < 0 is false) and ran as --rate 0; inf did too (one turn in 0 s)."""
+    if not math.isfinite(rate):
+        raise click.BadParameter(f"{rate} is not a finite number of turns per second.")
+    return rate
 
 
 @click.command()
@@ -15,6 +24,7 @@ from monitor.cli._params import PORT, InputError
     default=100.0,
     show_default=True,
     type=click.FloatRange(min=0),
+    callback=lambda ctx, param, value: _finite(value),
     help="Turns per second (0: as fast as the spans can be exported).",
 )
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the log lines and the model's mistakes.")
@@ -58,4 +68,22 @@ def demo(turns: int, forever: bool, rate: float, seed: int, rules: str | None, p
         )
     except RuleFileError as exc:  # raised by the monitor's start, before any turn runs
         raise InputError(f"invalid rules: {exc}") from None
+    if result.output_closed:  # `| head`: no summary for no reader; exit 1 quietly, as click does on a broken pipe
+        quiet_stdout()
+        raise SystemExit(1)
     print_summary(result, console)
+
+
+def quiet_stdout() -> None:
+    """Point stdout at the null device: what is still buffered for the gone reader is dropped at exit, not reported
+    as an ignored BrokenPipeError."""
+    import os
+    import sys
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (AttributeError, OSError, ValueError):  # no descriptor: nothing will be flushed to a pipe
+        pass
+    finally:
+        os.close(devnull)

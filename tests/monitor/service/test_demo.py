@@ -211,7 +211,140 @@ def test_ctrl_c_then_sigterm_still_judges_every_turn() -> None:
     code, out, err = _stop_a_running_demo(signal.SIGINT, signal.SIGTERM)
     assert code == 0, err
     _every_turn_judged(out)
+
+
 def test_one_port_for_both_listeners_is_a_usage_error() -> None:
     res = CliRunner().invoke(main, ["demo", "--turns", "1", "--port", "14319", "--metrics-port", "14319"])
     assert res.exit_code == 2, res.output
     assert "--port and --metrics-port are both 14319" in res.output
+
+
+def test_a_closed_stdout_ends_the_demo_promptly_and_quietly() -> None:
+    """`toolwatch demo | head -3`: the demo ran on until its next status line (500 turns later, or to the end), then
+    the BrokenPipeError skipped the agent's shutdown: its exporter retried against the stopped monitor for 3 s
+    ("Transient error ... Connection refused", "spans ... dropped" on stderr). It now stops within a second."""
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).parent / "toolwatch"), "demo", "--turns", "1500", "--rate", "100"]
+        + ["--port", "0", "--metrics-port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        lines = [proc.stdout.readline() for _ in range(3)]
+        assert "turns sent" in lines[-1], lines
+        proc.stdout.close()  # as `head -3` does
+        t0 = time.monotonic()
+        code = proc.wait(timeout=30)
+        took = time.monotonic() - t0
+        with proc.stderr:
+            err = proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert took < 3.0, (took, err)
+    assert code != 0
+    assert err == "", err
+
+
+def test_demos_started_together_on_the_same_ports_all_run() -> None:
+    """Two demos at once (`make demo` in two terminals): both saw the ports free, the second to bind them ended with
+    a traceback (OSError: cannot listen ... Address already in use) instead of taking free ports as a busy port does.
+    A race: 4 demos at once hit it in 2 rounds of 3 before the fix; each loser now retries on free ports."""
+    toolwatch = str(Path(sys.executable).parent / "toolwatch")
+    for _ in range(2):
+        procs = [
+            subprocess.Popen(
+                [toolwatch, "demo", "--turns", "1", "--rate", "0", "--port", "14451", "--metrics-port", "14452"],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(4)
+        ]
+        results = [p.communicate(timeout=60) for p in procs]
+        for p, (out, err) in zip(procs, results, strict=True):
+            assert p.returncode == 0, err
+            assert "1 turns sent, 1 judged" in out, out
+
+
+def test_a_rate_that_is_not_a_number_is_a_usage_error() -> None:
+    # `--rate nan` passed the range check (nan < 0 is false) and ran as fast as possible, as --rate 0.
+    for rate in ("nan", "inf"):
+        res = CliRunner().invoke(main, ["demo", "--turns", "1", "--rate", rate, "--port", "0", "--metrics-port", "0"])
+        assert res.exit_code == 2, res.output
+        assert "--rate" in res.output and "finite" in res.output, res.output
+
+
+def test_a_very_low_rate_waits_and_stops_on_sigterm() -> None:
+    """--rate 1e-300 (one turn in 1e300 s) ended with a traceback after the first turn: OverflowError, the wait too
+    long for time.sleep. The demo now waits (as asked) until it is stopped, then prints its summary."""
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).parent / "toolwatch"), "demo", "--turns", "2", "--rate", "1e-300"]
+        + ["--port", "0", "--metrics-port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = ""
+        deadline = time.monotonic() + 30
+        while "turns sent" not in line and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
+    assert "1 turns sent, 1 judged" in out, out
+
+
+def test_piped_the_status_line_comes_at_a_steady_pace() -> None:
+    """Not a terminal (a CI log, `| tee`), the status line came at 25 draws in each 500 turns: at --rate 4 one every
+    other turn (6 lines in 3 s), at --rate 0 once in 2000 turns. It now comes on the first turn, then every
+    PIPED_STATUS_EVERY_S seconds."""
+    from monitor.demo._run import PIPED_STATUS_EVERY_S
+
+    assert PIPED_STATUS_EVERY_S >= 3
+    res = CliRunner().invoke(main, ["demo", "--turns", "12", "--rate", "4", "--port", "0", "--metrics-port", "0"])
+    assert res.exit_code == 0, res.output
+    assert re.findall(r"^turns sent \d+", res.output, re.M) == ["turns sent 1"], res.output
+
+
+def test_piped_lines_with_addresses_and_figures_are_not_wrapped() -> None:
+    """Piped, rich wrapped at 80 columns: the OTLP/HTTP address went to a line of its own, the status line's metrics
+    address too, and the summary's sentence was cut before its last word: a log reader (or grep) got halves."""
+    res = CliRunner().invoke(main, ["demo", "--turns", "3", "--rate", "0", "--port", "0", "--metrics-port", "0"])
+    assert res.exit_code == 0, res.output
+    url = r"http://127\.0\.0\.1:\d+"
+    assert re.search(rf"^metrics: {url}/metrics   OTLP/HTTP: {url}/v1/traces$", res.output, re.M), res.output
+    assert re.search(rf"^turns sent 1/3 .* metrics {url}/metrics   \(Ctrl-C stops early\)$", res.output, re.M)
+    sentence = r"^3 turns sent, 3 judged in [\d.]+ s; the simulated model made mistakes in \d+ turns\.$"
+    assert re.search(sentence, res.output, re.M), res.output
+    assert re.search(r"^spurious calls \d+, .* schema-invalid calls \d+$", res.output, re.M), res.output
+
+
+def test_after_dropped_spans_the_demo_does_not_wait_for_turns_that_never_come(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Spans the agent's exporter dropped never reach the monitor: the demo waited for their turns to be judged until
+    its deadline (grace + 15 s: 17 s after a 0.2 s run by default). It now stops waiting once the monitor holds
+    nothing more to judge."""
+    monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "2")  # under one turn's spans: drops whatever the agent waits
+    result = run_demo(turns=300, rate=3000, port=0, metrics_port=0, grace_s=0.3, console=Console(file=io.StringIO()))
+    assert result.spans_dropped > 0
+    assert result.turns_judged < result.turns_sent
+    assert result.seconds < 6, result.seconds
+
+
+def test_at_a_rate_over_what_can_be_exported_the_agent_waits_for_its_exporter(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only --rate 0 waited for the export queue: --rate 1000000 (behind its schedule from the first turn) dropped
+    1936 of the spans of 3000 turns at a 1024-span queue (2042 turns judged), and waited 17 s for the rest."""
+    monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "1024")
+    result = run_demo(turns=3000, rate=1e6, port=0, metrics_port=0, grace_s=0.3, console=Console(file=io.StringIO()))
+    assert result.spans_dropped == 0
+    assert result.turns_sent == result.turns_judged == result.tally.judged_turns == 3000
