@@ -121,12 +121,14 @@ class _Sigterm:
 
 
 def _holds_spans(thread: ServerThread) -> bool:
-    """Whether the monitor still holds spans to judge: queued, or in traces waiting for their turn to complete. Asked
-    on the monitor's loop, between two of its steps (a step takes records from the queue and judges in one go)."""
+    """Whether the monitor still holds spans it will judge soon: queued, or turns in their grace period. Calls whose
+    turn span never came (dropped by the agent's exporter) wait for --turnless-timeout, longer than the demo waits:
+    the monitor's stop judges them. Asked on the monitor's loop, between two of its steps (a step takes records from
+    the queue and judges in one go)."""
 
     def holds() -> bool:
         pipeline = thread.server.pipeline if thread.server is not None else None
-        return pipeline is not None and (pipeline.queued > 0 or pipeline.assembler.pending_traces > 0)
+        return pipeline is not None and (pipeline.queued > 0 or pipeline.assembler.pending_turns > 0)
 
     return bool(thread.call(holds))
 

@@ -341,6 +341,33 @@ def test_after_dropped_spans_the_demo_does_not_wait_for_turns_that_never_come(mo
     assert result.seconds < 6, result.seconds
 
 
+def test_the_demo_waits_for_turns_in_their_grace_period_not_for_calls_whose_turn_never_came() -> None:
+    """The wait above depended on which spans the agent's exporter dropped: calls whose turn span was dropped wait for
+    --turnless-timeout (30 s), longer than the demo's wait, which then ran to its deadline (17 s in a full run of
+    this file). Only what will be judged soon holds it: queued spans and turns in their grace period."""
+    from monitor.demo._run import _holds_spans
+    from monitor.serve import ServerThread, Settings
+    from tests.monitor.service.conftest import RULES
+    from tests.monitor.service.http_util import post
+    from tests.monitor.service.spans import Call, TurnSpec, record_turns, to_request
+
+    spans = record_turns([TurnSpec("[AUTH] token expired", [Call("pull_auth_telemetry", {"log_excerpt": "x"})])])
+    call = [s for s in spans if s.name.startswith("execute_tool")]
+    settings = Settings(rules=(str(RULES),), port=0, metrics_port=0, watch_rules=False, grace_s=30)
+    thread = ServerThread(settings)
+    with thread as server:
+        pipeline = server.pipeline
+        status, _, _ = post(server.endpoint, to_request(call).SerializeToString(), "application/x-protobuf")
+        assert status == 200
+        wait_for(lambda: pipeline.queued == 0 and pipeline.assembler.pending_turnless == 1)
+        assert not _holds_spans(thread)  # a turnless call: judged at the stop, not waited for
+        later = record_turns([TurnSpec("[BILL] card declined", [Call("pull_billing_telemetry", {"log_excerpt": "y"})])])
+        status, _, _ = post(server.endpoint, to_request(later).SerializeToString(), "application/x-protobuf")
+        assert status == 200
+        wait_for(lambda: pipeline.assembler.pending_turns == 1)
+        assert _holds_spans(thread)  # a turn in its grace period: judged soon
+
+
 def test_at_a_rate_over_what_can_be_exported_the_agent_waits_for_its_exporter(monkeypatch: pytest.MonkeyPatch) -> None:
     """Only --rate 0 waited for the export queue: --rate 1000000 (behind its schedule from the first turn) dropped
     1936 of the spans of 3000 turns at a 1024-span queue (2042 turns judged), and waited 17 s for the rest."""
