@@ -142,16 +142,20 @@ def test_the_rate_is_shown_once_it_means_something() -> None:
     assert "Ctrl-C" in status_line(5, 3, 2, 0.5, url) and "Ctrl-C" not in status_line(5, None, 2, 0.5, url)
 
 
-def _stop_a_running_demo(*signals: signal.Signals) -> tuple[int, str, str]:
-    """Start `toolwatch demo --forever`, wait for its first status line, send `signals` 50 ms apart: (code, out,
-    err)."""
-    proc = subprocess.Popen(
-        [str(Path(sys.executable).parent / "toolwatch"), "demo", "--forever", "--rate", "50"]
-        + ["--port", "0", "--metrics-port", "0"],
+def _demo_process(*args: str) -> subprocess.Popen[str]:
+    """`toolwatch demo ARGS` as a process of its own, its output piped (text)."""
+    return subprocess.Popen(
+        [str(Path(sys.executable).parent / "toolwatch"), "demo", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+def _stop_a_running_demo(*signals: signal.Signals) -> tuple[int, str, str]:
+    """Start `toolwatch demo --forever`, wait for its first status line, send `signals` 50 ms apart: (code, out,
+    err)."""
+    proc = _demo_process("--forever", "--rate", "50", "--port", "0", "--metrics-port", "0")
     try:
         assert proc.stdout is not None
         deadline = time.monotonic() + 30
@@ -223,13 +227,7 @@ def test_a_closed_stdout_ends_the_demo_promptly_and_quietly() -> None:
     """`toolwatch demo | head -3`: the demo ran on until its next status line (500 turns later, or to the end), then
     the BrokenPipeError skipped the agent's shutdown: its exporter retried against the stopped monitor for 3 s
     ("Transient error ... Connection refused", "spans ... dropped" on stderr). It now stops within a second."""
-    proc = subprocess.Popen(
-        [str(Path(sys.executable).parent / "toolwatch"), "demo", "--turns", "1500", "--rate", "100"]
-        + ["--port", "0", "--metrics-port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = _demo_process("--turns", "1500", "--rate", "100", "--port", "0", "--metrics-port", "0")
     try:
         assert proc.stdout is not None and proc.stderr is not None
         lines = [proc.stdout.readline() for _ in range(3)]
@@ -253,15 +251,9 @@ def test_demos_started_together_on_the_same_ports_all_run() -> None:
     """Two demos at once (`make demo` in two terminals): both saw the ports free, the second to bind them ended with
     a traceback (OSError: cannot listen ... Address already in use) instead of taking free ports as a busy port does.
     A race: 4 demos at once hit it in 2 rounds of 3 before the fix; each loser now retries on free ports."""
-    toolwatch = str(Path(sys.executable).parent / "toolwatch")
     for _ in range(2):
         procs = [
-            subprocess.Popen(
-                [toolwatch, "demo", "--turns", "1", "--rate", "0", "--port", "14451", "--metrics-port", "14452"],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
+            _demo_process("--turns", "1", "--rate", "0", "--port", "14451", "--metrics-port", "14452")
             for _ in range(4)
         ]
         results = [p.communicate(timeout=60) for p in procs]
@@ -281,13 +273,7 @@ def test_a_rate_that_is_not_a_number_is_a_usage_error() -> None:
 def test_a_very_low_rate_waits_and_stops_on_sigterm() -> None:
     """--rate 1e-300 (one turn in 1e300 s) ended with a traceback after the first turn: OverflowError, the wait too
     long for time.sleep. The demo now waits (as asked) until it is stopped, then prints its summary."""
-    proc = subprocess.Popen(
-        [str(Path(sys.executable).parent / "toolwatch"), "demo", "--turns", "2", "--rate", "1e-300"]
-        + ["--port", "0", "--metrics-port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = _demo_process("--turns", "2", "--rate", "1e-300", "--port", "0", "--metrics-port", "0")
     try:
         assert proc.stdout is not None
         line = ""
