@@ -1,0 +1,79 @@
+"""OTLP/gRPC refuses what OTLP/HTTP refuses, in the same order and counted the same way: the token is checked before
+the message is read (as HTTP checks it on the head, before the body), and a message over --max-decompressed-bytes,
+refused by gRPC core itself, is still counted in toolwatch_requests_total (as HTTP counts its 413)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc  # type: ignore[import-untyped]
+import pytest
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
+from opentelemetry.sdk.trace.export import SpanExportResult
+
+from monitor.serve._grpc import SERVICE
+from tests.monitor.service.conftest import ServeFactory, scrape, value, wait_for
+from tests.monitor.service.http_util import post
+from tests.monitor.service.spans import Call, TurnSpec, record_turns, to_request
+
+LIMIT = 100_000
+
+
+def _big() -> bytes:
+    """An export request of one turn, padded past LIMIT bytes (and far less once gzipped)."""
+    req = to_request(record_turns([TurnSpec("look up tag", [Call("pull_auth_telemetry")])]))
+    req.resource_spans[0].scope_spans[0].spans[0].attributes.add(key="pad").value.string_value = "a" * (2 * LIMIT)
+    return bytes(req.SerializeToString())
+
+
+def _code(port: int, body: bytes, compression: grpc.Compression, token: str | None = None) -> grpc.StatusCode:
+    metadata = (("authorization", f"Bearer {token}"),) if token else ()
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        try:
+            channel.unary_unary(f"/{SERVICE}/Export")(body, timeout=10, metadata=metadata, compression=compression)
+        except grpc.RpcError as err:
+            return err.code()
+    return grpc.StatusCode.OK
+
+
+CODINGS = pytest.mark.parametrize(
+    "compression", [grpc.Compression.NoCompression, grpc.Compression.Gzip], ids=["plain", "gzip"]
+)
+
+
+@CODINGS
+def test_a_wrong_token_is_refused_before_the_message_is_read(serve: ServeFactory, compression: Any) -> None:
+    # Before: gRPC core read the whole message first, and refused it for its size; an unauthenticated client had the
+    # server take up to --max-decompressed-bytes per request. OTLP/HTTP answers the same request 401.
+    _, server = serve(grpc_port=0, token="t0k", max_decompressed_bytes=LIMIT, max_body_bytes=LIMIT)
+    port = server.grpc_port
+    assert port
+    assert post(server.endpoint, _big(), "application/x-protobuf")[0] == 401
+    assert _code(port, _big(), compression) == grpc.StatusCode.UNAUTHENTICATED
+    assert _code(port, _big(), compression, token="wrong") == grpc.StatusCode.UNAUTHENTICATED
+    assert _code(port, _big(), compression, token="t0k") == grpc.StatusCode.RESOURCE_EXHAUSTED
+    s = scrape(server)
+    assert value(s, "toolwatch_requests_total", transport="http_protobuf", code="401") == 1
+    assert value(s, "toolwatch_requests_total", transport="grpc", code="16") == 2
+    assert value(s, "toolwatch_requests_total", transport="grpc", code="8") == 1
+
+
+def test_a_message_past_the_decompressed_limit_is_counted(serve: ServeFactory) -> None:
+    _, server = serve(grpc_port=0, max_decompressed_bytes=LIMIT, max_body_bytes=LIMIT)
+    port = server.grpc_port
+    assert port
+    assert _code(port, _big(), grpc.Compression.NoCompression) == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert _code(port, _big(), grpc.Compression.Gzip) == grpc.StatusCode.RESOURCE_EXHAUSTED
+    # The real exporter, gzip: a small message goes through, and the server is still serving after the refusals.
+    exporter = GrpcExporter(
+        endpoint=f"127.0.0.1:{port}", insecure=True, timeout=10, compression=grpc.Compression.Gzip
+    )
+    assert exporter.export(record_turns([TurnSpec("look up tag", [Call("pull_auth_telemetry")])])) is (
+        SpanExportResult.SUCCESS
+    )
+    exporter.shutdown()
+    wait_for(lambda: server.pipeline.turns_judged == 1, timeout=5)
+    s = scrape(server)
+    assert value(s, "toolwatch_requests_total", transport="grpc", code="8") == 2  # as HTTP counts its 413s
+    assert value(s, "toolwatch_requests_total", transport="grpc", code="0") == 1
+    assert value(s, "toolwatch_spans_received_total", transport="grpc") == 2
