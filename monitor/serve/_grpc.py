@@ -134,7 +134,7 @@ class GrpcReceiver:
         handler = grpc.method_handlers_generic_handler(
             SERVICE, {"Export": grpc.stream_unary_rpc_method_handler(self.export)}
         )
-        server.add_generic_rpc_handlers((handler,))
+        server.add_generic_rpc_handlers((handler, _Unimplemented(self)))
         address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         try:
             bound = server.add_insecure_port(address)
@@ -149,3 +149,20 @@ class GrpcReceiver:
     async def stop(self, grace_s: float = 5.0) -> None:
         if self.server is not None:
             await self.server.stop(grace_s)
+
+
+class _Unimplemented(grpc.GenericRpcHandler):  # type: ignore[misc]
+    """Every other method: UNIMPLEMENTED, as gRPC answers it, but counted (as OTLP/HTTP counts its 404 for another
+    path: a metrics or logs exporter sent here) and without reading the message."""
+
+    def __init__(self, receiver: GrpcReceiver) -> None:
+        self._receiver = receiver
+        self._handler = grpc.stream_unary_rpc_method_handler(self._refuse)
+
+    def service(self, handler_call_details: Any) -> Any:
+        return self._handler
+
+    async def _refuse(self, requests: AsyncIterator[bytes], context: Any) -> bytes:
+        self._receiver.ops.request(TRANSPORT_GRPC, grpc.StatusCode.UNIMPLEMENTED.value[0])
+        await context.abort(grpc.StatusCode.UNIMPLEMENTED, "Method not found!")
+        return b""  # not reached: abort raises

@@ -9,8 +9,10 @@ from typing import Any
 import grpc  # type: ignore[import-untyped]
 import pytest
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from opentelemetry.sdk.trace.export import SpanExportResult
 
+from monitor.serve import Server
 from monitor.serve._grpc import SERVICE
 from tests.monitor.service.conftest import ServeFactory, scrape, value, wait_for
 from tests.monitor.service.http_util import post
@@ -77,3 +79,46 @@ def test_a_message_past_the_decompressed_limit_is_counted(serve: ServeFactory) -
     assert value(s, "toolwatch_requests_total", transport="grpc", code="8") == 2  # as HTTP counts its 413s
     assert value(s, "toolwatch_requests_total", transport="grpc", code="0") == 1
     assert value(s, "toolwatch_spans_received_total", transport="grpc") == 2
+
+
+def _counts(server: Server, transport: str) -> dict[str, float | None]:
+    s = scrape(server)
+    out = {"received": value(s, "toolwatch_spans_received_total", transport=transport)}
+    for reason in ("invalid_id", "malformed_span", "missing_tool_name"):
+        out[reason] = value(s, "toolwatch_spans_rejected_total", reason=reason)
+    return out
+
+
+def test_grpc_answers_and_counts_unusable_spans_as_http_does(serve: ServeFactory) -> None:
+    # The same request, one span with an id of the wrong length and one call without a tool name, to two servers.
+    req = to_request(record_turns([TurnSpec("look up tag", [Call("pull_auth_telemetry"), Call("")])]))
+    req.resource_spans[0].scope_spans[0].spans[0].span_id = b"\x01"
+    body = bytes(req.SerializeToString())
+    _, over_http = serve()
+    status, http_body, _ = post(over_http.endpoint, body, "application/x-protobuf")
+    assert status == 200
+    _, over_grpc = serve(grpc_port=0)
+    with grpc.insecure_channel(f"127.0.0.1:{over_grpc.grpc_port}") as channel:
+        grpc_body = channel.unary_unary(f"/{SERVICE}/Export")(body, timeout=10)
+    http_ps = ExportTraceServiceResponse.FromString(http_body).partial_success
+    grpc_ps = ExportTraceServiceResponse.FromString(grpc_body).partial_success
+    assert http_ps.rejected_spans == 2 and "invalid_id=1" in http_ps.error_message
+    assert grpc_ps == http_ps
+    assert _counts(over_grpc, "grpc") == _counts(over_http, "http_protobuf")
+    assert _counts(over_grpc, "grpc")["received"] == len(req.resource_spans[0].scope_spans[0].spans)
+
+
+def test_a_call_of_another_method_is_unimplemented_and_counted(serve: ServeFactory) -> None:
+    # As OTLP/HTTP counts its 404 for another path (a metrics or logs exporter pointed at a traces-only receiver).
+    _, server = serve(grpc_port=0)
+    body = to_request(record_turns([TurnSpec("look up tag", [Call("pull_auth_telemetry")])])).SerializeToString()
+    with grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}") as channel:
+        for method in ("/opentelemetry.proto.collector.metrics.v1.MetricsService/Export", f"/{SERVICE}/Other"):
+            with pytest.raises(grpc.RpcError) as err:
+                channel.unary_unary(method)(body, timeout=10)
+            assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED
+    assert post(server.endpoint.replace("/v1/traces", "/v1/metrics"), body, "application/x-protobuf")[0] == 404
+    s = scrape(server)
+    assert value(s, "toolwatch_requests_total", transport="http_protobuf", code="404") == 1
+    assert value(s, "toolwatch_requests_total", transport="grpc", code="12") == 2
+    assert value(s, "toolwatch_spans_received_total", transport="grpc") == 0
