@@ -122,3 +122,29 @@ def test_a_call_of_another_method_is_unimplemented_and_counted(serve: ServeFacto
     assert value(s, "toolwatch_requests_total", transport="http_protobuf", code="404") == 1
     assert value(s, "toolwatch_requests_total", transport="grpc", code="12") == 2
     assert value(s, "toolwatch_spans_received_total", transport="grpc") == 0
+
+
+def _dropped(server: Server) -> float | None:
+    return value(scrape(server), "toolwatch_spans_dropped_total", reason="queue_full")
+
+
+def test_a_queue_past_its_capacity_refuses_before_the_message_as_http_does(serve: ServeFactory) -> None:
+    # One request larger than the queue is taken when the queue is empty: the queue is then past its capacity, and
+    # OTLP/HTTP refuses the next request on its head (503, its body unread, no span counted as dropped). OTLP/gRPC
+    # refused it only once its message was read and decoded, and counted its spans as dropped.
+    first = to_request(record_turns([TurnSpec("look up tag", [Call("pull_auth_telemetry")] * 3)])).SerializeToString()
+    second = to_request(record_turns([TurnSpec("look up tag 2", [Call("pull_auth_telemetry")])])).SerializeToString()
+    dropped = {}
+    for transport in ("http", "grpc"):
+        _, server = serve(grpc_port=0, queue_spans=2)
+        server.pipeline.paused = True
+        port = server.grpc_port
+        assert port
+        assert _code(port, first, grpc.Compression.NoCompression) == grpc.StatusCode.OK
+        assert server.pipeline.full()
+        if transport == "http":
+            assert post(server.endpoint, second, "application/x-protobuf")[0] == 503
+        else:
+            assert _code(port, second, grpc.Compression.NoCompression) == grpc.StatusCode.UNAVAILABLE
+        dropped[transport] = _dropped(server)
+    assert dropped == {"http": 0, "grpc": 0}
