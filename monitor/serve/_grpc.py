@@ -87,14 +87,16 @@ class GrpcReceiver:
     async def _no_message(self, context: Any) -> bytes:
         """A call that ended without its message: gRPC core refused it (past grpc.max_receive_message_length,
         compressed or decompressed) and answered RESOURCE_EXHAUSTED itself, or the client went away before sending
-        it. Counted as OTLP/HTTP counts its 413 (and its body not received whole)."""
+        it (seen as cancelled only when gRPC has told the handler so by then: else counted with the first case). A
+        client that half-closes without any message (none of gRPC's) is answered the same. Counted as OTLP/HTTP
+        counts its 413 (and its body not received whole)."""
         code = grpc.StatusCode
         if context.cancelled():
             self.ops.request(TRANSPORT_GRPC, code.CANCELLED.value[0])
             return b""
         self.ops.request(TRANSPORT_GRPC, code.RESOURCE_EXHAUSTED.value[0])
         limit = self.settings.max_decompressed_bytes
-        await context.abort(code.RESOURCE_EXHAUSTED, f"request message exceeds the limit of {limit} bytes")
+        await context.abort(code.RESOURCE_EXHAUSTED, f"request message not received: over {limit} bytes, or none sent")
         return b""  # not reached: abort raises
 
     async def _unavailable(self, context: Any, spans: int) -> None:
