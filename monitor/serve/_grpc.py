@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
 
@@ -54,26 +55,56 @@ class GrpcReceiver:
         self.server: Any = None
         self.port = 0
 
-    async def export(self, request: bytes, context: Any) -> bytes:
+    async def export(self, requests: AsyncIterator[bytes], context: Any) -> bytes:
+        """One Export call. Its request message is read here, not before the handler runs (a stream-unary handler
+        for a unary method: the client sends one message), so what OTLP/HTTP refuses on a request's head alone is
+        refused before the message is read: a missing or wrong token, a full queue."""
+        code = grpc.StatusCode
         if self._token is not None:
             given = dict(context.invocation_metadata() or ()).get("authorization", "")
             if not bearer_ok(str(given), self._token):
-                self.ops.request(TRANSPORT_GRPC, grpc.StatusCode.UNAUTHENTICATED.value[0])
-                await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
+                self.ops.request(TRANSPORT_GRPC, code.UNAUTHENTICATED.value[0])
+                await context.abort(code.UNAUTHENTICATED, "missing or wrong bearer token")
+        if self.pipeline.full():
+            await self._unavailable(context, 0)
+        request = None
+        async for message in requests:
+            request = message
+            break
+        if request is None:
+            return await self._no_message(context)
         try:
             decoded = parse_protobuf(request)
         except DecodeError as exc:
-            self.ops.request(TRANSPORT_GRPC, grpc.StatusCode.INVALID_ARGUMENT.value[0])
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+            self.ops.request(TRANSPORT_GRPC, code.INVALID_ARGUMENT.value[0])
+            await context.abort(code.INVALID_ARGUMENT, str(exc))
         result = ingest(self.pipeline, decoded, TRANSPORT_GRPC)
         if result is None:
-            # UNAVAILABLE is retryable for OTLP exporters: nothing is lost silently. The RetryInfo says when, as
-            # Retry-After does over HTTP (without it exporters retry after their own backoff, 1 s at first).
-            self.ops.dropped(DROP_QUEUE_FULL, len(decoded.spans) + decoded.rejected_count)
-            self.ops.request(TRANSPORT_GRPC, grpc.StatusCode.UNAVAILABLE.value[0])
-            await context.abort(grpc.StatusCode.UNAVAILABLE, QUEUE_FULL, trailing_metadata=self._queue_full)
-        self.ops.request(TRANSPORT_GRPC, grpc.StatusCode.OK.value[0])
+            await self._unavailable(context, len(decoded.spans) + decoded.rejected_count)
+        self.ops.request(TRANSPORT_GRPC, code.OK.value[0])
         return export_response(*result)  # type: ignore[misc]
+
+    async def _no_message(self, context: Any) -> bytes:
+        """A call that ended without its message: gRPC core refused it (past grpc.max_receive_message_length,
+        compressed or decompressed) and answered RESOURCE_EXHAUSTED itself, or the client went away before sending
+        it (seen as cancelled only when gRPC has told the handler so by then: else counted with the first case). A
+        client that half-closes without any message (none of gRPC's) is answered the same. Counted as OTLP/HTTP
+        counts its 413 (and its body not received whole)."""
+        code = grpc.StatusCode
+        if context.cancelled():
+            self.ops.request(TRANSPORT_GRPC, code.CANCELLED.value[0])
+            return b""
+        self.ops.request(TRANSPORT_GRPC, code.RESOURCE_EXHAUSTED.value[0])
+        limit = self.settings.max_decompressed_bytes
+        await context.abort(code.RESOURCE_EXHAUSTED, f"request message not received: over {limit} bytes, or none sent")
+        return b""  # not reached: abort raises
+
+    async def _unavailable(self, context: Any, spans: int) -> None:
+        """UNAVAILABLE is retryable for OTLP exporters: nothing is lost silently. The RetryInfo says when, as
+        Retry-After does over HTTP (without it exporters retry after their own backoff, 1 s at first)."""
+        self.ops.dropped(DROP_QUEUE_FULL, spans)
+        self.ops.request(TRANSPORT_GRPC, grpc.StatusCode.UNAVAILABLE.value[0])
+        await context.abort(grpc.StatusCode.UNAVAILABLE, QUEUE_FULL, trailing_metadata=self._queue_full)
 
     def options(self) -> list[tuple[str, int]]:
         """gRPC core's bounds, as OTLP/HTTP has them: at most --max-connections open (one more is closed at once,
@@ -103,9 +134,9 @@ class GrpcReceiver:
             ]
         )
         handler = grpc.method_handlers_generic_handler(
-            SERVICE, {"Export": grpc.unary_unary_rpc_method_handler(self.export)}
+            SERVICE, {"Export": grpc.stream_unary_rpc_method_handler(self.export)}
         )
-        server.add_generic_rpc_handlers((handler,))
+        server.add_generic_rpc_handlers((handler, _Unimplemented(self)))
         address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         try:
             bound = server.add_insecure_port(address)
@@ -120,3 +151,20 @@ class GrpcReceiver:
     async def stop(self, grace_s: float = 5.0) -> None:
         if self.server is not None:
             await self.server.stop(grace_s)
+
+
+class _Unimplemented(grpc.GenericRpcHandler):  # type: ignore[misc]
+    """Every other method: UNIMPLEMENTED, as gRPC answers it, but counted (as OTLP/HTTP counts its 404 for another
+    path: a metrics or logs exporter sent here) and without reading the message."""
+
+    def __init__(self, receiver: GrpcReceiver) -> None:
+        self._receiver = receiver
+        self._handler = grpc.stream_unary_rpc_method_handler(self._refuse)
+
+    def service(self, handler_call_details: Any) -> Any:
+        return self._handler
+
+    async def _refuse(self, requests: AsyncIterator[bytes], context: Any) -> bytes:
+        self._receiver.ops.request(TRANSPORT_GRPC, grpc.StatusCode.UNIMPLEMENTED.value[0])
+        await context.abort(grpc.StatusCode.UNIMPLEMENTED, "Method not found!")
+        return b""  # not reached: abort raises

@@ -374,12 +374,12 @@ def test_grpc_requests_held_per_connection_are_bounded(serve: ServeFactory) -> N
     class Held(GrpcReceiver):
         active = peak = 0
 
-        async def export(self, request: bytes, context: Any) -> bytes:
+        async def export(self, requests: Any, context: Any) -> bytes:
             self.active += 1
             self.peak = max(self.peak, self.active)
             await release.wait()
             self.active -= 1
-            return await super().export(request, context)
+            return await super().export(requests, context)
 
     receiver = Held(server.settings, server.pipeline)
     release = asyncio.Event()
