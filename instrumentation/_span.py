@@ -184,6 +184,20 @@ def record_error(span: Span, exc: BaseException, settings: ContentSettings) -> N
         logger.exception("toolwatch: recording a tool error failed")
 
 
+def record_failed_call(
+    spec: ToolSpec, args: tuple[Any, ...], kwargs: Mapping[str, Any], pending: PendingCall | None, exc: BaseException
+) -> None:
+    """The span of a call that raised before there was anything to iterate or await (e.g. an argument the signature
+    does not take); guarded like the rest."""
+    try:
+        span, settings = start_span(spec, args, kwargs, pending)
+    except Exception:  # noqa: BLE001
+        failed_begin()
+        return
+    record_error(span, exc, settings)
+    end_span(span)
+
+
 def end(started: Started) -> None:
     """Make the previous context current again and end the span."""
     span, token, reset, _ = started
