@@ -214,10 +214,16 @@ def _redact_keys(arguments: Mapping[Any, Any], settings: ContentSettings) -> dic
 
 
 def redact(tool_name: str, arguments: Mapping[str, Any], settings: ContentSettings) -> Mapping[str, Any] | None:
-    """The arguments to record: keys redacted (at any depth), then the user hook; None if the hook failed."""
-    redacted: dict[str, Any] = (
-        _redact_keys(arguments, settings) if settings.redact_keys or settings.redact_pattern else dict(arguments)
-    )
+    """The arguments to record: keys redacted (at any depth), then the user hook; None if either failed (a
+    self-referential or very deep argument the key walk cannot finish, a broken hook)."""
+    try:
+        redacted: dict[str, Any] = (
+            _redact_keys(arguments, settings) if settings.redact_keys or settings.redact_pattern else dict(arguments)
+        )
+    except Exception:  # noqa: BLE001 - RecursionError on a cycle, a mapping whose items() raises, ...
+        STATS.redaction_failures += 1
+        logger.warning("redacting the arguments of tool %r failed; arguments not recorded", tool_name, exc_info=True)
+        return None
     hook = settings.redact_hook
     if hook is None:
         return redacted
