@@ -19,7 +19,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span
 
 from instrumentation import _attributes as A
-from instrumentation._content import to_json
+from instrumentation._content import to_json_prefix
 from instrumentation._context import PendingCall, will_not_sample
 from instrumentation._functionlike import function_like
 from instrumentation._span import (
@@ -60,8 +60,8 @@ class _Recorder:
     def add(self, item: Any) -> None:
         self.count += 1
         if self.keep and len(self.parts) < MAX_RECORDED_ITEMS and self.size <= self.limit:
-            text = to_json(item)  # never raises
             room = self.limit - self.size + 1  # past it the list is cut anyway: the rest of a large item is not kept
+            text = to_json_prefix(item, room)  # never raises
             if len(text) > room:
                 text = text[:room]
             self.parts.append(text)
