@@ -36,6 +36,9 @@ class FunctionLike:
     def __get__(self, obj: object, objtype: type | None = None) -> Any:
         return self if obj is None else MethodType(self, obj)
 
+    def __repr__(self) -> str:  # as a function's: logs and error messages name the tool as before
+        return f"<function {getattr(self, '__qualname__', self.__name__)} at {id(self):#x}>"
+
     def __reduce__(self) -> str:
         return str(getattr(self, "__qualname__", ""))
 

@@ -40,6 +40,7 @@ async def test_an_async_tool_stays_a_coroutine_function_and_its_span_covers_the_
     assert not inspect.isgeneratorfunction(fetch) and not inspect.isasyncgenfunction(fetch)
     assert str(inspect.signature(fetch)) == "(url: 'str', retries: 'int' = 1) -> 'str'"
     assert fetch.__name__ == "fetch" and fetch.__doc__ == "Fetch a page." and fetch.__defaults__ == (1,)
+    assert repr(fetch).startswith("<function fetch at 0x")
     with tw.use_tool_call_id("call_f"):
         coro = fetch("a")
         assert inspect.iscoroutine(coro) and coro.__qualname__ == fetch.__qualname__
