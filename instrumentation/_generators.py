@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncGenerator, Callable, Generator, Mapping
-from types import CodeType, MethodType
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -20,9 +19,18 @@ from opentelemetry import trace
 from opentelemetry.trace import Span
 
 from instrumentation import _attributes as A
-from instrumentation._content import to_json
+from instrumentation._content import to_json_prefix
 from instrumentation._context import PendingCall, will_not_sample
-from instrumentation._span import end_span, failed_begin, record_error, record_result_json, start_span, take_pending
+from instrumentation._functionlike import function_like
+from instrumentation._span import (
+    end_span,
+    failed_begin,
+    record_error,
+    record_failed_call,
+    record_result_json,
+    start_span,
+    take_pending,
+)
 from instrumentation._spec import ToolSpec
 from instrumentation._stats import STATS
 
@@ -52,8 +60,8 @@ class _Recorder:
     def add(self, item: Any) -> None:
         self.count += 1
         if self.keep and len(self.parts) < MAX_RECORDED_ITEMS and self.size <= self.limit:
-            text = to_json(item)  # never raises
             room = self.limit - self.size + 1  # past it the list is cut anyway: the rest of a large item is not kept
+            text = to_json_prefix(item, room)  # never raises
             if len(text) > room:
                 text = text[:room]
             self.parts.append(text)
@@ -80,16 +88,6 @@ def _start(
         return None
     recorder = _Recorder(settings.capture_content and span.is_recording(), settings.max_length)
     return span, trace.set_span_in_context(span), recorder, settings
-
-
-def _record_failed_call(
-    spec: ToolSpec, args: tuple[Any, ...], kwargs: Mapping[str, Any], pending: PendingCall | None, exc: BaseException
-) -> None:
-    """The span of a call that raised before there was anything to iterate; guarded like the rest."""
-    started = _start(spec, args, kwargs, pending)
-    if started is not None:
-        record_error(started[0], exc, started[3])
-        end_span(started[0])
 
 
 def _traced_generator(
@@ -193,7 +191,7 @@ that raises at once (bad arguments) is recorded as a failed call, as for plain t
             iterator = func(*args, **kwargs)
         except BaseException as exc:  # e.g. an argument the signature does not take: a failed call, on a span too
             if not will_not_sample():
-                _record_failed_call(spec, args, kwargs, take_pending(name), exc)
+                record_failed_call(spec, args, kwargs, take_pending(name), exc)
             raise
         if will_not_sample():
             return iterator
@@ -202,42 +200,11 @@ that raises at once (bad arguments) is recorded as a failed call, as for plain t
     return wrapper
 
 
-class _IterationTool:
-    """The wrapper of a generator or async-generator tool. Its call is a plain one (`_wrap_iteration`: a bad call
-    raises at the call, and the tool call id in force at the call is the span's), yet `inspect.isgeneratorfunction`
-    / `isasyncgenfunction` still hold, as frameworks choose how to drive a tool by them: inspect reads those flags
-    from the `__code__` of any function-like callable (one with `__code__`, `__defaults__`, `__kwdefaults__`,
-    `__name__`, `__annotations__`), here the original's code; that code is never run through this object. It binds
-    as a method as a function does, and pickles by reference as a function does."""
-
-    __code__: CodeType
-    __defaults__: tuple[Any, ...] | None
-    __kwdefaults__: dict[str, Any] | None
-
-    def __init__(self, call: Callable[..., Any], code: CodeType, func: Callable[..., Any]) -> None:
-        self._call = call
-        self.__code__ = code
-        self.__defaults__ = getattr(func, "__defaults__", None)
-        self.__kwdefaults__ = getattr(func, "__kwdefaults__", None)
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self._call(*args, **kwargs)
-
-    def __get__(self, obj: object, objtype: type | None = None) -> Any:
-        return self if obj is None else MethodType(self, obj)
-
-    def __reduce__(self) -> str:
-        return str(getattr(self, "__qualname__", ""))
-
-
 def _as_iteration_tool(func: Callable[..., Any], traced: Callable[..., Any], spec: ToolSpec) -> Callable[..., Any]:
+    """A generator tool stays one to `inspect.isgeneratorfunction` / `isasyncgenfunction` (see `_functionlike`);
+    one with no code to show (a callable object) is wrapped in the plain call, as before."""
     call = _wrap_iteration(spec, func, traced)
-    inner: Any = func
-    while inner is not None and not isinstance(getattr(inner, "__code__", None), CodeType):
-        inner = getattr(inner, "__func__", None) or getattr(inner, "func", None)  # a bound method, a partial
-    if inner is None:  # no code to show inspect: a plain function, as before
-        return call
-    return _IterationTool(call, inner.__code__, func)
+    return function_like(call, func) or call
 
 
 def wrap_generator(spec: ToolSpec, func: Callable[..., Any]) -> Callable[..., Any]:

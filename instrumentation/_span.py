@@ -18,7 +18,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from instrumentation import _attributes as A
-from instrumentation._content import SETTINGS, ContentSettings, bounded, redact, set_bounded, to_json
+from instrumentation._content import SETTINGS, ContentSettings, bounded, redact, set_bounded, to_json_prefix
 from instrumentation._context import PENDING, SAMPLE_OTHER, TRACING, PendingCall, new_call_id
 from instrumentation._spec import ToolSpec
 from instrumentation._stats import STATS
@@ -68,9 +68,9 @@ def add_arguments(
         if recorded is None:
             attributes[A.TOOLWATCH_CONTENT_ERROR] = "redaction_failed"
             return
-        text = to_json(recorded)
+        text = to_json_prefix(recorded, settings.max_length)
     else:
-        text = raw_json if raw_json is not None else to_json(arguments)
+        text = raw_json if raw_json is not None else to_json_prefix(arguments, settings.max_length)
     bounded(text, A.GEN_AI_TOOL_CALL_ARGUMENTS, attributes, settings.max_length)
 
 
@@ -120,7 +120,7 @@ def record_result(span: Span, result: Any, settings: ContentSettings) -> None:
     """Set `gen_ai.tool.call.result` when capture is on and the span records."""
     try:
         if settings.capture_content and span.is_recording():
-            record_result_json(span, to_json(result), settings)
+            record_result_json(span, to_json_prefix(result, settings.max_length), settings)
     except Exception:  # noqa: BLE001
         STATS.instrumentation_errors += 1
         logger.exception("toolwatch: recording a tool result failed")
@@ -182,6 +182,20 @@ def record_error(span: Span, exc: BaseException, settings: ContentSettings) -> N
     except Exception:  # noqa: BLE001
         STATS.instrumentation_errors += 1
         logger.exception("toolwatch: recording a tool error failed")
+
+
+def record_failed_call(
+    spec: ToolSpec, args: tuple[Any, ...], kwargs: Mapping[str, Any], pending: PendingCall | None, exc: BaseException
+) -> None:
+    """The span of a call that raised before there was anything to iterate or await (e.g. an argument the signature
+    does not take); guarded like the rest."""
+    try:
+        span, settings = start_span(spec, args, kwargs, pending)
+    except Exception:  # noqa: BLE001
+        failed_begin()
+        return
+    record_error(span, exc, settings)
+    end_span(span)
 
 
 def end(started: Started) -> None:

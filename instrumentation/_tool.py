@@ -1,15 +1,15 @@
 """`@tool`: record every call of a function as an `execute_tool {name}` span, without changing the call.
 
 The wrapper returns the very object the function returned and re-raises the very exception it raised
-(same type, args and traceback frames, the wrapper's frame added on top). Plain and async functions
-are wrapped in a function of the same kind (so `inspect.iscoroutinefunction` still holds; the one
-visible difference: an async tool called with bad arguments raises its TypeError when awaited rather
-than at the call); generator
-and async-generator functions are wrapped in a callable that calls the original at once (so a
-bad call raises at the call, as before) and returns an iterator driving the original, with the span
-covering the iteration; it shows inspect the original's code, so `inspect.isgeneratorfunction` /
-`isasyncgenfunction` still hold. Every wrapper binds as a function does, so it works on methods, static methods
-and class methods (put `@staticmethod` / `@classmethod` above `@tool`).
+(same type, args and traceback frames, the wrapper's frame added on top). Plain functions are wrapped in a
+function. Coroutine, generator and async-generator functions are wrapped in a callable that calls the original
+at once (so a bad call raises at the call, as before, and is recorded as a failed call) and returns a coroutine
+or an iterator driving the original, with the span covering the await or the iteration; it shows inspect the
+original's code (`_functionlike`), so `inspect.iscoroutinefunction` / `isgeneratorfunction` /
+`isasyncgenfunction` and `asyncio.iscoroutinefunction` still hold. (A callable object whose `__call__` is async
+has no code of its own to show: it is wrapped in an `async def`, whose bad call raises when awaited.) Every
+wrapper binds as a function does, so it works on methods, static methods and class methods (put
+`@staticmethod` / `@classmethod` above `@tool`).
 """
 
 from __future__ import annotations
@@ -28,18 +28,16 @@ from opentelemetry.trace import SpanKind
 from instrumentation import _attributes as A
 from instrumentation._content import SETTINGS
 from instrumentation._context import PENDING, SAMPLE_OTHER, TRACING, PendingCall, will_not_sample
+from instrumentation._coroutines import wrap_coroutine
 from instrumentation._generators import wrap_async_generator, wrap_generator
 from instrumentation._schema import JsonSchema, function_schema
 from instrumentation._span import (
     add_arguments,
     arguments_of,
-    begin,
-    end,
     end_span,
     failed_begin,
     record_error,
     record_result,
-    take_pending,
 )
 from instrumentation._spec import SPEC_ATTRIBUTE, ToolSpec, kind_of, positional_names
 
@@ -143,35 +141,10 @@ def _wrap_function(spec: ToolSpec, func: Callable[..., Any]) -> Callable[..., An
     return wrapper
 
 
-def _wrap_coroutine(spec: ToolSpec, func: Callable[..., Any]) -> Callable[..., Any]:
-    name = spec.name
-
-    async def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if will_not_sample():
-            return await func(*args, **kwargs)
-        try:
-            started = begin(spec, args, kwargs, take_pending(name))
-        except Exception:  # noqa: BLE001
-            failed_begin()
-            return await func(*args, **kwargs)
-        try:
-            result = await func(*args, **kwargs)
-        except BaseException as exc:
-            record_error(started[0], exc, started[3])
-            raise
-        else:
-            record_result(started[0], result, started[3])
-            return result
-        finally:
-            end(started)
-
-    return wrapper
-
-
 def instrument(func: F, spec: ToolSpec) -> F:
     """Wrap `func` so each call is recorded as described by `spec`."""
     if spec.kind == "coroutine":
-        wrapper = _wrap_coroutine(spec, func)
+        wrapper = wrap_coroutine(spec, func)
     elif spec.kind == "generator":
         wrapper = wrap_generator(spec, func)
     elif spec.kind == "async_generator":

@@ -5,6 +5,7 @@ call, the tool call id is the one in force at the call, and the span records eac
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import pickle
 from collections.abc import AsyncIterator, Iterator
@@ -98,3 +99,13 @@ def test_generator_methods_static_and_class_methods_stay_generator_functions(cap
 def test_a_generator_tool_pickles_by_reference_as_a_function_does() -> None:
     assert pickle.loads(pickle.dumps(countdown)) is countdown
     assert pickle.loads(pickle.dumps(ticks)) is ticks
+
+
+def test_a_partial_of_a_generator_function_stays_a_generator_function(capture: Recorded) -> None:
+    def numbers(start: int, n: int) -> Iterator[int]:
+        yield from range(start, start + n)
+
+    from_ten = tw.tool(name="from_ten")(functools.partial(numbers, 10))
+    assert inspect.isgeneratorfunction(from_ten)
+    assert list(from_ten(n=2)) == [10, 11]
+    assert capture.named("execute_tool from_ten").attributes is not None
