@@ -16,10 +16,10 @@ from instrumentation._context import will_not_sample
 from instrumentation._functionlike import function_like
 from instrumentation._span import (
     begin,
+    call_then_trace,
     end,
     failed_begin,
     record_error,
-    record_failed_call,
     record_result,
     take_pending,
 )
@@ -82,18 +82,7 @@ def _legacy(spec: ToolSpec, func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def wrap_coroutine(spec: ToolSpec, func: Callable[..., Any]) -> Callable[..., Any]:
-    name = spec.name
     traced = _traced(spec, func)
-
-    def call(*args: Any, **kwargs: Any) -> Any:
-        try:
-            coro = func(*args, **kwargs)
-        except BaseException as exc:  # e.g. an argument the signature does not take: a failed call, on a span too
-            if not will_not_sample():
-                record_failed_call(spec, args, kwargs, take_pending(name), exc)
-            raise
-        if will_not_sample():
-            return coro  # the original's own coroutine: nothing to record
-        return traced(_Original(coro), args, kwargs)
-
+    # Unsampled, the call returns the original's own coroutine: nothing to record.
+    call = call_then_trace(spec, func, lambda coro, args, kwargs: traced(_Original(coro), args, kwargs))
     return function_like(call, func) or _legacy(spec, func)

@@ -20,13 +20,13 @@ from opentelemetry.trace import Span
 
 from instrumentation import _attributes as A
 from instrumentation._content import to_json_prefix
-from instrumentation._context import PendingCall, will_not_sample
+from instrumentation._context import PendingCall
 from instrumentation._functionlike import function_like
 from instrumentation._span import (
+    call_then_trace,
     end_span,
     failed_begin,
     record_error,
-    record_failed_call,
     record_result_json,
     start_span,
     take_pending,
@@ -181,29 +181,10 @@ async def _traced_async_generator(
         end_span(span)
 
 
-def _wrap_iteration(spec: ToolSpec, func: Callable[..., Any], traced: Callable[..., Any]) -> Callable[..., Any]:
-    """A plain function calling the original at once and returning `traced` driving it (or it, unsampled). A call
-that raises at once (bad arguments) is recorded as a failed call, as for plain tools."""
-    name = spec.name
-
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            iterator = func(*args, **kwargs)
-        except BaseException as exc:  # e.g. an argument the signature does not take: a failed call, on a span too
-            if not will_not_sample():
-                record_failed_call(spec, args, kwargs, take_pending(name), exc)
-            raise
-        if will_not_sample():
-            return iterator
-        return traced(spec, iterator, args, kwargs, take_pending(name))
-
-    return wrapper
-
-
 def _as_iteration_tool(func: Callable[..., Any], traced: Callable[..., Any], spec: ToolSpec) -> Callable[..., Any]:
     """A generator tool stays one to `inspect.isgeneratorfunction` / `isasyncgenfunction` (see `_functionlike`);
     one with no code to show (a callable object) is wrapped in the plain call, as before."""
-    call = _wrap_iteration(spec, func, traced)
+    call = call_then_trace(spec, func, lambda it, args, kwargs: traced(spec, it, args, kwargs, take_pending(spec.name)))
     return function_like(call, func) or call
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextvars import Token
 from typing import Any
 
@@ -19,7 +19,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from instrumentation import _attributes as A
 from instrumentation._content import SETTINGS, ContentSettings, bounded, redact, set_bounded, to_json_prefix
-from instrumentation._context import PENDING, SAMPLE_OTHER, TRACING, PendingCall, new_call_id
+from instrumentation._context import PENDING, SAMPLE_OTHER, TRACING, PendingCall, new_call_id, will_not_sample
 from instrumentation._spec import ToolSpec
 from instrumentation._stats import STATS
 from instrumentation._wire import wire_safe
@@ -196,6 +196,28 @@ def record_failed_call(
         return
     record_error(span, exc, settings)
     end_span(span)
+
+
+def call_then_trace(
+    spec: ToolSpec, func: Callable[..., Any], trace_it: Callable[[Any, tuple[Any, ...], Mapping[str, Any]], Any]
+) -> Callable[..., Any]:
+    """The plain call of a generator, async-generator or coroutine tool: calls `func` at once (a bad call raises
+    there, as unwrapped, and is recorded as a failed call) and returns `trace_it(what it returned, args, kwargs)`,
+    or what it returned itself when the call will not be sampled."""
+    name = spec.name
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            started = func(*args, **kwargs)
+        except BaseException as exc:  # e.g. an argument the signature does not take: a failed call, on a span too
+            if not will_not_sample():
+                record_failed_call(spec, args, kwargs, take_pending(name), exc)
+            raise
+        if will_not_sample():
+            return started
+        return trace_it(started, args, kwargs)
+
+    return call
 
 
 def end(started: Started) -> None:
