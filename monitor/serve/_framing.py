@@ -92,9 +92,9 @@ class FramingParser:
 
     def _cut(self, data: bytes, start: int) -> int:
         """The end of the piece of `data` from `start`: just after the first head end past the body bytes still to
-        come (or after a LF in the read's first 3 bytes: a head end begun in the last read) that more bytes follow;
-        else the end of `data`."""
-        if start == 0:
+        come (or after a LF in the read's first 3 bytes: a head end begun in the last read, not in a body still
+        coming) that more bytes follow; else the end of `data`."""
+        if start == 0 and not self._left:  # mid-body (a protobuf body is full of LF bytes), no head can end there
             lead = data.find(b"\n", 0, 3) + 1
             if 0 < lead < len(data):
                 return lead
