@@ -211,7 +211,7 @@ class TracesHandler:
         if expectation.lower() != "100-continue":
             return self._closing(
                 self._error(
-                    TRANSPORT_JSON if request.content_type == JSON else TRANSPORT_PROTOBUF,
+                    self.transport_of(request.content_type),
                     request.content_type,  # a protobuf or JSON type: _refusal answered any other
                     417,
                     code_pb2.INVALID_ARGUMENT,
@@ -246,7 +246,7 @@ class TracesHandler:
         if refusal is not None:
             return refusal
         reply = request.content_type  # a protobuf or JSON type, else _refusal answered 415
-        transport = TRANSPORT_JSON if reply == JSON else TRANSPORT_PROTOBUF
+        transport = self.transport_of(reply)
         coding = content_coding(request.headers.get("Content-Encoding", ""))
         assert coding is not None  # else _refusal answered 415
         held = 0
