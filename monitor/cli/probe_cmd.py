@@ -109,8 +109,8 @@ def probe(generator_spec: str, agent_spec: str, rules: tuple[str, ...], agent_na
         for note in notes:
             click.echo(note, err=True)
     code = emit_report(report, options, warnings)
-    if error is not None:
-        if failed is not None and failed.traceback and logger.isEnabledFor(logging.INFO):
+    if failed is not None:
+        if failed.traceback and logger.isEnabledFor(logging.INFO):
             logger.info("the generator's traceback:\n%s", visible(failed.traceback.rstrip()))
         click.echo(f"error: {error}", err=True)
         raise SystemExit(2)

@@ -39,7 +39,7 @@ class FormatChoice(click.Choice[str]):
             return value
         meant = COLLECTOR_FORMATS.get(str(value).strip().lower())
         note = f" (the Collector file exporter's format: {value} is --format {meant})" if meant else ""
-        self.fail(f"{str(value)!r} is not a format: one of {', '.join(FORMATS)}{note}", param, ctx)
+        self.fail(f"{str(value)!r} is not a format: {_valid_formats()}{note}", param, ctx)
 
 
 def _valid_formats() -> str:
