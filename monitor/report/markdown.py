@@ -39,7 +39,12 @@ _BLOCK_MARKER = re.compile(r"^([-+])|^(\d{1,9})([.)])")
 
 def escape(text: str) -> str:
     """One line of text as inline Markdown that renders literally (control characters as `\\xNN` escapes)."""
-    return _LOOSE_UNDERSCORE.sub(r"\\_", escape_controls(text).translate(_ESCAPES))
+    return _markdown_literal(escape_controls(text))
+
+
+def _markdown_literal(text: str) -> str:
+    """`escape` of a text whose control characters are escaped already."""
+    return _LOOSE_UNDERSCORE.sub(r"\\_", text.translate(_ESCAPES))
 
 
 def _one_line(text: str) -> str:
@@ -51,11 +56,11 @@ def _one_line(text: str) -> str:
 def _item(text: str) -> str:
     """One line of text as the content of a list item: inline Markdown whose first character starts no list or
     thematic break of its own."""
-    return _BLOCK_MARKER.sub(lambda m: f"\\{m[1]}" if m[1] else f"{m[2]}\\{m[3]}", escape(_one_line(text)))
+    return _BLOCK_MARKER.sub(lambda m: f"\\{m[1]}" if m[1] else f"{m[2]}\\{m[3]}", _markdown_literal(_one_line(text)))
 
 
 def _cell(text: str) -> str:
-    return "<br>".join(escape(line) for line in escape_controls(text).splitlines())
+    return "<br>".join(_markdown_literal(line) for line in escape_controls(text).splitlines())
 
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -65,7 +70,7 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
 
 
 def _heading(level: int, text: str) -> list[str]:
-    return ["#" * level + " " + escape(_one_line(text)), ""]
+    return ["#" * level + " " + _markdown_literal(_one_line(text)), ""]
 
 
 def render_markdown(report: Report) -> str:
