@@ -118,7 +118,7 @@ def test_a_lock_held_at_the_fork_is_free_in_the_child(provider: tw.ToolwatchTrac
     try:
         def child() -> None:
             assert ping(3) == 3
-            assert processor.force_flush(200) in (True, False)
+            processor.force_flush(200)  # returns at all (its lock free in the child): True or False, both fine
             processor._guard.abandon() if processor._guard is not None else None  # the exit hook's count
             tw.shutdown(timeout_millis=200)
 
