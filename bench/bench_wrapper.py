@@ -132,13 +132,18 @@ def best_of(funcs: dict[str, Callable[..., Any]], calls: int, rounds: int) -> di
     return best
 
 
-def bench_in_call(calls: int, rounds: int) -> None:
+def _recording_provider() -> tuple[TracerProvider, CountingProcessor, Any]:
+    """A provider in force that records every span (counted), content capture on, and a tracer of its own."""
     provider = TracerProvider()
     processor = CountingProcessor()
     provider.add_span_processor(processor)
     tw.set_tracer_provider(provider)
     tw.configure_content(capture_content=True)
-    tracer = provider.get_tracer("bench")
+    return provider, processor, provider.get_tracer("bench")
+
+
+def bench_in_call(calls: int, rounds: int) -> None:
+    provider, processor, tracer = _recording_provider()
     wrapped = tw.tool(noop_tool)
     baseline = baseline_wrapper(tracer, noop_tool, "noop_tool", "A tool that does nothing.")
     t = best_of({"bare": noop_tool, "baseline": baseline, "tool": wrapped}, calls, rounds)
@@ -154,12 +159,7 @@ def bench_in_call(calls: int, rounds: int) -> None:
 
 def bench_async(calls: int, rounds: int) -> None:
     """Section 1 and 2 for an async tool (each call's coroutine run to its end by `awaited`)."""
-    provider = TracerProvider()
-    processor = CountingProcessor()
-    provider.add_span_processor(processor)
-    tw.set_tracer_provider(provider)
-    tw.configure_content(capture_content=True)
-    tracer = provider.get_tracer("bench")
+    provider, processor, tracer = _recording_provider()
     funcs = {"bare": awaited(async_noop_tool), "tool": awaited(tw.tool(async_noop_tool)),
              "baseline": awaited(async_baseline_wrapper(tracer, async_noop_tool, "async_noop_tool",
                                                         "An async tool that does nothing."))}
