@@ -108,7 +108,8 @@ def replay(sources: tuple[str, ...], rules: tuple[str, ...], fmt: str, grace: fl
             click.echo(f"error: {exc}", err=True)
             raise SystemExit(2) from exc
         progress.update(task, status=f"{stats.turns} turns")
-    builder.track(builder.tally.turns, force=True)
+    if builder.tally.turns:  # the last point; no turn, no series (a lone 'absent at 0' said nothing)
+        builder.track(builder.tally.turns, force=True)
     notes = [f"{stats.files} file(s), {stats.requests} export requests, {stats.spans} spans, "
              f"{stats.turns} turns ({stats.turnless} turnless)"]
     if stats.rejected_spans:

@@ -265,6 +265,11 @@ def test_cli_a_capture_without_turns_is_warned_of(support_rules: Path, tmp_path:
         assert warnings == [f"warning: no turns to judge: {spans} span(s) read, none of them an agent turn or a tool "
                             "call (GenAI invoke_agent / execute_tool spans); is the agent instrumented, and is this "
                             "its capture?"], res.stderr
+    # no turn, so no "accuracy as iterations grow" series (it used to show one point: iteration 0, absent)
+    res = CliRunner().invoke(replay, [str(path), "--rules", str(support_rules), "--no-progress", "--json", "-"])
+    assert json.loads(res.stdout)["series"] == {}, res.stdout
+    res = CliRunner().invoke(replay, [str(path), "--rules", str(support_rules), "--no-progress"])
+    assert "iterations grow" not in res.stdout, res.stdout
 
 
 async def _async_agent(text: str) -> str:
