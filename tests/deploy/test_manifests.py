@@ -211,3 +211,16 @@ def test_dockerfile_builds_the_monitor_image() -> None:
     build = text.split("\nFROM ")[1]  # the build stage
     assert "gcc" in build and "setup.py" in build
     assert "accelerated()" in text
+
+
+def test_compose_publishes_ports_on_the_loopback_only() -> None:
+    """Nothing in the stack authenticates: Prometheus runs with --web.enable-lifecycle (POST /-/quit stops it),
+    Alertmanager takes silences from anyone, Grafana lets anonymous viewers in, the OTLP receivers take any span (which
+    moves the accuracy figures). Published on every interface (`"9090:9090"`), they are open to the whole network."""
+    services = yaml.safe_load(COMPOSE.read_text())["services"]
+    published = {name: svc["ports"] for name, svc in services.items() if svc.get("ports")}
+    assert published, "the stack publishes its UIs and OTLP receivers"
+    for name, ports in published.items():
+        for port in ports:
+            mapping = port if isinstance(port, str) else f"{port.get('host_ip', '')}:{port.get('published')}"
+            assert mapping.startswith("127.0.0.1:"), f"{name} publishes {port!r} on every interface"
