@@ -100,3 +100,14 @@ def test_quantiles_in_a_title_are_the_ones_queried() -> None:
             assert named[names[0]] == quantiles, f"{panel['title']!r}: {metric} is queried at {sorted(quantiles)}"
             checked += 1
     assert checked >= 2
+
+
+def test_time_series_points_cover_their_step_not_the_whole_range() -> None:
+    """A point of a time series is the value at its time: rate()/increase() over $__range there makes each point the
+    total of the dashboard's whole range (3h) before it, so one event shows as a plateau hours long."""
+    for panel in DASHBOARD["panels"]:
+        if panel["type"] != "timeseries":
+            continue
+        for target in panel["targets"]:
+            windows = re.findall(r"\[([^\]]+)\]", target["expr"])
+            assert set(windows) <= {"$__rate_interval"}, (panel["title"], target["expr"])  # gauges: none
