@@ -199,6 +199,19 @@ def test_health_alerts_load_evaluate_and_stay_silent_on_a_healthy_monitor(stack:
             assert stack.prometheus.query(selector), f"{rule['alert']}: {selector} matches no series"
 
 
+def test_shipped_accuracy_rules_select_only_series_the_monitor_exposes(stack: Stack) -> None:
+    """Every toolwatch_* selector of the shipped, rendered toolwatch-rules.yml (recording rules, and the failing-rule
+    query of the annotations) matches series of the live monitor judging the same rule file: a metric or label value
+    it never exposes would leave a recording rule empty and its alert silent however bad the figure got."""
+    wait_until("the first scrape", lambda: value(stack, 'up{job="toolwatch"}') == 1.0, 20, stack)
+    text = (DEPLOY / "prometheus" / "toolwatch-rules.yml").read_text()
+    selectors = set(re.findall(r"(?<![:\w])toolwatch_[a-z_]+(?:\{[^}]*\})?", text))
+    assert len(selectors) >= 15, sorted(selectors)
+    for selector in sorted(selectors):
+        query = selector.replace("%q", json.dumps(AGENT))  # the annotation's printf, for the agent alerted on
+        assert stack.prometheus.query(query), f"{selector} matches no series"
+
+
 def _unix(rfc3339: str) -> float:
     """Seconds since the epoch of a time as Prometheus gives it (UTC, to the nanosecond: 2026-01-02T03:04:05.6Z)."""
     whole, _, fraction = rfc3339.removesuffix("Z").partition(".")
