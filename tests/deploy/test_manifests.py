@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ import pytest
 import yaml
 
 from tests.deploy.binaries import DEPLOY, ROOT, binary
+from tests.deploy.stack import Process, free_port, wait_http
 
 K8S = DEPLOY / "k8s"
 K8S_VERSION = "1.30.0"
@@ -224,3 +226,46 @@ def test_compose_publishes_ports_on_the_loopback_only() -> None:
         for port in ports:
             mapping = port if isinstance(port, str) else f"{port.get('host_ip', '')}:{port.get('published')}"
             assert mapping.startswith("127.0.0.1:"), f"{name} publishes {port!r} on every interface"
+
+
+def _real(service: str, port: int, work: Path) -> list[str]:
+    """The compose service's real binary with its compose flags, on 127.0.0.1:`port`, paths under `work`."""
+    if service == "prometheus":
+        return [binary("prometheus"), f"--config.file={DEPLOY / 'prometheus' / 'prometheus.yml'}",
+                f"--storage.tsdb.path={work}", f"--web.listen-address=127.0.0.1:{port}"]  # fmt: skip
+    return [binary("alertmanager", "prometheus-alertmanager"),
+            f"--config.file={DEPLOY / 'alertmanager' / 'alertmanager.yml'}", f"--storage.path={work}",
+            f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address="]  # fmt: skip
+
+
+def test_compose_services_have_healthchecks_and_wait_for_health() -> None:
+    """`docker compose ps` says whether each service serves; the services that need another wait until it does."""
+    services = yaml.safe_load(COMPOSE.read_text())["services"]
+    # The monitor's is the image's (Dockerfile HEALTHCHECK); the Collector's image has no shell nor wget (FROM
+    # scratch), so its health_check extension is for orchestrators that probe from outside (the k8s manifests).
+    assert "HEALTHCHECK" in (DEPLOY / "Dockerfile").read_text()
+    for name in ("prometheus", "alertmanager", "grafana", "redis"):
+        check = services[name].get("healthcheck", {})
+        assert check.get("test", [""])[0] == "CMD" and check.get("interval"), f"{name} has no healthcheck"
+    assert services["otel-collector"]["depends_on"]["monitor"] == {"condition": "service_healthy"}
+    assert services["prometheus"]["depends_on"]["alertmanager"] == {"condition": "service_healthy"}
+    assert services["grafana"]["depends_on"]["prometheus"] == {"condition": "service_healthy"}
+
+
+@pytest.mark.parametrize("service", ["prometheus", "alertmanager"])
+def test_compose_healthcheck_url_answers_on_the_real_binary(service: str, tmp_path: Path) -> None:
+    """The URL the healthcheck asks for, asked of the real binary started with the shipped config."""
+    compose = yaml.safe_load(COMPOSE.read_text())["services"][service]
+    test = compose["healthcheck"]["test"]
+    assert test[1:4] == ["wget", "-q", "--spider"], test
+    url = urllib.parse.urlsplit(test[4])
+    assert url.hostname == "127.0.0.1" and url.port is not None, test
+    port = free_port()
+    proc = Process(_real(service, port, tmp_path), tmp_path / f"{service}.log")
+    try:
+        wait_http(f"http://127.0.0.1:{port}{url.path}", proc.proc, proc.log)
+    finally:
+        proc.stop()
+    # ... at the port the container listens on: compose sets no --web.listen-address, so the binary's default.
+    assert not any(flag.startswith("--web.listen-address") for flag in compose["command"]), compose["command"]
+    assert url.port == {"prometheus": 9090, "alertmanager": 9093}[service]
