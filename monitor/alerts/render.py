@@ -38,6 +38,12 @@ def increase_record(figure: Figure, by: tuple[str, ...], window: str) -> str:
     return f"{level_of(by)}:{figure.denominator_name}:increase{window}"
 
 
+def literal(text: str) -> str:
+    """`text` as a Go template (what Prometheus makes of labels and annotations) that expands to `text` itself: a
+    rule file's summary is plain text, shown as written, as the in-process alerts send it."""
+    return text.replace("{{", '{{ "{{" }}')
+
+
 def _selector(spec: AlertSpec) -> str:
     pairs = [("agent", spec.agent), ("tool", spec.tool)]
     inner = ",".join(f"{k}={json.dumps(v)}" for k, v in pairs if v is not None)
@@ -67,7 +73,11 @@ def _threshold_rule(spec: AlertSpec) -> dict[str, Any]:
         f"{ratio_record(figure, by, spec.window)}{sel} {op} {num(spec.threshold)}\n"
         f"and on ({on}) {increase_record(figure, by, spec.window)}{sel} >= {spec.min_samples}"
     )
-    summary = spec.summary or f"{figure.title} {word} {num(spec.threshold * 100)}% for {_scope_text(spec)}"
+    summary = (
+        literal(spec.summary)
+        if spec.summary
+        else f"{figure.title} {word} {num(spec.threshold * 100)}% for {_scope_text(spec)}"
+    )
     description = (
         f"{figure.title} of {_scope_text(spec)} is {{{{ $value | humanizePercentage }}}} over the last "
         f"{spec.window} (alert {spec.name}: {word} {num(spec.threshold * 100)}% with at least "
@@ -96,7 +106,11 @@ def _slo_rules(spec: AlertSpec, burn_windows: Sequence[BurnWindow]) -> list[dict
             f"and on ({on}) {increase_record(figure, by, bw.long)}{sel} >= {spec.min_samples}"
         )
         target = num(spec.objective * 100)
-        summary = spec.summary or f"{figure.title} objective {target}% at risk for {_scope_text(spec)}"
+        summary = (
+            literal(spec.summary)
+            if spec.summary
+            else f"{figure.title} objective {target}% at risk for {_scope_text(spec)}"
+        )
         description = (
             f"{figure.title} of {_scope_text(spec)}: error ratio {{{{ $value | humanizePercentage }}}} over "
             f"{bw.long}, and over {bw.short} too, burns the {num(spec.error_budget * 100)}% error budget of the "
@@ -130,7 +144,7 @@ def _alert(
             "description": description,
             "value": "{{ $value | humanizePercentage }}",
             "failing_rule": _failing_rule_text(window),
-            **({"rule_file": spec.source} if spec.source else {}),
+            **({"rule_file": literal(spec.source)} if spec.source else {}),
         },
     }
 
