@@ -2,7 +2,7 @@
 
 What its comments claim: pages (critical) go to toolwatch-page, warnings to toolwatch-webhook, info alerts to no
 receiver; while an objective's burn-rate page fires for an agent, the warning of the same objective and agent is
-inhibited, and nothing else is.
+inhibited; while no replica is up (ToolwatchDown), the warning of each replica down is inhibited; nothing else is.
 """
 
 from __future__ import annotations
@@ -88,7 +88,6 @@ def test_routes_and_inhibition_of_the_shipped_alerts(alertmanager: tuple[Alertma
         "/toolwatch-webhook": {
             ("ToolCallAccuracySLO", "warning", "other-agent"),
             ("ToolCallAccuracyLow", "warning", threshold["agent"]),
-            ("ToolwatchTargetDown", "warning", None),
         },
     }
     assert receiver.wait_for(lambda _: _delivered(receiver) == expected, 15), _delivered(receiver)
@@ -100,5 +99,13 @@ def test_routes_and_inhibition_of_the_shipped_alerts(alertmanager: tuple[Alertma
         for a in json.loads(urllib.request.urlopen(am.url + "/api/v2/alerts", timeout=5).read())
     }
     inhibited = {k for k, s in states.items() if s["inhibitedBy"]}
-    assert inhibited == {("ToolCallAccuracySLO", "warning", slow["agent"])}
+    assert inhibited == {("ToolCallAccuracySLO", "warning", slow["agent"]), ("ToolwatchTargetDown", "warning", None)}
     assert states[("AuthTelemetryAccuracyLow", "info", info["agent"])]["state"] == "active"  # kept, in the UI
+
+
+def test_a_replica_down_alone_is_a_warning(alertmanager: tuple[Alertmanager, Receiver]) -> None:
+    """Without ToolwatchDown (other replicas up), ToolwatchTargetDown is not inhibited: it goes to the webhook."""
+    am, receiver = alertmanager
+    _post(am, [_shipped_labels()[("ToolwatchTargetDown", "warning")]])
+    expected = {"/toolwatch-webhook": {("ToolwatchTargetDown", "warning", None)}}
+    assert receiver.wait_for(lambda _: _delivered(receiver) == expected, 15), _delivered(receiver)
