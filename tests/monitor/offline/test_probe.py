@@ -32,6 +32,7 @@ from monitor.probe import (
 )
 from monitor.probe._clusters import _NUMBER, MAX_LEADERS, MAX_SHAPED_CHARS, shape
 from monitor.probe._loop import draw
+from monitor.probe.fscs import MAX_COMPARED_CHARS
 from monitor.verdict import Outcome, ViolationKind
 from tests.monitor.offline.conftest import TRIAGE_RULES, support_turns
 
@@ -55,6 +56,27 @@ def test_selection_is_the_max_min_candidate(tested: list[str], candidates: list[
     mins = [min(Levenshtein.distance(c, t) for t in tested) for c in candidates]
     choice = sel.select(candidates)
     assert (choice.index, choice.distance) == (mins.index(max(mins)), max(mins))
+
+
+def test_long_inputs_are_compared_on_their_first_characters() -> None:
+    # 100,000-character inputs: a whole-text distance takes about a second a pair (six runs took 70 s); the
+    # selection compares the first MAX_COMPARED_CHARS characters, and is the max-min over those exactly
+    n = MAX_COMPARED_CHARS
+    rng = random.Random(0)
+    tested = ["".join(rng.choice("abcd") for _ in range(100_000)) for _ in range(4)]
+    candidates = ["".join(rng.choice("abcd") for _ in range(100_000)) for _ in range(10)]
+    candidates[3] = tested[1][:n] + "z" * 99_000  # equal to a tested input on the compared part
+    sel = FscsSelector(seed=0)
+    for t in tested:
+        sel.add(t)
+    started = time.perf_counter()
+    choice = sel.select(candidates)
+    elapsed = time.perf_counter() - started
+    mins = [min(Levenshtein.distance(c[:n], t[:n]) for t in tested) for c in candidates]
+    assert (choice.index, choice.distance) == (mins.index(max(mins)), max(mins))
+    assert mins[3] == 0
+    assert elapsed < 0.5, elapsed
+    assert all(len(t) == n for t in sel.tested)  # what is kept of each tested input is bounded too
 
 
 def test_first_selection_and_empty_pool() -> None:
