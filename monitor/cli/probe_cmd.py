@@ -94,8 +94,7 @@ def probe(generator_spec: str, agent_spec: str, rules: tuple[str, ...], agent_na
     builder = ReportBuilder(worst=worst)
     result, tables, notes, warnings, failed = _run(builder, generator, agent, judge, name, iterations, pool, seed,
                                                    strategy, compare_seeds, timeout_s, no_progress or options.quiet)
-    first = result.first_failure
-    notes.insert(0, f"first failure at run {first}" if first else f"no failure in {len(result.steps)} runs")
+    notes.insert(0, _coverage(result))
     # a generator that raised (sys.exit too) or returned no string ends the probe: the report of the runs done, then
     # the error naming it (exit 2, as for any input error)
     error = None
@@ -115,6 +114,21 @@ def probe(generator_spec: str, agent_spec: str, rules: tuple[str, ...], agent_na
         click.echo(f"error: {error}", err=True)
         raise SystemExit(2)
     raise SystemExit(code)
+
+
+def _coverage(result: ProbeResult) -> str:
+    """The first failure, and what the runs covered when some repeated an input or matched no rule."""
+    n = len(result.steps)
+    first = result.first_failure
+    parts = [f"first failure at run {first}" if first else f"no failure in {n} runs"]
+    distinct = len({s.input_text for s in result.steps})
+    if distinct < n:
+        parts.append(f"the generator gave {distinct} distinct input{'s' * (distinct != 1)}: {n - distinct} runs "
+                     "repeated an input tested before")
+    unmatched = sum(s.verdict is not None and not s.verdict.judged for s in result.steps)
+    if unmatched:
+        parts.append(f"no rule matched the input of {unmatched} of the {n} runs (unjudged)")
+    return "; ".join(parts)
 
 
 def _run(builder: ReportBuilder, generator: Any, agent: Any, judge: Any, name: str, iterations: int, pool: int,

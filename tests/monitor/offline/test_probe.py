@@ -181,6 +181,30 @@ def test_cli_probe_generator_that_exits_ends_the_probe_with_the_report_so_far(
     assert any(error.removeprefix("error: ") in n for n in data["notes"]), data["notes"]
 
 
+def same_line(rng: random.Random) -> str:
+    return "[AUTH] ERROR authd: token refresh failed"
+
+
+def untagged_line(rng: random.Random) -> str:
+    return f"no tag here {rng.random()}"
+
+
+@pytest.mark.parametrize(("generator", "note"), [
+    ("same_line",
+     "no failure in 12 runs; the generator gave 1 distinct input: 11 runs repeated an input tested before"),
+    ("untagged_line", "no failure in 12 runs; no rule matched the input of 12 of the 12 runs (unjudged)"),
+])
+def test_cli_probe_says_what_its_runs_covered(tmp_path: Path, generator: str, note: str) -> None:
+    """`no failure in N runs` says when the runs repeated inputs or were not judged (no rule matched them)."""
+    js = tmp_path / "probe.json"
+    res = CliRunner().invoke(probe, [
+        "--generator", f"tests.monitor.offline.test_probe:{generator}", "--agent", "examples.triage.agent:triage",
+        "--rules", str(TRIAGE_RULES), "--iterations", "12", "--no-progress", "--json", str(js)])
+    assert res.exit_code == 0, res.output
+    assert note in res.stderr, res.stderr
+    assert any(note in n for n in json.loads(js.read_text())["notes"])
+
+
 def test_a_generator_ctrl_c_is_the_users() -> None:
     exiting_generator.left, exiting_generator.exc = 0, KeyboardInterrupt()
     with pytest.raises(KeyboardInterrupt):
