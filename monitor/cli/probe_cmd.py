@@ -96,10 +96,14 @@ def probe(generator_spec: str, agent_spec: str, rules: tuple[str, ...], agent_na
                                                    strategy, compare_seeds, timeout_s, no_progress or options.quiet)
     notes.insert(0, _coverage(result))
     # a generator that raised (sys.exit too) or returned no string ends the probe: the report of the runs done, then
-    # the error naming it (exit 2, as for any input error)
+    # the error naming it (exit 2, as for any input error); in the --compare-seeds runs, the probe's runs were done
     error = None
     if failed is not None:
-        error = f"the generator {generator_spec} {failed.what}; the probe stopped after {len(result.steps)} runs"
+        other = failed.partial
+        error = (f"the generator {generator_spec} {failed.what}; the probe stopped after {len(result.steps)} runs"
+                 if other is None or other is result else
+                 f"the generator {generator_spec} {failed.what} in the --compare-seeds runs (seed {other.seed}, "
+                 f"{other.strategy}); the report has the probe's {len(result.steps)} runs, without the comparison")
         notes.append(error)
     tables += cluster_tables(result.steps)
     title = f"toolwatch probe: {strategy}, {iterations} runs, pool {pool}, seed {seed}"

@@ -181,6 +181,22 @@ def test_cli_probe_generator_that_exits_ends_the_probe_with_the_report_so_far(
     assert any(error.removeprefix("error: ") in n for n in data["notes"]), data["notes"]
 
 
+def test_cli_probe_generator_error_in_the_comparison_says_where(tmp_path: Path) -> None:
+    """A generator that fails in the --compare-seeds runs (after the probe's 3 runs and the other strategy's 3, of
+    pool 2: 12 inputs) is named with the seed and strategy it failed in, not as having stopped the probe's runs."""
+    exiting_generator.left, exiting_generator.exc = 14, SystemExit(4)
+    res = CliRunner().invoke(probe, [
+        "--generator", "tests.monitor.offline.test_probe:exiting_generator", "--agent", "examples.triage.agent:triage",
+        "--rules", str(TRIAGE_RULES), "--iterations", "3", "--pool", "2", "--compare-seeds", "3", "--seed", "5",
+        "--no-progress"])
+    assert res.exit_code == 2, res.output
+    last = res.stderr.splitlines()[-1]
+    assert last.startswith("error: the generator tests.monitor.offline.test_probe:exiting_generator raised "
+                           "SystemExit: 4 in the --compare-seeds runs (seed 5, "), last
+    assert "the probe stopped after" not in res.stderr, res.stderr
+    assert re.search(r"^Tool call accuracy: \d+/\d+ \(\d+\.\d%\)$", res.stdout, re.M), res.stdout
+
+
 def same_line(rng: random.Random) -> str:
     return "[AUTH] ERROR authd: token refresh failed"
 
