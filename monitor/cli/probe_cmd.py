@@ -65,7 +65,9 @@ def _load(spec: str, what: str) -> Any:
 @click.option("--strategy", type=click.Choice(STRATEGIES), default="art", show_default=True,
               help="art: the candidate farthest (Levenshtein) from every tested input; random: the first one.")
 @click.option("--compare-seeds", type=click.IntRange(0), default=0, show_default=True, metavar="N",
-              help="Also run both strategies to their first failure over N seeds and print the mean runs needed.")
+              help="Also run both strategies to their first failure on seeds --seed .. --seed+N-1 (up to "
+                   "--iterations runs each) and print the mean runs needed; a seed without a failure counts as "
+                   "--iterations + 1.")
 @click.option("--timeout", "timeout_s", type=Duration(), default=DEFAULT_TIMEOUT_S, show_default=True,
               help="Time per run (seconds, or 500ms, 2m; as eval's per case); a run past it fails, judged on the "
                    "calls it made by then.")
@@ -216,6 +218,9 @@ def _compare(builder: ReportBuilder, generator: Any, agent: Any, judge: Any, har
         found = [v for v in values if v is not None]
         mean = mean_first_failure(values, iterations)
         rows.append([strat, f"{mean:.2f}", str(len(found)), str(len(values))])
-        notes.append(f"{strat}: mean runs to first failure over {len(values)} seeds = {mean:.2f}")
+        censored = len(values) - len(found)  # seeds without a failure: counted as iterations + 1, a lower bound
+        notes.append(f"{strat}: mean runs to first failure over {len(values)} seeds = {mean:.2f}" + (
+            f" ({censored} seed{'s' * (censored != 1)} without a failure in {iterations} runs, counted as "
+            f"{iterations + 1})" if censored else ""))
     tables.append(Table(f"Runs to the first failure (pool {pool}, seeds {seeds.start}..{seeds.stop - 1})",
                         ["strategy", "mean runs", "seeds with a failure", "seeds"], rows))

@@ -221,6 +221,18 @@ def test_cli_probe_says_what_its_runs_covered(tmp_path: Path, generator: str, no
     assert any(note in n for n in json.loads(js.read_text())["notes"])
 
 
+def test_cli_probe_comparison_says_when_seeds_found_no_failure() -> None:
+    """A seed without a failure in --iterations runs counts as iterations + 1 in the mean (a lower bound then): the
+    note says how many seeds so counted."""
+    res = CliRunner().invoke(probe, [
+        "--generator", "tests.monitor.offline.test_probe:same_line", "--agent", "examples.triage.agent:triage",
+        "--rules", str(TRIAGE_RULES), "--iterations", "4", "--compare-seeds", "3", "--no-progress"])
+    assert res.exit_code == 0, res.output
+    for strategy in ("art", "random"):
+        assert (f"{strategy}: mean runs to first failure over 3 seeds = 5.00 (3 seeds without a failure in 4 runs, "
+                "counted as 5)") in res.stderr, res.stderr
+
+
 def test_a_generator_ctrl_c_is_the_users() -> None:
     exiting_generator.left, exiting_generator.exc = 0, KeyboardInterrupt()
     with pytest.raises(KeyboardInterrupt):
