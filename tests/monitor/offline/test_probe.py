@@ -30,7 +30,7 @@ from monitor.probe import (
     mean_first_failure,
     run_probe,
 )
-from monitor.probe._clusters import _NUMBER, MAX_LEADERS, MAX_SHAPED_CHARS, shape
+from monitor.probe._clusters import _NUMBER, MAX_GROUPS, MAX_LEADERS, MAX_SHAPED_CHARS, shape
 from monitor.probe._loop import draw
 from monitor.probe.fscs import MAX_COMPARED_CHARS
 from monitor.verdict import Outcome, ViolationKind
@@ -293,6 +293,25 @@ def test_the_report_lists_groups_larger_than_one() -> None:
     assert groups.columns == ["group", "failing runs", "what went wrong first", "shared part", "representative input"]
     row = next(r for r in groups.rows if r[2].endswith("wrong tool"))
     assert re.fullmatch(r"pull_\w+_telemetry -> pull_\w+_telemetry: wrong tool", row[2]) and "see [" in row[3]
+
+
+def test_rate_and_kind_tables_are_bounded_when_every_input_and_error_differs() -> None:
+    """A generator that starts each line with a timestamp, and an agent whose error names the input, gave one row
+    per run in `Failure rate by leading token` and `Failure kinds`; now at most MAX_GROUPS rows, the title saying how
+    many runs the rows left out hold, and errors of one exception type are one kind."""
+    steps = [Step(i, f"2026-11-22T07:{i // 60:02d}:{i % 60:02d} [AUTH] login", None, i % 3 == 0, None,
+                  f"RuntimeError: backend down for line {i}" if i % 3 == 0 else None) for i in range(1, 301)]
+    by_lead, by_length, kinds = cluster_tables(steps)[:3]
+    assert len(by_lead.rows) == MAX_GROUPS, by_lead.rows
+    shown_runs = sum(int(r[1]) for r in by_lead.rows)
+    shown_fails = sum(int(r[2]) for r in by_lead.rows)
+    assert by_lead.title == (f"Failure rate by leading token (first {MAX_GROUPS} of 300 by failure rate; "
+                             f"{300 - shown_runs} runs, {100 - shown_fails} failing, in the others)")
+    assert by_length.title == "Failure rate by input length"
+    assert kinds.rows == [["run error: RuntimeError", "100", steps[2].input_text]], kinds.rows
+    made_up = [Step(i, "[AUTH] x", None, True, None, f"Error{i}: made-up tool") for i in range(40)]
+    kinds = cluster_tables(made_up)[2]
+    assert len(kinds.rows) == MAX_GROUPS and kinds.title == f"Failure kinds (largest {MAX_GROUPS} of 40)", kinds
 
 
 @pytest.mark.parametrize(("trace", "problem"), [
