@@ -108,7 +108,9 @@ def probe(generator_spec: str, agent_spec: str, rules: tuple[str, ...], agent_na
                  f"{other.strategy}); the report has the probe's {len(result.steps)} runs, without the comparison")
         notes.append(error)
     tables += cluster_tables(result.steps)
-    title = f"toolwatch probe: {strategy}, {iterations} runs, pool {pool}, seed {seed}"
+    done = len(result.steps)
+    runs = f"{done} runs" if done == iterations else f"{done} of {iterations} runs"
+    title = f"toolwatch probe: {strategy}, {runs}, pool {pool}, seed {seed}"
     report = builder.build("probe", title, tables=tables, notes=notes)
     if not options.quiet:
         for note in notes:

@@ -178,6 +178,7 @@ def test_cli_probe_generator_that_exits_ends_the_probe_with_the_report_so_far(
     assert re.search(r"^Tool call accuracy: \d+/\d+ \(\d+\.\d%\)$", res.stdout, re.M), res.stdout
     data = json.loads(js.read_text())
     assert data["counts"]["turns"] == 2
+    assert data["title"] == "toolwatch probe: art, 2 of 5 runs, pool 10, seed 0", data["title"]
     assert any(error.removeprefix("error: ") in n for n in data["notes"]), data["notes"]
 
 
