@@ -63,7 +63,8 @@ def _load(spec: str, what: str) -> Any:
               help="Candidates drawn per step (K of FSCS-ART).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the generator and the selection.")
 @click.option("--strategy", type=click.Choice(STRATEGIES), default="art", show_default=True,
-              help="art: the candidate farthest (Levenshtein) from every tested input; random: the first one.")
+              help="art: the candidate farthest (Levenshtein, on the first 1,000 characters) from every tested "
+                   "input; random: the first one.")
 @click.option("--compare-seeds", type=click.IntRange(0), default=0, show_default=True, metavar="N",
               help="Also run both strategies to their first failure on seeds --seed .. --seed+N-1 (up to "
                    "--iterations runs each) and print the mean runs needed; a seed without a failure counts as "
@@ -80,8 +81,9 @@ def probe(generator_spec: str, agent_spec: str, rules: tuple[str, ...], agent_na
     """Probe an agent with adaptive random testing and report accuracy as iterations grow.
 
     Each step draws --pool candidates from the generator and runs the agent on the one whose minimum
-    Levenshtein distance to the inputs already tested is largest (FSCS-ART); --strategy random runs the
-    first candidate instead. Each run is one `agent_turn`, judged by the rules like live traffic.
+    Levenshtein distance to the inputs already tested is largest (FSCS-ART; the first candidate on the
+    first step, the earliest on a tie); --strategy random runs the first candidate of the same draws.
+    Each run is one `agent_turn`, judged by the rules like live traffic.
     """
     options = pop_report_options(kwargs)
     generator = _load(generator_spec, "--generator")
