@@ -63,9 +63,12 @@ def _load(spec: str, what: str) -> Any:
               help="Candidates drawn per step (K of FSCS-ART).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the generator and the selection.")
 @click.option("--strategy", type=click.Choice(STRATEGIES), default="art", show_default=True,
-              help="art: the candidate farthest (Levenshtein) from every tested input; random: the first one.")
+              help="art: the candidate farthest (Levenshtein, on the first 1,000 characters) from every tested "
+                   "input; random: the first one.")
 @click.option("--compare-seeds", type=click.IntRange(0), default=0, show_default=True, metavar="N",
-              help="Also run both strategies to their first failure over N seeds and print the mean runs needed.")
+              help="Also run both strategies to their first failure on seeds --seed .. --seed+N-1 (up to "
+                   "--iterations runs each) and print the mean runs needed; a seed without a failure counts as "
+                   "--iterations + 1.")
 @click.option("--timeout", "timeout_s", type=Duration(), default=DEFAULT_TIMEOUT_S, show_default=True,
               help="Time per run (seconds, or 500ms, 2m; as eval's per case); a run past it fails, judged on the "
                    "calls it made by then.")
@@ -78,8 +81,9 @@ def probe(generator_spec: str, agent_spec: str, rules: tuple[str, ...], agent_na
     """Probe an agent with adaptive random testing and report accuracy as iterations grow.
 
     Each step draws --pool candidates from the generator and runs the agent on the one whose minimum
-    Levenshtein distance to the inputs already tested is largest (FSCS-ART); --strategy random runs the
-    first candidate instead. Each run is one `agent_turn`, judged by the rules like live traffic.
+    Levenshtein distance to the inputs already tested is largest (FSCS-ART; the first candidate on the
+    first step, the earliest on a tie); --strategy random runs the first candidate of the same draws.
+    Each run is one `agent_turn`, judged by the rules like live traffic.
     """
     options = pop_report_options(kwargs)
     generator = _load(generator_spec, "--generator")
@@ -94,16 +98,21 @@ def probe(generator_spec: str, agent_spec: str, rules: tuple[str, ...], agent_na
     builder = ReportBuilder(worst=worst)
     result, tables, notes, warnings, failed = _run(builder, generator, agent, judge, name, iterations, pool, seed,
                                                    strategy, compare_seeds, timeout_s, no_progress or options.quiet)
-    first = result.first_failure
-    notes.insert(0, f"first failure at run {first}" if first else f"no failure in {len(result.steps)} runs")
+    notes.insert(0, _coverage(result))
     # a generator that raised (sys.exit too) or returned no string ends the probe: the report of the runs done, then
-    # the error naming it (exit 2, as for any input error)
+    # the error naming it (exit 2, as for any input error); in the --compare-seeds runs, the probe's runs were done
     error = None
     if failed is not None:
-        error = f"the generator {generator_spec} {failed.what}; the probe stopped after {len(result.steps)} runs"
+        other = failed.partial
+        error = (f"the generator {generator_spec} {failed.what}; the probe stopped after {len(result.steps)} runs"
+                 if other is None or other is result else
+                 f"the generator {generator_spec} {failed.what} in the --compare-seeds runs (seed {other.seed}, "
+                 f"{other.strategy}); the report has the probe's {len(result.steps)} runs, without the comparison")
         notes.append(error)
     tables += cluster_tables(result.steps)
-    title = f"toolwatch probe: {strategy}, {iterations} runs, pool {pool}, seed {seed}"
+    done = len(result.steps)
+    runs = f"{done} runs" if done == iterations else f"{done} of {iterations} runs"
+    title = f"toolwatch probe: {strategy}, {runs}, pool {pool}, seed {seed}"
     report = builder.build("probe", title, tables=tables, notes=notes)
     if not options.quiet:
         for note in notes:
@@ -115,6 +124,21 @@ def probe(generator_spec: str, agent_spec: str, rules: tuple[str, ...], agent_na
         click.echo(f"error: {error}", err=True)
         raise SystemExit(2)
     raise SystemExit(code)
+
+
+def _coverage(result: ProbeResult) -> str:
+    """The first failure, and what the runs covered when some repeated an input or matched no rule."""
+    n = len(result.steps)
+    first = result.first_failure
+    parts = [f"first failure at run {first}" if first else f"no failure in {n} runs"]
+    distinct = len({s.input_text for s in result.steps})
+    if distinct < n:
+        parts.append(f"the generator gave {distinct} distinct input{'s' * (distinct != 1)}: {n - distinct} runs "
+                     "repeated an input tested before")
+    unmatched = sum(s.verdict is not None and not s.verdict.judged for s in result.steps)
+    if unmatched:
+        parts.append(f"no rule matched the input of {unmatched} of the {n} runs (unjudged)")
+    return "; ".join(parts)
 
 
 def _run(builder: ReportBuilder, generator: Any, agent: Any, judge: Any, name: str, iterations: int, pool: int,
@@ -198,6 +222,9 @@ def _compare(builder: ReportBuilder, generator: Any, agent: Any, judge: Any, har
         found = [v for v in values if v is not None]
         mean = mean_first_failure(values, iterations)
         rows.append([strat, f"{mean:.2f}", str(len(found)), str(len(values))])
-        notes.append(f"{strat}: mean runs to first failure over {len(values)} seeds = {mean:.2f}")
+        censored = len(values) - len(found)  # seeds without a failure: counted as iterations + 1, a lower bound
+        notes.append(f"{strat}: mean runs to first failure over {len(values)} seeds = {mean:.2f}" + (
+            f" ({censored} seed{'s' * (censored != 1)} without a failure in {iterations} runs, counted as "
+            f"{iterations + 1})" if censored else ""))
     tables.append(Table(f"Runs to the first failure (pool {pool}, seeds {seeds.start}..{seeds.stop - 1})",
                         ["strategy", "mean runs", "seeds with a failure", "seeds"], rows))

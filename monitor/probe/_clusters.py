@@ -59,7 +59,11 @@ def _rate_table(title: str, key_name: str, keys: Sequence[str], steps: Sequence[
         runs[key] += 1
         fails[key] += s.failed
     order = sorted(runs, key=lambda k: (-fails[k] / runs[k], -runs[k], k))
-    rows = [[k, str(runs[k]), str(fails[k]), f"{100 * fails[k] / runs[k]:.1f}%"] for k in order]
+    rows = [[k, str(runs[k]), str(fails[k]), f"{100 * fails[k] / runs[k]:.1f}%"] for k in order[:MAX_GROUPS]]
+    if len(order) > MAX_GROUPS:  # one row per run when every input starts differently (a timestamp)
+        rest = order[MAX_GROUPS:]
+        title += (f" (first {MAX_GROUPS} of {len(order)} by failure rate; {sum(runs[k] for k in rest)} runs, "
+                  f"{sum(fails[k] for k in rest)} failing, in the others)")
     return Table(title, [key_name, "runs", "failures", "failure rate"], rows)
 
 
@@ -71,7 +75,7 @@ def failure_kinds(steps: Sequence[Step]) -> Table:
             continue
         found: list[str] = []
         if s.verdict is None:
-            found.append(f"run error: {(s.error or '')[:60]}")
+            found.append(f"run error: {_error_kind(s.error)}")
         else:
             v = s.verdict
             for c in v.calls:
@@ -90,8 +94,12 @@ def failure_kinds(steps: Sequence[Step]) -> Table:
         for k in dict.fromkeys(found):
             kinds[k] += 1
             example.setdefault(k, s.input_text)
-    rows = [[k, str(n), example[k][:120]] for k, n in kinds.most_common()]
-    return Table("Failure kinds", ["kind", "failing runs", "example input"], rows)
+    ranked = kinds.most_common()
+    rows = [[k, str(n), example[k][:120]] for k, n in ranked[:MAX_GROUPS]]
+    title = "Failure kinds"
+    if len(ranked) > MAX_GROUPS:  # made-up tool names have no bound
+        title += f" (largest {MAX_GROUPS} of {len(ranked)})"
+    return Table(title, ["kind", "failing runs", "example input"], rows)
 
 
 # ---- what went wrong first ----

@@ -25,7 +25,7 @@ class JudgeLike(Protocol):
 class Step:
     iteration: int  # 1-based: the number of runs so far
     input_text: str
-    distance: int | None  # min Levenshtein distance of the chosen input to those tested before (art)
+    distance: int | None  # min Levenshtein distance of the chosen input to those tested before (art; first 1,000 chars)
     failed: bool
     verdict: TurnVerdict | None
     error: str | None = None

@@ -8,6 +8,10 @@ tested inputs is an upper bound of its minimum, so candidates are tried in decre
 dropped when the bound is no better than the best minimum found; a candidate that might win is dropped
 as soon as `process.extract_iter` yields one tested input within the best minimum (early exit); only a
 candidate that wins is scanned in full (`process.extractOne`, bounded by its sample bound).
+
+Inputs are compared on their first MAX_COMPARED_CHARS characters: Levenshtein's cost grows with the product of
+the lengths (two 200,000-character inputs take about a second), and a generator's input has no length limit.
+The selection is the exact max-min over those prefixes; only they are kept of the tested inputs.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from rapidfuzz import process
 from rapidfuzz.distance import Levenshtein
 
 SAMPLE = 48
+MAX_COMPARED_CHARS = 1000  # characters of each input the distances are computed on
 
 
 @dataclass(slots=True, frozen=True)
@@ -40,13 +45,15 @@ class FscsSelector:
         return len(self.tested)
 
     def add(self, text: str) -> None:
-        self.tested.append(text)
+        self.tested.append(text[:MAX_COMPARED_CHARS])
 
     def min_distance(self, text: str, *, cutoff: int | None = None) -> int | None:
-        """Minimum Levenshtein distance from `text` to the tested inputs (None: nothing tested, or > cutoff)."""
+        """Minimum Levenshtein distance from `text` to the tested inputs, on their first MAX_COMPARED_CHARS
+        characters (None: nothing tested, or > cutoff)."""
         if not self.tested:
             return None
-        found = process.extractOne(text, self.tested, scorer=Levenshtein.distance, score_cutoff=cutoff)
+        found = process.extractOne(text[:MAX_COMPARED_CHARS], self.tested, scorer=Levenshtein.distance,
+                                   score_cutoff=cutoff)
         return None if found is None else int(found[1])
 
     def _any_within(self, text: str, limit: int) -> bool:
@@ -59,6 +66,7 @@ class FscsSelector:
             raise ValueError("no candidates to choose from")
         if not self.tested:
             return Choice(0, None)
+        candidates = [c[:MAX_COMPARED_CHARS] for c in candidates]
         tested = self.tested
         sample = tested if len(tested) <= self._sample else self._rng.sample(tested, self._sample)
         bounds = []

@@ -30,8 +30,9 @@ from monitor.probe import (
     mean_first_failure,
     run_probe,
 )
-from monitor.probe._clusters import _NUMBER, MAX_LEADERS, MAX_SHAPED_CHARS, shape
+from monitor.probe._clusters import _NUMBER, MAX_GROUPS, MAX_LEADERS, MAX_SHAPED_CHARS, shape
 from monitor.probe._loop import draw
+from monitor.probe.fscs import MAX_COMPARED_CHARS
 from monitor.verdict import Outcome, ViolationKind
 from tests.monitor.offline.conftest import TRIAGE_RULES, support_turns
 
@@ -55,6 +56,27 @@ def test_selection_is_the_max_min_candidate(tested: list[str], candidates: list[
     mins = [min(Levenshtein.distance(c, t) for t in tested) for c in candidates]
     choice = sel.select(candidates)
     assert (choice.index, choice.distance) == (mins.index(max(mins)), max(mins))
+
+
+def test_long_inputs_are_compared_on_their_first_characters() -> None:
+    # 100,000-character inputs: a whole-text distance takes about a second a pair (six runs took 70 s); the
+    # selection compares the first MAX_COMPARED_CHARS characters, and is the max-min over those exactly
+    n = MAX_COMPARED_CHARS
+    rng = random.Random(0)
+    tested = ["".join(rng.choice("abcd") for _ in range(100_000)) for _ in range(4)]
+    candidates = ["".join(rng.choice("abcd") for _ in range(100_000)) for _ in range(10)]
+    candidates[3] = tested[1][:n] + "z" * 99_000  # equal to a tested input on the compared part
+    sel = FscsSelector(seed=0)
+    for t in tested:
+        sel.add(t)
+    started = time.perf_counter()
+    choice = sel.select(candidates)
+    elapsed = time.perf_counter() - started
+    mins = [min(Levenshtein.distance(c[:n], t[:n]) for t in tested) for c in candidates]
+    assert (choice.index, choice.distance) == (mins.index(max(mins)), max(mins))
+    assert mins[3] == 0
+    assert elapsed < 0.5, elapsed
+    assert all(len(t) == n for t in sel.tested)  # what is kept of each tested input is bounded too
 
 
 def test_first_selection_and_empty_pool() -> None:
@@ -156,7 +178,60 @@ def test_cli_probe_generator_that_exits_ends_the_probe_with_the_report_so_far(
     assert re.search(r"^Tool call accuracy: \d+/\d+ \(\d+\.\d%\)$", res.stdout, re.M), res.stdout
     data = json.loads(js.read_text())
     assert data["counts"]["turns"] == 2
+    assert data["title"] == "toolwatch probe: art, 2 of 5 runs, pool 10, seed 0", data["title"]
     assert any(error.removeprefix("error: ") in n for n in data["notes"]), data["notes"]
+
+
+def test_cli_probe_generator_error_in_the_comparison_says_where(tmp_path: Path) -> None:
+    """A generator that fails in the --compare-seeds runs (after the probe's 3 runs and the other strategy's 3, of
+    pool 2: 12 inputs) is named with the seed and strategy it failed in, not as having stopped the probe's runs."""
+    exiting_generator.left, exiting_generator.exc = 14, SystemExit(4)
+    res = CliRunner().invoke(probe, [
+        "--generator", "tests.monitor.offline.test_probe:exiting_generator", "--agent", "examples.triage.agent:triage",
+        "--rules", str(TRIAGE_RULES), "--iterations", "3", "--pool", "2", "--compare-seeds", "3", "--seed", "5",
+        "--no-progress"])
+    assert res.exit_code == 2, res.output
+    last = res.stderr.splitlines()[-1]
+    assert last.startswith("error: the generator tests.monitor.offline.test_probe:exiting_generator raised "
+                           "SystemExit: 4 in the --compare-seeds runs (seed 5, "), last
+    assert "the probe stopped after" not in res.stderr, res.stderr
+    assert re.search(r"^Tool call accuracy: \d+/\d+ \(\d+\.\d%\)$", res.stdout, re.M), res.stdout
+
+
+def same_line(rng: random.Random) -> str:
+    return "[AUTH] ERROR authd: token refresh failed"
+
+
+def untagged_line(rng: random.Random) -> str:
+    return f"no tag here {rng.random()}"
+
+
+@pytest.mark.parametrize(("generator", "note"), [
+    ("same_line",
+     "no failure in 12 runs; the generator gave 1 distinct input: 11 runs repeated an input tested before"),
+    ("untagged_line", "no failure in 12 runs; no rule matched the input of 12 of the 12 runs (unjudged)"),
+])
+def test_cli_probe_says_what_its_runs_covered(tmp_path: Path, generator: str, note: str) -> None:
+    """`no failure in N runs` says when the runs repeated inputs or were not judged (no rule matched them)."""
+    js = tmp_path / "probe.json"
+    res = CliRunner().invoke(probe, [
+        "--generator", f"tests.monitor.offline.test_probe:{generator}", "--agent", "examples.triage.agent:triage",
+        "--rules", str(TRIAGE_RULES), "--iterations", "12", "--no-progress", "--json", str(js)])
+    assert res.exit_code == 0, res.output
+    assert note in res.stderr, res.stderr
+    assert any(note in n for n in json.loads(js.read_text())["notes"])
+
+
+def test_cli_probe_comparison_says_when_seeds_found_no_failure() -> None:
+    """A seed without a failure in --iterations runs counts as iterations + 1 in the mean (a lower bound then): the
+    note says how many seeds so counted."""
+    res = CliRunner().invoke(probe, [
+        "--generator", "tests.monitor.offline.test_probe:same_line", "--agent", "examples.triage.agent:triage",
+        "--rules", str(TRIAGE_RULES), "--iterations", "4", "--compare-seeds", "3", "--no-progress"])
+    assert res.exit_code == 0, res.output
+    for strategy in ("art", "random"):
+        assert (f"{strategy}: mean runs to first failure over 3 seeds = 5.00 (3 seeds without a failure in 4 runs, "
+                "counted as 5)") in res.stderr, res.stderr
 
 
 def test_a_generator_ctrl_c_is_the_users() -> None:
@@ -219,6 +294,25 @@ def test_the_report_lists_groups_larger_than_one() -> None:
     assert groups.columns == ["group", "failing runs", "what went wrong first", "shared part", "representative input"]
     row = next(r for r in groups.rows if r[2].endswith("wrong tool"))
     assert re.fullmatch(r"pull_\w+_telemetry -> pull_\w+_telemetry: wrong tool", row[2]) and "see [" in row[3]
+
+
+def test_rate_and_kind_tables_are_bounded_when_every_input_and_error_differs() -> None:
+    """A generator that starts each line with a timestamp, and an agent whose error names the input, gave one row
+    per run in `Failure rate by leading token` and `Failure kinds`; now at most MAX_GROUPS rows, the title saying how
+    many runs the rows left out hold, and errors of one exception type are one kind."""
+    steps = [Step(i, f"2026-11-22T07:{i // 60:02d}:{i % 60:02d} [AUTH] login", None, i % 3 == 0, None,
+                  f"RuntimeError: backend down for line {i}" if i % 3 == 0 else None) for i in range(1, 301)]
+    by_lead, by_length, kinds = cluster_tables(steps)[:3]
+    assert len(by_lead.rows) == MAX_GROUPS, by_lead.rows
+    shown_runs = sum(int(r[1]) for r in by_lead.rows)
+    shown_fails = sum(int(r[2]) for r in by_lead.rows)
+    assert by_lead.title == (f"Failure rate by leading token (first {MAX_GROUPS} of 300 by failure rate; "
+                             f"{300 - shown_runs} runs, {100 - shown_fails} failing, in the others)")
+    assert by_length.title == "Failure rate by input length"
+    assert kinds.rows == [["run error: RuntimeError", "100", steps[2].input_text]], kinds.rows
+    made_up = [Step(i, "[AUTH] x", None, True, None, f"Error{i}: made-up tool") for i in range(40)]
+    kinds = cluster_tables(made_up)[2]
+    assert len(kinds.rows) == MAX_GROUPS and kinds.title == f"Failure kinds (largest {MAX_GROUPS} of 40)", kinds
 
 
 @pytest.mark.parametrize(("trace", "problem"), [
