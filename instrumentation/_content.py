@@ -30,7 +30,7 @@ from typing import Any
 from opentelemetry.trace import Span
 
 from instrumentation import _attributes as A
-from instrumentation._clip import LEAST_CHARS, SCALARS, clip, room_left
+from instrumentation._clip import LEAST_CHARS, SCALARS, clip, clip_arguments, room_left
 from instrumentation._context import TRACING
 from instrumentation._stats import STATS
 from instrumentation._wire import wire_safe
@@ -41,7 +41,7 @@ DEFAULT_MAX_CONTENT_LENGTH = 16384
 """Characters of one content attribute kept before it is truncated (and marked `toolwatch.truncated`)."""
 
 RedactHook = Callable[[str, dict[str, Any]], Mapping[str, Any]]
-"""`hook(tool_name, arguments) -> arguments to record`. Runs after key redaction; must not mutate."""
+"""`hook(tool_name, arguments) -> arguments to record`. Runs after key redaction, on a detached copy (plain data)."""
 
 _TRUE = frozenset({"true", "1", "yes", "on", "span_only", "span_and_event"})
 _FALSE = frozenset({"false", "0", "no", "off", "", "no_content", "event_only"})
@@ -234,14 +234,6 @@ def to_json_prefix(value: Any, limit: int) -> str:
         return _marker(value, exc)
 
 
-def _redact_value(value: Any, settings: ContentSettings) -> Any:
-    if isinstance(value, Mapping):
-        return _redact_keys(value, settings)
-    if isinstance(value, (list, tuple)):
-        return [_redact_value(v, settings) for v in value]
-    return value
-
-
 def _key_redacted(key: object, settings: ContentSettings) -> bool:
     if not isinstance(key, str):
         return False
@@ -250,18 +242,19 @@ def _key_redacted(key: object, settings: ContentSettings) -> bool:
     return settings.redact_pattern is not None and settings.redact_pattern.search(key) is not None
 
 
-def _redact_keys(arguments: Mapping[Any, Any], settings: ContentSettings) -> dict[Any, Any]:
-    return {
-        k: A.REDACTED if _key_redacted(k, settings) else _redact_value(v, settings) for k, v in arguments.items()
-    }
-
-
 def redact(tool_name: str, arguments: Mapping[str, Any], settings: ContentSettings) -> Mapping[str, Any] | None:
-    """The arguments to record: keys redacted (at any depth), then the user hook; None if either failed (a
-    self-referential or very deep argument the key walk cannot finish, a broken hook)."""
+    """The arguments to record: a bounded copy (`_clip.clip_arguments`, each argument cut where its recorded text
+    would be) with keys redacted at any depth (in mappings, dataclasses and models alike), then passed to the user
+    hook. The hook gets plain data (dicts, lists, strings, numbers) that shares nothing with the tool's arguments,
+    so it cannot change what the tool receives. None if either failed (a self-referential or very deep argument,
+    a broken hook)."""
+    keyed = bool(settings.redact_keys) or settings.redact_pattern is not None
     try:
-        redacted: dict[str, Any] = (
-            _redact_keys(arguments, settings) if settings.redact_keys or settings.redact_pattern else dict(arguments)
+        redacted = clip_arguments(
+            arguments,
+            settings.max_length + 1,
+            (lambda key: _key_redacted(key, settings)) if keyed else None,
+            A.REDACTED,
         )
     except Exception:  # noqa: BLE001 - RecursionError on a cycle, a mapping whose items() raises, ...
         STATS.redaction_failures += 1

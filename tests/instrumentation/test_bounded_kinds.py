@@ -224,3 +224,59 @@ def test_a_model_past_the_kept_prefix_is_not_dumped() -> None:
 
     to_json_prefix([Counted(i) for i in range(100_000)], 1000)
     assert 0 < len(dumped) < 200
+
+
+def test_a_redaction_hook_cannot_change_the_arguments_the_tool_gets(recorded: Recorded) -> None:
+    """The hook got the tool's own nested objects: one that redacted in place changed what the tool received (the
+    tool saw the redacted password). It now gets a detached copy of plain data."""
+    received: list[Any] = []
+
+    @tw.tool
+    def login(payload: dict[str, Any], box: Box, rows: list[Any]) -> str:
+        received.append((json.dumps(payload), box.label, list(rows)))
+        return "ok"
+
+    def hook(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        arguments["payload"]["password"] = "[HIDDEN]"
+        box = arguments["box"]
+        if isinstance(box, dict):  # a copy, as plain data
+            box["label"] = "changed"
+        else:  # the tool's own object, as the hook got it before
+            box.label = "changed"
+        arguments["rows"].clear()
+        return arguments
+
+    tw.configure_content(capture_content=True, redact_hook=hook)
+    payload = {"user": "ann", "password": "hunter2"}
+    box = Box([1], "original")
+    rows = [1, 2]
+    assert login(payload, box, rows) == "ok"
+    assert received == [('{"user": "ann", "password": "hunter2"}', "original", [1, 2])]
+    assert payload == {"user": "ann", "password": "hunter2"} and box == Box([1], "original") and rows == [1, 2]
+    attrs = dict(recorded.named("execute_tool login").attributes or {})
+    assert json.loads(str(attrs["gen_ai.tool.call.arguments"])) == {"payload": {"user": "ann", "password": "[HIDDEN]"},
+                             "box": {"rows": [1], "label": "changed"}, "rows": []}
+
+
+def test_a_hook_dropping_a_huge_argument_still_records_the_others_whole(recorded: Recorded) -> None:
+    @tw.tool
+    def upload(blob: str, name: str, tags: list[str]) -> None:
+        return None
+
+    tw.configure_content(capture_content=True, redact_hook=lambda n, a: {k: v for k, v in a.items() if k != "blob"})
+    upload("x" * 5_000_000, "report.pdf", ["a", "b"])
+    attrs = dict(recorded.named("execute_tool upload").attributes or {})
+    assert attrs["gen_ai.tool.call.arguments"] == '{"name":"report.pdf","tags":["a","b"]}'
+
+
+def test_key_redaction_reaches_into_dataclasses_and_huge_arguments_stay_bounded(recorded: Recorded) -> None:
+    @tw.tool
+    def store(secret_box: Box, rows: list[Any]) -> None:
+        return None
+
+    tw.configure_content(capture_content=True, redact_keys=["label"])
+    rows = [{"label": i} for i in range(BIG)]
+    took = _seconds(lambda: store(Box("r", "hunter2"), rows))
+    text = str((recorded.named("execute_tool store").attributes or {})["gen_ai.tool.call.arguments"])
+    assert text.startswith('{"secret_box":{"rows":"r","label":"[REDACTED]"},"rows":[{"label":"[REDACTED]"},')
+    assert "hunter2" not in text and took < 0.05
