@@ -18,6 +18,7 @@ import enum
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from instrumentation._reprclip import repr_prefix
 from instrumentation._stats import STATS
 
 Redacts = Callable[[object], bool]
@@ -132,7 +133,7 @@ class Clipper:
             self.room -= len(cut) + 1
             return bytes(cut) if kind is bytes else bytearray(cut)
         STATS.serialization_fallbacks += 1
-        return self._text(repr(value))
+        return self._text(repr_prefix(value, self.room))
 
     def _text(self, value: str) -> str:
         if len(value) >= self.room:

@@ -14,12 +14,14 @@ import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+import attrs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import instrumentation as tw
 from instrumentation._content import SETTINGS, to_json, to_json_prefix
+from instrumentation._reprclip import repr_prefix
 from tests.instrumentation.conftest import Recorded
 
 
@@ -32,6 +34,15 @@ class Box:
 @dataclasses.dataclass
 class Node:
     parent: Node | None = None
+
+
+@attrs.define
+class Record:
+    """Recorded through its repr (attrs-generated), as any object the JSON encoding does not know."""
+
+    rows: Any
+    name: str = "r"
+    hidden: int = attrs.field(default=0, repr=False)
 
 
 class Pair(NamedTuple):
@@ -106,6 +117,9 @@ MAKERS: dict[str, Callable[[int], Any]] = {
     "dict with a dataclass": lambda n: {"query": "q", "box": Box(list(range(n)))},
     "deep nesting": lambda n: {"a": [[[[Pair(i, Level.LOW)]]] for i in range(n // 4)]},
     "huge key": lambda n: {"k" * (n * 4): 1},
+    "deque": lambda n: collections.deque(range(n)),
+    "attrs": lambda n: Record([(i, str(i)) for i in range(n // 4)]),
+    "attrs in a deque": lambda n: collections.deque([Record({"i": i}) for i in range(n // 10)], maxlen=n),
 }
 
 
@@ -150,7 +164,7 @@ def _containers(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
         # table may iterate in another order (the old path's text then differs in order only).
         | st.frozensets(st.integers(0, 7), max_size=6) | st.sets(st.integers(0, 7), max_size=6)
         | st.builds(Box, inner, st.text(max_size=5)) | st.builds(Pair, inner, inner) | st.builds(Model, inner)
-        | st.lists(inner, max_size=5).map(collections.deque)
+        | st.lists(inner, max_size=5).map(collections.deque) | st.builds(Record, inner, st.text(max_size=5))
     )
 
 
@@ -167,6 +181,37 @@ def test_a_prefix_is_the_beginning_of_the_whole_json_for_every_kind(value: Any, 
         assert prefix == whole
     else:
         assert len(prefix) > limit and prefix[:limit] == whole[:limit]
+
+
+quoted = st.text(alphabet="ab'\"\\\né", max_size=12)
+repr_leaves = st.none() | st.integers() | quoted | quoted.map(lambda t: t.encode()) | st.floats(allow_nan=False)
+repr_values = st.recursive(repr_leaves, lambda inner: (
+    st.lists(inner, max_size=6) | st.lists(inner, max_size=3).map(tuple)
+    | st.dictionaries(quoted | st.integers(), inner, max_size=5)
+    | st.lists(inner, max_size=5).map(collections.deque)
+    | st.builds(collections.deque, st.lists(inner, max_size=5), st.integers(5, 9))
+    | st.builds(Record, inner, quoted)
+), max_leaves=40)
+
+
+@settings(max_examples=500, deadline=None)
+@given(value=repr_values, data=st.data())
+def test_a_repr_prefix_is_the_beginning_of_the_whole_repr(value: Any, data: st.DataObject) -> None:
+    whole = repr(value)
+    room = data.draw(st.integers(min_value=0, max_value=len(whole) + 1), label="room")
+    prefix = repr_prefix(value, room)
+    if len(whole) <= room:
+        assert prefix == whole
+    else:
+        assert len(prefix) > room and prefix[:room + 1] == whole[:room + 1]
+
+
+def test_a_circular_value_recorded_through_its_repr_shows_as_its_repr_does() -> None:
+    items: list[Any] = [1]
+    record = Record(items)
+    items.append(record)
+    assert to_json_prefix(collections.deque([record]), 1000) == to_json(collections.deque([record]))
+    assert "Record(rows=[1, ...]" in to_json(collections.deque([record]))
 
 
 class Broken:
