@@ -79,6 +79,10 @@ def same_quotes(data: bytes | bytearray, cut: bytes | bytearray) -> bool:
     return (b"'" in data and b'"' not in data) == (b"'" in cut and b'"' not in cut)
 
 
+class Circular(RecursionError):
+    """A container met again inside itself: a RecursionError, as the encoder (without its circular check) raises."""
+
+
 class Clipper:
     """One walk of `clip`: the room left, the containers on the path (a circular value raises RecursionError, as
     the encoder without its circular check does), the key redaction and its marker."""
@@ -146,7 +150,7 @@ class Clipper:
     def _nested(self, items: Any, walk: Callable[[Any], Any], owner: Any = None) -> Any:
         key = id(items if owner is None else owner)
         if key in self.path:
-            raise RecursionError("circular reference")
+            raise Circular("circular reference")
         self.path.add(key)
         try:
             self.room -= 1

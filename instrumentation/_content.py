@@ -30,7 +30,7 @@ from typing import Any
 from opentelemetry.trace import Span
 
 from instrumentation import _attributes as A
-from instrumentation._clip import LEAST_CHARS, SCALARS, clip, clip_arguments, room_left
+from instrumentation._clip import LEAST_CHARS, SCALARS, Circular, clip, clip_arguments, room_left
 from instrumentation._context import TRACING
 from instrumentation._stats import STATS
 from instrumentation._wire import wire_safe
@@ -187,14 +187,14 @@ def to_json(value: Any) -> str:
     try:
         return _encode(value)
     except Exception as exc:  # noqa: BLE001 - circular references, broken __repr__, ...
-        return _marker(value, exc)
+        return _marker(value, type(exc).__name__)
 
 
-def _marker(value: Any, exc: Exception) -> str:
-    """The JSON text recorded for a value that could not be serialized, counted and logged."""
+def _marker(value: Any, error: str) -> str:
+    """The JSON text recorded for a value that could not be serialized (`error` names why), counted and logged."""
     STATS.serialization_fallbacks += 1
-    logger.debug("content not serializable (%s): recording a marker", type(exc).__name__)
-    return _encode(f"<unserializable {type(value).__name__}: {type(exc).__name__}>")
+    logger.debug("content not serializable (%s): recording a marker", error)
+    return _encode(f"<unserializable {type(value).__name__}: {error}>")
 
 
 def to_json_prefix(value: Any, limit: int) -> str:
@@ -229,9 +229,21 @@ def to_json_prefix(value: Any, limit: int) -> str:
                     return _encode(value)
         elif room_left(value, limit) >= 0:
             return _encode(value)
+    except Exception:  # noqa: BLE001 - a circular or very deep value, a bad key ...: to_json makes the marker
+        return to_json(value)
+    return _clipped_json(value, limit)
+
+
+def _clipped_json(value: Any, limit: int) -> str:
+    """The JSON of `clip(value)` (see `to_json_prefix`), or the marker of `value`; never raises."""
+    try:
         return _encode(clip(value, limit + 1))
-    except Exception as exc:  # noqa: BLE001 - a circular or very deep value, a raising __repr__ or property, ...
-        return _marker(value, exc)
+    except Circular:
+        return _marker(value, "RecursionError")
+    except RecursionError:  # deeper than the walk of clip goes (the C encoder goes deeper): encoded whole, as before
+        return to_json(value)
+    except Exception as exc:  # noqa: BLE001 - a raising __repr__, property or model_dump, a bad key ...
+        return _marker(value, type(exc).__name__)
 
 
 def _key_redacted(key: object, settings: ContentSettings) -> bool:

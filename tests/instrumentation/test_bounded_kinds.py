@@ -214,6 +214,31 @@ def test_a_circular_value_recorded_through_its_repr_shows_as_its_repr_does() -> 
     assert "Record(rows=[1, ...]" in to_json(collections.deque([record]))
 
 
+def _chain(depth: int) -> Node:
+    node = Node()
+    for _ in range(depth):
+        node = Node(node)
+    return node
+
+
+def _deep_list_then_text(depth: int) -> list[Any]:
+    inner: list[Any] = []
+    for _ in range(depth):
+        inner = [inner]
+    return [inner, "z" * 20_000]
+
+
+@pytest.mark.parametrize("make", [_chain, _deep_list_then_text])
+@pytest.mark.parametrize("depth", [50, 600, 900])
+def test_a_deep_value_is_recorded_as_the_whole_encoding_begins(make: Callable[[int], Any], depth: int) -> None:
+    """The bounded copy is made by a Python walk, which runs out of stack before the C encoder does: a dataclass
+    chain 300 deep, a list 600 deep, got a marker instead of their text. They are encoded as before."""
+    value = make(depth)
+    whole = to_json(value)
+    assert "unserializable" not in whole
+    assert to_json_prefix(value, 16384)[:16384] == whole[:16384]
+
+
 class Broken:
     @property
     def __dict__(self) -> dict[str, Any]:  # type: ignore[override]
