@@ -1,16 +1,17 @@
 """The beginning of a `repr()`, for the values recorded through theirs, made without the whole of it.
 
 A value the JSON encoding does not know (a deque, an attrs instance, any object) is recorded as its `repr()`. For a
-deque or an attrs instance that is the repr of all it holds: a deque of a million items cost its whole repr to
-record 16 KiB of it. `repr_prefix` writes the repr of the containers whose repr is known (list, tuple, dict, deque,
-str, bytes, attrs-generated reprs) item by item, and stops once more than `room` characters are written; any other
-value gives its own `repr()`. A value reached twice on one path (a cycle) gives up: the caller then takes the whole
-`repr()`, which knows how to show a cycle.
+deque, a mappingproxy or an attrs instance that is the repr of all it holds: a deque of a million items cost its
+whole repr to record 16 KiB of it. `repr_prefix` writes the repr of the containers whose repr is known (list, tuple,
+dict, deque, mappingproxy, str, bytes, attrs-generated reprs) item by item, and stops once more than `room`
+characters are written; any other value gives its own `repr()`. A value reached twice on one path (a cycle) gives
+up: the caller then takes the whole `repr()`, which knows how to show a cycle.
 """
 
 from __future__ import annotations
 
 import collections
+import types
 from typing import Any
 
 _ATTRS_REPR = "<attrs generated"
@@ -45,6 +46,8 @@ class _Writer:
             return self._items(value, "(", ",)" if len(value) == 1 else ")", value)
         if kind is dict:
             return self._items(value.items(), "{", "}", value)
+        if kind is types.MappingProxyType:
+            return self._items(value.items(), "mappingproxy({", "})", value)
         if kind is collections.deque:
             close = "])" if value.maxlen is None else f"], maxlen={value.maxlen})"
             return self._items(value, "deque([", close, value)

@@ -11,6 +11,8 @@ import datetime
 import enum
 import json
 import time
+import types
+import weakref
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -118,6 +120,7 @@ MAKERS: dict[str, Callable[[int], Any]] = {
     "deep nesting": lambda n: {"a": [[[[Pair(i, Level.LOW)]]] for i in range(n // 4)]},
     "huge key": lambda n: {"k" * (n * 4): 1},
     "deque": lambda n: collections.deque(range(n)),
+    "mappingproxy": lambda n: types.MappingProxyType({str(i): [i] for i in range(n // 4)}),
     "attrs": lambda n: Record([(i, str(i)) for i in range(n // 4)]),
     "attrs in a deque": lambda n: collections.deque([Record({"i": i}) for i in range(n // 10)], maxlen=n),
 }
@@ -190,7 +193,7 @@ repr_values = st.recursive(repr_leaves, lambda inner: (
     | st.dictionaries(quoted | st.integers(), inner, max_size=5)
     | st.lists(inner, max_size=5).map(collections.deque)
     | st.builds(collections.deque, st.lists(inner, max_size=5), st.integers(5, 9))
-    | st.builds(Record, inner, quoted)
+    | st.builds(Record, inner, quoted) | st.dictionaries(quoted, inner, max_size=4).map(types.MappingProxyType)
 ), max_leaves=40)
 
 
@@ -350,3 +353,11 @@ def test_key_redaction_reaches_into_dataclasses_and_huge_arguments_stay_bounded(
     text = str((recorded.named("execute_tool store").attributes or {})["gen_ai.tool.call.arguments"])
     assert text.startswith('{"secret_box":{"rows":"r","label":"[REDACTED]"},"rows":[{"label":"[REDACTED]"},')
     assert "hunter2" not in text and took < 0.05
+
+
+def test_the_recorded_value_is_not_kept(capture: Recorded) -> None:
+    value = Box([Record([1])] * 100_000)
+    alive = weakref.ref(value)
+    assert echo(value) is value
+    del value
+    assert alive() is None and capture.spans()
