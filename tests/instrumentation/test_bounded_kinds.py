@@ -361,3 +361,16 @@ def test_the_recorded_value_is_not_kept(capture: Recorded) -> None:
     assert echo(value) is value
     del value
     assert alive() is None and capture.spans()
+
+
+@pytest.mark.parametrize("redact", [False, True])
+def test_an_unknown_tool_with_huge_arguments_is_recorded_at_a_bounded_cost(capture: Recorded, redact: bool) -> None:
+    """The arguments of a call that could not run (an unknown tool) were serialized whole before being cut."""
+    if redact:
+        tw.configure_content(redact_keys=["token"])
+    executor = tw.ToolExecutor([echo], on_error="result")
+    arguments = {"rows": [{"token": "t", "n": i} for i in range(BIG)]}
+    took = min(_seconds(lambda: executor.execute("nope", arguments)) for _ in range(2))
+    text = str(dict(capture.spans()[-1].attributes or {})["gen_ai.tool.call.arguments"])
+    expected = to_json({"rows": [{"token": "[REDACTED]" if redact else "t", "n": i} for i in range(1000)]})
+    assert text == expected[:SETTINGS.current.max_length] and took < 0.05, took
