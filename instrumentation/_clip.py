@@ -149,14 +149,14 @@ class Clipper:
 
     def _nested(self, items: Any, walk: Callable[[Any], Any], owner: Any = None) -> Any:
         key = id(items if owner is None else owner)
-        if key in self.path:
+        path = self.path
+        if key in path:
             raise Circular("circular reference")
-        self.path.add(key)
-        try:
-            self.room -= 1
-            return walk(items)
-        finally:
-            self.path.discard(key)
+        path.add(key)  # not taken out on an exception: the walk ends there
+        self.room -= 1
+        kept = walk(items)
+        path.discard(key)
+        return kept
 
     def _items(self, items: Any) -> list[Any]:
         kept: list[Any] = []
@@ -165,7 +165,17 @@ class Clipper:
                 break
             if kept:
                 self.room -= 1  # the comma
-            kept.append(self.clip(item))
+            kind = type(item)
+            if kind is int or kind is float:  # the common items inline
+                self.room -= 1
+                kept.append(item)
+            elif kind is str and len(item) < self.room:
+                self.room -= len(item) + 1
+                kept.append(item)
+            elif kind is list or kind is tuple:
+                kept.append(self._nested(item, self._items))
+            else:
+                kept.append(self.clip(item))
         return kept
 
     def _pairs(self, pairs: Any) -> dict[Any, Any]:
