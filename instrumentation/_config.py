@@ -65,8 +65,10 @@ def configure_content(
     answer (default on, `TOOLWATCH_CAPTURE_TURN_MESSAGES`; off when the standard variable is set to a value that
     does not turn capture on, such as false or 0).
     `redact_keys` (case-insensitive names) and `redact_pattern` (a regex searched in key names) replace values at
-    any depth with `[REDACTED]`; `redact_hook(tool_name, arguments)` returns the arguments to record (if it raises,
-    none are).
+    any depth (in mappings, dataclasses and models) with `[REDACTED]`; `redact_hook(tool_name, arguments)` returns
+    the arguments to record (if it raises, none are). The hook gets a copy as plain data (dicts, lists, strings,
+    numbers: a dataclass or model as a dict of its fields), each argument cut where its recorded text would be; it
+    shares nothing with what the tool receives.
     """
     SETTINGS.current = make_settings(
         base=SETTINGS.current,

@@ -30,6 +30,7 @@ from typing import Any
 from opentelemetry.trace import Span
 
 from instrumentation import _attributes as A
+from instrumentation._clip import LEAST_CHARS, SCALARS, Circular, clip, clip_arguments, room_left
 from instrumentation._context import TRACING
 from instrumentation._stats import STATS
 from instrumentation._wire import wire_safe
@@ -40,7 +41,7 @@ DEFAULT_MAX_CONTENT_LENGTH = 16384
 """Characters of one content attribute kept before it is truncated (and marked `toolwatch.truncated`)."""
 
 RedactHook = Callable[[str, dict[str, Any]], Mapping[str, Any]]
-"""`hook(tool_name, arguments) -> arguments to record`. Runs after key redaction; must not mutate."""
+"""`hook(tool_name, arguments) -> arguments to record`. Runs after key redaction, on a detached copy (plain data)."""
 
 _TRUE = frozenset({"true", "1", "yes", "on", "span_only", "span_and_event"})
 _FALSE = frozenset({"false", "0", "no", "off", "", "no_content", "event_only"})
@@ -186,120 +187,63 @@ def to_json(value: Any) -> str:
     try:
         return _encode(value)
     except Exception as exc:  # noqa: BLE001 - circular references, broken __repr__, ...
-        STATS.serialization_fallbacks += 1
-        logger.debug("content not serializable (%s): recording a marker", type(exc).__name__)
-        return _encode(f"<unserializable {type(value).__name__}: {type(exc).__name__}>")
+        return _marker(value, type(exc).__name__)
 
 
-# Least JSON characters per unit of len() of a value of these types: a str's character, a list's item and its
-# comma, a dict's item (`"":0,`), a bytes' byte (in its repr).
-_LEAST_CHARS: dict[type, int] = {str: 1, list: 2, tuple: 2, set: 2, frozenset: 2, dict: 5, bytes: 1, bytearray: 1}
-_least_chars = _LEAST_CHARS.get
-
-
-def _room_left(value: Any, room: int) -> int:
-    """`room` less the least number of characters the JSON of `value` takes; stops counting once that is below 0.
-    Looks into containers (as many of their items as could fit), counts any other value as one character."""
-    least = _least_chars(type(value))
-    if least is None:
-        return room - 1
-    size = len(value)
-    if size * least > room:
-        return -1
-    if least == 1:  # str, bytes: a character each, and the opening quote
-        return room - size - 1
-    room -= size * (least - 1)  # the brackets, commas and `"":` of the items: all but the item values themselves
-    for item in value.values() if type(value) is dict else value:
-        kind = type(item)
-        if kind is str:  # the common items inline: this runs on every recorded call
-            room -= len(item) + 1
-        elif kind in _LEAST_CHARS:
-            room = _room_left(item, room)
-        else:
-            room -= 1
-        if room < 0:
-            break
-    return room
-
-
-def _clip(value: Any, room: list[int]) -> Any:
-    """A copy of `value` whose JSON starts as that of `value` for at least `room[0]` characters and goes no further
-    than it has to: containers keep their first items, strings and bytes their first characters, until as many
-    characters are certain (each counted at its least). Other values are kept as they are."""
-    kind = type(value)
-    if kind is str or kind is bytes or kind is bytearray:
-        if len(value) >= room[0]:
-            cut = value[: max(room[0], 0)]  # its opening quote makes the JSON longer than the room
-            if kind is str or _same_quotes(value, cut):
-                value = cut
-        room[0] -= len(value) + 1
-        return value
-    if kind is dict:
-        room[0] -= 1
-        kept: dict[Any, Any] = {}
-        for key, item in value.items():
-            if room[0] <= 0:
-                break
-            if kept:
-                room[0] -= 1  # the comma
-            room[0] -= 3  # `"":` at least, for any key JSON takes
-            kept[key] = _clip(item, room)
-        return kept
-    if kind is list or kind is tuple or kind is set or kind is frozenset:
-        room[0] -= 1
-        items: list[Any] = []
-        for item in value:
-            if room[0] <= 0:
-                break
-            if items:
-                room[0] -= 1  # the comma
-            items.append(_clip(item, room))
-        return items
-    room[0] -= 1  # any JSON value takes a character
-    return value
-
-
-def _same_quotes(data: bytes | bytearray, cut: bytes | bytearray) -> bool:
-    """Whether the repr of `cut` quotes as that of `data` does (double quotes when there are single but no double)."""
-    return (b"'" in data and b'"' not in data) == (b"'" in cut and b'"' not in cut)
+def _marker(value: Any, error: str) -> str:
+    """The JSON text recorded for a value that could not be serialized (`error` names why), counted and logged."""
+    STATS.serialization_fallbacks += 1
+    logger.debug("content not serializable (%s): recording a marker", error)
+    return _encode(f"<unserializable {type(value).__name__}: {error}>")
 
 
 def to_json_prefix(value: Any, limit: int) -> str:
     """`to_json(value)`, or when that is certainly longer than `limit` characters, a text of more than `limit`
-    characters whose first `limit` are those of `to_json(value)` (what a content attribute keeps), made without
-    serializing the whole value: a tool's huge argument or result cost the call its whole JSON encoding. Never
-    raises. On the hot path: an argument dict's items are counted inline, and `_encode` is called directly."""
+    characters whose first `limit` are those of `to_json(value)` (what a content attribute keeps), made from a
+    bounded copy (`_clip.clip`) rather than the whole value: a tool's huge argument or result (a list, a dataclass,
+    a model ...) cost the call its whole JSON encoding. Never raises. On the hot path: an argument dict's items are
+    counted inline, and `_encode` is called directly."""
     try:
         kind = type(value)
         if kind is str and len(value) < limit:
             return _encode(value)
         if kind is dict:
-            room = limit - 4 * len(value)  # as in _room_left
+            room = limit - 4 * len(value)  # as in room_left, and the keys' characters
             if room >= 0:
-                for item in value.values():
+                for key, item in value.items():
+                    if type(key) is not str:  # a number, a bad key ...: clipped (which raises as the encoder would)
+                        room = -1
+                        break
                     item_kind = type(item)
+                    room -= len(key)
                     if item_kind is str:
                         room -= len(item) + 1
-                    elif item_kind in _LEAST_CHARS:
-                        room = _room_left(item, room)
-                    else:
+                    elif item_kind in LEAST_CHARS:
+                        room = room_left(item, room)
+                    elif item_kind in SCALARS:
                         room -= 1
+                    else:  # a dataclass, a model, a subclass ...: clipped, not encoded whole
+                        room = -1
+                        break
                 if room >= 0:
                     return _encode(value)
-        elif kind not in _LEAST_CHARS or _room_left(value, limit) >= 0:
+        elif room_left(value, limit) >= 0:
             return _encode(value)
-        clipped = _clip(value, [limit + 1])
-    except Exception:  # noqa: BLE001 - a circular or very deep value, ...: to_json makes the marker
+    except Exception:  # noqa: BLE001 - a circular or very deep value, a bad key ...: to_json makes the marker
         return to_json(value)
-    return to_json(clipped)
+    return _clipped_json(value, limit)
 
 
-def _redact_value(value: Any, settings: ContentSettings) -> Any:
-    if isinstance(value, Mapping):
-        return _redact_keys(value, settings)
-    if isinstance(value, (list, tuple)):
-        return [_redact_value(v, settings) for v in value]
-    return value
+def _clipped_json(value: Any, limit: int) -> str:
+    """The JSON of `clip(value)` (see `to_json_prefix`), or the marker of `value`; never raises."""
+    try:
+        return _encode(clip(value, limit + 1))
+    except Circular:
+        return _marker(value, "RecursionError")
+    except RecursionError:  # deeper than the walk of clip goes (the C encoder goes deeper): encoded whole, as before
+        return to_json(value)
+    except Exception as exc:  # noqa: BLE001 - a raising __repr__, property or model_dump, a bad key ...
+        return _marker(value, type(exc).__name__)
 
 
 def _key_redacted(key: object, settings: ContentSettings) -> bool:
@@ -310,18 +254,19 @@ def _key_redacted(key: object, settings: ContentSettings) -> bool:
     return settings.redact_pattern is not None and settings.redact_pattern.search(key) is not None
 
 
-def _redact_keys(arguments: Mapping[Any, Any], settings: ContentSettings) -> dict[Any, Any]:
-    return {
-        k: A.REDACTED if _key_redacted(k, settings) else _redact_value(v, settings) for k, v in arguments.items()
-    }
-
-
 def redact(tool_name: str, arguments: Mapping[str, Any], settings: ContentSettings) -> Mapping[str, Any] | None:
-    """The arguments to record: keys redacted (at any depth), then the user hook; None if either failed (a
-    self-referential or very deep argument the key walk cannot finish, a broken hook)."""
+    """The arguments to record: a bounded copy (`_clip.clip_arguments`, each argument cut where its recorded text
+    would be) with keys redacted at any depth (in mappings, dataclasses and models alike), then passed to the user
+    hook. The hook gets plain data (dicts, lists, strings, numbers) that shares nothing with the tool's arguments,
+    so it cannot change what the tool receives. None if either failed (a self-referential or very deep argument,
+    a broken hook)."""
+    keyed = bool(settings.redact_keys) or settings.redact_pattern is not None
     try:
-        redacted: dict[str, Any] = (
-            _redact_keys(arguments, settings) if settings.redact_keys or settings.redact_pattern else dict(arguments)
+        redacted = clip_arguments(
+            arguments,
+            settings.max_length + 1,
+            (lambda key: _key_redacted(key, settings)) if keyed else None,
+            A.REDACTED,
         )
     except Exception:  # noqa: BLE001 - RecursionError on a cycle, a mapping whose items() raises, ...
         STATS.redaction_failures += 1

@@ -28,7 +28,7 @@ from instrumentation._calls import (
     UnknownToolError,
     parse_tool_call,
 )
-from instrumentation._content import SETTINGS, ContentSettings, bounded, redact, to_json
+from instrumentation._content import SETTINGS, ContentSettings, bounded, redact, to_json, to_json_prefix
 from instrumentation._context import PENDING, TRACING, PendingCall, new_call_id
 from instrumentation._spec import ToolSpec, get_tool_spec
 from instrumentation._stats import STATS
@@ -53,7 +53,7 @@ def _failed_arguments_text(name: str, raw: object, settings: ContentSettings) ->
     are). With redaction on, arguments that are not a JSON object are replaced whole, so nothing unredacted leaks;
     None when the redaction itself failed."""
     if not settings.needs_redaction:
-        return (raw if isinstance(raw, str) else to_json(raw)), None
+        return (raw if isinstance(raw, str) else to_json_prefix(raw, settings.max_length)), None
     parsed: object = raw
     if isinstance(raw, str):
         try:
@@ -63,7 +63,7 @@ def _failed_arguments_text(name: str, raw: object, settings: ContentSettings) ->
     if not isinstance(parsed, Mapping):
         return NOT_OBJECT_REDACTED, "not_redactable"
     recorded = redact(name, parsed, settings)
-    return (None, "redaction_failed") if recorded is None else (to_json(recorded), None)
+    return (None, "redaction_failed") if recorded is None else (to_json_prefix(recorded, settings.max_length), None)
 
 
 def _record_failed_call(name: str, call_id: str, raw: object, error: ToolCallError) -> None:
