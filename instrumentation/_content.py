@@ -197,25 +197,28 @@ def _marker(value: Any, error: str) -> str:
     return _encode(f"<unserializable {type(value).__name__}: {error}>")
 
 
-def to_json_prefix(value: Any, limit: int) -> str:
+def to_json_prefix(value: Any, limit: int, count_keys: bool = True) -> str:  # noqa: C901 - inlined: hot path
     """`to_json(value)`, or when that is certainly longer than `limit` characters, a text of more than `limit`
     characters whose first `limit` are those of `to_json(value)` (what a content attribute keeps), made from a
     bounded copy (`_clip.clip`) rather than the whole value: a tool's huge argument or result (a list, a dataclass,
     a model ...) cost the call its whole JSON encoding. Never raises. On the hot path: an argument dict's items are
-    counted inline, and `_encode` is called directly."""
+    counted inline, and `_encode` is called directly. `count_keys=False` leaves a dict's keys uncounted, for
+    keys known to be short strings (a function's parameter names)."""
     try:
         kind = type(value)
         if kind is str and len(value) < limit:
             return _encode(value)
         if kind is dict:
-            room = limit - 4 * len(value)  # as in room_left, and the keys' characters
-            if room >= 0:
-                for key, item in value.items():
+            room = limit - 4 * len(value)  # as in room_left
+            if room >= 0 and count_keys:
+                for key in value:  # the keys' characters
                     if type(key) is not str:  # a number, a bad key ...: clipped (which raises as the encoder would)
                         room = -1
                         break
-                    item_kind = type(item)
                     room -= len(key)
+            if room >= 0:
+                for item in value.values():
+                    item_kind = type(item)
                     if item_kind is str:
                         room -= len(item) + 1
                     elif item_kind in LEAST_CHARS:

@@ -70,7 +70,9 @@ def add_arguments(
             return
         text = to_json_prefix(recorded, settings.max_length)
     else:
-        text = raw_json if raw_json is not None else to_json_prefix(arguments, settings.max_length)
+        # the names of a function's parameters are its code's, short: counted only for a **kwargs tool's (a
+        # call naming a parameter that does not exist fails; Python spells out that name in full too)
+        text = raw_json if raw_json is not None else to_json_prefix(arguments, settings.max_length, spec.var_keyword)
     bounded(text, A.GEN_AI_TOOL_CALL_ARGUMENTS, attributes, settings.max_length)
 
 

@@ -42,6 +42,8 @@ class ToolSpec:
     skip_first: bool = False
     """The first positional argument is `self` / `cls`: it is not an argument of the tool call."""
     var_positional: str | None = None
+    var_keyword: bool = False
+    """The function takes `**kwargs`: its arguments' names are the caller's, of any length."""
     span_name: str = field(init=False)
     base_attributes: Mapping[str, Any] = field(init=False)
 
@@ -81,12 +83,13 @@ def get_tool_spec(obj: object) -> ToolSpec | None:
     return spec if isinstance(spec, ToolSpec) else None
 
 
-def positional_names(func: Callable[..., Any]) -> tuple[tuple[str, ...], bool, str | None]:
-    """(names of positional parameters without self/cls, whether self/cls leads, name of *args or None)."""
+def positional_names(func: Callable[..., Any]) -> tuple[tuple[str, ...], bool, str | None, bool]:
+    """(names of positional parameters without self/cls, whether self/cls leads, name of *args or None, whether
+    it takes **kwargs; True when the signature is unknown)."""
     try:
         params = list(inspect.signature(func).parameters.values())
     except (TypeError, ValueError):
-        return (), False, None
+        return (), False, None, True
     skip = bool(params) and params[0].name in ("self", "cls")
     if skip:
         params = params[1:]
@@ -96,4 +99,4 @@ def positional_names(func: Callable[..., Any]) -> tuple[tuple[str, ...], bool, s
         if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     )
     var = next((p.name for p in params if p.kind is inspect.Parameter.VAR_POSITIONAL), None)
-    return names, skip, var
+    return names, skip, var, any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params)

@@ -70,7 +70,7 @@ def make_spec(
         raise ValueError(f"cannot name tool {func!r}: pass @tool(name=...)")
     if schema is not None and (not isinstance(schema, dict) or schema.get("type", "object") != "object"):
         raise ValueError(f"tool {tool_name!r}: schema must be a JSON Schema dict of type object, got {schema!r}")
-    names, skip_first, var_positional = positional_names(func)
+    names, skip_first, var_positional, var_keyword = positional_names(func)
     return ToolSpec(
         name=tool_name,
         description=_description(func) if description is None else description,
@@ -79,6 +79,7 @@ def make_spec(
         param_names=names,
         skip_first=skip_first,
         var_positional=var_positional,
+        var_keyword=var_keyword,
     )
 
 

@@ -374,3 +374,32 @@ def test_an_unknown_tool_with_huge_arguments_is_recorded_at_a_bounded_cost(captu
     text = str(dict(capture.spans()[-1].attributes or {})["gen_ai.tool.call.arguments"])
     expected = to_json({"rows": [{"token": "[REDACTED]" if redact else "t", "n": i} for i in range(1000)]})
     assert text == expected[:SETTINGS.current.max_length] and took < 0.05, took
+
+
+def test_a_kwargs_tool_called_with_a_huge_argument_name_records_its_prefix_at_a_bounded_cost(
+    recorded: Recorded,
+) -> None:
+    """A `**kwargs` tool's argument names are the caller's: they are counted, as a dict's keys are. (Those of a tool
+    without `**kwargs` are its parameters' names, left uncounted on the hot path.)"""
+
+    @tw.tool
+    def search(**filters: Any) -> int:
+        return len(filters)
+
+    tw.configure_content(capture_content=True)
+    limit = SETTINGS.current.max_length
+    for n in (BIG // 100, BIG):  # warm up, then the huge name
+        took = _seconds(lambda n=n: search(**{"k" * (n * 4): 1}))  # type: ignore[misc]
+    text = str((recorded.spans()[-1].attributes or {})["gen_ai.tool.call.arguments"])
+    assert text == to_json({"k" * (BIG * 4): 1})[:limit] and took < 0.02, took
+
+
+def test_a_tool_without_kwargs_records_its_arguments_whole_when_they_fit(recorded: Recorded) -> None:
+    @tw.tool
+    def lookup(city: str, days: int, tags: list[str]) -> None:
+        return None
+
+    tw.configure_content(capture_content=True)
+    lookup("Paris", days=3, tags=["a"])
+    text = str((recorded.named("execute_tool lookup").attributes or {})["gen_ai.tool.call.arguments"])
+    assert text == '{"city":"Paris","days":3,"tags":["a"]}'
