@@ -142,8 +142,8 @@ def _run_dataset(dataset: str, agent: Any, rules: tuple[str, ...], agent_name: s
                  concurrency: int, timeout_s: float | None, builder: ReportBuilder, no_progress: bool
                  ) -> tuple[list[Table], list[str], dict[str, float | None], list[str]]:
     try:
+        judge = Judge(load_dataset_rules(dataset, rules, agent=agent_name))  # every problem of the files, at once
         cases = read_cases(dataset)
-        judge = Judge(load_dataset_rules(dataset, rules, agent=agent_name))
     except RuleFileError as exc:
         _fail_load(exc, rules)
         raise

@@ -19,7 +19,7 @@ from monitor.evaluate import Harness, RunResult, load_dataset_rules, read_cases,
 from monitor.evaluate._harness import run_turn
 from monitor.judge import Judge
 from monitor.replay import Replayer, replay_files
-from monitor.rules import load_rules
+from monitor.rules import RuleFileError, load_rules
 from monitor.scenario import build_judge, load_scenarios, run_scenarios
 from monitor.verdict import TurnVerdict
 from tests.monitor.offline.agents import reset_flaky
@@ -176,6 +176,48 @@ def test_a_bad_dataset_is_a_located_error(tmp_path: Path, support_rules: Path, n
         capture_output=True, text=True, timeout=60, cwd=REPO)
     assert res.returncode == 2, res.stderr[-3000:]
     assert "Traceback" not in res.stderr and error in res.stderr, res.stderr[-3000:]
+
+
+BAD_CASES = [  # (file name, text, the located errors expected, each on a line of its own)
+    ("bad.yaml",
+     "- id: a\n  input: where is order 1\n  call: [{tool: get_order_status}]\n"
+     "- id: a\n  input: where is order 2\n  call: [{tool: get_order_status}]\n"
+     "- id: b\n  call: [{tool: get_order_status}]\n"
+     "- id: c\n  input: where is order 3\n  call: [{tool: lookup_order}]\n"
+     "- id: d\n  none: true\n",
+     ["bad.yaml:4:3: id: duplicate case id 'a' (first at line 1)", "bad.yaml:7:3: [2]: `input`",
+      "bad.yaml:11:17: [3].call[0].tool: unknown tool 'lookup_order'", "bad.yaml:12:3: [4]: `input`"]),
+    ("types.yaml", "- id: a\n  input: where is order 1\n  none: true\n- just a string\n- id: b\n  input: 5\n",
+     ["types.yaml:4:3: [1]: expected object", "types.yaml:6:10: [2].input: expected string"]),
+    ("bad.jsonl",
+     '{"id": "a", "input": "where is order 1", "call": [{"tool": "get_order_status"}]}\n'
+     '{"id": "a", "input": "where is order 2", "call": [{"tool": "get_order_status"}]}\n\n'
+     '{"id": "b", "call": [{"tool": "get_order_status"}]}\n',
+     ["bad.jsonl:2:1: id: duplicate case id 'a' (first at line 1)", "bad.jsonl:4:1: [2]: `input`"]),
+    ("rulefile.yaml",
+     "version: 1\ncases:\n  - id: a\n    input: where is order 1\n    none: true\n"
+     "  - id: a\n    input: where is order 2\n    none: true\n  - id: b\n    none: true\n",
+     ["rulefile.yaml:6:5: id: duplicate case id 'a' (first at line 3)", "rulefile.yaml:9:5: cases[2]: `input`"]),
+]
+
+
+@pytest.mark.parametrize("name, text, errors", BAD_CASES)
+def test_every_error_of_a_dataset_is_reported_at_once_with_its_line(tmp_path: Path, support_rules: Path, name: str,
+                                                                      text: str, errors: list[str]) -> None:
+    """A duplicate id, a case without `input` and a case that is no mapping were reported one at a time, at line 0
+    column 0 (`bad.yaml:0:0: case 2: duplicate case id 'a'`), and hid the rule loader's errors (an unknown tool)."""
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    res = CliRunner().invoke(eval_, ["--dataset", str(path), "--rules", str(support_rules), "--agent",
+                                     "tests.monitor.offline.agents:support_agent", "--no-progress"])
+    assert res.exit_code == 2, res.output
+    lines = res.output.splitlines()
+    for error in errors:
+        assert any(error in line for line in lines), (error, res.output)
+    assert ":0:0:" not in res.output and len([ln for ln in lines if f"{name}:" in ln]) == len(errors), res.output
+    with pytest.raises(RuleFileError) as raised:
+        read_cases(path)
+    assert all(e.line > 0 for e in raised.value.errors)
 
 
 @pytest.fixture
