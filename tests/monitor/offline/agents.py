@@ -227,3 +227,13 @@ def exiting_agent(text: str, history: list[dict[str, str]] | None = None) -> str
     m = _ORDER.search(text)
     EXECUTOR.execute("get_order_status", {"order_id": m.group(1) if m else ""})
     sys.exit(3)
+
+
+def logging_slow_agent(text: str) -> str:
+    """Appends a line to the file named by TOOLWATCH_TEST_RUN_LOG as each run starts, then answers after 0.5 s."""
+    import os
+
+    with open(os.environ["TOOLWATCH_TEST_RUN_LOG"], "a", encoding="utf-8") as fh:
+        fh.write(text + "\n")
+    time.sleep(0.5)
+    return support_agent(text)

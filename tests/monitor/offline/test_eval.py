@@ -445,6 +445,36 @@ def _hang_dataset(path: Path, orders: range) -> Path:
     return path
 
 
+@pytest.mark.parametrize("concurrency", ["1", "2"])
+def test_ctrl_c_stops_an_eval_without_running_the_cases_not_started(support_rules: Path, tmp_path: Path,
+                                                                    concurrency: str) -> None:
+    """Ctrl-C waited for every case still queued to run (100 cases of 0.5 s: some 50 s, then `Aborted!`)."""
+    import signal
+    import time
+
+    dataset = _hang_dataset(tmp_path / "cases.yaml", range(1, 101))
+    log = tmp_path / "runs.log"
+    log.touch()
+    code = ("import signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+            "from monitor.cli import main; main()")
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, "eval", "--dataset", str(dataset), "--rules", str(support_rules), "--agent",
+         "tests.monitor.offline.agents:logging_slow_agent", "--concurrency", concurrency, "--no-progress"],
+        cwd=REPO, env={**os.environ, "TOOLWATCH_TEST_RUN_LOG": str(log)}, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not log.read_text() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert log.read_text(), "no run started"
+    proc.send_signal(signal.SIGINT)
+    sent = time.monotonic()
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode != 0 and "Aborted" in err, err[-2000:]
+    runs = len(log.read_text().splitlines())
+    assert runs <= 2 * int(concurrency) + 1, f"{runs} runs after Ctrl-C, {time.monotonic() - sent:.1f} s"
+
+
+
 def _join_agent_threads() -> None:
     for t in threading.enumerate():
         if t.name == "toolwatch-agent":
