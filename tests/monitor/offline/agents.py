@@ -237,3 +237,23 @@ def logging_slow_agent(text: str) -> str:
         fh.write(text + "\n")
     time.sleep(0.5)
     return support_agent(text)
+
+
+ASYNC_CANCELLED = threading.Event()  # set when hanging_async_agent's await is cancelled
+
+
+async def hanging_async_agent(text: str) -> str:
+    """Calls the wrong tool, then awaits a model reply that takes 3 s (the right call comes after it); sets
+    ASYNC_CANCELLED when that await is cancelled."""
+    import asyncio
+
+    m = _ORDER.search(text)
+    n = m.group(1) if m else ""
+    EXECUTOR.execute("get_shipping_eta", {"order_id": n})
+    try:
+        await asyncio.sleep(3)
+    except asyncio.CancelledError:
+        ASYNC_CANCELLED.set()
+        raise
+    EXECUTOR.execute("get_order_status", {"order_id": n})
+    return f"Order {n} has shipped."

@@ -142,6 +142,25 @@ def test_an_agent_ended_by_a_base_exception_fails_its_trials_and_the_eval_goes_o
         assert trial.verdict is not None and [c.outcome.value for c in trial.verdict.calls] == ["correct"]
 
 
+def test_an_async_agent_past_its_timeout_is_cancelled_not_left_running(dataset: Path, support_rules: Path) -> None:
+    """A sync agent's thread cannot be stopped, but an async agent's task can: it was left running after its timeout
+    (its thread and its model calls went on, a thread per hung run piling up under --concurrency), and its traceback
+    was the event loop's, not the agent's."""
+    from tests.monitor.offline.agents import ASYNC_CANCELLED, hanging_async_agent
+
+    ASYNC_CANCELLED.clear()
+    judge = Judge(load_dataset_rules(dataset, [support_rules]))
+    with Harness(agent_name="support") as h:
+        result = run_eval(read_cases(dataset)[:1], hanging_async_agent, judge, h, timeout_s=0.3)
+    (trial,) = result.trials
+    assert trial.run.timed_out and not trial.passed
+    assert ASYNC_CANCELLED.wait(1.0), "the agent's task was not cancelled at the timeout"
+    alive = [t for t in threading.enumerate() if t.name == "toolwatch-agent" and t.is_alive()]
+    assert not alive
+    assert trial.run.traceback is not None and "hanging_async_agent" in trial.run.traceback, trial.run.traceback
+    assert trial.verdict is not None and [c.outcome.value for c in trial.verdict.calls] == ["wrong_tool"]
+
+
 def test_dataset_errors_name_the_file(tmp_path: Path, support_rules: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("- id: a\n  call: [{tool: get_order_status}]\n")
