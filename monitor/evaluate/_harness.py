@@ -152,7 +152,7 @@ def run_turn(run: RunResult, traced: Sequence[Turn], agent: str) -> Turn | None:
     """The turn a run is judged by, from the turns of its trace: its own (the harness's `agent_turn`) with the calls
     of the other turns of the trace that are the same agent's (turns the agent opened itself under its own name,
     e.g. a GenAI `invoke_agent` span of a framework, nest in it) and of calls without a turn; a timed-out run's is
-    cut at the timeout (`cut_turn`).
+    cut at the timeout (`cut_turn`). Its input and answer are the run's, whole (the span's may be cut).
 
     A turn of another agent name in the trace (a sub-agent the agent called: `agent_turn(agent="other-bot")`) is
     that agent's turn, not part of the run's: `serve` and `replay` judge it on its own, against that agent's rules,
@@ -165,10 +165,13 @@ def run_turn(run: RunResult, traced: Sequence[Turn], agent: str) -> Turn | None:
     if own is None:
         return whole[0] if whole else None
     inner = [c for t in traced if t is not own and (t.turnless or t.agent == own.agent) for c in t.calls]
-    if not inner:
+    calls = tuple(sorted((*own.calls, *inner), key=lambda c: (c.start_ns, c.span_id))) if inner else own.calls
+    # The span keeps at most the content length (16,384 characters by default) of the input and of the answer, and a
+    # cut one reads as not captured: the run has both whole (a long answer's response checks were skipped, not failed).
+    answer = run.output if run.output is not None else own.output_text
+    if calls is own.calls and own.input_text == run.input_text and own.output_text == answer:
         return own
-    calls = sorted((*own.calls, *inner), key=lambda c: (c.start_ns, c.span_id))
-    return dataclasses.replace(own, calls=tuple(calls))
+    return dataclasses.replace(own, calls=calls, input_text=run.input_text, output_text=answer)
 
 
 class _AsyncRun:

@@ -161,6 +161,35 @@ def test_an_async_agent_past_its_timeout_is_cancelled_not_left_running(dataset: 
     assert trial.verdict is not None and [c.outcome.value for c in trial.verdict.calls] == ["wrong_tool"]
 
 
+def test_a_long_input_and_answer_are_judged_whole(tmp_path: Path, support_rules: Path) -> None:
+    """The span keeps at most 16,384 characters of the input and of the answer (the content length), and a cut one
+    reads as not captured. The harness has both whole: an answer past that length had its response checks skipped
+    (a case passed whose answer lacked the required line), and an input past it made `from_input` checks fail."""
+    from tests.monitor.offline.agents import EXECUTOR
+
+    pad = "x" * 20_000
+    dataset = tmp_path / "cases.yaml"
+    dataset.write_text(
+        f"- id: long-answer\n  input: where is order 1\n  call: [{{tool: get_order_status}}]\n"
+        f"  respond: [{{regex: '(?m)^Result: '}}]\n"
+        f"- id: long-answer-ok\n  input: where is order 2\n  call: [{{tool: get_order_status}}]\n"
+        f"  respond: [{{regex: '(?m)^Result: '}}]\n"
+        f"- id: long-input\n  input: '{pad} where is order 3 {pad}'\n"
+        f"  call: [{{tool: get_order_status, args: {{order_id: {{from_input: 'order (\\d+)'}}}}}}]\n",
+        encoding="utf-8")
+
+    def verbose_agent(text: str) -> str:
+        n = text.split("order ")[1].split()[0]
+        EXECUTOR.execute("get_order_status", {"order_id": n})
+        return pad + ("\nResult: shipped" if n == "2" else "")
+
+    judge = Judge(load_dataset_rules(dataset, [support_rules]))
+    with Harness(agent_name="support") as h:
+        result = run_eval(read_cases(dataset), verbose_agent, judge, h)
+    got = {t.case.key: (t.passed, t.verdict.response_ok if t.verdict else None) for t in result.trials}
+    assert got == {"long-answer": (False, False), "long-answer-ok": (True, True), "long-input": (True, None)}, got
+
+
 def test_dataset_errors_name_the_file(tmp_path: Path, support_rules: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("- id: a\n  call: [{tool: get_order_status}]\n")
