@@ -210,7 +210,7 @@ def _run_scenario(path: str, agent: Any, rules: tuple[str, ...], agent_name: str
         judge = build_judge(sf, [Path(r) for r in rules])
     except (ScenarioError, RuleFileError) as exc:
         # Errors of a step name the scenario file and carry their own hint; the dataset's --rules hint does not fit.
-        hint = f"\nhint: {exc.hint}" if isinstance(exc, ScenarioError) and exc.hint else ""
+        hint = "".join(f"\nhint: {h}" for h in exc.hint.splitlines()) if isinstance(exc, ScenarioError) else ""
         click.echo(f"error: {exc}{hint}", err=True)
         raise SystemExit(2) from exc
     name = default_agent_name(judge.agents, agent_name or sf.agent)
