@@ -214,6 +214,8 @@ def _call_agent(fn: AgentFn, text: str, extra: dict[str, Any], run: _AsyncRun) -
 async def _await(aw: Any, run: _AsyncRun) -> Any:
     task = asyncio.current_task()
     if task is not None and not run.started(asyncio.get_running_loop(), task):
+        if inspect.iscoroutine(aw):
+            aw.close()  # never run: closed, not left 'never awaited'
         raise asyncio.CancelledError("timed out before it started")
     return await aw
 

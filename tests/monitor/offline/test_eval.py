@@ -161,6 +161,37 @@ def test_an_async_agent_past_its_timeout_is_cancelled_not_left_running(dataset: 
     assert trial.verdict is not None and [c.outcome.value for c in trial.verdict.calls] == ["wrong_tool"]
 
 
+def test_an_async_agent_whose_coroutine_comes_after_the_timeout_is_not_started(dataset: Path,
+                                                                               support_rules: Path) -> None:
+    """An agent whose synchronous part outlasts the timeout, then returns a coroutine: that coroutine is not run
+    (the run was cancelled before it started), and closed, not left 'never awaited'."""
+    import gc
+    import time
+    import warnings
+
+    ran = threading.Event()
+
+    async def late() -> str:
+        ran.set()
+        return "Order 1 has shipped."
+
+    def slow_then_async(text: str) -> object:
+        time.sleep(0.4)
+        return late()
+
+    judge = Judge(load_dataset_rules(dataset, [support_rules]))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with Harness(agent_name="support") as h:
+            (trial,) = run_eval(read_cases(dataset)[:1], slow_then_async, judge, h, timeout_s=0.1).trials
+        for t in threading.enumerate():
+            if t.name == "toolwatch-agent":
+                t.join(5)
+        gc.collect()
+    assert trial.run.timed_out and not ran.is_set()
+    assert not [w for w in caught if "never awaited" in str(w.message)], [str(w.message) for w in caught]
+
+
 def test_a_long_input_and_answer_are_judged_whole(tmp_path: Path, support_rules: Path) -> None:
     """The span keeps at most 16,384 characters of the input and of the answer (the content length), and a cut one
     reads as not captured. The harness has both whole: an answer past that length had its response checks skipped
