@@ -142,8 +142,8 @@ def _run_dataset(dataset: str, agent: Any, rules: tuple[str, ...], agent_name: s
                  concurrency: int, timeout_s: float | None, builder: ReportBuilder, no_progress: bool
                  ) -> tuple[list[Table], list[str], dict[str, float | None], list[str]]:
     try:
+        judge = Judge(load_dataset_rules(dataset, rules, agent=agent_name))  # every problem of the files, at once
         cases = read_cases(dataset)
-        judge = Judge(load_dataset_rules(dataset, rules, agent=agent_name))
     except RuleFileError as exc:
         _fail_load(exc, rules)
         raise
@@ -210,7 +210,7 @@ def _run_scenario(path: str, agent: Any, rules: tuple[str, ...], agent_name: str
         judge = build_judge(sf, [Path(r) for r in rules])
     except (ScenarioError, RuleFileError) as exc:
         # Errors of a step name the scenario file and carry their own hint; the dataset's --rules hint does not fit.
-        hint = f"\nhint: {exc.hint}" if isinstance(exc, ScenarioError) and exc.hint else ""
+        hint = "".join(f"\nhint: {h}" for h in exc.hint.splitlines()) if isinstance(exc, ScenarioError) else ""
         click.echo(f"error: {exc}{hint}", err=True)
         raise SystemExit(2) from exc
     name = default_agent_name(judge.agents, agent_name or sf.agent)

@@ -23,6 +23,8 @@ from typing import Any
 import yaml
 
 from monitor.rules import RuleFileError, RuleSet, load_rules, load_yaml, read_json_lines, read_text
+from monitor.rules._errors import raise_all
+from monitor.rules._yaml import Marks
 
 
 @dataclass(slots=True, frozen=True)
@@ -33,45 +35,56 @@ class Case:
     input_text: str
 
 
-def _read_items(path: Path) -> tuple[list[Any], Path | None]:
-    """The case items, and the file that holds them when the dataset is a rule file naming a cases file."""
+Where = tuple[str | int, ...]
+
+
+def _read_items(path: Path) -> tuple[list[Any], Marks, Where]:
+    """The case items, where they sit (the file that holds them: the dataset, or the cases file a rule file names)
+    and their path in it."""
     text = read_text(path)
     if path.suffix in (".jsonl", ".ndjson"):
-        return read_json_lines(text, str(path))[0], None
-    data, _ = load_yaml(text, str(path))
+        items, marks = read_json_lines(text, str(path))
+        return items, marks, ()
+    data, marks = load_yaml(text, str(path))
     if isinstance(data, dict):
         cases = data.get("cases", [])
         if isinstance(cases, str):
-            inner = path.parent / cases
-            return _read_items(inner)[0], inner
-        return list(cases) if isinstance(cases, list) else [], None
-    return (list(data) if isinstance(data, list) else []), None
+            return _read_items(path.parent / cases)
+        return (list(cases) if isinstance(cases, list) else []), marks, ("cases",)
+    return (list(data) if isinstance(data, list) else []), marks, ()
 
 
-def read_cases(path: str | Path) -> list[Case]:
-    """The runnable cases of a dataset, in file order; every case needs an `input`. Each case's key is its id,
-    else `#<n>` (its position; `#<n>.<k>` when a case of the dataset has that id), so no two cases of a dataset
-    share a key in a report or in pass^k."""
-    p = Path(path)
-    items, _ = _read_items(p)
+def _check_cases(items: list[Any], marks: Marks, base: Where) -> tuple[list[Case], list[RuleFileError]]:
+    """The cases of `items` and every problem that keeps one from running, each at its line and column: a case that
+    is no mapping, one without a string `input`, an id a case before it has."""
     read: list[tuple[str | None, str]] = []
-    ids: set[str] = set()
-    for n, item in enumerate(items, 1):
+    errors: list[RuleFileError] = []
+    first: dict[str, int] = {}  # id -> line of its first case
+    for i, item in enumerate(items):
+        at = (*base, i)
         if not isinstance(item, dict):
-            raise RuleFileError(str(p), 0, 0, f"case {n}", "a case is a mapping with at least `input`")
-        text = item.get("input")
-        cid = item.get("id")
+            errors.append(marks.error(at, "expected object: a case is a mapping with at least `input`"))
+            continue
+        text, cid = item.get("input"), item.get("id")
         if not isinstance(text, str):
-            raise RuleFileError(str(p), 0, 0, f"case {n}", "`input` (the text to run the agent on) is missing")
-        if cid is not None and not isinstance(cid, str):
-            cid = str(cid)
-        if cid is not None and cid in ids:
-            raise RuleFileError(str(p), 0, 0, f"case {n}", f"duplicate case id {cid!r}")
-        if cid is not None:
-            ids.add(cid)
-        read.append((cid, text))
-    if not read:
-        raise RuleFileError(str(p), 0, 0, "cases", "the dataset holds no case")
+            where = (*at, "input") if "input" in item else at
+            errors.append(marks.error(where, "`input` (the text to run the agent on) is missing or not a string"))
+        cid = None if cid is None else str(cid)
+        if cid is not None and cid in first:
+            line, column = marks.at((*at, "id"), key=True)
+            errors.append(RuleFileError(marks.file, line, column, "id",
+                                        f"duplicate case id {cid!r} (first at line {first[cid]})"))
+        elif cid is not None:
+            first[cid] = marks.at(at)[0]
+        if isinstance(text, str):
+            read.append((cid, text))
+    if not items:
+        errors.append(marks.error(base, "the dataset holds no case"))
+    return _keyed(read, set(first)), errors
+
+
+def _keyed(read: list[tuple[str | None, str]], ids: set[str]) -> list[Case]:
+    """Cases with their keys: the id, else `#<n>` (`#<n>.<k>` when a case of the dataset has that id)."""
     cases = []
     taken = set(ids)  # every id of the dataset, also those of later cases
     for n, (cid, text) in enumerate(read, 1):
@@ -86,23 +99,58 @@ def read_cases(path: str | Path) -> list[Case]:
     return cases
 
 
+def read_cases(path: str | Path) -> list[Case]:
+    """The runnable cases of a dataset, in file order; every case needs an `input`. Each case's key is its id,
+    else `#<n>` (its position; `#<n>.<k>` when a case of the dataset has that id), so no two cases of a dataset
+    share a key in a report or in pass^k. Raises RuleFileError with every problem found, each at its place."""
+    cases, errors = _check_cases(*_read_items(Path(path)))
+    raise_all(errors)
+    return cases
+
+
 def load_dataset_rules(dataset: str | Path, rules: Sequence[str | Path], *, agent: str | None = None) -> RuleSet:
     """The rule files plus the dataset's cases, compiled together (cases override rules for their turns).
 
     Each case of the dataset is also found by its `Case.key` (see read_cases), so a case without an id is
-    judged with its own expectation, not with that of the first case of the same input."""
+    judged with its own expectation, not with that of the first case of the same input. Raises RuleFileError with
+    every problem of the files and of the dataset's cases (read_cases's) at once."""
     p = Path(dataset).resolve()
+    try:
+        cases, problems = _check_cases(*_read_items(p))
+    except RuleFileError as exc:  # the dataset does not read: the rule loader, reading it too, says why
+        cases, problems = None, [exc]
+    try:
+        ruleset = _load(p, rules, agent)
+    except RuleFileError as exc:
+        raise_all(_merged(problems if cases is not None else [], list(exc.errors)))
+        raise
+    raise_all(problems)
+    assert cases is not None
+    return _by_key(ruleset, cases)
+
+
+def _merged(problems: list[RuleFileError], loader: list[RuleFileError]) -> list[RuleFileError]:
+    """The dataset's problems and the rule loader's, each once: the loader's duplicate case ids are the dataset's
+    (which name the first case), and a case the loader found to be no mapping or of a wrong type is reported by it."""
+    taken = {(e.file, e.line, e.column) for e in loader}
+    mine = [e for e in problems if not (e.message.startswith("expected object") and (e.file, e.line, e.column) in taken)
+            and not (e.key.endswith("input") and (e.file, e.line, e.column) in taken)]
+    dup = {(e.file, e.line) for e in mine if e.message.startswith("duplicate case id")}
+    theirs = [e for e in loader if not (e.message.startswith("duplicate case id") and (e.file, e.line) in dup)]
+    return sorted([*mine, *theirs], key=lambda e: (e.file, e.line, e.column))
+
+
+def _load(p: Path, rules: Sequence[str | Path], agent: str | None) -> RuleSet:
     head = load_yaml(read_text(p), str(p))[0] if p.suffix not in (".jsonl", ".ndjson") else None
     if isinstance(head, dict):
-        return _by_key(load_rules([*rules, p]), read_cases(p))
+        return load_rules([*rules, p])
     with tempfile.TemporaryDirectory(prefix="toolwatch-eval-") as tmp:
         wrapper = Path(tmp) / "dataset.yaml"
         doc: dict[str, Any] = {"version": 1, "cases": str(p)}
         if agent:
             doc["agent"] = agent
         wrapper.write_text(yaml.safe_dump(doc), encoding="utf-8")
-        ruleset = load_rules([*rules, wrapper])
-    return _by_key(ruleset, read_cases(p))
+        return load_rules([*rules, wrapper])
 
 
 def _by_key(ruleset: RuleSet, cases: list[Case]) -> RuleSet:

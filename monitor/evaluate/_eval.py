@@ -111,7 +111,8 @@ def run_eval(
         for turn in harness.collect(final=final):
             turns.setdefault(turn.trace_id, []).append(turn)
 
-    with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="toolwatch-eval") as pool:
+    pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="toolwatch-eval")
+    try:
         futures = {
             pool.submit(harness.run, agent, case.input_text, case_id=case.key, timeout_s=timeout_s): i
             for i, (case, _) in enumerate(work)
@@ -124,6 +125,10 @@ def run_eval(
                 on_run(runs[i])
             if n % COLLECT_EVERY == 0:
                 gather(final=False)
+    except BaseException:  # Ctrl-C (or a failing callback): the runs not started are not run, not waited for
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
     gather(final=True)
     result = EvalResult(trials)
     for i, (case, t) in enumerate(work):

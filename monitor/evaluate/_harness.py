@@ -12,7 +12,8 @@ Calls that belong to no run (a tool called in a thread started without the OpenT
 trace of its own) are released as turnless turns, as `serve` releases them: `stray_turns` picks them out so that
 eval and scenarios judge them alone, as serve and replay do, rather than losing them.
 
-A run past its timeout is abandoned (Python cannot stop a thread) but not forgotten: its turn is the calls
+A run past its timeout is abandoned (Python cannot stop a thread; an async agent's task is cancelled) but not
+forgotten: its turn is the calls
 of its trace that had ended by the timeout, with no output (`cut_turn`), judged like any other. A run
 that raised (any exception, CancelledError and SystemExit too) keeps the formatted traceback (a timed-out one:
 the agent's stack at the timeout), bounded.
@@ -48,6 +49,7 @@ AgentFn = Callable[..., Any]
 MAX_BUFFERED_SPANS = 1_000_000
 DEFAULT_TIMEOUT_S = 60.0  # per run, for eval and probe
 TRACEBACK_FRAMES = 20  # the innermost frames kept of an agent's traceback
+CANCEL_GRACE_S = 1.0  # how long an async agent cancelled at its timeout is waited for (for its traceback)
 TRACEBACK_CHARS = 8192  # and at most this much of its text (the end: the exception and the innermost frames)
 
 
@@ -150,7 +152,7 @@ def run_turn(run: RunResult, traced: Sequence[Turn], agent: str) -> Turn | None:
     """The turn a run is judged by, from the turns of its trace: its own (the harness's `agent_turn`) with the calls
     of the other turns of the trace that are the same agent's (turns the agent opened itself under its own name,
     e.g. a GenAI `invoke_agent` span of a framework, nest in it) and of calls without a turn; a timed-out run's is
-    cut at the timeout (`cut_turn`).
+    cut at the timeout (`cut_turn`). Its input and answer are the run's, whole (the span's may be cut).
 
     A turn of another agent name in the trace (a sub-agent the agent called: `agent_turn(agent="other-bot")`) is
     that agent's turn, not part of the run's: `serve` and `replay` judge it on its own, against that agent's rules,
@@ -163,20 +165,58 @@ def run_turn(run: RunResult, traced: Sequence[Turn], agent: str) -> Turn | None:
     if own is None:
         return whole[0] if whole else None
     inner = [c for t in traced if t is not own and (t.turnless or t.agent == own.agent) for c in t.calls]
-    if not inner:
+    calls = tuple(sorted((*own.calls, *inner), key=lambda c: (c.start_ns, c.span_id))) if inner else own.calls
+    # The span keeps at most the content length (16,384 characters by default) of the input and of the answer, and a
+    # cut one reads as not captured: the run has both whole (a long answer's response checks were skipped, not failed).
+    answer = run.output if run.output is not None else own.output_text
+    if calls is own.calls and own.input_text == run.input_text and own.output_text == answer:
         return own
-    calls = sorted((*own.calls, *inner), key=lambda c: (c.start_ns, c.span_id))
-    return dataclasses.replace(own, calls=tuple(calls))
+    return dataclasses.replace(own, calls=calls, input_text=run.input_text, output_text=answer)
 
 
-def _call_agent(fn: AgentFn, text: str, extra: dict[str, Any]) -> Any:
+class _AsyncRun:
+    """The event loop and task of an async agent's run, so that a run past its timeout can be cancelled (a thread
+    cannot be stopped; a task can)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task[Any] | None = None
+        self._cancelled = False
+
+    def started(self, loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any]) -> bool:
+        """Records the run's task; False when the run was cancelled before it started."""
+        with self._lock:
+            self._loop, self._task = loop, task
+            return not self._cancelled
+
+    def cancel(self) -> bool:
+        """Cancels the task (from another thread); False when there is none (a sync agent, or not started yet)."""
+        with self._lock:
+            self._cancelled = True
+            loop, task = self._loop, self._task
+        if loop is None or task is None:
+            return False
+        try:
+            loop.call_soon_threadsafe(task.cancel)
+        except RuntimeError:  # the loop has closed: the run ended meanwhile
+            return False
+        return True
+
+
+def _call_agent(fn: AgentFn, text: str, extra: dict[str, Any], run: _AsyncRun) -> Any:
     result = fn(text, **extra)
     if inspect.isawaitable(result):
-        return asyncio.run(_await(result))
+        return asyncio.run(_await(result, run))
     return result
 
 
-async def _await(aw: Any) -> Any:
+async def _await(aw: Any, run: _AsyncRun) -> Any:
+    task = asyncio.current_task()
+    if task is not None and not run.started(asyncio.get_running_loop(), task):
+        if inspect.iscoroutine(aw):
+            aw.close()  # never run: closed, not left 'never awaited'
+        raise asyncio.CancelledError("timed out before it started")
     return await aw
 
 
@@ -225,6 +265,7 @@ class Harness:
         done = RunResult(text, case_id)  # what the agent's thread writes; copied into `result` if it finished
         ids: list[str] = []  # trace and span id of the turn, as soon as it is open
         kwargs = dict(extra or {})
+        async_run = _AsyncRun()
 
         def body() -> None:
             started = time.perf_counter()
@@ -232,7 +273,7 @@ class Harness:
                 with agent_turn(text, agent=self.agent_name, case_id=case_id, conversation_id=conversation_id) as turn:
                     ctx = trace.get_current_span().get_span_context()
                     ids[:] = [f"{ctx.trace_id:032x}", f"{ctx.span_id:016x}"]
-                    out = _call_agent(fn, text, kwargs)
+                    out = _call_agent(fn, text, kwargs, async_run)
                     if isinstance(out, str):
                         done.output = out
                         turn.set_output(out)
@@ -264,6 +305,10 @@ class Harness:
                 result.error = f"timed out after {timeout_s:g} s"
                 result.traceback = _thread_stack(worker)
                 result.duration_s = timeout_s
+                if async_run.cancel():  # an async agent: cancelled; its CancelledError shows where it was waiting
+                    worker.join(CANCEL_GRACE_S)
+                    if not worker.is_alive() and done.traceback:
+                        result.traceback = _bounded(f"Cancelled at the timeout:\n{done.traceback}")
                 return result
         result.trace_id, result.span_id = ids if ids else ("", "")
         self._note_run(result.trace_id)

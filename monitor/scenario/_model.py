@@ -27,17 +27,20 @@ files declare may be called any number of times (a made-up tool or invalid argum
 turn's `gen_ai.tool.definitions` counts as an extra call there.
 `tool_calls` bounds that no run can meet with the step's `calls` (a max under the sum of their minimums, a min over
 the sum of their maximums: a call past those is extra and fails the step) are errors, as `none: true` with a min is.
-Errors name the file, line and column, the scenario and the step. Unknown keys, and values of the wrong type, are
+Errors name the file, line and column, the scenario and the step; every step in error is reported at once (with
+its first problem). Unknown keys, and values of the wrong type, are
 errors at every level; a key given as null is left out.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from monitor.rules import RuleFileError, read_text
+from monitor.rules._errors import MAX_REPORTED
 from monitor.rules._yaml import Marks, load_yaml
 
 FILE_KEYS = frozenset({"agent", "rules", "scenarios"})
@@ -53,9 +56,29 @@ YamlPath = tuple[str | int, ...]
 class ScenarioError(ValueError):
     """A scenario file that cannot be used; the message names the file and the place, `hint` what to do."""
 
-    def __init__(self, message: str, hint: str = "") -> None:
+    def __init__(self, message: str, hint: str = "", errors: Sequence[ScenarioError] = ()) -> None:
         super().__init__(message)
         self.hint = hint
+        self.errors: tuple[ScenarioError, ...] = tuple(errors) or (self,)  # every problem found (this one alone)
+
+    @classmethod
+    def of(cls, errors: Sequence[ScenarioError]) -> ScenarioError:
+        """One error for several (found in one pass, so that a user fixes them all in one go): their messages a line
+        each, at most MAX_REPORTED, and their hints, each once."""
+        found = [e for error in errors for e in error.errors]
+        if len(found) == 1:
+            return found[0]
+        shown = [str(e) for e in found[:MAX_REPORTED]]
+        if len(found) > MAX_REPORTED:
+            shown.append(f"... and {len(found) - MAX_REPORTED} more")
+        hints = dict.fromkeys(e.hint for e in found if e.hint)
+        return cls("\n".join(shown), "\n".join(hints), found)
+
+
+def raise_all(errors: Sequence[ScenarioError]) -> None:
+    """Raise the errors found, as one ScenarioError; nothing when there is none."""
+    if errors:
+        raise ScenarioError.of(errors)
 
 
 @dataclass(slots=True, frozen=True)
@@ -263,7 +286,14 @@ def _scenario(raw: Any, n: int, where: _Where, path: YamlPath) -> Scenario:
     elif not isinstance(name, str) or not name:
         raise here.error((*path, "name"), f"`name` is a non-empty string, got {name!r}")
     where = where.at(name)
-    return Scenario(name, tuple(_step(s, i, where, (*path, "steps", i - 1)) for i, s in enumerate(raw["steps"], 1)))
+    steps, errors = [], []
+    for i, s in enumerate(raw["steps"], 1):  # each step in error is reported (with its first problem)
+        try:
+            steps.append(_step(s, i, where, (*path, "steps", i - 1)))
+        except ScenarioError as exc:
+            errors.append(exc)
+    raise_all(errors)
+    return Scenario(name, tuple(steps))
 
 
 def _agent(agent: Any, where: _Where) -> str | None:
@@ -311,11 +341,20 @@ def load_scenarios(path: str | Path) -> ScenarioFile:
     if not isinstance(raw_list, list) or not raw_list:
         raise where.error(base, "no scenario (give `scenarios: [...]` or `steps: [...]`)")
     out = ScenarioFile(p, _agent(data.get("agent"), where), _rules(data.get("rules"), p, where), marks=marks)
-    out.scenarios = [_scenario(s, i, where, (*base, i - 1) if base else ()) for i, s in enumerate(raw_list, 1)]
+    errors: list[ScenarioError] = []
     seen: dict[str, int] = {}
-    for i, s in enumerate(out.scenarios):
-        if s.name in seen:
+    for i, raw in enumerate(raw_list):
+        try:
+            scenario = _scenario(raw, i + 1, where, (*base, i) if base else ())
+        except ScenarioError as exc:
+            errors += exc.errors
+            continue
+        if scenario.name in seen:
             at = (*base, i, "name") if base else ("name",)
-            raise where.error(at, f"duplicate scenario name {s.name!r} (first at scenario {seen[s.name] + 1})")
-        seen[s.name] = i
+            errors.append(where.error(at, f"duplicate scenario name {scenario.name!r} (first at scenario "
+                                          f"{seen[scenario.name] + 1})"))
+            continue
+        seen[scenario.name] = i
+        out.scenarios.append(scenario)
+    raise_all(errors)
     return out

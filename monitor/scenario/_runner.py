@@ -70,11 +70,11 @@ def build_judge(sf: ScenarioFile, extra_rules: list[Path] | None = None) -> Judg
         try:
             return Judge(load_rules([*rules, wrapper]))
         except RuleFileError as exc:
-            if exc.file == str(cases) and 1 <= exc.line <= len(steps):
-                raise _step_error(sf, *steps[exc.line - 1], exc, rules) from None
-            if exc.file == str(wrapper):
-                raise _error_at(sf, ("agent",), f"agent: {exc.message}") from None
-            raise
+            pairs = [(e.file == str(cases) and 1 <= e.line <= len(steps), e) for e in exc.errors]
+            if not all(of_step or e.file == str(wrapper) for of_step, e in pairs):
+                raise  # a rule file's errors (with the steps' ones, if any, in the file they are in)
+            raise ScenarioError.of([_step_error(sf, *steps[e.line - 1], e, rules) if of_step else
+                                    _error_at(sf, ("agent",), f"agent: {e.message}") for of_step, e in pairs]) from None
 
 
 def _write_cases(sf: ScenarioFile, steps: list[tuple[Scenario, Step]], tools: tuple[str, ...], cases: Path) -> None:

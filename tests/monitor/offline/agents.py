@@ -227,3 +227,33 @@ def exiting_agent(text: str, history: list[dict[str, str]] | None = None) -> str
     m = _ORDER.search(text)
     EXECUTOR.execute("get_order_status", {"order_id": m.group(1) if m else ""})
     sys.exit(3)
+
+
+def logging_slow_agent(text: str) -> str:
+    """Appends a line to the file named by TOOLWATCH_TEST_RUN_LOG as each run starts, then answers after 0.5 s."""
+    import os
+
+    with open(os.environ["TOOLWATCH_TEST_RUN_LOG"], "a", encoding="utf-8") as fh:
+        fh.write(text + "\n")
+    time.sleep(0.5)
+    return support_agent(text)
+
+
+ASYNC_CANCELLED = threading.Event()  # set when hanging_async_agent's await is cancelled
+
+
+async def hanging_async_agent(text: str) -> str:
+    """Calls the wrong tool, then awaits a model reply that takes 3 s (the right call comes after it); sets
+    ASYNC_CANCELLED when that await is cancelled."""
+    import asyncio
+
+    m = _ORDER.search(text)
+    n = m.group(1) if m else ""
+    EXECUTOR.execute("get_shipping_eta", {"order_id": n})
+    try:
+        await asyncio.sleep(3)
+    except asyncio.CancelledError:
+        ASYNC_CANCELLED.set()
+        raise
+    EXECUTOR.execute("get_order_status", {"order_id": n})
+    return f"Order {n} has shipped."

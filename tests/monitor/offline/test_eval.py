@@ -19,7 +19,7 @@ from monitor.evaluate import Harness, RunResult, load_dataset_rules, read_cases,
 from monitor.evaluate._harness import run_turn
 from monitor.judge import Judge
 from monitor.replay import Replayer, replay_files
-from monitor.rules import load_rules
+from monitor.rules import RuleFileError, load_rules
 from monitor.scenario import build_judge, load_scenarios, run_scenarios
 from monitor.verdict import TurnVerdict
 from tests.monitor.offline.agents import reset_flaky
@@ -142,6 +142,85 @@ def test_an_agent_ended_by_a_base_exception_fails_its_trials_and_the_eval_goes_o
         assert trial.verdict is not None and [c.outcome.value for c in trial.verdict.calls] == ["correct"]
 
 
+def test_an_async_agent_past_its_timeout_is_cancelled_not_left_running(dataset: Path, support_rules: Path) -> None:
+    """A sync agent's thread cannot be stopped, but an async agent's task can: it was left running after its timeout
+    (its thread and its model calls went on, a thread per hung run piling up under --concurrency), and its traceback
+    was the event loop's, not the agent's."""
+    from tests.monitor.offline.agents import ASYNC_CANCELLED, hanging_async_agent
+
+    ASYNC_CANCELLED.clear()
+    judge = Judge(load_dataset_rules(dataset, [support_rules]))
+    with Harness(agent_name="support") as h:
+        result = run_eval(read_cases(dataset)[:1], hanging_async_agent, judge, h, timeout_s=0.3)
+    (trial,) = result.trials
+    assert trial.run.timed_out and not trial.passed
+    assert ASYNC_CANCELLED.wait(1.0), "the agent's task was not cancelled at the timeout"
+    alive = [t for t in threading.enumerate() if t.name == "toolwatch-agent" and t.is_alive()]
+    assert not alive
+    assert trial.run.traceback is not None and "hanging_async_agent" in trial.run.traceback, trial.run.traceback
+    assert trial.verdict is not None and [c.outcome.value for c in trial.verdict.calls] == ["wrong_tool"]
+
+
+def test_an_async_agent_whose_coroutine_comes_after_the_timeout_is_not_started(dataset: Path,
+                                                                               support_rules: Path) -> None:
+    """An agent whose synchronous part outlasts the timeout, then returns a coroutine: that coroutine is not run
+    (the run was cancelled before it started), and closed, not left 'never awaited'."""
+    import gc
+    import time
+    import warnings
+
+    ran = threading.Event()
+
+    async def late() -> str:
+        ran.set()
+        return "Order 1 has shipped."
+
+    def slow_then_async(text: str) -> object:
+        time.sleep(0.4)
+        return late()
+
+    judge = Judge(load_dataset_rules(dataset, [support_rules]))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with Harness(agent_name="support") as h:
+            (trial,) = run_eval(read_cases(dataset)[:1], slow_then_async, judge, h, timeout_s=0.1).trials
+        for t in threading.enumerate():
+            if t.name == "toolwatch-agent":
+                t.join(5)
+        gc.collect()
+    assert trial.run.timed_out and not ran.is_set()
+    assert not [w for w in caught if "never awaited" in str(w.message)], [str(w.message) for w in caught]
+
+
+def test_a_long_input_and_answer_are_judged_whole(tmp_path: Path, support_rules: Path) -> None:
+    """The span keeps at most 16,384 characters of the input and of the answer (the content length), and a cut one
+    reads as not captured. The harness has both whole: an answer past that length had its response checks skipped
+    (a case passed whose answer lacked the required line), and an input past it made `from_input` checks fail."""
+    from tests.monitor.offline.agents import EXECUTOR
+
+    pad = "x" * 20_000
+    dataset = tmp_path / "cases.yaml"
+    dataset.write_text(
+        f"- id: long-answer\n  input: where is order 1\n  call: [{{tool: get_order_status}}]\n"
+        f"  respond: [{{regex: '(?m)^Result: '}}]\n"
+        f"- id: long-answer-ok\n  input: where is order 2\n  call: [{{tool: get_order_status}}]\n"
+        f"  respond: [{{regex: '(?m)^Result: '}}]\n"
+        f"- id: long-input\n  input: '{pad} where is order 3 {pad}'\n"
+        f"  call: [{{tool: get_order_status, args: {{order_id: {{from_input: 'order (\\d+)'}}}}}}]\n",
+        encoding="utf-8")
+
+    def verbose_agent(text: str) -> str:
+        n = text.split("order ")[1].split()[0]
+        EXECUTOR.execute("get_order_status", {"order_id": n})
+        return pad + ("\nResult: shipped" if n == "2" else "")
+
+    judge = Judge(load_dataset_rules(dataset, [support_rules]))
+    with Harness(agent_name="support") as h:
+        result = run_eval(read_cases(dataset), verbose_agent, judge, h)
+    got = {t.case.key: (t.passed, t.verdict.response_ok if t.verdict else None) for t in result.trials}
+    assert got == {"long-answer": (False, False), "long-answer-ok": (True, True), "long-input": (True, None)}, got
+
+
 def test_dataset_errors_name_the_file(tmp_path: Path, support_rules: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("- id: a\n  call: [{tool: get_order_status}]\n")
@@ -176,6 +255,48 @@ def test_a_bad_dataset_is_a_located_error(tmp_path: Path, support_rules: Path, n
         capture_output=True, text=True, timeout=60, cwd=REPO)
     assert res.returncode == 2, res.stderr[-3000:]
     assert "Traceback" not in res.stderr and error in res.stderr, res.stderr[-3000:]
+
+
+BAD_CASES = [  # (file name, text, the located errors expected, each on a line of its own)
+    ("bad.yaml",
+     "- id: a\n  input: where is order 1\n  call: [{tool: get_order_status}]\n"
+     "- id: a\n  input: where is order 2\n  call: [{tool: get_order_status}]\n"
+     "- id: b\n  call: [{tool: get_order_status}]\n"
+     "- id: c\n  input: where is order 3\n  call: [{tool: lookup_order}]\n"
+     "- id: d\n  none: true\n",
+     ["bad.yaml:4:3: id: duplicate case id 'a' (first at line 1)", "bad.yaml:7:3: [2]: `input`",
+      "bad.yaml:11:17: [3].call[0].tool: unknown tool 'lookup_order'", "bad.yaml:12:3: [4]: `input`"]),
+    ("types.yaml", "- id: a\n  input: where is order 1\n  none: true\n- just a string\n- id: b\n  input: 5\n",
+     ["types.yaml:4:3: [1]: expected object", "types.yaml:6:10: [2].input: expected string"]),
+    ("bad.jsonl",
+     '{"id": "a", "input": "where is order 1", "call": [{"tool": "get_order_status"}]}\n'
+     '{"id": "a", "input": "where is order 2", "call": [{"tool": "get_order_status"}]}\n\n'
+     '{"id": "b", "call": [{"tool": "get_order_status"}]}\n',
+     ["bad.jsonl:2:1: id: duplicate case id 'a' (first at line 1)", "bad.jsonl:4:1: [2]: `input`"]),
+    ("rulefile.yaml",
+     "version: 1\ncases:\n  - id: a\n    input: where is order 1\n    none: true\n"
+     "  - id: a\n    input: where is order 2\n    none: true\n  - id: b\n    none: true\n",
+     ["rulefile.yaml:6:5: id: duplicate case id 'a' (first at line 3)", "rulefile.yaml:9:5: cases[2]: `input`"]),
+]
+
+
+@pytest.mark.parametrize("name, text, errors", BAD_CASES)
+def test_every_error_of_a_dataset_is_reported_at_once_with_its_line(tmp_path: Path, support_rules: Path, name: str,
+                                                                      text: str, errors: list[str]) -> None:
+    """A duplicate id, a case without `input` and a case that is no mapping were reported one at a time, at line 0
+    column 0 (`bad.yaml:0:0: case 2: duplicate case id 'a'`), and hid the rule loader's errors (an unknown tool)."""
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    res = CliRunner().invoke(eval_, ["--dataset", str(path), "--rules", str(support_rules), "--agent",
+                                     "tests.monitor.offline.agents:support_agent", "--no-progress"])
+    assert res.exit_code == 2, res.output
+    lines = res.output.splitlines()
+    for error in errors:
+        assert any(error in line for line in lines), (error, res.output)
+    assert ":0:0:" not in res.output and len([ln for ln in lines if f"{name}:" in ln]) == len(errors), res.output
+    with pytest.raises(RuleFileError) as raised:
+        read_cases(path)
+    assert all(e.line > 0 for e in raised.value.errors)
 
 
 @pytest.fixture
@@ -401,6 +522,36 @@ def _hang_dataset(path: Path, orders: range) -> Path:
                             f"  call: [{{tool: get_order_status, exactly: 1, args: {{order_id: '{n}'}}}}]\n"
                             for n in orders), encoding="utf-8")
     return path
+
+
+@pytest.mark.parametrize("concurrency", ["1", "2"])
+def test_ctrl_c_stops_an_eval_without_running_the_cases_not_started(support_rules: Path, tmp_path: Path,
+                                                                    concurrency: str) -> None:
+    """Ctrl-C waited for every case still queued to run (100 cases of 0.5 s: some 50 s, then `Aborted!`)."""
+    import signal
+    import time
+
+    dataset = _hang_dataset(tmp_path / "cases.yaml", range(1, 101))
+    log = tmp_path / "runs.log"
+    log.touch()
+    code = ("import signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+            "from monitor.cli import main; main()")
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, "eval", "--dataset", str(dataset), "--rules", str(support_rules), "--agent",
+         "tests.monitor.offline.agents:logging_slow_agent", "--concurrency", concurrency, "--no-progress"],
+        cwd=REPO, env={**os.environ, "TOOLWATCH_TEST_RUN_LOG": str(log)}, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not log.read_text() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert log.read_text(), "no run started"
+    proc.send_signal(signal.SIGINT)
+    sent = time.monotonic()
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode != 0 and "Aborted" in err, err[-2000:]
+    runs = len(log.read_text().splitlines())
+    assert runs <= 2 * int(concurrency) + 1, f"{runs} runs after Ctrl-C, {time.monotonic() - sent:.1f} s"
+
 
 
 def _join_agent_threads() -> None:

@@ -311,3 +311,58 @@ def test_a_step_whose_agent_calls_sys_exit_fails_and_the_next_step_still_runs(tm
         for s in run.steps:
             assert "agent raised SystemExit: 3" in s.reason, s.reason
             assert s.verdict is not None and [c.outcome for c in s.verdict.calls] == [Outcome.CORRECT]
+
+
+MANY_ERRORS = """
+rules: [support.yaml]
+scenarios:
+  - name: one
+    steps:
+      - user: where is order 1
+        expect: {calls: [{tool: get_order_status}], colour: red}
+      - user: where is order 2
+        expect: {calls: [{tool: get_order_status}]}
+      - user: 5
+  - name: two
+    steps:
+      - user: where is order 3
+        expect: {tool_calls: {min: 3, max: 1}}
+"""
+
+MANY_BAD_CHECKS = """
+rules: [support.yaml]
+scenarios:
+  - name: one
+    steps:
+      - user: where is order 1
+        expect: {calls: [{tool: get_order_statuz}]}
+      - user: where is order 2
+        expect: {calls: [{tool: get_order_status}]}
+  - name: two
+    steps:
+      - user: where is order 3
+        expect: {calls: [{tool: get_order_status, args: {order_id: {regex: '('}}}]}
+      - user: where is order 4
+        expect: {calls: [{tool: lookup}]}
+"""
+
+
+def test_every_bad_step_of_a_scenario_file_is_reported_at_once(tmp_path: Path, support_rules: Path) -> None:
+    """A scenario file's errors, and the errors of its steps' checks, came one at a time: the first only."""
+    p = _write(tmp_path, MANY_ERRORS, support_rules)
+    with pytest.raises(ScenarioError) as info:
+        load_scenarios(p)
+    lines = str(info.value).splitlines()
+    assert len(lines) == 3, lines
+    assert lines[0].startswith(f"{p}:7:53: one, step 1: unknown key 'colour'"), lines
+    assert lines[1] == f"{p}:10:9: one, step 3: a step is a mapping with a `user` message", lines
+    assert lines[2] == f"{p}:14:36: two, step 1: tool_calls min 3 is greater than max 1", lines
+
+    p = _write(tmp_path, MANY_BAD_CHECKS, support_rules, "checks.yaml")
+    args = ["--scenario", str(p), "--agent", "tests.monitor.offline.agents:memory_agent", "--no-progress"]
+    res = CliRunner().invoke(eval_, args)
+    assert res.exit_code == 2, res.output
+    assert f"error: {p}:7:33: one, step 1, call 1: unknown tool 'get_order_statuz'" in res.output, res.output
+    assert f"{p}:13:76: two, step 1, call 1: invalid regular expression" in res.output, res.output
+    assert f"{p}:15:33: two, step 2, call 1: unknown tool 'lookup'" in res.output, res.output
+    assert res.output.count("hint: fix the tool name") == 1, res.output
