@@ -2,7 +2,7 @@
 
 from monitor.otlp._accel import accelerated
 from monitor.otlp._encode import request_to_json
-from monitor.otlp._file import FileLineError, read_jsonl
+from monitor.otlp._file import FileLineError, bounded_lines, read_jsonl
 from monitor.otlp._json import REASON_MALFORMED, decode_json, parse_json
 from monitor.otlp._protobuf import decode_protobuf, parse_protobuf
 from monitor.otlp._span import (
@@ -28,6 +28,7 @@ __all__ = [
     "Span",
     "SpanEvent",
     "accelerated",
+    "bounded_lines",
     "decode_json",
     "decode_protobuf",
     "parse_json",

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, cast
 
-from monitor.otlp import Decoded, DecodeError, parse_json, parse_protobuf
+from monitor.otlp import Decoded, DecodeError, bounded_lines, parse_json, parse_protobuf
 from monitor.replay._framing import (
     ZSTD_MAGIC,
     FramingError,
@@ -308,23 +308,9 @@ def _whole_file_records(name: str, src: _Opened, framing: str, errors: list[BadR
         raise cut
 
 
-def _lines(fh: IO[bytes], limit: int) -> Iterator[bytes | None]:
-    """The lines of `fh`, each read with at most `limit` + 1 bytes held; None for a longer line (skipped)."""
-    while True:
-        line = fh.readline(limit + 1)
-        if not line:
-            return
-        if len(line) <= limit or line.endswith(b"\n"):
-            yield line
-            continue
-        while line and not line.endswith(b"\n"):  # the rest of the over-long line, a piece at a time
-            line = fh.readline(limit)
-        yield None
-
-
 def _jsonl_lines(name: str, fh: IO[bytes], errors: list[BadRecord], pos: Callable[[], int], cursor: _Cursor
                  ) -> Iterator[tuple[Decoded, int]]:
-    for lineno, line in enumerate(_lines(fh, MAX_MESSAGE_BYTES), 1):
+    for lineno, line in enumerate(bounded_lines(fh, MAX_MESSAGE_BYTES), 1):
         cursor.records = lineno
         if line is None:
             errors.append(BadRecord(name, f"line {lineno}", f"longer than {MAX_MESSAGE_BYTES} bytes: skipped"))

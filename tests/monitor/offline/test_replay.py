@@ -346,9 +346,10 @@ def test_lines_longer_than_the_message_bound_are_skipped_and_reported(
     # (corrupt, or a file that is not JSON lines) is skipped and reported, and the lines after it are replayed.
     import io
 
+    from monitor.otlp import bounded_lines
     from monitor.replay import _sources
 
-    assert list(_sources._lines(io.BytesIO(b"abc\n" + b"x" * 25 + b"\ny\n" + b"z" * 11), 10)) == [
+    assert list(bounded_lines(io.BytesIO(b"abc\n" + b"x" * 25 + b"\ny\n" + b"z" * 11), 10)) == [
         b"abc\n",
         None,
         b"y\n",
