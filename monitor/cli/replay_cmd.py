@@ -12,12 +12,12 @@ from monitor.evaluate import load_judge
 from monitor.otlp import REASON_BAD_ID
 from monitor.replay import (
     FORMATS,
-    STDIN,
     Replayer,
     ReplayStats,
     SourceError,
     detect_format,
     expand_sources,
+    is_stream,
     replay_files,
     total_bytes,
 )
@@ -73,7 +73,8 @@ def replay(sources: tuple[str, ...], rules: tuple[str, ...], fmt: str, grace: fl
     Collector file exporter's format: json writes), an OTLP protobuf file (ExportTraceServiceRequest
     messages each after a 4-byte big-endian size as the Collector's format: proto writes, or after a varint
     size, or one bare message), or a directory of them (searched recursively by suffix: .json .jsonl .ndjson /
-    .pb .bin .binpb .otlp .protobuf, optionally .gz or .zst), or - for standard input. zstd (the Collector's
+    .pb .bin .binpb .otlp .protobuf, optionally .gz or .zst), or - for standard input (a FIFO, as <(zcat
+    spans.gz) gives, is read the same way). zstd (the Collector's
     compression: zstd, of the whole file or of each message) and gzip are detected by their magic bytes.
 
     The spans go through the same decoder, turn assembler and judge as `toolwatch serve`, so the verdicts
@@ -159,7 +160,7 @@ def _format_hint(fmt: str, paths: list[Path]) -> str | None:
     """What to say when the files did not read as the --format given: the first whose content looks like the other
     kind (JSON lines vs protobuf), or that the framing may be another; None when neither applies."""
     for p in paths:
-        if p == STDIN:
+        if is_stream(p):  # read once: opened again, a FIFO would wait for a writer that is gone
             continue
         try:
             kind = detect_format(p)

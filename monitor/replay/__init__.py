@@ -10,6 +10,7 @@ from monitor.replay._sources import (
     SourceError,
     detect_format,
     expand_sources,
+    is_stream,
     read_source,
     total_bytes,
 )
@@ -27,6 +28,7 @@ __all__ = [
     "batch_gc",
     "detect_format",
     "expand_sources",
+    "is_stream",
     "read_source",
     "replay_files",
     "total_bytes",

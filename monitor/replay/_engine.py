@@ -18,7 +18,7 @@ from typing import Protocol
 from monitor.assembly import TurnAssembler
 from monitor.otlp import Decoded
 from monitor.records import Turn
-from monitor.replay._sources import FORMATS, STDIN, BadRecords, SourceError, read_source
+from monitor.replay._sources import FORMATS, BadRecords, SourceError, is_stream, read_source
 from monitor.verdict import TurnVerdict
 
 _END_NS = attrgetter("end_ns")
@@ -121,15 +121,16 @@ def _replay_paths(
     for p in paths:
         replayer.stats.files += 1
         done = 0
+        stream = is_stream(p)  # no size, no position: progress is the turns replayed
         try:
             for decoded, pos in read_source(p, replayer.stats.bad_records, fmt):
                 replayer.feed(decoded)
-                if on_progress is not None and (pos > done or p == STDIN):
+                if on_progress is not None and (pos > done or stream):
                     on_progress(pos - done)
                     done = pos
         except SourceError as exc:  # what was read before the error stays replayed
             replayer.stats.read_errors.append(str(exc))
-        if on_progress is not None and p != STDIN:
+        if on_progress is not None and not stream:
             try:
                 size = p.stat().st_size
             except OSError:

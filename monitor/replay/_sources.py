@@ -18,7 +18,9 @@ Collector's `compression: zstd`) by its magic bytes, for the whole file (the Col
 for each framed message (its legacy mode). Decompressed sizes are bounded: a line or message is at most
 MAX_MESSAGE_BYTES, a file read whole at most MAX_SINGLE_FILE_BYTES.
 
-`-` reads standard input, detected the same way, e.g. `zcat spans.gz | toolwatch replay -`.
+`-` reads standard input, detected the same way, e.g. `zcat spans.gz | toolwatch replay -`; so is a FIFO or a
+character device given by name (`toolwatch replay <(zcat spans.gz)`, a named pipe). Standard input that is a terminal
+is refused (nothing would end the wait for input); a socket or a block device is named for what it is.
 
 Each item yielded is (Decoded, bytes consumed so far in that file) so callers can show progress. A file that
 cannot be read to its end (a cut or corrupt `.gz` or zstd file, a framed file cut short or whose framing is lost,
@@ -31,6 +33,7 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import stat
 import sys
 import zlib
 from collections.abc import Callable, Iterator, Sequence
@@ -109,14 +112,44 @@ def _is_span_file(p: Path) -> bool:
     return suffix in JSON_SUFFIXES or suffix in PB_SUFFIXES
 
 
+def is_stream(p: Path) -> bool:
+    """Whether `p` is read once, front to back, with no size: standard input, a FIFO, a character device."""
+    return p == STDIN or not p.is_file()
+
+
+def _check_stream(p: Path) -> None:
+    """A source that is neither a regular file nor a directory: a FIFO or a character device is read as a stream;
+    anything else raises SourceError saying what it is."""
+    try:
+        mode = p.stat().st_mode
+    except FileNotFoundError:
+        raise SourceError(f"{p}: no such file or directory") from None
+    except OSError as exc:  # a symlink loop, a directory that cannot be searched
+        raise SourceError(f"{p}: cannot read: {exc.strerror or exc}") from None
+    if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode):
+        return
+    what = "a socket" if stat.S_ISSOCK(mode) else "a block device" if stat.S_ISBLK(mode) else "not a regular file"
+    raise SourceError(f"{p}: is {what}; give a file, a directory of them, a FIFO or - (standard input)")
+
+
+def _check_stdin() -> None:
+    if sys.stdin is None:
+        raise SourceError("standard input (-) is closed")
+    if sys.stdin.isatty():
+        raise SourceError("standard input (-) is a terminal: pipe a capture into it (zcat spans.jsonl.gz | "
+                          "toolwatch replay - ...) or give the files")
+
+
 def expand_sources(paths: Sequence[str | Path]) -> list[Path]:
-    """Files given, plus span files (by suffix) found under directories, recursively, in sorted order."""
+    """Files given, plus span files (by suffix) found under directories, recursively, in sorted order; `-` (standard
+    input), FIFOs and character devices as given."""
     out: list[Path] = []
     for raw in paths:
         p = Path(raw)
         if str(raw) == "-":
             if STDIN in out:
                 raise SourceError("standard input (-) given twice")
+            _check_stdin()
             out.append(STDIN)
         elif p.is_dir():
             found = sorted(f for f in p.rglob("*") if f.is_file() and _is_span_file(f))
@@ -127,7 +160,8 @@ def expand_sources(paths: Sequence[str | Path]) -> list[Path]:
         elif p.is_file():
             out.append(p)
         else:
-            raise SourceError(f"{p}: no such file or directory")
+            _check_stream(p)
+            out.append(p)
     return out
 
 
@@ -200,7 +234,11 @@ def _open_source(p: Path) -> Iterator[_Opened]:
             # Lines of file-exporter captures are whole export requests (often close to 1 MiB): read through a
             # large buffer, not the default 8 KiB one (about 6x less time reading in bench_replay).
             raw = stack.enter_context(open(p, "rb", buffering=LINE_BUFFER_BYTES))
-            opened = _Opened(raw, raw.tell, os.fstat(raw.fileno()).st_size, False)
+            info = os.fstat(raw.fileno())
+            if stat.S_ISREG(info.st_mode):
+                opened = _Opened(raw, raw.tell, info.st_size, False)
+            else:  # a FIFO or a device: no size, no position (as standard input)
+                opened = _Opened(raw, lambda: 0, 0, False)
             if p.suffix.lower() == ".gz":
                 gz = cast(IO[bytes], gzip.GzipFile(fileobj=raw, mode="rb"))
                 opened.fh, opened.compressed = io.BufferedReader(_Raw(b"", gz), LINE_BUFFER_BYTES), True
@@ -365,7 +403,7 @@ def read_source(p: Path, errors: list[BadRecord], fmt: str = "auto") -> Iterator
 
 
 def total_bytes(paths: Sequence[Path]) -> int | None:
-    """The bytes to read, or None when standard input is among the sources (unknown length)."""
-    if STDIN in paths:
+    """The bytes to read, or None when standard input or another stream is among the sources (unknown length)."""
+    if any(map(is_stream, paths)):
         return None
     return sum(os.path.getsize(p) for p in paths)

@@ -1,0 +1,105 @@
+"""Replay sources that are not regular files (FIFOs, process substitution, a terminal on standard input)."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import pty
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from monitor.cli.replay_cmd import replay
+from monitor.replay import expand_sources, total_bytes
+from tests.monitor.offline.agents import SUPPORT_INPUTS, support_agent
+from tests.monitor.offline.conftest import REPO, capture_spans, write_span_files
+
+ACCURACY = "Tool call accuracy: 5/9 (55.6%)"
+
+
+@pytest.fixture(scope="module")
+def batches() -> list[object]:
+    return capture_spans(support_agent, SUPPORT_INPUTS)
+
+
+@contextmanager
+def fifo_fed(path: Path, data: bytes) -> Iterator[Path]:
+    """A FIFO at `path` that a thread writes `data` to once a reader opens it (as `<(zcat spans.gz)` does)."""
+    os.mkfifo(path)
+
+    def feed() -> None:
+        try:
+            with open(path, "wb") as fh:
+                fh.write(data)
+        except BrokenPipeError:  # the reader left early (a test that failed)
+            pass
+
+    writer = threading.Thread(target=feed, daemon=True)
+    writer.start()
+    try:
+        yield path
+    finally:
+        if writer.is_alive():  # not read: open it once so the writer's open returns
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+            os.close(fd)
+        writer.join(timeout=10)
+
+
+def test_a_fifo_source_is_read_as_a_stream(batches: list[object], support_rules: Path, tmp_path: Path) -> None:
+    """`toolwatch replay <(zcat spans.jsonl.gz)` or a named pipe: refused as 'no such file or directory' before
+    (only regular files and directories were taken); now read as standard input is, detected the same way, with no
+    size (progress shows bytes read of an unknown total)."""
+    files = write_span_files(batches, tmp_path / "files")
+    for name, data in (("plain", files["jsonl"].read_bytes()), ("gz", gzip.compress(files["pb"].read_bytes()))):
+        with fifo_fed(tmp_path / f"{name}.fifo", data) as fifo:
+            assert total_bytes(expand_sources([fifo])) is None
+        with fifo_fed(tmp_path / f"{name}.cli", data) as fifo:
+            res = CliRunner().invoke(replay, [str(fifo), "--rules", str(support_rules), "-q"])
+            assert res.exit_code == 0, res.output
+            assert ACCURACY in res.output
+
+
+def test_a_fifo_that_does_not_read_as_the_format_given_is_not_reopened_for_the_hint(
+    batches: list[object], support_rules: Path, tmp_path: Path
+) -> None:
+    """The hint for a --format that does not fit reopens the sources to see what they look like: a FIFO reopened
+    waits for a writer that is gone, forever. A FIFO is not looked at again."""
+    files = write_span_files(batches, tmp_path / "files")
+    with fifo_fed(tmp_path / "spans.fifo", files["jsonl"].read_bytes()) as fifo:
+        res = CliRunner().invoke(replay, [str(fifo), "--rules", str(support_rules), "--format", "pb-be32", "-q"])
+    assert res.exit_code == 2, res.output
+    assert "--format pb-be32 was given" in res.output
+
+
+def test_a_source_that_is_neither_a_file_a_directory_nor_a_stream_is_named_for_what_it_is(
+    support_rules: Path, tmp_path: Path
+) -> None:
+    sock_path = tmp_path / "s.sock"
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(sock_path))
+        res = CliRunner().invoke(replay, [str(sock_path), "--rules", str(support_rules), "-q"])
+    assert res.exit_code == 2
+    assert "is a socket" in res.output and "no such file" not in res.output, res.output
+
+
+def test_standard_input_that_is_a_terminal_is_refused_at_once(support_rules: Path, tmp_path: Path) -> None:
+    """`toolwatch replay -` typed at a shell prompt waited for input from the terminal, silently, forever."""
+    parent, child = pty.openpty()
+    try:
+        code = "from monitor.cli import main; main()"
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+        res = subprocess.run([sys.executable, "-c", code, "replay", "-", "--rules", str(support_rules), "-q"],
+                             stdin=child, capture_output=True, text=True, timeout=60, check=False, env=env,
+                             cwd=tmp_path)
+    finally:
+        os.close(parent)
+        os.close(child)
+    assert res.returncode == 2, res.stderr
+    assert "standard input (-) is a terminal" in res.stderr
