@@ -1,9 +1,10 @@
 """How captured messages are framed and compressed: what the Collector's file exporter and protobuf tools write.
 
-- zstd (magic 28 B5 2F FD), the Collector file exporter's only compression: a whole file (its native-compression
-  feature gate: one stream, in one or more frames) or each framed message (its legacy mode). Decompressed as a
-  stream, never more than a bound at a time; a stream that ends inside a frame is an error (a cut file), and so
-  is data that is not zstd (trailing junk, a corrupt header), after the frames before it were decompressed.
+- zstd (magic 28 B5 2F FD, or a skippable frame's first), the Collector file exporter's only compression: a whole
+  file (its native-compression feature gate: one stream, in one or more frames) or each framed message (its legacy
+  mode). Decompressed as a stream, never more than a bound at a time; a stream that ends inside a frame is an error
+  (a cut file), and so is data that is not zstd (trailing junk, a corrupt header), after the frames before it were
+  decompressed.
 - a 4-byte big-endian length before each message: the Collector's `format: proto`, and its JSON when compressed
   in the legacy mode (`exportMessageAsBuffer`).
 - a base-128 varint length before each message: protobuf's `writeDelimitedTo`.
@@ -27,6 +28,13 @@ ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 ZstdError = zstandard.ZstdError
 _SKIPPABLE_TAIL = b"\x2a\x4d\x18"  # a skippable frame's magic is 50..5F 2A 4D 18
 _ZSTD_READ_BYTES = 128 * 1024
+
+
+def starts_zstd(head: bytes) -> bool:
+    """Whether data starting with `head` is zstd: a data frame's magic, or a skippable frame's (50..5F 2A 4D 18: a
+    stream may open with one, as pzstd's does). Neither starts OTLP JSON, a protobuf request or a framing (as a
+    4-byte size, past every bound)."""
+    return head[:4] == ZSTD_MAGIC or (len(head) >= 4 and head[0] & 0xF0 == 0x50 and head[1:4] == _SKIPPABLE_TAIL)
 
 
 class FramingError(ValueError):
@@ -196,7 +204,7 @@ def unzstd(payload: bytes, limit: int) -> bytes:
 
 def decode_payload(payload: bytes, limit: int) -> Decoded:
     """One framed message: zstd-compressed or not, OTLP protobuf or (a request in OTLP JSON starts with `{`) JSON."""
-    if payload[:4] == ZSTD_MAGIC:
+    if starts_zstd(payload):
         payload = unzstd(payload, limit)
     if payload[:1] == b"{":
         return parse_json(payload)
@@ -215,7 +223,7 @@ def looks_be32(head: bytes, limit: int) -> bool:
         return False
     size = int.from_bytes(head[:4], "big")
     body = head[4:]
-    return 0 < size <= limit and (body[:1] in (b"\x0a", b"{") or body.startswith(ZSTD_MAGIC))
+    return 0 < size <= limit and (body[:1] in (b"\x0a", b"{") or starts_zstd(body))
 
 
 def be32_frames(fh: IO[bytes], limit: int) -> Iterator[tuple[int, bytes]]:

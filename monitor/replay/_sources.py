@@ -50,6 +50,7 @@ from monitor.replay._framing import (
     be32_frames,
     decode_payload,
     looks_be32,
+    starts_zstd,
     varint_frames,
     zstd_stream,
 )
@@ -247,7 +248,7 @@ def _open_source(p: Path) -> Iterator[_Opened]:
             gz = cast(IO[bytes], gzip.GzipFile(fileobj=opened.fh, mode="rb"))
             opened.fh, opened.compressed = io.BufferedReader(_Raw(b"", gz), LINE_BUFFER_BYTES), True
             magic, opened.fh = _peek(opened.fh, len(ZSTD_MAGIC))
-        if magic == ZSTD_MAGIC:
+        if starts_zstd(magic):
             opened.fh, opened.compressed = zstd_stream(opened.fh, LINE_BUFFER_BYTES), True
         yield opened
 

@@ -1,4 +1,6 @@
-"""Replay sources that are not regular files (FIFOs, process substitution, a terminal on standard input)."""
+"""Replay sources that are not regular files (FIFOs, process substitution, a terminal on standard input) and
+content whose first bytes a plain check misses (a zstd stream opened by a skippable frame).
+"""
 
 from __future__ import annotations
 
@@ -14,10 +16,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+import zstandard
 from click.testing import CliRunner
 
 from monitor.cli.replay_cmd import replay
-from monitor.replay import expand_sources, total_bytes
+from monitor.replay import detect_format, expand_sources, total_bytes
 from tests.monitor.offline.agents import SUPPORT_INPUTS, support_agent
 from tests.monitor.offline.conftest import REPO, capture_spans, write_span_files
 
@@ -50,6 +53,10 @@ def fifo_fed(path: Path, data: bytes) -> Iterator[Path]:
             fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
             os.close(fd)
         writer.join(timeout=10)
+
+
+def _skippable(payload: bytes, nibble: int = 0) -> bytes:
+    return bytes([0x50 | nibble]) + b"\x2a\x4d\x18" + len(payload).to_bytes(4, "little") + payload
 
 
 def test_a_fifo_source_is_read_as_a_stream(batches: list[object], support_rules: Path, tmp_path: Path) -> None:
@@ -103,3 +110,24 @@ def test_standard_input_that_is_a_terminal_is_refused_at_once(support_rules: Pat
         os.close(child)
     assert res.returncode == 2, res.stderr
     assert "standard input (-) is a terminal" in res.stderr
+
+
+def test_a_zstd_stream_opened_by_a_skippable_frame_is_detected(
+    batches: list[object], support_rules: Path, tmp_path: Path
+) -> None:
+    """zstd was told by the magic of a data frame only: a stream that starts with a skippable frame (pzstd writes
+    one before each frame) was read as undecodable lines or protobuf. Its magic (0x50..0x5F 2A 4D 18) starts no OTLP
+    JSON, protobuf request or framing (as a 4-byte size it is past every bound) either."""
+    files = write_span_files(batches, tmp_path / "files")
+    for kind, nibble in (("jsonl", 0x0), ("pb", 0xE)):
+        content = files[kind].read_bytes()
+        half = len(content) // 2
+        packed = b"".join(_skippable(b"pzstd" * 3, nibble) + zstandard.ZstdCompressor().compress(part)
+                          for part in (content[:half], content[half:]))
+        named = tmp_path / f"packed.{kind}"
+        named.write_bytes(packed)
+        assert detect_format(named) == kind
+        for source, stdin in ((str(named), None), ("-", packed)):
+            res = CliRunner().invoke(replay, [source, "--rules", str(support_rules), "-q"], input=stdin)
+            assert res.exit_code == 0, res.output
+            assert ACCURACY in res.output
