@@ -69,6 +69,7 @@ _FIELD_1_LEN = 0x0A  # the first byte of a bare ExportTraceServiceRequest: field
 LINE_BUFFER_BYTES = 4 * 1024 * 1024
 READ_CHUNK_BYTES = 4 * 1024 * 1024
 HEAD_BYTES = 64  # read ahead to tell the format
+UTF8_BOM = b"\xef\xbb\xbf"  # before JSON, as some Windows tools write it (JSON decoding takes it)
 FORMATS = ("auto", "jsonl", "pb", "pb-be32", "pb-varint", "pb-single")
 STDIN = Path("-")
 # What reading a file can raise once it is open: I/O errors (a cut .gz: EOFError), corrupt deflate data in a .gz
@@ -260,7 +261,7 @@ def _kind(p: Path, head: bytes) -> str:
         return "pb"  # 4-byte framed messages when it compresses them (the legacy mode)
     if suffix in JSON_SUFFIXES:
         return "jsonl"
-    return "jsonl" if head.lstrip()[:1] in (b"{", b"") else "pb"
+    return "jsonl" if head.removeprefix(UTF8_BOM).lstrip()[:1] in (b"{", b"") else "pb"
 
 
 def detect_format(p: Path) -> str:

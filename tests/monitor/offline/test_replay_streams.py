@@ -1,5 +1,5 @@
 """Replay sources that are not regular files (FIFOs, process substitution, a terminal on standard input) and
-content whose first bytes a plain check misses (a zstd stream opened by a skippable frame).
+content whose first bytes a plain check misses (a zstd stream opened by a skippable frame, a UTF-8 byte order mark).
 """
 
 from __future__ import annotations
@@ -131,3 +131,19 @@ def test_a_zstd_stream_opened_by_a_skippable_frame_is_detected(
             res = CliRunner().invoke(replay, [source, "--rules", str(support_rules), "-q"], input=stdin)
             assert res.exit_code == 0, res.output
             assert ACCURACY in res.output
+
+
+def test_json_lines_after_a_utf8_byte_order_mark_are_json_without_a_suffix(
+    batches: list[object], support_rules: Path, tmp_path: Path
+) -> None:
+    """A capture saved by a tool that writes a UTF-8 byte order mark, with no .json suffix to tell its format (or
+    on standard input), was taken for protobuf: every line lost, exit 2."""
+    files = write_span_files(batches, tmp_path / "files")
+    marked = b"\xef\xbb\xbf" + files["jsonl"].read_bytes()
+    unnamed = tmp_path / "capture"
+    unnamed.write_bytes(marked)
+    assert detect_format(unnamed) == "jsonl"
+    for source, stdin in ((str(unnamed), None), ("-", marked)):
+        res = CliRunner().invoke(replay, [source, "--rules", str(support_rules), "-q"], input=stdin)
+        assert res.exit_code == 0, res.output
+        assert ACCURACY in res.output
