@@ -54,6 +54,7 @@ from monitor.replay._framing import (
     varint_frames,
     zstd_stream,
 )
+from monitor.replay._rotation import capture_order, rotated_without_suffix
 
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer
@@ -143,8 +144,8 @@ def _check_stdin() -> None:
 
 
 def expand_sources(paths: Sequence[str | Path]) -> list[Path]:
-    """Files given, plus span files (by suffix) found under directories, recursively, in sorted order; `-` (standard
-    input), FIFOs and character devices as given."""
+    """Files given, plus span files found under directories, recursively (by suffix, and the Collector's rotated
+    files: see _rotation), in the order written; `-` (standard input), FIFOs and character devices as given."""
     out: list[Path] = []
     for raw in paths:
         p = Path(raw)
@@ -154,10 +155,13 @@ def expand_sources(paths: Sequence[str | Path]) -> list[Path]:
             _check_stdin()
             out.append(STDIN)
         elif p.is_dir():
-            found = sorted(f for f in p.rglob("*") if f.is_file() and _is_span_file(f))
+            files = [f for f in p.rglob("*") if f.is_file()]
+            rotated = rotated_without_suffix(files)
+            found = capture_order((f for f in files if _is_span_file(f) or f in rotated), COMPRESSED_SUFFIXES)
             if not found:
                 exts = ", ".join(sorted(JSON_SUFFIXES | PB_SUFFIXES))
-                raise SourceError(f"{p}: directory holds no span files ({exts}, optionally .gz, .zst)")
+                raise SourceError(f"{p}: directory holds no span files ({exts}, optionally .gz, .zst, or the "
+                                  "Collector's rotated files)")
             out += found
         elif p.is_file():
             out.append(p)

@@ -15,16 +15,19 @@ from __future__ import annotations
 import gzip
 import io
 from pathlib import Path
+from typing import cast
 
 import pytest
 import zstandard
 from click.testing import CliRunner
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.trace import ReadableSpan
 
 from monitor.cli.replay_cmd import replay
 from monitor.judge import Judge
 from monitor.otlp import request_to_json
-from monitor.replay import detect_format
+from monitor.replay import Replayer, detect_format, expand_sources, replay_files
+from monitor.verdict import TurnVerdict
 from tests.monitor.offline.agents import SUPPORT_INPUTS, support_agent
 from tests.monitor.offline.conftest import capture_spans, one_span_request, replay_sorted, varint, write_span_files
 
@@ -334,3 +337,52 @@ def test_directories_hold_zstd_captures_by_their_inner_suffix(batches: list[obje
 
     write_collector_files(batches, tmp_path)
     assert [p.name for p in expand_sources([tmp_path])] == ["json-zstd.json", "json.jsonl.zst", "proto.bin"]
+
+
+@pytest.mark.parametrize(("live", "backups"), [
+    # the Collector README's own `path: ./foo`: no extension, the time (and timberjack's reason) at the end
+    ("foo", ["foo-2025-04-30T15-00-00.000-size", "foo-2025-04-30T16-30-00.000-size"]),
+    # an extension: the time before it; lumberjack (older Collectors) wrote no reason
+    ("traces.json", ["traces-2025-04-30T15-00-00.000.json", "traces-2025-04-30T16-30-00.000-size.json"]),
+])
+def test_a_rotated_collector_directory_is_replayed_oldest_first(
+    batches: list[object], support_judge: Judge, tmp_path: Path, live: str, backups: list[str]
+) -> None:
+    """With `rotation:` the exporter renames a full file to its name with the time in it and goes on writing to
+    `path`: the backups, oldest first, hold what came before the live file. Order decides verdicts (here, with
+    --grace 0, a turn read before its call is judged without it and the call is late). A directory whose files
+    have no extension was refused as holding no span files; the live file must come after its backups (a plain
+    sort, or a shell glob, puts `foo` first)."""
+    first, later = cast("list[ReadableSpan]", batches[0]), cast("list[ReadableSpan]", batches[9])
+    calls = [s for s in first if s.name.startswith("execute_tool")]
+    turn = [s for s in first if s not in calls]
+    assert calls and turn
+    d = tmp_path / "capture"
+    d.mkdir()
+    for name, groups in zip([*backups, live], [[calls], [turn], [later]], strict=True):
+        (d / name).write_text("".join(request_to_json(encode_spans(g)) + "\n" for g in groups))
+    (d / "notes.txt").write_text("not spans\n")
+
+    def accuracy(paths: list[Path]) -> list[tuple[str, bool, bool | None, int]]:
+        out: list[TurnVerdict] = []
+        replay_files(Replayer(support_judge, out.append, grace_s=0), paths)
+        return sorted((v.input_text, v.turnless, v.end_to_end, len(v.calls)) for v in out)
+
+    in_order = [d / b for b in backups] + [d / live]
+    assert expand_sources([d]) == in_order
+    assert accuracy(expand_sources([d])) == accuracy(in_order)
+    assert accuracy(in_order) != accuracy(in_order[::-1])  # the order is what decides here
+
+
+def test_directory_order_is_by_path_with_each_backup_just_before_its_live_file(tmp_path: Path) -> None:
+    names = ["traces.json", "b/x.json", "traces-2025-01-01T00-00-00.000-size.json.gz", "a.json", "foo.json",
+             "foo.json-2025-01-01T00-00-00.000-size", "foo.json-2024-12-31T23-59-59.999-time", "notes.txt",
+             "app-2025-01-01T00-00-00.000-size.log"]
+    for name in names:
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text("{}\n")
+    assert [p.relative_to(tmp_path).as_posix() for p in expand_sources([tmp_path])] == [
+        "a.json", "b/x.json",
+        "foo.json-2024-12-31T23-59-59.999-time", "foo.json-2025-01-01T00-00-00.000-size", "foo.json",
+        "traces-2025-01-01T00-00-00.000-size.json.gz", "traces.json",
+    ]
