@@ -302,18 +302,18 @@ def _read_whole(name: str, src: _Opened) -> tuple[bytes, Exception | None]:
         if len(buf) > MAX_SINGLE_FILE_BYTES:
             raise over
         return buf, None
-    chunks: list[bytes] = []  # a piece at a time, to keep what was decompressed before an error
-    held = 0
+    # A piece at a time, to keep what was decompressed before an error, into a buffer that grows in place and
+    # whose getvalue() hands it over without a copy (pieces joined were held twice at the peak).
+    held = io.BytesIO()
     read = getattr(src.fh, "read1", src.fh.read)
     try:
-        while chunk := read(min(READ_CHUNK_BYTES, MAX_SINGLE_FILE_BYTES + 1 - held)):
-            chunks.append(chunk)
-            held += len(chunk)
-            if held > MAX_SINGLE_FILE_BYTES:
+        while chunk := read(min(READ_CHUNK_BYTES, MAX_SINGLE_FILE_BYTES + 1 - held.tell())):
+            held.write(chunk)
+            if held.tell() > MAX_SINGLE_FILE_BYTES:
                 raise over
     except READ_ERRORS as exc:
-        return b"".join(chunks), exc
-    return b"".join(chunks), None
+        return held.getvalue(), exc
+    return held.getvalue(), None
 
 
 def _whole_file_records(name: str, src: _Opened, framing: str, errors: list[BadRecord], cursor: _Cursor

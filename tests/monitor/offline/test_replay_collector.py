@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import tracemalloc
 from pathlib import Path
 from typing import cast
 
@@ -26,10 +27,16 @@ from opentelemetry.sdk.trace import ReadableSpan
 from monitor.cli.replay_cmd import replay
 from monitor.judge import Judge
 from monitor.otlp import request_to_json
-from monitor.replay import Replayer, detect_format, expand_sources, replay_files
+from monitor.replay import BadRecords, Replayer, detect_format, expand_sources, read_source, replay_files
 from monitor.verdict import TurnVerdict
 from tests.monitor.offline.agents import SUPPORT_INPUTS, support_agent
-from tests.monitor.offline.conftest import capture_spans, one_span_request, replay_sorted, varint, write_span_files
+from tests.monitor.offline.conftest import (
+    capture_spans,
+    one_span_request,
+    replay_sorted,
+    varint,
+    write_span_files,
+)
 
 
 @pytest.fixture(scope="module")
@@ -386,3 +393,24 @@ def test_directory_order_is_by_path_with_each_backup_just_before_its_live_file(t
         "foo.json-2024-12-31T23-59-59.999-time", "foo.json-2025-01-01T00-00-00.000-size", "foo.json",
         "traces-2025-01-01T00-00-00.000-size.json.gz", "traces.json",
     ]
+
+
+def test_a_compressed_protobuf_file_read_whole_is_held_once(tmp_path: Path) -> None:
+    """A varint-delimited or bare protobuf file is read whole (up to 512 MiB decompressed); compressed, it was read in
+    pieces then joined, holding it twice at the peak (1025 MiB resident for 500 MiB). The peak of what Python
+    allocates while reading it now stays under 1.5 times the content."""
+    size = 128 << 20
+    path = tmp_path / "zeros.pb.gz"
+    with gzip.open(path, "wb", compresslevel=1) as fh:  # a varint size no message has: read as one message
+        fh.write(b"\xff" * 9 + b"\x01")
+        for _ in range(size >> 20):
+            fh.write(bytes(1 << 20))
+    errors = BadRecords()
+    tracemalloc.start()
+    try:
+        assert list(read_source(path, errors)) == []
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert errors.total == 1 and "invalid OTLP protobuf" in errors[0].message
+    assert peak < 1.5 * size, peak / size
