@@ -167,6 +167,8 @@ def expand_sources(paths: Sequence[str | Path]) -> list[Path]:
             out.append(p)
         else:
             _check_stream(p)
+            if p in out:  # opened again once read, a FIFO waits for a writer that is gone
+                raise SourceError(f"{p}: a stream (FIFO or device) given twice: it can be read once")
             out.append(p)
     return out
 

@@ -85,6 +85,15 @@ def test_a_fifo_that_does_not_read_as_the_format_given_is_not_reopened_for_the_h
     assert "--format pb-be32 was given" in res.output
 
 
+def test_a_fifo_given_twice_is_refused_before_anything_is_read(support_rules: Path, tmp_path: Path) -> None:
+    """Read once, a FIFO opened again waits for a writer that is gone: the second would hang the replay."""
+    fifo = tmp_path / "spans.fifo"
+    os.mkfifo(fifo)
+    res = CliRunner().invoke(replay, [str(fifo), str(fifo), "--rules", str(support_rules), "-q"])
+    assert res.exit_code == 2
+    assert "given twice" in res.output, res.output
+
+
 def test_a_source_that_is_neither_a_file_a_directory_nor_a_stream_is_named_for_what_it_is(
     support_rules: Path, tmp_path: Path
 ) -> None:
