@@ -129,10 +129,23 @@ def _check_stream(p: Path) -> None:
         raise SourceError(f"{p}: no such file or directory") from None
     except OSError as exc:  # a symlink loop, a directory that cannot be searched
         raise SourceError(f"{p}: cannot read: {exc.strerror or exc}") from None
+    if stat.S_ISCHR(mode) and _is_terminal(p):
+        raise SourceError(f"{p}: is a terminal: nothing would end the wait for input; give a capture")
     if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode):
         return
     what = "a socket" if stat.S_ISSOCK(mode) else "a block device" if stat.S_ISBLK(mode) else "not a regular file"
     raise SourceError(f"{p}: is {what}; give a file, a directory of them, a FIFO or - (standard input)")
+
+
+def _is_terminal(p: Path) -> bool:
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError:
+        return False  # said when it is read
+    try:
+        return os.isatty(fd)
+    finally:
+        os.close(fd)
 
 
 def _check_stdin() -> None:

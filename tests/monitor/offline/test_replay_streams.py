@@ -121,6 +121,18 @@ def test_standard_input_that_is_a_terminal_is_refused_at_once(support_rules: Pat
     assert "standard input (-) is a terminal" in res.stderr
 
 
+def test_a_terminal_given_by_name_is_refused_at_once(support_rules: Path) -> None:
+    """/dev/stdin at a prompt, /dev/tty: a character device read as a stream, but one that never ends."""
+    parent, child = pty.openpty()
+    try:
+        res = CliRunner().invoke(replay, [os.ttyname(child), "--rules", str(support_rules), "-q"])
+    finally:
+        os.close(parent)
+        os.close(child)
+    assert res.exit_code == 2
+    assert "is a terminal" in res.output, res.output
+
+
 def test_a_zstd_stream_opened_by_a_skippable_frame_is_detected(
     batches: list[object], support_rules: Path, tmp_path: Path
 ) -> None:
