@@ -55,6 +55,7 @@ from monitor.replay._framing import (
     zstd_stream,
 )
 from monitor.replay._rotation import capture_order, rotated_without_suffix
+from monitor.replay._walk import regular_files
 
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer
@@ -168,7 +169,10 @@ def expand_sources(paths: Sequence[str | Path]) -> list[Path]:
             _check_stdin()
             out.append(STDIN)
         elif p.is_dir():
-            files = [f for f in p.rglob("*") if f.is_file()]
+            try:
+                files = regular_files(p)
+            except OSError as exc:
+                raise SourceError(f"{exc.filename or p}: cannot list: {exc.strerror or exc}") from None
             rotated = rotated_without_suffix(files)
             found = capture_order((f for f in files if _is_span_file(f) or f in rotated), COMPRESSED_SUFFIXES)
             if not found:

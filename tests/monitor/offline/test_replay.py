@@ -452,3 +452,27 @@ def test_an_unknown_format_names_the_valid_ones_and_the_collector_names_it_means
     assert f"Invalid value for '--format': {given!r} is not a format: {VALID_FORMATS}" in message
     if meant:
         assert f"(the Collector file exporter's format: {given} is --format {meant})" in message
+
+
+def test_a_symlinked_directory_is_read_and_a_symlink_loop_ends(
+    batches: list[object], support_rules: Path, tmp_path: Path
+) -> None:
+    """A capture directory linking in another (`today -> /data/2025-11-22`) lost that one's files silently: the
+    listing did not follow symlinked directories. They are followed now, each real directory once, so a link back
+    up (`loop -> ..`) ends; a dangling or self-looping link holds no data and is passed over."""
+    elsewhere = tmp_path / "elsewhere"
+    files = write_span_files(batches, elsewhere)
+    files["pb"].unlink()
+    files["single"].unlink()
+    root = tmp_path / "captures"
+    root.mkdir()
+    (root / "today").symlink_to(elsewhere, target_is_directory=True)
+    (root / "again").symlink_to(elsewhere, target_is_directory=True)  # the same directory: read once
+    (root / "today-loop").symlink_to(root, target_is_directory=True)
+    (root / "self.jsonl").symlink_to(root / "self.jsonl")
+    (root / "gone.jsonl").symlink_to(tmp_path / "nothing")
+    found = expand_sources([root])
+    assert found == [root / "again" / "spans.jsonl"]
+    res = CliRunner().invoke(replay, [str(root), "--rules", str(support_rules), "-q"])
+    assert res.exit_code == 0, res.output
+    assert "Tool call accuracy: 5/9 (55.6%)" in res.output
