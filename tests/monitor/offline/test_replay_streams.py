@@ -121,6 +121,17 @@ def test_standard_input_that_is_a_terminal_is_refused_at_once(support_rules: Pat
     assert "standard input (-) is a terminal" in res.stderr
 
 
+def test_standard_input_that_is_closed_is_said_so(support_rules: Path, tmp_path: Path) -> None:
+    """`toolwatch replay - <&-`: Python has no sys.stdin then; replay ended in an AttributeError traceback."""
+    code = "from monitor.cli import main; main()"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    res = subprocess.run([sys.executable, "-c", code, "replay", "-", "--rules", str(support_rules), "-q"],
+                         capture_output=True, text=True, timeout=60, check=False, env=env, cwd=tmp_path,
+                         preexec_fn=lambda: os.close(0))  # the child closes its stdin
+    assert res.returncode == 2, res.stderr
+    assert "standard input (-) is closed" in res.stderr and "Traceback" not in res.stderr
+
+
 def test_a_terminal_given_by_name_is_refused_at_once(support_rules: Path) -> None:
     """/dev/stdin at a prompt, /dev/tty: a character device read as a stream, but one that never ends."""
     parent, child = pty.openpty()
