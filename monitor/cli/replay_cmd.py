@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from monitor.assembly import AssemblerStats
 from monitor.cli._params import RULES_HELP, Duration, RulesCommand
 from monitor.evaluate import load_judge
 from monitor.otlp import REASON_BAD_ID
@@ -118,6 +119,10 @@ def replay(sources: tuple[str, ...], rules: tuple[str, ...], fmt: str, grace: fl
     evicted = replayer.assembler.stats.evicted
     if evicted:
         notes.append(f"{evicted} pending turns judged early (bound of pending traces reached)")
+    dropped = _dropped(replayer.assembler.stats)
+    if dropped:
+        notes.append(f"dropped by turn assembly, as serve drops them: {dropped} (the order the sources are read in "
+                     "decides late ones)")
     tables = []
     bad = stats.bad_records
     if bad.total:
@@ -173,6 +178,16 @@ def _format_hint(fmt: str, paths: list[Path]) -> str | None:
         return (f"--format {fmt} was given: the framing may be another; leave --format out (or give pb) to detect "
                 f"it, or give the right one ({_valid_formats()})")
     return None
+
+
+def _dropped(st: AssemblerStats) -> str:
+    """What turn assembly dropped (serve's drop metrics), in one phrase; empty when nothing was."""
+    parts = [(st.late_calls, "late call(s) (read after their turn was judged)"),
+             (st.late_turns, "late turn(s) (read after their calls were judged alone)"),
+             (st.duplicates, "duplicate span(s)"),
+             (st.oversized_calls, "call(s) past a trace's bound"),
+             (st.oversized_spans, "span(s) past a trace's bound")]
+    return ", ".join(f"{n} {what}" for n, what in parts if n)
 
 
 def _reasons(counts: dict[str, int]) -> str:

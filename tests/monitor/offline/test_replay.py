@@ -476,3 +476,24 @@ def test_a_symlinked_directory_is_read_and_a_symlink_loop_ends(
     res = CliRunner().invoke(replay, [str(root), "--rules", str(support_rules), "-q"])
     assert res.exit_code == 0, res.output
     assert "Tool call accuracy: 5/9 (55.6%)" in res.output
+
+
+def test_cli_says_what_turn_assembly_dropped_as_serve_counts_it(
+    batches: list[object], support_rules: Path, tmp_path: Path
+) -> None:
+    """A call read after its turn was judged is dropped as late, as serve drops it (and counts it in a metric):
+    replay's report said nothing of it, so a capture read out of order (files split by group_by, a shell glob
+    putting a rotated file's live part first) gave other verdicts with no word why. The report now counts each
+    kind of span turn assembly dropped, in a note."""
+    first = batches[0]
+    turn_spans = [s for s in first if s.name.startswith("invoke_agent")]  # type: ignore[attr-defined]
+    call_spans = [s for s in first if s not in turn_spans]  # type: ignore[attr-defined]
+    files = write_span_files([turn_spans, call_spans, call_spans], tmp_path / "in")  # and an exporter's retry
+    out = tmp_path / "report.json"
+    res = CliRunner().invoke(replay, [str(files["jsonl"]), "--rules", str(support_rules), "--no-progress",
+                                      "--grace", "0", "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    notes = json.loads(out.read_text())["notes"]
+    assert any(f"{len(call_spans)} late call(s)" in n and f"{len(call_spans)} duplicate span(s)" in n
+               for n in notes), notes
+    assert "late call(s)" in res.output
