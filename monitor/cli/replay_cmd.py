@@ -74,8 +74,8 @@ def replay(sources: tuple[str, ...], rules: tuple[str, ...], fmt: str, grace: fl
     Collector file exporter's format: json writes), an OTLP protobuf file (ExportTraceServiceRequest
     messages each after a 4-byte big-endian size as the Collector's format: proto writes, or after a varint
     size, or one bare message), or a directory of them (searched recursively by suffix: .json .jsonl .ndjson /
-    .pb .bin .binpb .otlp .protobuf, optionally .gz or .zst), or - for standard input (a FIFO, as <(zcat
-    spans.gz) gives, is read the same way). zstd (the Collector's
+    .pb .bin .binpb .otlp .protobuf, optionally .gz or .zst, and the Collector's rotated files, oldest first), or -
+    for standard input (a FIFO, as <(zcat spans.gz) gives, is read the same way). zstd (the Collector's
     compression: zstd, of the whole file or of each message) and gzip are detected by their magic bytes.
 
     The spans go through the same decoder, turn assembler and judge as `toolwatch serve`, so the verdicts
