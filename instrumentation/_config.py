@@ -118,8 +118,10 @@ def _make_exporter(name: str, endpoint: str | None, headers: Mapping[str, str] |
     if name == "otlp-grpc":
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
 
+        # gRPC metadata keys are lowercase (a capital letter failed every export); HTTP header names ignore case
+        metadata = {key.lower(): value for key, value in headers.items()} if headers else None
         with without_malformed(GRPC_EXPORTER):  # it raises on a timeout or compression it cannot read
-            return GrpcExporter(endpoint=endpoint, headers=dict(headers) if headers else None)
+            return GrpcExporter(endpoint=endpoint, headers=metadata)
     if name == "console":
         return ConsoleSpanExporter(out=sys.stdout)
     if name == "memory":
