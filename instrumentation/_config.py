@@ -24,6 +24,7 @@ from instrumentation._export import (
     DEFAULT_SHUTDOWN_TIMEOUT_MILLIS,
     CountingBatchSpanProcessor,
     CountingExporter,
+    UnusableExporter,
 )
 from instrumentation._sdk_env import GRPC_EXPORTER, SPAN_LIMITS, without_malformed
 from instrumentation._stats import STATS
@@ -129,6 +130,19 @@ def _make_exporter(name: str, endpoint: str | None, headers: Mapping[str, str] |
     return None
 
 
+def _built_exporter(name: str, endpoint: str | None, headers: Mapping[str, str] | None) -> SpanExporter | None:
+    """`_make_exporter`, or, when the exporter cannot be built (an endpoint urllib cannot split, from the argument or
+    the environment), an exporter whose every export fails: logged once here, the spans counted as failed exports."""
+    try:
+        return _make_exporter(name, endpoint, headers)
+    except Exception as exc:  # noqa: BLE001 - the agent starts whatever the telemetry settings
+        given = endpoint or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or os.environ.get(
+            "OTEL_EXPORTER_OTLP_ENDPOINT")
+        logger.error("toolwatch: cannot build the OTLP exporter (endpoint %r): %s: %s; spans are not exported and "
+                     "count as failed exports", given, type(exc).__name__, exc)
+        return UnusableExporter(f"{type(exc).__name__}: {exc}")
+
+
 _SDK_EXPORT_BATCH = 512  # BatchSpanProcessor's defaults
 _SDK_SCHEDULE_DELAY_MILLIS = 5000
 
@@ -195,7 +209,8 @@ def configure(  # noqa: C901 - one flat pass over the options
     `exporter`: "otlp" (default; HTTP/protobuf unless `OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL=grpc`),
     "otlp-http", "otlp-grpc", "console", "memory" (an `InMemorySpanExporter`, at `provider.exporter`),
     "none", or any `SpanExporter`; default from `OTEL_TRACES_EXPORTER`. `endpoint` / `headers` default to
-    the standard `OTEL_EXPORTER_OTLP_*` variables (an HTTP endpoint without a path gets `/v1/traces`);
+    the standard `OTEL_EXPORTER_OTLP_*` variables (an HTTP endpoint without a path gets `/v1/traces`; gRPC gets the
+    header names lowercase; an endpoint that cannot be parsed is logged, and the spans count as failed exports);
     the service name to `OTEL_SERVICE_NAME`; the sampler to `OTEL_TRACES_SAMPLER[_ARG]`.
     Spans are batched (`simple=True`, the default for "memory", exports each span as it ends, on the thread that
     ends it: with a network exporter each tool call then waits for its export, which is warned of) in a queue
@@ -227,7 +242,7 @@ def configure(  # noqa: C901 - one flat pass over the options
         attributes["service.name"] = service_name
     with without_malformed(SPAN_LIMITS):  # the SDK raises on a span limit it cannot read
         provider = ToolwatchTracerProvider(sampler=sampler, resource=Resource.create(attributes))
-    chosen = _make_exporter(exporter, endpoint, headers) if isinstance(exporter, str) else exporter
+    chosen = _built_exporter(exporter, endpoint, headers) if isinstance(exporter, str) else exporter
     if chosen is not None:
         use_simple = simple if simple is not None else exporter == "memory"
         if use_simple and exporter in ("otlp", "otlp-http", "otlp-grpc"):

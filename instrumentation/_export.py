@@ -168,6 +168,20 @@ class CountingExporter(SpanExporter):
             return False
 
 
+class UnusableExporter(SpanExporter):
+    """Stands in for an exporter that could not be built (a malformed endpoint): every export fails, so its spans
+    are counted as failed and logged, and the agent runs on."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        return SpanExportResult.FAILURE
+
+    def shutdown(self) -> None:
+        pass
+
+
 class CountingDeque(collections.deque[Any]):
     """The batch processor's bounded queue, counting what it drops: `appendleft` on a full deque drops
     the oldest item. A lock makes the check and the append one step against the export thread's `pop`,
