@@ -265,7 +265,10 @@ def shutdown(provider: TracerProvider | None = None, timeout_millis: int | None 
     most `timeout_millis` (default: the `shutdown_timeout_millis` of `configure()`)."""
     from instrumentation._context import TRACING
 
-    target = provider or TRACING.provider
+    # Only a provider configure() made: one the application handed to set_tracer_provider() is the application's
+    target = provider if provider is not None else TRACING.provider
+    if provider is None and not isinstance(target, ToolwatchTracerProvider):
+        return
     if isinstance(target, TracerProvider):
         try:
             processor = getattr(target, "processor", None)
