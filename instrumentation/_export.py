@@ -232,6 +232,10 @@ class CountingBatchSpanProcessor(BatchSpanProcessor):
 
     def on_end(self, span: ReadableSpan) -> None:
         try:
+            inner = getattr(self, "_batch_processor", None)
+            if span.context is not None and span.context.trace_flags.sampled and getattr(inner, "_shutdown", False):
+                STATS.spans_dropped_at_shutdown += 1  # the SDK drops a span ended after shutdown, said at INFO only
+                return
             super().on_end(span)
         except Exception:  # noqa: BLE001
             STATS.instrumentation_errors += 1

@@ -16,7 +16,8 @@ class TelemetryStats:
     spans_dropped_queue_full: int = 0
     """Spans the batch processor dropped because its queue was full."""
     spans_dropped_at_shutdown: int = 0
-    """Spans still queued when a shutdown's timeout ended (the monitor down or slow): never exported."""
+    """Spans still queued when a shutdown's timeout ended (the monitor down or slow), or ended after the shutdown (a
+    later exit hook, a thread still at work): never exported."""
     export_failures: int = 0
     """Export calls that failed or raised."""
     spans_export_failed: int = 0
