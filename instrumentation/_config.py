@@ -87,8 +87,10 @@ def _env_choice(names: tuple[str, ...], allowed: tuple[str, ...], default: str) 
         raw = os.environ.get(name)
         if raw is None or not raw.strip():
             continue
-        value = raw.strip().lower().split(",")[0].strip()
+        value, *rest = (part.strip() for part in raw.strip().lower().split(","))
         if value in allowed:
+            if any(rest):
+                logger.warning("toolwatch: %s=%r names several; only %s is used", name, raw, value)
             return value
         logger.warning("ignoring %s=%r: expected one of %s; using %s", name, raw, ", ".join(allowed), default)
         return default
