@@ -207,3 +207,28 @@ def test_a_turn_under_a_remote_parent_keeps_its_trace(providers: list[TracerProv
     assert {call.context.trace_id, turn.context.trace_id} == {0x0AF7651916CD43DD8448EB211C80319C}
     assert turn.parent is not None and turn.parent.is_remote and turn.parent.span_id == 0xB7AD6B7169203331
     assert call.parent is not None and call.parent.span_id == turn.context.span_id
+
+
+def test_spans_ended_after_shutdown_are_counted_as_dropped(
+    providers: list[TracerProvider], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A tool that ran after the provider was shut down (a later exit hook, a thread still at work) lost its span
+    uncounted: the SDK only logs it at INFO."""
+    provider = tw.configure(exporter="memory", simple=False, set_global=False)
+    providers.append(provider)
+    ping(1)
+    tw.shutdown()
+    assert ping(2) == 2 and ping(3) == 3
+    assert STATS.spans_exported == 1 and STATS.spans_dropped_at_shutdown == 2 and tw.dropped_spans() == 2
+
+
+def test_an_exporter_list_in_the_environment_says_what_is_used(
+    providers: list[TracerProvider], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """OTEL_TRACES_EXPORTER=console,otlp names two exporters; configure() takes one: the rest went unsaid."""
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "console,otlp")
+    with caplog.at_level(logging.WARNING):
+        provider = tw.configure(set_global=False)
+    providers.append(provider)
+    assert "OTEL_TRACES_EXPORTER" in caplog.text and "only console is used" in caplog.text
+    assert provider.exporter is not None and type(provider.exporter).__name__ == "ConsoleSpanExporter"
