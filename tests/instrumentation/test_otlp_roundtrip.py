@@ -362,3 +362,21 @@ def test_a_split_batch_that_fails_counts_every_span_failed_once() -> None:
     _export_large_batch(receiver)
     assert len(receiver.refused) == 1  # one request tried, the others not sent
     assert STATS.spans_export_failed == 512 and STATS.spans_exported == 0 and STATS.export_failures == 1
+
+
+def test_the_traces_endpoint_is_used_as_given_and_arguments_win(receiver: Receiver,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """As the specification says: `/v1/traces` is appended to OTEL_EXPORTER_OTLP_ENDPOINT only; the signal's own
+    endpoint wins over it and is used as given; header values are URL-decoded; arguments win over the environment."""
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", f"http://127.0.0.1:{receiver.port}/custom/traces")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", "x-api-key=a%20b%2Cc")
+    for kwargs in ({}, {"endpoint": f"http://127.0.0.1:{receiver.port}", "headers": {"x-api-key": "arg"}}):
+        provider = tw.configure(set_global=False, **kwargs)  # type: ignore[arg-type]
+        try:
+            get_weather("Oslo")
+            assert provider.force_flush()
+        finally:
+            provider.shutdown()
+    assert receiver.paths == ["/custom/traces", "/v1/traces"]
+    assert receiver.api_keys == ["a b,c", "arg"]
