@@ -26,7 +26,7 @@ from instrumentation._export import (
     CountingExporter,
     UnusableExporter,
 )
-from instrumentation._sdk_env import GRPC_EXPORTER, SPAN_LIMITS, without_malformed
+from instrumentation._sdk_env import GRPC_EXPORTER, SPAN_LIMITS, warn_timeout_in_millis, without_malformed
 from instrumentation._stats import STATS
 
 logger = logging.getLogger(__name__)
@@ -114,6 +114,8 @@ def _make_exporter(name: str, endpoint: str | None, headers: Mapping[str, str] |
         if protocol == "http/json":
             logger.warning("toolwatch: OTLP http/json is not supported by the Python exporter; using http/protobuf")
         name = "otlp-grpc" if protocol == "grpc" else "otlp-http"
+    if name in ("otlp-http", "otlp-grpc"):
+        warn_timeout_in_millis()
     if name == "otlp-http":
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
 

@@ -89,3 +89,25 @@ def without_malformed(checks: Mapping[str, tuple[Check, str]]) -> Iterator[None]
     finally:
         for name, raw in hidden.items():
             os.environ.setdefault(name, raw)
+
+
+MILLIS_LIKE_SECONDS = 1000.0
+"""An OTLP timeout of this many seconds or more (16 minutes) was most likely written in milliseconds."""
+
+
+def warn_timeout_in_millis() -> None:
+    """Warn when the OTLP timeout the exporter reads looks written in milliseconds, as the specification gives it: the
+    Python exporters read seconds (10000 holds one export for hours against a receiver that never answers)."""
+    for name in ("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT"):  # the exporter's order
+        raw = os.environ.get(name)
+        if raw is None:
+            continue
+        try:
+            seconds = float(raw)
+        except ValueError:
+            return  # warned of where it is read
+        if seconds >= MILLIS_LIKE_SECONDS:
+            logger.warning("toolwatch: %s=%r is read as seconds by the Python OTLP exporter (%.0f minutes per export); "
+                           "the specification's milliseconds would be %s=%s", name, raw, seconds / 60, name,
+                           f"{seconds / 1000:g}")
+        return

@@ -292,3 +292,29 @@ def test_failing_exporter_is_counted_not_raised(providers: list[TracerProvider],
     assert ping(1) == 1 and ping(2) == 2
     stats = tw.telemetry_stats()
     assert stats.export_failures == 2 and stats.spans_export_failed == 2 and stats.dropped_spans == 2
+
+
+@pytest.mark.parametrize(("protocol", "name", "value", "warned"), [
+    ("http/protobuf", "OTEL_EXPORTER_OTLP_TIMEOUT", "10000", True),
+    ("grpc", "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "5000", True),
+    ("http/protobuf", "OTEL_EXPORTER_OTLP_TIMEOUT", "10", False),
+    ("grpc", "OTEL_EXPORTER_OTLP_TIMEOUT", "2.5", False),
+])
+def test_a_timeout_given_in_milliseconds_is_warned_of(
+    providers: list[TracerProvider], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+    protocol: str, name: str, value: str, warned: bool,
+) -> None:
+    """The specification gives OTEL_EXPORTER_OTLP_[TRACES_]TIMEOUT in milliseconds; the Python exporters read
+    seconds: 10000, as written for other SDKs or the Collector, became 10000 s per export (each batch against a
+    monitor that never answers held the export thread for hours while the queue dropped). Kept, as the SDK reads
+    it, and warned of."""
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", protocol)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+    monkeypatch.setenv(name, value)
+    with caplog.at_level(logging.WARNING):
+        provider = tw.configure(set_global=False)
+    providers.append(provider)
+    exporter: Any = provider.exporter
+    timeout = exporter._timeout if hasattr(exporter, "_timeout") else exporter._client._timeout  # HTTP: in its client
+    assert timeout == float(value)
+    assert (f"{name}={value!r} is read as seconds" in caplog.text) is warned
