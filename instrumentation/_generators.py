@@ -39,6 +39,7 @@ logger = logging.getLogger(__name__)
 MAX_RECORDED_ITEMS = 256
 
 _attach = otel_context.attach
+_get_current = otel_context.get_current
 _detach = otel_context.detach
 
 
@@ -79,10 +80,11 @@ class _Recorder:
 
 
 def _start(
-    spec: ToolSpec, args: tuple[Any, ...], kwargs: Mapping[str, Any], pending: PendingCall | None
+    spec: ToolSpec, args: tuple[Any, ...], kwargs: Mapping[str, Any], pending: PendingCall | None,
+    parent: otel_context.Context,
 ) -> tuple[Span, otel_context.Context, _Recorder, Any] | None:
     try:
-        span, settings = start_span(spec, args, kwargs, pending)
+        span, settings = start_span(spec, args, kwargs, pending, parent)
     except Exception:  # noqa: BLE001
         failed_begin()
         return None
@@ -92,9 +94,9 @@ def _start(
 
 def _traced_generator(
     spec: ToolSpec, gen: Generator[Any, Any, Any], args: tuple[Any, ...], kwargs: Mapping[str, Any],
-    pending: PendingCall | None,
+    pending: PendingCall | None, parent: otel_context.Context,
 ) -> Generator[Any, Any, Any]:
-    started = _start(spec, args, kwargs, pending)
+    started = _start(spec, args, kwargs, pending, parent)
     if started is None:
         return (yield from gen)
     span, ctx, recorder, settings = started
@@ -137,9 +139,9 @@ def _traced_generator(
 
 async def _traced_async_generator(
     spec: ToolSpec, agen: AsyncGenerator[Any, Any], args: tuple[Any, ...], kwargs: Mapping[str, Any],
-    pending: PendingCall | None,
+    pending: PendingCall | None, parent: otel_context.Context,
 ) -> AsyncGenerator[Any, Any]:
-    started = _start(spec, args, kwargs, pending)
+    started = _start(spec, args, kwargs, pending, parent)
     if started is None:
         async for item in agen:
             yield item
@@ -184,7 +186,9 @@ async def _traced_async_generator(
 def _as_iteration_tool(func: Callable[..., Any], traced: Callable[..., Any], spec: ToolSpec) -> Callable[..., Any]:
     """A generator tool stays one to `inspect.isgeneratorfunction` / `isasyncgenfunction` (see `_functionlike`);
     one with no code to show (a callable object) is wrapped in the plain call, as before."""
-    call = call_then_trace(spec, func, lambda it, args, kwargs: traced(spec, it, args, kwargs, take_pending(spec.name)))
+    # The span starts when the generator is first read; its parent is where it was called (in the turn)
+    call = call_then_trace(spec, func, lambda it, args, kwargs: traced(spec, it, args, kwargs, take_pending(spec.name),
+                                                                       _get_current()))
     return function_like(call, func) or call
 
 

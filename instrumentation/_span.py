@@ -77,7 +77,8 @@ def add_arguments(
 
 
 def start_span(
-    spec: ToolSpec, args: tuple[Any, ...], kwargs: Mapping[str, Any], pending: PendingCall | None
+    spec: ToolSpec, args: tuple[Any, ...], kwargs: Mapping[str, Any], pending: PendingCall | None,
+    parent: otel_context.Context | None = None,
 ) -> tuple[Span, ContentSettings]:
     """Start the span of one call, not made current. Raises only on a bug; callers guard it.
 
@@ -85,7 +86,8 @@ def start_span(
     that passed that check is recorded, so the arguments are serialized before the start and passed
     with the other attributes in one dict. Otherwise they are serialized only if the span records.
     Generators use this directly: they make the span current only while the original runs, and leave the
-    pending call alone (they run in their consumer's context, between its statements)."""
+    pending call alone (they run in their consumer's context, between its statements), and pass the `parent` context
+    of their call: their span starts when they are first read, which may be after the turn they were called in."""
     settings = SETTINGS.current
     if pending is not None:
         call_id = pending.call_id
@@ -98,7 +100,7 @@ def start_span(
     late = settings.capture_content and TRACING.mode == SAMPLE_OTHER  # sampling unknown: serialize if recorded
     if settings.capture_content and not late:
         add_arguments(spec, arguments_of(spec, args, kwargs), raw_json, settings, attributes)
-    span = TRACING.tracer.start_span(spec.span_name, kind=_INTERNAL, attributes=attributes)
+    span = TRACING.tracer.start_span(spec.span_name, context=parent, kind=_INTERNAL, attributes=attributes)
     if late and span.is_recording():
         extra: dict[str, Any] = {}
         add_arguments(spec, arguments_of(spec, args, kwargs), raw_json, settings, extra)

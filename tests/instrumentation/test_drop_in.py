@@ -232,3 +232,40 @@ def test_an_exporter_list_in_the_environment_says_what_is_used(
     providers.append(provider)
     assert "OTEL_TRACES_EXPORTER" in caplog.text and "only console is used" in caplog.text
     assert provider.exporter is not None and type(provider.exporter).__name__ == "ConsoleSpanExporter"
+
+
+@tw.tool
+def numbers(n: int) -> Iterator[int]:
+    yield from range(n)
+
+
+@tw.tool
+async def anumbers(n: int) -> Any:
+    for i in range(n):
+        yield i
+
+
+def test_a_generator_tool_called_in_the_turn_and_read_after_it_stays_in_the_turn(
+    providers: list[TracerProvider],
+) -> None:
+    """A generator tool called in the turn but read later (streamed out after the block) started its span where it
+    was first read: outside the turn, in a trace of its own, so the monitor could not place the call in its turn."""
+    provider = tw.configure(exporter="memory", set_global=False)
+    providers.append(provider)
+    with tw.agent_turn("q", agent="a"):
+        stream = numbers(3)
+        astream = anumbers(2)
+
+    async def drain() -> list[int]:
+        return [i async for i in astream]
+
+    import asyncio
+
+    assert list(stream) == [0, 1, 2] and asyncio.run(drain()) == [0, 1]
+    assert isinstance(provider.exporter, InMemorySpanExporter)
+    spans = {s.name: s for s in provider.exporter.get_finished_spans()}
+    turn = spans["invoke_agent a"]
+    for name in ("execute_tool numbers", "execute_tool anumbers"):
+        call = spans[name]
+        assert call.context.trace_id == turn.context.trace_id
+        assert call.parent is not None and call.parent.span_id == turn.context.span_id
