@@ -269,3 +269,28 @@ def test_a_generator_tool_called_in_the_turn_and_read_after_it_stays_in_the_turn
         call = spans[name]
         assert call.context.trace_id == turn.context.trace_id
         assert call.parent is not None and call.parent.span_id == turn.context.span_id
+
+
+SHORT_SCRIPT = r"""
+import sys
+import instrumentation as tw
+
+tw.configure(exporter="otlp-grpc", endpoint=sys.argv[1], service_name="short")
+
+@tw.tool
+def ping(x: int) -> int:
+    return x
+
+for i in range(int(sys.argv[2])):
+    with tw.agent_turn("q", agent="a"):
+        ping(i)
+"""
+
+
+def test_a_short_script_over_grpc_loses_nothing_at_exit(grpc_receiver: GrpcReceiver) -> None:
+    """No shutdown() in the script: the provider's exit hook sends every span of every turn, the last one too."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "TOOLWATCH_"))}
+    proc = subprocess.run([sys.executable, "-c", SHORT_SCRIPT, f"http://127.0.0.1:{grpc_receiver.port}", "700"],
+                          capture_output=True, text=True, env=environ, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert grpc_receiver.spans == 1400
