@@ -150,6 +150,7 @@ class Pipeline:
         durations: list[float] = []  # each turn's own judge time, observed one by one below
         timed = durations.append
         errors = 0
+        judged: list[Turn] = []  # the turns of `verdicts`
         clock = time.perf_counter
         for turn in turns:
             t0 = clock()
@@ -161,12 +162,14 @@ class Pipeline:
                 continue
             timed(clock() - t0)
             append(v)
+            judged.append(turn)
         ops.judge_duration.observe_each(durations)
         ops.dropped(DROP_JUDGE_ERROR, errors)
         batch = VerdictBatch(verdicts)  # every sink reads the same batch: its signatures are computed once
         self.metrics.observe(batch)
         done_ns = time.time_ns()
-        ends = [turn.end_ns or max((c.end_ns for c in turn.calls), default=0) for turn in turns]
+        # The turns with a verdict only (a turn the judge failed on is dropped above, and has no verdict to lag).
+        ends = [turn.end_ns or max((c.end_ns for c in turn.calls), default=0) for turn in judged]
         ops.verdict_lag.observe_each([(done_ns - end) / 1e9 if end < done_ns else 0.0 for end in ends if end])
         self.turns_judged += len(verdicts)
         if self.verdict_log is not None:
