@@ -4,7 +4,8 @@
 #   - the Prometheus tools `prometheus`, `promtool` and `alertmanager` (Debian packages `prometheus` and
 #     `prometheus-alertmanager`, whose binary is `prometheus-alertmanager`). Only the binaries are needed: the tests start them on 127.0.0.1 ephemeral
 #     ports with temporary data dirs, so the packages' own system services are kept from running;
-#   - headless Chromium (Debian `chromium`) for the HTML report test.
+#   - headless Chromium (Debian `chromium`) for the HTML report test;
+#   - libfaketime (Debian `faketime`), which steps the wall clock of a `toolwatch serve` under test.
 # Whatever is missing is installed with one `apt-get update` and one `apt-get install -y`.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
@@ -20,6 +21,7 @@ if ! command -v alertmanager >/dev/null 2>&1 && ! command -v prometheus-alertman
 fi
 
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
+command -v faketime >/dev/null 2>&1 || need+=(faketime)
 
 if ((${#need[@]})); then
   if [ "$(id -u)" -ne 0 ]; then

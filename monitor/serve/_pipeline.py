@@ -34,6 +34,10 @@ DROP_REASONS = (DROP_QUEUE_FULL, DROP_LATE, DROP_LATE_TURN, DROP_OVERSIZED, DROP
                 DROP_DUPLICATE)
 REJECT_REASONS = (REASON_MALFORMED, REASON_BAD_ID, REASON_NO_TOOL_NAME)
 
+# The assembler's clock: arrival times, deadlines and timeouts, only ever compared with each other (never with the
+# spans' own timestamps, which are the agents' wall clocks: the verdict lag is measured on the wall clock).
+ASSEMBLY_CLOCK = time.monotonic_ns
+
 _CHUNK = 8192  # records handled per step before yielding to the event loop
 
 
@@ -117,8 +121,12 @@ class Pipeline:
     # ---- worker side -------------------------------------------------------------------------------
 
     def step(self, now_ns: int | None = None, *, limit: int = _CHUNK) -> int:
-        """Assemble queued records (up to about `limit`), judge what completed; returns records handled."""
-        now_ns = time.time_ns() if now_ns is None else now_ns
+        """Assemble queued records (up to about `limit`), judge what completed; returns records handled.
+
+        `now_ns` is the assembler's clock, monotonic (ASSEMBLY_CLOCK): the grace period and the turnless timeout
+        count from a span's arrival, and a step of the wall clock (NTP, a VM resumed) must neither hold pending turns
+        for its length nor judge them before their calls arrive (the calls then dropped as late, the turn missed)."""
+        now_ns = ASSEMBLY_CLOCK() if now_ns is None else now_ns
         handled = 0
         turns: list[Turn] = []
         add = self.assembler.add_records
@@ -142,6 +150,7 @@ class Pipeline:
         durations: list[float] = []  # each turn's own judge time, observed one by one below
         timed = durations.append
         errors = 0
+        judged: list[Turn] = []  # the turns of `verdicts`
         clock = time.perf_counter
         for turn in turns:
             t0 = clock()
@@ -153,12 +162,14 @@ class Pipeline:
                 continue
             timed(clock() - t0)
             append(v)
+            judged.append(turn)
         ops.judge_duration.observe_each(durations)
         ops.dropped(DROP_JUDGE_ERROR, errors)
         batch = VerdictBatch(verdicts)  # every sink reads the same batch: its signatures are computed once
         self.metrics.observe(batch)
         done_ns = time.time_ns()
-        ends = [turn.end_ns or max((c.end_ns for c in turn.calls), default=0) for turn in turns]
+        # The turns with a verdict only (a turn the judge failed on is dropped above, and has no verdict to lag).
+        ends = [turn.end_ns or max((c.end_ns for c in turn.calls), default=0) for turn in judged]
         ops.verdict_lag.observe_each([(done_ns - end) / 1e9 if end < done_ns else 0.0 for end in ends if end])
         self.turns_judged += len(verdicts)
         if self.verdict_log is not None:
@@ -194,7 +205,7 @@ class Pipeline:
                 timeout = interval
                 due = self.assembler.next_deadline_ns()
                 if due is not None:  # wake up when the next turn's grace period ends, not a poll later
-                    timeout = min(interval, max(0.0, (due - time.time_ns()) / 1e9))
+                    timeout = min(interval, max(0.0, (due - ASSEMBLY_CLOCK()) / 1e9))
                 try:
                     await asyncio.wait_for(self._wake.wait(), timeout=timeout)
                 except TimeoutError:
@@ -217,7 +228,7 @@ class Pipeline:
         self.paused = False
         while self._queue:
             self.step()
-        now_ns = time.time_ns()
+        now_ns = ASSEMBLY_CLOCK()
         turns = self.assembler.flush()
         if turns:
             self.judge(turns, now_ns)
