@@ -29,7 +29,7 @@ def _text(value: Any) -> str:
         return "<missing>"
     if isinstance(value, str):
         return value
-    return json.dumps(thaw(value), sort_keys=True, ensure_ascii=False)
+    return _json(value)
 
 
 def json_equal(a: Any, b: Any) -> bool:
@@ -154,6 +154,28 @@ def expected_text(check: ArgCheck, input_text: str) -> str:
     return _text(check.expected)
 
 
+def _lookalike(check: ArgCheck, actual: Any) -> bool:
+    """A failed exact or one_of check whose actual value reads as the expected one (or one of the answers): the string
+    "5" against the number 5, "true" against true."""
+    if check.mode == "exact":
+        return _text(check.expected) == _text(actual)
+    return check.mode == "one_of" and any(_text(x) == _text(actual) for x in check.expected)
+
+
+def _json(value: Any) -> str:
+    return json.dumps(thaw(value), sort_keys=True, ensure_ascii=False)
+
+
+def _result(check: ArgCheck, actual: Any, input_text: str) -> ArgCheckResult:
+    """One check's result, with texts that show why it failed: both values as JSON (quotes on strings) when their
+    plain texts would read the same."""
+    if passes(check, actual, input_text):
+        return _RESULT(check.argument, check.mode, expected_text(check, input_text), _text(actual), True)
+    if actual is not MISSING and _lookalike(check, actual):
+        return _RESULT(check.argument, check.mode, _json(check.expected), _json(actual), False)
+    return _RESULT(check.argument, check.mode, expected_text(check, input_text), _text(actual), False)
+
+
 def run_checks(checks: tuple[ArgCheck, ...], args: Any, input_text: str) -> tuple[ArgCheckResult, ...]:
     """Every check of a slot applied to parsed arguments (a non-object fails every check)."""
     if len(checks) == 1:
@@ -162,14 +184,8 @@ def run_checks(checks: tuple[ArgCheck, ...], args: Any, input_text: str) -> tupl
         if c.mode == "regex" and type(actual) is str:  # the common case, without the dispatch frames
             assert c.regex is not None
             return (_RESULT(c.argument, "regex", c.expected, actual, bool(c.regex.matcher(_utf8(actual)))),)
-        ok = passes(c, actual, input_text)
-        return (_RESULT(c.argument, c.mode, expected_text(c, input_text), _text(actual), ok),)
-    out = []
-    for c in checks:
-        actual = get_argument(args, c.argument)
-        ok = passes(c, actual, input_text)
-        out.append(_RESULT(c.argument, c.mode, expected_text(c, input_text), _text(actual), ok))
-    return tuple(out)
+        return (_result(c, actual, input_text),)
+    return tuple(_result(c, get_argument(args, c.argument), input_text) for c in checks)
 
 
 def malformed_results(checks: tuple[ArgCheck, ...], input_text: str) -> tuple[ArgCheckResult, ...]:

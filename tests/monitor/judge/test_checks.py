@@ -166,3 +166,43 @@ def test_one_of_several_response_checks_failing_is_worded_so(tmp_path: Path, out
     assert v.response_ok is False
     assert v.reason == "failed (two): a response check failed (of 2)"
     assert judge._general(t).reason == v.reason
+
+
+@pytest.mark.parametrize(
+    ("spec", "actual", "expected_text", "actual_text"),
+    [
+        ("{exact: 5}", "5", "5", '"5"'),
+        ("{exact: true}", "true", "true", '"true"'),
+        ('{exact: "5"}', 5, '"5"', "5"),
+        ("{one_of: [5]}", "5", "[5]", '"5"'),
+    ],
+)
+def test_failed_check_of_a_lookalike_value_shows_the_types(
+    tmp_path: Path, spec: str, actual: Any, expected_text: str, actual_text: str
+) -> None:
+    """A string "5" fails `exact: 5`: the reason must not read `expected '5', got '5'`. When the two texts would be the
+    same, both are shown as JSON, so the quotes tell a string from a number or a boolean."""
+    rules = f"""
+catalog: {{tools: [{{name: t}}]}}
+expect:
+  - id: r
+    when: {{prefix: "!"}}
+    call: [{{tool: t, args: {{v: {spec}}}}}]
+"""
+    v = judge_for(tmp_path, rules).judge(turn("! x", call("t", {"v": actual})))
+    (result,) = v.calls[0].arg_results
+    assert result.ok is False
+    assert (result.expected, result.actual) == (expected_text, actual_text)
+    assert v.reason == f"failed (r): t.v {result.mode}: expected {expected_text!r}, got {actual_text!r}"
+
+
+def test_failed_check_of_a_different_value_keeps_plain_text(tmp_path: Path) -> None:
+    rules = """
+catalog: {tools: [{name: t}]}
+expect:
+  - id: r
+    when: {prefix: "!"}
+    call: [{tool: t, args: {v: "eu-west-1"}}]
+"""
+    v = judge_for(tmp_path, rules).judge(turn("! x", call("t", {"v": "us-east-1"})))
+    assert v.reason == "failed (r): t.v exact: expected 'eu-west-1', got 'us-east-1'"
