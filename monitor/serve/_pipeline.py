@@ -158,7 +158,7 @@ class Pipeline:
                 v = judge(turn)
             except Exception:  # a judge bug must not stop the service: count it and log the turn
                 logger.exception("judge failed on turn trace=%s span=%s", turn.trace_id, turn.span_id)
-                errors += len(turn.calls) or 1
+                errors += len(turn.calls) + (not turn.turnless)  # its calls, and its turn span when it has one
                 continue
             timed(clock() - t0)
             append(v)

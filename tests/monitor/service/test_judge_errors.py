@@ -1,4 +1,4 @@
-"""A turn the judge fails on (a judge bug) is dropped and counted, and leaves the verdict metrics alone: the
+"""A turn the judge fails on (a judge bug) is dropped and its spans counted, and leaves the verdict metrics alone: the
 span-end-to-verdict lag histogram counts the verdicts made, one observation each, as its help text says."""
 
 from __future__ import annotations
@@ -44,7 +44,8 @@ def test_a_turn_the_judge_fails_on_is_not_a_verdict_in_the_lag_histogram() -> No
         ]
         assert exporter.export(record_turns(turns)) is SpanExportResult.SUCCESS
         exporter.shutdown()  # type: ignore[no-untyped-call]
-        wait_for(lambda: value(scrape(server), "toolwatch_spans_dropped_total", reason="judge_error") == 1)
+        # Both spans of the turn (the turn span and its call) are not judged: "Spans not judged (refused or dropped)".
+        wait_for(lambda: value(scrape(server), "toolwatch_spans_dropped_total", reason="judge_error") == 2)
         wait_for(lambda: server.pipeline.turns_judged == 2)
         s = scrape(server)
         verdicts = sum(v for (name, _), v in s.items() if name == "toolwatch_turns_total")
