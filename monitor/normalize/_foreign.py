@@ -230,7 +230,10 @@ def _relabelled(span: Span, out: Out, problems: list[str], rejected: dict[str, i
     new = {**attrs, **extra} if extra else attrs
     if new.get(TOOL_ARGS) is None and new.get(INPUT_MESSAGES) is None and (m.PA_ARGS in new or m.PA_MESSAGES in new):
         new = {k: v for k, v in new.items() if k not in (m.PA_ARGS, m.PA_MESSAGES)}  # never sent back here
+    n = len(out)
     _convert_py((replace(span, attributes=new, events=None),), out, problems, rejected)
+    if len(out) > n:  # a record: it keeps the span's attributes as received
+        out[-1].attributes = attrs
 
 
 def _one_message(role: str, text: str) -> str:

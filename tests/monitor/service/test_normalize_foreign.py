@@ -11,12 +11,15 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from opentelemetry.trace import Status, StatusCode
 
 from monitor.normalize import ATTRIBUTE_KEYS, Normalizer, _genai
-from monitor.otlp import Span, parse_protobuf
+from monitor.otlp import STATUS_ERROR, Span, SpanEvent, parse_protobuf
 from monitor.records import ToolCall, Turn
 from tests.monitor.service.spans import new_tracer, to_request
+from tests.monitor.service.test_normalize_c import assert_same, needs_c
 
 Convert = Callable[[Iterable[Any], list[Any], list[str], dict[str, int]], None]
 PATHS: list[Any] = [pytest.param(_genai._convert_py, id="python")]
@@ -340,3 +343,56 @@ def test_the_normalizer_counts_foreign_problems() -> None:
     n = Normalizer()
     _, rejected = n.split(_one({"openinference.span.kind": 1}))
     assert (rejected, n.ignored_attributes) == ({}, {"openinference.span.kind": 1})
+
+
+# ---- C and Python on any mix -----------------------------------------------------------------------------------
+
+FOREIGN_VALUES = st.one_of(
+    st.sampled_from([None, "", "x", 3, True, 1.5, ("x",), (("k", 1),), json.dumps(ARGS), '{"input": "q"}', "[1",
+                     json.dumps([{"role": "user", "content": "q"}]), json.dumps({"args": ["q"], "kwargs": {}}),
+                     json.dumps({"args": [], "kwargs": {"query": "q"}}), json.dumps([{"text": "t"}])]),
+    st.text(max_size=4),
+)  # fmt: skip
+EVENTS = st.sampled_from(
+    [None, [], [SpanEvent("exception", 1, {"exception.type": "E"})],
+     [SpanEvent("gen_ai.tool.message", 1, {"content": json.dumps(ARGS)}),
+      SpanEvent("gen_ai.choice", 2, {"message": 3})],
+     [SpanEvent("gen_ai.user.message", 1, {"content": "[1"}), SpanEvent("gen_ai.choice", 2, {"message": "a"})],
+     [SpanEvent("gen_ai.client.inference.operation.details", 1, {"gen_ai.input.messages": "[{]"})]]
+)  # fmt: skip
+
+
+@st.composite
+def foreign_spans(draw: st.DrawFn) -> Span:
+    attrs: dict[str, Any] = {}
+    keys = {
+        "gen_ai.operation.name": st.sampled_from([None, "execute_tool", "invoke_agent", "chat", 5]),
+        "openinference.span.kind": st.sampled_from([None, "TOOL", "AGENT", "CHAIN", "LLM", "tool", 1]),
+        "traceloop.span.kind": st.sampled_from([None, "tool", "agent", "workflow", "task", False]),
+        "logfire.msg": st.sampled_from([None, "m"]),
+        "input.mime_type": st.sampled_from([None, "application/json", "text/plain"]),
+        "pydantic_ai.new_message_index": st.sampled_from([None, 0, 1, -1, "1", True]),
+        **{k: FOREIGN_VALUES for k in ("tool.name", "tool.id", "tool_call.id", "tool_call.function.arguments",
+                                        "input.value", "output.value", "agent.name", "session.id",
+                                        "traceloop.entity.name", "traceloop.entity.input", "traceloop.entity.output",
+                                        "tool_arguments", "tool_response", "pydantic_ai.all_messages", "final_result",
+                                        "gen_ai.tool.name", "gen_ai.tool.call.arguments", "gen_ai.input.messages",
+                                        "agent_name")},
+    }  # fmt: skip
+    for key, strategy in keys.items():
+        v = draw(strategy)
+        if v is not None and draw(st.integers(0, 3)) == 0:  # a few keys each time
+            attrs[key] = v
+    name = draw(st.sampled_from(["", "x", "running tool", "agent run", "execute_tool t", "invoke_agent a", "t.tool"]))
+    parent = draw(st.sampled_from(["", "00f067aa0ba902b7"]))
+    span = Span("0af7651916cd43dd8448eb211c80319c", f"{draw(st.integers(0, 99)):016x}", parent, name, 1, 5, 9)
+    span.status_code = draw(st.sampled_from([0, STATUS_ERROR]))
+    span.attributes, span.events = attrs, draw(EVENTS)
+    return span
+
+
+@needs_c
+@settings(max_examples=300, deadline=None)
+@given(st.lists(foreign_spans(), max_size=5))
+def test_c_and_python_agree_on_any_mix(batch: list[Span]) -> None:
+    assert_same(batch)
