@@ -10,8 +10,11 @@ of _markers.FOREIGN_ATTRIBUTE_KEYS, or the GenAI key a value stands for).
 
 What makes a turn:
 - OpenInference: an AGENT span; a CHAIN span with no parent (LangChain / LangGraph through OpenInference have no
-  AGENT span: their root chain is the run). A CHAIN span under another span is a parent link only.
-- Traceloop: an `agent` span; a `workflow` span with no parent. `task` spans are parent links.
+  AGENT span: their root chain is the run). A CHAIN span under another span is a parent link only, and so is an
+  AGENT span under another span without `input.value` (openai-agents through OpenInference records the run's input
+  on the root AGENT span only: the agent spans under it are steps of that turn).
+- Traceloop: an `agent` span (under another span: with `traceloop.entity.input`); a `workflow` span with no parent.
+  `task` spans are parent links.
 - pydantic-ai: its agent span (`invoke_agent {agent}`, or `agent run` in instrumentation version 2), the input from
   `pydantic_ai.all_messages`, the answer from `final_result`.
 - Strands Agents: its `invoke_agent {agent}` span, the input and answer from its span events.
@@ -96,7 +99,9 @@ def _openinference(span: Span, kind: Any, out: Out, problems: list[str], rejecte
             arguments = _oi_arguments(attrs, problems)
         _call(span, _str(attrs, m.OI_TOOL_NAME, problems), out, problems, rejected, call_id=call_id,
               arguments=arguments, result=_result(attrs, m.OI_OUTPUT, problems))  # fmt: skip
-    elif kind == "AGENT" or (kind == "CHAIN" and not span.parent_span_id):
+    elif (kind == "AGENT" and (m.OI_INPUT in attrs or not span.parent_span_id)) or (
+        kind == "CHAIN" and not span.parent_span_id
+    ):
         agent = _str(attrs, m.OI_AGENT_NAME, problems) or span.name
         _turn(span, out, problems, agent=agent,
               input_text=_value_text(attrs, m.OI_INPUT, _USER, _INPUT_KEYS, problems),
@@ -138,7 +143,9 @@ def _traceloop(span: Span, kind: Any, out: Out, problems: list[str], rejected: d
             name = span.name[: -len(".tool")]
         _call(span, name, out, problems, rejected, call_id=None, arguments=_tl_arguments(attrs, problems),
               result=_result(attrs, m.TL_OUTPUT, problems))  # fmt: skip
-    elif kind == "agent" or (kind == "workflow" and not span.parent_span_id):
+    elif (kind == "agent" and (m.TL_INPUT in attrs or not span.parent_span_id)) or (
+        kind == "workflow" and not span.parent_span_id
+    ):
         workflow = attrs.get(m.TL_WORKFLOW)
         agent = name or (workflow if isinstance(workflow, str) else "") or span.name
         _turn(span, out, problems, agent=agent, input_text=_tl_input(attrs, problems),

@@ -30,6 +30,20 @@ def _oi_turn(tracer: Any, root_kind: str, question: str, calls: list[tuple[str, 
     return format(root.get_span_context().trace_id, "032x")
 
 
+def _oi_agents_sdk(tracer: Any, question: str) -> str:
+    """openai-agents through OpenInference: the trace's root AGENT span holds the run's input and output, the agent
+    span under it none, the TOOL span is under the agent span (the root span is named after the run's workflow
+    name, the agent of the turn); its trace id."""
+    root = {"openinference.span.kind": "AGENT", "input.value": question, "output.value": "Result: looked"}
+    with tracer.start_as_current_span("incident-triage", attributes=root) as r:
+        with tracer.start_as_current_span("Triage agent", attributes={"openinference.span.kind": "AGENT"}):
+            tool = {"openinference.span.kind": "TOOL", "tool.name": AUTH, "input.value": json.dumps(GOOD),
+                    "input.mime_type": "application/json"}  # fmt: skip
+            with tracer.start_as_current_span(AUTH, attributes=tool):
+                pass
+    return format(r.get_span_context().trace_id, "032x")
+
+
 def _tl_turn(tracer: Any, question: str, calls: list[tuple[str, dict[str, Any]]]) -> str:
     """An OpenLLMetry run: an @agent span over @tool spans called by keyword; its trace id."""
     attrs = {"traceloop.span.kind": "agent", "traceloop.entity.name": "incident-triage",
@@ -51,6 +65,7 @@ def test_openinference_and_traceloop_turns_are_judged(serve: ServeFactory, tmp_p
         _oi_turn(tracer, "AGENT", "[AUTH] token expired", [(AUTH, {"window_minutes": 0})]): "oi-bad-args",
         _oi_turn(tracer, "AGENT", "[AUTH] token expired", []): "oi-missed",
         _tl_turn(tracer, "[AUTH] token expired", [(AUTH, GOOD)]): "tl-agent",
+        _oi_agents_sdk(tracer, "[AUTH] token expired"): "oi-agents-sdk",
     }
     provider.shutdown()
     log = tmp_path / "verdicts.jsonl"
@@ -69,6 +84,9 @@ def test_openinference_and_traceloop_turns_are_judged(serve: ServeFactory, tmp_p
         assert (v["agent"], v["input"], v["rule"], v["end_to_end"]) == (
             "incident-triage", "[AUTH] token expired", "auth", True), case  # fmt: skip
         assert v["calls"] == ok, case
+    nested = got["oi-agents-sdk"]  # one turn, the root's, with the call made under the agent span
+    assert (nested["agent"], nested["rule"], nested["end_to_end"], nested["calls"]) == ("incident-triage", "auth", True,
+                                                                                       ok)  # fmt: skip
     bad = got["oi-bad-args"]
     assert bad["end_to_end"] is False and bad["calls"][0]["schema_valid"] is False
     assert bad["calls"][0]["args_ok"] is False
