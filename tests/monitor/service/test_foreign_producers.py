@@ -7,11 +7,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+from click.testing import CliRunner
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace.export import SpanExportResult
 
-from tests.monitor.service.conftest import ServeFactory, wait_for
-from tests.monitor.service.spans import new_tracer
+from monitor.cli.replay_cmd import replay
+from monitor.otlp import request_to_json
+from tests.monitor.service.conftest import RULES, ServeFactory, wait_for
+from tests.monitor.service.spans import new_tracer, to_request
 
 AUTH = "pull_auth_telemetry"
 GOOD = {"log_excerpt": "token expired", "window_minutes": 5}
@@ -93,3 +96,23 @@ def test_openinference_and_traceloop_turns_are_judged(serve: ServeFactory, tmp_p
     missed = got["oi-missed"]
     assert (missed["rule"], missed["end_to_end"], missed["calls"]) == ("auth", False, [])
     assert missed["missed"] == [AUTH]
+
+
+def test_replay_of_openinference_spans_as_the_collector_writes_them(tmp_path: Path) -> None:
+    """`toolwatch replay` of OTLP JSON lines (the Collector's file exporter) holding OpenInference spans."""
+    provider, tracer, exporter = new_tracer()
+    _oi_turn(tracer, "AGENT", "[AUTH] token expired", [(AUTH, GOOD)])
+    _oi_agents_sdk(tracer, "[AUTH] token expired")
+    _oi_turn(tracer, "CHAIN", "[AUTH] token expired", [(AUTH, {"window_minutes": 0})])
+    _oi_turn(tracer, "AGENT", "[AUTH] token expired", [])
+    provider.shutdown()
+    capture = tmp_path / "spans.jsonl"
+    capture.write_text(request_to_json(to_request(exporter.get_finished_spans())) + "\n")
+    report = tmp_path / "r.json"
+    res = CliRunner().invoke(replay, [str(capture), "--rules", str(RULES), "--no-progress", "--json", str(report)])
+    assert res.exit_code == 0, res.output
+    assert "Tool call accuracy: 3/3 (100.0%)" in res.output  # the right tool each time, its arguments aside
+    counts = json.loads(report.read_text())["counts"]
+    want = {"turns": 4, "turnless_turns": 0, "judged_calls": 3, "correct": 3, "expected_calls": 4, "missed": 1,
+            "end_to_end_turns": 2, "schema_checked_calls": 3, "schema_valid_calls": 2, "args_ok_calls": 2}  # fmt: skip
+    assert {k: counts[k] for k in want} == want
