@@ -1,7 +1,8 @@
 """Span -> ToolCall / Turn for the OpenTelemetry GenAI semantic conventions.
 
-This is the one place that knows span shapes; another convention (OpenInference, OpenLLMetry) is
-another `Convention` mapping spans to the same records.
+This is the one place that knows GenAI span shapes; the spans of other conventions (OpenInference, OpenLLMetry) and of
+GenAI producers that put values elsewhere (pydantic-ai, Strands) are handed to _foreign.py from this convention's
+own pass (see `_foreign`), so that the batch stays one pass, in C for GenAI spans.
 """
 
 from __future__ import annotations
