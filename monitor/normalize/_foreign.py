@@ -417,10 +417,34 @@ def _value_text(attrs: Any, key: str, roles: tuple[str, ...], keys: tuple[str, .
             return text
         value = value.get("messages", value)
     if isinstance(value, list | dict):
-        text = _turn_text(json.dumps(value), roles, empty_is_none=True)
+        text = _turn_text(json.dumps(_chat_messages(value)), roles, empty_is_none=True)
         if text:
             return text
     return raw
+
+
+# LangChain's message types as chat roles.
+_LC_ROLES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool", "user": "user",
+             "assistant": "assistant"}  # fmt: skip
+
+
+def _chat_messages(value: Any) -> Any:
+    """Chat messages in the forms LangChain / LangGraph inputs take, as `{"role", "content"}`: a message with a role
+    as it is; LangChain's serialized message (`{"lc": 1, "kwargs": {"type": "human", "content": ...}}`) or its dump
+    (`{"type": "human", "content": ...}`); a `[role, content]` pair."""
+    if not isinstance(value, list):
+        return value
+    out: list[Any] = []
+    for msg in value:
+        if isinstance(msg, dict) and "role" not in msg:
+            body = msg.get("kwargs") if isinstance(msg.get("kwargs"), dict) else msg
+            role = _LC_ROLES.get(body.get("type")) if isinstance(body.get("type"), str) else None
+            if role is not None and isinstance(body.get("content"), str):
+                msg = {"role": role, "content": body["content"]}
+        elif isinstance(msg, list) and len(msg) == 2 and isinstance(msg[0], str) and isinstance(msg[1], str):
+            msg = {"role": _LC_ROLES.get(msg[0], msg[0]), "content": msg[1]}
+        out.append(msg)
+    return out
 
 
 def _call(span: Span, name: str, out: Out, problems: list[str], rejected: dict[str, int], *, call_id: Any,

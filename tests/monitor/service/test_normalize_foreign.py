@@ -27,6 +27,7 @@ if _genai._CONVERT_C is not None:
     PATHS.append(pytest.param(_genai._CONVERT_C, id="c"))
 
 AGENT = "incident-triage"
+_JSON = "application/json"
 ARGS = {"log_excerpt": "token expired", "window_minutes": 5}
 SCHEMA = {"type": "function", "function": {"name": "pull_auth_telemetry", "parameters": {"type": "object"}}}
 
@@ -269,6 +270,27 @@ def test_a_root_chain_is_a_turn_and_a_nested_chain_a_step(convert: Convert) -> N
     assert json.loads(calls["pull_auth_telemetry"].arguments or "") == ARGS
     assert calls["search"].arguments is None  # a plain string names no argument: not captured, never malformed
     assert [s.name for s in out if isinstance(s, Span)] == ["RunnableSequence"]
+
+
+LANGGRAPH_INPUTS = [
+    {"messages": [{"lc": 1, "type": "constructor", "id": ["langchain", "schema", "messages", "HumanMessage"],
+                   "kwargs": {"content": "[AUTH] token expired", "type": "human"}}]},
+    {"messages": [{"content": "[BILL] earlier", "type": "human"}, {"content": "done", "type": "ai"},
+                  {"content": "[AUTH] token expired", "type": "human"}]},
+    {"messages": [["user", "[AUTH] token expired"]]},
+    {"messages": [{"role": "user", "content": "[AUTH] token expired"}]},
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("convert", PATHS)
+@pytest.mark.parametrize("inputs", LANGGRAPH_INPUTS)
+def test_a_langgraph_root_chain_input_is_its_latest_user_message(convert: Convert, inputs: dict[str, Any]) -> None:
+    answer = {"messages": [*inputs["messages"], {"content": "Result: auth", "type": "ai"}]}
+    attrs = {"openinference.span.kind": "CHAIN", "input.value": json.dumps(inputs), "input.mime_type": _JSON,
+             "output.value": json.dumps(answer), "output.mime_type": _JSON}  # fmt: skip
+    out, problems, _ = _run(convert, _one(attrs))
+    (turn,) = out
+    assert (problems, turn.input_text, turn.output_text) == ([], "[AUTH] token expired", "Result: auth")
 
 
 @pytest.mark.parametrize("convert", PATHS)
