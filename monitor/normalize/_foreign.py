@@ -437,10 +437,12 @@ def _chat_messages(value: Any) -> Any:
     out: list[Any] = []
     for msg in value:
         if isinstance(msg, dict) and "role" not in msg:
-            body = msg.get("kwargs") if isinstance(msg.get("kwargs"), dict) else msg
-            role = _LC_ROLES.get(body.get("type")) if isinstance(body.get("type"), str) else None
-            if role is not None and isinstance(body.get("content"), str):
-                msg = {"role": role, "content": body["content"]}
+            kwargs = msg.get("kwargs")
+            body: dict[str, Any] = kwargs if isinstance(kwargs, dict) else msg
+            kind, content = body.get("type"), body.get("content")
+            role = _LC_ROLES.get(kind) if isinstance(kind, str) else None
+            if role is not None and isinstance(content, str):
+                msg = {"role": role, "content": content}
         elif isinstance(msg, list) and len(msg) == 2 and isinstance(msg[0], str) and isinstance(msg[1], str):
             msg = {"role": _LC_ROLES.get(msg[0], msg[0]), "content": msg[1]}
         out.append(msg)
