@@ -267,14 +267,12 @@ def _pydantic_messages(span: Span, attrs: Any, extra: dict[str, Any], problems: 
     start = attrs.get(m.PA_NEW_INDEX, 0)
     if not isinstance(start, int) or isinstance(start, bool) or start < 0:
         start = 0
-    if isinstance(messages, list):
+    if isinstance(messages, list):  # without text (include_content=False leaves the parts' content out): not captured
         for msg in messages[start:]:
             text = _texts([msg], _USER) if isinstance(msg, dict) else None
             if text:
                 extra[INPUT_MESSAGES] = _one_message("user", text)
                 break
-        else:
-            extra[INPUT_MESSAGES] = "[]"  # captured, with no text
     final = attrs.get(m.PA_FINAL)
     if attrs.get(OUTPUT_MESSAGES) is None and final is not None:
         if not isinstance(final, str):

@@ -227,6 +227,27 @@ def test_genai_producers_with_values_elsewhere(convert: Convert, producer: str) 
 
 
 @pytest.mark.parametrize("convert", PATHS)
+def test_pydantic_ai_without_content_is_not_captured(convert: Convert) -> None:
+    """InstrumentationSettings(include_content=False): the messages' parts without content, no `final_result`, no
+    arguments: a turn whose input was not captured, a call unjudged for arguments, as GenAI spans without content."""
+    messages = [{"role": "user", "parts": [{"type": "text"}]}, {"role": "assistant", "parts": [{"type": "text"}]}]
+
+    def build(tracer: Any) -> None:
+        run = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": AGENT, "logfire.msg": "run",
+               "pydantic_ai.all_messages": json.dumps(messages)}  # fmt: skip
+        with tracer.start_as_current_span("invoke_agent incident-triage", attributes=run) as s:
+            tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "t", "gen_ai.tool.call.id": "c"}
+            with tracer.start_as_current_span("execute_tool t", attributes=tool):
+                pass
+            s.set_status(Status(StatusCode.ERROR, "boom"))
+
+    out, problems, _ = _run(convert, _spans(build))
+    (turn,) = _only(out, Turn)
+    (call,) = _only(out, ToolCall)
+    assert (problems, turn.input_text, turn.output_text, call.arguments) == ([], "", None, None)
+
+
+@pytest.mark.parametrize("convert", PATHS)
 def test_a_genai_span_with_only_an_exception_event_is_read_as_before(convert: Convert) -> None:
     def build(tracer: Any) -> None:
         attrs = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "page_oncall", "gen_ai.tool.call.id": "c"}
