@@ -56,6 +56,7 @@ from monitor.records import ToolCall, Turn
 Out = list[ToolCall | Turn | Span]
 
 _JSON_MIME = "application/json"
+_REDACTED = "__REDACTED__"  # what OpenInference's TraceConfig (OPENINFERENCE_HIDE_INPUTS, ...) leaves of a hidden value
 # Keys whose str value is the question / the answer in a JSON input or output object (LangChain's AgentExecutor
 # `{"input": ...}` / `{"output": ...}`, Traceloop's kwargs of a function called by keyword).
 _INPUT_KEYS = ("input", "query", "question", "prompt", "message")
@@ -95,10 +96,11 @@ def _openinference(span: Span, kind: Any, out: Out, problems: list[str], rejecte
             problems.append(key)
             call_id = str(call_id)
         arguments = _args(attrs, m.OI_TOOL_CALL_ARGS, problems)
-        if arguments is None:
+        if arguments is None or arguments == _REDACTED:
             arguments = _oi_arguments(attrs, problems)
+        result = _result(attrs, m.OI_OUTPUT, problems)
         _call(span, _str(attrs, m.OI_TOOL_NAME, problems), out, problems, rejected, call_id=call_id,
-              arguments=arguments, result=_result(attrs, m.OI_OUTPUT, problems))  # fmt: skip
+              arguments=arguments, result=None if result == _REDACTED else result)  # fmt: skip
     elif (kind == "AGENT" and (m.OI_INPUT in attrs or not span.parent_span_id)) or (
         kind == "CHAIN" and not span.parent_span_id
     ):
@@ -115,7 +117,7 @@ def _oi_arguments(attrs: Any, problems: list[str]) -> str | None:
     """A TOOL span's `input.value` as arguments: JSON text when its mime type says so or it is a JSON object; any
     other text (a LangChain tool's single string input) names no argument: not captured (None)."""
     raw = attrs.get(m.OI_INPUT)
-    if raw is None:
+    if raw is None or raw == _REDACTED:
         return None
     if not isinstance(raw, str):
         return _args(attrs, m.OI_INPUT, problems)
@@ -398,7 +400,7 @@ def _value_text(attrs: Any, key: str, roles: tuple[str, ...], keys: tuple[str, .
     its `messages`), a list of chat messages their text in `roles`; text that is no JSON is itself. None when not
     captured."""
     raw = attrs.get(key)
-    if raw is None:
+    if raw is None or raw == _REDACTED:  # hidden: not captured
         return None
     if not isinstance(raw, str):
         problems.append(key)

@@ -227,6 +227,26 @@ def test_genai_producers_with_values_elsewhere(convert: Convert, producer: str) 
 
 
 @pytest.mark.parametrize("convert", PATHS)
+def test_openinference_hidden_values_are_not_captured(convert: Convert) -> None:
+    """OPENINFERENCE_HIDE_INPUTS / _OUTPUTS replace the values with `__REDACTED__`: not captured, never malformed."""
+    hidden = "__REDACTED__"
+
+    def build(tracer: Any) -> None:
+        agent = {"openinference.span.kind": "AGENT", "input.value": hidden, "output.value": hidden}
+        with tracer.start_as_current_span(AGENT, attributes=agent) as s:
+            tool = {"openinference.span.kind": "TOOL", "tool.name": "t", "input.value": hidden, "input.mime_type": _JSON,
+                    "tool_call.function.arguments": hidden, "output.value": hidden}  # fmt: skip
+            with tracer.start_as_current_span("t", attributes=tool):
+                pass
+            s.set_status(Status(StatusCode.ERROR, "boom"))
+
+    out, problems, _ = _run(convert, _spans(build))
+    (turn,) = _only(out, Turn)
+    (call,) = _only(out, ToolCall)
+    assert (problems, turn.input_text, turn.output_text, call.arguments, call.result) == ([], "", None, None, None)
+
+
+@pytest.mark.parametrize("convert", PATHS)
 def test_pydantic_ai_without_content_is_not_captured(convert: Convert) -> None:
     """InstrumentationSettings(include_content=False): the messages' parts without content, no `final_result`, no
     arguments: a turn whose input was not captured, a call unjudged for arguments, as GenAI spans without content."""
