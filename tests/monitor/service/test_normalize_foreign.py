@@ -234,8 +234,9 @@ def test_openinference_hidden_values_are_not_captured(convert: Convert) -> None:
     def build(tracer: Any) -> None:
         agent = {"openinference.span.kind": "AGENT", "input.value": hidden, "output.value": hidden}
         with tracer.start_as_current_span(AGENT, attributes=agent) as s:
-            tool = {"openinference.span.kind": "TOOL", "tool.name": "t", "input.value": hidden, "input.mime_type": _JSON,
-                    "tool_call.function.arguments": hidden, "output.value": hidden}  # fmt: skip
+            tool = {"openinference.span.kind": "TOOL", "tool.name": "t", "input.value": hidden,
+                    "input.mime_type": _JSON, "tool_call.function.arguments": hidden,
+                    "output.value": hidden}  # fmt: skip
             with tracer.start_as_current_span("t", attributes=tool):
                 pass
             s.set_status(Status(StatusCode.ERROR, "boom"))
