@@ -18,7 +18,8 @@ What makes a turn:
 - pydantic-ai: its agent span (`invoke_agent {agent}`, or `agent run` in instrumentation version 2), the input from
   `pydantic_ai.all_messages`, the answer from `final_result`.
 - Strands Agents: its `invoke_agent {agent}` span, the input and answer from its span events.
-A tool call: an OpenInference TOOL span, a Traceloop `tool` span, pydantic-ai's tool span (`running tool` in version
+A tool call: an OpenInference TOOL span with `tool.name` (openai-agents makes its handoffs TOOL spans without one:
+parent links), a Traceloop `tool` span, pydantic-ai's tool span (`running tool` in version
 2, arguments in `tool_arguments`), Strands' `execute_tool {tool}` span (arguments in its events).
 """
 
@@ -87,7 +88,9 @@ def _openinference(span: Span, kind: Any, out: Out, problems: list[str], rejecte
         out.append(span)
         return
     kind = kind.upper()
-    if kind == "TOOL":
+    if kind == "TOOL" and m.OI_TOOL_NAME not in attrs:  # openai-agents' handoffs: TOOL spans without a tool name
+        out.append(span)
+    elif kind == "TOOL":
         call_id = attrs.get(m.OI_TOOL_CALL_ID)
         key = m.OI_TOOL_CALL_ID
         if call_id is None:

@@ -390,8 +390,17 @@ def test_wrong_typed_attributes_are_ignored_and_counted(convert: Convert, attrs:
 def test_a_tool_span_without_any_name_is_rejected(convert: Convert) -> None:
     span = _spans(openinference_agent)[0]
     span.name = ""
-    span.attributes = {"openinference.span.kind": "TOOL"}
+    span.attributes = {"openinference.span.kind": "TOOL", "tool.name": ""}
     assert _run(convert, [span])[1:] == ([], {"missing_tool_name": 1})
+
+
+@pytest.mark.parametrize("convert", PATHS)
+def test_an_openai_agents_handoff_is_no_call(convert: Convert) -> None:
+    """openai-agents through OpenInference: a handoff is a TOOL span named `handoff to {agent}` without `tool.name`."""
+    (span,) = _one({"openinference.span.kind": "TOOL", "llm.system": "openai"})
+    span.name = "handoff to billing"
+    out, problems, rejected = _run(convert, [span])
+    assert (out, problems, rejected) == ([span], [], {})
 
 
 def test_python_and_c_give_the_same_records() -> None:
