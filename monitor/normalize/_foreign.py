@@ -154,53 +154,75 @@ def _traceloop(span: Span, kind: Any, out: Out, problems: list[str], rejected: d
         workflow = attrs.get(m.TL_WORKFLOW)
         agent = name or (workflow if isinstance(workflow, str) else "") or span.name
         _turn(span, out, problems, agent=agent, input_text=_tl_input(attrs, problems),
-              output_text=_value_text(attrs, m.TL_OUTPUT, _ASSISTANT, _OUTPUT_KEYS, problems), conversation_id=None)
+              output_text=_tl_output(attrs, problems), conversation_id=None)
     else:
         out.append(span)
 
 
-def _tl_entity_input(attrs: Any, problems: list[str]) -> tuple[list[Any], dict[str, Any]] | None:
-    """`traceloop.entity.input`, `{"args": [...], "kwargs": {...}}` as the SDK's decorators write it: (args, kwargs),
-    or None when not captured or not of that shape."""
-    raw = attrs.get(m.TL_INPUT)
+def _tl_json(attrs: Any, key: str, problems: list[str]) -> Any:
+    """A Traceloop JSON attribute parsed (None when absent or not JSON; another type counted)."""
+    raw = attrs.get(key)
     if raw is None:
         return None
     if not isinstance(raw, str):
-        problems.append(m.TL_INPUT)
+        problems.append(key)
         return None
     try:
-        value = json.loads(raw)
+        return json.loads(raw)
     except (ValueError, RecursionError):
         return None
-    if not isinstance(value, dict):
+
+
+def _tl_decorated(value: Any) -> tuple[list[Any], dict[str, Any]] | None:
+    """`{"args": [...], "kwargs": {...}}` as the SDK's decorators write a function's input: (args, kwargs)."""
+    if not isinstance(value, dict) or not value or not set(value) <= {"args", "kwargs"}:
         return None
     args, kwargs = value.get("args", []), value.get("kwargs", {})
     return (args, kwargs) if isinstance(args, list) and isinstance(kwargs, dict) else None
 
 
 def _tl_arguments(attrs: Any, problems: list[str]) -> str | None:
-    """A tool's arguments: its keyword arguments; a call with positional arguments names them not (None)."""
-    entity = _tl_entity_input(attrs, problems)
-    if entity is None or entity[0]:
+    """A tool's arguments: a decorated function's keyword arguments (positional ones have no names: None); the
+    `inputs` of a LangChain tool through OpenLLMetry (`{"input_str", "inputs", "tags", "metadata", "kwargs"}`)."""
+    value = _tl_json(attrs, m.TL_INPUT, problems)
+    decorated = _tl_decorated(value)
+    if decorated is not None:
+        return None if decorated[0] else json.dumps(decorated[1])
+    if isinstance(value, dict) and isinstance(value.get("inputs"), dict):
+        return json.dumps(value["inputs"])
+    return None
+
+
+def _tl_input(attrs: Any, problems: list[str]) -> str | None:
+    """A turn's input: a decorated function's first positional argument when a str, else its str keyword argument
+    named like an input (or its only str one); a LangChain chain's `inputs` (through OpenLLMetry) as an OpenInference
+    input value is read; else the captured text itself. None when not captured."""
+    value = _tl_json(attrs, m.TL_INPUT, problems)
+    raw = attrs.get(m.TL_INPUT)
+    decorated = _tl_decorated(value)
+    if decorated is not None:
+        args, kwargs = decorated
+        if args and isinstance(args[0], str):
+            return args[0]
+        text = _pick(kwargs, _INPUT_KEYS)
+        if text is None:
+            strs = [v for v in kwargs.values() if isinstance(v, str)]
+            text = strs[0] if len(strs) == 1 else None
+        return text if text is not None else raw
+    if isinstance(value, dict) and "inputs" in value:
+        return _text_of(value["inputs"], _USER, _INPUT_KEYS) or raw
+    return raw if isinstance(raw, str) else None
+
+
+def _tl_output(attrs: Any, problems: list[str]) -> str | None:
+    """A turn's answer: the function's result (JSON); a LangChain chain's `outputs` (`{"outputs", "kwargs"}`)."""
+    value = _tl_json(attrs, m.TL_OUTPUT, problems)
+    raw = attrs.get(m.TL_OUTPUT)
+    if not isinstance(raw, str):
         return None
-    return json.dumps(entity[1])
-
-
-def _tl_input(attrs: Any, problems: list[str]) -> str:
-    """A turn's input: its first positional argument when a str, else the str keyword argument named like an input
-    (or the only str one), else the captured text itself."""
-    entity = _tl_entity_input(attrs, problems)
-    if entity is None:
-        raw = attrs.get(m.TL_INPUT)
-        return raw if isinstance(raw, str) else ""
-    args, kwargs = entity
-    if args and isinstance(args[0], str):
-        return args[0]
-    text = _pick(kwargs, _INPUT_KEYS)
-    if text is None:
-        strs = [v for v in kwargs.values() if isinstance(v, str)]
-        text = strs[0] if len(strs) == 1 else None
-    return text if text is not None else attrs[m.TL_INPUT]
+    if isinstance(value, dict) and "outputs" in value and set(value) <= {"outputs", "kwargs"}:
+        return _text_of(value["outputs"], _ASSISTANT, _OUTPUT_KEYS) or raw
+    return (_text_of(value, _ASSISTANT, _OUTPUT_KEYS) if value is not None else None) or raw
 
 
 # ---- GenAI producers that put values elsewhere: pydantic-ai, Strands Agents -------------------------------------
@@ -399,8 +421,7 @@ def _pick(obj: dict[str, Any], keys: tuple[str, ...]) -> str | None:
 
 
 def _value_text(attrs: Any, key: str, roles: tuple[str, ...], keys: tuple[str, ...], problems: list[str]) -> str | None:
-    """The text of an input or output value: a JSON str is itself, an object's str value under one of `keys` (or
-    its `messages`), a list of chat messages their text in `roles`; text that is no JSON is itself. None when not
+    """The text of an input or output value (see `_text_of`); text that is no JSON is itself. None when not
     captured."""
     raw = attrs.get(key)
     if raw is None or raw == _REDACTED:  # hidden: not captured
@@ -412,6 +433,12 @@ def _value_text(attrs: Any, key: str, roles: tuple[str, ...], keys: tuple[str, .
         value = json.loads(raw)
     except (ValueError, RecursionError):
         return raw
+    return _text_of(value, roles, keys) or raw
+
+
+def _text_of(value: Any, roles: tuple[str, ...], keys: tuple[str, ...]) -> str | None:
+    """The text of a JSON input or output: a str is itself, an object's str value under one of `keys` (or its
+    `messages`), a list of chat messages their text in `roles`; None for anything else."""
     if isinstance(value, str):
         return value
     if isinstance(value, dict):
@@ -420,10 +447,8 @@ def _value_text(attrs: Any, key: str, roles: tuple[str, ...], keys: tuple[str, .
             return text
         value = value.get("messages", value)
     if isinstance(value, list | dict):
-        text = _turn_text(json.dumps(_chat_messages(value)), roles, empty_is_none=True)
-        if text:
-            return text
-    return raw
+        return _turn_text(json.dumps(_chat_messages(value)), roles, empty_is_none=True) or None
+    return None
 
 
 # LangChain's message types as chat roles.

@@ -203,6 +203,7 @@ BUILDS: dict[str, Callable[[Any], None]] = {
     "openinference": lambda t: openinference_agent(t),
     "langchain": lambda t: langchain_chain(t),
     "traceloop": lambda t: traceloop_workflow(t),
+    "traceloop-langchain": lambda t: traceloop_langchain(t),
     "pydantic-2-no-operation": lambda t: pydantic_v2(t),
     "pydantic-2": lambda t: pydantic_current(t, 2),
     "pydantic-3": lambda t: pydantic_current(t, 3),
@@ -333,6 +334,44 @@ def test_a_langgraph_root_chain_input_is_its_latest_user_message(convert: Conver
     out, problems, _ = _run(convert, _one(attrs))
     (turn,) = out
     assert (problems, turn.input_text, turn.output_text) == ([], "[AUTH] token expired", "Result: auth")
+
+
+def traceloop_langchain(tracer: Any) -> None:
+    """OpenLLMetry's LangChain instrumentation: the root chain a `workflow` span, a nested one a `task`, a tool a
+    `tool` span; inputs as `{"inputs", "tags", "metadata", "kwargs"}` (tools: `input_str` too), outputs as
+    `{"outputs" / "output", "kwargs"}`; `kwargs` are the callback's, not the tool's."""
+    root = {"traceloop.span.kind": "workflow", "traceloop.entity.name": "AgentExecutor",
+            "traceloop.workflow.name": "AgentExecutor",
+            "traceloop.entity.input": json.dumps({"inputs": {"input": "[AUTH] token expired"}, "tags": [],
+                                                  "metadata": {}, "kwargs": {"name": "AgentExecutor"}}),
+            "traceloop.entity.output": json.dumps({"outputs": {"output": "Result: auth"}, "kwargs": {"tags": []}})}
+    with tracer.start_as_current_span("AgentExecutor.workflow", attributes=root):
+        task = {"traceloop.span.kind": "task", "traceloop.entity.name": "RunnableSequence"}
+        with tracer.start_as_current_span("RunnableSequence.task", attributes=task):
+            pass
+        tool = {"traceloop.span.kind": "tool", "traceloop.entity.name": "pull_auth_telemetry",
+                "traceloop.entity.input": json.dumps({"input_str": str(ARGS), "tags": None, "metadata": None,
+                                                      "inputs": ARGS, "kwargs": {"color": "green", "name": "p"}}),
+                "traceloop.entity.output": json.dumps({"output": "ok", "kwargs": {}})}
+        with tracer.start_as_current_span("pull_auth_telemetry.tool", attributes=tool):
+            pass
+        old = {"traceloop.span.kind": "tool", "traceloop.entity.name": "search",
+               "traceloop.entity.input": json.dumps({"input_str": "q", "tags": None, "metadata": None,
+                                                     "inputs": None, "kwargs": {"name": "search"}})}
+        with tracer.start_as_current_span("search.tool", attributes=old):
+            pass  # fmt: skip
+
+
+@pytest.mark.parametrize("convert", PATHS)
+def test_traceloop_langchain_spans(convert: Convert) -> None:
+    out, problems, _ = _run(convert, _spans(traceloop_langchain))
+    assert problems == []
+    (turn,) = _only(out, Turn)
+    assert (turn.agent, turn.input_text, turn.output_text) == ("AgentExecutor", "[AUTH] token expired", "Result: auth")
+    calls = {c.name: c for c in _only(out, ToolCall)}
+    assert json.loads(calls["pull_auth_telemetry"].arguments or "") == ARGS  # the tool's inputs, not the kwargs
+    assert calls["search"].arguments is None  # only a string: no argument names
+    assert [s.name for s in out if isinstance(s, Span)] == ["RunnableSequence.task"]
 
 
 @pytest.mark.parametrize("convert", PATHS)
