@@ -1,7 +1,9 @@
 """Span -> ToolCall / Turn records. The single pluggable place for telemetry conventions.
 
 `Normalizer` applies a list of conventions in order (the first that recognises a span wins) and
-counts what it had to reject or ignore. The default is the OpenTelemetry GenAI conventions.
+counts what it had to reject or ignore. The default is the OpenTelemetry GenAI conventions, which hand the spans
+of OpenInference and OpenLLMetry (Traceloop), and those of pydantic-ai and Strands Agents whose values are not in
+the GenAI attributes, to _foreign.py (the same records).
 """
 
 from __future__ import annotations
@@ -9,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import cast
 
+from monitor.normalize._genai import ATTRIBUTE_KEYS as GENAI_ATTRIBUTE_KEYS
 from monitor.normalize._genai import (
-    ATTRIBUTE_KEYS,
     EXECUTE_TOOL,
     INVOKE_AGENT,
     REASON_NO_TOOL_NAME,
@@ -20,8 +22,12 @@ from monitor.normalize._genai import (
     Rejected,
     message_text,
 )
+from monitor.normalize._markers import FOREIGN_ATTRIBUTE_KEYS
 from monitor.otlp import Span
 from monitor.records import ToolCall, Turn
+
+# Every attribute key the conventions read: the only keys reported as ignored (a bounded metric label set).
+ATTRIBUTE_KEYS = GENAI_ATTRIBUTE_KEYS | FOREIGN_ATTRIBUTE_KEYS
 
 
 class Normalizer:

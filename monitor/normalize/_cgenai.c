@@ -10,6 +10,11 @@
  * The compact one-text messages are decoded here: json's C scanstring (strict), the same decoding, the same
  * strings accepted (an error there means "not compact", as in Python, which then calls _turn_text).
  *
+ * A span with no GenAI operation that holds one of _FOREIGN_KEYS (another convention's marker: OpenInference,
+ * Traceloop, pydantic-ai 2) goes to _genai._foreign, as _convert_py sends it; any other is appended as it is (a few
+ * dict lookups). So does a tool span with no `gen_ai.tool.call.arguments` or a turn span with no
+ * `gen_ai.input.messages` that has events or pydantic-ai's attribute (checked only when the value is missing).
+ *
  * Records are filled slot by slot when ToolCall / Turn are plain slotted classes (checked at init), which is what
  * object.__new__ plus setattr gives; otherwise object.__new__ and setattr are called. Span fields are read from
  * their slots (an unset slot is read with getattr, which raises as Python does).
@@ -24,10 +29,10 @@
 /* ---- state given to init() --------------------------------------------------------------------------------- */
 
 enum { S_NAME, S_STATUS_CODE, S_STATUS_MESSAGE, S_ATTRIBUTES, S_RESOURCE, S_TRACE_ID, S_SPAN_ID, S_PARENT_SPAN_ID,
-       S_START_NS, S_END_NS, S_N };
+       S_START_NS, S_END_NS, S_EVENTS, S_N };
 static const char *const span_names[S_N] = {"name",     "status_code", "status_message", "attributes",
                                             "resource", "trace_id",    "span_id",        "parent_span_id",
-                                            "start_ns", "end_ns"};
+                                            "start_ns", "end_ns",      "events"};
 
 enum { C_NAME, C_CALL_ID, C_ARGUMENTS, C_RESULT, C_ERROR_TYPE, C_TRACE_ID, C_SPAN_ID, C_PARENT_SPAN_ID, C_START_NS,
        C_END_NS, C_ATTRIBUTES, C_N };
@@ -62,6 +67,8 @@ static PyObject *lookup_key[K_N];
 static PyObject *k_op, *k_tool_name, *k_call_id, *k_args, *k_result, *k_error_type, *k_agent, *k_conversation_id,
     *k_input, *k_output, *k_defs, *k_case_id, *k_truncated;
 static PyObject *execute_tool, *invoke_agent, *reason_no_tool_name, *status_error;
+static PyObject *foreign_keys; /* _FOREIGN_KEYS interned: a span of neither operation with one goes to _foreign */
+static PyObject *f_foreign, *pa_args, *pa_messages; /* _foreign; _PA_ARGS, _PA_MESSAGES interned */
 static PyObject *f_convert_py, *f_tool_name, *f_call_id, *f_json_text, *f_agent, *f_turn_text, *f_tool_definitions,
     *f_operation_of_name, *defs_by_length;
 static PyObject *user_roles, *assistant_roles, *user_parts, *assistant_parts, *ends[3];
@@ -326,10 +333,35 @@ static int delegate(PyObject *span, PyObject *out, PyObject *problems, PyObject 
     return r != NULL ? 0 : -1;
 }
 
+/* `_foreign(span, out, problems, rejected)`: 0 or -1. */
+static int foreign(PyObject *span, PyObject *out, PyObject *problems, PyObject *rejected) {
+    PyObject *args[4] = {span, out, problems, rejected};
+    PyObject *r = PyObject_Vectorcall(f_foreign, args, 4, NULL);
+    Py_XDECREF(r);
+    return r != NULL ? 0 : -1;
+}
+
+/* `span.events or key in attrs` (a GenAI value not captured may be elsewhere): 1, 0 or -1. */
+static int elsewhere(PyObject *span, PyObject *attrs, PyObject *key) {
+    PyObject *ev = span_get(span, S_EVENTS);
+    if (ev == NULL) return -1;
+    int t = ev == Py_None ? 0 : PyList_CheckExact(ev) ? PyList_GET_SIZE(ev) != 0 : PyObject_IsTrue(ev);
+    Py_DECREF(ev);
+    return t != 0 ? t : PyDict_Contains(attrs, key);
+}
+
 static int tool_call(PyObject *span, PyObject *attrs, PyObject *out, PyObject *problems, PyObject *rejected) {
     PyObject *name = NULL, *error_type = NULL, *call_id = NULL, *arguments = NULL, *truncated = NULL, *result = NULL,
              *tmp = NULL;
     int rc = -1, t;
+    if ((arguments = dget(attrs, lookup_key[K_ARGS])) == NULL) goto fail;
+    if (arguments == Py_None) { /* the arguments elsewhere (pydantic-ai, Strands): _foreign maps the span */
+        if ((t = elsewhere(span, attrs, pa_args)) < 0) goto fail;
+        if (t) {
+            rc = foreign(span, out, problems, rejected);
+            goto fail;
+        }
+    }
     if ((name = dget(attrs, lookup_key[K_TOOL_NAME])) == NULL) goto fail;
     if (!PyUnicode_CheckExact(name) || PyUnicode_GET_LENGTH(name) == 0) {
         PyObject *a[3] = {span, name, problems};
@@ -367,7 +399,6 @@ static int tool_call(PyObject *span, PyObject *attrs, PyObject *out, PyObject *p
         PyObject *a[2] = {call_id, problems};
         if (call_into(&call_id, f_call_id, a, 2, NULL) < 0) goto fail;
     }
-    if ((arguments = dget(attrs, lookup_key[K_ARGS])) == NULL) goto fail;
     if (arguments != Py_None && !PyUnicode_CheckExact(arguments)) {
         PyObject *a[3] = {arguments, k_args, problems};
         if (call_into(&arguments, f_json_text, a, 3, NULL) < 0) goto fail;
@@ -447,16 +478,24 @@ static PyObject *messages_text(PyObject *raw, PyObject *prefix, PyObject *roles,
     return text;
 }
 
-static int turn(PyObject *span, PyObject *attrs, PyObject *out, PyObject *problems) {
+static int turn(PyObject *span, PyObject *attrs, PyObject *out, PyObject *problems, PyObject *rejected) {
     PyObject *agent = NULL, *raw = NULL, *text = NULL, *output = NULL, *conversation_id = NULL, *case_id = NULL,
              *defs = NULL, *last = NULL, *tmp = NULL;
     int rc = -1, t, input_captured, odd = 0, cut = 0;
+    if ((raw = dget(attrs, lookup_key[K_INPUT])) == NULL) goto fail;
+    if (raw == Py_None) { /* the input elsewhere (pydantic-ai, Strands): _foreign maps the span */
+        if ((t = elsewhere(span, attrs, pa_messages)) < 0) goto fail;
+        if (t) {
+            rc = foreign(span, out, problems, rejected);
+            goto fail;
+        }
+    }
     if ((agent = dget(attrs, lookup_key[K_AGENT])) == NULL) goto fail;
     if (!PyUnicode_CheckExact(agent)) {
         PyObject *a[3] = {span, agent, problems};
         if (call_into(&agent, f_agent, a, 3, NULL) < 0) goto fail;
     }
-    if ((raw = dget(attrs, lookup_key[K_INPUT])) == NULL || messages_problem(raw, k_input, problems) < 0 ||
+    if (messages_problem(raw, k_input, problems) < 0 ||
         (text = messages_text(raw, user_parts, user_roles, 0)) == NULL)
         goto fail;
     if ((input_captured = PyObject_IsInstance(raw, str_or_tuple)) < 0) goto fail; /* isinstance(raw_in, str | tuple) */
@@ -553,7 +592,7 @@ fail:
     return rc;
 }
 
-/* Which branch: 1 execute_tool, 2 invoke_agent, 0 any other span, -1 error. */
+/* Which branch: 1 execute_tool, 2 invoke_agent, 0 another GenAI operation, 3 no GenAI operation, -1 error. */
 static int branch(PyObject *span, PyObject *attrs) {
     PyObject *op = dget(attrs, lookup_key[K_OP]);
     if (op == NULL) return -1;
@@ -575,11 +614,22 @@ static int branch(PyObject *span, PyObject *attrs) {
             Py_SETREF(op, r);
         }
     }
-    if (op == Py_None) t = 0;
+    if (op == Py_None) t = 3;
     else if ((t = eq(op, execute_tool)) == 0 && (t = eq(op, invoke_agent)) > 0) t = 2;
 fail:
     Py_DECREF(op);
     return t;
+}
+
+/* A span with no GenAI operation: `_foreign(span, ...)` when it holds one of _FOREIGN_KEYS (another convention's
+ * span), else appended as it is. */
+static int other(PyObject *span, PyObject *attrs, PyObject *out, PyObject *problems, PyObject *rejected) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(foreign_keys); i++) {
+        PyObject *v = PyDict_GetItemWithError(attrs, PyTuple_GET_ITEM(foreign_keys, i));
+        if (v == NULL && PyErr_Occurred()) return -1;
+        if (v != NULL) return foreign(span, out, problems, rejected);
+    }
+    return PyList_Append(out, span);
 }
 
 static int convert_one(PyObject *span, PyObject *out, PyObject *problems, PyObject *rejected) {
@@ -592,8 +642,9 @@ static int convert_one(PyObject *span, PyObject *out, PyObject *problems, PyObje
     } else {
         switch (branch(span, attrs)) {
         case 1: rc = tool_call(span, attrs, out, problems, rejected); break;
-        case 2: rc = turn(span, attrs, out, problems); break;
+        case 2: rc = turn(span, attrs, out, problems, rejected); break;
         case 0: rc = PyList_Append(out, span); break;
+        case 3: rc = other(span, attrs, out, problems, rejected); break;
         default: rc = -1;
         }
     }
@@ -672,7 +723,7 @@ static PyObject *init(PyObject *self, PyObject *ns) {
         {"_json_text", &f_json_text, 0}, {"_agent", &f_agent, 0}, {"_turn_text", &f_turn_text, 0},
         {"_tool_definitions", &f_tool_definitions, 0}, {"operation_of_name", &f_operation_of_name, 0},
         {"_DEFINITIONS_BY_LENGTH", &defs_by_length, 0}, {"_USER", &user_roles, 0},
-        {"_ASSISTANT", &assistant_roles, 0}, {"_USER_PARTS", &user_parts, 1},
+        {"_ASSISTANT", &assistant_roles, 0}, {"_USER_PARTS", &user_parts, 1}, {"_foreign", &f_foreign, 0},
         {"_ASSISTANT_PARTS", &assistant_parts, 1},
     };
     for (size_t i = 0; i < sizeof items / sizeof items[0]; i++)
@@ -680,6 +731,42 @@ static PyObject *init(PyObject *self, PyObject *ns) {
     if (!PyDict_CheckExact(defs_by_length)) {
         PyErr_SetString(PyExc_TypeError, "_cgenai.init: _DEFINITIONS_BY_LENGTH must be a dict");
         return NULL;
+    }
+    PyObject *fk = PyDict_GetItemString(ns, "_FOREIGN_KEYS");
+    if (fk == NULL || !PyTuple_CheckExact(fk)) {
+        PyErr_SetString(PyExc_TypeError, "_cgenai.init: _FOREIGN_KEYS must be a tuple of ASCII str");
+        return NULL;
+    }
+    PyObject *keys_copy = PyTuple_New(PyTuple_GET_SIZE(fk));
+    if (keys_copy == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(fk); i++) {
+        PyObject *k = PyTuple_GET_ITEM(fk, i);
+        if (!PyUnicode_CheckExact(k) || !PyUnicode_IS_ASCII(k)) {
+            Py_DECREF(keys_copy);
+            PyErr_SetString(PyExc_TypeError, "_cgenai.init: _FOREIGN_KEYS must be a tuple of ASCII str");
+            return NULL;
+        }
+        PyObject *c = PyUnicode_FromKindAndData(PyUnicode_1BYTE_KIND, PyUnicode_DATA(k), PyUnicode_GET_LENGTH(k));
+        if (c == NULL) {
+            Py_DECREF(keys_copy);
+            return NULL;
+        }
+        PyUnicode_InternInPlace(&c);
+        PyTuple_SET_ITEM(keys_copy, i, c);
+    }
+    Py_XSETREF(foreign_keys, keys_copy);
+    PyObject **pa[2] = {&pa_args, &pa_messages};
+    const char *pa_names[2] = {"_PA_ARGS", "_PA_MESSAGES"};
+    for (int i = 0; i < 2; i++) {
+        PyObject *k = PyDict_GetItemString(ns, pa_names[i]);
+        if (k == NULL || !PyUnicode_CheckExact(k) || !PyUnicode_IS_ASCII(k)) {
+            PyErr_Format(PyExc_TypeError, "_cgenai.init: %s must be an ASCII str", pa_names[i]);
+            return NULL;
+        }
+        PyObject *c = PyUnicode_FromKindAndData(PyUnicode_1BYTE_KIND, PyUnicode_DATA(k), PyUnicode_GET_LENGTH(k));
+        if (c == NULL) return NULL;
+        PyUnicode_InternInPlace(&c);
+        Py_XSETREF(*pa[i], c);
     }
     PyObject *e = PyDict_GetItemString(ns, "_ENDS");
     PyObject *seq = e != NULL ? PySequence_Fast(e, "_cgenai.init: _ENDS") : NULL;

@@ -1,7 +1,8 @@
 """Span -> ToolCall / Turn for the OpenTelemetry GenAI semantic conventions.
 
-This is the one place that knows span shapes; another convention (OpenInference, OpenLLMetry) is
-another `Convention` mapping spans to the same records.
+This is the one place that knows GenAI span shapes; the spans of other conventions (OpenInference, OpenLLMetry) and of
+GenAI producers that put values elsewhere (pydantic-ai, Strands) are handed to _foreign.py from this convention's
+own pass (see `_foreign`), so that the batch stays one pass, in C for GenAI spans.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import json.decoder
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol, cast
 
+from monitor.normalize._markers import FOREIGN_MARKERS, PA_ARGS, PA_MESSAGES
 from monitor.otlp import STATUS_ERROR, Span
 from monitor.otlp._accel import load_extension
 from monitor.records import ToolCall, Turn
@@ -324,6 +326,10 @@ def _convert_py(  # noqa: C901 - one flat pass per span: a call per record cost 
         if type(op) is not str and not isinstance(op, str):
             op = operation_of_name(span.name)
         if op == EXECUTE_TOOL:
+            arguments = attrs.get(TOOL_ARGS)
+            if arguments is None and (span.events or _PA_ARGS in attrs):  # arguments elsewhere: pydantic-ai, Strands
+                _foreign(span, out, problems, rejected)
+                continue
             name = attrs.get(TOOL_NAME)
             if type(name) is not str or not name:
                 name = _tool_name(span, name, problems)
@@ -339,7 +345,6 @@ def _convert_py(  # noqa: C901 - one flat pass per span: a call per record cost 
             call_id = attrs.get(TOOL_CALL_ID)
             if type(call_id) is not str:
                 call_id = _call_id(call_id, problems)
-            arguments = attrs.get(TOOL_ARGS)
             if arguments is not None and type(arguments) is not str:
                 arguments = _json_text(arguments, TOOL_ARGS, problems)
             truncated = attrs.get(TRUNCATED)
@@ -365,10 +370,13 @@ def _convert_py(  # noqa: C901 - one flat pass per span: a call per record cost 
             call.attributes = attrs
             append(call)
         elif op == INVOKE_AGENT:
+            raw_in = attrs.get(INPUT_MESSAGES)
+            if raw_in is None and (span.events or _PA_MESSAGES in attrs):  # the input elsewhere: pydantic-ai, Strands
+                _foreign(span, out, problems, rejected)
+                continue
             agent = attrs.get(AGENT_NAME)
             if type(agent) is not str:
                 agent = _agent(span, agent, problems)
-            raw_in = attrs.get(INPUT_MESSAGES)
             if raw_in is not None and not isinstance(raw_in, str | tuple):  # a tuple: the structured form
                 problems.append(INPUT_MESSAGES)
             text = _turn_text(raw_in, _USER, empty_is_none=False) or ""
@@ -419,8 +427,31 @@ def _convert_py(  # noqa: C901 - one flat pass per span: a call per record cost 
             turn.resource = span.resource
             turn.turnless = False
             append(turn)
+        elif op is None:  # no GenAI operation at all: another convention's span when marked so
+            for key in _FOREIGN_KEYS:
+                if key in attrs:
+                    _foreign(span, out, problems, rejected)
+                    break
+            else:
+                append(span)
         else:
             append(span)
+
+
+# A span with no GenAI operation that carries one of these keys is another convention's: _foreign maps it. So is a
+# tool span without `gen_ai.tool.call.arguments` but with events or pydantic-ai 2's `tool_arguments`, and a turn span
+# without `gen_ai.input.messages` but with events or `pydantic_ai.all_messages`.
+_FOREIGN_KEYS: tuple[str, ...] = FOREIGN_MARKERS
+_PA_ARGS = PA_ARGS
+_PA_MESSAGES = PA_MESSAGES
+
+
+def _foreign(span: Span, out: list[ToolCall | Turn | Span], problems: list[str], rejected: dict[str, int]) -> None:
+    """Another convention's span (OpenInference, Traceloop), or a GenAI producer's that puts arguments or messages
+    elsewhere (pydantic-ai, Strands Agents): monitor/normalize/_foreign.py."""
+    from monitor.normalize._foreign import convert  # imports this module: imported on first use
+
+    convert(span, out, problems, rejected)
 
 
 def _tool_name(span: Span, name: Any, problems: list[str]) -> str:

@@ -1,0 +1,533 @@
+"""Spans of other conventions mapped to the GenAI records: OpenInference, OpenLLMetry (Traceloop); and the spans of
+GenAI producers that put arguments or messages elsewhere (pydantic-ai, Strands Agents).
+
+GenAIConvention.convert (Python and C) hands a span here when it has no GenAI operation (no `gen_ai.operation.name`
+and no `execute_tool` / `invoke_agent` span name) and carries one of _markers.FOREIGN_MARKERS, or when it is a tool
+span without `gen_ai.tool.call.arguments` or a turn span without `gen_ai.input.messages` that has span events or
+pydantic-ai's attribute. `convert` appends a ToolCall, a Turn or the span itself (a parent link) to `out`, or counts
+a rejection, as the GenAI path does. Wrong-typed values are ignored and their key appended to `problems` (the keys
+of _markers.FOREIGN_ATTRIBUTE_KEYS, or the GenAI key a value stands for).
+
+What makes a turn:
+- OpenInference: an AGENT span; a CHAIN span with no parent (LangChain / LangGraph through OpenInference have no
+  AGENT span: their root chain is the run). A CHAIN span under another span is a parent link only, and so is an
+  AGENT span under another span without `input.value` (openai-agents through OpenInference records the run's input
+  on the root AGENT span only: the agent spans under it are steps of that turn).
+- Traceloop: an `agent` span (under another span: with `traceloop.entity.input`); a `workflow` span with no parent.
+  `task` spans are parent links.
+- pydantic-ai: its agent span (`invoke_agent {agent}`, or `agent run` in instrumentation version 2), the input from
+  `pydantic_ai.all_messages`, the answer from `final_result`.
+- Strands Agents: its `invoke_agent {agent}` span, the input and answer from its span events.
+A tool call: an OpenInference TOOL span with `tool.name` (openai-agents makes its handoffs TOOL spans without one:
+parent links), a Traceloop `tool` span, pydantic-ai's tool span (`running tool` in version
+2, arguments in `tool_arguments`), Strands' `execute_tool {tool}` span (arguments in its events).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any
+
+from monitor.normalize import _markers as m
+from monitor.normalize._genai import (
+    _ASSISTANT,
+    _USER,
+    AGENT_NAME,
+    CASE_ID,
+    ERROR_TYPE,
+    EXECUTE_TOOL,
+    INPUT_MESSAGES,
+    INVOKE_AGENT,
+    OP,
+    OUTPUT_MESSAGES,
+    REASON_NO_TOOL_NAME,
+    TOOL_ARGS,
+    TOOL_RESULT,
+    _convert_py,
+    _json_text,
+    _texts,
+    _turn_text,
+    operation_of_name,
+    structured,
+)
+from monitor.otlp import STATUS_ERROR, Span
+from monitor.records import ToolCall, Turn
+
+Out = list[ToolCall | Turn | Span]
+
+_JSON_MIME = "application/json"
+_REDACTED = "__REDACTED__"  # what OpenInference's TraceConfig (OPENINFERENCE_HIDE_INPUTS, ...) leaves of a hidden value
+# Keys whose str value is the question / the answer in a JSON input or output object (LangChain's AgentExecutor
+# `{"input": ...}` / `{"output": ...}`, Traceloop's kwargs of a function called by keyword).
+_INPUT_KEYS = ("input", "query", "question", "prompt", "message")
+_OUTPUT_KEYS = ("output", "answer", "response", "result")
+
+
+def convert(span: Span, out: Out, problems: list[str], rejected: dict[str, int]) -> None:
+    """Map one span that carries a marker of another convention (see the module docstring)."""
+    attrs = span.attributes
+    kind = attrs.get(m.OI_KIND)
+    if kind is not None:
+        _openinference(span, kind, out, problems, rejected)
+        return
+    kind = attrs.get(m.TL_KIND)
+    if kind is not None:
+        _traceloop(span, kind, out, problems, rejected)
+        return
+    _relabelled(span, out, problems, rejected)
+
+
+# ---- OpenInference -------------------------------------------------------------------------------------------
+
+
+def _openinference(span: Span, kind: Any, out: Out, problems: list[str], rejected: dict[str, int]) -> None:
+    attrs = span.attributes
+    if not isinstance(kind, str):
+        problems.append(m.OI_KIND)
+        out.append(span)
+        return
+    kind = kind.upper()
+    if kind == "TOOL" and m.OI_TOOL_NAME not in attrs:  # openai-agents' handoffs: TOOL spans without a tool name
+        out.append(span)
+    elif kind == "TOOL":
+        call_id = attrs.get(m.OI_TOOL_CALL_ID)
+        key = m.OI_TOOL_CALL_ID
+        if call_id is None:
+            call_id, key = attrs.get(m.OI_TOOL_ID), m.OI_TOOL_ID
+        if call_id is not None and not isinstance(call_id, str):
+            problems.append(key)
+            call_id = str(call_id)
+        arguments = _args(attrs, m.OI_TOOL_CALL_ARGS, problems)
+        if arguments is None or arguments == _REDACTED:
+            arguments = _oi_arguments(attrs, problems)
+        result = _result(attrs, m.OI_OUTPUT, problems)
+        _call(span, _str(attrs, m.OI_TOOL_NAME, problems), out, problems, rejected, call_id=call_id,
+              arguments=arguments, result=None if result == _REDACTED else result)  # fmt: skip
+    elif (kind == "AGENT" and (m.OI_INPUT in attrs or not span.parent_span_id)) or (
+        kind == "CHAIN" and not span.parent_span_id
+    ):
+        agent = _str(attrs, m.OI_AGENT_NAME, problems) or span.name
+        _turn(span, out, problems, agent=agent,
+              input_text=_value_text(attrs, m.OI_INPUT, _USER, _INPUT_KEYS, problems),
+              output_text=_value_text(attrs, m.OI_OUTPUT, _ASSISTANT, _OUTPUT_KEYS, problems),
+              conversation_id=_str(attrs, m.OI_SESSION_ID, problems) or None)  # fmt: skip
+    else:
+        out.append(span)
+
+
+def _oi_arguments(attrs: Any, problems: list[str]) -> str | None:
+    """A TOOL span's `input.value` as arguments: JSON text when its mime type says so or it is a JSON object; any
+    other text (a LangChain tool's single string input) names no argument: not captured (None)."""
+    raw = attrs.get(m.OI_INPUT)
+    if raw is None or raw == _REDACTED:
+        return None
+    if not isinstance(raw, str):
+        return _args(attrs, m.OI_INPUT, problems)
+    if attrs.get(m.OI_INPUT_MIME) == _JSON_MIME:
+        return raw
+    try:
+        value = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    return raw if isinstance(value, dict) else None
+
+
+# ---- Traceloop -----------------------------------------------------------------------------------------------
+
+
+def _traceloop(span: Span, kind: Any, out: Out, problems: list[str], rejected: dict[str, int]) -> None:
+    attrs = span.attributes
+    if not isinstance(kind, str):
+        problems.append(m.TL_KIND)
+        out.append(span)
+        return
+    name = _str(attrs, m.TL_NAME, problems)
+    if kind == "tool":
+        if not name and span.name.endswith(".tool"):  # the SDK names the span `{entity}.tool`
+            name = span.name[: -len(".tool")]
+        _call(span, name, out, problems, rejected, call_id=None, arguments=_tl_arguments(attrs, problems),
+              result=_result(attrs, m.TL_OUTPUT, problems))  # fmt: skip
+    elif (kind == "agent" and (m.TL_INPUT in attrs or not span.parent_span_id)) or (
+        kind == "workflow" and not span.parent_span_id
+    ):
+        workflow = attrs.get(m.TL_WORKFLOW)
+        agent = name or (workflow if isinstance(workflow, str) else "") or span.name
+        _turn(span, out, problems, agent=agent, input_text=_tl_input(attrs, problems),
+              output_text=_tl_output(attrs, problems), conversation_id=None)
+    else:
+        out.append(span)
+
+
+def _tl_json(attrs: Any, key: str, problems: list[str]) -> Any:
+    """A Traceloop JSON attribute parsed (None when absent or not JSON; another type counted)."""
+    raw = attrs.get(key)
+    if raw is None:
+        return None
+    if not isinstance(raw, str):
+        problems.append(key)
+        return None
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _tl_decorated(value: Any) -> tuple[list[Any], dict[str, Any]] | None:
+    """`{"args": [...], "kwargs": {...}}` as the SDK's decorators write a function's input: (args, kwargs)."""
+    if not isinstance(value, dict) or not value or not set(value) <= {"args", "kwargs"}:
+        return None
+    args, kwargs = value.get("args", []), value.get("kwargs", {})
+    return (args, kwargs) if isinstance(args, list) and isinstance(kwargs, dict) else None
+
+
+def _tl_arguments(attrs: Any, problems: list[str]) -> str | None:
+    """A tool's arguments: a decorated function's keyword arguments (positional ones have no names: None); the
+    `inputs` of a LangChain tool through OpenLLMetry (`{"input_str", "inputs", "tags", "metadata", "kwargs"}`)."""
+    value = _tl_json(attrs, m.TL_INPUT, problems)
+    decorated = _tl_decorated(value)
+    if decorated is not None:
+        return None if decorated[0] else json.dumps(decorated[1])
+    if isinstance(value, dict) and isinstance(value.get("inputs"), dict):
+        return json.dumps(value["inputs"])
+    return None
+
+
+def _tl_input(attrs: Any, problems: list[str]) -> str | None:
+    """A turn's input: a decorated function's first positional argument when a str, else its str keyword argument
+    named like an input (or its only str one); a LangChain chain's `inputs` (through OpenLLMetry) as an OpenInference
+    input value is read; else the captured text itself. None when not captured."""
+    value = _tl_json(attrs, m.TL_INPUT, problems)
+    raw = attrs.get(m.TL_INPUT)
+    decorated = _tl_decorated(value)
+    if decorated is not None:
+        args, kwargs = decorated
+        if args and isinstance(args[0], str):
+            return args[0]
+        text = _pick(kwargs, _INPUT_KEYS)
+        if text is None:
+            strs = [v for v in kwargs.values() if isinstance(v, str)]
+            text = strs[0] if len(strs) == 1 else None
+        return text if text is not None else raw
+    if isinstance(value, dict) and "inputs" in value:
+        return _text_of(value["inputs"], _USER, _INPUT_KEYS) or raw
+    return raw if isinstance(raw, str) else None
+
+
+def _tl_output(attrs: Any, problems: list[str]) -> str | None:
+    """A turn's answer: the function's result (JSON); a LangChain chain's `outputs` (`{"outputs", "kwargs"}`)."""
+    value = _tl_json(attrs, m.TL_OUTPUT, problems)
+    raw = attrs.get(m.TL_OUTPUT)
+    if not isinstance(raw, str):
+        return None
+    if isinstance(value, dict) and "outputs" in value and set(value) <= {"outputs", "kwargs"}:
+        return _text_of(value["outputs"], _ASSISTANT, _OUTPUT_KEYS) or raw
+    return (_text_of(value, _ASSISTANT, _OUTPUT_KEYS) if value is not None else None) or raw
+
+
+# ---- GenAI producers that put values elsewhere: pydantic-ai, Strands Agents -------------------------------------
+
+_DETAILS = "gen_ai.client.inference.operation.details"  # Strands with gen_ai_latest_experimental: the messages
+
+
+def _relabelled(span: Span, out: Out, problems: list[str], rejected: dict[str, int]) -> None:
+    """A GenAI tool or turn span whose arguments or messages are not where the conventions put them, or a pydantic-ai
+    2 span with no operation: the values found elsewhere are given their GenAI keys on a copy of the attributes, and
+    the GenAI path maps the span (its events left out, so that it does not come back here)."""
+    attrs = span.attributes
+    op = attrs.get(OP)
+    if not isinstance(op, str):
+        op = operation_of_name(span.name)
+    extra: dict[str, Any] = {}
+    if op is None:  # pydantic-ai 2 before the operation was set on its spans
+        if span.name == "running tool" and m.PA_TOOL_NAME in attrs:
+            op = extra[OP] = EXECUTE_TOOL
+        elif span.name == "agent run" and m.PA_MESSAGES in attrs:
+            op = extra[OP] = INVOKE_AGENT
+            if AGENT_NAME not in attrs and isinstance(attrs.get(m.PA_AGENT), str):
+                extra[AGENT_NAME] = attrs[m.PA_AGENT]
+        else:
+            out.append(span)
+            return
+    if op == EXECUTE_TOOL and attrs.get(TOOL_ARGS) is None:
+        if attrs.get(m.PA_ARGS) is not None:
+            extra[TOOL_ARGS] = attrs[m.PA_ARGS]
+            if attrs.get(TOOL_RESULT) is None and attrs.get(m.PA_RESULT) is not None:
+                extra[TOOL_RESULT] = attrs[m.PA_RESULT]
+        else:
+            _tool_events(span, attrs, extra)
+    elif op == INVOKE_AGENT and attrs.get(INPUT_MESSAGES) is None:
+        if m.PA_MESSAGES in attrs:
+            _pydantic_messages(span, attrs, extra, problems)
+        else:
+            _turn_events(span, attrs, extra)
+    new = {**attrs, **extra} if extra else attrs
+    if new.get(TOOL_ARGS) is None and new.get(INPUT_MESSAGES) is None and (m.PA_ARGS in new or m.PA_MESSAGES in new):
+        new = {k: v for k, v in new.items() if k not in (m.PA_ARGS, m.PA_MESSAGES)}  # never sent back here
+    n = len(out)
+    _convert_py((replace(span, attributes=new, events=None),), out, problems, rejected)
+    if len(out) > n:  # a record: it keeps the span's attributes as received
+        out[-1].attributes = attrs
+
+
+def _one_message(role: str, text: str) -> str:
+    return json.dumps([{"role": role, "parts": [{"type": "text", "content": text}]}], separators=(",", ":"))
+
+
+def _pydantic_messages(span: Span, attrs: Any, extra: dict[str, Any], problems: list[str]) -> None:
+    """pydantic-ai's `pydantic_ai.all_messages` (the whole history, GenAI messages JSON) and `final_result`: this run's
+    input is its first user message with text from `pydantic_ai.new_message_index` on."""
+    raw = attrs.get(m.PA_MESSAGES)
+    messages: Any = None
+    if isinstance(raw, str):
+        try:
+            messages = json.loads(raw)
+        except (ValueError, RecursionError):
+            messages = None
+    elif isinstance(raw, tuple):
+        try:
+            messages = structured(raw)
+        except RecursionError:
+            messages = None
+    else:
+        problems.append(m.PA_MESSAGES)
+    start = attrs.get(m.PA_NEW_INDEX, 0)
+    if not isinstance(start, int) or isinstance(start, bool) or start < 0:
+        start = 0
+    if isinstance(messages, list):  # without text (include_content=False leaves the parts' content out): not captured
+        for msg in messages[start:]:
+            text = _texts([msg], _USER) if isinstance(msg, dict) else None
+            if text:
+                extra[INPUT_MESSAGES] = _one_message("user", text)
+                break
+    final = attrs.get(m.PA_FINAL)
+    if attrs.get(OUTPUT_MESSAGES) is None and final is not None:
+        if not isinstance(final, str):
+            final = json.dumps(structured(final) if isinstance(final, tuple) else final)
+        extra[OUTPUT_MESSAGES] = _one_message("assistant", final)
+
+
+def _events_named(span: Span, name: str) -> list[Any]:
+    return [e.attributes for e in span.events or () if e.name == name]
+
+
+def _block_text(raw: Any) -> str | None:
+    """The text of a Strands message `content` (JSON of its content blocks, `[{"text": ...}]`), or of a plain text."""
+    if not isinstance(raw, str):
+        return None
+    try:
+        blocks = json.loads(raw)
+    except (ValueError, RecursionError):
+        return raw
+    if isinstance(blocks, str):
+        return blocks
+    if isinstance(blocks, list):
+        texts = [b["text"] for b in blocks if isinstance(b, dict) and isinstance(b.get("text"), str)]
+        return "\n".join(texts) if texts else None
+    return None
+
+
+def _tool_events(span: Span, attrs: Any, extra: dict[str, Any]) -> None:
+    """Strands Agents' tool span events: `gen_ai.tool.message` (`content`: the arguments' JSON) and `gen_ai.choice`
+    (`message`: the result's JSON), or with gen_ai_latest_experimental the details event's `tool_call` and
+    `tool_call_response` parts."""
+    for ev in _events_named(span, "gen_ai.tool.message"):
+        if isinstance(ev.get("content"), str):
+            extra[TOOL_ARGS] = ev["content"]
+    for ev in _events_named(span, "gen_ai.choice"):
+        if isinstance(ev.get("message"), str) and attrs.get(TOOL_RESULT) is None:
+            extra[TOOL_RESULT] = ev["message"]
+    for ev in _events_named(span, _DETAILS):
+        args = _part(ev.get(INPUT_MESSAGES), "tool_call", "arguments")
+        if args is not None:
+            extra[TOOL_ARGS] = args
+        result = _part(ev.get(OUTPUT_MESSAGES), "tool_call_response", "response")
+        if result is not None and attrs.get(TOOL_RESULT) is None:
+            extra[TOOL_RESULT] = result
+
+
+def _part(raw: Any, kind: str, field: str) -> str | None:
+    """The `field` of the first part of type `kind` in a GenAI messages JSON value, as JSON text (a str as is)."""
+    if not isinstance(raw, str):
+        return None
+    try:
+        messages = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    for msg in messages if isinstance(messages, list) else ():
+        parts = msg.get("parts") if isinstance(msg, dict) else None
+        for p in parts if isinstance(parts, list) else ():
+            if isinstance(p, dict) and p.get("type") == kind and field in p:
+                v = p[field]
+                return v if isinstance(v, str) else json.dumps(v)
+    return None
+
+
+def _turn_events(span: Span, attrs: Any, extra: dict[str, Any]) -> None:
+    """Strands Agents' agent span events: `gen_ai.user.message` (`content`: the message's content blocks) and
+    `gen_ai.choice` (`message`: the answer's text), or the details event's `gen_ai.input.messages` /
+    `gen_ai.output.messages` (GenAI messages JSON, read as the attributes are)."""
+    for ev in _events_named(span, "gen_ai.user.message"):  # the last one is this turn's prompt
+        text = _block_text(ev.get("content"))
+        if text is not None:
+            extra[INPUT_MESSAGES] = _one_message("user", text)
+    for ev in _events_named(span, "gen_ai.choice"):
+        if isinstance(ev.get("message"), str) and attrs.get(OUTPUT_MESSAGES) is None:
+            extra[OUTPUT_MESSAGES] = _one_message("assistant", ev["message"])
+    for ev in _events_named(span, _DETAILS):
+        if isinstance(ev.get(INPUT_MESSAGES), str):
+            extra[INPUT_MESSAGES] = ev[INPUT_MESSAGES]
+        if isinstance(ev.get(OUTPUT_MESSAGES), str) and attrs.get(OUTPUT_MESSAGES) is None:
+            extra[OUTPUT_MESSAGES] = ev[OUTPUT_MESSAGES]
+
+
+# ---- shared --------------------------------------------------------------------------------------------------
+
+
+def _str(attrs: Any, key: str, problems: list[str] | None) -> str:
+    """A str attribute ("" when absent); another type is ignored, counted when `problems` is given."""
+    v = attrs.get(key)
+    if isinstance(v, str):
+        return v
+    if v is not None and problems is not None:
+        problems.append(key)
+    return ""
+
+
+def _args(attrs: Any, key: str, problems: list[str]) -> str | None:
+    """JSON text arguments as the GenAI path reads them (a structured value is encoded; another type counted)."""
+    v = attrs.get(key)
+    if v is None or isinstance(v, str):
+        return v
+    return _json_text(v, key, problems)
+
+
+def _result(attrs: Any, key: str, problems: list[str]) -> str | None:
+    v = attrs.get(key)
+    if v is None or isinstance(v, str):
+        return v
+    if isinstance(v, tuple):
+        return _json_text(v, key, problems)
+    problems.append(key)
+    return None
+
+
+def _pick(obj: dict[str, Any], keys: tuple[str, ...]) -> str | None:
+    for k in keys:
+        v = obj.get(k)
+        if isinstance(v, str):
+            return v
+    return None
+
+
+def _value_text(attrs: Any, key: str, roles: tuple[str, ...], keys: tuple[str, ...], problems: list[str]) -> str | None:
+    """The text of an input or output value (see `_text_of`); text that is no JSON is itself. None when not
+    captured."""
+    raw = attrs.get(key)
+    if raw is None or raw == _REDACTED:  # hidden: not captured
+        return None
+    if not isinstance(raw, str):
+        problems.append(key)
+        return None
+    try:
+        value = json.loads(raw)
+    except (ValueError, RecursionError):
+        return raw
+    return _text_of(value, roles, keys) or raw
+
+
+def _text_of(value: Any, roles: tuple[str, ...], keys: tuple[str, ...]) -> str | None:
+    """The text of a JSON input or output: a str is itself, an object's str value under one of `keys` (or its
+    `messages`), a list of chat messages their text in `roles`; None for anything else."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        text = _pick(value, keys)
+        if text is not None:
+            return text
+        value = value.get("messages", value)
+    if isinstance(value, list | dict):
+        return _turn_text(json.dumps(_chat_messages(value)), roles, empty_is_none=True) or None
+    return None
+
+
+# LangChain's message types as chat roles.
+_LC_ROLES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool", "user": "user",
+             "assistant": "assistant"}  # fmt: skip
+
+
+def _chat_messages(value: Any) -> Any:
+    """Chat messages in the forms LangChain / LangGraph inputs take, as `{"role", "content"}`: a message with a role
+    as it is; LangChain's serialized message (`{"lc": 1, "kwargs": {"type": "human", "content": ...}}`) or its dump
+    (`{"type": "human", "content": ...}`); a `[role, content]` pair."""
+    if not isinstance(value, list):
+        return value
+    out: list[Any] = []
+    for msg in value:
+        if isinstance(msg, dict) and "role" not in msg:
+            kwargs = msg.get("kwargs")
+            body: dict[str, Any] = kwargs if isinstance(kwargs, dict) else msg
+            kind, content = body.get("type"), body.get("content")
+            role = _LC_ROLES.get(kind) if isinstance(kind, str) else None
+            if role is not None and isinstance(content, str):
+                msg = {"role": role, "content": content}
+        elif isinstance(msg, list) and len(msg) == 2 and isinstance(msg[0], str) and isinstance(msg[1], str):
+            msg = {"role": _LC_ROLES.get(msg[0], msg[0]), "content": msg[1]}
+        out.append(msg)
+    return out
+
+
+def _call(span: Span, name: str, out: Out, problems: list[str], rejected: dict[str, int], *, call_id: Any,
+          arguments: str | None, result: str | None) -> None:  # fmt: skip
+    name = name or span.name
+    if not name:
+        rejected[REASON_NO_TOOL_NAME] = rejected.get(REASON_NO_TOOL_NAME, 0) + 1
+        return
+    attrs = span.attributes
+    error_type = attrs.get(ERROR_TYPE)
+    if error_type is not None and not isinstance(error_type, str):
+        problems.append(ERROR_TYPE)
+        error_type = None
+    if error_type is None and span.status_code == STATUS_ERROR:
+        error_type = span.status_message or "error"
+    out.append(
+        ToolCall(
+            name=name,
+            call_id=call_id if isinstance(call_id, str) else "",
+            arguments=arguments,
+            result=result,
+            error_type=error_type,
+            trace_id=span.trace_id,
+            span_id=span.span_id,
+            parent_span_id=span.parent_span_id,
+            start_ns=span.start_ns,
+            end_ns=span.end_ns,
+            attributes=attrs,
+        )
+    )
+
+
+def _turn(span: Span, out: Out, problems: list[str], *, agent: str, input_text: str | None, output_text: str | None,
+          conversation_id: str | None) -> None:  # fmt: skip
+    attrs = span.attributes
+    case_id = attrs.get(CASE_ID)
+    if case_id is not None and not isinstance(case_id, str):
+        case_id = str(case_id)
+    if output_text is None and input_text is not None and span.status_code == STATUS_ERROR:
+        output_text = ""  # as the GenAI path: captured content and a failed turn without an answer
+    out.append(
+        Turn(
+            input_text=input_text or "",
+            agent=agent,
+            trace_id=span.trace_id,
+            span_id=span.span_id,
+            conversation_id=conversation_id,
+            case_id=case_id,
+            output_text=output_text,
+            tool_definitions=None,
+            start_ns=span.start_ns,
+            end_ns=span.end_ns,
+            attributes=attrs,
+            resource=span.resource,
+        )
+    )

@@ -1,0 +1,63 @@
+"""Attribute keys of the conventions other than GenAI (read by _foreign.py), kept apart so that _genai.py can name the
+markers without importing _foreign.py (which imports it).
+
+A span the GenAI conventions do not recognise (no `execute_tool` / `invoke_agent` operation or span name) goes to
+_foreign.py only when it carries one of FOREIGN_MARKERS: every other span costs a few dict lookups, no call.
+"""
+
+from __future__ import annotations
+
+# OpenInference (Arize): openinference.semconv.trace.SpanAttributes / ToolCallAttributes.
+OI_KIND = "openinference.span.kind"
+OI_INPUT = "input.value"
+OI_INPUT_MIME = "input.mime_type"
+OI_OUTPUT = "output.value"
+OI_TOOL_NAME = "tool.name"
+OI_TOOL_ID = "tool.id"
+OI_TOOL_CALL_ID = "tool_call.id"
+OI_TOOL_CALL_ARGS = "tool_call.function.arguments"
+OI_AGENT_NAME = "agent.name"
+OI_SESSION_ID = "session.id"
+
+# OpenLLMetry (Traceloop): opentelemetry.semconv_ai.SpanAttributes.
+TL_KIND = "traceloop.span.kind"
+TL_NAME = "traceloop.entity.name"
+TL_INPUT = "traceloop.entity.input"
+TL_OUTPUT = "traceloop.entity.output"
+TL_WORKFLOW = "traceloop.workflow.name"
+
+# pydantic-ai's instrumentation version 2 (InstrumentationNames.for_version(2)): `running tool` spans with
+# `tool_arguments` / `tool_response`, `agent run` spans with `agent_name`, `pydantic_ai.all_messages`, `final_result`.
+# Versions 3 and later name their spans `execute_tool {tool}` / `invoke_agent {agent}` and are read as GenAI.
+PA_TOOL_NAME = "gen_ai.tool.name"  # with no execute_tool operation or span name: the `running tool` span
+PA_ARGS = "tool_arguments"
+PA_RESULT = "tool_response"
+PA_AGENT = "agent_name"
+PA_MESSAGES = "pydantic_ai.all_messages"
+PA_NEW_INDEX = "pydantic_ai.new_message_index"
+PA_FINAL = "final_result"
+
+PA_MSG = "logfire.msg"  # set on pydantic-ai's `agent run` and `running tool` spans by every version
+
+# The keys that send a span with no GenAI operation to _foreign.py (a tuple: _cgenai.c reads it once, at load).
+FOREIGN_MARKERS = (OI_KIND, TL_KIND, PA_MSG)
+
+# Every key _foreign.py reports as ignored (wrong-typed): label values of toolwatch_ignored_attributes_total.
+FOREIGN_ATTRIBUTE_KEYS = frozenset(
+    {
+        OI_KIND,
+        OI_INPUT,
+        OI_OUTPUT,
+        OI_TOOL_NAME,
+        OI_TOOL_ID,
+        OI_TOOL_CALL_ID,
+        OI_TOOL_CALL_ARGS,
+        OI_AGENT_NAME,
+        OI_SESSION_ID,
+        TL_KIND,
+        TL_NAME,
+        TL_INPUT,
+        TL_OUTPUT,
+        PA_MESSAGES,  # the others pydantic-ai keys are read as the GenAI keys they stand for, and counted as those
+    }
+)
