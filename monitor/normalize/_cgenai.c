@@ -553,7 +553,7 @@ fail:
     return rc;
 }
 
-/* Which branch: 1 execute_tool, 2 invoke_agent, 0 any other span, -1 error. */
+/* Which branch: 1 execute_tool, 2 invoke_agent, 3 another operation, 0 any other span, -1 error. */
 static int branch(PyObject *span, PyObject *attrs) {
     PyObject *op = dget(attrs, lookup_key[K_OP]);
     if (op == NULL) return -1;
@@ -577,6 +577,7 @@ static int branch(PyObject *span, PyObject *attrs) {
     }
     if (op == Py_None) t = 0;
     else if ((t = eq(op, execute_tool)) == 0 && (t = eq(op, invoke_agent)) > 0) t = 2;
+    else if (t == 0) t = 3;
 fail:
     Py_DECREF(op);
     return t;
@@ -594,6 +595,12 @@ static int convert_one(PyObject *span, PyObject *out, PyObject *problems, PyObje
         case 1: rc = tool_call(span, attrs, out, problems, rejected); break;
         case 2: rc = turn(span, attrs, out, problems); break;
         case 0: rc = PyList_Append(out, span); break;
+        case 3: { /* a model request with its output captured may say which calls it asked for: Python reads it */
+            PyObject *o = dget(attrs, lookup_key[K_OUTPUT]);
+            rc = o == NULL ? -1 : o != Py_None ? delegate(span, out, problems, rejected) : PyList_Append(out, span);
+            Py_XDECREF(o);
+            break;
+        }
         default: rc = -1;
         }
     }

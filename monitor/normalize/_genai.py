@@ -11,6 +11,7 @@ import json.decoder
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol, cast
 
+from monitor.normalize._requested import add_requested
 from monitor.otlp import STATUS_ERROR, Span
 from monitor.otlp._accel import load_extension
 from monitor.records import ToolCall, Turn
@@ -421,6 +422,8 @@ def _convert_py(  # noqa: C901 - one flat pass per span: a call per record cost 
             append(turn)
         else:
             append(span)
+            if op is not None and attrs.get(OUTPUT_MESSAGES) is not None:  # a model request may say what it asked
+                add_requested(span, op, out, problems)
 
 
 def _tool_name(span: Span, name: Any, problems: list[str]) -> str:
