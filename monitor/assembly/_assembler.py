@@ -13,6 +13,9 @@ the turns it releases (each turn, and its calls as one turnless turn) are counte
 too: at most `max_calls_per_trace` calls and pending turns, and `SPANS_PER_CALL` times as many parent links; spans
 past that are dropped and counted.
 A call judged alone is remembered (bounded, as released turns are): a copy of it (an exporter retry) is a duplicate.
+Calls a model requested (RequestedCall, under their chat span) are held as calls; when a turn (or a turnless group) is
+released they are reconciled with the calls that ran (_reconcile). They never sit right under a turn, so the usual
+release (every call right under its turn, inline here and in C) never holds one.
 """
 
 from __future__ import annotations

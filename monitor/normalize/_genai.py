@@ -285,13 +285,20 @@ class GenAIConvention:
     """The OpenTelemetry GenAI conventions (DESIGN.md, span contract)."""
 
     def normalize(self, span: Span, problems: list[str]) -> Normalized:
+        """One span's record. Another span is None: the calls a model request asked for, which are more records,
+        are left to Normalizer (add_requested_of), and so are the problems of reading them."""
         out: list[ToolCall | Turn | Span] = []
         rejected: dict[str, int] = {}
-        self.convert((span,), out, problems, rejected)
+        mine: list[str] = []
+        self.convert((span,), out, mine, rejected)
         if rejected:
+            problems += mine
             return Rejected(next(iter(rejected)))
         r = out[0]
-        return None if r is span else cast(ToolCall | Turn, r)
+        if r is span:
+            return None
+        problems += mine
+        return cast(ToolCall | Turn, r)
 
     def convert(
         self, spans: Iterable[Span], out: list[ToolCall | Turn | Span], problems: list[str], rejected: dict[str, int]

@@ -61,6 +61,15 @@ def add_requested(span: Span, op: str, out: list[ToolCall | Turn | Span], proble
             n += 1
 
 
+def add_requested_of(span: Span, out: list[ToolCall | Turn | Span], problems: list[str]) -> None:
+    """add_requested for a span no convention mapped (Normalizer with several conventions): its operation read as
+    the GenAI conventions read it."""
+    if span.attributes.get(_genai.OUTPUT_MESSAGES) is not None:
+        op = _genai.operation(span)
+        if op is not None:
+            add_requested(span, op, out, problems)
+
+
 def _messages(raw: Any, problems: list[str]) -> list[Any] | None:
     """The output messages as a list; None when they hold no tool_call part or are not messages (counted)."""
     messages: Any

@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import Tracer
 
 from monitor.assembly import TurnAssembler, _assembler
-from monitor.normalize import Normalizer, _genai
+from monitor.normalize import GenAIConvention, Normalizer, _genai
 from monitor.normalize._requested import MAX_REQUESTED_PER_SPAN
 from monitor.otlp import Span, parse_protobuf
 from monitor.records import RequestedCall, ToolCall, Turn
@@ -230,6 +230,27 @@ def test_an_output_cut_by_the_instrumentation_was_not_captured(impl: str) -> Non
 
     spans = record(build)
     assert convert(spans, impl) == (spans, [])
+
+
+class _Nothing:
+    """A convention that maps no span."""
+
+    def normalize(self, span: Span, problems: list[str]) -> None:
+        return None
+
+
+def test_several_conventions_read_requested_calls_as_the_genai_one_alone() -> None:
+    def build(tracer: Tracer) -> None:
+        with agent_turn(tracer):
+            chat(tracer, Req("f", "call_1", {"a": 1}), Req("", "call_2"))
+            ran(tracer, "f", "call_1")
+
+    spans = record(build)
+    alone, several = Normalizer(), Normalizer([_Nothing(), GenAIConvention()])
+    (got, _), (want, _) = several.split(spans), alone.split(spans)
+    assert [type(r) for r in got] == [type(r) for r in want] == [Span, RequestedCall, ToolCall, Turn]
+    assert got[1] == want[1] and several.ignored_attributes == alone.ignored_attributes == {OUT: 1}
+    assert Normalizer([_Nothing()]).split(spans)[0] == spans  # without the GenAI conventions, none is read
 
 
 def test_the_normalizer_counts_what_it_ignored() -> None:

@@ -43,6 +43,9 @@ def _turn(tracer: Tracer, text: str, build: list[tuple[str, object]]) -> None:
             if kind == "chat":
                 assert isinstance(what, Req)
                 chat(tracer, what)
+            elif kind == "bad":
+                assert isinstance(what, str)
+                chat(tracer, output=what)
             else:
                 assert isinstance(what, tuple)
                 ran(tracer, *what)
@@ -53,7 +56,8 @@ def _spans() -> list[ReadableSpan]:
     x = {"log_excerpt": "x"}
     provider, tracer, memory = new_tracer()
     # Instrumented at the model layer only: the requested call is the turn's call (correct).
-    _turn(tracer, "[AUTH] login failure", [("chat", Req(AUTH, "call_a", x))])
+    # (and one more model request whose output cannot be read: ignored and counted, the turn judged all the same)
+    _turn(tracer, "[AUTH] login failure", [("chat", Req(AUTH, "call_a", x)), ("bad", '[{"parts":[{"type":"tool_call"')])
     # A requested tool that does not exist, which the framework refused: hallucinated, and the risk call missed.
     _turn(tracer, "[RISK] score spike", [("chat", Req("pull_risk_telemtry", "call_r", x))])
     # Requested and run, the same call id: one call (not a spurious second one).
@@ -94,6 +98,7 @@ def _expected() -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
         k("toolwatch_turns_with_calls_total"): 5,
         k("toolwatch_turn_checks_total", check="selection", result="pass"): 3,
         k("toolwatch_turn_checks_total", check="selection", result="fail"): 2,
+        ("toolwatch_span_attributes_ignored_total", (("attribute", "gen_ai.output.messages"),)): 1,
     }
 
 
