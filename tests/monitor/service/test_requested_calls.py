@@ -67,10 +67,10 @@ def ran(tracer: Tracer, name: str, call_id: str | None = None, arguments: object
 
 
 @contextmanager
-def agent_turn(tracer: Tracer, text: str = "[AUTH] login failure") -> Iterator[None]:
+def agent_turn(tracer: Tracer, text: str = "[AUTH] login failure", agent: str = "a") -> Iterator[None]:
     msgs = json.dumps([{"role": "user", "parts": [{"type": "text", "content": text}]}])
-    attrs = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "a", "gen_ai.input.messages": msgs}
-    with tracer.start_as_current_span("invoke_agent a", attributes=attrs):
+    attrs = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent, "gen_ai.input.messages": msgs}
+    with tracer.start_as_current_span(f"invoke_agent {agent}", attributes=attrs):
         yield
 
 
@@ -397,3 +397,40 @@ def test_requested_calls_stay_exact_records_for_the_c_assembler() -> None:
     records, _ = convert(record(lambda t: chat(t, Req("f", "1"))), "c")
     a.add_records(records, 0)
     assert calls == [] and a.pending_traces == 1
+
+
+# ---- the verdict's reason ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("c_plans", [True, False], ids=["c-dispatch", "python"])
+def test_the_reason_names_the_calls_requested_and_not_run(c_plans: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    from monitor.judge import Judge, _plan
+    from monitor.rules import load_rules
+    from tests.monitor.service.conftest import RULES
+
+    if c_plans and _plan._C is None:
+        pytest.skip("the C plans are not loaded")
+    if not c_plans:
+        monkeypatch.setattr(_plan, "_C", None)
+    judge = Judge(load_rules([RULES]))
+    x = {"log_excerpt": "x"}
+    A = "incident-triage"
+
+    def build(tracer: Tracer) -> None:
+        with agent_turn(tracer, "[AUTH] one ran, one refused", A):
+            chat(tracer, Req("pull_auth_telemetry", "a1", x), Req("pull_auth_telemetrie", "a2", x))
+            ran(tracer, "pull_auth_telemetry", "a1", x)
+        with agent_turn(tracer, "[AUTH] model layer only", A):
+            chat(tracer, Req("pull_auth_telemetry", "a3", x))
+        with agent_turn(tracer, "[AUTH] tool layer only", A):
+            ran(tracer, "pull_auth_telemetry", "a4", x)
+
+    turns, _ = assemble(record(build), "c" if _assembler._ADD_C is not None else "python")
+    by_input = {t.input_text: judge.judge(t) for t in turns}
+    refused, model_only, tool_only = (
+        by_input[f"[AUTH] {k}"] for k in ("one ran, one refused", "model layer only", "tool layer only")
+    )
+    assert refused.reason.endswith("; requested, not run: pull_auth_telemetrie"), refused.reason
+    assert "unknown tool 'pull_auth_telemetrie'" in refused.reason
+    # Without any executed call, the tool layer may just not be instrumented: nothing said.
+    assert model_only.reason == tool_only.reason == "ok (auth): pull_auth_telemetry"

@@ -104,13 +104,21 @@ def _expected() -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 
 def test_requested_calls_are_judged_by_serve_and_replay_alike(serve: ServeFactory, tmp_path: Path) -> None:
     spans: Sequence[ReadableSpan] = _spans()
-    _, server = serve()
+    log = tmp_path / "verdicts.jsonl"
+    _, server = serve(verdict_log=str(log))
     exporter = OTLPSpanExporter(endpoint=server.endpoint, timeout=10)
     assert exporter.export(spans) is SpanExportResult.SUCCESS
     wait_for(lambda: server.pipeline.turns_judged == 5)
     samples = scrape(server)
     expected = _expected()
     assert {key: value(samples, key[0], **dict(key[1])) or 0 for key in expected} == expected
+
+    server.pipeline.verdict_log.flush()  # type: ignore[union-attr]
+    reasons = {r["input"]: r["reason"] for r in map(json.loads, log.read_text().splitlines())}
+    assert reasons == {  # the failed turns; the calls requested and never run are named when some call ran
+        "[RISK] score spike": "failed (risk): missed pull_risk_telemetry; unknown tool 'pull_risk_telemtry'",
+        "[BILL] refund blocked": f"failed (billing): extra call {BILL}; requested, not run: {BILL}",
+    }
 
     captured = tmp_path / "spans.jsonl"
     captured.write_text(request_to_json(to_request(spans)) + "\n", encoding="utf-8")
