@@ -45,6 +45,18 @@ class ToolCall:
 
 
 @dataclass(slots=True)
+class RequestedCall(ToolCall):
+    """A call the model requested (a `tool_call` part of a chat span's `gen_ai.output.messages`) that no executed
+    call of its turn accounts for: it never ran (the framework refused an unknown tool, hit an iteration cap,
+    crashed). Judged as any call of its turn; its type marks it "requested, not run".
+
+    Turn assembly holds one per `tool_call` part while the turn is pending (its span id is the chat span's id and
+    its index, its parent the chat span) and keeps, at release, only those no executed call matches
+    (monitor.assembly._reconcile).
+    """
+
+
+@dataclass(slots=True)
 class Turn:
     """One agent invocation on one input, with the tool calls that ran under it in start-time order.
 

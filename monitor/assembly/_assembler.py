@@ -13,6 +13,9 @@ the turns it releases (each turn, and its calls as one turnless turn) are counte
 too: at most `max_calls_per_trace` calls and pending turns, and `SPANS_PER_CALL` times as many parent links; spans
 past that are dropped and counted.
 A call judged alone is remembered (bounded, as released turns are): a copy of it (an exporter retry) is a duplicate.
+Calls a model requested (RequestedCall, under their chat span) are held as calls; when a turn (or a turnless group) is
+released they are reconciled with the calls that ran (_reconcile). They never sit right under a turn, so the usual
+release (every call right under its turn, inline here and in C) never holds one.
 """
 
 from __future__ import annotations
@@ -23,10 +26,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import cast
 
+from monitor.assembly._reconcile import reconcile
 from monitor.normalize import Normalizer
 from monitor.otlp import Span
 from monitor.otlp._accel import load_extension
-from monitor.records import ToolCall, Turn
+from monitor.records import RequestedCall, ToolCall, Turn
 
 _NS = 1_000_000_000
 SPANS_PER_CALL = 10  # parent links (every span seen) kept per trace: this many times max_calls_per_trace
@@ -406,6 +410,8 @@ class TurnAssembler:
                 break
         if len(mine) > 1:  # first: calls that cannot be ordered raise with the turn still pending
             mine.sort(key=_call_key)
+        if mine is not calls:  # requested calls sit under their chat span, never right under the turn
+            mine = reconcile(mine)
         turns = tr.turns
         turn = turns.pop(sid)
         self._pending_turns -= 1
@@ -450,6 +456,7 @@ class TurnAssembler:
         calls = [c for c, _ in kept]
         if len(calls) > 1:
             calls.sort(key=_call_key)
+        calls = reconcile(calls)
         self.stats.late_calls += len(tr.calls) - len(kept)
         for c, key in kept:
             _remember(self._judged_alone, self._judged_alone_order, tid + c.span_id, self._released_max)
@@ -493,6 +500,7 @@ def _load_c() -> tuple[_AddRecords, _Poll, _Count, _ReleaseAll] | tuple[None, No
         heapq.heappop,
         _call_key,
         _SPARE_MAX,
+        RequestedCall,
     )
     if mod is None:
         return None, None, None, None

@@ -12,11 +12,11 @@ from monitor.judge._catalog import Catalog, TurnTools
 from monitor.judge._conditions import holds
 from monitor.judge._outcomes import AltResult, evaluate, score_sensitive
 from monitor.judge._parse import NOT_CAPTURED, arguments_of, parse_arguments, schema_result
-from monitor.judge._reason import reason
+from monitor.judge._reason import note_requested, reason
 from monitor.judge._router import Router
 from monitor.judge._schema import SchemaValidator
 from monitor.judge._sequence import sequence_check
-from monitor.records import Turn
+from monitor.records import RequestedCall, Turn
 from monitor.rules import Expectation, RuleSet
 from monitor.rules._model import Forbid
 from monitor.verdict import ArgCheckResult, CallVerdict, Outcome, SchemaViolation, TurnVerdict
@@ -219,7 +219,17 @@ class Judge:
         return tools, rule_agents
 
     def judge(self, turn: Turn) -> TurnVerdict:
-        """The verdict of one turn (never raises on bad call data: it is judged as such).
+        """The verdict of one turn (never raises on bad call data: it is judged as such). Its reason names the calls
+        the model requested that never ran (note_requested; such turns never take the C dispatch)."""
+        v = self._judge(turn)
+        for c in turn.calls:
+            if isinstance(c, RequestedCall):
+                note_requested(turn, v)
+                break
+        return v
+
+    def _judge(self, turn: Turn) -> TurnVerdict:
+        """The verdict of one turn, as the judge decides it.
 
         A turn with up to MAX_PLANNED_CALLS calls whose rule is found takes its plan (see _plan): keyed by the call
         name (one call), () (no call) or the tuple of call names (several); the plan or the judge sends anything else

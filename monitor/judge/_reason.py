@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from monitor.records import Turn
+from monitor.records import RequestedCall, Turn
 from monitor.rules import Expectation
-from monitor.verdict import CallVerdict, MissedUnit, Outcome
+from monitor.verdict import CallVerdict, MissedUnit, Outcome, TurnVerdict
 
 MAX_REASON = 300
 
@@ -53,6 +53,14 @@ def reason(
     else:
         head = f"failed ({exp.id})"
     return _cut(f"{head}: {'; '.join(problems)}" if problems else head)
+
+
+def note_requested(turn: Turn, v: TurnVerdict) -> None:
+    """Name in the reason of `v` the calls of `turn` the model requested that never ran (RequestedCall), when some
+    call of the turn ran: without any, the agent's tools may not be instrumented, and "not run" would not be known."""
+    requested = [c.name for c in turn.calls if isinstance(c, RequestedCall)]
+    if requested and len(requested) < len(turn.calls):
+        v.reason = _cut(f"{v.reason}; requested, not run: {', '.join(requested)}")
 
 
 def _response_problem(exp: Expectation | None) -> str:

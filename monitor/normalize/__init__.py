@@ -23,6 +23,7 @@ from monitor.normalize._genai import (
     message_text,
 )
 from monitor.normalize._markers import FOREIGN_ATTRIBUTE_KEYS
+from monitor.normalize._requested import add_requested_of
 from monitor.otlp import Span
 from monitor.records import ToolCall, Turn
 
@@ -35,6 +36,8 @@ class Normalizer:
 
     def __init__(self, conventions: Sequence[Convention] | None = None) -> None:
         self.conventions: tuple[Convention, ...] = tuple(conventions) if conventions else (GenAIConvention(),)
+        # With the GenAI conventions, a span no convention maps may be a model request holding requested calls.
+        self._requested = any(isinstance(c, GenAIConvention) for c in self.conventions)
         self.rejected: dict[str, int] = {}
         self.ignored_attributes: dict[str, int] = {}
 
@@ -85,6 +88,8 @@ class Normalizer:
             r = apply(span, problems)
             if r is None:
                 append(span)
+                if self._requested:
+                    add_requested_of(span, out, problems)
             elif isinstance(r, Rejected):
                 self._count(r, problems)
                 problems.clear()

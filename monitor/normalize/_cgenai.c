@@ -5,7 +5,9 @@
  * the usual attribute types itself and calls the Python helpers given to init() for everything else, so the
  * rules stay in _genai.py. A span that is not exactly the Span class, or whose attributes are not exactly a dict,
  * is handed to _convert_py on its own (the loop body depends on nothing but out, problems and rejected), and so
- * is the whole batch when out, problems or rejected are not exactly a list, a list and a dict.
+ * is the whole batch when out, problems or rejected are not exactly a list, a list and a dict. So is a span of
+ * another operation whose gen_ai.output.messages are set: a model request may hold the calls it asked for
+ * (_requested.py reads them); any other span of another operation is a parent link, as without an operation.
  *
  * The compact one-text messages are decoded here: json's C scanstring (strict), the same decoding, the same
  * strings accepted (an error there means "not compact", as in Python, which then calls _turn_text).
@@ -643,7 +645,12 @@ static int convert_one(PyObject *span, PyObject *out, PyObject *problems, PyObje
         switch (branch(span, attrs)) {
         case 1: rc = tool_call(span, attrs, out, problems, rejected); break;
         case 2: rc = turn(span, attrs, out, problems, rejected); break;
-        case 0: rc = PyList_Append(out, span); break;
+        case 0: { /* a model request with its output captured may say which calls it asked for: Python reads it */
+            PyObject *o = dget(attrs, lookup_key[K_OUTPUT]);
+            rc = o == NULL ? -1 : o != Py_None ? delegate(span, out, problems, rejected) : PyList_Append(out, span);
+            Py_XDECREF(o);
+            break;
+        }
         case 3: rc = other(span, attrs, out, problems, rejected); break;
         default: rc = -1;
         }

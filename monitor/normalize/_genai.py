@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol, cast
 
 from monitor.normalize._markers import FOREIGN_MARKERS, PA_ARGS, PA_MESSAGES
+from monitor.normalize._requested import add_requested
 from monitor.otlp import STATUS_ERROR, Span
 from monitor.otlp._accel import load_extension
 from monitor.records import ToolCall, Turn
@@ -286,13 +287,20 @@ class GenAIConvention:
     """The OpenTelemetry GenAI conventions (DESIGN.md, span contract)."""
 
     def normalize(self, span: Span, problems: list[str]) -> Normalized:
+        """One span's record. Another span is None: the calls a model request asked for, which are more records,
+        are left to Normalizer (add_requested_of), and so are the problems of reading them."""
         out: list[ToolCall | Turn | Span] = []
         rejected: dict[str, int] = {}
-        self.convert((span,), out, problems, rejected)
+        mine: list[str] = []
+        self.convert((span,), out, mine, rejected)
         if rejected:
+            problems += mine
             return Rejected(next(iter(rejected)))
         r = out[0]
-        return None if r is span else cast(ToolCall | Turn, r)
+        if r is span:
+            return None
+        problems += mine
+        return cast(ToolCall | Turn, r)
 
     def convert(
         self, spans: Iterable[Span], out: list[ToolCall | Turn | Span], problems: list[str], rejected: dict[str, int]
@@ -436,6 +444,8 @@ def _convert_py(  # noqa: C901 - one flat pass per span: a call per record cost 
                 append(span)
         else:
             append(span)
+            if op is not None and attrs.get(OUTPUT_MESSAGES) is not None:  # a model request may say what it asked
+                add_requested(span, op, out, problems)
 
 
 # A span with no GenAI operation that carries one of these keys is another convention's: _foreign maps it. So is a

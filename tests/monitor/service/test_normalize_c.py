@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from monitor.normalize import Normalizer, _genai
 from monitor.otlp import STATUS_ERROR, Span, parse_protobuf
 from monitor.otlp._accel import PURE_PYTHON_ENV
-from monitor.records import ToolCall, Turn
+from monitor.records import RequestedCall, ToolCall, Turn
 
 Convert = Callable[[Iterable[Any], list[Any], list[str], dict[str, int]], None]
 PY: Convert = _genai._convert_py
@@ -111,7 +111,7 @@ def fields(r: Any) -> dict[str, Any]:
 
 def assert_same_record(p: Any, c: Any) -> None:
     assert type(p) is type(c)
-    if type(p) not in (ToolCall, Turn):
+    if type(p) not in (ToolCall, RequestedCall, Turn):
         assert p is c  # other spans pass through as themselves
         return
     fp, fc = fields(p), fields(c)
@@ -170,6 +170,17 @@ STRUCTURED = [
 ]
 
 
+
+# Output messages of a model request holding tool_call parts (read as requested calls), well and badly formed.
+TOOL_CALLS = [
+    '[{"role":"assistant","parts":[{"type":"tool_call","id":"c1","name":"f","arguments":{"a":1}}]}]',
+    '[{"role":"assistant","parts":[{"type":"tool_call","name":"g","arguments":"{\\"b\\": 2}"},{"type":"tool_call"}]}]',
+    '[{"role":"assistant","parts":[{"type":"tool_call","id":3,"name":"h","arguments":[1]}]},4]',
+    '[{"role":"assistant","parts":[{"type":"tool_call","name":"f"',
+    ((("role", "assistant"), ("parts", ((("type", "tool_call"), ("id", "c2"), ("name", "k"), ("arguments", ())),))),),
+]
+
+
 @st.composite
 def message_values(draw: st.DrawFn) -> Any:
     kind = draw(st.integers(0, 9))
@@ -191,7 +202,7 @@ def message_values(draw: st.DrawFn) -> Any:
     return draw(
         st.sampled_from(
             [None, 7, True, ("a",), "", "plain", "[]", '{"role":"user","content":"c"}', S("x"), Falsy("y"), FakeStr(),
-             *STRUCTURED]
+             *STRUCTURED, *TOOL_CALLS]
         )
     )
 

@@ -1,0 +1,60 @@
+"""The calls the model requested against the calls that ran, in one turn: each call counted once.
+
+A turn's calls, as assembled, are the executed calls (execute_tool spans) and the requested calls (RequestedCall:
+tool_call parts of its chat spans, monitor.normalize._requested). At release they are reconciled:
+
+1. A requested call with the call id of an executed call of the turn is that call: the executed one is kept (it
+   holds what ran). A requested call with the id of an earlier requested call is a copy: dropped.
+2. The executed calls whose id no requested call has (an id-less one, as a wrapper that is given no id records)
+   are then paired, in start order, each with the first requested call left of the same name, where one of the two
+   has no id (two different ids are two different calls): the executed one is kept.
+3. The requested calls left were never run: they are calls of the turn (marked by their type), in start order.
+
+A turn (or turnless group) holding no requested call is left as it is.
+"""
+
+from __future__ import annotations
+
+from monitor.records import RequestedCall, ToolCall
+
+
+def reconcile(calls: list[ToolCall]) -> list[ToolCall]:
+    """`calls` (in start order) without the requested calls an executed call accounts for; `calls` itself when it
+    holds no requested call."""
+    requested: list[RequestedCall] = []
+    executed: list[ToolCall] = []
+    for c in calls:
+        if isinstance(c, RequestedCall):
+            requested.append(c)
+        else:
+            executed.append(c)
+    if not requested:
+        return calls
+    ran = {c.call_id for c in executed if c.call_id}
+    asked = {r.call_id for r in requested if r.call_id}
+    kept: set[str] = set()  # ids of the requested calls kept so far
+    left: dict[str, list[RequestedCall]] = {}  # name -> requested calls no executed call accounts for yet, in order
+    dropped: set[int] = set()  # id() of the requested calls that are executed ones (or copies)
+    for r in requested:
+        cid = r.call_id
+        if cid:
+            if cid in ran or cid in kept:
+                dropped.add(id(r))
+                continue
+            kept.add(cid)
+        left.setdefault(r.name, []).append(r)
+    for e in executed:
+        cid = e.call_id
+        if cid and cid in asked:
+            continue  # matched by id (rule 1)
+        same = left.get(e.name)
+        if not same:
+            continue
+        for i, r in enumerate(same):
+            if not cid or not r.call_id:
+                dropped.add(id(r))
+                del same[i]
+                break
+    if not dropped:
+        return calls
+    return [c for c in calls if id(c) not in dropped]
