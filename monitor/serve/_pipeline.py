@@ -7,6 +7,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from typing import cast
 
 from monitor.assembly import TurnAssembler
 from monitor.metrics import ToolwatchMetrics, VerdictBatch
@@ -175,7 +176,7 @@ class Pipeline:
         ops.dropped(DROP_JUDGE_ERROR, errors)
         batch = VerdictBatch(verdicts)  # every sink reads the same batch: its signatures are computed once
         self.metrics.observe(batch)
-        self.unnamed_agents.check([sig[SIG_AGENT] for sig in batch.groups()])  # a few groups, not every verdict
+        self.unnamed_agents.check([cast(str, sig[SIG_AGENT]) for sig in batch.groups()])  # per group, not verdict
         done_ns = time.time_ns()
         # The turns with a verdict only (a turn the judge failed on is dropped above, and has no verdict to lag).
         ends = [turn.end_ns or max((c.end_ns for c in turn.calls), default=0) for turn in judged]
