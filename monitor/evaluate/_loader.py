@@ -38,7 +38,8 @@ def load_callable(spec: str) -> Callable[..., Any]:
     except LoadError:
         raise
     except Exception as exc:  # noqa: BLE001 - any import failure is the user's to fix; say which
-        raise LoadError(f"{spec!r}: cannot import {module_name}: {type(exc).__name__}: {exc}") from exc
+        raise LoadError(f"{spec!r}: cannot import {module_name}: {type(exc).__name__}: {exc}{_where(exc, module_name)}"
+                        ) from exc
     target: Any = module
     for part in attr.split("."):
         if not hasattr(target, part):
@@ -47,6 +48,15 @@ def load_callable(spec: str) -> Callable[..., Any]:
     if not callable(target):
         raise LoadError(f"{spec!r}: {attr} is not callable")
     return target  # type: ignore[no-any-return]
+
+
+def _where(exc: Exception, module_name: str) -> str:
+    """Where modules are imported from, when the package named is not found at all (run from another folder)."""
+    top = module_name.partition(".")[0]
+    if not isinstance(exc, ModuleNotFoundError) or exc.name != top:
+        return ""
+    return (f" (modules are imported from the current folder and PYTHONPATH: run toolwatch from the folder that holds "
+            f"{top}/ or {top}.py, or add that folder to PYTHONPATH)")
 
 
 def default_agent_name(agents: Sequence[str] | frozenset[str], given: str | None) -> str:
