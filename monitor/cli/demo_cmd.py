@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 
 import click
@@ -50,10 +51,13 @@ def demo(turns: int, forever: bool, rate: float, seed: int, rules: str | None, p
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     if rules is not None:  # the demo's agent is the incident-triage agent, whatever the rules
+        remedy = f"the demo's agent is always {AGENT_NAME!r}: give a rule file with `agent: {AGENT_NAME}`, or none"
         try:
-            warn_agent_name(load_judge([rules]), AGENT_NAME)
+            warn_agent_name(load_judge([rules]), AGENT_NAME, remedy)
         except RuleFileError as exc:
             raise InputError(f"invalid rules: {exc}") from None
+        # Said above, as the demo can act on it: not again by the monitor in this process, with serve's options.
+        logging.getLogger("monitor.serve._agents").setLevel(logging.ERROR)
     console = Console()
     try:
         result = run_demo(

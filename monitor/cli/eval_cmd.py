@@ -76,9 +76,9 @@ def _add_result(builder: ReportBuilder, label: str, group: str, verdict: TurnVer
                     detail=run.traceback)
 
 
-def warn_agent_name(judge: Judge, name: str) -> None:
+def warn_agent_name(judge: Judge, name: str, remedy: str = "give --agent-name") -> None:
     """A warning on stderr (also with -q) when no rule file applies to the turns of agent `name`."""
-    problem = agent_name_problem(judge, name)
+    problem = agent_name_problem(judge, name, remedy)
     if problem:
         click.echo(f"warning: {problem}", err=True)
 

@@ -67,7 +67,7 @@ def default_agent_name(agents: Sequence[str] | frozenset[str], given: str | None
     return names[0] if len(names) == 1 else "agent"
 
 
-def agent_name_problem(judge: Any, name: str) -> str | None:
+def agent_name_problem(judge: Any, name: str, remedy: str = "give --agent-name") -> str | None:
     """Why no rule of the files applies to the turns of agent `name` (a missing or misspelt --agent-name): every
     rule is scoped to other agents (a dataset's cases scoped to `name` then meet none of their tools either). None
     when a rule applies to them, or no other agent is named."""
@@ -75,7 +75,7 @@ def agent_name_problem(judge: Any, name: str) -> str | None:
     if not others or any(e.agent is None or e.agent == name for e in judge.ruleset.expectations):
         return None
     return (f"the rule files are scoped to agent(s) {', '.join(others)} and none to {name!r}, the agent name of these "
-            "turns: no rule applies to them; give --agent-name")
+            f"turns: no rule applies to them; {remedy}")
 
 
 def load_judge(paths: Sequence[str | Path]) -> Any:
