@@ -148,9 +148,10 @@ def _run_dataset(dataset: str, agent: Any, rules: tuple[str, ...], agent_name: s
         _fail_load(exc, rules)
         raise
     name = default_agent_name(judge.agents, agent_name)
-    # Each turn is a case, judged by its case's expectation: the rules' agents matter only when a case is scoped away.
+    # Each turn is a case, judged by its case's expectation against the whole catalog when the cases are unscoped (no
+    # --agent-name): then the rule files' agents do not matter. Scoped to --agent-name, the catalog is that agent's.
     dataset_cases = judge.ruleset.cases[len(judge.ruleset.cases) - len(cases):] if cases else ()
-    if not dataset_cases or any(exp.agent not in (None, name) for _, _, exp in dataset_cases):
+    if not dataset_cases or any(exp.agent is not None for _, _, exp in dataset_cases):
         warn_agent_name(judge, name)
     with (Harness(agent_name=name) as harness, route_global_tracing(harness.provider, harness.processor),
           progress_bar(disable=no_progress) as progress):
