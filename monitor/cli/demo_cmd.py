@@ -56,9 +56,13 @@ def demo(turns: int, forever: bool, rate: float, seed: int, rules: str | None, p
             warn_agent_name(load_judge([rules]), AGENT_NAME, remedy)
         except RuleFileError as exc:
             raise InputError(f"invalid rules: {exc}") from None
-        # Said above, as the demo can act on it: not again by the monitor in this process, with serve's options.
-        logging.getLogger("monitor.serve._agents").setLevel(logging.ERROR)
     console = Console()
+    # Said above, as the demo can act on it: not again by the monitor in this process, with serve's options (for
+    # this run only: the logger is the process's).
+    agents_log = logging.getLogger("monitor.serve._agents")
+    level = agents_log.level
+    if rules is not None:
+        agents_log.setLevel(logging.ERROR)
     try:
         result = run_demo(
             turns=turns,
@@ -72,6 +76,8 @@ def demo(turns: int, forever: bool, rate: float, seed: int, rules: str | None, p
         )
     except RuleFileError as exc:  # raised by the monitor's start, before any turn runs
         raise InputError(f"invalid rules: {exc}") from None
+    finally:
+        agents_log.setLevel(level)
     if result.output_closed:  # `| head`: no summary for no reader; exit 1 quietly, as click does on a broken pipe
         quiet_stdout()
         raise SystemExit(1)
