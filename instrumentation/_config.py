@@ -105,6 +105,22 @@ def _http_endpoint(endpoint: str | None) -> str | None:
     return endpoint
 
 
+def _warn_traces_endpoint_without_path() -> None:
+    """OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is used as given (the specification: `/v1/traces` is appended to
+    OTEL_EXPORTER_OTLP_ENDPOINT only); without a path the exporter posts to `/`, which OTLP receivers (toolwatch
+    serve, the Collector) answer 404, and the exporter logs only that status. Kept as given, and said."""
+    raw = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip()
+    try:
+        path = urlsplit(raw).path if raw else None
+    except ValueError:  # the exporter's own construction reports it
+        return
+    if path in ("", "/"):
+        logger.warning("toolwatch: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=%r has no path: the OTLP/HTTP exporter posts to "
+                       "it as given, and receivers take traces at /v1/traces; write %r, or set "
+                       "OTEL_EXPORTER_OTLP_ENDPOINT (the base URL, to which /v1/traces is added) instead",
+                       raw, raw.rstrip("/") + "/v1/traces")
+
+
 def _make_exporter(name: str, endpoint: str | None, headers: Mapping[str, str] | None) -> SpanExporter | None:
     if name == "otlp":
         protocol = _env_choice(
@@ -119,6 +135,8 @@ def _make_exporter(name: str, endpoint: str | None, headers: Mapping[str, str] |
     if name == "otlp-http":
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
 
+        if endpoint is None:
+            _warn_traces_endpoint_without_path()
         return HttpExporter(endpoint=_http_endpoint(endpoint), headers=dict(headers) if headers else None)
     if name == "otlp-grpc":
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter

@@ -21,7 +21,24 @@ from monitor.cli.rules_cmd import rules  # noqa: E402
 from monitor.cli.serve_cmd import serve  # noqa: E402
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class Toolwatch(click.Group):
+    """The command group: `-v` after a command (`toolwatch serve -v`) is refused saying where it goes."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except click.NoSuchOption as exc:
+            flag = exc.option_name
+            if flag not in ("--verbose", "-v", "-vv") or exc.ctx is None:
+                raise
+            command = exc.ctx.command_path.removeprefix(f"{ctx.command_path} ")
+            raise click.UsageError(
+                f"No such option '{flag}'. {flag} goes before the command: {ctx.command_path} {flag} {command} ...",
+                ctx=exc.ctx,
+            ) from None
+
+
+@click.group(cls=Toolwatch, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("-v", "--verbose", count=True, help="More log output (-v info, -vv debug).")
 @click.version_option(package_name="toolwatch")
 def main(verbose: int) -> None:

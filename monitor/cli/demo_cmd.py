@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 
 import click
@@ -50,11 +51,18 @@ def demo(turns: int, forever: bool, rate: float, seed: int, rules: str | None, p
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     if rules is not None:  # the demo's agent is the incident-triage agent, whatever the rules
+        remedy = f"the demo's agent is always {AGENT_NAME!r}: give a rule file with `agent: {AGENT_NAME}`, or none"
         try:
-            warn_agent_name(load_judge([rules]), AGENT_NAME)
+            warn_agent_name(load_judge([rules]), AGENT_NAME, remedy)
         except RuleFileError as exc:
             raise InputError(f"invalid rules: {exc}") from None
     console = Console()
+    # Said above, as the demo can act on it: not again by the monitor in this process, with serve's options (for
+    # this run only: the logger is the process's).
+    agents_log = logging.getLogger("monitor.serve._agents")
+    level = agents_log.level
+    if rules is not None:
+        agents_log.setLevel(logging.ERROR)
     try:
         result = run_demo(
             turns=turns,
@@ -68,6 +76,8 @@ def demo(turns: int, forever: bool, rate: float, seed: int, rules: str | None, p
         )
     except RuleFileError as exc:  # raised by the monitor's start, before any turn runs
         raise InputError(f"invalid rules: {exc}") from None
+    finally:
+        agents_log.setLevel(level)
     if result.output_closed:  # `| head`: no summary for no reader; exit 1 quietly, as click does on a broken pipe
         quiet_stdout()
         raise SystemExit(1)

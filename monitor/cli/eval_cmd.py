@@ -76,9 +76,9 @@ def _add_result(builder: ReportBuilder, label: str, group: str, verdict: TurnVer
                     detail=run.traceback)
 
 
-def warn_agent_name(judge: Judge, name: str) -> None:
+def warn_agent_name(judge: Judge, name: str, remedy: str = "give --agent-name") -> None:
     """A warning on stderr (also with -q) when no rule file applies to the turns of agent `name`."""
-    problem = agent_name_problem(judge, name)
+    problem = agent_name_problem(judge, name, remedy)
     if problem:
         click.echo(f"warning: {problem}", err=True)
 
@@ -148,7 +148,11 @@ def _run_dataset(dataset: str, agent: Any, rules: tuple[str, ...], agent_name: s
         _fail_load(exc, rules)
         raise
     name = default_agent_name(judge.agents, agent_name)
-    warn_agent_name(judge, name)
+    # Each turn is a case, judged by its case's expectation against the whole catalog when the cases are unscoped (no
+    # --agent-name): then the rule files' agents do not matter. Scoped to --agent-name, the catalog is that agent's.
+    dataset_cases = judge.ruleset.cases[len(judge.ruleset.cases) - len(cases):] if cases else ()
+    if not dataset_cases or any(exp.agent is not None for _, _, exp in dataset_cases):
+        warn_agent_name(judge, name)
     with (Harness(agent_name=name) as harness, route_global_tracing(harness.provider, harness.processor),
           progress_bar(disable=no_progress) as progress):
         task = progress.add_task("eval", total=len(cases) * trials, status="")

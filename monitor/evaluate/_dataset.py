@@ -140,10 +140,19 @@ def _merged(problems: list[RuleFileError], loader: list[RuleFileError]) -> list[
     return sorted([*mine, *theirs], key=lambda e: (e.file, e.line, e.column))
 
 
+def _same_file(a: str | Path, b: Path) -> bool:
+    try:
+        return Path(a).samefile(b)
+    except OSError:  # a rule file that does not read: the loader says so
+        return False
+
+
 def _load(p: Path, rules: Sequence[str | Path], agent: str | None) -> RuleSet:
     head = load_yaml(read_text(p), str(p))[0] if p.suffix not in (".jsonl", ".ndjson") else None
     if isinstance(head, dict):
-        return load_rules([*rules, p])
+        # A rule file with `cases` is the dataset: given to --rules too (as the rules of every other command are), it
+        # is loaded once, not refused against itself (every rule id, alert and case a duplicate).
+        return load_rules([*(r for r in rules if not _same_file(r, p)), p])
     with tempfile.TemporaryDirectory(prefix="toolwatch-eval-") as tmp:
         wrapper = Path(tmp) / "dataset.yaml"
         doc: dict[str, Any] = {"version": 1, "cases": str(p)}

@@ -38,7 +38,8 @@ def load_callable(spec: str) -> Callable[..., Any]:
     except LoadError:
         raise
     except Exception as exc:  # noqa: BLE001 - any import failure is the user's to fix; say which
-        raise LoadError(f"{spec!r}: cannot import {module_name}: {type(exc).__name__}: {exc}") from exc
+        raise LoadError(f"{spec!r}: cannot import {module_name}: {type(exc).__name__}: {exc}{_where(exc, module_name)}"
+                        ) from exc
     target: Any = module
     for part in attr.split("."):
         if not hasattr(target, part):
@@ -49,6 +50,15 @@ def load_callable(spec: str) -> Callable[..., Any]:
     return target  # type: ignore[no-any-return]
 
 
+def _where(exc: Exception, module_name: str) -> str:
+    """Where modules are imported from, when the package named is not found at all (run from another folder)."""
+    top = module_name.partition(".")[0]
+    if not isinstance(exc, ModuleNotFoundError) or exc.name != top:
+        return ""
+    return (f" (modules are imported from the current folder and PYTHONPATH: run toolwatch from the folder that holds "
+            f"{top}/ or {top}.py, or add that folder to PYTHONPATH)")
+
+
 def default_agent_name(agents: Sequence[str] | frozenset[str], given: str | None) -> str:
     """The agent name for `agent_turn`: the one given, else the rules' only agent, else "agent"."""
     if given:
@@ -57,7 +67,7 @@ def default_agent_name(agents: Sequence[str] | frozenset[str], given: str | None
     return names[0] if len(names) == 1 else "agent"
 
 
-def agent_name_problem(judge: Any, name: str) -> str | None:
+def agent_name_problem(judge: Any, name: str, remedy: str = "give --agent-name") -> str | None:
     """Why no rule of the files applies to the turns of agent `name` (a missing or misspelt --agent-name): every
     rule is scoped to other agents (a dataset's cases scoped to `name` then meet none of their tools either). None
     when a rule applies to them, or no other agent is named."""
@@ -65,7 +75,7 @@ def agent_name_problem(judge: Any, name: str) -> str | None:
     if not others or any(e.agent is None or e.agent == name for e in judge.ruleset.expectations):
         return None
     return (f"the rule files are scoped to agent(s) {', '.join(others)} and none to {name!r}, the agent name of these "
-            "turns: no rule applies to them; give --agent-name")
+            f"turns: no rule applies to them; {remedy}")
 
 
 def load_judge(paths: Sequence[str | Path]) -> Any:

@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from aiohttp import HttpVersion11, web
-from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
+from aiohttp.http_exceptions import HttpProcessingError, InvalidURLError, LineTooLong
 from google.rpc import code_pb2, status_pb2  # type: ignore[import-untyped]
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from prometheus_client import generate_latest
@@ -52,6 +52,7 @@ IN_FLIGHT_BODIES = 4  # the bodies being read at once hold at most this many tim
 # (gzip.compress's default) 46 ms for 45 KB. A scrape is local or nearly: the CPU counts, not the last 10% of bytes.
 METRICS_GZIP_LEVEL = 1
 BAD_HEAD_LOG_INTERVAL_S = 60.0  # at most one warning line per interval about broken request heads; the rest counted
+_PATH_MAX = 100  # characters of a wrong path or Host header quoted in a log line (the client's bytes)
 _DETAIL_MAX = 200  # characters of a parser's error kept in an answer or a log line (it quotes the client's bytes)
 
 
@@ -68,6 +69,20 @@ def bad_head_detail(exc: HttpProcessingError) -> str:
     lines = [line.strip() for line in str(exc.message or type(exc).__name__).splitlines()]
     text = " ".join(line for line in lines if line.strip("^ "))  # without the caret lines pointing into the quote
     return text if len(text) <= _DETAIL_MAX else text[: _DETAIL_MAX - 3] + "..."
+
+
+def http2_preface(exc: HttpProcessingError) -> bool:
+    """Whether the head that did not parse is HTTP/2's connection preface (`PRI * HTTP/2.0`): a gRPC exporter, or
+    another HTTP/2 client, on a port that speaks HTTP/1.1. llhttp pauses on it; aiohttp's Python parser refuses its
+    target `*`."""
+    message = str(exc.message or "")
+    return "PRI/Upgrade" in message or (isinstance(exc, InvalidURLError) and message.strip() == "*")
+
+
+HTTP2_HINT = (
+    " (HTTP/2's preface: a gRPC exporter, OTEL_EXPORTER_OTLP_PROTOCOL=grpc, on the OTLP/HTTP port; have serve take "
+    "OTLP/gRPC with --grpc-port 4317 and export there, or export over OTLP/HTTP, http/protobuf, to this port)"
+)
 
 
 class Hushed:
@@ -147,6 +162,8 @@ class TracesHandler:
         self._token = settings.token.encode() if settings.token else None
         self.in_flight = InFlight(IN_FLIGHT_BODIES * max(settings.max_decompressed_bytes, settings.max_body_bytes))
         self._bad_heads = Hushed(BAD_HEAD_LOG_INTERVAL_S)
+        self._wrong_paths = Hushed(BAD_HEAD_LOG_INTERVAL_S)
+        self._other_signals = Hushed(BAD_HEAD_LOG_INTERVAL_S)
         for transport in (TRANSPORT_PROTOBUF, TRANSPORT_JSON):
             self.ops.start_transport(transport, (200, 503))
 
@@ -163,7 +180,28 @@ class TracesHandler:
         unrouted = getattr(request.match_info, "http_exception", None)
         if unrouted is not None:
             self.ops.request(self.transport_of(request.content_type), unrouted.status)
+            if unrouted.status == 404 and request.method == "POST":
+                self._wrong_path(request)
         return await handler(request)
+
+    def _wrong_path(self, request: web.Request) -> None:
+        """A warning (one a minute at most, of each kind) for an export posted to another path: an exporter's endpoint
+        set wrong, which the exporter reports only as "404 Not Found"."""
+        path = request.path if len(request.path) <= _PATH_MAX else request.path[: _PATH_MAX - 3] + "..."
+        url = f"http://{request.host[:_PATH_MAX]}/v1/traces"
+        remote = request.remote or "an unknown client"
+        if path.rstrip("/").endswith(("/v1/metrics", "/v1/logs")):
+            self._other_signals.warn(
+                "POST %r from %s answered 404: toolwatch takes traces only; send it traces alone "
+                "(OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=%s), not the SDK's metrics or logs (OTEL_EXPORTER_OTLP_ENDPOINT "
+                "sends every signal)", path, remote, url,
+            )
+        else:
+            self._wrong_paths.warn(
+                "POST %r from %s answered 404: OTLP/HTTP traces go to /v1/traces; set "
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=%s (the whole URL), or OTEL_EXPORTER_OTLP_ENDPOINT to the base URL "
+                "without /v1/traces", path, remote, url,
+            )
 
     def bad_head(self, exc: HttpProcessingError, remote: str | None) -> web.Response:
         """The answer to a request whose head does not parse (see `answer_broken_heads`): a google.rpc.Status in
@@ -173,7 +211,10 @@ class TracesHandler:
         http = bad_head_status(exc)
         code = code_pb2.RESOURCE_EXHAUSTED if http == 431 else code_pb2.INVALID_ARGUMENT
         detail = bad_head_detail(exc)
-        self._bad_heads.warn("bad request head from %s, answered %d: %s", remote or "an unknown client", http, detail)
+        hint = HTTP2_HINT if http2_preface(exc) else ""
+        self._bad_heads.warn(
+            "bad request head from %s, answered %d: %s%s", remote or "an unknown client", http, detail, hint
+        )
         # Said even to what aiohttp takes for HTTP/1.0 (a head without a version it could read), where it is implied.
         resp = self._error(TRANSPORT_OTHER, PROTOBUF, http, code, f"bad request head: {detail}", Connection="close")
         return self._closing(resp)

@@ -7,12 +7,15 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from typing import cast
 
 from monitor.assembly import TurnAssembler
 from monitor.metrics import ToolwatchMetrics, VerdictBatch
+from monitor.metrics._batch import SIG_AGENT
 from monitor.normalize import REASON_NO_TOOL_NAME, Normalizer
 from monitor.otlp import REASON_BAD_ID, REASON_MALFORMED, Span
 from monitor.records import ToolCall, Turn
+from monitor.serve._agents import UnnamedAgents
 from monitor.serve._rules import Rules
 from monitor.serve._settings import Settings
 from monitor.serve._verdict_log import VerdictLog
@@ -79,6 +82,7 @@ class Pipeline:
             for reason in reasons:
                 table.setdefault(reason, 0)
         metrics.ignored_attributes = lambda: self.normalizer.ignored_attributes
+        self.unnamed_agents = UnnamedAgents()
         self.apply_labels()
 
     def __repr__(self) -> str:
@@ -94,12 +98,17 @@ class Pipeline:
         """The metrics' label sets from the rules in force and the configuration; their series start at 0."""
         judge = self.rules.judge
         agent_tools, rule_agents = judge.scoping()  # no series at 0 for what no turn can count (metrics._initial)
+        agents = set(judge.agents) | set(self.settings.agents)
+        expectations = self.rules.current.ruleset.expectations
         self.metrics.set_labels(
             tools=judge.catalog,
-            agents=set(judge.agents) | set(self.settings.agents),
-            rules=[e.id for e in self.rules.current.ruleset.expectations],
+            agents=agents,
+            rules=[e.id for e in expectations],
             agent_tools=agent_tools,
             rule_agents=rule_agents,
+        )
+        self.unnamed_agents.configure(
+            labels=agents, scoped=judge.agents, unscoped_rules=any(e.agent is None for e in expectations)
         )
 
     # ---- ingest side -------------------------------------------------------------------------------
@@ -167,6 +176,7 @@ class Pipeline:
         ops.dropped(DROP_JUDGE_ERROR, errors)
         batch = VerdictBatch(verdicts)  # every sink reads the same batch: its signatures are computed once
         self.metrics.observe(batch)
+        self.unnamed_agents.check([cast(str, sig[SIG_AGENT]) for sig in batch.groups()])  # per group, not verdict
         done_ns = time.time_ns()
         # The turns with a verdict only (a turn the judge failed on is dropped above, and has no verdict to lag).
         ends = [turn.end_ns or max((c.end_ns for c in turn.calls), default=0) for turn in judged]

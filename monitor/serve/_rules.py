@@ -67,6 +67,22 @@ def _stamp(paths: Sequence[str]) -> tuple[tuple[str, int, int], ...]:
     return tuple(out)
 
 
+MAX_RULE_WARNINGS = 20  # lines of `rules check` warnings logged per load; the rest are counted in one more line
+
+
+def _warn_suspicious(ruleset: RuleSet) -> None:
+    """Log what `toolwatch rules check` warns of (valid rules that can never match, argument checks every call
+    fails, cases never judged, alerts that can never fire), bounded: serve takes the rules without that command."""
+    from monitor.rules._lint import forbidden_arguments, shadowed_rules, unfireable_alerts, unreachable_cases
+
+    lines = [*shadowed_rules(ruleset), *unreachable_cases(ruleset), *forbidden_arguments(ruleset),
+             *unfireable_alerts(ruleset)]
+    for line in lines[:MAX_RULE_WARNINGS]:
+        logger.warning("%s", line.replace(": warning: ", ": ", 1))  # the log line says WARNING already
+    if len(lines) > MAX_RULE_WARNINGS:
+        logger.warning("%d more rule warnings: `toolwatch rules check` lists them all", len(lines) - MAX_RULE_WARNINGS)
+
+
 class Rules:
     """Holds the current judge; `reload()` validates new files first and keeps the old rules if they fail."""
 
@@ -81,7 +97,9 @@ class Rules:
 
     def _load(self, stamp: tuple[tuple[str, int, int], ...]) -> LoadedRules:
         ruleset = load_rules(self.paths)
-        return LoadedRules(ruleset, self._factory(ruleset), stamp)
+        loaded = LoadedRules(ruleset, self._factory(ruleset), stamp)
+        _warn_suspicious(ruleset)
+        return loaded
 
     @property
     def judge(self) -> JudgeLike:

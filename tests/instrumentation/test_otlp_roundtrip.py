@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import logging
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -380,3 +381,41 @@ def test_the_traces_endpoint_is_used_as_given_and_arguments_win(receiver: Receiv
             provider.shutdown()
     assert receiver.paths == ["/custom/traces", "/v1/traces"]
     assert receiver.api_keys == ["a b,c", "arg"]
+
+
+@pytest.mark.parametrize("path", ["", "/"])
+def test_a_traces_endpoint_without_a_path_is_used_as_given_and_warned_of(
+    receiver: Receiver, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, path: str
+) -> None:
+    """OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=http://host:4318, written as OTEL_EXPORTER_OTLP_ENDPOINT is: the exporter
+    posts to `/`, which toolwatch serve and the Collector answer 404, and the agent's log said only "404". It is still
+    used as given (the specification), and configure() says what to write instead."""
+    endpoint = f"http://127.0.0.1:{receiver.port}{path}"
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", endpoint)
+    with caplog.at_level(logging.WARNING):
+        provider = tw.configure(set_global=False)
+    try:
+        get_weather("Oslo")
+        assert provider.force_flush()
+    finally:
+        provider.shutdown()
+    assert receiver.paths == ["/"]
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any(f"{endpoint!r}" in w and f"http://127.0.0.1:{receiver.port}/v1/traces" in w for w in warnings), warnings
+
+
+@pytest.mark.parametrize("env", ["OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"])
+def test_an_endpoint_as_the_specification_means_it_is_not_warned_of(
+    receiver: Receiver, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, env: str
+) -> None:
+    base = f"http://127.0.0.1:{receiver.port}"
+    monkeypatch.setenv(env, base if env == "OTEL_EXPORTER_OTLP_ENDPOINT" else base + "/v1/traces")
+    with caplog.at_level(logging.WARNING):
+        provider = tw.configure(set_global=False)
+    try:
+        get_weather("Oslo")
+        assert provider.force_flush()
+    finally:
+        provider.shutdown()
+    assert receiver.paths == ["/v1/traces"]
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING and "endpoint" in r.getMessage()]
