@@ -10,7 +10,7 @@ import click
 
 from monitor.cli._params import RULES_HELP, RulesCommand
 from monitor.records import ToolCall, Turn
-from monitor.rules import RuleFileError, RuleSet, load_rules, rule_file_schema
+from monitor.rules import RuleFileError, RuleSet, distinct_files, load_rules, rule_file_schema
 from monitor.rules._lint import forbidden_arguments, shadowed_rules, unfireable_alerts, unreachable_cases
 
 EXIT_INVALID = 2
@@ -48,7 +48,7 @@ def check(files: tuple[Path, ...], more: tuple[Path, ...], quiet: bool) -> None:
     Each file is checked alone, then all files together (as `toolwatch serve --rules` merges them). Every error
     is reported, one a line (each rule in error with its first problem; at most 50, then how many more).
     """
-    files = (*files, *more)
+    files = tuple(distinct_files((*files, *more)))  # overlapping globs: each file once
     if not files:
         raise click.UsageError("give rule FILES to check (or --rules FILE...)")
     failed = False

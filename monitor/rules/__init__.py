@@ -3,7 +3,7 @@
 from monitor.rules._burn import DEFAULT_BURN_WINDOWS, BurnWindow, objective_problem
 from monitor.rules._compile import CHECK_MODES, PER_TOOL_FIGURES, UNDIRECTED_FIGURES
 from monitor.rules._errors import RuleFileError
-from monitor.rules._load import load_rules, read_json_lines, read_text
+from monitor.rules._load import distinct_files, load_rules, read_json_lines, read_text
 from monitor.rules._model import (
     Alert,
     Alternative,
@@ -36,6 +36,7 @@ __all__ = [
     "RuleSet",
     "Slot",
     "Tool",
+    "distinct_files",
     "load_rules",
     "load_yaml",
     "objective_problem",

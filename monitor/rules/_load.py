@@ -154,13 +154,32 @@ def _parse_all(paths: Sequence[FsPath]) -> list[tuple[FsPath, dict[str, Any], Ma
     return parsed
 
 
+def distinct_files(paths: Sequence[str | FsPath]) -> list[FsPath]:
+    """The paths in order, each file once: a later path naming a file already given (the same path, another spelling
+    of it, a link to it: overlapping shell globs) is left out. A path that cannot be read stays, for the loader to
+    report."""
+    seen: set[tuple[int, int]] = set()
+    out: list[FsPath] = []
+    for p in map(FsPath, paths):
+        try:
+            st = p.stat()
+        except (OSError, ValueError):
+            out.append(p)
+            continue
+        key = (st.st_dev, st.st_ino)
+        if key not in seen:
+            seen.add(key)
+            out.append(p)
+    return out
+
+
 def load_rules(paths: Sequence[str | FsPath]) -> RuleSet:
-    """Load, validate and merge rule files (in the order given). Raises RuleFileError on a problem: a
+    """Load, validate and merge rule files (in the order given; a file named twice is loaded once). Raises RuleFileError on a problem: a
     RuleFileErrors with every one found when there are several (each rule in error is reported, with its first
     problem; a file that does not match the schema is not compiled)."""
     if isinstance(paths, str | FsPath):
         paths = [paths]
-    parsed = _parse_all([FsPath(p) for p in paths])
+    parsed = _parse_all(distinct_files(paths))  # a file named twice is one file, not a duplicate of itself
     tools: dict[str, Tool] = {}
     file_tools: list[list[Tool]] = []  # each file's catalog, compiled once
     errors: list[RuleFileError] = []

@@ -361,3 +361,14 @@ def test_check_reports_at_most_50_errors_then_how_many_more(tmp_path: Path) -> N
     assert code == 2 and len(lines) == 51, err
     assert lines[0].startswith(f"{bad}:3:") and "unknown tool 't0'" in lines[0]
     assert "unknown tool 't49'" in lines[49] and lines[50] == "... and 10 more"
+
+
+def test_check_a_file_given_twice_is_checked_once(tmp_path: Path) -> None:
+    """Overlapping globs (`rules/*.yaml rules/travel.yaml`) name a file twice: it is one file, not a duplicate of
+    every rule id of its own (the commands that merge rule files load it once)."""
+    link = tmp_path / "triage.yaml"
+    link.symlink_to(TRIAGE)
+    code, out, err = run("check", TRIAGE, str(RULES / "travel.yaml"), TRIAGE, str(link))
+    assert code == 0, err
+    assert out.count("incident-triage.yaml: ok") == 1 and str(link) not in out
+    assert "merged: ok" in out and err == ""

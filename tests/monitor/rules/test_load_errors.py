@@ -563,3 +563,9 @@ def test_several_rule_file_errors_pickle_and_keep_the_first_as_the_location() ->
     assert (again.file, again.line, again.column, again.key) == ("r.yaml", 3, 7, "expect[0]")
     assert str(again) == "r.yaml:3:7: expect[0]: bad\nr.yaml:9:1: worse"
     assert [e.line for e in again.errors] == [3, 9]
+
+
+def test_a_file_given_twice_is_loaded_once(tmp_path: Path) -> None:
+    one = tmp_path / "one.yaml"
+    one.write_text("catalog: {tools: [{name: t}]}\nexpect:\n  - {id: r, when: {prefix: x}, call: [{tool: t}]}\n")
+    assert [r.id for r in load_rules([one, one, tmp_path / "." / "one.yaml"]).expectations] == ["r"]
