@@ -174,9 +174,9 @@ def distinct_files(paths: Sequence[str | FsPath]) -> list[FsPath]:
 
 
 def load_rules(paths: Sequence[str | FsPath]) -> RuleSet:
-    """Load, validate and merge rule files (in the order given; a file named twice is loaded once). Raises RuleFileError on a problem: a
-    RuleFileErrors with every one found when there are several (each rule in error is reported, with its first
-    problem; a file that does not match the schema is not compiled)."""
+    """Load, validate and merge rule files (in the order given; a file named twice is loaded once). Raises
+    RuleFileError on a problem: a RuleFileErrors with every one found when there are several (each rule in error is
+    reported, with its first problem; a file that does not match the schema is not compiled)."""
     if isinstance(paths, str | FsPath):
         paths = [paths]
     parsed = _parse_all(distinct_files(paths))  # a file named twice is one file, not a duplicate of itself
