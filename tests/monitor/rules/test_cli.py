@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from monitor.cli import main
@@ -372,3 +373,44 @@ def test_check_a_file_given_twice_is_checked_once(tmp_path: Path) -> None:
     assert code == 0, err
     assert out.count("incident-triage.yaml: ok") == 1 and str(link) not in out
     assert "merged: ok" in out and err == ""
+
+
+TYPO = """version: 1
+catalog:
+  tools:
+    - name: search
+expect:
+  - id: find
+    when: {prefix: "find"}
+    cal: [{tool: search}]
+"""
+BAD = """version: 1
+catalog:
+  tools:
+    - name: search
+    - name: fetch
+expect:
+  - id: find
+    when: {prefix: "find"}
+    call: [{tool: serch}]
+  - id: lookbehind
+    when: {regex: "(?<=a)b"}
+    call: [{tool: fetch}]
+  - id: fetch-url
+    when: {contains: "http"}
+    call: [{tool: fetch, args: {url: {regex: "^(https?://"}, retries: {numeric: 3, tolerance: 0.5}}}]
+"""
+
+
+def test_the_error_samples_of_the_rules_readme_are_what_check_prints(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                                                     ) -> None:
+    readme = (RULES / "README.md").read_text()
+    section = readme[readme.index("Every error names the file") : readme.index("`rules check` also warns")]
+    blocks = section.split("```")[1::2]
+    assert len(blocks) == 2
+    (tmp_path / "rules").mkdir()
+    (tmp_path / "rules" / "typo.yaml").write_text(TYPO)
+    (tmp_path / "rules" / "bad.yaml").write_text(BAD)
+    monkeypatch.chdir(tmp_path)
+    printed = [run("check", f"rules/{name}.yaml")[2] for name in ("typo", "bad")]
+    assert [p.strip() for p in printed] == [b.strip() for b in blocks]
