@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
@@ -264,6 +265,11 @@ def serve(**opts: object) -> None:
     from monitor.serve import Server
     from monitor.serve._memory import tune_process
 
+    # A reload is news to the operator who sent the SIGHUP or saved the file, as the start and stop lines are: its
+    # line is shown without -v (a failed reload is an error, shown anyway).
+    reloads = logging.getLogger("monitor.serve._rules")
+    if reloads.getEffectiveLevel() > logging.INFO:
+        reloads.setLevel(logging.INFO)
     try:
         settings = settings_from_options(opts)
         settings.validate()  # two listeners on one port too

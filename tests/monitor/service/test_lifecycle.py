@@ -154,7 +154,9 @@ def test_serve_command_sighup_reload_and_sigterm_shutdown(tmp_path: Path) -> Non
         proc.send_signal(signal.SIGTERM)  # the turn waits for a 60 s grace: shutdown must judge it
         assert proc.wait(timeout=30) == 0
         assert json.loads(log.read_text())["input"] == "[BILL] y"
-        assert "stopped; 1 pending turns judged at shutdown" in proc.stderr.read()  # without -v
+        err = proc.stderr.read()
+        assert "stopped; 1 pending turns judged at shutdown" in err  # without -v
+        assert f"rules reloaded from {rules}" in err  # an operator's SIGHUP is answered in the log, without -v
     finally:
         if proc.poll() is None:
             proc.kill()
