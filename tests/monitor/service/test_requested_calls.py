@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
@@ -434,3 +434,26 @@ def test_the_reason_names_the_calls_requested_and_not_run(c_plans: bool, monkeyp
     assert "unknown tool 'pull_auth_telemetrie'" in refused.reason
     # Without any executed call, the tool layer may just not be instrumented: nothing said.
     assert model_only.reason == tool_only.reason == "ok (auth): pull_auth_telemetry"
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_structured_output_messages_read_an_empty_arguments_value_as_an_object(impl: str) -> None:
+    """The structured form (an arrayValue of kvlistValues, as the decoders give them): an empty kvlistValue and an
+    empty arrayValue look alike, and the arguments of a tool call are an object (as an execute_tool span's are)."""
+    _impl(impl)
+    (span,) = record(lambda t: chat(t, Req("f", "c0")))
+
+    def part(cid: str, args: tuple[Any, ...]) -> tuple[Any, ...]:
+        return (("type", "tool_call"), ("id", cid), ("name", "f"), ("arguments", args))
+
+    parts = (part("c1", ()), part("c2", (("city", "Oslo"), ("opts", ()))))
+    span.attributes = {**span.attributes, OUT: ((("role", "assistant"), ("parts", parts)),)}
+    out, problems = convert([span], impl)
+    assert [(r.call_id, r.arguments) for r in out[1:]] == [("c1", "{}"), ("c2", '{"city": "Oslo", "opts": []}')]
+    assert problems == []
+    call = GenAIConvention().normalize(
+        replace(span, attributes={"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "f",
+                                  "gen_ai.tool.call.arguments": ()}),  # fmt: skip
+        [],
+    )
+    assert isinstance(call, ToolCall) and call.arguments == out[1].arguments  # as the call that ran reads it
