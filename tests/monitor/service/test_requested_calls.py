@@ -363,6 +363,33 @@ def test_turnless_calls_are_reconciled_too(impl: str) -> None:
     assert t.turnless and calls_of(t) == [("unknown_tool", "call_2", None, True), ("f", "call_1", None, False)]
 
 
+@pytest.mark.parametrize("impl", IMPLS)
+def test_a_late_chat_span_of_a_released_nested_turn_is_late_not_a_call_of_the_outer_turn(impl: str) -> None:
+    """A sub-agent's turn released with the call that ran, then its chat span arriving late: its requested call is a
+    late call (as the call that ran would be), never a call of the enclosing turn, which would count it twice."""
+    _impl(impl)
+
+    def build(tracer: Tracer) -> None:
+        with agent_turn(tracer, "[OUTER] delegate", "outer"), agent_turn(tracer, "[AUTH] inner", "inner"):
+            chat(tracer, Req("pull_auth_telemetry", "call_1"))
+            ran(tracer, "pull_auth_telemetry", "call_1")
+
+    spans = record(build)
+    by_name = {s.name: s for s in spans}
+    first = [by_name["execute_tool pull_auth_telemetry"], by_name["invoke_agent inner"]]
+    a = TurnAssembler(grace_s=1.0, turnless_timeout_s=5.0)
+    python = impl == "python"
+    add, poll = (a._add_records_py, a._poll_py) if python else (a.add_records, a.poll)
+    turns = add(convert(first, impl)[0], 0) + poll(2 * S)  # the inner turn, released with the call that ran
+    turns += add(convert([by_name["chat m"]], impl)[0], 3 * S)  # its chat span, late
+    turns += add(convert([by_name["invoke_agent outer"]], impl)[0], 3 * S) + poll(10 * S) + poll(20 * S)
+    assert [(t.agent, calls_of(t)) for t in turns] == [
+        ("inner", [("pull_auth_telemetry", "call_1", None, False)]),
+        ("outer", []),
+    ]
+    assert a.stats.late_calls == 1
+
+
 def test_c_and_python_assemble_requested_calls_alike() -> None:
     _impl("c")
 
