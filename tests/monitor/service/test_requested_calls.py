@@ -463,6 +463,36 @@ def test_the_reason_names_the_calls_requested_and_not_run(c_plans: bool, monkeyp
     assert model_only.reason == tool_only.reason == "ok (auth): pull_auth_telemetry"
 
 
+@pytest.mark.parametrize("c_plans", [True, False], ids=["c-dispatch", "python"])
+def test_a_long_reason_still_names_the_calls_requested_and_not_run(
+    c_plans: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reason cut at its bound keeps the note at its end: the rest of the reason is cut, not the note."""
+    from monitor.judge import Judge, _plan
+    from monitor.judge._reason import MAX_REASON
+    from monitor.rules import load_rules
+    from tests.monitor.service.conftest import RULES
+
+    if c_plans and _plan._C is None:
+        pytest.skip("the C plans are not loaded")
+    if not c_plans:
+        monkeypatch.setattr(_plan, "_C", None)
+    judge = Judge(load_rules([RULES]))
+    x = {"log_excerpt": "x"}
+
+    def build(tracer: Tracer) -> None:
+        with agent_turn(tracer, "[AUTH] many made-up tools", "incident-triage"):
+            chat(tracer, Req("pull_auth_telemetrie", "a0", x))
+            for k in range(8):
+                ran(tracer, f"a_tool_name_the_model_made_up_number_{k}", f"r{k}", x)
+
+    (turn,) = assemble(record(build), "c" if _assembler._ADD_C is not None else "python")[0]
+    v = judge.judge(turn)
+    assert len(v.reason) <= MAX_REASON
+    assert v.reason.startswith("failed (auth): missed pull_auth_telemetry; unknown tool 'pull_auth_telemetrie'; ")
+    assert v.reason.endswith("...; requested, not run: pull_auth_telemetrie"), v.reason
+
+
 @pytest.mark.parametrize("impl", IMPLS)
 def test_structured_output_messages_read_an_empty_arguments_value_as_an_object(impl: str) -> None:
     """The structured form (an arrayValue of kvlistValues, as the decoders give them): an empty kvlistValue and an
