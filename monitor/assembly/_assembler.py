@@ -377,8 +377,9 @@ class TurnAssembler:
         finally:  # also those released before an error midway
             self.stats.evicted += len(out) - released
 
-    def _owner(self, tr: _Trace, call: ToolCall) -> str | None:
-        """The nearest turn ancestor of a call, or None while the chain is unknown or reaches no turn."""
+    def _owner(self, tid: str, tr: _Trace, call: ToolCall) -> str | None:
+        """The nearest turn ancestor of a call, or None while the chain is unknown or reaches no turn (or reaches a
+        turn released already: a late call, under an intermediate span such as a requested call's chat span)."""
         parents = tr.parents
         sid = call.parent_span_id
         for _ in range(64):
@@ -388,7 +389,7 @@ class TurnAssembler:
             if nxt is None:
                 break
             sid = nxt
-        if len(tr.turns) == 1 and sid and sid not in parents:
+        if len(tr.turns) == 1 and sid and sid not in parents and tid + sid not in self._released:
             # The chain breaks at a span we never received (not sampled or exported): the one turn of the
             # trace that encloses the call in time is its turn.
             only = next(iter(tr.turns.values()))
@@ -406,7 +407,7 @@ class TurnAssembler:
             if c.parent_span_id != sid:  # else every call sits right under this turn (the usual case): all its own
                 mine = []
                 for c in calls:
-                    (mine if c.parent_span_id == sid or self._owner(tr, c) == sid else rest).append(c)
+                    (mine if c.parent_span_id == sid or self._owner(tid, tr, c) == sid else rest).append(c)
                 break
         if len(mine) > 1:  # first: calls that cannot be ordered raise with the turn still pending
             mine.sort(key=_call_key)

@@ -60,7 +60,13 @@ def note_requested(turn: Turn, v: TurnVerdict) -> None:
     call of the turn ran: without any, the agent's tools may not be instrumented, and "not run" would not be known."""
     requested = [c.name for c in turn.calls if isinstance(c, RequestedCall)]
     if requested and len(requested) < len(turn.calls):
-        v.reason = _cut(f"{v.reason}; requested, not run: {', '.join(requested)}")
+        # The note ends the reason, within the bound: the reason before it is cut to make room (at most half of it).
+        note = " ".join(f"; requested, not run: {', '.join(requested)}".split())
+        if len(note) > MAX_REASON // 2:
+            note = note[: MAX_REASON // 2 - 3] + "..."
+        head = v.reason
+        room = MAX_REASON - len(note)
+        v.reason = (head if len(head) <= room else head[: room - 3] + "...") + note
 
 
 def _response_problem(exp: Expectation | None) -> str:

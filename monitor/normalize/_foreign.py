@@ -447,7 +447,11 @@ def _text_of(value: Any, roles: tuple[str, ...], keys: tuple[str, ...]) -> str |
             return text
         value = value.get("messages", value)
     if isinstance(value, list | dict):
-        return _turn_text(json.dumps(_chat_messages(value)), roles, empty_is_none=True) or None
+        try:
+            text = json.dumps(_chat_messages(value))
+        except RecursionError:  # parsed a few frames up, too deep to encode here: no text read
+            return None
+        return _turn_text(text, roles, empty_is_none=True) or None
     return None
 
 

@@ -40,9 +40,11 @@ def add_requested(span: Span, op: str, out: list[ToolCall | Turn | Span], proble
     truncated = attrs.get(_genai.TRUNCATED)
     if isinstance(truncated, str | tuple) and key in truncated:
         return  # cut by the instrumentation: not captured
-    messages = _messages(attrs.get(key), problems)
+    raw = attrs.get(key)
+    messages = _messages(raw, problems)
     if messages is None:
         return
+    obj = isinstance(raw, tuple)  # structured: an empty value (kvlist or array alike) is an object where expected
     n = 0
     for m in messages:
         parts = m.get("parts") if isinstance(m, dict) else None
@@ -53,7 +55,7 @@ def add_requested(span: Span, op: str, out: list[ToolCall | Turn | Span], proble
         for p in parts:
             if not isinstance(p, dict) or p.get("type") != "tool_call":
                 continue
-            call = _requested(span, p, n, problems) if n < MAX_REQUESTED_PER_SPAN else None
+            call = _requested(span, p, n, problems, obj) if n < MAX_REQUESTED_PER_SPAN else None
             if call is None:
                 problems.append(key)
                 continue
@@ -95,8 +97,9 @@ def _messages(raw: Any, problems: list[str]) -> list[Any] | None:
     return messages
 
 
-def _requested(span: Span, part: dict[str, Any], index: int, problems: list[str]) -> RequestedCall | None:
-    """The call of one tool_call part; None when it has no name."""
+def _requested(span: Span, part: dict[str, Any], index: int, problems: list[str], obj: bool) -> RequestedCall | None:
+    """The call of one tool_call part; None when it has no name. `obj`: the part was read from the structured form,
+    where empty arguments are `{}` (as a tool span's, see _genai.structured)."""
     name = part.get("name")
     if not isinstance(name, str) or not name.strip():
         return None
@@ -108,6 +111,8 @@ def _requested(span: Span, part: dict[str, Any], index: int, problems: list[str]
         problems.append(key)
         call_id = str(call_id)
     args = part.get("arguments")
+    if obj and args == []:
+        args = {}
     arguments: str | None
     if args is None or isinstance(args, str):
         arguments = args

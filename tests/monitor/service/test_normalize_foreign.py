@@ -6,6 +6,7 @@ Python and the C paths alike (monitor/normalize/_foreign.py, reached from _genai
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
@@ -440,6 +441,21 @@ def test_an_openai_agents_handoff_is_no_call(convert: Convert) -> None:
     span.name = "handoff to billing"
     out, problems, rejected = _run(convert, [span])
     assert (out, problems, rejected) == ([span], [], {})
+
+
+@pytest.mark.parametrize("convert", PATHS)
+@pytest.mark.parametrize("kind", ["AGENT", "CHAIN"])
+def test_a_value_nested_to_the_recursion_limit_never_raises(convert: Convert, kind: str) -> None:
+    """An input or output value nested as deep as json parses, at every depth (wherever the stack is, some depth
+    parses and is then too deep to encode again): a turn, its input the text itself, never a RecursionError that would
+    lose the whole batch."""
+    (span,) = _one({"openinference.span.kind": kind})
+    for depth in range(1, sys.getrecursionlimit() + 1):
+        text = "[" * depth + "]" * depth
+        span.attributes = {"openinference.span.kind": kind, "input.value": text, "output.value": text}
+        out, problems, rejected = _run(convert, [span])
+        assert (len(out), problems, rejected) == (1, [], {}), depth
+        assert type(out[0]) is Turn and out[0].input_text == text, depth
 
 
 def test_python_and_c_give_the_same_records() -> None:

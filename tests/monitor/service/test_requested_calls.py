@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
@@ -363,6 +363,33 @@ def test_turnless_calls_are_reconciled_too(impl: str) -> None:
     assert t.turnless and calls_of(t) == [("unknown_tool", "call_2", None, True), ("f", "call_1", None, False)]
 
 
+@pytest.mark.parametrize("impl", IMPLS)
+def test_a_late_chat_span_of_a_released_nested_turn_is_late_not_a_call_of_the_outer_turn(impl: str) -> None:
+    """A sub-agent's turn released with the call that ran, then its chat span arriving late: its requested call is a
+    late call (as the call that ran would be), never a call of the enclosing turn, which would count it twice."""
+    _impl(impl)
+
+    def build(tracer: Tracer) -> None:
+        with agent_turn(tracer, "[OUTER] delegate", "outer"), agent_turn(tracer, "[AUTH] inner", "inner"):
+            chat(tracer, Req("pull_auth_telemetry", "call_1"))
+            ran(tracer, "pull_auth_telemetry", "call_1")
+
+    spans = record(build)
+    by_name = {s.name: s for s in spans}
+    first = [by_name["execute_tool pull_auth_telemetry"], by_name["invoke_agent inner"]]
+    a = TurnAssembler(grace_s=1.0, turnless_timeout_s=5.0)
+    python = impl == "python"
+    add, poll = (a._add_records_py, a._poll_py) if python else (a.add_records, a.poll)
+    turns = add(convert(first, impl)[0], 0) + poll(2 * S)  # the inner turn, released with the call that ran
+    turns += add(convert([by_name["chat m"]], impl)[0], 3 * S)  # its chat span, late
+    turns += add(convert([by_name["invoke_agent outer"]], impl)[0], 3 * S) + poll(10 * S) + poll(20 * S)
+    assert [(t.agent, calls_of(t)) for t in turns] == [
+        ("inner", [("pull_auth_telemetry", "call_1", None, False)]),
+        ("outer", []),
+    ]
+    assert a.stats.late_calls == 1
+
+
 def test_c_and_python_assemble_requested_calls_alike() -> None:
     _impl("c")
 
@@ -434,3 +461,56 @@ def test_the_reason_names_the_calls_requested_and_not_run(c_plans: bool, monkeyp
     assert "unknown tool 'pull_auth_telemetrie'" in refused.reason
     # Without any executed call, the tool layer may just not be instrumented: nothing said.
     assert model_only.reason == tool_only.reason == "ok (auth): pull_auth_telemetry"
+
+
+@pytest.mark.parametrize("c_plans", [True, False], ids=["c-dispatch", "python"])
+def test_a_long_reason_still_names_the_calls_requested_and_not_run(
+    c_plans: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reason cut at its bound keeps the note at its end: the rest of the reason is cut, not the note."""
+    from monitor.judge import Judge, _plan
+    from monitor.judge._reason import MAX_REASON
+    from monitor.rules import load_rules
+    from tests.monitor.service.conftest import RULES
+
+    if c_plans and _plan._C is None:
+        pytest.skip("the C plans are not loaded")
+    if not c_plans:
+        monkeypatch.setattr(_plan, "_C", None)
+    judge = Judge(load_rules([RULES]))
+    x = {"log_excerpt": "x"}
+
+    def build(tracer: Tracer) -> None:
+        with agent_turn(tracer, "[AUTH] many made-up tools", "incident-triage"):
+            chat(tracer, Req("pull_auth_telemetrie", "a0", x))
+            for k in range(8):
+                ran(tracer, f"a_tool_name_the_model_made_up_number_{k}", f"r{k}", x)
+
+    (turn,) = assemble(record(build), "c" if _assembler._ADD_C is not None else "python")[0]
+    v = judge.judge(turn)
+    assert len(v.reason) <= MAX_REASON
+    assert v.reason.startswith("failed (auth): missed pull_auth_telemetry; unknown tool 'pull_auth_telemetrie'; ")
+    assert v.reason.endswith("...; requested, not run: pull_auth_telemetrie"), v.reason
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_structured_output_messages_read_an_empty_arguments_value_as_an_object(impl: str) -> None:
+    """The structured form (an arrayValue of kvlistValues, as the decoders give them): an empty kvlistValue and an
+    empty arrayValue look alike, and the arguments of a tool call are an object (as an execute_tool span's are)."""
+    _impl(impl)
+    (span,) = record(lambda t: chat(t, Req("f", "c0")))
+
+    def part(cid: str, args: tuple[Any, ...]) -> tuple[Any, ...]:
+        return (("type", "tool_call"), ("id", cid), ("name", "f"), ("arguments", args))
+
+    parts = (part("c1", ()), part("c2", (("city", "Oslo"), ("opts", ()))))
+    span.attributes = {**span.attributes, OUT: ((("role", "assistant"), ("parts", parts)),)}
+    out, problems = convert([span], impl)
+    assert [(r.call_id, r.arguments) for r in out[1:]] == [("c1", "{}"), ("c2", '{"city": "Oslo", "opts": []}')]
+    assert problems == []
+    call = GenAIConvention().normalize(
+        replace(span, attributes={"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "f",
+                                  "gen_ai.tool.call.arguments": ()}),  # fmt: skip
+        [],
+    )
+    assert isinstance(call, ToolCall) and call.arguments == out[1].arguments  # as the call that ran reads it
