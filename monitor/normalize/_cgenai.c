@@ -7,7 +7,7 @@
  * is handed to _convert_py on its own (the loop body depends on nothing but out, problems and rejected), and so
  * is the whole batch when out, problems or rejected are not exactly a list, a list and a dict. So is a span of
  * another operation whose gen_ai.output.messages are set: a model request may hold the calls it asked for
- * (_requested.py reads them); any other span of another operation is a parent link, as without an operation.
+ * (_requested.py reads them); any other span of another operation is a parent link (appended as it is).
  *
  * The compact one-text messages are decoded here: json's C scanstring (strict), the same decoding, the same
  * strings accepted (an error there means "not compact", as in Python, which then calls _turn_text).
@@ -16,6 +16,7 @@
  * Traceloop, pydantic-ai 2) goes to _genai._foreign, as _convert_py sends it; any other is appended as it is (a few
  * dict lookups). So does a tool span with no `gen_ai.tool.call.arguments` or a turn span with no
  * `gen_ai.input.messages` that has events or pydantic-ai's attribute (checked only when the value is missing).
+ * convert_one's branches: 1 execute_tool, 2 invoke_agent, 0 another GenAI operation, 3 no GenAI operation.
  *
  * Records are filled slot by slot when ToolCall / Turn are plain slotted classes (checked at init), which is what
  * object.__new__ plus setattr gives; otherwise object.__new__ and setattr are called. Span fields are read from

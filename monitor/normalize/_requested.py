@@ -29,6 +29,15 @@ MAX_REQUESTED_PER_SPAN = 64  # tool_call parts read from one chat span; the rest
 _MARK = '"tool_call"'  # in the JSON text of any output holding a tool_call part: others are not parsed
 
 _new = object.__new__
+# The message contents a requested call does not keep of its chat span's attributes: a pending call would otherwise
+# hold the conversation's whole history (and the model's output) until its turn is judged, which never reads them.
+_CONTENT_KEYS = frozenset({"gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.system_instructions",
+                           "gen_ai.tool.definitions"})
+
+
+def _kept(attrs: Any) -> dict[str, Any]:
+    """A chat span's attributes without the message contents (see _CONTENT_KEYS), for its requested calls."""
+    return {k: v for k, v in attrs.items() if k not in _CONTENT_KEYS}
 
 
 def add_requested(span: Span, op: str, out: list[ToolCall | Turn | Span], problems: list[str]) -> None:
@@ -45,6 +54,7 @@ def add_requested(span: Span, op: str, out: list[ToolCall | Turn | Span], proble
     if messages is None:
         return
     obj = isinstance(raw, tuple)  # structured: an empty value (kvlist or array alike) is an object where expected
+    kept: dict[str, Any] | None = None  # the attributes the span's requested calls share, made for the first one
     n = 0
     for m in messages:
         parts = m.get("parts") if isinstance(m, dict) else None
@@ -59,6 +69,9 @@ def add_requested(span: Span, op: str, out: list[ToolCall | Turn | Span], proble
             if call is None:
                 problems.append(key)
                 continue
+            if kept is None:
+                kept = _kept(attrs)
+            call.attributes = kept
             out.append(call)
             n += 1
 
@@ -134,5 +147,5 @@ def _requested(span: Span, part: dict[str, Any], index: int, problems: list[str]
     call.parent_span_id = span.span_id
     call.start_ns = span.end_ns
     call.end_ns = span.end_ns
-    call.attributes = span.attributes
+    call.attributes = {}  # set by add_requested: the span's attributes without the message contents
     return call

@@ -44,9 +44,12 @@ class Req:
         return p
 
 
-def chat(tracer: Tracer, *reqs: Req, output: str | None = None, op: str = "chat") -> None:
-    """A model request span; with `reqs` its output messages hold a text part and their tool_call parts."""
+def chat(tracer: Tracer, *reqs: Req, output: str | None = None, op: str = "chat", history: str | None = None) -> None:
+    """A model request span; with `reqs` its output messages hold a text part and their tool_call parts; with
+    `history` its input messages hold that user text."""
     attrs = {"gen_ai.operation.name": op, "gen_ai.request.model": "m"}
+    if history is not None:
+        attrs["gen_ai.input.messages"] = json.dumps([{"role": "user", "parts": [{"type": "text", "content": history}]}])
     if output is None and reqs:
         parts = [{"type": "text", "content": "let me look"}] + [r.part() for r in reqs]
         output = json.dumps([{"role": "assistant", "parts": parts, "finish_reason": "tool_call"}])
@@ -130,9 +133,11 @@ def test_a_chat_span_gives_itself_and_one_requested_call_per_tool_call_part(impl
     _impl(impl)
 
     def build(tracer: Tracer) -> None:
-        chat(tracer, Req("get_weather", "call_1", {"city": "Paris"}), Req("get_time", "call_2", '{"tz": "CET"}'))
+        chat(tracer, Req("get_weather", "call_1", {"city": "Paris"}), Req("get_time", "call_2", '{"tz": "CET"}'),
+             history="hello " * 10_000)
 
     (span,) = spans = record(build)
+    assert "gen_ai.input.messages" in span.attributes
     (out, problems) = convert(spans, impl)
     assert out[0] is span and problems == []
     assert [type(r) for r in out[1:]] == [RequestedCall, RequestedCall]
@@ -142,7 +147,11 @@ def test_a_chat_span_gives_itself_and_one_requested_call_per_tool_call_part(impl
     for i, r in enumerate(out[1:]):
         assert r.parent_span_id == span.span_id and r.span_id == f"{span.span_id}#{i:02d}"
         assert r.trace_id == span.trace_id and r.start_ns == r.end_ns == span.end_ns
-        assert r.result is None and r.error_type is None and r.attributes is span.attributes
+        assert r.result is None and r.error_type is None
+        # The span's attributes, but not its message contents: a pending call does not hold the conversation.
+        content = ("gen_ai.output.messages", "gen_ai.input.messages")
+        assert r.attributes == {k: v for k, v in span.attributes.items() if k not in content}
+        assert r.attributes is out[1].attributes
 
 
 @pytest.mark.parametrize("impl", IMPLS)
