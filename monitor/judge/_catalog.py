@@ -2,8 +2,8 @@
 
 Declared tools come from the rule files. With `from_definitions: true` the tools offered to the model in the turn
 (`gen_ai.tool.definitions`) join the catalog for that turn (but for `(none)` and `(unknown)`, the confusion matrix's
-own labels), their `parameters` serving as schema when the rule files declare none. Validators for offered schemas
-are cached (bounded).
+own labels), their `parameters` (in the provider's format: see `_schema_of`) serving as schema when the rule files
+declare none. Validators for offered schemas are cached (bounded).
 """
 
 from __future__ import annotations
@@ -80,8 +80,7 @@ class Catalog:
                 continue
             names.add(name)
             if name not in self.validators:
-                params = fn.get("parameters") if isinstance(fn, Mapping) else d.get("parameters")
-                v = self._definition_validator(params)
+                v = self._definition_validator(fn.get("parameters") if isinstance(fn, Mapping) else _schema_of(d))
                 if v is not None:
                     extra[name] = v
         return TurnTools(frozenset(names), self.validators, extra)
@@ -112,3 +111,21 @@ class Catalog:
             while len(self._cache) > MAX_CACHED_DEFINITION_SCHEMAS or self._cache_bytes > MAX_CACHED_DEFINITION_BYTES:
                 self._cache_bytes -= len(self._cache.popitem(last=False)[0])
         return validator
+
+
+_SCHEMA_KEYS = ("parameters", "input_schema", "inputSchema")  # GenAI / OpenAI, Anthropic, MCP / Bedrock
+
+
+def _schema_of(definition: Mapping[str, Any]) -> Any:
+    """The arguments' schema of an offered tool, in the provider's own format (`gen_ai.tool.definitions` holds it as
+    the model was given it): `parameters`, Anthropic's `input_schema`, MCP's `inputSchema`, Bedrock's (and Strands')
+    `inputSchema: {json: ...}`."""
+    for key in _SCHEMA_KEYS:
+        schema = definition.get(key)
+        if schema is not None:
+            if key == "inputSchema" and isinstance(schema, Mapping) and len(schema) == 1:
+                inner = schema.get("json")
+                if isinstance(inner, Mapping):
+                    return inner
+            return schema
+    return None

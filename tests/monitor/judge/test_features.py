@@ -209,6 +209,31 @@ expect:
     assert judge.catalog == frozenset({"a"})
 
 
+@pytest.mark.parametrize(
+    "definition",
+    [
+        {"name": "get_weather", "input_schema": {"type": "object", "required": ["city"]}},  # Anthropic's tools
+        {"name": "get_weather", "inputSchema": {"type": "object", "required": ["city"]}},  # MCP's tools
+        {"name": "get_weather", "inputSchema": {"json": {"type": "object", "required": ["city"]}}},  # Bedrock, Strands
+    ],
+)
+def test_an_offered_schema_is_read_in_the_providers_shapes(tmp_path: Path, definition: dict[str, object]) -> None:
+    """`gen_ai.tool.definitions` holds the provider's own tool format: a schema under `input_schema` or `inputSchema`
+    (Bedrock's wrapped in `json`) checks the calls as one under `parameters` does."""
+    judge = judge_for(tmp_path, """
+catalog: {from_definitions: true, tools: [{name: a}]}
+expect:
+  - when: {prefix: "w"}
+    call: [{tool: get_weather}]
+""")
+    offered = (definition,)
+    v = judge.judge(Turn("w oslo", (call("get_weather", {"city": "Oslo"}),), tool_definitions=offered))
+    assert (v.calls[0].outcome.value, v.calls[0].schema_valid) == ("correct", True)
+    v = judge.judge(Turn("w oslo", (call("get_weather", {}),), tool_definitions=offered))
+    assert (v.calls[0].outcome.value, v.calls[0].schema_valid) == ("correct", False)
+    assert [x.kind.value for x in v.calls[0].violations] == ["required"]
+
+
 def _nested(levels: int, leaf: dict[str, object]) -> dict[str, object]:
     for _ in range(levels):
         leaf = {"type": "object", "properties": {"x": leaf}}
