@@ -18,6 +18,7 @@ from monitor.cli.eval_cmd import eval_
 from monitor.evaluate import Harness, RunResult, load_dataset_rules, read_cases, run_eval
 from monitor.evaluate._harness import run_turn
 from monitor.judge import Judge
+from monitor.records import RequestedCall, ToolCall, Turn
 from monitor.replay import Replayer, replay_files
 from monitor.rules import RuleFileError, load_rules
 from monitor.scenario import build_judge, load_scenarios, run_scenarios
@@ -921,3 +922,33 @@ def test_an_agent_whose_own_rule_file_declares_no_tool_is_not_warned_of(tmp_path
     assert agent_name_problem(judge, "helper") is None
     # Still warned of: a name no file is scoped to.
     assert "none to 'helpr'" in str(agent_name_problem(judge, "helpr"))
+
+
+def _requested(name: str, call_id: str, start_ns: int, trace: str = "t" * 32) -> ToolCall:
+    r = RequestedCall(name, call_id, "{}", trace_id=trace, span_id=f"{'c' * 16}#00", parent_span_id="c" * 16,
+                      start_ns=start_ns, end_ns=start_ns)
+    return r
+
+
+@pytest.mark.parametrize("timed_out", [False, True])
+def test_a_call_requested_in_the_run_and_run_in_another_turn_of_it_counts_once(timed_out: bool) -> None:
+    """The run's turn holds a call its model requested (a chat span's tool_call part) that ran under another turn of
+    the same agent in its trace (a framework's own invoke_agent span), or with no turn: the run is judged on one
+    call, not on the requested call and the executed one."""
+    trace = "t" * 32
+    asked = _requested("get_order_status", "call_1", 10)
+    executed = ToolCall("get_order_status", "call_1", '{"order_id": "1"}', trace_id=trace, span_id="e" * 16,
+                        parent_span_id="f" * 16, start_ns=20, end_ns=30)
+    other = ToolCall("lookup_order", "", "{}", trace_id=trace, span_id="d" * 16, start_ns=40, end_ns=50)
+    own = Turn("where is order 1", (asked,), agent="support", trace_id=trace, span_id="a" * 16, start_ns=0,
+               end_ns=100)
+    inner = Turn("where is order 1", (executed,), agent="support", trace_id=trace, span_id="f" * 16, start_ns=5,
+                 end_ns=90)
+    stray = Turn("", (other,), trace_id=trace, turnless=True)
+    run = RunResult("where is order 1", "o1", trace_id=trace, span_id="a" * 16, output="shipped")
+    if timed_out:
+        run.timed_out, run.deadline_ns, run.duration_s = True, 100, 1e-7
+    turn = run_turn(run, [own, inner, stray], "support")
+    assert turn is not None
+    assert [(c.name, c.call_id, type(c).__name__) for c in turn.calls] == [
+        ("get_order_status", "call_1", "ToolCall"), ("lookup_order", "", "ToolCall")]
