@@ -18,7 +18,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from monitor.normalize import _genai  # its attributes are read when called: _genai imports this module
+from monitor.normalize import (
+    _genai,  # its attributes are read when called: _genai imports this module
+    _markers,
+)
 from monitor.otlp import Span
 from monitor.records import RequestedCall, ToolCall, Turn
 
@@ -78,11 +81,17 @@ def add_requested(span: Span, op: str, out: list[ToolCall | Turn | Span], proble
 
 def add_requested_of(span: Span, out: list[ToolCall | Turn | Span], problems: list[str]) -> None:
     """add_requested for a span no convention mapped (Normalizer with several conventions): its operation read as
-    the GenAI conventions read it."""
-    if span.attributes.get(_genai.OUTPUT_MESSAGES) is not None:
+    the GenAI conventions read it; the calls OpenInference and OpenLLMetry flatten, and handoffs, as _foreign reads
+    them (monitor.normalize._flat)."""
+    attrs = span.attributes
+    if attrs.get(_genai.OUTPUT_MESSAGES) is not None:
         op = _genai.operation(span)
         if op is not None:
             add_requested(span, op, out, problems)
+    elif _markers.OI_KIND in attrs or _markers.TL_REQUEST_TYPE in attrs:
+        from monitor.normalize._flat import add_flat_of  # imports this module: imported on first use
+
+        add_flat_of(span, out, problems)
 
 
 def _messages(raw: Any, problems: list[str]) -> list[Any] | None:
