@@ -265,3 +265,93 @@ def test_an_openllmetry_turn_pairs_its_tool_span_by_name(impl: str) -> None:
     turn: Turn = _one(turns)
     assert turn.input_text == "weather in Oslo?"
     assert calls_of(turn) == [("get_forecast", "c2", "{}", True), ("get_weather", "", '{"city": "Oslo"}', False)]
+
+
+# ---- Strands Agents: a chat span's output in its span events --------------------------------------------------
+
+
+def strands_chat(tracer: Tracer, *uses: tuple[str, str, dict[str, Any]], latest: bool) -> None:
+    """Strands' chat span: `gen_ai.operation.name` chat, the model's output in a span event, its tool uses `(name,
+    toolUseId, input)`: a `gen_ai.choice` event (`message`: the content blocks' JSON), or with
+    gen_ai_latest_experimental the details event's `gen_ai.output.messages` (GenAI messages, `tool_call` parts)."""
+    attrs = {"gen_ai.operation.name": "chat", "gen_ai.system": "strands-agents", "gen_ai.request.model": "m"}
+    with tracer.start_as_current_span("chat", attributes=attrs) as span:
+        history = [{"role": "user", "parts": [{"type": "tool_call", "name": "old", "id": "h0", "arguments": {}}]}]
+        if latest:  # the input (the history, with earlier turns' calls): not what the model asked for now
+            span.add_event(STRANDS_DETAILS, {"gen_ai.input.messages": json.dumps(history)})
+        else:
+            span.add_event("gen_ai.user.message", {"content": json.dumps([{"text": "hi"}])})
+        if latest:
+            parts: list[dict[str, Any]] = [{"type": "text", "content": "let me look"}]
+            parts += [{"type": "tool_call", "name": n, "id": i, "arguments": a} for n, i, a in uses]
+            out = [{"role": "assistant", "parts": parts, "finish_reason": "tool_use"}]
+            span.add_event(STRANDS_DETAILS, {"gen_ai.output.messages": json.dumps(out)})
+        else:
+            blocks: list[dict[str, Any]] = [{"text": "let me look"}]
+            blocks += [{"toolUse": {"toolUseId": i, "name": n, "input": a}} for n, i, a in uses]
+            span.add_event("gen_ai.choice", {"finish_reason": "tool_use", "message": json.dumps(blocks)})
+
+
+STRANDS_DETAILS = "gen_ai.client.inference.operation.details"
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("latest", [False, True], ids=["choice", "details"])
+def test_a_strands_chat_span_gives_the_calls_its_output_event_holds(impl: str, latest: bool) -> None:
+    _impl(impl)
+    spans = record(lambda t: strands_chat(t, ("lookup", "tu1", {"q": 1}), ("lookpu", "tu2", {}), latest=latest))
+    out, problems = convert(spans, impl)
+    span = spans[0]
+    assert out[0] is span and problems == []
+    assert requested(out) == [("lookup", "tu1", '{"q": 1}'), ("lookpu", "tu2", "{}")]
+    assert [(r.span_id, r.parent_span_id, r.start_ns) for r in out[1:]] == [
+        (f"{span.span_id}#00", span.span_id, span.end_ns),
+        (f"{span.span_id}#01", span.span_id, span.end_ns),
+    ]
+    assert out[1].attributes == span.attributes
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("latest", [False, True], ids=["choice", "details"])
+def test_a_strands_chat_span_without_tool_use_is_a_parent_link(impl: str, latest: bool) -> None:
+    _impl(impl)
+    spans = record(lambda t: strands_chat(t, latest=latest))
+    out, problems = convert(spans, impl)
+    assert out == spans and problems == []
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_a_strands_tool_use_that_cannot_be_read_is_counted(impl: str) -> None:
+    _impl(impl)
+
+    def build(t: Tracer) -> None:
+        with t.start_as_current_span("chat", attributes={"gen_ai.operation.name": "chat"}) as span:
+            blocks = [{"toolUse": "x"}, {"toolUse": {"toolUseId": "a"}}, {"toolUse": {"name": "f", "input": {}}}]
+            span.add_event("gen_ai.choice", {"message": json.dumps(blocks)})
+
+    out, problems = convert(record(build), impl)
+    assert requested(out) == [("f", "", "{}")]
+    assert problems == ["gen_ai.output.messages"] * 2
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_a_strands_turn_keeps_the_call_that_ran_once_and_the_unknown_one_requested(impl: str) -> None:
+    _impl(impl)
+
+    def build(t: Tracer) -> None:
+        attrs = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "a"}
+        with t.start_as_current_span("invoke_agent a", attributes=attrs) as turn:
+            turn.add_event("gen_ai.user.message", {"content": json.dumps([{"text": "[AUTH] login failure"}])})
+            strands_chat(t, ("pull_auth_telemetry", "tu1", {"q": 1}), ("pull_auth_telemtry", "tu2", {}), latest=False)
+            tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "pull_auth_telemetry",
+                    "gen_ai.tool.call.id": "tu1"}  # fmt: skip
+            with t.start_as_current_span("execute_tool pull_auth_telemetry", attributes=tool) as s:
+                s.add_event("gen_ai.tool.message", {"role": "tool", "content": '{"q": 1}', "id": "tu1"})
+
+    turns, _ = assemble(record(build), impl)
+    turn = _one(turns)
+    assert turn.input_text == "[AUTH] login failure"
+    assert calls_of(turn) == [
+        ("pull_auth_telemtry", "tu2", "{}", True),
+        ("pull_auth_telemetry", "tu1", '{"q": 1}', False),
+    ]
