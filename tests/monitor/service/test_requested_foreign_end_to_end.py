@@ -3,10 +3,12 @@ over the real OTLP/HTTP exporter into `toolwatch serve`, exact metric values."""
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
+
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExportResult
-from opentelemetry.trace import Tracer
+from opentelemetry.trace import Span, Tracer
 
 from tests.monitor.service.conftest import ServeFactory, scrape, value, wait_for
 from tests.monitor.service.spans import new_tracer
@@ -17,7 +19,7 @@ AUTH, BILL, RISK = "pull_auth_telemetry", "pull_billing_telemetry", "pull_risk_t
 X = '{"log_excerpt": "x"}'
 
 
-def _root(tracer: Tracer, text: str) -> object:
+def _root(tracer: Tracer, text: str) -> AbstractContextManager[Span]:
     attrs = {"openinference.span.kind": "AGENT", "agent.name": A, "input.value": text,
              "output.value": "Result: looked at it"}  # fmt: skip
     return tracer.start_as_current_span(A, attributes=attrs)
