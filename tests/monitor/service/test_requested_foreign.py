@@ -17,7 +17,8 @@ from opentelemetry.trace import Tracer
 
 from monitor.normalize import GenAIConvention, Normalizer
 from monitor.normalize._requested import MAX_REQUESTED_PER_SPAN
-from monitor.records import RequestedCall, Turn
+from monitor.otlp import Span
+from monitor.records import HandoffMark, RequestedCall, Turn
 from tests.monitor.service.test_requested_calls import IMPLS, _impl, _one, assemble, calls_of, convert, record
 
 OI_OUT = "llm.output_messages"  # the ignored-attribute key of an OpenInference LLM span's requested calls
@@ -192,11 +193,15 @@ def test_the_normalizer_with_several_conventions_reads_them_too() -> None:
     def build(t: Tracer) -> None:
         oi_llm(t, ("a", "1", None))
         tl_chat(t, ("b", "2", None))
+        strands_chat(t, ("c", "3", {}), latest=False)
+        oi_handoff(t, "Billing")
 
     spans = record(build)
     n = Normalizer([GenAIConvention(), GenAIConvention()])
     out, _ = n.split(spans)
-    assert requested(out) == [("a", "1", None), ("b", "2", None)]
+    assert requested(out) == [("a", "1", None), ("b", "2", None), ("c", "3", "{}")]
+    assert [r.name for r in out if isinstance(r, HandoffMark)] == ["transfer_to_billing"]
+    assert [r for r in out if isinstance(r, Span)] == spans
 
 
 # ---- reconciled in their turns -------------------------------------------------------------------------------
