@@ -360,3 +360,18 @@ def test_a_strands_turn_keeps_the_call_that_ran_once_and_the_unknown_one_request
         ("pull_auth_telemtry", "tu2", "{}", True),
         ("pull_auth_telemetry", "tu1", '{"q": 1}', False),
     ]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("flush", [False, True], ids=["poll", "flush"])
+def test_a_handoff_in_a_turnless_group_drops_its_transfer_call_and_itself(impl: str, flush: bool) -> None:
+    _impl(impl)
+
+    def build(t: Tracer) -> None:  # under a span never received: no turn, the calls judged alone
+        with t.start_as_current_span("lost"):
+            oi_llm(t, ("transfer_to_billing", "h1", None), ("lookpu", "c1", None))
+            oi_handoff(t, "Billing")
+
+    spans = [s for s in record(build) if s.name != "lost"]
+    turns, _ = assemble(spans, impl, flush=flush)
+    assert [(t.turnless, calls_of(t)) for t in turns] == [(True, [("lookpu", "c1", None, True)])]
