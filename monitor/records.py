@@ -57,6 +57,16 @@ class RequestedCall(ToolCall):
 
 
 @dataclass(slots=True)
+class HandoffMark(ToolCall):
+    """A handoff to another agent seen in a turn (openai-agents through OpenInference records it as a TOOL span
+    without `tool.name`): not a call. `name` is the tool the model asked for to make it (`transfer_to_{agent}`,
+    openai-agents' default name). Turn assembly holds it with the turn's calls (its span id is the handoff span's id
+    and `#handoff`, its parent the handoff span); at release it drops the requested call of that name it stands for,
+    then itself (monitor.assembly._reconcile): neither is judged.
+    """
+
+
+@dataclass(slots=True)
 class Turn:
     """One agent invocation on one input, with the tool calls that ran under it in start-time order.
 

@@ -8,33 +8,53 @@ tool_call parts of its chat spans, monitor.normalize._requested). At release the
 2. The executed calls whose id no requested call has (an id-less one, as a wrapper that is given no id records)
    are then paired, in start order, each with the first requested call left of the same name, where one of the two
    has no id (two different ids are two different calls): the executed one is kept.
-3. The requested calls left were never run: they are calls of the turn (marked by their type), in start order.
+3. A handoff the turn holds (HandoffMark, monitor.normalize._flat) is no call: it drops the first requested call
+   left of its name (the model asked for the handoff: a tool its framework makes, never run as a tool), then itself.
+4. The requested calls left were never run: they are calls of the turn (marked by their type), in start order.
 
-A turn (or turnless group) holding no requested call is left as it is.
+A turn (or turnless group) holding no requested call and no handoff is left as it is.
 """
 
 from __future__ import annotations
 
-from monitor.records import RequestedCall, ToolCall
+from monitor.records import HandoffMark, RequestedCall, ToolCall
 
 
 def reconcile(calls: list[ToolCall]) -> list[ToolCall]:
-    """`calls` (in start order) without the requested calls an executed call accounts for; `calls` itself when it
-    holds no requested call."""
+    """`calls` (in start order) without the requested calls an executed call or a handoff accounts for, and without
+    the handoffs; `calls` itself when it holds neither a requested call nor a handoff."""
     requested: list[RequestedCall] = []
     executed: list[ToolCall] = []
+    handoffs: list[HandoffMark] = []
     for c in calls:
         if isinstance(c, RequestedCall):
             requested.append(c)
+        elif isinstance(c, HandoffMark):
+            handoffs.append(c)
         else:
             executed.append(c)
-    if not requested:
+    if not requested and not handoffs:
         return calls
+    dropped: set[int] = set()  # id() of the requested calls that are executed ones (or copies), of handoffs
+    left = _by_id(requested, executed, dropped)
+    _by_name(requested, executed, left, dropped)
+    for h in handoffs:  # rule 3
+        dropped.add(id(h))
+        same = left.get(h.name)
+        if same:
+            dropped.add(id(same.pop(0)))
+    if not dropped:
+        return calls
+    return [c for c in calls if id(c) not in dropped]
+
+
+def _by_id(
+    requested: list[RequestedCall], executed: list[ToolCall], dropped: set[int]
+) -> dict[str, list[RequestedCall]]:
+    """Rule 1: drops the requested calls with an executed call's id, and copies; the rest by name, in order."""
     ran = {c.call_id for c in executed if c.call_id}
-    asked = {r.call_id for r in requested if r.call_id}
     kept: set[str] = set()  # ids of the requested calls kept so far
     left: dict[str, list[RequestedCall]] = {}  # name -> requested calls no executed call accounts for yet, in order
-    dropped: set[int] = set()  # id() of the requested calls that are executed ones (or copies)
     for r in requested:
         cid = r.call_id
         if cid:
@@ -43,6 +63,15 @@ def reconcile(calls: list[ToolCall]) -> list[ToolCall]:
                 continue
             kept.add(cid)
         left.setdefault(r.name, []).append(r)
+    return left
+
+
+def _by_name(
+    requested: list[RequestedCall], executed: list[ToolCall], left: dict[str, list[RequestedCall]], dropped: set[int]
+) -> None:
+    """Rule 2: each executed call no requested call has the id of takes the first requested call left of its name
+    where one of the two has no id."""
+    asked = {r.call_id for r in requested if r.call_id}
     for e in executed:
         cid = e.call_id
         if cid and cid in asked:
@@ -55,6 +84,3 @@ def reconcile(calls: list[ToolCall]) -> list[ToolCall]:
                 dropped.add(id(r))
                 del same[i]
                 break
-    if not dropped:
-        return calls
-    return [c for c in calls if id(c) not in dropped]

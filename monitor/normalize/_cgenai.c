@@ -6,8 +6,9 @@
  * rules stay in _genai.py. A span that is not exactly the Span class, or whose attributes are not exactly a dict,
  * is handed to _convert_py on its own (the loop body depends on nothing but out, problems and rejected), and so
  * is the whole batch when out, problems or rejected are not exactly a list, a list and a dict. So is a span of
- * another operation whose gen_ai.output.messages are set: a model request may hold the calls it asked for
- * (_requested.py reads them); any other span of another operation is a parent link (appended as it is).
+ * another operation whose gen_ai.output.messages are set, or that has span events (Strands Agents puts them there):
+ * a model request may hold the calls it asked for (_requested.py reads them); any other span of another operation
+ * is a parent link (appended as it is).
  *
  * The compact one-text messages are decoded here: json's C scanstring (strict), the same decoding, the same
  * strings accepted (an error there means "not compact", as in Python, which then calls _turn_text).
@@ -344,12 +345,18 @@ static int foreign(PyObject *span, PyObject *out, PyObject *problems, PyObject *
     return r != NULL ? 0 : -1;
 }
 
-/* `span.events or key in attrs` (a GenAI value not captured may be elsewhere): 1, 0 or -1. */
-static int elsewhere(PyObject *span, PyObject *attrs, PyObject *key) {
+/* `bool(span.events)`: 1, 0 or -1. */
+static int has_events(PyObject *span) {
     PyObject *ev = span_get(span, S_EVENTS);
     if (ev == NULL) return -1;
     int t = ev == Py_None ? 0 : PyList_CheckExact(ev) ? PyList_GET_SIZE(ev) != 0 : PyObject_IsTrue(ev);
     Py_DECREF(ev);
+    return t;
+}
+
+/* `span.events or key in attrs` (a GenAI value not captured may be elsewhere): 1, 0 or -1. */
+static int elsewhere(PyObject *span, PyObject *attrs, PyObject *key) {
+    int t = has_events(span);
     return t != 0 ? t : PyDict_Contains(attrs, key);
 }
 
@@ -646,10 +653,12 @@ static int convert_one(PyObject *span, PyObject *out, PyObject *problems, PyObje
         switch (branch(span, attrs)) {
         case 1: rc = tool_call(span, attrs, out, problems, rejected); break;
         case 2: rc = turn(span, attrs, out, problems, rejected); break;
-        case 0: { /* a model request with its output captured may say which calls it asked for: Python reads it */
+        case 0: { /* a model request with its output captured (or events: Strands) may say which calls it asked
+                   * for: Python reads it */
             PyObject *o = dget(attrs, lookup_key[K_OUTPUT]);
-            rc = o == NULL ? -1 : o != Py_None ? delegate(span, out, problems, rejected) : PyList_Append(out, span);
+            int d = o == NULL ? -1 : o != Py_None ? 1 : has_events(span);
             Py_XDECREF(o);
+            rc = d < 0 ? -1 : d ? delegate(span, out, problems, rejected) : PyList_Append(out, span);
             break;
         }
         case 3: rc = other(span, attrs, out, problems, rejected); break;

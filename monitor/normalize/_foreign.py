@@ -19,8 +19,10 @@ What makes a turn:
   `pydantic_ai.all_messages`, the answer from `final_result`.
 - Strands Agents: its `invoke_agent {agent}` span, the input and answer from its span events.
 A tool call: an OpenInference TOOL span with `tool.name` (openai-agents makes its handoffs TOOL spans without one:
-parent links), a Traceloop `tool` span, pydantic-ai's tool span (`running tool` in version
+parent links, and a HandoffMark each), a Traceloop `tool` span, pydantic-ai's tool span (`running tool` in version
 2, arguments in `tool_arguments`), Strands' `execute_tool {tool}` span (arguments in its events).
+The calls a model requested: those of an OpenInference LLM span and of an OpenLLMetry model request span (marked by
+`llm.request.type`), both parent links (monitor.normalize._flat).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from dataclasses import replace
 from typing import Any
 
 from monitor.normalize import _markers as m
+from monitor.normalize._flat import add_handoff, add_openinference, add_traceloop
 from monitor.normalize._genai import (
     _ASSISTANT,
     _USER,
@@ -75,6 +78,10 @@ def convert(span: Span, out: Out, problems: list[str], rejected: dict[str, int])
     if kind is not None:
         _traceloop(span, kind, out, problems, rejected)
         return
+    if m.TL_REQUEST_TYPE in attrs:  # an OpenLLMetry model request span: a parent link, and the calls it asked for
+        out.append(span)
+        add_traceloop(span, out, problems)
+        return
     _relabelled(span, out, problems, rejected)
 
 
@@ -90,6 +97,7 @@ def _openinference(span: Span, kind: Any, out: Out, problems: list[str], rejecte
     kind = kind.upper()
     if kind == "TOOL" and m.OI_TOOL_NAME not in attrs:  # openai-agents' handoffs: TOOL spans without a tool name
         out.append(span)
+        add_handoff(span, out)
     elif kind == "TOOL":
         call_id = attrs.get(m.OI_TOOL_CALL_ID)
         key = m.OI_TOOL_CALL_ID
@@ -114,6 +122,8 @@ def _openinference(span: Span, kind: Any, out: Out, problems: list[str], rejecte
               conversation_id=_str(attrs, m.OI_SESSION_ID, problems) or None)  # fmt: skip
     else:
         out.append(span)
+        if kind == "LLM":
+            add_openinference(span, out, problems)
 
 
 def _oi_arguments(attrs: Any, problems: list[str]) -> str | None:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol, cast
 
 from monitor.normalize._markers import FOREIGN_MARKERS, PA_ARGS, PA_MESSAGES
-from monitor.normalize._requested import add_requested
+from monitor.normalize._requested import add_requested, add_requested_events
 from monitor.otlp import STATUS_ERROR, Span
 from monitor.otlp._accel import load_extension
 from monitor.records import ToolCall, Turn
@@ -444,8 +444,10 @@ def _convert_py(  # noqa: C901 - one flat pass per span: a call per record cost 
                 append(span)
         else:
             append(span)
-            if op is not None and attrs.get(OUTPUT_MESSAGES) is not None:  # a model request may say what it asked
+            if attrs.get(OUTPUT_MESSAGES) is not None:  # a model request may say what it asked
                 add_requested(span, op, out, problems)
+            elif span.events:  # or in its events (Strands Agents)
+                add_requested_events(span, op, out, problems)
 
 
 # A span with no GenAI operation that carries one of these keys is another convention's: _foreign maps it. So is a

@@ -18,6 +18,7 @@ OI_TOOL_CALL_ID = "tool_call.id"
 OI_TOOL_CALL_ARGS = "tool_call.function.arguments"
 OI_AGENT_NAME = "agent.name"
 OI_SESSION_ID = "session.id"
+OI_OUTPUT_MESSAGES = "llm.output_messages"  # `.{i}.message.tool_calls.{j}.tool_call.{id,function.name,...}`
 
 # OpenLLMetry (Traceloop): opentelemetry.semconv_ai.SpanAttributes.
 TL_KIND = "traceloop.span.kind"
@@ -25,6 +26,8 @@ TL_NAME = "traceloop.entity.name"
 TL_INPUT = "traceloop.entity.input"
 TL_OUTPUT = "traceloop.entity.output"
 TL_WORKFLOW = "traceloop.workflow.name"
+TL_REQUEST_TYPE = "llm.request.type"  # on the LLM spans of its instrumentations (`chat`, `completion`, ...)
+TL_COMPLETION = "gen_ai.completion"  # `.{i}.tool_calls.{j}.{id,name,arguments}`: the calls the model asked for
 
 # pydantic-ai's instrumentation version 2 (InstrumentationNames.for_version(2)): `running tool` spans with
 # `tool_arguments` / `tool_response`, `agent run` spans with `agent_name`, `pydantic_ai.all_messages`, `final_result`.
@@ -40,7 +43,7 @@ PA_FINAL = "final_result"
 PA_MSG = "logfire.msg"  # set on pydantic-ai's `agent run` and `running tool` spans by every version
 
 # The keys that send a span with no GenAI operation to _foreign.py (a tuple: _cgenai.c reads it once, at load).
-FOREIGN_MARKERS = (OI_KIND, TL_KIND, PA_MSG)
+FOREIGN_MARKERS = (OI_KIND, TL_KIND, PA_MSG, TL_REQUEST_TYPE)
 
 # Every key _foreign.py reports as ignored (wrong-typed): label values of toolwatch_ignored_attributes_total.
 FOREIGN_ATTRIBUTE_KEYS = frozenset(
@@ -54,10 +57,12 @@ FOREIGN_ATTRIBUTE_KEYS = frozenset(
         OI_TOOL_CALL_ARGS,
         OI_AGENT_NAME,
         OI_SESSION_ID,
+        OI_OUTPUT_MESSAGES,  # a requested call of an LLM span that cannot be read (monitor.normalize._flat)
         TL_KIND,
         TL_NAME,
         TL_INPUT,
         TL_OUTPUT,
+        TL_COMPLETION,  # a requested call of a chat span that cannot be read (monitor.normalize._flat)
         PA_MESSAGES,  # the others pydantic-ai keys are read as the GenAI keys they stand for, and counted as those
     }
 )

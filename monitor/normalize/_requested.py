@@ -10,15 +10,20 @@ Every part of every output message is read, at most MAX_REQUESTED_PER_SPAN per s
 that is not JSON messages, a tool_call part without a name, a part past the bound, an id or arguments of another
 type) is ignored and counted as an ignored `gen_ai.output.messages` (once per span for the value, once per part);
 it never rejects the span. An output cut by the instrumentation (`toolwatch.truncated`) was not captured: no call
-is read from it, nothing is counted.
+is read from it, nothing is counted. Strands Agents puts a chat span's output in its span events: read from there
+(add_requested_events) when the attribute is not set.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
-from monitor.normalize import _genai  # its attributes are read when called: _genai imports this module
+from monitor.normalize import (
+    _genai,  # its attributes are read when called: _genai imports this module
+    _markers,
+)
 from monitor.otlp import Span
 from monitor.records import RequestedCall, ToolCall, Turn
 
@@ -27,6 +32,9 @@ TEXT_COMPLETION = "text_completion"
 GENERATE_CONTENT = "generate_content"
 MAX_REQUESTED_PER_SPAN = 64  # tool_call parts read from one chat span; the rest are counted and dropped
 _MARK = '"tool_call"'  # in the JSON text of any output holding a tool_call part: others are not parsed
+_DETAILS = "gen_ai.client.inference.operation.details"  # Strands' event with the messages (latest conventions)
+_CHOICE = "gen_ai.choice"  # Strands' event with the model's output content blocks
+_TOOL_USE = '"toolUse"'  # in the JSON text of content blocks holding a tool use: others are not parsed
 
 _new = object.__new__
 # The message contents a requested call does not keep of its chat span's attributes: a pending call would otherwise
@@ -76,13 +84,65 @@ def add_requested(span: Span, op: str, out: list[ToolCall | Turn | Span], proble
             n += 1
 
 
+def add_requested_events(span: Span, op: str, out: list[ToolCall | Turn | Span], problems: list[str]) -> None:
+    """add_requested for a model request span whose output is in its span events (Strands Agents): the
+    `gen_ai.output.messages` of its `gen_ai.client.inference.operation.details` event (gen_ai_latest_experimental),
+    or the `toolUse` content blocks of its `gen_ai.choice` event's `message` (`{"toolUse": {"toolUseId", "name",
+    "input"}}`), read as the attribute is (a block that cannot be read counted as `gen_ai.output.messages`)."""
+    if not (op == CHAT or op == TEXT_COMPLETION or op == GENERATE_CONTENT):
+        return
+    key = _genai.OUTPUT_MESSAGES
+    raw: Any = None
+    for ev in span.events or ():
+        attrs = ev.attributes
+        if ev.name == _DETAILS and attrs.get(key) is not None:
+            raw = attrs[key]
+        elif ev.name == _CHOICE and isinstance(attrs.get("message"), str) and _TOOL_USE in attrs["message"]:
+            raw = _tool_uses(attrs["message"], problems)
+    if raw is not None:
+        add_requested(replace(span, attributes={**span.attributes, key: raw}, events=None), op, out, problems)
+
+
+def _tool_uses(text: str, problems: list[str]) -> str | None:
+    """Strands' content blocks as GenAI output messages: one assistant message of their `toolUse` blocks as
+    `tool_call` parts."""
+    try:
+        blocks = json.loads(text)
+    except (ValueError, RecursionError):
+        blocks = None
+    if not isinstance(blocks, list):
+        problems.append(_genai.OUTPUT_MESSAGES)
+        return None
+    parts: list[dict[str, Any]] = []
+    for b in blocks:
+        use = b.get("toolUse") if isinstance(b, dict) else None
+        if use is None:
+            continue
+        if not isinstance(use, dict):
+            problems.append(_genai.OUTPUT_MESSAGES)
+            continue
+        part = {"type": "tool_call", "id": use.get("toolUseId"), "name": use.get("name"), "arguments": use.get("input")}
+        parts.append({k: v for k, v in part.items() if v is not None})
+    return json.dumps([{"role": "assistant", "parts": parts}]) if parts else None
+
+
 def add_requested_of(span: Span, out: list[ToolCall | Turn | Span], problems: list[str]) -> None:
     """add_requested for a span no convention mapped (Normalizer with several conventions): its operation read as
-    the GenAI conventions read it."""
-    if span.attributes.get(_genai.OUTPUT_MESSAGES) is not None:
+    the GenAI conventions read it; the calls OpenInference and OpenLLMetry flatten, and handoffs, as _foreign reads
+    them (monitor.normalize._flat)."""
+    attrs = span.attributes
+    if attrs.get(_genai.OUTPUT_MESSAGES) is not None or span.events:
         op = _genai.operation(span)
-        if op is not None:
+        if op is None:
+            pass
+        elif attrs.get(_genai.OUTPUT_MESSAGES) is not None:
             add_requested(span, op, out, problems)
+        else:
+            add_requested_events(span, op, out, problems)
+    elif _markers.OI_KIND in attrs or _markers.TL_REQUEST_TYPE in attrs:
+        from monitor.normalize._flat import add_flat_of  # imports this module: imported on first use
+
+        add_flat_of(span, out, problems)
 
 
 def _messages(raw: Any, problems: list[str]) -> list[Any] | None:

@@ -18,7 +18,7 @@ from opentelemetry.trace import Status, StatusCode
 
 from monitor.normalize import ATTRIBUTE_KEYS, Normalizer, _genai
 from monitor.otlp import STATUS_ERROR, Span, SpanEvent, parse_protobuf
-from monitor.records import ToolCall, Turn
+from monitor.records import HandoffMark, ToolCall, Turn
 from tests.monitor.service.spans import new_tracer, to_request
 from tests.monitor.service.test_normalize_c import assert_same, needs_c
 
@@ -438,9 +438,13 @@ def test_a_tool_span_without_any_name_is_rejected(convert: Convert) -> None:
 def test_an_openai_agents_handoff_is_no_call(convert: Convert) -> None:
     """openai-agents through OpenInference: a handoff is a TOOL span named `handoff to {agent}` without `tool.name`."""
     (span,) = _one({"openinference.span.kind": "TOOL", "llm.system": "openai"})
-    span.name = "handoff to billing"
+    span.name = "handoff to Billing agent"
     out, problems, rejected = _run(convert, [span])
-    assert (out, problems, rejected) == ([span], [], {})
+    assert (out[0], problems, rejected) == (span, [], {})  # a parent link, and a mark for its turn (no call)
+    (mark,) = out[1:]
+    assert isinstance(mark, HandoffMark)
+    assert (mark.name, mark.span_id, mark.parent_span_id) == ("transfer_to_billing_agent", f"{span.span_id}#handoff",
+                                                             span.span_id)  # fmt: skip
 
 
 @pytest.mark.parametrize("convert", PATHS)

@@ -1,0 +1,172 @@
+"""The calls a model requested as OpenInference and OpenLLMetry (Traceloop) record them: flattened attributes of the
+model request span, mapped to the RequestedCall records of the GenAI `tool_call` parts (monitor.normalize._requested);
+and openai-agents' handoffs through OpenInference, which are no calls (HandoffMark).
+
+- OpenInference LLM span: `llm.output_messages.{i}.message.tool_calls.{j}.tool_call.id`, `.tool_call.function.name`,
+  `.tool_call.function.arguments` (JSON text; openai-agents leaves out `{}`: then not captured).
+- OpenLLMetry chat span (`llm.request.type`, no `gen_ai.operation.name`): `gen_ai.completion.{i}.tool_calls.{j}.id`,
+  `.name`, `.arguments`.
+
+The calls are read in (i, j) order, at most MAX_REQUESTED_PER_SPAN per span, each placed as _requested places a
+`tool_call` part (span id: the span's id and the call's index; parent: the span; start and end: the span's end),
+keeping the span's attributes without the message contents. What cannot be read (a call without a str name, an id
+or arguments of another type, a call past the bound) is ignored and counted under one key per producer
+(`llm.output_messages`, `gen_ai.completion`); it never rejects the span.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from monitor.normalize import _markers as m
+from monitor.normalize._requested import MAX_REQUESTED_PER_SPAN
+from monitor.otlp import Span
+from monitor.records import HandoffMark, RequestedCall, ToolCall, Turn
+
+Out = list[ToolCall | Turn | Span]
+
+_new = object.__new__
+_OI_PREFIX = m.OI_OUTPUT_MESSAGES + "."
+_OI_CALLS = "message.tool_calls."
+_OI_FIELDS = {"tool_call.id": "id", "tool_call.function.name": "name", "tool_call.function.arguments": "arguments"}
+_TL_PREFIX = m.TL_COMPLETION + "."
+_TL_CALLS = "tool_calls."
+_TL_FIELDS = {"id": "id", "name": "name", "arguments": "arguments"}
+_MAX_INDEX_DIGITS = 9
+# The message contents a requested call does not keep of its span's attributes (as _requested._CONTENT_KEYS).
+_CONTENT_PREFIXES = (
+    "llm.input_messages.",
+    _OI_PREFIX,
+    "llm.tools.",
+    "llm.prompts",
+    "llm.prompt_template.",
+    "input.",
+    "output.",
+    "gen_ai.prompt.",
+    _TL_PREFIX,
+    "llm.request.functions.",
+    "traceloop.entity.input",
+    "traceloop.entity.output",
+)
+_HANDOFF_PREFIX = "handoff to "  # openai-agents through OpenInference names a handoff span `handoff to {agent}`
+_NOT_NAME = re.compile(r"[^a-zA-Z0-9_]")
+
+
+def add_openinference(span: Span, out: Out, problems: list[str]) -> None:
+    """The calls an OpenInference LLM span's output messages hold."""
+    _add(span, _OI_PREFIX, _OI_CALLS, _OI_FIELDS, m.OI_OUTPUT_MESSAGES, out, problems)
+
+
+def add_traceloop(span: Span, out: Out, problems: list[str]) -> None:
+    """The calls an OpenLLMetry chat span's completions hold."""
+    _add(span, _TL_PREFIX, _TL_CALLS, _TL_FIELDS, m.TL_COMPLETION, out, problems)
+
+
+def add_handoff(span: Span, out: Out) -> None:
+    """openai-agents' handoff span (an OpenInference TOOL span without `tool.name`, named `handoff to {agent}`): a
+    HandoffMark named as openai-agents names the handoff's tool by default (`transfer_to_{agent}`, lower case, any
+    character but a letter, digit or `_` made `_`)."""
+    name = span.name
+    if not name.startswith(_HANDOFF_PREFIX) or len(name) == len(_HANDOFF_PREFIX):
+        return
+    mark = _new(HandoffMark)
+    mark.name = _NOT_NAME.sub("_", "transfer_to_" + name[len(_HANDOFF_PREFIX) :]).lower()
+    mark.call_id = ""
+    mark.arguments = None
+    mark.result = None
+    mark.error_type = None
+    mark.trace_id = span.trace_id
+    mark.span_id = span.span_id + "#handoff"
+    mark.parent_span_id = span.span_id
+    mark.start_ns = span.start_ns
+    mark.end_ns = span.end_ns
+    mark.attributes = {}
+    out.append(mark)
+
+
+def add_flat_of(span: Span, out: Out, problems: list[str]) -> None:
+    """add_openinference / add_traceloop / add_handoff for a span no convention mapped (Normalizer with several
+    conventions), as _foreign reads it."""
+    attrs = span.attributes
+    kind = attrs.get(m.OI_KIND)
+    if isinstance(kind, str):
+        kind = kind.upper()
+        if kind == "LLM":
+            add_openinference(span, out, problems)
+        elif kind == "TOOL" and m.OI_TOOL_NAME not in attrs:
+            add_handoff(span, out)
+    elif kind is None and m.TL_KIND not in attrs and m.TL_REQUEST_TYPE in attrs:
+        add_traceloop(span, out, problems)
+
+
+def _index(text: str) -> int | None:
+    return int(text) if 0 < len(text) <= _MAX_INDEX_DIGITS and text.isascii() and text.isdigit() else None
+
+
+def _slots(attrs: Any, prefix: str, calls: str, fields: dict[str, str]) -> dict[tuple[int, int], dict[str, Any]]:
+    """The flattened calls: (message index, call index) -> {"id" / "name" / "arguments": value}."""
+    slots: dict[tuple[int, int], dict[str, Any]] = {}
+    n = len(prefix)
+    for key, value in attrs.items():
+        if not key.startswith(prefix):
+            continue
+        i_text, _, rest = key[n:].partition(".")
+        if not rest.startswith(calls):
+            continue
+        j_text, _, field = rest[len(calls) :].partition(".")
+        name = fields.get(field)
+        i, j = _index(i_text), _index(j_text)
+        if name is None or i is None or j is None:
+            continue
+        slots.setdefault((i, j), {})[name] = value
+    return slots
+
+
+def _add(span: Span, prefix: str, calls: str, fields: dict[str, str], key: str, out: Out, problems: list[str]) -> None:
+    attrs = span.attributes
+    slots = _slots(attrs, prefix, calls, fields)
+    if not slots:
+        return
+    kept: dict[str, Any] | None = None
+    n = 0
+    for at in sorted(slots):
+        call = _requested(span, slots[at], n, key, problems) if n < MAX_REQUESTED_PER_SPAN else None
+        if call is None:
+            problems.append(key)
+            continue
+        if kept is None:
+            kept = {k: v for k, v in attrs.items() if not k.startswith(_CONTENT_PREFIXES)}
+        call.attributes = kept
+        out.append(call)
+        n += 1
+
+
+def _requested(span: Span, slot: dict[str, Any], index: int, key: str, problems: list[str]) -> RequestedCall | None:
+    """The call of one flattened tool call; None when it has no name."""
+    name = slot.get("name")
+    if not isinstance(name, str) or not name.strip():
+        return None
+    call_id = slot.get("id")
+    if call_id is None:
+        call_id = ""
+    elif not isinstance(call_id, str):
+        problems.append(key)
+        call_id = str(call_id)
+    arguments = slot.get("arguments")
+    if arguments is not None and not isinstance(arguments, str):
+        problems.append(key)  # JSON text in every producer: anything else says nothing
+        arguments = None
+    call = _new(RequestedCall)
+    call.name = name
+    call.call_id = call_id
+    call.arguments = arguments
+    call.result = None
+    call.error_type = None
+    call.trace_id = span.trace_id
+    call.span_id = f"{span.span_id}#{index:02d}"
+    call.parent_span_id = span.span_id
+    call.start_ns = span.end_ns
+    call.end_ns = span.end_ns
+    call.attributes = {}  # set by _add: the span's attributes without the message contents
+    return call

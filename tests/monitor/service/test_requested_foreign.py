@@ -1,0 +1,377 @@
+"""Calls the model requested as OpenInference and OpenLLMetry (Traceloop) record them: flattened attributes of their
+LLM / chat spans, mapped to the same RequestedCall records as the GenAI `tool_call` parts and reconciled alike.
+
+Real OTel SDK spans with the producers' attribute shapes, encoded as OTLP and decoded by the monitor, through the
+real normalizer and assembler: the C paths and their Python references, which must agree.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from opentelemetry.trace import Tracer
+
+from monitor.normalize import GenAIConvention, Normalizer
+from monitor.normalize._requested import MAX_REQUESTED_PER_SPAN
+from monitor.otlp import Span
+from monitor.records import HandoffMark, RequestedCall, Turn
+from tests.monitor.service.test_requested_calls import IMPLS, _impl, _one, assemble, calls_of, convert, record
+
+OI_OUT = "llm.output_messages"  # the ignored-attribute key of an OpenInference LLM span's requested calls
+TL_OUT = "gen_ai.completion"  # the ignored-attribute key of an OpenLLMetry chat span's requested calls
+OI_SCOPE = "openinference.instrumentation.openai_agents"
+
+
+def _oi_call(i: int, j: int, field: str) -> str:
+    return f"llm.output_messages.{i}.message.tool_calls.{j}.tool_call.{field}"
+
+
+def oi_llm(tracer: Tracer, *calls: tuple[Any, Any, Any], message: int = 0, extra: dict[str, Any] | None = None) -> None:
+    """An OpenInference LLM span (openai-agents' shape: every function call of the response under one output message);
+    `calls` (name, id, arguments), a None value left out."""
+    attrs: dict[str, Any] = {
+        "openinference.span.kind": "LLM",
+        "llm.system": "openai",
+        "llm.model_name": "m",
+        "input.value": '[{"role": "user", "content": "hi"}]',
+        "llm.input_messages.0.message.role": "user",
+        "llm.input_messages.0.message.content": "the whole history",
+        f"llm.output_messages.{message}.message.role": "assistant",
+        "llm.tools.0.tool.json_schema": '{"type": "function"}',
+    }
+    for j, (name, cid, args) in enumerate(calls):
+        for field, v in (("function.name", name), ("id", cid), ("function.arguments", args)):
+            if v is not None:
+                attrs[_oi_call(message, j, field)] = v
+    attrs.update(extra or {})
+    with tracer.start_as_current_span("response", attributes=attrs):
+        pass
+
+
+def tl_chat(tracer: Tracer, *calls: tuple[Any, Any, Any], completion: int = 0) -> None:
+    """An OpenLLMetry chat span (opentelemetry-instrumentation-openai's shape): `calls` (name, id, arguments)."""
+    attrs: dict[str, Any] = {
+        "llm.request.type": "chat",
+        "gen_ai.system": "openai",
+        "gen_ai.request.model": "m",
+        "gen_ai.prompt.0.role": "user",
+        "gen_ai.prompt.0.content": "the whole history",
+        f"gen_ai.completion.{completion}.role": "assistant",
+        f"gen_ai.completion.{completion}.finish_reason": "tool_calls",
+        "llm.request.functions.0.name": "get_weather",
+    }
+    for j, (name, cid, args) in enumerate(calls):
+        for field, v in (("name", name), ("id", cid), ("arguments", args)):
+            if v is not None:
+                attrs[f"gen_ai.completion.{completion}.tool_calls.{j}.{field}"] = v
+    with tracer.start_as_current_span("openai.chat", attributes=attrs):
+        pass
+
+
+@contextmanager
+def oi_agent(tracer: Tracer, text: str, name: str = "incident-triage") -> Iterator[None]:
+    attrs = {"openinference.span.kind": "AGENT", "input.value": text, "agent.name": name}
+    with tracer.start_as_current_span(name, attributes=attrs):
+        yield
+
+
+def oi_tool(tracer: Tracer, name: str, arguments: dict[str, Any]) -> None:
+    """openai-agents' function span through OpenInference: a TOOL span with `tool.name`, no call id."""
+    attrs = {"openinference.span.kind": "TOOL", "tool.name": name, "input.value": json.dumps(arguments),
+             "input.mime_type": "application/json", "output.value": "ok"}  # fmt: skip
+    with tracer.start_as_current_span(name, attributes=attrs):
+        pass
+
+
+def oi_handoff(tracer: Tracer, to_agent: str) -> None:
+    """openai-agents' handoff span through OpenInference: a TOOL span without `tool.name`."""
+    with tracer.start_as_current_span(f"handoff to {to_agent}", attributes={"openinference.span.kind": "TOOL"}):
+        pass
+
+
+def requested(out: list[Any]) -> list[tuple[str, str, str | None]]:
+    return [(r.name, r.call_id, r.arguments) for r in out if isinstance(r, RequestedCall)]
+
+
+# ---- the normalizer ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_an_openinference_llm_span_gives_itself_and_its_tool_calls(impl: str) -> None:
+    _impl(impl)
+    spans = record(lambda t: oi_llm(t, ("lookup", "call_1", '{"q": 1}'), ("lookpu", "call_2", None), message=1))
+    out, problems = convert(spans, impl)
+    span = spans[0]
+    assert out[0] is span and problems == []
+    assert requested(out) == [("lookup", "call_1", '{"q": 1}'), ("lookpu", "call_2", None)]
+    for i, r in enumerate(out[1:]):
+        assert (r.span_id, r.parent_span_id, r.trace_id) == (f"{span.span_id}#{i:02d}", span.span_id, span.trace_id)
+        assert r.start_ns == r.end_ns == span.end_ns
+        assert r.result is None and r.error_type is None
+        # the span's attributes without the message contents
+        assert r.attributes == {k: v for k, v in span.attributes.items() if k.split(".")[1] in ("system", "model_name")
+                                or k == "openinference.span.kind"}  # fmt: skip
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_an_openllmetry_chat_span_gives_itself_and_its_tool_calls(impl: str) -> None:
+    _impl(impl)
+    spans = record(lambda t: tl_chat(t, ("get_weather", "c1", '{"city": "Oslo"}'), ("get_wether", None, "{}")))
+    out, problems = convert(spans, impl)
+    span = spans[0]
+    assert out[0] is span and problems == []
+    assert requested(out) == [("get_weather", "c1", '{"city": "Oslo"}'), ("get_wether", "", "{}")]
+    assert [r.span_id for r in out[1:]] == [f"{span.span_id}#00", f"{span.span_id}#01"]
+    assert out[1].attributes == {"llm.request.type": "chat", "gen_ai.system": "openai", "gen_ai.request.model": "m"}
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_tool_calls_are_read_in_message_then_call_order(impl: str) -> None:
+    _impl(impl)
+
+    def build(t: Tracer) -> None:
+        attrs = {"openinference.span.kind": "LLM"}
+        for i, j, name in ((10, 0, "d"), (2, 1, "c"), (2, 0, "b"), (0, 11, "a2"), (0, 2, "a1")):
+            attrs[_oi_call(i, j, "function.name")] = name
+        with t.start_as_current_span("llm", attributes=attrs):
+            pass
+
+    out, _ = convert(record(build), impl)
+    assert [r.name for r in out[1:]] == ["a1", "a2", "b", "c", "d"]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize(("producer", "key"), [("oi", OI_OUT), ("tl", TL_OUT)])
+def test_bad_values_are_ignored_and_counted_under_one_key_never_raised(impl: str, producer: str, key: str) -> None:
+    _impl(impl)
+    calls = [
+        (None, "x1", "{}"),  # no name: not a call, counted
+        ("", "x2", None),  # an empty name: likewise
+        (7, "x3", None),  # a name of another type: likewise
+        ("f", 12, None),  # an id of another type: read as text, counted
+        ("g", "x5", 3),  # arguments of another type: not captured, counted
+    ]
+    spans = record(lambda t: (oi_llm if producer == "oi" else tl_chat)(t, *calls))
+    out, problems = convert(spans, impl)
+    assert out[0] is spans[0]
+    assert requested(out) == [("f", "12", None), ("g", "x5", None)]
+    assert problems == [key] * 5
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize(("producer", "key"), [("oi", OI_OUT), ("tl", TL_OUT)])
+def test_requested_calls_per_span_are_bounded_and_the_rest_counted(impl: str, producer: str, key: str) -> None:
+    _impl(impl)
+    n = MAX_REQUESTED_PER_SPAN + 3
+    calls = [(f"t{i}", None, None) for i in range(n)]  # one attribute each: within the SDK's attribute limit
+    spans = record(lambda t: (oi_llm if producer == "oi" else tl_chat)(t, *calls))
+    out, problems = convert(spans, impl)
+    assert [r.name for r in out[1:]] == [f"t{i}" for i in range(MAX_REQUESTED_PER_SPAN)]
+    assert problems == [key] * 3
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_spans_without_tool_calls_are_parent_links_as_before(impl: str) -> None:
+    _impl(impl)
+
+    def build(t: Tracer) -> None:
+        oi_llm(t)
+        tl_chat(t)
+        with t.start_as_current_span("other", attributes={"llm.output_messages.0.message.tool_calls.0.x": "y"}):
+            pass
+
+    spans = record(build)
+    out, problems = convert(spans, impl)
+    assert out == spans and problems == []
+
+
+def test_the_normalizer_with_several_conventions_reads_them_too() -> None:
+    def build(t: Tracer) -> None:
+        oi_llm(t, ("a", "1", None))
+        tl_chat(t, ("b", "2", None))
+        strands_chat(t, ("c", "3", {}), latest=False)
+        oi_handoff(t, "Billing")
+
+    spans = record(build)
+    n = Normalizer([GenAIConvention(), GenAIConvention()])
+    out, _ = n.split(spans)
+    assert requested(out) == [("a", "1", None), ("b", "2", None), ("c", "3", "{}")]
+    assert [r.name for r in out if isinstance(r, HandoffMark)] == ["transfer_to_billing"]
+    assert [r for r in out if isinstance(r, Span)] == spans
+
+
+# ---- reconciled in their turns -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_an_openinference_turn_keeps_the_call_that_ran_once_and_the_unknown_one_requested(impl: str) -> None:
+    _impl(impl)
+
+    def build(t: Tracer) -> None:
+        with oi_agent(t, "[AUTH] login failure"):
+            oi_llm(t, ("pull_auth_telemetry", "call_a", '{"log_excerpt": "x"}'), ("pull_auth_telemtry", "call_b", None))
+            oi_tool(t, "pull_auth_telemetry", {"log_excerpt": "x"})  # no call id: paired by name (rule 2)
+            oi_llm(t)
+
+    turns, _ = assemble(record(build), impl)
+    assert calls_of(_one(turns)) == [  # in start order: the requested call at its model request's end
+        ("pull_auth_telemtry", "call_b", None, True),
+        ("pull_auth_telemetry", "", '{"log_excerpt": "x"}', False),
+    ]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_an_openai_agents_handoff_is_no_call_requested_or_run(impl: str) -> None:
+    _impl(impl)
+
+    def build(t: Tracer) -> None:
+        with oi_agent(t, "[BILL] refund blocked", name="Triage"):
+            oi_llm(t, ("transfer_to_billing_agent", "call_h", None))
+            oi_handoff(t, "Billing agent")
+            with t.start_as_current_span("Billing agent", attributes={"openinference.span.kind": "AGENT"}):
+                oi_llm(t, ("pull_billing_telemetry", "call_b", '{"log_excerpt": "x"}'))
+                oi_tool(t, "pull_billing_telemetry", {"log_excerpt": "x"})
+
+    turns, _ = assemble(record(build), impl)
+    assert calls_of(_one(turns)) == [("pull_billing_telemetry", "", '{"log_excerpt": "x"}', False)]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_a_transfer_call_with_no_handoff_in_its_turn_stays_a_requested_call(impl: str) -> None:
+    _impl(impl)
+
+    def build(t: Tracer) -> None:
+        with oi_agent(t, "[BILL] refund blocked"):
+            oi_llm(t, ("transfer_to_billing_agent", "call_h", None))
+
+    turns, _ = assemble(record(build), impl)
+    assert calls_of(_one(turns)) == [("transfer_to_billing_agent", "call_h", None, True)]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_an_openllmetry_turn_pairs_its_tool_span_by_name(impl: str) -> None:
+    _impl(impl)
+
+    def build(t: Tracer) -> None:
+        attrs = {"traceloop.span.kind": "workflow", "traceloop.entity.name": "weather",
+                 "traceloop.entity.input": json.dumps({"args": ["weather in Oslo?"], "kwargs": {}})}  # fmt: skip
+        with t.start_as_current_span("weather.workflow", attributes=attrs):
+            tl_chat(t, ("get_weather", "c1", '{"city": "Oslo"}'), ("get_forecast", "c2", "{}"))
+            tool = {"traceloop.span.kind": "tool", "traceloop.entity.name": "get_weather",
+                    "traceloop.entity.input": json.dumps({"args": [], "kwargs": {"city": "Oslo"}})}  # fmt: skip
+            with t.start_as_current_span("get_weather.tool", attributes=tool):
+                pass
+
+    turns, _ = assemble(record(build), impl)
+    turn: Turn = _one(turns)
+    assert turn.input_text == "weather in Oslo?"
+    assert calls_of(turn) == [("get_forecast", "c2", "{}", True), ("get_weather", "", '{"city": "Oslo"}', False)]
+
+
+# ---- Strands Agents: a chat span's output in its span events --------------------------------------------------
+
+
+def strands_chat(tracer: Tracer, *uses: tuple[str, str, dict[str, Any]], latest: bool) -> None:
+    """Strands' chat span: `gen_ai.operation.name` chat, the model's output in a span event, its tool uses `(name,
+    toolUseId, input)`: a `gen_ai.choice` event (`message`: the content blocks' JSON), or with
+    gen_ai_latest_experimental the details event's `gen_ai.output.messages` (GenAI messages, `tool_call` parts)."""
+    attrs = {"gen_ai.operation.name": "chat", "gen_ai.system": "strands-agents", "gen_ai.request.model": "m"}
+    with tracer.start_as_current_span("chat", attributes=attrs) as span:
+        history = [{"role": "user", "parts": [{"type": "tool_call", "name": "old", "id": "h0", "arguments": {}}]}]
+        if latest:  # the input (the history, with earlier turns' calls): not what the model asked for now
+            span.add_event(STRANDS_DETAILS, {"gen_ai.input.messages": json.dumps(history)})
+        else:
+            span.add_event("gen_ai.user.message", {"content": json.dumps([{"text": "hi"}])})
+        if latest:
+            parts: list[dict[str, Any]] = [{"type": "text", "content": "let me look"}]
+            parts += [{"type": "tool_call", "name": n, "id": i, "arguments": a} for n, i, a in uses]
+            out = [{"role": "assistant", "parts": parts, "finish_reason": "tool_use"}]
+            span.add_event(STRANDS_DETAILS, {"gen_ai.output.messages": json.dumps(out)})
+        else:
+            blocks: list[dict[str, Any]] = [{"text": "let me look"}]
+            blocks += [{"toolUse": {"toolUseId": i, "name": n, "input": a}} for n, i, a in uses]
+            span.add_event("gen_ai.choice", {"finish_reason": "tool_use", "message": json.dumps(blocks)})
+
+
+STRANDS_DETAILS = "gen_ai.client.inference.operation.details"
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("latest", [False, True], ids=["choice", "details"])
+def test_a_strands_chat_span_gives_the_calls_its_output_event_holds(impl: str, latest: bool) -> None:
+    _impl(impl)
+    spans = record(lambda t: strands_chat(t, ("lookup", "tu1", {"q": 1}), ("lookpu", "tu2", {}), latest=latest))
+    out, problems = convert(spans, impl)
+    span = spans[0]
+    assert out[0] is span and problems == []
+    assert requested(out) == [("lookup", "tu1", '{"q": 1}'), ("lookpu", "tu2", "{}")]
+    assert [(r.span_id, r.parent_span_id, r.start_ns) for r in out[1:]] == [
+        (f"{span.span_id}#00", span.span_id, span.end_ns),
+        (f"{span.span_id}#01", span.span_id, span.end_ns),
+    ]
+    assert out[1].attributes == span.attributes
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("latest", [False, True], ids=["choice", "details"])
+def test_a_strands_chat_span_without_tool_use_is_a_parent_link(impl: str, latest: bool) -> None:
+    _impl(impl)
+    spans = record(lambda t: strands_chat(t, latest=latest))
+    out, problems = convert(spans, impl)
+    assert out == spans and problems == []
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_a_strands_tool_use_that_cannot_be_read_is_counted(impl: str) -> None:
+    _impl(impl)
+
+    def build(t: Tracer) -> None:
+        with t.start_as_current_span("chat", attributes={"gen_ai.operation.name": "chat"}) as span:
+            blocks = [{"toolUse": "x"}, {"toolUse": {"toolUseId": "a"}}, {"toolUse": {"name": "f", "input": {}}}]
+            span.add_event("gen_ai.choice", {"message": json.dumps(blocks)})
+
+    out, problems = convert(record(build), impl)
+    assert requested(out) == [("f", "", "{}")]
+    assert problems == ["gen_ai.output.messages"] * 2
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_a_strands_turn_keeps_the_call_that_ran_once_and_the_unknown_one_requested(impl: str) -> None:
+    _impl(impl)
+
+    def build(t: Tracer) -> None:
+        attrs = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "a"}
+        with t.start_as_current_span("invoke_agent a", attributes=attrs) as turn:
+            turn.add_event("gen_ai.user.message", {"content": json.dumps([{"text": "[AUTH] login failure"}])})
+            strands_chat(t, ("pull_auth_telemetry", "tu1", {"q": 1}), ("pull_auth_telemtry", "tu2", {}), latest=False)
+            tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "pull_auth_telemetry",
+                    "gen_ai.tool.call.id": "tu1"}  # fmt: skip
+            with t.start_as_current_span("execute_tool pull_auth_telemetry", attributes=tool) as s:
+                s.add_event("gen_ai.tool.message", {"role": "tool", "content": '{"q": 1}', "id": "tu1"})
+
+    turns, _ = assemble(record(build), impl)
+    turn = _one(turns)
+    assert turn.input_text == "[AUTH] login failure"
+    assert calls_of(turn) == [
+        ("pull_auth_telemtry", "tu2", "{}", True),
+        ("pull_auth_telemetry", "tu1", '{"q": 1}', False),
+    ]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("flush", [False, True], ids=["poll", "flush"])
+def test_a_handoff_in_a_turnless_group_drops_its_transfer_call_and_itself(impl: str, flush: bool) -> None:
+    _impl(impl)
+
+    def build(t: Tracer) -> None:  # under a span never received: no turn, the calls judged alone
+        with t.start_as_current_span("lost"):
+            oi_llm(t, ("transfer_to_billing", "h1", None), ("lookpu", "c1", None))
+            oi_handoff(t, "Billing")
+
+    spans = [s for s in record(build) if s.name != "lost"]
+    turns, _ = assemble(spans, impl, flush=flush)
+    assert [(t.turnless, calls_of(t)) for t in turns] == [(True, [("lookpu", "c1", None, True)])]
