@@ -123,7 +123,13 @@ def _tool_uses(text: str, problems: list[str]) -> str | None:
             continue
         part = {"type": "tool_call", "id": use.get("toolUseId"), "name": use.get("name"), "arguments": use.get("input")}
         parts.append({k: v for k, v in part.items() if v is not None})
-    return json.dumps([{"role": "assistant", "parts": parts}]) if parts else None
+    if not parts:
+        return None
+    try:
+        return json.dumps([{"role": "assistant", "parts": parts}])
+    except RecursionError:  # an input json.loads could take but not nested a level deeper, as output messages are
+        problems.append(_genai.OUTPUT_MESSAGES)
+        return None
 
 
 def add_requested_of(span: Span, out: list[ToolCall | Turn | Span], problems: list[str]) -> None:

@@ -8,6 +8,7 @@ real normalizer and assembler: the C paths and their Python references, which mu
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -337,6 +338,27 @@ def test_a_strands_tool_use_that_cannot_be_read_is_counted(impl: str) -> None:
     out, problems = convert(record(build), impl)
     assert requested(out) == [("f", "", "{}")]
     assert problems == ["gen_ai.output.messages"] * 2
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_a_strands_tool_use_nested_about_as_deep_as_json_goes_is_counted_never_raised(impl: str) -> None:
+    _impl(impl)
+    limit = sys.getrecursionlimit()
+    # json.loads takes the blocks at some depth near the limit (where depends on the stack) that json.dumps of the
+    # same input as output messages (a level deeper) cannot take: every depth around there.
+    depths = range(limit - 400, limit + 3)
+
+    def build(t: Tracer) -> None:
+        for d in depths:
+            with t.start_as_current_span("chat", attributes={"gen_ai.operation.name": "chat"}) as span:
+                use = '{"toolUse": {"toolUseId": "a", "name": "f", "input": ' + "[" * d + "]" * d + "}}"
+                span.add_event("gen_ai.choice", {"message": f"[{use}]"})
+
+    spans = record(build)
+    for span in spans:
+        out, problems = convert([span], impl)  # one by one: a span that raised would lose the others of its batch
+        assert out[0] is span
+        assert problems == ["gen_ai.output.messages"]  # a list input (not an object), or a value too deep to read
 
 
 @pytest.mark.parametrize("impl", IMPLS)
