@@ -461,7 +461,9 @@ class TurnAssembler:
         self.stats.late_calls += len(tr.calls) - len(kept)
         for c, key in kept:
             _remember(self._judged_alone, self._judged_alone_order, tid + c.span_id, self._released_max)
-            if key != tid and key not in self._orphaned:
+            # Their turn, arriving later, is late only when some call was judged without it (not when reconciling
+            # left none: a handoff and its transfer call)
+            if calls and key != tid and key not in self._orphaned:
                 _remember(self._orphaned, self._orphaned_order, key, self._released_max)
         tr.calls = []
         if not calls:

@@ -16,11 +16,12 @@ from typing import Any
 import pytest
 from opentelemetry.trace import Tracer
 
+from monitor.assembly import TurnAssembler
 from monitor.normalize import GenAIConvention, Normalizer
 from monitor.normalize._requested import MAX_REQUESTED_PER_SPAN
 from monitor.otlp import Span
 from monitor.records import HandoffMark, RequestedCall, Turn
-from tests.monitor.service.test_requested_calls import IMPLS, _impl, _one, assemble, calls_of, convert, record
+from tests.monitor.service.test_requested_calls import IMPLS, S, _impl, _one, assemble, calls_of, convert, record
 
 OI_OUT = "llm.output_messages"  # the ignored-attribute key of an OpenInference LLM span's requested calls
 TL_OUT = "gen_ai.completion"  # the ignored-attribute key of an OpenLLMetry chat span's requested calls
@@ -397,3 +398,30 @@ def test_a_handoff_in_a_turnless_group_drops_its_transfer_call_and_itself(impl: 
     spans = [s for s in record(build) if s.name != "lost"]
     turns, _ = assemble(spans, impl, flush=flush)
     assert [(t.turnless, calls_of(t)) for t in turns] == [(True, [("lookpu", "c1", None, True)])]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("asked", [False, True], ids=["mark-only", "with-transfer-call"])
+def test_a_turnless_group_the_handoff_rule_empties_leaves_its_late_turn_to_be_judged(impl: str, asked: bool) -> None:
+    """A handoff span (a parent link before handoffs were marked) and the transfer call it stands for, waiting longer
+    than the turnless timeout for their turn: nothing is judged alone, so the turn arriving later is no late turn (its
+    calls were not judged without it): it is judged, not dropped."""
+    _impl(impl)
+
+    def build(t: Tracer) -> None:
+        with oi_agent(t, "[BILL] refund blocked", name="Triage"):
+            if asked:
+                oi_llm(t, ("transfer_to_billing_agent", "call_h", None))
+            oi_handoff(t, "Billing agent")
+
+    spans = record(build)
+    records, _ = convert(spans, impl)
+    turn = [r for r in records if isinstance(r, Turn)]
+    rest = [r for r in records if not isinstance(r, Turn)]
+    a = TurnAssembler(grace_s=1.0, turnless_timeout_s=5.0)
+    python = impl == "python"
+    add, poll = (a._add_records_py, a._poll_py) if python else (a.add_records, a.poll)
+    assert add(rest, 0) == [] and poll(10 * S) == []  # the group's calls past the timeout: nothing left to judge
+    turns = add(turn, 11 * S) + poll(20 * S)
+    assert [(t.turnless, t.input_text, calls_of(t)) for t in turns] == [(False, "[BILL] refund blocked", [])]
+    assert a.stats.late_turns == 0
