@@ -10,8 +10,8 @@ and openai-agents' handoffs through OpenInference, which are no calls (HandoffMa
 The calls are read in (i, j) order, at most MAX_REQUESTED_PER_SPAN per span, each placed as _requested places a
 `tool_call` part (span id: the span's id and the call's index; parent: the span; start and end: the span's end),
 keeping the span's attributes without the message contents. What cannot be read (a call without a str name, an id
-or arguments of another type, a call past the bound) is ignored and counted under one key per producer
-(`llm.output_messages`, `gen_ai.completion`); it never rejects the span.
+or arguments of another type, a call past the bound, a call's key whose index is none) is ignored and counted under
+one key per producer (`llm.output_messages`, `gen_ai.completion`); it never rejects the span.
 """
 
 from __future__ import annotations
@@ -104,9 +104,13 @@ def _index(text: str) -> int | None:
     return int(text) if 0 < len(text) <= _MAX_INDEX_DIGITS and text.isascii() and text.isdigit() else None
 
 
-def _slots(attrs: Any, prefix: str, calls: str, fields: dict[str, str]) -> dict[tuple[int, int], dict[str, Any]]:
-    """The flattened calls: (message index, call index) -> {"id" / "name" / "arguments": value}."""
+def _slots(
+    attrs: Any, prefix: str, calls: str, fields: dict[str, str]
+) -> tuple[dict[tuple[int, int], dict[str, Any]], int]:
+    """The flattened calls: (message index, call index) -> {"id" / "name" / "arguments": value}; and the number of
+    keys of a call's field whose index is none (not digits, or past _MAX_INDEX_DIGITS): calls that cannot be read."""
     slots: dict[tuple[int, int], dict[str, Any]] = {}
+    bad = 0
     n = len(prefix)
     for key, value in attrs.items():
         if not key.startswith(prefix):
@@ -116,16 +120,20 @@ def _slots(attrs: Any, prefix: str, calls: str, fields: dict[str, str]) -> dict[
             continue
         j_text, _, field = rest[len(calls) :].partition(".")
         name = fields.get(field)
+        if name is None:
+            continue
         i, j = _index(i_text), _index(j_text)
-        if name is None or i is None or j is None:
+        if i is None or j is None:
+            bad += 1
             continue
         slots.setdefault((i, j), {})[name] = value
-    return slots
+    return slots, bad
 
 
 def _add(span: Span, prefix: str, calls: str, fields: dict[str, str], key: str, out: Out, problems: list[str]) -> None:
     attrs = span.attributes
-    slots = _slots(attrs, prefix, calls, fields)
+    slots, bad = _slots(attrs, prefix, calls, fields)
+    problems.extend([key] * bad)
     if not slots:
         return
     kept: dict[str, Any] | None = None

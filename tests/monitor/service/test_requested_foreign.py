@@ -166,6 +166,39 @@ def test_bad_values_are_ignored_and_counted_under_one_key_never_raised(impl: str
 
 @pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.parametrize(("producer", "key"), [("oi", OI_OUT), ("tl", TL_OUT)])
+def test_a_call_key_whose_index_cannot_be_read_is_counted(impl: str, producer: str, key: str) -> None:
+    """A key of a requested call's field whose message or call index is no index (past 9 digits, not digits) is a
+    call that cannot be read: ignored and counted (once per key), never raised; other keys under the prefix are not
+    calls (not counted)."""
+    _impl(impl)
+    if producer == "oi":
+        name = "tool_call.function.name"
+        attrs = {"openinference.span.kind": "LLM", "llm.output_messages.0.message.role": "assistant",
+                 "llm.output_messages.0.message.tool_calls.0.tool_call.function.name": "f"}  # fmt: skip
+        calls, other = f"{OI_OUT}.{{i}}.message.tool_calls.{{j}}.{name}", f"{OI_OUT}.{{i}}.message.tool_calls.{{j}}.x"
+    else:
+        name = "name"
+        attrs = {"llm.request.type": "chat", "gen_ai.completion.0.role": "assistant",
+                 "gen_ai.completion.0.tool_calls.0.name": "f"}  # fmt: skip
+        calls, other = f"{TL_OUT}.{{i}}.tool_calls.{{j}}.{name}", f"{TL_OUT}.{{i}}.tool_calls.{{j}}.x"
+    bad = [("99999999999", "0"), ("0", "1" * 40), ("a", "0"), ("0", "-1"), ("", "0")]
+    for i, j in bad:
+        attrs[calls.format(i=i, j=j)] = "g"
+        attrs[other.format(i=i, j=j)] = "h"
+
+    def build(t: Tracer) -> None:
+        with t.start_as_current_span("response", attributes=attrs):
+            pass
+
+    spans = record(build)
+    out, problems = convert(spans, impl)
+    assert out[0] is spans[0]
+    assert requested(out) == [("f", "", None)]
+    assert problems == [key] * len(bad)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize(("producer", "key"), [("oi", OI_OUT), ("tl", TL_OUT)])
 def test_requested_calls_per_span_are_bounded_and_the_rest_counted(impl: str, producer: str, key: str) -> None:
     _impl(impl)
     n = MAX_REQUESTED_PER_SPAN + 3
