@@ -84,3 +84,19 @@ def _by_name(
                 dropped.add(id(r))
                 del same[i]
                 break
+
+
+def reconcile_across(calls: list[ToolCall]) -> list[ToolCall]:
+    """`calls` of several turns, each reconciled at its release (eval merges a run's turns): a requested call left in
+    one with the id of a call that ran in another, or of a requested call before it, is that call (rule 1). No pairing
+    by name (rule 2): each turn paired its own calls, and an id-less call that paired there is not paired again."""
+    ran = {c.call_id for c in calls if c.call_id and not isinstance(c, RequestedCall)}
+    seen: set[str] = set()
+    out: list[ToolCall] = []
+    for c in calls:
+        if isinstance(c, RequestedCall) and c.call_id:
+            if c.call_id in ran or c.call_id in seen:
+                continue
+            seen.add(c.call_id)
+        out.append(c)
+    return out if len(out) != len(calls) else calls

@@ -42,7 +42,7 @@ from instrumentation import agent_turn, configure_content, set_tracer_provider
 from instrumentation._content import SETTINGS  # saved and restored around a run; no public getter yet
 from instrumentation._context import TRACING  # the provider in use before, restored on close
 from monitor.assembly import TurnAssembler
-from monitor.assembly._reconcile import reconcile
+from monitor.assembly._reconcile import reconcile_across
 from monitor.otlp import parse_protobuf
 from monitor.records import ToolCall, Turn
 
@@ -137,7 +137,7 @@ def cut_turn(run: RunResult, calls: Iterable[ToolCall], agent: str) -> Turn:
     mine = sorted((c for c in calls if 0 < c.end_ns <= run.deadline_ns), key=lambda c: (c.start_ns, c.span_id))
     return Turn(
         input_text=run.input_text,
-        calls=tuple(reconcile(mine)),  # a call requested in one of the groups and run in another counts once
+        calls=tuple(reconcile_across(mine)),  # a call requested in one of the groups and run in another counts once
         agent=agent,
         trace_id=run.trace_id,
         span_id=run.span_id,
@@ -167,7 +167,7 @@ def run_turn(run: RunResult, traced: Sequence[Turn], agent: str) -> Turn | None:
         return whole[0] if whole else None
     inner = [c for t in traced if t is not own and (t.turnless or t.agent == own.agent) for c in t.calls]
     if inner:  # a call requested in one of the turns and run in another counts once, as in one turn
-        calls = tuple(reconcile(sorted((*own.calls, *inner), key=lambda c: (c.start_ns, c.span_id))))
+        calls = tuple(reconcile_across(sorted((*own.calls, *inner), key=lambda c: (c.start_ns, c.span_id))))
     else:
         calls = own.calls
     # The span keeps at most the content length (16,384 characters by default) of the input and of the answer, and a

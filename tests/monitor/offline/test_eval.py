@@ -952,3 +952,24 @@ def test_a_call_requested_in_the_run_and_run_in_another_turn_of_it_counts_once(t
     assert turn is not None
     assert [(c.name, c.call_id, type(c).__name__) for c in turn.calls] == [
         ("get_order_status", "call_1", "ToolCall"), ("lookup_order", "", "ToolCall")]
+
+
+@pytest.mark.parametrize("timed_out", [False, True])
+def test_an_id_less_call_paired_in_its_own_turn_is_not_paired_again_across_the_runs_turns(timed_out: bool) -> None:
+    """Each turn of the run's trace was reconciled at its release: an id-less executed call that paired there with its
+    turn's request does not take another turn's request too. The run holds the call that ran and, besides, the call
+    requested in its own turn that never ran (two calls, as serve counts them)."""
+    trace = "t" * 32
+    never_ran = _requested("get_order_status", "call_1", 10)
+    ran = ToolCall("get_order_status", "", '{"order_id": "1"}', trace_id=trace, span_id="e" * 16,
+                   parent_span_id="f" * 16, start_ns=20, end_ns=30)
+    own = Turn("where is order 1", (never_ran,), agent="support", trace_id=trace, span_id="a" * 16, start_ns=0,
+               end_ns=100)
+    inner = Turn("where is order 1", (ran,), agent="support", trace_id=trace, span_id="f" * 16, start_ns=5,
+                 end_ns=90)  # its own request (call_2) paired with `ran` at its release
+    run = RunResult("where is order 1", "o1", trace_id=trace, span_id="a" * 16, output="shipped")
+    if timed_out:
+        run.timed_out, run.deadline_ns, run.duration_s = True, 100, 1e-7
+    turn = run_turn(run, [own, inner], "support")
+    assert turn is not None
+    assert [(c.call_id, type(c).__name__) for c in turn.calls] == [("call_1", "RequestedCall"), ("", "ToolCall")]
