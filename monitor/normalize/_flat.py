@@ -20,7 +20,7 @@ import re
 from typing import Any
 
 from monitor.normalize import _markers as m
-from monitor.normalize._requested import MAX_REQUESTED_PER_SPAN
+from monitor.normalize._requested import MAX_REQUESTED_PER_SPAN, new_requested
 from monitor.otlp import Span
 from monitor.records import HandoffMark, RequestedCall, ToolCall, Turn
 
@@ -165,16 +165,4 @@ def _requested(span: Span, slot: dict[str, Any], index: int, key: str, problems:
     if arguments is not None and not isinstance(arguments, str):
         problems.append(key)  # JSON text in every producer: anything else says nothing
         arguments = None
-    call = _new(RequestedCall)
-    call.name = name
-    call.call_id = call_id
-    call.arguments = arguments
-    call.result = None
-    call.error_type = None
-    call.trace_id = span.trace_id
-    call.span_id = f"{span.span_id}#{index:02d}"
-    call.parent_span_id = span.span_id
-    call.start_ns = span.end_ns
-    call.end_ns = span.end_ns
-    call.attributes = {}  # set by _add: the span's attributes without the message contents
-    return call
+    return new_requested(span, name, call_id, arguments, index)  # its attributes set by _add

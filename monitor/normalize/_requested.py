@@ -202,6 +202,12 @@ def _requested(span: Span, part: dict[str, Any], index: int, problems: list[str]
             arguments = json.dumps(args)
         except (TypeError, ValueError):  # bytes in a structured value
             arguments = None
+    return new_requested(span, name, call_id, arguments, index)
+
+
+def new_requested(span: Span, name: str, call_id: str, arguments: str | None, index: int) -> RequestedCall:
+    """The `index`th call a model request span asked for: under the span (its id and the index), at the span's end
+    (when the model had asked). Its attributes are set by the caller: the span's without the message contents."""
     call = _new(RequestedCall)
     call.name = name
     call.call_id = call_id
@@ -213,5 +219,5 @@ def _requested(span: Span, part: dict[str, Any], index: int, problems: list[str]
     call.parent_span_id = span.span_id
     call.start_ns = span.end_ns
     call.end_ns = span.end_ns
-    call.attributes = {}  # set by add_requested: the span's attributes without the message contents
+    call.attributes = {}
     return call
