@@ -87,16 +87,13 @@ def _by_name(
 
 
 def reconcile_across(calls: list[ToolCall]) -> list[ToolCall]:
-    """`calls` of several turns, each reconciled at its release (eval merges a run's turns): a requested call left in
-    one with the id of a call that ran in another, or of a requested call before it, is that call (rule 1). No pairing
-    by name (rule 2): each turn paired its own calls, and an id-less call that paired there is not paired again."""
-    ran = {c.call_id for c in calls if c.call_id and not isinstance(c, RequestedCall)}
-    seen: set[str] = set()
-    out: list[ToolCall] = []
-    for c in calls:
-        if isinstance(c, RequestedCall) and c.call_id:
-            if c.call_id in ran or c.call_id in seen:
-                continue
-            seen.add(c.call_id)
-        out.append(c)
-    return out if len(out) != len(calls) else calls
+    """`calls` of several turns, each reconciled at its release (eval merges a run's turns): rule 1 only, a requested
+    call left in one with the id of a call that ran in another, or of a requested call before it, is that call. No
+    pairing by name (rule 2): each turn paired its own calls, and an id-less call that paired there is not paired
+    again."""
+    requested = [c for c in calls if isinstance(c, RequestedCall)]
+    if not requested:
+        return calls
+    dropped: set[int] = set()
+    _by_id(requested, [c for c in calls if not isinstance(c, RequestedCall)], dropped)
+    return [c for c in calls if id(c) not in dropped] if dropped else calls

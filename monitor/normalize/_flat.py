@@ -20,7 +20,7 @@ import re
 from typing import Any
 
 from monitor.normalize import _markers as m
-from monitor.normalize._requested import MAX_REQUESTED_PER_SPAN, new_requested
+from monitor.normalize._requested import MAX_REQUESTED_PER_SPAN, name_and_id, new_requested
 from monitor.otlp import Span
 from monitor.records import HandoffMark, RequestedCall, ToolCall, Turn
 
@@ -152,15 +152,10 @@ def _add(span: Span, prefix: str, calls: str, fields: dict[str, str], key: str, 
 
 def _requested(span: Span, slot: dict[str, Any], index: int, key: str, problems: list[str]) -> RequestedCall | None:
     """The call of one flattened tool call; None when it has no name."""
-    name = slot.get("name")
-    if not isinstance(name, str) or not name.strip():
+    named = name_and_id(slot, key, problems)
+    if named is None:
         return None
-    call_id = slot.get("id")
-    if call_id is None:
-        call_id = ""
-    elif not isinstance(call_id, str):
-        problems.append(key)
-        call_id = str(call_id)
+    name, call_id = named
     arguments = slot.get("arguments")
     if arguments is not None and not isinstance(arguments, str):
         problems.append(key)  # JSON text in every producer: anything else says nothing

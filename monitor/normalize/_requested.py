@@ -30,6 +30,7 @@ from monitor.records import RequestedCall, ToolCall, Turn
 CHAT = "chat"
 TEXT_COMPLETION = "text_completion"
 GENERATE_CONTENT = "generate_content"
+_MODEL_REQUESTS = frozenset({CHAT, TEXT_COMPLETION, GENERATE_CONTENT})  # the operations whose output may ask for calls
 MAX_REQUESTED_PER_SPAN = 64  # tool_call parts read from one chat span; the rest are counted and dropped
 _MARK = '"tool_call"'  # in the JSON text of any output holding a tool_call part: others are not parsed
 _DETAILS = "gen_ai.client.inference.operation.details"  # Strands' event with the messages (latest conventions)
@@ -50,7 +51,7 @@ def _kept(attrs: Any) -> dict[str, Any]:
 
 def add_requested(span: Span, op: str, out: list[ToolCall | Turn | Span], problems: list[str]) -> None:
     """Append to `out` the calls a model request span asked for (nothing for any other operation)."""
-    if not (op == CHAT or op == TEXT_COMPLETION or op == GENERATE_CONTENT):
+    if op not in _MODEL_REQUESTS:
         return
     attrs = span.attributes
     key = _genai.OUTPUT_MESSAGES
@@ -89,7 +90,7 @@ def add_requested_events(span: Span, op: str, out: list[ToolCall | Turn | Span],
     `gen_ai.output.messages` of its `gen_ai.client.inference.operation.details` event (gen_ai_latest_experimental),
     or the `toolUse` content blocks of its `gen_ai.choice` event's `message` (`{"toolUse": {"toolUseId", "name",
     "input"}}`), read as the attribute is (a block that cannot be read counted as `gen_ai.output.messages`)."""
-    if not (op == CHAT or op == TEXT_COMPLETION or op == GENERATE_CONTENT):
+    if op not in _MODEL_REQUESTS:
         return
     key = _genai.OUTPUT_MESSAGES
     raw: Any = None
@@ -139,11 +140,9 @@ def add_requested_of(span: Span, out: list[ToolCall | Turn | Span], problems: li
     attrs = span.attributes
     if attrs.get(_genai.OUTPUT_MESSAGES) is not None or span.events:
         op = _genai.operation(span)
-        if op is None:
-            pass
-        elif attrs.get(_genai.OUTPUT_MESSAGES) is not None:
+        if op is not None and attrs.get(_genai.OUTPUT_MESSAGES) is not None:
             add_requested(span, op, out, problems)
-        else:
+        elif op is not None:
             add_requested_events(span, op, out, problems)
     elif _markers.OI_KIND in attrs or _markers.TL_REQUEST_TYPE in attrs:
         from monitor.normalize._flat import add_flat_of  # imports this module: imported on first use
@@ -179,16 +178,11 @@ def _messages(raw: Any, problems: list[str]) -> list[Any] | None:
 def _requested(span: Span, part: dict[str, Any], index: int, problems: list[str], obj: bool) -> RequestedCall | None:
     """The call of one tool_call part; None when it has no name. `obj`: the part was read from the structured form,
     where empty arguments are `{}` (as a tool span's, see _genai.structured)."""
-    name = part.get("name")
-    if not isinstance(name, str) or not name.strip():
-        return None
     key = _genai.OUTPUT_MESSAGES
-    call_id = part.get("id")
-    if call_id is None:
-        call_id = ""
-    elif not isinstance(call_id, str):
-        problems.append(key)
-        call_id = str(call_id)
+    named = name_and_id(part, key, problems)
+    if named is None:
+        return None
+    name, call_id = named
     args = part.get("arguments")
     if obj and args == []:
         args = {}
@@ -203,6 +197,21 @@ def _requested(span: Span, part: dict[str, Any], index: int, problems: list[str]
         except (TypeError, ValueError):  # bytes in a structured value
             arguments = None
     return new_requested(span, name, call_id, arguments, index)
+
+
+def name_and_id(part: dict[str, Any], key: str, problems: list[str]) -> tuple[str, str] | None:
+    """The `name` and `id` of a requested call as a producer gives them (None: no name, no call); an id of another
+    type is converted, and counted under `key`."""
+    name = part.get("name")
+    if not isinstance(name, str) or not name.strip():
+        return None
+    call_id = part.get("id")
+    if call_id is None:
+        return name, ""
+    if not isinstance(call_id, str):
+        problems.append(key)
+        call_id = str(call_id)
+    return name, call_id
 
 
 def new_requested(span: Span, name: str, call_id: str, arguments: str | None, index: int) -> RequestedCall:
