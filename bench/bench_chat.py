@@ -3,9 +3,9 @@
 An agent instrumented at the model layer too (an OpenAI or Anthropic instrumentation beside toolwatch's) exports,
 in each turn, a `chat` span per model request: the first holds the tool calls the model asked for (`tool_call` parts
 of `gen_ai.output.messages`, reconciled with the calls that ran), the second the final answer. This bench runs the
-incident-triage agent both ways (the same seeds, so the same calls) and times decode -> normalize -> assemble ->
-judge in this process (CPU time, best of `--repeat` runs, interleaved), per turn. It prints the cost of each
-workload, the cost a chat span adds, and the ratio of the two per-turn costs.
+incident-triage agent both ways (the same seeds, so the same calls; their verdicts are checked equal) and times
+decode -> normalize -> assemble -> judge in this process (CPU time, best of `--repeat` runs, interleaved), per
+turn. It prints the cost of each workload, the cost a chat span adds, and the ratio of the two per-turn costs.
 
 Run: .venv/bin/python bench/bench_chat.py [--turns N] [--repeat R]
 """
@@ -16,6 +16,7 @@ import argparse
 import json
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,7 @@ from monitor.judge import Judge  # noqa: E402
 from monitor.normalize import Normalizer  # noqa: E402
 from monitor.otlp import accelerated, parse_protobuf  # noqa: E402
 from monitor.rules import load_rules  # noqa: E402
+from monitor.verdict import TurnVerdict  # noqa: E402
 
 MODEL = "gpt-4o-mini"
 
@@ -96,7 +98,9 @@ def bodies(turns: int, chat: bool, seed: int = 0) -> list[bytes]:
     return [bytes(encode_spans(spans[i : i + BATCH]).SerializeToString()) for i in range(0, len(spans), BATCH)]
 
 
-def pipeline(judge: Judge, reqs: Sequence[bytes]) -> Callable[[], int]:
+def pipeline(
+    judge: Judge, reqs: Sequence[bytes], sink: Callable[[TurnVerdict], object] | None = None
+) -> Callable[[], int]:
     def run() -> int:
         normalizer = Normalizer()
         asm = TurnAssembler(grace_s=0, max_pending=10**7, normalizer=normalizer)
@@ -104,14 +108,25 @@ def pipeline(judge: Judge, reqs: Sequence[bytes]) -> Callable[[], int]:
         for body in reqs:
             records, _ = normalizer.split(parse_protobuf(body).spans)
             for t in asm.add_records(records, 2**62):
-                judge.judge(t)
+                v = judge.judge(t)
+                if sink is not None:
+                    sink(v)
                 n += 1
         for t in asm.flush():
-            judge.judge(t)
+            v = judge.judge(t)
+            if sink is not None:
+                sink(v)
             n += 1
         return n
 
     return run
+
+
+def reasons(judge: Judge, reqs: Sequence[bytes]) -> Counter[tuple[str, str]]:
+    """Each verdict's input and reason, counted: the two workloads must give the same (every requested call ran)."""
+    out: Counter[tuple[str, str]] = Counter()
+    pipeline(judge, reqs, lambda v: out.update([(v.input_text, v.reason)]))()
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -121,6 +136,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     judge = Judge(load_rules([RULES]))
     plain, chat = bodies(args.turns, chat=False), bodies(args.turns, chat=True)
+    if reasons(judge, plain) != reasons(judge, chat):
+        print("the two workloads' verdicts differ: the requested calls were not reconciled with the calls that ran")
+        return 1
     runs = {"tool spans only": pipeline(judge, plain), "with chat spans": pipeline(judge, chat)}
     best = dict.fromkeys(runs, float("inf"))
     verdicts = dict.fromkeys(runs, 0)
@@ -129,7 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             t0 = time.process_time()
             verdicts[name] = fn()
             best[name] = min(best[name], time.process_time() - t0)
-    print(f"bench_chat: {args.turns} turns each; C extensions {accelerated()}")
+    print(f"bench_chat: {args.turns} turns each, the same verdicts; C extensions {accelerated()}")
     for name, body in (("tool spans only", plain), ("with chat spans", chat)):
         print(
             f"  {name:16s} {sum(map(len, body)) / 2**20:6.1f} MiB, {verdicts[name]} verdicts: "
