@@ -37,6 +37,8 @@ _DETAILS = "gen_ai.client.inference.operation.details"  # Strands' event with th
 _CHOICE = "gen_ai.choice"  # Strands' event with the model's output content blocks
 _TOOL_USE = '"toolUse"'  # in the JSON text of content blocks holding a tool use: others are not parsed
 
+FIRST_REQUESTED = "#00"  # how the span id of a span's first requested call ends (new_requested: `#`, index, 2 digits)
+
 _new = object.__new__
 # The message contents a requested call does not keep of its chat span's attributes: a pending call would otherwise
 # hold the conversation's whole history (and the model's output) until its turn is judged, which never reads them.
