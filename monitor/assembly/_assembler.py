@@ -15,7 +15,8 @@ past that are dropped and counted.
 A call judged alone is remembered (bounded, as released turns are): a copy of it (an exporter retry) is a duplicate.
 Calls a model requested (RequestedCall, under their chat span) are held as calls; when a turn (or a turnless group) is
 released they are reconciled with the calls that ran (_reconcile). They never sit right under a turn, so the usual
-release (every call right under its turn, inline here and in C) never holds one.
+release (every call right under its turn, inline here and in C) never holds one. The drop counts count spans: a chat
+span's requested calls, dropped together (a copy, a late span), count once, with its first (_spans_of).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import cast
 
 from monitor.assembly._reconcile import reconcile
 from monitor.normalize import Normalizer
+from monitor.normalize._requested import FIRST_REQUESTED
 from monitor.otlp import Span
 from monitor.otlp._accel import load_extension
 from monitor.records import RequestedCall, ToolCall, Turn
@@ -54,15 +56,24 @@ class AssemblerStats:
     turns_completed: int = 0
     turnless_completed: int = 0
     evicted: int = 0  # turns (and turnless ones) of pending traces released early because the bound was reached
-    late_calls: int = 0  # calls that arrived after their turn had been released (dropped, counted)
+    late_calls: int = 0  # call spans that arrived after their turn had been released (dropped, counted; a chat span's
+    # requested calls count once, as the span)
     late_turns: int = 0  # turns that arrived after their calls had been released as turnless (dropped, counted)
     oversized_calls: int = 0  # calls beyond max_calls_per_trace (dropped, counted)
-    duplicates: int = 0  # tool or turn spans received again (an exporter retry), also after judged: dropped, counted
+    duplicates: int = 0  # tool, chat (with requested calls) or turn spans received again (an exporter retry), also
+    # after judged alone: dropped, counted once per span
     oversized_spans: int = 0  # turn and other spans beyond a trace's bounds (dropped, counted)
 
 
 def _call_key(c: ToolCall) -> tuple[int, str]:
     return (c.start_ns, c.span_id)
+
+
+def _spans_of(c: ToolCall) -> int:
+    """The spans a dropped call counts for (the drop counts count spans): a call is its span; the calls a chat span
+    requested are that one span, counted with its first requested call (index 0) and 0 for the others (a span's
+    requested calls are dropped together: a copy of the span, or the span late)."""
+    return 0 if isinstance(c, RequestedCall) and not c.span_id.endswith(FIRST_REQUESTED) else 1
 
 
 def _remember(keys: set[str], order: deque[str], key: str, most: int) -> None:
@@ -192,14 +203,14 @@ class TurnAssembler:
             if isinstance(r, ToolCall):
                 parents = tr.parents
                 if r.span_id in parents:
-                    stats.duplicates += 1
+                    stats.duplicates += _spans_of(r)
                 else:
                     if len(parents) < max_links:
                         parents[r.span_id] = r.parent_span_id
                     if tid + r.parent_span_id in released:
-                        stats.late_calls += 1
+                        stats.late_calls += _spans_of(r)
                     elif judged_alone and tid + r.span_id in judged_alone:  # a copy of a call judged alone
-                        stats.duplicates += 1
+                        stats.duplicates += _spans_of(r)
                     elif len(tr.calls) >= max_calls:
                         stats.oversized_calls += 1
                     else:
@@ -450,15 +461,18 @@ class TurnAssembler:
         if not tr.calls:
             return
         kept: list[tuple[ToolCall, str]] = []
+        late = 0
         for c in tr.calls:
             key = tid + self._top(tid, tr, c.parent_span_id)
-            if key not in self._released:  # else under an intermediate span, after its turn was released: late
+            if key not in self._released:
                 kept.append((c, key))
+            else:  # under an intermediate span (a chat span), after its turn was released: late
+                late += _spans_of(c)
         calls = [c for c, _ in kept]
         if len(calls) > 1:
             calls.sort(key=_call_key)
         calls = reconcile(calls)
-        self.stats.late_calls += len(tr.calls) - len(kept)
+        self.stats.late_calls += late
         for c, key in kept:
             _remember(self._judged_alone, self._judged_alone_order, tid + c.span_id, self._released_max)
             # Their turn, arriving later, is late only when some call was judged without it (not when reconciling
@@ -504,6 +518,7 @@ def _load_c() -> tuple[_AddRecords, _Poll, _Count, _ReleaseAll] | tuple[None, No
         _call_key,
         _SPARE_MAX,
         RequestedCall,
+        _spans_of,
     )
     if mod is None:
         return None, None, None, None

@@ -28,7 +28,7 @@
 
 static PyTypeObject *asm_type, *trace_type, *stats_type, *call_type, *turn_type, *span_type, *deque_type;
 static PyTypeObject *requested_type; /* RequestedCall: a ToolCall subclass of the same slots, taken as a call */
-static PyObject *f_heappush, *f_heappop, *f_call_key;
+static PyObject *f_heappush, *f_heappop, *f_call_key, *f_spans_of;
 static Py_ssize_t spare_max;
 
 enum { R_TRACE_ID, R_SPAN_ID, R_PARENT, R_N };                 /* ToolCall and Span fields read */
@@ -638,6 +638,18 @@ static int restart_timeout(State *s, PyObject *tid, PyObject *tr) {
     return tr_set(tr, X_FIRST_SEEN, s->now_obj) < 0 || call_void(s->traces, s_move_to_end, tid, NULL) < 0 ? -1 : 0;
 }
 
+/* The spans a dropped call counts for (_spans_of): 1 for a ToolCall, the rule's answer for a RequestedCall (a chat
+ * span's requested calls count once); -1 with an exception. */
+static long long spans_of(PyObject *r) {
+    if (!Py_IS_TYPE(r, requested_type)) return 1;
+    PyObject *n = PyObject_CallOneArg(f_spans_of, r);
+    if (n == NULL) return -1;
+    long long v = PyLong_AsLongLong(n);
+    Py_DECREF(n);
+    if (v < 0 && !PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "_spans_of: a negative count");
+    return v < 0 ? -1 : v;
+}
+
 /* The record's ids are held while it is added (containers of other types run Python code). tool_call and turn return
  * 1 when the record is held (`made`: the trace was made for it), 0 when not. */
 static int tool_call(State *s, Counts *k, PyObject *r, PyObject *tid, PyObject *tr, int made) {
@@ -645,17 +657,20 @@ static int tool_call(State *s, Counts *k, PyObject *r, PyObject *tid, PyObject *
     PyObject *parents = tr_get(tr, X_PARENTS), *calls = NULL, *key = NULL;
     int rc = -1;
     if (parents == NULL) goto done;
+    long long w;
     int in = has(parents, sid);
     if (in != 0) {
-        k->duplicates += in > 0;
-        rc = in < 0 ? -1 : 0;
+        if (in < 0 || (w = spans_of(r)) < 0) goto done;
+        k->duplicates += w;
+        rc = 0;
         goto done;
     }
     Py_ssize_t n = size_of(parents);
     if (n < 0 || (n < s->max_links && set_item(parents, sid, parent) < 0)) goto done;
     if ((key = PyUnicode_Concat(tid, parent)) == NULL || (in = PySet_Contains(s->released, key)) < 0) goto done;
     if (in) {
-        k->late_calls++;
+        if ((w = spans_of(r)) < 0) goto done;
+        k->late_calls += w;
         rc = 0;
         goto done;
     }
@@ -664,7 +679,8 @@ static int tool_call(State *s, Counts *k, PyObject *r, PyObject *tid, PyObject *
         if (key == NULL || (in = PySet_Contains(s->judged_alone, key)) < 0) goto done;
     }
     if (in) { /* a copy of a call judged alone */
-        k->duplicates++;
+        if ((w = spans_of(r)) < 0) goto done;
+        k->duplicates += w;
     } else {
         if ((calls = tr_get(tr, X_CALLS)) == NULL || (n = size_of(calls)) < 0) goto done;
         if (n >= s->max_calls) {
@@ -895,9 +911,9 @@ static int same_slots(PyObject *cls, PyTypeObject *base) {
 }
 
 static PyObject *init(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 12) {
+    if (nargs != 13) {
         PyErr_SetString(PyExc_TypeError, "init(TurnAssembler, _Trace, AssemblerStats, ToolCall, Turn, Span, deque, "
-                                         "heappush, heappop, call_key, spare_max, RequestedCall)");
+                                         "heappush, heappop, call_key, spare_max, RequestedCall, spans_of)");
         return NULL;
     }
     struct {
@@ -947,6 +963,7 @@ static PyObject *init(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_XSETREF(f_heappush, Py_NewRef(args[7]));
     Py_XSETREF(f_heappop, Py_NewRef(args[8]));
     Py_XSETREF(f_call_key, Py_NewRef(args[9]));
+    Py_XSETREF(f_spans_of, Py_NewRef(args[12]));
     asm_type = (PyTypeObject *)Py_NewRef(args[0]);
     Py_RETURN_NONE;
 }
@@ -972,7 +989,7 @@ static PyObject *count_turnless(PyObject *module, PyObject *traces) {
 static PyMethodDef methods[] = {
     {"init", (PyCFunction)(void (*)(void))init, METH_FASTCALL,
      "init(TurnAssembler, _Trace, AssemblerStats, ToolCall, Turn, Span, deque, heappush, heappop, call_key, "
-     "spare_max, RequestedCall): the classes and helpers of monitor.assembly._assembler."},
+     "spare_max, RequestedCall, spans_of): the classes and helpers of monitor.assembly._assembler."},
     {"add_records", (PyCFunction)(void (*)(void))add_records, METH_FASTCALL,
      "add_records(assembler, records, now_ns): TurnAssembler.add_records in C."},
     {"poll", (PyCFunction)(void (*)(void))asm_poll, METH_FASTCALL, "poll(assembler, now_ns): TurnAssembler.poll in C."},

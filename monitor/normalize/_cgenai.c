@@ -6,9 +6,10 @@
  * rules stay in _genai.py. A span that is not exactly the Span class, or whose attributes are not exactly a dict,
  * is handed to _convert_py on its own (the loop body depends on nothing but out, problems and rejected), and so
  * is the whole batch when out, problems or rejected are not exactly a list, a list and a dict. So is a span of
- * another operation whose gen_ai.output.messages are set, or that has span events (Strands Agents puts them there):
- * a model request may hold the calls it asked for (_requested.py reads them); any other span of another operation
- * is a parent link (appended as it is).
+ * another operation whose gen_ai.output.messages are set, that has span events (Strands Agents puts them there), or
+ * that has OpenLLMetry's `llm.request.type` (newer versions flatten the calls into gen_ai.completion.*): a model
+ * request may hold the calls it asked for (_requested.py reads them); any other span of another operation is a
+ * parent link (appended as it is).
  *
  * The compact one-text messages are decoded here: json's C scanstring (strict), the same decoding, the same
  * strings accepted (an error there means "not compact", as in Python, which then calls _turn_text).
@@ -72,7 +73,8 @@ static PyObject *k_op, *k_tool_name, *k_call_id, *k_args, *k_result, *k_error_ty
     *k_input, *k_output, *k_defs, *k_case_id, *k_truncated;
 static PyObject *execute_tool, *invoke_agent, *reason_no_tool_name, *status_error;
 static PyObject *foreign_keys; /* _FOREIGN_KEYS interned: a span of neither operation with one goes to _foreign */
-static PyObject *f_foreign, *pa_args, *pa_messages; /* _foreign; _PA_ARGS, _PA_MESSAGES interned */
+static PyObject *f_foreign, *pa_args, *pa_messages, *tl_request_type; /* _foreign; _PA_ARGS, _PA_MESSAGES,
+                                                                        * _TL_REQUEST_TYPE interned */
 static PyObject *f_convert_py, *f_tool_name, *f_call_id, *f_json_text, *f_agent, *f_turn_text, *f_tool_definitions,
     *f_operation_of_name, *defs_by_length;
 static PyObject *user_roles, *assistant_roles, *user_parts, *assistant_parts, *ends[3];
@@ -653,11 +655,12 @@ static int convert_one(PyObject *span, PyObject *out, PyObject *problems, PyObje
         switch (branch(span, attrs)) {
         case 1: rc = tool_call(span, attrs, out, problems, rejected); break;
         case 2: rc = turn(span, attrs, out, problems, rejected); break;
-        case 0: { /* a model request with its output captured (or events: Strands) may say which calls it asked
-                   * for: Python reads it */
+        case 0: { /* a model request with its output captured (or events: Strands; or OpenLLMetry's marker) may say
+                   * which calls it asked for: Python reads it */
             PyObject *o = dget(attrs, lookup_key[K_OUTPUT]);
             int d = o == NULL ? -1 : o != Py_None ? 1 : has_events(span);
             Py_XDECREF(o);
+            if (d == 0) d = PyDict_Contains(attrs, tl_request_type);
             rc = d < 0 ? -1 : d ? delegate(span, out, problems, rejected) : PyList_Append(out, span);
             break;
         }
@@ -772,9 +775,9 @@ static PyObject *init(PyObject *self, PyObject *ns) {
         PyTuple_SET_ITEM(keys_copy, i, c);
     }
     Py_XSETREF(foreign_keys, keys_copy);
-    PyObject **pa[2] = {&pa_args, &pa_messages};
-    const char *pa_names[2] = {"_PA_ARGS", "_PA_MESSAGES"};
-    for (int i = 0; i < 2; i++) {
+    PyObject **pa[3] = {&pa_args, &pa_messages, &tl_request_type};
+    const char *pa_names[3] = {"_PA_ARGS", "_PA_MESSAGES", "_TL_REQUEST_TYPE"};
+    for (int i = 0; i < 3; i++) {
         PyObject *k = PyDict_GetItemString(ns, pa_names[i]);
         if (k == NULL || !PyUnicode_CheckExact(k) || !PyUnicode_IS_ASCII(k)) {
             PyErr_Format(PyExc_TypeError, "_cgenai.init: %s must be an ASCII str", pa_names[i]);

@@ -4,8 +4,9 @@ and openai-agents' handoffs through OpenInference, which are no calls (HandoffMa
 
 - OpenInference LLM span: `llm.output_messages.{i}.message.tool_calls.{j}.tool_call.id`, `.tool_call.function.name`,
   `.tool_call.function.arguments` (JSON text; openai-agents leaves out `{}`: then not captured).
-- OpenLLMetry chat span (`llm.request.type`, no `gen_ai.operation.name`): `gen_ai.completion.{i}.tool_calls.{j}.id`,
-  `.name`, `.arguments`.
+- OpenLLMetry chat span (`llm.request.type`; newer versions set `gen_ai.operation.name` too, and then these are read
+  when its `gen_ai.output.messages` hold no tool_call part, see _requested.add_model_request):
+  `gen_ai.completion.{i}.tool_calls.{j}.id`, `.name`, `.arguments`.
 
 The calls are read in (i, j) order, at most MAX_REQUESTED_PER_SPAN per span, each placed as _requested places a
 `tool_call` part (span id: the span's id and the call's index; parent: the span; start and end: the span's end),
@@ -20,7 +21,7 @@ import re
 from typing import Any
 
 from monitor.normalize import _markers as m
-from monitor.normalize._requested import MAX_REQUESTED_PER_SPAN, name_and_id, new_requested
+from monitor.normalize._requested import CONTENT_KEYS, MAX_REQUESTED_PER_SPAN, name_and_id, new_requested
 from monitor.otlp import Span
 from monitor.records import HandoffMark, RequestedCall, ToolCall, Turn
 
@@ -34,8 +35,10 @@ _TL_PREFIX = m.TL_COMPLETION + "."
 _TL_CALLS = "tool_calls."
 _TL_FIELDS = {"id": "id", "name": "name", "arguments": "arguments"}
 _MAX_INDEX_DIGITS = 9
-# The message contents a requested call does not keep of its span's attributes (as _requested._CONTENT_KEYS).
+# The message contents a requested call does not keep of its span's attributes (the GenAI ones too: a span may have
+# both, see _requested.add_model_request).
 _CONTENT_PREFIXES = (
+    *sorted(CONTENT_KEYS),
     "llm.input_messages.",
     _OI_PREFIX,
     "llm.tools.",

@@ -12,8 +12,8 @@ import json.decoder
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol, cast
 
-from monitor.normalize._markers import FOREIGN_MARKERS, PA_ARGS, PA_MESSAGES
-from monitor.normalize._requested import add_requested, add_requested_events
+from monitor.normalize._markers import FOREIGN_MARKERS, PA_ARGS, PA_MESSAGES, TL_REQUEST_TYPE
+from monitor.normalize._requested import add_model_request
 from monitor.otlp import STATUS_ERROR, Span
 from monitor.otlp._accel import load_extension
 from monitor.records import ToolCall, Turn
@@ -444,10 +444,10 @@ def _convert_py(  # noqa: C901 - one flat pass per span: a call per record cost 
                 append(span)
         else:
             append(span)
-            if attrs.get(OUTPUT_MESSAGES) is not None:  # a model request may say what it asked
-                add_requested(span, op, out, problems)
-            elif span.events:  # or in its events (Strands Agents)
-                add_requested_events(span, op, out, problems)
+            # A model request may say what it asked: in its output messages, its events (Strands Agents), or
+            # flattened (OpenLLMetry)
+            if attrs.get(OUTPUT_MESSAGES) is not None or span.events or _TL_REQUEST_TYPE in attrs:
+                add_model_request(span, op, out, problems)
 
 
 # A span with no GenAI operation that carries one of these keys is another convention's: _foreign maps it. So is a
@@ -456,6 +456,7 @@ def _convert_py(  # noqa: C901 - one flat pass per span: a call per record cost 
 _FOREIGN_KEYS: tuple[str, ...] = FOREIGN_MARKERS
 _PA_ARGS = PA_ARGS
 _PA_MESSAGES = PA_MESSAGES
+_TL_REQUEST_TYPE = TL_REQUEST_TYPE  # a span of another GenAI operation with it may flatten its calls (OpenLLMetry)
 
 
 def _foreign(span: Span, out: list[ToolCall | Turn | Span], problems: list[str], rejected: dict[str, int]) -> None:

@@ -11,7 +11,10 @@ that is not JSON messages, a tool_call part without a name, a part past the boun
 type) is ignored and counted as an ignored `gen_ai.output.messages` (once per span for the value, once per part);
 it never rejects the span. An output cut by the instrumentation (`toolwatch.truncated`) was not captured: no call
 is read from it, nothing is counted. Strands Agents puts a chat span's output in its span events: read from there
-(add_requested_events) when the attribute is not set.
+(add_requested_events) when the attribute is not set. Newer OpenLLMetry versions set `gen_ai.operation.name` on their
+model request spans (with their `llm.request.type`) and flatten the calls into `gen_ai.completion.*`: when the output
+messages hold no tool_call part (not set, cut, not messages, or without one), those are read as for OpenLLMetry's own
+spans (monitor.normalize._flat): never both for one span (add_model_request).
 """
 
 from __future__ import annotations
@@ -37,34 +40,56 @@ _DETAILS = "gen_ai.client.inference.operation.details"  # Strands' event with th
 _CHOICE = "gen_ai.choice"  # Strands' event with the model's output content blocks
 _TOOL_USE = '"toolUse"'  # in the JSON text of content blocks holding a tool use: others are not parsed
 
+FIRST_REQUESTED = "#00"  # how the span id of a span's first requested call ends (new_requested: `#`, index, 2 digits)
+
 _new = object.__new__
 # The message contents a requested call does not keep of its chat span's attributes: a pending call would otherwise
 # hold the conversation's whole history (and the model's output) until its turn is judged, which never reads them.
-_CONTENT_KEYS = frozenset({"gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.system_instructions",
+CONTENT_KEYS = frozenset({"gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.system_instructions",
                            "gen_ai.tool.definitions"})
 
 
 def _kept(attrs: Any) -> dict[str, Any]:
-    """A chat span's attributes without the message contents (see _CONTENT_KEYS), for its requested calls."""
-    return {k: v for k, v in attrs.items() if k not in _CONTENT_KEYS}
+    """A chat span's attributes without the message contents (see CONTENT_KEYS), for its requested calls."""
+    return {k: v for k, v in attrs.items() if k not in CONTENT_KEYS}
 
 
-def add_requested(span: Span, op: str, out: list[ToolCall | Turn | Span], problems: list[str]) -> None:
-    """Append to `out` the calls a model request span asked for (nothing for any other operation)."""
+def add_model_request(span: Span, op: str, out: list[ToolCall | Turn | Span], problems: list[str]) -> None:
+    """Append to `out` the calls a span of another GenAI operation asked for (nothing for an operation other than a
+    model request): those of its output messages (the attribute, else its events: Strands Agents); when they hold no
+    tool_call part and the span is OpenLLMetry's too (`llm.request.type`), the calls it flattens."""
     if op not in _MODEL_REQUESTS:
         return
+    attrs = span.attributes
+    if attrs.get(_genai.OUTPUT_MESSAGES) is not None:
+        if add_requested(span, op, out, problems):
+            return
+    elif span.events and add_requested_events(span, op, out, problems):
+        return
+    if _markers.TL_REQUEST_TYPE in attrs:
+        from monitor.normalize._flat import add_flat_of  # imports this module: imported on first use
+
+        add_flat_of(span, out, problems)
+
+
+def add_requested(span: Span, op: str, out: list[ToolCall | Turn | Span], problems: list[str]) -> bool:
+    """Append to `out` the calls a model request span asked for (nothing for any other operation). Whether its output
+    messages hold a tool_call part (then they say which calls it asked for, even if none could be read)."""
+    if op not in _MODEL_REQUESTS:
+        return False
     attrs = span.attributes
     key = _genai.OUTPUT_MESSAGES
     truncated = attrs.get(_genai.TRUNCATED)
     if isinstance(truncated, str | tuple) and key in truncated:
-        return  # cut by the instrumentation: not captured
+        return False  # cut by the instrumentation: not captured
     raw = attrs.get(key)
     messages = _messages(raw, problems)
     if messages is None:
-        return
+        return False
     obj = isinstance(raw, tuple)  # structured: an empty value (kvlist or array alike) is an object where expected
     kept: dict[str, Any] | None = None  # the attributes the span's requested calls share, made for the first one
     n = 0
+    parts_seen = False
     for m in messages:
         parts = m.get("parts") if isinstance(m, dict) else None
         if not isinstance(parts, list):
@@ -74,6 +99,7 @@ def add_requested(span: Span, op: str, out: list[ToolCall | Turn | Span], proble
         for p in parts:
             if not isinstance(p, dict) or p.get("type") != "tool_call":
                 continue
+            parts_seen = True
             call = _requested(span, p, n, problems, obj) if n < MAX_REQUESTED_PER_SPAN else None
             if call is None:
                 problems.append(key)
@@ -83,15 +109,17 @@ def add_requested(span: Span, op: str, out: list[ToolCall | Turn | Span], proble
             call.attributes = kept
             out.append(call)
             n += 1
+    return parts_seen
 
 
-def add_requested_events(span: Span, op: str, out: list[ToolCall | Turn | Span], problems: list[str]) -> None:
+def add_requested_events(span: Span, op: str, out: list[ToolCall | Turn | Span], problems: list[str]) -> bool:
     """add_requested for a model request span whose output is in its span events (Strands Agents): the
     `gen_ai.output.messages` of its `gen_ai.client.inference.operation.details` event (gen_ai_latest_experimental),
     or the `toolUse` content blocks of its `gen_ai.choice` event's `message` (`{"toolUse": {"toolUseId", "name",
-    "input"}}`), read as the attribute is (a block that cannot be read counted as `gen_ai.output.messages`)."""
+    "input"}}`), read as the attribute is (a block that cannot be read counted as `gen_ai.output.messages`). Whether
+    they hold a tool_call part, as add_requested."""
     if op not in _MODEL_REQUESTS:
-        return
+        return False
     key = _genai.OUTPUT_MESSAGES
     raw: Any = None
     for ev in span.events or ():
@@ -100,8 +128,9 @@ def add_requested_events(span: Span, op: str, out: list[ToolCall | Turn | Span],
             raw = attrs[key]
         elif ev.name == _CHOICE and isinstance(attrs.get("message"), str) and _TOOL_USE in attrs["message"]:
             raw = _tool_uses(attrs["message"], problems)
-    if raw is not None:
-        add_requested(replace(span, attributes={**span.attributes, key: raw}, events=None), op, out, problems)
+    if raw is None:
+        return False
+    return add_requested(replace(span, attributes={**span.attributes, key: raw}, events=None), op, out, problems)
 
 
 def _tool_uses(text: str, problems: list[str]) -> str | None:
@@ -134,16 +163,14 @@ def _tool_uses(text: str, problems: list[str]) -> str | None:
 
 
 def add_requested_of(span: Span, out: list[ToolCall | Turn | Span], problems: list[str]) -> None:
-    """add_requested for a span no convention mapped (Normalizer with several conventions): its operation read as
+    """add_model_request for a span no convention mapped (Normalizer with several conventions): its operation read as
     the GenAI conventions read it; the calls OpenInference and OpenLLMetry flatten, and handoffs, as _foreign reads
     them (monitor.normalize._flat)."""
     attrs = span.attributes
     if attrs.get(_genai.OUTPUT_MESSAGES) is not None or span.events:
         op = _genai.operation(span)
-        if op is not None and attrs.get(_genai.OUTPUT_MESSAGES) is not None:
-            add_requested(span, op, out, problems)
-        elif op is not None:
-            add_requested_events(span, op, out, problems)
+        if op is not None:
+            add_model_request(span, op, out, problems)
     elif _markers.OI_KIND in attrs or _markers.TL_REQUEST_TYPE in attrs:
         from monitor.normalize._flat import add_flat_of  # imports this module: imported on first use
 

@@ -24,9 +24,9 @@ from hypothesis import strategies as st
 
 from monitor.assembly import TurnAssembler, _assembler
 from monitor.otlp import Span, accelerated
-from monitor.records import ToolCall, Turn
+from monitor.records import RequestedCall, ToolCall, Turn
 
-from .test_assembly_fast import BOUNDS, record
+from .test_assembly_fast import BOUNDS, SIDS, TRACES
 
 pytestmark = pytest.mark.skipif(_assembler._ADD_C is None, reason="the C assembler is not loaded")
 
@@ -40,6 +40,16 @@ class PythonAssembler(TurnAssembler):
 
 Spec = tuple[str, str, str, str, int, int]
 
+# The reference's records (test_assembly_fast), and requested calls: "req0" / "req1" the first / second call a chat
+# span (the parent) requested (a dropped one counts as its span: only the first is counted).
+record = st.tuples(
+    st.sampled_from(["call", "turn", "other", "req0", "req1"]),
+    st.sampled_from(TRACES),
+    st.sampled_from(SIDS),
+    st.sampled_from(SIDS),  # parent
+    st.integers(0, 4),  # start
+    st.integers(0, 6),  # end
+)
 # add through C, through the Python add_records (its poll then runs in C), poll in C or in Python, flush
 step: st.SearchStrategy[tuple[str, list[Spec], int]] = st.one_of(
     st.tuples(st.sampled_from(["add", "add_py"]), st.lists(record, max_size=10), st.integers(0, 3)),
@@ -53,6 +63,9 @@ def build(kind: str, tid: str, sid: str, parent: str, start: int, end: int) -> T
         return ToolCall("tool", trace_id=tid, span_id=sid, parent_span_id=parent, start_ns=start, end_ns=end)
     if kind == "turn":
         return Turn("hi", trace_id=tid, span_id=sid, start_ns=start, end_ns=end)
+    if kind.startswith("req"):  # its span id as the normalizer makes it (the chat span's and the index)
+        return RequestedCall("tool", trace_id=tid, span_id=f"{parent}#0{kind[3:]}", parent_span_id=parent,
+                             start_ns=start, end_ns=end)  # fmt: skip
     return Span(tid, sid, parent, "chat", 1, start, end)
 
 
@@ -249,6 +262,24 @@ def test_duplicates_late_calls_oversize_and_eviction() -> None:
     s = c.asm.stats  # 20 parent links kept per trace: c, c2, c3, o1, o0, o2..o16: o17..o29 and t3 oversized
     # Evicted: T's turns t and t2, then U's call as a turnless turn.
     assert (s.duplicates, s.oversized_calls, s.oversized_spans, s.evicted, s.late_calls) == (3, 1, 13 + 1, 3, 1)
+
+
+def test_a_chat_span_dropped_counts_once_however_many_calls_it_requested() -> None:
+    """toolwatch_spans_dropped_total counts spans: a chat span's requested calls dropped together (a copy while
+    pending, a copy of calls judged alone, late after their turn) count once, as the span."""
+    chat = [("other", T, "m", "t", 0, 1), ("req0", T, "", "m", 1, 1), ("req1", T, "", "m", 1, 1)]
+    alone = [("other", U, "m", "s", 0, 1), ("req0", U, "", "m", 1, 1), ("req1", U, "", "m", 1, 1)]
+    steps: list[tuple[str, list[Spec], int]] = [
+        ("add", [*chat, ("turn", T, "t", "", 0, 2), *alone], 0),
+        ("add", chat + alone, 0),  # both sent again while pending: 1 + 1
+        ("poll", [], 6),  # T's turn judged with its two calls, U's calls judged alone
+        ("add", alone, 0),  # a copy of calls judged alone: 1
+        ("add", chat, 0),  # T's chat span after its turn was judged: late, 1 (at the turnless timeout)
+        ("poll", [], 6),
+    ]
+    c, _ = hand(steps)
+    s = c.asm.stats
+    assert (s.duplicates, s.late_calls, s.turns_completed, s.turnless_completed) == (3, 1, 1, 1)
 
 
 def test_several_turns_due_together_nested_calls_and_the_turnless_scan() -> None:

@@ -264,6 +264,8 @@ def spans(draw: st.DrawFn) -> Any:
             st.sampled_from([None, 3, S(DEFS[0]), ((("type", "function"), ("name", "f")),)]), st.sampled_from(DEFS)
         ),
         "other.key": values(),
+        "llm.request.type": values(),  # OpenLLMetry's marker: a model request with it may flatten its calls
+        "gen_ai.completion.0.tool_calls.0.name": values(),
     }
     for key, strategy in keys.items():
         v = draw(strategy)

@@ -342,17 +342,62 @@ def test_two_different_ids_are_two_calls_and_a_repeated_id_one(impl: str) -> Non
 
 
 @pytest.mark.parametrize("impl", IMPLS)
-def test_a_chat_span_sent_again_is_a_duplicate(impl: str) -> None:
+@pytest.mark.parametrize("n", [1, 3])
+def test_a_chat_span_sent_again_is_one_duplicate(impl: str, n: int) -> None:
+    """toolwatch_spans_dropped_total counts spans: a chat span sent again (an exporter retry) is one duplicate,
+    however many calls it requested; they are not counted twice in the turn."""
     _impl(impl)
 
     def build(tracer: Tracer) -> None:
         with agent_turn(tracer):
-            chat(tracer, Req("f", "call_1"), Req("g", "call_2"))
+            chat(tracer, *[Req(f"f{i}", f"call_{i}") for i in range(n)])
 
     spans = record(build)
-    turns, a = assemble(spans + spans[:1], impl)  # the chat span twice (an exporter retry)
-    assert [c.call_id for c in _one(turns).calls] == ["call_1", "call_2"]
-    assert a.stats.duplicates == 2  # its two requested calls (the chat span itself is a parent link again)
+    turns, a = assemble(spans + spans[:1], impl)  # the chat span twice
+    assert [c.call_id for c in _one(turns).calls] == [f"call_{i}" for i in range(n)]
+    assert (a.stats.duplicates, a.stats.late_calls) == (1, 0)
+
+
+def _add_poll(a: TurnAssembler, impl: str) -> tuple[Any, Any]:
+    return (a._add_records_py, a._poll_py) if impl == "python" else (a.add_records, a.poll)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_a_chat_span_judged_alone_and_sent_again_is_one_duplicate(impl: str) -> None:
+    _impl(impl)
+
+    def build(tracer: Tracer) -> None:
+        with tracer.start_as_current_span("session"):
+            chat(tracer, Req("f", "call_1"), Req("g", "call_2"), Req("h", "call_3"))
+
+    spans = record(build)
+    a = TurnAssembler(grace_s=1.0, turnless_timeout_s=5.0)
+    add, poll = _add_poll(a, impl)
+    turns = add(convert(spans, impl)[0], 0) + poll(6 * S)  # judged alone
+    turns += add(convert(spans[:1], impl)[0], 7 * S) + poll(20 * S)  # the chat span again
+    assert [(t.turnless, [c.call_id for c in t.calls]) for t in turns] == [(True, ["call_1", "call_2", "call_3"])]
+    assert (a.stats.duplicates, a.stats.late_calls, a.stats.turnless_completed) == (1, 0, 1)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("again", [False, True], ids=["late", "sent-again-after-judged"])
+def test_a_chat_span_arriving_after_its_turn_was_judged_is_one_late_call(impl: str, again: bool) -> None:
+    """Its turn was judged without (late) or with (a retry after the verdict) its requested calls: either way the
+    span is dropped, counted once as a late call, and the turn is not judged again."""
+    _impl(impl)
+
+    def build(tracer: Tracer) -> None:
+        with agent_turn(tracer):
+            chat(tracer, Req("f", "call_1"), Req("g", "call_2"), Req("h", "call_3"))
+
+    spans = record(build)
+    chat_span, turn_span = spans
+    a = TurnAssembler(grace_s=1.0, turnless_timeout_s=5.0)
+    add, poll = _add_poll(a, impl)
+    turns = add(convert(spans if again else [turn_span], impl)[0], 0) + poll(2 * S)
+    turns += add(convert([chat_span], impl)[0], 3 * S) + poll(10 * S) + poll(20 * S)
+    assert [len(t.calls) for t in turns] == [3 if again else 0]
+    assert (a.stats.late_calls, a.stats.duplicates, a.pending_traces) == (1, 0, 0)
 
 
 @pytest.mark.parametrize("impl", IMPLS)

@@ -54,8 +54,11 @@ def oi_llm(tracer: Tracer, *calls: tuple[Any, Any, Any], message: int = 0, extra
         pass
 
 
-def tl_chat(tracer: Tracer, *calls: tuple[Any, Any, Any], completion: int = 0) -> None:
-    """An OpenLLMetry chat span (opentelemetry-instrumentation-openai's shape): `calls` (name, id, arguments)."""
+def tl_chat(
+    tracer: Tracer, *calls: tuple[Any, Any, Any], completion: int = 0, extra: dict[str, Any] | None = None
+) -> None:
+    """An OpenLLMetry chat span (opentelemetry-instrumentation-openai's shape): `calls` (name, id, arguments); `extra`
+    attributes too (newer versions add `gen_ai.operation.name`)."""
     attrs: dict[str, Any] = {
         "llm.request.type": "chat",
         "gen_ai.system": "openai",
@@ -70,6 +73,7 @@ def tl_chat(tracer: Tracer, *calls: tuple[Any, Any, Any], completion: int = 0) -
         for field, v in (("name", name), ("id", cid), ("arguments", args)):
             if v is not None:
                 attrs[f"gen_ai.completion.{completion}.tool_calls.{j}.{field}"] = v
+    attrs.update(extra or {})
     with tracer.start_as_current_span("openai.chat", attributes=attrs):
         pass
 
@@ -237,6 +241,92 @@ def test_the_normalizer_with_several_conventions_reads_them_too() -> None:
     assert requested(out) == [("a", "1", None), ("b", "2", None), ("c", "3", "{}")]
     assert [r.name for r in out if isinstance(r, HandoffMark)] == ["transfer_to_billing"]
     assert [r for r in out if isinstance(r, Span)] == spans
+
+
+OP_CHAT = {"gen_ai.operation.name": "chat"}
+OUT = "gen_ai.output.messages"
+
+
+def _parts(*names: str) -> str:
+    parts = [{"type": "tool_call", "id": f"m_{n}", "name": n, "arguments": {}} for n in names]
+    return json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": "let me look"}, *parts]}])
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_an_openllmetry_chat_span_with_a_genai_operation_gives_the_same_calls(impl: str) -> None:
+    """Newer OpenLLMetry versions add `gen_ai.operation.name` to their chat spans (read the GenAI way): without
+    output messages, the calls it flattens are read as from the span without the operation, the same records."""
+    _impl(impl)
+    calls = (("get_weather", "c1", '{"city": "Oslo"}'), ("get_wether", None, "{}"))
+    history = {"gen_ai.input.messages": json.dumps([{"role": "user", "parts": []}])}  # not kept either
+
+    def build(t: Tracer) -> None:
+        tl_chat(t, *calls, extra={**OP_CHAT, **history})
+        tl_chat(t, *calls)
+
+    spans = record(build)
+    (out, problems), (plain, _) = convert(spans[:1], impl), convert(spans[1:], impl)
+    assert out[0] is spans[0] and problems == []
+    assert requested(out) == requested(plain) == [("get_weather", "c1", '{"city": "Oslo"}'), ("get_wether", "", "{}")]
+    assert [r.span_id for r in out[1:]] == [f"{spans[0].span_id}#00", f"{spans[0].span_id}#01"]
+    assert out[1].attributes == {**plain[1].attributes, **OP_CHAT}
+    assert [type(r) for r in out] == [type(r) for r in plain] == [Span, RequestedCall, RequestedCall]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize(
+    ("output", "want", "problems"),
+    [
+        (_parts("from_messages"), [("from_messages", "m_from_messages", "{}")], []),  # never both: the messages'
+        ('[{"role":"assistant","parts":[{"type":"tool_call"', [("flat", "c1", None)], [OUT]),  # cannot be read
+        (json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": "no call"}]}]), [("flat", "c1", None)],
+         []),  # holds no tool_call part
+    ],
+    ids=["tool-call-parts", "not-json", "no-tool-call-part"],
+)  # fmt: skip
+def test_an_openllmetry_chat_span_with_output_messages_reads_one_of_the_two(
+    impl: str, output: str, want: list[tuple[str, str, str | None]], problems: list[str]
+) -> None:
+    """The output messages' tool_call parts when they hold some, else the flattened calls: never both."""
+    _impl(impl)
+    spans = record(lambda t: tl_chat(t, ("flat", "c1", None), extra={**OP_CHAT, OUT: output}))
+    out, got = convert(spans, impl)
+    assert out[0] is spans[0] and requested(out) == want and got == problems
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_flattened_calls_of_a_genai_chat_span_are_read_only_with_openllmetrys_marker(impl: str) -> None:
+    """`llm.request.type` marks OpenLLMetry's spans: a GenAI chat span without it stays a parent link (its other
+    attributes are not looked at)."""
+    _impl(impl)
+
+    def build(t: Tracer) -> None:
+        attrs = {**OP_CHAT, "gen_ai.completion.0.tool_calls.0.name": "f"}
+        with t.start_as_current_span("chat m", attributes=attrs):
+            pass
+
+    spans = record(build)
+    assert convert(spans, impl) == (spans, [])
+
+
+def test_the_normalizer_with_several_conventions_reads_a_genai_openllmetry_span_alike() -> None:
+    def build(t: Tracer) -> None:
+        tl_chat(t, ("a", "1", None), extra=OP_CHAT)
+        tl_chat(t, ("b", "2", None), extra={**OP_CHAT, OUT: '[{"parts":[{"type":"tool_call"'})  # cut: counted
+        tl_chat(t, ("c", "3", None), extra={**OP_CHAT, OUT: _parts("d")})
+
+    spans = record(build)
+    several, alone = Normalizer([_Nothing(), GenAIConvention()]), Normalizer()
+    (got, _), (want, _) = several.split(spans), alone.split(spans)
+    assert requested(got) == requested(want) == [("a", "1", None), ("b", "2", None), ("d", "m_d", "{}")]
+    assert several.ignored_attributes == alone.ignored_attributes == {OUT: 1}
+
+
+class _Nothing:
+    """A convention that maps no span."""
+
+    def normalize(self, span: Span, problems: list[str]) -> None:
+        return None
 
 
 # ---- reconciled in their turns -------------------------------------------------------------------------------

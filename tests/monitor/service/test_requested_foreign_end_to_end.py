@@ -78,3 +78,46 @@ def test_an_openinference_trace_counts_a_requested_unknown_tool_and_a_call_that_
         ("toolwatch_span_attributes_ignored_total", (("attribute", "llm.output_messages"),)): 1,
     }
     assert {key: value(samples, key[0], **dict(key[1])) or 0 for key in expected} == expected
+
+
+def _genai_openllmetry_spans() -> list[ReadableSpan]:
+    """GenAI turns whose model request spans are newer OpenLLMetry's: `gen_ai.operation.name` and `llm.request.type`,
+    the calls flattened into `gen_ai.completion.*`."""
+    from tests.monitor.service.test_requested_calls import agent_turn
+    from tests.monitor.service.test_requested_foreign import OP_CHAT, OUT, _parts, tl_chat
+
+    provider, tracer, memory = new_tracer()
+    # No output messages: the flattened call is read.
+    with agent_turn(tracer, "[AUTH] login failure", A):
+        tl_chat(tracer, (AUTH, "call_a", X), extra=OP_CHAT)
+    # Output messages with the call too: read once, from them (not a spurious second call).
+    with agent_turn(tracer, "[RISK] score spike", A):
+        tl_chat(tracer, (RISK, "call_r", X), extra={**OP_CHAT, OUT: _parts(RISK)})
+    # Output messages that cannot be read (counted): the flattened call is read.
+    with agent_turn(tracer, "[BILL] refund blocked", A):
+        tl_chat(tracer, (BILL, "call_b", X), extra={**OP_CHAT, OUT: '[{"parts":[{"type":"tool_call"'})
+    provider.shutdown()
+    return list(memory.get_finished_spans())
+
+
+def test_a_genai_trace_of_newer_openllmetry_chat_spans_counts_each_requested_call_once(serve: ServeFactory) -> None:
+    _, server = serve()
+    exporter = OTLPSpanExporter(endpoint=server.endpoint, timeout=10)
+    assert exporter.export(_genai_openllmetry_spans()) is SpanExportResult.SUCCESS
+    wait_for(lambda: server.pipeline.turns_judged == 3)
+    samples = scrape(server)
+
+    def k(name: str, **labels: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+        return name, tuple(sorted({"agent": A, **labels}.items()))
+
+    calls = "toolwatch_tool_calls_total"
+    expected = {
+        **{k(calls, tool=t, outcome="correct"): 1 for t in (AUTH, RISK, BILL)},
+        **{k(calls, tool=t, outcome="spurious"): 0 for t in (AUTH, RISK, BILL)},
+        **{k("toolwatch_judged_calls_total", tool=t): 1 for t in (AUTH, RISK, BILL)},
+        **{k("toolwatch_missed_calls_total", tool=t): 0 for t in (AUTH, RISK, BILL)},
+        k("toolwatch_turns_total", judged="true"): 3,
+        k("toolwatch_turn_checks_total", check="selection", result="pass"): 3,
+        ("toolwatch_span_attributes_ignored_total", (("attribute", "gen_ai.output.messages"),)): 1,
+    }
+    assert {key: value(samples, key[0], **dict(key[1])) or 0 for key in expected} == expected
