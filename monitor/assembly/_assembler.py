@@ -14,8 +14,12 @@ too: at most `max_calls_per_trace` calls and pending turns, and `SPANS_PER_CALL`
 past that are dropped and counted.
 A call judged alone is remembered (bounded, as released turns are): a copy of it (an exporter retry) is a duplicate.
 Calls a model requested (RequestedCall, under their chat span) are held as calls; when a turn (or a turnless group) is
-released they are reconciled with the calls that ran (_reconcile). They never sit right under a turn, so the usual
-release (every call right under its turn, inline here and in C) never holds one.
+released they are reconciled with the calls that ran (_reconcile). So are the tools a chat span offered
+(OfferedTools): at release they join the turn's (or turnless group's) `tool_definitions` and leave its calls
+(_offered). They count as calls against `max_calls_per_trace`, and a copy is a duplicate; offered tools arriving
+after their turn was released are dropped, not counted (no late call: the turn was judged with what it had). Neither
+ever sits right under a turn, so the usual release (every call right under its turn, inline here and in C) never
+holds one.
 """
 
 from __future__ import annotations
@@ -26,11 +30,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import cast
 
+from monitor.assembly._offered import Definitions, joined, take_offered
 from monitor.assembly._reconcile import reconcile
 from monitor.normalize import Normalizer
 from monitor.otlp import Span
 from monitor.otlp._accel import load_extension
-from monitor.records import RequestedCall, ToolCall, Turn
+from monitor.records import OfferedTools, RequestedCall, ToolCall, Turn
 
 _NS = 1_000_000_000
 SPANS_PER_CALL = 10  # parent links (every span seen) kept per trace: this many times max_calls_per_trace
@@ -409,17 +414,22 @@ class TurnAssembler:
                 for c in calls:
                     (mine if c.parent_span_id == sid or self._owner(tid, tr, c) == sid else rest).append(c)
                 break
+        offered: list[Definitions] = []
+        if mine is not calls:  # requested calls and offered tools sit under their chat span, never right under the turn
+            mine, offered = take_offered(mine)  # in arrival order
         if len(mine) > 1:  # first: calls that cannot be ordered raise with the turn still pending
             mine.sort(key=_call_key)
-        if mine is not calls:  # requested calls sit under their chat span, never right under the turn
+        if mine is not calls:
             mine = reconcile(mine)
         turns = tr.turns
         turn = turns.pop(sid)
         self._pending_turns -= 1
         tr.calls = rest
-        # The Turn was made by our normalizer and is not shared yet: fill in its calls in place (much cheaper
-        # than dataclasses.replace on the hot path).
+        # The Turn was made by our normalizer and is not shared yet: fill in its calls (and the tools its chat spans
+        # offered) in place (much cheaper than dataclasses.replace on the hot path).
         turn.calls = tuple(mine)
+        if offered:
+            turn.tool_definitions = joined(turn.tool_definitions, offered)
         out.append(turn)
         self.stats.turns_completed += 1
         # tid + sid is never in the set: a turn is taken only when not released, and released once
@@ -445,20 +455,27 @@ class TurnAssembler:
         return sid
 
     def _release_turnless(self, tid: str, tr: _Trace, out: list[Turn]) -> None:
-        """Release the calls of a trace as one turnless turn (those under a turn released meanwhile: late calls).
-        Calls that cannot be ordered raise before anything changed: they stay pending."""
+        """Release the calls of a trace as one turnless turn (those under a turn released meanwhile: late calls),
+        with the tools its chat spans offered (those under a released turn: dropped). Tools offered alone make no
+        turn. Calls that cannot be ordered raise before anything changed: they stay pending."""
         if not tr.calls:
             return
         kept: list[tuple[ToolCall, str]] = []
+        offered: list[Definitions] = []
+        late = 0
         for c in tr.calls:
             key = tid + self._top(tid, tr, c.parent_span_id)
-            if key not in self._released:  # else under an intermediate span, after its turn was released: late
+            if key in self._released:  # under an intermediate span, after its turn was released: late
+                late += not isinstance(c, OfferedTools)  # tools offered late are dropped, not counted: no call
+            elif isinstance(c, OfferedTools):
+                offered.append(c.definitions)
+            else:
                 kept.append((c, key))
         calls = [c for c, _ in kept]
         if len(calls) > 1:
             calls.sort(key=_call_key)
         calls = reconcile(calls)
-        self.stats.late_calls += len(tr.calls) - len(kept)
+        self.stats.late_calls += late
         for c, key in kept:
             _remember(self._judged_alone, self._judged_alone_order, tid + c.span_id, self._released_max)
             # Their turn, arriving later, is late only when some call was judged without it (not when reconciling
@@ -475,6 +492,7 @@ class TurnAssembler:
                 trace_id=tid,
                 start_ns=calls[0].start_ns,
                 end_ns=max(c.end_ns for c in calls),
+                tool_definitions=joined(None, offered) if offered else None,
                 turnless=True,
             )
         )
@@ -504,6 +522,7 @@ def _load_c() -> tuple[_AddRecords, _Poll, _Count, _ReleaseAll] | tuple[None, No
         _call_key,
         _SPARE_MAX,
         RequestedCall,
+        OfferedTools,
     )
     if mod is None:
         return None, None, None, None
