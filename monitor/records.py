@@ -67,11 +67,38 @@ class HandoffMark(ToolCall):
 
 
 @dataclass(slots=True)
+class OfferedTools(ToolCall):
+    """The tools offered to the model on a model request span (a chat span's `gen_ai.tool.definitions`, an
+    OpenInference LLM span's `llm.tools`, an OpenLLMetry chat span's `llm.request.functions`): not a call.
+    `definitions` are the tools as the producer gave them (each a mapping, read by `definition_name`).
+
+    Turn assembly holds one per such span with the turn's calls (its span id is the chat span's id and `#tools`, its
+    parent the chat span, no attributes: none of the span's contents) and, at release, adds its definitions to its
+    turn's `tool_definitions` and drops it (monitor.assembly._offered): it is never judged.
+    """
+
+    definitions: tuple[Mapping[str, Any], ...] = ()
+
+
+def definition_name(definition: Mapping[str, Any]) -> str | None:
+    """The name of an offered tool: its `name` (GenAI, Anthropic, MCP), else its `function`'s `name` (OpenAI's
+    `{"type": "function", "function": {"name", "parameters"}}`); None when it names no tool."""
+    name = definition.get("name")
+    if not isinstance(name, str):
+        fn = definition.get("function")
+        name = fn.get("name") if isinstance(fn, Mapping) else None
+    return name if isinstance(name, str) and name else None
+
+
+@dataclass(slots=True)
 class Turn:
     """One agent invocation on one input, with the tool calls that ran under it in start-time order.
 
     A turnless turn (`turnless=True`) holds calls whose turn span never arrived: it is judged with
     catalog and schema checks only.
+
+    `tool_definitions` are the tools offered to the model: the turn span's own `gen_ai.tool.definitions`, then those
+    of its model request spans (OfferedTools) that name a tool not offered before (monitor.assembly._offered).
     """
 
     input_text: str

@@ -14,9 +14,13 @@ too: at most `max_calls_per_trace` calls and pending turns, and `SPANS_PER_CALL`
 past that are dropped and counted.
 A call judged alone is remembered (bounded, as released turns are): a copy of it (an exporter retry) is a duplicate.
 Calls a model requested (RequestedCall, under their chat span) are held as calls; when a turn (or a turnless group) is
-released they are reconciled with the calls that ran (_reconcile). They never sit right under a turn, so the usual
-release (every call right under its turn, inline here and in C) never holds one. The drop counts count spans: a chat
-span's requested calls, dropped together (a copy, a late span), count once, with its first (_spans_of).
+released they are reconciled with the calls that ran (_reconcile). So are the tools a chat span offered
+(OfferedTools): at release they join the turn's (or turnless group's) `tool_definitions` and leave its calls
+(_offered). They count as calls against `max_calls_per_trace`. Neither ever sits right under a turn, so the usual
+release (every call right under its turn, inline here and in C) never holds one. The drop counts count spans that
+carry calls: a chat span's requested calls, dropped together (a copy, a late span), count once, with its first
+(_spans_of); the tools it offered count for nothing (no call: a copy, or offered after their turn was judged, is
+dropped as a chat span that offers nothing is).
 """
 
 from __future__ import annotations
@@ -27,12 +31,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import cast
 
+from monitor.assembly._offered import Definitions, joined, take_offered
 from monitor.assembly._reconcile import reconcile
 from monitor.normalize import Normalizer
 from monitor.normalize._requested import FIRST_REQUESTED
 from monitor.otlp import Span
 from monitor.otlp._accel import load_extension
-from monitor.records import RequestedCall, ToolCall, Turn
+from monitor.records import OfferedTools, RequestedCall, ToolCall, Turn
 
 _NS = 1_000_000_000
 SPANS_PER_CALL = 10  # parent links (every span seen) kept per trace: this many times max_calls_per_trace
@@ -70,9 +75,12 @@ def _call_key(c: ToolCall) -> tuple[int, str]:
 
 
 def _spans_of(c: ToolCall) -> int:
-    """The spans a dropped call counts for (the drop counts count spans): a call is its span; the calls a chat span
-    requested are that one span, counted with its first requested call (index 0) and 0 for the others (a span's
-    requested calls are dropped together: a copy of the span, or the span late)."""
+    """The spans a dropped call counts for (the drop counts count spans that carry calls): a call is its span; the
+    calls a chat span requested are that one span, counted with its first requested call (index 0) and 0 for the
+    others (a span's requested calls are dropped together: a copy of the span, or the span late); the tools it offered
+    count 0 (no call: a chat span that offers nothing is not counted either)."""
+    if isinstance(c, OfferedTools):
+        return 0
     return 0 if isinstance(c, RequestedCall) and not c.span_id.endswith(FIRST_REQUESTED) else 1
 
 
@@ -420,17 +428,22 @@ class TurnAssembler:
                 for c in calls:
                     (mine if c.parent_span_id == sid or self._owner(tid, tr, c) == sid else rest).append(c)
                 break
+        offered: list[Definitions] = []
+        if mine is not calls:  # requested calls and offered tools sit under their chat span, never right under the turn
+            mine, offered = take_offered(mine)  # in arrival order
         if len(mine) > 1:  # first: calls that cannot be ordered raise with the turn still pending
             mine.sort(key=_call_key)
-        if mine is not calls:  # requested calls sit under their chat span, never right under the turn
+        if mine is not calls:
             mine = reconcile(mine)
         turns = tr.turns
         turn = turns.pop(sid)
         self._pending_turns -= 1
         tr.calls = rest
-        # The Turn was made by our normalizer and is not shared yet: fill in its calls in place (much cheaper
-        # than dataclasses.replace on the hot path).
+        # The Turn was made by our normalizer and is not shared yet: fill in its calls (and the tools its chat spans
+        # offered) in place (much cheaper than dataclasses.replace on the hot path).
         turn.calls = tuple(mine)
+        if offered:
+            turn.tool_definitions = joined(turn.tool_definitions, offered)
         out.append(turn)
         self.stats.turns_completed += 1
         # tid + sid is never in the set: a turn is taken only when not released, and released once
@@ -456,18 +469,22 @@ class TurnAssembler:
         return sid
 
     def _release_turnless(self, tid: str, tr: _Trace, out: list[Turn]) -> None:
-        """Release the calls of a trace as one turnless turn (those under a turn released meanwhile: late calls).
-        Calls that cannot be ordered raise before anything changed: they stay pending."""
+        """Release the calls of a trace as one turnless turn (those under a turn released meanwhile: late calls),
+        with the tools its chat spans offered (those under a released turn: dropped). Tools offered alone make no
+        turn. Calls that cannot be ordered raise before anything changed: they stay pending."""
         if not tr.calls:
             return
         kept: list[tuple[ToolCall, str]] = []
+        offered: list[Definitions] = []
         late = 0
         for c in tr.calls:
             key = tid + self._top(tid, tr, c.parent_span_id)
-            if key not in self._released:
-                kept.append((c, key))
-            else:  # under an intermediate span (a chat span), after its turn was released: late
+            if key in self._released:  # under an intermediate span (a chat span), after its turn was released: late
                 late += _spans_of(c)
+            elif isinstance(c, OfferedTools):
+                offered.append(c.definitions)
+            else:
+                kept.append((c, key))
         calls = [c for c, _ in kept]
         if len(calls) > 1:
             calls.sort(key=_call_key)
@@ -489,6 +506,7 @@ class TurnAssembler:
                 trace_id=tid,
                 start_ns=calls[0].start_ns,
                 end_ns=max(c.end_ns for c in calls),
+                tool_definitions=joined(None, offered) if offered else None,
                 turnless=True,
             )
         )
@@ -518,6 +536,7 @@ def _load_c() -> tuple[_AddRecords, _Poll, _Count, _ReleaseAll] | tuple[None, No
         _call_key,
         _SPARE_MAX,
         RequestedCall,
+        OfferedTools,
         _spans_of,
     )
     if mod is None:

@@ -28,6 +28,7 @@
 
 static PyTypeObject *asm_type, *trace_type, *stats_type, *call_type, *turn_type, *span_type, *deque_type;
 static PyTypeObject *requested_type; /* RequestedCall: a ToolCall subclass of the same slots, taken as a call */
+static PyTypeObject *offered_type;   /* OfferedTools: a ToolCall subclass with one more slot, taken as a call */
 static PyObject *f_heappush, *f_heappop, *f_call_key, *f_spans_of;
 static Py_ssize_t spare_max;
 
@@ -577,13 +578,13 @@ fail:
 
 enum { K_CALL, K_TURN, K_OTHER };
 
-/* The kind of a record C takes: exactly a ToolCall (or RequestedCall), Turn or Span whose ids (the trace, its own,
+/* The kind of a record C takes: exactly a ToolCall (or RequestedCall, OfferedTools), Turn or Span whose ids (the trace, its own,
  * for a call or a span its parent's) are exact str; -1 for any other. */
 static inline int kind_of(PyObject *r) {
     PyTypeObject *tp = Py_TYPE(r);
     const Py_ssize_t *off;
     int kind, n = 3;
-    if (tp == call_type || tp == requested_type) off = off_call, kind = K_CALL;
+    if (tp == call_type || tp == requested_type || tp == offered_type) off = off_call, kind = K_CALL;
     else if (tp == turn_type) off = off_turn, kind = K_TURN, n = 2;
     else if (tp == span_type) off = off_span, kind = K_OTHER;
     else return -1;
@@ -639,9 +640,9 @@ static int restart_timeout(State *s, PyObject *tid, PyObject *tr) {
 }
 
 /* The spans a dropped call counts for (_spans_of): 1 for a ToolCall, the rule's answer for a RequestedCall (a chat
- * span's requested calls count once); -1 with an exception. */
+ * span's requested calls count once) or OfferedTools (0: no call); -1 with an exception. */
 static long long spans_of(PyObject *r) {
-    if (!Py_IS_TYPE(r, requested_type)) return 1;
+    if (!Py_IS_TYPE(r, requested_type) && !Py_IS_TYPE(r, offered_type)) return 1;
     PyObject *n = PyObject_CallOneArg(f_spans_of, r);
     if (n == NULL) return -1;
     long long v = PyLong_AsLongLong(n);
@@ -901,19 +902,19 @@ static int class_ok(PyObject *cls, PyTypeObject **slot, const char *const *names
     return 1;
 }
 
-/* Whether cls is a subclass of base (a plain slotted record class) adding no slot and no attribute access of its own:
- * its records are read at base's offsets. */
-static int same_slots(PyObject *cls, PyTypeObject *base) {
+/* Whether cls is a subclass of base (a plain slotted record class) adding no attribute access of its own, and (unless
+ * `more`) no slot: its records are read at base's offsets (a subclass's own slots come after its base's). */
+static int same_slots(PyObject *cls, PyTypeObject *base, int more) {
     if (!PyType_Check(cls)) return 0;
     PyTypeObject *tp = (PyTypeObject *)cls;
-    return tp->tp_base == base && tp->tp_basicsize == base->tp_basicsize &&
+    return tp->tp_base == base && (more ? tp->tp_basicsize >= base->tp_basicsize : tp->tp_basicsize == base->tp_basicsize) &&
            tp->tp_getattro == PyObject_GenericGetAttr && tp->tp_dictoffset == 0;
 }
 
 static PyObject *init(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 13) {
+    if (nargs != 14) {
         PyErr_SetString(PyExc_TypeError, "init(TurnAssembler, _Trace, AssemblerStats, ToolCall, Turn, Span, deque, "
-                                         "heappush, heappop, call_key, spare_max, RequestedCall, spans_of)");
+                                         "heappush, heappop, call_key, spare_max, RequestedCall, OfferedTools, spans_of)");
         return NULL;
     }
     struct {
@@ -949,7 +950,8 @@ static PyObject *init(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (spare == -1 && PyErr_Occurred()) return NULL;
     Py_CLEAR(asm_type); /* set last: until then add_records and poll hand every call to Python */
     if (!class_ok(args[1], &trace_type, trace_names, X_N, off_trace, 1) ||
-        !class_ok(args[3], &call_type, record_names, R_N, off_call, 1) || !same_slots(args[11], call_type) ||
+        !class_ok(args[3], &call_type, record_names, R_N, off_call, 1) || !same_slots(args[11], call_type, 0) ||
+        !same_slots(args[12], call_type, 1) ||
         !class_ok(args[4], &turn_type, turn_names, U_N, off_turn, 1) ||
         !class_ok(args[5], &span_type, record_names, R_N, off_span, 0) ||
         !class_ok(args[2], &stats_type, NULL, 0, NULL, 0) || !class_ok(args[6], &deque_type, NULL, 0, NULL, 0) ||
@@ -960,10 +962,11 @@ static PyObject *init(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     spare_max = spare;
     Py_XSETREF(requested_type, (PyTypeObject *)Py_NewRef(args[11]));
+    Py_XSETREF(offered_type, (PyTypeObject *)Py_NewRef(args[12]));
     Py_XSETREF(f_heappush, Py_NewRef(args[7]));
     Py_XSETREF(f_heappop, Py_NewRef(args[8]));
     Py_XSETREF(f_call_key, Py_NewRef(args[9]));
-    Py_XSETREF(f_spans_of, Py_NewRef(args[12]));
+    Py_XSETREF(f_spans_of, Py_NewRef(args[13]));
     asm_type = (PyTypeObject *)Py_NewRef(args[0]);
     Py_RETURN_NONE;
 }
@@ -989,7 +992,7 @@ static PyObject *count_turnless(PyObject *module, PyObject *traces) {
 static PyMethodDef methods[] = {
     {"init", (PyCFunction)(void (*)(void))init, METH_FASTCALL,
      "init(TurnAssembler, _Trace, AssemblerStats, ToolCall, Turn, Span, deque, heappush, heappop, call_key, "
-     "spare_max, RequestedCall, spans_of): the classes and helpers of monitor.assembly._assembler."},
+     "spare_max, RequestedCall, OfferedTools, spans_of): the classes and helpers of monitor.assembly._assembler."},
     {"add_records", (PyCFunction)(void (*)(void))add_records, METH_FASTCALL,
      "add_records(assembler, records, now_ns): TurnAssembler.add_records in C."},
     {"poll", (PyCFunction)(void (*)(void))asm_poll, METH_FASTCALL, "poll(assembler, now_ns): TurnAssembler.poll in C."},

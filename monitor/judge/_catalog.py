@@ -1,7 +1,8 @@
 """The tools a turn may call, and their compiled argument validators.
 
 Declared tools come from the rule files. With `from_definitions: true` the tools offered to the model in the turn
-(`gen_ai.tool.definitions`) join the catalog for that turn (but for `(none)` and `(unknown)`, the confusion matrix's
+(`Turn.tool_definitions`: the turn span's `gen_ai.tool.definitions` and those of its model request spans, joined by
+turn assembly) join the catalog for that turn (but for `(none)` and `(unknown)`, the confusion matrix's
 own labels), their `parameters` (in the provider's format: see `_schema_of`) serving as schema when the rule files
 declare none. Validators for offered schemas are cached (bounded).
 """
@@ -17,7 +18,7 @@ from typing import Any
 import jsonschema
 
 from monitor.judge._schema import SchemaValidator
-from monitor.records import Turn
+from monitor.records import Turn, definition_name
 from monitor.rules import RuleSet
 from monitor.rules._tool_schema import schema_problem
 from monitor.verdict import NONE_LABEL, UNKNOWN_LABEL
@@ -72,12 +73,10 @@ class Catalog:
         names = set(scope_tools)
         extra: dict[str, SchemaValidator] = {}
         for d in turn.tool_definitions or ():
-            name = d.get("name")
-            fn = d.get("function")
-            if not isinstance(name, str) and isinstance(fn, Mapping):
-                name = fn.get("name")
-            if not isinstance(name, str) or not name or name in _RESERVED:
+            name = definition_name(d)
+            if name is None or name in _RESERVED:
                 continue
+            fn = d.get("function")
             names.add(name)
             if name not in self.validators:
                 v = self._definition_validator(fn.get("parameters") if isinstance(fn, Mapping) else _schema_of(d))

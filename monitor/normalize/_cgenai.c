@@ -6,10 +6,10 @@
  * rules stay in _genai.py. A span that is not exactly the Span class, or whose attributes are not exactly a dict,
  * is handed to _convert_py on its own (the loop body depends on nothing but out, problems and rejected), and so
  * is the whole batch when out, problems or rejected are not exactly a list, a list and a dict. So is a span of
- * another operation whose gen_ai.output.messages are set, that has span events (Strands Agents puts them there), or
- * that has OpenLLMetry's `llm.request.type` (newer versions flatten the calls into gen_ai.completion.*): a model
- * request may hold the calls it asked for (_requested.py reads them); any other span of another operation is a
- * parent link (appended as it is).
+ * another operation whose gen_ai.output.messages or gen_ai.tool.definitions are set, that has span events (Strands
+ * Agents puts them there), or that has OpenLLMetry's `llm.request.type` (newer versions flatten the calls into
+ * gen_ai.completion.*): a model request may hold the calls it asked for (_requested.py reads them) and the tools it
+ * offered (_offered.py); any other span of another operation is a parent link (appended as it is).
  *
  * The compact one-text messages are decoded here: json's C scanstring (strict), the same decoding, the same
  * strings accepted (an error there means "not compact", as in Python, which then calls _turn_text).
@@ -656,10 +656,15 @@ static int convert_one(PyObject *span, PyObject *out, PyObject *problems, PyObje
         case 1: rc = tool_call(span, attrs, out, problems, rejected); break;
         case 2: rc = turn(span, attrs, out, problems, rejected); break;
         case 0: { /* a model request with its output captured (or events: Strands; or OpenLLMetry's marker) may say
-                   * which calls it asked for: Python reads it */
+                   * which calls it asked for, and with tools offered, which: Python reads them */
             PyObject *o = dget(attrs, lookup_key[K_OUTPUT]);
-            int d = o == NULL ? -1 : o != Py_None ? 1 : has_events(span);
+            int d = o == NULL ? -1 : o != Py_None ? 1 : 0;
             Py_XDECREF(o);
+            if (d == 0) {
+                o = dget(attrs, lookup_key[K_DEFS]);
+                d = o == NULL ? -1 : o != Py_None ? 1 : has_events(span);
+                Py_XDECREF(o);
+            }
             if (d == 0) d = PyDict_Contains(attrs, tl_request_type);
             rc = d < 0 ? -1 : d ? delegate(span, out, problems, rejected) : PyList_Append(out, span);
             break;

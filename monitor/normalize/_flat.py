@@ -21,6 +21,7 @@ import re
 from typing import Any
 
 from monitor.normalize import _markers as m
+from monitor.normalize._offered import add_openinference_tools, add_traceloop_tools
 from monitor.normalize._requested import CONTENT_KEYS, MAX_REQUESTED_PER_SPAN, name_and_id, new_requested
 from monitor.otlp import Span
 from monitor.records import HandoffMark, RequestedCall, ToolCall, Turn
@@ -89,18 +90,21 @@ def add_handoff(span: Span, out: Out) -> None:
 
 
 def add_flat_of(span: Span, out: Out, problems: list[str]) -> None:
-    """add_openinference / add_traceloop / add_handoff for a span no convention mapped (Normalizer with several
-    conventions), as _foreign reads it."""
+    """add_openinference / add_traceloop / add_handoff, and the tools an LLM or chat span offers
+    (monitor.normalize._offered), for a span no convention mapped (Normalizer with several conventions), as _foreign
+    reads it."""
     attrs = span.attributes
     kind = attrs.get(m.OI_KIND)
     if isinstance(kind, str):
         kind = kind.upper()
         if kind == "LLM":
             add_openinference(span, out, problems)
+            add_openinference_tools(span, out, problems)
         elif kind == "TOOL" and m.OI_TOOL_NAME not in attrs:
             add_handoff(span, out)
     elif kind is None and m.TL_KIND not in attrs and m.TL_REQUEST_TYPE in attrs:
         add_traceloop(span, out, problems)
+        add_traceloop_tools(span, out, problems)
 
 
 def _index(text: str) -> int | None:

@@ -22,7 +22,8 @@ A tool call: an OpenInference TOOL span with `tool.name` (openai-agents makes it
 parent links, and a HandoffMark each), a Traceloop `tool` span, pydantic-ai's tool span (`running tool` in version
 2, arguments in `tool_arguments`), Strands' `execute_tool {tool}` span (arguments in its events).
 The calls a model requested: those of an OpenInference LLM span and of an OpenLLMetry model request span (marked by
-`llm.request.type`), both parent links (monitor.normalize._flat).
+`llm.request.type`), both parent links (monitor.normalize._flat); and the tools these spans offered
+(monitor.normalize._offered).
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ from monitor.normalize._genai import (
     operation_of_name,
     structured,
 )
+from monitor.normalize._offered import add_openinference_tools, add_traceloop_tools
 from monitor.otlp import STATUS_ERROR, Span
 from monitor.records import ToolCall, Turn
 
@@ -78,9 +80,10 @@ def convert(span: Span, out: Out, problems: list[str], rejected: dict[str, int])
     if kind is not None:
         _traceloop(span, kind, out, problems, rejected)
         return
-    if m.TL_REQUEST_TYPE in attrs:  # an OpenLLMetry model request span: a parent link, and the calls it asked for
-        out.append(span)
+    if m.TL_REQUEST_TYPE in attrs:  # an OpenLLMetry model request span: a parent link, the calls it asked for and
+        out.append(span)  # the tools it offered
         add_traceloop(span, out, problems)
+        add_traceloop_tools(span, out, problems)
         return
     _relabelled(span, out, problems, rejected)
 
@@ -124,6 +127,7 @@ def _openinference(span: Span, kind: Any, out: Out, problems: list[str], rejecte
         out.append(span)
         if kind == "LLM":
             add_openinference(span, out, problems)
+            add_openinference_tools(span, out, problems)
 
 
 def _oi_arguments(attrs: Any, problems: list[str]) -> str | None:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol, cast
 
 from monitor.normalize._markers import FOREIGN_MARKERS, PA_ARGS, PA_MESSAGES, TL_REQUEST_TYPE
+from monitor.normalize._offered import add_offered
 from monitor.normalize._requested import add_model_request
 from monitor.otlp import STATUS_ERROR, Span
 from monitor.otlp._accel import load_extension
@@ -448,6 +449,8 @@ def _convert_py(  # noqa: C901 - one flat pass per span: a call per record cost 
             # flattened (OpenLLMetry)
             if attrs.get(OUTPUT_MESSAGES) is not None or span.events or _TL_REQUEST_TYPE in attrs:
                 add_model_request(span, op, out, problems)
+            if attrs.get(TOOL_DEFINITIONS) is not None:  # and which tools it offered
+                add_offered(span, op, out)
 
 
 # A span with no GenAI operation that carries one of these keys is another convention's: _foreign maps it. So is a

@@ -19,6 +19,7 @@ OI_TOOL_CALL_ARGS = "tool_call.function.arguments"
 OI_AGENT_NAME = "agent.name"
 OI_SESSION_ID = "session.id"
 OI_OUTPUT_MESSAGES = "llm.output_messages"  # `.{i}.message.tool_calls.{j}.tool_call.{id,function.name,...}`
+OI_TOOLS = "llm.tools"  # `.{i}.tool.json_schema`: the tools an LLM span offers (JSON text of each)
 
 # OpenLLMetry (Traceloop): opentelemetry.semconv_ai.SpanAttributes.
 TL_KIND = "traceloop.span.kind"
@@ -28,6 +29,7 @@ TL_OUTPUT = "traceloop.entity.output"
 TL_WORKFLOW = "traceloop.workflow.name"
 TL_REQUEST_TYPE = "llm.request.type"  # on the LLM spans of its instrumentations (`chat`, `completion`, ...)
 TL_COMPLETION = "gen_ai.completion"  # `.{i}.tool_calls.{j}.{id,name,arguments}`: the calls the model asked for
+TL_FUNCTIONS = "llm.request.functions"  # `.{i}.{name,description,parameters}`: the tools a chat span offers
 
 # pydantic-ai's instrumentation version 2 (InstrumentationNames.for_version(2)): `running tool` spans with
 # `tool_arguments` / `tool_response`, `agent run` spans with `agent_name`, `pydantic_ai.all_messages`, `final_result`.
@@ -58,11 +60,13 @@ FOREIGN_ATTRIBUTE_KEYS = frozenset(
         OI_AGENT_NAME,
         OI_SESSION_ID,
         OI_OUTPUT_MESSAGES,  # a requested call of an LLM span that cannot be read (monitor.normalize._flat)
+        OI_TOOLS,  # an offered tool of an LLM span that cannot be read (monitor.normalize._offered)
         TL_KIND,
         TL_NAME,
         TL_INPUT,
         TL_OUTPUT,
         TL_COMPLETION,  # a requested call of a chat span that cannot be read (monitor.normalize._flat)
+        TL_FUNCTIONS,  # an offered tool of a chat span that cannot be read (monitor.normalize._offered)
         PA_MESSAGES,  # the others pydantic-ai keys are read as the GenAI keys they stand for, and counted as those
     }
 )

@@ -33,7 +33,8 @@ from monitor.records import RequestedCall, ToolCall, Turn
 CHAT = "chat"
 TEXT_COMPLETION = "text_completion"
 GENERATE_CONTENT = "generate_content"
-_MODEL_REQUESTS = frozenset({CHAT, TEXT_COMPLETION, GENERATE_CONTENT})  # the operations whose output may ask for calls
+# The model request operations: their output may ask for calls, and they may offer tools (monitor.normalize._offered).
+MODEL_REQUESTS = frozenset({CHAT, TEXT_COMPLETION, GENERATE_CONTENT})
 MAX_REQUESTED_PER_SPAN = 64  # tool_call parts read from one chat span; the rest are counted and dropped
 _MARK = '"tool_call"'  # in the JSON text of any output holding a tool_call part: others are not parsed
 _DETAILS = "gen_ai.client.inference.operation.details"  # Strands' event with the messages (latest conventions)
@@ -58,7 +59,7 @@ def add_model_request(span: Span, op: str, out: list[ToolCall | Turn | Span], pr
     """Append to `out` the calls a span of another GenAI operation asked for (nothing for an operation other than a
     model request): those of its output messages (the attribute, else its events: Strands Agents); when they hold no
     tool_call part and the span is OpenLLMetry's too (`llm.request.type`), the calls it flattens."""
-    if op not in _MODEL_REQUESTS:
+    if op not in MODEL_REQUESTS:
         return
     attrs = span.attributes
     if attrs.get(_genai.OUTPUT_MESSAGES) is not None:
@@ -75,7 +76,7 @@ def add_model_request(span: Span, op: str, out: list[ToolCall | Turn | Span], pr
 def add_requested(span: Span, op: str, out: list[ToolCall | Turn | Span], problems: list[str]) -> bool:
     """Append to `out` the calls a model request span asked for (nothing for any other operation). Whether its output
     messages hold a tool_call part (then they say which calls it asked for, even if none could be read)."""
-    if op not in _MODEL_REQUESTS:
+    if op not in MODEL_REQUESTS:
         return False
     attrs = span.attributes
     key = _genai.OUTPUT_MESSAGES
@@ -118,7 +119,7 @@ def add_requested_events(span: Span, op: str, out: list[ToolCall | Turn | Span],
     or the `toolUse` content blocks of its `gen_ai.choice` event's `message` (`{"toolUse": {"toolUseId", "name",
     "input"}}`), read as the attribute is (a block that cannot be read counted as `gen_ai.output.messages`). Whether
     they hold a tool_call part, as add_requested."""
-    if op not in _MODEL_REQUESTS:
+    if op not in MODEL_REQUESTS:
         return False
     key = _genai.OUTPUT_MESSAGES
     raw: Any = None
@@ -163,14 +164,19 @@ def _tool_uses(text: str, problems: list[str]) -> str | None:
 
 
 def add_requested_of(span: Span, out: list[ToolCall | Turn | Span], problems: list[str]) -> None:
-    """add_model_request for a span no convention mapped (Normalizer with several conventions): its operation read as
-    the GenAI conventions read it; the calls OpenInference and OpenLLMetry flatten, and handoffs, as _foreign reads
-    them (monitor.normalize._flat)."""
+    """add_requested (and the tools it offered: monitor.normalize._offered) for a span no convention mapped
+    (Normalizer with several conventions): its operation read as the GenAI conventions read it; the calls and tools
+    OpenInference and OpenLLMetry flatten, and handoffs, as _foreign reads them (monitor.normalize._flat)."""
     attrs = span.attributes
-    if attrs.get(_genai.OUTPUT_MESSAGES) is not None or span.events:
+    genai = attrs.get(_genai.OUTPUT_MESSAGES) is not None or attrs.get(_genai.TOOL_DEFINITIONS) is not None
+    if genai or span.events:
         op = _genai.operation(span)
         if op is not None:
             add_model_request(span, op, out, problems)
+        if op is not None and attrs.get(_genai.TOOL_DEFINITIONS) is not None:
+            from monitor.normalize._offered import add_offered  # imports this module: imported on first use
+
+            add_offered(span, op, out)
     elif _markers.OI_KIND in attrs or _markers.TL_REQUEST_TYPE in attrs:
         from monitor.normalize._flat import add_flat_of  # imports this module: imported on first use
 

@@ -24,7 +24,8 @@ scenarios:                           # or a single scenario at the top level (na
 A step without `calls` (and without `none: true`) says nothing about which tools are called: any tool the rule
 files declare may be called any number of times (a made-up tool or invalid arguments still fail the step), and its
 `tool_calls` bounds and response checks decide. With `catalog.from_definitions`, a tool known only from the
-turn's `gen_ai.tool.definitions` counts as an extra call there.
+turn's offered tools (`Turn.tool_definitions`: its own and its chat spans' `gen_ai.tool.definitions`) counts
+as an extra call there.
 `tool_calls` bounds that no run can meet with the step's `calls` (a max under the sum of their minimums, a min over
 the sum of their maximums: a call past those is extra and fails the step) are errors, as `none: true` with a min is.
 Errors name the file, line and column, the scenario and the step; every step in error is reported at once (with

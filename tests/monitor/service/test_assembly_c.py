@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from monitor.assembly import TurnAssembler, _assembler
 from monitor.otlp import Span, accelerated
-from monitor.records import RequestedCall, ToolCall, Turn
+from monitor.records import OfferedTools, RequestedCall, ToolCall, Turn
 
 from .test_assembly_fast import BOUNDS, SIDS, TRACES
 
@@ -40,27 +40,42 @@ class PythonAssembler(TurnAssembler):
 
 Spec = tuple[str, str, str, str, int, int]
 
-# The reference's records (test_assembly_fast), and requested calls: "req0" / "req1" the first / second call a chat
-# span (the parent) requested (a dropped one counts as its span: only the first is counted).
+# The reference's records (test_assembly_fast), requested calls: "req0" / "req1" the first / second call a chat span
+# (the parent) requested (a dropped one counts as its span: only the first is counted), and the tools a chat span
+# offered (a few definitions, some shared).
 record = st.tuples(
-    st.sampled_from(["call", "turn", "other", "req0", "req1"]),
+    st.sampled_from(["call", "turn", "other", "req0", "req1", "offered", "offered2", "offered3"]),
     st.sampled_from(TRACES),
     st.sampled_from(SIDS),
     st.sampled_from(SIDS),  # parent
     st.integers(0, 4),  # start
     st.integers(0, 6),  # end
 )
+any_record = record
+
 # add through C, through the Python add_records (its poll then runs in C), poll in C or in Python, flush
 step: st.SearchStrategy[tuple[str, list[Spec], int]] = st.one_of(
-    st.tuples(st.sampled_from(["add", "add_py"]), st.lists(record, max_size=10), st.integers(0, 3)),
+    st.tuples(st.sampled_from(["add", "add_py"]), st.lists(any_record, max_size=10), st.integers(0, 3)),
     st.tuples(st.sampled_from(["poll", "poll_py"]), st.just([]), st.integers(0, 3)),
     st.tuples(st.just("flush"), st.just([]), st.just(0)),
 )
 
 
+OFFERED: dict[str, tuple[dict[str, Any], ...]] = {
+    "offered": ({"name": "a"}, {"name": "b"}),
+    "offered2": ({"name": "b", "description": "2nd"}, {"name": "c"}),
+    "offered3": ({"function": {"name": "d"}}, {"type": "function"}),
+}
+
+
 def build(kind: str, tid: str, sid: str, parent: str, start: int, end: int) -> ToolCall | Turn | Span:
     if kind == "call":
         return ToolCall("tool", trace_id=tid, span_id=sid, parent_span_id=parent, start_ns=start, end_ns=end)
+    if kind == "requested":
+        return RequestedCall("tool", trace_id=tid, span_id=sid, parent_span_id=parent, start_ns=start, end_ns=end)
+    if kind in OFFERED:
+        return OfferedTools("", trace_id=tid, span_id=sid, parent_span_id=parent, start_ns=start, end_ns=end,
+                            definitions=OFFERED[kind])  # fmt: skip
     if kind == "turn":
         return Turn("hi", trace_id=tid, span_id=sid, start_ns=start, end_ns=end)
     if kind.startswith("req"):  # its span id as the normalizer makes it (the chat span's and the index)
@@ -98,6 +113,7 @@ class Side:
                 t.start_ns,
                 t.end_ns,
                 tuple(self.ref(c) for c in t.calls),
+                t.tool_definitions,
             )
             for t in turns
         ]
@@ -174,7 +190,7 @@ def test_c_matches_python(
 usual_trace = st.tuples(
     st.integers(0, 30),  # trace number
     st.integers(0, 3),  # calls
-    st.sampled_from(["under", "nested", "turnless", "late"]),
+    st.sampled_from(["under", "nested", "turnless", "late", "chat", "chat-turnless"]),
 )
 
 
@@ -182,9 +198,12 @@ def trace_specs(n: int, calls: int, shape: str) -> list[Spec]:
     tid = f"{n:032x}"
     turn = f"t{n}"
     parent = "m" if shape == "nested" else turn
-    out: list[Spec] = [("other", tid, "m", turn, 1, 5)] if shape == "nested" else []
+    out: list[Spec] = [("other", tid, "m", turn, 1, 5)] if shape in ("nested", "chat", "chat-turnless") else []
+    if shape.startswith("chat"):  # a model request span offering tools, twice (the same definitions again)
+        out += [("offered", tid, "m#tools", "m", 1, 5), ("other", tid, "n", turn, 2, 5)]
+        out += [("offered", tid, "n#tools", "n", 2, 5), ("offered2", tid, "n#t2", "n", 2, 5)]
     out += [("call", tid, f"c{i}", parent, 3 - i % 2, 4) for i in range(calls)]
-    if shape != "turnless":
+    if shape not in ("turnless", "chat-turnless"):
         out.append(("turn", tid, turn, "", 0, 6))
     if shape == "late":  # a call after its turn
         out.append(("call", tid, "c9", turn, 2, 3))
@@ -393,6 +412,20 @@ def test_a_subclass_runs_the_python_code_and_an_exact_assembler_does_not() -> No
     assert a.add_records(iter([]), 2) == [] and calls == ["add"]
     a.max_pending = 2**63  # an unusual bound: Python's
     assert a.poll(2) == [] and calls == ["add", "poll"]
+
+
+def test_requested_calls_and_offered_tools_are_taken_in_c() -> None:
+    """The records of model request spans are calls to C (the Python release then joins and reconciles them)."""
+    a = TurnAssembler(grace_s=0)
+    a._add_records_py = None  # type: ignore[assignment, method-assign]  # C must not hand the batch over
+    recs: list[Any] = [
+        Span(T, "m", "t", "chat", 1, 1, 2),
+        RequestedCall("f", trace_id=T, span_id="m#00", parent_span_id="m", start_ns=2, end_ns=2),
+        OfferedTools("", trace_id=T, span_id="m#tools", parent_span_id="m", definitions=({"name": "f"},)),
+        Turn("", trace_id=T, span_id="t"),
+    ]
+    (out,) = a.add_records(recs, 1)
+    assert out.calls == (recs[1],) and out.tool_definitions == ({"name": "f"},)
 
 
 class MyCall(ToolCall):

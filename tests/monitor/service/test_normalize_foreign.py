@@ -18,7 +18,7 @@ from opentelemetry.trace import Status, StatusCode
 
 from monitor.normalize import ATTRIBUTE_KEYS, Normalizer, _genai
 from monitor.otlp import STATUS_ERROR, Span, SpanEvent, parse_protobuf
-from monitor.records import HandoffMark, ToolCall, Turn
+from monitor.records import HandoffMark, OfferedTools, ToolCall, Turn
 from tests.monitor.service.spans import new_tracer, to_request
 from tests.monitor.service.test_normalize_c import assert_same, needs_c
 
@@ -300,8 +300,9 @@ def test_openinference_agent_and_tool_spans(convert: Convert) -> None:
     assert (ok.call_id, json.loads(ok.arguments or ""), ok.result, ok.error_type) == ("call_1", ARGS, "ok", None)
     assert ok.parent_span_id == turn.span_id
     assert (failed.call_id, failed.arguments, failed.error_type) == ("call_2", None, "TimeoutError")
-    assert len(out) == len(spans)  # the LLM span stays, as a parent link
+    assert len(out) == len(spans) + 1  # the LLM span stays, as a parent link, and the tool it offered is read
     assert [s.name for s in out if isinstance(s, Span)] == ["response"]
+    assert [r.definitions for r in _only(out, OfferedTools)] == [(SCHEMA,)]
 
 
 @pytest.mark.parametrize("convert", PATHS)

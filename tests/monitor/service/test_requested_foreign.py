@@ -20,7 +20,7 @@ from monitor.assembly import TurnAssembler
 from monitor.normalize import GenAIConvention, Normalizer
 from monitor.normalize._requested import MAX_REQUESTED_PER_SPAN
 from monitor.otlp import Span
-from monitor.records import HandoffMark, RequestedCall, Turn
+from monitor.records import HandoffMark, OfferedTools, RequestedCall, Turn
 from tests.monitor.service.test_requested_calls import IMPLS, S, _impl, _one, assemble, calls_of, convert, record
 
 OI_OUT = "llm.output_messages"  # the ignored-attribute key of an OpenInference LLM span's requested calls
@@ -131,7 +131,8 @@ def test_an_openllmetry_chat_span_gives_itself_and_its_tool_calls(impl: str) -> 
     span = spans[0]
     assert out[0] is span and problems == []
     assert requested(out) == [("get_weather", "c1", '{"city": "Oslo"}'), ("get_wether", "", "{}")]
-    assert [r.span_id for r in out[1:]] == [f"{span.span_id}#00", f"{span.span_id}#01"]
+    # and the tool it offered (monitor.normalize._offered)
+    assert [r.span_id for r in out[1:]] == [f"{span.span_id}#00", f"{span.span_id}#01", f"{span.span_id}#tools"]
     assert out[1].attributes == {"llm.request.type": "chat", "gen_ai.system": "openai", "gen_ai.request.model": "m"}
 
 
@@ -209,7 +210,7 @@ def test_requested_calls_per_span_are_bounded_and_the_rest_counted(impl: str, pr
     calls = [(f"t{i}", None, None) for i in range(n)]  # one attribute each: within the SDK's attribute limit
     spans = record(lambda t: (oi_llm if producer == "oi" else tl_chat)(t, *calls))
     out, problems = convert(spans, impl)
-    assert [r.name for r in out[1:]] == [f"t{i}" for i in range(MAX_REQUESTED_PER_SPAN)]
+    assert [r.name for r in out[1:] if isinstance(r, RequestedCall)] == [f"t{i}" for i in range(MAX_REQUESTED_PER_SPAN)]
     assert problems == [key] * 3
 
 
@@ -225,7 +226,9 @@ def test_spans_without_tool_calls_are_parent_links_as_before(impl: str) -> None:
 
     spans = record(build)
     out, problems = convert(spans, impl)
-    assert out == spans and problems == []
+    # The OpenLLMetry span offers a tool (monitor.normalize._offered): that is no call either.
+    assert [r for r in out if not isinstance(r, OfferedTools)] == spans and problems == []
+    assert [(type(r), r.parent_span_id) for r in out[2:3]] == [(OfferedTools, spans[1].span_id)]
 
 
 def test_the_normalizer_with_several_conventions_reads_them_too() -> None:
@@ -268,9 +271,12 @@ def test_an_openllmetry_chat_span_with_a_genai_operation_gives_the_same_calls(im
     (out, problems), (plain, _) = convert(spans[:1], impl), convert(spans[1:], impl)
     assert out[0] is spans[0] and problems == []
     assert requested(out) == requested(plain) == [("get_weather", "c1", '{"city": "Oslo"}'), ("get_wether", "", "{}")]
-    assert [r.span_id for r in out[1:]] == [f"{spans[0].span_id}#00", f"{spans[0].span_id}#01"]
+    assert [r.span_id for r in out[1:] if isinstance(r, RequestedCall)] == [
+        f"{spans[0].span_id}#00",
+        f"{spans[0].span_id}#01",
+    ]
     assert out[1].attributes == {**plain[1].attributes, **OP_CHAT}
-    assert [type(r) for r in out] == [type(r) for r in plain] == [Span, RequestedCall, RequestedCall]
+    assert [type(r) for r in out] == [type(r) for r in plain] == [Span, RequestedCall, RequestedCall, OfferedTools]
 
 
 @pytest.mark.parametrize("impl", IMPLS)

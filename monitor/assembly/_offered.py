@@ -1,0 +1,83 @@
+"""The tools offered on a turn's model request spans joined to the turn's own offered tools, at release.
+
+A turn's calls, as assembled, may hold OfferedTools records (monitor.normalize._offered): the tools a chat span under
+the turn offered the model, held as calls so that they go to their nearest enclosing turn as requested calls do.
+At release they leave the calls (they are no call) and their definitions join the turn's `tool_definitions`: the turn
+span's own first, as it gave them, then those of the chat spans in arrival order, each only when it names a tool not
+offered before (the first definition of a name wins), until the turn holds MAX_OFFERED_PER_TURN (the turn span's own
+are never cut). A turnless group's definitions are those of the chat spans of its calls' trace that no released turn
+encloses.
+
+An agent repeats the same definitions on every chat span, and the normalizer shares one parsed value between them:
+each distinct value is read once per turn, and a turn whose chat spans offer one value, and the turn span none, gets
+that very value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from monitor.records import OfferedTools, ToolCall, definition_name
+
+Definitions = tuple[Mapping[str, Any], ...]
+
+# The definitions a turn keeps, the turn span's own included (those are never cut): chat spans' tools past it are left
+# out. An agent seldom offers more than a few dozen tools; this leaves room for aggregated tool servers.
+MAX_OFFERED_PER_TURN = 1024
+
+
+def take_offered(calls: list[ToolCall]) -> tuple[list[ToolCall], list[Definitions]]:
+    """`calls` without the OfferedTools records (`calls` itself when there are none), and their definitions in the
+    order of `calls`."""
+    offered = [c.definitions for c in calls if isinstance(c, OfferedTools)]
+    if not offered:
+        return calls, offered
+    return [c for c in calls if not isinstance(c, OfferedTools)], offered
+
+
+# The last value a turn offering nothing of its own was given, and what it gave: the same agent's next turn is given
+# the same value (one entry: it holds one value alive at most).
+_last: tuple[Definitions, Definitions | None] = ((), None)
+
+
+def joined(own: Definitions | None, offered: Sequence[Definitions]) -> Definitions | None:
+    """The turn's definitions: `own` (the turn span's), then the tools of `offered` not offered before (see the module
+    docstring). `own` itself when `offered` adds nothing."""
+    global _last
+    first = offered[0] if offered else None
+    if own is None and first is not None and all(d is first for d in offered):
+        last = _last  # one read: assemblers of other threads may set it meanwhile
+        if last[0] is first:
+            return last[1]
+        got = _joined(own, offered)
+        _last = (first, got)
+        return got
+    return _joined(own, offered)
+
+
+def _joined(own: Definitions | None, offered: Sequence[Definitions]) -> Definitions | None:
+    seen: set[str] = {n for d in own or () if (n := definition_name(d)) is not None}
+    room = MAX_OFFERED_PER_TURN - len(own or ())
+    added: list[Mapping[str, Any]] = []
+    read: list[Definitions] = []  # the distinct values read
+    for defs in offered:
+        if room <= 0:
+            break
+        if any(defs is r for r in read):
+            continue
+        read.append(defs)
+        for d in defs:
+            name = definition_name(d)
+            if name is None or name in seen:
+                continue
+            seen.add(name)
+            added.append(d)
+            room -= 1
+            if room <= 0:
+                break
+    if not added:
+        return own
+    if not own and len(added) == len(read[0]) and all(a is d for a, d in zip(added, read[0], strict=True)):
+        return read[0]  # one value offered whole: shared, not copied
+    return (*(own or ()), *added)
