@@ -276,8 +276,14 @@ def _relabelled(span: Span, out: Out, problems: list[str], rejected: dict[str, i
         else:
             _turn_events(span, attrs, extra)
     new = {**attrs, **extra} if extra else attrs
-    if new.get(TOOL_ARGS) is None and new.get(INPUT_MESSAGES) is None and (m.PA_ARGS in new or m.PA_MESSAGES in new):
-        new = {k: v for k, v in new.items() if k not in (m.PA_ARGS, m.PA_MESSAGES)}  # never sent back here
+    # Never sent back here: the GenAI path sends a tool span without arguments that has pydantic-ai's, and a turn span
+    # without input messages that has pydantic-ai's; each key is left out when its GenAI key is still not set (each
+    # alone: a turn span with a tool span's key set went back and forth until a RecursionError lost the batch).
+    drop = (m.PA_ARGS,) if new.get(TOOL_ARGS) is None and m.PA_ARGS in new else ()
+    if new.get(INPUT_MESSAGES) is None and m.PA_MESSAGES in new:
+        drop += (m.PA_MESSAGES,)
+    if drop:
+        new = {k: v for k, v in new.items() if k not in drop}
     n = len(out)
     _convert_py((replace(span, attributes=new, events=None),), out, problems, rejected)
     if len(out) > n:  # a record: it keeps the span's attributes as received

@@ -428,6 +428,25 @@ def test_wrong_typed_attributes_are_ignored_and_counted(convert: Convert, attrs:
 
 
 @pytest.mark.parametrize("convert", PATHS)
+@pytest.mark.parametrize(
+    ("attrs", "kind", "key"),
+    [
+        # A turn span whose pydantic-ai messages cannot be read, with another operation's key set: it went back and
+        # forth between the GenAI path and the relabelling until a RecursionError lost the whole batch.
+        ({"gen_ai.operation.name": "invoke_agent", "pydantic_ai.all_messages": 3, "gen_ai.tool.call.arguments": ""},
+         Turn, "pydantic_ai.all_messages"),
+        ({"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "t", "tool_arguments": 3,
+          "gen_ai.input.messages": "[]"}, ToolCall, "gen_ai.tool.call.arguments"),
+    ],
+)  # fmt: skip
+def test_a_producers_value_that_cannot_be_read_is_counted_once(convert: Convert, attrs: dict[str, Any],
+                                                                kind: type, key: str) -> None:  # fmt: skip
+    (span,) = _one(attrs)
+    out, problems, rejected = _run(convert, [span])
+    assert [type(r) for r in out] == [kind] and (problems, rejected) == ([key], {})
+
+
+@pytest.mark.parametrize("convert", PATHS)
 def test_a_tool_span_without_any_name_is_rejected(convert: Convert) -> None:
     span = _spans(openinference_agent)[0]
     span.name = ""
