@@ -37,9 +37,12 @@ def load_callable(spec: str) -> Callable[..., Any]:
             module = importlib.import_module(module_name)
     except LoadError:
         raise
-    except Exception as exc:  # noqa: BLE001 - any import failure is the user's to fix; say which
-        raise LoadError(f"{spec!r}: cannot import {module_name}: {type(exc).__name__}: {exc}{_where(exc, module_name)}"
-                        ) from exc
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - any import failure is the user's to fix; say which
+        # A module may guard its set-up with `sys.exit("set OPENAI_API_KEY")`: an input error (exit 2) too, not
+        # an exit of toolwatch with the module's code (1 is a failed gate's).
+        what = exc.code if isinstance(exc, SystemExit) else exc
+        raise LoadError(f"{spec!r}: cannot import {module_name}: {type(exc).__name__}: {what}"
+                        f"{_where(exc, module_name)}") from exc
     target: Any = module
     for part in attr.split("."):
         if not hasattr(target, part):
@@ -50,7 +53,7 @@ def load_callable(spec: str) -> Callable[..., Any]:
     return target  # type: ignore[no-any-return]
 
 
-def _where(exc: Exception, module_name: str) -> str:
+def _where(exc: BaseException, module_name: str) -> str:
     """Where modules are imported from, when the package named is not found at all (run from another folder)."""
     top = module_name.partition(".")[0]
     if not isinstance(exc, ModuleNotFoundError) or exc.name != top:

@@ -39,3 +39,22 @@ def test_an_agent_package_not_in_the_folder_says_where_modules_are_imported_from
     assert res.returncode == 2, res.stderr[-3000:]
     assert "No module named 'examples'" in res.stderr and "PYTHONPATH" in res.stderr, res.stderr
     assert "the folder that holds examples/" in res.stderr, res.stderr
+
+
+def test_an_agent_module_that_exits_on_import_is_an_import_error_not_a_gate_failure(tmp_path: Path) -> None:
+    # A module guarding its set-up with `sys.exit("set OPENAI_API_KEY first")` at import made toolwatch exit 1, the
+    # code of a failed gate, with the message alone and no word of --agent; exit 0 for `sys.exit()`.
+    (tmp_path / "keyed_agent.py").write_text('import sys\nsys.exit("set OPENAI_API_KEY first")\n'
+                                             "def agent(text):\n    return text\n", encoding="utf-8")
+    (tmp_path / "quiet_agent.py").write_text("import sys\nsys.exit()\n", encoding="utf-8")
+    common = ("--rules", str(REPO / "rules" / "incident-triage.yaml"))
+    for module, says in (("keyed_agent", "SystemExit: set OPENAI_API_KEY first"), ("quiet_agent", "SystemExit: None")):
+        res = _eval("--dataset", str(REPO / "examples" / "triage" / "cases.yaml"), *common, "--agent",
+                    f"{module}:agent", cwd=tmp_path)
+        assert res.returncode == 2, (res.returncode, res.stderr[-3000:])
+        said = f"Invalid value for '--agent': '{module}:agent': cannot import {module}: {says}"
+        assert said in res.stderr, res.stderr
+        probe = subprocess.run([TOOLWATCH, "probe", "--no-progress", "-q", "--generator", f"{module}:gen", "--agent",
+                                AGENT, *common], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        assert probe.returncode == 2, (probe.returncode, probe.stderr[-3000:])
+        assert f"Invalid value for '--generator': '{module}:gen': cannot import {module}: {says}" in probe.stderr
