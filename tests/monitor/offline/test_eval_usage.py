@@ -3,6 +3,8 @@ as the dataset and as --rules, and an agent module that is not importable from t
 
 from __future__ import annotations
 
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -58,3 +60,40 @@ def test_an_agent_module_that_exits_on_import_is_an_import_error_not_a_gate_fail
                                 AGENT, *common], capture_output=True, text=True, timeout=120, cwd=tmp_path)
         assert probe.returncode == 2, (probe.returncode, probe.stderr[-3000:])
         assert f"Invalid value for '--generator': '{module}:gen': cannot import {module}: {says}" in probe.stderr
+
+
+SLOW_AGENT = """
+import time
+from examples.triage.agent import triage
+
+def agent(line):
+    time.sleep(0.15)
+    return triage(line)
+"""
+
+
+def _slow_eval(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "slow_agent.py").write_text(SLOW_AGENT, encoding="utf-8")
+    return subprocess.run(
+        [TOOLWATCH, "eval", "--dataset", str(REPO / "examples" / "triage" / "cases.yaml"), "--rules",
+         str(REPO / "rules" / "incident-triage.yaml"), "--agent", "slow_agent:agent",
+         "--json", str(tmp_path / "r.json")],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]), **env},
+    )
+
+
+def test_a_long_run_logged_to_a_file_says_how_far_it_is_while_it_runs(tmp_path: Path) -> None:
+    # With stderr not a terminal (a CI log, `2>&1 | tee`), the bar is not redrawn: a long eval printed nothing until
+    # its end (CI systems stop a job silent for 10 minutes). A plain line now says how far it is every interval.
+    res = _slow_eval(tmp_path, {"TOOLWATCH_PROGRESS_INTERVAL": "300ms"})
+    assert res.returncode == 0, res.stderr[-3000:]
+    lines = re.findall(r"^eval: ([1-7])/8 \((\d+)%\), (\d+:\d\d:\d\d) elapsed.*$", res.stderr, re.M)
+    assert lines, res.stderr
+    done = [int(n) for n, _, _ in lines]
+    assert done == sorted(done) and all(int(p) == round(100 * int(n) / 8) for n, p, _ in lines), lines
+    default = _slow_eval(tmp_path, {"TOOLWATCH_PROGRESS_INTERVAL": ""})  # 30 s: none in a run of about 1.2 s
+    assert default.returncode == 0 and not re.search(r"^eval: \d", default.stderr, re.M), default.stderr
+    bad = _slow_eval(tmp_path, {"TOOLWATCH_PROGRESS_INTERVAL": "soon"})
+    assert bad.returncode == 0, bad.stderr[-3000:]
+    assert "ignoring TOOLWATCH_PROGRESS_INTERVAL='soon'" in bad.stderr, bad.stderr
