@@ -97,3 +97,49 @@ def test_a_long_run_logged_to_a_file_says_how_far_it_is_while_it_runs(tmp_path: 
     bad = _slow_eval(tmp_path, {"TOOLWATCH_PROGRESS_INTERVAL": "soon"})
     assert bad.returncode == 0, bad.stderr[-3000:]
     assert "ignoring TOOLWATCH_PROGRESS_INTERVAL='soon'" in bad.stderr, bad.stderr
+
+
+SIGNATURES = """
+from examples.triage.agent import triage
+
+def one(line):
+    return triage(line)
+
+def two(line, history):
+    return triage(line)
+
+def gen_no_rng():
+    return "[AUTH] x"
+"""
+
+
+def _run(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([TOOLWATCH, *args, "--no-progress", "-q"], capture_output=True, text=True, timeout=120,
+                          cwd=cwd, env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(cwd)])})
+
+
+def test_an_agent_or_generator_that_cannot_take_the_call_is_refused_before_any_run(tmp_path: Path) -> None:
+    # A scenario agent without `history` raised TypeError in every step: exit 0, "3 run(s) raised", accuracy 0/0, and
+    # the cause only with -v. An agent or generator that cannot be called as the command calls it is a usage error.
+    (tmp_path / "sig.py").write_text(SIGNATURES, encoding="utf-8")
+    rules = ("--rules", str(REPO / "rules" / "incident-triage.yaml"))
+    scenario = _run(tmp_path, "eval", "--scenario", str(REPO / "examples" / "triage" / "scenario.yaml"),
+                    "--agent", "sig:one")
+    assert scenario.returncode == 2, (scenario.returncode, scenario.stderr)
+    assert ("Invalid value for '--agent': 'sig:one' cannot be called as fn(input, history=[...]), as a scenario "
+            "step calls it (history: the conversation's earlier messages): got an unexpected keyword argument "
+            "'history'") in scenario.stderr, scenario.stderr
+    dataset = _run(tmp_path, "eval", "--dataset", str(REPO / "examples" / "triage" / "cases.yaml"), *rules,
+                   "--agent", "sig:two")
+    assert dataset.returncode == 2, (dataset.returncode, dataset.stderr)
+    assert ("Invalid value for '--agent': 'sig:two' cannot be called as fn(input), as a case calls it: missing a "
+            "required argument: 'history'") in dataset.stderr, dataset.stderr
+    probe = _run(tmp_path, "probe", "--generator", "sig:gen_no_rng", "--agent", "sig:one", *rules)
+    assert probe.returncode == 2, (probe.returncode, probe.stderr)
+    assert ("Invalid value for '--generator': 'sig:gen_no_rng' cannot be called as fn(rng), as the probe calls it "
+            "(rng: a random.Random): too many positional arguments") in probe.stderr, probe.stderr
+    agent = _run(tmp_path, "probe", "--generator", "examples.triage.generator:generate", "--agent", "sig:two", *rules)
+    assert agent.returncode == 2 and "'sig:two' cannot be called as fn(input)" in agent.stderr, agent.stderr
+    ok = _run(tmp_path, "eval", "--scenario", str(REPO / "examples" / "triage" / "scenario.yaml"), "--agent",
+              "sig:two")  # history taken positionally is fine
+    assert ok.returncode == 0 and ok.stdout == "Tool call accuracy: 3/4 (75.0%)\n", (ok.stdout, ok.stderr)
