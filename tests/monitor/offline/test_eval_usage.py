@@ -143,3 +143,18 @@ def test_an_agent_or_generator_that_cannot_take_the_call_is_refused_before_any_r
     ok = _run(tmp_path, "eval", "--scenario", str(REPO / "examples" / "triage" / "scenario.yaml"), "--agent",
               "sig:two")  # history taken positionally is fine
     assert ok.returncode == 0 and ok.stdout == "Tool call accuracy: 3/4 (75.0%)\n", (ok.stdout, ok.stderr)
+
+
+def test_a_gate_or_baseline_on_pass_hat_k_without_trials_says_trials_compute_it(tmp_path: Path) -> None:
+    # `eval` without --trials said pass^k "is not computed by this command", as if eval had no pass^k at all.
+    common = ("--dataset", str(REPO / "examples" / "triage" / "cases.yaml"), "--rules",
+              str(REPO / "rules" / "incident-triage.yaml"), "--agent", AGENT)
+    base = tmp_path / "base.json"
+    assert _eval(*common, "--trials", "3", "--json", str(base)).returncode == 0
+    res = _eval(*common, "--fail-under", "pass^k=0.9", "--baseline", str(base))
+    assert res.returncode == 1, res.stderr[-3000:]
+    assert ("Not compared with the baseline: pass^k (chance that k trials of a case all pass) (pass_hat_k) is in "
+            "the baseline but not computed by this run (eval --dataset computes it with --trials 2 or more)\n"
+            ) in res.stdout, res.stdout
+    assert ("  - pass^k (chance that k trials of a case all pass) (pass_hat_k) is not computed by this run (eval "
+            "--dataset computes it with --trials 2 or more), gate < 90.00%\n") in res.stdout, res.stdout
