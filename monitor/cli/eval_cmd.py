@@ -13,7 +13,9 @@ from click.core import ParameterSource
 
 from monitor.cli._params import RULES_HELP, Duration, RulesCommand
 from monitor.evaluate import (
+    CASE_CALL,
     DEFAULT_TIMEOUT_S,
+    STEP_CALL,
     EvalResult,
     Harness,
     LoadError,
@@ -282,7 +284,7 @@ def eval_(dataset: str | None, scenario: str | None, agent_spec: str, rules: tup
     options = pop_report_options(kwargs)
     _check_options(dataset, scenario)
     try:
-        agent = load_callable(agent_spec)
+        agent = load_callable(agent_spec, CASE_CALL if dataset is not None else STEP_CALL)
     except LoadError as exc:
         raise click.BadParameter(str(exc), param_hint="'--agent'") from exc
     builder = ReportBuilder(worst=worst)

@@ -11,6 +11,9 @@ from monitor.cli._params import RULES_HELP, Duration, RulesCommand
 from monitor.cli.eval_cmd import add_strays, answer_note, show_tracebacks, warn_agent_name
 from monitor.evaluate import (
     DEFAULT_TIMEOUT_S,
+    GENERATOR_CALL,
+    PROBE_AGENT_CALL,
+    Call,
     Harness,
     LoadError,
     default_agent_name,
@@ -43,9 +46,9 @@ from monitor.rules import RuleFileError
 logger = logging.getLogger(__name__)
 
 
-def _load(spec: str, what: str) -> Any:
+def _load(spec: str, what: str, call: Call) -> Any:
     try:
-        return load_callable(spec)
+        return load_callable(spec, call)
     except LoadError as exc:
         raise click.BadParameter(str(exc), param_hint=f"'{what}'") from exc
 
@@ -86,8 +89,8 @@ def probe(generator_spec: str, agent_spec: str, rules: tuple[str, ...], agent_na
     Each run is one `agent_turn`, judged by the rules like live traffic.
     """
     options = pop_report_options(kwargs)
-    generator = _load(generator_spec, "--generator")
-    agent = _load(agent_spec, "--agent")
+    generator = _load(generator_spec, "--generator", GENERATOR_CALL)
+    agent = _load(agent_spec, "--agent", PROBE_AGENT_CALL)
     try:
         judge = load_judge(rules)
     except RuleFileError as exc:

@@ -4,6 +4,11 @@ from monitor.evaluate._dataset import Case, load_dataset_rules, read_cases
 from monitor.evaluate._eval import EvalResult, Trial, run_eval
 from monitor.evaluate._harness import DEFAULT_TIMEOUT_S, AgentFn, DrainingExporter, Harness, RunResult, cut_turn
 from monitor.evaluate._loader import (
+    CASE_CALL,
+    GENERATOR_CALL,
+    PROBE_AGENT_CALL,
+    STEP_CALL,
+    Call,
     LoadError,
     agent_name_problem,
     default_agent_name,
@@ -13,8 +18,13 @@ from monitor.evaluate._loader import (
 from monitor.evaluate._tracing import route_global_tracing
 
 __all__ = [
+    "CASE_CALL",
     "DEFAULT_TIMEOUT_S",
+    "GENERATOR_CALL",
+    "PROBE_AGENT_CALL",
+    "STEP_CALL",
     "AgentFn",
+    "Call",
     "Case",
     "DrainingExporter",
     "EvalResult",

@@ -55,6 +55,13 @@ NEEDS: Final[dict[str, str]] = {
     "scenario_pass_rate": "no scenario step run",
 }
 
+# The figures only some runs compute, and which: a gate or a baseline naming one says so when this run has none.
+COMPUTED_BY: Final[dict[str, str]] = {
+    "pass_rate": "eval --dataset computes it",
+    "pass_hat_k": "eval --dataset computes it with --trials 2 or more",
+    "scenario_pass_rate": "eval --scenario computes it",
+}
+
 FIGURE_KEYS: Final[frozenset[str]] = frozenset(k for k, _, _ in FIGURES + EXTRA_FIGURES)
 LABELS: Final[dict[str, str]] = {k: label for k, label, _ in FIGURES + EXTRA_FIGURES}
 # the figures with a better direction; NEUTRAL the others

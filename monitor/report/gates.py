@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from monitor.report.figures import HIGHER_IS_BETTER, LABELS, NEEDS, NEUTRAL, canonical_figure
+from monitor.report.figures import COMPUTED_BY, HIGHER_IS_BETTER, LABELS, NEEDS, NEUTRAL, canonical_figure
 
 EPSILON = 1e-12
 PASS_HAT_K = "pass_hat_k"
@@ -84,11 +84,17 @@ def _pct(value: float) -> str:
     return f"{value * 100:.2f}%"
 
 
+def _not_computed(key: str) -> str:
+    """A figure this run has no value of at all: which runs compute it (`eval` without --trials has no pass^k)."""
+    by = COMPUTED_BY.get(key)
+    return f"not computed by this run ({by})" if by else "not computed by this command"
+
+
 def _absent(figures: Mapping[str, float | None], key: str, gate: str) -> str:
     """Why a gated figure has no value: the command does not compute it, or this run gave it nothing to count."""
     label = LABELS.get(key, key)
     if key not in figures:
-        return f"{label} ({key}) is not computed by this command, {gate}"
+        return f"{label} ({key}) is {_not_computed(key)}, {gate}"
     return (f"{label} ({key}) is absent, not computed: {NEEDS.get(key, 'no data')} in this run (a zero "
             f"denominator); a gate on a figure without data fails ({gate})")
 
@@ -133,7 +139,7 @@ def _not_compared(key: str, figures: Mapping[str, float | None], k: int | None, 
     """Why a baseline figure is not compared with this report (None: it is)."""
     label = LABELS.get(key, key)
     if key not in figures:
-        return f"{label} ({key}) is in the baseline but not computed by this command"
+        return f"{label} ({key}) is in the baseline but {_not_computed(key)}"
     if key == PASS_HAT_K and figures[key] is not None:
         if baseline_k is None or k is None:
             which = "the baseline" if baseline_k is None else "this report"

@@ -419,7 +419,8 @@ def test_cli_eval_records_k_and_compares_a_baseline_of_another_k_but_its_pass_ha
     assert data["k"] == 3 and data["figures"]["pass_hat_k"] == pytest.approx(2 / 3)
     for trials, skipped in (
         ("2", "(pass_hat_k): pass^3 in the baseline, pass^2 now: different k are not comparable"),
-        ("1", "(pass_hat_k) is in the baseline but not computed by this command"),
+        ("1", "(pass_hat_k) is in the baseline but not computed by this run (eval --dataset computes it with --trials "
+              "2 or more)"),
     ):
         reset_flaky()
         code, out = _eval(*base, "--trials", trials, "--baseline", str(js), "--max-drop", "0.1")
@@ -464,8 +465,8 @@ def test_cli_eval_dataset_baseline_with_scenarios(dataset: Path, support_rules: 
     code, out = _eval("--scenario", str(scenario_file), "--agent", "tests.monitor.offline.agents:memory_agent",
                       "--mode", "step", "--baseline", str(js), "--max-drop", "1")
     assert code == 0, out  # scenarios compute no pass rate and no pass^k: not compared, said so
-    assert "(pass_rate) is in the baseline but not computed by this command" in out
-    assert "(pass_hat_k) is in the baseline but not computed by this command" in out
+    assert "(pass_rate) is in the baseline but not computed by this run (eval --dataset computes it)" in out
+    assert "(pass_hat_k) is in the baseline but not computed by this run (eval --dataset computes it with" in out
 
 
 @pytest.mark.parametrize(

@@ -94,13 +94,14 @@ def test_baseline_figure_not_computed_now_is_skipped() -> None:
     now = {"tool_call_accuracy": 0.9}  # a replay: no pass rate, no pass^k
     assert check_gates(now, baseline=base) == []
     assert skipped_comparisons(now, base) == [
-        "Pass rate (all trials) (pass_rate) is in the baseline but not computed by this command",
+        "Pass rate (all trials) (pass_rate) is in the baseline but not computed by this run (eval --dataset computes "
+        "it)",
         "pass^k (chance that k trials of a case all pass) (pass_hat_k) is in the baseline but not computed by this "
-        "command",
+        "run (eval --dataset computes it with --trials 2 or more)",
     ]
     # a gate on a figure this command does not compute still fails, and says so
     (fail,) = check_gates(now, fail_under=[Threshold("pass_rate", 0.5)])
-    assert "(pass_rate) is not computed by this command, gate < 50.00%" in fail.message
+    assert "(pass_rate) is not computed by this run (eval --dataset computes it), gate < 50.00%" in fail.message
 
 
 def test_figure_computed_now_but_not_in_the_baseline_is_said_not_compared() -> None:
@@ -191,8 +192,9 @@ def test_cli_eval_baseline_with_a_replay(span_file: Path, support_rules: Path, t
     code, out = _run(span_file, support_rules, "--baseline", str(base))
     assert code == 0, out
     assert "Not compared with the baseline: Pass rate (all trials) (pass_rate) is in the baseline but not computed " \
-           "by this command" in out
-    assert "(pass_hat_k) is in the baseline but not computed by this command" in out
+           "by this run (eval --dataset computes it)" in out
+    assert "(pass_hat_k) is in the baseline but not computed by this run (eval --dataset computes it with --trials " \
+           "2 or more)" in out
     assert "All gates passed." in out
     data["figures"]["tool_call_accuracy"] = 0.6  # the figures replay does compute are still compared
     base.write_text(json.dumps(data))
