@@ -73,8 +73,8 @@ static PyObject *k_op, *k_tool_name, *k_call_id, *k_args, *k_result, *k_error_ty
     *k_input, *k_output, *k_defs, *k_case_id, *k_truncated;
 static PyObject *execute_tool, *invoke_agent, *reason_no_tool_name, *status_error;
 static PyObject *foreign_keys; /* _FOREIGN_KEYS interned: a span of neither operation with one goes to _foreign */
-static PyObject *f_foreign, *pa_args, *pa_messages, *tl_request_type; /* _foreign; _PA_ARGS, _PA_MESSAGES,
-                                                                        * _TL_REQUEST_TYPE interned */
+static PyObject *f_foreign, *pa_args, *pa_messages, *tl_request_type, *tool_call_mark; /* _foreign; _PA_ARGS, _PA_MESSAGES,
+                                                                        * _TL_REQUEST_TYPE, _TOOL_CALL_MARK interned */
 static PyObject *f_convert_py, *f_tool_name, *f_call_id, *f_json_text, *f_agent, *f_turn_text, *f_tool_definitions,
     *f_operation_of_name, *defs_by_length;
 static PyObject *user_roles, *assistant_roles, *user_parts, *assistant_parts, *ends[3];
@@ -658,11 +658,14 @@ static int convert_one(PyObject *span, PyObject *out, PyObject *problems, PyObje
         case 0: { /* a model request with its output captured (or events: Strands; or OpenLLMetry's marker) may say
                    * which calls it asked for, and with tools offered, which: Python reads them */
             PyObject *o = dget(attrs, lookup_key[K_OUTPUT]);
-            int d = o == NULL ? -1 : o != Py_None ? 1 : 0;
+            /* an output text without the tool_call mark asks for no call (_requested._messages reads nothing of it and
+             * counts nothing, and the events are not read beside it): the tools offered or OpenLLMetry's calls may */
+            int text = o != NULL && PyUnicode_CheckExact(o);
+            int d = o == NULL ? -1 : text ? PyUnicode_Contains(o, tool_call_mark) : o != Py_None;
             Py_XDECREF(o);
             if (d == 0) {
                 o = dget(attrs, lookup_key[K_DEFS]);
-                d = o == NULL ? -1 : o != Py_None ? 1 : has_events(span);
+                d = o == NULL ? -1 : o != Py_None ? 1 : text ? 0 : has_events(span);
                 Py_XDECREF(o);
             }
             if (d == 0) d = PyDict_Contains(attrs, tl_request_type);
@@ -780,9 +783,9 @@ static PyObject *init(PyObject *self, PyObject *ns) {
         PyTuple_SET_ITEM(keys_copy, i, c);
     }
     Py_XSETREF(foreign_keys, keys_copy);
-    PyObject **pa[3] = {&pa_args, &pa_messages, &tl_request_type};
-    const char *pa_names[3] = {"_PA_ARGS", "_PA_MESSAGES", "_TL_REQUEST_TYPE"};
-    for (int i = 0; i < 3; i++) {
+    PyObject **pa[4] = {&pa_args, &pa_messages, &tl_request_type, &tool_call_mark};
+    const char *pa_names[4] = {"_PA_ARGS", "_PA_MESSAGES", "_TL_REQUEST_TYPE", "_TOOL_CALL_MARK"};
+    for (int i = 0; i < 4; i++) {
         PyObject *k = PyDict_GetItemString(ns, pa_names[i]);
         if (k == NULL || !PyUnicode_CheckExact(k) || !PyUnicode_IS_ASCII(k)) {
             PyErr_Format(PyExc_TypeError, "_cgenai.init: %s must be an ASCII str", pa_names[i]);

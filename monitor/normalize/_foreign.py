@@ -275,19 +275,22 @@ def _relabelled(span: Span, out: Out, problems: list[str], rejected: dict[str, i
             _pydantic_messages(span, attrs, extra, problems)
         else:
             _turn_events(span, attrs, extra)
-    new = {**attrs, **extra} if extra else attrs
-    # Never sent back here: the GenAI path sends a tool span without arguments that has pydantic-ai's, and a turn span
-    # without input messages that has pydantic-ai's; each key is left out when its GenAI key is still not set (each
-    # alone: a turn span with a tool span's key set went back and forth until a RecursionError lost the batch).
-    drop = (m.PA_ARGS,) if new.get(TOOL_ARGS) is None and m.PA_ARGS in new else ()
-    if new.get(INPUT_MESSAGES) is None and m.PA_MESSAGES in new:
-        drop += (m.PA_MESSAGES,)
-    if drop:
-        new = {k: v for k, v in new.items() if k not in drop}
+    new = _final({**attrs, **extra} if extra else attrs)
     n = len(out)
     _convert_py((replace(span, attributes=new, events=None),), out, problems, rejected)
     if len(out) > n:  # a record: it keeps the span's attributes as received
         out[-1].attributes = attrs
+
+
+def _final(attrs: dict[str, Any]) -> dict[str, Any]:
+    """The relabelled attributes, never sent back here: the GenAI path sends a tool span without arguments that has
+    pydantic-ai's, and a turn span without input messages that has pydantic-ai's; each key is left out when its GenAI
+    key is still not set (each alone: a turn span with a tool span's key set went back and forth until a RecursionError
+    lost the batch)."""
+    drop: tuple[str, ...] = (m.PA_ARGS,) if attrs.get(TOOL_ARGS) is None and m.PA_ARGS in attrs else ()
+    if attrs.get(INPUT_MESSAGES) is None and m.PA_MESSAGES in attrs:
+        drop += (m.PA_MESSAGES,)
+    return {k: v for k, v in attrs.items() if k not in drop} if drop else attrs
 
 
 def _one_message(role: str, text: str) -> str:

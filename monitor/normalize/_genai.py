@@ -14,7 +14,7 @@ from typing import Any, Protocol, cast
 
 from monitor.normalize._markers import FOREIGN_MARKERS, PA_ARGS, PA_MESSAGES, TL_REQUEST_TYPE
 from monitor.normalize._offered import add_offered
-from monitor.normalize._requested import add_model_request
+from monitor.normalize._requested import TOOL_CALL_MARK, add_model_request
 from monitor.otlp import STATUS_ERROR, Span
 from monitor.otlp._accel import load_extension
 from monitor.records import ToolCall, Turn
@@ -460,6 +460,7 @@ _FOREIGN_KEYS: tuple[str, ...] = FOREIGN_MARKERS
 _PA_ARGS = PA_ARGS
 _PA_MESSAGES = PA_MESSAGES
 _TL_REQUEST_TYPE = TL_REQUEST_TYPE  # a span of another GenAI operation with it may flatten its calls (OpenLLMetry)
+_TOOL_CALL_MARK = TOOL_CALL_MARK  # in an output text asking for a call: the C normalizer hands no other to Python
 
 
 def _foreign(span: Span, out: list[ToolCall | Turn | Span], problems: list[str], rejected: dict[str, int]) -> None:

@@ -36,7 +36,7 @@ GENERATE_CONTENT = "generate_content"
 # The model request operations: their output may ask for calls, and they may offer tools (monitor.normalize._offered).
 MODEL_REQUESTS = frozenset({CHAT, TEXT_COMPLETION, GENERATE_CONTENT})
 MAX_REQUESTED_PER_SPAN = 64  # tool_call parts read from one chat span; the rest are counted and dropped
-_MARK = '"tool_call"'  # in the JSON text of any output holding a tool_call part: others are not parsed
+TOOL_CALL_MARK = '"tool_call"'  # in the JSON text of any output holding a tool_call part: others are not parsed
 _DETAILS = "gen_ai.client.inference.operation.details"  # Strands' event with the messages (latest conventions)
 _CHOICE = "gen_ai.choice"  # Strands' event with the model's output content blocks
 _TOOL_USE = '"toolUse"'  # in the JSON text of content blocks holding a tool use: others are not parsed
@@ -187,7 +187,7 @@ def _messages(raw: Any, problems: list[str]) -> list[Any] | None:
     """The output messages as a list; None when they hold no tool_call part or are not messages (counted)."""
     messages: Any
     if isinstance(raw, str):
-        if _MARK not in raw:
+        if TOOL_CALL_MARK not in raw:
             return None
         try:
             messages = json.loads(raw)

@@ -21,7 +21,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from monitor.normalize import Normalizer, _genai
-from monitor.otlp import STATUS_ERROR, Span, parse_protobuf
+from monitor.otlp import STATUS_ERROR, Span, SpanEvent, parse_protobuf
 from monitor.otlp._accel import PURE_PYTHON_ENV
 from monitor.records import OfferedTools, RequestedCall, ToolCall, Turn
 
@@ -289,6 +289,38 @@ def test_c_and_python_give_the_same_results(batch: list[Span], rejected0: dict[s
 
 
 # ---- particular cases ----------------------------------------------------------------------------------------
+
+
+_ASKED = json.dumps([{"role": "assistant", "parts": [{"type": "tool_call", "id": "c1", "name": "f", "arguments": {}}]}])
+_ANSWER = json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": "done"}]}])
+_MENTION = json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": 'no "tool_call" here'}]}])
+_EVENT = ("gen_ai.client.inference.operation.details", {"gen_ai.output.messages": _ASKED})
+
+
+@needs_c
+@pytest.mark.parametrize(
+    ("attrs", "events", "asked"),
+    [
+        ({"gen_ai.output.messages": _ANSWER}, None, 0),  # the final answer: a parent link, nothing read (C alone)
+        ({"gen_ai.output.messages": _ASKED}, None, 1),
+        ({"gen_ai.output.messages": _MENTION}, None, 0),  # the mark in a text: read, asks for nothing
+        ({"gen_ai.output.messages": S(_ANSWER)}, None, 0),  # not exactly a str: Python reads it
+        ({"gen_ai.output.messages": _ANSWER}, [_EVENT], 0),  # events are not read beside the attribute
+        ({}, [_EVENT], 1),  # without it they are (Strands)
+        ({"gen_ai.output.messages": _ANSWER, "gen_ai.tool.definitions": '[{"name": "f"}]'}, None, 0),
+        ({"gen_ai.output.messages": _ANSWER, "llm.request.type": "chat",
+          "gen_ai.completion.0.tool_calls.0.name": "f"}, None, 1),  # OpenLLMetry's calls, the output asking none
+        ({"gen_ai.output.messages": _ASKED, "toolwatch.truncated": ("gen_ai.output.messages",)}, None, 0),
+    ],
+)  # fmt: skip
+def test_a_chat_spans_output_is_read_alike(attrs: dict[str, Any], events: Any, asked: int) -> None:
+    """C answers a chat span whose output text holds no tool_call part itself (a parent link); both read the same."""
+    span = span_with({"gen_ai.operation.name": "chat", **attrs}, "chat m")
+    if events is not None:
+        span.events = [SpanEvent(name, 9, attributes) for name, attributes in events]
+    out, problems, _, _ = assert_same([span])
+    assert out[0] is span and problems == []
+    assert sum(type(r) is RequestedCall for r in out) == asked
 
 
 def span_with(attrs: Any, name: str = "execute_tool t", cls: type = Span) -> Any:
