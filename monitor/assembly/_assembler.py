@@ -17,7 +17,10 @@ Calls a model requested (RequestedCall, under their chat span) are held as calls
 released they are reconciled with the calls that ran (_reconcile). So are the tools a chat span offered
 (OfferedTools): at release they join the turn's (or turnless group's) `tool_definitions` and leave its calls
 (_offered). They count as calls against `max_calls_per_trace`. Neither ever sits right under a turn, so the usual
-release (every call right under its turn, inline here and in C) never holds one. The drop counts count spans that
+release (every call right under its turn, inline here and in C) never holds one; the C assembler also releases itself
+a trace that is one turn whose calls sit right under it or under a direct child span (a chat span), none offered
+tools or a handoff, each with a call id when one is requested (reconcile's rule 1 then decides alone), as
+_release_turn would (_cassembler.c's release_chat); any other goes to _release_turn. The drop counts count spans that
 carry calls: a chat span's requested calls, dropped together (a copy, a late span), count once, with its first
 (_spans_of); the tools it offered count for nothing (no call: a copy, or offered after their turn was judged, is
 dropped as a chat span that offers nothing is).

@@ -6,8 +6,8 @@
  * mixed at any time, with the same released turns, in the same order, the same stats and pending counts. The rare
  * cases are left to the Python methods the reference calls (_evict_oldest, _release_turn, _release_turnless,
  * _flush_trace); the usual ones are done here: a new trace (or a spare one), a tool call, a turn, another span; the
- * inline release of a trace that is one turn with its calls right under it (by poll or flush); the turnless-timeout
- * scan.
+ * inline release of a trace that is one turn with its calls right under it (by poll or flush), or under a direct child
+ * span of it with the calls its chat spans requested reconciled by call id (release_chat); the turnless-timeout scan.
  *
  * The whole call goes to the Python reference (_add_records_py / _poll_py / _release_all_py) when the assembler is
  * not exactly a TurnAssembler, its state is not of the types __init__ makes, a bound is outside [-2**62, 2**62) (the grace and
@@ -38,7 +38,8 @@ enum { X_FIRST_SEEN, X_CALLS, X_TURNS, X_PARENTS, X_N };       /* _Trace slots *
 static const char *const record_names[R_N] = {"trace_id", "span_id", "parent_span_id"};
 static const char *const turn_names[U_N] = {"trace_id", "span_id", "calls"};
 static const char *const trace_names[X_N] = {"first_seen_ns", "calls", "turns", "parents"};
-static Py_ssize_t off_call[R_N], off_span[R_N], off_turn[U_N], off_trace[X_N];
+static const char *const call_id_name[1] = {"call_id"};      /* and a call's id (release_chat) */
+static Py_ssize_t off_call[R_N], off_span[R_N], off_turn[U_N], off_trace[X_N], off_call_id;
 static PyObject *trace_attr[X_N], *s_calls;
 
 /* Names looked up on the assembler, its state and the stats. */
@@ -311,22 +312,29 @@ static int remember(State *s, PyObject *tid, PyObject *sid) {
     return rc;
 }
 
-/* The usual release of the trace tr (one turn, `sid`, its calls all right under it), as _release_turn would
- * release it: the turn goes to out with its calls sorted, the trace is dropped and its containers spared. */
-static int release_inline(State *s, PyObject *tid, PyObject *tr, PyObject *sid, PyObject *turns, PyObject *calls,
-                          PyObject *out) {
-    PyObject *turn = PyObject_GetItem(turns, sid), *tup = NULL, *parents = NULL;
-    int rc = -1;
-    if (turn == NULL) return -1;
+/* calls.sort(key=_call_key) (nothing for one call or none): 0 or -1. */
+static int sort_calls(PyObject *calls) {
     Py_ssize_t n = size_of(calls);
-    if (n < 0) goto done;
+    if (n < 0) return -1;
     if (n > 1) {
         PyObject *args[2] = {calls, f_call_key};
         PyObject *r = PyObject_VectorcallMethod(s_sort, args, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, kw_key);
-        if (r == NULL) goto done;
+        if (r == NULL) return -1;
         Py_DECREF(r);
     }
-    if ((tup = PySequence_Tuple(calls)) == NULL) goto done;
+    return 0;
+}
+
+/* The usual release of the trace tr (one turn, `sid`, its calls all its own), as _release_turn would release it: the
+ * turn goes to out with its calls (`mine`, sorted and reconciled already; NULL: `calls`, all right under the turn,
+ * sorted here), the trace is dropped and its containers spared. */
+static int release_inline(State *s, PyObject *tid, PyObject *tr, PyObject *sid, PyObject *turns, PyObject *calls,
+                          PyObject *mine, PyObject *out) {
+    PyObject *turn = PyObject_GetItem(turns, sid), *tup = NULL, *parents = NULL;
+    int rc = -1;
+    if (turn == NULL) return -1;
+    if (mine == NULL && sort_calls(calls) < 0) goto done;
+    if ((tup = PySequence_Tuple(mine != NULL ? mine : calls)) == NULL) goto done;
     if (Py_IS_TYPE(turn, turn_type))
         Py_XSETREF(SLOT(turn, off_turn[U_CALLS]), Py_NewRef(tup));
     else if (PyObject_SetAttr(turn, s_calls, tup) < 0)
@@ -342,6 +350,90 @@ done:
     Py_DECREF(turn);
     Py_XDECREF(tup);
     Py_XDECREF(parents);
+    return rc;
+}
+
+/* The calls of a trace that release_chat releases at most (more go to _release_turn: reconciled there by sets). */
+#define CHAT_MAX 64
+
+/* The trace tr, one turn `sid` whose calls each sit right under it or under a direct child span of it (a chat span:
+ * its parent link names the turn), released as _release_turn would release it (then 1), or 0 with nothing done when
+ * it is not that shape, or -1. The shape: an exact _Trace with a list of at most CHAT_MAX calls, exactly ToolCall or
+ * RequestedCall records whose parent ids are exact str, and, when one is requested, each with a call id (an exact
+ * str, not empty). There _owner finds `sid` for each call (none is left for another turn), take_offered takes
+ * nothing (no OfferedTools), and reconcile is its rule 1 alone: rule 2 pairs only a call without an id, rule 3 needs a
+ * handoff (HandoffMark). So the calls, sorted, without each requested call that has the id of a call that ran or of
+ * a requested call before it: those that ran kept in their place, the requested calls never run after them in start
+ * order. Everything else (an id-less call, a handoff, offered tools, a call further down, under a span never received
+ * or under another turn, a trace or records changed from outside) goes to _release_turn. */
+static int release_chat(State *s, PyObject *tid, PyObject *tr, PyObject *sid, PyObject *turns, PyObject *calls,
+                        PyObject *out) {
+    if (!Py_IS_TYPE(tr, trace_type) || !PyList_CheckExact(calls) || !PyDict_CheckExact(turns) ||
+        PyDict_GET_SIZE(turns) != 1 || !PyUnicode_CheckExact(sid) || PyList_GET_SIZE(calls) > CHAT_MAX)
+        return 0;
+    PyObject *parents = SLOT(tr, off_trace[X_PARENTS]);
+    if (parents == NULL || !PyDict_CheckExact(parents)) return 0;
+    /* A copy, as _release_turn sorts one: a sort that raises leaves the trace as it was. The lookups (which compare
+     * keys) and the sort may run Python code: what they read is held, and the shape is checked again after. */
+    PyObject *mine = PyList_GetSlice(calls, 0, PY_SSIZE_T_MAX), *kept = NULL;
+    if (mine == NULL) return -1;
+    Py_INCREF(parents);
+    Py_ssize_t n = PyList_GET_SIZE(mine);
+    int rc = 0, requested = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *c = PyList_GET_ITEM(mine, i);
+        if (Py_IS_TYPE(c, requested_type)) requested = 1;
+        else if (!Py_IS_TYPE(c, call_type)) goto done;
+        PyObject *p = SLOT(c, off_call[R_PARENT]), *id = SLOT(c, off_call_id);
+        if (p == NULL || !PyUnicode_CheckExact(p) || id == NULL || !PyUnicode_CheckExact(id)) goto done;
+        if (str_eq(p, sid)) continue;
+        Py_INCREF(p); /* under a chat span: its parent link must name the turn */
+        PyObject *up = PyDict_GetItemWithError(parents, p);
+        int ok = up != NULL && PyUnicode_CheckExact(up) && str_eq(up, sid);
+        Py_DECREF(p);
+        if (!ok) {
+            rc = PyErr_Occurred() ? -1 : 0;
+            goto done;
+        }
+    }
+    if (sort_calls(mine) < 0) {
+        rc = -1;
+        goto done;
+    }
+    char drop[CHAT_MAX] = {0};
+    Py_ssize_t dropped = 0;
+    for (Py_ssize_t i = 0; requested && i < n; i++) { /* every call with an id, as before the sort */
+        PyObject *c = PyList_GET_ITEM(mine, i), *id = SLOT(c, off_call_id);
+        if (!(Py_IS_TYPE(c, call_type) || Py_IS_TYPE(c, requested_type)) || id == NULL || !PyUnicode_CheckExact(id) ||
+            PyUnicode_GET_LENGTH(id) == 0)
+            goto done;
+    }
+    for (Py_ssize_t i = 0; requested && i < n; i++) {
+        PyObject *r = PyList_GET_ITEM(mine, i);
+        if (!Py_IS_TYPE(r, requested_type)) continue;
+        PyObject *id = SLOT(r, off_call_id);
+        for (Py_ssize_t j = 0; j < n && !drop[i]; j++) { /* a call that ran, or a requested one before, of its id */
+            PyObject *e = PyList_GET_ITEM(mine, j);
+            if (j != i && (j < i || Py_IS_TYPE(e, call_type)) && str_eq(SLOT(e, off_call_id), id)) drop[i] = 1;
+        }
+        dropped += drop[i];
+    }
+    if (dropped > 0) {
+        if ((kept = PyList_New(0)) == NULL) {
+            rc = -1;
+            goto done;
+        }
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (!drop[i] && PyList_Append(kept, PyList_GET_ITEM(mine, i)) < 0) {
+                rc = -1;
+                goto done;
+            }
+    }
+    rc = release_inline(s, tid, tr, sid, turns, calls, kept != NULL ? kept : mine, out) < 0 ? -1 : 1;
+done:
+    Py_DECREF(mine);
+    Py_DECREF(parents);
+    Py_XDECREF(kept);
     return rc;
 }
 
@@ -380,9 +472,11 @@ static int release_due(State *s, PyObject *tid, PyObject *sids, PyObject *out) {
         int all = (calls = tr_get(tr, X_CALLS)) == NULL ? -1 : all_under(calls, sids);
         if (all < 0) goto done;
         if (all) {
-            rc = release_inline(s, tid, tr, sids, turns, calls, out) < 0 ? -1 : 1;
+            rc = release_inline(s, tid, tr, sids, turns, calls, NULL, out) < 0 ? -1 : 1;
             goto done;
         }
+        if ((rc = release_chat(s, tid, tr, sids, turns, calls, out)) != 0) goto done;
+        rc = -1;
     }
     in = has(turns, sids);
     if (in < 0 || (in && call_release(s->self, s_release_turn, tid, tr, sids, out, s->now_obj) < 0)) goto done;
@@ -530,9 +624,10 @@ static int flush_one(State *s, PyObject *tid, PyObject *tr, PyObject *out) {
         Py_INCREF(sid);
         calls = tr_get(tr, X_CALLS);
         int all = calls == NULL ? -1 : PyList_CheckExact(calls) ? all_under(calls, sid) : 0;
-        if (all > 0) rc = release_inline(s, tid, tr, sid, turns, calls, out) < 0 ? -1 : 1; /* as poll releases it */
+        if (all > 0) rc = release_inline(s, tid, tr, sid, turns, calls, NULL, out) < 0 ? -1 : 1; /* as poll does */
+        else if (all == 0) rc = release_chat(s, tid, tr, sid, turns, calls, out); /* as poll releases it too */
         Py_DECREF(sid);
-        if (all < 0 || all > 0) goto done;
+        if (all < 0 || rc != 0) goto done;
     }
     rc = call_release(s->self, s_flush_trace, tid, tr, NULL, out, NULL) < 0 ? -1 : 0;
 done:
@@ -950,7 +1045,8 @@ static PyObject *init(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (spare == -1 && PyErr_Occurred()) return NULL;
     Py_CLEAR(asm_type); /* set last: until then add_records and poll hand every call to Python */
     if (!class_ok(args[1], &trace_type, trace_names, X_N, off_trace, 1) ||
-        !class_ok(args[3], &call_type, record_names, R_N, off_call, 1) || !same_slots(args[11], call_type, 0) ||
+        !class_ok(args[3], &call_type, record_names, R_N, off_call, 1) ||
+        !record_slot_offsets(call_type, call_id_name, 1, &off_call_id) || !same_slots(args[11], call_type, 0) ||
         !same_slots(args[12], call_type, 1) ||
         !class_ok(args[4], &turn_type, turn_names, U_N, off_turn, 1) ||
         !class_ok(args[5], &span_type, record_names, R_N, off_span, 0) ||

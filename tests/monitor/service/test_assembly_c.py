@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from monitor.assembly import TurnAssembler, _assembler
 from monitor.otlp import Span, accelerated
-from monitor.records import OfferedTools, RequestedCall, ToolCall, Turn
+from monitor.records import HandoffMark, OfferedTools, RequestedCall, ToolCall, Turn
 
 from .test_assembly_fast import BOUNDS, SIDS, TRACES
 
@@ -42,9 +42,13 @@ Spec = tuple[str, str, str, str, int, int]
 
 # The reference's records (test_assembly_fast), requested calls: "req0" / "req1" the first / second call a chat span
 # (the parent) requested (a dropped one counts as its span: only the first is counted), and the tools a chat span
-# offered (a few definitions, some shared).
+# offered (a few definitions, some shared). A call kind may name a call id after a colon ("call:a", "req0:a": the
+# reconciliation by id), and "handoff" is a handoff mark (it drops a requested call of its name).
 record = st.tuples(
-    st.sampled_from(["call", "turn", "other", "req0", "req1", "offered", "offered2", "offered3"]),
+    st.sampled_from(
+        ["call", "turn", "other", "req0", "req1", "offered", "offered2", "offered3"]
+        + ["call:a", "call:b", "req0:a", "req1:b", "req2:a", "req0:c", "handoff"]
+    ),
     st.sampled_from(TRACES),
     st.sampled_from(SIDS),
     st.sampled_from(SIDS),  # parent
@@ -69,8 +73,12 @@ OFFERED: dict[str, tuple[dict[str, Any], ...]] = {
 
 
 def build(kind: str, tid: str, sid: str, parent: str, start: int, end: int) -> ToolCall | Turn | Span:
+    kind, _, cid = kind.partition(":")
     if kind == "call":
-        return ToolCall("tool", trace_id=tid, span_id=sid, parent_span_id=parent, start_ns=start, end_ns=end)
+        return ToolCall("tool", cid, trace_id=tid, span_id=sid, parent_span_id=parent, start_ns=start, end_ns=end)
+    if kind == "handoff":
+        return HandoffMark("tool", trace_id=tid, span_id=f"{sid}#handoff", parent_span_id=parent, start_ns=start,
+                           end_ns=end)  # fmt: skip
     if kind == "requested":
         return RequestedCall("tool", trace_id=tid, span_id=sid, parent_span_id=parent, start_ns=start, end_ns=end)
     if kind in OFFERED:
@@ -79,7 +87,7 @@ def build(kind: str, tid: str, sid: str, parent: str, start: int, end: int) -> T
     if kind == "turn":
         return Turn("hi", trace_id=tid, span_id=sid, start_ns=start, end_ns=end)
     if kind.startswith("req"):  # its span id as the normalizer makes it (the chat span's and the index)
-        return RequestedCall("tool", trace_id=tid, span_id=f"{parent}#0{kind[3:]}", parent_span_id=parent,
+        return RequestedCall("tool", cid, trace_id=tid, span_id=f"{parent}#0{kind[3:]}", parent_span_id=parent,
                              start_ns=start, end_ns=end)  # fmt: skip
     return Span(tid, sid, parent, "chat", 1, start, end)
 
@@ -92,6 +100,7 @@ class Side:
         self.asm = asm
         self.index: dict[int, int] = {}
         self.keep: list[Any] = []  # every record stays alive: ids stay unique
+        self.released: list[Turn] = []  # every turn it released, in order
 
     def records(self, specs: Iterable[Spec]) -> list[ToolCall | Turn | Span]:
         out = [build(*s) for s in specs]
@@ -169,6 +178,8 @@ def run_both(
             got, expect = c.asm.flush(), py.asm.flush()
         assert c.turns(got) == py.turns(expect)
         assert c.state() == py.state()
+        c.released += got
+        py.released += expect
     return c, py
 
 
@@ -190,7 +201,7 @@ def test_c_matches_python(
 usual_trace = st.tuples(
     st.integers(0, 30),  # trace number
     st.integers(0, 3),  # calls
-    st.sampled_from(["under", "nested", "turnless", "late", "chat", "chat-turnless"]),
+    st.sampled_from(["under", "nested", "turnless", "late", "chat", "chat-turnless", "requested", "requested2"]),
 )
 
 
@@ -198,10 +209,17 @@ def trace_specs(n: int, calls: int, shape: str) -> list[Spec]:
     tid = f"{n:032x}"
     turn = f"t{n}"
     parent = "m" if shape == "nested" else turn
-    out: list[Spec] = [("other", tid, "m", turn, 1, 5)] if shape in ("nested", "chat", "chat-turnless") else []
+    out: list[Spec] = [("other", tid, "m", turn, 1, 5)] if shape not in ("under", "turnless", "late") else []
     if shape.startswith("chat"):  # a model request span offering tools, twice (the same definitions again)
         out += [("offered", tid, "m#tools", "m", 1, 5), ("other", tid, "n", turn, 2, 5)]
         out += [("offered", tid, "n#tools", "n", 2, 5), ("offered2", tid, "n#t2", "n", 2, 5)]
+    if shape.startswith("requested"):  # a chat span asking for the calls (by id k0, k1): some ran, some did not
+        out += [("req0:k0", tid, "", "m", 2, 2), ("req1:k1", tid, "", "m", 2, 2)]
+        if shape == "requested2":  # a second chat span: one id asked again (a copy), one never run, one id-less
+            out += [("other", tid, "n", turn, 3, 5), ("req0:k1", tid, "", "n", 4, 4), ("req1:k7", tid, "", "n", 4, 4)]
+            out += [("req2", tid, "", "n", 4, 4)] if calls == 3 else []
+        out += [(f"call:k{i}", tid, f"c{i}", turn, 3 - i % 2, 4) for i in range(calls)]
+        calls = 0
     out += [("call", tid, f"c{i}", parent, 3 - i % 2, 4) for i in range(calls)]
     if shape not in ("turnless", "chat-turnless"):
         out.append(("turn", tid, turn, "", 0, 6))
@@ -343,9 +361,10 @@ def test_released_keys_are_forgotten() -> None:
 
 
 def test_flush_releases_the_usual_trace_in_c_and_hands_the_others_to_flush_trace() -> None:
-    """At a flush (the end of a replay) a trace that is one turn with its calls right under it is released in C, in
-    trace order among the others; a trace of several turns, of nested calls, of calls alone, or whose containers were
-    replaced from outside goes to _flush_trace. Both sides compare equal at each step (hand runs them)."""
+    """At a flush (the end of a replay) a trace that is one turn with its calls right under it, or under a direct
+    child span of it (y: a chat span), is released in C, in trace order among the others; a trace of several turns, of
+    calls alone, or whose containers were replaced from outside goes to _flush_trace. Both sides compare equal at each
+    step (hand runs them)."""
     steps: list[tuple[str, list[Spec], int]] = [
         ("add", [("call", U, "c2", "t", 3, 4), ("call", U, "c1", "t", 2, 3), ("turn", U, "t", "", 0, 5)], 0),
         ("add", [("turn", T, "t2", "", 1, 9), ("turn", T, "t1", "", 0, 9), ("call", T, "c", "t2", 1, 2)], 0),
@@ -367,7 +386,132 @@ def test_flush_releases_the_usual_trace_in_c_and_hands_the_others_to_flush_trace
     assert c.turns(got) == py.turns(expect) and c.state() == py.state()
     assert [(t.trace_id, t.span_id) for t in got] == [(U, "t"), (T, "t1"), (T, "t2"), ("x", ""), ("y", "t"), ("z", "t")]
     assert [c.ref(x) for x in got[0].calls] == [1, 0]  # sorted by start
-    assert handed == [T, "x", "y", "z"] and c.asm.stats.turns_completed == 5 and not c.asm.pending_traces
+    assert handed == [T, "x", "z"] and c.asm.stats.turns_completed == 5 and not c.asm.pending_traces
+
+
+# ---- a turn whose calls sit under its chat spans ----------------------------------------------------------------
+
+
+def chat_case(steps: list[tuple[str, list[Spec], int]], **kw: Any) -> tuple[Side, list[str]]:
+    """run_both(steps) (both sides compared at each step), with the turns the C side handed to _release_turn."""
+    handed: list[str] = []
+
+    def make(cls: type[TurnAssembler]) -> TurnAssembler:
+        a = cls(**{"grace_s": 5, "turnless_timeout_s": 30, **kw})
+        if cls is TurnAssembler:
+            release = a._release_turn
+
+            def counted(tid: str, tr: Any, sid: str, out: list[Turn], now_ns: int | None) -> None:
+                handed.append(sid)
+                release(tid, tr, sid, out, now_ns)
+
+            a._release_turn = counted  # type: ignore[method-assign]
+        return a
+
+    c, _ = run_both(steps, make)
+    return c, handed
+
+
+def released(c: Side) -> list[tuple[str, list[tuple[int, str, bool]]]]:
+    """Each turn the C side released: its span id, and each call's record number, call id and whether requested."""
+    return [(t.span_id, [(c.ref(x), x.call_id, isinstance(x, RequestedCall)) for x in t.calls]) for t in c.released]
+
+
+CHAT_M: list[Spec] = [("other", T, "m", "t", 1, 2), ("req0:a", T, "", "m", 2, 2), ("req1:b", T, "", "m", 2, 2)]
+RAN_AB: list[Spec] = [("call:b", T, "c2", "t", 4, 5), ("call:a", T, "c1", "t", 3, 4)]
+TURN_T: list[Spec] = [("turn", T, "t", "", 0, 6)]
+Steps = list[tuple[str, list[Spec], int]]
+
+
+def _end(flush: bool) -> tuple[str, list[Spec], int]:
+    return ("flush", [], 0) if flush else ("poll", [], 10)
+
+
+@pytest.mark.parametrize(
+    ("arrival", "ran"),
+    [
+        ([("add", CHAT_M + RAN_AB + TURN_T, 0)], (4, 3)),  # the chat span before its turn span (as they end)
+        ([("add", TURN_T + RAN_AB, 0), ("add", CHAT_M, 1)], (2, 1)),  # after its turn span, within the grace
+        ([("add", CHAT_M[1:] + RAN_AB, 0), ("add", TURN_T + CHAT_M[:1], 1)], (3, 2)),  # its link last
+    ],
+    ids=["chat-first", "chat-after-turn", "link-last"],
+)
+@pytest.mark.parametrize("flush", [False, True], ids=["poll", "flush"])
+def test_requested_calls_that_ran_are_released_in_c_as_the_calls_that_ran(
+    arrival: Steps, ran: tuple[int, int], flush: bool
+) -> None:  # ran: the numbers of the records of a's and b's calls that ran
+    """A turn whose requested calls sit under its chat span (a direct child of the turn) and reconcile by call id with
+    the calls that ran: those kept, in their place (by start), the requested ones dropped; released without
+    _release_turn (the trace spared), the same turn, stats and state as in Python."""
+    c, handed = chat_case([*arrival, _end(flush)])
+    assert released(c) == [("t", [(ran[0], "a", False), (ran[1], "b", False)])]
+    assert handed == [] and not c.asm.pending_traces and c.asm.stats.turns_completed == 1
+    assert len(c.asm._spare) == 1
+
+
+@pytest.mark.parametrize("flush", [False, True], ids=["poll", "flush"])
+def test_two_chat_spans_a_repeated_id_and_calls_not_run_are_released_in_c(flush: bool) -> None:
+    """Two chat spans: the second asks for b again (a copy: dropped) and for c, which never ran (kept, requested, in
+    start order); an executed call under a chat span counts as the turn's too."""
+    steps: Steps = [
+        ("add", CHAT_M + [("other", T, "n", "t", 5, 6), ("req0:b", T, "", "n", 6, 6), ("req1:c", T, "", "n", 6, 6)], 0),
+        ("add", [("call:a", T, "c1", "m", 3, 4), ("call:b", T, "c2", "t", 4, 5), *TURN_T], 1),
+        _end(flush),
+    ]
+    c, handed = chat_case(steps)
+    assert released(c) == [("t", [(6, "a", False), (7, "b", False), (5, "c", True)])]
+    assert handed == [] and not c.asm.pending_traces
+
+
+@pytest.mark.parametrize("flush", [False, True], ids=["poll", "flush"])
+def test_requested_calls_none_of_which_ran_keep_the_first_of_each_id(flush: bool) -> None:
+    steps: Steps = [
+        ("add", [("other", T, "m", "t", 1, 2), ("req0:a", T, "", "m", 2, 2), ("req1:a", T, "", "m", 2, 2)], 0),
+        ("add", [("other", T, "n", "t", 1, 2), ("req0:b", T, "", "n", 1, 1), *TURN_T], 0),
+        _end(flush),
+    ]
+    c, handed = chat_case(steps)
+    assert released(c) == [("t", [(4, "b", True), (1, "a", True)])]
+    assert handed == []
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        [("req2", T, "", "m", 2, 2)],  # an id-less requested call: paired by name
+        [("call", T, "c3", "t", 5, 5)],  # an id-less executed call: paired by name
+        [("handoff", T, "h", "m", 5, 5)],  # a handoff: drops the requested call of its name
+        [("offered", T, "m#tools", "m", 1, 2)],  # tools offered: the turn's definitions
+        [("other", T, "g", "m", 1, 2), ("call:d", T, "c3", "g", 5, 5)],  # a call further down
+        [("call:d", T, "c3", "x", 5, 5)],  # under a span never received (the turn encloses it in time)
+        [("turn", T, "t2", "m", 1, 5), ("call:d", T, "c3", "t2", 5, 5)],  # a nested turn
+    ],
+    ids=["idless-requested", "idless-executed", "handoff", "offered", "deeper", "unknown-parent", "nested-turn"],
+)
+@pytest.mark.parametrize("flush", [False, True], ids=["poll", "flush"])
+def test_other_turns_with_requested_calls_are_handed_to_release_turn(extra: list[Spec], flush: bool) -> None:
+    """Anything but the common shape goes to the Python release: the same results (compared at each step)."""
+    c, handed = chat_case([("add", CHAT_M + RAN_AB + extra + TURN_T, 0), _end(flush)])
+    assert "t" in handed and c.asm.stats.turns_completed == len(handed)
+
+
+def test_requested_calls_that_cannot_be_ordered_raise_and_stay_pending_as_in_python() -> None:
+    class NoOrder:
+        def __lt__(self, other: object) -> bool:
+            raise ArithmeticError("lt")
+
+        __gt__ = __lt__
+
+    sides = Side(TurnAssembler(grace_s=1)), Side(PythonAssembler(grace_s=1))
+    for side in sides:
+        recs = side.records([*CHAT_M, *RAN_AB, *TURN_T])
+        for r in recs[1:3]:
+            r.start_ns = NoOrder()  # type: ignore[assignment]
+        assert side.asm.add_records(recs, 0) == []
+        with pytest.raises(ArithmeticError, match="lt"):
+            side.asm.poll(10**9)
+    c, py = sides
+    assert c.state() == py.state() and c.asm.pending_turns == 1 and not c.asm._spare
 
 
 # ---- fallbacks ------------------------------------------------------------------------------------------------
@@ -567,9 +711,18 @@ def test_references_are_released() -> None:
     assert [sys.getrefcount(o) for o in objs] == before
 
 
+def requested_of(tid: str, start: Callable[[], Any]) -> list[RequestedCall]:
+    """Two calls a chat span "m" requested (ids k and l), each starting at start()."""
+    return [
+        RequestedCall("x", k, trace_id=tid, span_id=f"m#0{i}", parent_span_id="m", start_ns=start())
+        for i, k in enumerate("kl")
+    ]
+
+
 def test_memory_stays_flat_when_python_code_raises_midway() -> None:
     """The error paths release what they hold: start times that cannot be compared (a sort in the inline release of
-    poll or flush, in _release_turn, in _release_turnless, in an eviction), counters that cannot be added to,
+    poll or flush, of calls under a chat span, in _release_turn, in _release_turnless, in an eviction), counters that
+    cannot be added to,
     containers whose methods raise. Measured when written: 2 blocks gained over the 400 rounds."""
 
     class NoOrder:
@@ -605,6 +758,9 @@ def test_memory_stays_flat_when_python_code_raises_midway() -> None:
             lambda a: a.poll(10**12),  # _release_turnless sorts them
             lambda a: a.add_records([call("i", "w", NoOrder(), "d" * 32), call("j", "w", NoOrder(), "d" * 32),
                                      turn("w", tid="d" * 32)], 10**12),
+            lambda a: a.add_records([Span("e" * 32, "m", "t", "chat"), *requested_of("e" * 32, NoOrder),
+                                     turn(tid="e" * 32)], 10**12),
+            lambda a: a.poll(3 * 10**12),  # the release of requested calls under a chat span (release_chat) sorts them
             lambda a: a.flush(),  # the inline release of flush (release_all) sorts them
         ]
         for step in steps:

@@ -25,7 +25,19 @@ from monitor.assembly._offered import MAX_OFFERED_PER_TURN
 from monitor.normalize import GenAIConvention, Normalizer
 from monitor.otlp import Span
 from monitor.records import OfferedTools, RequestedCall, ToolCall, Turn
-from tests.monitor.service.test_requested_calls import IMPLS, Req, S, _impl, _one, assemble, convert, ran, record
+from tests.monitor.service.test_requested_calls import (
+    IMPLS,
+    Req,
+    S,
+    _add_poll,
+    _impl,
+    _one,
+    _spied,
+    assemble,
+    convert,
+    ran,
+    record,
+)
 
 DEFS = "gen_ai.tool.definitions"
 PARAMS = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
@@ -252,6 +264,31 @@ def test_a_turn_gets_the_tools_its_chat_spans_offered(impl: str, flush: bool) ->
     assert t.tool_definitions == (WEATHER, TIME)
     assert [(type(c), c.name) for c in t.calls] == [(ToolCall, "get_weather")]  # no OfferedTools among the calls
     assert a.pending_traces == 0 and a.stats.duplicates == a.stats.late_calls == 0
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("offered", [False, True], ids=["requested-only", "offered-too"])
+def test_a_chat_span_offering_tools_takes_the_python_release_with_the_same_calls(impl: str, offered: bool) -> None:
+    """The C assembler releases a turn whose chat spans only requested calls (reconciled by id) itself; one whose chat
+    spans also offered tools goes to _release_turn, which joins them: the same calls either way."""
+    _impl(impl)
+
+    def build(tracer: Tracer) -> None:
+        with agent_turn(tracer):
+            chat(tracer, [WEATHER, TIME] if offered else None, Req("get_weather", "call_1"), Req("get_time", "call_2"))
+            ran(tracer, "get_weather", "call_1")
+            chat(tracer, [WEATHER, TIME] if offered else None)
+
+    a = TurnAssembler(grace_s=1.0, turnless_timeout_s=5.0)
+    handed = _spied(a)
+    add, poll = _add_poll(a, impl)
+    t = _one(add(convert(record(build), impl)[0], 0) + poll(10 * S))
+    assert [(type(c), c.name, c.call_id) for c in t.calls] == [
+        (RequestedCall, "get_time", "call_2"),  # when the model asked: before the call that ran
+        (ToolCall, "get_weather", "call_1"),
+    ]
+    assert t.tool_definitions == ((WEATHER, TIME) if offered else None)
+    assert handed == ([t.span_id] if offered or impl == "python" else [])
 
 
 @pytest.mark.parametrize("impl", IMPLS)

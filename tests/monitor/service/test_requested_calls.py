@@ -444,6 +444,79 @@ def test_a_late_chat_span_of_a_released_nested_turn_is_late_not_a_call_of_the_ou
     assert a.stats.late_calls == 1
 
 
+def _spied(a: TurnAssembler) -> list[str]:
+    """The turns the assembler hands to its Python release (_release_turn), as they are handed."""
+    handed: list[str] = []
+    release = a._release_turn
+
+    def counted(tid: str, tr: Any, sid: str, out: list[Turn], now_ns: int | None) -> None:
+        handed.append(sid)
+        release(tid, tr, sid, out, now_ns)
+
+    a._release_turn = counted  # type: ignore[method-assign]
+    return handed
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("when", ["all-at-once", "chat-first", "chat-after-turn"])
+@pytest.mark.parametrize("flush", [False, True], ids=["poll", "flush"])
+def test_a_turn_of_two_chat_spans_is_reconciled_by_call_id_whenever_its_chat_spans_arrive(
+    impl: str, when: str, flush: bool
+) -> None:
+    """Two chat spans: the first asks for f and g (both ran), the second for g again (the same id: a copy) and for h,
+    which never ran; then the final answer. The calls that ran are kept, in their place, with h after them as
+    requested. The chat spans arrive with the turn, before it (an earlier request) or after it (a later request,
+    within the grace period). The C assembler releases this turn itself: none handed to _release_turn."""
+    _impl(impl)
+
+    def build(tracer: Tracer) -> None:
+        with agent_turn(tracer):
+            chat(tracer, Req("f", "call_1", {"q": "asked"}), Req("g", "call_2"))
+            ran(tracer, "g", "call_2", {"q": "ran g"})
+            ran(tracer, "f", "call_1", {"q": "ran f"})
+            chat(tracer, Req("g", "call_2"), Req("h", "call_3", {"q": "h"}))
+            chat(tracer)
+
+    spans = record(build)
+    chats = [s for s in spans if s.name.startswith("chat")]
+    others = [s for s in spans if not s.name.startswith("chat")]
+    batches = {"all-at-once": [spans], "chat-first": [chats, others], "chat-after-turn": [others, chats]}[when]
+    a = TurnAssembler(grace_s=1.0, turnless_timeout_s=5.0)
+    handed = _spied(a)
+    add, poll = _add_poll(a, impl)
+    turns: list[Turn] = []
+    for i, batch in enumerate(batches):
+        turns += add(convert(batch, impl)[0], i * S // 2)
+    if flush:
+        turns += (a._release_all_py() if impl == "python" else []) + a.flush()
+    else:
+        turns += poll(10 * S)
+    assert calls_of(_one(turns)) == [
+        ("g", "call_2", '{"q": "ran g"}', False),
+        ("f", "call_1", '{"q": "ran f"}', False),
+        ("h", "call_3", '{"q": "h"}', True),
+    ]
+    assert handed == ([] if impl == "c" else [_one(turns).span_id])
+    assert (a.pending_traces, a.stats.turns_completed, a.stats.duplicates, a.stats.late_calls) == (0, 1, 0, 0)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_requested_calls_not_run_with_a_repeated_id_give_one_call_each(impl: str) -> None:
+    _impl(impl)
+
+    def build(tracer: Tracer) -> None:
+        with agent_turn(tracer):
+            chat(tracer, Req("f", "call_1"), Req("f", "call_1"), Req("g", "call_2"))
+            chat(tracer, Req("g", "call_2"))
+
+    a = TurnAssembler(grace_s=1.0, turnless_timeout_s=5.0)
+    handed = _spied(a)
+    add, poll = _add_poll(a, impl)
+    t = _one(add(convert(record(build), impl)[0], 0) + poll(10 * S))
+    assert calls_of(t) == [("f", "call_1", None, True), ("g", "call_2", None, True)]
+    assert handed == ([] if impl == "c" else [t.span_id])
+
+
 def test_c_and_python_assemble_requested_calls_alike() -> None:
     _impl("c")
 
