@@ -44,7 +44,7 @@ def test_the_extension_is_built_and_loaded() -> None:
 
     assert _cgenai.__file__.endswith(".so")
     # The records are filled slot by slot, the spans read from their slots (the classes are plain slotted ones).
-    assert _cgenai.init(vars(_genai)) == {"span": True, "tool_call": True, "turn": True}
+    assert _cgenai.init(vars(_genai)) == {"span": True, "tool_call": True, "turn": True, "requested_call": True}
 
 
 # ---- comparing the two ---------------------------------------------------------------------------------------
@@ -350,6 +350,56 @@ def test_c_and_python_give_the_same_results(batch: list[Span], rejected0: dict[s
     assert_same(batch, rejected0)
 
 
+
+_JSON_LEAVES = st.one_of(st.none(), st.booleans(), st.integers(-(10**20), 10**20), st.floats(), st.text(max_size=6))
+_JSON = st.recursive(_JSON_LEAVES, lambda x: st.lists(x, max_size=3) | st.dictionaries(st.text(max_size=4), x,
+                                                                                        max_size=3), max_leaves=8)
+_NAMES = st.sampled_from(["f", "get_weather", "météo", "t\u2028", "\u3000x", " f "])
+_BLANK = st.sampled_from([" ", "\u3000", "", "\x85", "\x1f", "\t\n"])  # no name: str.strip() leaves nothing
+_ARGS = st.one_of(st.dictionaries(st.text(max_size=4), _JSON, max_size=3), st.text(max_size=6), st.none())
+
+
+@st.composite
+def chat_outputs(draw: st.DrawFn) -> str:
+    """Output messages with tool_call parts of every shape (mostly the common one), written by json.dumps with any
+    options, sometimes cut."""
+
+    def part() -> Any:
+        kind = draw(st.integers(0, 19))
+        if kind == 0:
+            return draw(_JSON)
+        if kind == 1:
+            return {"type": "text", "content": draw(st.sampled_from(['"tool_call"', "x"]))}
+        p: dict[str, Any] = {"type": "tool_call" if kind > 2 else draw(_JSON)}
+        odd = draw(st.integers(0, 9)) == 0  # a name, id or arguments of any JSON value
+        for key, common in (("name", _NAMES), ("id", st.one_of(st.text(max_size=4), st.none())), ("arguments", _ARGS)):
+            if draw(st.integers(0, 5)):
+                p[key] = draw(st.one_of(common, _JSON, _BLANK) if odd else common)
+        return p
+
+    n = draw(st.sampled_from([0, 1, 1, 2, 3, 3, 64, 65]))
+    messages: Any = [{"role": "assistant", "parts": [part() for _ in range(n)]}]
+    if draw(st.booleans()):
+        messages.append(draw(st.one_of(_JSON, st.just({"role": "assistant", "parts": [part(), part()]}))))
+    if draw(st.integers(0, 5)) == 0:
+        messages = messages[0]
+    raw = json.dumps(messages, ensure_ascii=draw(st.booleans()), indent=draw(st.sampled_from([None, 1])),
+                     separators=draw(st.sampled_from([None, (",", ":")])))  # fmt: skip
+    if '"tool_call"' not in raw:
+        raw += ' "tool_call"'
+    if draw(st.integers(0, 9)) == 0:
+        raw = raw[: draw(st.integers(0, len(raw)))]
+    return raw
+
+
+@needs_c
+@settings(max_examples=150, deadline=None)
+@given(st.lists(chat_outputs(), min_size=1, max_size=3), st.sampled_from(["chat", "generate_content"]))
+def test_c_and_python_read_chat_outputs_alike(outputs: list[str], op: str) -> None:
+    assert_same([span_with({"gen_ai.operation.name": op, "gen_ai.output.messages": o, "k": 1}, "chat m")
+                 for o in outputs])  # fmt: skip
+
+
 # ---- particular cases ----------------------------------------------------------------------------------------
 
 
@@ -643,9 +693,12 @@ def test_no_leaks_over_many_batches() -> None:
         span_with({"gen_ai.tool.name": ""}, "execute_tool "),
         span_with({}, "chat"),
         span_with(MappingProxyType({"gen_ai.tool.name": "t"})),
-    ]
+        *[span_with({"gen_ai.operation.name": "chat", "gen_ai.output.messages": out, "k": 1}, "chat m")
+          for out, _, _ in CHAT_OUTPUTS if len(out) < 4000],  # read in C, or handed to Python
+    ]  # fmt: skip
     failing = [span_with({"gen_ai.tool.name": "t"}), span_with({"toolwatch.case.id": Boom()}, "invoke_agent a")]
-    watched = [batch[0], attrs_tool, attrs_turn, COMPACT[1], defs, batch[0].resource, *attrs_turn.values()]
+    watched = [batch[0], attrs_tool, attrs_turn, COMPACT[1], defs, batch[0].resource, *attrs_turn.values(),
+               batch[-1], batch[-1].attributes, _ASKED_F]  # fmt: skip
 
     def rounds(n: int) -> None:
         for _ in range(n):
@@ -679,6 +732,9 @@ def test_a_record_class_with_a_foreign_slot_descriptor_is_never_slot_filled() ->
     setattr(foreign, "attributes", big.__dict__["s39"])  # the member descriptor itself, not a value
     ns = dict(vars(_genai), ToolCall=foreign)
     try:
-        assert _cgenai.init(ns) == {"span": True, "tool_call": False, "turn": True}
+        assert _cgenai.init(ns) == {"span": True, "tool_call": False, "turn": True, "requested_call": False}
+        # the requested calls made as Python makes them (object.__new__, setattr), with the same values
+        chat = span_with({"gen_ai.operation.name": "chat", "gen_ai.output.messages": _ASKED_F}, "chat m")
+        assert [type(r) for r in assert_same([chat])[0]] == [Span] + [RequestedCall] * 3
     finally:
-        assert _cgenai.init(vars(_genai)) == {"span": True, "tool_call": True, "turn": True}
+        assert _cgenai.init(vars(_genai)) == {"span": True, "tool_call": True, "turn": True, "requested_call": True}
