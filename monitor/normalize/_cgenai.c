@@ -814,7 +814,10 @@ static int requested(PyObject *span, PyObject *attrs, PyObject *raw, PyObject *o
         if ((v = PyDict_GetItemWithError(attrs, lookup_key[keys[i]])) != NULL && v != Py_None) return 0;
         if (v == NULL && PyErr_Occurred()) return -1;
     }
-    if ((t = has_events(span)) != 0 || (t = PyDict_Contains(attrs, tl_request_type)) != 0) return t > 0 ? 0 : -1;
+    if ((t = PyDict_Contains(attrs, tl_request_type)) != 0) return t > 0 ? 0 : -1;
+    /* no events: None or an empty list (Python does not read them beside the output; C does not ask more of them) */
+    PyObject *ev = *(PyObject **)((char *)span + span_cls.offset[S_EVENTS]);
+    if (ev == NULL || (ev != Py_None && !(PyList_CheckExact(ev) && PyList_GET_SIZE(ev) == 0))) return 0;
     static const int fields[3] = {S_TRACE_ID, S_SPAN_ID, S_END_NS};
     for (int i = 0; i < 3; i++)
         if (*(PyObject **)((char *)span + span_cls.offset[fields[i]]) == NULL) return 0; /* Python raises: it reads */

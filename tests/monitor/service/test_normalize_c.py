@@ -532,6 +532,17 @@ def test_a_chat_span_whose_ids_cannot_be_read_is_handed_to_python() -> None:
     odd = span_with(attrs, "chat m")
     odd.span_id = S(odd.span_id)  # formatted by Python
     assert_same([odd])
+    for events in (Boom(), _MISSING):  # Python does not read the events beside the output: nothing raises
+        eventful: Any = Span.__new__(Span)
+        for f in Span.__slots__:
+            if f != "events":
+                setattr(eventful, f, getattr(odd, f))
+        eventful.span_id = "b7ad6b7169203331"
+        if events is not _MISSING:
+            eventful.events = events
+        with handed_to_python() as handed:
+            assert assert_same([eventful])[3] is None
+        assert handed == [eventful]
 
 
 def span_with(attrs: Any, name: str = "execute_tool t", cls: type = Span) -> Any:
