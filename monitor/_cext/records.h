@@ -45,6 +45,14 @@ static inline int record_slot_offsets(PyTypeObject *tp, const char *const *names
     return ok;
 }
 
+/* Whether sub is a subclass of base (a record class whose slots were checked) that adds no slot and no attribute
+ * access of its own and is made and set the plain way: its objects are filled at base's offsets (a subclass's own
+ * slots would come after its base's). */
+static inline int record_same_slots(PyTypeObject *sub, PyTypeObject *base) {
+    return sub->tp_base == base && sub->tp_basicsize == base->tp_basicsize &&
+           sub->tp_getattro == PyObject_GenericGetAttr && record_class_is_plain(sub);
+}
+
 /* Whether tp(*n fresh objects) stores each one unchanged in the slot at offsets[i] (a hand-written __init__,
  * kept by @dataclass, may do more). The offsets must have been checked to lie inside tp's objects. */
 static inline int record_constructor_only_assigns(PyTypeObject *tp, const Py_ssize_t *offsets, int n) {

@@ -9,7 +9,13 @@
  * another operation whose gen_ai.output.messages or gen_ai.tool.definitions are set, that has span events (Strands
  * Agents puts them there), or that has OpenLLMetry's `llm.request.type` (newer versions flatten the calls into
  * gen_ai.completion.*): a model request may hold the calls it asked for (_requested.py reads them) and the tools it
- * offered (_offered.py); any other span of another operation is a parent link (appended as it is).
+ * offered (_offered.py); any other span of another operation is a parent link (appended as it is). An output text
+ * without the tool_call mark asks for none (a parent link). One with it is read here in the common case (`requested`:
+ * a chat / text_completion / generate_content span, no tools offered, no truncation marker, no events, no
+ * OpenLLMetry marker; a text json.loads reads as messages, nesting at most MAX_DEPTH, whose tool_call parts are at
+ * most MAX_REQUESTED_PER_SPAN, each named, with a str id or none, and arguments an object, a text or none): the same
+ * RequestedCall records _requested.add_requested makes (json.loads's own scanner, json.dumps for an object). Anything
+ * else, and anything Python would count as ignored, is handed to Python.
  *
  * The compact one-text messages are decoded here: json's C scanstring (strict), the same decoding, the same
  * strings accepted (an error there means "not compact", as in Python, which then calls _turn_text).
@@ -79,6 +85,12 @@ static PyObject *f_convert_py, *f_tool_name, *f_call_id, *f_json_text, *f_agent,
     *f_operation_of_name, *defs_by_length;
 static PyObject *user_roles, *assistant_roles, *user_parts, *assistant_parts, *ends[3];
 static PyObject *s_empty, *empty_tuple, *s_error, *kw_empty_is_none, *str_or_tuple, *object_new, *zero, *one_;
+/* The requested calls of a model request (_requested.py): the class, json.loads's scanner and json.dumps, the model
+ * request operations, the keys a call leaves out of its span's attributes, the bound per span, the part keys. */
+static Class req_cls;
+static PyObject *f_scan_json, *f_dumps, *model_requests, *content_keys, *s_parts, *s_type, *s_tool_call, *s_name,
+    *s_id, *s_arguments;
+static Py_ssize_t max_requested;
 
 /* ---- classes ----------------------------------------------------------------------------------------------- */
 
@@ -644,6 +656,238 @@ static int other(PyObject *span, PyObject *attrs, PyObject *out, PyObject *probl
     return PyList_Append(out, span);
 }
 
+/* ---- requested calls ------------------------------------------------------------------------------------- */
+
+/* The nesting read here at most (the message list, a message, its parts, a part, and the arguments' own): deeper
+ * texts go to Python, which reads them (or hits its recursion limit) a few frames deeper than this code would. */
+#define MAX_DEPTH 64
+
+/* Whether the JSON text s nests at most MAX_DEPTH arrays and objects (brackets in strings not counted). */
+static int shallow(PyObject *s) {
+    Py_ssize_t len = PyUnicode_GET_LENGTH(s), depth = 0;
+    int kind = PyUnicode_KIND(s), in_str = 0;
+    const void *d = PyUnicode_DATA(s);
+    for (Py_ssize_t i = 0; i < len; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, d, i);
+        if (in_str) {
+            if (c == '\\') i++;
+            else if (c == '"') in_str = 0;
+        } else if (c == '"') {
+            in_str = 1;
+        } else if (c == '[' || c == '{') {
+            if (++depth > MAX_DEPTH) return 0;
+        } else if (c == ']' || c == '}') {
+            depth--;
+        }
+    }
+    return 1;
+}
+
+static inline Py_ssize_t skip_ws(PyObject *s, Py_ssize_t i) { /* json.decoder.WHITESPACE: [ \t\n\r]* */
+    Py_ssize_t len = PyUnicode_GET_LENGTH(s);
+    int kind = PyUnicode_KIND(s);
+    const void *d = PyUnicode_DATA(s);
+    for (; i < len; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, d, i);
+        if (c != ' ' && c != '\t' && c != '\n' && c != '\r') break;
+    }
+    return i;
+}
+
+/* json.loads(raw) for an exact str: 1 with *obj (new), 0 where json.loads raises ValueError or RecursionError (or
+ * the text nests deeper than MAX_DEPTH), -1 with another exception. */
+static int load_json(PyObject *raw, PyObject **obj) {
+    if (!shallow(raw)) return 0;
+    Py_ssize_t len = PyUnicode_GET_LENGTH(raw), idx = skip_ws(raw, 0);
+    PyObject *i = PyLong_FromSsize_t(idx);
+    if (i == NULL) return -1;
+    PyObject *args[2] = {raw, i};
+    PyObject *r = PyObject_Vectorcall(f_scan_json, args, 2, NULL);
+    Py_DECREF(i);
+    if (r == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_StopIteration) && !PyErr_ExceptionMatches(PyExc_ValueError) &&
+            !PyErr_ExceptionMatches(PyExc_RecursionError))
+            return -1;
+        PyErr_Clear();
+        return 0;
+    }
+    Py_ssize_t end = -1;
+    if (PyTuple_CheckExact(r) && PyTuple_GET_SIZE(r) == 2 && PyLong_CheckExact(PyTuple_GET_ITEM(r, 1)))
+        end = PyLong_AsSsize_t(PyTuple_GET_ITEM(r, 1));
+    if (end < 0 || end > len) {
+        Py_DECREF(r);
+        if (PyErr_Occurred()) return -1;
+        PyErr_SetString(PyExc_TypeError, "_cgenai: the JSON scanner returned no (value, end)");
+        return -1;
+    }
+    if (skip_ws(raw, end) != len) { /* extra data */
+        Py_DECREF(r);
+        return 0;
+    }
+    *obj = Py_NewRef(PyTuple_GET_ITEM(r, 0));
+    Py_DECREF(r);
+    return 1;
+}
+
+/* d.get(key) of a dict json made: borrowed, or NULL when missing (no exception: its keys are exact str). */
+static inline PyObject *jget(PyObject *d, PyObject *key) {
+    PyObject *v = PyDict_GetItemWithError(d, key);
+    if (v == NULL) PyErr_Clear();
+    return v;
+}
+
+/* `isinstance(name, str) and name.strip()` for a value json made. */
+static int named(PyObject *name) {
+    if (name == NULL || !PyUnicode_CheckExact(name)) return 0;
+    Py_ssize_t len = PyUnicode_GET_LENGTH(name);
+    int kind = PyUnicode_KIND(name);
+    const void *d = PyUnicode_DATA(name);
+    for (Py_ssize_t i = 0; i < len; i++)
+        if (!Py_UNICODE_ISSPACE(PyUnicode_READ(kind, d, i))) return 1;
+    return 0;
+}
+
+/* _requested._kept: the span's attributes without the message contents. */
+static PyObject *kept_attributes(PyObject *attrs) {
+    PyObject *kept = PyDict_New(), *k, *v;
+    Py_ssize_t pos = 0;
+    while (kept != NULL && PyDict_Next(attrs, &pos, &k, &v)) {
+        int t = PySet_Contains(content_keys, k);
+        if (t < 0 || (t == 0 && PyDict_SetItem(kept, k, v) < 0)) Py_CLEAR(kept);
+    }
+    return kept;
+}
+
+/* One tool_call part json made (_requested._requested and new_requested): 1 with *call (new), 0 when Python would
+ * count it as ignored (no name; an id or arguments of another type; arguments json.dumps refuses), -1. */
+static int requested_call(PyObject *span, PyObject *p, Py_ssize_t index, PyObject **kept, PyObject *attrs,
+                          PyObject **call) {
+    PyObject *name = jget(p, s_name), *id = jget(p, s_id), *args = jget(p, s_arguments);
+    if (!named(name)) return 0;
+    if (id == NULL || id == Py_None) id = s_empty;
+    else if (!PyUnicode_CheckExact(id)) return 0;
+    if (args == NULL || args == Py_None) {
+        args = Py_NewRef(Py_None);
+    } else if (PyUnicode_CheckExact(args)) {
+        Py_INCREF(args);
+    } else if (PyDict_CheckExact(args)) {
+        if ((args = PyObject_CallOneArg(f_dumps, args)) == NULL) { /* Python counts it or raises: it reads it again */
+            PyErr_Clear();
+            return 0;
+        }
+    } else {
+        return 0;
+    }
+    if (*kept == NULL && (*kept = kept_attributes(attrs)) == NULL) {
+        Py_DECREF(args);
+        return -1;
+    }
+    PyObject *v[C_N];
+    PyObject *sid = *(PyObject **)((char *)span + span_cls.offset[S_SPAN_ID]);
+    PyObject *end_ns = *(PyObject **)((char *)span + span_cls.offset[S_END_NS]);
+    v[C_NAME] = Py_NewRef(name), v[C_CALL_ID] = Py_NewRef(id), v[C_ARGUMENTS] = args;
+    v[C_RESULT] = Py_NewRef(Py_None), v[C_ERROR_TYPE] = Py_NewRef(Py_None);
+    v[C_TRACE_ID] = Py_NewRef(*(PyObject **)((char *)span + span_cls.offset[S_TRACE_ID]));
+    v[C_SPAN_ID] = PyUnicode_FromFormat("%U#%02zd", sid, index), v[C_PARENT_SPAN_ID] = Py_NewRef(sid);
+    v[C_START_NS] = Py_NewRef(end_ns), v[C_END_NS] = Py_NewRef(end_ns), v[C_ATTRIBUTES] = Py_NewRef(*kept);
+    if (v[C_SPAN_ID] == NULL) {
+        for (int i = 0; i < C_N; i++) Py_XDECREF(v[i]);
+        return -1;
+    }
+    return (*call = record_new(&req_cls, v)) != NULL ? 1 : -1;
+}
+
+/* The requested calls of a model request span whose output text holds the tool_call mark, read here in the common
+ * case (_requested.add_requested, the span's output messages JSON text): the span then its calls appended to `out`,
+ * 1. 0 with `out` as it was for anything else (Python reads it): another operation or kind of value, tools offered,
+ * a truncation marker, events, OpenLLMetry's marker, span fields unset or a span id not exactly a str, a text json
+ * does not read as messages or nesting deeper than MAX_DEPTH, more than max_requested tool_call parts, or anything
+ * Python counts as ignored. -1 with an exception. */
+static int requested(PyObject *span, PyObject *attrs, PyObject *raw, PyObject *out) {
+    PyObject *op = PyDict_GetItemWithError(attrs, lookup_key[K_OP]), *v;
+    if (op == NULL) return PyErr_Occurred() ? -1 : 0;
+    if (!PyUnicode_CheckExact(op) || !req_cls.type) return 0;
+    int t = PySet_Contains(model_requests, op);
+    if (t <= 0) return t;
+    static const int keys[2] = {K_DEFS, K_TRUNCATED};
+    for (int i = 0; i < 2; i++) {
+        if ((v = PyDict_GetItemWithError(attrs, lookup_key[keys[i]])) != NULL && v != Py_None) return 0;
+        if (v == NULL && PyErr_Occurred()) return -1;
+    }
+    if ((t = PyDict_Contains(attrs, tl_request_type)) != 0) return t > 0 ? 0 : -1;
+    /* no events: None or an empty list (Python does not read them beside the output; C does not ask more of them) */
+    PyObject *ev = *(PyObject **)((char *)span + span_cls.offset[S_EVENTS]);
+    if (ev == NULL || (ev != Py_None && !(PyList_CheckExact(ev) && PyList_GET_SIZE(ev) == 0))) return 0;
+    static const int fields[3] = {S_TRACE_ID, S_SPAN_ID, S_END_NS};
+    for (int i = 0; i < 3; i++)
+        if (*(PyObject **)((char *)span + span_cls.offset[fields[i]]) == NULL) return 0; /* Python raises: it reads */
+    if (!PyUnicode_CheckExact(*(PyObject **)((char *)span + span_cls.offset[S_SPAN_ID]))) return 0;
+    PyObject *messages = NULL, *kept = NULL, *call = NULL;
+    if ((t = load_json(raw, &messages)) <= 0) return t;
+    Py_ssize_t start = PyList_GET_SIZE(out), n = 0, count;
+    PyObject **items;
+    if (PyDict_CheckExact(messages)) {
+        items = &messages, count = 1;
+    } else if (PyList_CheckExact(messages)) {
+        items = PySequence_Fast_ITEMS(messages), count = PyList_GET_SIZE(messages);
+    } else {
+        Py_DECREF(messages);
+        return 0;
+    }
+    int rc = PyList_Append(out, span) < 0 ? -1 : 1;
+    for (Py_ssize_t i = 0; rc > 0 && i < count; i++) {
+        PyObject *m = items[i], *parts;
+        if (!PyDict_CheckExact(m)) {
+            rc = 0;
+            break;
+        }
+        if ((parts = jget(m, s_parts)) == NULL || parts == Py_None) continue;
+        if (!PyList_CheckExact(parts)) {
+            rc = 0;
+            break;
+        }
+        for (Py_ssize_t j = 0; rc > 0 && j < PyList_GET_SIZE(parts); j++) {
+            PyObject *p = PyList_GET_ITEM(parts, j), *type;
+            if (!PyDict_CheckExact(p) || (type = jget(p, s_type)) == NULL || !PyUnicode_CheckExact(type) ||
+                !str_eq(type, s_tool_call))
+                continue;
+            if (n >= max_requested) {
+                rc = 0;
+                break;
+            }
+            if ((rc = requested_call(span, p, n, &kept, attrs, &call)) > 0) {
+                if (PyList_Append(out, call) < 0) rc = -1;
+                Py_DECREF(call);
+                n++;
+            }
+        }
+    }
+    if (rc == 0 && PyList_SetSlice(out, start, PyList_GET_SIZE(out), NULL) < 0) rc = -1;
+    Py_XDECREF(kept);
+    Py_DECREF(messages);
+    return rc;
+}
+
+/* A span of another GenAI operation: a parent link, with the calls it asked for and the tools it offered when it is a
+ * model request (read by Python unless its output asks for none, or `requested` reads them). */
+static int model_request(PyObject *span, PyObject *attrs, PyObject *out, PyObject *problems, PyObject *rejected) {
+    PyObject *o = dget(attrs, lookup_key[K_OUTPUT]);
+    /* an output text without the tool_call mark asks for no call (_requested._messages reads nothing of it and
+     * counts nothing, and the events are not read beside it): the tools offered or OpenLLMetry's calls may */
+    int text = o != NULL && PyUnicode_CheckExact(o);
+    int d = o == NULL ? -1 : text ? PyUnicode_Contains(o, tool_call_mark) : o != Py_None;
+    if (d > 0 && text) d = requested(span, attrs, o, out) ? -2 : 1; /* -2: read (or failed) here */
+    Py_XDECREF(o);
+    if (d == -2) return PyErr_Occurred() ? -1 : 0;
+    if (d == 0) {
+        o = dget(attrs, lookup_key[K_DEFS]);
+        d = o == NULL ? -1 : o != Py_None ? 1 : text ? 0 : has_events(span);
+        Py_XDECREF(o);
+    }
+    if (d == 0) d = PyDict_Contains(attrs, tl_request_type);
+    return d < 0 ? -1 : d ? delegate(span, out, problems, rejected) : PyList_Append(out, span);
+}
+
 static int convert_one(PyObject *span, PyObject *out, PyObject *problems, PyObject *rejected) {
     if (!Py_IS_TYPE(span, span_cls.type)) return delegate(span, out, problems, rejected);
     PyObject *attrs = span_get(span, S_ATTRIBUTES);
@@ -655,23 +899,7 @@ static int convert_one(PyObject *span, PyObject *out, PyObject *problems, PyObje
         switch (branch(span, attrs)) {
         case 1: rc = tool_call(span, attrs, out, problems, rejected); break;
         case 2: rc = turn(span, attrs, out, problems, rejected); break;
-        case 0: { /* a model request with its output captured (or events: Strands; or OpenLLMetry's marker) may say
-                   * which calls it asked for, and with tools offered, which: Python reads them */
-            PyObject *o = dget(attrs, lookup_key[K_OUTPUT]);
-            /* an output text without the tool_call mark asks for no call (_requested._messages reads nothing of it and
-             * counts nothing, and the events are not read beside it): the tools offered or OpenLLMetry's calls may */
-            int text = o != NULL && PyUnicode_CheckExact(o);
-            int d = o == NULL ? -1 : text ? PyUnicode_Contains(o, tool_call_mark) : o != Py_None;
-            Py_XDECREF(o);
-            if (d == 0) {
-                o = dget(attrs, lookup_key[K_DEFS]);
-                d = o == NULL ? -1 : o != Py_None ? 1 : text ? 0 : has_events(span);
-                Py_XDECREF(o);
-            }
-            if (d == 0) d = PyDict_Contains(attrs, tl_request_type);
-            rc = d < 0 ? -1 : d ? delegate(span, out, problems, rejected) : PyList_Append(out, span);
-            break;
-        }
+        case 0: rc = model_request(span, attrs, out, problems, rejected); break;
         case 3: rc = other(span, attrs, out, problems, rejected); break;
         default: rc = -1;
         }
@@ -728,6 +956,46 @@ static int take(PyObject *ns, const char *key, PyObject **slot, int want_str) {
     }
     Py_INCREF(v);
     Py_XSETREF(*slot, v);
+    return 0;
+}
+
+/* What `requested` reads with (after the ToolCall class is set up): RequestedCall, filled at ToolCall's offsets
+ * when it is a ToolCall subclass adding no slot (else made as Python makes it: object.__new__, setattr), and _genai's _SCAN_JSON, _DUMPS,
+ * _MODEL_REQUESTS, _CONTENT_KEYS and _MAX_REQUESTED. */
+static int requested_setup(PyObject *ns) {
+    static const struct {
+        const char *key;
+        PyObject **slot;
+    } items[] = {{"_SCAN_JSON", &f_scan_json}, {"_DUMPS", &f_dumps}, {"_MODEL_REQUESTS", &model_requests},
+                 {"_CONTENT_KEYS", &content_keys}};
+    for (size_t i = 0; i < sizeof items / sizeof items[0]; i++)
+        if (take(ns, items[i].key, items[i].slot, 0) < 0) return -1;
+    PyObject *cls = PyDict_GetItemString(ns, "_REQUESTED_CALL"), *max = PyDict_GetItemString(ns, "_MAX_REQUESTED");
+    if (!PyFrozenSet_CheckExact(model_requests) || !PyFrozenSet_CheckExact(content_keys) || max == NULL ||
+        !PyLong_CheckExact(max) || cls == NULL || !PyType_Check(cls)) {
+        PyErr_SetString(PyExc_TypeError, "_cgenai.init: _MODEL_REQUESTS and _CONTENT_KEYS must be frozensets, "
+                                         "_MAX_REQUESTED an int, _REQUESTED_CALL a class");
+        return -1;
+    }
+    if ((max_requested = PyLong_AsSsize_t(max)) < 0) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "_cgenai.init: _MAX_REQUESTED < 0");
+        return -1;
+    }
+    PyTypeObject *tp = (PyTypeObject *)cls;
+    Py_XSETREF(req_cls.type, (PyTypeObject *)Py_NewRef(cls));
+    req_cls.n = C_N;
+    req_cls.direct = call_cls.direct && record_same_slots(tp, call_cls.type);
+    for (int i = 0; i < C_N; i++) {
+        req_cls.offset[i] = call_cls.offset[i];
+        Py_XSETREF(req_cls.names[i], Py_NewRef(call_cls.names[i]));
+    }
+    const char *const keys[6] = {"parts", "type", "tool_call", "name", "id", "arguments"};
+    PyObject **slots[6] = {&s_parts, &s_type, &s_tool_call, &s_name, &s_id, &s_arguments};
+    for (int i = 0; i < 6; i++) {
+        PyObject *k = PyUnicode_InternFromString(keys[i]);
+        if (k == NULL) return -1;
+        Py_XSETREF(*slots[i], k);
+    }
     return 0;
 }
 
@@ -820,6 +1088,7 @@ static PyObject *init(PyObject *self, PyObject *ns) {
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "_cgenai.init: Span, ToolCall and Turn");
         return NULL;
     }
+    if (requested_setup(ns) < 0) return NULL;
     PyObject *const keys[K_N] = {k_op,      k_tool_name, k_call_id, k_args,   k_result,  k_error_type, k_agent,
                                  k_conversation_id, k_input, k_output, k_defs, k_case_id, k_truncated};
     for (int i = 0; i < K_N; i++) {
@@ -839,8 +1108,9 @@ static PyObject *init(PyObject *self, PyObject *ns) {
     Py_XSETREF(one_, PyLong_FromLong(1));
     if (!s_empty || !empty_tuple || !s_error || !kw_empty_is_none || !str_or_tuple || !object_new || !zero || !one_)
         return NULL;
-    return Py_BuildValue("{s:O,s:O,s:O}", "span", span_cls.direct ? Py_True : Py_False, "tool_call",
-                         call_cls.direct ? Py_True : Py_False, "turn", turn_cls.direct ? Py_True : Py_False);
+    return Py_BuildValue("{s:O,s:O,s:O,s:O}", "span", span_cls.direct ? Py_True : Py_False, "tool_call",
+                         call_cls.direct ? Py_True : Py_False, "turn", turn_cls.direct ? Py_True : Py_False,
+                         "requested_call", req_cls.direct ? Py_True : Py_False);
 }
 
 static PyMethodDef methods[] = {

@@ -14,10 +14,16 @@ from typing import Any, Protocol, cast
 
 from monitor.normalize._markers import FOREIGN_MARKERS, PA_ARGS, PA_MESSAGES, TL_REQUEST_TYPE
 from monitor.normalize._offered import add_offered
-from monitor.normalize._requested import TOOL_CALL_MARK, add_model_request
+from monitor.normalize._requested import (
+    CONTENT_KEYS,
+    MAX_REQUESTED_PER_SPAN,
+    MODEL_REQUESTS,
+    TOOL_CALL_MARK,
+    add_model_request,
+)
 from monitor.otlp import STATUS_ERROR, Span
 from monitor.otlp._accel import load_extension
-from monitor.records import ToolCall, Turn
+from monitor.records import RequestedCall, ToolCall, Turn
 
 _new = object.__new__
 
@@ -460,7 +466,15 @@ _FOREIGN_KEYS: tuple[str, ...] = FOREIGN_MARKERS
 _PA_ARGS = PA_ARGS
 _PA_MESSAGES = PA_MESSAGES
 _TL_REQUEST_TYPE = TL_REQUEST_TYPE  # a span of another GenAI operation with it may flatten its calls (OpenLLMetry)
-_TOOL_CALL_MARK = TOOL_CALL_MARK  # in an output text asking for a call: the C normalizer hands no other to Python
+_TOOL_CALL_MARK = TOOL_CALL_MARK  # in an output text asking for a call: one without it asks for none
+# What the C normalizer reads the common output texts asking for calls with (_requested.add_requested's reading):
+# json.loads's own scanner (a decoder with json.loads's defaults) and json.dumps, and _requested's constants.
+_SCAN_JSON = cast(Callable[[str, int], tuple[Any, int]], vars(json.JSONDecoder())["scan_once"])
+_DUMPS = json.dumps
+_MODEL_REQUESTS = MODEL_REQUESTS
+_CONTENT_KEYS = CONTENT_KEYS
+_MAX_REQUESTED = MAX_REQUESTED_PER_SPAN
+_REQUESTED_CALL = RequestedCall  # the class of the records it makes
 
 
 def _foreign(span: Span, out: list[ToolCall | Turn | Span], problems: list[str], rejected: dict[str, int]) -> None:

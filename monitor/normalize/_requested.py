@@ -15,6 +15,9 @@ is read from it, nothing is counted. Strands Agents puts a chat span's output in
 model request spans (with their `llm.request.type`) and flatten the calls into `gen_ai.completion.*`: when the output
 messages hold no tool_call part (not set, cut, not messages, or without one), those are read as for OpenLLMetry's own
 spans (monitor.normalize._flat): never both for one span (add_model_request).
+
+The C normalizer (monitor/normalize/_cgenai.c) reads the common output texts itself, to the same records; it hands
+this module every other value, and every text holding something it would count as ignored.
 """
 
 from __future__ import annotations

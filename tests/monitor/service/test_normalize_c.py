@@ -11,7 +11,8 @@ import gc
 import json
 import os
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -43,7 +44,7 @@ def test_the_extension_is_built_and_loaded() -> None:
 
     assert _cgenai.__file__.endswith(".so")
     # The records are filled slot by slot, the spans read from their slots (the classes are plain slotted ones).
-    assert _cgenai.init(vars(_genai)) == {"span": True, "tool_call": True, "turn": True}
+    assert _cgenai.init(vars(_genai)) == {"span": True, "tool_call": True, "turn": True, "requested_call": True}
 
 
 # ---- comparing the two ---------------------------------------------------------------------------------------
@@ -106,7 +107,8 @@ _MISSING = object()
 
 
 def fields(r: Any) -> dict[str, Any]:
-    return {f: getattr(r, f, _MISSING) for f in type(r).__slots__}
+    """Every slot of a record, its classes' too (RequestedCall adds none to ToolCall's)."""
+    return {f: getattr(r, f, _MISSING) for c in reversed(type(r).__mro__) for f in vars(c).get("__slots__", ())}
 
 
 def assert_same_record(p: Any, c: Any) -> None:
@@ -122,6 +124,8 @@ def assert_same_record(p: Any, c: Any) -> None:
             continue  # the structured form is read anew each time (not cached): equal, not the same objects
         if name == "attributes" and type(p) is OfferedTools:
             continue  # none of the span's: a new empty dict each
+        if name == "attributes" and type(p) is RequestedCall:
+            continue  # the span's without its message contents: a new dict per span (shared: see assert_same)
         if name in IDENTITY_FIELDS or fp[name] is _MISSING or fp[name] is None:
             assert fp[name] is fc[name], name
 
@@ -136,7 +140,13 @@ def assert_same(spans: list[Any], rejected0: dict[str, int] | None = None) -> tu
         assert_same_record(p, r)
     assert c[1] == py[1]  # problems: same order, same duplicates
     assert c[2] == py[2]  # rejected, in the same order
+    assert sharing(c[0]) == sharing(py[0])
     return py
+
+
+def sharing(out: list[Any]) -> list[bool]:
+    """For each record after the first: whether it holds its predecessor's attributes (the same dict)."""
+    return [getattr(a, "attributes", a) is getattr(b, "attributes", b) for a, b in zip(out, out[1:], strict=False)]
 
 
 # ---- spans -----------------------------------------------------------------------------------------------------
@@ -173,6 +183,57 @@ STRUCTURED = [
 
 
 
+def _asked(*parts: Any, **message: Any) -> str:
+    return json.dumps([{"role": "assistant", "parts": list(parts), **message}])
+
+
+def _call(name: Any = "f", call_id: Any = _MISSING, arguments: Any = _MISSING) -> dict[str, Any]:
+    part = {"type": "tool_call", "name": name, "id": call_id, "arguments": arguments}
+    return {k: v for k, v in part.items() if v is not _MISSING}
+
+
+_DEEP = '{"a":' * 60 + "1" + "}" * 60  # 64 levels with its message list, message, parts and part: C reads it
+# Output texts of a chat span asking for calls: (the text, the requested calls, whether C reads it itself). C reads
+# the common case (string ids, object / text / no arguments, at most MAX_REQUESTED_PER_SPAN parts, JSON messages);
+# it hands anything Python would count as ignored to Python.
+CHAT_OUTPUTS: list[tuple[str, int, bool]] = [
+    (_asked({"type": "text", "content": "let me look"}, _call("f", "c1", {"a": 1, "b": [1.5, "é", None, True]}),
+            _call("g", "c2", '{"x": 1}'), _call("h"), finish_reason="tool_calls"), 3, True),
+    (_asked(_call("météo", "ид", {"城市": "東京", "emoji": "😀\u2028"})), 1, True),  # escaped (ensure_ascii)
+    (json.dumps([{"role": "assistant", "parts": [_call("météo", "ид", {"城市": "東京 😀"}, )]}], ensure_ascii=False),
+     1, True),
+    (_asked(_call("f", "c1", None), _call("g", "", "")), 2, True),  # arguments null (absent), empty id and text
+    (_asked(_call("f", "c1", {})), 1, True),
+    (_asked(_call("f", "c1", {"n": [1e400, -1e400, -0.0, 12345678901234567890, 1.0, 0.1, 3]})), 1, True),
+    ('[{"role":"assistant","parts":[{"type":"tool_call","name":"f","arguments":{"n":NaN,"d":1,"d":2}}]}]', 1, True),
+    (_asked(_call("f", "c1", json.loads(_DEEP))), 1, True),
+    (" \n" + _asked(_call("f")) + "\r\t ", 1, True),  # JSON's whitespace around the value
+    (json.dumps({"role": "assistant", "parts": [_call("f", "c1")]}), 1, True),  # one message, not in a list
+    (json.dumps([{"role": "user", "content": "x"}, {"role": "assistant", "parts": [_call("f", "1")]},
+                 {"role": "assistant", "parts": [{"type": 1}, "x", 3, _call("g", "2"), {"type": "tool_call "}]}]),
+     2, True),  # parts of several messages, numbered on; no parts; parts that are no tool_call
+    (_asked({"type": "text", "content": 'no "tool_call" here'}), 0, True),  # the mark, no part
+    (_asked({"type": "text", "content": "x", "nested": _call("f")}), 0, True),  # a part inside a part is not one
+    (_asked(*[_call(f"t{i}", f"id{i}") for i in range(64)]), 64, True),  # at the bound
+    (_asked(*[_call(f"t{i}", f"id{i}") for i in range(65)]), 64, False),  # past it: counted
+    (_asked(_call("f", "c1", [1])), 1, False),  # arguments of another type: counted
+    (_asked(_call("f", "c1", 5)), 1, False),
+    (_asked(_call("f", "c1", True)), 1, False),
+    (_asked(_call("f", 7)), 1, False),  # an id of another type: counted
+    (_asked(_call("f", "c1"), _call(None, "c2")), 1, False),  # a part without a name: counted
+    (_asked(_call("f", "c1"), _call("", "c2"), _call(" \t", "c3"), _call("\u3000", "c4"), _call(3)), 1, False),
+    (_asked(_call("f", "c1", json.loads(_DEEP.replace("1", _DEEP)))), 1, False),  # deeper than C reads
+    (_asked(_call("f", "c1", "x")).replace('"x"', '{"a":' * 5000 + "1" + "}" * 5000), 0, False),  # than json reads
+    (_asked(_call("f", "c1", "]]]]}}}}" * 20 + '\\"[[[[{{{{' * 20)), 1, True),  # brackets in strings
+    ('[{"role":"assistant","parts":[{"type":"tool_call","name":"f"', 0, False),  # cut JSON
+    (_asked(_call("f")) + " x", 0, False),  # extra data
+    ("\ufeff" + _asked(_call("f")), 0, False),  # a byte order mark
+    ('"tool_call"', 0, False),  # JSON, not messages
+    (json.dumps([{"role": "assistant", "parts": "tool_call"}]), 0, False),
+    (json.dumps([_call("f"), 3]), 0, False),  # a message that is no object
+]  # fmt: skip
+
+
 # Output messages of a model request holding tool_call parts (read as requested calls), well and badly formed.
 TOOL_CALLS = [
     '[{"role":"assistant","parts":[{"type":"tool_call","id":"c1","name":"f","arguments":{"a":1}}]}]',
@@ -180,6 +241,7 @@ TOOL_CALLS = [
     '[{"role":"assistant","parts":[{"type":"tool_call","id":3,"name":"h","arguments":[1]}]},4]',
     '[{"role":"assistant","parts":[{"type":"tool_call","name":"f"',
     ((("role", "assistant"), ("parts", ((("type", "tool_call"), ("id", "c2"), ("name", "k"), ("arguments", ())),))),),
+    *(out for out, _, _ in CHAT_OUTPUTS),
 ]
 
 
@@ -288,6 +350,56 @@ def test_c_and_python_give_the_same_results(batch: list[Span], rejected0: dict[s
     assert_same(batch, rejected0)
 
 
+
+_JSON_LEAVES = st.one_of(st.none(), st.booleans(), st.integers(-(10**20), 10**20), st.floats(), st.text(max_size=6))
+_JSON = st.recursive(_JSON_LEAVES, lambda x: st.lists(x, max_size=3) | st.dictionaries(st.text(max_size=4), x,
+                                                                                        max_size=3), max_leaves=8)
+_NAMES = st.sampled_from(["f", "get_weather", "météo", "t\u2028", "\u3000x", " f "])
+_BLANK = st.sampled_from([" ", "\u3000", "", "\x85", "\x1f", "\t\n"])  # no name: str.strip() leaves nothing
+_ARGS = st.one_of(st.dictionaries(st.text(max_size=4), _JSON, max_size=3), st.text(max_size=6), st.none())
+
+
+@st.composite
+def chat_outputs(draw: st.DrawFn) -> str:
+    """Output messages with tool_call parts of every shape (mostly the common one), written by json.dumps with any
+    options, sometimes cut."""
+
+    def part() -> Any:
+        kind = draw(st.integers(0, 19))
+        if kind == 0:
+            return draw(_JSON)
+        if kind == 1:
+            return {"type": "text", "content": draw(st.sampled_from(['"tool_call"', "x"]))}
+        p: dict[str, Any] = {"type": "tool_call" if kind > 2 else draw(_JSON)}
+        odd = draw(st.integers(0, 9)) == 0  # a name, id or arguments of any JSON value
+        for key, common in (("name", _NAMES), ("id", st.one_of(st.text(max_size=4), st.none())), ("arguments", _ARGS)):
+            if draw(st.integers(0, 5)):
+                p[key] = draw(st.one_of(common, _JSON, _BLANK) if odd else common)
+        return p
+
+    n = draw(st.sampled_from([0, 1, 1, 2, 3, 3, 64, 65]))
+    messages: Any = [{"role": "assistant", "parts": [part() for _ in range(n)]}]
+    if draw(st.booleans()):
+        messages.append(draw(st.one_of(_JSON, st.just({"role": "assistant", "parts": [part(), part()]}))))
+    if draw(st.integers(0, 5)) == 0:
+        messages = messages[0]
+    raw = json.dumps(messages, ensure_ascii=draw(st.booleans()), indent=draw(st.sampled_from([None, 1])),
+                     separators=draw(st.sampled_from([None, (",", ":")])))  # fmt: skip
+    if '"tool_call"' not in raw:
+        raw += ' "tool_call"'
+    if draw(st.integers(0, 9)) == 0:
+        raw = raw[: draw(st.integers(0, len(raw)))]
+    return raw
+
+
+@needs_c
+@settings(max_examples=150, deadline=None)
+@given(st.lists(chat_outputs(), min_size=1, max_size=3), st.sampled_from(["chat", "generate_content"]))
+def test_c_and_python_read_chat_outputs_alike(outputs: list[str], op: str) -> None:
+    assert_same([span_with({"gen_ai.operation.name": op, "gen_ai.output.messages": o, "k": 1}, "chat m")
+                 for o in outputs])  # fmt: skip
+
+
 # ---- particular cases ----------------------------------------------------------------------------------------
 
 
@@ -321,6 +433,116 @@ def test_a_chat_spans_output_is_read_alike(attrs: dict[str, Any], events: Any, a
     out, problems, _, _ = assert_same([span])
     assert out[0] is span and problems == []
     assert sum(type(r) is RequestedCall for r in out) == asked
+
+
+
+@contextmanager
+def handed_to_python() -> Iterator[list[Any]]:
+    """The spans the C normalizer hands to _convert_py while the block runs (its init given a spy in its place)."""
+    from monitor.normalize import _cgenai  # type: ignore[attr-defined]
+
+    handed: list[Any] = []
+
+    def spy(spans: Iterable[Any], out: list[Any], problems: list[str], rejected: dict[str, int]) -> None:
+        spans = list(spans)
+        handed.extend(spans)
+        PY(spans, out, problems, rejected)
+
+    _cgenai.init({**vars(_genai), "_convert_py": spy})
+    try:
+        yield handed
+    finally:
+        _cgenai.init(vars(_genai))
+
+
+@needs_c
+@pytest.mark.parametrize(("output", "asked", "in_c"), CHAT_OUTPUTS)
+@pytest.mark.parametrize("op", ["chat", "text_completion", "generate_content"])
+def test_a_chat_spans_tool_calls_are_read_alike(output: str, asked: int, in_c: bool, op: str) -> None:
+    """C reads the common output texts of a model request itself (the same requested calls: names, ids, argument
+    texts, span ids, attributes shared and without the message contents) and hands the others to Python."""
+    attrs = {"gen_ai.operation.name": op, "gen_ai.input.messages": "[]", "gen_ai.output.messages": output, "k": 1,
+             "gen_ai.system_instructions": "s"}  # fmt: skip
+    span = span_with(attrs, "chat m")
+    with handed_to_python() as handed:
+        out, problems, _, exc = assert_same([span])
+    assert exc is None and out[0] is span
+    assert [type(r) for r in out[1:]] == [RequestedCall] * asked
+    assert [r.span_id for r in out[1:]] == [f"{span.span_id}#{i:02d}" for i in range(asked)]
+    assert all(r.attributes is out[1].attributes for r in out[1:])
+    assert all(r.attributes == {"gen_ai.operation.name": op, "k": 1} for r in out[1:])
+    assert handed == ([] if in_c else [span])
+    assert problems == [] or not in_c  # what Python counts as ignored, C hands to it
+
+
+@needs_c
+def test_requested_calls_read_in_c_are_pythons() -> None:
+    """The values of a few requested calls read by C: exact (the parity test compares them with Python's too)."""
+    output, _, _ = CHAT_OUTPUTS[0]
+    span = span_with({"gen_ai.operation.name": "chat", "gen_ai.output.messages": output}, "chat m")
+    span.end_ns = 77
+    with handed_to_python() as handed:
+        out, _, _, _ = assert_same([span])
+    assert handed == []
+    assert [(r.name, r.call_id, r.arguments) for r in out[1:]] == [
+        ("f", "c1", '{"a": 1, "b": [1.5, "\\u00e9", null, true]}'), ("g", "c2", '{"x": 1}'), ("h", "", None)
+    ]  # fmt: skip
+    for r in out[1:]:
+        assert (r.trace_id, r.parent_span_id, r.start_ns, r.end_ns) == (TRACE, span.span_id, 77, 77)
+        assert (r.result, r.error_type) == (None, None)
+
+
+_ASKED_F = CHAT_OUTPUTS[0][0]
+
+
+@needs_c
+@pytest.mark.parametrize(
+    ("attrs", "events"),
+    [
+        ({"gen_ai.tool.definitions": '[{"name": "f"}]'}, None),  # tools offered too
+        ({"toolwatch.truncated": ("gen_ai.output.messages",)}, None),
+        ({"toolwatch.truncated": ("x",)}, None),
+        ({"toolwatch.truncated": 3}, None),
+        ({"llm.request.type": "chat"}, None),  # OpenLLMetry's
+        ({}, [_EVENT]),  # events (Strands)
+        ({"gen_ai.operation.name": "embeddings"}, None),  # no model request
+        ({"gen_ai.operation.name": S("chat")}, None),
+        ({"gen_ai.output.messages": S(_ASKED_F)}, None),
+    ],
+)  # fmt: skip
+def test_other_chat_spans_asking_for_calls_are_handed_to_python(attrs: dict[str, Any], events: Any) -> None:
+    span = span_with({"gen_ai.operation.name": "chat", "gen_ai.output.messages": _ASKED_F, **attrs}, "chat m")
+    if events is not None:
+        span.events = [SpanEvent(name, 9, attributes) for name, attributes in events]
+    with handed_to_python() as handed:
+        assert_same([span])
+    assert handed == [span]
+
+
+@needs_c
+def test_a_chat_span_whose_ids_cannot_be_read_is_handed_to_python() -> None:
+    """A span whose fields are not set raises where Python raises (or not at all when no call is made)."""
+    attrs = {"gen_ai.operation.name": "chat", "gen_ai.output.messages": _ASKED_F}
+    mention = {**attrs, "gen_ai.output.messages": CHAT_OUTPUTS[11][0]}
+    for a in (attrs, mention):
+        unset = Span.__new__(Span)
+        unset.attributes, unset.name, unset.events = a, "chat m", None
+        _, _, _, exc = assert_same([span_with(attrs, "chat m"), unset])
+        assert exc is (AttributeError if a is attrs else None)
+    odd = span_with(attrs, "chat m")
+    odd.span_id = S(odd.span_id)  # formatted by Python
+    assert_same([odd])
+    for events in (Boom(), _MISSING):  # Python does not read the events beside the output: nothing raises
+        eventful: Any = Span.__new__(Span)
+        for f in Span.__slots__:
+            if f != "events":
+                setattr(eventful, f, getattr(odd, f))
+        eventful.span_id = "b7ad6b7169203331"
+        if events is not _MISSING:
+            eventful.events = events
+        with handed_to_python() as handed:
+            assert assert_same([eventful])[3] is None
+        assert handed == [eventful]
 
 
 def span_with(attrs: Any, name: str = "execute_tool t", cls: type = Span) -> Any:
@@ -482,9 +704,12 @@ def test_no_leaks_over_many_batches() -> None:
         span_with({"gen_ai.tool.name": ""}, "execute_tool "),
         span_with({}, "chat"),
         span_with(MappingProxyType({"gen_ai.tool.name": "t"})),
-    ]
+        *[span_with({"gen_ai.operation.name": "chat", "gen_ai.output.messages": out, "k": 1}, "chat m")
+          for out, _, _ in CHAT_OUTPUTS if len(out) < 4000],  # read in C, or handed to Python
+    ]  # fmt: skip
     failing = [span_with({"gen_ai.tool.name": "t"}), span_with({"toolwatch.case.id": Boom()}, "invoke_agent a")]
-    watched = [batch[0], attrs_tool, attrs_turn, COMPACT[1], defs, batch[0].resource, *attrs_turn.values()]
+    watched = [batch[0], attrs_tool, attrs_turn, COMPACT[1], defs, batch[0].resource, *attrs_turn.values(),
+               batch[-1], batch[-1].attributes, _ASKED_F]  # fmt: skip
 
     def rounds(n: int) -> None:
         for _ in range(n):
@@ -518,6 +743,9 @@ def test_a_record_class_with_a_foreign_slot_descriptor_is_never_slot_filled() ->
     setattr(foreign, "attributes", big.__dict__["s39"])  # the member descriptor itself, not a value
     ns = dict(vars(_genai), ToolCall=foreign)
     try:
-        assert _cgenai.init(ns) == {"span": True, "tool_call": False, "turn": True}
+        assert _cgenai.init(ns) == {"span": True, "tool_call": False, "turn": True, "requested_call": False}
+        # the requested calls made as Python makes them (object.__new__, setattr), with the same values
+        chat = span_with({"gen_ai.operation.name": "chat", "gen_ai.output.messages": _ASKED_F}, "chat m")
+        assert [type(r) for r in assert_same([chat])[0]] == [Span] + [RequestedCall] * 3
     finally:
-        assert _cgenai.init(vars(_genai)) == {"span": True, "tool_call": True, "turn": True}
+        assert _cgenai.init(vars(_genai)) == {"span": True, "tool_call": True, "turn": True, "requested_call": True}

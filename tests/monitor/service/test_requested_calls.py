@@ -155,6 +155,35 @@ def test_a_chat_span_gives_itself_and_one_requested_call_per_tool_call_part(impl
 
 
 @pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize(
+    ("reqs", "calls", "problems"),
+    [
+        ([Req("f", "c1", {"a": 1, "b": [1.5, None]}), Req("g", "c2", '{"x": 1}'), Req("h")],
+         [("f", "c1", '{"a": 1, "b": [1.5, null]}'), ("g", "c2", '{"x": 1}'), ("h", "", None)], 0),
+        ([Req("météo", "ид", {"城市": "東京 😀"})],
+         [("météo", "ид", '{"\\u57ce\\u5e02": "\\u6771\\u4eac \\ud83d\\ude00"}')], 0),  # json.dumps' escapes
+        ([Req("f", "c1", {}), Req("g", "c2", "")], [("f", "c1", "{}"), ("g", "c2", "")], 0),
+        ([Req("f", "c1", [1]), Req("g", "c2", 5), Req("h", "c3", True)],
+         [("f", "c1", "[1]"), ("g", "c2", "5"), ("h", "c3", "true")], 3),  # arguments of another type: counted
+        ([Req("f", "c1"), Req("", "c2"), Req("\u3000", "c3"), Req("g", "c4")], [("f", "c1", None), ("g", "c4", None)],
+         2),  # no name (blank): counted; the calls numbered on
+    ],
+)  # fmt: skip
+def test_each_tool_call_part_is_one_requested_call(
+    impl: str, reqs: list[Req], calls: list[tuple[str, str, str | None]], problems: int
+) -> None:
+    """Through the OTel SDK and OTLP: a chat span's tool_call parts, each read to the values the C reader and the
+    Python reader both give (names, ids, argument texts as json.dumps writes an object, span ids numbered on)."""
+    _impl(impl)
+    (span,) = spans = record(lambda t: chat(t, *reqs))
+    out, got = convert(spans, impl)
+    assert out[0] is span
+    assert [(r.name, r.call_id, r.arguments) for r in out[1:]] == calls
+    assert [r.span_id for r in out[1:]] == [f"{span.span_id}#{i:02d}" for i in range(len(calls))]
+    assert got == [OUT] * problems
+
+
+@pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.parametrize("op", ["text_completion", "generate_content"])
 def test_every_model_operation_is_read_and_no_other(impl: str, op: str) -> None:
     _impl(impl)
@@ -201,6 +230,8 @@ def test_without_captured_output_a_chat_span_is_a_parent_link_as_before(impl: st
         ),
         (json.dumps([{"role": "assistant", "parts": "tool_call"}, 3]), [], 2),
         (json.dumps([{"role": "assistant", "content": "tool_call"}]), [], 0),  # the plain content form: no parts
+        (json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": '"tool_call"'}]}]), [], 0),  # said
+        ('[{"parts":[{"type":"tool_call","name":"f"}]}] x', [], 1),  # extra data
     ],
 )
 def test_bad_output_messages_are_ignored_and_counted_never_raised(
