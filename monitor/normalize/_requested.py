@@ -230,7 +230,7 @@ def _requested(span: Span, part: dict[str, Any], index: int, problems: list[str]
             problems.append(key)  # the conventions give the arguments as an object
         try:
             arguments = json.dumps(args)
-        except (TypeError, ValueError):  # bytes in a structured value
+        except (TypeError, ValueError, RecursionError):  # bytes in a structured value; nested past the stack
             arguments = None
     return new_requested(span, name, call_id, arguments, index)
 

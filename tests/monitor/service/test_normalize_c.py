@@ -409,6 +409,28 @@ _MENTION = json.dumps([{"role": "assistant", "parts": [{"type": "text", "content
 _EVENT = ("gen_ai.client.inference.operation.details", {"gen_ai.output.messages": _ASKED})
 
 
+@pytest.mark.parametrize("impl", ["python", "c"])
+def test_tool_call_arguments_nested_to_the_recursion_limit_never_raise(impl: str) -> None:
+    """Arguments nested as deep as json parses, at every depth (wherever the stack is, some depth parses and is then too
+    deep to encode again): one requested call, never a RecursionError that would lose the whole batch."""
+    if impl == "c" and C is None:
+        pytest.skip("the C normalizer is not built")
+    convert = C if impl == "c" else PY
+    assert convert is not None
+    for depth in range(1, sys.getrecursionlimit() + 1):
+        args = '{"a":' * depth + "{}" + "}" * depth
+        text = f'[{{"role":"assistant","parts":[{{"type":"tool_call","id":"c1","name":"f","arguments":{args}}}]}}]'
+        span = span_with({"gen_ai.operation.name": "chat", "gen_ai.output.messages": text}, "chat m")
+        out, problems, rejected, exc = run(convert, [span], {})
+        assert exc is None and rejected == [] and out[0] is span, depth
+        if len(out) == 1:  # too deep to parse: not messages, counted
+            assert problems == ["gen_ai.output.messages"], depth
+            continue
+        assert [type(r) for r in out] == [Span, RequestedCall], depth
+        assert out[1].arguments in ('{"a": ' * depth + "{}" + "}" * depth, None), depth  # None: too deep to encode
+        assert problems == [], depth
+
+
 @needs_c
 @pytest.mark.parametrize(
     ("attrs", "events", "asked"),
