@@ -22,13 +22,12 @@ from typing import Any
 
 from monitor.normalize import _markers as m
 from monitor.normalize._offered import add_openinference_tools, add_traceloop_tools
-from monitor.normalize._requested import CONTENT_KEYS, MAX_REQUESTED_PER_SPAN, name_and_id, new_requested
+from monitor.normalize._requested import CONTENT_KEYS, MAX_REQUESTED_PER_SPAN, derived, name_and_id, new_requested
 from monitor.otlp import Span
 from monitor.records import HandoffMark, RequestedCall, ToolCall, Turn
 
 Out = list[ToolCall | Turn | Span]
 
-_new = object.__new__
 _OI_PREFIX = m.OI_OUTPUT_MESSAGES + "."
 _OI_CALLS = "message.tool_calls."
 _OI_FIELDS = {"tool_call.id": "id", "tool_call.function.name": "name", "tool_call.function.arguments": "arguments"}
@@ -74,19 +73,8 @@ def add_handoff(span: Span, out: Out) -> None:
     name = span.name
     if not name.startswith(_HANDOFF_PREFIX) or len(name) == len(_HANDOFF_PREFIX):
         return
-    mark = _new(HandoffMark)
-    mark.name = _NOT_NAME.sub("_", "transfer_to_" + name[len(_HANDOFF_PREFIX) :]).lower()
-    mark.call_id = ""
-    mark.arguments = None
-    mark.result = None
-    mark.error_type = None
-    mark.trace_id = span.trace_id
-    mark.span_id = span.span_id + "#handoff"
-    mark.parent_span_id = span.span_id
-    mark.start_ns = span.start_ns
-    mark.end_ns = span.end_ns
-    mark.attributes = {}
-    out.append(mark)
+    name = _NOT_NAME.sub("_", "transfer_to_" + name[len(_HANDOFF_PREFIX) :]).lower()
+    out.append(derived(HandoffMark, span, "handoff", name, span.start_ns))
 
 
 def add_flat_of(span: Span, out: Out, problems: list[str]) -> None:

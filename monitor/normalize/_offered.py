@@ -28,14 +28,13 @@ from monitor.normalize import (
     _genai,  # its attributes are read when called: _genai imports this module
 )
 from monitor.normalize._markers import OI_TOOLS, TL_FUNCTIONS
-from monitor.normalize._requested import MODEL_REQUESTS
+from monitor.normalize._requested import MODEL_REQUESTS, derived
 from monitor.otlp import Span
 from monitor.records import OfferedTools, ToolCall, Turn, definition_name
 
 Out = list[ToolCall | Turn | Span]
 Definitions = tuple[Mapping[str, Any], ...]
 
-_new = object.__new__
 _OI_PREFIX = OI_TOOLS + "."
 _OI_SUFFIX = ".tool.json_schema"
 _TL_PREFIX = TL_FUNCTIONS + "."
@@ -98,18 +97,7 @@ def add_traceloop_tools(span: Span, out: Out, problems: list[str]) -> None:
 def new_offered(span: Span, definitions: Definitions) -> OfferedTools:
     """The record of the tools a model request span offers: under the span (its id and `#tools`), over its time, with
     no attributes."""
-    r = _new(OfferedTools)
-    r.name = ""
-    r.call_id = ""
-    r.arguments = None
-    r.result = None
-    r.error_type = None
-    r.trace_id = span.trace_id
-    r.span_id = span.span_id + "#tools"
-    r.parent_span_id = span.span_id
-    r.start_ns = span.start_ns
-    r.end_ns = span.end_ns
-    r.attributes = {}
+    r = derived(OfferedTools, span, "tools", "", span.start_ns)
     r.definitions = definitions
     return r
 

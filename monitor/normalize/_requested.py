@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 from monitor.normalize import (
     _genai,  # its attributes are read when called: _genai imports this module
@@ -47,6 +47,7 @@ _TOOL_USE = '"toolUse"'  # in the JSON text of content blocks holding a tool use
 FIRST_REQUESTED = "#00"  # how the span id of a span's first requested call ends (new_requested: `#`, index, 2 digits)
 
 _new = object.__new__
+D = TypeVar("D", bound=ToolCall)
 # The message contents a requested call does not keep of its chat span's attributes: a pending call would otherwise
 # hold the conversation's whole history (and the model's output) until its turn is judged, which never reads them.
 CONTENT_KEYS = frozenset({"gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.system_instructions",
@@ -253,16 +254,25 @@ def name_and_id(part: dict[str, Any], key: str, problems: list[str]) -> tuple[st
 def new_requested(span: Span, name: str, call_id: str, arguments: str | None, index: int) -> RequestedCall:
     """The `index`th call a model request span asked for: under the span (its id and the index), at the span's end
     (when the model had asked). Its attributes are set by the caller: the span's without the message contents."""
-    call = _new(RequestedCall)
-    call.name = name
+    call = derived(RequestedCall, span, f"{index:02d}", name, span.end_ns)
     call.call_id = call_id
     call.arguments = arguments
-    call.result = None
-    call.error_type = None
-    call.trace_id = span.trace_id
-    call.span_id = f"{span.span_id}#{index:02d}"
-    call.parent_span_id = span.span_id
-    call.start_ns = span.end_ns
-    call.end_ns = span.end_ns
-    call.attributes = {}
     return call
+
+
+def derived(cls: type[D], span: Span, suffix: str, name: str, start_ns: int) -> D:
+    """A record a span yields beside itself (a requested call, a handoff mark, the tools offered): under the span (its
+    id and `#suffix`) from `start_ns` to the span's end, with no call id, arguments, result or attributes of its own."""
+    r = _new(cls)
+    r.name = name
+    r.call_id = ""
+    r.arguments = None
+    r.result = None
+    r.error_type = None
+    r.trace_id = span.trace_id
+    r.span_id = f"{span.span_id}#{suffix}"
+    r.parent_span_id = span.span_id
+    r.start_ns = start_ns
+    r.end_ns = span.end_ns
+    r.attributes = {}
+    return r
