@@ -414,3 +414,20 @@ def test_the_error_samples_of_the_rules_readme_are_what_check_prints(tmp_path: P
     monkeypatch.chdir(tmp_path)
     printed = [run("check", f"rules/{name}.yaml")[2] for name in ("typo", "bad")]
     assert [p.strip() for p in printed] == [b.strip() for b in blocks]
+
+
+def test_explain_shows_the_patterns_of_argument_and_response_checks_alike(tmp_path: Path) -> None:
+    """`regex: '\\S'` holds one backslash: explain shows every pattern as written, between slashes."""
+    path = tmp_path / "re.yaml"
+    path.write_text(
+        "catalog:\n  tools:\n    - name: t\n"
+        "expect:\n  - when: {regex: '^go\\b'}\n    call:\n      - tool: t\n"
+        "        args: {v: {regex: '\\S'}, n: {from_input: 'go (\\d+)'}}\n"
+        "    respond:\n      - regex: '\\d'\n"
+    )
+    code, out, err = run("explain", str(path), "--input", "go 1")
+    assert code == 0, err
+    assert "input matches /^go\\b/" in out
+    assert "    v: regex /\\S/\n" in out
+    assert "    n: from_input /go (\\d+)/ (group 1)\n" in out
+    assert "response matches /\\d/" in out
