@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from monitor.cli.eval_cmd import eval_
 from monitor.evaluate import Harness, load_callable
-from monitor.scenario import ScenarioError, build_judge, load_scenarios, run_scenarios, step_case
+from monitor.scenario import ScenarioError, build_judge, load_and_build, load_scenarios, run_scenarios, step_case
 from monitor.verdict import Outcome
 from tests.monitor.offline.agents import memory_agent
 from tests.monitor.offline.conftest import TRIAGE_RULES
@@ -366,3 +366,47 @@ def test_every_bad_step_of_a_scenario_file_is_reported_at_once(tmp_path: Path, s
     assert f"{p}:13:76: two, step 1, call 1: invalid regular expression" in res.output, res.output
     assert f"{p}:15:33: two, step 2, call 1: unknown tool 'lookup'" in res.output, res.output
     assert res.output.count("hint: fix the tool name") == 1, res.output
+
+
+MIXED_ERRORS = """
+rules: [support.yaml]
+scenarios:
+  - name: one
+    steps:
+      - user: where is order 1
+        expect: {calls: [{tool: get_order_statuz}]}
+      - user: where is order 2
+        expect: {calls: [{tool: get_order_status}], tool_calls: {min: 3, max: 1}}
+  - name: two
+    steps:
+      - user: where is order 3
+        expect: {calls: [{tool: lookup}]}
+      - user: 5
+"""
+
+
+def test_a_structural_error_and_an_unknown_tool_in_other_steps_are_reported_at_once(tmp_path: Path,
+                                                                                     support_rules: Path) -> None:
+    """The catalog is checked on the steps that loaded even when others did not: every step in error, in file order,
+    with the hint of the unknown tools once."""
+    p = _write(tmp_path, MIXED_ERRORS, support_rules)
+    known = "not in the catalog (known: get_order_history, get_order_status, get_shipping_eta)"
+    expected = [
+        f"{p}:7:33: one, step 1, call 1: unknown tool 'get_order_statuz': {known}",
+        f"{p}:9:71: one, step 2: tool_calls min 3 is greater than max 1",
+        f"{p}:13:33: two, step 1, call 1: unknown tool 'lookup': {known}",
+        f"{p}:14:9: two, step 2: a step is a mapping with a `user` message",
+    ]
+    with pytest.raises(ScenarioError) as info:
+        load_and_build(p)
+    assert str(info.value).splitlines() == expected
+    assert info.value.hint == f"fix the tool name, or declare the tool in the catalog of {tmp_path / 'support.yaml'}"
+
+    args = ["--scenario", str(p), "--agent", "tests.monitor.offline.agents:memory_agent", "--no-progress"]
+    res = CliRunner().invoke(eval_, args)
+    assert res.exit_code == 2, res.output
+    assert res.output.splitlines() == [f"error: {expected[0]}", *expected[1:], f"hint: {info.value.hint}"]
+
+    with pytest.raises(ScenarioError) as info:  # load_scenarios alone: the file's own errors
+        load_scenarios(p)
+    assert str(info.value).splitlines() == [expected[1], expected[3]]
