@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from monitor.rules import RuleFileError, read_text
-from monitor.rules._errors import MAX_REPORTED
+from monitor.rules._errors import MAX_REPORTED, place
 from monitor.rules._yaml import Marks, load_yaml
 
 FILE_KEYS = frozenset({"agent", "rules", "scenarios"})
@@ -127,7 +127,7 @@ class _Where:
 
     def error(self, path: YamlPath, message: str, *, key: bool = False, hint: str = "") -> ScenarioError:
         line, column = self.marks.at(path, key=key)
-        where = f"{self.marks.file}:{line}:{column}"
+        where = place(self.marks.file, line, column)
         return ScenarioError(f"{where}: {self.label}: {message}" if self.label else f"{where}: {message}", hint,
                              at=(line, column))
 

@@ -24,6 +24,7 @@ import yaml
 from monitor.evaluate import AgentFn, Harness, RunResult
 from monitor.judge import Judge
 from monitor.rules import RuleFileError, load_rules
+from monitor.rules._errors import place
 from monitor.rules._load import MAX_FILE_BYTES
 from monitor.scenario._model import Scenario, ScenarioError, ScenarioFile, Step, load_scenarios
 from monitor.verdict import TurnVerdict
@@ -129,7 +130,7 @@ def _json_within(value: Any, limit: int) -> str | None:
 
 def _error_at(sf: ScenarioFile, path: tuple[str | int, ...], message: str, hint: str = "") -> ScenarioError:
     line, column = sf.marks.at(path) if sf.marks is not None else (0, 0)
-    return ScenarioError(f"{sf.path}:{line}:{column}: {message}", hint, at=(line, column))
+    return ScenarioError(f"{place(str(sf.path), line, column)}: {message}", hint, at=(line, column))
 
 
 def _key_path(key: str) -> list[str | int]:

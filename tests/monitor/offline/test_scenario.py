@@ -203,7 +203,7 @@ def test_a_scenario_file_that_is_not_utf8_or_too_large_is_a_located_error(tmp_pa
     big = tmp_path / "big.yaml"
     with big.open("wb") as fh:
         fh.truncate(MAX_FILE_BYTES + 1)
-    with pytest.raises(ScenarioError, match=re.escape(f"{big}:0:0: file too large ({MAX_FILE_BYTES + 1} bytes")):
+    with pytest.raises(ScenarioError, match=re.escape(f"{big}: file too large ({MAX_FILE_BYTES + 1} bytes")):
         load_scenarios(big)
 
 
@@ -410,3 +410,20 @@ def test_a_structural_error_and_an_unknown_tool_in_other_steps_are_reported_at_o
     with pytest.raises(ScenarioError) as info:  # load_scenarios alone: the file's own errors
         load_scenarios(p)
     assert str(info.value).splitlines() == [expected[1], expected[3]]
+
+
+def test_a_missing_scenario_dataset_or_rule_file_is_named_without_a_line_and_column(tmp_path: Path,
+                                                                                    support_rules: Path) -> None:
+    """`FILE:0:0: cannot read` named a place that is none: a file that cannot be read is named alone."""
+    agent = ["--agent", "tests.monitor.offline.agents:memory_agent", "--no-progress"]
+    gone = tmp_path / "gone.yaml"
+    res = CliRunner().invoke(eval_, ["--scenario", str(gone), *agent])
+    assert res.exit_code == 2 and res.output == f"error: {gone}: cannot read: No such file or directory\n", res.output
+    p = _write(tmp_path, "rules: [nope.yaml]\nsteps: [{user: hi}]\n")
+    res = CliRunner().invoke(eval_, ["--scenario", str(p), *agent])
+    nope = tmp_path / "nope.yaml"
+    assert res.exit_code == 2 and res.output == f"error: {nope}: cannot read: No such file or directory\n", res.output
+    res = CliRunner().invoke(eval_, ["--dataset", str(gone), "--rules", str(support_rules), "--agent",
+                                     "tests.monitor.offline.agents:support_agent", "--no-progress"])
+    assert res.exit_code == 2 and f"{gone}: cannot read: No such file or directory\n" in res.output, res.output
+    assert ":0:0" not in res.output

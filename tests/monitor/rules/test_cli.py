@@ -252,11 +252,12 @@ def test_explain_with_only_an_output_prints_the_verdict_of_a_turn_without_calls(
 
 
 def test_a_missing_rule_file_is_named_once_without_the_errno(tmp_path: Path) -> None:
-    """It read `x.yaml:0:0: cannot read: [Errno 2] No such file or directory: 'x.yaml'` (the path twice)."""
+    """It read `x.yaml:0:0: cannot read: [Errno 2] No such file or directory: 'x.yaml'` (the path twice, and line 0
+    column 0, which is no place in the file)."""
     missing = tmp_path / "missing.yaml"
     code, _, err = run("check", str(missing))
     assert code == 2
-    assert err == f"{missing}:0:0: cannot read: No such file or directory\n"
+    assert err == f"{missing}: cannot read: No such file or directory\n"
 
 
 def test_check_warns_about_an_argument_check_on_an_argument_the_tool_schema_allows_no_call_to_have(
