@@ -46,8 +46,7 @@ from monitor.scenario import (
     MODES,
     ScenarioError,
     ScenarioRun,
-    build_judge,
-    load_scenarios,
+    load_and_build,
     own_reply_steps,
     run_scenarios,
 )
@@ -212,8 +211,7 @@ def _run_scenario(path: str, agent: Any, rules: tuple[str, ...], agent_name: str
                   timeout_s: float | None, builder: ReportBuilder, no_progress: bool
                   ) -> tuple[list[Table], list[str], dict[str, float | None], list[str]]:
     try:
-        sf = load_scenarios(path)
-        judge = build_judge(sf, [Path(r) for r in rules])
+        sf, judge = load_and_build(path, [Path(r) for r in rules])
     except (ScenarioError, RuleFileError) as exc:
         # Errors of a step name the scenario file and carry their own hint; the dataset's --rules hint does not fit.
         hint = "".join(f"\nhint: {h}" for h in exc.hint.splitlines()) if isinstance(exc, ScenarioError) else ""

@@ -12,6 +12,9 @@ Calls that belong to no run (a tool called in a thread started without the OpenT
 trace of its own) are released as turnless turns, as `serve` releases them: `stray_turns` picks them out so that
 eval and scenarios judge them alone, as serve and replay do, rather than losing them.
 
+The run's turn offers the tools offered in every turn it takes calls from (`offered_union`), so that with
+`from_definitions: true` a call of a tool offered only in one of them is judged as serve judges it, not as unknown.
+
 A run past its timeout is abandoned (Python cannot stop a thread; an async agent's task is cancelled) but not
 forgotten: its turn is the calls
 of its trace that had ended by the timeout, with no output (`cut_turn`), judged like any other. A run
@@ -42,6 +45,7 @@ from instrumentation import agent_turn, configure_content, set_tracer_provider
 from instrumentation._content import SETTINGS  # saved and restored around a run; no public getter yet
 from instrumentation._context import TRACING  # the provider in use before, restored on close
 from monitor.assembly import TurnAssembler
+from monitor.assembly._offered import Definitions, joined
 from monitor.assembly._reconcile import reconcile_across
 from monitor.otlp import parse_protobuf
 from monitor.records import ToolCall, Turn
@@ -130,10 +134,12 @@ def _thread_stack(thread: threading.Thread) -> str | None:
     return _bounded("Agent stack at the timeout (most recent call last):\n" + text)
 
 
-def cut_turn(run: RunResult, calls: Iterable[ToolCall], agent: str) -> Turn:
+def cut_turn(run: RunResult, calls: Iterable[ToolCall], agent: str, tool_definitions: Definitions | None = None
+             ) -> Turn:
     """The turn of a timed-out run: those of `calls` (the calls of its trace) that had ended by the timeout, in
     start order, with the run's input and case id and no final answer (output "", as the normalizer gives a turn
-    whose messages were captured, as the harness does, without one: its response checks fail)."""
+    whose messages were captured, as the harness does, without one: its response checks fail), offering
+    `tool_definitions` (`offered_union`)."""
     mine = sorted((c for c in calls if 0 < c.end_ns <= run.deadline_ns), key=lambda c: (c.start_ns, c.span_id))
     return Turn(
         input_text=run.input_text,
@@ -144,38 +150,57 @@ def cut_turn(run: RunResult, calls: Iterable[ToolCall], agent: str) -> Turn:
         conversation_id=run.conversation_id,
         case_id=run.case_id,
         output_text="",
+        tool_definitions=tool_definitions,
         start_ns=run.deadline_ns - int(run.duration_s * 1e9),
         end_ns=run.deadline_ns,
     )
 
 
+def offered_union(run: RunResult, merged: Sequence[Turn]) -> Definitions | None:
+    """The tools offered in the turns `merged` into the run's turn, joined as turn assembly joins a turn's
+    (monitor.assembly._offered `joined`: first definition of a name wins, bounded): the run's own turn's first, then
+    those of the turnless groups (a timed-out run's own chat spans: its turn span never came), then those of the
+    agent's inner turns, each in release order. A timed-out run's are all those of its turns, as the assembler cannot
+    tell when a tool was offered (its calls are cut at the timeout; its offered tools are not)."""
+    own = next((t for t in merged if not t.turnless and t.span_id == run.span_id), None)
+    rest = sorted((t for t in merged if t is not own), key=lambda t: not t.turnless)  # stable: turnless ones first
+    return joined(own.tool_definitions if own is not None else None, [d for t in rest if (d := t.tool_definitions)])
+
+
 def run_turn(run: RunResult, traced: Sequence[Turn], agent: str) -> Turn | None:
     """The turn a run is judged by, from the turns of its trace: its own (the harness's `agent_turn`) with the calls
-    of the other turns of the trace that are the same agent's (turns the agent opened itself under its own name,
-    e.g. a GenAI `invoke_agent` span of a framework, nest in it) and of calls without a turn; a timed-out run's is
-    cut at the timeout (`cut_turn`). Its input and answer are the run's, whole (the span's may be cut).
+    and offered tools of the other turns of the trace that are the same agent's (turns the agent opened itself under
+    its own name, e.g. a GenAI `invoke_agent` span of a framework, nest in it) and of calls without a turn
+    (`offered_union`: `from_definitions: true` judges a call of a tool offered in any of them as serve does); a
+    timed-out run's is cut at the timeout (`cut_turn`). Its input and answer are the run's, whole (the span's may be
+    cut).
 
     A turn of another agent name in the trace (a sub-agent the agent called: `agent_turn(agent="other-bot")`) is
     that agent's turn, not part of the run's: `serve` and `replay` judge it on its own, against that agent's rules,
     and so its calls are not counted here either, so that eval's figures for the agent are those serve gives. (The
     calls of a sub-agent turn still open at a timeout have no turn yet: they are counted with the run's.)"""
     if run.timed_out:
-        return cut_turn(run, (c for t in traced if t.turnless or t.agent == agent for c in t.calls), agent)
+        mine = [t for t in traced if t.turnless or t.agent == agent]
+        return cut_turn(run, (c for t in mine for c in t.calls), agent, offered_union(run, mine))
     whole = [t for t in traced if not t.turnless]
     own = next((t for t in whole if t.span_id == run.span_id), None)
     if own is None:
         return whole[0] if whole else None
-    inner = [c for t in traced if t is not own and (t.turnless or t.agent == own.agent) for c in t.calls]
+    others = [t for t in traced if t is not own and (t.turnless or t.agent == own.agent)]
+    inner = [c for t in others for c in t.calls]
     if inner:  # a call requested in one of the turns and run in another counts once, as in one turn
         calls = tuple(reconcile_across(sorted((*own.calls, *inner), key=lambda c: (c.start_ns, c.span_id))))
     else:
         calls = own.calls
+    offered = offered_union(run, [own, *others])
     # The span keeps at most the content length (16,384 characters by default) of the input and of the answer, and a
     # cut one reads as not captured: the run has both whole (a long answer's response checks were skipped, not failed).
     answer = run.output if run.output is not None else own.output_text
-    if calls is own.calls and own.input_text == run.input_text and own.output_text == answer:
+    if calls is own.calls and offered is own.tool_definitions and own.input_text == run.input_text \
+            and own.output_text == answer:
         return own
-    return dataclasses.replace(own, calls=calls, input_text=run.input_text, output_text=answer)
+    return dataclasses.replace(own, calls=calls, tool_definitions=offered, input_text=run.input_text,
+                               output_text=answer)
 
 
 class _AsyncRun:

@@ -12,6 +12,7 @@ from rapidfuzz import fuzz
 
 from monitor.judge._parse import MALFORMED_ACTUAL, Malformed
 from monitor.rules import ArgCheck
+from monitor.rules._describe import pattern_text
 from monitor.rules._model import thaw
 from monitor.verdict import ArgCheckResult
 
@@ -141,12 +142,20 @@ def get_argument(args: Any, name: str) -> Any:
     return MISSING
 
 
+NO_MATCH = "<no match of "  # a from_input check's expected text when its regex finds nothing in the input
+
+
+def no_match_text(expected: str) -> bool:
+    """Whether a from_input check's expected text says its regex found nothing in the input (no captured value)."""
+    return expected.startswith(NO_MATCH) and expected.endswith("/ in input>")
+
+
 def expected_text(check: ArgCheck, input_text: str) -> str:
     if check.mode == "regex":
         return str(check.expected)
     if check.mode == "from_input":
         got = capture(check, input_text)
-        return got if got is not None else f"<no match of {check.expected!r} in input>"
+        return got if got is not None else f"{NO_MATCH}{pattern_text(str(check.expected))} in input>"
     if check.mode == "fuzzy":
         return f"{_text(check.expected)} (ratio >= {check.threshold:g})"
     if check.mode == "numeric":

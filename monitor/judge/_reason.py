@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from monitor.judge._args import no_match_text
 from monitor.records import RequestedCall, Turn
 from monitor.rules import Expectation
-from monitor.verdict import CallVerdict, MissedUnit, Outcome, TurnVerdict
+from monitor.rules._describe import pattern_text
+from monitor.verdict import ArgCheckResult, CallVerdict, MissedUnit, Outcome, TurnVerdict
 
 MAX_REASON = 300
 
@@ -37,7 +39,7 @@ def reason(
             problems.append(f"{c.name} arguments invalid ({kinds})")
         for r in c.arg_results:
             if not r.ok:
-                problems.append(f"{c.name}.{r.argument} {r.mode}: expected {r.expected!r}, got {r.actual!r}")
+                problems.append(f"{c.name}.{r.argument} {r.mode}: expected {_expected(r)}, got {r.actual!r}")
     problems.extend(f"forbidden tool {t} called" for t in forbidden)
     if sequence_ok is False:
         problems.append("call order not as expected")
@@ -53,6 +55,16 @@ def reason(
     else:
         head = f"failed ({exp.id})"
     return _cut(f"{head}: {'; '.join(problems)}" if problems else head)
+
+
+def _expected(r: ArgCheckResult) -> str:
+    """What a failed argument check expected: a pattern as written (repr would double its backslashes, which reads as
+    a YAML mistake), a value as Python shows it."""
+    if r.mode == "regex":
+        return pattern_text(r.expected)
+    if r.mode == "from_input" and no_match_text(r.expected):
+        return r.expected
+    return repr(r.expected)
 
 
 def note_requested(turn: Turn, v: TurnVerdict) -> None:

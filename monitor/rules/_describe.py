@@ -23,11 +23,17 @@ from monitor.rules._model import (
 )
 
 
+def pattern_text(pattern: str) -> str:
+    """A regular expression as written in the rule file, between slashes (`/\\S/`; Python's repr would double its
+    backslashes, which reads as a YAML mistake), as explain and verdict reasons show it."""
+    return f"/{pattern}/"
+
+
 def condition_text(c: Condition) -> str:
     if isinstance(c, Prefix):
         return f"input starts with {c.text!r}"
     if isinstance(c, Search):
-        return f"input matches /{c.regex.pattern}/"
+        return f"input matches {pattern_text(c.regex.pattern)}"
     if isinstance(c, Contains):
         return f"input contains {c.text!r}"
     if isinstance(c, Equals):
@@ -39,7 +45,7 @@ def condition_text(c: Condition) -> str:
         if c.prefix is not None:
             return f"{where} attribute {c.key} starts with {c.prefix!r}"
         if c.regex is not None:
-            return f"{where} attribute {c.key} matches /{c.regex.pattern}/"
+            return f"{where} attribute {c.key} matches {pattern_text(c.regex.pattern)}"
         return f"{where} attribute {c.key} {'exists' if c.exists else 'is absent'}"
     if isinstance(c, All):
         return " and ".join(f"({condition_text(p)})" for p in c.parts)
@@ -68,7 +74,11 @@ def check_text(c: ArgCheck) -> str:
         extra = f" (+/- {c.tolerance:g})"
     elif c.mode == "from_input":
         extra = f" (group {c.group})"
-    return f"{c.argument}: {c.mode} {json.dumps(thaw(c.expected), ensure_ascii=False)}{extra}"
+    if c.mode in ("regex", "from_input"):
+        expected = pattern_text(str(c.expected))
+    else:
+        expected = json.dumps(thaw(c.expected), ensure_ascii=False)
+    return f"{c.argument}: {c.mode} {expected}{extra}"
 
 
 def alternative_lines(alt: Alternative) -> list[str]:
@@ -106,6 +116,6 @@ def expectation_lines(exp: Expectation) -> list[str]:
     for r in exp.respond:
         what = f"contains {r.contains!r}" if r.contains is not None else ""
         if r.regex is not None:
-            what = (what + " and " if what else "") + f"matches /{r.regex.pattern}/"
+            what = (what + " and " if what else "") + f"matches {pattern_text(r.regex.pattern)}"
         lines.append(f"  response {what}" + (f" ({r.description})" if r.description else ""))
     return lines

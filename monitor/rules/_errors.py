@@ -8,6 +8,14 @@ MAX_REPORTED = 50
 """Most errors `RuleFileErrors` spells out; past them one line says how many more there are."""
 
 
+def place(file: str, line: int, column: int) -> str:
+    """`file:line:column`, `file:line` without a column, `file` alone without a line (a file that cannot be read, or
+    too large: no place in it; line 0 column 0 would say nothing to a user)."""
+    if line <= 0:
+        return file
+    return f"{file}:{line}:{column}" if column > 0 else f"{file}:{line}"
+
+
 class RuleFileError(ValueError):
     """A rule file (or a cases file it names) is invalid.
 
@@ -33,7 +41,7 @@ class RuleFileError(ValueError):
         return [self._where()]
 
     def _where(self) -> str:
-        where = f"{self.file}:{self.line}:{self.column}"
+        where = place(self.file, self.line, self.column)
         return f"{where}: {self.key}: {self.message}" if self.key else f"{where}: {self.message}"
 
     def __str__(self) -> str:

@@ -29,8 +29,8 @@ as an extra call there.
 `tool_calls` bounds that no run can meet with the step's `calls` (a max under the sum of their minimums, a min over
 the sum of their maximums: a call past those is extra and fails the step) are errors, as `none: true` with a min is.
 Errors name the file, line and column, the scenario and the step; every step in error is reported at once (with
-its first problem). Unknown keys, and values of the wrong type, are
-errors at every level; a key given as null is left out.
+its first problem; an unknown tool or a bad check of the steps that load too: `load_and_build`). Unknown keys, and
+values of the wrong type, are errors at every level; a key given as null is left out.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from monitor.rules import RuleFileError, read_text
-from monitor.rules._errors import MAX_REPORTED
+from monitor.rules._errors import MAX_REPORTED, place
 from monitor.rules._yaml import Marks, load_yaml
 
 FILE_KEYS = frozenset({"agent", "rules", "scenarios"})
@@ -57,10 +57,14 @@ YamlPath = tuple[str | int, ...]
 class ScenarioError(ValueError):
     """A scenario file that cannot be used; the message names the file and the place, `hint` what to do."""
 
-    def __init__(self, message: str, hint: str = "", errors: Sequence[ScenarioError] = ()) -> None:
+    def __init__(self, message: str, hint: str = "", errors: Sequence[ScenarioError] = (), *,
+                 at: tuple[int, int] = (0, 0)) -> None:
         super().__init__(message)
         self.hint = hint
         self.errors: tuple[ScenarioError, ...] = tuple(errors) or (self,)  # every problem found (this one alone)
+        self.at = at  # (line, column) of the problem in the scenario file ((0, 0): none)
+        # load_scenarios: the file with the steps that loaded (the others left out), whose catalog is still to check
+        self.partial: ScenarioFile | None = None
 
     @classmethod
     def of(cls, errors: Sequence[ScenarioError]) -> ScenarioError:
@@ -74,12 +78,6 @@ class ScenarioError(ValueError):
             shown.append(f"... and {len(found) - MAX_REPORTED} more")
         hints = dict.fromkeys(e.hint for e in found if e.hint)
         return cls("\n".join(shown), "\n".join(hints), found)
-
-
-def raise_all(errors: Sequence[ScenarioError]) -> None:
-    """Raise the errors found, as one ScenarioError; nothing when there is none."""
-    if errors:
-        raise ScenarioError.of(errors)
 
 
 @dataclass(slots=True, frozen=True)
@@ -129,8 +127,9 @@ class _Where:
 
     def error(self, path: YamlPath, message: str, *, key: bool = False, hint: str = "") -> ScenarioError:
         line, column = self.marks.at(path, key=key)
-        where = f"{self.marks.file}:{line}:{column}"
-        return ScenarioError(f"{where}: {self.label}: {message}" if self.label else f"{where}: {message}", hint)
+        where = place(self.marks.file, line, column)
+        return ScenarioError(f"{where}: {self.label}: {message}" if self.label else f"{where}: {message}", hint,
+                             at=(line, column))
 
 
 def _strings(value: Any, where: _Where, path: YamlPath, what: str) -> tuple[str, ...]:
@@ -274,8 +273,9 @@ def _step(raw: Any, n: int, where: _Where, path: YamlPath) -> Step:
                 where.marks.at(path)[0], path)
 
 
-def _scenario(raw: Any, n: int, where: _Where, path: YamlPath) -> Scenario:
-    """Scenario n (raw, at path): an entry of `scenarios`, or the file itself (path (); the caller checks its keys)."""
+def _scenario(raw: Any, n: int, where: _Where, path: YamlPath, errors: list[ScenarioError]) -> Scenario:
+    """Scenario n (raw, at path): an entry of `scenarios`, or the file itself (path (); the caller checks its keys),
+    with the steps that load: the errors of the others go to `errors`."""
     here = where.at(f"scenario {n}")
     if not isinstance(raw, dict) or not isinstance(raw.get("steps"), list) or not raw["steps"]:
         raise here.error(path, "needs a non-empty `steps` list")
@@ -287,13 +287,12 @@ def _scenario(raw: Any, n: int, where: _Where, path: YamlPath) -> Scenario:
     elif not isinstance(name, str) or not name:
         raise here.error((*path, "name"), f"`name` is a non-empty string, got {name!r}")
     where = where.at(name)
-    steps, errors = [], []
+    steps = []
     for i, s in enumerate(raw["steps"], 1):  # each step in error is reported (with its first problem)
         try:
             steps.append(_step(s, i, where, (*path, "steps", i - 1)))
         except ScenarioError as exc:
             errors.append(exc)
-    raise_all(errors)
     return Scenario(name, tuple(steps))
 
 
@@ -321,6 +320,9 @@ def _rules(rules: Any, p: Path, where: _Where) -> list[Path]:
 
 
 def load_scenarios(path: str | Path) -> ScenarioFile:
+    """The scenario file at `path`; a ScenarioError with every problem found, whose `partial` (when the file's own
+    keys loaded) holds the steps without one (their catalog is checked by `build_judge`: monitor.scenario._runner
+    `load_and_build` reports those problems with these)."""
     p = Path(path)
     try:  # read as rule and dataset files are: bounded, UTF-8
         data, marks = load_yaml(read_text(p), str(p))
@@ -346,7 +348,7 @@ def load_scenarios(path: str | Path) -> ScenarioFile:
     seen: dict[str, int] = {}
     for i, raw in enumerate(raw_list):
         try:
-            scenario = _scenario(raw, i + 1, where, (*base, i) if base else ())
+            scenario = _scenario(raw, i + 1, where, (*base, i) if base else (), errors)
         except ScenarioError as exc:
             errors += exc.errors
             continue
@@ -356,6 +358,10 @@ def load_scenarios(path: str | Path) -> ScenarioFile:
                                           f"{seen[scenario.name] + 1})"))
             continue
         seen[scenario.name] = i
-        out.scenarios.append(scenario)
-    raise_all(errors)
+        if scenario.steps:  # none when every step is in error
+            out.scenarios.append(scenario)
+    if errors:
+        error = ScenarioError.of(errors)
+        error.partial = out
+        raise error
     return out

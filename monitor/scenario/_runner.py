@@ -24,8 +24,9 @@ import yaml
 from monitor.evaluate import AgentFn, Harness, RunResult
 from monitor.judge import Judge
 from monitor.rules import RuleFileError, load_rules
+from monitor.rules._errors import place
 from monitor.rules._load import MAX_FILE_BYTES
-from monitor.scenario._model import Scenario, ScenarioError, ScenarioFile, Step
+from monitor.scenario._model import Scenario, ScenarioError, ScenarioFile, Step, load_scenarios
 from monitor.verdict import TurnVerdict
 
 MODES = ("free", "step")
@@ -77,6 +78,26 @@ def build_judge(sf: ScenarioFile, extra_rules: list[Path] | None = None) -> Judg
                                     _error_at(sf, ("agent",), f"agent: {e.message}") for of_step, e in pairs]) from None
 
 
+def load_and_build(path: str | Path, extra_rules: list[Path] | None = None) -> tuple[ScenarioFile, Judge]:
+    """`load_scenarios` then `build_judge`. A file with steps in error has the catalog of its other steps checked
+    too: their problems (an unknown tool, a bad check) are reported with the file's, in file order, at once. (A rule
+    file in error leaves the file's own problems alone: the rule file's come once those are fixed.)"""
+    try:
+        sf = load_scenarios(path)
+    except ScenarioError as exc:
+        if exc.partial is None or not exc.partial.scenarios:
+            raise
+        try:
+            build_judge(exc.partial, extra_rules)
+        except ScenarioError as more:
+            found = sorted((*exc.errors, *more.errors), key=lambda e: e.at)  # stable: unplaced ones first
+            raise ScenarioError.of(found) from None
+        except RuleFileError:
+            raise exc from None
+        raise
+    return sf, build_judge(sf, extra_rules)
+
+
 def _write_cases(sf: ScenarioFile, steps: list[tuple[Scenario, Step]], tools: tuple[str, ...], cases: Path) -> None:
     """The steps' expectations as a labelled-cases file, a step at a time, within the bound of a cases file
     (MAX_FILE_BYTES): the step that goes past it is a ScenarioError at its place, before more is built."""
@@ -109,7 +130,7 @@ def _json_within(value: Any, limit: int) -> str | None:
 
 def _error_at(sf: ScenarioFile, path: tuple[str | int, ...], message: str, hint: str = "") -> ScenarioError:
     line, column = sf.marks.at(path) if sf.marks is not None else (0, 0)
-    return ScenarioError(f"{sf.path}:{line}:{column}: {message}", hint)
+    return ScenarioError(f"{place(str(sf.path), line, column)}: {message}", hint, at=(line, column))
 
 
 def _key_path(key: str) -> list[str | int]:

@@ -206,3 +206,42 @@ expect:
 """
     v = judge_for(tmp_path, rules).judge(turn("! x", call("t", {"v": "us-east-1"})))
     assert v.reason == "failed (r): t.v exact: expected 'eu-west-1', got 'us-east-1'"
+
+
+@pytest.mark.parametrize(
+    ("spec", "actual", "problem"),
+    [
+        (r"{regex: '\S'}", "", r"t.v regex: expected /\S/, got ''"),
+        (r"{regex: '^\d+$'}", "a1", r"t.v regex: expected /^\d+$/, got 'a1'"),
+        (r"{regex: '^\d+$'}", [1], r"t.v regex: expected /^\d+$/, got '[1]'"),  # not a str: the general path
+        (r"{regex: '\S'}", _MISSING, r"t.v regex: expected /\S/, got '<missing>'"),
+        (r"{from_input: 'order (\d+)'}", "5",
+         r"t.v from_input: expected <no match of /order (\d+)/ in input>, got '5'"),
+    ],
+)
+def test_a_failed_regex_check_shows_its_pattern_as_written(tmp_path: Path, spec: str, actual: Any, problem: str
+                                                           ) -> None:
+    """YAML `regex: '\\S'` holds one backslash: the reason shows the pattern as `rules explain` does (`/\\S/`), not
+    through Python's repr (`'\\\\S'`, which reads as a doubled backslash in the YAML)."""
+    rules = f"""
+catalog: {{tools: [{{name: t}}]}}
+expect:
+  - id: r
+    when: {{prefix: "!"}}
+    call: [{{tool: t, args: {{v: {spec}}}}}]
+"""
+    args = {} if actual is _MISSING else {"v": actual}
+    v = judge_for(tmp_path, rules).judge(turn("! x", call("t", args)))
+    assert v.reason == f"failed (r): {problem}"
+
+
+def test_a_failed_regex_check_of_malformed_arguments_shows_its_pattern_as_written(tmp_path: Path) -> None:
+    rules = r"""
+catalog: {tools: [{name: t}]}
+expect:
+  - id: r
+    when: {prefix: "!"}
+    call: [{tool: t, args: {v: {regex: '\S'}}}]
+"""
+    v = judge_for(tmp_path, rules).judge(turn("! x", call("t", "{bad json")))
+    assert v.reason.startswith(r"failed (r): t.v regex: expected /\S/, got "), v.reason

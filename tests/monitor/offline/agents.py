@@ -257,3 +257,50 @@ async def hanging_async_agent(text: str) -> str:
         raise
     EXECUTOR.execute("get_order_status", {"order_id": n})
     return f"Order {n} has shipped."
+
+
+@tool
+def get_weather(city: str) -> str:
+    """Weather of a city."""
+    return "rain"
+
+
+@tool
+def get_time() -> str:
+    """The time."""
+    return "noon"
+
+
+OFFERING = ToolExecutor([get_weather, get_time], on_error="result")
+CITY = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+
+
+def _offering_chat(definitions: list[dict[str, Any]]) -> None:
+    """A GenAI model request span offering `definitions` (on toolwatch's tracer: that of the harness)."""
+    from instrumentation import get_tracer
+
+    attrs = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m",
+             "gen_ai.tool.definitions": json.dumps(definitions)}
+    with get_tracer().start_as_current_span("chat m", attributes=attrs):
+        pass
+
+
+def offering_agent(text: str) -> str:
+    """Offers its tools on model request spans only, none on its turn: its own chat span offers get_weather (a city
+    required); a turn it opens itself under its own name (as a framework's invoke_agent span) offers get_weather again
+    (any arguments: the first definition wins) and get_time, and there it calls get_weather with a town (no city) and
+    get_time. With `hang` in the input it then hangs until HANG_RELEASE is set (at most 5 s), with a call of
+    get_time of its own made before."""
+    from instrumentation import agent_turn
+
+    _offering_chat([{"type": "function", "name": "get_weather", "parameters": CITY}])
+    with agent_turn(text, agent="support") as inner:
+        _offering_chat([{"type": "function", "name": "get_weather", "parameters": {"type": "object"}},
+                        {"type": "function", "name": "get_time", "parameters": {"type": "object"}}])
+        OFFERING.execute("get_weather", {"town": "Oslo"})
+        OFFERING.execute("get_time", {})
+        inner.set_output("rain")
+    if "hang" in text:
+        OFFERING.execute("get_time", {})
+        HANG_RELEASE.wait(5)
+    return "Rain in Oslo."

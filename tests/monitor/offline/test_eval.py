@@ -974,3 +974,45 @@ def test_an_id_less_call_paired_in_its_own_turn_is_not_paired_again_across_the_r
     turn = run_turn(run, [own, inner], "support")
     assert turn is not None
     assert [(c.call_id, type(c).__name__) for c in turn.calls] == [("call_1", "RequestedCall"), ("", "ToolCall")]
+
+
+OFFERED_RULES = """version: 1
+agent: support
+catalog: {from_definitions: true}
+expect:
+  - id: weather
+    when: {regex: '(?i)weather'}
+    call: [{tool: get_weather, exactly: 1}]
+"""
+
+
+@pytest.mark.parametrize("timed_out", [False, True])
+def test_the_tools_offered_in_the_runs_inner_turns_and_before_its_timeout_join_its_turn(tmp_path: Path,
+                                                                                        timed_out: bool) -> None:
+    """With `from_definitions: true`, a call of a tool offered only inside a turn the agent opened itself under its
+    own name (its calls are the run's), or offered before a timeout (the run's own turn never ended: its chat spans
+    and calls came without it), is a call of an offered tool, as serve judges it, not of an unknown one. The run's own
+    offers come first (the first definition of a name wins: get_weather needs a city, and the call gives a town)."""
+    from monitor.evaluate import Case
+    from tests.monitor.offline.agents import HANG_RELEASE, offering_agent
+
+    rules = tmp_path / "offered.yaml"
+    rules.write_text(OFFERED_RULES, encoding="utf-8")
+    text = "weather in oslo, hang" if timed_out else "weather in oslo"
+    HANG_RELEASE.clear()
+    try:
+        with Harness(agent_name="support") as h:
+            result = run_eval([Case("w", "w", text)], offering_agent, Judge(load_rules([rules])), h,
+                              timeout_s=0.5 if timed_out else None)
+    finally:
+        HANG_RELEASE.set()
+        _join_agent_threads()
+    (trial,) = result.trials
+    assert trial.run.timed_out is timed_out and trial.verdict is not None and trial.verdict.judged
+    assert [(c.name, c.outcome.value, c.in_catalog, c.schema_valid) for c in trial.verdict.calls] == [
+        ("get_weather", "correct", True, False), ("get_time", "spurious", True, True),
+        *([("get_time", "spurious", True, True)] if timed_out else [])]
+    assert trial.verdict.missed == ()
+    reason = "failed (weather): get_weather arguments invalid (required); extra call get_time"
+    assert (trial.passed, trial.reason) == (
+        (False, f"timed out after 0.5 s; {reason}; extra call get_time") if timed_out else (False, reason))

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from monitor.cli.eval_cmd import eval_
 from monitor.evaluate import Harness, load_callable
-from monitor.scenario import ScenarioError, build_judge, load_scenarios, run_scenarios, step_case
+from monitor.scenario import ScenarioError, build_judge, load_and_build, load_scenarios, run_scenarios, step_case
 from monitor.verdict import Outcome
 from tests.monitor.offline.agents import memory_agent
 from tests.monitor.offline.conftest import TRIAGE_RULES
@@ -203,7 +203,7 @@ def test_a_scenario_file_that_is_not_utf8_or_too_large_is_a_located_error(tmp_pa
     big = tmp_path / "big.yaml"
     with big.open("wb") as fh:
         fh.truncate(MAX_FILE_BYTES + 1)
-    with pytest.raises(ScenarioError, match=re.escape(f"{big}:0:0: file too large ({MAX_FILE_BYTES + 1} bytes")):
+    with pytest.raises(ScenarioError, match=re.escape(f"{big}: file too large ({MAX_FILE_BYTES + 1} bytes")):
         load_scenarios(big)
 
 
@@ -366,3 +366,64 @@ def test_every_bad_step_of_a_scenario_file_is_reported_at_once(tmp_path: Path, s
     assert f"{p}:13:76: two, step 1, call 1: invalid regular expression" in res.output, res.output
     assert f"{p}:15:33: two, step 2, call 1: unknown tool 'lookup'" in res.output, res.output
     assert res.output.count("hint: fix the tool name") == 1, res.output
+
+
+MIXED_ERRORS = """
+rules: [support.yaml]
+scenarios:
+  - name: one
+    steps:
+      - user: where is order 1
+        expect: {calls: [{tool: get_order_statuz}]}
+      - user: where is order 2
+        expect: {calls: [{tool: get_order_status}], tool_calls: {min: 3, max: 1}}
+  - name: two
+    steps:
+      - user: where is order 3
+        expect: {calls: [{tool: lookup}]}
+      - user: 5
+"""
+
+
+def test_a_structural_error_and_an_unknown_tool_in_other_steps_are_reported_at_once(tmp_path: Path,
+                                                                                     support_rules: Path) -> None:
+    """The catalog is checked on the steps that loaded even when others did not: every step in error, in file order,
+    with the hint of the unknown tools once."""
+    p = _write(tmp_path, MIXED_ERRORS, support_rules)
+    known = "not in the catalog (known: get_order_history, get_order_status, get_shipping_eta)"
+    expected = [
+        f"{p}:7:33: one, step 1, call 1: unknown tool 'get_order_statuz': {known}",
+        f"{p}:9:71: one, step 2: tool_calls min 3 is greater than max 1",
+        f"{p}:13:33: two, step 1, call 1: unknown tool 'lookup': {known}",
+        f"{p}:14:9: two, step 2: a step is a mapping with a `user` message",
+    ]
+    with pytest.raises(ScenarioError) as info:
+        load_and_build(p)
+    assert str(info.value).splitlines() == expected
+    assert info.value.hint == f"fix the tool name, or declare the tool in the catalog of {tmp_path / 'support.yaml'}"
+
+    args = ["--scenario", str(p), "--agent", "tests.monitor.offline.agents:memory_agent", "--no-progress"]
+    res = CliRunner().invoke(eval_, args)
+    assert res.exit_code == 2, res.output
+    assert res.output.splitlines() == [f"error: {expected[0]}", *expected[1:], f"hint: {info.value.hint}"]
+
+    with pytest.raises(ScenarioError) as info:  # load_scenarios alone: the file's own errors
+        load_scenarios(p)
+    assert str(info.value).splitlines() == [expected[1], expected[3]]
+
+
+def test_a_missing_scenario_dataset_or_rule_file_is_named_without_a_line_and_column(tmp_path: Path,
+                                                                                    support_rules: Path) -> None:
+    """`FILE:0:0: cannot read` named a place that is none: a file that cannot be read is named alone."""
+    agent = ["--agent", "tests.monitor.offline.agents:memory_agent", "--no-progress"]
+    gone = tmp_path / "gone.yaml"
+    res = CliRunner().invoke(eval_, ["--scenario", str(gone), *agent])
+    assert res.exit_code == 2 and res.output == f"error: {gone}: cannot read: No such file or directory\n", res.output
+    p = _write(tmp_path, "rules: [nope.yaml]\nsteps: [{user: hi}]\n")
+    res = CliRunner().invoke(eval_, ["--scenario", str(p), *agent])
+    nope = tmp_path / "nope.yaml"
+    assert res.exit_code == 2 and res.output == f"error: {nope}: cannot read: No such file or directory\n", res.output
+    res = CliRunner().invoke(eval_, ["--dataset", str(gone), "--rules", str(support_rules), "--agent",
+                                     "tests.monitor.offline.agents:support_agent", "--no-progress"])
+    assert res.exit_code == 2 and f"{gone}: cannot read: No such file or directory\n" in res.output, res.output
+    assert ":0:0" not in res.output

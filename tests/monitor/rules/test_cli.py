@@ -252,11 +252,12 @@ def test_explain_with_only_an_output_prints_the_verdict_of_a_turn_without_calls(
 
 
 def test_a_missing_rule_file_is_named_once_without_the_errno(tmp_path: Path) -> None:
-    """It read `x.yaml:0:0: cannot read: [Errno 2] No such file or directory: 'x.yaml'` (the path twice)."""
+    """It read `x.yaml:0:0: cannot read: [Errno 2] No such file or directory: 'x.yaml'` (the path twice, and line 0
+    column 0, which is no place in the file)."""
     missing = tmp_path / "missing.yaml"
     code, _, err = run("check", str(missing))
     assert code == 2
-    assert err == f"{missing}:0:0: cannot read: No such file or directory\n"
+    assert err == f"{missing}: cannot read: No such file or directory\n"
 
 
 def test_check_warns_about_an_argument_check_on_an_argument_the_tool_schema_allows_no_call_to_have(
@@ -414,3 +415,20 @@ def test_the_error_samples_of_the_rules_readme_are_what_check_prints(tmp_path: P
     monkeypatch.chdir(tmp_path)
     printed = [run("check", f"rules/{name}.yaml")[2] for name in ("typo", "bad")]
     assert [p.strip() for p in printed] == [b.strip() for b in blocks]
+
+
+def test_explain_shows_the_patterns_of_argument_and_response_checks_alike(tmp_path: Path) -> None:
+    """`regex: '\\S'` holds one backslash: explain shows every pattern as written, between slashes."""
+    path = tmp_path / "re.yaml"
+    path.write_text(
+        "catalog:\n  tools:\n    - name: t\n"
+        "expect:\n  - when: {regex: '^go\\b'}\n    call:\n      - tool: t\n"
+        "        args: {v: {regex: '\\S'}, n: {from_input: 'go (\\d+)'}}\n"
+        "    respond:\n      - regex: '\\d'\n"
+    )
+    code, out, err = run("explain", str(path), "--input", "go 1")
+    assert code == 0, err
+    assert "input matches /^go\\b/" in out
+    assert "    v: regex /\\S/\n" in out
+    assert "    n: from_input /go (\\d+)/ (group 1)\n" in out
+    assert "response matches /\\d/" in out
