@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from click.testing import CliRunner
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.resources import Resource
@@ -13,6 +15,9 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer
+
+from monitor.cli.replay_cmd import replay
+from monitor.otlp import request_to_json
 
 
 @dataclass
@@ -82,3 +87,21 @@ def record_turns(turns: Sequence[TurnSpec]) -> list[ReadableSpan]:
 
 def to_request(spans: Sequence[ReadableSpan]) -> ExportTraceServiceRequest:
     return encode_spans(spans)
+
+
+REPLAY_COUNTS = (
+    "turns", "judged_turns", "judged_calls", "correct", "spurious", "hallucinated", "missed", "expected_calls",
+)  # fmt: skip
+
+
+def replay_counts(tmp_path: Path, spans: Sequence[ReadableSpan], rules: Path) -> dict[str, int]:
+    """The counts (REPLAY_COUNTS) of `toolwatch replay` of `spans` captured as an OTLP JSON line, grace 0.2 s."""
+    captured = tmp_path / "spans.jsonl"
+    captured.write_text(request_to_json(to_request(spans)) + "\n", encoding="utf-8")
+    out = tmp_path / "replay.json"
+    res = CliRunner().invoke(
+        replay, [str(captured), "--rules", str(rules), "--grace", "0.2", "--no-progress", "-q", "--json", str(out)]
+    )
+    assert res.exit_code == 0, res.output
+    counts = json.loads(out.read_text())["counts"]
+    return {k: counts[k] for k in REPLAY_COUNTS}

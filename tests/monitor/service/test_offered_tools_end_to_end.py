@@ -14,16 +14,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from click.testing import CliRunner
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.trace import Tracer
 
-from monitor.cli.replay_cmd import replay
-from monitor.otlp import request_to_json
 from tests.monitor.service.conftest import ServeFactory, scrape, value, wait_for
-from tests.monitor.service.spans import new_tracer, to_request
+from tests.monitor.service.spans import new_tracer, replay_counts
 from tests.monitor.service.test_offered_tools import OPENAI_WEATHER, PARAMS, TIME, WEATHER, chat, oi_llm, tl_chat
 from tests.monitor.service.test_requested_calls import Req, ran
 
@@ -133,27 +130,7 @@ def test_tools_offered_on_chat_spans_join_the_catalog_in_serve_and_replay(serve:
         "[W] lima": [("get_weather", "correct", False)],
     }
 
-    captured = tmp_path / "spans.jsonl"
-    captured.write_text(request_to_json(to_request(spans)) + "\n", encoding="utf-8")
-    out = tmp_path / "replay.json"
-    res = CliRunner().invoke(
-        replay, [str(captured), "--rules", str(rules), "--grace", "0.2", "--no-progress", "-q", "--json", str(out)]
-    )
-    assert res.exit_code == 0, res.output
-    c = json.loads(out.read_text())["counts"]
-    assert {
-        k: c[k]
-        for k in (
-            "turns",
-            "judged_turns",
-            "judged_calls",
-            "correct",
-            "spurious",
-            "hallucinated",
-            "missed",
-            "expected_calls",
-        )
-    } == {  # fmt: skip
+    assert replay_counts(tmp_path, spans, rules) == {
         "turns": 5,
         "judged_turns": 5,
         "judged_calls": 6,

@@ -7,16 +7,13 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from click.testing import CliRunner
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.trace import Tracer
 
-from monitor.cli.replay_cmd import replay
-from monitor.otlp import request_to_json
 from tests.monitor.service.conftest import RULES, ServeFactory, scrape, value, wait_for
-from tests.monitor.service.spans import new_tracer, to_request
+from tests.monitor.service.spans import new_tracer, replay_counts
 from tests.monitor.service.test_requested_calls import Req, chat, ran
 
 A = "incident-triage"
@@ -120,27 +117,7 @@ def test_requested_calls_are_judged_by_serve_and_replay_alike(serve: ServeFactor
         "[BILL] refund blocked": f"failed (billing): extra call {BILL}; requested, not run: {BILL}",
     }
 
-    captured = tmp_path / "spans.jsonl"
-    captured.write_text(request_to_json(to_request(spans)) + "\n", encoding="utf-8")
-    out = tmp_path / "replay.json"
-    res = CliRunner().invoke(
-        replay, [str(captured), "--rules", str(RULES), "--grace", "0.2", "--no-progress", "-q", "--json", str(out)]
-    )
-    assert res.exit_code == 0, res.output
-    c = json.loads(out.read_text())["counts"]
-    assert {
-        k: c[k]
-        for k in (
-            "turns",
-            "judged_turns",
-            "judged_calls",
-            "correct",
-            "spurious",
-            "hallucinated",
-            "missed",
-            "expected_calls",
-        )
-    } == {
+    assert replay_counts(tmp_path, spans, RULES) == {
         "turns": 5,
         "judged_turns": 5,
         "judged_calls": 6,
