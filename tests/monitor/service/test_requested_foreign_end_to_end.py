@@ -25,6 +25,24 @@ def _root(tracer: Tracer, text: str) -> AbstractContextManager[Span]:
     return tracer.start_as_current_span(A, attributes=attrs)
 
 
+Key = tuple[str, tuple[tuple[str, str], ...]]
+
+
+def k(name: str, **labels: str) -> Key:
+    """A series of the agent's: its metric name and its labels."""
+    return name, tuple(sorted({"agent": A, **labels}.items()))
+
+
+def judged(serve: ServeFactory, spans: list[ReadableSpan], series: dict[Key, int]) -> dict[Key, float]:
+    """The values of `series` (0 when absent) once `serve` judged the 3 turns of `spans` sent through the exporter."""
+    _, server = serve()
+    exporter = OTLPSpanExporter(endpoint=server.endpoint, timeout=10)
+    assert exporter.export(spans) is SpanExportResult.SUCCESS
+    wait_for(lambda: server.pipeline.turns_judged == 3)
+    samples = scrape(server)
+    return {key: value(samples, key[0], **dict(key[1])) or 0 for key in series}
+
+
 def _spans() -> list[ReadableSpan]:
     provider, tracer, memory = new_tracer()
     # The model asked for a tool that does not exist; the framework refused it, nothing ran: hallucinated (and the
@@ -51,15 +69,6 @@ def _spans() -> list[ReadableSpan]:
 
 
 def test_an_openinference_trace_counts_a_requested_unknown_tool_and_a_call_that_ran_once(serve: ServeFactory) -> None:
-    _, server = serve()
-    exporter = OTLPSpanExporter(endpoint=server.endpoint, timeout=10)
-    assert exporter.export(_spans()) is SpanExportResult.SUCCESS
-    wait_for(lambda: server.pipeline.turns_judged == 3)
-    samples = scrape(server)
-
-    def k(name: str, **labels: str) -> tuple[str, tuple[tuple[str, str], ...]]:
-        return name, tuple(sorted({"agent": A, **labels}.items()))
-
     calls = "toolwatch_tool_calls_total"
     expected = {
         k(calls, tool=AUTH, outcome="correct"): 1,
@@ -77,7 +86,7 @@ def test_an_openinference_trace_counts_a_requested_unknown_tool_and_a_call_that_
         k("toolwatch_turn_checks_total", check="selection", result="fail"): 1,
         ("toolwatch_span_attributes_ignored_total", (("attribute", "llm.output_messages"),)): 1,
     }
-    assert {key: value(samples, key[0], **dict(key[1])) or 0 for key in expected} == expected
+    assert judged(serve, _spans(), expected) == expected
 
 
 def _genai_openllmetry_spans() -> list[ReadableSpan]:
@@ -101,15 +110,6 @@ def _genai_openllmetry_spans() -> list[ReadableSpan]:
 
 
 def test_a_genai_trace_of_newer_openllmetry_chat_spans_counts_each_requested_call_once(serve: ServeFactory) -> None:
-    _, server = serve()
-    exporter = OTLPSpanExporter(endpoint=server.endpoint, timeout=10)
-    assert exporter.export(_genai_openllmetry_spans()) is SpanExportResult.SUCCESS
-    wait_for(lambda: server.pipeline.turns_judged == 3)
-    samples = scrape(server)
-
-    def k(name: str, **labels: str) -> tuple[str, tuple[tuple[str, str], ...]]:
-        return name, tuple(sorted({"agent": A, **labels}.items()))
-
     calls = "toolwatch_tool_calls_total"
     expected = {
         **{k(calls, tool=t, outcome="correct"): 1 for t in (AUTH, RISK, BILL)},
@@ -120,4 +120,4 @@ def test_a_genai_trace_of_newer_openllmetry_chat_spans_counts_each_requested_cal
         k("toolwatch_turn_checks_total", check="selection", result="pass"): 3,
         ("toolwatch_span_attributes_ignored_total", (("attribute", "gen_ai.output.messages"),)): 1,
     }
-    assert {key: value(samples, key[0], **dict(key[1])) or 0 for key in expected} == expected
+    assert judged(serve, _genai_openllmetry_spans(), expected) == expected
