@@ -12,10 +12,11 @@
  * offered (_offered.py); any other span of another operation is a parent link (appended as it is). An output text
  * without the tool_call mark asks for none (a parent link). One with it is read here in the common case (`requested`:
  * a chat / text_completion / generate_content span, no tools offered, no truncation marker, no events, no
- * OpenLLMetry marker; a text json.loads reads as messages, nesting at most MAX_DEPTH, whose tool_call parts are at
- * most MAX_REQUESTED_PER_SPAN, each named, with a str id or none, and arguments an object, a text or none): the same
- * RequestedCall records _requested.add_requested makes (json.loads's own scanner, json.dumps for an object). Anything
- * else, and anything Python would count as ignored, is handed to Python.
+ * OpenLLMetry marker, attribute keys all exact str (none runs Python code as it is copied); a text json.loads reads
+ * as messages, nesting at most MAX_DEPTH, whose tool_call parts are at most MAX_REQUESTED_PER_SPAN, each named, with
+ * a str id or none, and arguments an object, a text or none): the same RequestedCall records _requested.add_requested
+ * makes (json.loads's own scanner, json.dumps for an object). Anything else, and anything Python would count as
+ * ignored, is handed to Python.
  *
  * The compact one-text messages are decoded here: json's C scanstring (strict), the same decoding, the same
  * strings accepted (an error there means "not compact", as in Python, which then calls _turn_text).
@@ -747,19 +748,26 @@ static int named(PyObject *name) {
     return 0;
 }
 
-/* _requested._kept: the span's attributes without the message contents. */
-static PyObject *kept_attributes(PyObject *attrs) {
-    PyObject *kept = PyDict_New(), *k, *v;
+/* _requested._kept: the span's attributes without the message contents, 1 with *kept (new); 0 when a key is not
+ * exactly a str (Python reads the span: testing such a key against CONTENT_KEYS may run its __hash__ / __eq__, which
+ * may change the attributes or the span while their entries are walked, borrowed), -1. No Python code runs here. */
+static int kept_attributes(PyObject *attrs, PyObject **kept) {
+    PyObject *k, *v;
     Py_ssize_t pos = 0;
-    while (kept != NULL && PyDict_Next(attrs, &pos, &k, &v)) {
-        int t = PySet_Contains(content_keys, k);
-        if (t < 0 || (t == 0 && PyDict_SetItem(kept, k, v) < 0)) Py_CLEAR(kept);
+    if ((*kept = PyDict_New()) == NULL) return -1;
+    while (PyDict_Next(attrs, &pos, &k, &v)) {
+        int t = PyUnicode_CheckExact(k) ? PySet_Contains(content_keys, k) : -2;
+        if (t < 0 || (t == 0 && PyDict_SetItem(*kept, k, v) < 0)) {
+            Py_CLEAR(*kept);
+            return t == -2 ? 0 : -1;
+        }
     }
-    return kept;
+    return 1;
 }
 
 /* One tool_call part json made (_requested._requested and new_requested): 1 with *call (new), 0 when Python would
- * count it as ignored (no name; an id or arguments of another type; arguments json.dumps refuses), -1. */
+ * count it as ignored (no name; an id or arguments of another type; arguments json.dumps refuses) or reads the span
+ * (an attribute key not exactly a str: kept_attributes), -1. */
 static int requested_call(PyObject *span, PyObject *p, Py_ssize_t index, PyObject **kept, PyObject *attrs,
                           PyObject **call) {
     PyObject *name = jget(p, s_name), *id = jget(p, s_id), *args = jget(p, s_arguments);
@@ -778,9 +786,10 @@ static int requested_call(PyObject *span, PyObject *p, Py_ssize_t index, PyObjec
     } else {
         return 0;
     }
-    if (*kept == NULL && (*kept = kept_attributes(attrs)) == NULL) {
+    int t = *kept != NULL ? 1 : kept_attributes(attrs, kept);
+    if (t <= 0) {
         Py_DECREF(args);
-        return -1;
+        return t;
     }
     PyObject *v[C_N];
     PyObject *sid = *(PyObject **)((char *)span + span_cls.offset[S_SPAN_ID]);

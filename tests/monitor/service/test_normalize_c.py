@@ -11,6 +11,7 @@ import gc
 import json
 import os
 import sys
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -565,6 +566,51 @@ def test_a_chat_span_whose_ids_cannot_be_read_is_handed_to_python() -> None:
         with handed_to_python() as handed:
             assert assert_same([eventful])[3] is None
         assert handed == [eventful]
+
+
+class _Val:
+    """A value only the span's attributes hold (a weak reference tells whether it is still alive)."""
+
+
+@needs_c
+@pytest.mark.parametrize("change", ["replace the value", "add a key", "unset the span id"])
+def test_an_attribute_key_that_runs_python_code_while_the_calls_keep_the_attributes(change: str) -> None:
+    """Keeping a chat span's attributes for its requested calls tests each key against the message contents: a key
+    that is a str subclass hashes in Python, which may change the attributes (or the span) meanwhile. C read the
+    entry's key and value, borrowed, after it (a value freed there kept by the calls: used after it was freed), went
+    on over a dict that changed size (Python raises), and read a span id unset meanwhile (a crash). Such a key's
+    span is Python's, which copies the pairs it walks."""
+    results = []
+    for impl in (PY, C):
+        assert impl is not None
+
+        class Key(str):
+            armed = False
+
+            def __hash__(self) -> int:
+                if Key.armed:
+                    Key.armed = False
+                    if change == "replace the value":
+                        attrs[self] = "other"  # the value being copied: freed, but for the copy
+                    elif change == "add a key":
+                        attrs["new"] = 1
+                    else:
+                        del span.span_id
+                return str.__hash__(self)
+
+            __eq__ = str.__eq__
+
+        attrs: dict[Any, Any] = {"gen_ai.operation.name": "chat", "gen_ai.output.messages": _ASKED_F}
+        attrs[Key("k")] = _Val()
+        span = span_with(attrs, "chat m")
+        value = weakref.ref(attrs["k"])
+        Key.armed = True
+        out, problems, _, exc = run(impl, [span], {})
+        results.append(([type(r) for r in out], problems, exc))
+        if change == "replace the value":
+            assert value() is not None and out[1].attributes["k"] is value()
+    assert results[0] == results[1]
+    assert results[0][2] is {"replace the value": None, "add a key": RuntimeError}.get(change, AttributeError)
 
 
 def span_with(attrs: Any, name: str = "execute_tool t", cls: type = Span) -> Any:
