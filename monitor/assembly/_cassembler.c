@@ -365,7 +365,8 @@ done:
  * handoff (HandoffMark). So the calls, sorted, without each requested call that has the id of a call that ran or of
  * a requested call before it: those that ran kept in their place, the requested calls never run after them in start
  * order. Everything else (an id-less call, a handoff, offered tools, a call further down, under a span never received
- * or under another turn, a trace or records changed from outside) goes to _release_turn. */
+ * or under another turn, a trace or records changed from outside, before or while the calls are sorted) goes to
+ * _release_turn. */
 static int release_chat(State *s, PyObject *tid, PyObject *tr, PyObject *sid, PyObject *turns, PyObject *calls,
                         PyObject *out) {
     if (!Py_IS_TYPE(tr, trace_type) || !PyList_CheckExact(calls) || !PyDict_CheckExact(turns) ||
@@ -382,8 +383,7 @@ static int release_chat(State *s, PyObject *tid, PyObject *tr, PyObject *sid, Py
     int rc = 0, requested = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *c = PyList_GET_ITEM(mine, i);
-        if (Py_IS_TYPE(c, requested_type)) requested = 1;
-        else if (!Py_IS_TYPE(c, call_type)) goto done;
+        if (!Py_IS_TYPE(c, call_type) && !Py_IS_TYPE(c, requested_type)) goto done;
         PyObject *p = SLOT(c, off_call[R_PARENT]), *id = SLOT(c, off_call_id);
         if (p == NULL || !PyUnicode_CheckExact(p) || id == NULL || !PyUnicode_CheckExact(id)) goto done;
         if (str_eq(p, sid)) continue;
@@ -400,13 +400,20 @@ static int release_chat(State *s, PyObject *tid, PyObject *tr, PyObject *sid, Py
         rc = -1;
         goto done;
     }
+    /* The shape again, as _release_turn reads it after its sort (which ran Python code): the trace's containers, its
+     * one turn, the calls' kinds; when one is requested, every call with an id */
+    if (SLOT(tr, off_trace[X_TURNS]) != turns || SLOT(tr, off_trace[X_CALLS]) != calls || PyDict_GET_SIZE(turns) != 1)
+        goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *c = PyList_GET_ITEM(mine, i);
+        if (Py_IS_TYPE(c, requested_type)) requested = 1;
+        else if (!Py_IS_TYPE(c, call_type)) goto done;
+    }
     char drop[CHAT_MAX] = {0};
     Py_ssize_t dropped = 0;
-    for (Py_ssize_t i = 0; requested && i < n; i++) { /* every call with an id, as before the sort */
-        PyObject *c = PyList_GET_ITEM(mine, i), *id = SLOT(c, off_call_id);
-        if (!(Py_IS_TYPE(c, call_type) || Py_IS_TYPE(c, requested_type)) || id == NULL || !PyUnicode_CheckExact(id) ||
-            PyUnicode_GET_LENGTH(id) == 0)
-            goto done;
+    for (Py_ssize_t i = 0; requested && i < n; i++) {
+        PyObject *id = SLOT(PyList_GET_ITEM(mine, i), off_call_id);
+        if (id == NULL || !PyUnicode_CheckExact(id) || PyUnicode_GET_LENGTH(id) == 0) goto done;
     }
     for (Py_ssize_t i = 0; requested && i < n; i++) {
         PyObject *r = PyList_GET_ITEM(mine, i);

@@ -514,6 +514,36 @@ def test_requested_calls_that_cannot_be_ordered_raise_and_stay_pending_as_in_pyt
     assert c.state() == py.state() and c.asm.pending_turns == 1 and not c.asm._spare
 
 
+@pytest.mark.parametrize("change", ["requested", "handoff", "turn"])
+def test_a_trace_changed_while_its_calls_are_sorted_is_released_as_in_python(change: str) -> None:
+    """Sorting a turn's calls under its chat span runs Python code (start times compared): a call made a requested
+    one or a handoff there, or a turn added to the trace, is read as Python reads it after its sort (C had checked the
+    calls' kinds before the sort only, and the turns not again: a requested call left unreconciled, a handoff kept as
+    a call, the added turn dropped with the trace)."""
+    sides = Side(TurnAssembler(grace_s=1)), Side(PythonAssembler(grace_s=1))
+    for side in sides:
+        chat, x, y, turn = side.records([("other", T, "m", "t", 1, 2), ("call:a", T, "x", "m", 3, 4),
+                                         ("call:a", T, "y", "t", 5, 6), *TURN_T])  # fmt: skip
+        asm = side.asm
+
+        class Start(int):
+            def __lt__(self, other: object) -> bool:
+                if change == "turn":
+                    asm._traces[T].turns.setdefault("t2", Turn("hi", trace_id=T, span_id="t2"))
+                else:
+                    y.__class__ = RequestedCall if change == "requested" else HandoffMark
+                return int(self) < other  # type: ignore[operator]
+
+            __gt__ = __lt__
+            __hash__ = int.__hash__
+
+        x.start_ns = Start(3)
+        assert asm.add_records([chat, x, y, turn], 0) == []
+        side.released += asm.poll(10**10)
+    c, py = sides
+    assert c.turns(c.released) == py.turns(py.released) and c.state() == py.state()
+
+
 # ---- fallbacks ------------------------------------------------------------------------------------------------
 
 
