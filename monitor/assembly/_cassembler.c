@@ -38,8 +38,8 @@ enum { X_FIRST_SEEN, X_CALLS, X_TURNS, X_PARENTS, X_N };       /* _Trace slots *
 static const char *const record_names[R_N] = {"trace_id", "span_id", "parent_span_id"};
 static const char *const turn_names[U_N] = {"trace_id", "span_id", "calls"};
 static const char *const trace_names[X_N] = {"first_seen_ns", "calls", "turns", "parents"};
-static const char *const call_id_name[1] = {"call_id"};      /* and a call's id (release_chat) */
-static Py_ssize_t off_call[R_N], off_span[R_N], off_turn[U_N], off_trace[X_N], off_call_id;
+static const char *const call_id_name[1] = {"call_id"}, *const call_name[1] = {"name"}; /* (release_chat) */
+static Py_ssize_t off_call[R_N], off_span[R_N], off_turn[U_N], off_trace[X_N], off_call_id, off_call_name;
 static PyObject *trace_attr[X_N], *s_calls;
 
 /* Names looked up on the assembler, its state and the stats. */
@@ -360,7 +360,7 @@ done:
  * its parent link names the turn), released as _release_turn would release it (then 1), or 0 with nothing done when
  * it is not that shape, or -1. The shape: an exact _Trace with a list of at most CHAT_MAX calls, exactly ToolCall or
  * RequestedCall records whose parent ids are exact str, and, when one is requested, each with a call id (an exact
- * str, not empty). There _owner finds `sid` for each call (none is left for another turn), take_offered takes
+ * str, not empty) and a name an exact str (reconcile hashes it). There _owner finds `sid` for each call (none is left for another turn), take_offered takes
  * nothing (no OfferedTools), and reconcile is its rule 1 alone: rule 2 pairs only a call without an id, rule 3 needs a
  * handoff (HandoffMark). So the calls, sorted, without each requested call that has the id of a call that ran or of
  * a requested call before it: those that ran kept in their place, the requested calls never run after them in start
@@ -401,7 +401,8 @@ static int release_chat(State *s, PyObject *tid, PyObject *tr, PyObject *sid, Py
         goto done;
     }
     /* The shape again, as _release_turn reads it after its sort (which ran Python code): the trace's containers, its
-     * one turn, the calls' kinds; when one is requested, every call with an id */
+     * one turn, the calls' kinds; when one is requested, every call with an id, and a name reconcile can file (a str:
+     * Python hashes it, which may raise or run code) */
     if (SLOT(tr, off_trace[X_TURNS]) != turns || SLOT(tr, off_trace[X_CALLS]) != calls || PyDict_GET_SIZE(turns) != 1)
         goto done;
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -412,8 +413,10 @@ static int release_chat(State *s, PyObject *tid, PyObject *tr, PyObject *sid, Py
     char drop[CHAT_MAX] = {0};
     Py_ssize_t dropped = 0;
     for (Py_ssize_t i = 0; requested && i < n; i++) {
-        PyObject *id = SLOT(PyList_GET_ITEM(mine, i), off_call_id);
-        if (id == NULL || !PyUnicode_CheckExact(id) || PyUnicode_GET_LENGTH(id) == 0) goto done;
+        PyObject *c = PyList_GET_ITEM(mine, i), *id = SLOT(c, off_call_id), *name = SLOT(c, off_call_name);
+        if (id == NULL || !PyUnicode_CheckExact(id) || PyUnicode_GET_LENGTH(id) == 0 || name == NULL ||
+            !PyUnicode_CheckExact(name))
+            goto done;
     }
     for (Py_ssize_t i = 0; requested && i < n; i++) {
         PyObject *r = PyList_GET_ITEM(mine, i);
@@ -1053,7 +1056,8 @@ static PyObject *init(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_CLEAR(asm_type); /* set last: until then add_records and poll hand every call to Python */
     if (!class_ok(args[1], &trace_type, trace_names, X_N, off_trace, 1) ||
         !class_ok(args[3], &call_type, record_names, R_N, off_call, 1) ||
-        !record_slot_offsets(call_type, call_id_name, 1, &off_call_id) || !same_slots(args[11], call_type, 0) ||
+        !record_slot_offsets(call_type, call_id_name, 1, &off_call_id) ||
+        !record_slot_offsets(call_type, call_name, 1, &off_call_name) || !same_slots(args[11], call_type, 0) ||
         !same_slots(args[12], call_type, 1) ||
         !class_ok(args[4], &turn_type, turn_names, U_N, off_turn, 1) ||
         !class_ok(args[5], &span_type, record_names, R_N, off_span, 0) ||

@@ -514,6 +514,22 @@ def test_requested_calls_that_cannot_be_ordered_raise_and_stay_pending_as_in_pyt
     assert c.state() == py.state() and c.asm.pending_turns == 1 and not c.asm._spare
 
 
+@pytest.mark.parametrize("which", ["executed", "requested"])
+def test_call_names_that_cannot_be_hashed_raise_as_in_python(which: str) -> None:
+    """Reconciling by id, Python looks each call that ran (whose id no requested call has) up by name among the
+    requested calls left, and files each requested call left by its name: a name that cannot be hashed raises there.
+    C released such a turn (its rule 1 reads no name); a call with a name not exactly a str goes to _release_turn."""
+    sides = Side(TurnAssembler(grace_s=1)), Side(PythonAssembler(grace_s=1))
+    for side in sides:
+        recs = side.records([*CHAT_M, ("req2:c", T, "", "m", 2, 2), ("call:d", T, "c2", "t", 4, 5), *TURN_T])
+        recs[4 if which == "executed" else 3].name = ["tool"]  # type: ignore[assignment]
+        assert side.asm.add_records(recs, 0) == []
+        with pytest.raises(TypeError, match="unhashable"):
+            side.asm.poll(10**10)
+    c, py = sides
+    assert c.state() == py.state() and c.asm.pending_turns == 1
+
+
 @pytest.mark.parametrize("change", ["requested", "handoff", "turn"])
 def test_a_trace_changed_while_its_calls_are_sorted_is_released_as_in_python(change: str) -> None:
     """Sorting a turn's calls under its chat span runs Python code (start times compared): a call made a requested
