@@ -522,7 +522,9 @@ def test_call_names_that_cannot_be_hashed_raise_as_in_python(which: str) -> None
     sides = Side(TurnAssembler(grace_s=1)), Side(PythonAssembler(grace_s=1))
     for side in sides:
         recs = side.records([*CHAT_M, ("req2:c", T, "", "m", 2, 2), ("call:d", T, "c2", "t", 4, 5), *TURN_T])
-        recs[4 if which == "executed" else 3].name = ["tool"]  # type: ignore[assignment]
+        call = recs[4 if which == "executed" else 3]
+        assert isinstance(call, ToolCall)
+        call.name = ["tool"]  # type: ignore[assignment]
         assert side.asm.add_records(recs, 0) == []
         with pytest.raises(TypeError, match="unhashable"):
             side.asm.poll(10**10)
