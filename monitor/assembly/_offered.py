@@ -61,12 +61,14 @@ def _joined(own: Definitions | None, offered: Sequence[Definitions]) -> Definiti
     room = MAX_OFFERED_PER_TURN - len(own or ())
     added: list[Mapping[str, Any]] = []
     read: list[Definitions] = []  # the distinct values read
+    read_ids: set[int] = set()  # theirs (all alive meanwhile): a turn of many chat spans is not read in square time
     for defs in offered:
         if room <= 0:
             break
-        if any(defs is r for r in read):
+        if id(defs) in read_ids:
             continue
         read.append(defs)
+        read_ids.add(id(defs))
         for d in defs:
             name = definition_name(d)
             if name is None or name in seen:
