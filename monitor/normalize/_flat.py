@@ -22,7 +22,14 @@ from typing import Any
 
 from monitor.normalize import _markers as m
 from monitor.normalize._offered import add_openinference_tools, add_traceloop_tools
-from monitor.normalize._requested import CONTENT_KEYS, MAX_REQUESTED_PER_SPAN, derived, name_and_id, new_requested
+from monitor.normalize._requested import (
+    CONTENT_KEYS,
+    MAX_REQUESTED_PER_SPAN,
+    derived,
+    flat_index,
+    name_and_id,
+    new_requested,
+)
 from monitor.otlp import Span
 from monitor.records import HandoffMark, RequestedCall, ToolCall, Turn
 
@@ -34,7 +41,6 @@ _OI_FIELDS = {"tool_call.id": "id", "tool_call.function.name": "name", "tool_cal
 _TL_PREFIX = m.TL_COMPLETION + "."
 _TL_CALLS = "tool_calls."
 _TL_FIELDS = {"id": "id", "name": "name", "arguments": "arguments"}
-_MAX_INDEX_DIGITS = 9
 # The message contents a requested call does not keep of its span's attributes (the GenAI ones too: a span may have
 # both, see _requested.add_model_request).
 _CONTENT_PREFIXES = (
@@ -95,15 +101,12 @@ def add_flat_of(span: Span, out: Out, problems: list[str]) -> None:
         add_traceloop_tools(span, out, problems)
 
 
-def _index(text: str) -> int | None:
-    return int(text) if 0 < len(text) <= _MAX_INDEX_DIGITS and text.isascii() and text.isdigit() else None
-
 
 def _slots(
     attrs: Any, prefix: str, calls: str, fields: dict[str, str]
 ) -> tuple[dict[tuple[int, int], dict[str, Any]], int]:
     """The flattened calls: (message index, call index) -> {"id" / "name" / "arguments": value}; and the number of
-    keys of a call's field whose index is none (not digits, or past _MAX_INDEX_DIGITS): calls that cannot be read."""
+    keys of a call's field whose index is none (not digits, or past MAX_INDEX_DIGITS): calls that cannot be read."""
     slots: dict[tuple[int, int], dict[str, Any]] = {}
     bad = 0
     n = len(prefix)
@@ -117,7 +120,7 @@ def _slots(
         name = fields.get(field)
         if name is None:
             continue
-        i, j = _index(i_text), _index(j_text)
+        i, j = flat_index(i_text), flat_index(j_text)
         if i is None or j is None:
             bad += 1
             continue

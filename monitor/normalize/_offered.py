@@ -28,7 +28,7 @@ from monitor.normalize import (
     _genai,  # its attributes are read when called: _genai imports this module
 )
 from monitor.normalize._markers import OI_TOOLS, TL_FUNCTIONS
-from monitor.normalize._requested import MODEL_REQUESTS, derived
+from monitor.normalize._requested import MODEL_REQUESTS, derived, flat_index
 from monitor.otlp import Span
 from monitor.records import OfferedTools, ToolCall, Turn, definition_name
 
@@ -39,7 +39,6 @@ _OI_PREFIX = OI_TOOLS + "."
 _OI_SUFFIX = ".tool.json_schema"
 _TL_PREFIX = TL_FUNCTIONS + "."
 _TL_FIELDS = frozenset({"name", "description", "parameters"})
-_MAX_INDEX_DIGITS = 9
 # The flattened tools read, by their raw values: (definitions, problems counted). Bounded in entries and text.
 _CACHE: dict[tuple[Any, ...], tuple[Definitions, int]] = {}
 _CACHE_MAX = 256
@@ -51,10 +50,7 @@ def add_offered(span: Span, op: str, out: Out) -> None:
     if op not in MODEL_REQUESTS:
         return
     raw = span.attributes.get(_genai.TOOL_DEFINITIONS)
-    if raw is None:
-        return
-    last = _genai._DEFINITIONS_BY_LENGTH.get(len(raw)) if type(raw) is str else None
-    defs = last[1] if last is not None and last[0] == raw else _genai._tool_definitions(raw)
+    defs = _genai._tool_definitions(raw) if raw is not None else None  # parsed once per text, then shared
     if defs:
         out.append(new_offered(span, defs))
 
@@ -64,7 +60,7 @@ def add_openinference_tools(span: Span, out: Out, problems: list[str]) -> None:
     items: list[tuple[int, Any]] = []
     for key, value in span.attributes.items():
         if key.startswith(_OI_PREFIX) and key.endswith(_OI_SUFFIX):
-            i = _index(key[len(_OI_PREFIX) : -len(_OI_SUFFIX)])
+            i = flat_index(key[len(_OI_PREFIX) : -len(_OI_SUFFIX)])
             if i is None:
                 problems.append(OI_TOOLS)
             else:
@@ -84,7 +80,7 @@ def add_traceloop_tools(span: Span, out: Out, problems: list[str]) -> None:
         i_text, _, field = key[n:].partition(".")
         if field not in _TL_FIELDS:
             continue
-        i = _index(i_text)
+        i = flat_index(i_text)
         if i is None:
             problems.append(TL_FUNCTIONS)
         else:
@@ -101,9 +97,6 @@ def new_offered(span: Span, definitions: Definitions) -> OfferedTools:
     r.definitions = definitions
     return r
 
-
-def _index(text: str) -> int | None:
-    return int(text) if 0 < len(text) <= _MAX_INDEX_DIGITS and text.isascii() and text.isdigit() else None
 
 
 def _add(

@@ -177,10 +177,10 @@ def add_requested_of(span: Span, out: list[ToolCall | Turn | Span], problems: li
         op = _genai.operation(span)
         if op is not None:
             add_model_request(span, op, out, problems)
-        if op is not None and attrs.get(_genai.TOOL_DEFINITIONS) is not None:
-            from monitor.normalize._offered import add_offered  # imports this module: imported on first use
+            if attrs.get(_genai.TOOL_DEFINITIONS) is not None:
+                from monitor.normalize._offered import add_offered  # imports this module: imported on first use
 
-            add_offered(span, op, out)
+                add_offered(span, op, out)
     elif _markers.OI_KIND in attrs or _markers.TL_REQUEST_TYPE in attrs:
         from monitor.normalize._flat import add_flat_of  # imports this module: imported on first use
 
@@ -234,6 +234,14 @@ def _requested(span: Span, part: dict[str, Any], index: int, problems: list[str]
         except (TypeError, ValueError, RecursionError):  # bytes in a structured value; nested past the stack
             arguments = None
     return new_requested(span, name, call_id, arguments, index)
+
+
+MAX_INDEX_DIGITS = 9  # of an index in a flattened key (OpenInference, OpenLLMetry); past it the key cannot be read
+
+
+def flat_index(text: str) -> int | None:
+    """The index of a flattened key's item (`llm.tools.{i}...`, `gen_ai.completion.{i}...`); None when it is not one."""
+    return int(text) if 0 < len(text) <= MAX_INDEX_DIGITS and text.isascii() and text.isdigit() else None
 
 
 def name_and_id(part: dict[str, Any], key: str, problems: list[str]) -> tuple[str, str] | None:
