@@ -27,6 +27,7 @@ from monitor.otlp import Span, accelerated
 from monitor.records import HandoffMark, OfferedTools, RequestedCall, ToolCall, Turn
 
 from .test_assembly_fast import BOUNDS, SIDS, TRACES
+from .test_requested_calls import _spied
 
 pytestmark = pytest.mark.skipif(_assembler._ADD_C is None, reason="the C assembler is not loaded")
 
@@ -394,22 +395,16 @@ def test_flush_releases_the_usual_trace_in_c_and_hands_the_others_to_flush_trace
 
 def chat_case(steps: list[tuple[str, list[Spec], int]], **kw: Any) -> tuple[Side, list[str]]:
     """run_both(steps) (both sides compared at each step), with the turns the C side handed to _release_turn."""
-    handed: list[str] = []
+    handed: list[list[str]] = []
 
     def make(cls: type[TurnAssembler]) -> TurnAssembler:
         a = cls(**{"grace_s": 5, "turnless_timeout_s": 30, **kw})
         if cls is TurnAssembler:
-            release = a._release_turn
-
-            def counted(tid: str, tr: Any, sid: str, out: list[Turn], now_ns: int | None) -> None:
-                handed.append(sid)
-                release(tid, tr, sid, out, now_ns)
-
-            a._release_turn = counted  # type: ignore[method-assign]
+            handed.append(_spied(a))
         return a
 
     c, _ = run_both(steps, make)
-    return c, handed
+    return c, handed[0]
 
 
 def released(c: Side) -> list[tuple[str, list[tuple[int, str, bool]]]]:
