@@ -33,6 +33,7 @@ from monitor.probe import (
 )
 from monitor.report import (
     CaseResult,
+    InputProblem,
     ReportBuilder,
     Table,
     emit_report,
@@ -120,7 +121,9 @@ def probe(generator_spec: str, agent_spec: str, rules: tuple[str, ...], agent_na
     if not options.quiet:
         for note in notes:
             click.echo(note, err=True)
-    code = emit_report(report, options, warnings)
+    problems = [] if failed is None or error is None else [
+        InputProblem("generator", error, tuple((failed.traceback or "").rstrip().splitlines()))]
+    code = emit_report(report, options, warnings, problems)
     if failed is not None:
         if failed.traceback and logger.isEnabledFor(logging.INFO):
             logger.info("the generator's traceback:\n%s", visible(failed.traceback.rstrip()))

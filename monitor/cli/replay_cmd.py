@@ -22,7 +22,7 @@ from monitor.replay import (
     replay_files,
     total_bytes,
 )
-from monitor.report import ReportBuilder, Table, emit_report, pop_report_options, report_options
+from monitor.report import InputProblem, ReportBuilder, Table, emit_report, pop_report_options, report_options
 from monitor.report.progress import progress_bar
 from monitor.rules import RuleFileError
 from monitor.verdict import TurnVerdict
@@ -132,8 +132,38 @@ def replay(sources: tuple[str, ...], rules: tuple[str, ...], fmt: str, grace: fl
                             rows + ([["…", f"{more} more", ""]] if more > 0 else [])))
     report = builder.build("replay", f"toolwatch replay: {len(paths)} file(s)", tables=tables, notes=notes)
     skipped = [_skipped(stats)] if stats.turns and (bad.total or stats.rejected_spans) else []  # else an error below
-    code = emit_report(report, options, skipped)
+    code = emit_report(report, options, skipped, _problems(stats))
     raise SystemExit(_diagnose(stats, strict=strict, fmt=fmt, paths=paths) or code)
+
+
+def _listed(problems: list[str], total: int) -> tuple[str, ...]:
+    """The first MAX_LISTED_ERRORS problems, and how many more there are, as the report's table lists them."""
+    shown = problems[:MAX_LISTED_ERRORS]
+    more = total - len(shown)
+    return (*shown, *([f"… {more} more"] if more > 0 else []))
+
+
+def _problems(stats: ReplayStats) -> list[InputProblem]:
+    """What of the input could not be used, one InputProblem per kind (for the JUnit report)."""
+    out = []
+    bad = stats.bad_records
+    if bad.total:
+        out.append(InputProblem("undecodable records",
+                                f"{bad.total} undecodable record(s) skipped; first: {str(bad[0])[:300]}",
+                                _listed([f"{b.path}: {b.where}: {b.message[:200]}" for b in bad[:MAX_LISTED_ERRORS]],
+                                        bad.total)))
+    rejected = sum(stats.rejected_spans.values())
+    if rejected:
+        out.append(InputProblem("spans rejected by the decoder",
+                                f"{rejected} of {stats.spans + rejected} span(s) rejected by the decoder "
+                                f"({_reasons(stats.rejected_spans)})",
+                                tuple(f"{k}: {v}" for k, v in sorted(stats.rejected_spans.items()))))
+    errors = stats.read_errors
+    if errors:
+        out.append(InputProblem("files not read to their end",
+                                f"{len(errors)} file(s) not read to their end; first: {errors[0]}",
+                                _listed(errors, len(errors))))
+    return out
 
 
 def _diagnose(stats: ReplayStats, *, strict: bool, fmt: str = "auto", paths: list[Path] | None = None) -> int:

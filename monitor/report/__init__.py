@@ -3,7 +3,16 @@
 from monitor.report._text import natural_key, printable, visible
 from monitor.report.builder import ReportBuilder, per_tool_stats, severity
 from monitor.report.figures import FIGURES, canonical_figure, format_ratio
-from monitor.report.gates import GateFailure, Threshold, check_gates, parse_gate, parse_threshold, skipped_comparisons
+from monitor.report.gates import (
+    GateFailure,
+    GateResult,
+    Threshold,
+    check_gates,
+    gate_results,
+    parse_gate,
+    parse_threshold,
+    skipped_comparisons,
+)
 from monitor.report.html import render_html
 from monitor.report.junit import render_junit
 from monitor.report.markdown import render_markdown
@@ -11,6 +20,7 @@ from monitor.report.model import (
     Baseline,
     BaselineError,
     CaseResult,
+    InputProblem,
     Report,
     Sample,
     Table,
@@ -27,6 +37,8 @@ __all__ = [
     "BaselineError",
     "CaseResult",
     "GateFailure",
+    "GateResult",
+    "InputProblem",
     "Report",
     "ReportBuilder",
     "ReportOptions",
@@ -38,6 +50,7 @@ __all__ = [
     "check_gates",
     "emit_report",
     "format_ratio",
+    "gate_results",
     "load_baseline",
     "load_baseline_figures",
     "natural_key",

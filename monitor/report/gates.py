@@ -99,6 +99,46 @@ def _absent(figures: Mapping[str, float | None], key: str, gate: str) -> str:
             f"denominator); a gate on a figure without data fails ({gate})")
 
 
+@dataclass(slots=True, frozen=True)
+class GateResult:
+    """One gate's outcome: `name` says the gate (`tool_call_accuracy >= 95.00%`), `message` the measured value."""
+
+    figure: str
+    name: str
+    passed: bool
+    message: str
+
+
+def gate_results(
+    figures: Mapping[str, float | None],
+    *,
+    fail_under: Sequence[Threshold] = (),
+    fail_over: Sequence[Threshold] = (),
+    baseline: Mapping[str, float | None] | None = None,
+    max_drop: float = 0.0,
+    k: int | None = None,
+    baseline_k: int | None = None,
+) -> list[GateResult]:
+    """Every gate, passed or not: each threshold, then each baseline figure compared (`skipped_comparisons` says
+    which are not). `k` and `baseline_k` are the k of each report's pass_hat_k (None: not recorded)."""
+    out: list[GateResult] = []
+    for thresholds, op, worse_op in ((fail_under, ">=", "<"), (fail_over, "<=", ">")):
+        for t in thresholds:
+            value = figures.get(t.figure)
+            label = LABELS.get(t.figure, t.figure)
+            name = f"{t.figure} {op} {_pct(t.value)}"
+            if value is None:
+                out.append(GateResult(t.figure, name, False,
+                                      _absent(figures, t.figure, f"gate {worse_op} {_pct(t.value)}")))
+                continue
+            failed = value + EPSILON < t.value if op == ">=" else value - EPSILON > t.value
+            shown = f"{label} ({t.figure}) {_pct(value)} {worse_op if failed else op} {_pct(t.value)}"
+            out.append(GateResult(t.figure, name, not failed, shown))
+    if baseline is not None:
+        out += _regressions(figures, baseline, max_drop, k, baseline_k)
+    return out
+
+
 def check_gates(
     figures: Mapping[str, float | None],
     *,
@@ -110,24 +150,13 @@ def check_gates(
     baseline_k: int | None = None,
 ) -> list[GateFailure]:
     """The gates that failed. `k` and `baseline_k` are the k of each report's pass_hat_k (None: not recorded)."""
-    failures: list[GateFailure] = []
-    for t in fail_under:
-        value = figures.get(t.figure)
-        label = LABELS.get(t.figure, t.figure)
-        if value is None:
-            failures.append(GateFailure(t.figure, _absent(figures, t.figure, f"gate < {_pct(t.value)}")))
-        elif value + EPSILON < t.value:
-            failures.append(GateFailure(t.figure, f"{label} ({t.figure}) {_pct(value)} < {_pct(t.value)}"))
-    for t in fail_over:
-        value = figures.get(t.figure)
-        label = LABELS.get(t.figure, t.figure)
-        if value is None:
-            failures.append(GateFailure(t.figure, _absent(figures, t.figure, f"gate > {_pct(t.value)}")))
-        elif value - EPSILON > t.value:
-            failures.append(GateFailure(t.figure, f"{label} ({t.figure}) {_pct(value)} > {_pct(t.value)}"))
-    if baseline is not None:
-        failures += _regressions(figures, baseline, max_drop, k, baseline_k)
-    return failures
+    results = gate_results(figures, fail_under=fail_under, fail_over=fail_over, baseline=baseline,
+                           max_drop=max_drop, k=k, baseline_k=baseline_k)
+    return failures_of(results)
+
+
+def failures_of(results: Sequence[GateResult]) -> list[GateFailure]:
+    return [GateFailure(r.figure, r.message) for r in results if not r.passed]
 
 
 def _compared(baseline: Mapping[str, float | None]) -> list[tuple[str, float]]:
@@ -179,23 +208,21 @@ def _regressions(
     max_drop: float,
     k: int | None,
     baseline_k: int | None,
-) -> list[GateFailure]:
+) -> list[GateResult]:
     out = []
     for key, before in _compared(baseline):
         if _not_compared(key, figures, k, baseline_k) is not None:
             continue
         now = figures[key]
         label = LABELS.get(key, key)
+        name = f"{key}: at most {_pct(max_drop)} worse than the baseline"
         if now is None:
-            out.append(GateFailure(key, f"{label} ({key}) was {_pct(before)} in the baseline, now absent"))
+            out.append(GateResult(key, name, False, f"{label} ({key}) was {_pct(before)} in the baseline, now absent"))
             continue
         worse = before - now if HIGHER_IS_BETTER[key] else now - before
+        shown = f"{label} ({key}) {_pct(before)} -> {_pct(now)}"
         if worse > max_drop + EPSILON:
-            out.append(
-                GateFailure(
-                    key,
-                    f"{label} ({key}) {_pct(before)} -> {_pct(now)}: worse by {_pct(worse)} "
-                    f"(max drop {_pct(max_drop)})",
-                )
-            )
+            out.append(GateResult(key, name, False, f"{shown}: worse by {_pct(worse)} (max drop {_pct(max_drop)})"))
+        else:
+            out.append(GateResult(key, name, True, f"{shown} (max drop {_pct(max_drop)})"))
     return out

@@ -1,5 +1,10 @@
 """The report as JUnit XML: one testsuite, one testcase per turn, case or scenario step.
 
+Before them, a testcase per kind of problem with the input (classname `toolwatch.<command>.input`, an <error>
+whose message has the count and the first problem, its body the problems listed) and one per gate
+(`toolwatch.<command>.gates`, named after the gate: passed, its measured value in <system-out>, or a <failure>
+saying it), so a CI test view is not all green over skipped input or a failed gate.
+
 The attributes follow the common JUnit schema CI systems read: totals on <testsuites> and <testsuite>,
 `timestamp` (local time, no zone, as the schema has it) and `hostname` on the suite, `message` and
 `type` on every <failure> and <error>.
@@ -9,16 +14,20 @@ from __future__ import annotations
 
 import socket
 import xml.etree.ElementTree as ET
+from collections.abc import Sequence
 from datetime import datetime
 
 from monitor.report._text import printable
-from monitor.report.model import Report
+from monitor.report.gates import GateResult
+from monitor.report.model import InputProblem, Report
 
 # XML 1.0 forbids most control characters and U+FFFE/U+FFFF; model output may hold them.
 _BAD = {c: None for c in [*range(0x20), 0xFFFE, 0xFFFF] if c not in (0x09, 0x0A, 0x0D)}
 # `type` of a failing verdict, and of a run that gave no verdict or broke (agent error, timeout).
 FAILURE_TYPE = "toolwatch.TurnFailed"
 ERROR_TYPE = "toolwatch.RunError"
+INPUT_ERROR_TYPE = "toolwatch.InputError"  # a kind of input problem (records skipped, a file not read to its end)
+GATE_FAILURE_TYPE = "toolwatch.GateFailed"
 
 
 def _clean(text: str) -> str:
@@ -26,13 +35,21 @@ def _clean(text: str) -> str:
     return printable(text).translate(_BAD)
 
 
-def render_junit(report: Report, *, timestamp: datetime | None = None, hostname: str | None = None) -> str:
-    """The XML; `timestamp` (when the report is written) defaults to now, `hostname` to this host's name."""
+def render_junit(
+    report: Report,
+    *,
+    problems: Sequence[InputProblem] = (),
+    gates: Sequence[GateResult] = (),
+    timestamp: datetime | None = None,
+    hostname: str | None = None,
+) -> str:
+    """The XML; `problems` and `gates` are testcases before the turns'. `timestamp` (when the report is written)
+    defaults to now, `hostname` to this host's name."""
     cases = report.cases
     totals = {
-        "tests": str(len(cases)),
-        "failures": str(sum(c.status == "failed" for c in cases)),
-        "errors": str(sum(c.status == "error" for c in cases)),
+        "tests": str(len(problems) + len(gates) + len(cases)),
+        "failures": str(sum(not g.passed for g in gates) + sum(c.status == "failed" for c in cases)),
+        "errors": str(len(problems) + sum(c.status == "error" for c in cases)),
         "skipped": str(sum(c.status == "skipped" for c in cases)),
         "time": f"{sum(c.time_s for c in cases):.3f}",
     }
@@ -57,6 +74,20 @@ def render_junit(report: Report, *, timestamp: datetime | None = None, hostname:
         ET.SubElement(props, "property", name=key, value="absent" if value is None else f"{value:.6f}")
     if report.cases_dropped:
         ET.SubElement(props, "property", name="cases_dropped", value=str(report.cases_dropped))
+    prefix = f"toolwatch.{report.command}"
+    for problem in problems:
+        el = ET.SubElement(suite, "testcase", name=_clean(problem.name), classname=_clean(f"{prefix}.input"),
+                           time="0.000")
+        child = ET.SubElement(el, "error", message=_clean(problem.message), type=INPUT_ERROR_TYPE)
+        child.text = _clean("\n".join(problem.lines))
+    for gate in gates:
+        el = ET.SubElement(suite, "testcase", name=_clean(gate.name), classname=_clean(f"{prefix}.gates"),
+                           time="0.000")
+        if gate.passed:
+            ET.SubElement(el, "system-out").text = _clean(gate.message)
+        else:
+            ET.SubElement(el, "failure", message=_clean(gate.message), type=GATE_FAILURE_TYPE).text = _clean(
+                gate.message)
     for case in cases:
         el = ET.SubElement(
             suite, "testcase", name=_clean(case.name), classname=_clean(case.group), time=f"{case.time_s:.3f}"

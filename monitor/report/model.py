@@ -60,6 +60,18 @@ class CaseResult:
     time_s: float = 0.0
 
 
+@dataclass(slots=True, frozen=True)
+class InputProblem:
+    """One kind of problem with a command's input (records skipped, files not read to their end): a JUnit <error>.
+
+    Not part of the Report (nor of its JSON): its tables and notes say the same for the other forms. `message` has
+    the count and the first problem; `lines` the problems listed, as many as the report's table lists."""
+
+    name: str
+    message: str
+    lines: tuple[str, ...] = ()
+
+
 @dataclass(slots=True)
 class Table:
     title: str

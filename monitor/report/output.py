@@ -14,11 +14,11 @@ from typing import Any, TypeVar
 import click
 
 from monitor.report._text import printable
-from monitor.report.gates import Threshold, check_gates, parse_gate, skipped_comparisons
+from monitor.report.gates import GateResult, Threshold, failures_of, gate_results, parse_gate, skipped_comparisons
 from monitor.report.html import render_html
 from monitor.report.junit import render_junit
 from monitor.report.markdown import render_markdown
-from monitor.report.model import Baseline, BaselineError, Report, load_baseline
+from monitor.report.model import Baseline, BaselineError, InputProblem, Report, load_baseline
 from monitor.report.terminal import render_terminal
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -140,15 +140,32 @@ def _write(path: str, text: str) -> None:
     target.write_text(text, encoding="utf-8")
 
 
-def emit_report(report: Report, options: ReportOptions, warnings: Sequence[str] = ()) -> int:
+def _gate_results(report: Report, options: ReportOptions) -> list[GateResult]:
+    baseline = options.baseline
+    return gate_results(
+        report.figures,
+        fail_under=options.fail_under,
+        fail_over=options.fail_over,
+        baseline=None if baseline is None else baseline.figures,
+        max_drop=options.max_drop,
+        k=report.k,
+        baseline_k=None if baseline is None else baseline.k,
+    )
+
+
+def emit_report(
+    report: Report, options: ReportOptions, warnings: Sequence[str] = (), problems: Sequence[InputProblem] = ()
+) -> int:
     """Write every requested form, print the summary and the gate results; the exit code (0 or 1). `warnings`: what
     the report's tables and notes already say but -q must not hide (runs that raised, records skipped), printed on
-    stderr as `warning: ...` with -q only."""
+    stderr as `warning: ...` with -q only. `problems`: the kinds of problem with the input, which the JUnit form
+    has as errors (the others have them in the report's tables and notes); the JUnit form has the gates too."""
     _check_stdout(options)
+    gates = _gate_results(report, options)
     writers: list[tuple[str | None, Callable[[Report], str]]] = [
         (options.json_path, lambda r: r.to_json() + "\n"),
         (options.markdown_path, render_markdown),
-        (options.junit_path, render_junit),
+        (options.junit_path, lambda r: render_junit(r, problems=problems, gates=gates)),
         (options.html_path, render_html),
     ]
     for path, render in writers:
@@ -166,15 +183,7 @@ def emit_report(report: Report, options: ReportOptions, warnings: Sequence[str] 
     else:
         render_terminal(report, out)
     baseline = options.baseline
-    failures = check_gates(
-        report.figures,
-        fail_under=options.fail_under,
-        fail_over=options.fail_over,
-        baseline=None if baseline is None else baseline.figures,
-        max_drop=options.max_drop,
-        k=report.k,
-        baseline_k=None if baseline is None else baseline.k,
-    )
+    failures = failures_of(gates)
     if baseline is not None:
         for reason in skipped_comparisons(report.figures, baseline.figures, k=report.k, baseline_k=baseline.k):
             click.echo(f"Not compared with the baseline: {reason}", file=out)

@@ -104,7 +104,11 @@ def test_cli_eval_with_trials_timeout_and_junit(dataset: Path, support_rules: Pa
     assert "Pass rate (all trials) (pass_rate) 62.50% < 90.00%" in res.output
     assert "Tool call accuracy:" in res.output
     suite = ET.parse(junit).getroot().find("testsuite")
-    assert suite is not None and suite.get("tests") == "8"
+    assert suite is not None and suite.get("tests") == "9"  # 8 trials and the gate
+    (gate,) = [c for c in suite.findall("testcase") if c.get("classname") == "toolwatch.eval.gates"]
+    failure = gate.find("failure")
+    assert gate.get("name") == "pass_rate >= 90.00%" and failure is not None
+    assert failure.get("message") == "Pass rate (all trials) (pass_rate) 62.50% < 90.00%"
     errors = [c for c in suite.findall("testcase") if c.find("error") is not None]
     assert sorted(c.get("name", "") for c in errors) == ["slow trial 1", "slow trial 2"]
     assert "timed out after 0.5 s" in (errors[0].find("error").get("message") or "")  # type: ignore[union-attr]

@@ -49,6 +49,26 @@ def test_check_gates() -> None:
     assert check_gates(figures, fail_under=[Threshold("tool_call_accuracy", 0.9)]) == []  # equal passes
 
 
+def test_gate_results_list_every_gate_passed_or_not() -> None:
+    """What the JUnit report shows: each threshold, then each baseline figure compared, named after the gate, the
+    passed ones with their measured value; the failed ones are check_gates' failures, in its order."""
+    from monitor.report import gate_results
+
+    figures = {"tool_call_accuracy": 0.9, "spurious_rate": 0.04, "sequence_accuracy": None}
+    under = [Threshold("tool_call_accuracy", 0.95), Threshold("sequence_accuracy", 0.5)]
+    over = [Threshold("spurious_rate", 0.05)]
+    baseline = {"tool_call_accuracy": 0.91, "spurious_rate": 0.01}
+    results = gate_results(figures, fail_under=under, fail_over=over, baseline=baseline, max_drop=0.02)
+    assert [(r.name, r.passed) for r in results] == [
+        ("tool_call_accuracy >= 95.00%", False), ("sequence_accuracy >= 50.00%", False),
+        ("spurious_rate <= 5.00%", True), ("tool_call_accuracy: at most 2.00% worse than the baseline", True),
+        ("spurious_rate: at most 2.00% worse than the baseline", False)]
+    assert results[2].message == "Spurious-call rate (spurious_rate) 4.00% <= 5.00%"
+    assert results[3].message == "Tool call accuracy (tool_call_accuracy) 91.00% -> 90.00% (max drop 2.00%)"
+    fails = check_gates(figures, fail_under=under, fail_over=over, baseline=baseline, max_drop=0.02)
+    assert [f.message for f in fails] == [r.message for r in results if not r.passed]
+
+
 def test_baseline_regression_direction() -> None:
     base = {"tool_call_accuracy": 0.95, "spurious_rate": 0.02, "missed_rate": 0.1, "schema_adherence": None}
     now = {"tool_call_accuracy": 0.94, "spurious_rate": 0.05, "missed_rate": 0.0, "schema_adherence": 0.5}

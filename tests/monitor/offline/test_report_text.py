@@ -267,6 +267,20 @@ def test_junit_drops_what_xml_cannot_hold() -> None:
     assert case is not None and case.get("name") == "ab" + "zap\\ud800" and case.get("classname") == "g"
 
 
+def test_junit_input_problems_and_gates_drop_what_xml_cannot_hold() -> None:
+    from monitor.report import GateResult, InputProblem
+
+    report = Report("replay", "t", "acc", {}, {}, [], [], [], [])
+    xml = render_junit(report, problems=[InputProblem("bad\x00", "first: \x1b[2J" + ZAP, ("a\x07", "b\uffff"))],
+                       gates=[GateResult("f", "f \x01>= 1%", False, "m\x0b")])
+    root = ET.fromstring(xml)
+    problem, gate = root.iter("testcase")
+    error, failure = problem.find("error"), gate.find("failure")
+    assert problem.get("name") == "bad" and error is not None and failure is not None
+    assert error.get("message") == "first: [2Jzap\\ud800" and error.text == "a\nb"
+    assert gate.get("name") == "f >= 1%" and failure.get("message") == "m"
+
+
 def test_verbose_tracebacks_show_control_characters_as_escapes(caplog: pytest.LogCaptureFixture) -> None:
     """`toolwatch -v eval` prints the agents' tracebacks: an error text or case id holding an ESC sequence is shown
     as `\\x1b`, as in the summary, never acting on the terminal; line breaks and tabs stay."""
