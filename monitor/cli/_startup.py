@@ -4,8 +4,11 @@ Users send SIGHUP after editing rules, and a process manager may send it at any 
 still importing and starting (about a second) and its own handler is not installed yet; the default action then ended
 the process. `hold_sighup` runs first thing when the command line is imported, for `serve` only (other commands
 keep the default: a hang-up ends them): from then a SIGHUP is only remembered, and `take_sighup` tells the server,
-once its handlers are installed, to reload the rules. SIGTERM and SIGINT keep their actions during start-up: the
-process ends at once (SIGINT: click's "Aborted!").
+once its handlers are installed, to reload the rules. SIGTERM keeps its default action during start-up, and SIGINT
+gets it (unless it was ignored): either ends the process at once. Python's own SIGINT handler raises KeyboardInterrupt
+wherever the main thread is, also inside a callback whose exceptions are only printed (seen: in importlib's module-lock
+callback, "Exception ignored in ... KeyboardInterrupt"); that Ctrl-C was lost and the server started and served on.
+The server's loop installs its own handlers once it is up.
 
 Only the signal module is imported here, and the packages `monitor` and `monitor.cli` import nothing before it: this
 runs before the rest of the command line is imported, about 2 ms after the interpreter's own start-up (which no
@@ -41,7 +44,8 @@ def _is_serve(argv: Sequence[str]) -> bool:
 
 
 def hold_sighup(argv: Sequence[str]) -> None:
-    """For `serve` (and in the main thread, where handlers are set): a SIGHUP from now on is remembered."""
+    """For `serve` (and in the main thread, where handlers are set): a SIGHUP from now on is remembered, and a
+    SIGINT ends the process at once, as SIGTERM does, until the server's loop handles both."""
     global _held
     if _held or not _is_serve(argv) or not hasattr(signal, "SIGHUP"):
         return
@@ -49,6 +53,8 @@ def hold_sighup(argv: Sequence[str]) -> None:
         signal.signal(signal.SIGHUP, _on_sighup)
     except ValueError:  # not the main thread
         return
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not ignored by whoever started us
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
     _held = True
 
 
