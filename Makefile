@@ -31,8 +31,9 @@ demo: $(VENV)/.monitor-installed
 services:
 	@bash scripts/ensure-services.sh
 
+# One worker per CPU, each taking whole test files (their module fixtures, servers included, stay in one worker).
 test: lint services
-	$(PY) -m pytest
+	$(PY) -m pytest -n auto --dist loadfile
 
 lint: $(VENV)/.dev-installed
 	$(VENV)/bin/ruff check .
