@@ -71,14 +71,15 @@ else
   )
 fi
 
+# pytest-timeout's per-test limit is for normal builds: under ASan the hypothesis tests run several times slower.
 status=0
 echo "sanitize: pytest ${tests[*]}"
-PYTHONMALLOC=malloc "$py" -m pytest -q -p no:cacheprovider "${tests[@]}" || status=1
+PYTHONMALLOC=malloc "$py" -m pytest -q -p no:cacheprovider --timeout=0 "${tests[@]}" || status=1
 if [ $# -eq 0 ]; then
   # The arena cache (_carena) only sees pymalloc's arenas: run its tests with pymalloc on. Left out: the one that
   # counts page faults (ASan's shadow memory faults pages in too, so its ratio does not hold under ASan).
   echo "sanitize: pytest tests/monitor/service/test_memory.py (pymalloc on)"
-  "$py" -m pytest -q -p no:cacheprovider tests/monitor/service/test_memory.py \
+  "$py" -m pytest -q -p no:cacheprovider --timeout=0 tests/monitor/service/test_memory.py \
     --deselect tests/monitor/service/test_memory.py::test_a_second_burst_reuses_the_first_ones_arenas_instead_of_faulting_them_in_again \
     || status=1
 fi
