@@ -6,6 +6,7 @@ import time
 import urllib.request
 
 import psutil
+import pytest
 from google.protobuf.internal.encoder import _VarintBytes  # type: ignore[attr-defined]
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan
 from prometheus_client import generate_latest
@@ -60,6 +61,8 @@ def _samples(server: Server) -> list[str]:
     return [ln.rsplit(" ", 1)[0] for ln in text.splitlines() if ln and not ln.startswith("#")]
 
 
+# 105 s with a CPU-bound process beside it: past the suite's 120 s hang guard on a slower machine.
+@pytest.mark.timeout(600)
 def test_a_million_made_up_tool_names(serve: ServeFactory) -> None:
     st, server = serve(max_pending=1_000, turnless_timeout_s=600)
     idle = _samples(server)  # every series of the known label sets is there from the start, at 0
@@ -102,4 +105,6 @@ def test_a_million_made_up_tool_names(serve: ServeFactory) -> None:
     # Memory: the pending state is bounded by max_pending traces, whatever the names.
     print(f"rss growth {(peak - rss0) >> 20} MiB, {len(samples)} samples, {elapsed:.1f} s")
     assert peak - rss0 < 256 << 20, (peak - rss0) >> 20
-    assert elapsed < 90
+    # Not a speed test: a sanity bound against a cost per span that grows with the names seen (quadratic in a
+    # million names: hours). It was 90 s, which the correct server exceeded (105 s) beside another CPU-bound worker.
+    assert elapsed < 400, elapsed
