@@ -139,23 +139,8 @@ def gate_results(
     return out
 
 
-def check_gates(
-    figures: Mapping[str, float | None],
-    *,
-    fail_under: Sequence[Threshold] = (),
-    fail_over: Sequence[Threshold] = (),
-    baseline: Mapping[str, float | None] | None = None,
-    max_drop: float = 0.0,
-    k: int | None = None,
-    baseline_k: int | None = None,
-) -> list[GateFailure]:
-    """The gates that failed. `k` and `baseline_k` are the k of each report's pass_hat_k (None: not recorded)."""
-    results = gate_results(figures, fail_under=fail_under, fail_over=fail_over, baseline=baseline,
-                           max_drop=max_drop, k=k, baseline_k=baseline_k)
-    return failures_of(results)
-
-
 def failures_of(results: Sequence[GateResult]) -> list[GateFailure]:
+    """The gates of `results` that failed, in their order."""
     return [GateFailure(r.figure, r.message) for r in results if not r.passed]
 
 
@@ -185,7 +170,7 @@ def skipped_comparisons(
     k: int | None = None,
     baseline_k: int | None = None,
 ) -> list[str]:
-    """One line per figure that `check_gates` does not compare, saying why: a baseline figure this report does not
+    """One line per figure that `gate_results` does not compare, saying why: a baseline figure this report does not
     have (or of another k), a figure with no better direction, then a figure this report has a value of that the
     baseline lacks or has absent."""
     reasons = (_not_compared(key, figures, k, baseline_k) for key, _ in _compared(baseline))

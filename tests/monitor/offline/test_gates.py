@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
 from monitor.cli.replay_cmd import replay
-from monitor.report import Threshold, check_gates, parse_gate, parse_threshold, skipped_comparisons
+from monitor.report import (
+    GateFailure,
+    Threshold,
+    failures_of,
+    gate_results,
+    parse_gate,
+    parse_threshold,
+    skipped_comparisons,
+)
 from monitor.report.figures import HIGHER_IS_BETTER, NEUTRAL, grade
 from tests.monitor.offline.agents import SUPPORT_INPUTS, support_agent
 from tests.monitor.offline.conftest import capture_spans, write_span_files
@@ -39,20 +49,24 @@ def test_parse_threshold_errors(spec: str, message: str) -> None:
         parse_threshold(spec)
 
 
-def test_check_gates() -> None:
+def _failed(figures: Mapping[str, float | None], **gates: Any) -> list[GateFailure]:
+    """The failed gates, as emit_report finds them."""
+    return failures_of(gate_results(figures, **gates))
+
+
+def test_failed_gates() -> None:
     figures = {"tool_call_accuracy": 0.9, "schema_adherence": 1.0, "spurious_rate": 0.08, "sequence_accuracy": None}
-    fails = check_gates(figures, fail_under=[Threshold("tool_call_accuracy", 0.95), Threshold("schema_adherence", 0.99),
+    fails = _failed(figures, fail_under=[Threshold("tool_call_accuracy", 0.95), Threshold("schema_adherence", 0.99),
                                              Threshold("sequence_accuracy", 0.5)],
                         fail_over=[Threshold("spurious_rate", 0.05)])
     assert [f.figure for f in fails] == ["tool_call_accuracy", "sequence_accuracy", "spurious_rate"]
     assert "90.00% < 95.00%" in fails[0].message and "absent" in fails[1].message
-    assert check_gates(figures, fail_under=[Threshold("tool_call_accuracy", 0.9)]) == []  # equal passes
+    assert _failed(figures, fail_under=[Threshold("tool_call_accuracy", 0.9)]) == []  # equal passes
 
 
 def test_gate_results_list_every_gate_passed_or_not() -> None:
     """What the JUnit report shows: each threshold, then each baseline figure compared, named after the gate, the
-    passed ones with their measured value; the failed ones are check_gates' failures, in its order."""
-    from monitor.report import gate_results
+    passed ones with their measured value; the failed ones are failures_of's, in its order."""
 
     figures = {"tool_call_accuracy": 0.9, "spurious_rate": 0.04, "sequence_accuracy": None}
     under = [Threshold("tool_call_accuracy", 0.95), Threshold("sequence_accuracy", 0.5)]
@@ -65,18 +79,18 @@ def test_gate_results_list_every_gate_passed_or_not() -> None:
         ("spurious_rate: at most 2.00% worse than the baseline", False)]
     assert results[2].message == "Spurious-call rate (spurious_rate) 4.00% <= 5.00%"
     assert results[3].message == "Tool call accuracy (tool_call_accuracy) 91.00% -> 90.00% (max drop 2.00%)"
-    fails = check_gates(figures, fail_under=under, fail_over=over, baseline=baseline, max_drop=0.02)
+    fails = _failed(figures, fail_under=under, fail_over=over, baseline=baseline, max_drop=0.02)
     assert [f.message for f in fails] == [r.message for r in results if not r.passed]
 
 
 def test_baseline_regression_direction() -> None:
     base = {"tool_call_accuracy": 0.95, "spurious_rate": 0.02, "missed_rate": 0.1, "schema_adherence": None}
     now = {"tool_call_accuracy": 0.94, "spurious_rate": 0.05, "missed_rate": 0.0, "schema_adherence": 0.5}
-    fails = check_gates(now, baseline=base, max_drop=0.02)
+    fails = _failed(now, baseline=base, max_drop=0.02)
     assert [f.figure for f in fails] == ["spurious_rate"]  # a rate going up is worse; down is better
-    assert [f.figure for f in check_gates(now, baseline=base, max_drop=0.0)] == ["tool_call_accuracy", "spurious_rate"]
+    assert [f.figure for f in _failed(now, baseline=base, max_drop=0.0)] == ["tool_call_accuracy", "spurious_rate"]
     # computed now but absent (zero denominator): still a failure
-    absent = check_gates(dict.fromkeys(base), baseline=base)
+    absent = _failed(dict.fromkeys(base), baseline=base)
     assert [f.figure for f in absent] == ["tool_call_accuracy", "spurious_rate", "missed_rate"]
     assert "was 95.00% in the baseline, now absent" in absent[0].message
 
@@ -103,16 +117,16 @@ def test_baseline_regression_direction_of_every_figure(figure: str) -> None:
     base = {figure: 0.5}
     worse, better = {figure: 0.5 - sign * 0.1}, {figure: 0.5 + sign * 0.3}
     # (pass^k is compared only at the same k)
-    (fail,) = check_gates(worse, baseline=base, max_drop=0.05, k=2, baseline_k=2)
+    (fail,) = _failed(worse, baseline=base, max_drop=0.05, k=2, baseline_k=2)
     assert fail.figure == figure and "worse by 10.00%" in fail.message
-    assert check_gates(worse, baseline=base, max_drop=0.1, k=2, baseline_k=2) == []
-    assert check_gates(better, baseline=base, max_drop=0.0, k=2, baseline_k=2) == []
+    assert _failed(worse, baseline=base, max_drop=0.1, k=2, baseline_k=2) == []
+    assert _failed(better, baseline=base, max_drop=0.0, k=2, baseline_k=2) == []
 
 
 def test_baseline_figure_not_computed_now_is_skipped() -> None:
     base = {"tool_call_accuracy": 0.9, "pass_rate": 0.8, "pass_hat_k": 0.7, "scenario_pass_rate": None}
     now = {"tool_call_accuracy": 0.9}  # a replay: no pass rate, no pass^k
-    assert check_gates(now, baseline=base) == []
+    assert _failed(now, baseline=base) == []
     assert skipped_comparisons(now, base) == [
         "Pass rate (all trials) (pass_rate) is in the baseline but not computed by this run (eval --dataset computes "
         "it)",
@@ -120,7 +134,7 @@ def test_baseline_figure_not_computed_now_is_skipped() -> None:
         "run (eval --dataset computes it with --trials 2 or more)",
     ]
     # a gate on a figure this command does not compute still fails, and says so
-    (fail,) = check_gates(now, fail_under=[Threshold("pass_rate", 0.5)])
+    (fail,) = _failed(now, fail_under=[Threshold("pass_rate", 0.5)])
     assert "(pass_rate) is not computed by this run (eval --dataset computes it), gate < 50.00%" in fail.message
 
 
@@ -131,7 +145,7 @@ def test_figure_computed_now_but_not_in_the_baseline_is_said_not_compared() -> N
     base = {"tool_call_accuracy": 0.9, "response_compliance": None}
     now = {"tool_call_accuracy": 0.9, "response_compliance": 0.5, "pass_rate": 0.4, "pass_hat_k": 0.3,
            "sequence_accuracy": None}
-    assert check_gates(now, baseline=base, max_drop=0.0, k=3) == []
+    assert _failed(now, baseline=base, max_drop=0.0, k=3) == []
     assert skipped_comparisons(now, base, k=3) == [
         "Response format compliance (response_compliance) is absent (no data) in the baseline",
         "Pass rate (all trials) (pass_rate) is not in the baseline",
@@ -142,14 +156,14 @@ def test_figure_computed_now_but_not_in_the_baseline_is_said_not_compared() -> N
 
 def test_pass_hat_k_of_different_k_is_not_compared() -> None:
     base, now = {"pass_hat_k": 0.9}, {"pass_hat_k": 0.5}
-    assert check_gates(now, baseline=base, k=2, baseline_k=3) == []
+    assert _failed(now, baseline=base, k=2, baseline_k=3) == []
     assert skipped_comparisons(now, base, k=2, baseline_k=3) == [
         "pass^k (chance that k trials of a case all pass) (pass_hat_k): pass^3 in the baseline, pass^2 now: "
         "different k are not comparable"
     ]
-    assert check_gates(now, baseline=base, k=None, baseline_k=3) == []  # an unknown k is not assumed equal
+    assert _failed(now, baseline=base, k=None, baseline_k=3) == []  # an unknown k is not assumed equal
     assert "the baseline does not record its k" in skipped_comparisons(now, base, k=3, baseline_k=None)[0]
-    (fail,) = check_gates(now, baseline=base, k=3, baseline_k=3)
+    (fail,) = _failed(now, baseline=base, k=3, baseline_k=3)
     assert fail.figure == "pass_hat_k" and "90.00% -> 50.00%" in fail.message
     assert skipped_comparisons(now, base, k=3, baseline_k=3) == []
 
@@ -385,7 +399,7 @@ def test_every_figure_says_what_it_needs_to_be_computed() -> None:
     assert set(NEEDS) == FIGURE_KEYS
     for figure in FIGURE_KEYS:
         up = HIGHER_IS_BETTER.get(figure, True)  # the usage rate (no better direction) takes either gate
-        (fail,) = check_gates({figure: None}, fail_under=[Threshold(figure, 0.5)] if up else [],
+        (fail,) = _failed({figure: None}, fail_under=[Threshold(figure, 0.5)] if up else [],
                               fail_over=[] if up else [Threshold(figure, 0.5)])
         assert f"({figure}) is absent, not computed: {NEEDS[figure]} in this run (a zero denominator)" in fail.message
 
@@ -398,12 +412,12 @@ def test_tool_usage_rate_has_no_better_direction() -> None:
     assert parse_gate("tool_usage=0.5", over=False) == Threshold("tool_usage_rate", 0.5)
     assert parse_gate("tool_usage=0.5", over=True) == Threshold("tool_usage_rate", 0.5)
     now = {"tool_call_accuracy": 0.9, "tool_usage_rate": 0.2}
-    (under,) = check_gates(now, fail_under=[Threshold("tool_usage_rate", 0.3)])
-    (over,) = check_gates(now, fail_over=[Threshold("tool_usage_rate", 0.1)])
+    (under,) = _failed(now, fail_under=[Threshold("tool_usage_rate", 0.3)])
+    (over,) = _failed(now, fail_over=[Threshold("tool_usage_rate", 0.1)])
     assert "20.00% < 30.00%" in under.message and "20.00% > 10.00%" in over.message
     base = {"tool_call_accuracy": 0.9, "tool_usage_rate": 0.9}
-    assert check_gates(now, baseline=base, max_drop=0.0) == []
-    assert check_gates({**now, "tool_usage_rate": 1.0}, baseline={**base, "tool_usage_rate": 0.0}) == []
+    assert _failed(now, baseline=base, max_drop=0.0) == []
+    assert _failed({**now, "tool_usage_rate": 1.0}, baseline={**base, "tool_usage_rate": 0.0}) == []
     assert skipped_comparisons(now, base) == [
         "Tool usage rate (tool_usage_rate) has no better direction and is not compared with the baseline "
         "(gate it with --fail-under or --fail-over)"
