@@ -26,7 +26,13 @@ from instrumentation._export import (
     CountingExporter,
     UnusableExporter,
 )
-from instrumentation._sdk_env import GRPC_EXPORTER, SPAN_LIMITS, warn_timeout_in_millis, without_malformed
+from instrumentation._sdk_env import (
+    GRPC_EXPORTER,
+    GRPC_INSECURE_VARIABLES,
+    SPAN_LIMITS,
+    warn_timeout_in_millis,
+    without_malformed,
+)
 from instrumentation._stats import STATS
 
 logger = logging.getLogger(__name__)
@@ -121,6 +127,28 @@ def _warn_traces_endpoint_without_path() -> None:
                        raw, raw.rstrip("/") + "/v1/traces")
 
 
+def _warn_grpc_endpoint_without_scheme(endpoint: str | None) -> None:
+    """The OTLP/gRPC exporter connects with TLS unless its endpoint starts with http:// or an INSECURE variable says
+    otherwise: `127.0.0.1:4317` (how gRPC addresses are usually written) then fails its handshake with a plaintext
+    receiver (toolwatch serve's gRPC port, the Collector's default), and the exporter logs only UNAVAILABLE. Kept
+    as given (TLS may be meant), and said."""
+    raw = endpoint if endpoint is not None else next(
+        (v for v in map(os.environ.get, ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")) if v),
+        None,
+    )
+    if raw is None or any(os.environ.get(v) is not None for v in GRPC_INSECURE_VARIABLES):
+        return
+    try:
+        scheme = urlsplit(raw.strip()).scheme.lower()
+    except ValueError:  # the exporter's own construction reports it
+        return
+    if scheme not in ("http", "https"):
+        logger.warning("toolwatch: the OTLP/gRPC endpoint %r has no http:// or https:// scheme, so the exporter "
+                       "connects with TLS, which a plaintext receiver (toolwatch serve's --grpc-port) refuses; write "
+                       "%r for plaintext, https://... for TLS, or set OTEL_EXPORTER_OTLP_INSECURE=true",
+                       raw, "http://" + raw.strip())
+
+
 def _make_exporter(name: str, endpoint: str | None, headers: Mapping[str, str] | None) -> SpanExporter | None:
     if name == "otlp":
         protocol = _env_choice(
@@ -143,6 +171,7 @@ def _make_exporter(name: str, endpoint: str | None, headers: Mapping[str, str] |
 
         # gRPC metadata keys are lowercase (a capital letter failed every export); HTTP header names ignore case
         metadata = {key.lower(): value for key, value in headers.items()} if headers else None
+        _warn_grpc_endpoint_without_scheme(endpoint)
         with without_malformed(GRPC_EXPORTER):  # it raises on a timeout or compression it cannot read
             return GrpcExporter(endpoint=endpoint, headers=metadata)
     if name == "console":

@@ -58,6 +58,8 @@ SPAN_LIMITS: Mapping[str, tuple[Check, str]] = {
         "OTEL_LINK_ATTRIBUTE_COUNT_LIMIT",
     )
 }
+# What makes the OTLP/gRPC exporter connect without TLS, besides an http:// endpoint (its traces variable first).
+GRPC_INSECURE_VARIABLES = ("OTEL_EXPORTER_OTLP_TRACES_INSECURE", "OTEL_EXPORTER_OTLP_INSECURE")
 GRPC_EXPORTER: Mapping[str, tuple[Check, str]] = {
     "OTEL_EXPORTER_OTLP_TIMEOUT": (_seconds, "a number of seconds"),
     "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT": (_seconds, "a number of seconds"),
