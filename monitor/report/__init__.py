@@ -28,7 +28,7 @@ from monitor.report.model import (
     load_baseline,
     load_baseline_figures,
 )
-from monitor.report.output import ReportOptions, emit_report, pop_report_options, report_options
+from monitor.report.output import ReportOptions, emit_report, pop_report_options, report_options, with_gates
 from monitor.report.terminal import render_terminal
 
 __all__ = [
@@ -67,4 +67,5 @@ __all__ = [
     "severity",
     "skipped_comparisons",
     "visible",
+    "with_gates",
 ]

@@ -139,6 +139,17 @@ def gate_results(
     return out
 
 
+def verdict(results: Sequence[GateResult]) -> str:
+    """One line on the gates asked: how many failed of how many, or that all passed. No result: only a baseline was
+    asked, and none of its figures was compared (`skipped_comparisons` says why)."""
+    if not results:
+        return "No figure was compared with the baseline."
+    n = len(results)
+    gates = "gate" if n == 1 else "gates"
+    failed = sum(not r.passed for r in results)
+    return f"{failed} of {n} {gates} failed." if failed else f"All {n} {gates} passed."
+
+
 def failures_of(results: Sequence[GateResult]) -> list[GateFailure]:
     """The gates of `results` that failed, in their order."""
     return [GateFailure(r.figure, r.message) for r in results if not r.passed]

@@ -1,8 +1,9 @@
 """The report as one self-contained HTML file: inline CSS, JS and SVG, no network resource.
 
 The confusion matrix is a heatmap table (cells carry `data-expected`, `data-actual`, `data-count`);
-the per-tool bars and the accuracy series are inline SVG; failing samples can be filtered. Scripts only
-enhance the page (hover highlight, row-percent toggle, filter): everything is readable without them.
+the per-tool bars and the accuracy series are inline SVG; failing samples can be filtered. When gates were asked,
+a Gates section comes before the figures: a verdict, a row per gate (failing rows marked), the comparisons skipped.
+Scripts only enhance the page (hover highlight, row-percent toggle, filter): everything is readable without them.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import json
 
 from monitor.report._text import html_escape as escape
 from monitor.report.figures import figure_rows, format_ratio, grade
+from monitor.report.gates import GateResult, verdict
 from monitor.report.model import PER_TOOL_COLUMNS, Report
 from monitor.report.svg import line_chart, tool_bars
 
@@ -33,6 +35,8 @@ text-align:left;vertical-align:top}th{background:#f1f5f9;font-weight:600}
 input[type=search]{padding:5px 8px;border:1px solid var(--line);border-radius:6px;width:320px;margin-bottom:8px}
 button{padding:4px 10px;border:1px solid var(--line);border-radius:6px;background:#fff;cursor:pointer;margin-bottom:8px}
 .scroll{overflow-x:auto;max-width:100%}#confusion td.zero{color:#cbd5e1}
+.verdict{font-weight:600;margin:4px 0 10px}#gates tr.failed td{background:#fef2f2}#gates td.bad{font-weight:600}
+#gates ul{margin:4px 0;padding-left:20px}
 td.input{max-width:520px;word-break:break-word;font-family:ui-monospace,monospace;font-size:12px}
 """
 
@@ -161,6 +165,27 @@ def _worst(report: Report) -> str:
             + _table("worst", ["turn", "input", "calls", "missed", "reason"], rows, input_col=1))
 
 
+def _gate_row(gate: GateResult) -> str:
+    mark, result, tone = ("", "passed", "good") if gate.passed else (' class="failed"', "failed", "bad")
+    return (f'<tr{mark}><td>{escape(gate.name)}</td><td class="{tone}">{result}</td>'
+            f"<td>{escape(gate.message)}</td></tr>")
+
+
+def _gates(report: Report) -> str:
+    """The Gates section (failing rows marked `failed`), or nothing when no gate was asked."""
+    if report.gates is None:
+        return ""
+    tone = "bad" if any(not g.passed for g in report.gates) else "good" if report.gates else "warn"
+    out = f'<h2>Gates</h2><p class="verdict {tone}" id="gates-verdict">{escape(verdict(report.gates))}</p>'
+    if report.gates:
+        rows = "".join(_gate_row(g) for g in report.gates)
+        out += f"<table><thead><tr><th>gate</th><th>result</th><th>value</th></tr></thead><tbody>{rows}</tbody></table>"
+    if report.skipped_comparisons:
+        items = "".join(f"<li>{escape(r)}</li>" for r in report.skipped_comparisons)
+        out += f'<p class="muted">Not compared with the baseline:</p><ul class="muted">{items}</ul>'
+    return f'<section id="gates">{out}</section>'
+
+
 def render_html(report: Report) -> str:
     data = json.dumps({"confusion": report.confusion, "worst": len(report.worst), "figures": report.figures})
     data = data.replace("</", "<\\/")
@@ -180,6 +205,7 @@ def render_html(report: Report) -> str:
 <div class="acc" id="accuracy-line">{escape(report.accuracy_line)}</div>
 <p class="muted">{counts}</p>
 <p class="muted" id="js-status">scripts did not run</p>
+{_gates(report)}
 <h2>Figures</h2>{_figure_cards(report)}
 <h2>Confusion matrix</h2><p class="muted">Rows: expected tool; columns: called tool.</p>{_confusion(report)}
 <h2>Per tool</h2>{_per_tool(report)}

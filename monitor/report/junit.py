@@ -3,7 +3,8 @@
 Before them, a testcase per kind of problem with the input (classname `toolwatch.<command>.input`, an <error>
 whose message has the count and the first problem, its body the problems listed) and one per gate
 (`toolwatch.<command>.gates`, named after the gate: passed, its measured value in <system-out>, or a <failure>
-saying it), so a CI test view is not all green over skipped input or a failed gate.
+saying it; the report's `gates`, which `emit_report` puts there), so a CI test view is not all green over skipped
+input or a failed gate.
 
 The attributes follow the common JUnit schema CI systems read: totals on <testsuites> and <testsuite>,
 `timestamp` (local time, no zone, as the schema has it) and `hostname` on the suite, `message` and
@@ -18,7 +19,6 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from monitor.report._text import printable
-from monitor.report.gates import GateResult
 from monitor.report.model import InputProblem, Report
 
 # XML 1.0 forbids most control characters and U+FFFE/U+FFFF; model output may hold them.
@@ -39,13 +39,13 @@ def render_junit(
     report: Report,
     *,
     problems: Sequence[InputProblem] = (),
-    gates: Sequence[GateResult] = (),
     timestamp: datetime | None = None,
     hostname: str | None = None,
 ) -> str:
-    """The XML; `problems` and `gates` are testcases before the turns'. `timestamp` (when the report is written)
-    defaults to now, `hostname` to this host's name."""
+    """The XML; `problems` and the report's gates are testcases before the turns'. `timestamp` (when the report is
+    written) defaults to now, `hostname` to this host's name."""
     cases = report.cases
+    gates = report.gates or []
     totals = {
         "tests": str(len(problems) + len(gates) + len(cases)),
         "failures": str(sum(not g.passed for g in gates) + sum(c.status == "failed" for c in cases)),

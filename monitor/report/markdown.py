@@ -1,5 +1,8 @@
 """The report as GitHub-flavoured Markdown (for a pull-request comment or a job summary).
 
+When gates were asked, a Gates section comes first after the accuracy line: a verdict (all passed, or how many
+failed), a table of every gate with its result and measured value, and the baseline comparisons skipped.
+
 Text from the run is escaped so it shows as written: no raw HTML (`<b>`), no emphasis, code, links, math
 or strikethrough from its punctuation, a `|` never splits a table cell, and a note starting `- `, `+ `, `1. ` or
 `---` is no list or rule of its own. Line breaks in a cell become `<br>`. Control characters show as `\\x1b`
@@ -12,6 +15,7 @@ import re
 
 from monitor.report._text import escape_controls
 from monitor.report.figures import figure_rows, format_ratio
+from monitor.report.gates import verdict
 from monitor.report.model import PER_TOOL_COLUMNS, Report
 
 # Backslash escapes (CommonMark: any ASCII punctuation) and entities for the characters that start markup.
@@ -73,8 +77,24 @@ def _heading(level: int, text: str) -> list[str]:
     return ["#" * level + " " + _markdown_literal(_one_line(text)), ""]
 
 
+def _gates(report: Report) -> list[str]:
+    """The Gates section: a verdict line, a row per gate, the baseline comparisons skipped; none when no gate was
+    asked."""
+    if report.gates is None:
+        return []
+    lines = _heading(2, "Gates") + [f"**{escape(verdict(report.gates))}**", ""]
+    if report.gates:
+        rows = [[g.name, "passed" if g.passed else "FAILED", g.message] for g in report.gates]
+        lines += _table(["gate", "result", "value"], rows)
+    if report.skipped_comparisons:
+        lines += ["Not compared with the baseline:", ""] + [f"- {_item(r)}" for r in report.skipped_comparisons]
+        lines += [""]
+    return lines
+
+
 def render_markdown(report: Report) -> str:
-    lines = _heading(1, report.title) + [f"**{escape(report.accuracy_line)}**", ""] + _heading(2, "Figures")
+    lines = _heading(1, report.title) + [f"**{escape(report.accuracy_line)}**", ""] + _gates(report)
+    lines += _heading(2, "Figures")
     fig_rows = [[label, format_ratio(value)] for _, label, value in figure_rows(report.figures)]
     lines += _table(["figure", "value"], fig_rows)
     if report.counts:

@@ -2,7 +2,11 @@
 
 A report is plain data: the METRICS.md figures and raw counts from a Tally, the confusion matrix and the
 per-tool precision / recall / F1 derived from it, the worst failing turns, one result per turn or case
-(for JUnit), series (accuracy as iterations grow) and free tables a command adds (trials, clusters).
+(for JUnit), series (accuracy as iterations grow) and free tables a command adds (trials, clusters), and the
+outcome of the gates the command was given (`emit_report` puts it there, so every form records the same gates).
+
+Its JSON has every field as a member; a baseline reads only `figures` and `k`, so members added since (`gates`,
+`skipped_comparisons`) leave older reports readable as baselines, and newer ones too.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from typing import Any
 from monitor.report._members import MembersError, ValueTooLarge, read_members
 from monitor.report._text import natural_key
 from monitor.report.figures import format_ratio
+from monitor.report.gates import GateResult
 
 SCHEMA_VERSION = 1
 PER_TOOL_COLUMNS = ["tool", "precision", "recall", "F1", "expected", "called"]
@@ -95,6 +100,10 @@ class Report:
     tables: list[Table] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     k: int | None = None  # the k of the pass_hat_k figure (eval's --trials); None when there is no pass^k
+    # Every gate asked, passed or not, in gate order; None when no gate was asked (no --fail-under, --fail-over or
+    # --baseline). An empty list: only a --baseline, none of whose figures was compared.
+    gates: list[GateResult] | None = None
+    skipped_comparisons: list[str] = field(default_factory=list)  # the baseline figures not compared, and why
     schema_version: int = SCHEMA_VERSION
 
     def confusion_labels(self) -> tuple[list[str], list[str]]:

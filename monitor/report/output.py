@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
 from monitor.report._text import printable
-from monitor.report.gates import GateResult, Threshold, failures_of, gate_results, parse_gate, skipped_comparisons
+from monitor.report.gates import Threshold, failures_of, gate_results, parse_gate, skipped_comparisons
 from monitor.report.html import render_html
 from monitor.report.junit import render_junit
 from monitor.report.markdown import render_markdown
@@ -140,9 +140,13 @@ def _write(path: str, text: str) -> None:
     target.write_text(text, encoding="utf-8")
 
 
-def _gate_results(report: Report, options: ReportOptions) -> list[GateResult]:
+def with_gates(report: Report, options: ReportOptions) -> Report:
+    """The report with the outcome of the gates `options` ask for: each gate passed or not, and the baseline
+    comparisons skipped and why (no gate asked: `gates` None). Every form and the terminal take them from it."""
     baseline = options.baseline
-    return gate_results(
+    if not (options.fail_under or options.fail_over or baseline is not None):
+        return replace(report, gates=None, skipped_comparisons=[])
+    gates = gate_results(
         report.figures,
         fail_under=options.fail_under,
         fail_over=options.fail_over,
@@ -151,21 +155,25 @@ def _gate_results(report: Report, options: ReportOptions) -> list[GateResult]:
         k=report.k,
         baseline_k=None if baseline is None else baseline.k,
     )
+    skipped = [] if baseline is None else skipped_comparisons(report.figures, baseline.figures, k=report.k,
+                                                               baseline_k=baseline.k)
+    return replace(report, gates=gates, skipped_comparisons=skipped)
 
 
 def emit_report(
     report: Report, options: ReportOptions, warnings: Sequence[str] = (), problems: Sequence[InputProblem] = ()
 ) -> int:
-    """Write every requested form, print the summary and the gate results; the exit code (0 or 1). `warnings`: what
-    the report's tables and notes already say but -q must not hide (runs that raised, records skipped), printed on
-    stderr as `warning: ...` with -q only. `problems`: the kinds of problem with the input, which the JUnit form
-    has as errors (the others have them in the report's tables and notes); the JUnit form has the gates too."""
+    """Write every requested form, print the summary and the gate results; the exit code (0 or 1). The gates are
+    put on the report first (`with_gates`), so each form records them. `warnings`: what the report's tables and
+    notes already say but -q must not hide (runs that raised, records skipped), printed on stderr as
+    `warning: ...` with -q only. `problems`: the kinds of problem with the input, which the JUnit form has as
+    errors (the others have them in the report's tables and notes)."""
     _check_stdout(options)
-    gates = _gate_results(report, options)
+    report = with_gates(report, options)
     writers: list[tuple[str | None, Callable[[Report], str]]] = [
         (options.json_path, lambda r: r.to_json() + "\n"),
         (options.markdown_path, render_markdown),
-        (options.junit_path, lambda r: render_junit(r, problems=problems, gates=gates)),
+        (options.junit_path, lambda r: render_junit(r, problems=problems)),
         (options.html_path, render_html),
     ]
     for path, render in writers:
@@ -182,16 +190,14 @@ def emit_report(
             click.echo(f"warning: {printable(warning)}", err=True)
     else:
         render_terminal(report, out)
-    baseline = options.baseline
-    failures = failures_of(gates)
-    if baseline is not None:
-        for reason in skipped_comparisons(report.figures, baseline.figures, k=report.k, baseline_k=baseline.k):
-            click.echo(f"Not compared with the baseline: {reason}", file=out)
+    for reason in report.skipped_comparisons:
+        click.echo(f"Not compared with the baseline: {reason}", file=out)
+    failures = failures_of(report.gates or [])
     if failures:
         click.echo(f"FAILED {len(failures)} gate(s):", file=out)
         for f in failures:
             click.echo(f"  - {f.message}", file=out)
         return 1
-    if options.fail_under or options.fail_over or options.baseline is not None:
+    if report.gates is not None:
         click.echo("All gates passed.", file=out)
     return 0

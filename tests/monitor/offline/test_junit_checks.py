@@ -151,7 +151,9 @@ def test_replay_junit_has_a_testcase_per_gate(batches: list[object], support_rul
     turn_failures = sum(c.find("failure") is not None for c in suite.findall("testcase")) - 2
     assert _totals(root) == _totals(suite) == {"tests": turns + 4, "failures": turn_failures + 2, "errors": 0,
                                                "skipped": 0}
-    assert "gates" not in json.loads(js.read_text())  # the JSON report's schema is unchanged
+    recorded = json.loads(js.read_text())["gates"]  # the JSON report has the same gates (test_report_gates)
+    assert [(g["name"], g["passed"]) for g in recorded] == [
+        (name, gates[name].find("failure") is None) for name in gates]
 
 
 def test_replay_junit_gates_that_pass(batches: list[object], support_rules: Path, tmp_path: Path) -> None:

@@ -270,15 +270,35 @@ def test_junit_drops_what_xml_cannot_hold() -> None:
 def test_junit_input_problems_and_gates_drop_what_xml_cannot_hold() -> None:
     from monitor.report import GateResult, InputProblem
 
-    report = Report("replay", "t", "acc", {}, {}, [], [], [], [])
-    xml = render_junit(report, problems=[InputProblem("bad\x00", "first: \x1b[2J" + ZAP, ("a\x07", "b\uffff"))],
-                       gates=[GateResult("f", "f \x01>= 1%", False, "m\x0b")])
+    gates = [GateResult("f", "f \x01>= 1%", False, "m\x0b")]
+    report = Report("replay", "t", "acc", {}, {}, [], [], [], [], gates=gates)
+    xml = render_junit(report, problems=[InputProblem("bad\x00", "first: \x1b[2J" + ZAP, ("a\x07", "b\uffff"))])
     root = ET.fromstring(xml)
     problem, gate = root.iter("testcase")
     error, failure = problem.find("error"), gate.find("failure")
     assert problem.get("name") == "bad" and error is not None and failure is not None
     assert error.get("message") == "first: [2Jzap\\ud800" and error.text == "a\nb"
     assert gate.get("name") == "f >= 1%" and failure.get("message") == "m"
+
+
+@pytest.mark.parametrize("form", ["markdown", "html"])
+def test_gate_text_shows_as_written_in_markdown_and_html(form: str) -> None:
+    """The Gates section escapes its text as the rest of the report does: no markup, no table split by a `|`,
+    control characters as `\\x1b` escapes."""
+    from monitor.report import GateResult
+
+    gate = GateResult("f", "f | <b>x</b> >= 1%", False, "*m* \x1b[2J")
+    report = Report("replay", "t", "acc", {}, {}, [], [], [], [], gates=[gate], skipped_comparisons=["- [x] `c`"])
+    doc = render_markdown(report) if form == "markdown" else render_html(report)
+    assert _raw_controls(doc) == []
+    html = _render_md(doc) if form == "markdown" else doc
+    assert "<b>" not in html and "<em>" not in html and "<code>" not in html
+    section = re.search(r"<h2>Gates</h2>(.*?)(?=<h2>)", html, re.S)
+    assert section is not None
+    rows = re.findall(r"<tr[^>]*>(.*?)</tr>", section[1], re.S)
+    cells = [htmllib.unescape(c) for c in re.findall(r"<td[^>]*>(.*?)</td>", rows[1], re.S)]
+    assert cells == ["f | <b>x</b> >= 1%", "FAILED" if form == "markdown" else "failed", "*m* \\x1b[2J"]
+    assert "- [x] `c`" in _html_text(html)
 
 
 def test_verbose_tracebacks_show_control_characters_as_escapes(caplog: pytest.LogCaptureFixture) -> None:
