@@ -31,6 +31,7 @@ from monitor.evaluate import (
 from monitor.judge import Judge
 from monitor.report import (
     CaseResult,
+    InputProblem,
     ReportBuilder,
     Table,
     emit_report,
@@ -77,11 +78,21 @@ def _add_result(builder: ReportBuilder, label: str, group: str, verdict: TurnVer
                     detail=run.traceback)
 
 
-def warn_agent_name(judge: Judge, name: str, remedy: str = "give --agent-name") -> None:
-    """A warning on stderr (also with -q) when no rule file applies to the turns of agent `name`."""
+def warn_agent_name(judge: Judge, name: str, remedy: str = "give --agent-name") -> str | None:
+    """A warning on stderr (also with -q, before the run) when no rule file applies to the turns of agent `name`;
+    the problem (None: there is none), which the report records too (`agent_name_input`)."""
     problem = agent_name_problem(judge, name, remedy)
     if problem:
         click.echo(f"warning: {problem}", err=True)
+    return problem
+
+
+def agent_name_input(problem: str | None, notes: list[str], problems: list[InputProblem]) -> None:
+    """Record a `warn_agent_name` problem in the report: a note (the JSON, Markdown, HTML and terminal forms) and an
+    input problem (a JUnit error, so a CI test view is not green over turns no rule judged)."""
+    if problem:
+        notes.append(f"warning: {problem}")
+        problems.append(InputProblem("agent name", problem))
 
 
 def show_tracebacks(failures: Sequence[tuple[str, str, str]], command: str) -> str | None:
@@ -140,8 +151,8 @@ def _eval_tables(result: EvalResult) -> list[Table]:
 
 
 def _run_dataset(dataset: str, agent: Any, rules: tuple[str, ...], agent_name: str | None, trials: int,
-                 concurrency: int, timeout_s: float | None, builder: ReportBuilder, no_progress: bool
-                 ) -> tuple[list[Table], list[str], dict[str, float | None], list[str]]:
+                 concurrency: int, timeout_s: float | None, builder: ReportBuilder, no_progress: bool,
+                 problems: list[InputProblem]) -> tuple[list[Table], list[str], dict[str, float | None], list[str]]:
     try:
         judge = Judge(load_dataset_rules(dataset, rules, agent=agent_name))  # every problem of the files, at once
         cases = read_cases(dataset)
@@ -152,8 +163,9 @@ def _run_dataset(dataset: str, agent: Any, rules: tuple[str, ...], agent_name: s
     # Each turn is a case, judged by its case's expectation against the whole catalog when the cases are unscoped (no
     # --agent-name): then the rule files' agents do not matter. Scoped to --agent-name, the catalog is that agent's.
     dataset_cases = judge.ruleset.cases[len(judge.ruleset.cases) - len(cases):] if cases else ()
+    problem = None
     if not dataset_cases or any(exp.agent is not None for _, _, exp in dataset_cases):
-        warn_agent_name(judge, name)
+        problem = warn_agent_name(judge, name)
     with (Harness(agent_name=name) as harness, route_global_tracing(harness.provider, harness.processor),
           progress_bar(disable=no_progress) as progress):
         task = progress.add_task("eval", total=len(cases) * trials, status="")
@@ -168,6 +180,7 @@ def _run_dataset(dataset: str, agent: Any, rules: tuple[str, ...], agent_name: s
             failures.append((label, t.run.error or "", t.run.traceback))
     extra = {"pass_rate": result.pass_rate}
     notes = [f"{len(cases)} case(s) x {trials} trial(s); pass rate {format_ratio(extra['pass_rate'])}"]
+    agent_name_input(problem, notes, problems)
     notes += [n for n in (add_strays(builder, result.strays, name, "run"),
                           answer_note(t.run.answer_type for t in result.trials)) if n]
     note = show_tracebacks(failures, "eval")
@@ -208,7 +221,7 @@ def _scenario_tables(run: ScenarioRun) -> list[Table]:
 
 
 def _run_scenario(path: str, agent: Any, rules: tuple[str, ...], agent_name: str | None, mode: str,
-                  timeout_s: float | None, builder: ReportBuilder, no_progress: bool
+                  timeout_s: float | None, builder: ReportBuilder, no_progress: bool, problems: list[InputProblem]
                   ) -> tuple[list[Table], list[str], dict[str, float | None], list[str]]:
     try:
         sf, judge = load_and_build(path, [Path(r) for r in rules])
@@ -218,7 +231,7 @@ def _run_scenario(path: str, agent: Any, rules: tuple[str, ...], agent_name: str
         click.echo(f"error: {exc}{hint}", err=True)
         raise SystemExit(2) from exc
     name = default_agent_name(judge.agents, agent_name or sf.agent)
-    warn_agent_name(judge, name)
+    problem = warn_agent_name(judge, name)
     total = sum(len(s.steps) for s in sf.scenarios)
     failures: list[tuple[str, str, str]] = []
     with (Harness(agent_name=name) as harness, route_global_tracing(harness.provider, harness.processor),
@@ -239,6 +252,7 @@ def _run_scenario(path: str, agent: Any, rules: tuple[str, ...], agent_name: str
         run = run_scenarios(sf, agent, judge, harness, mode=mode, timeout_s=timeout_s, on_step=on_step)
     ok, count = run.scenarios_passed()
     notes = [f"{ok}/{count} scenario(s) passed every step ({mode} mode)"]
+    agent_name_input(problem, notes, problems)
     notes += [n for n in (add_strays(builder, run.strays, name, "step"),
                           answer_note(s.run.answer_type for s in run.steps)) if n]
     note = show_tracebacks(failures, "eval")
@@ -287,17 +301,18 @@ def eval_(dataset: str | None, scenario: str | None, agent_spec: str, rules: tup
         raise click.BadParameter(str(exc), param_hint="'--agent'") from exc
     builder = ReportBuilder(worst=worst)
     no_progress = no_progress or options.quiet
+    problems: list[InputProblem] = []
     if dataset is not None:
         tables, notes, extra, warnings = _run_dataset(dataset, agent, rules, agent_name, trials, concurrency, timeout_s,
-                                            builder, no_progress)
+                                            builder, no_progress, problems)
         title = f"toolwatch eval: {Path(dataset).name}, {trials} trial(s) per case"
     else:
         assert scenario is not None
         tables, notes, extra, warnings = _run_scenario(scenario, agent, rules, agent_name, mode, timeout_s, builder,
-                                             no_progress)
+                                             no_progress, problems)
         title = f"toolwatch eval: scenarios {Path(scenario).name} ({mode} mode)"
     report = builder.build("eval", title, tables=tables, notes=notes)
     report.figures.update(extra)
     if "pass_hat_k" in extra:
         report.k = trials
-    raise SystemExit(emit_report(report, options, warnings))
+    raise SystemExit(emit_report(report, options, warnings, problems))

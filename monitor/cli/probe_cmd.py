@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from monitor.cli._params import RULES_HELP, Duration, RulesCommand
-from monitor.cli.eval_cmd import add_strays, answer_note, show_tracebacks, warn_agent_name
+from monitor.cli.eval_cmd import add_strays, agent_name_input, answer_note, show_tracebacks, warn_agent_name
 from monitor.evaluate import (
     DEFAULT_TIMEOUT_S,
     GENERATOR_CALL,
@@ -98,11 +98,13 @@ def probe(generator_spec: str, agent_spec: str, rules: tuple[str, ...], agent_na
         click.echo(f"error: {exc}", err=True)
         raise SystemExit(2) from exc
     name = default_agent_name(judge.agents, agent_name)
-    warn_agent_name(judge, name)
+    agent_problem = warn_agent_name(judge, name)
     builder = ReportBuilder(worst=worst)
     result, tables, notes, warnings, failed = _run(builder, generator, agent, judge, name, iterations, pool, seed,
                                                    strategy, compare_seeds, timeout_s, no_progress or options.quiet)
     notes.insert(0, _coverage(result))
+    problems: list[InputProblem] = []
+    agent_name_input(agent_problem, notes, problems)
     # a generator that raised (sys.exit too) or returned no string ends the probe: the report of the runs done, then
     # the error naming it (exit 2, as for any input error); in the --compare-seeds runs, the probe's runs were done
     error = None
@@ -121,8 +123,8 @@ def probe(generator_spec: str, agent_spec: str, rules: tuple[str, ...], agent_na
     if not options.quiet:
         for note in notes:
             click.echo(note, err=True)
-    problems = [] if failed is None or error is None else [
-        InputProblem("generator", error, tuple((failed.traceback or "").rstrip().splitlines()))]
+    if failed is not None and error is not None:
+        problems.append(InputProblem("generator", error, tuple((failed.traceback or "").rstrip().splitlines())))
     code = emit_report(report, options, warnings, problems)
     if failed is not None:
         if failed.traceback and logger.isEnabledFor(logging.INFO):

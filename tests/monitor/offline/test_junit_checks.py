@@ -185,3 +185,42 @@ def test_probe_junit_has_the_generator_error(tmp_path: Path) -> None:
                                     "RuntimeError: no more ideas; the probe stopped after 0 runs")
     assert "in broken_generator" in (error.text or "") and "RuntimeError: no more ideas" in (error.text or "")
     assert _totals(root) == {"tests": 1, "failures": 0, "errors": 1, "skipped": 0}
+
+
+def _agent_name_problem(res_output: str, json_path: Path, xml: Path, command: str) -> None:
+    """The problem that no rule applies to the agent's turns, in the JSON notes and as a JUnit input error."""
+    problem = ("the rule files are scoped to agent(s) incident-triage and none to 'incident-triag', the agent name of "
+               "these turns: no rule applies to them; give --agent-name")
+    assert f"warning: {problem}" in res_output  # on stderr before the run, as before
+    assert f"warning: {problem}" in json.loads(json_path.read_text())["notes"]
+    _, suite = _suite(xml)
+    (case,) = _of(suite, f"toolwatch.{command}.input").values()
+    assert case.get("name") == "agent name"
+    error = case.find("error")
+    assert error is not None and error.get("type") == "toolwatch.InputError" and error.get("message") == problem
+
+
+def test_eval_and_probe_record_a_misspelt_agent_name_in_the_report_and_junit(tmp_path: Path) -> None:
+    """Turns that no rule applies to (--agent-name misspelt) were said only on stderr: the report and the JUnit file,
+    what CI keeps, now say it too."""
+    from monitor.cli.eval_cmd import eval_
+
+    common = ["--agent", "examples.triage.agent:triage", "--rules", str(TRIAGE_RULES), "--agent-name", "incident-triag",
+              "--no-progress", "-q", "--json", str(tmp_path / "e.json"), "--junit", str(tmp_path / "e.xml")]
+    res = CliRunner().invoke(eval_, ["--scenario", "examples/triage/scenario.yaml", *common])
+    assert res.exit_code == 0, res.output
+    _agent_name_problem(res.output, tmp_path / "e.json", tmp_path / "e.xml", "eval")
+    res = CliRunner().invoke(probe, [
+        "--generator", "examples.triage.generator:generate", "--iterations", "3", *common])
+    assert res.exit_code == 0, res.output
+    _agent_name_problem(res.output, tmp_path / "e.json", tmp_path / "e.xml", "probe")
+
+
+def test_a_rightly_named_agent_has_no_agent_name_problem(tmp_path: Path) -> None:
+    res = CliRunner().invoke(probe, [
+        "--generator", "examples.triage.generator:generate", "--agent", "examples.triage.agent:triage", "--rules",
+        str(TRIAGE_RULES), "--iterations", "3", "--no-progress", "-q", "--junit", str(tmp_path / "p.xml")])
+    assert res.exit_code == 0, res.output
+    assert "no rule applies" not in res.output
+    _, suite = _suite(tmp_path / "p.xml")
+    assert not _of(suite, "toolwatch.probe.input")
