@@ -94,7 +94,7 @@ def _response_problem(exp: Expectation | None) -> str:
     elif r.contains is not None:
         what = f"contains {r.contains!r}"
     else:
-        what = f"regex {r.regex.pattern!r}" if r.regex is not None else "check"
+        what = f"regex {pattern_text(r.regex.pattern)}" if r.regex is not None else "check"
     return f"response check failed: {what}"
 
 

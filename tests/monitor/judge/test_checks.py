@@ -245,3 +245,24 @@ expect:
 """
     v = judge_for(tmp_path, rules).judge(turn("! x", call("t", "{bad json")))
     assert v.reason.startswith(r"failed (r): t.v regex: expected /\S/, got "), v.reason
+
+
+ONE_RESPONSE_REGEX = """
+catalog:
+  tools: [{name: a}]
+expect:
+  - id: one
+    when: {prefix: "[R]"}
+    call: [{tool: a}]
+    respond: [{regex: '^Result: \\d+ incidents$'}]
+"""
+
+
+def test_a_failed_response_regex_is_shown_as_written(tmp_path: Path) -> None:
+    # It was shown through repr, its backslashes doubled ('^Result: \\\\d+ incidents$'), as argument regexes were
+    # before they were shown between slashes.
+    judge = judge_for(tmp_path, ONE_RESPONSE_REGEX)
+    t = turn("[R] q", call("a"), output_text="Result: many incidents")
+    v = judge.judge(t)
+    assert v.reason == r"failed (one): response check failed: regex /^Result: \d+ incidents$/"
+    assert judge._general(t).reason == v.reason
