@@ -17,7 +17,7 @@ import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import fields
+from dataclasses import fields, replace
 from itertools import repeat
 from operator import add, mul
 from typing import Any, cast
@@ -101,6 +101,17 @@ def _add_ints(target: Any, names: tuple[str, ...], vec: list[int]) -> None:
     for name, x in zip(names, vec, strict=True):
         if x:
             setattr(target, name, getattr(target, name) + x)
+
+
+def _add(tally: Tally, v: TurnVerdict, keep: frozenset[str]) -> None:
+    """Tally.add, counting per tool also the calls of a kept tool outside the agent's catalog: Tally.add counts per
+    tool only the tools of the agent's catalog, while /metrics counts every call under its tool's label, so a scoped
+    agent's (hallucinated) call of another agent's tool is a judged call of that tool there. The windows count tools
+    as /metrics does, so that a per-tool figure, and an alert on it, is the same in process and in Prometheus."""
+    if any(not c.in_catalog and c.name in keep for c in v.calls):
+        v = replace(v, calls=tuple(replace(c, in_catalog=True) if not c.in_catalog and c.name in keep else c
+                                   for c in v.calls))
+    tally.add(v)
 
 
 def _keep_tools(tally: Tally, keep: frozenset[str]) -> None:
@@ -207,7 +218,7 @@ class TallyWindows:
                     totals[label] = Tally()
             unit = self._unit_of(batch, sig, count)
             if unit is None:  # one verdict, no sequence score: added as it is
-                totals[label].add(batch.example(sig))
+                _add(totals[label], batch.example(sig), self._tools)
                 sums.setdefault(label, [0] * len(_TALLY_INTS))
                 continue
             sums[label] = _plus(sums.get(label), unit.ints, count)
@@ -238,7 +249,7 @@ class TallyWindows:
 
     def _unit(self, v: TurnVerdict) -> _Unit:
         tally = Tally()
-        tally.add(v)
+        _add(tally, v, self._tools)
         tally.confusion.clear()
         _keep_tools(tally, self._tools)
         return _Unit(tally)

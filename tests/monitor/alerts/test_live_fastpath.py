@@ -1,8 +1,10 @@
-"""The alert windows count a batch by signature: the same Tallies as `Tally.add`, one verdict at a time."""
+"""The alert windows count a batch by signature: the same Tallies as `Tally.add`, one verdict at a time, with the calls
+of an alert tool outside the agent's catalog counted for that tool, as /metrics counts them."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -24,8 +26,16 @@ from tests.monitor.service.test_metrics_fastpath import (
 )
 
 
+def as_metrics_count(v: TurnVerdict, tools: frozenset[str]) -> TurnVerdict:
+    """The verdict with its calls of a tool in `tools` counted per tool even when outside the agent's catalog (a
+    scoped agent's hallucinated call of another agent's tool), as /metrics counts them under the tool's name."""
+    calls = tuple(replace(c, in_catalog=True) if not c.in_catalog and c.name in tools else c for c in v.calls)
+    return replace(v, calls=calls)
+
+
 class ReferenceWindows:
-    """TallyWindows' totals as they were kept before the fast path: `Tally.add` per verdict, then pruned."""
+    """TallyWindows' totals as they were kept before the fast path: `Tally.add` per verdict (its calls of the kept
+    tools counted per tool, as_metrics_count), then pruned."""
 
     def __init__(self, agent_label: Callable[[str], str], max_agents: int, tools: Iterable[str]) -> None:
         self.agent_label = agent_label
@@ -39,7 +49,7 @@ class ReferenceWindows:
             label = self.agent_label(v.agent)
             if label not in self.totals and len(self.totals) >= self.max_agents:
                 label = OTHER
-            self.totals.setdefault(label, Tally()).add(v)
+            self.totals.setdefault(label, Tally()).add(as_metrics_count(v, self.tools))
             touched.add(label)
         for label in touched:
             total = self.totals[label]

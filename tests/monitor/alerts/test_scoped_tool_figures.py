@@ -2,10 +2,9 @@
 
 That call is `hallucinated` for the agent, under the tool's own name (README, Metrics). The /metrics counters
 count it as a judged call of that tool (`toolwatch_judged_calls_total{tool=...}`), so the live per-tool gauge and
-the rendered per-tool recording rules give that tool an accuracy of 0; the Tally keeps per-tool counts only for
-the agent's catalog tools, so the in-process alert windows, read from Tallies, have no accuracy for it (absent).
-An alert on that tool then fires in Prometheus and not in process. METRICS.md defines no per-tool accuracy, so which
-one is right is not decided here: the strict xfail records that the two disagree (drop the mark once they agree).
+the rendered per-tool recording rules give that tool an accuracy of 0. The Tally keeps per-tool counts only for the
+agent's catalog tools, and the in-process alert windows, read from Tallies, had no accuracy for it (absent): an
+alert on that tool fired in Prometheus and not in process. The windows now count tools as /metrics does.
 """
 
 from __future__ import annotations
@@ -36,11 +35,11 @@ expect:
 SCOPED_Y = SCOPED_X.replace("agent: x", "agent: y").replace("name: a", "name: b").replace("XA", "YB")
 
 
-def _verdicts(tmp_path: Path) -> tuple[Judge, list[TurnVerdict]]:
+def _verdicts(tmp_path: Path, n: int = 3) -> tuple[Judge, list[TurnVerdict]]:
     (tmp_path / "x.yaml").write_text(SCOPED_X, encoding="utf-8")
     (tmp_path / "y.yaml").write_text(SCOPED_Y, encoding="utf-8")
     judge = Judge(load_rules([tmp_path / "x.yaml", tmp_path / "y.yaml"]))
-    turns = [Turn("[A] go", (ToolCall("b", call_id="c1", arguments="{}"),), agent="x")] * 3
+    turns = [Turn("[A] go", (ToolCall("b", call_id="c1", arguments="{}"),), agent="x")] * n
     return judge, [judge.judge(t) for t in turns]
 
 
@@ -53,9 +52,9 @@ def _gauge(metrics: ToolwatchMetrics, agent: str, tool: str) -> float | None:
     return None
 
 
-def _figures(tmp_path: Path) -> tuple[float | None, float | None]:
-    judge, verdicts = _verdicts(tmp_path)
-    assert [c.outcome.value for v in verdicts for c in v.calls] == ["hallucinated"] * 3
+def _figures(tmp_path: Path, n: int = 3) -> tuple[float | None, float | None]:
+    judge, verdicts = _verdicts(tmp_path, n)
+    assert [c.outcome.value for v in verdicts for c in v.calls] == ["hallucinated"] * n
     tools, rule_agents = judge.scoping()
     metrics = ToolwatchMetrics(
         tools=judge.catalog, agents=judge.agents, rules=["XA", "YB"], agent_tools=tools, rule_agents=rule_agents
@@ -80,7 +79,7 @@ def test_the_agent_figures_agree(tmp_path: Path) -> None:
     assert gauge == 0.0  # the live per-tool gauge: 0 correct of 3 judged calls named b
 
 
-@pytest.mark.xfail(strict=True, reason="per-tool counts of a scoped-out catalog tool: /metrics counts, Tally does not")
-def test_the_live_gauge_and_the_in_process_window_agree_per_tool(tmp_path: Path) -> None:
-    gauge, in_process = _figures(tmp_path)
-    assert gauge == in_process
+@pytest.mark.parametrize("n", [1, 3], ids=["one verdict, added as it is", "a signature's unit, times three"])
+def test_the_live_gauge_and_the_in_process_window_agree_per_tool(tmp_path: Path, n: int) -> None:
+    gauge, in_process = _figures(tmp_path, n)
+    assert gauge == in_process == 0.0
