@@ -14,6 +14,7 @@ from rich.text import Text
 
 from monitor.demo._logs import TOOL_OF_TAG
 from monitor.judge import Tally
+from monitor.judge._percent import percent
 from monitor.metrics import ToolwatchMetrics
 from monitor.metrics._windows import A_CORRECT, A_E2E, A_EXPECTED, A_JUDGED, A_MISSED, A_SELECTION, A_SPURIOUS, A_TURNS
 from monitor.report import printable
@@ -35,7 +36,7 @@ _SHORT = {tool: tag for tag, tool in TOOL_OF_TAG.items()}
 
 
 def pct(x: float | None) -> str:
-    return "—" if x is None else f"{x * 100:5.1f}%"
+    return "—" if x is None else percent(x, width=5)
 
 
 @dataclass(slots=True, frozen=True)

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
+from monitor.judge._percent import percent
+
 # (key, label, higher_is_better or None: no better direction) in the order of METRICS.md, "Aggregates".
 FIGURES: Final[tuple[tuple[str, str, bool | None], ...]] = (
     ("tool_call_accuracy", "Tool call accuracy", True),
@@ -117,4 +119,4 @@ def grade(key: str, value: float) -> str:
 
 def format_ratio(value: float | None) -> str:
     """A ratio as a percentage with one decimal, or 'absent' for a zero denominator."""
-    return "absent" if value is None else f"{value * 100:.1f}%"
+    return "absent" if value is None else percent(value)

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from monitor.judge._percent import percent
 from monitor.report.figures import COMPUTED_BY, HIGHER_IS_BETTER, LABELS, NEEDS, NEUTRAL, canonical_figure
 
 EPSILON = 1e-12
@@ -81,7 +82,7 @@ def parse_gate(spec: str, *, over: bool) -> Threshold:
 
 
 def _pct(value: float) -> str:
-    return f"{value * 100:.2f}%"
+    return percent(value, 2)
 
 
 def _not_computed(key: str) -> str:
