@@ -59,8 +59,26 @@ def _alert_tools(specs: Iterable[AlertSpec]) -> frozenset[str]:
     return frozenset(s.tool for s in specs if s.tool is not None)
 
 
+def _agents_of(ruleset: object) -> frozenset[str]:
+    return frozenset(getattr(ruleset, "agents", frozenset()))
+
+
+class _RulesAgents:
+    """The agent label of LiveAlerts.from_ruleset: an agent of the rules in force is its own label, any other is
+    `__other__` (every agent is its own when the rules name none)."""
+
+    def __init__(self, ruleset: object) -> None:
+        self.agents = _agents_of(ruleset)
+
+    def __call__(self, agent: str) -> str:
+        agents = self.agents
+        return agent if not agents or agent in agents else "__other__"
+
+
 class LiveAlerts:
     """Rolling windows + evaluator + optional notifier, for `toolwatch serve` and the demo."""
+
+    _rules_agents: _RulesAgents | None = None  # the agent label from_ruleset made, which update keeps current
 
     def __init__(
         self,
@@ -95,11 +113,14 @@ class LiveAlerts:
 
     @classmethod
     def from_ruleset(cls, ruleset: object, **kwargs: Any) -> LiveAlerts:
-        """From a loaded RuleSet; its agents are the only agent label values (others are `__other__`)."""
-        agents = frozenset(getattr(ruleset, "agents", frozenset()))
-        if agents and "agent_label" not in kwargs:
-            kwargs["agent_label"] = lambda a: a if a in agents else "__other__"
-        return cls(specs_from_ruleset(ruleset), **kwargs)
+        """From a loaded RuleSet; its agents are the only agent label values (others are `__other__`), those of the
+        rules in force: `update` with reloaded rules labels by their agents."""
+        labels = None
+        if "agent_label" not in kwargs:
+            labels = kwargs["agent_label"] = _RulesAgents(ruleset)
+        live = cls(specs_from_ruleset(ruleset), **kwargs)
+        live._rules_agents = labels
+        return live
 
     def __repr__(self) -> str:
         return f"LiveAlerts({self.evaluator!r}, notifier={self.evaluator.notifier!r})"
@@ -128,6 +149,8 @@ class LiveAlerts:
 
     def update(self, ruleset: object) -> None:
         """New alert definitions after a rules reload. The windows keep their history when they still fit."""
+        if self._rules_agents is not None:
+            self._rules_agents.agents = _agents_of(ruleset)
         specs = specs_from_ruleset(ruleset)
         needed = window_lengths(specs, self.evaluator.burn_windows)
         if not needed <= set(self.windows.windows):

@@ -412,3 +412,21 @@ def test_close_waits_at_most_its_timeout_with_a_full_queue_and_a_silent_receiver
         assert 0.9 < took < 1.5, took
     finally:
         listener.close()
+
+
+def test_a_reload_that_renames_the_agent_alerts_on_the_new_name(tmp_path: Path) -> None:
+    """LiveAlerts.from_ruleset labels agents by the rules' agents: after `update` with rules of another agent, that
+    agent's turns are its own, not `__other__` (they were, so its alerts never saw a turn)."""
+    renamed = tmp_path / "renamed.yaml"
+    renamed.write_text(RULES.read_text(encoding="utf-8").replace(AGENT, "triage-v2"), encoding="utf-8")
+    clock = Clock()
+    live = LiveAlerts.from_ruleset(load_rules([RULES]), clock=clock)
+    new_rules = load_rules([renamed])
+    live.update(new_rules)
+    judge = Judge(new_rules)
+    for _ in range(30):  # 5 minutes of wrong calls of the renamed agent
+        clock.now += 10
+        live.accept(turns(judge, 3, correct=False, agent="triage-v2"))
+        live.evaluate()
+    assert live.windows.agents() == ["triage-v2"]
+    assert any(agent == "triage-v2" for _, agent, _ in firing(live)), live.table()
