@@ -121,8 +121,10 @@ def probe(generator_spec: str, agent_spec: str, rules: tuple[str, ...], agent_na
     title = f"toolwatch probe: {strategy}, {runs}, pool {pool}, seed {seed}"
     report = builder.build("probe", title, tables=tables, notes=notes)
     if not options.quiet:
+        said = f"warning: {agent_problem}" if agent_problem else None  # printed before the runs: not again here
         for note in notes:
-            click.echo(note, err=True)
+            if note != said:
+                click.echo(note, err=True)
     if failed is not None and error is not None:
         problems.append(InputProblem("generator", error, tuple((failed.traceback or "").rstrip().splitlines())))
     code = emit_report(report, options, warnings, problems)

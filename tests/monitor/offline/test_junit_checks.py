@@ -224,3 +224,14 @@ def test_a_rightly_named_agent_has_no_agent_name_problem(tmp_path: Path) -> None
     assert "no rule applies" not in res.output
     _, suite = _suite(tmp_path / "p.xml")
     assert not _of(suite, "toolwatch.probe.input")
+
+
+def test_probe_says_a_misspelt_agent_name_once_before_the_report(tmp_path: Path) -> None:
+    """The warning before the runs, then the report (its notes); the notes printed before the report skip it (it was
+    printed three times)."""
+    res = CliRunner().invoke(probe, [
+        "--generator", "examples.triage.generator:generate", "--agent", "examples.triage.agent:triage", "--rules",
+        str(TRIAGE_RULES), "--agent-name", "incident-triag", "--iterations", "3", "--no-progress"])
+    assert res.exit_code == 0, res.output
+    assert res.output.count("and none to 'incident-triag'") == 2, res.output
+    assert res.output.index("and none to 'incident-triag'") < res.output.index("Tool call accuracy")
