@@ -87,12 +87,15 @@ def warn_agent_name(judge: Judge, name: str, remedy: str = "give --agent-name") 
     return problem
 
 
-def agent_name_input(problem: str | None, notes: list[str], problems: list[InputProblem]) -> None:
+def agent_name_input(problem: str | None, notes: list[str], problems: list[InputProblem]) -> str | None:
     """Record a `warn_agent_name` problem in the report: a note (the JSON, Markdown, HTML and terminal forms) and an
-    input problem (a JUnit error, so a CI test view is not green over turns no rule judged)."""
-    if problem:
-        notes.append(f"warning: {problem}")
-        problems.append(InputProblem("agent name", problem))
+    input problem (a JUnit error, so a CI test view is not green over turns no rule judged). The note added, if any."""
+    if not problem:
+        return None
+    note = f"warning: {problem}"
+    notes.append(note)
+    problems.append(InputProblem("agent name", problem))
+    return note
 
 
 def show_tracebacks(failures: Sequence[tuple[str, str, str]], command: str) -> str | None:

@@ -104,7 +104,7 @@ def probe(generator_spec: str, agent_spec: str, rules: tuple[str, ...], agent_na
                                                    strategy, compare_seeds, timeout_s, no_progress or options.quiet)
     notes.insert(0, _coverage(result))
     problems: list[InputProblem] = []
-    agent_name_input(agent_problem, notes, problems)
+    said = agent_name_input(agent_problem, notes, problems)  # printed before the runs already
     # a generator that raised (sys.exit too) or returned no string ends the probe: the report of the runs done, then
     # the error naming it (exit 2, as for any input error); in the --compare-seeds runs, the probe's runs were done
     error = None
@@ -121,7 +121,6 @@ def probe(generator_spec: str, agent_spec: str, rules: tuple[str, ...], agent_na
     title = f"toolwatch probe: {strategy}, {runs}, pool {pool}, seed {seed}"
     report = builder.build("probe", title, tables=tables, notes=notes)
     if not options.quiet:
-        said = f"warning: {agent_problem}" if agent_problem else None  # printed before the runs: not again here
         for note in notes:
             if note != said:
                 click.echo(note, err=True)

@@ -16,3 +16,8 @@ def percent(value: float, decimals: int = 1, width: int = 0) -> str:
         elif shown <= 0:
             text = f"{unit:{width}.{decimals}f}%"
     return text
+
+
+def format_ratio(value: float | None) -> str:
+    """A ratio as a percentage with one decimal (`percent`), or 'absent' for a zero denominator."""
+    return "absent" if value is None else percent(value)

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import cast
 
-from monitor.judge._percent import percent
+from monitor.judge._percent import format_ratio
 from monitor.otlp._accel import load_extension
 from monitor.verdict import (
     NONE_LABEL,
@@ -304,9 +304,8 @@ class Tally:
 
     def format_accuracy(self) -> str:
         """`Tool call accuracy: 37/40 (92.5%)` (`absent` when nothing was judged, as every ratio over 0)."""
-        acc = ratio(self.correct, self.judged_calls)
-        pct = "absent" if acc is None else percent(acc)
-        return f"Tool call accuracy: {self.correct}/{self.judged_calls} ({pct})"
+        shown = format_ratio(ratio(self.correct, self.judged_calls))
+        return f"Tool call accuracy: {self.correct}/{self.judged_calls} ({shown})"
 
 
 def add_verdict(tally: Tally, v: TurnVerdict) -> bool:

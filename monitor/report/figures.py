@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from monitor.judge._percent import percent
+from monitor.judge._percent import format_ratio as format_ratio  # re-exported: the one reading of a ratio
 
 # (key, label, higher_is_better or None: no better direction) in the order of METRICS.md, "Aggregates".
 FIGURES: Final[tuple[tuple[str, str, bool | None], ...]] = (
@@ -115,8 +115,3 @@ def grade(key: str, value: float) -> str:
         return "neutral"
     good = value if HIGHER_IS_BETTER.get(key, True) else 1.0 - value
     return "good" if good >= 0.95 else "warn" if good >= 0.8 else "bad"
-
-
-def format_ratio(value: float | None) -> str:
-    """A ratio as a percentage with one decimal, or 'absent' for a zero denominator."""
-    return "absent" if value is None else percent(value)

@@ -145,7 +145,7 @@ def with_gates(report: Report, options: ReportOptions) -> Report:
     comparisons skipped and why (no gate asked: `gates` None). Every form and the terminal take them from it."""
     baseline = options.baseline
     if not (options.fail_under or options.fail_over or baseline is not None):
-        return replace(report, gates=None, skipped_comparisons=[])
+        return report
     gates = gate_results(
         report.figures,
         fail_under=options.fail_under,

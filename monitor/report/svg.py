@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from monitor.judge._percent import percent
+from monitor.judge._percent import format_ratio
 from monitor.report._text import html_escape as escape
 from monitor.report.model import ToolStats
 
@@ -25,7 +25,7 @@ def tool_bars(stats: list[ToolStats]) -> str:
         for i, (name, value) in enumerate((("precision", t.precision), ("recall", t.recall), ("F1", t.f1))):
             yy = y + i * row_h
             width = 0.0 if value is None else max(value * bar_w, 1.0)
-            text = "absent" if value is None else percent(value)
+            text = format_ratio(value)
             parts.append(
                 f'<rect x="{label_w}" y="{yy}" width="{width:.1f}" height="{row_h - 3}" fill="{PALETTE[i]}">'
                 f"<title>{escape(t.tool)} {name}: {text}</title></rect>"

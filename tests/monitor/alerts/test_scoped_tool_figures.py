@@ -18,6 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from monitor.alerts.windows import TallyWindows, read_figure
 from monitor.judge import Judge
 from monitor.metrics import ToolwatchMetrics
+from monitor.metrics._batch import MAX_CACHED
 from monitor.records import ToolCall, Turn
 from monitor.rules import load_rules
 from monitor.verdict import TurnVerdict
@@ -52,7 +53,7 @@ def _gauge(metrics: ToolwatchMetrics, agent: str, tool: str) -> float | None:
     return None
 
 
-def _figures(tmp_path: Path, n: int = 3) -> tuple[float | None, float | None]:
+def _figures(tmp_path: Path, n: int = 3, max_units: int = MAX_CACHED) -> tuple[float | None, float | None]:
     judge, verdicts = _verdicts(tmp_path, n)
     assert [c.outcome.value for v in verdicts for c in v.calls] == ["hallucinated"] * n
     tools, rule_agents = judge.scoping()
@@ -60,7 +61,7 @@ def _figures(tmp_path: Path, n: int = 3) -> tuple[float | None, float | None]:
         tools=judge.catalog, agents=judge.agents, rules=["XA", "YB"], agent_tools=tools, rule_agents=rule_agents
     )
     metrics.observe(verdicts)
-    windows = TallyWindows([300.0], tools=judge.catalog, clock=lambda: 0.0)
+    windows = TallyWindows([300.0], tools=judge.catalog, clock=lambda: 0.0, max_units=max_units)
     windows.accept(verdicts)
     tally = windows.tally("x", 300.0, now=1.0)
     assert tally is not None
@@ -79,7 +80,8 @@ def test_the_agent_figures_agree(tmp_path: Path) -> None:
     assert gauge == 0.0  # the live per-tool gauge: 0 correct of 3 judged calls named b
 
 
-@pytest.mark.parametrize("n", [1, 3], ids=["one verdict, added as it is", "a signature's unit, times three"])
-def test_the_live_gauge_and_the_in_process_window_agree_per_tool(tmp_path: Path, n: int) -> None:
-    gauge, in_process = _figures(tmp_path, n)
+@pytest.mark.parametrize(("n", "max_units"), [(1, 0), (3, MAX_CACHED)],
+                         ids=["one verdict, no unit cached: added as it is", "a signature's unit, times three"])
+def test_the_live_gauge_and_the_in_process_window_agree_per_tool(tmp_path: Path, n: int, max_units: int) -> None:
+    gauge, in_process = _figures(tmp_path, n, max_units)
     assert gauge == in_process == 0.0

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from monitor.cli.eval_cmd import eval_
 from monitor.cli.probe_cmd import probe
 from monitor.cli.replay_cmd import MAX_LISTED_ERRORS, replay
 from tests.monitor.offline.agents import SUPPORT_INPUTS, support_agent
@@ -203,8 +204,6 @@ def _agent_name_problem(res_output: str, json_path: Path, xml: Path, command: st
 def test_eval_and_probe_record_a_misspelt_agent_name_in_the_report_and_junit(tmp_path: Path) -> None:
     """Turns that no rule applies to (--agent-name misspelt) were said only on stderr: the report and the JUnit file,
     what CI keeps, now say it too."""
-    from monitor.cli.eval_cmd import eval_
-
     common = ["--agent", "examples.triage.agent:triage", "--rules", str(TRIAGE_RULES), "--agent-name", "incident-triag",
               "--no-progress", "-q", "--json", str(tmp_path / "e.json"), "--junit", str(tmp_path / "e.xml")]
     res = CliRunner().invoke(eval_, ["--scenario", "examples/triage/scenario.yaml", *common])
