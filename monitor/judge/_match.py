@@ -13,7 +13,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-MAX_STATES = 200_000  # DP table bound; beyond it a slot-order greedy assignment is used (never met in practice)
+from monitor.judge import _assignment
+
+MAX_STATES = 200_000  # DP table bound; beyond it the assignment-problem form (`_assignment`), exact where it applies
 
 Value = tuple[int, int, int]
 
@@ -40,7 +42,9 @@ def assign(
     # Reachable states after i calls have counts summing to at most i: at most C(n + m + 1, m + 1) in all.
     size = min(math.prod(c + 1 for c in caps) * (n + 1), math.comb(n + m + 1, m + 1))
     if size > MAX_STATES:
-        return _greedy(n, mins, maxs, scores)
+        if _assignment.exact(n, mins) and _assignment.affordable(n, maxs):
+            return _assignment.assign_lap(n, mins, maxs, scores)
+        return _greedy(n, mins, maxs, scores)  # minimums of 2 or more not all met, in a turn this large: not exact
     memo = _table(n, mins, maxs, caps, scores)
 
     def best(i: int, state: tuple[int, ...]) -> Value:

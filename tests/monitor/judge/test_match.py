@@ -8,6 +8,7 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from monitor.judge import _assignment
 from monitor.judge._match import MAX_STATES, assign, assign_one
 
 
@@ -67,3 +68,65 @@ def test_huge_problems_stay_bounded_and_valid() -> None:
     out = assign(n, mins, maxs, scores)
     counts = [out.count(j) for j in range(4)]
     assert all(c <= 20 for c in counts) and sum(counts) == 60 and all(c >= 5 for c in counts)
+
+
+# The assignment-problem form used past MAX_STATES (monitor/judge/_assignment.py) must give the DP's answer, tie-break
+# included, wherever it claims to be exact: every minimum at most 1, or calls for every minimum.
+def _exact_problem(n: int, mins: list[int]) -> list[int]:
+    return mins if sum(mins) <= n else [min(mn, 1) for mn in mins]
+
+
+@settings(max_examples=300, deadline=None)
+@given(problems, st.data())
+def test_assignment_problem_form_matches_brute_force(
+    problem: tuple[int, list[int], list[int | None]], data: st.DataObject
+) -> None:
+    n, mins, maxs = problem
+    mins = _exact_problem(n, mins)
+    maxs = [None if mx is None else max(mx, mn) for mn, mx in zip(mins, maxs, strict=True)]
+    scores = data.draw(
+        st.lists(st.lists(st.integers(0, 2), min_size=len(mins), max_size=len(mins)), min_size=n, max_size=n)
+    )
+    assert _assignment.exact(n, mins)
+    assert _assignment.assign_lap(n, mins, maxs, scores) == brute_force(n, mins, maxs, scores)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(1, 6).flatmap(lambda m: st.tuples(
+    st.integers(0, 12),
+    st.lists(st.integers(0, 3), min_size=m, max_size=m),
+    st.lists(st.one_of(st.none(), st.integers(1, 4)), min_size=m, max_size=m),
+)), st.data())
+def test_assignment_problem_form_matches_the_dp_on_larger_turns(
+    problem: tuple[int, list[int], list[int | None]], data: st.DataObject
+) -> None:
+    """Up to 12 calls and 6 slots (too many for brute force), scores with many ties: the same slot for every call."""
+    n, mins, maxs = problem
+    mins = _exact_problem(n, mins)
+    maxs = [None if mx is None else max(mx, mn) for mn, mx in zip(mins, maxs, strict=True)]
+    scores = data.draw(
+        st.lists(st.lists(st.integers(0, 6), min_size=len(mins), max_size=len(mins)), min_size=n, max_size=n)
+    )
+    assert _assignment.assign_lap(n, mins, maxs, scores) == assign(n, mins, maxs, scores)
+
+
+def test_past_the_dp_bound_an_exact_problem_takes_the_assignment_problem_form() -> None:
+    """16 one-call slots of one tool and 16 calls (2**16 * 17 DP states). Call 0 scores 1 in slot 0 and 2 in slot 1,
+    call 1 scores 1 anywhere, call k >= 2 scores 2 in slot k only: a slot-order greedy fill gives slot 0 to call 0
+    (the first of two scoring 1 there) and loses a point; the optimum is call 0 -> 1, call 1 -> 0, call k -> k."""
+    n = m = 16
+    assert 2**m * (n + 1) > MAX_STATES
+    scores = [[1, 2, *[0] * (m - 2)], [1] * m, *([2 if j == i else 0 for j in range(m)] for i in range(2, n))]
+    assert assign(n, [1] * m, [1] * m, scores) == [1, 0, *range(2, n)]
+
+
+def test_past_the_dp_bound_minimums_that_cannot_all_be_met_still_assign_every_call() -> None:
+    """Minimums of 2 in 9 slots and 12 calls: not the assignment problem's case (the fallback is not exact), but
+    every call is still assigned and no maximum is passed."""
+    n, m = 12, 9
+    mins, maxs = [2] * m, [3] * m
+    assert not _assignment.exact(n, mins)
+    scores = [[(i * j) % 3 for j in range(m)] for i in range(n)]
+    out = assign(n, mins, maxs, scores)
+    assert None not in out
+    assert all(out.count(j) <= 3 for j in range(m))
