@@ -28,6 +28,7 @@ setup(
         _ext("monitor.otlp._cjson"),
         _ext("monitor.normalize._cgenai"),
         _ext("monitor.assembly._cassembler"),
+        _ext("monitor.assembly._cbudget"),
         _ext("monitor.judge._cplan"),
         _ext("monitor.judge._ctally"),
         _ext("monitor.metrics._cbatch"),

@@ -30,22 +30,32 @@ from __future__ import annotations
 
 import heapq
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import cast
 
+from monitor.assembly._budget import (
+    DEFINITION_BYTES,
+    LOW_WATER,
+    RECORD_BYTES,
+    pending_bytes_py,
+    record_bytes,
+    records_bytes_py,
+    released_bytes_py,
+)
 from monitor.assembly._offered import Definitions, joined, take_offered
 from monitor.assembly._reconcile import reconcile
 from monitor.normalize import Normalizer
 from monitor.normalize._requested import FIRST_REQUESTED
 from monitor.otlp import Span
 from monitor.otlp._accel import load_extension
-from monitor.records import OfferedTools, RequestedCall, ToolCall, Turn
+from monitor.records import HandoffMark, OfferedTools, RequestedCall, ToolCall, Turn
 
 _NS = 1_000_000_000
 SPANS_PER_CALL = 10  # parent links (every span seen) kept per trace: this many times max_calls_per_trace
 _new = object.__new__
 _SPARE_MAX = 1024  # emptied traces kept for reuse
+DEFAULT_MAX_PENDING_BYTES = 512 * 1024 * 1024  # estimated weight of the pending records (_budget)
 
 
 class _Trace:
@@ -71,6 +81,7 @@ class AssemblerStats:
     duplicates: int = 0  # tool, chat (with requested calls) or turn spans received again (an exporter retry), also
     # after judged alone: dropped, counted once per span
     oversized_spans: int = 0  # turn and other spans beyond a trace's bounds (dropped, counted)
+    evicted_for_bytes: int = 0  # of those, the turns released early for the bound of pending bytes
 
 
 def _call_key(c: ToolCall) -> tuple[int, str]:
@@ -105,17 +116,20 @@ class TurnAssembler:
         turnless_timeout_s: float = 30.0,
         max_pending: int = 100_000,
         max_calls_per_trace: int = 1_000,
+        max_pending_bytes: int = DEFAULT_MAX_PENDING_BYTES,
         normalizer: Normalizer | None = None,
     ) -> None:
         if grace_s < 0 or turnless_timeout_s < 0:
             raise ValueError("grace_s and turnless_timeout_s must be >= 0")
-        if max_pending < 1 or max_calls_per_trace < 1:
-            raise ValueError("max_pending and max_calls_per_trace must be >= 1")
+        if max_pending < 1 or max_calls_per_trace < 1 or max_pending_bytes < 1:
+            raise ValueError("max_pending, max_calls_per_trace and max_pending_bytes must be >= 1")
         self.grace_ns = int(grace_s * _NS)
         self.turnless_timeout_ns = int(turnless_timeout_s * _NS)
         self.max_pending = max_pending
         self.max_calls_per_trace = max_calls_per_trace
         self.max_links_per_trace = SPANS_PER_CALL * max_calls_per_trace
+        self.max_pending_bytes = max_pending_bytes
+        self._bytes = 0  # estimated weight of the pending records, never below it (_budget)
         self.normalizer = normalizer or Normalizer()
         self.stats = AssemblerStats()
         self._traces: OrderedDict[str, _Trace] = OrderedDict()
@@ -174,11 +188,45 @@ class TurnAssembler:
 
     def add_records(self, records: Iterable[ToolCall | Turn | Span], now_ns: int) -> list[Turn]:
         """Add normalized records (tool calls, turns without calls, other spans as parent links); returns the turns
-        complete as of `now_ns`. In C when the extension is loaded (_cassembler.c, the same results), else
-        _add_records_py."""
-        if _ADD_C is not None:
-            return _ADD_C(self, records, now_ns)
-        return self._add_records_py(records, now_ns)
+        complete as of `now_ns`, and those released early for the bound of pending bytes. In C when the extension
+        is loaded (_cassembler.c, the same results), else _add_records_py."""
+        if isinstance(records, list | tuple):
+            self._bytes += _RECORDS_BYTES(records)
+            out = _ADD_C(self, records, now_ns) if _ADD_C is not None else self._add_records_py(records, now_ns)
+        else:  # any other iterable: the Python code, as the C code would hand it over
+            records = list(records)
+            self._bytes += _RECORDS_BYTES(records)
+            out = self._add_records_py(records, now_ns)
+        return self._weigh(out)
+
+    @property
+    def pending_bytes(self) -> int:
+        """What the pending records weigh (estimated as _budget says; one pass over the pending traces, in C when
+        the extension is loaded)."""
+        return _PENDING_BYTES(self._traces)
+
+    def _weigh(self, out: list[Turn]) -> list[Turn]:
+        """Takes the turns released off the estimate; past the bound, weighs the pending records and, if they do
+        pass it, releases the oldest traces early (counted as evicted) until they weigh at most LOW_WATER of it."""
+        self._bytes -= _RELEASED_BYTES(out)
+        if self._bytes <= self.max_pending_bytes:
+            return out
+        held = _PENDING_BYTES(self._traces)
+        if held > self.max_pending_bytes:
+            low = int(self.max_pending_bytes * LOW_WATER)
+            traces = self._traces
+            for tid in list(traces):
+                if held <= low:
+                    break
+                tr = traces[tid]
+                if tr.calls or tr.turns:
+                    weight = sum(map(record_bytes, tr.calls)) + sum(map(record_bytes, tr.turns.values()))
+                    released = len(out)
+                    self._evict(tid, out)
+                    self.stats.evicted_for_bytes += len(out) - released
+                    held -= weight
+        self._bytes = held
+        return out
 
     def _add_records_py(self, records: Iterable[ToolCall | Turn | Span], now_ns: int) -> list[Turn]:  # noqa: C901
         """add_records in Python: the reference of _cassembler.c, which follows it line by line (and hands it
@@ -276,9 +324,9 @@ class TurnAssembler:
     def poll(self, now_ns: int) -> list[Turn]:
         """Turns whose grace period has passed, and turnless calls past the timeout. In C when the extension is
         loaded (the same results), else _poll_py."""
-        if _POLL_C is not None:
-            return _POLL_C(self, now_ns)
-        return self._poll_py(now_ns)
+        out = _POLL_C(self, now_ns) if _POLL_C is not None else self._poll_py(now_ns)
+        self._bytes -= _RELEASED_BYTES(out)
+        return out
 
     def _poll_py(self, now_ns: int) -> list[Turn]:  # noqa: C901 - the usual release inline, the rest by _release_turn
         """poll in Python: the reference of _cassembler.c."""
@@ -366,6 +414,7 @@ class TurnAssembler:
         self._pending_turns = 0
         self._due.clear()
         self._deadlines.clear()
+        self._bytes = 0
         return out
 
     def _release_all_py(self) -> list[Turn]:
@@ -390,7 +439,13 @@ class TurnAssembler:
         if self._links:
             del self._traces[self._links.popitem(last=False)[0]]
             return
-        tid, tr = self._traces.popitem(last=False)
+        self._evict(next(iter(self._traces)), out)
+
+    def _evict(self, tid: str, out: list[Turn]) -> None:
+        """Releases the pending trace `tid` early (its turns, then its calls as turnless) and counts the turns
+        released (each turn, and the turnless one)."""
+        tr = self._traces.pop(tid)
+        self._links.pop(tid, None)
         released = len(out)
         try:
             for sid in sorted(tr.turns, key=lambda s: tr.turns[s].start_ns):
@@ -553,3 +608,26 @@ def _load_c() -> tuple[_AddRecords, _Poll, _Count, _ReleaseAll] | tuple[None, No
 
 
 _ADD_C, _POLL_C, _COUNT_C, _RELEASE_ALL_C = _load_c()
+
+
+_Weigh = Callable[[Sequence[object]], int]
+
+
+def _load_budget() -> tuple[_Weigh, Callable[[list[Turn]], int], Callable[[OrderedDict[str, _Trace]], int]]:
+    """records_bytes, released_bytes and pending_bytes of _budget, in C (_cbudget.c) when it is loaded."""
+    mod = load_extension(
+        "monitor.assembly._cbudget", ToolCall, RequestedCall, HandoffMark, OfferedTools, Turn, Span, _Trace,
+        record_bytes, released_bytes_py, RECORD_BYTES, DEFINITION_BYTES,
+    )
+    if mod is None:
+        return records_bytes_py, released_bytes_py, pending_bytes_py
+    records_c, released_c, pending_c = mod.records_bytes, mod.released_bytes, mod.pending_bytes
+
+    def pending(traces: OrderedDict[str, _Trace]) -> int:
+        n = pending_c(traces)
+        return pending_bytes_py(traces) if n is None else cast(int, n)
+
+    return cast(_Weigh, records_c), cast(Callable[[list[Turn]], int], released_c), pending
+
+
+_RECORDS_BYTES, _RELEASED_BYTES, _PENDING_BYTES = _load_budget()

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from monitor.assembly import AssemblerStats
+from monitor.assembly import DEFAULT_MAX_PENDING_BYTES, AssemblerStats
 from monitor.cli._params import RULES_HELP, Duration, RulesCommand
 from monitor.evaluate import load_judge
 from monitor.otlp import REASON_BAD_ID
@@ -62,12 +62,15 @@ def _valid_formats() -> str:
               help="Judge calls whose turn never arrives alone after this long, as `serve --turnless-timeout`.")
 @click.option("--max-pending", default=100_000, show_default=True, type=click.IntRange(min=1),
               help="Pending traces held by turn assembly, as `serve --max-pending` (replay a serve run that set it).")
+@click.option("--max-pending-bytes", default=DEFAULT_MAX_PENDING_BYTES, show_default=True, type=click.IntRange(min=1),
+              help="Estimated bytes the pending records may hold, as `serve --max-pending-bytes`.")
 @click.option("--strict", is_flag=True, help="Exit 2 when any line or message cannot be decoded.")
 @click.option("--worst", type=click.IntRange(0), default=10, show_default=True, help="Failing turns to list.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @report_options
 def replay(sources: tuple[str, ...], rules: tuple[str, ...], fmt: str, grace: float, turnless_timeout: float,
-           max_pending: int, strict: bool, worst: int, no_progress: bool, **kwargs: Any) -> None:
+           max_pending: int, max_pending_bytes: int, strict: bool, worst: int, no_progress: bool,
+           **kwargs: Any) -> None:
     """Replay captured spans through the live judge path and report.
 
     SOURCE is an OTLP JSON lines file (one ExportTraceServiceRequest per line, as the OpenTelemetry
@@ -97,7 +100,8 @@ def replay(sources: tuple[str, ...], rules: tuple[str, ...], fmt: str, grace: fl
         builder.add(verdict)
         builder.track(builder.tally.turns)
 
-    replayer = Replayer(judge, sink, grace_s=grace, turnless_timeout_s=turnless_timeout, max_pending=max_pending)
+    replayer = Replayer(judge, sink, grace_s=grace, turnless_timeout_s=turnless_timeout, max_pending=max_pending,
+                        max_pending_bytes=max_pending_bytes)
     with progress_bar(bytes_mode=True, disable=no_progress or options.quiet) as progress:
         task = progress.add_task("replay", total=total_bytes(paths), status="")
 
@@ -116,9 +120,10 @@ def replay(sources: tuple[str, ...], rules: tuple[str, ...], fmt: str, grace: fl
              f"{stats.turns} turns ({stats.turnless} turnless)"]
     if stats.rejected_spans:
         notes.append(f"spans rejected by the decoder: {_reasons(stats.rejected_spans)}")
-    evicted = replayer.assembler.stats.evicted
+    evicted, for_bytes = replayer.assembler.stats.evicted, replayer.assembler.stats.evicted_for_bytes
     if evicted:
-        notes.append(f"{evicted} pending turns judged early (bound of pending traces reached)")
+        notes.append(f"{evicted} pending turns judged early ({evicted - for_bytes} at the bound of pending traces, "
+                     f"{for_bytes} at the bound of pending bytes)")
     dropped = _dropped(replayer.assembler.stats)
     if dropped:
         notes.append(f"dropped by turn assembly, as serve drops them: {dropped} (the order the sources are read in "

@@ -74,6 +74,7 @@ def settings_from_options(opts: Mapping[str, object]) -> Settings:
         grace_s=float(str(opts["grace"])),
         turnless_timeout_s=float(str(opts["turnless_timeout"])),
         max_pending=int(str(opts["max_pending"])),
+        max_pending_bytes=int(str(opts["max_pending_bytes"])),
         queue_spans=int(str(opts["queue_spans"])),
         max_body_bytes=int(str(opts["max_body_bytes"])),
         max_decompressed_bytes=int(str(opts["max_decompressed_bytes"])),
@@ -150,6 +151,15 @@ def settings_from_options(opts: Mapping[str, object]) -> Settings:
     envvar=env.ENV_MAX_PENDING,
     help="Pending traces held by turn assembly; beyond it a trace of other spans only is dropped, else the oldest is "
     "judged early and counted.",
+)
+@option(
+    "--max-pending-bytes",
+    default=512 << 20,
+    show_default=True,
+    type=click.IntRange(min=1),
+    envvar=env.ENV_MAX_PENDING_BYTES,
+    help="Estimated bytes the pending traces' records may hold (each record about 1.3 KB plus its text); beyond it "
+    "the oldest traces are judged early and counted, until they hold 90% of it.",
 )
 @option(
     "--queue-spans",

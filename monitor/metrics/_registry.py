@@ -281,10 +281,17 @@ class ToolwatchMetrics(Collector):
         for kind in PENDING_KINDS:
             fam_p.add_metric([kind], pending.get(kind, 0))
         yield fam_p
+        if "bytes" in pending:
+            yield GaugeMetricFamily(
+                n.PENDING_BYTES,
+                "What the records of the pending traces weigh, estimated (about 1.3 KB a record plus its text); "
+                "beyond --max-pending-bytes the oldest traces are judged early (toolwatch_turns_evicted_total).",
+                value=pending["bytes"],
+            )
         fam = CounterMetricFamily(
             n.TURNS_EVICTED,
-            "Pending turns judged early because the bound of pending traces was reached (each turn of an evicted "
-            "trace, and its tool calls outside any turn as one turnless turn).",
+            "Pending turns judged early because the bound of pending traces or of their bytes was reached (each turn "
+            "of an evicted trace, and its tool calls outside any turn as one turnless turn).",
         )
         fam.add_metric([], ops.turns_evicted)
         yield fam

@@ -47,6 +47,7 @@ REQUESTS = "toolwatch_requests_total"
 CONNECTIONS_REFUSED = "toolwatch_connections_refused_total"  # {listener}: past the connection bound
 SPAN_ATTRIBUTES_IGNORED = "toolwatch_span_attributes_ignored_total"  # {attribute}: of the wrong type
 PENDING_TURNS = "toolwatch_pending_turns"  # {kind}: turn (turn span arrived), turnless (calls, no turn span yet)
+PENDING_BYTES = "toolwatch_pending_bytes"  # estimated weight of the pending records (--max-pending-bytes)
 TURNS_EVICTED = "toolwatch_turns_evicted_total"
 JUDGE_DURATION = "toolwatch_judge_duration_seconds"  # histogram
 VERDICT_LAG = "toolwatch_verdict_lag_seconds"  # histogram

@@ -15,7 +15,7 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Protocol
 
-from monitor.assembly import TurnAssembler
+from monitor.assembly import DEFAULT_MAX_PENDING_BYTES, TurnAssembler
 from monitor.otlp import Decoded
 from monitor.records import Turn
 from monitor.replay._sources import FORMATS, BadRecords, SourceError, is_stream, read_source
@@ -51,11 +51,12 @@ class Replayer:
         grace_s: float = 2.0,
         turnless_timeout_s: float = 30.0,
         max_pending: int = 100_000,
+        max_pending_bytes: int = DEFAULT_MAX_PENDING_BYTES,
     ) -> None:
         self.judge = judge
         self.sink = sink
         self.assembler = TurnAssembler(grace_s=grace_s, turnless_timeout_s=turnless_timeout_s,
-                                       max_pending=max_pending)
+                                       max_pending=max_pending, max_pending_bytes=max_pending_bytes)
         self.stats = ReplayStats()
         self.clock_ns = 0
 

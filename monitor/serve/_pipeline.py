@@ -66,6 +66,7 @@ class Pipeline:
             grace_s=settings.grace_s,
             turnless_timeout_s=settings.turnless_timeout_s,
             max_pending=settings.max_pending,
+            max_pending_bytes=settings.max_pending_bytes,
             max_calls_per_trace=settings.max_calls_per_trace,
             normalizer=self.normalizer,
         )
@@ -92,7 +93,7 @@ class Pipeline:
 
     def _pending(self) -> dict[str, int]:
         a = self.assembler
-        return {"turn": a.pending_turns, "turnless": a.pending_turnless}
+        return {"turn": a.pending_turns, "turnless": a.pending_turnless, "bytes": a.pending_bytes}
 
     def apply_labels(self) -> None:
         """The metrics' label sets from the rules in force and the configuration; their series start at 0."""

@@ -23,6 +23,7 @@ ENV_METRICS_PORT = "TOOLWATCH_METRICS_PORT"
 ENV_GRACE = "TOOLWATCH_GRACE"  # seconds, or a duration like 2s
 ENV_TURNLESS_TIMEOUT = "TOOLWATCH_TURNLESS_TIMEOUT"
 ENV_MAX_PENDING = "TOOLWATCH_MAX_PENDING"
+ENV_MAX_PENDING_BYTES = "TOOLWATCH_MAX_PENDING_BYTES"
 ENV_QUEUE_SPANS = "TOOLWATCH_QUEUE_SPANS"
 ENV_MAX_BODY = "TOOLWATCH_MAX_BODY_BYTES"
 ENV_MAX_DECOMPRESSED = "TOOLWATCH_MAX_DECOMPRESSED_BYTES"
@@ -135,6 +136,7 @@ class Settings:
     grace_s: float = 2.0
     turnless_timeout_s: float = 30.0
     max_pending: int = 100_000  # pending traces held by turn assembly
+    max_pending_bytes: int = 512 * MiB  # estimated weight of the records they hold (monitor.assembly._budget)
     max_calls_per_trace: int = 1_000
     queue_spans: int = 262_144  # spans accepted but not yet assembled; beyond: 503 + Retry-After
     max_body_bytes: int = 16 * MiB  # request body as sent (compressed or not)
@@ -172,6 +174,7 @@ class Settings:
             (ENV_GRACE, "grace_s", _duration_or_zero),
             (ENV_TURNLESS_TIMEOUT, "turnless_timeout_s", _duration_or_zero),
             (ENV_MAX_PENDING, "max_pending", int),
+            (ENV_MAX_PENDING_BYTES, "max_pending_bytes", int),
             (ENV_QUEUE_SPANS, "queue_spans", int),
             (ENV_MAX_BODY, "max_body_bytes", int),
             (ENV_MAX_DECOMPRESSED, "max_decompressed_bytes", int),
@@ -209,6 +212,7 @@ class Settings:
         """ValueError when a value is out of range or, last, two listeners are given one port (port_clash)."""
         for name in (
             "max_pending",
+            "max_pending_bytes",
             "max_calls_per_trace",
             "queue_spans",
             "max_body_bytes",

@@ -1,0 +1,183 @@
+"""The bound on what pending records weigh (monitor/assembly/_budget.py, `--max-pending-bytes`).
+
+The bound on pending traces counts traces, not bytes: a few hundred traces holding calls with megabytes of arguments
+held that much memory until their turn's grace period or the turnless timeout ended. Past the bytes bound the oldest
+traces are now judged early (counted as evicted), until the pending records weigh 90% of it; the weights are the
+same in C as in Python, and the running estimate is never below what is pending.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+import pytest
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.trace.export import SpanExportResult
+
+from monitor.assembly import TurnAssembler, _assembler, _budget
+from monitor.otlp import Span
+from monitor.records import HandoffMark, OfferedTools, RequestedCall, ToolCall, Turn
+from tests.monitor.service.conftest import ServeFactory, scrape, value, wait_for
+from tests.monitor.service.spans import new_tracer
+from tests.monitor.service.test_assembly import S, call, turn
+
+C_LOADED = _assembler._RECORDS_BYTES is not _budget.records_bytes_py
+T = "ab" * 16
+BIG = 100_000  # characters of arguments per call
+
+
+class OddCall(ToolCall):
+    """A subclass the C code does not know: weighed by Python."""
+
+
+def _records() -> list[Any]:
+    c1 = ToolCall("f", call_id="id1", arguments='{"a": 1}', result="ok", trace_id=T, span_id="c1", parent_span_id="t")
+    return [
+        c1,
+        ToolCall("g", arguments=None, result=None, error_type="Timeout", trace_id=T, span_id="c2"),
+        ToolCall("h", arguments=123, trace_id=T, span_id="c3"),  # type: ignore[arg-type]  # not text: weighs 0
+        RequestedCall("f", call_id="id1", arguments="{}", trace_id=T, span_id="m#00", parent_span_id="m"),
+        HandoffMark("transfer_to_b", trace_id=T, span_id="h#handoff"),
+        OfferedTools("", trace_id=T, span_id="m#tools", definitions=({"name": "f"}, {"name": "g"})),
+        OfferedTools("", trace_id=T, span_id="m2#tools", definitions=[{"name": "f"}]),  # type: ignore[arg-type]
+        OddCall("odd", arguments="x" * 50, trace_id=T, span_id="o1"),
+        Turn("[AUTH] é " * 20, trace_id=T, span_id="t", output_text="done", tool_definitions=({"name": "f"},)),
+        Turn("with calls", calls=(c1, OddCall("o", result="r")), trace_id=T, span_id="t2"),
+        Turn("odd calls", calls=[c1], trace_id=T, span_id="t3"),  # type: ignore[arg-type]
+        Turn(b"bytes", trace_id=T, span_id="t4"),  # type: ignore[arg-type]
+        Turn("", calls=(c1,), trace_id=T, turnless=True),
+        Span(T, "s", "t", "chat", 1, 1, 2),
+    ]
+
+
+@pytest.mark.skipif(not C_LOADED, reason="the C weights (_cbudget) are not loaded")
+def test_c_weighs_every_record_as_python_does() -> None:
+    records = _records()
+    for r in records:
+        assert _assembler._RECORDS_BYTES([r]) == _budget.record_bytes(r), r
+    assert _assembler._RECORDS_BYTES(records) == _budget.records_bytes_py(records)
+    assert _assembler._RECORDS_BYTES(tuple(records)) == _budget.records_bytes_py(records)
+    turns = [r for r in records if isinstance(r, Turn)]
+    assert _assembler._RELEASED_BYTES(turns) == _budget.released_bytes_py(turns)
+    # a turnless turn takes off its calls only; a turn also its own record, not its definitions
+    t = turns[0]
+    assert _budget.released_bytes_py([t]) == _budget.record_bytes(t) - _budget.DEFINITION_BYTES
+    assert _budget.released_bytes_py([turns[-1]]) == _budget.record_bytes(records[0])
+
+
+def test_the_weights_follow_the_text() -> None:
+    small = ToolCall("f", arguments="{}", trace_id=T, span_id="a")
+    big = ToolCall("f", arguments="{" + " " * 998 + "}", trace_id=T, span_id="a")
+    assert _budget.record_bytes(big) - _budget.record_bytes(small) == 998
+    assert _budget.record_bytes(small) == _budget.RECORD_BYTES + len("f") + len("{}")
+    assert _budget.record_bytes(Span(T, "s", "", "x", 1, 1, 2)) == 0
+
+
+def _heavy_trace(n: int) -> list[Span]:
+    """Trace n: one turn span and one call under it with BIG characters of arguments."""
+    tid = f"{n:032x}"
+    c = call(tid, "c", "t", "f", start=n * S + 1, end=n * S + 2)
+    c.attributes = {**c.attributes, "gen_ai.tool.call.arguments": json.dumps({"doc": "x" * BIG})}
+    return [turn(tid, "t", start=n * S, end=n * S + 3), c]
+
+
+@pytest.mark.parametrize("python", [False, True], ids=["c", "python"])
+def test_past_the_bound_the_oldest_traces_are_judged_early(python: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    if python:
+        monkeypatch.setattr(_assembler, "_RECORDS_BYTES", _budget.records_bytes_py)
+        monkeypatch.setattr(_assembler, "_RELEASED_BYTES", _budget.released_bytes_py)
+        monkeypatch.setattr(_assembler, "_PENDING_BYTES", _budget.pending_bytes_py)
+        monkeypatch.setattr(_assembler, "_ADD_C", None)
+        monkeypatch.setattr(_assembler, "_POLL_C", None)
+    bound = 1_000_000  # about 9 of the heavy traces
+    a = TurnAssembler(grace_s=600, turnless_timeout_s=600, max_pending_bytes=bound)
+    out: list[Turn] = []
+    for n in range(1, 31):
+        out += a.add(_heavy_trace(n), n * S)
+        assert a.pending_bytes <= bound
+        assert a._bytes >= a.pending_bytes
+    # The oldest first, each turn with its heavy call: nothing judged without its calls, nothing lost.
+    released = [int(t.trace_id, 16) for t in out]
+    assert released == list(range(1, len(out) + 1))
+    assert all(len(t.calls) == 1 and len(t.calls[0].arguments or "") > BIG for t in out)
+    assert a.stats.evicted == a.stats.evicted_for_bytes == len(out) > 0
+    assert len(out) + a.pending_turns == 30
+    assert a.pending_bytes > 0.8 * _budget.LOW_WATER * bound  # released down to the low water mark, not emptied
+    assert [int(t.trace_id, 16) for t in a.flush()] == list(range(len(out) + 1, 31))
+
+
+def test_light_traces_under_the_bound_stay_pending() -> None:
+    a = TurnAssembler(grace_s=600, turnless_timeout_s=600)  # the default bound: 512 MiB
+    for n in range(1, 201):
+        assert a.add([turn(f"{n:032x}", "t"), call(f"{n:032x}", "c", "t", "f")], n * S) == []
+    assert a.pending_turns == 200 and a.stats.evicted == 0
+    assert 200 * 2 * _budget.RECORD_BYTES <= a.pending_bytes <= a._bytes < 2 * 200 * 2 * _budget.RECORD_BYTES
+
+
+def test_the_estimate_is_never_below_what_is_pending() -> None:
+    """Copies, late calls, calls whose turn never comes, requested calls reconciled away, polls: after every step
+    the running estimate is at least the weight of what is pending, and a flush leaves nothing."""
+    rng = random.Random(7)
+    a = TurnAssembler(grace_s=2, turnless_timeout_s=5, max_pending_bytes=40_000)
+    now = 0
+    sent: list[list[Any]] = []
+    for step in range(400):
+        now += rng.randint(0, 2) * S // 2
+        tid = f"{rng.randint(1, 40):032x}"
+        kind = rng.random()
+        if kind < 0.3:
+            batch: list[Any] = [turn(tid, f"t{step}", start=now, end=now + S)]
+        elif kind < 0.6:
+            batch = [call(tid, f"c{step}", f"t{rng.randint(0, step)}", "f", start=now, end=now + S)]
+            batch[0].attributes = {**batch[0].attributes, "gen_ai.tool.call.arguments": "x" * rng.randint(0, 3000)}
+        elif kind < 0.75 and sent:
+            batch = rng.choice(sent)  # a copy (an exporter retry)
+        else:
+            batch = [
+                Span(tid, f"m{step}", f"t{step - 1}", "chat", 1, now, now + 1),
+                RequestedCall("f", call_id=f"id{step}", arguments="{}", trace_id=tid, span_id=f"m{step}#00",
+                              parent_span_id=f"m{step}", start_ns=now, end_ns=now),
+            ]
+            a.add_records(batch, now)
+            assert a._bytes >= a.pending_bytes
+            continue
+        sent.append(batch)
+        a.add(batch, now)
+        assert a._bytes >= a.pending_bytes == _budget.pending_bytes_py(a._traces)  # in C when loaded: the same sum
+        a.poll(now)
+        assert a._bytes >= a.pending_bytes
+    a.flush()
+    assert a.pending_bytes == 0 == a._bytes
+
+
+def test_serve_judges_heavy_turns_early_past_the_bound(serve: ServeFactory) -> None:
+    """Through the real OTLP/HTTP exporter: turns whose calls carry 100 KB of arguments, held for a minute's grace,
+    under a bound of about ten of them. The oldest are judged early; the gauge stays under the bound."""
+    bound = 1_200_000
+    _, server = serve(max_pending_bytes=bound, grace_s=60, turnless_timeout_s=600)
+    exporter = OTLPSpanExporter(endpoint=server.endpoint, timeout=10)
+    provider, tracer, memory = new_tracer()
+    for i in range(30):
+        with tracer.start_as_current_span(
+            "invoke_agent incident-triage",
+            attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "incident-triage",
+                        "gen_ai.input.messages": json.dumps([{"role": "user", "parts": [
+                            {"type": "text", "content": f"[AUTH] login failure {i}"}]}])},
+        ), tracer.start_as_current_span(
+            "execute_tool pull_auth_telemetry",
+            attributes={"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "pull_auth_telemetry",
+                        "gen_ai.tool.call.arguments": json.dumps({"log_excerpt": "x" * BIG})},
+        ):
+            pass
+    provider.shutdown()
+    assert exporter.export(memory.get_finished_spans()) is SpanExportResult.SUCCESS
+    p = server.pipeline
+    wait_for(lambda: p.queued == 0 and p.turns_judged > 0)
+    metrics = scrape(server)
+    judged = p.turns_judged
+    assert value(metrics, "toolwatch_turns_evicted_total") == judged
+    assert 0 < (value(metrics, "toolwatch_pending_bytes") or 0) <= bound
+    assert judged + p.assembler.pending_turns == 30
+    assert sum(v for (name, _), v in metrics.items() if name == "toolwatch_turns_total") == judged
