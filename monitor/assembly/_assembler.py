@@ -206,14 +206,16 @@ class TurnAssembler:
         return _PENDING_BYTES(self._traces)
 
     def _weigh(self, out: list[Turn]) -> list[Turn]:
-        """Takes the turns released off the estimate; past the bound, weighs the pending records and, if they do
-        pass it, releases the oldest traces early (counted as evicted) until they weigh at most LOW_WATER of it."""
+        """Takes the turns released off the estimate; past the bound, weighs the pending records and, if they weigh
+        more than LOW_WATER of it, releases the oldest traces early (counted as evicted) until they weigh at most
+        that. So a weighing (one pass over what is pending) comes after at least 1 - LOW_WATER of the bound was
+        added since the last, not after every request while the weight stays just under the bound."""
         self._bytes -= _RELEASED_BYTES(out)
         if self._bytes <= self.max_pending_bytes:
             return out
         held = _PENDING_BYTES(self._traces)
-        if held > self.max_pending_bytes:
-            low = int(self.max_pending_bytes * LOW_WATER)
+        low = int(self.max_pending_bytes * LOW_WATER)
+        if held > low:
             traces = self._traces
             for tid in list(traces):
                 if held <= low:

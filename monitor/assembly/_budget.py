@@ -14,8 +14,9 @@ sums), else these Python references. The running estimate adds every record give
 and subtracts every turn released: its calls, and its own record unless turnless (a released turn weighs at most
 what its records weighed when given: its definitions are not subtracted, nor the records dropped as copies, late or
 reconciled away). It is therefore never below what the pending records weigh; when it passes the bound, the pending
-records are weighed one by one (`pending_bytes`), and only if they pass it are the oldest traces released early
-(judged, counted as evicted) until they weigh at most LOW_WATER of it.
+records are weighed one by one (`pending_bytes`) and, if they weigh more than LOW_WATER of it, the oldest traces are
+released early (judged, counted as evicted) until they weigh at most that: the next weighing then comes after at
+least 1 - LOW_WATER of the bound was added, however close to it the pending weight stays.
 """
 
 from __future__ import annotations

@@ -181,3 +181,29 @@ def test_serve_judges_heavy_turns_early_past_the_bound(serve: ServeFactory) -> N
     assert 0 < (value(metrics, "toolwatch_pending_bytes") or 0) <= bound
     assert judged + p.assembler.pending_turns == 30
     assert sum(v for (name, _), v in metrics.items() if name == "toolwatch_turns_total") == judged
+
+
+def test_a_weight_held_just_under_the_bound_is_not_weighed_at_every_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ten heavy traces pending, the bound a few bytes above them; then copies of a small call (dropped as duplicates,
+    but on the estimate until a weighing). Each weighing walks every pending trace: it must not come at every copy
+    while the weight stays just under the bound, so the first one also releases the oldest trace (to 90%)."""
+    weighings = 0
+    pending = _assembler._PENDING_BYTES
+
+    def counting(traces: Any) -> int:
+        nonlocal weighings
+        weighings += 1
+        return pending(traces)
+
+    monkeypatch.setattr(_assembler, "_PENDING_BYTES", counting)
+    heavy = [TurnAssembler().normalizer.split(_heavy_trace(n))[0] for n in range(1, 11)]
+    bound = sum(map(_budget.records_bytes_py, heavy)) + 10
+    a = TurnAssembler(grace_s=600, turnless_timeout_s=600, max_pending_bytes=bound)
+    for n, records in enumerate(heavy, start=1):
+        assert a.add_records(records, n * S) == []
+    small = a.normalizer.split([call(f"{1:032x}", "c", "t", "f")])[0]
+    out: list[Turn] = []
+    for _ in range(50):
+        out += a.add_records(small, 11 * S)
+    assert weighings == 1
+    assert [int(t.trace_id, 16) for t in out] == [1] and a.stats.evicted_for_bytes == 1
