@@ -114,6 +114,7 @@ class ToolwatchMetrics(Collector):
         # Read at scrape time, set by the service: pending turns by kind ("turn", "turnless"), and the span
         # attributes the normalizer had to ignore, by key.
         self.pending: Callable[[], Mapping[str, int]] | None = None
+        self.pending_bytes: Callable[[], int] | None = None  # what the pending records weigh (estimated)
         self.ignored_attributes: Callable[[], Mapping[str, int]] | None = None
         self.attribute_keys = ATTRIBUTE_KEYS  # the `attribute` label values (the conventions' keys)
 
@@ -281,12 +282,12 @@ class ToolwatchMetrics(Collector):
         for kind in PENDING_KINDS:
             fam_p.add_metric([kind], pending.get(kind, 0))
         yield fam_p
-        if "bytes" in pending:
+        if self.pending_bytes is not None:
             yield GaugeMetricFamily(
                 n.PENDING_BYTES,
                 "What the records of the pending traces weigh, estimated (about 1.3 KB a record plus its text); "
                 "beyond --max-pending-bytes the oldest traces are judged early (toolwatch_turns_evicted_total).",
-                value=pending["bytes"],
+                value=self.pending_bytes(),
             )
         fam = CounterMetricFamily(
             n.TURNS_EVICTED,

@@ -78,6 +78,7 @@ class Pipeline:
         self._seen_stats = (0, 0, 0, 0, 0, 0)
         self.paused = False  # while True the worker leaves the queue alone (maintenance, tests)
         metrics.pending = self._pending
+        metrics.pending_bytes = lambda: self.assembler.pending_bytes
         # Every reason's series from the start: rate() and increase() do not see a series' first value as growth.
         for table, reasons in ((metrics.ops.spans_dropped, DROP_REASONS), (metrics.ops.spans_rejected, REJECT_REASONS)):
             for reason in reasons:
@@ -93,7 +94,7 @@ class Pipeline:
 
     def _pending(self) -> dict[str, int]:
         a = self.assembler
-        return {"turn": a.pending_turns, "turnless": a.pending_turnless, "bytes": a.pending_bytes}
+        return {"turn": a.pending_turns, "turnless": a.pending_turnless}
 
     def apply_labels(self) -> None:
         """The metrics' label sets from the rules in force and the configuration; their series start at 0."""
