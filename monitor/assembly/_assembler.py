@@ -190,14 +190,11 @@ class TurnAssembler:
         """Add normalized records (tool calls, turns without calls, other spans as parent links); returns the turns
         complete as of `now_ns`, and those released early for the bound of pending bytes. In C when the extension
         is loaded (_cassembler.c, the same results), else _add_records_py."""
-        if isinstance(records, list | tuple):
-            self._bytes += _RECORDS_BYTES(records)
-            out = _ADD_C(self, records, now_ns) if _ADD_C is not None else self._add_records_py(records, now_ns)
-        else:  # any other iterable: the Python code, as the C code would hand it over
-            records = list(records)
-            self._bytes += _RECORDS_BYTES(records)
-            out = self._add_records_py(records, now_ns)
-        return self._weigh(out)
+        add = _ADD_C
+        if not isinstance(records, list | tuple):  # any other iterable: the Python code, as the C code would hand it
+            records, add = list(records), None
+        self._bytes += _RECORDS_BYTES(records)
+        return self._weigh(add(self, records, now_ns) if add is not None else self._add_records_py(records, now_ns))
 
     @property
     def pending_bytes(self) -> int:
@@ -222,7 +219,7 @@ class TurnAssembler:
                     break
                 tr = traces[tid]
                 if tr.calls or tr.turns:
-                    weight = sum(map(record_bytes, tr.calls)) + sum(map(record_bytes, tr.turns.values()))
+                    weight = _RECORDS_BYTES(tr.calls) + _RECORDS_BYTES(tuple(tr.turns.values()))
                     released = len(out)
                     self._evict(tid, out)
                     self.stats.evicted_for_bytes += len(out) - released

@@ -2,7 +2,8 @@
  * the Python references (records_bytes_py, released_bytes_py, pending_bytes_py).
  *
  * Records of the classes given to init() are read from their slots; a record of any other class, or one whose
- * fields are not what the normalizer makes (a str or None for text, a tuple for calls and definitions), is weighed by the Python reference record_bytes, so the sums are always the Python ones. A pending
+ * fields are not what the normalizer makes (a str or None for text, a tuple for calls and definitions), is weighed
+ * by the Python reference record_bytes, so the sums are always the Python ones. A pending
  * trace that is not a plain _Trace (a list of calls, a dict of turns) makes pending_bytes return None: Python weighs
  * them then. The GIL is held; no Python code runs except record_bytes for the records handed to it.
  */
@@ -163,16 +164,18 @@ static PyObject *released_bytes(PyObject *module, PyObject *turns) {
 static PyObject *pending_bytes(PyObject *module, PyObject *traces) {
     if (!ready) return not_ready();
     if (!PyDict_Check(traces)) Py_RETURN_NONE;
-    long long n = 0;
+    long long n = 0, w = 0;
     Py_ssize_t pos = 0;
     PyObject *key, *tr;
+    Py_INCREF(traces);
     while (PyDict_Next(traces, &pos, &key, &tr)) {
-        if (!Py_IS_TYPE(tr, trace_type)) Py_RETURN_NONE;
-        PyObject *calls = SLOT(tr, off_trace[0]), *turns = SLOT(tr, off_trace[1]);
-        if (calls == NULL || turns == NULL || !PyList_CheckExact(calls) || !PyDict_CheckExact(turns)) Py_RETURN_NONE;
-        long long w = 0;
-        /* held: a record weighed by Python runs Python code */
-        Py_INCREF(traces), Py_INCREF(calls), Py_INCREF(turns);
+        PyObject *calls = Py_IS_TYPE(tr, trace_type) ? SLOT(tr, off_trace[0]) : NULL;
+        PyObject *turns = calls != NULL ? SLOT(tr, off_trace[1]) : NULL;
+        if (turns == NULL || !PyList_CheckExact(calls) || !PyDict_CheckExact(turns)) {
+            Py_DECREF(traces);
+            Py_RETURN_NONE;
+        }
+        Py_INCREF(calls), Py_INCREF(turns); /* held: a record weighed by Python runs Python code */
         for (Py_ssize_t i = 0; i < PyList_GET_SIZE(calls) && w >= 0; i++) {
             w = weight(PyList_GET_ITEM(calls, i));
             n += w;
@@ -183,10 +186,11 @@ static PyObject *pending_bytes(PyObject *module, PyObject *traces) {
             w = weight(t);
             n += w;
         }
-        Py_DECREF(calls), Py_DECREF(turns), Py_DECREF(traces);
-        if (w < 0) return NULL;
+        Py_DECREF(calls), Py_DECREF(turns);
+        if (w < 0) break;
     }
-    return PyLong_FromLongLong(n);
+    Py_DECREF(traces);
+    return w < 0 ? NULL : PyLong_FromLongLong(n);
 }
 
 static int plain_slots(PyObject *cls, const char *const *names, int n, Py_ssize_t *offsets) {
@@ -194,13 +198,12 @@ static int plain_slots(PyObject *cls, const char *const *names, int n, Py_ssize_
            record_slot_offsets((PyTypeObject *)cls, names, n, offsets);
 }
 
-/* A subclass of ToolCall read at ToolCall's offsets: no attribute access of its own, its slots after ToolCall's. */
-static int call_subclass(PyObject *cls, int more) {
+/* OfferedTools: a subclass of ToolCall with slots of its own after ToolCall's, read at ToolCall's offsets too. (The
+ * subclasses of the same slots are checked by record_same_slots.) */
+static int call_subclass_with_more(PyObject *cls) {
     if (!PyType_Check(cls)) return 0;
     PyTypeObject *tp = (PyTypeObject *)cls;
-    return tp->tp_base == call_types[0] &&
-           (more ? tp->tp_basicsize > call_types[0]->tp_basicsize
-                 : tp->tp_basicsize == call_types[0]->tp_basicsize) &&
+    return tp->tp_base == call_types[0] && tp->tp_basicsize > call_types[0]->tp_basicsize &&
            tp->tp_getattro == PyObject_GenericGetAttr && tp->tp_dictoffset == 0;
 }
 
@@ -215,7 +218,9 @@ static PyObject *init(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     ready = 0;
     if (!plain_slots(args[0], call_names, C_N, off_call)) goto refuse;
     Py_XSETREF(call_types[0], (PyTypeObject *)Py_NewRef(args[0]));
-    if (!call_subclass(args[1], 0) || !call_subclass(args[2], 0) || !call_subclass(args[3], 1) ||
+    if (!PyType_Check(args[1]) || !PyType_Check(args[2]) ||
+        !record_same_slots((PyTypeObject *)args[1], call_types[0]) ||
+        !record_same_slots((PyTypeObject *)args[2], call_types[0]) || !call_subclass_with_more(args[3]) ||
         !plain_slots(args[3], defs_name, 1, &off_defs) || !plain_slots(args[4], turn_names, T_N, off_turn) ||
         !PyType_Check(args[5]) || !plain_slots(args[6], trace_names, 2, off_trace))
         goto refuse;

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from monitor.assembly import DEFAULT_MAX_PENDING_BYTES
 from monitor.cli._params import PORT, RULES_HELP, Duration, InputError, RetryAfter, RulesCommand
 from monitor.serve import _settings as env
 
@@ -154,7 +155,7 @@ def settings_from_options(opts: Mapping[str, object]) -> Settings:
 )
 @option(
     "--max-pending-bytes",
-    default=512 << 20,
+    default=DEFAULT_MAX_PENDING_BYTES,
     show_default=True,
     type=click.IntRange(min=1),
     envvar=env.ENV_MAX_PENDING_BYTES,

@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from monitor.assembly import DEFAULT_MAX_PENDING_BYTES
 from monitor.metrics import DEFAULT_WINDOWS, parse_duration
 from monitor.metrics.names import OTHER
 
@@ -136,7 +137,7 @@ class Settings:
     grace_s: float = 2.0
     turnless_timeout_s: float = 30.0
     max_pending: int = 100_000  # pending traces held by turn assembly
-    max_pending_bytes: int = 512 * MiB  # estimated weight of the records they hold (monitor.assembly._budget)
+    max_pending_bytes: int = DEFAULT_MAX_PENDING_BYTES  # estimated weight of the records they hold (assembly._budget)
     max_calls_per_trace: int = 1_000
     queue_spans: int = 262_144  # spans accepted but not yet assembled; beyond: 503 + Retry-After
     max_body_bytes: int = 16 * MiB  # request body as sent (compressed or not)

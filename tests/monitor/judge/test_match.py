@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -72,8 +73,19 @@ def test_huge_problems_stay_bounded_and_valid() -> None:
 
 # The assignment-problem form used past MAX_STATES (monitor/judge/_assignment.py) must give the DP's answer, tie-break
 # included, wherever it claims to be exact: every minimum at most 1, or calls for every minimum.
-def _exact_problem(n: int, mins: list[int]) -> list[int]:
-    return mins if sum(mins) <= n else [min(mn, 1) for mn in mins]
+def _exact_case(
+    problem: tuple[int, list[int], list[int | None]], data: st.DataObject, top: int
+) -> tuple[int, list[int], list[int | None], list[list[int]]]:
+    """The drawn problem made one the assignment-problem form is exact for (minimums at most 1 unless there are calls
+    for them all; maximums at least the minimums), with scores from 0 to `top`."""
+    n, mins, maxs = problem
+    if sum(mins) > n:
+        mins = [min(mn, 1) for mn in mins]
+    maxs = [None if mx is None else max(mx, mn) for mn, mx in zip(mins, maxs, strict=True)]
+    row = st.lists(st.integers(0, top), min_size=len(mins), max_size=len(mins))
+    scores = data.draw(st.lists(row, min_size=n, max_size=n))
+    assert _assignment.exact(n, mins)
+    return n, mins, maxs, scores
 
 
 @settings(max_examples=300, deadline=None)
@@ -81,13 +93,7 @@ def _exact_problem(n: int, mins: list[int]) -> list[int]:
 def test_assignment_problem_form_matches_brute_force(
     problem: tuple[int, list[int], list[int | None]], data: st.DataObject
 ) -> None:
-    n, mins, maxs = problem
-    mins = _exact_problem(n, mins)
-    maxs = [None if mx is None else max(mx, mn) for mn, mx in zip(mins, maxs, strict=True)]
-    scores = data.draw(
-        st.lists(st.lists(st.integers(0, 2), min_size=len(mins), max_size=len(mins)), min_size=n, max_size=n)
-    )
-    assert _assignment.exact(n, mins)
+    n, mins, maxs, scores = _exact_case(problem, data, 2)
     assert _assignment.assign_lap(n, mins, maxs, scores) == brute_force(n, mins, maxs, scores)
 
 
@@ -101,12 +107,8 @@ def test_assignment_problem_form_matches_the_dp_on_larger_turns(
     problem: tuple[int, list[int], list[int | None]], data: st.DataObject
 ) -> None:
     """Up to 12 calls and 6 slots (too many for brute force), scores with many ties: the same slot for every call."""
-    n, mins, maxs = problem
-    mins = _exact_problem(n, mins)
-    maxs = [None if mx is None else max(mx, mn) for mn, mx in zip(mins, maxs, strict=True)]
-    scores = data.draw(
-        st.lists(st.lists(st.integers(0, 6), min_size=len(mins), max_size=len(mins)), min_size=n, max_size=n)
-    )
+    n, mins, maxs, scores = _exact_case(problem, data, 6)
+    assert math.comb(n + len(mins) + 1, len(mins) + 1) <= MAX_STATES  # `assign` runs the DP here, not the form
     assert _assignment.assign_lap(n, mins, maxs, scores) == assign(n, mins, maxs, scores)
 
 
