@@ -14,7 +14,7 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 
 from monitor.serve import Server
 from monitor.serve._grpc import SERVICE
-from tests.monitor.service.conftest import ServeFactory, scrape, value, wait_for
+from tests.monitor.service.conftest import Samples, ServeFactory, scrape, value, wait_for
 from tests.monitor.service.http_util import post
 from tests.monitor.service.spans import Call, TurnSpec, record_turns, to_request
 
@@ -38,7 +38,7 @@ def _code(port: int, body: bytes, compression: grpc.Compression, token: str | No
     return grpc.StatusCode.OK
 
 
-def _refused_for_size(server: Server, count: int) -> dict[tuple[str, str], float | None]:
+def _refused_for_size(server: Server, count: int) -> Samples:
     """The scrape once the handler has counted `count` messages that gRPC core refused for their size. Core sends
     RESOURCE_EXHAUSTED itself, before the handler is told there is no message and counts it: the client can see the
     status before the count lands."""
