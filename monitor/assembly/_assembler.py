@@ -207,7 +207,7 @@ class TurnAssembler:
         more than LOW_WATER of it, releases the oldest traces early (counted as evicted) until they weigh at most
         that. So a weighing (one pass over what is pending) comes after at least 1 - LOW_WATER of the bound was
         added since the last, not after every request while the weight stays just under the bound."""
-        self._bytes -= _RELEASED_BYTES(out)
+        self._take_off(out)
         if self._bytes <= self.max_pending_bytes:
             return out
         held = _PENDING_BYTES(self._traces)
@@ -324,8 +324,13 @@ class TurnAssembler:
         """Turns whose grace period has passed, and turnless calls past the timeout. In C when the extension is
         loaded (the same results), else _poll_py."""
         out = _POLL_C(self, now_ns) if _POLL_C is not None else self._poll_py(now_ns)
-        self._bytes -= _RELEASED_BYTES(out)
+        self._take_off(out)
         return out
+
+    def _take_off(self, out: list[Turn]) -> None:
+        """Takes released turns off the running estimate (without their attributes' text: _budget), which is 0 with
+        no trace pending."""
+        self._bytes = self._bytes - _RELEASED_BYTES(out) if self._traces else 0
 
     def _poll_py(self, now_ns: int) -> list[Turn]:  # noqa: C901 - the usual release inline, the rest by _release_turn
         """poll in Python: the reference of _cassembler.c."""

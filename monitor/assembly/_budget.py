@@ -2,21 +2,27 @@
 
 The bound on pending traces bounds their number, not their size: one trace may hold a thousand calls, each with
 arguments of megabytes. So turn assembly also bounds what the records it holds weigh, estimated per record as
-RECORD_BYTES (the record, its ids, its attributes, its share of its trace's state: the triage agent's spans,
-measured, take about 2.2 KB a record all told, 0.8 KB of it the text weighed here) plus its text (a call's name,
-id, arguments, result and error type; a turn's input and output), plus DEFINITION_BYTES per tool definition it
-carries (a chat span's offered tools, a turn's own), plus, for a turn given with calls, theirs. The text of its
-attributes is not weighed one by one: most of it is the same strings as its fields (a call's arguments and result),
-and reading every attribute's length cost as much again as assembling the record.
+RECORD_BYTES (the record, its ids, its attribute dict and keys, its share of its trace's state: the triage agent's
+spans, measured, take about 2.2 KB a record all told, 0.8 KB of it the text weighed here) plus its text (a call's
+name, id, arguments, result and error type; a turn's input and output), plus the text of its attribute values (str,
+and the str items of arrays) that are not the very objects of those fields (a call's arguments are its
+`gen_ai.tool.call.arguments`, weighed once; a turn's input text is a part of its `gen_ai.input.messages`, which holds
+the whole history, weighed too), plus DEFINITION_BYTES per tool definition it carries (a chat span's offered tools, a
+turn's own), plus, for a turn given with calls, theirs. A span's resource attributes are not weighed: one dict is
+shared by the spans of a resource in a request.
 
 `records_bytes` and `released_bytes` are in C when the assembler's extension is loaded (_cbudget.c, the same
 sums), else these Python references. The running estimate adds every record given to the assembler (held or not)
-and subtracts every turn released: its calls, and its own record unless turnless (a released turn weighs at most
-what its records weighed when given: its definitions are not subtracted, nor the records dropped as copies, late or
-reconciled away). It is therefore never below what the pending records weigh; when it passes the bound, the pending
-records are weighed one by one (`pending_bytes`) and, if they weigh more than LOW_WATER of it, the oldest traces are
-released early (judged, counted as evicted) until they weigh at most that: the next weighing then comes after at
-least 1 - LOW_WATER of the bound was added, however close to it the pending weight stays.
+and subtracts every turn released: its calls, and its own record unless turnless, weighed without their attributes'
+text (a released turn weighs at most what its records weighed when given: its attributes' text, its definitions and
+the records dropped as copies, late or reconciled away are not subtracted). The attribute values of a turn released
+seconds after it came are rarely in cache: reading them again cost ~0.6 µs a tool span in bench_serve, while at add
+time, just decoded, they cost ~0.05 µs a record. The estimate is therefore never below what the pending records
+weigh, and above it by what they do not subtract; when it passes the bound, the pending records are weighed one by
+one (`pending_bytes`, which sets the estimate to what they weigh) and, if they weigh more than LOW_WATER of it, the
+oldest traces are released early (judged, counted as evicted) until they weigh at most that: the next weighing then
+comes after at least 1 - LOW_WATER of the bound was added, however close to it the pending weight stays. With
+nothing pending the estimate is 0.
 """
 
 from __future__ import annotations
@@ -39,16 +45,36 @@ def _definitions(defs: object) -> int:
     return DEFINITION_BYTES * len(defs) if type(defs) is tuple else 0
 
 
-def call_bytes(c: ToolCall) -> int:
-    n = RECORD_BYTES + _text(c.name) + _text(c.call_id) + _text(c.arguments) + _text(c.result)
-    n += _text(c.error_type)
+def _attributes(attrs: object, *fields: object) -> int:
+    """The text of attribute values: each str that is not one of `fields` (the same object), and the str items of
+    tuples."""
+    if not isinstance(attrs, Mapping):
+        return 0
+    n = 0
+    for v in attrs.values():
+        if type(v) is str:
+            if not any(v is f for f in fields):
+                n += len(v)
+        elif type(v) is tuple:
+            n += sum(len(x) for x in v if type(x) is str)
+    return n
+
+
+def call_bytes(c: ToolCall, attributes: bool = True) -> int:
+    """What a call weighs; with `attributes` False, without its attributes' text (what its release takes off)."""
+    name, call_id, arguments, result, error = c.name, c.call_id, c.arguments, c.result, c.error_type
+    n = RECORD_BYTES + _text(name) + _text(call_id) + _text(arguments) + _text(result) + _text(error)
+    if attributes:
+        n += _attributes(c.attributes, name, call_id, arguments, result, error)
     if isinstance(c, OfferedTools):
         n += _definitions(c.definitions)
     return n
 
 
-def _turn_own_bytes(t: Turn) -> int:
-    return RECORD_BYTES + _text(t.input_text) + _text(t.output_text)
+def _turn_own_bytes(t: Turn, attributes: bool = True) -> int:
+    given, output = t.input_text, t.output_text
+    n = RECORD_BYTES + _text(given) + _text(output)
+    return n + _attributes(t.attributes, given, output) if attributes else n
 
 
 def record_bytes(r: object) -> int:
@@ -67,14 +93,15 @@ def records_bytes_py(records: Sequence[object]) -> int:
 
 
 def released_bytes_py(turns: Iterable[Turn]) -> int:
-    """What released turns take off the estimate: their calls, and their own record unless turnless."""
+    """What released turns take off the estimate: their calls, and their own record unless turnless, without their
+    attributes' text."""
     n = 0
     for t in turns:
         calls = t.calls
         if type(calls) is tuple:
-            n += sum(record_bytes(c) for c in calls)
+            n += sum(call_bytes(c, False) if isinstance(c, ToolCall) else record_bytes(c) for c in calls)
         if not t.turnless:
-            n += _turn_own_bytes(t)
+            n += _turn_own_bytes(t, False)
     return n
 
 

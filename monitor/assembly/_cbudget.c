@@ -12,10 +12,11 @@
 
 #include "records.h"
 
-enum { C_NAME, C_CALL_ID, C_ARGS, C_RESULT, C_ERROR, C_N };
-static const char *const call_names[C_N] = {"name", "call_id", "arguments", "result", "error_type"};
-enum { T_INPUT, T_OUTPUT, T_DEFS, T_CALLS, T_TURNLESS, T_N };
-static const char *const turn_names[T_N] = {"input_text", "output_text", "tool_definitions", "calls", "turnless"};
+enum { C_NAME, C_CALL_ID, C_ARGS, C_RESULT, C_ERROR, C_TEXT, C_ATTRS = C_TEXT, C_N }; /* C_TEXT text fields */
+static const char *const call_names[C_N] = {"name", "call_id", "arguments", "result", "error_type", "attributes"};
+enum { T_INPUT, T_OUTPUT, T_DEFS, T_CALLS, T_TURNLESS, T_ATTRS, T_N };
+static const char *const turn_names[T_N] = {"input_text", "output_text", "tool_definitions",
+                                            "calls",      "turnless",    "attributes"};
 static const char *const defs_name[1] = {"definitions"};
 static const char *const trace_names[2] = {"calls", "turns"};
 
@@ -35,6 +36,29 @@ static inline long long text(PyObject *v) {
     return v == Py_None ? 0 : -1;
 }
 
+/* The text of attribute values (_budget._attributes): each exact str that is not one of the `n` fields (the same
+ * object), and the exact str items of exact tuples; -2 when the attributes are not an exact dict (Python weighs the
+ * record then). */
+static long long attributes_text(PyObject *attrs, PyObject *const *fields, int n) {
+    if (attrs == NULL || !PyDict_CheckExact(attrs)) return -2;
+    long long total = 0;
+    Py_ssize_t pos = 0;
+    PyObject *key, *v;
+    while (PyDict_Next(attrs, &pos, &key, &v)) {
+        if (PyUnicode_CheckExact(v)) {
+            int same = 0;
+            for (int i = 0; i < n && !same; i++) same = v == fields[i];
+            if (!same) total += PyUnicode_GET_LENGTH(v);
+        } else if (PyTuple_CheckExact(v)) {
+            for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(v); i++) {
+                PyObject *x = PyTuple_GET_ITEM(v, i);
+                if (PyUnicode_CheckExact(x)) total += PyUnicode_GET_LENGTH(x);
+            }
+        }
+    }
+    return total;
+}
+
 static long long python_weight(PyObject *r) {
     PyObject *w = PyObject_CallOneArg(f_record_bytes, r);
     if (w == NULL) return -1;
@@ -47,13 +71,21 @@ static int is_call(PyTypeObject *tp) {
     return tp == call_types[0] || tp == call_types[1] || tp == call_types[2] || tp == offered_type;
 }
 
-/* What a call weighs, or -2 when Python must weigh it. */
-static long long call_weight(PyObject *c) {
+/* What a call weighs (without its attributes' text unless `attrs`: what its release takes off), or -2 when Python
+ * must weigh it. */
+static long long call_weight(PyObject *c, int attrs) {
     long long n = record_bytes_c;
-    for (int i = 0; i < C_N; i++) {
-        long long t = text(SLOT(c, off_call[i]));
+    PyObject *fields[C_TEXT];
+    for (int i = 0; i < C_TEXT; i++) {
+        fields[i] = SLOT(c, off_call[i]);
+        long long t = text(fields[i]);
         if (t < 0) return -2;
         n += t;
+    }
+    if (attrs) {
+        long long a = attributes_text(SLOT(c, off_call[C_ATTRS]), fields, C_TEXT);
+        if (a < 0) return -2;
+        n += a;
     }
     if (Py_IS_TYPE(c, offered_type)) {
         PyObject *d = SLOT(c, off_defs);
@@ -63,20 +95,25 @@ static long long call_weight(PyObject *c) {
     return n;
 }
 
-/* A turn's own record: RECORD_BYTES and its text; -2 when Python must weigh it. */
-static long long turn_own(PyObject *t) {
-    long long in = text(SLOT(t, off_turn[T_INPUT])), out = text(SLOT(t, off_turn[T_OUTPUT]));
-    return in < 0 || out < 0 ? -2 : record_bytes_c + in + out;
+/* A turn's own record: RECORD_BYTES and its text (its attributes' too if `attrs`); -2 when Python must weigh it. */
+static long long turn_own(PyObject *t, int attrs) {
+    PyObject *fields[2] = {SLOT(t, off_turn[T_INPUT]), SLOT(t, off_turn[T_OUTPUT])};
+    long long in = text(fields[0]), out = text(fields[1]);
+    if (in < 0 || out < 0) return -2;
+    long long a = attrs ? attributes_text(SLOT(t, off_turn[T_ATTRS]), fields, 2) : 0;
+    return a < 0 ? -2 : record_bytes_c + in + out + a;
 }
 
 static long long weight(PyObject *r);
 
-/* The weights of a tuple of calls; -2 when it is not an exact tuple or Python must weigh the turn. */
-static long long calls_weight(PyObject *calls) {
+/* The weights of a tuple of calls (without their attributes' text unless `attrs`, and then only of the calls of the
+ * classes known here); -2 when it is not an exact tuple or Python must weigh the turn. */
+static long long calls_weight(PyObject *calls, int attrs) {
     if (calls == NULL || !PyTuple_CheckExact(calls)) return -2;
     long long n = 0;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(calls); i++) {
-        long long w = weight(PyTuple_GET_ITEM(calls, i));
+        PyObject *c = PyTuple_GET_ITEM(calls, i);
+        long long w = attrs ? weight(c) : is_call(Py_TYPE(c)) ? call_weight(c, 0) : -2;
         if (w < 0) return w;
         n += w;
     }
@@ -88,10 +125,10 @@ static long long weight(PyObject *r) {
     PyTypeObject *tp = Py_TYPE(r);
     long long n = -2;
     if (is_call(tp)) {
-        n = call_weight(r);
+        n = call_weight(r, 1);
     } else if (tp == turn_type) {
         PyObject *d = SLOT(r, off_turn[T_DEFS]);
-        long long own = turn_own(r), calls = calls_weight(SLOT(r, off_turn[T_CALLS]));
+        long long own = turn_own(r, 1), calls = calls_weight(SLOT(r, off_turn[T_CALLS]), 1);
         if (own >= 0 && calls >= 0 && d != NULL && (d == Py_None || PyTuple_CheckExact(d)))
             n = own + calls + (d == Py_None ? 0 : definition_bytes * PyTuple_GET_SIZE(d));
         else if (calls == -1)
@@ -125,7 +162,8 @@ static PyObject *records_bytes(PyObject *module, PyObject *records) {
     return PyLong_FromLongLong(n);
 }
 
-/* released_bytes(turns): their calls, and their own record unless turnless (released_bytes_py). */
+/* released_bytes(turns): their calls, and their own record unless turnless, without their attributes' text
+ * (released_bytes_py). */
 static PyObject *released_bytes(PyObject *module, PyObject *turns) {
     if (!ready) return not_ready();
     PyObject *seq = PySequence_Fast(turns, "released_bytes: a list or tuple of turns");
@@ -136,8 +174,8 @@ static PyObject *released_bytes(PyObject *module, PyObject *turns) {
         long long w = -2;
         if (Py_IS_TYPE(t, turn_type)) {
             PyObject *turnless = SLOT(t, off_turn[T_TURNLESS]), *calls = SLOT(t, off_turn[T_CALLS]);
-            long long c = calls != NULL && !PyTuple_CheckExact(calls) ? 0 : calls_weight(calls);
-            long long own = turnless == Py_True ? 0 : turnless == Py_False ? turn_own(t) : -2;
+            long long c = calls != NULL && !PyTuple_CheckExact(calls) ? 0 : calls_weight(calls, 0);
+            long long own = turnless == Py_True ? 0 : turnless == Py_False ? turn_own(t, 0) : -2;
             if (c == -1) w = -1;
             else if (c >= 0 && own >= 0) w = c + own;
         }
