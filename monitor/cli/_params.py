@@ -48,6 +48,26 @@ class RetryAfter(click.ParamType[int]):
             self.fail(str(exc), param, ctx)
 
 
+class ByteSize(click.ParamType[int]):
+    """A size in bytes such as 512MiB, 16MB or 1048576 (see `monitor.sizes`), at least `minimum`."""
+
+    name = "size"
+
+    def __init__(self, minimum: int = 1) -> None:
+        self.minimum = minimum
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        from monitor.sizes import parse_size
+
+        try:
+            return parse_size(str(value), self.minimum)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+SIZE_UNITS = "bytes, or with a unit: 64MiB, 1GB"
+
+
 RULE_FILE_SUFFIXES = (".yaml", ".yml")
 RULES_HELP = (
     "Several may follow one --rules, as a shell glob (rules/*.yaml) gives them: each next argument ending in .yaml "

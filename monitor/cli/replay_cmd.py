@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from monitor.assembly import DEFAULT_MAX_PENDING_BYTES, AssemblerStats
-from monitor.cli._params import RULES_HELP, Duration, RulesCommand
+from monitor.cli._params import RULES_HELP, SIZE_UNITS, ByteSize, Duration, RulesCommand
 from monitor.evaluate import load_judge
 from monitor.otlp import REASON_BAD_ID
 from monitor.replay import (
@@ -25,6 +25,7 @@ from monitor.replay import (
 from monitor.report import InputProblem, ReportBuilder, Table, emit_report, pop_report_options, report_options
 from monitor.report.progress import progress_bar
 from monitor.rules import RuleFileError
+from monitor.sizes import format_size
 from monitor.verdict import TurnVerdict
 
 MAX_LISTED_ERRORS = 10
@@ -62,8 +63,8 @@ def _valid_formats() -> str:
               help="Judge calls whose turn never arrives alone after this long, as `serve --turnless-timeout`.")
 @click.option("--max-pending", default=100_000, show_default=True, type=click.IntRange(min=1),
               help="Pending traces held by turn assembly, as `serve --max-pending` (replay a serve run that set it).")
-@click.option("--max-pending-bytes", default=DEFAULT_MAX_PENDING_BYTES, show_default=True, type=click.IntRange(min=1),
-              help="Estimated bytes the pending records may hold, as `serve --max-pending-bytes`.")
+@click.option("--max-pending-bytes", default=format_size(DEFAULT_MAX_PENDING_BYTES), show_default=True, type=ByteSize(),
+              help=f"Estimated bytes the pending records may hold, as `serve --max-pending-bytes` ({SIZE_UNITS}).")
 @click.option("--strict", is_flag=True, help="Exit 2 when any line or message cannot be decoded.")
 @click.option("--worst", type=click.IntRange(0), default=10, show_default=True, help="Failing turns to list.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")

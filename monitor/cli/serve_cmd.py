@@ -12,8 +12,18 @@ from typing import TYPE_CHECKING
 import click
 
 from monitor.assembly import DEFAULT_MAX_PENDING_BYTES
-from monitor.cli._params import PORT, RULES_HELP, Duration, InputError, RetryAfter, RulesCommand
+from monitor.cli._params import (
+    PORT,
+    RULES_HELP,
+    SIZE_UNITS,
+    ByteSize,
+    Duration,
+    InputError,
+    RetryAfter,
+    RulesCommand,
+)
 from monitor.serve import _settings as env
+from monitor.sizes import format_size
 
 if TYPE_CHECKING:
     from monitor.serve import Settings
@@ -155,12 +165,13 @@ def settings_from_options(opts: Mapping[str, object]) -> Settings:
 )
 @option(
     "--max-pending-bytes",
-    default=DEFAULT_MAX_PENDING_BYTES,
+    default=format_size(DEFAULT_MAX_PENDING_BYTES),
     show_default=True,
-    type=click.IntRange(min=1),
+    type=ByteSize(),
     envvar=env.ENV_MAX_PENDING_BYTES,
-    help="Estimated bytes the pending traces' records may hold (each record about 1.3 KB plus its text); beyond it "
-    "the oldest traces are judged early and counted, until they hold 90% of it.",
+    help="Estimated bytes the pending traces' records may hold (each record about 1.3 KB plus its text and its "
+    f"attributes' text; {SIZE_UNITS}); beyond it the oldest traces are judged early and counted, until they hold "
+    "90% of it.",
 )
 @option(
     "--queue-spans",
@@ -172,19 +183,20 @@ def settings_from_options(opts: Mapping[str, object]) -> Settings:
 )
 @option(
     "--max-body-bytes",
-    default=16 << 20,
+    default="16MiB",
     show_default=True,
-    type=click.IntRange(min=1),
+    type=ByteSize(),
     envvar=env.ENV_MAX_BODY,
-    help="Largest request body as sent (413 beyond; checked before reading).",
+    help=f"Largest request body as sent (413 beyond; checked before reading; {SIZE_UNITS}).",
 )
 @option(
     "--max-decompressed-bytes",
-    default=64 << 20,
+    default="64MiB",
     show_default=True,
-    type=click.IntRange(min=1),
+    type=ByteSize(),
     envvar=env.ENV_MAX_DECOMPRESSED,
-    help="Largest body after gzip, deflate or zstd decompression (413 beyond; decompression stops there).",
+    help="Largest body after gzip, deflate or zstd decompression (413 beyond; decompression stops there; "
+    f"{SIZE_UNITS}).",
 )
 @option(
     "--read-timeout",
@@ -236,11 +248,11 @@ def settings_from_options(opts: Mapping[str, object]) -> Settings:
 )
 @option(
     "--verdict-log-max-bytes",
-    default=64 << 20,
+    default="64MiB",
     show_default=True,
-    type=click.IntRange(min=1024),
+    type=ByteSize(minimum=1024),
     envvar=env.ENV_VERDICT_LOG_MAX_BYTES,
-    help="Rotate the verdict log at this size (3 backups kept).",
+    help=f"Rotate the verdict log at this size (3 backups kept; {SIZE_UNITS}).",
 )
 @option(
     "--watch/--no-watch",

@@ -11,6 +11,7 @@ from typing import Any
 from monitor.assembly import DEFAULT_MAX_PENDING_BYTES
 from monitor.metrics import DEFAULT_WINDOWS, parse_duration
 from monitor.metrics.names import OTHER
+from monitor.sizes import parse_size
 
 logger = logging.getLogger(__name__)
 
@@ -175,10 +176,10 @@ class Settings:
             (ENV_GRACE, "grace_s", _duration_or_zero),
             (ENV_TURNLESS_TIMEOUT, "turnless_timeout_s", _duration_or_zero),
             (ENV_MAX_PENDING, "max_pending", int),
-            (ENV_MAX_PENDING_BYTES, "max_pending_bytes", int),
+            (ENV_MAX_PENDING_BYTES, "max_pending_bytes", parse_size),
             (ENV_QUEUE_SPANS, "queue_spans", int),
-            (ENV_MAX_BODY, "max_body_bytes", int),
-            (ENV_MAX_DECOMPRESSED, "max_decompressed_bytes", int),
+            (ENV_MAX_BODY, "max_body_bytes", parse_size),
+            (ENV_MAX_DECOMPRESSED, "max_decompressed_bytes", parse_size),
             (ENV_READ_TIMEOUT, "read_timeout_s", parse_duration),
             (ENV_MAX_CONNECTIONS, "max_connections", int),
             (ENV_RETRY_AFTER, "retry_after_s", retry_after),
@@ -187,7 +188,7 @@ class Settings:
             (ENV_TOKEN, "token", str),
             (ENV_VERDICT_LOG, "verdict_log", str),
             (ENV_VERDICT_LOG_ALL, "verdict_log_all", _bool),
-            (ENV_VERDICT_LOG_MAX_BYTES, "verdict_log_max_bytes", int),
+            (ENV_VERDICT_LOG_MAX_BYTES, "verdict_log_max_bytes", parse_size),
             (ENV_WATCH_RULES, "watch_rules", _bool),
             (ENV_ALERTS, "alerts", _bool),
             (ENV_ALERT_WEBHOOK, "alert_webhook", str),

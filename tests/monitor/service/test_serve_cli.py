@@ -113,9 +113,12 @@ def test_ports_out_of_range_are_usage_errors(option: str, port: str) -> None:
         ("--windows", ",", "at least one rolling window"),
         ("--max-pending", "0", "x>=1"),
         ("--queue-spans", "0", "x>=1"),
-        ("--max-body-bytes", "0", "x>=1"),
-        ("--max-decompressed-bytes", "0", "x>=1"),
-        ("--verdict-log-max-bytes", "100", "x>=1024"),
+        ("--max-body-bytes", "0", "size '0' is too small: at least 1B"),
+        ("--max-decompressed-bytes", "64 MB/s", "invalid size '64 MB/s': use a number of bytes, or with a unit"),
+        ("--max-pending-bytes", "-1GiB", "invalid size '-1GiB'"),
+        ("--max-pending-bytes", "9" * 400, "too large: at most 1024TiB"),
+        ("--verdict-log-max-bytes", "100", "size '100' is too small: at least 1KiB"),
+        ("--verdict-log-max-bytes", "64Mb", None),  # units are read without regard to case: accepted
         ("--retry-after", "x", "invalid duration 'x'"),
         ("--retry-after", "0", "invalid duration '0': use a positive number"),
         ("--retry-after", "500ms", "a whole number of seconds"),
@@ -124,10 +127,43 @@ def test_ports_out_of_range_are_usage_errors(option: str, port: str) -> None:
         ("--retry-after", "9" * 400, "at most 5m"),  # float() of it is inf, which int() refuses
     ],
 )
-def test_bad_values_name_their_option(option: str, value: str, says: str) -> None:
+def test_bad_values_name_their_option(option: str, value: str, says: str | None) -> None:
+    if says is None:  # a good value, beside the bad ones: parsed
+        assert serve.make_context("serve", ["--rules", str(RULES), option, value]).params
+        return
     res = CliRunner().invoke(main, ["serve", "--rules", str(RULES), option, value])
     assert res.exit_code == 2, res.output
     assert f"Invalid value for '{option}'" in res.output and says in res.output, res.output
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "want"),
+    [
+        ([], {}, (512 << 20, 16 << 20, 64 << 20, 64 << 20)),  # the defaults, shown in --help as 512MiB, 16MiB, 64MiB
+        (
+            ["--max-pending-bytes", "1GiB", "--max-body-bytes", "4MB", "--max-decompressed-bytes", "1048576",
+             "--verdict-log-max-bytes", "1.5 KiB"],
+            {},
+            (1 << 30, 4_000_000, 1 << 20, 1536),
+        ),
+        (
+            [],
+            {"TOOLWATCH_MAX_PENDING_BYTES": "2gib", "TOOLWATCH_MAX_BODY_BYTES": "8MiB",
+             "TOOLWATCH_MAX_DECOMPRESSED_BYTES": "100kb", "TOOLWATCH_VERDICT_LOG_MAX_BYTES": "1TB"},
+            (2 << 30, 8 << 20, 100_000, 10**12),
+        ),
+    ],
+)
+def test_sizes_take_units_from_the_options_and_the_environment(
+    args: list[str], env: dict[str, str], want: tuple[int, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for var, text in env.items():
+        monkeypatch.setenv(var, text)
+    found = [settings_from_options(serve.make_context("serve", ["--rules", str(RULES), *args]).params)]
+    if env:  # the variables as the service reads them without the command line, too
+        found.append(Settings.from_env(env))
+    for s in found:
+        assert (s.max_pending_bytes, s.max_body_bytes, s.max_decompressed_bytes, s.verdict_log_max_bytes) == want
 
 
 def test_grace_and_turnless_timeout_take_0(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -150,9 +186,10 @@ def test_help_shows_the_environment_variable_of_every_option() -> None:
     assert res.exit_code == 0
     options = [p for p in serve.params if isinstance(p, click.Option) and p.name != "help"]
     assert len(options) >= 20
+    text = " ".join(res.output.split())  # as read: a long help wraps between "env" and "var"
     for opt in options:
         assert isinstance(opt.envvar, str) and opt.envvar.startswith("TOOLWATCH_"), opt.name
-        assert f"env var: {opt.envvar}" in res.output, opt.name
+        assert f"env var: {opt.envvar}" in text, opt.name
 
 
 def test_options_from_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
