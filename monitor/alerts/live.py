@@ -46,6 +46,9 @@ def for_metrics(ruleset: object, metrics: Any, **kwargs: Any) -> LiveAlerts:
     def publish(table: dict[ActiveKey, float]) -> None:
         metrics.ops.alert_active = table  # one attribute swap: a scrape sees the old or the new table
 
+    # The label values are the configured agents and `__other__`, as on /metrics: the windows keep every one (a
+    # bound of their own, 64 agents, folded the 65th configured agent's turns into `__other__` in process only).
+    kwargs.setdefault("max_agents", None)
     return LiveAlerts(
         specs_from_ruleset(ruleset),
         agent_label=lambda agent: str(metrics.labels.agent(agent)),
@@ -93,10 +96,13 @@ class LiveAlerts:
         resend_s: float = 60.0,
         burn_windows: Sequence[BurnWindow] = DEFAULT_BURN_WINDOWS,
         clock: Callable[[], float] = time.monotonic,
+        max_agents: int | None = 64,
     ) -> None:
         self.specs = tuple(specs)
         lengths = window_lengths(self.specs, burn_windows) or {300.0}
-        self.windows = TallyWindows(lengths, agent_label=agent_label, tools=_alert_tools(self.specs), clock=clock)
+        self.windows = TallyWindows(
+            lengths, agent_label=agent_label, tools=_alert_tools(self.specs), clock=clock, max_agents=max_agents
+        )
         notifier = AlertNotifier(notify_url, timeout_s=notify_timeout_s) if notify_url else None
         self.evaluator = AlertEvaluator(
             self.specs,
@@ -155,7 +161,8 @@ class LiveAlerts:
         needed = window_lengths(specs, self.evaluator.burn_windows)
         if not needed <= set(self.windows.windows):
             logger.info("alert windows changed to %s: in-process alert history starts again", sorted(needed))
-            self.windows = TallyWindows(needed, agent_label=self.windows.agent_label, clock=self.windows.clock)
+            old = self.windows
+            self.windows = TallyWindows(needed, agent_label=old.agent_label, clock=old.clock, max_agents=old.max_agents)
         self.windows.tools = _alert_tools(specs)
         self.evaluator.replace(specs, self.windows)
         self.specs = specs

@@ -128,7 +128,7 @@ class TallyWindows:
         windows_s: Iterable[float],
         *,
         agent_label: Callable[[str], str] | None = None,
-        max_agents: int = 64,
+        max_agents: int | None = 64,
         steps: int = STEPS,
         tools: Iterable[str] = (),
         clock: Callable[[], float] = time.monotonic,
@@ -153,7 +153,8 @@ class TallyWindows:
 
     def _label(self, agent: str) -> str:
         label = self.agent_label(agent) if self.agent_label is not None else agent
-        if label not in self._totals and len(self._totals) >= self.max_agents:
+        cap = self.max_agents  # None: the agent label's values are bounded already (the configured agents)
+        if cap is not None and label not in self._totals and len(self._totals) >= cap:
             return OTHER
         return label
 

@@ -269,6 +269,32 @@ def test_notifier_survives_a_receiver_that_does_not_speak_http() -> None:
     assert "BadStatusLine" in notifier.stats.last_error
 
 
+def test_every_configured_agent_has_windows_of_its_own_as_on_metrics(judge: Judge) -> None:
+    """The service's label values are bounded by its configuration (the rules' agents and --agent): the in-process
+    windows keep each, as /metrics does. They folded every agent past the 64th into `__other__`, whose alerts then
+    read other figures than Prometheus's; a rules reload that changes the windows keeps that."""
+    clock = Clock()
+    ruleset = load_rules([RULES])
+    agents = [AGENT, *(f"agent-{i:02d}" for i in range(80))]
+    metrics = ToolwatchMetrics(tools=ruleset.catalog, agents=agents)
+    live = for_metrics(ruleset, metrics, clock=clock)
+    for agent in [*agents, "stranger", "another stranger"]:
+        verdicts = turns(judge, 1, correct=False, agent=agent)
+        metrics.observe(verdicts)
+        live.accept(verdicts)
+    text = generate_latest(metrics.registry()).decode()
+    on_metrics = set(re.findall(r'toolwatch_turns_total\{agent="([^"]+)"', text))
+    assert live.windows.agents() == sorted(on_metrics) == sorted([*agents, "__other__"])
+    # Started without alerts (one default window), then reloaded with them: new windows, still without a bound.
+    live = for_metrics(dataclasses.replace(ruleset, alerts=()), metrics, clock=clock)
+    windows = live.windows
+    live.update(ruleset)
+    assert live.windows is not windows
+    for agent in agents:
+        live.accept(turns(judge, 1, correct=True, agent=agent))
+    assert live.windows.agents() == sorted(agents)
+
+
 def test_for_metrics_publishes_into_the_service_metrics_and_reload_resolves(judge: Judge) -> None:
     clock = Clock()
     ruleset = load_rules([RULES])
