@@ -17,7 +17,7 @@ import copy
 import gc
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ from bench_serve import GRACE_S, base_batches, retraced  # noqa: E402
 
 from monitor.assembly import TurnAssembler, _assembler  # noqa: E402
 from monitor.normalize import Normalizer  # noqa: E402
-from monitor.otlp import parse_protobuf  # noqa: E402
+from monitor.otlp import Span, parse_protobuf  # noqa: E402
 from monitor.records import ToolCall, Turn  # noqa: E402
 from monitor.serve._memory import tune_process  # noqa: E402
 
@@ -35,7 +35,11 @@ from monitor.serve._memory import tune_process  # noqa: E402
 class PythonAssembler(TurnAssembler):
     """The Python reference methods (a subclass: the C functions hand it to them anyway)."""
 
-    add_records = TurnAssembler._add_records_py
+    def add_records(
+        self, records: Iterable[ToolCall | Turn | Span], now_ns: int, weight: int | None = None
+    ) -> list[Turn]:
+        return self._add_records_py(records, now_ns)
+
     poll = TurnAssembler._poll_py
 
 

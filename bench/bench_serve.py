@@ -280,8 +280,11 @@ def throughput(base: list[ExportTraceServiceRequest], reps: int, passes: int) ->
     reference = _decode_rate(parse_protobuf_py, bodies[: max(1, len(bodies) // 4)], tool_spans_total // 4)
     # End to end, server process CPU time from the first request to the last verdict, after a warm-up; `passes`
     # measured passes of the same load with their own ids, the median kept (one pass varies by about 10%).
-    # Bounds above what a pass holds pending (its turns arrive faster than their grace ends): none judged early.
-    server = ServeProcess("--max-pending", "1000000", "--max-pending-bytes", str(8 << 30), "--queue-spans", "262144")
+    # Bounds above what a pass holds pending (its turns arrive faster than their grace ends): none judged early; and
+    # a queue of the default spans but bytes above what they weigh (~1.7 KB a record): throughput, not back-pressure.
+    server = ServeProcess(
+        "--max-pending", "1000000", "--max-pending-bytes", "8GiB", "--queue-spans", "262144", "--queue-bytes", "8GiB"
+    )
     rates: list[float] = []
     try:
         expected_turns = (

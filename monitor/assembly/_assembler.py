@@ -186,14 +186,17 @@ class TurnAssembler:
         records, _ = self.normalizer.split(spans)
         return self.add_records(records, now_ns)
 
-    def add_records(self, records: Iterable[ToolCall | Turn | Span], now_ns: int) -> list[Turn]:
+    def add_records(
+        self, records: Iterable[ToolCall | Turn | Span], now_ns: int, weight: int | None = None
+    ) -> list[Turn]:
         """Add normalized records (tool calls, turns without calls, other spans as parent links); returns the turns
-        complete as of `now_ns`, and those released early for the bound of pending bytes. In C when the extension
-        is loaded (_cassembler.c, the same results), else _add_records_py."""
+        complete as of `now_ns`, and those released early for the bound of pending bytes. `weight` is what the
+        records weigh (`records_bytes`) when the caller has weighed them already. In C when the extension is loaded
+        (_cassembler.c, the same results), else _add_records_py."""
         add = _ADD_C
         if not isinstance(records, list | tuple):  # any other iterable: the Python code, as the C code would hand it
             records, add = list(records), None
-        self._bytes += _RECORDS_BYTES(records)
+        self._bytes += _RECORDS_BYTES(records) if weight is None else weight
         return self._weigh(add(self, records, now_ns) if add is not None else self._add_records_py(records, now_ns))
 
     @property
@@ -635,3 +638,8 @@ def _load_budget() -> tuple[_Weigh, Callable[[list[Turn]], int], Callable[[Order
 
 
 _RECORDS_BYTES, _RELEASED_BYTES, _PENDING_BYTES = _load_budget()
+
+
+def records_bytes(records: Sequence[object]) -> int:
+    """What records weigh, as turn assembly weighs them (_budget; in C when the extension is loaded)."""
+    return _RECORDS_BYTES(records)

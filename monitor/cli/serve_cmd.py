@@ -87,6 +87,7 @@ def settings_from_options(opts: Mapping[str, object]) -> Settings:
         max_pending=int(str(opts["max_pending"])),
         max_pending_bytes=int(str(opts["max_pending_bytes"])),
         queue_spans=int(str(opts["queue_spans"])),
+        queue_bytes=int(str(opts["queue_bytes"])),
         max_body_bytes=int(str(opts["max_body_bytes"])),
         max_decompressed_bytes=int(str(opts["max_decompressed_bytes"])),
         read_timeout_s=float(str(opts["read_timeout"])),
@@ -180,6 +181,15 @@ def settings_from_options(opts: Mapping[str, object]) -> Settings:
     type=click.IntRange(min=1),
     envvar=env.ENV_QUEUE_SPANS,
     help="Tool-call and turn spans queued before requests get 503 + Retry-After (an empty queue takes any request).",
+)
+@option(
+    "--queue-bytes",
+    default="256MiB",
+    show_default=True,
+    type=ByteSize(),
+    envvar=env.ENV_QUEUE_BYTES,
+    help=f"What the queued spans may weigh, estimated as --max-pending-bytes weighs records ({SIZE_UNITS}); beyond "
+    "it requests get 503 + Retry-After too.",
 )
 @option(
     "--max-body-bytes",

@@ -115,6 +115,7 @@ class ToolwatchMetrics(Collector):
         # attributes the normalizer had to ignore, by key.
         self.pending: Callable[[], Mapping[str, int]] | None = None
         self.pending_bytes: Callable[[], int] | None = None  # what the pending records weigh (estimated)
+        self.queue: Callable[[], tuple[int, int]] | None = None  # records queued for assembly, and their weight
         self.ignored_attributes: Callable[[], Mapping[str, int]] | None = None
         self.attribute_keys = ATTRIBUTE_KEYS  # the `attribute` label values (the conventions' keys)
 
@@ -288,6 +289,20 @@ class ToolwatchMetrics(Collector):
                 "What the records of the pending traces weigh, estimated (about 1.3 KB a record plus its text); "
                 "beyond --max-pending-bytes the oldest traces are judged early (toolwatch_turns_evicted_total).",
                 value=self.pending_bytes(),
+            )
+        if self.queue is not None:
+            spans, weight = self.queue()
+            yield GaugeMetricFamily(
+                n.QUEUE_SPANS,
+                "Tool-call and turn spans received and waiting for turn assembly; beyond --queue-spans requests are "
+                "refused (503 + Retry-After, gRPC UNAVAILABLE) until it drains.",
+                value=spans,
+            )
+            yield GaugeMetricFamily(
+                n.QUEUE_BYTES,
+                "What the spans waiting for turn assembly weigh, estimated as toolwatch_pending_bytes; beyond "
+                "--queue-bytes requests are refused (503 + Retry-After, gRPC UNAVAILABLE) until it drains.",
+                value=weight,
             )
         fam = CounterMetricFamily(
             n.TURNS_EVICTED,

@@ -9,7 +9,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import cast
 
-from monitor.assembly import TurnAssembler
+from monitor.assembly import TurnAssembler, records_bytes
 from monitor.metrics import ToolwatchMetrics, VerdictBatch
 from monitor.metrics._batch import SIG_AGENT
 from monitor.normalize import REASON_NO_TOOL_NAME, Normalizer
@@ -70,15 +70,18 @@ class Pipeline:
             max_calls_per_trace=settings.max_calls_per_trace,
             normalizer=self.normalizer,
         )
-        self._queue: deque[list[Record]] = deque()
+        self._queue: deque[tuple[list[Record], int]] = deque()  # each request's records and what they weigh
         self.queued = 0  # records waiting
+        self.queued_bytes = 0  # what they weigh (estimated as turn assembly weighs them)
         self.capacity = settings.queue_spans
+        self.capacity_bytes = settings.queue_bytes
         self.turns_judged = 0
         self._wake = asyncio.Event()
         self._seen_stats = (0, 0, 0, 0, 0, 0)
         self.paused = False  # while True the worker leaves the queue alone (maintenance, tests)
         metrics.pending = self._pending
         metrics.pending_bytes = lambda: self.assembler.pending_bytes
+        metrics.queue = lambda: (self.queued, self.queued_bytes)
         # Every reason's series from the start: rate() and increase() do not see a series' first value as growth.
         for table, reasons in ((metrics.ops.spans_dropped, DROP_REASONS), (metrics.ops.spans_rejected, REJECT_REASONS)):
             for reason in reasons:
@@ -116,17 +119,26 @@ class Pipeline:
     # ---- ingest side -------------------------------------------------------------------------------
 
     def full(self, extra: int = 0) -> bool:
-        return self.queued + extra > self.capacity
+        """Whether the queue is past its capacity in records (with `extra` more) or in bytes: a request is then
+        refused on its head."""
+        return self.queued + extra > self.capacity or self.queued_bytes > self.capacity_bytes
 
     def offer(self, records: list[Record]) -> bool:
-        """Queue normalized records; False (nothing queued) when that would exceed the capacity."""
+        """Queue normalized records; False (nothing queued) when that would exceed the capacity in records or in
+        bytes (an empty queue takes any request). They are weighed here, just made (and their weight handed to turn
+        assembly with them): weighed there, after their wait in the queue, their values were rarely in cache."""
         n = len(records)
-        if self.queued + n > self.capacity and self.queued > 0:
+        if not n:
+            return True
+        weight = records_bytes(records)
+        if self.queued > 0 and (
+            self.queued + n > self.capacity or self.queued_bytes + weight > self.capacity_bytes
+        ):
             return False
-        if n:
-            self._queue.append(records)
-            self.queued += n
-            self._wake.set()
+        self._queue.append((records, weight))
+        self.queued += n
+        self.queued_bytes += weight
+        self._wake.set()
         return True
 
     # ---- worker side -------------------------------------------------------------------------------
@@ -142,10 +154,11 @@ class Pipeline:
         turns: list[Turn] = []
         add = self.assembler.add_records
         while self._queue and handled < limit and not self.paused:
-            batch = self._queue.popleft()
+            batch, weight = self._queue.popleft()
             self.queued -= len(batch)
+            self.queued_bytes -= weight
             handled += len(batch)
-            turns.extend(add(batch, now_ns))
+            turns.extend(add(batch, now_ns, weight))
         if not handled:
             turns = self.assembler.poll(now_ns)
         if turns:

@@ -117,7 +117,7 @@ class Server:
     def ready(self) -> bool:
         # Not ready while the queue is 90% full: a load balancer sends new work elsewhere.
         p = self.pipeline
-        return self._ready and p.queued * 10 < p.capacity * 9
+        return self._ready and p.queued * 10 < p.capacity * 9 and p.queued_bytes * 10 < p.capacity_bytes * 9
 
     @property
     def endpoint(self) -> str:

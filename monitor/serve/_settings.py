@@ -27,6 +27,7 @@ ENV_TURNLESS_TIMEOUT = "TOOLWATCH_TURNLESS_TIMEOUT"
 ENV_MAX_PENDING = "TOOLWATCH_MAX_PENDING"
 ENV_MAX_PENDING_BYTES = "TOOLWATCH_MAX_PENDING_BYTES"
 ENV_QUEUE_SPANS = "TOOLWATCH_QUEUE_SPANS"
+ENV_QUEUE_BYTES = "TOOLWATCH_QUEUE_BYTES"
 ENV_MAX_BODY = "TOOLWATCH_MAX_BODY_BYTES"
 ENV_MAX_DECOMPRESSED = "TOOLWATCH_MAX_DECOMPRESSED_BYTES"
 ENV_WINDOWS = "TOOLWATCH_WINDOWS"  # comma-separated durations, e.g. 5m,1h
@@ -141,6 +142,7 @@ class Settings:
     max_pending_bytes: int = DEFAULT_MAX_PENDING_BYTES  # estimated weight of the records they hold (assembly._budget)
     max_calls_per_trace: int = 1_000
     queue_spans: int = 262_144  # spans accepted but not yet assembled; beyond: 503 + Retry-After
+    queue_bytes: int = 256 * MiB  # what they weigh, estimated as turn assembly weighs records; beyond: the same
     max_body_bytes: int = 16 * MiB  # request body as sent (compressed or not)
     max_decompressed_bytes: int = 64 * MiB
     windows: tuple[float, ...] = DEFAULT_WINDOWS
@@ -178,6 +180,7 @@ class Settings:
             (ENV_MAX_PENDING, "max_pending", int),
             (ENV_MAX_PENDING_BYTES, "max_pending_bytes", parse_size),
             (ENV_QUEUE_SPANS, "queue_spans", int),
+            (ENV_QUEUE_BYTES, "queue_bytes", parse_size),
             (ENV_MAX_BODY, "max_body_bytes", parse_size),
             (ENV_MAX_DECOMPRESSED, "max_decompressed_bytes", parse_size),
             (ENV_READ_TIMEOUT, "read_timeout_s", parse_duration),
@@ -217,6 +220,7 @@ class Settings:
             "max_pending_bytes",
             "max_calls_per_trace",
             "queue_spans",
+            "queue_bytes",
             "max_body_bytes",
             "max_decompressed_bytes",
             "max_connections",

@@ -35,7 +35,11 @@ pytestmark = pytest.mark.skipif(_assembler._ADD_C is None, reason="the C assembl
 class PythonAssembler(TurnAssembler):
     """The Python reference only (the C functions hand subclasses to it anyway)."""
 
-    add_records = TurnAssembler._add_records_py
+    def add_records(
+        self, records: Iterable[ToolCall | Turn | Span], now_ns: int, weight: int | None = None
+    ) -> list[Turn]:
+        return self._add_records_py(records, now_ns)
+
     poll = TurnAssembler._poll_py
 
 
