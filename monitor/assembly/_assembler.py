@@ -37,6 +37,7 @@ from typing import cast
 from monitor.assembly._budget import (
     DEFINITION_BYTES,
     LOW_WATER,
+    MAX_DEPTH,
     RECORD_BYTES,
     pending_bytes_py,
     record_bytes,
@@ -313,7 +314,8 @@ class TurnAssembler:
             if new:
                 links[tid] = None
         self._pending_turns += added
-        out.extend(self.poll(now_ns))
+        # not self.poll: add_records takes all it returns off the estimate once (_weigh)
+        out.extend(_POLL_C(self, now_ns) if _POLL_C is not None else self._poll_py(now_ns))
         return out
 
     def _due_at(self, deadline: int) -> dict[str, str | list[str]]:
@@ -624,7 +626,7 @@ def _load_budget() -> tuple[_Weigh, Callable[[list[Turn]], int], Callable[[Order
     """records_bytes, released_bytes and pending_bytes of _budget, in C (_cbudget.c) when it is loaded."""
     mod = load_extension(
         "monitor.assembly._cbudget", ToolCall, RequestedCall, HandoffMark, OfferedTools, Turn, Span, _Trace,
-        record_bytes, released_bytes_py, RECORD_BYTES, DEFINITION_BYTES,
+        record_bytes, released_bytes_py, RECORD_BYTES, DEFINITION_BYTES, MAX_DEPTH,
     )
     if mod is None:
         return records_bytes_py, released_bytes_py, pending_bytes_py

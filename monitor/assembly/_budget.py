@@ -5,24 +5,24 @@ arguments of megabytes. So turn assembly also bounds what the records it holds w
 RECORD_BYTES (the record, its ids, its attribute dict and keys, its share of its trace's state: the triage agent's
 spans, measured, take about 2.2 KB a record all told, 0.8 KB of it the text weighed here) plus its text (a call's
 name, id, arguments, result and error type; a turn's input and output), plus the text of its attribute values (str,
-and the str items of arrays) that are not the very objects of those fields (a call's arguments are its
+and the text in arrays and kvlists: _nested) that are not the very objects of those fields (a call's arguments are its
 `gen_ai.tool.call.arguments`, weighed once; a turn's input text is a part of its `gen_ai.input.messages`, which holds
 the whole history, weighed too), plus DEFINITION_BYTES per tool definition it carries (a chat span's offered tools, a
 turn's own), plus, for a turn given with calls, theirs. A span's resource attributes are not weighed: one dict is
 shared by the spans of a resource in a request.
 
-`records_bytes` and `released_bytes` are in C when the assembler's extension is loaded (_cbudget.c, the same
-sums), else these Python references. The running estimate adds every record given to the assembler (held or not)
-and subtracts every turn released: its calls, and its own record unless turnless, weighed without their attributes'
-text (a released turn weighs at most what its records weighed when given: its attributes' text, its definitions and
-the records dropped as copies, late or reconciled away are not subtracted). The attribute values of a turn released
-seconds after it came are rarely in cache: reading them again cost ~0.6 µs a tool span in bench_serve, while at add
-time, just decoded, they cost ~0.05 µs a record. The estimate is therefore never below what the pending records
-weigh, and above it by what they do not subtract; when it passes the bound, the pending records are weighed one by
-one (`pending_bytes`, which sets the estimate to what they weigh) and, if they weigh more than LOW_WATER of it, the
-oldest traces are released early (judged, counted as evicted) until they weigh at most that: the next weighing then
-comes after at least 1 - LOW_WATER of the bound was added, however close to it the pending weight stays. With
-nothing pending the estimate is 0.
+`records_bytes`, `released_bytes` and `pending_bytes` are in C when the assembler's extension is loaded (_cbudget.c,
+the same sums), else these Python references. The running estimate adds every record given to the assembler (held or
+not) and subtracts every turn released: its calls, and its own record unless turnless, weighed without their
+attributes' text (a released turn weighs at most what its records weighed when given: its attributes' text, its
+definitions and the records dropped as copies, late or reconciled away are not subtracted). The attribute values of
+a turn released seconds after it came are rarely in cache: reading them again cost ~0.6 µs a tool span in
+bench_serve, while at add time, just decoded, they cost ~0.05 µs a record. The estimate is therefore never below
+what the pending records weigh, and above it by what they do not subtract; when it passes the bound, the pending
+records are weighed one by one (`pending_bytes`, which sets the estimate to what they weigh) and, if they weigh more
+than LOW_WATER of it, the oldest traces are released early (judged, counted as evicted) until they weigh at most
+that: the next weighing then comes after at least 1 - LOW_WATER of the bound was added, however close to it the
+pending weight stays. With no trace pending the estimate is 0.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from monitor.records import OfferedTools, ToolCall, Turn
 RECORD_BYTES = 1280
 DEFINITION_BYTES = 256
 LOW_WATER = 0.9  # after a release for the bound, the pending records weigh at most this share of it
+MAX_DEPTH = 16  # levels of nested tuples whose text is weighed (structured messages take 6, tool arguments more)
 
 
 def _text(value: object) -> int:
@@ -45,9 +46,21 @@ def _definitions(defs: object) -> int:
     return DEFINITION_BYTES * len(defs) if type(defs) is tuple else 0
 
 
+def _nested(items: tuple[object, ...], depth: int) -> int:
+    """The text in a tuple at `depth` (an attribute's value is at 1): its str items, and those of the tuples in it,
+    MAX_DEPTH levels of tuples at most (arrays, and kvlists, which decode to tuples of (key, value) tuples)."""
+    n = 0
+    for x in items:
+        if type(x) is str:
+            n += len(x)
+        elif type(x) is tuple and depth < MAX_DEPTH:
+            n += _nested(x, depth + 1)
+    return n
+
+
 def _attributes(attrs: object, *fields: object) -> int:
-    """The text of attribute values: each str that is not one of `fields` (the same object), and the str items of
-    tuples."""
+    """The text of attribute values: each str that is not one of `fields` (the same object), and the text in
+    tuples (_nested)."""
     if not isinstance(attrs, Mapping):
         return 0
     n = 0
@@ -56,7 +69,7 @@ def _attributes(attrs: object, *fields: object) -> int:
             if not any(v is f for f in fields):
                 n += len(v)
         elif type(v) is tuple:
-            n += sum(len(x) for x in v if type(x) is str)
+            n += _nested(v, 1)
     return n
 
 
@@ -106,9 +119,11 @@ def released_bytes_py(turns: Iterable[Turn]) -> int:
 
 
 def pending_bytes_py(traces: Mapping[str, Any]) -> int:
-    """What the pending records weigh: each trace's calls and turns."""
+    """What the pending records weigh: each trace's calls and turns. The traces, calls and turns are copied before
+    they are read (each copy is made without a thread switch): /metrics reads this from its own thread while the
+    event loop adds and releases records."""
     n = 0
     for tr in list(traces.values()):
-        n += sum(record_bytes(c) for c in tr.calls)
-        n += sum(record_bytes(t) for t in tr.turns.values())
+        n += sum(map(record_bytes, list(tr.calls)))
+        n += sum(map(record_bytes, list(tr.turns.values())))
     return n

@@ -2,8 +2,8 @@
  * the Python references (records_bytes_py, released_bytes_py, pending_bytes_py).
  *
  * Records of the classes given to init() are read from their slots; a record of any other class, or one whose
- * fields are not what the normalizer makes (a str or None for text, a tuple for calls and definitions), is weighed
- * by the Python reference record_bytes, so the sums are always the Python ones. A pending
+ * fields are not what the normalizer makes (a str or None for text, a tuple for calls and definitions, a dict for
+ * attributes), is weighed by the Python reference record_bytes, so the sums are always the Python ones. A pending
  * trace that is not a plain _Trace (a list of calls, a dict of turns) makes pending_bytes return None: Python weighs
  * them then. The GIL is held; no Python code runs except record_bytes for the records handed to it.
  */
@@ -24,7 +24,7 @@ static PyTypeObject *call_types[3]; /* ToolCall and its subclasses of the same s
 static PyTypeObject *offered_type, *turn_type, *span_type, *trace_type;
 static Py_ssize_t off_call[C_N], off_turn[T_N], off_defs, off_trace[2];
 static PyObject *f_record_bytes, *f_released_py;
-static long long record_bytes_c, definition_bytes;
+static long long record_bytes_c, definition_bytes, max_depth;
 static int ready;
 
 #define SLOT(o, off) (*(PyObject **)((char *)(o) + (off)))
@@ -39,6 +39,20 @@ static inline long long text(PyObject *v) {
 /* The text of attribute values (_budget._attributes): each exact str that is not one of the `n` fields (the same
  * object), and the exact str items of exact tuples; -2 when the attributes are not an exact dict (Python weighs the
  * record then). */
+/* The text in a tuple at `depth` (an attribute's value is at 1): its str items, and those of the tuples in it,
+ * MAX_DEPTH levels of tuples at most (_nested). */
+static long long nested_text(PyObject *items, long long depth) {
+    long long total = 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(items); i++) {
+        PyObject *x = PyTuple_GET_ITEM(items, i);
+        if (PyUnicode_CheckExact(x))
+            total += PyUnicode_GET_LENGTH(x);
+        else if (PyTuple_CheckExact(x) && depth < max_depth)
+            total += nested_text(x, depth + 1);
+    }
+    return total;
+}
+
 static long long attributes_text(PyObject *attrs, PyObject *const *fields, int n) {
     if (attrs == NULL || !PyDict_CheckExact(attrs)) return -2;
     long long total = 0;
@@ -50,10 +64,7 @@ static long long attributes_text(PyObject *attrs, PyObject *const *fields, int n
             for (int i = 0; i < n && !same; i++) same = v == fields[i];
             if (!same) total += PyUnicode_GET_LENGTH(v);
         } else if (PyTuple_CheckExact(v)) {
-            for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(v); i++) {
-                PyObject *x = PyTuple_GET_ITEM(v, i);
-                if (PyUnicode_CheckExact(x)) total += PyUnicode_GET_LENGTH(x);
-            }
+            total += nested_text(v, 1);
         }
     }
     return total;
@@ -246,11 +257,12 @@ static int call_subclass_with_more(PyObject *cls) {
 }
 
 /* init(ToolCall, RequestedCall, HandoffMark, OfferedTools, Turn, Span, _Trace, record_bytes, released_bytes_py,
- * RECORD_BYTES, DEFINITION_BYTES) */
+ * RECORD_BYTES, DEFINITION_BYTES, MAX_DEPTH) */
 static PyObject *init(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 11) {
+    if (nargs != 12) {
         PyErr_SetString(PyExc_TypeError, "init(ToolCall, RequestedCall, HandoffMark, OfferedTools, Turn, Span, _Trace, "
-                                         "record_bytes, released_bytes_py, RECORD_BYTES, DEFINITION_BYTES)");
+                                         "record_bytes, released_bytes_py, RECORD_BYTES, DEFINITION_BYTES, "
+                                         "MAX_DEPTH)");
         return NULL;
     }
     ready = 0;
@@ -272,6 +284,7 @@ static PyObject *init(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_XSETREF(f_released_py, Py_NewRef(args[8]));
     record_bytes_c = PyLong_AsLongLong(args[9]);
     definition_bytes = PyLong_AsLongLong(args[10]);
+    max_depth = PyLong_AsLongLong(args[11]);
     if (PyErr_Occurred()) return NULL;
     ready = 1;
     Py_RETURN_NONE;
@@ -284,7 +297,7 @@ refuse:
 static PyMethodDef methods[] = {
     {"init", (PyCFunction)(void (*)(void))init, METH_FASTCALL,
      "init(ToolCall, RequestedCall, HandoffMark, OfferedTools, Turn, Span, _Trace, record_bytes, released_bytes_py, "
-     "RECORD_BYTES, DEFINITION_BYTES)"},
+     "RECORD_BYTES, DEFINITION_BYTES, MAX_DEPTH)"},
     {"records_bytes", records_bytes, METH_O, "records_bytes(records): records_bytes_py in C."},
     {"released_bytes", released_bytes, METH_O, "released_bytes(turns): released_bytes_py in C."},
     {"pending_bytes", pending_bytes, METH_O, "pending_bytes(traces): pending_bytes_py in C, or None."},

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import random
+import sys
+import threading
 from types import MappingProxyType
 from typing import Any
 
@@ -20,7 +22,7 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.trace.export import SpanExportResult
 
 from monitor.assembly import TurnAssembler, _assembler, _budget
-from monitor.otlp import Span
+from monitor.otlp import Span, decode_json
 from monitor.records import HandoffMark, OfferedTools, RequestedCall, ToolCall, Turn
 from tests.monitor.service.conftest import ServeFactory, scrape, value, wait_for
 from tests.monitor.service.spans import new_tracer
@@ -127,6 +129,47 @@ def test_attribute_text_is_weighed_once() -> None:
     assert _budget.released_bytes_py([t]) == _budget.RECORD_BYTES + len(t.input_text)
 
 
+def _kvlist(**fields: Any) -> dict[str, Any]:
+    return {"kvlistValue": {"values": [{"key": k, "value": v} for k, v in fields.items()]}}
+
+
+def _structured_history_body(n: int) -> bytes:
+    """An OTLP JSON request of one turn span whose `gen_ai.input.messages` is structured (an array of kvlists, as
+    the conventions allow), with BIG characters of system prompt."""
+    def message(role: str, content: str) -> dict[str, Any]:
+        part = _kvlist(type={"stringValue": "text"}, content={"stringValue": content})
+        return _kvlist(role={"stringValue": role}, parts={"arrayValue": {"values": [part]}})
+
+    messages = {"arrayValue": {"values": [message("system", "x" * BIG), message("user", f"[AUTH] login {n}")]}}
+    span = {
+        "traceId": f"{n:032x}", "spanId": "00000000000000a1", "name": "invoke_agent triage", "kind": 1,
+        "startTimeUnixNano": "1", "endTimeUnixNano": "2",
+        "attributes": [
+            {"key": "gen_ai.operation.name", "value": {"stringValue": "invoke_agent"}},
+            {"key": "gen_ai.input.messages", "value": messages},
+        ],
+    }
+    return json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}).encode()
+
+
+def test_structured_attributes_are_weighed_to_their_text() -> None:
+    """Arrays of kvlists (structured messages) decode to nested tuples: their text is weighed at every level, in C
+    as in Python; nesting past the depth weighed is not followed."""
+    records = TurnAssembler().normalizer.split(decode_json(_structured_history_body(1)))[0]
+    (t,) = [r for r in records if isinstance(r, Turn)]
+    assert isinstance(t.attributes["gen_ai.input.messages"], tuple)
+    assert BIG <= _budget.record_bytes(t) - _budget.RECORD_BYTES < BIG + 200
+    assert _assembler.records_bytes([t]) == _budget.records_bytes_py([t])
+    deep: Any = "y" * 10
+    for _ in range(_budget.MAX_DEPTH):
+        deep = (deep, "z")
+    c = ToolCall("f", trace_id=T, span_id="a", attributes={"deep": deep})  # MAX_DEPTH tuples deep: all weighed
+    assert _budget.record_bytes(c) == _budget.RECORD_BYTES + len("f") + 10 + _budget.MAX_DEPTH
+    c.attributes = {"deep": (deep, "z")}  # one level more: the innermost tuple is not opened
+    assert _budget.record_bytes(c) == _budget.RECORD_BYTES + len("f") + _budget.MAX_DEPTH
+    assert _assembler.records_bytes([c]) == _budget.records_bytes_py([c])
+
+
 def _python_weights(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_assembler, "_RECORDS_BYTES", _budget.records_bytes_py)
     monkeypatch.setattr(_assembler, "_RELEASED_BYTES", _budget.released_bytes_py)
@@ -180,9 +223,13 @@ def test_light_traces_under_the_bound_stay_pending() -> None:
     assert 200 * 2 * _budget.RECORD_BYTES <= a.pending_bytes <= a._bytes < 2 * 200 * 2 * _budget.RECORD_BYTES
 
 
-def test_the_estimate_is_never_below_what_is_pending() -> None:
+@pytest.mark.parametrize("mode", ["as loaded", "python", "odd records"])
+def test_the_estimate_is_never_below_what_is_pending(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Copies, late calls, calls whose turn never comes, requested calls reconciled away, polls: after every step
-    the running estimate is at least the weight of what is pending, and a flush leaves nothing."""
+    the running estimate is at least the weight of what is pending, and a flush leaves nothing. In C when loaded,
+    in Python, and with a record C hands to Python in every batch (the rest of the batch is added there)."""
+    if mode == "python":
+        _python_weights(monkeypatch)
     rng = random.Random(7)
     a = TurnAssembler(grace_s=2, turnless_timeout_s=5, max_pending_bytes=40_000)
     now = 0
@@ -208,7 +255,10 @@ def test_the_estimate_is_never_below_what_is_pending() -> None:
             assert a._bytes >= a.pending_bytes
             continue
         sent.append(batch)
-        a.add(batch, now)
+        records, _ = a.normalizer.split(batch)
+        if mode == "odd records":
+            records.append(OddCall("odd", arguments="o" * 500, trace_id=tid, span_id=f"o{step}", parent_span_id="t0"))
+        a.add_records(records, now)
         assert a._bytes >= a.pending_bytes == _budget.pending_bytes_py(a._traces)  # in C when loaded: the same sum
         a.poll(now)
         assert a._bytes >= a.pending_bytes
@@ -275,3 +325,43 @@ def test_a_weight_held_just_under_the_bound_is_not_weighed_at_every_request(monk
         out += a.add_records(small, 11 * S)
     assert weighings == 1
     assert [int(t.trace_id, 16) for t in out] == [1] and a.stats.evicted_for_bytes == 1
+
+
+def _yield_point() -> None:
+    pass
+
+
+def test_weighing_from_another_thread_while_turns_come_and_go(monkeypatch: pytest.MonkeyPatch) -> None:
+    """/metrics is served from its own thread: weighing the pending traces there (in Python) while the event loop
+    adds and releases turns must not fail on a dict changing size."""
+    _python_weights(monkeypatch)
+    a = TurnAssembler(grace_s=600, turnless_timeout_s=600)
+    a.add([turn(T, f"t{k}") for k in range(1000)], 0)
+    turns = next(iter(a._traces.values())).turns
+    extra = next(iter(turns.values()))
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def scrape_loop() -> None:
+        try:
+            while not stop.is_set():
+                a.pending_bytes  # noqa: B018 - the weighing is the point
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # the threads take turns often
+    scraper = threading.Thread(target=scrape_loop)
+    scraper.start()
+    try:
+        for k in range(200_000):
+            turns[f"x{k}"] = extra
+            _yield_point()  # a Python call: the interpreter may switch threads here, with one turn more
+            del turns[f"x{k}"]
+            if errors:
+                break
+    finally:
+        stop.set()
+        scraper.join()
+        sys.setswitchinterval(interval)
+    assert errors == []
