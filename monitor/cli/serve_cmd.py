@@ -206,7 +206,7 @@ def settings_from_options(opts: Mapping[str, object]) -> Settings:
     type=ByteSize(),
     envvar=env.ENV_MAX_DECOMPRESSED,
     help="Largest body after gzip, deflate or zstd decompression (413 beyond; decompression stops there; "
-    f"{SIZE_UNITS}).",
+    f"over gRPC at most 2GiB less a byte, gRPC's own limit; {SIZE_UNITS}).",
 )
 @option(
     "--read-timeout",

@@ -23,6 +23,7 @@ TRANSPORT_GRPC = "grpc"
 # reports as UNAVAILABLE: OTLP exporters retry it), as OTLP/HTTP answers 503 when bodies in flight pass their bound.
 STREAMS_PER_CONNECTION = IN_FLIGHT_BODIES
 QUEUE_FULL = "queue full, retry later"
+GRPC_INT_MAX = 2**31 - 1  # gRPC core reads its channel options as C ints
 # The rich error model's trailer (a google.rpc.Status, with its details), where the OTLP specification puts the
 # RetryInfo of a throttled request; OpenTelemetry's Python exporter reads the RetryInfo alone, from the second one.
 STATUS_DETAILS_TRAILER = "grpc-status-details-bin"
@@ -111,11 +112,13 @@ class GrpcReceiver:
         which exporters see as UNAVAILABLE and retry); a connection that has not finished its HTTP/2 handshake
         within --read-timeout, or has had no request in flight for that long, is closed; and every connection is
         told to go (GOAWAY) after --read-timeout and closed one more --read-timeout later, so a stream that never
-        finishes sending holds its connection no longer than that. Exporters reconnect at their next export."""
+        finishes sending holds its connection no longer than that. Exporters reconnect at their next export. gRPC
+        core takes these as C ints: a larger message bound (--max-decompressed-bytes past 2 GiB - 1) or timeout is
+        given as GRPC_INT_MAX."""
         s = self.settings
-        timeout_ms = max(1, round(s.read_timeout_s * 1000))
+        timeout_ms = min(GRPC_INT_MAX, max(1, round(s.read_timeout_s * 1000)))
         return [
-            ("grpc.max_receive_message_length", s.max_decompressed_bytes),
+            ("grpc.max_receive_message_length", min(s.max_decompressed_bytes, GRPC_INT_MAX)),
             ("grpc.max_concurrent_streams", STREAMS_PER_CONNECTION),
             ("grpc.max_allowed_incoming_connections", s.max_connections),
             ("grpc.server_handshake_timeout_ms", timeout_ms),
