@@ -1,11 +1,13 @@
-"""Sizes in bytes as options and variables take them: a number of bytes, or with a unit as Prometheus, the
-Collector and Kubernetes write them (512MiB, 16MB, 1.5GiB): B; KB, MB, GB, TB (powers of 1000); KiB, MiB, GiB, TiB
-(powers of 1024). Units are read without regard to case (there are no bits here)."""
+"""Sizes in bytes as options and variables take them: a number of bytes, or with a unit: B; KB, MB, GB, TB (powers of
+1000); KiB, MiB, GiB, TiB (powers of 1024); and Kubernetes' quantity suffixes K, M, G, T (powers of 1000) and Ki, Mi,
+Gi, Ti (powers of 1024). Units are read without regard to case (there are no bits, or thousandths of a byte, here).
+Prometheus reads its own KB, MB... (--storage.tsdb.retention.size) as powers of 1024: write KiB, MiB... to mean that
+here. Digits are ASCII; a fraction is exact (1.005KB is 1005 bytes), and a fraction of a byte is rounded down."""
 
 from __future__ import annotations
 
-import math
 import re
+from fractions import Fraction
 
 _UNITS = {
     "": 1,
@@ -14,13 +16,22 @@ _UNITS = {
     "mb": 1000**2,
     "gb": 1000**3,
     "tb": 1000**4,
+    "k": 1000,
+    "m": 1000**2,
+    "g": 1000**3,
+    "t": 1000**4,
     "kib": 1 << 10,
     "mib": 1 << 20,
     "gib": 1 << 30,
     "tib": 1 << 40,
+    "ki": 1 << 10,
+    "mi": 1 << 20,
+    "gi": 1 << 30,
+    "ti": 1 << 40,
 }
-_SIZE = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-z]*)\s*", re.IGNORECASE)
-MAX_SIZE = 1 << 50  # 1 PiB: past any memory or body this service bounds, and exact as a float
+_SIZE = re.compile(r"\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([a-z]*)\s*", re.IGNORECASE | re.ASCII)
+MAX_SIZE = 1 << 50  # 1 PiB: past any memory or body this service bounds
+_MAX_DIGITS = 64  # digits before or after the point that are read: more is too large or too precise to mean a size
 
 
 def parse_size(text: str, minimum: int = 1) -> int:
@@ -31,10 +42,15 @@ def parse_size(text: str, minimum: int = 1) -> int:
     if m is None or unit is None:
         raise ValueError(f"invalid size {text!r}: use a number of bytes, or with a unit: B, KB, MB, GB, TB, KiB, MiB, "
                          "GiB or TiB (e.g. 512MiB)")
-    value = float(m.group(1)) * unit
-    if not math.isfinite(value) or value > MAX_SIZE:
+    number = m.group(1)
+    whole, _, part = number.partition(".")
+    if len(whole.lstrip("0")) > _MAX_DIGITS or Fraction(whole or 0) * unit > MAX_SIZE:
         raise ValueError(f"size {text!r} is too large: at most {format_size(MAX_SIZE)}")
-    n = int(value)
+    if len(part) > _MAX_DIGITS:
+        raise ValueError(f"size {text!r} has too many digits after the point: at most {_MAX_DIGITS}")
+    n = int(Fraction(number) * unit)
+    if n > MAX_SIZE:
+        raise ValueError(f"size {text!r} is too large: at most {format_size(MAX_SIZE)}")
     if n < minimum:
         raise ValueError(f"size {text!r} is too small: at least {format_size(minimum)}")
     return n

@@ -260,7 +260,7 @@ def settings_from_options(opts: Mapping[str, object]) -> Settings:
     "--verdict-log-max-bytes",
     default="64MiB",
     show_default=True,
-    type=ByteSize(minimum=1024),
+    type=ByteSize(minimum=env.VERDICT_LOG_MIN_BYTES),
     envvar=env.ENV_VERDICT_LOG_MAX_BYTES,
     help=f"Rotate the verdict log at this size (3 backups kept; {SIZE_UNITS}).",
 )

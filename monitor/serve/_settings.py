@@ -44,6 +44,7 @@ ENV_ALERTS = "TOOLWATCH_ALERTS"  # evaluate the rule file's alerts in process (t
 ENV_ALERT_WEBHOOK = "TOOLWATCH_ALERT_WEBHOOK"  # Alertmanager (/api/v2/alerts) or webhook URL for firing alerts
 
 MiB = 1024 * 1024
+VERDICT_LOG_MIN_BYTES = 1024  # the verdict log rotates at a size of at least this
 
 # The delay a 503 (Retry-After) and a gRPC UNAVAILABLE (RetryInfo) ask for, in whole seconds (Retry-After has no
 # fractions). At most 5 minutes, the default retry budget of the Collector's exporters (max_elapsed_time): past it
@@ -191,7 +192,7 @@ class Settings:
             (ENV_TOKEN, "token", str),
             (ENV_VERDICT_LOG, "verdict_log", str),
             (ENV_VERDICT_LOG_ALL, "verdict_log_all", _bool),
-            (ENV_VERDICT_LOG_MAX_BYTES, "verdict_log_max_bytes", parse_size),
+            (ENV_VERDICT_LOG_MAX_BYTES, "verdict_log_max_bytes", lambda raw: parse_size(raw, VERDICT_LOG_MIN_BYTES)),
             (ENV_WATCH_RULES, "watch_rules", _bool),
             (ENV_ALERTS, "alerts", _bool),
             (ENV_ALERT_WEBHOOK, "alert_webhook", str),
@@ -231,8 +232,8 @@ class Settings:
             port = getattr(self, name)
             if port is not None and not 0 <= port <= 65535:
                 raise ValueError(f"{name} must be 0-65535, not {port}")
-        if self.verdict_log_max_bytes < 1024:
-            raise ValueError("verdict_log_max_bytes must be >= 1024")
+        if self.verdict_log_max_bytes < VERDICT_LOG_MIN_BYTES:
+            raise ValueError(f"verdict_log_max_bytes must be >= {VERDICT_LOG_MIN_BYTES}")
         if self.grace_s < 0 or self.turnless_timeout_s < 0:
             raise ValueError("grace and turnless timeout must be >= 0")
         if not self.read_timeout_s > 0:

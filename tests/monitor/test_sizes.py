@@ -24,6 +24,13 @@ from monitor.sizes import MAX_SIZE, format_size, parse_size
         ("3kb", 3000),
         ("10b", 10),
         (".5KiB", 512),
+        ("1.005KB", 1005),  # exact: a float makes it 1004
+        ("0.1MB", 100_000),
+        ("512Mi", 512 << 20),  # Kubernetes' suffixes
+        ("5M", 5_000_000),
+        ("2k", 2000),
+        ("1.5Gi", 3 << 29),
+        ("007B", 7),
     ],
 )
 def test_sizes_parse(text: str, want: int) -> None:
@@ -34,7 +41,11 @@ def test_sizes_parse(text: str, want: int) -> None:
             parse_size(text)
 
 
-@pytest.mark.parametrize("text", ["", "MiB", "1e6", "-1", "1 2", "12 parsecs", "64Mbit", "0x10", "1,024", "nan", "inf"])
+@pytest.mark.parametrize(
+    "text",
+    ["", "MiB", "1e6", "-1", "1 2", "12 parsecs", "64Mbit", "0x10", "1,024", "nan", "inf",
+     "\u0661\u0662MiB", "\uff11KB"],  # digits other than ASCII
+)
 def test_what_is_not_a_size_says_what_to_write(text: str) -> None:
     with pytest.raises(ValueError, match=r"invalid size .*: use a number of bytes, or with a unit: B, KB, .* 512MiB"):
         parse_size(text)
@@ -48,7 +59,15 @@ def test_bounds() -> None:
     with pytest.raises(ValueError, match="too large: at most 1024TiB"):
         parse_size("1025TiB")
     with pytest.raises(ValueError, match="too large"):
-        parse_size("9" * 400)  # float() of it is inf
+        parse_size("9" * 400)
+    with pytest.raises(ValueError, match="too large"):
+        parse_size("1024.5TiB")  # the whole part is MAX_SIZE, the half past it
+    assert parse_size("1125899906842624.5") == MAX_SIZE  # the half byte rounded down
+    assert parse_size("1125899906842623.99") == MAX_SIZE - 1
+    assert parse_size("0" * 100 + "12") == 12
+    assert parse_size("1." + "9" * 64 + "KB") == 1999
+    with pytest.raises(ValueError, match="too many digits after the point: at most 64"):
+        parse_size("1." + "9" * 65)
 
 
 @pytest.mark.parametrize(

@@ -38,6 +38,13 @@ def test_bad_values_warn_and_keep_defaults(caplog: pytest.LogCaptureFixture) -> 
         s = Settings.from_env({"TOOLWATCH_METRICS_PORT": "70000", "TOOLWATCH_GRPC_PORT": "-1"})
     assert s.metrics_port == 9464 and s.grpc_port is None
     assert "TOOLWATCH_METRICS_PORT" in caplog.text and "TOOLWATCH_GRPC_PORT" in caplog.text
+    # A size under its option's minimum is bad as a size that is 0 is: a warning and the default, not a refusal.
+    for small in ("0", "100", "1023B"):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            s = Settings.from_env({"TOOLWATCH_VERDICT_LOG_MAX_BYTES": small})
+        assert s.verdict_log_max_bytes == 64 << 20
+        assert "TOOLWATCH_VERDICT_LOG_MAX_BYTES" in caplog.text and "at least 1KiB" in caplog.text
 
 
 def test_invalid_combinations_are_refused() -> None:
