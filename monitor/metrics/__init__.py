@@ -8,10 +8,11 @@ from monitor.metrics._operational import LISTENER_METRICS, LISTENER_RECEIVER
 from monitor.metrics._registry import DEFAULT_WINDOWS, ToolwatchMetrics
 from monitor.metrics._runtime import served_registry
 from monitor.metrics._verdicts import VerdictCounters
-from monitor.metrics._windows import View, format_duration, parse_duration
+from monitor.metrics._windows import DurationTooLong, View, format_duration, parse_duration
 
 __all__ = [
     "DEFAULT_WINDOWS",
+    "DurationTooLong",
     "Histogram",
     "LISTENER_METRICS",
     "LISTENER_RECEIVER",

@@ -27,19 +27,28 @@ _A_LEN = 8
 T_CORRECT, T_JUDGED, T_SPURIOUS, T_MISSED, T_EXPECTED = range(5)
 _T_LEN = 5
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+_DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s|m|h|d)?\s*$")
+MAX_DURATION_S = 3650 * 86400  # ten years: longer than any window, timeout or grace means here
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
 
 
+class DurationTooLong(ValueError):
+    """A duration past MAX_DURATION_S."""
+
+
 def parse_duration(text: str, *, allow_zero: bool = False) -> float:
-    """'5m' -> 300.0; '500ms', '90s', '1h', '2d', or a bare number of seconds. Positive, or 0 with `allow_zero`."""
+    """'5m' -> 300.0; '500ms', '90s', '1h', '2d', or a bare number of seconds. Positive, or 0 with `allow_zero`; at
+    most MAX_DURATION_S."""
     m = _DURATION.match(text)
     if not m or float(m.group(1)) < 0 or (float(m.group(1)) == 0 and not allow_zero):
         what = "0 or a positive number" if allow_zero else "a positive number"
         raise ValueError(
             f"invalid duration {text!r}: use {what} of seconds, or with a unit: ms, s, m, h or d (e.g. 500ms, 5m)"
         )
-    return float(m.group(1)) * _UNITS[m.group(2)]
+    seconds = float(m.group(1)) * _UNITS[m.group(2)]
+    if not seconds <= MAX_DURATION_S:  # inf too
+        raise DurationTooLong(f"duration {text!r} is too long: at most {format_duration(MAX_DURATION_S)}")
+    return seconds
 
 
 def format_duration(seconds: float) -> str:

@@ -113,14 +113,15 @@ class GrpcReceiver:
         within --read-timeout, or has had no request in flight for that long, is closed; and every connection is
         told to go (GOAWAY) after --read-timeout and closed one more --read-timeout later, so a stream that never
         finishes sending holds its connection no longer than that. Exporters reconnect at their next export. gRPC
-        core takes these as C ints: a larger message bound (--max-decompressed-bytes past 2 GiB - 1) or timeout is
-        given as GRPC_INT_MAX."""
+        core takes these as C ints: a larger message bound (--max-decompressed-bytes past 2 GiB - 1) or timeout in
+        ms is given as GRPC_INT_MAX, a larger number of connections as one less."""
         s = self.settings
         timeout_ms = min(GRPC_INT_MAX, max(1, round(s.read_timeout_s * 1000)))
         return [
             ("grpc.max_receive_message_length", min(s.max_decompressed_bytes, GRPC_INT_MAX)),
             ("grpc.max_concurrent_streams", STREAMS_PER_CONNECTION),
-            ("grpc.max_allowed_incoming_connections", s.max_connections),
+            # gRPC core checks this one is under GRPC_INT_MAX (and aborts the process if not)
+            ("grpc.max_allowed_incoming_connections", min(s.max_connections, GRPC_INT_MAX - 1)),
             ("grpc.server_handshake_timeout_ms", timeout_ms),
             ("grpc.max_connection_idle_ms", timeout_ms),
             ("grpc.max_connection_age_ms", timeout_ms),

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from monitor.assembly import DEFAULT_MAX_PENDING_BYTES
-from monitor.metrics import DEFAULT_WINDOWS, parse_duration
+from monitor.metrics import DEFAULT_WINDOWS, DurationTooLong, parse_duration
 from monitor.metrics.names import OTHER
 from monitor.sizes import parse_size
 
@@ -101,9 +101,13 @@ def _duration_or_zero(text: str) -> float:
 
 def retry_after(text: str) -> int:
     """A duration of whole seconds from 1 s to RETRY_AFTER_MAX_S (TOOLWATCH_RETRY_AFTER, --retry-after): '2m' -> 120."""
-    seconds = parse_duration(text)
-    if seconds > RETRY_AFTER_MAX_S:  # first: a string of many digits is inf, which int() refuses
-        raise ValueError(f"retry delay {text!r} is too long: at most 5m (exporters stop retrying a batch after that)")
+    too_long = f"retry delay {text!r} is too long: at most 5m (exporters stop retrying a batch after that)"
+    try:
+        seconds = parse_duration(text)
+    except DurationTooLong:
+        raise ValueError(too_long) from None
+    if seconds > RETRY_AFTER_MAX_S:
+        raise ValueError(too_long)
     if seconds != int(seconds):
         raise ValueError(f"retry delay {text!r} is not a whole number of seconds (Retry-After has no fractions)")
     return int(seconds)

@@ -89,12 +89,17 @@ def test_a_message_past_the_decompressed_limit_is_counted(serve: ServeFactory) -
     assert value(s, "toolwatch_spans_received_total", transport="grpc") == 2
 
 
-def test_a_decompressed_limit_past_what_grpc_takes_serves_grpc_at_its_own_limit(serve: ServeFactory) -> None:
-    """gRPC core takes a message length of at most 2**31 - 1 bytes (a C int): a larger --max-decompressed-bytes is
-    served over HTTP as given and over gRPC at that limit, instead of failing at start."""
-    _, server = serve(grpc_port=0, max_decompressed_bytes=4 * 2**30)
+def test_bounds_past_what_grpc_takes_serve_grpc_at_its_own_limits(serve: ServeFactory) -> None:
+    """gRPC core reads its options as C ints (at most 2**31 - 1): a larger --max-decompressed-bytes, --max-connections
+    or --read-timeout (in ms) is served over HTTP as given and over gRPC at that limit, instead of failing at start."""
+    _, server = serve(
+        grpc_port=0, max_decompressed_bytes=4 * 2**30, max_connections=2**31, read_timeout_s=3650 * 86400
+    )
     assert server.grpc_port
-    assert ("grpc.max_receive_message_length", 2**31 - 1) in server._grpc.options()
+    options = dict(server._grpc.options())
+    assert options["grpc.max_receive_message_length"] == 2**31 - 1
+    assert options["grpc.max_allowed_incoming_connections"] == 2**31 - 2  # core aborts the process at 2**31 - 1
+    assert options["grpc.max_connection_idle_ms"] == 2**31 - 1
     exporter = GrpcExporter(endpoint=f"127.0.0.1:{server.grpc_port}", insecure=True, timeout=10)
     assert exporter.export(record_turns([TurnSpec("look up tag", [Call("pull_auth_telemetry")])])) is (
         SpanExportResult.SUCCESS

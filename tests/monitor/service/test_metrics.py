@@ -111,6 +111,13 @@ def test_duration_labels_and_errors() -> None:
     assert parse_duration("0", allow_zero=True) == parse_duration("0s", allow_zero=True) == 0
     with pytest.raises(ValueError, match="use 0 or a positive number"):
         parse_duration("-1s", allow_zero=True)
+    # Past ten years is too long for anything here (float() of 400 nines is inf, which broke the gRPC options).
+    assert parse_duration("3650d") == 3650 * 86400
+    for text in ("3651d", "9" * 400 + "d", "9" * 400):
+        with pytest.raises(ValueError, match=f"duration '{text}' is too long: at most 3650d"):
+            parse_duration(text)
+    with pytest.raises(ValueError, match="invalid duration"):
+        parse_duration("\u0661\u0662s")  # digits other than ASCII
 
 
 def test_forbidden_calls_counter_counts_calls(tmp_path: Path) -> None:
