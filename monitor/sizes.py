@@ -1,6 +1,7 @@
 """Sizes in bytes as options and variables take them: a number of bytes, or with a unit: B; KB, MB, GB, TB (powers of
 1000); KiB, MiB, GiB, TiB (powers of 1024); and Kubernetes' quantity suffixes K, M, G, T (powers of 1000) and Ki, Mi,
-Gi, Ti (powers of 1024). Units are read without regard to case (there are no bits, or thousandths of a byte, here).
+Gi, Ti (powers of 1024). Units are read without regard to case (there are no bits here), but for a lowercase m
+alone: a thousandth in Kubernetes, refused.
 Prometheus reads its own KB, MB... (--storage.tsdb.retention.size) as powers of 1024: write KiB, MiB... to mean that
 here. Digits are ASCII; a fraction is exact (1.005KB is 1005 bytes), and a fraction of a byte is rounded down."""
 
@@ -41,14 +42,17 @@ def parse_size(text: str, minimum: int = 1) -> int:
     unit = _UNITS.get(m.group(2).lower()) if m else None
     if m is None or unit is None:
         raise ValueError(f"invalid size {text!r}: use a number of bytes, or with a unit: B, KB, MB, GB, TB, KiB, MiB, "
-                         "GiB or TiB (e.g. 512MiB)")
-    number = m.group(1)
-    whole, _, part = number.partition(".")
-    if len(whole.lstrip("0")) > _MAX_DIGITS or Fraction(whole or 0) * unit > MAX_SIZE:
+                         "GiB or TiB (e.g. 512MiB), or Kubernetes' K, M, G, T, Ki, Mi, Gi or Ti")
+    if m.group(2) == "m":
+        raise ValueError(f"invalid size {text!r}: a lowercase m is a thousandth in Kubernetes quantities; write M or "
+                         "MB for 10^6 bytes, Mi or MiB for 2^20")
+    whole, _, part = m.group(1).partition(".")
+    whole, part = whole.lstrip("0") or "0", part.rstrip("0")
+    if len(whole) > _MAX_DIGITS or int(whole) * unit > MAX_SIZE:
         raise ValueError(f"size {text!r} is too large: at most {format_size(MAX_SIZE)}")
     if len(part) > _MAX_DIGITS:
         raise ValueError(f"size {text!r} has too many digits after the point: at most {_MAX_DIGITS}")
-    n = int(Fraction(number) * unit)
+    n = int(Fraction(f"{whole}.{part}") * unit)
     if n > MAX_SIZE:
         raise ValueError(f"size {text!r} is too large: at most {format_size(MAX_SIZE)}")
     if n < minimum:

@@ -36,11 +36,8 @@ static inline long long text(PyObject *v) {
     return v == Py_None ? 0 : -1;
 }
 
-/* The text of attribute values (_budget._attributes): each exact str that is not one of the `n` fields (the same
- * object), and the exact str items of exact tuples; -2 when the attributes are not an exact dict (Python weighs the
- * record then). */
-/* The text in a tuple at `depth` (an attribute's value is at 1): its str items, and those of the tuples in it,
- * MAX_DEPTH levels of tuples at most (_nested). */
+/* The text in an exact tuple at `depth` (an attribute's value is at 1): its exact str items, and those of the exact
+ * tuples in it, MAX_DEPTH levels of tuples at most (_budget._nested). */
 static long long nested_text(PyObject *items, long long depth) {
     long long total = 0;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(items); i++) {
@@ -53,6 +50,9 @@ static long long nested_text(PyObject *items, long long depth) {
     return total;
 }
 
+/* The text of attribute values (_budget._attributes): each exact str that is not one of the `n` fields (the same
+ * object), and the text in exact tuples (nested_text); -2 when the attributes are not an exact dict (Python weighs
+ * the record then). */
 static long long attributes_text(PyObject *attrs, PyObject *const *fields, int n) {
     if (attrs == NULL || !PyDict_CheckExact(attrs)) return -2;
     long long total = 0;

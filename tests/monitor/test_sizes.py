@@ -47,8 +47,15 @@ def test_sizes_parse(text: str, want: int) -> None:
      "\u0661\u0662MiB", "\uff11KB"],  # digits other than ASCII
 )
 def test_what_is_not_a_size_says_what_to_write(text: str) -> None:
-    with pytest.raises(ValueError, match=r"invalid size .*: use a number of bytes, or with a unit: B, KB, .* 512MiB"):
+    want = r"invalid size .*: use a number of bytes, or with a unit: B, KB, .* 512MiB.* Ki"
+    with pytest.raises(ValueError, match=want):
         parse_size(text)
+
+
+def test_a_lowercase_m_alone_is_refused_as_kubernetes_reads_it_as_thousandths() -> None:
+    with pytest.raises(ValueError, match="lowercase m is a thousandth in Kubernetes quantities; write M or MB"):
+        parse_size("500m")
+    assert parse_size("500M") == parse_size("500mb") == 500_000_000 and parse_size("1mi") == 1 << 20
 
 
 def test_bounds() -> None:
@@ -66,6 +73,8 @@ def test_bounds() -> None:
     assert parse_size("1125899906842623.99") == MAX_SIZE - 1
     assert parse_size("0" * 100 + "12") == 12
     assert parse_size("1." + "9" * 64 + "KB") == 1999
+    assert parse_size("0" * 5000 + "1") == 1  # zeros are not digits that count
+    assert parse_size("1." + "0" * 100 + "KB") == 1000
     with pytest.raises(ValueError, match="too many digits after the point: at most 64"):
         parse_size("1." + "9" * 65)
 
