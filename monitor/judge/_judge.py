@@ -11,14 +11,14 @@ from monitor.judge import _args, _plan
 from monitor.judge._catalog import Catalog, TurnTools
 from monitor.judge._conditions import holds
 from monitor.judge._outcomes import AltResult, evaluate, score_sensitive
-from monitor.judge._parse import NOT_CAPTURED, arguments_of, parse_arguments, schema_result
+from monitor.judge._parse import NOT_CAPTURED, Malformed, parse_arguments, schema_result
 from monitor.judge._reason import note_requested, reason
 from monitor.judge._router import Router
 from monitor.judge._schema import SchemaValidator
 from monitor.judge._sequence import sequence_check
 from monitor.records import RequestedCall, Turn
 from monitor.rules import Expectation, RuleSet
-from monitor.rules._model import Forbid
+from monitor.rules._model import ArgCheck, Forbid
 from monitor.verdict import ArgCheckResult, CallVerdict, Outcome, SchemaViolation, TurnVerdict
 
 CASE_ID_ATTRIBUTE = "toolwatch.case.id"
@@ -124,6 +124,17 @@ class _Scored:
         self.asks = asks
         self.results: dict[tuple[int, ...], AltResult] = {}
 
+
+
+def _slot_score(checks: tuple[ArgCheck, ...], parsed: Any, text: str) -> int:
+    """Score units of a call (its arguments `parsed`) in a slot with `checks`: 2 per check that passes; a call whose
+    arguments were not captured 2n - 1 of 2n (unknown, between all and one failing); arguments that are not JSON
+    fail every check (as slot_checks says), a one_of that lists "" too."""
+    if parsed is NOT_CAPTURED:
+        return 2 * len(checks) - 1
+    if type(parsed) is Malformed:
+        return 0
+    return 2 * _args.score(checks, parsed, text)
 
 class Judge:
     """Judges turns against a RuleSet.
@@ -423,10 +434,7 @@ class Judge:
 
         def score(k: int, i: int, j: int) -> int:
             """Score units of call i in slot j of alternative k (see _outcomes.ScoreFn)."""
-            checks = exp.alternatives[k].slots[j].checks
-            if parsed[i] is NOT_CAPTURED:
-                return 2 * len(checks) - 1
-            return 2 * _args.score(checks, arguments_of(parsed[i]), text)
+            return _slot_score(exp.alternatives[k].slots[j].checks, parsed[i], text)
 
         scored = self._scored_cache.get(key)
         known: Iterator[int] | None = None  # on a miss, evaluate asks for the same scores again, in the same order

@@ -424,6 +424,8 @@ def several_calls(  # noqa: C901 - the closure's straight line is the point
         """Judge._best's score of call i (parsed `p`) in a slot with `checks`."""
         if p is not_captured:
             return 2 * len(checks) - 1
+        if type(p) is Malformed:  # every check fails (as slot_checks says), "" in a one_of too
+            return 0
         if one is not None and type(p) is dict:
             actual = p.get(one[0], missing)
             if type(actual) is str:
@@ -431,7 +433,7 @@ def several_calls(  # noqa: C901 - the closure's straight line is the point
                 if misses is not None and actual.isascii():
                     return 2 if actual.strip(misses) != "" else 0
                 return 2 if one[2](actual.encode("utf-8", "surrogatepass")) else 0
-        return 2 * score_checks(checks, p if type(p) is not Malformed else None, text)
+        return 2 * score_checks(checks, p, text)
 
     def run(turn: Turn) -> TurnVerdict | None:  # noqa: C901 - one flat pass: calls cost more than checks
         if unkept:
