@@ -10,7 +10,8 @@ A gate on a figure that could not be computed (zero denominator, reported as abs
 the figure was not computed and what it needs (`figures.NEEDS`): a gate that
 silently passes on no data is worse than none. A baseline figure the current command does not compute at all
 (the pass rate of `eval` beside a `replay`), or pass^k of another k, is not compared and said so; so is a figure of
-this report that the baseline lacks or has absent (nothing to regress from).
+this report that the baseline lacks or has absent (nothing to regress from), and a baseline key that is no figure.
+A baseline none of whose figures could be compared fails (`NOTHING_COMPARED`), for the same reason.
 """
 
 from __future__ import annotations
@@ -19,10 +20,24 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from monitor.judge._percent import percent
-from monitor.report.figures import COMPUTED_BY, HIGHER_IS_BETTER, LABELS, NEEDS, NEUTRAL, canonical_figure
+from monitor.report.figures import (
+    COMPUTED_BY,
+    FIGURE_KEYS,
+    HIGHER_IS_BETTER,
+    LABELS,
+    NEEDS,
+    NEUTRAL,
+    canonical_figure,
+)
 
 EPSILON = 1e-12
 PASS_HAT_K = "pass_hat_k"
+MAX_UNKNOWN_LISTED = 10
+NOTHING_COMPARED = (
+    "No figure of the baseline could be compared with this run (each is listed under 'Not compared with the "
+    "baseline'): a regression gate that compares nothing would pass on nothing; give --baseline a report that "
+    "the same command wrote with --json"
+)
 
 
 @dataclass(slots=True, frozen=True)
@@ -141,8 +156,8 @@ def gate_results(
 
 
 def verdict(results: Sequence[GateResult]) -> str:
-    """One line on the gates asked: how many failed of how many, or that all passed. No result: only a baseline was
-    asked, and none of its figures was compared (`skipped_comparisons` says why)."""
+    """One line on the gates asked: how many failed of how many, or that all passed (a baseline that compared nothing
+    is a failed gate, `NOTHING_COMPARED`)."""
     if not results:
         return "No figure was compared with the baseline."
     n = len(results)
@@ -185,8 +200,14 @@ def skipped_comparisons(
     """One line per figure that `gate_results` does not compare, saying why: a baseline figure this report does not
     have (or of another k), a figure with no better direction, then a figure this report has a value of that the
     baseline lacks or has absent."""
+    unknown = [key for key in baseline if key not in FIGURE_KEYS]
+    out = [f"{key!r} in the baseline is not a figure toolwatch reports: not compared"
+           for key in unknown[:MAX_UNKNOWN_LISTED]]
+    if len(unknown) > MAX_UNKNOWN_LISTED:
+        out.append(f"{len(unknown) - MAX_UNKNOWN_LISTED:,} more keys in the baseline are not figures toolwatch "
+                   "reports: not compared")
     reasons = (_not_compared(key, figures, k, baseline_k) for key, _ in _compared(baseline))
-    out = [r for r in reasons if r is not None]
+    out += [r for r in reasons if r is not None]
     for key in sorted(NEUTRAL & (figures.keys() | baseline.keys())):
         out.append(f"{LABELS.get(key, key)} ({key}) has no better direction and is not compared with the baseline "
                    "(gate it with --fail-under or --fail-over)")
@@ -222,4 +243,6 @@ def _regressions(
             out.append(GateResult(key, name, False, f"{shown}: worse by {_pct(worse)} (max drop {_pct(max_drop)})"))
         else:
             out.append(GateResult(key, name, True, f"{shown} (max drop {_pct(max_drop)})"))
+    if not out:
+        out.append(GateResult("baseline", "at least one figure compared with the baseline", False, NOTHING_COMPARED))
     return out

@@ -224,6 +224,9 @@ def load_baseline(path: str | Path) -> Baseline:
         if value is None:
             out[str(key)] = None
         elif isinstance(value, int | float) and not isinstance(value, bool) and _finite(value):
+            if not 0.0 <= value <= 1.0:  # every figure is a ratio: 95 (a percentage) passed or failed every run
+                raise BaselineError(f"{p}: figure {key!r} is {float(value)!r}, outside [0, 1]: figures are ratios "
+                                    "(0.95, not 95); give the file `--json` wrote")
             out[str(key)] = float(value)
         else:
             raise BaselineError(f"{p}: figure {key!r} is {value!r}, expected a number or null")

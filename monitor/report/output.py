@@ -5,6 +5,8 @@ Options are validated before the work starts (a typo in a gate must not cost a l
 
 from __future__ import annotations
 
+import errno
+import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -109,7 +111,44 @@ def pop_report_options(kwargs: dict[str, Any]) -> ReportOptions:
         quiet=kwargs.pop("quiet"),
     )
     _check_stdout(options)
+    _check_paths(options)
     return options
+
+
+def _unwritable(path: str) -> str | None:
+    """Why a report could not be written at `path` (None: as far as can be told before writing). The parent
+    directories missing are made when it is written."""
+    if path == "-":
+        return None
+    target = Path(path)
+    if target.is_dir():
+        return os.strerror(errno.EISDIR)
+    ancestor = target.parent
+    while not ancestor.exists() and ancestor != ancestor.parent:  # a path under a file does not exist either
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        return os.strerror(errno.ENOTDIR)
+    writable = os.access(target, os.W_OK) if target.exists() else os.access(ancestor, os.W_OK | os.X_OK)
+    return None if writable else os.strerror(errno.EACCES)
+
+
+def _check_paths(options: ReportOptions) -> None:
+    """Every report path, checked before the run: one that cannot be written was found only after it, and its
+    error took the place of the summary and the gates' outcome."""
+    paths = (("--json", options.json_path), ("--markdown", options.markdown_path),
+             ("--junit", options.junit_path), ("--html", options.html_path))
+    seen: dict[str, str] = {}
+    for name, path in paths:
+        if not path:
+            continue
+        why = _unwritable(path)
+        if why is not None:
+            raise ReportWriteError(f"cannot write {path}: {why} ({name})")
+        key = path if path == "-" else os.path.realpath(path)
+        if key in seen and path != "-":
+            raise click.UsageError(f"{seen[key]} and {name} both write {path}: the second would overwrite the first; "
+                                   "give each report its own path")
+        seen[key] = name
 
 
 def _check_stdout(options: ReportOptions) -> None:
@@ -163,7 +202,8 @@ def with_gates(report: Report, options: ReportOptions) -> Report:
 def emit_report(
     report: Report, options: ReportOptions, warnings: Sequence[str] = (), problems: Sequence[InputProblem] = ()
 ) -> int:
-    """Write every requested form, print the summary and the gate results; the exit code (0 or 1). The gates are
+    """Write every requested form, print the summary and the gate results; the exit code (0 or 1), or, after all
+    that is printed, ReportWriteError (exit 2) naming each form that could not be written. The gates are
     put on the report first (`with_gates`), so each form records them. `warnings`: what the report's tables and
     notes already say but -q must not hide (runs that raised, records skipped), printed on stderr as
     `warning: ...` with -q only. `problems`: the kinds of problem with the input, which the JUnit form has as
@@ -176,12 +216,13 @@ def emit_report(
         (options.junit_path, lambda r: render_junit(r, problems=problems)),
         (options.html_path, render_html),
     ]
+    unwritten: list[str] = []
     for path, render in writers:
         if path:
             try:
                 _write(path, render(report))
-            except OSError as exc:
-                raise ReportWriteError(f"cannot write {path}: {exc.strerror or exc}") from exc
+            except OSError as exc:  # after the run (a disk that fills): the summary and the gates still print
+                unwritten.append(f"cannot write {path}: {exc.strerror or exc}")
     to_stdout = any(p == "-" for p, _ in writers)
     out = sys.stderr if to_stdout else sys.stdout
     if options.quiet:
@@ -197,7 +238,8 @@ def emit_report(
         click.echo(f"FAILED {len(failures)} gate(s):", file=out)
         for f in failures:
             click.echo(f"  - {f.message}", file=out)
-        return 1
-    if report.gates is not None:
+    elif report.gates is not None:
         click.echo("All gates passed.", file=out)
-    return 0
+    if unwritten:
+        raise ReportWriteError("; ".join(unwritten))
+    return 1 if failures else 0

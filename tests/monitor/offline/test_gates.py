@@ -155,8 +155,11 @@ def test_figure_computed_now_but_not_in_the_baseline_is_said_not_compared() -> N
 
 
 def test_pass_hat_k_of_different_k_is_not_compared() -> None:
-    base, now = {"pass_hat_k": 0.9}, {"pass_hat_k": 0.5}
+    base, now = {"pass_hat_k": 0.9, "pass_rate": 0.5}, {"pass_hat_k": 0.5, "pass_rate": 0.5}
     assert _failed(now, baseline=base, k=2, baseline_k=3) == []
+    # pass^k alone, of another k: nothing compared, which fails (a gate passing on nothing)
+    (nothing,) = _failed({"pass_hat_k": 0.5}, baseline={"pass_hat_k": 0.9}, k=2, baseline_k=3)
+    assert nothing.figure == "baseline"
     assert skipped_comparisons(now, base, k=2, baseline_k=3) == [
         "pass^k (chance that k trials of a case all pass) (pass_hat_k): pass^3 in the baseline, pass^2 now: "
         "different k are not comparable"
@@ -424,3 +427,90 @@ def test_tool_usage_rate_has_no_better_direction() -> None:
     ]
     assert skipped_comparisons({"tool_call_accuracy": 0.9}, {"tool_call_accuracy": 0.9}) == []
     assert {grade("tool_usage_rate", v) for v in (0.0, 0.5, 1.0)} == {"neutral"}
+
+
+@pytest.mark.parametrize(
+    ("figures", "skipped"),
+    [
+        ({"pass_rate": 0.9}, "Pass rate (all trials) (pass_rate) is in the baseline but not computed by this run"),
+        ({"tool_call_acuracy": 0.9}, "'tool_call_acuracy' in the baseline is not a figure toolwatch reports"),
+        ({"tool_call_accuracy": None}, "Tool call accuracy (tool_call_accuracy) is absent (no data) in the baseline"),
+    ],
+    ids=["figure this command does not compute", "misspelt figure", "figure absent in the baseline"],
+)
+def test_cli_baseline_that_compares_nothing_fails(
+    span_file: Path, support_rules: Path, tmp_path: Path, figures: dict[str, Any], skipped: str
+) -> None:
+    """A baseline none of whose figures this run could compare (another command's, a misspelt key, absent values)
+    printed `All gates passed.` and exited 0: a regression gate that compared nothing passed on nothing. It fails,
+    saying so, and each baseline figure not compared is listed with why (a key that is no figure too)."""
+    base = tmp_path / "base.json"
+    base.write_text(json.dumps({"figures": figures}), encoding="utf-8")
+    code, out = _run(span_file, support_rules, "--baseline", str(base), "--max-drop", "0.02")
+    assert code == 1, out
+    assert "All gates passed." not in out
+    assert "FAILED 1 gate(s):\n  - No figure of the baseline could be compared with this run" in out, out
+    assert f"Not compared with the baseline: {skipped}" in out, out
+    # with a figure compared, the others are still listed, and the gate is that figure's
+    base.write_text(json.dumps({"figures": {**figures, "selection_accuracy": 0.2}}), encoding="utf-8")
+    code, out = _run(span_file, support_rules, "--baseline", str(base), "--max-drop", "0.02")
+    assert code == 0 and "All gates passed." in out and f"Not compared with the baseline: {skipped}" in out, out
+
+
+def test_a_baseline_comparing_nothing_fails_beside_thresholds_that_pass() -> None:
+    (fail,) = _failed({"tool_call_accuracy": 0.9}, fail_under=[Threshold("tool_call_accuracy", 0.5)],
+                      baseline={"x": 0.9})
+    assert fail.figure == "baseline" and "No figure of the baseline could be compared" in fail.message
+    assert skipped_comparisons({"tool_call_accuracy": 0.9}, {"x": 0.9}) == [
+        "'x' in the baseline is not a figure toolwatch reports: not compared",
+        "Tool call accuracy (tool_call_accuracy) is not in the baseline",
+    ]
+
+
+@pytest.mark.parametrize("value", ["95", "-0.1", "1.0000001"])
+def test_cli_baseline_figure_outside_zero_one_is_refused(
+    span_file: Path, support_rules: Path, tmp_path: Path, value: str
+) -> None:
+    """Every figure is a ratio in [0, 1]; a baseline of 95 (a percentage written by hand) was taken, and every run
+    passed against it (or, for a rate, failed). Refused like any other bad baseline (exit 2)."""
+    base = tmp_path / "base.json"
+    base.write_text('{"figures": {"tool_call_accuracy": ' + value + "}}", encoding="utf-8")
+    code, out = _run(span_file, support_rules, "--baseline", str(base))
+    assert code == 2 and f"figure 'tool_call_accuracy' is {float(value)!r}, outside [0, 1]" in out, out
+
+
+@pytest.mark.parametrize("option", ["--json", "--markdown", "--junit", "--html"])
+def test_cli_a_report_path_that_is_a_directory_is_refused_before_the_run(
+    span_file: Path, support_rules: Path, tmp_path: Path, option: str
+) -> None:
+    """A report path that cannot be written was found only after the run, and its error replaced the summary and the
+    gates' outcome (a long eval lost). It is checked first: exit 2, nothing run."""
+    code, out = _run(span_file, support_rules, option, str(tmp_path), "--fail-under", "accuracy=0.1")
+    assert code == 2 and f"cannot write {tmp_path}: Is a directory" in out, out
+    assert "Tool call accuracy:" not in out
+    blocker = tmp_path / "file"
+    blocker.write_text("", encoding="utf-8")
+    code, out = _run(span_file, support_rules, option, str(blocker / "sub" / "r.out"))
+    assert code == 2 and f"cannot write {blocker / 'sub' / 'r.out'}: Not a directory" in out, out
+    assert "Tool call accuracy:" not in out and not (tmp_path / "sub").exists()
+
+
+def test_cli_a_report_write_that_fails_late_keeps_the_summary_and_the_gates(
+    span_file: Path, support_rules: Path, tmp_path: Path
+) -> None:
+    """A write that fails after the run (/dev/full: a disk that fills) still prints the summary and every gate's
+    outcome, writes the other forms, and exits 2 naming the path."""
+    md = tmp_path / "r.md"
+    code, out = _run(span_file, support_rules, "--json", "/dev/full", "--markdown", str(md),
+                     "--fail-under", "accuracy=0.95")
+    assert code == 2, out
+    assert "Tool call accuracy:" in out and "FAILED 1 gate(s)" in out
+    assert "cannot write /dev/full: No space left on device" in out
+    assert "Tool call accuracy" in md.read_text(encoding="utf-8")
+
+
+def test_cli_two_reports_to_one_path_is_a_usage_error(span_file: Path, support_rules: Path, tmp_path: Path) -> None:
+    """`--json r --markdown r` wrote the JSON, then the Markdown over it."""
+    path = tmp_path / "r"
+    code, out = _run(span_file, support_rules, "--json", str(path), "--markdown", str(tmp_path / "." / "r"))
+    assert code == 2 and f"--json and --markdown both write {tmp_path / '.' / 'r'}" in out and not path.exists(), out

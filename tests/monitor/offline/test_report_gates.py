@@ -143,23 +143,27 @@ def test_gates_that_all_pass_say_so_in_every_form(batches: list[object], support
     assert _cells(page)[1:] == [[gate[1], "passed", gate[3]]] and "<ul" not in page and 'class="failed"' not in page
 
 
-def test_a_baseline_that_compares_no_figure_is_a_gates_section_saying_so(
+def test_a_baseline_that_compares_no_figure_is_a_failed_gate_in_every_form(
     batches: list[object], support_rules: Path, tmp_path: Path
 ) -> None:
-    """--baseline alone, none of whose figures this run compares: a gate was asked, so the section is there, with
-    no gate row and the reasons nothing was compared."""
+    """--baseline alone, none of whose figures this run compares: it passed with no gate row (a regression gate
+    passing on nothing); now one failed gate says so, in every form, beside the reasons nothing was compared."""
+    from monitor.report.gates import NOTHING_COMPARED
+
     baseline = tmp_path / "base.json"
     baseline.write_text(json.dumps({"figures": {"pass_rate": 0.8}}), encoding="utf-8")
     res, paths = _replay(batches, support_rules, tmp_path, "--baseline", str(baseline))
-    assert res.exit_code == 0, res.output
+    assert res.exit_code == 1, res.output
+    gate = ("baseline", "at least one figure compared with the baseline", False, NOTHING_COMPARED)
     gates, skipped = _json_gates(paths["json"])
-    assert gates == [] and skipped[0] == SKIPPED[0] and len(skipped) > 1  # and each figure not in the baseline
+    assert gates == _as_dicts(gate) and skipped[0] == SKIPPED[0] and len(skipped) > 1  # and each not in the baseline
     md = _md_section(paths["markdown"])
-    assert md is not None and "<p><strong>No figure was compared with the baseline.</strong></p>" in md
-    assert "<table>" not in md and _items(md) == skipped
+    assert md is not None and "<p><strong>1 of 1 gate failed.</strong></p>" in md
+    assert _cells(md)[1:] == [[gate[1], "FAILED", gate[3]]] and _items(md) == skipped
     page = _html_section(paths["html"])
-    assert page is not None and "No figure was compared with the baseline." in page
-    assert "<table" not in page and _items(page) == skipped
+    assert page is not None and '<p class="verdict bad" id="gates-verdict">1 of 1 gate failed.</p>' in page
+    assert _cells(page)[1:] == [[gate[1], "failed", gate[3]]] and _items(page) == skipped
+    assert _junit_gates(paths["junit"]) == [gate[1]]
 
 
 def test_no_gate_asked_no_gates_section(batches: list[object], support_rules: Path, tmp_path: Path) -> None:
