@@ -9,6 +9,9 @@ _DIGITS = re.compile(r"([0-9]+)")
 # C0 controls but tab and line feed, DEL and the C1 controls: a terminal acts on them (ESC starts a sequence that can
 # clear the screen, recolour or retitle it, a C1 CSI likewise; CR and BS overwrite what was printed).
 _CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# The bidirectional formatting characters: an override (U+202E) or isolate reorders what follows it on screen, so a
+# made-up tool name or an input reads as other text ("Trojan Source"); the marks (U+200E/F, U+061C) likewise steer it.
+_BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def printable(text: str) -> str:
@@ -22,12 +25,14 @@ def printable(text: str) -> str:
 
 def escape_controls(text: str) -> str:
     """`text` with the control characters a terminal would act on shown as `\\xNN` escapes (line feed and tab
-    stay)."""
-    return _CONTROLS.sub(lambda m: f"\\x{ord(m[0]):02x}", text)
+    stay), and the bidirectional formatting characters, which reorder what is shown, as `\\uNNNN`."""
+    text = _CONTROLS.sub(lambda m: f"\\x{ord(m[0]):02x}", text)
+    return _BIDI.sub(lambda m: f"\\u{ord(m[0]):04x}", text)
 
 
 def visible(text: str) -> str:
-    """`printable(text)` with the control characters a terminal would act on shown as `\\xNN` escapes."""
+    """`printable(text)` with the control characters a terminal would act on shown as `\\xNN` escapes, and the
+    bidirectional formatting characters as `\\uNNNN` (`escape_controls`)."""
     return escape_controls(printable(text))
 
 

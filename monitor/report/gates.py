@@ -100,6 +100,18 @@ def _pct(value: float) -> str:
     return percent(value, 2)
 
 
+MAX_DECIMALS = 9
+
+
+def _pcts(a: float, b: float) -> tuple[str, str]:
+    """`a` and `b` as percentages with two decimals, or as many more as tell them apart (94.999% failed a gate at
+    95% as `95.00% < 95.00%`); equal values (within EPSILON) keep two."""
+    decimals = 2
+    while abs(a - b) > EPSILON and decimals < MAX_DECIMALS and percent(a, decimals) == percent(b, decimals):
+        decimals += 1
+    return percent(a, decimals), percent(b, decimals)
+
+
 def _not_computed(key: str) -> str:
     """A figure this run has no value of at all: which runs compute it (`eval` without --trials has no pass^k)."""
     by = COMPUTED_BY.get(key)
@@ -148,7 +160,8 @@ def gate_results(
                                       _absent(figures, t.figure, f"gate {worse_op} {_pct(t.value)}")))
                 continue
             failed = value + EPSILON < t.value if op == ">=" else value - EPSILON > t.value
-            shown = f"{label} ({t.figure}) {_pct(value)} {worse_op if failed else op} {_pct(t.value)}"
+            measured, threshold = _pcts(value, t.value)
+            shown = f"{label} ({t.figure}) {measured} {worse_op if failed else op} {threshold}"
             out.append(GateResult(t.figure, name, not failed, shown))
     if baseline is not None:
         out += _regressions(figures, baseline, max_drop, k, baseline_k)
@@ -238,9 +251,11 @@ def _regressions(
             out.append(GateResult(key, name, False, f"{label} ({key}) was {_pct(before)} in the baseline, now absent"))
             continue
         worse = before - now if HIGHER_IS_BETTER[key] else now - before
-        shown = f"{label} ({key}) {_pct(before)} -> {_pct(now)}"
+        was, is_now = _pcts(before, now)
+        shown = f"{label} ({key}) {was} -> {is_now}"
         if worse > max_drop + EPSILON:
-            out.append(GateResult(key, name, False, f"{shown}: worse by {_pct(worse)} (max drop {_pct(max_drop)})"))
+            by, allowed = _pcts(worse, max_drop)
+            out.append(GateResult(key, name, False, f"{shown}: worse by {by} (max drop {allowed})"))
         else:
             out.append(GateResult(key, name, True, f"{shown} (max drop {_pct(max_drop)})"))
     if not out:

@@ -72,19 +72,46 @@ def _per_tool_table(report: Report) -> RichTable:
     return _plain_table(Table("Per tool", PER_TOOL_COLUMNS, report.per_tool_rows()), right)
 
 
-def _confusion_table(report: Report) -> RichTable:
+CORNER = "expected \\ called"
+
+
+def _fits(rows: list[str], cols: list[str], counts: list[int], width: int) -> bool:
+    """Whether the matrix headed by the whole names fits `width` columns (rich cuts the names that do not:
+    `lookup_custom…` for several tools alike)."""
+    cell = len(str(max(counts, default=0)))
+    first = max([len(visible(r)) for r in rows] + [len(CORNER)])
+    return first + sum(max(len(visible(c)), cell) for c in cols) + 3 * (len(cols) + 1) + 1 <= width
+
+
+def _confusion_table(report: Report, width: int) -> RichTable | Group:
+    """The matrix, headed by the tool names; where they do not fit `width`, by numbers, each number's name listed
+    under it."""
     rows, cols = report.confusion_labels()
+    numbered = not _fits(rows, cols, [n for _, _, n in report.confusion], width)
+    legend = cols + [r for r in rows if r not in cols]
+    number = {name: str(i) for i, name in enumerate(legend, 1)}
+
+    def head(name: str) -> Text:
+        return Text(number[name]) if numbered else _lit(name)
+
     table = _table("Confusion matrix (rows: expected, columns: called)")
-    table.add_column("expected \\ called")
+    table.add_column(CORNER)
     for c in cols:
-        table.add_column(_lit(c), justify="right")
+        table.add_column(head(c), justify="right")
     for r in rows:
         cells = []
         for c in cols:
             n = report.confusion_cell(r, c)
             cells.append(Text(str(n) if n else "·", style=("green" if r == c else "red") if n else "dim"))
-        table.add_row(_lit(r), *cells)
-    return table
+        table.add_row(head(r), *cells)
+    if not numbered:
+        return table
+    keys = RichTable.grid(padding=(0, 2))
+    keys.add_column(justify="right")
+    keys.add_column()
+    for name in legend:
+        keys.add_row(number[name], _lit(name))
+    return Group(table, keys)
 
 
 def sparkline(
@@ -124,6 +151,14 @@ def _series(report: Report) -> Group | None:
     return Group(_plain_table(points, right), trends, scale)
 
 
+INPUT_SHOWN = 160
+
+
+def _cut(text: str, limit: int) -> str:
+    """The first `limit` characters of `text`, and `…` when there were more."""
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
 def _worst_table(report: Report) -> RichTable:
     table = _table(f"Worst failing turns ({len(report.worst)})", show_lines=True)
     table.add_column("turn", overflow="fold", max_width=20)
@@ -134,7 +169,7 @@ def _worst_table(report: Report) -> RichTable:
         calls = "\n".join(s.calls) or "(no call)"
         if s.missed:
             calls += "\nmissed: " + ", ".join(s.missed)
-        table.add_row(_lit(s.ident), _lit(s.input_text[:160]), _lit(calls), _lit(s.reason))
+        table.add_row(_lit(s.ident), _lit(_cut(s.input_text, INPUT_SHOWN)), _lit(calls), _lit(s.reason))
     return table
 
 
@@ -150,7 +185,7 @@ def render_terminal(report: Report, file: IO[str] | None = None, *, width: int |
     if report.per_tool:
         console.print(_per_tool_table(report))
     if report.confusion:
-        console.print(_confusion_table(report))
+        console.print(_confusion_table(report, console.width))
     series = _series(report)
     if series is not None:
         console.print(series)

@@ -514,3 +514,18 @@ def test_cli_two_reports_to_one_path_is_a_usage_error(span_file: Path, support_r
     path = tmp_path / "r"
     code, out = _run(span_file, support_rules, "--json", str(path), "--markdown", str(tmp_path / "." / "r"))
     assert code == 2 and f"--json and --markdown both write {tmp_path / '.' / 'r'}" in out and not path.exists(), out
+
+
+def test_a_gate_message_shows_the_decimals_that_tell_the_value_from_the_threshold() -> None:
+    """Rounded to two decimals, 94.999% failed a gate at 95% as `95.00% < 95.00%`, and a regression from 95% to
+    94.999% read `95.00% -> 95.00%`: lines that contradict themselves. More decimals are shown until they differ."""
+    (fail,) = _failed({"tool_call_accuracy": 0.94999}, fail_under=[Threshold("tool_call_accuracy", 0.95)])
+    assert fail.message == "Tool call accuracy (tool_call_accuracy) 94.999% < 95.000%"
+    (fail,) = _failed({"spurious_rate": 0.0500001}, fail_over=[Threshold("spurious_rate", 0.05)])
+    assert fail.message == "Spurious-call rate (spurious_rate) 5.00001% > 5.00000%"
+    (fail,) = _failed({"tool_call_accuracy": 0.94999}, baseline={"tool_call_accuracy": 0.95}, max_drop=0.0)
+    assert "95.000% -> 94.999%" in fail.message
+    (ok,) = gate_results({"tool_call_accuracy": 0.9}, fail_under=[Threshold("tool_call_accuracy", 0.5)])
+    assert ok.message == "Tool call accuracy (tool_call_accuracy) 90.00% >= 50.00%"  # two decimals when they differ
+    (same,) = gate_results({"tool_call_accuracy": 0.95}, fail_under=[Threshold("tool_call_accuracy", 0.95)])
+    assert same.passed and same.message.endswith("95.00% >= 95.00%")

@@ -311,3 +311,56 @@ def test_verbose_tracebacks_show_control_characters_as_escapes(caplog: pytest.Lo
     (message,) = [r.getMessage() for r in caplog.records]
     assert "\x1b" not in message and "\x07" not in message
     assert message == "c\\x1b[1m1: ValueError: bad \\x1b[2J\nTraceback:\n\tline \\x1b]0;owned\\x07"
+
+
+BIDI = "where is order 6 \u202eevil\u202c \u2066x\u2069 \u200f"  # right-to-left override, isolates, RLM
+
+
+@pytest.mark.parametrize("form", ["terminal", "markdown", "html"])
+def test_bidirectional_controls_from_the_run_are_shown_as_escapes(support_judge: Judge, form: str) -> None:
+    """A right-to-left override (U+202E) in an input or a made-up tool name reorders what follows it on screen
+    ("Trojan Source"): `lookup\u202egol` reads as another name. Shown as `\\u202e` escapes in every form, as the
+    C0/C1 controls are."""
+    b = ReportBuilder(worst=10)
+    b.add(support_judge.judge(turn(BIDI, call("look\u202epu", {"order_id": "6"}), trace=1)))
+    report = b.build("eval", "t")
+    if form == "terminal":
+        out = io.StringIO()
+        render_terminal(report, out, width=400)
+        text = out.getvalue()
+    else:
+        text = render_markdown(report) if form == "markdown" else render_html(report)
+    assert not [c for c in text if c in "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"]
+    assert "u202eevil" in text and "u2066x" in text and "look" in text  # escaped, not dropped
+
+
+def test_a_cut_worst_turn_input_says_it_is_cut(support_judge: Judge) -> None:
+    b = ReportBuilder(worst=10)
+    b.add(support_judge.judge(turn("where is order 6 " + "x" * 300 + " END", call("nope", {}), trace=1)))
+    out = io.StringIO()
+    render_terminal(b.build("eval", "t"), out, width=400)
+    text = out.getvalue()
+    cell = "".join(line.split("│")[2].strip() for line in text.splitlines() if line.count("│") > 3)
+    assert "whereisorder6" + "x" * 143 + "…" in cell.replace(" ", "") and " END" not in text, cell
+
+
+def test_confusion_matrix_names_too_wide_for_the_terminal_stay_whole(support_judge: Judge) -> None:
+    """The matrix headed each column by its tool name: too wide for the terminal, rich cut the names to
+    `lookup_custom…` alike, and two columns read the same. Then the columns are numbered, each number's whole name
+    listed under the table."""
+    b = ReportBuilder(worst=0)
+    b.add(support_judge.judge(turn("where is order 6", call("get_order_status", {"order_id": "6"}), trace=1)))
+    report = b.build("eval", "t")
+    names = [f"lookup_customer_account_by_{k}" for k in ("email", "phone", "order", "name", "address")]
+    report.confusion += [(n, m, 1 + i) for i, n in enumerate(names) for m in names[i:i + 2]]
+    out = io.StringIO()
+    render_terminal(report, out, width=100)
+    text = out.getvalue()
+    section = text.split("Confusion matrix")[1]
+    assert "…" not in section
+    rows, cols = report.confusion_labels()
+    for i, name in enumerate(cols, 1):
+        assert re.search(rf"^\s*{i}\s+{re.escape(name)}\s*$", section, re.M), (name, section)
+    narrow = io.StringIO()  # a table that fits keeps the names as its headers
+    render_terminal(b.build("eval", "t"), narrow, width=100)
+    assert re.search(r"expected \\ called\s.*get_order_status", narrow.getvalue())
