@@ -1299,6 +1299,22 @@ static int null_as(Parser *s, PyObject *dflt, PyObject **out) {
 
 enum { SF_TRACE, SF_SPAN, SF_PARENT, SF_NAME, SF_KIND, SF_START, SF_END, SF_CODE, SF_MSG, SF_ATTRS, SF_N };
 
+/* Whether the int `v` is a fixed64 (0 .. 2**64 - 1), as a span's start and end times must be. */
+static int fits_fixed64(PyObject *v) {
+    int overflow;
+    long long n = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (!overflow)
+        return n >= 0; /* an int object never fails to convert: -1 is -1 here */
+    if (overflow < 0)
+        return 0;
+    unsigned long long u = PyLong_AsUnsignedLongLong(v);
+    if (u == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear(); /* OverflowError: past 2**64 - 1 */
+        return 0;
+    }
+    return 1;
+}
+
 /* One event object at the cursor: appended to events, or *bad set when its time is not an int. */
 static int parse_event(Parser *s, int depth, PyObject *events, int *bad) {
     PyObject *name = NULL, *time = NULL, *attrs = NULL;
@@ -1466,6 +1482,8 @@ static int parse_span(Parser *s, int depth, PyObject *resource, PyObject *scope)
                 CK(null_as(s, zero, &f[field]));
             else
                 CK(parse_intish(s, depth + 1, field == SF_KIND ? SPAN_KINDS : NULL, &f[field]));
+            if (field != SF_KIND && f[field] && !fits_fixed64(f[field]))
+                Py_CLEAR(f[field]); /* _time: a time outside 0 .. 2**64 - 1 makes the span malformed */
             break;
         case SF_ATTRS:
             if (!(f[SF_ATTRS] = PyDict_New())) {

@@ -5,8 +5,8 @@ the .proto field names: `trace_id` for `traceId`; a member given under both name
 trace and span ids as hex strings, 64-bit integers as decimal strings or numbers, enums as integers or names, doubles
 as numbers or strings, bytes values as base64 (standard or URL-safe, padded or not), unknown fields ignored wherever
 they stand, `null` as the field's default value.
-A span that cannot be used (ids of the wrong length, wrong shapes) is rejected and counted; a body that
-is not such a request at all raises DecodeError.
+A span that cannot be used (ids of the wrong length, wrong shapes, a start or end time outside the .proto's fixed64
+range, 0 to 2**64 - 1) is rejected and counted; a body that is not such a request at all raises DecodeError.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ _BASE64 = re.compile(r"[A-Za-z0-9+/]*|[A-Za-z0-9_-]*")
 _URL_SAFE = str.maketrans("-_", "+/")
 _HEX = frozenset("0123456789abcdef")
 _MISSING = object()
+_MAX_FIXED64 = 2**64 - 1
 # An AnyValue's value fields by each of their names, lowerCamelCase and .proto
 _VALUE_FIELDS = {
     name: camel
@@ -82,6 +83,15 @@ def _int(v: Any) -> int:
     if isinstance(v, float) and v.is_integer():
         return int(v)
     raise _BadSpan(REASON_MALFORMED)
+
+
+def _time(v: Any) -> int:
+    """A start or end time: a fixed64 in the .proto, so 0 to 2**64 - 1; out of that range the span is malformed (a
+    "-1" end taken as is made the verdict lag 57 years)."""
+    t = _int(v)
+    if t < 0 or t > _MAX_FIXED64:
+        raise _BadSpan(REASON_MALFORMED)
+    return t
 
 
 def _enum(v: Any, names: dict[str, int]) -> int:
@@ -226,8 +236,8 @@ def _span(s: Any, resource: dict[str, Any], scope: str) -> Span:
         _id(_get(s, "parentSpanId", "parent_span_id"), 8, optional=True),
         name,
         _enum(_get(s, "kind", default=0), _SPAN_KINDS),
-        _int(_get(s, "startTimeUnixNano", "start_time_unix_nano", 0)),
-        _int(_get(s, "endTimeUnixNano", "end_time_unix_nano", 0)),
+        _time(_get(s, "startTimeUnixNano", "start_time_unix_nano", 0)),
+        _time(_get(s, "endTimeUnixNano", "end_time_unix_nano", 0)),
         _enum(_get(status, "code", default=0), _STATUS_CODES),
         message,
         _attributes(s.get("attributes")),

@@ -294,6 +294,12 @@ CASES: dict[str, tuple[Body, bool]] = {
     "kind Arabic digit": (doc('"kind":"\\u0663"'), True),
     "kind digits over the limit": (doc('"kind":"' + "1" * 5000 + '"'), True),
     "times": (doc('"startTimeUnixNano":18446744073709551615,"endTimeUnixNano":"-9223372036854775809"'), True),
+    "time negative": (doc('"startTimeUnixNano":"-1","endTimeUnixNano":5'), True),
+    "time negative zero": (doc('"startTimeUnixNano":"-0","endTimeUnixNano":-0'), True),
+    "time past fixed64": (doc('"endTimeUnixNano":18446744073709551616'), True),
+    "time string past fixed64": (doc('"end_time_unix_nano":"118446744073709551615"'), True),
+    "time float past fixed64": (doc('"startTimeUnixNano":1.9e19'), True),
+    "time negative float": (doc('"startTimeUnixNano":-1e3'), True),
     "time exponent": (doc('"startTimeUnixNano":1.5e18,"endTimeUnixNano":1E+3'), True),
     "time null": (doc('"startTimeUnixNano":null'), True),
     "null members": (
@@ -454,6 +460,17 @@ def test_case_results() -> None:
     assert c_parse(CASES["status truthy"][0]) == ([], 0, 1)
     assert c_parse(CASES["bad id before bad kind"][0]) == ([], 1, 0)
     assert c_parse(CASES["name number and bad id"][0]) == ([], 0, 1)
+    for name in (
+        "times",
+        "time negative",
+        "time past fixed64",
+        "time string past fixed64",
+        "time float past fixed64",
+        "time negative float",
+    ):
+        assert c_parse(CASES[name][0]) == ([], 0, 1), name  # a time outside 0 .. 2**64 - 1: malformed
+    zero = c_parse(CASES["time negative zero"][0])
+    assert zero is not None and (zero[0][0].start_ns, zero[0][0].end_ns) == (0, 0)
     nulls = c_parse(CASES["null members"][0])
     assert nulls is not None and nulls[1:] == (0, 0)
     assert (nulls[0][0].name, nulls[0][0].kind, nulls[0][0].start_ns, nulls[0][0].end_ns) == ("", 0, 0, 0)

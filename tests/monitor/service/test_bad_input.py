@@ -518,3 +518,29 @@ def test_a_double_attribute_written_as_a_huge_integer_is_left_out_not_a_500(serv
     status, body, _ = post(server.endpoint, json.dumps(doc).encode(), JS)
     assert status == 200 and json.loads(body) == {}
     assert_still_serving(server)
+
+
+def test_a_json_time_outside_fixed64_rejects_its_span_and_no_lag_of_decades(serve: ServeFactory) -> None:
+    # A "-1" end (or one past 2**64 - 1, the fixed64 range of the .proto) is no time: its span is malformed, counted
+    # in the partial success and the rejected metric; the other turn of the request is judged, its lag within a minute.
+    _, server = serve()
+    doc = json.loads(request_to_json(to_request(record_turns(GOOD + GOOD))))
+    spans = doc["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    traces = sorted({s["traceId"] for s in spans})
+    for s in spans:
+        if s["traceId"] == traces[1] and s["name"].startswith("invoke_agent"):
+            s["endTimeUnixNano"] = "-1"
+        elif s["traceId"] == traces[1]:
+            s["startTimeUnixNano"] = str(2**64)
+    status, body, _ = post(server.endpoint, json.dumps(doc).encode(), JS)
+    assert status == 200
+    partial = json.loads(body)["partialSuccess"]
+    assert partial == {"rejectedSpans": "2", "errorMessage": "2 spans rejected: malformed_span=2"}
+    wait_for(lambda: server.pipeline.turns_judged == 1)
+    time.sleep(0.5)  # the poll that would judge a turn of the rejected spans' trace
+    s = scrape(server)
+    assert server.pipeline.turns_judged == 1
+    assert value(s, "toolwatch_spans_rejected_total", reason="malformed_span") == 2
+    assert value(s, "toolwatch_verdict_lag_seconds_count") == 1
+    assert value(s, "toolwatch_verdict_lag_seconds_bucket", le="60.0") == 1
+    assert_still_serving(server)

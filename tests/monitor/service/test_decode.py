@@ -173,6 +173,37 @@ def test_json_null_members_take_their_default(parse: Callable[[str], Decoded]) -
     assert got.events is not None and [(e.name, e.time_ns, e.attributes) for e in got.events] == [("", 0, {})]
 
 
+# Timestamps are fixed64 in the .proto: nanoseconds since the epoch, 0 to 2**64 - 1. A JSON one outside that range is no
+# time a protobuf span could carry (a "-1" end read as is made the verdict lag ~57 years): its span is malformed.
+OUT_OF_RANGE_TIMES = ["-1", -1, "-9223372036854775809", str(2**64), 2**64, 2**70, -1e18]
+
+
+@pytest.mark.parametrize("parse", [parse_json, parse_json_py])
+@pytest.mark.parametrize("member", ["startTimeUnixNano", "endTimeUnixNano", "start_time_unix_nano"])
+@pytest.mark.parametrize("time", OUT_OF_RANGE_TIMES)
+def test_json_time_outside_fixed64_rejects_its_span_not_the_request(
+    parse: Callable[[str], Decoded], member: str, time: Any
+) -> None:
+    good = {"traceId": "5b8efff798038103d269b633813fc60c", "spanId": "eee19b7ec3c1b175", "name": "ok"}
+    bad = {"traceId": "5b8efff798038103d269b633813fc60c", "spanId": "eee19b7ec3c1b176", "name": "bad", member: time}
+    out = parse(json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [good, bad, dict(good, spanId="1" * 16)]}]}]}))
+    assert [s.name for s in out.spans] == ["ok", "ok"]
+    assert out.rejected == {"malformed_span": 1}
+
+
+@pytest.mark.parametrize("parse", [parse_json, parse_json_py])
+def test_json_times_at_the_fixed64_bounds_are_kept(parse: Callable[[str], Decoded]) -> None:
+    span = {"traceId": "5b8efff798038103d269b633813fc60c", "spanId": "eee19b7ec3c1b175"}
+    times = [("0", 2**64 - 1), (0, str(2**64 - 1)), ("-0", 1.8e19), (0.0, "18446744073709551615")]
+    spans = [
+        dict(span, spanId=f"{i + 1:016x}", startTimeUnixNano=a, endTimeUnixNano=b) for i, (a, b) in enumerate(times)
+    ]
+    out = parse(json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}))
+    assert out.rejected == {}
+    top = 2**64 - 1
+    assert [(s.start_ns, s.end_ns) for s in out.spans] == [(0, top), (0, top), (0, 18 * 10**18), (0, top)]
+
+
 @pytest.mark.parametrize(
     ("trace_id", "span_id", "parent"),
     [
