@@ -1,10 +1,11 @@
 /* One-pass decoder of OTLP ExportTraceServiceRequest protobuf bodies straight to Span / SpanEvent records.
  *
  * parse(body) -> (spans, bad_id_count), or None whenever the body is not on the fast path: every invalid body
- * (truncation, bad varint, length past the end, invalid UTF-8, group wire types, a known field with the wrong
- * wire type), plus the rare valid shapes that need protobuf merge rules (an AnyValue set twice, a KeyValue with
- * two values), string_value_strindex, and AnyValue nesting deeper than MAX_ANY_DEPTH. The caller then runs the
- * reference decoder (parse_protobuf_py), which gives the result or the error. What is returned here equals it.
+ * (truncation, bad varint, length past the end, group wire types, a known field with the wrong wire type), plus
+ * the rare valid shapes that need protobuf merge rules (an AnyValue set twice, a KeyValue with two values),
+ * string_value_strindex, and AnyValue nesting deeper than MAX_ANY_DEPTH. The caller then runs the reference
+ * decoder (parse_protobuf_py), which gives the result or the error. What is returned here equals it.
+ * A string field that is not UTF-8 is no error: it is read with errors="replace", as the reference reads it.
  *
  * Conventions: helpers return 0 on success and -1 on failure. A failure with no Python exception set means
  * "fall back" (parse returns None); one with an exception set (MemoryError) is raised to the caller.
@@ -173,38 +174,14 @@ static inline uint64_t rd64(const uint8_t *p) {
 
 #define HIGH_BITS 0x8080808080808080ULL
 
-/* 1: ASCII, 0: valid non-ASCII UTF-8, -1: invalid (overlong forms, surrogates and code points past U+10FFFF
- * included, as upb and Python's strict codec reject them). */
-static int utf8_check(const uint8_t *s, size_t n) {
+/* Whether s[0..n) is ASCII. */
+static int is_ascii(const uint8_t *s, size_t n) {
     size_t i = 0;
     while (i + 32 <= n && !((rd64(s + i) | rd64(s + i + 8) | rd64(s + i + 16) | rd64(s + i + 24)) & HIGH_BITS))
         i += 32;
     while (i + 8 <= n && !(rd64(s + i) & HIGH_BITS)) i += 8;
     while (i < n && s[i] < 0x80) i++;
-    if (i == n) return 1;
-    while (i < n) {
-        uint8_t c = s[i];
-        if (c < 0x80) {
-            i++;
-        } else if (c < 0xC2) {
-            return -1;
-        } else if (c < 0xE0) {
-            if (n - i < 2 || (s[i + 1] & 0xC0) != 0x80) return -1;
-            i += 2;
-        } else if (c < 0xF0) {
-            if (n - i < 3 || (s[i + 1] & 0xC0) != 0x80 || (s[i + 2] & 0xC0) != 0x80) return -1;
-            if ((c == 0xE0 && s[i + 1] < 0xA0) || (c == 0xED && s[i + 1] >= 0xA0)) return -1;
-            i += 3;
-        } else if (c < 0xF5) {
-            if (n - i < 4 || (s[i + 1] & 0xC0) != 0x80 || (s[i + 2] & 0xC0) != 0x80 || (s[i + 3] & 0xC0) != 0x80)
-                return -1;
-            if ((c == 0xF0 && s[i + 1] < 0x90) || (c == 0xF4 && s[i + 1] >= 0x90)) return -1;
-            i += 4;
-        } else {
-            return -1;
-        }
-    }
-    return 0;
+    return i == n;
 }
 
 /* Short ASCII strings (attribute keys, span and scope names, enum-like values) repeat across spans: a
@@ -219,11 +196,10 @@ static PyObject *ascii_new(const uint8_t *s, size_t n) {
     return o;
 }
 
+/* Bytes that are not UTF-8 (overlong forms, surrogates and code points past U+10FFFF included, which upb refuses)
+ * are read as bytes.decode("utf-8", "replace") reads them, as the reference does: U+FFFD for each invalid sequence. */
 static PyObject *decode_utf8(const uint8_t *s, size_t n) {
-    if (utf8_check(s, n) < 0) return NULL;
-    PyObject *o = PyUnicode_DecodeUTF8((const char *)s, (Py_ssize_t)n, "strict");
-    if (o == NULL && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) PyErr_Clear();
-    return o;
+    return PyUnicode_DecodeUTF8((const char *)s, (Py_ssize_t)n, "replace");
 }
 
 /* A short string: one pass over 8-byte words both checks for ASCII and hashes for the cache. */
@@ -269,16 +245,14 @@ static PyObject *short_str(const uint8_t *s, size_t n) {
     return o;
 }
 
-/* A new str for a protobuf string field; NULL without an exception when it is not valid UTF-8. */
+/* A new str for a protobuf string field (invalid UTF-8 replaced); NULL only with an exception set. */
 static PyObject *mk_str(const uint8_t *s, size_t n) {
     if (n <= CACHE_MAX_LEN) return short_str(s, n);
-    int kind = utf8_check(s, n);
-    if (kind == 1) return ascii_new(s, n);
-    return kind < 0 ? NULL : decode_utf8(s, n);
+    return is_ascii(s, n) ? ascii_new(s, n) : decode_utf8(s, n);
 }
 
-/* A string field into *slot (the last one wins): 0, or -1 for a wrong wire type or invalid UTF-8 (fall back) or
- * with an exception set. */
+/* A string field into *slot (the last one wins): 0, or -1 for a wrong wire type (fall back) or with an exception
+ * set. */
 static ALWAYS_INLINE int set_str(PyObject **slot, const Field *f) {
     if (f->wt != WT_LEN) return -1;
     PyObject *o = mk_str(f->s, f->n);
@@ -492,10 +466,11 @@ static int attribute(PyObject *dict, const uint8_t *s, size_t n) {
     return rc;
 }
 
-static int check_str(const Field *f) { return f->wt == WT_LEN && utf8_check(f->s, f->n) >= 0 ? 0 : -1; }
+/* A string only checked, not kept: any bytes will do (the reference reads invalid UTF-8 with errors="replace"). */
+static int check_str(const Field *f) { return f->wt == WT_LEN ? 0 : -1; }
 
 /* The fields of a message that are only checked, not kept: which wire type each number must have, and whether
- * its LEN payload is a string (UTF-8 checked), a KeyValue (checked) or plain bytes / a skipped message. */
+ * its LEN payload is a string, a KeyValue (checked) or plain bytes / a skipped message. */
 enum { K_VARINT = 1, K_I64, K_I32, K_BYTES, K_STRING, K_KEYVALUE, K_ENTITYREF };
 
 static int check_message(const uint8_t *s, size_t n, const uint8_t *kinds, uint32_t nkinds) {

@@ -1,11 +1,19 @@
-"""OTLP protobuf (ExportTraceServiceRequest) to Span records: the C decoder when built, else the upb backend."""
+"""OTLP protobuf (ExportTraceServiceRequest) to Span records: the C decoder when built, else the upb backend.
+
+A string field whose bytes are not UTF-8 (a span name, an attribute value, ...) is read as errors="replace" reads it,
+U+FFFD for each invalid sequence, rather than failing the whole request (upb refuses it): one bad string loses no
+span, as OTLP JSON takes lone surrogates.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any
 
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf.descriptor import Descriptor, FieldDescriptor, FileDescriptor
 from google.protobuf.message import DecodeError as _PbDecodeError
+from google.protobuf.message import Message
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
@@ -15,6 +23,86 @@ from monitor.otlp._span import REASON_BAD_ID, Decoded, DecodeError, Span, SpanEv
 # All-zero ids are invalid (W3C Trace Context, OTLP): such a trace or span id rejects the span, such a parent is none.
 _ZERO16 = b"\0" * 16
 _ZERO8 = b"\0" * 8
+
+
+def _bytes_for_strings(file: FileDescriptor, pool: descriptor_pool.DescriptorPool, done: set[str]) -> None:
+    """Add `file` and its dependencies to `pool` with every string field made a bytes field (same wire format)."""
+    if file.name in done:
+        return
+    done.add(file.name)
+    for dep in file.dependencies:
+        _bytes_for_strings(dep, pool, done)
+    proto = descriptor_pb2.FileDescriptorProto()
+    file.CopyToProto(proto)
+    todo = list(proto.message_type)
+    while todo:
+        msg = todo.pop()
+        todo.extend(msg.nested_type)
+        for field in msg.field:
+            if field.type == descriptor_pb2.FieldDescriptorProto.TYPE_STRING:
+                field.type = descriptor_pb2.FieldDescriptorProto.TYPE_BYTES
+    pool.Add(proto)
+
+
+def _string_fields(root: Descriptor) -> frozenset[str]:
+    """The full name of every string field reachable from `root` (opentelemetry.proto.trace.v1.Span.name, ...)."""
+    out: set[str] = set()
+    seen: set[str] = set()
+    todo = [root]
+    while todo:
+        d = todo.pop()
+        if d.full_name in seen:
+            continue
+        seen.add(d.full_name)
+        for f in d.fields:
+            if f.type == FieldDescriptor.TYPE_STRING:
+                out.add(f.full_name)
+            elif f.message_type is not None:
+                todo.append(f.message_type)
+    return frozenset(out)
+
+
+_STRINGS = _string_fields(ExportTraceServiceRequest.DESCRIPTOR)
+_pool = descriptor_pool.DescriptorPool()
+_bytes_for_strings(ExportTraceServiceRequest.DESCRIPTOR.file, _pool, set())
+# The request with its strings as bytes: it parses what upb refuses for invalid UTF-8 only.
+_LenientRequest = message_factory.GetMessageClass(
+    _pool.FindMessageTypeByName(ExportTraceServiceRequest.DESCRIPTOR.full_name)
+)
+
+
+def _replace_invalid_utf8(msg: Message) -> None:
+    """Every (formerly) string field of `msg`, recursively, decoded with errors="replace" and encoded again."""
+    for fd, value in msg.ListFields():
+        repeated = fd.is_repeated
+        if fd.type == FieldDescriptor.TYPE_MESSAGE:
+            for m in value if repeated else (value,):
+                _replace_invalid_utf8(m)
+        elif fd.full_name in _STRINGS:
+            if repeated:
+                fixed = [b.decode("utf-8", "replace").encode() for b in value]
+                del value[:]
+                value.extend(fixed)
+            else:
+                setattr(msg, fd.name, value.decode("utf-8", "replace").encode())
+
+
+def _request(body: bytes) -> ExportTraceServiceRequest:
+    """The request in `body`; string fields that are not UTF-8 read with errors="replace" (upb refuses them)."""
+    req = ExportTraceServiceRequest()
+    try:
+        req.ParseFromString(body)
+        return req
+    except (_PbDecodeError, ValueError, TypeError) as exc:
+        error = exc
+    lenient = _LenientRequest()
+    try:
+        lenient.ParseFromString(body)
+    except (_PbDecodeError, ValueError, TypeError):
+        raise DecodeError(f"invalid OTLP protobuf: {error}") from None
+    _replace_invalid_utf8(lenient)
+    req.ParseFromString(lenient.SerializeToString())  # now valid: the same wire format, strings as UTF-8
+    return req
 
 
 def _value(v: AnyValue) -> Any:
@@ -56,11 +144,7 @@ def parse_protobuf(body: bytes) -> Decoded:
 
 def parse_protobuf_py(body: bytes) -> Decoded:
     """`parse_protobuf` through the protobuf library (upb): the reference the C decoder is tested against."""
-    req = ExportTraceServiceRequest()
-    try:
-        req.ParseFromString(body)
-    except (_PbDecodeError, ValueError, TypeError) as exc:
-        raise DecodeError(f"invalid OTLP protobuf: {exc}") from None
+    req = _request(body)
     out = Decoded([])
     spans = out.spans
     append = spans.append

@@ -325,15 +325,22 @@ CASES: dict[str, tuple[bytes, bool]] = {
     "wire type mismatch on name": (request(vi(5, 1)), False),
     "wire type mismatch on attributes": (request(vi(9, 1)), False),
     "wire type mismatch on start time": (request(vi(7, 1)), False),
-    "invalid utf-8 in name": (request(ld(5, b"\xff")), False),
-    "surrogate in key": (request(attr(b"\xed\xa0\x80", ld(1, b"v"))), False),
-    "overlong in value": (request(attr(b"k", ld(1, b"\xc0\xaf"))), False),
-    "past U+10FFFF in trace_state": (request(ld(3, b"\xf4\x90\x80\x80")), False),
-    "invalid utf-8 in scope version": (request(b"", scope=ld(2, b"\x80")), False),
-    "invalid utf-8 in link trace_state": (request(ld(13, ld(3, b"\xe0\x80\x80"))), False),
-    "invalid utf-8 in entity ref": (request(b"", resource=ld(3, ld(3, b"\xc3"))), False),
-    "invalid utf-8 in schema_url": (ld(1, ld(3, b"\xfe")), False),
-    "invalid utf-8 in event attribute": (request(ld(11, ld(3, ld(1, b"k") + ld(2, ld(1, b"\xa0"))))), False),
+    # Strings that are not UTF-8 are read with errors="replace" (upb refuses them): one loses no span.
+    "invalid utf-8 in name": (request(ld(5, b"\xff")), True),
+    "surrogate in key": (request(attr(b"\xed\xa0\x80", ld(1, b"v"))), True),
+    "overlong in value": (request(attr(b"k", ld(1, b"\xc0\xaf"))), True),
+    "past U+10FFFF in trace_state": (request(ld(3, b"\xf4\x90\x80\x80")), True),
+    "invalid utf-8 in scope version": (request(b"", scope=ld(2, b"\x80")), True),
+    "invalid utf-8 in link trace_state": (request(ld(13, ld(3, b"\xe0\x80\x80"))), True),
+    "invalid utf-8 in entity ref": (request(b"", resource=ld(3, ld(3, b"\xc3"))), True),
+    "invalid utf-8 in schema_url": (ld(1, ld(3, b"\xfe")), True),
+    "invalid utf-8 in event attribute": (request(ld(11, ld(3, ld(1, b"k") + ld(2, ld(1, b"\xa0"))))), True),
+    "invalid utf-8 in long strings": (
+        request(ld(5, b"n" * 60 + b"\xff") + attr(b"k" * 50 + b"\xc3", ld(1, b"\xe2\x82" + b"v" * 50))), True
+    ),
+    "invalid utf-8 in status message and scope name": (
+        request(ld(15, ld(2, b"m\xf0\x9f\x98")), scope=ld(1, b"s\x81")), True
+    ),
     "truncated varint": (request(b"") + b"\x08", False),
     "varint of 11 bytes": (request(tag(6, 0) + b"\xff" * 10 + b"\x01"), False),
     "length past the end": (b"\x0a\x05\x12\x01", False),
@@ -343,7 +350,6 @@ CASES: dict[str, tuple[bytes, bool]] = {
 
 # Cases the reference rejects too (the other slow-path cases are valid bodies left to it).
 INVALID = {"kvlist nesting past upb's limit", "array nesting past upb's limit", "field number 0", "wire type 6"}
-INVALID |= {n for n in CASES if n.startswith(("invalid utf-8", "surrogate", "overlong", "past U+10FFFF"))}
 INVALID |= {"truncated varint", "varint of 11 bytes", "length past the end", "tag of 6 bytes"}
 
 
@@ -356,15 +362,37 @@ def test_wire_cases(name: str) -> None:
     assert (reference(body) is None) == (name in INVALID)
 
 
+def test_invalid_utf8_reads_as_errors_replace() -> None:
+    """Each string field read is bytes.decode("utf-8", "replace"), in C as in the reference."""
+    for name, field, want in [
+        ("invalid utf-8 in name", "name", "\ufffd"),
+        ("surrogate in key", "attributes", {"\ufffd" * 3: "v"}),
+        ("overlong in value", "attributes", {"k": "\ufffd\ufffd"}),
+        ("invalid utf-8 in event attribute", "events", [SpanEvent("", 0, {"k": "\ufffd"})]),
+        ("invalid utf-8 in long strings", "name", "n" * 60 + "\ufffd"),
+        ("invalid utf-8 in long strings", "attributes", {"k" * 50 + "\ufffd": "\ufffd" + "v" * 50}),
+        ("invalid utf-8 in status message and scope name", "status_message", "m\ufffd"),
+        ("invalid utf-8 in status message and scope name", "scope", "s\ufffd"),
+    ]:
+        for got in (c_parse(CASES[name][0]), reference(CASES[name][0])):
+            assert got is not None and got[1] == 0, name
+            assert getattr(got[0][0], field) == want, (name, field)
+    for name in ("past U+10FFFF in trace_state", "invalid utf-8 in scope version", "invalid utf-8 in schema_url"):
+        got = c_parse(CASES[name][0])  # fields not kept: any bytes will do
+        assert got is not None and got[1] == 0 and (len(got[0]) == 1) == (name != "invalid utf-8 in schema_url")
+
+
 def test_utf8_edges_agree_with_the_reference() -> None:
-    """Every 1-4 byte sequence class at the UTF-8 boundaries: C accepts exactly what the reference accepts."""
+    """Every 1-4 byte sequence class at the UTF-8 boundaries: C reads each as the reference does (errors="replace"
+    for what is not UTF-8), never leaving it to the reference."""
     samples = [b"\x7f", b"\xc2\x80", b"\xdf\xbf", b"\xe0\xa0\x80", b"\xed\x9f\xbf", b"\xee\x80\x80", b"\xef\xbf\xbf"]
     samples += [b"\xf0\x90\x80\x80", b"\xf4\x8f\xbf\xbf", b"\xc1\xbf", b"\xe0\x9f\xbf", b"\xed\xa0\x80"]
     samples += [b"\xf0\x8f\xbf"]
     samples += [b"\xf4\x90\x80\x80", b"\xf5\x80\x80\x80", b"\xc2", b"\xe1\x80", b"\x80", b"a\xc3\xa9" * 20 + b"\xff"]
     for s in samples:
         body = request(attr(b"k", ld(1, s)) + ld(5, s))
-        assert (check(body) is None) == (reference(body) is None), s
+        got = check(body, fast=True)
+        assert got is not None and got[0][0].name == s.decode("utf-8", "replace"), s
 
 
 # ---- generated requests ----------------------------------------------------------------------------------------

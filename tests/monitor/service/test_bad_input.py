@@ -544,3 +544,47 @@ def test_a_json_time_outside_fixed64_rejects_its_span_and_no_lag_of_decades(serv
     assert value(s, "toolwatch_verdict_lag_seconds_count") == 1
     assert value(s, "toolwatch_verdict_lag_seconds_bucket", le="60.0") == 1
     assert_still_serving(server)
+
+
+def _with_invalid_utf8() -> bytes:
+    """A request of two turns: GOOD, and one whose call has bytes that are not UTF-8 in five string fields."""
+    marker, bad = b"BADUTF8!", b"x\xff\xc3(\xed\xa0\x80y"  # same length, so the framing stays as serialized
+    assert len(marker) == len(bad)
+    turns = GOOD + [TurnSpec("[AUTH] login failure", [Call(marker.decode(), {"log_excerpt": marker.decode()})])]
+    req = to_request(record_turns(turns))
+    req.resource_spans[0].scope_spans[0].scope.name = marker.decode()
+    for span in req.resource_spans[0].scope_spans[0].spans:
+        if marker.decode() in span.name:
+            span.status.message = marker.decode()
+    body = bytes(req.SerializeToString())
+    assert body.count(marker) == 5  # scope name, the call's span name, tool name, arguments and status message
+    return body.replace(marker, bad)
+
+
+def test_invalid_utf8_in_a_protobuf_string_loses_no_span(serve: ServeFactory) -> None:
+    # A protobuf string field (a span name, an attribute value, a status message, a scope name) with bytes that are
+    # not UTF-8: the request is taken whole, those strings read as errors="replace" does (U+FFFD for each invalid
+    # sequence), as OTLP JSON takes lone surrogates. A tool name with U+FFFD is simply a tool the rules do not offer.
+    import grpc
+
+    _, server = serve(grpc_port=0)
+    status, resp, _ = post(server.endpoint, _with_invalid_utf8(), PB)
+    assert status == 200, resp
+    assert not ExportTraceServiceResponse.FromString(resp).HasField("partial_success")
+    with grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}") as channel:  # the same decoder
+        export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
+        resp = export(_with_invalid_utf8(), timeout=10)
+        assert not ExportTraceServiceResponse.FromString(resp).HasField("partial_success")
+    wait_for(lambda: server.pipeline.turns_judged == 4)
+    s = scrape(server)
+    assert value(s, "toolwatch_spans_received_total", transport="http_protobuf") == 4
+    assert value(s, "toolwatch_spans_received_total", transport="grpc") == 4
+    assert (
+        value(s, "toolwatch_tool_calls_total", agent="incident-triage", tool="pull_auth_telemetry", outcome="correct")
+        == 2
+    )
+    assert value(s, "toolwatch_requests_total", transport="http_protobuf", code="200") == 1
+    # The calls whose tool name has U+FFFD are judged too: a tool the rules do not offer (hallucinated, __other__).
+    other = value(s, "toolwatch_tool_calls_total", agent="incident-triage", tool="__other__", outcome="hallucinated")
+    assert other == 2
+    assert_still_serving(server)

@@ -251,6 +251,30 @@ def test_protobuf_span_with_bad_ids_is_rejected() -> None:
     assert len(out.spans) == 1 and out.rejected == {"invalid_id": 1}
 
 
+@pytest.mark.parametrize("parse", [parse_protobuf, parse_protobuf_py])
+def test_protobuf_strings_that_are_not_utf8_read_with_replacement(parse: Callable[[bytes], Decoded]) -> None:
+    # upb refuses a string field that is not UTF-8, which failed the whole request; each is read as
+    # errors="replace" reads it instead, and every span is kept.
+    req = to_request(record_turns(TURNS))
+    spans = req.resource_spans[0].scope_spans[0].spans
+    spans[0].name = "@@1@@"
+    spans[1].attributes.add(key="@@2@@").value.string_value = "@@3@@"
+    spans[2].status.message = "@@4@@"
+    req.resource_spans[0].resource.attributes.add(key="r").value.array_value.values.add(string_value="@@5@@")
+    body = bytes(req.SerializeToString())
+    bad_strings = [b"a\xffb\xfe!", b"\xc0\xafxyz", b"\xed\xa0\x80!!", b"\xf4\x90\x80\x80?", b"ok\xe2\x82."]
+    for i, bad in enumerate(bad_strings, 1):
+        marker = f"@@{i}@@".encode()
+        assert len(bad) == len(marker) and body.count(marker) == 1
+        body = body.replace(marker, bad)
+    out = parse(body)
+    assert out.rejected == {} and len(out.spans) == 4
+    assert out.spans[0].name == "a\ufffdb\ufffd!"
+    assert out.spans[1].attributes["\ufffd\ufffdxyz"] == "\ufffd\ufffd\ufffd!!"
+    assert out.spans[2].status_message == "\ufffd" * 4 + "?"
+    assert out.spans[3].resource["r"] == ("ok\ufffd.",)
+
+
 @pytest.mark.parametrize("body", [b"{", b"[]", b'{"resourceSpans": 5}', b'{"resourceSpans": [1]}', b"\xff\xfe"])
 def test_invalid_json_raises(body: bytes) -> None:
     with pytest.raises(DecodeError):
