@@ -56,6 +56,11 @@ _PATH_MAX = 100  # characters of a wrong path or Host header quoted in a log lin
 _DETAIL_MAX = 200  # characters of a parser's error kept in an answer or a log line (it quotes the client's bytes)
 
 
+def _cut(text: str) -> str:
+    """`text` (the client's: a path, a method) cut to _PATH_MAX characters for a log line or an answer."""
+    return text if len(text) <= _PATH_MAX else text[: _PATH_MAX - 3] + "..."
+
+
 def bad_head_status(exc: HttpProcessingError) -> int:
     """431 for a head too large (a header name or value past 8190 bytes, or the request target, which aiohttp tells
     apart by neither class nor message; or more than 128 header fields), else 400."""
@@ -175,33 +180,54 @@ class TracesHandler:
 
     @web.middleware
     async def count_unrouted(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        """Count what the router answers itself (404 for another path, 405 for another method), by the request's
-        content type and the status code: bounded labels, never the path or the method."""
+        """Answer what the router would answer itself, 404 for another path and 405 for another method, as OTLP/HTTP
+        answers errors: a google.rpc.Status (NOT_FOUND, UNIMPLEMENTED) in the request's content type, protobuf for
+        another, saying what to fix (aiohttp's own was "404: Not Found" in text/plain). Counted by that content type
+        and the status code: bounded labels, never the path or the method."""
         unrouted = getattr(request.match_info, "http_exception", None)
-        if unrouted is not None:
-            self.ops.request(self.transport_of(request.content_type), unrouted.status)
-            if unrouted.status == 404 and request.method == "POST":
-                self._wrong_path(request)
-        return await handler(request)
+        if unrouted is None or unrouted.status not in (404, 405):
+            if unrouted is not None:
+                self.ops.request(self.transport_of(request.content_type), unrouted.status)
+            return await handler(request)
+        ctype = request.content_type
+        transport = self.transport_of(ctype)
+        reply = PROTOBUF if transport == TRANSPORT_OTHER else ctype
+        if unrouted.status == 405:
+            method = _cut(request.method)
+            return self._error(
+                transport,
+                reply,
+                405,
+                code_pb2.UNIMPLEMENTED,
+                f"method {method!r} not allowed on {_cut(request.path)!r}: traces go to POST /v1/traces",
+                Allow=unrouted.headers.get("Allow", "POST"),
+            )
+        return self._error(transport, reply, 404, code_pb2.NOT_FOUND, self._wrong_path(request))
 
-    def _wrong_path(self, request: web.Request) -> None:
-        """A warning (one a minute at most, of each kind) for an export posted to another path: an exporter's endpoint
-        set wrong, which the exporter reports only as "404 Not Found"."""
-        path = request.path if len(request.path) <= _PATH_MAX else request.path[: _PATH_MAX - 3] + "..."
+    def _wrong_path(self, request: web.Request) -> str:
+        """What to fix for a request to another path, as the 404's message; for an export (POST), an exporter's
+        endpoint set wrong, which the exporter may report only as "404 Not Found", also a warning (one a minute at
+        most, of each kind)."""
+        path = _cut(request.path)
         url = f"http://{request.host[:_PATH_MAX]}/v1/traces"
         remote = request.remote or "an unknown client"
+        post = request.method == "POST"
         if path.rstrip("/").endswith(("/v1/metrics", "/v1/logs")):
-            self._other_signals.warn(
-                "POST %r from %s answered 404: toolwatch takes traces only; send it traces alone "
-                "(OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=%s), not the SDK's metrics or logs (OTEL_EXPORTER_OTLP_ENDPOINT "
-                "sends every signal)", path, remote, url,
+            hint = (
+                f"toolwatch takes traces only, not {path!r}: traces go to POST /v1/traces; send it traces alone "
+                f"(OTEL_EXPORTER_OTLP_TRACES_ENDPOINT={url}), not the SDK's metrics or logs "
+                "(OTEL_EXPORTER_OTLP_ENDPOINT sends every signal)"
             )
-        else:
-            self._wrong_paths.warn(
-                "POST %r from %s answered 404: OTLP/HTTP traces go to /v1/traces; set "
-                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=%s (the whole URL), or OTEL_EXPORTER_OTLP_ENDPOINT to the base URL "
-                "without /v1/traces", path, remote, url,
-            )
+            if post:
+                self._other_signals.warn("POST from %s answered 404: %s", remote, hint)
+            return hint
+        hint = (
+            f"no such path {path!r}: traces go to POST /v1/traces; set OTEL_EXPORTER_OTLP_TRACES_ENDPOINT={url} (the "
+            "whole URL), or OTEL_EXPORTER_OTLP_ENDPOINT to the base URL without /v1/traces"
+        )
+        if post:
+            self._wrong_paths.warn("POST from %s answered 404: %s", remote, hint)
+        return hint
 
     def bad_head(self, exc: HttpProcessingError, remote: str | None) -> web.Response:
         """The answer to a request whose head does not parse (see `answer_broken_heads`): a google.rpc.Status in

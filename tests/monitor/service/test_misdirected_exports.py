@@ -4,18 +4,22 @@ must say what was wrong and what to set instead."""
 
 from __future__ import annotations
 
+import json
 import logging
+import urllib.error
+import urllib.request
 
 import pytest
+from google.rpc import code_pb2, status_pb2  # type: ignore[import-untyped]
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from tests.monitor.service.conftest import ServeFactory
+from tests.monitor.service.conftest import ServeFactory, scrape, value
 from tests.monitor.service.http_util import post
-from tests.monitor.service.test_bad_input import PB, assert_still_serving, good_pb
+from tests.monitor.service.test_bad_input import JS, PB, assert_still_serving, good_pb
 
 
 def _spans() -> tuple[ReadableSpan, ...]:
@@ -87,4 +91,64 @@ def test_a_grpc_exporter_on_the_http_port_is_told_of_grpc_port(
     exporter.shutdown()
     warnings = [w for w in _warnings(caplog) if "bad request head" in w]
     assert warnings and "--grpc-port" in warnings[0] and "HTTP/2" in warnings[0], _warnings(caplog)
+    assert_still_serving(server)
+
+
+def _status(body: bytes, ctype: str) -> tuple[int, str]:
+    """A google.rpc.Status answer's (code, message), read in its content type."""
+    if ctype == JS:
+        doc = json.loads(body)
+        return doc["code"], doc["message"]
+    st = status_pb2.Status.FromString(body)
+    return st.code, st.message
+
+
+TYPES = [(PB, PB, "http_protobuf"), ("application/protobuf", "application/protobuf", "http_protobuf"),
+         (JS, JS, "http_json"), ("text/plain", PB, "http_other")]  # fmt: skip
+
+
+@pytest.mark.parametrize(("ctype", "reply", "transport"), TYPES)
+def test_a_wrong_path_is_answered_a_status_saying_where_traces_go(
+    serve: ServeFactory, ctype: str, reply: str, transport: str
+) -> None:
+    # OTLP/HTTP: an error's body is a google.rpc.Status in the request's content type (protobuf, its default, for
+    # another). The router's own 404 was "404: Not Found" in text/plain, which an exporter cannot read.
+    _, server = serve()
+    base = server.endpoint.removesuffix("/v1/traces")
+    for path, hint in [("/", "no such path '/'"), ("/v1/metrics", "traces only"), ("/v1/traces/", "no such path")]:
+        status, body, headers = post(base + path, good_pb(), ctype)
+        assert (status, headers["Content-Type"]) == (404, reply), (path, body)
+        code, message = _status(body, reply)
+        assert code == code_pb2.NOT_FOUND and hint in message, message
+        assert "POST /v1/traces" in message and f"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT={server.endpoint}" in message
+    assert value(scrape(server), "toolwatch_requests_total", transport=transport, code="404") == 3  # as before
+    assert_still_serving(server)
+
+
+def _call(url: str, method: str, ctype: str | None) -> tuple[int, bytes, dict[str, str]]:
+    headers = {"Content-Type": ctype} if ctype else {}
+    req = urllib.request.Request(url, data=b"{}" if ctype else None, method=method, headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, resp.read(), dict(resp.headers.items())
+    except urllib.error.HTTPError as err:
+        return err.code, err.read(), dict(err.headers.items())
+
+
+@pytest.mark.parametrize(
+    ("method", "ctype", "reply", "transport"),
+    [("GET", None, PB, "http_other"), ("PUT", JS, JS, "http_json"), ("DELETE", PB, PB, "http_protobuf")],
+)
+def test_another_method_is_answered_405_with_a_status_saying_post(
+    serve: ServeFactory, method: str, ctype: str | None, reply: str, transport: str
+) -> None:
+    _, server = serve()
+    status, body, headers = _call(server.endpoint, method, ctype)
+    assert (status, headers["Content-Type"], headers["Allow"]) == (405, reply, "POST"), body
+    code, message = _status(body, reply)
+    assert code == code_pb2.UNIMPLEMENTED and f"method {method!r}" in message and "POST /v1/traces" in message
+    status, _, headers = _call(server.endpoint, "HEAD", None)  # the same head, no body
+    assert (status, headers["Content-Type"], headers["Allow"]) == (405, PB, "POST")
+    s = scrape(server)
+    assert value(s, "toolwatch_requests_total", transport=transport, code="405") == 1 + (transport == "http_other")
     assert_still_serving(server)
