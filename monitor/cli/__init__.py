@@ -20,6 +20,8 @@ from monitor.cli.replay_cmd import replay  # noqa: E402
 from monitor.cli.rules_cmd import rules  # noqa: E402
 from monitor.cli.serve_cmd import serve  # noqa: E402
 
+INTERRUPTED = 130  # 128 + SIGINT
+
 
 class Toolwatch(click.Group):
     """The command group: `-v` after a command (`toolwatch serve -v`) is refused saying where it goes."""
@@ -27,6 +29,9 @@ class Toolwatch(click.Group):
     def invoke(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
+        except (KeyboardInterrupt, click.Abort):  # Ctrl-C: 130, as shells report it (click exits 1, a failed gate's)
+            click.echo("\nAborted!", err=True)
+            raise SystemExit(INTERRUPTED) from None
         except click.NoSuchOption as exc:
             flag = exc.option_name
             if flag not in ("--verbose", "-v", "-vv") or exc.ctx is None:

@@ -11,10 +11,11 @@ judged alone, as serve judges them (`EvalResult.strays`), and count in the figur
 
 from __future__ import annotations
 
+import itertools
 import math
+import queue
 import threading
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -25,6 +26,40 @@ from monitor.verdict import TurnVerdict
 
 COLLECT_EVERY = 64
 _NO_EXPECTATION = "no expectation matched the case (check its id or input against the dataset)"
+
+
+def run_on_threads(fn: Callable[[int], RunResult], n: int, threads: int) -> Iterator[tuple[int, RunResult]]:
+    """(i, fn(i)) for i in range(n), as each ends, from `threads` daemon threads taking the next i as they are free.
+    An exception of fn is raised here. When the caller stops (Ctrl-C, a failing callback), no further i is started,
+    and the runs going on are not waited for: daemon threads, which the interpreter does not join at its exit (a
+    ThreadPoolExecutor's are joined: Ctrl-C during a hung run waited out its --timeout)."""
+    results: queue.SimpleQueue[tuple[int, RunResult | BaseException]] = queue.SimpleQueue()
+    counter = itertools.count()
+    take = threading.Lock()
+    stop = threading.Event()
+
+    def worker() -> None:
+        while not stop.is_set():
+            with take:
+                i = next(counter)
+            if i >= n:
+                return
+            try:
+                results.put((i, fn(i)))
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller, who raises it
+                results.put((i, exc))
+                return
+
+    for _ in range(min(threads, n)):
+        threading.Thread(target=worker, name="toolwatch-eval", daemon=True).start()
+    try:
+        for _ in range(n):
+            i, out = results.get()
+            if isinstance(out, BaseException):
+                raise out
+            yield i, out
+    finally:
+        stop.set()
 
 
 class JudgeLike(Protocol):
@@ -111,24 +146,17 @@ def run_eval(
         for turn in harness.collect(final=final):
             turns.setdefault(turn.trace_id, []).append(turn)
 
-    pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="toolwatch-eval")
-    try:
-        futures = {
-            pool.submit(harness.run, agent, case.input_text, case_id=case.key, timeout_s=timeout_s): i
-            for i, (case, _) in enumerate(work)
-        }
-        for n, fut in enumerate(as_completed(futures), 1):
-            i = futures[fut]
-            with lock:
-                runs[i] = fut.result()
-            if on_run is not None:
-                on_run(runs[i])
-            if n % COLLECT_EVERY == 0:
-                gather(final=False)
-    except BaseException:  # Ctrl-C (or a failing callback): the runs not started are not run, not waited for
-        pool.shutdown(wait=False, cancel_futures=True)
-        raise
-    pool.shutdown()
+    def run_one(i: int) -> RunResult:
+        case = work[i][0]
+        return harness.run(agent, case.input_text, case_id=case.key, timeout_s=timeout_s)
+
+    for n, (i, run) in enumerate(run_on_threads(run_one, len(work), concurrency), 1):
+        with lock:
+            runs[i] = run
+        if on_run is not None:
+            on_run(run)
+        if n % COLLECT_EVERY == 0:
+            gather(final=False)
     gather(final=True)
     result = EvalResult(trials)
     for i, (case, t) in enumerate(work):

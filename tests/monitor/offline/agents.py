@@ -239,6 +239,16 @@ def logging_slow_agent(text: str) -> str:
     return support_agent(text)
 
 
+def logging_hanging_agent(text: str) -> str:
+    """Appends a line to the file named by TOOLWATCH_TEST_RUN_LOG as each run starts, then hangs for 60 s."""
+    import os
+
+    with open(os.environ["TOOLWATCH_TEST_RUN_LOG"], "a", encoding="utf-8") as fh:
+        fh.write(text + "\n")
+    time.sleep(60)
+    return support_agent(text)
+
+
 ASYNC_CANCELLED = threading.Event()  # set when hanging_async_agent's await is cancelled
 
 

@@ -560,6 +560,38 @@ def test_ctrl_c_stops_an_eval_without_running_the_cases_not_started(support_rule
 
 
 
+@pytest.mark.parametrize("timeout", [None, "20s"])
+def test_ctrl_c_during_a_hung_run_exits_at_once_with_130(support_rules: Path, tmp_path: Path,
+                                                         timeout: str | None) -> None:
+    """Ctrl-C while an agent hangs printed `Aborted!`, then waited out the run's --timeout (18 s of 20) before it
+    exited, and exited 1, the code of a failed gate. It exits at once, 130 (interrupted, as shells report it)."""
+    import signal
+    import time
+
+    dataset = _hang_dataset(tmp_path / "cases.yaml", range(1, 3))
+    log = tmp_path / "runs.log"
+    log.touch()
+    code = ("import signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+            "from monitor.cli import main; main()")
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, "eval", "--dataset", str(dataset), "--rules", str(support_rules), "--agent",
+         "tests.monitor.offline.agents:logging_hanging_agent", "--no-progress",
+         *(("--timeout", timeout) if timeout else ())],
+        cwd=REPO, env={**os.environ, "TOOLWATCH_TEST_RUN_LOG": str(log)}, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not log.read_text() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert log.read_text(), "no run started"
+    proc.send_signal(signal.SIGINT)
+    sent = time.monotonic()
+    _, err = proc.communicate(timeout=90)
+    took = time.monotonic() - sent
+    assert proc.returncode == 130 and "Aborted!" in err, (proc.returncode, err[-2000:])
+    assert took < 5, f"exited {took:.1f} s after Ctrl-C"
+    assert "Traceback" not in err, err[-2000:]
+
+
 def _join_agent_threads() -> None:
     for t in threading.enumerate():
         if t.name == "toolwatch-agent":
