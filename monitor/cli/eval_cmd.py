@@ -47,6 +47,7 @@ from monitor.scenario import (
     MODES,
     ScenarioError,
     ScenarioRun,
+    agent_name_conflict,
     load_and_build,
     own_reply_steps,
     run_scenarios,
@@ -228,6 +229,9 @@ def _run_scenario(path: str, agent: Any, rules: tuple[str, ...], agent_name: str
                   ) -> tuple[list[Table], list[str], dict[str, float | None], list[str]]:
     try:
         sf, judge = load_and_build(path, [Path(r) for r in rules])
+        conflict = agent_name_conflict(sf, agent_name)
+        if conflict is not None:
+            raise conflict
     except (ScenarioError, RuleFileError) as exc:
         # Errors of a step name the scenario file and carry their own hint; the dataset's --rules hint does not fit.
         hint = "".join(f"\nhint: {h}" for h in exc.hint.splitlines()) if isinstance(exc, ScenarioError) else ""

@@ -133,6 +133,16 @@ def _error_at(sf: ScenarioFile, path: tuple[str | int, ...], message: str, hint:
     return ScenarioError(f"{place(str(sf.path), line, column)}: {message}", hint, at=(line, column))
 
 
+def agent_name_conflict(sf: ScenarioFile, agent_name: str | None) -> ScenarioError | None:
+    """The error of an `--agent-name` other than the file's `agent` (None: no conflict): the turns would carry that
+    name while the steps' expectations are scoped to the file's agent, so no step would match its turn."""
+    if agent_name is None or sf.agent is None or agent_name == sf.agent:
+        return None
+    return _error_at(sf, ("agent",), f"the scenario file's agent is {sf.agent!r}, --agent-name gives {agent_name!r}: "
+                     f"the steps' expectations apply to the turns of {sf.agent!r} only",
+                     "drop --agent-name, or change the file's `agent`")
+
+
 def _key_path(key: str) -> list[str | int]:
     """`[3].call[1].args.city` -> [3, "call", 1, "args", "city"]."""
     return [int(i) if i else name for i, name in re.findall(r"\[(\d+)\]|([^.\[\]]+)", key)]

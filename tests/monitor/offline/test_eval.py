@@ -1052,3 +1052,16 @@ def test_the_tools_offered_in_the_runs_inner_turns_and_before_its_timeout_join_i
     reason = "failed (weather): get_weather arguments invalid (required); extra call get_time"
     assert (trial.passed, trial.reason) == (
         (False, f"timed out after 0.5 s; {reason}; extra call get_time") if timed_out else (False, reason))
+
+
+def test_agent_name_other_than_the_scenario_files_agent_is_a_usage_error() -> None:
+    """`--agent-name other` beside a scenario file's `agent: incident-triage` named the turns `other`, while the
+    steps' expectations stay the file agent's: every step failed ("the step's expectation did not match"), exit 0,
+    and the warning said to give --agent-name, which was given. The conflict is refused, at the file's `agent`."""
+    scenario = str(REPO / "examples" / "triage" / "scenario.yaml")
+    code, out = _eval("--scenario", scenario, "--agent", "examples.triage.agent:triage", "--agent-name", "other")
+    assert code == 2, out
+    assert f"{scenario}:3:8: the scenario file's agent is 'incident-triage', --agent-name gives 'other'" in out, out
+    code, out = _eval("--scenario", scenario, "--agent", "examples.triage.agent:triage", "--agent-name",
+                      "incident-triage")
+    assert code == 0 and "Tool call accuracy: 3/4" in out, out
