@@ -22,6 +22,7 @@ from monitor.evaluate import (
     RunResult,
     agent_name_problem,
     default_agent_name,
+    forbidden_case_arguments,
     load_callable,
     load_dataset_rules,
     read_cases,
@@ -48,6 +49,7 @@ from monitor.scenario import (
     ScenarioError,
     ScenarioRun,
     agent_name_conflict,
+    forbidden_step_arguments,
     load_and_build,
     own_reply_steps,
     run_scenarios,
@@ -97,6 +99,16 @@ def agent_name_input(problem: str | None, notes: list[str], problems: list[Input
     notes.append(note)
     problems.append(InputProblem("agent name", problem))
     return note
+
+
+def warn_inputs(warnings: Sequence[str]) -> list[str]:
+    """Warnings about the dataset or scenario file (an argument check no call that keeps to the tool's schema can
+    pass): printed on stderr before the run (also with -q); the report's notes about them, `warning: ...` each (not
+    JUnit errors: the cases they are about fail anyway, and a rule file with such a check only warns too)."""
+    notes = [f"warning: {w}" for w in warnings]
+    for note in notes:
+        click.echo(note, err=True)
+    return notes
 
 
 def show_tracebacks(failures: Sequence[tuple[str, str, str]], command: str) -> str | None:
@@ -170,6 +182,7 @@ def _run_dataset(dataset: str, agent: Any, rules: tuple[str, ...], agent_name: s
     problem = None
     if not dataset_cases or any(exp.agent is not None for _, _, exp in dataset_cases):
         problem = warn_agent_name(judge, name)
+    input_notes = warn_inputs(forbidden_case_arguments(dataset, judge.ruleset))
     with (Harness(agent_name=name) as harness, route_global_tracing(harness.provider, harness.processor),
           progress_bar(disable=no_progress) as progress):
         task = progress.add_task("eval", total=len(cases) * trials, status="")
@@ -185,6 +198,7 @@ def _run_dataset(dataset: str, agent: Any, rules: tuple[str, ...], agent_name: s
     extra = {"pass_rate": result.pass_rate}
     notes = [f"{len(cases)} case(s) x {trials} trial(s); pass rate {format_ratio(extra['pass_rate'])}"]
     agent_name_input(problem, notes, problems)
+    notes += input_notes
     notes += [n for n in (add_strays(builder, result.strays, name, "run"),
                           answer_note(t.run.answer_type for t in result.trials)) if n]
     note = show_tracebacks(failures, "eval")
@@ -239,6 +253,7 @@ def _run_scenario(path: str, agent: Any, rules: tuple[str, ...], agent_name: str
         raise SystemExit(2) from exc
     name = default_agent_name(judge.agents, agent_name or sf.agent)
     problem = warn_agent_name(judge, name)
+    input_notes = warn_inputs(forbidden_step_arguments(sf, judge))
     total = sum(len(s.steps) for s in sf.scenarios)
     failures: list[tuple[str, str, str]] = []
     with (Harness(agent_name=name) as harness, route_global_tracing(harness.provider, harness.processor),
@@ -260,6 +275,7 @@ def _run_scenario(path: str, agent: Any, rules: tuple[str, ...], agent_name: str
     ok, count = run.scenarios_passed()
     notes = [f"{ok}/{count} scenario(s) passed every step ({mode} mode)"]
     agent_name_input(problem, notes, problems)
+    notes += input_notes
     notes += [n for n in (add_strays(builder, run.strays, name, "step"),
                           answer_note(s.run.answer_type for s in run.steps)) if n]
     note = show_tracebacks(failures, "eval")

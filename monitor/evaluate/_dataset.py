@@ -22,8 +22,9 @@ from typing import Any
 
 import yaml
 
-from monitor.rules import RuleFileError, RuleSet, load_rules, load_yaml, read_json_lines, read_text
-from monitor.rules._errors import raise_all
+from monitor.rules import Expectation, RuleFileError, RuleSet, load_rules, load_yaml, read_json_lines, read_text
+from monitor.rules._errors import place, raise_all
+from monitor.rules._lint import forbidden_checks
 from monitor.rules._yaml import Marks
 
 
@@ -162,11 +163,38 @@ def _load(p: Path, rules: Sequence[str | Path], agent: str | None) -> RuleSet:
         return load_rules([*rules, wrapper])
 
 
-def _by_key(ruleset: RuleSet, cases: list[Case]) -> RuleSet:
-    """`ruleset` with the dataset's id-less cases findable by their keys. The dataset is the last file loaded, so
-    its cases are the last of `ruleset.cases`, in file order."""
+def _compiled(ruleset: RuleSet, cases: list[Case]) -> tuple[tuple[str | None, str | None, Expectation], ...] | None:
+    """The compiled cases of the dataset, one per case of `cases` (in file order): the last of `ruleset.cases`, as the
+    dataset is the last file loaded; None if they do not match (not expected: both read the same file)."""
     compiled = ruleset.cases[len(ruleset.cases) - len(cases) :] if len(cases) <= len(ruleset.cases) else ()
     if [(cid, text) for cid, text, _ in compiled] != [(c.case_id, c.input_text) for c in cases]:
-        return ruleset  # not expected (both read the same file): id-less cases are then joined by input
+        return None
+    return compiled
+
+
+def _by_key(ruleset: RuleSet, cases: list[Case]) -> RuleSet:
+    """`ruleset` with the dataset's id-less cases findable by their keys."""
+    compiled = _compiled(ruleset, cases)
+    if compiled is None:
+        return ruleset  # id-less cases are then joined by input
     keyed = tuple((c.key, exp) for c, (_, _, exp) in zip(cases, compiled, strict=True) if c.case_id is None)
     return dataclasses.replace(ruleset, cases_by_id=ruleset.cases_by_id + keyed) if keyed else ruleset
+
+
+def forbidden_case_arguments(dataset: str | Path, ruleset: RuleSet) -> list[str]:
+    """One line per argument check of a dataset case on an argument its tool's schema allows no call to have (the
+    check `toolwatch rules check` warns of: it fails every call that keeps to the schema), at the argument's place in
+    the file that holds the cases (a JSON-lines file: at the case's line), as the dataset's errors are placed:
+    `file:line:column: case 'KEY': ...`. `ruleset` is `load_dataset_rules(dataset, ...)`'s."""
+    items, marks, base = _read_items(Path(dataset).resolve())
+    cases, errors = _check_cases(items, marks, base)
+    compiled = None if errors else _compiled(ruleset, cases)
+    if compiled is None:
+        return []  # not expected: load_dataset_rules refused the dataset
+    of_case = {id(exp): (i, case) for i, (case, (_, _, exp)) in enumerate(zip(cases, compiled, strict=True))}
+    out = []
+    for found in forbidden_checks(ruleset, (exp for _, _, exp in compiled)):  # in file order
+        i, case = of_case[id(found.expectation)]  # no case in error: the i-th case is the i-th item
+        line, column = marks.at((*base, i, *found.path(items[i])), key=True)
+        out.append(f"{place(marks.file, line, column)}: case {case.key!r}: {found.message}")
+    return out

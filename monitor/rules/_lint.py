@@ -3,6 +3,10 @@ checks on arguments the tool's schema forbids."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
 from monitor.rules._burn import objective_warnings
 from monitor.rules._model import Always, Condition, Expectation, Prefix, RuleSet
 
@@ -70,11 +74,35 @@ def unreachable_cases(rs: RuleSet) -> list[str]:
     return out
 
 
-def forbidden_arguments(rs: RuleSet) -> list[str]:
-    """One line per argument check (of an `expect` rule or a labelled case) on an argument that the tool's schema
-    allows no call to have: `additionalProperties: false` beside `properties` without it and no `patternProperties`
-    (the usual sign of a misspelt argument). A missing argument fails every check but `one_of` with "", so the check
-    fails every call that keeps to the schema; that `one_of` is left out."""
+@dataclass(frozen=True, slots=True)
+class ForbiddenArgument:
+    """An argument check on an argument the schema of its slot's tool allows no call to have (`forbidden_checks`)."""
+
+    expectation: Expectation
+    alternative: int  # index in expectation.alternatives
+    slot: int  # Slot.index in that alternative
+    tool: str
+    argument: str
+    allowed: tuple[str, ...]  # the only argument names the tool's schema allows
+
+    @property
+    def message(self) -> str:
+        return (f"argument check on {self.argument!r}, which the schema of {self.tool} does not allow "
+                f"(additionalProperties: false; its properties: {', '.join(self.allowed) or 'none'}): it fails every "
+                "call that keeps to the schema")
+
+    def path(self, entry: Mapping[str, Any]) -> tuple[str | int, ...]:
+        """The key path of the check inside `entry`, the rule or case (as written) the expectation was compiled from:
+        `call[slot].args.<argument>`, or `any_of[alternative].call[slot].args.<argument>`."""
+        head: tuple[str | int, ...] = ("any_of", self.alternative, "call") if "any_of" in entry else ("call",)
+        return (*head, self.slot, "args", self.argument)
+
+
+def forbidden_checks(rs: RuleSet, expectations: Iterable[Expectation] | None = None) -> list[ForbiddenArgument]:
+    """The argument checks of `expectations` (default: every `expect` rule and labelled case of `rs`) on an argument
+    that the tool's schema (in `rs`) allows no call to have: `additionalProperties: false` beside `properties` without
+    it and no `patternProperties` (the usual sign of a misspelt argument). A missing argument fails every check but
+    `one_of` with "", so the check fails every call that keeps to the schema; that `one_of` is left out."""
     allowed: dict[str, tuple[str, ...]] = {}  # tool -> the only argument names its schema allows
     for tool in rs.tools:
         schema = tool.schema
@@ -83,9 +111,11 @@ def forbidden_arguments(rs: RuleSet) -> list[str]:
         properties = schema.get("properties", {})
         if isinstance(properties, dict):
             allowed[tool.name] = tuple(properties)
+    if expectations is None:
+        expectations = (*rs.expectations, *(e for _, _, e in rs.cases))
     out = []
-    for exp in (*rs.expectations, *(e for _, _, e in rs.cases)):
-        for alt in exp.alternatives:
+    for exp in expectations:
+        for a, alt in enumerate(exp.alternatives):
             for slot in alt.slots:
                 names = allowed.get(slot.tool)
                 if names is None:
@@ -93,12 +123,15 @@ def forbidden_arguments(rs: RuleSet) -> list[str]:
                 for check in slot.checks:
                     if check.argument in names or (check.mode == "one_of" and "" in check.expected):
                         continue
-                    out.append(
-                        f"{exp.source}:{exp.line}: warning: rule {exp.id!r}: argument check on {check.argument!r}, "
-                        f"which the schema of {slot.tool} does not allow (additionalProperties: false; its "
-                        f"properties: {', '.join(names) or 'none'}): it fails every call that keeps to the schema"
-                    )
+                    out.append(ForbiddenArgument(exp, a, slot.index, slot.tool, check.argument, names))
     return out
+
+
+def forbidden_arguments(rs: RuleSet) -> list[str]:
+    """One line per argument check (of an `expect` rule or a labelled case) on an argument that the tool's schema
+    allows no call to have (`forbidden_checks`)."""
+    return [f"{f.expectation.source}:{f.expectation.line}: warning: rule {f.expectation.id!r}: {f.message}"
+            for f in forbidden_checks(rs)]
 
 
 def unfireable_alerts(rs: RuleSet) -> list[str]:

@@ -25,6 +25,7 @@ from monitor.evaluate import AgentFn, Harness, RunResult
 from monitor.judge import Judge
 from monitor.rules import RuleFileError, load_rules
 from monitor.rules._errors import place
+from monitor.rules._lint import forbidden_checks
 from monitor.rules._load import MAX_FILE_BYTES
 from monitor.scenario._model import Scenario, ScenarioError, ScenarioFile, Step, load_scenarios
 from monitor.verdict import TurnVerdict
@@ -96,6 +97,26 @@ def load_and_build(path: str | Path, extra_rules: list[Path] | None = None) -> t
             raise exc from None
         raise
     return sf, build_judge(sf, extra_rules)
+
+
+def forbidden_step_arguments(sf: ScenarioFile, judge: Judge) -> list[str]:
+    """One line per argument check of a step on an argument its tool's schema allows no call to have (the check
+    `toolwatch rules check` warns of: it fails every call that keeps to the schema), at the argument's place in the
+    scenario file: `file:line:column: scenario, step n, call k: ...`. `judge` is `build_judge(sf, ...)`'s, whose
+    last cases are the steps, in file order."""
+    steps = [(sc, st) for sc in sf.scenarios for st in sc.steps]
+    cases = judge.ruleset.cases[len(judge.ruleset.cases) - len(steps):] if steps else ()
+    if [cid for cid, _, _ in cases] != [case_id(sc, st) for sc, st in steps]:
+        return []  # not expected: build_judge loads the steps last
+    of_step = {id(exp): pair for pair, (_, _, exp) in zip(steps, cases, strict=True)}
+    out = []
+    for found in forbidden_checks(judge.ruleset, (exp for _, _, exp in cases)):  # in file order
+        sc, st = of_step[id(found.expectation)]
+        path = (*st.path, "expect", "calls", found.slot, "args", found.argument)  # a step's calls are its slots
+        line, column = sf.marks.at(path, key=True) if sf.marks is not None else (0, 0)
+        out.append(f"{place(str(sf.path), line, column)}: {sc.name}, step {st.index}, call {found.slot + 1}: "
+                   f"{found.message}")
+    return out
 
 
 def _write_cases(sf: ScenarioFile, steps: list[tuple[Scenario, Step]], tools: tuple[str, ...], cases: Path) -> None:
