@@ -120,15 +120,20 @@ class ReportBuilder:
         """Account one verdict; `status`/`message` override the JUnit result (eval: timeouts, trials), `detail` is
         added to its body (eval: the agent's traceback)."""
         failed = add_verdict(self.tally, verdict)  # self.tally.add(verdict); verdict.failed
-        if not failed and not self._keep_cases:
+        # a case can fail on what the verdict does not see (a step's tool-call count bounds, a run that timed out or
+        # raised after the right calls): a worst turn too, with the case's reason
+        case_failed = not failed and status in ("failed", "error")
+        if not (failed or case_failed or self._keep_cases):
             return
         ident = turn_ident(verdict, case_id)
-        if failed and self._worst_n > 0:
-            key = (severity(verdict), -next(self._seq))  # worse first; among equals, the earlier turn
+        if (failed or case_failed) and self._worst_n > 0:
+            rank = severity(verdict) if failed else max(1, severity(verdict))
+            key = (rank, -next(self._seq))  # worse first; among equals, the earlier turn
+            reason = message if case_failed else None
             if len(self._heap) < self._worst_n:
-                heapq.heappush(self._heap, (*key, sample_of(verdict, ident)))
+                heapq.heappush(self._heap, (*key, self._sample(verdict, ident, rank, reason)))
             elif key > self._heap[0][:2]:
-                heapq.heapreplace(self._heap, (*key, sample_of(verdict, ident)))
+                heapq.heapreplace(self._heap, (*key, self._sample(verdict, ident, rank, reason)))
         if not self._keep_cases:
             return
         if status is None:
@@ -145,6 +150,16 @@ class ReportBuilder:
                 time_s=time_s,
             )
         )
+
+    @staticmethod
+    def _sample(verdict: TurnVerdict, ident: str, rank: int, reason: str | None) -> Sample:
+        """The worst-turn sample of `verdict`, ranked `rank`; `reason` that of its case when the case failed on
+        what the verdict does not see."""
+        sample = sample_of(verdict, ident)
+        sample.severity = rank
+        if reason:
+            sample.reason = reason
+        return sample
 
     def add_case(self, case: CaseResult) -> None:
         if len(self.cases) < self._max_cases:

@@ -206,7 +206,12 @@ def test_eval_and_probe_record_a_misspelt_agent_name_in_the_report_and_junit(tmp
     what CI keeps, now say it too."""
     common = ["--agent", "examples.triage.agent:triage", "--rules", str(TRIAGE_RULES), "--agent-name", "incident-triag",
               "--no-progress", "-q", "--json", str(tmp_path / "e.json"), "--junit", str(tmp_path / "e.xml")]
-    res = CliRunner().invoke(eval_, ["--scenario", "examples/triage/scenario.yaml", *common])
+    # a scenario file of no agent (one of another agent than --agent-name gives is refused) and no rules of its own
+    text = Path("examples/triage/scenario.yaml").read_text(encoding="utf-8")
+    scenario = tmp_path / "scenario.yaml"
+    scenario.write_text("".join(line for line in text.splitlines(keepends=True)
+                                if not line.startswith(("agent:", "rules:"))), encoding="utf-8")
+    res = CliRunner().invoke(eval_, ["--scenario", str(scenario), *common])
     assert res.exit_code == 0, res.output
     _agent_name_problem(res.output, tmp_path / "e.json", tmp_path / "e.xml", "eval")
     res = CliRunner().invoke(probe, [

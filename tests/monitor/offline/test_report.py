@@ -248,3 +248,21 @@ def test_tool_usage_rate_is_not_coloured_good_or_bad(support_builder: ReportBuil
     assert card is not None and card.group(1) == "neutral"
     accuracy = re.search(r'data-figure="tool_call_accuracy">.*?<div class="v ([a-z]+)">', render_html(report))
     assert accuracy is not None and accuracy.group(1) in ("good", "warn", "bad")
+
+
+@pytest.mark.parametrize("status", ["failed", "error"])
+def test_a_case_failed_by_what_the_judge_does_not_see_is_among_the_worst(support_judge: object, status: str) -> None:
+    """A scenario step failing only on its tool-call count bounds, or a trial whose run timed out or raised after
+    the right calls: the turn's verdict passes, the case fails. It was a failure in the step table and JUnit, but
+    missing from the worst failing turns (terminal, JSON, Markdown, HTML)."""
+    from tests.monitor.offline.conftest import support_turns
+
+    b = ReportBuilder(worst=10)
+    verdicts = [support_judge.judge(t) for t in support_turns()]  # type: ignore[attr-defined]
+    good = next(v for v in verdicts if not v.failed)
+    b.add(good, case_id="s step 3", status=status, message="3 tool calls, at most 2 allowed")
+    b.add(good, case_id="s step 4", status="passed")
+    report = b.build("eval", "x")
+    (sample,) = report.worst
+    assert sample.ident == "s step 3" and sample.reason == "3 tool calls, at most 2 allowed" and sample.severity >= 1
+    assert [c.status for c in report.cases] == [status, "passed"]
