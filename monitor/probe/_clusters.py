@@ -74,9 +74,9 @@ def failure_kinds(steps: Sequence[Step]) -> Table:
         if not s.failed:
             continue
         found: list[str] = []
-        if s.verdict is None:
+        if s.error is not None or s.verdict is None:  # a run that raised or timed out after its calls: judged too
             found.append(f"run error: {_error_kind(s.error)}")
-        else:
+        if s.verdict is not None:
             v = s.verdict
             for c in v.calls:
                 if c.outcome is Outcome.HALLUCINATED:

@@ -129,7 +129,7 @@ class ReportBuilder:
         if (failed or case_failed) and self._worst_n > 0:
             rank = severity(verdict) if failed else max(1, severity(verdict))
             key = (rank, -next(self._seq))  # worse first; among equals, the earlier turn
-            reason = message if case_failed else None
+            reason = message if case_failed or status == "error" else None  # an error: the run's says what it was
             if len(self._heap) < self._worst_n:
                 heapq.heappush(self._heap, (*key, self._sample(verdict, ident, rank, reason)))
             elif key > self._heap[0][:2]:

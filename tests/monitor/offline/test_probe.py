@@ -438,3 +438,16 @@ def test_cli_probe_reports_calls_made_outside_every_run(support_rules: Path, tmp
     assert res.exit_code == 0, res.output
     notes = json.loads(js.read_text())["notes"]
     assert any("2 run(s) returned a dict, not the answer text" in n for n in notes), notes
+
+
+def test_failure_kinds_name_the_agent_error_of_a_judged_run(support_judge: Judge) -> None:
+    """A run that made its calls, then raised or timed out, has a verdict: its kinds were only what the verdict saw
+    (`response check failed`, for the answer it never gave), the error itself left out, while the groups table said
+    `agent error: RuntimeError`."""
+    from tests.monitor.offline.conftest import call, turn
+
+    v = support_judge.judge(turn("where is order 1", call("get_order_status", {"order_id": "1"}), trace=1))
+    steps = [Step(1, "where is order 1", None, True, v, "RuntimeError: model backend down"),
+             Step(2, "where is order 2", None, True, v, "timed out after 0.5 s")]
+    kinds = cluster_tables(steps)[2]
+    assert {r[0]: r[1] for r in kinds.rows} == {"run error: RuntimeError": "1", "run error: timed out after 0.5 s": "1"}

@@ -266,3 +266,13 @@ def test_a_case_failed_by_what_the_judge_does_not_see_is_among_the_worst(support
     (sample,) = report.worst
     assert sample.ident == "s step 3" and sample.reason == "3 tool calls, at most 2 allowed" and sample.severity >= 1
     assert [c.status for c in report.cases] == [status, "passed"]
+
+
+def test_a_failed_turn_whose_run_raised_has_the_runs_error_as_its_reason(support_judge: object) -> None:
+    from tests.monitor.offline.conftest import support_turns
+
+    b = ReportBuilder(worst=10)
+    bad = next(v for v in (support_judge.judge(t) for t in support_turns()) if v.failed)  # type: ignore[attr-defined]
+    b.add(bad, case_id="run 3", status="error", message=f"timed out after 0.5 s; {bad.reason}")
+    (sample,) = b.build("probe", "x").worst
+    assert sample.reason == f"timed out after 0.5 s; {bad.reason}"
