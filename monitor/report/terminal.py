@@ -117,9 +117,21 @@ def _confusion_table(report: Report, width: int) -> RichTable | Group:
 def sparkline(
     points: list[tuple[int, float | None]], low: float = 0.0, high: float = 1.0, width: int = SPARK_WIDTH
 ) -> str:
-    """Values as block characters from ▁ (`low`) to █ (`high`), at most `width` evenly spaced points; absent = space."""
+    """Values as block characters from ▁ (`low`) to █ (`high`), at most `width` evenly spaced points, the lowest and
+    the highest value among them (each in place of the point nearest it: a dip between two points shown went
+    unseen while the scale named it); absent = space."""
     if len(points) > width:
-        points = [points[round(i * (len(points) - 1) / (width - 1))] for i in range(width)]
+        picked = [round(i * (len(points) - 1) / (width - 1)) for i in range(width)]
+        present = [i for i, (_, v) in enumerate(points) if v is not None]
+        if present:
+            for extreme in (min(present, key=lambda i: points[i][1] or 0.0),
+                            max(present, key=lambda i: points[i][1] or 0.0)):
+                if extreme not in picked:
+                    nearest = min(range(width), key=lambda k: abs(picked[k] - extreme))
+                    if nearest in (0, width - 1):  # the ends stay: the first and the last point
+                        nearest += 1 if nearest == 0 else -1
+                    picked[nearest] = extreme
+        points = [points[i] for i in sorted(picked)]
     top = len(_BLOCKS) - 1
     out = []
     for _, value in points:

@@ -276,3 +276,16 @@ def test_a_failed_turn_whose_run_raised_has_the_runs_error_as_its_reason(support
     b.add(bad, case_id="run 3", status="error", message=f"timed out after 0.5 s; {bad.reason}")
     (sample,) = b.build("probe", "x").worst
     assert sample.reason == f"timed out after 0.5 s; {bad.reason}"
+
+
+def test_a_sparkline_of_many_points_shows_the_lowest_and_the_highest() -> None:
+    """Thinned to 32 evenly spaced points, the sparkline skipped the dip at run 4 that its scale names as the low
+    (`trend scale: ▁ 75.0%` and no ▁ in the line). Both extremes are kept among the points shown."""
+    from monitor.report.terminal import sparkline
+
+    points: list[tuple[int, float | None]] = [(i, 1.0 if i != 4 else 0.75) for i in range(1, 61)]
+    points[44] = (45, 0.9)
+    line = sparkline(points, 0.75, 1.0)
+    assert len(line) == 32 and line.count("▁") == 1 and "█" in line and line.index("▁") <= 3
+    few: list[tuple[int, float | None]] = [(1, 0.5), (2, 1.0)]
+    assert sparkline(few, 0.5, 1.0) == "▁█"
