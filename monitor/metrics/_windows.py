@@ -52,10 +52,15 @@ def parse_duration(text: str, *, allow_zero: bool = False) -> float:
 
 
 def format_duration(seconds: float) -> str:
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+    """`seconds` in the largest unit that holds it whole (5m, 1h, 90s, 250ms), else in seconds with every digit: a
+    label that `parse_duration` reads back as the same value (`%g` wrote 1000000s and 1000001s alike, `1e+06s`)."""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
         if seconds >= size and seconds % size == 0:
             return f"{int(seconds // size)}{unit}"
-    return f"{seconds:g}s"
+    ms = seconds * 1000
+    if ms == int(ms):
+        return f"{int(ms)}ms"
+    return f"{seconds!r}s"
 
 
 @dataclass(slots=True)

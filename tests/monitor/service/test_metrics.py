@@ -103,6 +103,15 @@ def test_durations(text: str, seconds: float) -> None:
 
 def test_duration_labels_and_errors() -> None:
     assert [format_duration(s) for s in (300, 3600, 90, 86400)] == ["5m", "1h", "90s", "1d"]
+
+
+@pytest.mark.parametrize("seconds", [1_000_000, 1_000_001, 1_000_000.5, 0.25, 1.5, 12.345, 3650 * 86400 - 1])
+def test_a_duration_label_reads_back_as_its_duration(seconds: float) -> None:
+    """`%g` wrote 1000000s and 1000001s as `1e+06s` both: two windows of one `window` label, so duplicate series on
+    /metrics (which Prometheus refuses as a whole scrape), and a label that is no duration."""
+    label = format_duration(seconds)
+    assert parse_duration(label) == seconds and "e" not in label, label
+    assert format_duration(1_000_000) != format_duration(1_000_001)
     with pytest.raises(ValueError, match="invalid duration 'soon': .* ms, s, m, h or d"):
         parse_duration("soon")
     assert parse_duration("500ms") == 0.5
