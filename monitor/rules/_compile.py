@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -86,11 +86,15 @@ class FileCompiler:
     def err(self, path: Path, message: str, *, key: bool = False) -> RuleFileError:
         return self.marks.error(path, message, key=key)
 
-    def each(self, items: Sequence[Any], base: Path, build: Callable[[Any, Path], T]) -> list[T]:
-        """`build(item, path)` of each item at `base`; an item in error is left out and its error kept in
-        `errors`, so that the other items are checked too (each item's first problem is reported)."""
+    def each(self, items: Sequence[Any], base: Path, build: Callable[[Any, Path], T],
+             skip: Collection[int] = frozenset()) -> list[T]:
+        """`build(item, path)` of each item at `base` but those whose index is in `skip` (of the wrong shape, already
+        reported); an item in error is left out and its error kept in `errors`, so that the other items are checked
+        too (each item's first problem is reported)."""
         out: list[T] = []
         for i, item in enumerate(items):
+            if i in skip:
+                continue
             try:
                 out.append(build(item, (*base, i)))
             except RuleFileError as exc:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path as FsPath
 from typing import Any
 
 from monitor.rules._compile import FileCompiler, FileRules
 from monitor.rules._errors import RuleFileError, raise_all
 from monitor.rules._model import Expectation, RuleSet, Tool
-from monitor.rules._validate import validate_document, validate_fragment
+from monitor.rules._validate import case_errors, document_errors, validate_document
 from monitor.rules._yaml import MAX_DEPTH, Marks, load_yaml
 
 MAX_FILE_BYTES = 32 << 20
@@ -43,13 +44,33 @@ _WHAT_TO_ADD = (
 )
 
 
-def _parse(path: FsPath) -> tuple[dict[str, Any], Marks]:
+@dataclass(slots=True)
+class _Parsed:
+    path: FsPath
+    data: dict[str, Any]
+    marks: Marks
+    case_errors: list[RuleFileError]  # the schema errors of its inline cases (the rest of the file has none)
+    bad_cases: frozenset[int]  # the indexes of those cases, not compiled
+
+
+def _parse(path: FsPath) -> _Parsed:
+    """The file, validated; raises RuleFileError with every schema error of it. Its inline cases are validated one
+    by one: a case of the wrong shape is in `case_errors` (the schema's `oneOf` of a list or a path reported one of
+    them), and the file is still compiled, those cases left out, for what compiling the others finds to be reported
+    with them."""
     data, marks = load_yaml(read_text(path), str(path))
     if data is None:
         data = {}
-    validate_document(data, marks)
+    cases = data.get("cases") if isinstance(data, dict) else None
+    if not isinstance(cases, list):
+        validate_document(data, marks)
+        _refuse_empty(data, marks)
+        return _Parsed(path, data, marks, [], frozenset())
+    errors, bad = case_errors(cases, marks, ("cases",))
+    rest = document_errors({k: v for k, v in data.items() if k != "cases"}, marks)
+    raise_all(_in_file_order([*rest, *errors]) if rest else [])
     _refuse_empty(data, marks)
-    return data, marks
+    return _Parsed(path, data, marks, errors, bad)
 
 
 def _refuse_empty(data: dict[str, Any], marks: Marks) -> None:
@@ -111,10 +132,11 @@ def _load_cases_file(path: FsPath) -> tuple[list[Any], Marks]:
     return (data if data is not None else []), marks
 
 
-def _compile_file(
-    path: FsPath, data: dict[str, Any], marks: Marks, tools: list[Tool], known: frozenset[str], open_: bool
-) -> tuple[FileRules, list[RuleFileError]]:
-    """The file's rules and the errors of its items (each item in error is left out, the others still checked)."""
+def _compile_file(parsed: _Parsed, tools: list[Tool], known: frozenset[str], open_: bool
+                  ) -> tuple[FileRules, list[RuleFileError]]:
+    """The file's rules and the errors of its items (each item in error is left out, the others still checked); the
+    shape errors of its cases (inline, or in the cases file it names) with what compiling finds, in file order."""
+    path, data, marks = parsed.path, parsed.data, parsed.marks
     agent = data.get("agent")
     fd = bool(data.get("catalog", {}).get("from_definitions", False))
     comp = FileCompiler(str(path), path.stem, marks, known, open_)
@@ -128,29 +150,40 @@ def _compile_file(
         cpath = (path.parent / cases) if not FsPath(cases).is_absolute() else FsPath(cases)
         try:
             cases, cmarks = _load_cases_file(cpath)
-            validate_fragment(cases, cmarks, "case_list", ())
+            shape, bad = case_errors(cases, cmarks, ())
         except RuleFileError as exc:
             if exc.line:
                 return fr, [*errors, exc]
             # Not read at all (missing, unreadable): point at the rule file's `cases` key, which names the file.
             return fr, [*errors, marks.error(("cases",), f"cases file {cpath}: {exc.message}")]
         ccomp = FileCompiler(str(cpath), cpath.stem, cmarks, known, open_)
-        fr.cases = ccomp.each(cases, (), lambda c, p: ccomp.case(c, agent, p))
-        return fr, [*errors, *ccomp.errors]
-    fr.cases = comp.each(cases, ("cases",), lambda c, p: comp.case(c, agent, p))
-    return fr, comp.errors
+        fr.cases = ccomp.each(cases, (), lambda c, p: ccomp.case(c, agent, p), skip=bad)
+        return fr, [*errors, *_in_file_order([*shape, *ccomp.errors])]
+    fr.cases = comp.each(cases, ("cases",), lambda c, p: comp.case(c, agent, p), skip=parsed.bad_cases)
+    return fr, _in_file_order([*parsed.case_errors, *comp.errors]) if parsed.case_errors else comp.errors
 
 
-def _parse_all(paths: Sequence[FsPath]) -> list[tuple[FsPath, dict[str, Any], Marks]]:
-    """Every file parsed and validated; the errors of all of them raised together."""
-    parsed = []
+def _in_file_order(errors: list[RuleFileError]) -> list[RuleFileError]:
+    """The errors of one file by place (stable: those of one place in the order found)."""
+    return sorted(errors, key=lambda e: (e.line, e.column))
+
+
+def _parse_all(paths: Sequence[FsPath]) -> list[_Parsed]:
+    """Every file parsed and validated; the errors of all of them raised together (with the shape errors of the
+    cases of the others)."""
+    parsed: list[_Parsed] = []
     errors: list[RuleFileError] = []
+    failed = False  # a file with schema errors besides its cases'
     for p in paths:
         try:
-            parsed.append((p, *_parse(p)))
+            parsed.append(_parse(p))
         except RuleFileError as exc:
             errors.append(exc)
-    raise_all(errors)
+            failed = True
+            continue
+        errors += parsed[-1].case_errors
+    if failed:
+        raise_all(errors)
     return parsed
 
 
@@ -176,14 +209,16 @@ def distinct_files(paths: Sequence[str | FsPath]) -> list[FsPath]:
 def load_rules(paths: Sequence[str | FsPath]) -> RuleSet:
     """Load, validate and merge rule files (in the order given; a file named twice is loaded once). Raises
     RuleFileError on a problem: a RuleFileErrors with every one found when there are several (each rule in error is
-    reported, with its first problem; a file that does not match the schema is not compiled)."""
+    reported, with its first problem; a file that does not match the schema is not compiled, but one whose only
+    schema errors are in cases: those cases are left out, and the others compiled)."""
     if isinstance(paths, str | FsPath):
         paths = [paths]
     parsed = _parse_all(distinct_files(paths))  # a file named twice is one file, not a duplicate of itself
     tools: dict[str, Tool] = {}
     file_tools: list[list[Tool]] = []  # each file's catalog, compiled once
     errors: list[RuleFileError] = []
-    for path, data, marks in parsed:
+    for f in parsed:
+        path, data, marks = f.path, f.data, f.marks
         comp = FileCompiler(str(path), path.stem, marks, frozenset(), True)
         file_tools.append(comp.tools(data))
         errors += comp.errors
@@ -202,18 +237,18 @@ def load_rules(paths: Sequence[str | FsPath]) -> RuleSet:
                 )
             tools.setdefault(tool.name, tool)
     # every declared name, also of a tool in error: a rule naming it is not an unknown tool besides
-    known = frozenset(t["name"] for _, d, _ in parsed for t in d.get("catalog", {}).get("tools", []))
-    open_ = any(d.get("catalog", {}).get("from_definitions", False) for _, d, _ in parsed)
+    known = frozenset(t["name"] for f in parsed for t in f.data.get("catalog", {}).get("tools", []))
+    open_ = any(f.data.get("catalog", {}).get("from_definitions", False) for f in parsed)
     files = []
-    for (path, data, marks), ft in zip(parsed, file_tools, strict=True):
-        fr, file_errors = _compile_file(path, data, marks, ft, known, open_)
+    for f, ft in zip(parsed, file_tools, strict=True):
+        fr, file_errors = _compile_file(f, ft, known, open_)
         files.append(fr)
         errors += file_errors
     raise_all(errors)
     return _merge(files, tools, parsed)
 
 
-def _merge(files: list[FileRules], tools: dict[str, Tool], parsed: list[tuple[FsPath, Any, Marks]]) -> RuleSet:
+def _merge(files: list[FileRules], tools: dict[str, Tool], parsed: list[_Parsed]) -> RuleSet:
     expectations: list[Expectation] = []
     ids: dict[str, str] = {}
     by_id: dict[str, Expectation] = {}
@@ -221,7 +256,7 @@ def _merge(files: list[FileRules], tools: dict[str, Tool], parsed: list[tuple[Fs
     cases: list[tuple[str | None, str | None, Expectation]] = []
     alert_names: dict[str, str] = {}
     errors: list[RuleFileError] = []
-    for fr, (_, _, marks) in zip(files, parsed, strict=True):
+    for fr, marks in zip(files, (f.marks for f in parsed), strict=True):
         for i, e in enumerate(fr.expectations):
             if e.id in ids:
                 errors.append(marks.error(("expect", i, "id"), f"duplicate rule id {e.id!r} (also in {ids[e.id]})"))

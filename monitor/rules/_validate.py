@@ -101,15 +101,33 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def document_errors(data: Any, marks: Marks) -> list[RuleFileError]:
+    """Every schema error of a rule file (in document order): all of them, so one run shows them all."""
+    return _located(list(_validator().iter_errors(data)), marks, ())
+
+
 def validate_document(data: Any, marks: Marks) -> None:
-    """Raise RuleFileError for every schema error (in document order): all of them, so one run shows them all."""
-    raise_all(_located(list(_validator().iter_errors(data)), marks, ()))
+    """Raise RuleFileError for every schema error (in document order)."""
+    raise_all(document_errors(data, marks))
+
+
+def _fragment_errors(data: Any, definition: str) -> list[ValidationError]:
+    schema = {"$ref": f"#/$defs/{definition}", "$defs": rule_file_schema()["$defs"]}
+    return list(jsonschema.Draft202012Validator(schema).iter_errors(data))
 
 
 def validate_fragment(data: Any, marks: Marks, definition: str, base: Path) -> None:
     """Validate one part (a cases file entry list) against `$defs/<definition>`."""
-    schema = {"$ref": f"#/$defs/{definition}", "$defs": rule_file_schema()["$defs"]}
-    raise_all(_located(list(jsonschema.Draft202012Validator(schema).iter_errors(data)), marks, base))
+    raise_all(_located(_fragment_errors(data, definition), marks, base))
+
+
+def case_errors(cases: Any, marks: Marks, base: Path) -> tuple[list[RuleFileError], frozenset[int]]:
+    """The schema errors of a list of cases at `base` (every case's, in document order) and the indexes of the cases
+    they are in, for the others to be compiled. Raises RuleFileError when `cases` is no list."""
+    if not isinstance(cases, list):
+        validate_fragment(cases, marks, "case_list", base)
+    found = _fragment_errors(cases, "case_list")
+    return _located(found, marks, base), frozenset(int(e.absolute_path[0]) for e in found if e.absolute_path)
 
 
 def _located(errors: list[ValidationError], marks: Marks, base: Path) -> list[RuleFileError]:

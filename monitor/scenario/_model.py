@@ -113,6 +113,7 @@ class ScenarioFile:
     rules: list[Path]
     scenarios: list[Scenario] = field(default_factory=list)
     marks: Marks | None = None  # positions of the file's keys and values
+    rules_at: tuple[YamlPath, ...] = ()  # where each of `rules` is named in the file: ("rules",) or ("rules", i)
 
 
 @dataclass(slots=True)
@@ -248,8 +249,10 @@ def _or_default(value: Any, kind: type, where: _Where, path: YamlPath, what: str
 
 def _step(raw: Any, n: int, where: _Where, path: YamlPath) -> Step:
     where = where.at(f"step {n}")
-    if not isinstance(raw, dict) or not isinstance(raw.get("user"), str):
+    if not isinstance(raw, dict) or raw.get("user") is None:
         raise where.error(path, "a step is a mapping with a `user` message")
+    if not isinstance(raw["user"], str):
+        raise where.error((*path, "user"), f"user: expected a string, got {raw['user']!r}")
     _unknown(raw, STEP_KEYS, where, path)
     expect = _or_default(raw.get("expect"), dict, where, (*path, "expect"), "`expect` is a mapping")
     epath = (*path, "expect")
@@ -304,9 +307,9 @@ def _agent(agent: Any, where: _Where) -> str | None:
     return agent
 
 
-def _rules(rules: Any, p: Path, where: _Where) -> list[Path]:
-    """The file's `rules` as paths ([] when left out or null): a path or a list of non-empty paths, else an error at
-    the value (or the list item) that is not one."""
+def _rules(rules: Any, p: Path, where: _Where) -> list[tuple[Path, YamlPath]]:
+    """The file's `rules` as paths, each with where the file names it ([] when left out or null): a path or a list of
+    non-empty paths, else an error at the value (or the list item) that is not one."""
     if rules is None:
         return []
     items, at = ([rules], ("rules",)) if isinstance(rules, str) else (rules, None)
@@ -316,7 +319,7 @@ def _rules(rules: Any, p: Path, where: _Where) -> list[Path]:
         if not isinstance(r, str) or not r:
             raise where.error(at or ("rules", i), "`rules` is a path or a list of paths (relative to this file), "
                                                   f"got {r!r}")
-    return [p.parent / r for r in items]
+    return [(p.parent / r, at or ("rules", i)) for i, r in enumerate(items)]
 
 
 def load_scenarios(path: str | Path) -> ScenarioFile:
@@ -343,7 +346,8 @@ def load_scenarios(path: str | Path) -> ScenarioFile:
         raw_list = [data] if "steps" in data else None
     if not isinstance(raw_list, list) or not raw_list:
         raise where.error(base, "no scenario (give `scenarios: [...]` or `steps: [...]`)")
-    out = ScenarioFile(p, _agent(data.get("agent"), where), _rules(data.get("rules"), p, where), marks=marks)
+    agent, rules = _agent(data.get("agent"), where), _rules(data.get("rules"), p, where)
+    out = ScenarioFile(p, agent, [r for r, _ in rules], marks=marks, rules_at=tuple(at for _, at in rules))
     errors: list[ScenarioError] = []
     seen: dict[str, int] = {}
     for i, raw in enumerate(raw_list):

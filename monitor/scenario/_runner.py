@@ -23,7 +23,7 @@ import yaml
 
 from monitor.evaluate import AgentFn, Harness, RunResult
 from monitor.judge import Judge
-from monitor.rules import RuleFileError, load_rules
+from monitor.rules import RuleFileError, RuleSet, load_rules
 from monitor.rules._errors import place
 from monitor.rules._lint import forbidden_checks
 from monitor.rules._load import MAX_FILE_BYTES
@@ -55,12 +55,13 @@ def step_case(scenario: Scenario, step: Step, tools: Sequence[str] = ()) -> dict
 
 def build_judge(sf: ScenarioFile, extra_rules: list[Path] | None = None) -> Judge:
     """Rules of the file (and `extra_rules`) plus one case per step; raises RuleFileError (a rule file) or
-    ScenarioError (a step, at its place in the scenario file)."""
+    ScenarioError (a step, at its place in the scenario file; a rule file of the file's `rules` that does not read, at
+    its name there)."""
     rules = [*sf.rules, *(extra_rules or [])]
     steps = [(sc, st) for sc in sf.scenarios for st in sc.steps]
     tools: tuple[str, ...] = ()
     if any(st.any_calls for _, st in steps):
-        tools = tuple(t.name for t in load_rules(rules).tools)
+        tools = tuple(t.name for t in _load_rules(sf, rules).tools)
     with tempfile.TemporaryDirectory(prefix="toolwatch-scenario-") as tmp:
         cases = Path(tmp) / f"{sf.path.stem}.cases.jsonl"
         _write_cases(sf, steps, tools, cases)
@@ -70,13 +71,28 @@ def build_judge(sf: ScenarioFile, extra_rules: list[Path] | None = None) -> Judg
             doc["agent"] = sf.agent
         wrapper.write_text(yaml.safe_dump(doc), encoding="utf-8")
         try:
-            return Judge(load_rules([*rules, wrapper]))
+            return Judge(_load_rules(sf, [*rules, wrapper]))
         except RuleFileError as exc:
             pairs = [(e.file == str(cases) and 1 <= e.line <= len(steps), e) for e in exc.errors]
             if not all(of_step or e.file == str(wrapper) for of_step, e in pairs):
                 raise  # a rule file's errors (with the steps' ones, if any, in the file they are in)
             raise ScenarioError.of([_step_error(sf, *steps[e.line - 1], e, rules) if of_step else
                                     _error_at(sf, ("agent",), f"agent: {e.message}") for of_step, e in pairs]) from None
+
+
+def _load_rules(sf: ScenarioFile, paths: list[Path]) -> RuleSet:
+    """`load_rules(paths)`; a rule file that the scenario file names and that does not read (missing, unreadable, too
+    large: an error at no place in it) is a ScenarioError at its name in the scenario file, with the loader's other
+    errors (a line each, unplaced in the scenario file)."""
+    try:
+        return load_rules(paths)
+    except RuleFileError as exc:
+        named = {str(r): at for r, at in zip(sf.rules, sf.rules_at, strict=False)}
+        if not any(e.line <= 0 and e.file in named for e in exc.errors):
+            raise
+        raise ScenarioError.of([_error_at(sf, named[e.file], f"rules: {e.file}: {e.message}")
+                                if e.line <= 0 and e.file in named else ScenarioError(str(e)) for e in exc.errors]
+                               ) from None
 
 
 def load_and_build(path: str | Path, extra_rules: list[Path] | None = None) -> tuple[ScenarioFile, Judge]:

@@ -355,7 +355,7 @@ def test_every_bad_step_of_a_scenario_file_is_reported_at_once(tmp_path: Path, s
     lines = str(info.value).splitlines()
     assert len(lines) == 3, lines
     assert lines[0].startswith(f"{p}:7:53: one, step 1: unknown key 'colour'"), lines
-    assert lines[1] == f"{p}:10:9: one, step 3: a step is a mapping with a `user` message", lines
+    assert lines[1] == f"{p}:10:15: one, step 3: user: expected a string, got 5", lines
     assert lines[2] == f"{p}:14:36: two, step 1: tool_calls min 3 is greater than max 1", lines
 
     p = _write(tmp_path, MANY_BAD_CHECKS, support_rules, "checks.yaml")
@@ -395,7 +395,7 @@ def test_a_structural_error_and_an_unknown_tool_in_other_steps_are_reported_at_o
         f"{p}:7:33: one, step 1, call 1: unknown tool 'get_order_statuz': {known}",
         f"{p}:9:71: one, step 2: tool_calls min 3 is greater than max 1",
         f"{p}:13:33: two, step 1, call 1: unknown tool 'lookup': {known}",
-        f"{p}:14:9: two, step 2: a step is a mapping with a `user` message",
+        f"{p}:14:15: two, step 2: user: expected a string, got 5",
     ]
     with pytest.raises(ScenarioError) as info:
         load_and_build(p)
@@ -421,9 +421,70 @@ def test_a_missing_scenario_dataset_or_rule_file_is_named_without_a_line_and_col
     assert res.exit_code == 2 and res.output == f"error: {gone}: cannot read: No such file or directory\n", res.output
     p = _write(tmp_path, "rules: [nope.yaml]\nsteps: [{user: hi}]\n")
     res = CliRunner().invoke(eval_, ["--scenario", str(p), *agent])
-    nope = tmp_path / "nope.yaml"
-    assert res.exit_code == 2 and res.output == f"error: {nope}: cannot read: No such file or directory\n", res.output
+    nope = tmp_path / "nope.yaml"  # a rule file the scenario file names: at its name there (the rest of the test)
+    assert res.exit_code == 2, res.output
+    assert res.output == f"error: {p}:1:9: rules: {nope}: cannot read: No such file or directory\n", res.output
     res = CliRunner().invoke(eval_, ["--dataset", str(gone), "--rules", str(support_rules), "--agent",
                                      "tests.monitor.offline.agents:support_agent", "--no-progress"])
     assert res.exit_code == 2 and f"{gone}: cannot read: No such file or directory\n" in res.output, res.output
     assert ":0:0" not in res.output
+
+
+def test_a_rule_file_the_scenario_file_names_that_does_not_read_is_an_error_at_its_name(tmp_path: Path,
+                                                                                       support_rules: Path) -> None:
+    """`rules: /nonexistent.yaml` said `error: /nonexistent.yaml: cannot read` with no place in the scenario file that
+    names it; now it is an error at that name, with the steps' errors (one line each, in file order)."""
+    agent = ["--agent", "tests.monitor.offline.agents:memory_agent", "--no-progress"]
+    gone = tmp_path / "nonexistent.yaml"
+    p = _write(tmp_path, f"agent: support\nrules: {gone}\nsteps:\n  - user: hi\n")
+    res = CliRunner().invoke(eval_, ["--scenario", str(p), *agent])
+    assert res.exit_code == 2, res.output
+    assert res.output == f"error: {p}:2:8: rules: {gone}: cannot read: No such file or directory\n", res.output
+
+    p = _write(tmp_path, "agent: support\nrules: [support.yaml, gone.yaml]\nsteps:\n  - user: 5\n  - user: hi\n",
+               support_rules)
+    res = CliRunner().invoke(eval_, ["--scenario", str(p), *agent])
+    assert res.exit_code == 2, res.output
+    assert res.output.splitlines() == [
+        f"error: {p}:2:23: rules: {tmp_path / 'gone.yaml'}: cannot read: No such file or directory",
+        f"{p}:4:11: scenario-1, step 1: user: expected a string, got 5",
+    ], res.output
+    res = CliRunner().invoke(eval_, ["--scenario", str(p), "--rules", str(gone), *agent])  # not the file's: no place
+    assert res.exit_code == 2, res.output
+    assert f"error: {gone}: cannot read: No such file or directory\n" in res.output, res.output
+
+
+@pytest.mark.parametrize("user, shown", [("5", "5"), ("[hi]", "['hi']"), ("{a: 1}", "{'a': 1}"), ("true", "True")])
+def test_a_user_message_of_the_wrong_type_is_an_error_at_the_value(tmp_path: Path, support_rules: Path, user: str,
+                                                                   shown: str) -> None:
+    """`user: 5` said "a step is a mapping with a `user` message" at the step, not what is wrong where."""
+    p = _write(tmp_path, f"rules: support.yaml\nsteps:\n  - user: hi\n  - user: {user}\n", support_rules)
+    res = CliRunner().invoke(eval_, ["--scenario", str(p), "--agent", "tests.monitor.offline.agents:memory_agent",
+                                     "--no-progress"])
+    assert res.exit_code == 2, res.output
+    assert res.output == f"error: {p}:4:11: scenario-1, step 2: user: expected a string, got {shown}\n", res.output
+
+
+@pytest.mark.parametrize("step", ["hi", "{expect: {none: true}}", "{user: null}"])
+def test_a_step_that_is_no_mapping_or_has_no_user_is_an_error_at_the_step(tmp_path: Path, step: str) -> None:
+    p = _write(tmp_path, f"steps:\n  - {step}\n")
+    with pytest.raises(ScenarioError) as info:
+        load_scenarios(p)
+    assert str(info.value) == f"{p}:2:5: scenario-1, step 1: a step is a mapping with a `user` message"
+
+
+def test_a_check_of_the_wrong_shape_in_one_step_does_not_hide_an_unknown_tool_in_another(tmp_path: Path,
+                                                                                         support_rules: Path) -> None:
+    """The steps' cases are loaded as a cases file: one of the wrong shape (a misspelt check) kept the others from
+    being compiled, so an unknown tool of another step came out only once it was fixed."""
+    p = _write(tmp_path, "agent: support\nrules: support.yaml\nsteps:\n  - user: where is order 1\n"
+                         "    expect: {calls: [{tool: get_order_status, args: {order_id: {regx: 1}}}]}\n"
+                         "  - user: hi\n    expect: {calls: [{tool: nope}]}\n", support_rules)
+    with pytest.raises(ScenarioError) as info:
+        load_and_build(p)
+    assert str(info.value).splitlines() == [
+        f"{p}:5:71: scenario-1, step 1, call 1: unknown key 'regx' (allowed: exact, from_input, fuzzy, group, "
+        "normalized, numeric, one_of, regex, threshold, tolerance)",
+        f"{p}:7:29: scenario-1, step 2, call 1: unknown tool 'nope': not in the catalog (known: get_order_history, "
+        "get_order_status, get_shipping_eta)",
+    ]

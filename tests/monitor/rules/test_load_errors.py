@@ -569,3 +569,46 @@ def test_a_file_given_twice_is_loaded_once(tmp_path: Path) -> None:
     one = tmp_path / "one.yaml"
     one.write_text("catalog: {tools: [{name: t}]}\nexpect:\n  - {id: r, when: {prefix: x}, call: [{tool: t}]}\n")
     assert [r.id for r in load_rules([one, one, tmp_path / "." / "one.yaml"]).expectations] == ["r"]
+
+
+BAD_CASES = """catalog: {tools: [{name: t}]}
+expect:
+  - {id: r, when: {regex: '('}, call: [{tool: t}]}
+cases:
+  - {id: a, input: x, call: [{tool: nope}]}
+  - {id: b, input: 5}
+  - {id: c, input: y, bogus: 1, call: [{tool: nope2}]}
+"""
+
+
+@pytest.mark.parametrize("inline", [True, False])
+def test_every_case_of_the_wrong_shape_and_what_compiling_the_others_finds_at_once(tmp_path: Path, inline: bool
+                                                                                   ) -> None:
+    """Inline cases of the wrong shape came out one of all (the schema's best match for `cases`, a list or a path)
+    and hid every other problem of the file (a bad regex, an unknown tool); in a cases file, all of them, still
+    hiding what compiling finds. Now a case of the wrong shape is left out of compiling and the others compiled: every
+    problem, in file order (a case's own unknown tool, `nope2`, is not reported beside its shape error)."""
+    path = tmp_path / "r.yaml"
+    head, cases = BAD_CASES.split("cases:\n")
+    at = path if inline else tmp_path / "cases.yaml"
+    if inline:
+        path.write_text(BAD_CASES)
+        first, key = 5, "cases"
+    else:
+        path.write_text(head + "cases: cases.yaml\n")
+        at.write_text(cases.replace("  - ", "- "))
+        first, key = 1, ""
+    text = at.read_text().splitlines()
+
+    def place(n: int, token: str) -> str:
+        return f"{at}:{first + n}:{text[first + n - 1].index(token) + 1}"
+
+    with pytest.raises(RuleFileError) as info:
+        load_rules([path])
+    assert str(info.value).splitlines() == [
+        f"{path}:3:27: expect[0].when.regex: invalid regular expression '(' (RE2 syntax): missing ): (",
+        f"{place(0, 'nope')}: {key}[0].call[0].tool: unknown tool 'nope': not in the catalog (known: t)",
+        f"{place(1, '5')}: {key}[1].input: expected string, got integer 5",
+        f"{place(2, 'bogus')}: {key}[2].bogus: unknown key 'bogus' (allowed: any_of, call, description, forbid, id, "
+        "input, none, order, respond)",
+    ], str(info.value)
