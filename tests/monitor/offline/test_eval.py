@@ -530,53 +530,19 @@ def _hang_dataset(path: Path, orders: range) -> Path:
     return path
 
 
-@pytest.mark.parametrize("concurrency", ["1", "2"])
-def test_ctrl_c_stops_an_eval_without_running_the_cases_not_started(support_rules: Path, tmp_path: Path,
-                                                                    concurrency: str) -> None:
-    """Ctrl-C waited for every case still queued to run (100 cases of 0.5 s: some 50 s, then `Aborted!`)."""
+def _ctrl_c_during_eval(dataset: Path, rules: Path, agent: str, log: Path, *extra: str
+                        ) -> tuple[subprocess.Popen[str], str, float]:
+    """Run `eval` in a process, send it SIGINT once its first run has started (as it logs to `log`); the process, its
+    stderr, and the seconds from the signal to its exit."""
     import signal
     import time
 
-    dataset = _hang_dataset(tmp_path / "cases.yaml", range(1, 101))
-    log = tmp_path / "runs.log"
     log.touch()
     code = ("import signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
             "from monitor.cli import main; main()")
     proc = subprocess.Popen(
-        [sys.executable, "-c", code, "eval", "--dataset", str(dataset), "--rules", str(support_rules), "--agent",
-         "tests.monitor.offline.agents:logging_slow_agent", "--concurrency", concurrency, "--no-progress"],
-        cwd=REPO, env={**os.environ, "TOOLWATCH_TEST_RUN_LOG": str(log)}, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 30
-    while not log.read_text() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert log.read_text(), "no run started"
-    proc.send_signal(signal.SIGINT)
-    sent = time.monotonic()
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode != 0 and "Aborted" in err, err[-2000:]
-    runs = len(log.read_text().splitlines())
-    assert runs <= 2 * int(concurrency) + 1, f"{runs} runs after Ctrl-C, {time.monotonic() - sent:.1f} s"
-
-
-
-@pytest.mark.parametrize("timeout", [None, "20s"])
-def test_ctrl_c_during_a_hung_run_exits_at_once_with_130(support_rules: Path, tmp_path: Path,
-                                                         timeout: str | None) -> None:
-    """Ctrl-C while an agent hangs printed `Aborted!`, then waited out the run's --timeout (18 s of 20) before it
-    exited, and exited 1, the code of a failed gate. It exits at once, 130 (interrupted, as shells report it)."""
-    import signal
-    import time
-
-    dataset = _hang_dataset(tmp_path / "cases.yaml", range(1, 3))
-    log = tmp_path / "runs.log"
-    log.touch()
-    code = ("import signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
-            "from monitor.cli import main; main()")
-    proc = subprocess.Popen(
-        [sys.executable, "-c", code, "eval", "--dataset", str(dataset), "--rules", str(support_rules), "--agent",
-         "tests.monitor.offline.agents:logging_hanging_agent", "--no-progress",
-         *(("--timeout", timeout) if timeout else ())],
+        [sys.executable, "-c", code, "eval", "--dataset", str(dataset), "--rules", str(rules), "--agent",
+         f"tests.monitor.offline.agents:{agent}", "--no-progress", *extra],
         cwd=REPO, env={**os.environ, "TOOLWATCH_TEST_RUN_LOG": str(log)}, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 30
@@ -586,7 +552,30 @@ def test_ctrl_c_during_a_hung_run_exits_at_once_with_130(support_rules: Path, tm
     proc.send_signal(signal.SIGINT)
     sent = time.monotonic()
     _, err = proc.communicate(timeout=90)
-    took = time.monotonic() - sent
+    return proc, err, time.monotonic() - sent
+
+
+@pytest.mark.parametrize("concurrency", ["1", "2"])
+def test_ctrl_c_stops_an_eval_without_running_the_cases_not_started(support_rules: Path, tmp_path: Path,
+                                                                    concurrency: str) -> None:
+    """Ctrl-C waited for every case still queued to run (100 cases of 0.5 s: some 50 s, then `Aborted!`)."""
+    dataset = _hang_dataset(tmp_path / "cases.yaml", range(1, 101))
+    log = tmp_path / "runs.log"
+    proc, err, took = _ctrl_c_during_eval(dataset, support_rules, "logging_slow_agent", log, "--concurrency",
+                                          concurrency)
+    assert proc.returncode != 0 and "Aborted" in err, err[-2000:]
+    runs = len(log.read_text().splitlines())
+    assert runs <= 2 * int(concurrency) + 1, f"{runs} runs after Ctrl-C, {took:.1f} s"
+
+
+@pytest.mark.parametrize("timeout", [None, "20s"])
+def test_ctrl_c_during_a_hung_run_exits_at_once_with_130(support_rules: Path, tmp_path: Path,
+                                                         timeout: str | None) -> None:
+    """Ctrl-C while an agent hangs printed `Aborted!`, then waited out the run's --timeout (18 s of 20) before it
+    exited, and exited 1, the code of a failed gate. It exits at once, 130 (interrupted, as shells report it)."""
+    dataset = _hang_dataset(tmp_path / "cases.yaml", range(1, 3))
+    proc, err, took = _ctrl_c_during_eval(dataset, support_rules, "logging_hanging_agent", tmp_path / "runs.log",
+                                          *(("--timeout", timeout) if timeout else ()))
     assert proc.returncode == 130 and "Aborted!" in err, (proc.returncode, err[-2000:])
     assert took < 5, f"exited {took:.1f} s after Ctrl-C"
     assert "Traceback" not in err, err[-2000:]
