@@ -241,7 +241,8 @@ def settings_from_options(opts: Mapping[str, object]) -> Settings:
     show_default=True,
     type=Windows(),
     envvar=env.ENV_WINDOWS,
-    help="Rolling windows of the ratio gauges, comma-separated durations (units ms, s, m, h, d).",
+    help="Rolling windows of the ratio gauges, comma-separated durations (units ms, s, m, h, d), each at "
+    "least 1s.",
 )
 @option(
     "--agent",

@@ -58,9 +58,9 @@ def format_duration(seconds: float) -> str:
         if seconds >= size and seconds % size == 0:
             return f"{int(seconds // size)}{unit}"
     ms = seconds * 1000
-    if ms == int(ms):
+    if ms == int(ms) and int(ms) * 0.001 == seconds:  # as parse_duration reads it: 2675ms is 2.6750000000000003
         return f"{int(ms)}ms"
-    return f"{seconds!r}s"
+    return f"{seconds!r}s"  # the shortest text of exactly this float (no exponent from 1e-4 to 1e16)
 
 
 @dataclass(slots=True)

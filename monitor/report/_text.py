@@ -26,7 +26,11 @@ def printable(text: str) -> str:
 def escape_controls(text: str) -> str:
     """`text` with the control characters a terminal would act on shown as `\\xNN` escapes (line feed and tab
     stay), and the bidirectional formatting characters, which reorder what is shown, as `\\uNNNN`."""
-    text = _CONTROLS.sub(lambda m: f"\\x{ord(m[0]):02x}", text)
+    return escape_bidi(_CONTROLS.sub(lambda m: f"\\x{ord(m[0]):02x}", text))
+
+
+def escape_bidi(text: str) -> str:
+    """`text` with the bidirectional formatting characters (U+202E, ...) shown as `\\uNNNN` escapes."""
     return _BIDI.sub(lambda m: f"\\u{ord(m[0]):04x}", text)
 
 

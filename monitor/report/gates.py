@@ -100,7 +100,7 @@ def _pct(value: float) -> str:
     return percent(value, 2)
 
 
-MAX_DECIMALS = 9
+MAX_DECIMALS = 14  # a gap just past EPSILON (1e-12 of a ratio) shows at 11 decimals of a percentage
 
 
 def _pcts(a: float, b: float) -> tuple[str, str]:

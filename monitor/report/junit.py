@@ -18,7 +18,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from datetime import datetime
 
-from monitor.report._text import printable
+from monitor.report._text import escape_bidi, printable
 from monitor.report.model import InputProblem, Report
 
 # XML 1.0 forbids most control characters and U+FFFE/U+FFFF; model output may hold them.
@@ -31,8 +31,9 @@ GATE_FAILURE_TYPE = "toolwatch.GateFailed"
 
 
 def _clean(text: str) -> str:
-    """Text XML can hold: control characters dropped, lone surrogates written as `\\udXXX`."""
-    return printable(text).translate(_BAD)
+    """Text XML can hold: control characters dropped, lone surrogates written as `\\udXXX`; the bidirectional
+    formatting characters, which reorder what a page shows, as `\\uNNNN` (`escape_bidi`)."""
+    return escape_bidi(printable(text).translate(_BAD))
 
 
 def render_junit(

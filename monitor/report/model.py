@@ -20,7 +20,7 @@ from typing import Any
 
 from monitor.report._members import MembersError, ValueTooLarge, read_members
 from monitor.report._text import natural_key
-from monitor.report.figures import format_ratio
+from monitor.report.figures import FIGURE_KEYS, format_ratio
 from monitor.report.gates import GateResult
 
 SCHEMA_VERSION = 1
@@ -224,7 +224,8 @@ def load_baseline(path: str | Path) -> Baseline:
         if value is None:
             out[str(key)] = None
         elif isinstance(value, int | float) and not isinstance(value, bool) and _finite(value):
-            if not 0.0 <= value <= 1.0:  # every figure is a ratio: 95 (a percentage) passed or failed every run
+            if key in FIGURE_KEYS and not 0.0 <= value <= 1.0:  # a figure is a ratio: 95 (a percentage) passed
+                # or failed every run; another key is not compared, whatever it holds
                 raise BaselineError(f"{p}: figure {key!r} is {float(value)!r}, outside [0, 1]: figures are ratios "
                                     "(0.95, not 95); give the file `--json` wrote")
             out[str(key)] = float(value)

@@ -120,12 +120,16 @@ def _unwritable(path: str) -> str | None:
     directories missing are made when it is written."""
     if path == "-":
         return None
+    if path.endswith(("/", os.sep)):
+        return "a directory, give a file name"
     target = Path(path)
     if target.is_dir():
         return os.strerror(errno.EISDIR)
     ancestor = target.parent
-    while not ancestor.exists() and ancestor != ancestor.parent:  # a path under a file does not exist either
+    while not os.path.lexists(ancestor) and ancestor != ancestor.parent:  # a path under a file is missing too
         ancestor = ancestor.parent
+    if ancestor.is_symlink() and not ancestor.exists():
+        return f"{ancestor} is a link to nothing"
     if not ancestor.is_dir():
         return os.strerror(errno.ENOTDIR)
     writable = os.access(target, os.W_OK) if target.exists() else os.access(ancestor, os.W_OK | os.X_OK)

@@ -123,14 +123,16 @@ def sparkline(
     if len(points) > width:
         picked = [round(i * (len(points) - 1) / (width - 1)) for i in range(width)]
         present = [i for i, (_, v) in enumerate(points) if v is not None]
-        if present:
-            for extreme in (min(present, key=lambda i: points[i][1] or 0.0),
-                            max(present, key=lambda i: points[i][1] or 0.0)):
-                if extreme not in picked:
-                    nearest = min(range(width), key=lambda k: abs(picked[k] - extreme))
-                    if nearest in (0, width - 1):  # the ends stay: the first and the last point
-                        nearest += 1 if nearest == 0 else -1
-                    picked[nearest] = extreme
+        taken: set[int] = set()  # the slots an extreme holds: the other extreme does not take its place
+        for extreme in (min(present, key=lambda i: points[i][1] or 0.0),
+                        max(present, key=lambda i: points[i][1] or 0.0)) if present and width > 2 else ():
+            if extreme in picked:
+                taken.add(picked.index(extreme))
+                continue
+            free = [k for k in range(1, width - 1) if k not in taken]  # the first and the last point stay
+            nearest = min(free, key=lambda k: abs(picked[k] - extreme))
+            picked[nearest] = extreme
+            taken.add(nearest)
         points = [points[i] for i in sorted(picked)]
     top = len(_BLOCKS) - 1
     out = []

@@ -78,9 +78,22 @@ def port_clash(s: Settings) -> str | None:
     return None
 
 
+MIN_WINDOW_S = 1.0  # the worker ticks once a second: a shorter window would hold no snapshot to subtract
+
+
 def parse_windows(text: str) -> tuple[float, ...]:
-    """Comma-separated durations (TOOLWATCH_WINDOWS, --windows): '5m,1h' -> (300.0, 3600.0)."""
-    return tuple(parse_duration(p) for p in text.split(",") if p.strip())
+    """Comma-separated durations (TOOLWATCH_WINDOWS, --windows): '5m,1h' -> (300.0, 3600.0); each at least
+    MIN_WINDOW_S, a window given twice (5m,300s) once."""
+    out: list[float] = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        seconds = parse_duration(part)
+        if seconds < MIN_WINDOW_S:
+            raise ValueError(f"window {part!r} is shorter than 1s: the gauges are updated once a second")
+        if seconds not in out:
+            out.append(seconds)
+    return tuple(out)
 
 
 def check_agents(agents: tuple[str, ...]) -> None:

@@ -529,3 +529,31 @@ def test_a_gate_message_shows_the_decimals_that_tell_the_value_from_the_threshol
     assert ok.message == "Tool call accuracy (tool_call_accuracy) 90.00% >= 50.00%"  # two decimals when they differ
     (same,) = gate_results({"tool_call_accuracy": 0.95}, fail_under=[Threshold("tool_call_accuracy", 0.95)])
     assert same.passed and same.message.endswith("95.00% >= 95.00%")
+
+
+def test_cli_a_report_path_through_a_dangling_link_or_naming_a_directory_is_refused_before_the_run(
+    span_file: Path, support_rules: Path, tmp_path: Path
+) -> None:
+    """A path under a symbolic link to nowhere passed the check (the link reads as missing), the run went, and the
+    write failed after it ('File exists'); `newdir/` wrote a file named newdir."""
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere" / "x")
+    code, out = _run(span_file, support_rules, "--json", str(tmp_path / "dangling" / "r.json"))
+    assert code == 2 and "Tool call accuracy:" not in out, out
+    assert f"cannot write {tmp_path / 'dangling' / 'r.json'}: {tmp_path / 'dangling'} is a link to nothing" in out
+    code, out = _run(span_file, support_rules, "--json", f"{tmp_path / 'newdir'}/")
+    assert code == 2 and "Tool call accuracy:" not in out and not (tmp_path / "newdir").exists(), out
+    assert f"cannot write {tmp_path / 'newdir'}/: a directory, give a file name" in out, out
+
+
+def test_a_baseline_key_that_is_no_figure_may_hold_any_number(span_file: Path, support_rules: Path,
+                                                             tmp_path: Path) -> None:
+    base = tmp_path / "base.json"
+    base.write_text(json.dumps({"figures": {"turns": 120, "tool_call_accuracy": 0.5}}), encoding="utf-8")
+    code, out = _run(span_file, support_rules, "--baseline", str(base))
+    assert code == 0 and "'turns' in the baseline is not a figure toolwatch reports: not compared" in out, out
+
+
+def test_a_gate_failing_by_a_hair_still_shows_the_difference() -> None:
+    (fail,) = _failed({"tool_call_accuracy": 0.95 - 2e-12}, fail_under=[Threshold("tool_call_accuracy", 0.95)])
+    measured, threshold = fail.message.split(") ")[1].split(" < ")
+    assert measured != threshold, fail.message

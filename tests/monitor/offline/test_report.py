@@ -289,3 +289,8 @@ def test_a_sparkline_of_many_points_shows_the_lowest_and_the_highest() -> None:
     assert len(line) == 32 and line.count("▁") == 1 and "█" in line and line.index("▁") <= 3
     few: list[tuple[int, float | None]] = [(1, 0.5), (2, 1.0)]
     assert sparkline(few, 0.5, 1.0) == "▁█"
+    for low_at in (1, 4, 50):  # a dip next to a spike: the spike took the dip's place
+        pts: list[tuple[int, float | None]] = [(i, 0.5) for i in range(100)]
+        pts[low_at], pts[low_at + 1] = (low_at, 0.0), (low_at + 1, 1.0)
+        line = sparkline(pts, 0.0, 1.0)
+        assert line.count("▁") == 1 and line.count("█") == 1 and line.index("▁") < line.index("█"), (low_at, line)

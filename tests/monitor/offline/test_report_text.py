@@ -316,7 +316,7 @@ def test_verbose_tracebacks_show_control_characters_as_escapes(caplog: pytest.Lo
 BIDI = "where is order 6 \u202eevil\u202c \u2066x\u2069 \u200f"  # right-to-left override, isolates, RLM
 
 
-@pytest.mark.parametrize("form", ["terminal", "markdown", "html"])
+@pytest.mark.parametrize("form", ["terminal", "markdown", "html", "junit"])
 def test_bidirectional_controls_from_the_run_are_shown_as_escapes(support_judge: Judge, form: str) -> None:
     """A right-to-left override (U+202E) in an input or a made-up tool name reorders what follows it on screen
     ("Trojan Source"): `lookup\u202egol` reads as another name. Shown as `\\u202e` escapes in every form, as the
@@ -329,7 +329,7 @@ def test_bidirectional_controls_from_the_run_are_shown_as_escapes(support_judge:
         render_terminal(report, out, width=400)
         text = out.getvalue()
     else:
-        text = render_markdown(report) if form == "markdown" else render_html(report)
+        text = {"markdown": render_markdown, "html": render_html, "junit": render_junit}[form](report)
     assert not [c for c in text if c in "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"]
     assert "u202eevil" in text and "u2066x" in text and "look" in text  # escaped, not dropped
 

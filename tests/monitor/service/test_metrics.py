@@ -105,13 +105,26 @@ def test_duration_labels_and_errors() -> None:
     assert [format_duration(s) for s in (300, 3600, 90, 86400)] == ["5m", "1h", "90s", "1d"]
 
 
-@pytest.mark.parametrize("seconds", [1_000_000, 1_000_001, 1_000_000.5, 0.25, 1.5, 12.345, 3650 * 86400 - 1])
+@pytest.mark.parametrize("seconds", [1_000_000, 1_000_001, 1_000_000.5, 1.25, 1.5, 12.345, 2.675, 199.884,
+                                     parse_duration("199884ms"), 3650 * 86400 - 1])
 def test_a_duration_label_reads_back_as_its_duration(seconds: float) -> None:
     """`%g` wrote 1000000s and 1000001s as `1e+06s` both: two windows of one `window` label, so duplicate series on
-    /metrics (which Prometheus refuses as a whole scrape), and a label that is no duration."""
+    /metrics (which Prometheus refuses as a whole scrape), and a label that is no duration. A label in ms reads back
+    only when the float does: 199.884s and 199884ms are two windows (199.88400000000001), two labels."""
     label = format_duration(seconds)
     assert parse_duration(label) == seconds and "e" not in label, label
-    assert format_duration(1_000_000) != format_duration(1_000_001)
+
+
+def test_windows_are_at_least_a_second_and_one_per_label() -> None:
+    from monitor.serve._settings import parse_windows
+
+    assert len({format_duration(w) for w in parse_windows("199884ms,199.884s,1000000s,1000001s")}) == 4
+    assert parse_windows("1s,5m,300s") == (1.0, 300.0)  # the same window twice is one
+    with pytest.raises(ValueError, match="window '500ms' is shorter than 1s"):
+        parse_windows("500ms,5m")
+
+
+
     with pytest.raises(ValueError, match="invalid duration 'soon': .* ms, s, m, h or d"):
         parse_duration("soon")
     assert parse_duration("500ms") == 0.5
