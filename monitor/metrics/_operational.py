@@ -59,6 +59,7 @@ class Operational:
         self.rules_last_reload_ok = True  # the rules in force are the files' (at start, or the last reload took)
         self.alert_active: dict[tuple[str, str, str], float] = {}
         self.turns_evicted = 0
+        self.verdict_log_lines_lost = 0
         self.judge_duration = Histogram(JUDGE_BUCKETS)
         self.verdict_lag = Histogram(LAG_BUCKETS)
 
@@ -91,6 +92,11 @@ class Operational:
 
     def connection_refused(self, listener: str) -> None:
         self._inc(self.connections_refused, listener, 1)
+
+    def verdict_log_lost(self, lines: int) -> None:
+        """Lines of the verdict log that could not be written (a full disk, ...): the verdicts are counted all the
+        same."""
+        self.verdict_log_lines_lost += lines
 
     def reload(self, ok: bool) -> None:
         self._inc(self.rules_reloads, "success" if ok else "failure", 1)

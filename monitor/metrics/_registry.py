@@ -311,6 +311,13 @@ class ToolwatchMetrics(Collector):
         )
         fam.add_metric([], ops.turns_evicted)
         yield fam
+        fam_v = CounterMetricFamily(
+            n.VERDICT_LOG_LINES_LOST,
+            "Lines of --verdict-log that could not be written (a full disk, an unwritable file): the verdicts are in "
+            "the other metrics all the same.",
+        )
+        fam_v.add_metric([], ops.verdict_log_lines_lost)
+        yield fam_v
         yield ops.judge_duration.family(n.JUDGE_DURATION, "Time to judge one turn.")
         yield ops.verdict_lag.family(n.VERDICT_LAG, "Time from a turn's span end to its verdict in the metrics.")
         fam_g = GaugeMetricFamily(

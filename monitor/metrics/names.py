@@ -51,6 +51,7 @@ PENDING_BYTES = "toolwatch_pending_bytes"  # estimated weight of the pending rec
 QUEUE_SPANS = "toolwatch_queue_spans"  # records received, waiting for turn assembly (--queue-spans)
 QUEUE_BYTES = "toolwatch_queue_bytes"  # their estimated weight (--queue-bytes)
 TURNS_EVICTED = "toolwatch_turns_evicted_total"
+VERDICT_LOG_LINES_LOST = "toolwatch_verdict_log_lines_lost_total"  # --verdict-log lines not written
 JUDGE_DURATION = "toolwatch_judge_duration_seconds"  # histogram
 VERDICT_LAG = "toolwatch_verdict_lag_seconds"  # histogram
 RULES_RELOADS = "toolwatch_rules_reloads_total"  # {result}

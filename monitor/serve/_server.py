@@ -209,7 +209,8 @@ class Server:
         s = self.settings
         try:
             return VerdictLog(
-                path, all_turns=s.verdict_log_all, max_bytes=s.verdict_log_max_bytes, backups=s.verdict_log_backups
+                path, all_turns=s.verdict_log_all, max_bytes=s.verdict_log_max_bytes, backups=s.verdict_log_backups,
+                on_lost=self.pipeline.metrics.ops.verdict_log_lost,
             )
         except OSError as exc:
             raise OSError(f"cannot open the verdict log {path}: {exc.strerror or exc} (check --verdict-log)") from None

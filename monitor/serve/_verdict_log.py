@@ -120,15 +120,18 @@ class VerdictLog:
     """Appends verdict records to `path`; when it exceeds `max_bytes` it becomes `path.1` (then `.2` ...). A record
     larger than `max_bytes` is shortened to fit (`shortened_line`): the files never hold more than their bound."""
 
-    def __init__(self, path: str | Path, *, all_turns: bool = False, max_bytes: int = 64 << 20, backups: int = 3):
+    def __init__(self, path: str | Path, *, all_turns: bool = False, max_bytes: int = 64 << 20, backups: int = 3,
+                 on_lost: Callable[[int], None] | None = None):
         if max_bytes < 1024:
             raise ValueError("verdict log max_bytes must be at least 1024")
         self.path = Path(path)
         self.all_turns = all_turns
         self.max_bytes = max_bytes
         self.backups = max(backups, 1)
-        self.written = 0
-        self.failed = 0  # records that could not be written (the disk is full, ...): logged, never raised
+        self.written = 0  # lines written and not known lost (those still buffered count: a failed flush takes them off)
+        self.failed = 0  # lines that could not be written (the disk is full, ...): logged, counted, never raised
+        self.on_lost = on_lost  # told how many lines each failure lost (the service counts them on /metrics)
+        self._unflushed = 0  # lines written into the file object since its last flush that went through
         self._fh: IO[str] | None = None
         self._size = 0
         self._file_id = (0, 0)  # (st_dev, st_ino) of the file open
@@ -144,9 +147,15 @@ class VerdictLog:
         self._fh, self._size, self._file_id = fh, fh.tell(), (st.st_dev, st.st_ino)
 
     def _close_fh(self) -> None:
+        """Close the file; lines its last flush could not write are counted lost (it never raises for them)."""
         fh, self._fh = self._fh, None
-        if fh is not None:
+        if fh is None:
+            return
+        try:
             fh.close()  # closed even when its last flush fails (OSError)
+        except (OSError, ValueError) as exc:
+            self._failed(exc, 0)
+        self._unflushed = 0
 
     def _moved(self) -> bool:
         """The path no longer names the open file: removed (with its folder, perhaps) or moved away by hand."""
@@ -189,10 +198,11 @@ class VerdictLog:
                 assert fh is not None
                 fh.write(line)
             except (OSError, ValueError) as exc:  # verdicts are counted already: an unwritable log loses only lines
-                self._failed(exc)
+                self._failed(exc, 1)
                 continue
             self._size += size
             self.written += 1
+            self._unflushed += 1
 
     def _rotate(self) -> None:
         try:
@@ -205,10 +215,24 @@ class VerdictLog:
         finally:
             self._open()
 
-    def _failed(self, exc: Exception) -> None:
-        self.failed += 1
-        if self.failed == 1 or self.failed % 10_000 == 0:
-            logger.error("verdict log %s: cannot write (%s); %d records lost so far", self.path, exc, self.failed)
+    def _failed(self, exc: Exception, lines: int) -> None:
+        """A failure that lost `lines` lines and every line still in the file object's buffer (which a failed write
+        or flush leaves there: the file object is dropped with them, and opened again at the next flush)."""
+        buffered, self._unflushed = self._unflushed, 0
+        if buffered:
+            fh, self._fh = self._fh, None
+            if fh is not None:
+                try:
+                    fh.close()  # its flush fails again; the descriptor is closed all the same
+                except (OSError, ValueError):
+                    pass
+        lost = lines + buffered
+        self.written -= buffered
+        before, self.failed = self.failed, self.failed + lost
+        if lost and self.on_lost is not None:
+            self.on_lost(lost)
+        if lost and (before == 0 or before // 10_000 != self.failed // 10_000):
+            logger.error("verdict log %s: cannot write (%s); %d lines lost so far", self.path, exc, self.failed)
 
     def flush(self) -> None:
         """Write out buffered lines; called about once a second by the service, it also opens the file again when
@@ -217,14 +241,12 @@ class VerdictLog:
         try:
             if self._fh is not None:
                 self._fh.flush()
+                self._unflushed = 0
             if self._fh is None or self._moved():
                 self._close_fh()
                 self._open()
         except (OSError, ValueError) as exc:
-            self._failed(exc)
+            self._failed(exc, 0)
 
     def close(self) -> None:
-        try:
-            self._close_fh()
-        except OSError as exc:
-            self._failed(exc)
+        self._close_fh()

@@ -289,6 +289,8 @@ def test_a_full_disk_under_the_verdict_log_loses_no_verdict(tmp_path: Path) -> N
     wait_for(lambda: len(seen) == 160)
     assert value(scrape(server), "toolwatch_turns_total", agent="incident-triage", judged="true") == 160
     assert server.pipeline.verdict_log is not None and server.pipeline.verdict_log.failed > 0
+    # every line lost is counted on /metrics (a flush lost a whole buffer of lines, counted as one)
+    wait_for(lambda: value(scrape(server), "toolwatch_verdict_log_lines_lost_total") == 160)
     server.settings.grace_s = 600
     server.pipeline.assembler.grace_ns = 600 * 1_000_000_000
     _send(server.endpoint, [GOOD])

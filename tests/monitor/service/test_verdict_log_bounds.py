@@ -124,3 +124,23 @@ def test_a_log_removed_while_serving_is_written_again(serve: ServeFactory, tmp_p
     wait_for(lambda: server.pipeline.turns_judged == 7, timeout=5)
     wait_for(lambda: len(path.read_text().splitlines()) == 4, timeout=3)
     exporter.shutdown()  # type: ignore[no-untyped-call]
+
+
+def test_every_line_a_full_disk_loses_is_counted(tmp_path: Path) -> None:
+    """Lines go to an 8 KiB buffer first: a failed flush lost every line in it but counted one, so 2000 lines to a
+    full device read `failed=80, written=1920` with nothing on disk. Each lost line is counted, and reported."""
+    full = tmp_path / "v.jsonl"
+    full.symlink_to("/dev/full")
+    lost: list[int] = []
+    log = VerdictLog(full, all_turns=True, on_lost=lost.append)
+    v = _verdict()
+    for _ in range(2000):
+        log.write([v])
+    log.flush()
+    log.close()
+    assert (log.written, log.failed, sum(lost)) == (0, 2000, 2000)
+    ok = VerdictLog(tmp_path / "ok.jsonl", all_turns=True, on_lost=lost.append)
+    ok.write([v] * 50)
+    ok.flush()
+    ok.close()
+    assert (ok.written, ok.failed) == (50, 0) and len((tmp_path / "ok.jsonl").read_text().splitlines()) == 50
