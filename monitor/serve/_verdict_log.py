@@ -85,21 +85,36 @@ def _cut(text: str, n: int = SHORT) -> str:
     return text if len(text) <= n else text[:n] + "..."
 
 
+def _cut_record(whole: dict[str, Any], failed: bool, n: int) -> dict[str, Any]:
+    """A copy of the record `whole` with its texts and names cut to `n` characters, its calls as they are."""
+    rec = dict(whole)
+    rec["failed"] = failed
+    for key in ("agent", "trace_id", "span_id", "rule", "reason", "input"):
+        if isinstance(rec[key], str):
+            rec[key] = _cut(rec[key], n)
+    rec["missed"] = [_cut(m, n) for m in rec["missed"]]
+    calls = [dict(c) for c in whole["calls"]]
+    for c in calls:
+        c["name"] = _cut(c["name"], n)
+        if "violations" in c:
+            c["violations"] = [_cut(x, n) for x in c["violations"][:10]]
+    rec["calls"] = calls
+    return rec
+
+
 def shortened_line(v: TurnVerdict, at: float, failed: bool, limit: int) -> str:
     """The record of `v` in at most `limit` bytes when it can be (a record of a turn of many calls with long made-up
     tool names can pass any size): texts and names cut to SHORT characters, and the calls that fit, in order, with
     `calls_omitted` counting those left out. ASCII only (lone surrogates escaped), so its length is its size."""
-    rec = verdict_record(v, at=at)
-    rec["failed"] = failed
-    for key in ("agent", "trace_id", "span_id", "rule", "reason", "input"):
-        if isinstance(rec[key], str):
-            rec[key] = _cut(rec[key])
-    rec["missed"] = [_cut(m) for m in rec["missed"]]
+    whole = verdict_record(v, at=at)
+    n = SHORT
+    while True:  # texts cut to n characters, fewer while the record without its calls is over the limit: JSON
+        rec = _cut_record(whole, failed, n)  # writes a character in up to 12 bytes (\ud83d\ude00)
+        bare = {**rec, "calls": [], "calls_omitted": len(rec["calls"])}
+        if n == 0 or len(json.dumps(bare, separators=(",", ":"))) < limit:
+            break
+        n //= 2
     calls = rec["calls"]
-    for c in calls:
-        c["name"] = _cut(c["name"])
-        if "violations" in c:
-            c["violations"] = [_cut(x) for x in c["violations"][:10]]
     rec["calls"] = []
     rec["calls_omitted"] = len(calls)
     room = limit - len(json.dumps(rec, separators=(",", ":"))) - 1  # the newline; calls_omitted only gets shorter

@@ -144,3 +144,20 @@ def test_every_line_a_full_disk_loses_is_counted(tmp_path: Path) -> None:
     ok.flush()
     ok.close()
     assert (ok.written, ok.failed) == (50, 0) and len((tmp_path / "ok.jsonl").read_text().splitlines()) == 50
+
+
+def test_a_record_of_non_ascii_text_keeps_the_smallest_bound(tmp_path: Path) -> None:
+    """Texts were cut to 200 characters, which JSON writes as up to 12 bytes each (\\ud83d\\ude00): a record of
+    an input of emoji and CJK was 1.2-1.5 KB in files bounded at 1024 bytes. Texts are cut shorter until it fits."""
+    judge = Judge(load_rules([RULES]))
+    name = "made_up_" + " é障😀" * 100
+    v = judge.judge(Turn("[BILL] " + " é障😀" * 300, (ToolCall(name, arguments="{}"),) * 3))
+    path = tmp_path / "v.jsonl"
+    log = VerdictLog(path, max_bytes=1024, backups=3)
+    for _ in range(5):
+        log.write([v])
+    log.close()
+    files = _files(path)
+    assert len(files) == 4 and all(0 < f.stat().st_size <= 1024 for f in files), [f.stat().st_size for f in files]
+    records = [json.loads(line) for f in files for line in f.read_text().splitlines()]
+    assert all(r["input"].startswith("[BILL] ") and r["failed"] for r in records)
