@@ -40,11 +40,15 @@ def default_judge_factory(ruleset: RuleSet) -> JudgeLike:
     return judge
 
 
+# (path, mtime_ns, size, st_dev, st_ino, ctime_ns) of each rule file
+Stamp = tuple[tuple[str, int, int, int, int, int], ...]
+
+
 @dataclass(slots=True, frozen=True)
 class LoadedRules:
     ruleset: RuleSet
     judge: JudgeLike
-    stamp: tuple[tuple[str, int, int], ...]  # (path, mtime_ns, size) of each file when loaded
+    stamp: Stamp  # of each file when loaded
 
 
 @dataclass(slots=True, frozen=True)
@@ -52,18 +56,20 @@ class Attempt:
     """One reload, prepared: the new rules (`loaded`), or the error that keeps the old ones."""
 
     loaded: LoadedRules | None
-    stamp: tuple[tuple[str, int, int], ...]
+    stamp: Stamp
     error: BaseException | None
 
 
-def _stamp(paths: Sequence[str]) -> tuple[tuple[str, int, int], ...]:
+def _stamp(paths: Sequence[str]) -> Stamp:
+    """What tells a rule file changed: its mtime and size, and the identity (device, inode) and ctime of the file
+    the path leads to (a ConfigMap's `..data` link swapped to a file of the same size and a fixed mtime)."""
     out = []
     for p in paths:
         try:
             st = os.stat(p)
-            out.append((p, st.st_mtime_ns, st.st_size))
+            out.append((p, st.st_mtime_ns, st.st_size, st.st_dev, st.st_ino, st.st_ctime_ns))
         except OSError:
-            out.append((p, -1, -1))
+            out.append((p, -1, -1, -1, -1, -1))
     return tuple(out)
 
 
@@ -93,9 +99,9 @@ class Rules:
         self._factory = judge_factory
         self.current = self._load(_stamp(self.paths))  # raises RuleFileError: the service does not start on bad rules
         self.last_error: str | None = None
-        self._seen: tuple[tuple[str, int, int], ...] | None = None  # changed(): the files as the last call saw them
+        self._seen: Stamp | None = None  # changed(): the files as the last call saw them
 
-    def _load(self, stamp: tuple[tuple[str, int, int], ...]) -> LoadedRules:
+    def _load(self, stamp: Stamp) -> LoadedRules:
         ruleset = load_rules(self.paths)
         loaded = LoadedRules(ruleset, self._factory(ruleset), stamp)
         _warn_suspicious(ruleset)

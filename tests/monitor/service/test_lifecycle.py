@@ -368,3 +368,27 @@ def test_signals_sent_as_soon_as_the_server_says_it_is_ready_are_handled(tmp_pat
     )
     assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
     assert proc.stdout.strip() == "judged at stop: 0"
+
+
+def test_a_configmap_swap_to_a_file_of_the_same_size_and_time_is_seen(tmp_path: Path) -> None:
+    """A Kubernetes ConfigMap updates its files by swapping a `..data` link to a new folder; where builds fix every
+    file's mtime (Nix, reproducible images) and an edit keeps the size, the watcher compared (mtime, size) alone and
+    never saw the change (SIGHUP did). The file's identity (device, inode) and ctime are compared too."""
+    import os
+
+    from monitor.serve._rules import Rules
+
+    good = RULES.read_text()
+    changed = good.replace("pull_auth_telemetry", "pull_auth_telemetrx")
+    assert len(changed) == len(good) and changed != good
+    for name, text in (("d1", good), ("d2", changed)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "r.yaml").write_text(text)
+        os.utime(tmp_path / name / "r.yaml", ns=(10**18, 10**18))
+    (tmp_path / "..data").symlink_to("d1")
+    (tmp_path / "r.yaml").symlink_to("..data/r.yaml")
+    rules = Rules([tmp_path / "r.yaml"])
+    assert not rules.changed()
+    (tmp_path / "..tmp").symlink_to("d2")
+    os.replace(tmp_path / "..tmp", tmp_path / "..data")  # the atomic swap kubelet makes
+    assert not rules.changed() and rules.changed()
