@@ -304,20 +304,18 @@ class ToolwatchMetrics(Collector):
                 "--queue-bytes requests are refused (503 + Retry-After, gRPC UNAVAILABLE) until it drains.",
                 value=weight,
             )
-        fam = CounterMetricFamily(
+        yield CounterMetricFamily(
             n.TURNS_EVICTED,
             "Pending turns judged early because the bound of pending traces or of their bytes was reached (each turn "
             "of an evicted trace, and its tool calls outside any turn as one turnless turn).",
+            value=ops.turns_evicted,
         )
-        fam.add_metric([], ops.turns_evicted)
-        yield fam
-        fam_v = CounterMetricFamily(
+        yield CounterMetricFamily(
             n.VERDICT_LOG_LINES_LOST,
             "Lines of --verdict-log that could not be written (a full disk, an unwritable file): the verdicts are in "
             "the other metrics all the same.",
+            value=ops.verdict_log_lines_lost,
         )
-        fam_v.add_metric([], ops.verdict_log_lines_lost)
-        yield fam_v
         yield ops.judge_duration.family(n.JUDGE_DURATION, "Time to judge one turn.")
         yield ops.verdict_lag.family(n.VERDICT_LAG, "Time from a turn's span end to its verdict in the metrics.")
         fam_g = GaugeMetricFamily(
