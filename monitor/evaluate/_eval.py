@@ -140,7 +140,6 @@ def run_eval(
     work = [(case, t) for case in cases for t in range(1, trials + 1)]
     runs: dict[int, RunResult] = {}
     turns: dict[str, list[Turn]] = {}  # trace id -> its turns (turnless ones too: a timed-out run's calls)
-    lock = threading.Lock()
 
     def gather(final: bool) -> None:
         for turn in harness.collect(final=final):
@@ -151,8 +150,7 @@ def run_eval(
         return harness.run(agent, case.input_text, case_id=case.key, timeout_s=timeout_s)
 
     for n, (i, run) in enumerate(run_on_threads(run_one, len(work), concurrency), 1):
-        with lock:
-            runs[i] = run
+        runs[i] = run
         if on_run is not None:
             on_run(run)
         if n % COLLECT_EVERY == 0:

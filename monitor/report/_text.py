@@ -34,6 +34,11 @@ def escape_bidi(text: str) -> str:
     return _BIDI.sub(lambda m: f"\\u{ord(m[0]):04x}", text)
 
 
+def cut(text: str, limit: int) -> str:
+    """The first `limit` characters of `text`, and `…` when there were more."""
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
 def visible(text: str) -> str:
     """`printable(text)` with the control characters a terminal would act on shown as `\\xNN` escapes, and the
     bidirectional formatting characters as `\\uNNNN` (`escape_controls`)."""

@@ -13,7 +13,7 @@ from collections import Counter
 from typing import Any
 
 from monitor.judge import Tally, add_verdict
-from monitor.report._text import natural_key
+from monitor.report._text import cut, natural_key
 from monitor.report.model import CaseResult, Report, Sample, Table, ToolStats
 from monitor.verdict import Outcome, TurnVerdict
 
@@ -60,7 +60,7 @@ def turn_ident(verdict: TurnVerdict, case_id: str | None = None) -> str:
 
 def sample_of(verdict: TurnVerdict, ident: str) -> Sample:
     calls = [f"{c.name} -> {c.outcome.value}" + (" (schema)" if c.schema_valid is False else "") for c in verdict.calls]
-    text = verdict.input_text if len(verdict.input_text) <= INPUT_CHARS else verdict.input_text[:INPUT_CHARS] + "…"
+    text = cut(verdict.input_text, INPUT_CHARS)
     return Sample(
         ident=ident,
         agent=verdict.agent,

@@ -175,11 +175,10 @@ def _gates(report: Report) -> str:
     """The Gates section (failing rows marked `failed`), or nothing when no gate was asked."""
     if report.gates is None:
         return ""
-    tone = "bad" if any(not g.passed for g in report.gates) else "good" if report.gates else "warn"
+    tone = "bad" if any(not g.passed for g in report.gates) else "good"
     out = f'<h2>Gates</h2><p class="verdict {tone}" id="gates-verdict">{escape(verdict(report.gates))}</p>'
-    if report.gates:
-        rows = "".join(_gate_row(g) for g in report.gates)
-        out += f"<table><thead><tr><th>gate</th><th>result</th><th>value</th></tr></thead><tbody>{rows}</tbody></table>"
+    rows = "".join(_gate_row(g) for g in report.gates)
+    out += f"<table><thead><tr><th>gate</th><th>result</th><th>value</th></tr></thead><tbody>{rows}</tbody></table>"
     if report.skipped_comparisons:
         items = "".join(f"<li>{escape(r)}</li>" for r in report.skipped_comparisons)
         out += f'<p class="muted">Not compared with the baseline:</p><ul class="muted">{items}</ul>'

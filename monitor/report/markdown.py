@@ -83,9 +83,8 @@ def _gates(report: Report) -> list[str]:
     if report.gates is None:
         return []
     lines = _heading(2, "Gates") + [f"**{escape(verdict(report.gates))}**", ""]
-    if report.gates:
-        rows = [[g.name, "passed" if g.passed else "FAILED", g.message] for g in report.gates]
-        lines += _table(["gate", "result", "value"], rows)
+    rows = [[g.name, "passed" if g.passed else "FAILED", g.message] for g in report.gates]
+    lines += _table(["gate", "result", "value"], rows)
     if report.skipped_comparisons:
         lines += ["Not compared with the baseline:", ""] + [f"- {_item(r)}" for r in report.skipped_comparisons]
         lines += [""]

@@ -15,7 +15,7 @@ from rich.console import Console, Group, JustifyMethod
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from monitor.report._text import visible
+from monitor.report._text import cut, visible
 from monitor.report.figures import figure_rows, format_ratio, grade
 from monitor.report.model import PER_TOOL_COLUMNS, Report, Table
 
@@ -168,11 +168,6 @@ def _series(report: Report) -> Group | None:
 INPUT_SHOWN = 160
 
 
-def _cut(text: str, limit: int) -> str:
-    """The first `limit` characters of `text`, and `…` when there were more."""
-    return text if len(text) <= limit else text[:limit] + "…"
-
-
 def _worst_table(report: Report) -> RichTable:
     table = _table(f"Worst failing turns ({len(report.worst)})", show_lines=True)
     table.add_column("turn", overflow="fold", max_width=20)
@@ -183,7 +178,7 @@ def _worst_table(report: Report) -> RichTable:
         calls = "\n".join(s.calls) or "(no call)"
         if s.missed:
             calls += "\nmissed: " + ", ".join(s.missed)
-        table.add_row(_lit(s.ident), _lit(_cut(s.input_text, INPUT_SHOWN)), _lit(calls), _lit(s.reason))
+        table.add_row(_lit(s.ident), _lit(cut(s.input_text, INPUT_SHOWN)), _lit(calls), _lit(s.reason))
     return table
 
 

@@ -87,7 +87,7 @@ def _load_rules(sf: ScenarioFile, paths: list[Path]) -> RuleSet:
     try:
         return load_rules(paths)
     except RuleFileError as exc:
-        named = {str(r): at for r, at in zip(sf.rules, sf.rules_at, strict=False)}
+        named = {str(r): at for r, at in zip(sf.rules, sf.rules_at, strict=True)}
         if not any(e.line <= 0 and e.file in named for e in exc.errors):
             raise
         raise ScenarioError.of([_error_at(sf, named[e.file], f"rules: {e.file}: {e.message}")

@@ -169,7 +169,8 @@ class VerdictLog:
         try:
             fh.close()  # closed even when its last flush fails (OSError)
         except (OSError, ValueError) as exc:
-            self._failed(exc, 0)
+            if self._unflushed:  # lines its flush lost (none left when _failed dropped the file)
+                self._failed(exc, 0)
         self._unflushed = 0
 
     def _moved(self) -> bool:
@@ -235,12 +236,7 @@ class VerdictLog:
         or flush leaves there: the file object is dropped with them, and opened again at the next flush)."""
         buffered, self._unflushed = self._unflushed, 0
         if buffered:
-            fh, self._fh = self._fh, None
-            if fh is not None:
-                try:
-                    fh.close()  # its flush fails again; the descriptor is closed all the same
-                except (OSError, ValueError):
-                    pass
+            self._close_fh()  # its flush fails again (nothing left to count): the descriptor is closed all the same
         lost = lines + buffered
         self.written -= buffered
         before, self.failed = self.failed, self.failed + lost
