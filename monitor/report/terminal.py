@@ -83,13 +83,34 @@ def _fits(rows: list[str], cols: list[str], counts: list[int], width: int) -> bo
     return first + sum(max(len(visible(c)), cell) for c in cols) + 3 * (len(cols) + 1) + 1 <= width
 
 
+def _confusion_cells(report: Report, rows: list[str], cols: list[str]) -> Group:
+    """The matrix's non-zero cells, one per line, in the matrix's reading order (the title above the table, which
+    is narrower than it)."""
+    title = _lit("Confusion matrix (too wide for the terminal: its non-zero cells)", style="italic")
+    table = RichTable()
+    table.add_column("expected", overflow="fold")
+    table.add_column("called", overflow="fold")
+    table.add_column("calls", justify="right")
+    where = {(e, a): n for e, a, n in report.confusion if n}
+    for r in rows:
+        for c in cols:
+            n = where.get((r, c))
+            if n:
+                table.add_row(_lit(r), _lit(c), Text(str(n), style="green" if r == c else "red"))
+    return Group(title, table)
+
+
 def _confusion_table(report: Report, width: int) -> RichTable | Group:
     """The matrix, headed by the tool names; where they do not fit `width`, by numbers, each number's name listed
-    under it."""
+    under it; where the numbers do not fit either (rich squeezed every column to nothing), its non-zero cells as a
+    list."""
     rows, cols = report.confusion_labels()
-    numbered = not _fits(rows, cols, [n for _, _, n in report.confusion], width)
+    counts = [n for _, _, n in report.confusion]
+    numbered = not _fits(rows, cols, counts, width)
     legend = cols + [r for r in rows if r not in cols]
     number = {name: str(i) for i, name in enumerate(legend, 1)}
+    if numbered and not _fits([number[r] for r in rows], [number[c] for c in cols], counts, width):
+        return _confusion_cells(report, rows, cols)
 
     def head(name: str) -> Text:
         return Text(number[name]) if numbered else _lit(name)

@@ -364,3 +364,21 @@ def test_confusion_matrix_names_too_wide_for_the_terminal_stay_whole(support_jud
     narrow = io.StringIO()  # a table that fits keeps the names as its headers
     render_terminal(b.build("eval", "t"), narrow, width=100)
     assert re.search(r"expected \\ called\s.*get_order_status", narrow.getvalue())
+
+
+def test_a_confusion_matrix_too_wide_even_numbered_lists_its_cells(support_judge: Judge) -> None:
+    """30 tools at 80 columns: even headed by numbers the matrix did not fit, and rich squeezed every column to
+    nothing (a grid of empty cells, not one count shown). Then the non-zero cells are listed, one per line."""
+    b = ReportBuilder(worst=0)
+    report = b.build("eval", "t")
+    names = [f"tool_{k}" for k in range(30)]
+    report.confusion += [(n, m, 3 + i) for i, n in enumerate(names) for m in names[i:i + 2]]
+    report.confusion.append(("(none)", "(unknown)", 7))
+    out = io.StringIO()
+    render_terminal(report, out, width=80)
+    text = out.getvalue()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    section = text.split("Confusion matrix")[1].split("Tool call accuracy")[0]
+    for e, a, n in report.confusion:
+        assert re.search(rf"^\W*{re.escape(e)}\W+{re.escape(a)}\W+{n}\W*$", section, re.M), (e, a, n, section)
+    assert len([line for line in section.splitlines() if re.search(r"\d\W*$", line)]) == len(report.confusion)
