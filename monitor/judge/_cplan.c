@@ -257,7 +257,8 @@ static PyObject *run_one_call(Plan *self, PyObject *turn) {
     if (text == Py_None) Py_RETURN_NONE; /* not captured: the general path */
     if (!PyUnicode_CheckExact(text)) return fallback(self, turn);
 
-    /* p, end = scan(text, 0); end == len(text) (the scanner runs no Python code: c and text stay as they are) */
+    /* p, end = scan(text, 0); end == len(text) (a scan that succeeds runs no Python code: c and text stay as they
+     * are; its parse_constant runs only to refuse NaN, Infinity and -Infinity, and the closure judges that text) */
     PyObject *scan_args[2] = {text, zero};
     PyObject *scanned = PyObject_Vectorcall(o[F_SCAN], scan_args, 2, NULL);
     if (scanned == NULL) {

@@ -11,7 +11,7 @@ from monitor.judge import _args, _plan
 from monitor.judge._catalog import Catalog, TurnTools
 from monitor.judge._conditions import holds
 from monitor.judge._outcomes import AltResult, evaluate, score_sensitive
-from monitor.judge._parse import NOT_CAPTURED, Malformed, parse_arguments, schema_result
+from monitor.judge._parse import DECODER, NOT_CAPTURED, Malformed, loads, parse_arguments, schema_result
 from monitor.judge._reason import note_requested, reason
 from monitor.judge._router import Router
 from monitor.judge._schema import SchemaValidator
@@ -40,19 +40,19 @@ _PlanFn = _plan.Plan  # (in Judge, `_plan` is the method)
 _VALID: SchemaResult = (True, ())
 _NO_SCHEMA: SchemaResult = (None, ())
 _scan: Any = getattr(json.scanner, "c_make_scanner", None)
-_scan_once = _scan(json.JSONDecoder()) if _scan is not None else None
+_scan_once = _scan(DECODER) if _scan is not None else None
 
 
 def _loads(text: str) -> Any:
-    """json.loads without its Python-level wrapper frames for the common case (no surrounding whitespace)."""
+    """`loads` (strict JSON) without its Python-level wrapper frames for the common case (no surrounding whitespace)."""
     if _scan_once is not None:
         try:
             value, end = _scan_once(text, 0)
         except StopIteration:
-            return json.loads(text)  # leading whitespace, or the parser's own error
+            return loads(text)  # leading whitespace, or the parser's own error
         if end == len(text):
             return value
-    return json.loads(text)
+    return loads(text)
 
 
 def _parse_call(text: str | None, validator: SchemaValidator | None) -> tuple[Any, SchemaResult]:

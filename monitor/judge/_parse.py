@@ -12,6 +12,22 @@ NOT_CAPTURED: Any = object()  # content capture was off: unjudged for arguments 
 MALFORMED_ACTUAL = "<malformed arguments>"  # the actual value an argument check shows for arguments not JSON
 
 
+def _not_json(name: str) -> Any:
+    """The decoder's parse_constant: NaN, Infinity and -Infinity are no JSON values (RFC 8259), though Python's json
+    reads them. It runs only to refuse, so a scan that succeeds still runs no Python code (the C plans rely on it)."""
+    raise ValueError(f"{name} is not a JSON value")
+
+
+DECODER = json.JSONDecoder(parse_constant=_not_json)  # strict JSON: the judge's one parser of call arguments
+
+
+def loads(text: str) -> Any:
+    """json.loads (refusing a leading BOM as it does), without NaN, Infinity and -Infinity."""
+    if text.startswith("\ufeff"):
+        raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
+    return DECODER.decode(text)
+
+
 class Malformed:
     """Arguments that are not valid JSON."""
 
@@ -25,9 +41,11 @@ def parse_arguments(text: str | None) -> Any:
     if text is None:
         return NOT_CAPTURED
     try:
-        return json.loads(text)
+        return loads(text)
     except json.JSONDecodeError as exc:
         return Malformed(f"arguments are not valid JSON: {exc.msg} at {exc.pos}")
+    except ValueError as exc:  # NaN, Infinity or -Infinity (_not_json)
+        return Malformed(f"arguments are not valid JSON: {exc}")
     except RecursionError:
         return Malformed("arguments are not valid JSON: nested too deeply")
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from monitor.judge import Judge
+from monitor.judge import Judge, Tally
 from monitor.rules import load_rules
 from monitor.verdict import ViolationKind
 from tests.monitor.judge.helpers import RULES, call, judge_for, turn
@@ -143,6 +143,45 @@ def test_hallucinated_call_has_no_schema_verdict(triage: Judge) -> None:
 def test_hostile_arguments_never_raise(triage: Judge, arguments: str) -> None:
     v = triage.judge(turn("[AUTH] x", call("pull_auth_telemetry", arguments), agent="incident-triage"))
     assert v.calls[0].schema_valid is False
+
+
+NOT_JSON_RULES = """
+catalog:
+  tools: [{name: a, schema: {type: object}}, {name: b}]
+expect:
+  - id: A
+    when: {prefix: "[A]"}
+    call: [{tool: a, args: {y: {one_of: [1, ""]}}}]
+"""
+
+
+@pytest.mark.parametrize(
+    "arguments", ['{"x": NaN}', '{"x": Infinity}', '{"x": -Infinity}', '{"x": [1, {"z": NaN}]}', ' {"x": NaN} ']
+)
+@pytest.mark.parametrize("extra", [0, 4])  # one call (a plan), five calls (the general path)
+def test_nan_and_infinity_are_not_json(tmp_path: Path, arguments: str, extra: int) -> None:
+    # NaN, Infinity and -Infinity are no JSON values (RFC 8259); Python's json accepts them. METRICS.md: the arguments
+    # must parse as JSON, malformed JSON is a schema violation of kind `malformed` and fails every argument check. The
+    # judge took '{"x": NaN}' as valid for `{type: object}` and passed `y: {one_of: [1, ""]}` on it (y "omitted").
+    # By hand: one correct call (of 1 + `extra` judged calls); schema adherence 0/1, argument correctness 0/1.
+    judge = judge_for(tmp_path, NOT_JSON_RULES)
+    t = turn("[A] q", call("a", arguments), *["b"] * extra)
+    for v in (judge.judge(t), judge._general(t)):
+        c = v.calls[0]
+        assert c.outcome.value == "correct" and c.slot == 0
+        assert c.schema_valid is False and [x.kind for x in c.violations] == [ViolationKind.MALFORMED]
+        assert c.args_ok is False and c.arg_results[0].actual == "<malformed arguments>"
+        assert v.schema_ok is False and v.args_ok is False and v.end_to_end is False
+        tally = Tally()
+        tally.add(v)
+        figures = tally.ratios()
+        assert figures["tool_call_accuracy"] == 1 / (1 + extra)
+        assert figures["schema_adherence"] == 0.0 and figures["argument_correctness"] == 0.0
+
+
+def test_nan_inside_a_string_is_json(tmp_path: Path) -> None:
+    v = judge_for(tmp_path, NOT_JSON_RULES).judge(turn("[A] q", call("a", '{"x": "NaN", "y": 1}')))
+    assert v.calls[0].schema_valid is True and v.calls[0].args_ok is True
 
 
 TWO_RESPONSE_CHECKS = """

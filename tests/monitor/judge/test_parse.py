@@ -1,4 +1,5 @@
-"""The judge's argument parser behaves exactly like json.loads."""
+"""The judge's argument parser behaves exactly like json.loads, except that NaN, Infinity and -Infinity (no JSON
+values, which json.loads reads) are refused."""
 
 from __future__ import annotations
 
@@ -24,6 +25,14 @@ texts = st.one_of(
 )
 
 
+def _refuse(name: str) -> Any:
+    raise ValueError(name)
+
+
+def _strict_json_loads(text: str) -> Any:
+    return json.loads(text, parse_constant=_refuse)
+
+
 def _outcome(fn: Any, text: str) -> tuple[str, Any]:
     try:
         return ("ok", fn(text))
@@ -34,4 +43,4 @@ def _outcome(fn: Any, text: str) -> tuple[str, Any]:
 @settings(max_examples=300, deadline=None)
 @given(texts)
 def test_loads_matches_json_loads(text: str) -> None:
-    assert _outcome(_loads, text) == _outcome(json.loads, text)
+    assert _outcome(_loads, text) == _outcome(_strict_json_loads, text)
