@@ -72,10 +72,12 @@ class Catalog:
     def _with_definitions(self, turn: Turn, scope_tools: frozenset[str]) -> TurnTools:
         names = set(scope_tools)
         extra: dict[str, SchemaValidator] = {}
+        offered: set[str] = set()
         for d in turn.tool_definitions or ():
             name = definition_name(d)
-            if name is None or name in _RESERVED:
-                continue
+            if name is None or name in _RESERVED or name in offered:
+                continue  # of two definitions of a name the first wins (with or without its schema)
+            offered.add(name)
             fn = d.get("function")
             names.add(name)
             if name not in self.validators:

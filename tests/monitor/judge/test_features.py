@@ -209,6 +209,35 @@ expect:
     assert judge.catalog == frozenset({"a"})
 
 
+_W_CITY = {"name": "w", "parameters": {"required": ["city"]}}
+_W_DAY = {"name": "w", "parameters": {"required": ["day"]}}
+
+
+@pytest.mark.parametrize(
+    ("defs", "valid"),
+    [
+        ([_W_CITY, _W_DAY], True),
+        ([_W_DAY, _W_CITY], False),
+        ([{"name": "w"}, _W_DAY], None),
+    ],
+)
+def test_of_two_offered_definitions_of_a_name_the_first_wins(
+    tmp_path: Path, defs: list[dict[str, object]], valid: bool | None
+) -> None:
+    """rules/README.md: the offered tools count "one per tool name, the first wins". Turn assembly keeps the turn
+    span's own definitions as given, so a name can come twice; the judge checked the call against the last definition
+    that had a schema (a later one replaced an earlier schema, and filled in for a first definition without one)."""
+    judge = judge_for(tmp_path, """
+catalog: {from_definitions: true, tools: [{name: a}]}
+expect:
+  - when: {prefix: "w"}
+    call: [{tool: w}]
+""")
+    t = Turn("w oslo", (call("w", {"city": "Oslo"}),), tool_definitions=tuple(defs))
+    for v in (judge.judge(t), judge._general(t)):
+        assert (v.calls[0].outcome.value, v.calls[0].schema_valid) == ("correct", valid)
+
+
 @pytest.mark.parametrize(
     "definition",
     [
