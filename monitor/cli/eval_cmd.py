@@ -22,10 +22,8 @@ from monitor.evaluate import (
     RunResult,
     agent_name_problem,
     default_agent_name,
-    forbidden_case_arguments,
     load_callable,
-    load_dataset_rules,
-    read_cases,
+    load_dataset,
     route_global_tracing,
     run_eval,
 )
@@ -170,8 +168,8 @@ def _run_dataset(dataset: str, agent: Any, rules: tuple[str, ...], agent_name: s
                  concurrency: int, timeout_s: float | None, builder: ReportBuilder, no_progress: bool,
                  problems: list[InputProblem]) -> tuple[list[Table], list[str], dict[str, float | None], list[str]]:
     try:
-        judge = Judge(load_dataset_rules(dataset, rules, agent=agent_name))  # every problem of the files, at once
-        cases = read_cases(dataset)
+        loaded = load_dataset(dataset, rules, agent=agent_name)  # every problem of the files, at once
+        judge, cases = Judge(loaded.ruleset), loaded.cases
     except RuleFileError as exc:
         _fail_load(exc, rules)
         raise
@@ -182,7 +180,7 @@ def _run_dataset(dataset: str, agent: Any, rules: tuple[str, ...], agent_name: s
     problem = None
     if not dataset_cases or any(exp.agent is not None for _, _, exp in dataset_cases):
         problem = warn_agent_name(judge, name)
-    input_notes = warn_inputs(forbidden_case_arguments(dataset, judge.ruleset))
+    input_notes = warn_inputs(loaded.forbidden_arguments())
     with (Harness(agent_name=name) as harness, route_global_tracing(harness.provider, harness.processor),
           progress_bar(disable=no_progress) as progress):
         task = progress.add_task("eval", total=len(cases) * trials, status="")

@@ -1,6 +1,13 @@
 """Labelled evaluation: run a user's agent on dataset cases under the instrumentation, judge, score trials."""
 
-from monitor.evaluate._dataset import Case, forbidden_case_arguments, load_dataset_rules, read_cases
+from monitor.evaluate._dataset import (
+    Case,
+    Dataset,
+    forbidden_case_arguments,
+    load_dataset,
+    load_dataset_rules,
+    read_cases,
+)
 from monitor.evaluate._eval import EvalResult, Trial, run_eval
 from monitor.evaluate._harness import DEFAULT_TIMEOUT_S, AgentFn, DrainingExporter, Harness, RunResult, cut_turn
 from monitor.evaluate._loader import (
@@ -26,6 +33,7 @@ __all__ = [
     "AgentFn",
     "Call",
     "Case",
+    "Dataset",
     "DrainingExporter",
     "EvalResult",
     "Harness",
@@ -37,6 +45,7 @@ __all__ = [
     "agent_name_problem",
     "default_agent_name",
     "load_callable",
+    "load_dataset",
     "load_dataset_rules",
     "load_judge",
     "read_cases",

@@ -22,9 +22,10 @@ from typing import Any
 
 import yaml
 
-from monitor.rules import Expectation, RuleFileError, RuleSet, load_rules, load_yaml, read_json_lines, read_text
+from monitor.rules import Documents, Expectation, RuleFileError, RuleSet, load_rules
 from monitor.rules._errors import place, raise_all
 from monitor.rules._lint import forbidden_checks
+from monitor.rules._read import JSON_LINES_SUFFIXES
 from monitor.rules._yaml import Marks
 
 
@@ -39,18 +40,14 @@ class Case:
 Where = tuple[str | int, ...]
 
 
-def _read_items(path: Path) -> tuple[list[Any], Marks, Where]:
+def _read_items(path: Path, docs: Documents) -> tuple[list[Any], Marks, Where]:
     """The case items, where they sit (the file that holds them: the dataset, or the cases file a rule file names)
     and their path in it."""
-    text = read_text(path)
-    if path.suffix in (".jsonl", ".ndjson"):
-        items, marks = read_json_lines(text, str(path))
-        return items, marks, ()
-    data, marks = load_yaml(text, str(path))
+    data, marks = docs.cases(path)  # a JSON-lines file: a list
     if isinstance(data, dict):
         cases = data.get("cases", [])
         if isinstance(cases, str):
-            return _read_items(path.parent / cases)
+            return _read_items(path.parent / cases, docs)
         return (list(cases) if isinstance(cases, list) else []), marks, ("cases",)
     return (list(data) if isinstance(data, list) else []), marks, ()
 
@@ -104,9 +101,25 @@ def read_cases(path: str | Path) -> list[Case]:
     """The runnable cases of a dataset, in file order; every case needs an `input`. Each case's key is its id,
     else `#<n>` (its position; `#<n>.<k>` when a case of the dataset has that id), so no two cases of a dataset
     share a key in a report or in pass^k. Raises RuleFileError with every problem found, each at its place."""
-    cases, errors = _check_cases(*_read_items(Path(path)))
+    cases, errors = _check_cases(*_read_items(Path(path), Documents()))
     raise_all(errors)
     return cases
+
+
+@dataclass(slots=True, frozen=True)
+class Dataset:
+    """A dataset as `load_dataset` loaded it: its rule set (`load_dataset_rules`'s), its cases (`read_cases`'s), and
+    where the cases sit, to place the warnings of `forbidden_arguments`."""
+
+    ruleset: RuleSet
+    cases: list[Case]
+    items: list[Any]  # the case items as read
+    marks: Marks  # of the file that holds them
+    base: Where  # their path in it
+
+    def forbidden_arguments(self) -> list[str]:
+        """`forbidden_case_arguments` of this dataset, from what its load read."""
+        return _forbidden(self.ruleset, self.cases, self.items, self.marks, self.base)
 
 
 def load_dataset_rules(dataset: str | Path, rules: Sequence[str | Path], *, agent: str | None = None) -> RuleSet:
@@ -115,19 +128,28 @@ def load_dataset_rules(dataset: str | Path, rules: Sequence[str | Path], *, agen
     Each case of the dataset is also found by its `Case.key` (see read_cases), so a case without an id is
     judged with its own expectation, not with that of the first case of the same input. Raises RuleFileError with
     every problem of the files and of the dataset's cases (read_cases's) at once."""
+    return load_dataset(dataset, rules, agent=agent).ruleset
+
+
+def load_dataset(dataset: str | Path, rules: Sequence[str | Path], *, agent: str | None = None) -> Dataset:
+    """`load_dataset_rules` and `read_cases` in one load, which reads, parses and validates each file once (the
+    dataset, a cases file it names, the rule files). Raises RuleFileError as `load_dataset_rules` does."""
     p = Path(dataset).resolve()
+    docs = Documents()
+    cases: list[Case] | None = None
     try:
-        cases, problems = _check_cases(*_read_items(p))
+        read = _read_items(p, docs)
+        cases, problems = _check_cases(*read)
     except RuleFileError as exc:  # the dataset does not read: the rule loader, reading it too, says why
-        cases, problems = None, [exc]
+        problems = [exc]
     try:
-        ruleset = _load(p, rules, agent)
+        ruleset = _load(p, rules, agent, docs)
     except RuleFileError as exc:
         raise_all(_merged(problems if cases is not None else [], list(exc.errors)))
         raise
     raise_all(problems)
     assert cases is not None
-    return _by_key(ruleset, cases)
+    return Dataset(_by_key(ruleset, cases), cases, *read)
 
 
 def _merged(problems: list[RuleFileError], loader: list[RuleFileError]) -> list[RuleFileError]:
@@ -148,19 +170,19 @@ def _same_file(a: str | Path, b: Path) -> bool:
         return False
 
 
-def _load(p: Path, rules: Sequence[str | Path], agent: str | None) -> RuleSet:
-    head = load_yaml(read_text(p), str(p))[0] if p.suffix not in (".jsonl", ".ndjson") else None
+def _load(p: Path, rules: Sequence[str | Path], agent: str | None, docs: Documents) -> RuleSet:
+    head = docs.yaml(p)[0] if p.suffix not in JSON_LINES_SUFFIXES else None
     if isinstance(head, dict):
         # A rule file with `cases` is the dataset: given to --rules too (as the rules of every other command are), it
         # is loaded once, not refused against itself (every rule id, alert and case a duplicate).
-        return load_rules([*(r for r in rules if not _same_file(r, p)), p])
+        return load_rules([*(r for r in rules if not _same_file(r, p)), p], documents=docs)
     with tempfile.TemporaryDirectory(prefix="toolwatch-eval-") as tmp:
         wrapper = Path(tmp) / "dataset.yaml"
         doc: dict[str, Any] = {"version": 1, "cases": str(p)}
         if agent:
             doc["agent"] = agent
         wrapper.write_text(yaml.safe_dump(doc), encoding="utf-8")
-        return load_rules([*rules, wrapper])
+        return load_rules([*rules, wrapper], documents=docs)
 
 
 def _compiled(ruleset: RuleSet, cases: list[Case]) -> tuple[tuple[str | None, str | None, Expectation], ...] | None:
@@ -185,12 +207,17 @@ def forbidden_case_arguments(dataset: str | Path, ruleset: RuleSet) -> list[str]
     """One line per argument check of a dataset case on an argument its tool's schema allows no call to have (the
     check `toolwatch rules check` warns of: it fails every call that keeps to the schema), at the argument's place in
     the file that holds the cases (a JSON-lines file: at the case's line), as the dataset's errors are placed:
-    `file:line:column: case 'KEY': ...`. `ruleset` is `load_dataset_rules(dataset, ...)`'s."""
-    items, marks, base = _read_items(Path(dataset).resolve())
+    `file:line:column: case 'KEY': ...`. `ruleset` is `load_dataset_rules(dataset, ...)`'s. (`load_dataset` gives
+    them, `Dataset.forbidden_arguments`, without reading the dataset again.)"""
+    items, marks, base = _read_items(Path(dataset).resolve(), Documents())
     cases, errors = _check_cases(items, marks, base)
-    compiled = None if errors else _compiled(ruleset, cases)
+    return [] if errors else _forbidden(ruleset, cases, items, marks, base)  # errors: load_dataset_rules refused it
+
+
+def _forbidden(ruleset: RuleSet, cases: list[Case], items: list[Any], marks: Marks, base: Where) -> list[str]:
+    compiled = _compiled(ruleset, cases)
     if compiled is None:
-        return []  # not expected: load_dataset_rules refused the dataset
+        return []  # not expected: the dataset's cases are the ruleset's last
     of_case = {id(exp): (i, case) for i, (case, (_, _, exp)) in enumerate(zip(cases, compiled, strict=True))}
     out = []
     for found in forbidden_checks(ruleset, (exp for _, _, exp in compiled)):  # in file order

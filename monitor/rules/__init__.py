@@ -3,7 +3,7 @@
 from monitor.rules._burn import DEFAULT_BURN_WINDOWS, BurnWindow, objective_problem
 from monitor.rules._compile import CHECK_MODES, PER_TOOL_FIGURES, UNDIRECTED_FIGURES
 from monitor.rules._errors import RuleFileError
-from monitor.rules._load import distinct_files, load_rules, read_json_lines, read_text
+from monitor.rules._load import distinct_files, load_rules
 from monitor.rules._model import (
     Alert,
     Alternative,
@@ -16,6 +16,7 @@ from monitor.rules._model import (
     Slot,
     Tool,
 )
+from monitor.rules._read import Documents, read_json_lines, read_text
 from monitor.rules._validate import rule_file_schema
 from monitor.rules._yaml import load_yaml
 
@@ -29,6 +30,7 @@ __all__ = [
     "BurnWindow",
     "ArgCheck",
     "Condition",
+    "Documents",
     "Expectation",
     "Forbid",
     "Respond",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path as FsPath
@@ -11,31 +10,9 @@ from typing import Any
 from monitor.rules._compile import FileCompiler, FileRules
 from monitor.rules._errors import RuleFileError, raise_all
 from monitor.rules._model import Expectation, RuleSet, Tool
+from monitor.rules._read import Documents
 from monitor.rules._validate import case_errors, document_errors, validate_document
-from monitor.rules._yaml import MAX_DEPTH, Marks, load_yaml
-
-MAX_FILE_BYTES = 32 << 20
-
-
-def read_text(path: FsPath) -> str:
-    """A rule, cases or dataset file as text: bounded (MAX_FILE_BYTES), UTF-8, any failure a located RuleFileError."""
-    try:
-        size = path.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise RuleFileError(str(path), 0, 0, "", f"file too large ({size} bytes, limit {MAX_FILE_BYTES})")
-        data = path.read_bytes()
-    except OSError as exc:
-        raise RuleFileError(str(path), 0, 0, "", f"cannot read: {exc.strerror or exc}") from None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        head = data[: exc.start]
-        line_start = head.rfind(b"\n") + 1
-        column = len(head[line_start:].decode("utf-8")) + 1
-        bad = data[exc.start : exc.end].hex(" ")
-        message = f"not UTF-8: byte(s) 0x{bad} ({exc.reason}); save the file as UTF-8"
-        raise RuleFileError(str(path), head.count(b"\n") + 1, column, "", message) from None
-
+from monitor.rules._yaml import Marks
 
 _RULE_KEYS = ("expect", "forbid", "cases", "alerts")
 _WHAT_TO_ADD = (
@@ -53,12 +30,12 @@ class _Parsed:
     bad_cases: frozenset[int]  # the indexes of those cases, not compiled
 
 
-def _parse(path: FsPath) -> _Parsed:
+def _parse(path: FsPath, docs: Documents) -> _Parsed:
     """The file, validated; raises RuleFileError with every schema error of it. Its inline cases are validated one
     by one: a case of the wrong shape is in `case_errors` (the schema's `oneOf` of a list or a path reported one of
     them), and the file is still compiled, those cases left out, for what compiling the others finds to be reported
     with them."""
-    data, marks = load_yaml(read_text(path), str(path))
+    data, marks = docs.yaml(path)
     if data is None:
         data = {}
     cases = data.get("cases") if isinstance(data, dict) else None
@@ -86,53 +63,14 @@ def _refuse_empty(data: dict[str, Any], marks: Marks) -> None:
 
 
 
-_TOO_DEEP = object()
-
-
-def read_json_lines(text: str, file: str) -> tuple[list[Any], Marks]:
-    """The values of a JSON-lines file (blank lines skipped), each placed at its line. A line nested deeper than
-    MAX_DEPTH is a located error: about 1,000 levels raised RecursionError in the decoder (a traceback), and fewer
-    would in the validation and compiling that recurse over the value."""
-    marks = Marks(file)
-    items: list[Any] = []
-    for n, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        marks.values[(len(items),)] = (n, 1)
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise RuleFileError(file, n, exc.colno, "", f"JSON: {exc.msg}") from None
-        except RecursionError:
-            item = _TOO_DEEP
-        if item is _TOO_DEEP or _depth_over(item, MAX_DEPTH - 1):  # the item sits one level down, in the list
-            raise RuleFileError(file, n, 1, "", f"JSON: nested deeper than {MAX_DEPTH} levels")
-        items.append(item)
-    marks.values[()] = (1, 1)
-    return items, marks
-
-
-def _depth_over(value: Any, limit: int) -> bool:
-    """Whether `value` nests more than `limit` lists or objects below itself (no recursion)."""
-    level = [value]
-    for _ in range(limit + 1):
-        level = [c for v in level if isinstance(v, dict | list) for c in (v.values() if isinstance(v, dict) else v)]
-        if not level:
-            return False
-    return True
-
-
-def _load_cases_file(path: FsPath) -> tuple[list[Any], Marks]:
-    text = read_text(path)
-    if path.suffix in (".jsonl", ".ndjson"):
-        return read_json_lines(text, str(path))
-    data, marks = load_yaml(text, str(path))
+def _load_cases_file(path: FsPath, docs: Documents) -> tuple[list[Any], Marks]:
+    data, marks = docs.cases(path)
     if isinstance(data, dict) and "cases" in data:
         raise RuleFileError(str(path), 1, 1, "cases", "a cases file holds a list of cases, not a mapping")
     return (data if data is not None else []), marks
 
 
-def _compile_file(parsed: _Parsed, tools: list[Tool], known: frozenset[str], open_: bool
+def _compile_file(parsed: _Parsed, tools: list[Tool], known: frozenset[str], open_: bool, docs: Documents
                   ) -> tuple[FileRules, list[RuleFileError]]:
     """The file's rules and the errors of its items (each item in error is left out, the others still checked); the
     shape errors of its cases (inline, or in the cases file it names) with what compiling finds, in file order."""
@@ -149,7 +87,7 @@ def _compile_file(parsed: _Parsed, tools: list[Tool], known: frozenset[str], ope
     if isinstance(cases, str):
         cpath = (path.parent / cases) if not FsPath(cases).is_absolute() else FsPath(cases)
         try:
-            cases, cmarks = _load_cases_file(cpath)
+            cases, cmarks = _load_cases_file(cpath, docs)
             shape, bad = case_errors(cases, cmarks, ())
         except RuleFileError as exc:
             if exc.line:
@@ -168,7 +106,7 @@ def _in_file_order(errors: list[RuleFileError]) -> list[RuleFileError]:
     return sorted(errors, key=lambda e: (e.line, e.column))
 
 
-def _parse_all(paths: Sequence[FsPath]) -> list[_Parsed]:
+def _parse_all(paths: Sequence[FsPath], docs: Documents) -> list[_Parsed]:
     """Every file parsed and validated; the errors of all of them raised together (with the shape errors of the
     cases of the others)."""
     parsed: list[_Parsed] = []
@@ -176,7 +114,7 @@ def _parse_all(paths: Sequence[FsPath]) -> list[_Parsed]:
     failed = False  # a file with schema errors besides its cases'
     for p in paths:
         try:
-            parsed.append(_parse(p))
+            parsed.append(_parse(p, docs))
         except RuleFileError as exc:
             errors.append(exc)
             failed = True
@@ -206,14 +144,17 @@ def distinct_files(paths: Sequence[str | FsPath]) -> list[FsPath]:
     return out
 
 
-def load_rules(paths: Sequence[str | FsPath]) -> RuleSet:
+def load_rules(paths: Sequence[str | FsPath], *, documents: Documents | None = None) -> RuleSet:
     """Load, validate and merge rule files (in the order given; a file named twice is loaded once). Raises
     RuleFileError on a problem: a RuleFileErrors with every one found when there are several (each rule in error is
     reported, with its first problem; a file that does not match the schema is not compiled, but one whose only
-    schema errors are in cases: those cases are left out, and the others compiled)."""
+    schema errors are in cases: those cases are left out, and the others compiled). `documents`: the files read
+    already by the caller's load (each file is read and parsed once: a dataset that is a rule file, or names a cases
+    file, is read by the caller too)."""
     if isinstance(paths, str | FsPath):
         paths = [paths]
-    parsed = _parse_all(distinct_files(paths))  # a file named twice is one file, not a duplicate of itself
+    docs = documents if documents is not None else Documents()
+    parsed = _parse_all(distinct_files(paths), docs)  # a file named twice is one file, not a duplicate of itself
     tools: dict[str, Tool] = {}
     file_tools: list[list[Tool]] = []  # each file's catalog, compiled once
     errors: list[RuleFileError] = []
@@ -241,7 +182,7 @@ def load_rules(paths: Sequence[str | FsPath]) -> RuleSet:
     open_ = any(f.data.get("catalog", {}).get("from_definitions", False) for f in parsed)
     files = []
     for f, ft in zip(parsed, file_tools, strict=True):
-        fr, file_errors = _compile_file(f, ft, known, open_)
+        fr, file_errors = _compile_file(f, ft, known, open_, docs)
         files.append(fr)
         errors += file_errors
     raise_all(errors)

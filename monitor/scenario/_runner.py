@@ -26,7 +26,7 @@ from monitor.judge import Judge
 from monitor.rules import RuleFileError, RuleSet, load_rules
 from monitor.rules._errors import place
 from monitor.rules._lint import forbidden_checks
-from monitor.rules._load import MAX_FILE_BYTES
+from monitor.rules._read import MAX_FILE_BYTES
 from monitor.scenario._model import Scenario, ScenarioError, ScenarioFile, Step, load_scenarios
 from monitor.verdict import TurnVerdict
 

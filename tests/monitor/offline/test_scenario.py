@@ -191,7 +191,7 @@ def test_a_bad_check_of_a_step_is_named_in_the_scenario_file(tmp_path: Path, sup
 def test_a_scenario_file_that_is_not_utf8_or_too_large_is_a_located_error(tmp_path: Path) -> None:
     """The scenario file was read with Path.read_text: a Latin-1 byte raised UnicodeDecodeError (a traceback, exit 1),
     and no size bound applied. It is read as rule and dataset files are."""
-    from monitor.rules._load import MAX_FILE_BYTES
+    from monitor.rules._read import MAX_FILE_BYTES
 
     p = tmp_path / "latin1.yaml"
     p.write_bytes(b'scenarios:\n  - name: a\n    steps:\n      - user: "caf\xe9"\n')
@@ -212,7 +212,7 @@ def test_steps_that_expand_past_the_cases_bound_are_named_in_the_scenario_file(t
     of 1,000 tools (a 200 KB input) built 330 MB of cases in memory (1 GB, 20 s), then failed on the size of the
     generated file, named in a temporary directory at the scenario's `agent` key. The cases are written step by
     step within the cases-file bound, and the step that goes past it is named, with what to do."""
-    from monitor.rules._load import MAX_FILE_BYTES
+    from monitor.rules._read import MAX_FILE_BYTES
 
     (tmp_path / "tools.yaml").write_text("version: 1\ncatalog:\n  tools:\n"
                                          + "".join(f"    - name: tool_{i:04d}\n" for i in range(1000)))
