@@ -7,6 +7,7 @@ the real function's."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from collections import Counter
@@ -19,7 +20,7 @@ import pytest
 from click.testing import CliRunner
 
 from monitor.cli.eval_cmd import eval_
-from monitor.evaluate import load_dataset_rules, read_cases
+from monitor.evaluate import forbidden_case_arguments, load_dataset, load_dataset_rules, read_cases
 from monitor.rules import RuleFileError, load_rules, load_yaml, read_json_lines
 from monitor.rules._validate import case_errors
 
@@ -131,11 +132,11 @@ def test_a_dataset_in_error_is_read_once_and_reports_every_problem(tmp_path: Pat
     with pytest.raises(RuleFileError) as exc:
         load_dataset_rules(dataset, [support_rules])
     _assert_once(counted, dataset, held, support_rules)
-    at = (lambda column: 1) if form == "json lines" else (lambda column: column)
-    assert exc.value.lines() == [
-        f"{held}:4:{at(4)}: id: duplicate case id 'o1' (first at line 1)",
-        f"{held}:4:{at(25)}: [3].input: expected string, got integer 5",
-        f"{held}:5:{at(51)}: [4].call[0].tool: unknown tool 'nope': not in the catalog (known: get_order_history, "
+    dup, five, nope = (1, 1, 1) if form == "json lines" else (4, 25, 51)  # a JSON line's errors are at its start
+    assert exc.value.lines() == [  # the dataset's own checks and the rule loader's, merged in file order
+        f"{held}:4:{dup}: id: duplicate case id 'o1' (first at line 1)",
+        f"{held}:4:{five}: [3].input: expected string, got integer 5",
+        f"{held}:5:{nope}: [4].call[0].tool: unknown tool 'nope': not in the catalog (known: get_order_history, "
         "get_order_status, get_shipping_eta)",
     ]
 
@@ -170,3 +171,7 @@ def test_the_cases_and_expectations_are_those_the_rule_loader_compiles(tmp_path:
     assert keys == ["o1", "#2", "#3"]
     compiled = dict(ruleset.cases_by_id)
     assert [compiled[k] for k in keys] == [exp for _, _, exp in ref.cases]
+    loaded = load_dataset(dataset, [support_rules])  # what the eval command loads: the same, in one read
+    same = dataclasses.replace(loaded.ruleset, files=ruleset.files)  # a list's wrapper is a temporary file of each load
+    assert same == ruleset and loaded.cases == read_cases(dataset)
+    assert loaded.forbidden_arguments() == forbidden_case_arguments(dataset, ruleset)
