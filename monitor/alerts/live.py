@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -37,10 +37,12 @@ def window_lengths(specs: Iterable[AlertSpec], burn_windows: Sequence[BurnWindow
 
 def for_metrics(ruleset: object, metrics: Any, **kwargs: Any) -> LiveAlerts:
     """LiveAlerts publishing into a `monitor.metrics.ToolwatchMetrics` (its `toolwatch_alert_active` family),
-    with the same agent label values as the verdict counters. Wire it as the service's verdict hook:
+    with the same agent label values as the verdict counters, and following it (`ToolwatchMetrics.follow`): it
+    counts every verdict the metrics count (do not feed it yourself), and a window of a length the gauges have
+    takes its snapshots when the gauge does, so over that window an alert reads the gauge's figure:
 
         live = for_metrics(ruleset, metrics, notify_url=url)  # url optional
-        server = Server(settings, metrics=metrics, on_verdicts=live.accept); live.start()  # live.close() at exit
+        server = Server(settings, metrics=metrics); live.start()  # live.close() at exit
     """
 
     def publish(table: dict[ActiveKey, float]) -> None:
@@ -49,12 +51,16 @@ def for_metrics(ruleset: object, metrics: Any, **kwargs: Any) -> LiveAlerts:
     # The label values are the configured agents and `__other__`, as on /metrics: the windows keep every one (a
     # bound of their own, 64 agents, folded the 65th configured agent's turns into `__other__` in process only).
     kwargs.setdefault("max_agents", None)
-    return LiveAlerts(
+    kwargs.setdefault("clock", metrics.clock)
+    live = LiveAlerts(
         specs_from_ruleset(ruleset),
         agent_label=lambda agent: str(metrics.labels.agent(agent)),
         publish=publish,
+        follow=metrics.window_lengths,
         **kwargs,
     )
+    metrics.follow(live)
+    return live
 
 
 def _alert_tools(specs: Iterable[AlertSpec]) -> frozenset[str]:
@@ -97,11 +103,19 @@ class LiveAlerts:
         burn_windows: Sequence[BurnWindow] = DEFAULT_BURN_WINDOWS,
         clock: Callable[[], float] = time.monotonic,
         max_agents: int | None = 64,
+        follow: Iterable[float] = (),
     ) -> None:
+        """`follow`: the window lengths whose snapshots are taken at the ticks that name them (`tick`), as
+        `for_metrics` sets them: the gauges' lengths."""
         self.specs = tuple(specs)
         lengths = window_lengths(self.specs, burn_windows) or {300.0}
         self.windows = TallyWindows(
-            lengths, agent_label=agent_label, tools=_alert_tools(self.specs), clock=clock, max_agents=max_agents
+            lengths,
+            agent_label=agent_label,
+            tools=_alert_tools(self.specs),
+            clock=clock,
+            max_agents=max_agents,
+            follow=follow,
         )
         notifier = AlertNotifier(notify_url, timeout_s=notify_timeout_s) if notify_url else None
         self.evaluator = AlertEvaluator(
@@ -144,6 +158,14 @@ class LiveAlerts:
         except Exception:
             logger.exception("alert windows could not take a verdict batch")
 
+    def tick(self, now: float, snapshots: Collection[float]) -> None:
+        """The windows' snapshots due at `now` (`snapshots`: the lengths whose followed windows take one). Never
+        raises."""
+        try:
+            self.windows.tick(now, snapshots)
+        except Exception:
+            logger.exception("alert windows could not take their snapshots")
+
     def evaluate(self, now: float | None = None) -> list[ActiveAlert]:
         return self.evaluator.evaluate(now)
 
@@ -162,7 +184,14 @@ class LiveAlerts:
         if not needed <= set(self.windows.windows):
             logger.info("alert windows changed to %s: in-process alert history starts again", sorted(needed))
             old = self.windows
-            self.windows = TallyWindows(needed, agent_label=old.agent_label, clock=old.clock, max_agents=old.max_agents)
+            self.windows = TallyWindows(
+                needed,
+                agent_label=old.agent_label,
+                clock=old.clock,
+                max_agents=old.max_agents,
+                steps=old.steps,
+                follow=old.follow,
+            )
         self.windows.tools = _alert_tools(specs)
         self.evaluator.replace(specs, self.windows)
         self.specs = specs

@@ -1,14 +1,17 @@
 """Rolling windows of judge Tallies per agent, fed with verdicts: what in-process alerts are evaluated over.
 
-Each window keeps a ring of about `steps` snapshots of the per-agent cumulative Tallies (one every
-window/steps seconds, taken when the alerts are evaluated); the window's Tally is the cumulative one minus the
-newest snapshot taken at or before the window's start (`Tally.subtract`), so a window covers between `window` and
-`window` plus one snapshot interval of the past (window/steps, or the evaluation interval if longer). Verdicts are
+Each window keeps a ring of snapshots of the per-agent cumulative Tallies; the window's Tally is the cumulative one
+minus the newest snapshot taken at or before the window's start (`Tally.subtract`), so a window covers between
+`window` and `window` plus one snapshot interval of the past. A followed window (`follow`: in `serve`, one of a
+length the gauges have) takes its snapshots when the gauge of that length takes one (`ToolwatchMetrics.follow`:
+at the same instants, over the same verdicts), so an alert over it reads the gauge's counts; another takes one at
+a tick (the gauges' ticks, each read) once window/`steps` seconds have passed since its last. Verdicts are
 added by signature (`monitor.metrics.VerdictBatch`): what one verdict of a signature adds to a Tally (`Tally.add`)
 is kept and added once per batch, times the verdicts that have it. Memory is bounded by windows x steps x agents
-(agents are bounded too), and each Tally keeps per-tool counts only for the tools the alerts name and no confusion
-matrix: with a catalog taken from the offered tool definitions, tool names come from the clients and would
-otherwise grow the Tallies (and every snapshot of them) without limit.
+(a followed window keeps as many snapshots as its gauge, about 60; agents are bounded too), and each Tally keeps
+per-tool counts only for the tools the alerts name and no confusion matrix: with a catalog taken from the offered
+tool definitions, tool names come from the clients and would otherwise grow the Tallies (and every snapshot of them)
+without limit.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import fields, replace
 from itertools import repeat
 from operator import add, mul
@@ -60,16 +63,21 @@ def read_figure(tally: Any, figure: str, tool: str | None) -> tuple[float | None
 
 
 class _Window:
-    __slots__ = ("seconds", "step", "ring")
+    __slots__ = ("seconds", "step", "ring", "followed")
 
-    def __init__(self, seconds: float, start: float, steps: int) -> None:
+    def __init__(self, seconds: float, start: float, steps: int, followed: bool) -> None:
         self.seconds = seconds
         self.step = seconds / steps
         self.ring: deque[tuple[float, dict[str, Tally]]] = deque([(start, {})])
+        self.followed = followed  # snapshots only when the gauge of this length takes one
 
-    def tick(self, now: float, totals: dict[str, Tally]) -> None:
+    def tick(self, now: float, totals: dict[str, Tally], snapshots: Collection[float] | None) -> None:
         ring = self.ring
-        if now - ring[-1][0] >= self.step:
+        if self.followed:
+            due = snapshots is not None and self.seconds in snapshots and now >= ring[-1][0]
+        else:
+            due = now - ring[-1][0] >= self.step
+        if due:
             ring.append((now, {agent: t.copy() for agent, t in totals.items()}))
         while len(ring) > 1 and ring[1][0] <= now - self.seconds:
             ring.popleft()
@@ -133,7 +141,10 @@ class TallyWindows:
         tools: Iterable[str] = (),
         clock: Callable[[], float] = time.monotonic,
         max_units: int = MAX_CACHED,
+        follow: Iterable[float] = (),
     ) -> None:
+        """`follow`: the lengths of the windows whose snapshots are taken only when a tick names them (see `tick`):
+        those of the gauges of `monitor.metrics.ToolwatchMetrics`, which names the windows that took one."""
         seconds = sorted({float(w) for w in windows_s})
         if not seconds or seconds[0] <= 0:
             raise ValueError("rolling windows need at least one positive length")
@@ -144,7 +155,10 @@ class TallyWindows:
         self._tools = frozenset(tools)  # the only per-tool counts kept
         self._units: dict[Sig, _Unit] = {}  # what one verdict of a signature adds to a Tally
         self._totals: dict[str, Tally] = {}
-        self._windows = {s: _Window(s, clock(), steps) for s in seconds}
+        self.steps = steps
+        self.follow = frozenset(float(w) for w in follow)
+        start = clock()
+        self._windows = {s: _Window(s, start, steps, s in self.follow) for s in seconds}
         self._lock = threading.Lock()
 
     @property
@@ -255,13 +269,15 @@ class TallyWindows:
         _keep_tools(tally, self._tools)
         return _Unit(tally)
 
-    def tick(self, now: float | None = None) -> None:
+    def tick(self, now: float | None = None, snapshots: Collection[float] | None = None) -> None:
+        """Take the snapshots due at `now` and drop those that left their window. A followed window takes one only
+        when `snapshots` names its length; another, when a `steps`th of it has passed since its last."""
         with self._lock:
-            self._tick(self.clock() if now is None else now)
+            self._tick(self.clock() if now is None else now, snapshots)
 
-    def _tick(self, now: float) -> None:
+    def _tick(self, now: float, snapshots: Collection[float] | None = None) -> None:
         for w in self._windows.values():
-            w.tick(now, self._totals)
+            w.tick(now, self._totals, snapshots)
 
     def agents(self) -> list[str]:
         with self._lock:

@@ -5,12 +5,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from typing import Protocol
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from monitor.metrics import names as n
+from monitor.metrics._batch import VerdictBatch
 from monitor.metrics._initial import MAX_INITIAL_SERIES, initial_series
 from monitor.metrics._labels import LabelPolicy
 from monitor.metrics._operational import Operational
@@ -81,6 +83,16 @@ _TOOL_RATIOS = (
 )
 
 
+class WindowFollower(Protocol):
+    """What keeps windows of its own over the verdicts the metrics count (the in-process alerts): it is given each
+    batch `observe()` counts, and each tick of the windows with the lengths of those that took a snapshot then, both
+    under the metrics' lock. Neither may raise."""
+
+    def accept(self, verdicts: VerdictBatch) -> None: ...
+
+    def tick(self, now: float, snapshots: Collection[float]) -> None: ...
+
+
 class ToolwatchMetrics(Collector):
     """Verdict counters, rolling-window gauges and operational metrics.
 
@@ -110,6 +122,7 @@ class ToolwatchMetrics(Collector):
         self.counters = VerdictCounters(labels)
         self.counters.set_labels(labels, self._initial(labels, rules, agent_tools, rule_agents))
         self.windows = RollingWindows(windows, clock())
+        self._followers: list[WindowFollower] = []
         self.ops = Operational()
         # Read at scrape time, set by the service: pending turns by kind ("turn", "turnless"), and the span
         # attributes the normalizer had to ignore, by key.
@@ -159,13 +172,40 @@ class ToolwatchMetrics(Collector):
             logger.warning("%s", warning)
         return series
 
-    def observe(self, verdicts: Sequence[TurnVerdict]) -> None:
+    @property
+    def clock(self) -> Callable[[], float]:
+        """The clock of the rolling windows."""
+        return self._clock
+
+    @property
+    def window_lengths(self) -> tuple[float, ...]:
+        """The rolling windows' lengths in seconds, shortest first."""
+        return tuple(w.seconds for w in self.windows.windows)
+
+    def follow(self, follower: WindowFollower) -> None:
+        """Give `follower` every verdict batch counted from now on, and every tick of the windows: a window of its
+        own of a length the gauges have, with a snapshot exactly when theirs takes one, then counts the verdicts
+        the gauge of that window counts (the verdicts and the snapshots are in step under the lock, whichever
+        thread ticks: the worker, or a scrape)."""
         with self._lock:
-            self.counters.add(verdicts)
+            self._followers.append(follower)
+
+    def observe(self, verdicts: Sequence[TurnVerdict]) -> None:
+        batch = VerdictBatch.of(verdicts)
+        with self._lock:
+            self.counters.add(batch)
+            for follower in self._followers:
+                follower.accept(batch)
+
+    def _tick(self, now: float) -> None:
+        """Under the lock."""
+        snapshots = self.windows.tick(now, self.counters)
+        for follower in self._followers:
+            follower.tick(now, snapshots)
 
     def tick(self, now: float | None = None) -> None:
         with self._lock:
-            self.windows.tick(self._clock() if now is None else now, self.counters)
+            self._tick(self._clock() if now is None else now)
 
     def registry(self) -> CollectorRegistry:
         """A fresh registry holding only these metrics (what /metrics serves)."""
@@ -176,7 +216,7 @@ class ToolwatchMetrics(Collector):
     def window_counts(self, now: float | None = None) -> dict[str, View]:
         """The counts behind the window gauges, by window label (for the live view and tests)."""
         with self._lock:
-            self.windows.tick(self._clock() if now is None else now, self.counters)
+            self._tick(self._clock() if now is None else now)
             current = view_of(self.counters)
             return {w.label: w.counts(current) for w in self.windows.windows}
 
@@ -187,7 +227,7 @@ class ToolwatchMetrics(Collector):
         with self._lock:
             tables = {name: dict(table) for name, table in self.counters.tables.items()}
             sequence_score = dict(self.counters.sequence_score)
-            self.windows.tick(self._clock(), self.counters)
+            self._tick(self._clock())
             current = view_of(self.counters)
             per_window = [(w.label, w.counts(current)) for w in self.windows.windows]
         yield from self._verdict_families(tables, sequence_score)

@@ -141,16 +141,18 @@ class Window:
         self.step = seconds / STEPS_PER_WINDOW
         self.ring: deque[tuple[float, View]] = deque([(start, View())])
 
-    def tick(self, now: float, current: View | None, counters: VerdictCounters) -> View | None:
-        """Take a snapshot when a step has passed; drop snapshots that left the window. Returns the view used."""
+    def tick(self, now: float, current: View | None, counters: VerdictCounters) -> tuple[View | None, bool]:
+        """Take a snapshot when a step has passed; drop snapshots that left the window. Returns the view used, and
+        whether a snapshot was taken."""
         ring = self.ring
-        if now - ring[-1][0] >= self.step:
+        taken = now - ring[-1][0] >= self.step
+        if taken:
             current = current or view_of(counters)
             ring.append((now, current))
         start = now - self.seconds
         while len(ring) > 1 and ring[1][0] <= start:
             ring.popleft()
-        return current
+        return current, taken
 
     def counts(self, current: View) -> View:
         return current.minus(self.ring[0][1])
@@ -166,7 +168,12 @@ class RollingWindows:
             raise ValueError("at least one rolling window is needed")
         self.windows = [Window(s, start) for s in sorted(set(seconds))]
 
-    def tick(self, now: float, counters: VerdictCounters) -> None:
+    def tick(self, now: float, counters: VerdictCounters) -> list[float]:
+        """Every window's tick at `now`; returns the lengths of the windows that took a snapshot."""
         current: View | None = None
+        snapshots: list[float] = []
         for w in self.windows:
-            current = w.tick(now, current, counters)
+            current, taken = w.tick(now, current, counters)
+            if taken:
+                snapshots.append(w.seconds)
+        return snapshots

@@ -110,8 +110,7 @@ class Server:
                 notify_url=self.settings.alert_webhook,
                 interval_s=self.settings.alert_interval_s,
             )
-        self.pipeline.hooks.append(live.accept)
-        return live
+        return live  # it follows the metrics: it counts what they count, its windows step with theirs
 
     @property
     def ready(self) -> bool:

@@ -279,9 +279,7 @@ def test_every_configured_agent_has_windows_of_its_own_as_on_metrics(judge: Judg
     metrics = ToolwatchMetrics(tools=ruleset.catalog, agents=agents)
     live = for_metrics(ruleset, metrics, clock=clock)
     for agent in [*agents, "stranger", "another stranger"]:
-        verdicts = turns(judge, 1, correct=False, agent=agent)
-        metrics.observe(verdicts)
-        live.accept(verdicts)
+        metrics.observe(turns(judge, 1, correct=False, agent=agent))  # the metrics pass them on to `live`
     text = generate_latest(metrics.registry()).decode()
     on_metrics = set(re.findall(r'toolwatch_turns_total\{agent="([^"]+)"', text))
     assert live.windows.agents() == sorted(on_metrics) == sorted([*agents, "__other__"])
@@ -298,14 +296,13 @@ def test_every_configured_agent_has_windows_of_its_own_as_on_metrics(judge: Judg
 def test_for_metrics_publishes_into_the_service_metrics_and_reload_resolves(judge: Judge) -> None:
     clock = Clock()
     ruleset = load_rules([RULES])
-    metrics = ToolwatchMetrics(tools=ruleset.catalog, agents=ruleset.agents)
-    live = for_metrics(ruleset, metrics, clock=clock)
+    metrics = ToolwatchMetrics(tools=ruleset.catalog, agents=ruleset.agents, clock=clock)
+    live = for_metrics(ruleset, metrics)  # on the metrics' clock
     for correct, minutes in ((True, 3), (False, 3)):
         for _ in range(minutes * 6):
             clock.now += 10
-            verdicts = turns(judge, 2, correct=correct)
-            metrics.observe(verdicts)
-            live.accept(verdicts)
+            metrics.observe(turns(judge, 2, correct=correct))  # the metrics pass them on to `live`
+            metrics.tick()  # the worker's tick: the 5m and 1h alert windows take their snapshots with the gauges'
             live.evaluate()
     text = generate_latest(metrics.registry()).decode()
     line = 'toolwatch_alert_active{agent="incident-triage",alertname="ToolCallAccuracyLow",severity="warning"}'

@@ -1,0 +1,87 @@
+"""The in-process alerts of `serve` read, over a window the gauges also have, the figures of that gauge.
+
+The alerts' windows took their snapshots when the alerts were evaluated (every 5 s, 30 a window) and the gauges'
+at the worker's ticks (every second, 60 a window): at the same instant a 5m alert and the `window="5m"` gauge
+subtracted snapshots of different times, so they counted different verdicts (in about 4 evaluations in 10), and an
+alert fired on a figure, or a `min_samples` count, that /metrics never showed.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+
+from monitor.alerts.windows import read_figure
+from monitor.judge import Tally
+from monitor.metrics import ToolwatchMetrics, View
+from monitor.records import ToolCall, Turn
+from monitor.serve import Server, Settings
+from tests.deploy.binaries import ROOT
+
+AGENT = "incident-triage"
+RULES = ROOT / "rules" / "incident-triage.yaml"
+AUTH, BILL = "pull_auth_telemetry", "pull_billing_telemetry"
+WINDOWS = {"5m": 300.0, "1h": 3600.0}
+# The gauges' figures (per agent, and per tool for a tool the shipped alerts name) as read_figure names them.
+AGENT_FIGURES = {  # figure -> (numerator, denominator) of the gauge's per-agent vector
+    "tool_call_accuracy": (0, 1),
+    "spurious_rate": (2, 1),
+    "missed_rate": (3, 4),
+    "selection_accuracy": (6, 5),
+    "end_to_end_accuracy": (7, 5),
+}
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = time.monotonic()  # a fake clock, from where the real one is (the server's parts read either)
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _turn(tool: str | None) -> Turn:
+    calls = () if tool is None else (ToolCall(name=tool, arguments='{"log_excerpt": "login failures"}'),)
+    return Turn(input_text="[AUTH] login failures", calls=calls, agent=AGENT, output_text="Result: checked")
+
+
+def _gauge(view: View, num: int, den: int) -> tuple[float | None, float]:
+    vec = view.agents.get(AGENT)
+    if vec is None or not vec[den]:
+        return None, float(vec[den]) if vec is not None else 0.0
+    return vec[num] / vec[den], float(vec[den])
+
+
+def _alert(tally: Tally | None, figure: str) -> tuple[float | None, float]:
+    return read_figure(tally, figure, None) if tally is not None else (None, 0.0)
+
+
+def test_alert_windows_count_the_verdicts_of_the_gauge_of_their_length() -> None:
+    clock = Clock()
+    metrics = ToolwatchMetrics(windows=tuple(WINDOWS.values()), clock=clock)
+    server = Server(Settings(rules=(str(RULES),), watch_rules=False), metrics=metrics)
+    live = server.alerts
+    assert live is not None and {300.0, 3600.0} <= set(live.windows.windows)
+    rng = random.Random(7)
+    start = clock.now
+    differ: list[tuple[int, str, str, tuple[float | None, float], tuple[float | None, float]]] = []
+    evaluations = 0
+    for second in range(1, 1500):
+        clock.now = start + second + rng.random() * 0.2  # the worker's tick: about once a second
+        tools = [rng.choice([AUTH, AUTH, AUTH, BILL, None]) for _ in range(rng.randrange(4))]
+        if tools:
+            server.pipeline.judge([_turn(t) for t in tools], time.time_ns())  # as the worker judges a batch
+        metrics.tick()
+        if second % 5:
+            continue
+        evaluations += 1  # the alerts' evaluation, every 5 s: each window as the evaluator reads it, and the gauges
+        gauges = metrics.window_counts(now=clock.now)
+        for label, seconds in WINDOWS.items():
+            tally = live.windows.tally(AGENT, seconds, now=clock.now)
+            for figure, (num, den) in AGENT_FIGURES.items():
+                got, want = _alert(tally, figure), _gauge(gauges[label], num, den)
+                if got != want:
+                    differ.append((second, label, figure, got, want))
+    assert evaluations == 299
+    assert differ == [], f"{len(differ)} figures differ, the first: {differ[:3]}"
+
