@@ -150,9 +150,9 @@ class LiveAlerts:
         return self.evaluator.notifier
 
     def accept(self, verdicts: Iterable[TurnVerdict]) -> None:
-        """Count verdicts into the rolling windows. Never raises: alerting must not break judging."""
-        if not self.specs:
-            return
+        """Count verdicts into the rolling windows, with alerts or without (a reload that removes them all keeps the
+        windows, and one that brings them back reads them: the verdicts between must be there). Never raises:
+        alerting must not break judging."""
         try:
             self.windows.accept(verdicts)
         except Exception:

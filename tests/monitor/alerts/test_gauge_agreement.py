@@ -8,6 +8,7 @@ alert fired on a figure, or a `min_samples` count, that /metrics never showed.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import time
 
@@ -85,3 +86,24 @@ def test_alert_windows_count_the_verdicts_of_the_gauge_of_their_length() -> None
     assert evaluations == 299
     assert differ == [], f"{len(differ)} figures differ, the first: {differ[:3]}"
 
+
+def test_alerts_removed_and_restored_by_reloads_count_the_verdicts_between() -> None:
+    """A reload that removes every alert keeps the windows (their lengths still fit); one that brings them back reads
+    them again. The verdicts judged between were not counted, so the restored alerts read the window's verdicts
+    before the gap and after it, and none of it, while the gauge counted all of them."""
+    clock = Clock()
+    metrics = ToolwatchMetrics(windows=(300.0,), clock=clock)
+    server = Server(Settings(rules=(str(RULES),), watch_rules=False), metrics=metrics)
+    live = server.alerts
+    assert live is not None
+    ruleset = server.rules.current.ruleset
+    no_alerts = dataclasses.replace(ruleset, alerts=())
+    for second, tool, reload in ((1, AUTH, None), (2, BILL, no_alerts), (3, BILL, ruleset), (4, AUTH, None)):
+        if reload is not None:
+            live.update(reload)
+        clock.now += 1
+        server.pipeline.judge([_turn(tool)] * 2, time.time_ns())
+        metrics.tick()
+    gauge = _gauge(metrics.window_counts()["5m"], *AGENT_FIGURES["tool_call_accuracy"])
+    assert gauge == (0.5, 8.0)
+    assert _alert(live.windows.tally(AGENT, 300.0, now=clock.now), "tool_call_accuracy") == gauge
