@@ -55,6 +55,7 @@ def for_metrics(ruleset: object, metrics: Any, **kwargs: Any) -> LiveAlerts:
     live = LiveAlerts(
         specs_from_ruleset(ruleset),
         agent_label=lambda agent: str(metrics.labels.agent(agent)),
+        tool_label=lambda tool: str(metrics.labels.tool(tool)),
         publish=publish,
         follow=metrics.window_lengths,
         **kwargs,
@@ -63,9 +64,13 @@ def for_metrics(ruleset: object, metrics: Any, **kwargs: Any) -> LiveAlerts:
     return live
 
 
-def _alert_tools(specs: Iterable[AlertSpec]) -> frozenset[str]:
-    """The tools whose per-tool figures the alerts read: the only per-tool counts the windows keep."""
-    return frozenset(s.tool for s in specs if s.tool is not None)
+def _alert_tools(specs: Iterable[AlertSpec], tool_label: Callable[[str], str] | None = None) -> frozenset[str]:
+    """The tools whose per-tool figures the alerts read: the only per-tool counts the windows keep. With `tool_label`,
+    only those that are label values of their own: another (an offered tool the rules do not declare) counts under
+    `__other__` on /metrics, where an alert naming it has no series and never fires; in process it reads no figure
+    either."""
+    tools = (s.tool for s in specs if s.tool is not None)
+    return frozenset(t for t in tools if tool_label is None or tool_label(t) == t)
 
 
 def _agents_of(ruleset: object) -> frozenset[str]:
@@ -94,6 +99,7 @@ class LiveAlerts:
         specs: Sequence[AlertSpec],
         *,
         agent_label: Callable[[str], str] | None = None,
+        tool_label: Callable[[str], str] | None = None,
         publish: Callable[[dict[ActiveKey, float]], None] | None = None,
         registry: CollectorRegistry | None = None,
         notify_url: str | None = None,
@@ -106,13 +112,15 @@ class LiveAlerts:
         follow: Iterable[float] = (),
     ) -> None:
         """`follow`: the window lengths whose snapshots are taken at the ticks that name them (`tick`), as
-        `for_metrics` sets them: the gauges' lengths."""
+        `for_metrics` sets them: the gauges' lengths. `tool_label`: the tool label values of /metrics (see
+        `_alert_tools`), read again at each `update`."""
         self.specs = tuple(specs)
+        self.tool_label = tool_label
         lengths = window_lengths(self.specs, burn_windows) or {300.0}
         self.windows = TallyWindows(
             lengths,
             agent_label=agent_label,
-            tools=_alert_tools(self.specs),
+            tools=_alert_tools(self.specs, tool_label),
             clock=clock,
             max_agents=max_agents,
             follow=follow,
@@ -192,7 +200,7 @@ class LiveAlerts:
                 steps=old.steps,
                 follow=old.follow,
             )
-        self.windows.tools = _alert_tools(specs)
+        self.windows.tools = _alert_tools(specs, self.tool_label)
         self.evaluator.replace(specs, self.windows)
         self.specs = specs
 

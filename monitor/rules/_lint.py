@@ -136,10 +136,15 @@ def forbidden_arguments(rs: RuleSet) -> list[str]:
 
 def unfireable_alerts(rs: RuleSet) -> list[str]:
     """One line per burn-rate alert of an `objective` that can never fire (the loader refuses an objective none of
-    whose burn-rate alerts can)."""
-    return [
-        f"{a.source}:{a.line}: warning: alert {a.name!r}: {w}"
-        for a in rs.alerts
-        if a.objective is not None
-        for w in objective_warnings(a.objective)
-    ]
+    whose burn-rate alerts can), and per alert on a tool no catalog declares (`from_definitions` lets it name an
+    offered tool): only declared tools are metric label values, so that tool's per-tool series never exists."""
+    out = []
+    catalog = rs.catalog
+    for a in rs.alerts:
+        where = f"{a.source}:{a.line}: warning: alert {a.name!r}"
+        if a.tool is not None and a.tool not in catalog:
+            out.append(f"{where}: tool {a.tool!r} is in no catalog (only offered): /metrics counts its calls as "
+                       "`__other__`, so this alert can never fire; declare it in a catalog")
+        if a.objective is not None:
+            out.extend(f"{where}: {w}" for w in objective_warnings(a.objective))
+    return out

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import random
 import time
+from pathlib import Path
 
 from monitor.alerts.windows import read_figure
 from monitor.judge import Tally
@@ -85,6 +86,46 @@ def test_alert_windows_count_the_verdicts_of_the_gauge_of_their_length() -> None
                     differ.append((second, label, figure, got, want))
     assert evaluations == 299
     assert differ == [], f"{len(differ)} figures differ, the first: {differ[:3]}"
+
+
+OPEN = """
+agent: open
+catalog: {from_definitions: true, tools: [{name: search}]}
+expect:
+  - when: {prefix: q}
+    call: [{tool: search}]
+alerts:
+  - {name: LookupAccuracyLow, figure: tool_call_accuracy, agent: open, tool: lookup, below: 0.5, for: 0s,
+     min_samples: 1}
+  - {name: SearchAccuracyLow, figure: tool_call_accuracy, agent: open, tool: search, below: 0.5, for: 0s,
+     min_samples: 1}
+"""
+
+
+def test_an_alert_on_a_tool_metrics_count_as_other_reads_no_figure(tmp_path: Path) -> None:
+    """With `from_definitions`, an offered tool the rules do not declare is `__other__` on /metrics (declared tools
+    only are label values): the gauges and Prometheus' per-tool rules have no series of it, so an alert naming it
+    never fires there. In process it read the tool's own calls and fired; it now reads no figure either."""
+    rules = tmp_path / "open.yaml"
+    rules.write_text(OPEN)
+    clock = Clock()
+    metrics = ToolwatchMetrics(clock=clock)
+    server = Server(Settings(rules=(str(rules),), watch_rules=False), metrics=metrics)
+    live = server.alerts
+    assert live is not None
+    offered = ({"type": "function", "name": "lookup"}, {"type": "function", "name": "search"})
+    turn = Turn(input_text="q where", agent="open", tool_definitions=offered, calls=(ToolCall(name="lookup"),))
+    server.pipeline.judge([turn] * 3, time.time_ns())  # lookup instead of search: a wrong-tool call, search missed
+    clock.now += 1
+    metrics.tick()
+    gauge = metrics.window_counts()["5m"]
+    assert set(gauge.tools) == {("open", "__other__"), ("open", "search")}  # lookup's calls are `__other__`'s
+    tally = live.windows.tally("open", 300.0, now=clock.now)
+    assert tally is not None
+    assert read_figure(tally, "tool_call_accuracy", "lookup") == (None, 0.0)  # as the gauge: no series
+    assert read_figure(tally, "tool_call_accuracy", "search") == (None, 0.0)  # no search call: absent in both
+    live.evaluate(clock.now)
+    assert [a.labels["alertname"] for a in live.active()] == []
 
 
 def test_alerts_removed_and_restored_by_reloads_count_the_verdicts_between() -> None:

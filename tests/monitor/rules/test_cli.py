@@ -181,6 +181,26 @@ def test_check_warns_about_burn_rate_alerts_that_can_never_fire(tmp_path: Path) 
     assert "warning:" not in result.stdout
 
 
+def test_check_warns_about_an_alert_on_a_tool_no_catalog_declares(tmp_path: Path) -> None:
+    # With from_definitions an alert may name an offered tool the rules do not declare: only declared tools are
+    # metric label values, so its calls count as `__other__`, its per-tool series never exists, and the alert never
+    # fires (in Prometheus or in process). A declared tool's alert says nothing.
+    path = tmp_path / "open.yaml"
+    path.write_text(
+        "catalog: {from_definitions: true, tools: [{name: search}]}\n"
+        "alerts:\n"
+        "  - {name: SearchLow, figure: tool_call_accuracy, tool: search, below: 0.5}\n"
+        "  - {name: LookupLow, figure: tool_call_accuracy, tool: lookup, below: 0.5}\n"
+    )
+    code, out, _ = run("check", str(path))
+    assert code == 0
+    warnings = [line for line in out.splitlines() if "warning:" in line]
+    assert warnings == [
+        f"{path}:4: warning: alert 'LookupLow': tool 'lookup' is in no catalog (only offered): /metrics counts its "
+        "calls as `__other__`, so this alert can never fire; declare it in a catalog"
+    ]
+
+
 def _shadowed_reference(rs: object) -> list[str]:
     """The definition, pair by pair: a rule is shadowed by the first earlier rule of its scope (or of every agent)
     that has no `when`, the same `when`, or a prefix its own prefix extends."""
