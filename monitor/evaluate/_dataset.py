@@ -22,6 +22,7 @@ from typing import Any
 
 import yaml
 
+from monitor._gc import in_batch_gc
 from monitor.rules import Documents, Expectation, RuleFileError, RuleSet, load_rules
 from monitor.rules._errors import place, raise_all
 from monitor.rules._lint import forbidden_checks
@@ -122,6 +123,7 @@ class Dataset:
         return _forbidden(self.ruleset, self.cases, self.items, self.marks, self.base)
 
 
+@in_batch_gc
 def load_dataset_rules(dataset: str | Path, rules: Sequence[str | Path], *, agent: str | None = None) -> RuleSet:
     """The rule files plus the dataset's cases, compiled together (cases override rules for their turns).
 
@@ -131,6 +133,7 @@ def load_dataset_rules(dataset: str | Path, rules: Sequence[str | Path], *, agen
     return load_dataset(dataset, rules, agent=agent).ruleset
 
 
+@in_batch_gc
 def load_dataset(dataset: str | Path, rules: Sequence[str | Path], *, agent: str | None = None) -> Dataset:
     """`load_dataset_rules` and `read_cases` in one load, which reads, parses and validates each file once (the
     dataset, a cases file it names, the rule files). Raises RuleFileError as `load_dataset_rules` does."""

@@ -1,6 +1,7 @@
 """Replay captured spans (OTLP JSON lines, OTLP protobuf files, directories) through the live judge path."""
 
-from monitor.replay._engine import JudgeLike, Replayer, ReplayStats, batch_gc, replay_files
+from monitor._gc import batch_gc
+from monitor.replay._engine import JudgeLike, Replayer, ReplayStats, replay_files
 from monitor.replay._framing import ZstdTooLarge, unzstd
 from monitor.replay._sources import (
     FORMATS,

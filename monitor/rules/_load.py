@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path as FsPath
 from typing import Any
 
+from monitor._gc import in_batch_gc
 from monitor.rules._compile import FileCompiler, FileRules
 from monitor.rules._errors import RuleFileError, raise_all
 from monitor.rules._model import Expectation, RuleSet, Tool
@@ -144,6 +145,7 @@ def distinct_files(paths: Sequence[str | FsPath]) -> list[FsPath]:
     return out
 
 
+@in_batch_gc
 def load_rules(paths: Sequence[str | FsPath], *, documents: Documents | None = None) -> RuleSet:
     """Load, validate and merge rule files (in the order given; a file named twice is loaded once). Raises
     RuleFileError on a problem: a RuleFileErrors with every one found when there are several (each rule in error is

@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 
 import yaml
 
+from monitor._gc import in_batch_gc
 from monitor.rules._errors import RuleFileError
 
 Path = tuple[str | int, ...]
@@ -216,6 +217,7 @@ def _check_depth(text: str, file: str) -> None:
                 depth = max(0, depth - 1)
 
 
+@in_batch_gc
 def load_yaml(text: str, file: str) -> tuple[Any, Marks]:
     """Parse one YAML document; raise RuleFileError with the position of any syntax error or duplicate key."""
     _check_depth(text, file)

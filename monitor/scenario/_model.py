@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from monitor._gc import in_batch_gc
 from monitor.rules import RuleFileError, read_text
 from monitor.rules._errors import MAX_REPORTED, place
 from monitor.rules._yaml import Marks, load_yaml
@@ -322,6 +323,7 @@ def _rules(rules: Any, p: Path, where: _Where) -> list[tuple[Path, YamlPath]]:
     return [(p.parent / r, at or ("rules", i)) for i, r in enumerate(items)]
 
 
+@in_batch_gc
 def load_scenarios(path: str | Path) -> ScenarioFile:
     """The scenario file at `path`; a ScenarioError with every problem found, whose `partial` (when the file's own
     keys loaded) holds the steps without one (their catalog is checked by `build_judge`: monitor.scenario._runner
