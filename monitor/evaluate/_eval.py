@@ -88,8 +88,6 @@ class Trial:
         if self.run.timed_out:  # what the calls made by then show, after the timeout, unless they were all right
             bad = not v.judged or v.failed or v.end_to_end is not True
             return f"{self.run.error}; {why}" if bad else str(self.run.error)
-        if not v.judged:
-            return why
         if self.run.error:
             return f"agent raised {self.run.error}; {why}"
         return why

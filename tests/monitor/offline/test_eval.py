@@ -760,6 +760,19 @@ def test_a_timed_out_run_that_matched_no_expectation_says_so_after_the_timeout(s
                             "against the dataset)")
 
 
+
+def test_a_run_that_raised_and_matched_no_expectation_says_it_raised(support_rules: Path) -> None:
+    from monitor.evaluate import Case
+    from tests.monitor.offline.agents import raising_agent
+
+    with Harness(agent_name="support") as h:  # the rules only: no case, and no rule matches the input
+        result = run_eval([Case("z", "z", "zzz")], raising_agent, Judge(load_rules([support_rules])), h, timeout_s=5)
+    (trial,) = result.trials
+    assert trial.run.error and trial.verdict is not None and not trial.verdict.judged
+    assert trial.reason == ("agent raised RuntimeError: model backend down; no expectation matched the case (check "
+                            "its id or input against the dataset)")
+
+
 def test_agent_traceback_is_kept_bounded() -> None:
     from tests.monitor.offline.agents import deep_raising_agent
 
