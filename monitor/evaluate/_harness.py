@@ -289,7 +289,8 @@ class Harness:
         extra: dict[str, Any] | None = None,
     ) -> RunResult:
         """Run `fn(text, **extra)` inside `agent_turn`. A run past `timeout_s` is abandoned: it keeps its trace and
-        span ids and the time of the timeout (`cut_turn` makes its turn), and nothing the agent does later."""
+        span ids and the time of the timeout, `timeout_s` after its start however late this thread wakes (`cut_turn`
+        makes its turn), and nothing the agent does later."""
         result = RunResult(text, case_id, conversation_id=conversation_id)
         done = RunResult(text, case_id)  # what the agent's thread writes; copied into `result` if it finished
         ids: list[str] = []  # trace and span id of the turn, as soon as it is open
@@ -324,10 +325,13 @@ class Harness:
             body()
         else:
             worker = threading.Thread(target=body, name="toolwatch-agent", daemon=True)
+            begun_ns = time.time_ns()
             worker.start()
             worker.join(timeout_s)
             if worker.is_alive():
-                result.deadline_ns = time.time_ns()
+                # The timeout is that long after the start, not when this thread wakes: an agent holding the GIL
+                # (CPU work, a C extension) can keep it from waking for long, and its calls meanwhile are past it.
+                result.deadline_ns = begun_ns + int(timeout_s * 1e9)
                 result.trace_id, result.span_id = ids if ids else ("", "")
                 self._note_run(result.trace_id)
                 result.timed_out = True

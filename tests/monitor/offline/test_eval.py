@@ -773,6 +773,34 @@ def test_a_run_that_raised_and_matched_no_expectation_says_it_raised(support_rul
                             "its id or input against the dataset)")
 
 
+def test_a_timed_out_run_counts_no_call_ended_after_its_timeout_when_the_harness_gets_the_gil_back_late() -> None:
+    """An agent holding the GIL (CPU work, a C extension) keeps the harness's thread from waking at the timeout: the
+    calls it made meanwhile ended after the timeout and do not count, however late the harness notices."""
+    import time
+
+    from tests.monitor.offline.agents import EXECUTOR
+
+    def busy(text: str) -> str:
+        EXECUTOR.execute("get_shipping_eta", {"order_id": "1"})
+        until = time.perf_counter() + 0.5
+        while time.perf_counter() < until:  # the GIL is not handed over before the switch interval
+            pass
+        EXECUTOR.execute("get_order_status", {"order_id": "1"})  # 0.5 s in, past the 0.1 s timeout
+        time.sleep(0.5)
+        return "done"
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(5.0)
+    try:
+        with Harness(agent_name="support") as h:
+            run = h.run_and_collect(busy, "where is order 1", timeout_s=0.1)
+    finally:
+        sys.setswitchinterval(interval)
+    assert run.timed_out
+    (turn,) = run.turns
+    assert [c.name for c in turn.calls] == ["get_shipping_eta"]
+    assert turn.end_ns == run.deadline_ns and turn.end_ns - turn.start_ns == 100_000_000
+
 def test_agent_traceback_is_kept_bounded() -> None:
     from tests.monitor.offline.agents import deep_raising_agent
 
