@@ -12,6 +12,10 @@ Calls that belong to no run (a tool called in a thread started without the OpenT
 trace of its own) are released as turnless turns, as `serve` releases them: `stray_turns` picks them out so that
 eval and scenarios judge them alone, as serve and replay do, rather than losing them.
 
+A call the agent left running when it returned (a tool in a thread under `copy_context().run` it did not wait
+for) still counts: the run's turn stays open until every span of its trace has ended, up to LATE_CALLS_S (serve's
+default grace period) and never past the run's timeout (`RunProcessor.wait_ended`).
+
 The run's turn offers the tools offered in every turn it takes calls from (`offered_union`), so that with
 `from_definitions: true` a call of a tool offered only in one of them is judged as serve judges it, not as unknown.
 
@@ -36,9 +40,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry import trace
+from opentelemetry.context import Context
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, Span, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 
 from instrumentation import agent_turn, configure_content, set_tracer_provider
@@ -54,6 +59,8 @@ AgentFn = Callable[..., Any]
 MAX_BUFFERED_SPANS = 1_000_000
 DEFAULT_TIMEOUT_S = 60.0  # per run, for eval and probe
 TRACEBACK_FRAMES = 20  # the innermost frames kept of an agent's traceback
+MAX_OPEN_TRACES = 100_000  # traces whose open spans the harness keeps
+LATE_CALLS_S = 2.0  # how long a run's turn waits for calls its agent left running (serve's default grace period)
 CANCEL_GRACE_S = 1.0  # how long an async agent cancelled at its timeout is waited for (for its traceback)
 TRACEBACK_CHARS = 8192  # and at most this much of its text (the end: the exception and the innermost frames)
 
@@ -84,6 +91,50 @@ class DrainingExporter(SpanExporter):
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return True
+
+
+class RunProcessor(SimpleSpanProcessor):
+    """The harness's span processor: exports each span as it ends, and knows which spans of each trace have started
+    and not ended yet (`wait_ended`), so that a run's turn ends after the calls the agent left running."""
+
+    def __init__(self, exporter: SpanExporter) -> None:
+        super().__init__(exporter)
+        self._open: dict[int, set[int]] = {}  # trace id -> span ids started and not ended
+        self._ended = threading.Condition()
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        ctx = span.get_span_context()
+        if ctx is not None:
+            with self._ended:
+                spans = self._open.get(ctx.trace_id)
+                if spans is None:
+                    if len(self._open) >= MAX_OPEN_TRACES:  # spans that never end (a leaked one): the oldest go
+                        del self._open[next(iter(self._open))]
+                    spans = self._open[ctx.trace_id] = set()
+                spans.add(ctx.span_id)
+        super().on_start(span, parent_context)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        super().on_end(span)
+        ctx = span.get_span_context()
+        if ctx is None:
+            return
+        with self._ended:
+            spans = self._open.get(ctx.trace_id)
+            if spans is not None:
+                spans.discard(ctx.span_id)
+                if not spans:
+                    del self._open[ctx.trace_id]
+            self._ended.notify_all()
+
+    def wait_ended(self, trace_id: int, but: int, deadline: float) -> bool:
+        """Wait until every span of trace `trace_id` started so far, except span `but` (the turn's), has ended, or
+        until `deadline` (time.monotonic()); whether they all had."""
+        with self._ended:
+            done = self._ended.wait_for(lambda: not (self._open.get(trace_id, set()) - {but}),
+                                        max(0.0, deadline - time.monotonic()))
+            self._open.pop(trace_id, None)  # no one waits for it again (the turn's own span ends next)
+            return done
 
 
 @dataclass(slots=True)
@@ -257,7 +308,7 @@ class Harness:
         self.agent_name = agent_name
         self.exporter = DrainingExporter()
         self.provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
-        self.processor = SimpleSpanProcessor(self.exporter)  # also fed spans of an application's own provider
+        self.processor = RunProcessor(self.exporter)  # also fed spans of an application's own provider
         self.provider.add_span_processor(self.processor)
         self.assembler = TurnAssembler(grace_s=0.0, turnless_timeout_s=3600.0)
         self._capture = capture_content
@@ -297,6 +348,9 @@ class Harness:
         kwargs = dict(extra or {})
         async_run = _AsyncRun()
 
+        begun = time.monotonic()
+        returned = threading.Event()  # the agent returned: what is left is the wait for its calls, ended by the timeout
+
         def body() -> None:
             started = time.perf_counter()
             try:
@@ -304,6 +358,14 @@ class Harness:
                     ctx = trace.get_current_span().get_span_context()
                     ids[:] = [f"{ctx.trace_id:032x}", f"{ctx.span_id:016x}"]
                     out = _call_agent(fn, text, kwargs, async_run)
+                    returned.set()
+                    # Calls the agent left running (a tool in a thread under copy_context().run it did not wait for)
+                    # end inside its turn, as serve's grace period waits for them: up to LATE_CALLS_S, not past the
+                    # timeout.
+                    until = time.monotonic() + LATE_CALLS_S
+                    if timeout_s is not None:
+                        until = min(until, begun + timeout_s)
+                    self.processor.wait_ended(ctx.trace_id, ctx.span_id, until)
                     if isinstance(out, str):
                         done.output = out
                         turn.set_output(out)
@@ -328,6 +390,8 @@ class Harness:
             begun_ns = time.time_ns()
             worker.start()
             worker.join(timeout_s)
+            if worker.is_alive() and returned.is_set():  # its wait for the calls left running ends at the timeout
+                worker.join(CANCEL_GRACE_S)
             if worker.is_alive():
                 # The timeout is that long after the start, not when this thread wakes: an agent holding the GIL
                 # (CPU work, a C extension) can keep it from waking for long, and its calls meanwhile are past it.

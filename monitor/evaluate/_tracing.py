@@ -78,7 +78,9 @@ class _Forwarder(SpanProcessor):
         self.target: SpanProcessor | None = None
 
     def on_start(self, span: Span, parent_context: context.Context | None = None) -> None:
-        return None
+        target = self.target
+        if target is not None:
+            target.on_start(span, parent_context)
 
     def on_end(self, span: ReadableSpan) -> None:
         target = self.target

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import json
 import random
 import re
@@ -314,3 +315,20 @@ def offering_agent(text: str) -> str:
         OFFERING.execute("get_time", {})
         HANG_RELEASE.wait(5)
     return "Rain in Oslo."
+
+
+
+@tool(name="get_order_status")
+def _slow_order_status(order_id: str) -> dict[str, Any]:
+    """Status of an order, after 0.2 s."""
+    time.sleep(0.2)
+    return {"order_id": order_id, "status": "shipped"}
+
+
+def detached_call_agent(text: str) -> str:
+    """Runs its tool in a thread under copy_context().run, as README says to, and answers without waiting for it:
+    the call ends 0.2 s after the agent returns."""
+    m = _ORDER.search(text)
+    n = m.group(1) if m else "0"
+    threading.Thread(target=contextvars.copy_context().run, args=(_slow_order_status, n), daemon=True).start()
+    return f"Order {n} has shipped."

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -1095,3 +1096,58 @@ def test_agent_name_other_than_the_scenario_files_agent_is_a_usage_error() -> No
     code, out = _eval("--scenario", scenario, "--agent", "examples.triage.agent:triage", "--agent-name",
                       "incident-triage")
     assert code == 0 and "Tool call accuracy: 3/4" in out, out
+
+
+@pytest.mark.parametrize("timeout_s", [None, 10.0])
+def test_a_call_still_running_when_the_agent_returns_counts_for_its_run(support_rules: Path, timeout_s: float | None
+                                                                        ) -> None:
+    """README: tools run under copy_context().run count for their case. One still running when the agent returned
+    was lost (the harness assembles with no grace): the run's turn ended before it."""
+    from tests.monitor.offline.agents import detached_call_agent
+
+    judge = Judge(load_rules([support_rules]))
+    with Harness(agent_name="support") as h:
+        run = h.run_and_collect(detached_call_agent, "where is order 1", timeout_s=timeout_s)
+    assert [c.name for t in run.turns for c in t.calls] == ["get_order_status"]
+    assert run.strays == []
+    assert judge.judge(run.turns[0]).selection_ok
+
+
+def test_calls_still_running_when_their_agents_return_count_under_concurrency(dataset: Path, support_rules: Path
+                                                                              ) -> None:
+    from tests.monitor.offline.agents import detached_call_agent
+
+    judge = Judge(load_dataset_rules(dataset, [support_rules]))
+    cases = [c for c in read_cases(dataset) if c.case_id != "hi"]
+    with Harness(agent_name="support") as h:
+        result = run_eval(cases, detached_call_agent, judge, h, trials=3, concurrency=4, timeout_s=10)
+    calls = [c.name for t in result.trials for c in (t.verdict.calls if t.verdict else ())]
+    assert calls == ["get_order_status"] * 6, [t.reason for t in result.trials]
+    assert result.pass_rate == 1.0
+
+
+def test_an_agent_that_returned_before_its_timeout_is_not_timed_out_by_a_call_it_left_running(support_rules: Path
+                                                                                              ) -> None:
+    """The wait for calls left running ends at the timeout; the run returned in time and is not a timed-out one."""
+    from tests.monitor.offline.agents import detached_call_agent
+
+    with Harness(agent_name="support") as h:
+        started = time.monotonic()
+        run = h.run_and_collect(detached_call_agent, "where is order 1", timeout_s=0.1)
+        took = time.monotonic() - started
+    assert not run.timed_out and run.error is None, run.error
+    assert [c.name for t in run.turns for c in t.calls] == []  # it ended after the timeout: not the run's
+    assert took < 0.2 + 0.5
+
+
+def test_the_open_spans_the_harness_keeps_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    from monitor.evaluate import _harness
+
+    monkeypatch.setattr(_harness, "MAX_OPEN_TRACES", 3)
+    with Harness(agent_name="support") as h:
+        tracer = h.provider.get_tracer("t")
+        leaked = [tracer.start_span(f"leak {i}") for i in range(5)]  # each its own trace, never ended
+        assert len(h.processor._open) == 3
+        for span in leaked:
+            span.end()
+        assert h.processor._open == {}
