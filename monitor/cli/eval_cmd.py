@@ -144,7 +144,7 @@ def answer_note(answer_types: Iterable[str | None]) -> str | None:
     types = Counter(t for t in answer_types if t)
     if not types:
         return None
-    what = " or ".join(f"a {t}" for t in sorted(types))
+    what = " or ".join(f"{'an' if t[:1].lower() in 'aeio' else 'a'} {t}" for t in sorted(types))
     return (f"{sum(types.values())} run(s) returned {what}, not the answer text: recorded as no answer, so their "
             "response checks fail (return the answer as a str)")
 

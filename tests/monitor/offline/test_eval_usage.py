@@ -158,3 +158,11 @@ def test_a_gate_or_baseline_on_pass_hat_k_without_trials_says_trials_compute_it(
             ) in res.stdout, res.stdout
     assert ("  - pass^k (chance that k trials of a case all pass) (pass_hat_k) is not computed by this run (eval "
             "--dataset computes it with --trials 2 or more), gate < 90.00%\n") in res.stdout, res.stdout
+
+
+def test_the_answer_note_takes_the_article_of_each_type() -> None:
+    from monitor.cli.eval_cmd import answer_note
+
+    assert answer_note(["int", "dict", None, "int", "Answer"]) == (
+        "4 run(s) returned an Answer or a dict or an int, not the answer text: recorded as no answer, so their "
+        "response checks fail (return the answer as a str)")
