@@ -357,6 +357,7 @@ class Harness:
                 with agent_turn(text, agent=self.agent_name, case_id=case_id, conversation_id=conversation_id) as turn:
                     ctx = trace.get_current_span().get_span_context()
                     ids[:] = [f"{ctx.trace_id:032x}", f"{ctx.span_id:016x}"]
+                    self._note_run(ids[0])  # now: a turn opened after the timeout is still a run's, not a stray
                     out = _call_agent(fn, text, kwargs, async_run)
                     returned.set()
                     # Calls the agent left running (a tool in a thread under copy_context().run it did not wait for)

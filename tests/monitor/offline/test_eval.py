@@ -11,6 +11,7 @@ import threading
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -1151,3 +1152,36 @@ def test_the_open_spans_the_harness_keeps_are_bounded(monkeypatch: pytest.Monkey
         for span in leaked:
             span.end()
         assert h.processor._open == {}
+
+
+def test_a_run_whose_turn_opens_after_its_timeout_leaves_no_stray_calls(support_rules: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under heavy load the agent's thread can open the run's turn only after the timeout: its trace was never
+    recorded as a run's, and the calls the agent made later were judged alone as calls outside every run."""
+    import contextlib
+    from collections.abc import Iterator
+
+    from instrumentation import agent_turn
+    from monitor.evaluate import _harness
+    from tests.monitor.offline.agents import support_agent
+
+    @contextlib.contextmanager
+    def late_turn(*args: Any, **kwargs: Any) -> Iterator[Any]:
+        time.sleep(0.3)  # the thread is scheduled late
+        with agent_turn(*args, **kwargs) as turn:
+            yield turn
+
+    def slow_agent(text: str) -> str:
+        support_agent(text)
+        time.sleep(1.5)  # still running when the harness collects
+        return "done"
+
+    monkeypatch.setattr(_harness, "agent_turn", late_turn)
+    with Harness(agent_name="support") as h:
+        run = h.run(slow_agent, "where is order 1", timeout_s=0.1)
+        assert run.timed_out
+        time.sleep(0.5)  # the agent goes on and calls its tool
+        collected = h.collect()
+        assert [c.name for t in collected for c in t.calls] == ["get_order_status"]  # the check sees the call
+        strays = h.stray_turns(collected)
+    assert strays == []
