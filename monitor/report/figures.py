@@ -101,11 +101,18 @@ def canonical_figure(name: str) -> str:
     return key
 
 
-def figure_rows(figures: Mapping[str, float | None]) -> list[tuple[str, str, float | None]]:
-    """(key, label, value) of every METRICS.md figure in its order (absent ones too), then the report's others."""
-    known = {k for k, _, _ in FIGURES}
+def figure_rows(figures: Mapping[str, float | None], k: int | None = None) -> list[tuple[str, str, float | None]]:
+    """(key, label, value) of every METRICS.md figure in its order (absent ones too), then the report's others;
+    pass^k's label names its `k` when known (pass^3)."""
+    known = {key for key, _, _ in FIGURES}
     rows = [(key, label, figures.get(key)) for key, label, _ in FIGURES]
-    return rows + [(key, LABELS.get(key, key), value) for key, value in figures.items() if key not in known]
+    return rows + [(key, _label(key, k), value) for key, value in figures.items() if key not in known]
+
+
+def _label(key: str, k: int | None) -> str:
+    if key == "pass_hat_k" and k is not None:
+        return f"pass^{k} (chance that {k} trials of a case all pass)"
+    return LABELS.get(key, key)
 
 
 def grade(key: str, value: float) -> str:

@@ -99,7 +99,7 @@ def _figure_cards(report: Report) -> str:
     cards = [
         f'<div class="card" data-figure="{escape(k)}"><div class="k">{escape(label)}</div>'
         f'<div class="v {_cls(k, value)}">{format_ratio(value)}</div></div>'
-        for k, label, value in figure_rows(report.figures)
+        for k, label, value in figure_rows(report.figures, report.k)
     ]
     return '<div class="cards">' + "".join(cards) + "</div>"
 

@@ -94,7 +94,7 @@ def _gates(report: Report) -> list[str]:
 def render_markdown(report: Report) -> str:
     lines = _heading(1, report.title) + [f"**{escape(report.accuracy_line)}**", ""] + _gates(report)
     lines += _heading(2, "Figures")
-    fig_rows = [[label, format_ratio(value)] for _, label, value in figure_rows(report.figures)]
+    fig_rows = [[label, format_ratio(value)] for _, label, value in figure_rows(report.figures, report.k)]
     lines += _table(["figure", "value"], fig_rows)
     if report.counts:
         lines += _heading(2, "Counts") + _table(["count", "value"], [[k, str(v)] for k, v in report.counts.items()])

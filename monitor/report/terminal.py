@@ -43,7 +43,7 @@ def _figures_table(report: Report) -> RichTable:
     table = _table("Figures (METRICS.md)")
     table.add_column("figure")
     table.add_column("value", justify="right")
-    for key, label, value in figure_rows(report.figures):
+    for key, label, value in figure_rows(report.figures, report.k):
         table.add_row(_lit(label), _ratio_text(key, value))
     return table
 

@@ -382,3 +382,17 @@ def test_a_confusion_matrix_too_wide_even_numbered_lists_its_cells(support_judge
     for e, a, n in report.confusion:
         assert re.search(rf"^\W*{re.escape(e)}\W+{re.escape(a)}\W+{n}\W*$", section, re.M), (e, a, n, section)
     assert len([line for line in section.splitlines() if re.search(r"\d\W*$", line)]) == len(report.confusion)
+
+
+def test_the_pass_hat_k_row_names_its_k(support_judge: Judge) -> None:
+    """eval --trials 4: the figures table read `pass^k` and left k to a note; every form names it."""
+    b = ReportBuilder(worst=0)
+    b.add(support_judge.judge(turn("where is order 6", call("get_order_status", {"order_id": "6"}), trace=1)))
+    report = b.build("eval", "t")
+    report.figures["pass_hat_k"] = 0.5
+    report.k = 4
+    out = io.StringIO()
+    render_terminal(report, out, width=120)
+    for text in (out.getvalue(), render_markdown(report), htmllib.unescape(render_html(report))):
+        assert "pass^4 (chance that 4 trials of a case all pass)" in text
+        assert "pass^k" not in text
