@@ -520,7 +520,7 @@ def test_cli_eval_one_trial_cases_in_natural_order_no_pass_hat_k_and_quiet(suppo
     assert [row[0] for row in data["tables"][0]["rows"]] == ["c1", "c2", "c10", "c20"]  # all pass: by name
     assert "pass_hat_k" not in data["figures"] and "pass^k" not in res.stdout  # pass^1 is the pass rate
     res = CliRunner().invoke(eval_, [*base, "--trials", "2", "--no-progress"])
-    assert "pass^k (chance that k trials of a case all pass)" in res.stdout
+    assert "pass^2 (chance that 2 trials of a case all pass)" in res.stdout
     res = CliRunner().invoke(eval_, [*base, "-q"])  # the progress bar is on, but -q silences it
     assert res.exit_code == 0 and res.stdout == "Tool call accuracy: 4/4 (100.0%)\n" and res.stderr == ""
 
