@@ -159,35 +159,72 @@ def _check_stdin() -> None:
 
 def expand_sources(paths: Sequence[str | Path]) -> list[Path]:
     """Files given, plus span files found under directories, recursively (by suffix, and the Collector's rotated
-    files: see _rotation), in the order written; `-` (standard input), FIFOs and character devices as given."""
+    files: see _rotation), in the order written; `-` (standard input), FIFOs and character devices as given.
+
+    A file reached twice (given twice, in a directory given and given too, by a link to it) is refused: read twice,
+    its spans would be judged again past what turn assembly remembers of the turns it released."""
     out: list[Path] = []
-    for raw in paths:
+    given = _Given(paths)
+    for i, raw in enumerate(paths):
         p = Path(raw)
         if str(raw) == "-":
             if STDIN in out:
                 raise SourceError("standard input (-) given twice")
             _check_stdin()
-            out.append(STDIN)
+            found = [STDIN]
         elif p.is_dir():
-            try:
-                files = regular_files(p)
-            except OSError as exc:
-                raise SourceError(f"{exc.filename or p}: cannot list: {exc.strerror or exc}") from None
-            rotated = rotated_without_suffix(files)
-            found = capture_order((f for f in files if _is_span_file(f) or f in rotated), COMPRESSED_SUFFIXES)
-            if not found:
-                exts = ", ".join(sorted(JSON_SUFFIXES | PB_SUFFIXES))
-                raise SourceError(f"{p}: directory holds no span files ({exts}, optionally .gz, .zst, or the "
-                                  "Collector's rotated files)")
-            out += found
+            found = _span_files(p)
         elif p.is_file():
-            out.append(p)
+            found = [p]
         else:
             _check_stream(p)
             if p in out:  # opened again once read, a FIFO waits for a writer that is gone
                 raise SourceError(f"{p}: a stream (FIFO or device) given twice: it can be read once")
-            out.append(p)
+            found = [p]
+        for f in found:
+            given.once(f, i)
+        out += found
     return out
+
+
+def _span_files(d: Path) -> list[Path]:
+    """The span files under directory `d`, in the order they were written (see expand_sources)."""
+    try:
+        files = regular_files(d)
+    except OSError as exc:
+        raise SourceError(f"{exc.filename or d}: cannot list: {exc.strerror or exc}") from None
+    rotated = rotated_without_suffix(files)
+    found = capture_order((f for f in files if _is_span_file(f) or f in rotated), COMPRESSED_SUFFIXES)
+    if not found:
+        exts = ", ".join(sorted(JSON_SUFFIXES | PB_SUFFIXES))
+        raise SourceError(f"{d}: directory holds no span files ({exts}, optionally .gz, .zst, or the Collector's "
+                          "rotated files)")
+    return found
+
+
+class _Given:
+    """The files the sources reach, by device and inode: one reached by two sources raises SourceError naming both."""
+
+    def __init__(self, sources: Sequence[str | Path]) -> None:
+        self.sources = sources
+        self.seen: dict[tuple[int, int], tuple[Path, int]] = {}  # -> the path, and the index of its source
+
+    def once(self, f: Path, source: int) -> None:
+        try:
+            st = os.fstat(sys.stdin.fileno()) if f == STDIN else f.stat()
+        except (OSError, ValueError):  # read then, and said then if it cannot be; a standard input with no file
+            return
+        if not st.st_ino:  # a file system with no inode numbers: nothing to tell the file by
+            return
+        first, by = self.seen.setdefault((st.st_dev, st.st_ino), (f, source))
+        if by == source:
+            return
+        name = "standard input (-)" if f == STDIN else str(f)
+        old, new = str(self.sources[by]), str(self.sources[source])
+        ways = "given twice" if str(f) == old == new else f"given twice: by {old} and by {new}"
+        alias = "" if first == f or str(first) == old else f" (as {first})"
+        raise SourceError(f"{name}: {ways}{alias}: each file is read once, or its spans would be judged twice; give "
+                          "it once")
 
 
 def _unwrapped_name(p: Path) -> str:
