@@ -24,14 +24,15 @@ is refused (nothing would end the wait for input); a socket or a block device is
 
 Each item yielded is (Decoded, bytes consumed so far in that file) so callers can show progress. A file that
 cannot be read to its end (a cut or corrupt `.gz` or zstd file, a framed file cut short or whose framing is lost,
-an I/O error) raises SourceError after what was read before the error was yielded, naming the file and the offset
-in its content.
+JSON lines cut inside the last line, an I/O error) raises SourceError after what was read before the error was
+yielded, naming the file and the offset in its content.
 """
 
 from __future__ import annotations
 
 import gzip
 import io
+import json
 import os
 import stat
 import sys
@@ -416,6 +417,7 @@ def _jsonl_lines(name: str, fh: IO[bytes], errors: list[BadRecord], pos: Callabl
             errors.append(BadRecord(name, f"line {lineno}", f"longer than {MAX_MESSAGE_BYTES} bytes: skipped"))
             cursor.offset = -1  # unknown past an over-long line
             continue
+        start = cursor.offset
         if cursor.offset >= 0:
             cursor.offset += len(line)
         if not line.strip():
@@ -423,9 +425,24 @@ def _jsonl_lines(name: str, fh: IO[bytes], errors: list[BadRecord], pos: Callabl
         try:
             decoded = parse_json(line)
         except DecodeError as exc:
+            if not line.endswith(b"\n") and not _is_json(line):  # the last line, and not whole: the file is cut
+                cursor.offset, cursor.records = start, lineno - 1
+                raise FramingError(max(start, 0), f"cut short: the last line ({len(line)} bytes) has no newline "
+                                                  f"and is not a whole request: {exc}") from None
             errors.append(BadRecord(name, f"line {lineno}", str(exc)))
             continue
         yield decoded, pos()
+
+
+def _is_json(line: bytes) -> bool:
+    """Whether `line` is a whole JSON value (of any shape): a line cut short by its writer is not."""
+    try:
+        json.loads(line)
+    except RecursionError:  # whole, but nested past what can be decoded
+        return True
+    except ValueError:
+        return False
+    return True
 
 
 _FRAMINGS = {"pb": "auto", "pb-be32": "be32", "pb-varint": "varint", "pb-single": "single"}

@@ -1,0 +1,75 @@
+"""Captures cut short by a writer that stopped mid-record (a Collector still writing, or killed): what came before
+the cut is replayed, and the file is a read error saying where, whatever its format."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+import zstandard
+from click.testing import CliRunner
+
+from monitor.cli.replay_cmd import replay
+from monitor.judge import Judge
+from tests.monitor.offline.agents import SUPPORT_INPUTS, support_agent
+from tests.monitor.offline.conftest import capture_spans, replay_sorted, write_span_files
+
+
+@pytest.fixture(scope="module")
+def batches() -> list[object]:
+    return capture_spans(support_agent, SUPPORT_INPUTS)
+
+
+@pytest.mark.parametrize("compress", ["", ".gz", ".zst"])
+def test_a_json_lines_capture_cut_inside_its_last_line_is_a_read_error_after_the_whole_lines(
+    batches: list[object], support_judge: Judge, support_rules: Path, tmp_path: Path, compress: str
+) -> None:
+    """The Collector's `format: json` (its default) writes each request as one line ending in a newline. A capture
+    cut inside its last line gave that line as one undecodable record ("invalid JSON: Unterminated string ...") and
+    exit 0, while the same capture cut in its proto format, or cut inside its .gz, is a read error (exit 2) saying
+    that it was cut and where. A last line with no newline that does not decode is now the same read error: the
+    whole lines before it are replayed, the error names the byte where the cut line starts."""
+    lines = write_span_files(batches, tmp_path / "in")["jsonl"].read_bytes().splitlines(keepends=True)
+    whole = b"".join(lines[:-1])
+    content = whole + lines[-1][: len(lines[-1]) // 2]
+    packed = {"": content, ".gz": gzip.compress(content), ".zst": zstandard.ZstdCompressor().compress(content)}
+    path = tmp_path / f"live.jsonl{compress}"
+    path.write_bytes(packed[compress])
+    verdicts, r = replay_sorted(support_judge, [path])
+    assert len(verdicts) == len(lines) - 1 and not r.stats.bad_records.total
+    what = "decompressed content" if compress else "content"
+    (error,) = r.stats.read_errors
+    assert error.startswith(f"{path}: cannot read past byte {len(whole)} of its {what} (after {len(lines) - 1} lines, "
+                            f"which were replayed): cut short: the last line ({len(lines[-1]) // 2} bytes) has no "
+                            "newline and is not a whole request: invalid JSON: "), error
+    out = tmp_path / "report.json"
+    res = CliRunner().invoke(replay, [str(path), "--rules", str(support_rules), "--no-progress", "-q",
+                                      "--json", str(out)])
+    assert res.exit_code == 2, res.output
+    assert f"error: {error}" in res.stderr.splitlines(), res.stderr
+    assert json.loads(out.read_text())["counts"]["turns"] == len(lines) - 1
+
+
+def test_a_cut_capture_of_one_line_says_so_and_a_last_line_without_newline_that_decodes_is_whole(
+    batches: list[object], support_judge: Judge, tmp_path: Path
+) -> None:
+    lines = write_span_files(batches, tmp_path / "in")["jsonl"].read_bytes().splitlines(keepends=True)
+    one = tmp_path / "one.jsonl"
+    one.write_bytes(lines[0][:100])
+    verdicts, r = replay_sorted(support_judge, [one])
+    assert not verdicts and not r.stats.bad_records.total
+    (error,) = r.stats.read_errors
+    assert error.startswith(f"{one}: cannot read at byte 0 of its content: cut short: the last line (100 bytes) has "
+                            "no newline"), error
+    unended = tmp_path / "unended.jsonl"  # a writer that leaves off the last newline: every line is whole
+    unended.write_bytes(b"".join(lines).rstrip(b"\n"))
+    verdicts, r = replay_sorted(support_judge, [unended])
+    assert len(verdicts) == len(lines) and not r.stats.read_errors and not r.stats.bad_records.total
+    for last in (b"{not json\n", b'{"resourceSpans": 3}'):  # ends in a newline, or is whole JSON: a bad record
+        bad_last = tmp_path / "bad_last.jsonl"
+        bad_last.write_bytes(b"".join(lines) + last)
+        verdicts, r = replay_sorted(support_judge, [bad_last])
+        assert len(verdicts) == len(lines) and not r.stats.read_errors, last
+        assert [b.where for b in r.stats.bad_records] == [f"line {len(lines) + 1}"], last
