@@ -325,6 +325,17 @@ def _kind(p: Path, head: bytes) -> str:
     return "jsonl" if head.removeprefix(UTF8_BOM).lstrip()[:1] in (b"{", b"") else "pb"
 
 
+def _is_utf16_json(head: bytes) -> bool:
+    """Whether content starting with `head` is JSON in UTF-16 after its byte order mark (as Windows PowerShell 5.1
+    redirects output). No protobuf framing starts so: as a varint size, FF FE or FE FF, then `{` in UTF-16, puts a
+    byte 00 first in a message or in its size."""
+    for bom, codec in ((b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be")):
+        if head.startswith(bom):
+            text = head[2 : len(head) & ~1].decode(codec, "replace")
+            return text.lstrip()[:1] == "{"
+    return False
+
+
 def detect_format(p: Path) -> str:
     """`jsonl` or `pb`: by suffix, else by the first non-blank byte of the content (`{` means JSON); a file that
     starts as 4-byte framed messages is `pb` whatever its name."""
@@ -455,6 +466,9 @@ def _records(p: Path, errors: list[BadRecord], fmt: str) -> Iterator[tuple[Decod
         with _open_source(p) as src:
             cursor.compressed = src.compressed
             head, src.fh = _peek(src.fh, HEAD_BYTES)
+            if fmt in ("auto", "jsonl") and _is_utf16_json(head):
+                raise FramingError(0, "UTF-16 text (it starts with a byte order mark): OTLP JSON is UTF-8; convert it "
+                                      "first (iconv -f UTF-16 -t UTF-8)")
             kind = _kind(p, head) if fmt == "auto" else fmt
             if kind == "jsonl":
                 cursor.unit = "lines"

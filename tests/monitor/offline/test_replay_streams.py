@@ -1,5 +1,6 @@
 """Replay sources that are not regular files (FIFOs, process substitution, a terminal on standard input) and
-content whose first bytes a plain check misses (a zstd stream opened by a skippable frame, a UTF-8 byte order mark).
+content whose first bytes a plain check misses (a zstd stream opened by a skippable frame, a UTF-8 byte order mark,
+UTF-16 text).
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ import zstandard
 from click.testing import CliRunner
 
 from monitor.cli.replay_cmd import replay
+from monitor.judge import Judge
 from monitor.replay import detect_format, expand_sources, total_bytes
 from tests.monitor.offline.agents import SUPPORT_INPUTS, support_agent
-from tests.monitor.offline.conftest import REPO, capture_spans, write_span_files
+from tests.monitor.offline.conftest import REPO, capture_spans, replay_sorted, write_span_files
 
 ACCURACY = "Tool call accuracy: 5/9 (55.6%)"
 
@@ -179,3 +181,25 @@ def test_json_lines_after_a_utf8_byte_order_mark_are_json_without_a_suffix(
         res = CliRunner().invoke(replay, [source, "--rules", str(support_rules), "-q"], input=stdin)
         assert res.exit_code == 0, res.output
         assert ACCURACY in res.output
+
+
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be"])
+@pytest.mark.parametrize("name", ["spans.jsonl", "spans"])
+def test_json_lines_in_utf_16_are_one_clear_read_error(
+    batches: list[object], support_judge: Judge, support_rules: Path, tmp_path: Path, encoding: str, name: str
+) -> None:
+    """Windows PowerShell 5.1 writes UTF-16 with a byte order mark when it redirects output (`... > spans.jsonl`).
+    Such a capture was read as bytes: split at each 0x0a byte, the first and the last lines were undecodable records
+    and the others decoded only because JSON decoding guessed the shifted bytes to be the other byte order (a file
+    with no suffix was read as protobuf: one undecodable message). It is now one read error saying what it is and
+    how to convert it, and nothing of it is half read."""
+    text = write_span_files(batches, tmp_path / "in")["jsonl"].read_text(encoding="utf-8")
+    path = tmp_path / name
+    path.write_bytes(("\ufeff" + text).encode(encoding))
+    verdicts, r = replay_sorted(support_judge, [path])
+    assert not verdicts and not r.stats.bad_records.total
+    assert r.stats.read_errors == [f"{path}: cannot read at byte 0 of its content: UTF-16 text (it starts with a "
+                                   "byte order mark): OTLP JSON is UTF-8; convert it first (iconv -f UTF-16 -t "
+                                   "UTF-8)"]
+    res = CliRunner().invoke(replay, [str(path), "--rules", str(support_rules), "--no-progress", "-q"])
+    assert res.exit_code == 2 and f"error: {r.stats.read_errors[0]}" in res.stderr.splitlines(), res.output
