@@ -205,7 +205,7 @@ def _format_hint(fmt: str, paths: list[Path]) -> str | None:
             continue
         try:
             kind = detect_format(p)
-        except (OSError, SourceError):
+        except SourceError:  # said already: it is why the hint is given
             continue
         if (kind == "jsonl") != (fmt == "jsonl"):
             return (f"--format {fmt} was given, but {p} looks like {_LOOKS[kind]}: leave --format out to detect the "

@@ -338,9 +338,13 @@ def _is_utf16_json(head: bytes) -> bool:
 
 def detect_format(p: Path) -> str:
     """`jsonl` or `pb`: by suffix, else by the first non-blank byte of the content (`{` means JSON); a file that
-    starts as 4-byte framed messages is `pb` whatever its name."""
-    with _open_source(p) as src:
-        head, _ = _peek(src.fh, HEAD_BYTES)
+    starts as 4-byte framed messages is `pb` whatever its name. SourceError for content that cannot be read (a cut
+    or corrupt .gz or zstd file, an I/O error)."""
+    try:
+        with _open_source(p) as src:
+            head, _ = _peek(src.fh, HEAD_BYTES)
+    except READ_ERRORS as exc:
+        raise SourceError(_read_error("standard input" if p == STDIN else str(p), _Cursor(), exc)) from exc
     return _kind(p, head)
 
 

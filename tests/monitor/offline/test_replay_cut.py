@@ -1,5 +1,5 @@
-"""Captures cut short by a writer that stopped mid-record (a Collector still writing, or killed): what came before
-the cut is replayed, and the file is a read error saying where, whatever its format."""
+"""Captures cut short by a writer that stopped mid-record (a Collector still writing, or killed) or otherwise damaged:
+what came before the damage is replayed, and the file is a read error saying where, whatever its format."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from monitor.cli.replay_cmd import replay
 from monitor.judge import Judge
+from monitor.replay import SourceError, detect_format
 from tests.monitor.offline.agents import SUPPORT_INPUTS, support_agent
 from tests.monitor.offline.conftest import capture_spans, replay_sorted, write_span_files
 
@@ -73,3 +74,28 @@ def test_a_cut_capture_of_one_line_says_so_and_a_last_line_without_newline_that_
         verdicts, r = replay_sorted(support_judge, [bad_last])
         assert len(verdicts) == len(lines) and not r.stats.read_errors, last
         assert [b.where for b in r.stats.bad_records] == [f"line {len(lines) + 1}"], last
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "pb", "pb-be32"])
+@pytest.mark.parametrize("damage", ["cut .gz", "corrupt .gz", "not zstd past its magic"])
+def test_a_damaged_compressed_capture_read_with_a_format_given_is_a_read_error_not_a_crash(
+    batches: list[object], support_rules: Path, tmp_path: Path, fmt: str, damage: str
+) -> None:
+    """With --format given, a file not read to its end is opened again to say what it looks like (the hint). That
+    second look read the damage again and raised past the CLI: a corrupt .gz (zlib.error) or data that is not zstd
+    after a zstd magic (ZstdError) ended replay in a traceback, exit 1, and a .gz cut in its first bytes (EOFError)
+    in click's "Aborted!", exit 1, after the report; the read error is exit 2. detect_format now raises
+    SourceError for a file it cannot read, and the hint passes over it."""
+    data = gzip.compress(write_span_files(batches, tmp_path / "in")["jsonl"].read_bytes())
+    damaged = {"cut .gz": data[:15], "corrupt .gz": data[:13] + b"\xff" * 7 + data[20:],
+               "not zstd past its magic": b"\x28\xb5\x2f\xfd" + b"\xff" * 100}[damage]
+    path = tmp_path / ("capture.zst" if damage.startswith("not zstd") else "capture.jsonl.gz")
+    path.write_bytes(damaged)
+    with pytest.raises(SourceError, match=f"^{path}: cannot read"):
+        detect_format(path)
+    res = CliRunner().invoke(replay, [str(path), "--rules", str(support_rules), "--no-progress", "-q",
+                                      "--format", fmt])
+    assert res.exit_code == 2, (res.output, res.exception)
+    assert "Aborted!" not in res.output and res.exception is None or isinstance(res.exception, SystemExit)
+    errors = [ln for ln in res.stderr.splitlines() if ln.startswith("error: ")]
+    assert len(errors) == 1 and errors[0].startswith(f"error: {path}: cannot read"), res.stderr
