@@ -122,15 +122,19 @@ def is_stream(p: Path) -> bool:
     return p == STDIN or not p.is_file()
 
 
-def _check_stream(p: Path) -> None:
-    """A source that is neither a regular file nor a directory: a FIFO or a character device is read as a stream;
-    anything else raises SourceError saying what it is."""
+def _mode(p: Path) -> int:
+    """The file type and mode of source `p` (links followed); SourceError naming it when there is none to read."""
     try:
-        mode = p.stat().st_mode
+        return p.stat().st_mode
     except FileNotFoundError:
         raise SourceError(f"{p}: no such file or directory") from None
-    except OSError as exc:  # a symlink loop, a directory that cannot be searched
+    except OSError as exc:  # a symlink loop, a directory that cannot be searched, a name too long
         raise SourceError(f"{p}: cannot read: {exc.strerror or exc}") from None
+
+
+def _check_stream(p: Path, mode: int) -> None:
+    """A source that is neither a regular file nor a directory: a FIFO or a character device is read as a stream;
+    anything else raises SourceError saying what it is."""
     if stat.S_ISCHR(mode) and _is_terminal(p):
         raise SourceError(f"{p}: is a terminal: nothing would end the wait for input; give a capture")
     if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode):
@@ -173,12 +177,12 @@ def expand_sources(paths: Sequence[str | Path]) -> list[Path]:
                 raise SourceError("standard input (-) given twice")
             _check_stdin()
             found = [STDIN]
-        elif p.is_dir():
+        elif stat.S_ISDIR(mode := _mode(p)):
             found = _span_files(p)
-        elif p.is_file():
+        elif stat.S_ISREG(mode):
             found = [p]
         else:
-            _check_stream(p)
+            _check_stream(p, mode)
             if p in out:  # opened again once read, a FIFO waits for a writer that is gone
                 raise SourceError(f"{p}: a stream (FIFO or device) given twice: it can be read once")
             found = [p]

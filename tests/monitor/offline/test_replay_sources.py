@@ -74,3 +74,20 @@ def test_a_link_in_a_capture_directory_to_a_file_in_it_is_read_once_in_the_file_
     assert notes[0] == "1 file(s), 10 export requests, 19 spans, 10 turns (0 turnless)", notes
     assert not any("duplicate" in n for n in notes), notes
     assert ACCURACY in res.output
+
+
+@pytest.mark.parametrize("name", ["x" * 300 + ".jsonl", "x" * 300 + "/spans.jsonl"])
+def test_a_source_that_cannot_be_looked_at_is_an_input_error_naming_it(
+    support_rules: Path, tmp_path: Path, name: str
+) -> None:
+    """A source whose status cannot be read for a reason other than its absence ended replay in a traceback (exit 1):
+    Path.is_dir() raises for all but a few errors. A name too long does it; so does, for a user other than root, a
+    file in a directory it may not search (a Collector's data directory, often mode 0750), which is permission
+    denied. Such a source is now an input error naming it and the reason (exit 2), as a missing one is."""
+    source = tmp_path / name
+    with pytest.raises(SourceError, match="cannot read: File name too long") as exc:
+        expand_sources([source])
+    assert str(exc.value).startswith(f"{source}: "), exc.value
+    res = CliRunner().invoke(replay, [str(source), "--rules", str(support_rules), "--no-progress"])
+    assert res.exit_code == 2, (res.output, res.exception)
+    assert "cannot read: File name too long" in res.stderr, res.stderr
