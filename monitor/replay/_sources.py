@@ -439,7 +439,7 @@ def _jsonl_lines(name: str, fh: IO[bytes], errors: list[BadRecord], pos: Callabl
         start = cursor.offset
         if cursor.offset >= 0:
             cursor.offset += len(line)
-        if not line.strip():
+        if not line.removeprefix(UTF8_BOM).strip():  # a blank line (a byte order mark starts the text of a file)
             continue
         try:
             decoded = parse_json(line)

@@ -203,3 +203,18 @@ def test_json_lines_in_utf_16_are_one_clear_read_error(
                                    "UTF-8)"]
     res = CliRunner().invoke(replay, [str(path), "--rules", str(support_rules), "--no-progress", "-q"])
     assert res.exit_code == 2 and f"error: {r.stats.read_errors[0]}" in res.stderr.splitlines(), res.output
+
+
+@pytest.mark.parametrize("content", [b"\xef\xbb\xbf", b"\xef\xbb\xbf\r\n", b"\xef\xbb\xbf\n\n"])
+def test_a_capture_of_only_a_utf8_byte_order_mark_is_empty(
+    support_judge: Judge, support_rules: Path, tmp_path: Path, content: bytes
+) -> None:
+    """An empty capture saved by a tool that writes a UTF-8 byte order mark (Notepad) holds it alone: it was an
+    undecodable record, or a cut line, and exit 2 ("no turns replayed"), where an empty file is a capture without
+    turns, warned of, exit 0. The mark is taken as the start of the text, as before JSON, so such a file is empty."""
+    path = tmp_path / "empty.jsonl"
+    path.write_bytes(content)
+    verdicts, r = replay_sorted(support_judge, [path])
+    assert not verdicts and not r.stats.bad_records.total and not r.stats.read_errors and not r.stats.requests
+    res = CliRunner().invoke(replay, [str(path), "--rules", str(support_rules), "--no-progress", "-q"])
+    assert res.exit_code == 0 and "warning: no turns to judge: 0 span(s) read" in res.stderr, res.output
