@@ -35,16 +35,17 @@ values of the wrong type, are errors at every level; a key given as null is left
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from monitor._gc import in_batch_gc
 from monitor.rules import RuleFileError, read_text
 from monitor.rules._errors import MAX_REPORTED, place
 from monitor.rules._yaml import Marks, load_yaml
 
+_T = TypeVar("_T")
 FILE_KEYS = frozenset({"agent", "rules", "scenarios"})
 SCENARIO_KEYS = frozenset({"name", "steps"})
 STEP_KEYS = frozenset({"user", "expect", "reference"})
@@ -336,21 +337,31 @@ def load_scenarios(path: str | Path) -> ScenarioFile:
     where = _Where(marks)
     if not isinstance(data, dict):
         raise where.error((), "a scenario file is a mapping (with `scenarios`, or `name` and `steps`)")
+    errors: list[ScenarioError] = []  # every problem, the file's own keys' too (not only the first)
+
+    def check(fn: Callable[..., _T], *args: Any) -> _T | None:
+        try:
+            return fn(*args)
+        except ScenarioError as exc:
+            errors.extend(exc.errors)
+            return None
+
     base: YamlPath = ()
     if "scenarios" in data:
         raw_list, base = data["scenarios"], ("scenarios",)
         for key in sorted(SCENARIO_KEYS & data.keys()):
-            raise where.error((key,), f"`{key}` beside `scenarios`: give the scenarios in `scenarios: [...]`, or one "
-                                      "scenario's `name` and `steps` at the top level", key=True)
-        _unknown(data, FILE_KEYS, where, ())
+            errors.append(where.error((key,), f"`{key}` beside `scenarios`: give the scenarios in `scenarios: [...]`, "
+                                              "or one scenario's `name` and `steps` at the top level", key=True))
+        others = {k: v for k, v in data.items() if k not in SCENARIO_KEYS}  # those beside `scenarios`: said above
+        check(_unknown, others, FILE_KEYS, where, ())
     else:
-        _unknown(data, (FILE_KEYS - {"scenarios"}) | SCENARIO_KEYS, where, ())
+        check(_unknown, data, (FILE_KEYS - {"scenarios"}) | SCENARIO_KEYS, where, ())
         raw_list = [data] if "steps" in data else None
+    agent, rules = check(_agent, data.get("agent"), where), check(_rules, data.get("rules"), p, where) or []
     if not isinstance(raw_list, list) or not raw_list:
-        raise where.error(base, "no scenario (give `scenarios: [...]` or `steps: [...]`)")
-    agent, rules = _agent(data.get("agent"), where), _rules(data.get("rules"), p, where)
+        errors.append(where.error(base, "no scenario (give `scenarios: [...]` or `steps: [...]`)"))
+        raise ScenarioError.of(_in_file_order(errors))
     out = ScenarioFile(p, agent, [r for r, _ in rules], marks=marks, rules_at=tuple(at for _, at in rules))
-    errors: list[ScenarioError] = []
     seen: dict[str, int] = {}
     for i, raw in enumerate(raw_list):
         try:
@@ -367,7 +378,12 @@ def load_scenarios(path: str | Path) -> ScenarioFile:
         if scenario.steps:  # none when every step is in error
             out.scenarios.append(scenario)
     if errors:
-        error = ScenarioError.of(errors)
+        error = ScenarioError.of(_in_file_order(errors))
         error.partial = out
         raise error
     return out
+
+
+def _in_file_order(errors: list[ScenarioError]) -> list[ScenarioError]:
+    """By place in the file (stable: those of one place, or of none, keep the order they were found in)."""
+    return sorted(errors, key=lambda e: e.at)

@@ -488,3 +488,21 @@ def test_a_check_of_the_wrong_shape_in_one_step_does_not_hide_an_unknown_tool_in
         f"{p}:7:29: scenario-1, step 2, call 1: unknown tool 'nope': not in the catalog (known: get_order_history, "
         "get_order_status, get_shipping_eta)",
     ]
+
+
+def test_every_problem_of_a_scenario_file_s_own_keys_is_reported_at_once(tmp_path: Path) -> None:
+    """`agent: 5` beside `scenarios: []` said only "no scenario"; an unknown key hid the others too."""
+    p = tmp_path / "s.yaml"
+    p.write_text("agent: 5\nrules: [7]\ncolour: red\nscenarios: []\n", encoding="utf-8")
+    with pytest.raises(ScenarioError) as info:
+        load_scenarios(p)
+    lines = str(info.value).splitlines()
+    assert [line.split(": ", 1)[0] for line in lines] == [f"{p}:1:8", f"{p}:2:9", f"{p}:3:1", f"{p}:4:12"], lines
+    assert "`agent` is the turns' agent name" in lines[0] and "`rules` is a path" in lines[1]
+    assert "unknown key 'colour'" in lines[2] and "no scenario" in lines[3]
+
+    p.write_text("agent: 5\nname: x\nscenarios:\n  - steps: [{user: hi}]\n", encoding="utf-8")
+    with pytest.raises(ScenarioError) as info:
+        load_scenarios(p)
+    lines = str(info.value).splitlines()
+    assert len(lines) == 2 and "`agent` is" in lines[0] and "`name` beside `scenarios`" in lines[1], lines
