@@ -38,8 +38,9 @@ def window_lengths(specs: Iterable[AlertSpec], burn_windows: Sequence[BurnWindow
 def for_metrics(ruleset: object, metrics: Any, **kwargs: Any) -> LiveAlerts:
     """LiveAlerts publishing into a `monitor.metrics.ToolwatchMetrics` (its `toolwatch_alert_active` family),
     with the same agent label values as the verdict counters, and following it (`ToolwatchMetrics.follow`): it
-    counts every verdict the metrics count (do not feed it yourself), and a window of a length the gauges have
-    takes its snapshots when the gauge does, so over that window an alert reads the gauge's figure:
+    counts every verdict the metrics count (do not feed it yourself), keeps per-tool counts for the tools that are
+    label values as the metrics' label sets change (made before or after they are set), and a window of a length the
+    gauges have takes its snapshots when the gauge does, so over that window an alert reads the gauge's figure:
 
         live = for_metrics(ruleset, metrics, notify_url=url)  # url optional
         server = Server(settings, metrics=metrics); live.start()  # live.close() at exit
@@ -113,7 +114,7 @@ class LiveAlerts:
     ) -> None:
         """`follow`: the window lengths whose snapshots are taken at the ticks that name them (`tick`), as
         `for_metrics` sets them: the gauges' lengths. `tool_label`: the tool label values of /metrics (see
-        `_alert_tools`), read again at each `update`."""
+        `_alert_tools`), read again at each `update` and `relabel`."""
         self.specs = tuple(specs)
         self.tool_label = tool_label
         lengths = window_lengths(self.specs, burn_windows) or {300.0}
@@ -173,6 +174,16 @@ class LiveAlerts:
             self.windows.tick(now, snapshots)
         except Exception:
             logger.exception("alert windows could not take their snapshots")
+
+    def relabel(self) -> None:
+        """The tool label values changed (the metrics' `set_labels`, which `for_metrics` follows): the per-tool counts
+        kept are those of the alert tools that are label values now. Never raises."""
+        try:
+            tools = _alert_tools(self.specs, self.tool_label)
+            if tools != self.windows.tools:
+                self.windows.tools = tools
+        except Exception:
+            logger.exception("alert windows could not take the new tool labels")
 
     def evaluate(self, now: float | None = None) -> list[ActiveAlert]:
         return self.evaluator.evaluate(now)

@@ -85,12 +85,15 @@ _TOOL_RATIOS = (
 
 class WindowFollower(Protocol):
     """What keeps windows of its own over the verdicts the metrics count (the in-process alerts): it is given each
-    batch `observe()` counts, and each tick of the windows with the lengths of those that took a snapshot then, both
-    under the metrics' lock. Neither may raise."""
+    batch `observe()` counts, each tick of the windows with the lengths of those that took a snapshot then, and each
+    change of the label sets (`set_labels`, after it: `labels` holds the new ones), all under the metrics' lock. None
+    may raise."""
 
     def accept(self, verdicts: VerdictBatch) -> None: ...
 
     def tick(self, now: float, snapshots: Collection[float]) -> None: ...
+
+    def relabel(self) -> None: ...
 
 
 class ToolwatchMetrics(Collector):
@@ -152,6 +155,8 @@ class ToolwatchMetrics(Collector):
         initial = self._initial(labels, rules, agent_tools, rule_agents)
         with self._lock:
             self.counters.set_labels(labels, initial)
+            for follower in self._followers:
+                follower.relabel()
 
     def _initial(
         self,

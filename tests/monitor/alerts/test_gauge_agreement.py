@@ -13,10 +13,14 @@ import random
 import time
 from pathlib import Path
 
+from prometheus_client import generate_latest
+
+from monitor.alerts.live import for_metrics
 from monitor.alerts.windows import read_figure
 from monitor.judge import Tally
 from monitor.metrics import ToolwatchMetrics, View
 from monitor.records import ToolCall, Turn
+from monitor.rules import load_rules
 from monitor.serve import Server, Settings
 from tests.deploy.binaries import ROOT
 
@@ -148,3 +152,25 @@ def test_alerts_removed_and_restored_by_reloads_count_the_verdicts_between() -> 
     gauge = _gauge(metrics.window_counts()["5m"], *AGENT_FIGURES["tool_call_accuracy"])
     assert gauge == (0.5, 8.0)
     assert _alert(live.windows.tally(AGENT, 300.0, now=clock.now), "tool_call_accuracy") == gauge
+
+
+def test_a_per_tool_alert_reads_its_tool_when_the_metrics_get_their_labels_after_the_alerts() -> None:
+    """`for_metrics`'s own example makes the alerts before the Server that gives the metrics their label sets (the
+    catalog's tools). The alert tools were filtered by the tool labels of that moment, none, once: the per-tool
+    windows kept no count, and AuthTelemetryAccuracyLow never fired while /metrics showed pull_auth_telemetry's
+    calls all spurious. The alerts now follow the metrics' label changes."""
+    clock = Clock()
+    metrics = ToolwatchMetrics(clock=clock)
+    live = for_metrics(load_rules([RULES]), metrics)  # before the Server, as the docstring shows
+    server = Server(Settings(rules=(str(RULES),), watch_rules=False, alerts=False), metrics=metrics)
+    assert AUTH in live.windows.tools
+    calls = tuple(ToolCall(name=tool, arguments='{"log_excerpt": "x"}') for tool in (BILL, AUTH))
+    bill = Turn(input_text="[BILL] invoice failed", calls=calls, agent=AGENT, output_text="Result: x")
+    for _ in range(120):  # 20 minutes: every auth call spurious
+        clock.now += 10
+        server.pipeline.judge([bill] * 3, time.time_ns())
+        metrics.tick()
+        live.evaluate(clock.now)
+    text = generate_latest(metrics.registry()).decode()
+    assert f'toolwatch_tool_calls_total{{agent="{AGENT}",outcome="spurious",tool="{AUTH}"}} 360.0' in text
+    assert "AuthTelemetryAccuracyLow" in [a.labels["alertname"] for a in live.active()]
