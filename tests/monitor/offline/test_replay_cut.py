@@ -96,6 +96,6 @@ def test_a_damaged_compressed_capture_read_with_a_format_given_is_a_read_error_n
     res = CliRunner().invoke(replay, [str(path), "--rules", str(support_rules), "--no-progress", "-q",
                                       "--format", fmt])
     assert res.exit_code == 2, (res.output, res.exception)
-    assert "Aborted!" not in res.output and res.exception is None or isinstance(res.exception, SystemExit)
+    assert "Aborted!" not in res.output and (res.exception is None or isinstance(res.exception, SystemExit))
     errors = [ln for ln in res.stderr.splitlines() if ln.startswith("error: ")]
     assert len(errors) == 1 and errors[0].startswith(f"error: {path}: cannot read"), res.stderr
