@@ -13,8 +13,9 @@ trace of its own) are released as turnless turns, as `serve` releases them: `str
 eval and scenarios judge them alone, as serve and replay do, rather than losing them.
 
 A call the agent left running when it returned (a tool in a thread under `copy_context().run` it did not wait
-for) still counts: the run's turn stays open until every span of its trace has ended, up to LATE_CALLS_S (serve's
-default grace period) and never past the run's timeout (`RunProcessor.wait_ended`).
+for) still counts: the run's turn stays open until every tool-call span of its trace has ended, up to LATE_CALLS_S
+(serve's default grace period) and never past the run's timeout (`RunProcessor.wait_ended`); one still running then
+is not counted, and a warning says so.
 
 The run's turn offers the tools offered in every turn it takes calls from (`offered_union`), so that with
 `from_definitions: true` a call of a tool offered only in one of them is judged as serve judges it, not as unknown.
@@ -31,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import inspect
+import logging
 import sys
 import threading
 import time
@@ -52,10 +54,14 @@ from instrumentation._context import TRACING  # the provider in use before, rest
 from monitor.assembly import TurnAssembler
 from monitor.assembly._offered import Definitions, joined
 from monitor.assembly._reconcile import reconcile_across
+from monitor.normalize import EXECUTE_TOOL
+from monitor.normalize._genai import OP
+from monitor.normalize._markers import OI_KIND, TL_KIND
 from monitor.otlp import parse_protobuf
 from monitor.records import ToolCall, Turn
 
 AgentFn = Callable[..., Any]
+logger = logging.getLogger(__name__)
 MAX_BUFFERED_SPANS = 1_000_000
 DEFAULT_TIMEOUT_S = 60.0  # per run, for eval and probe
 TRACEBACK_FRAMES = 20  # the innermost frames kept of an agent's traceback
@@ -93,9 +99,18 @@ class DrainingExporter(SpanExporter):
         return True
 
 
+def _is_tool_call(span: Span) -> bool:
+    """Whether a span says at its start that it is a tool call: GenAI `execute_tool` (its operation or its name), an
+    OpenInference TOOL span or an OpenLLMetry tool span. Other spans an agent leaves open (a chat span) are not
+    waited for."""
+    attrs = span.attributes or {}
+    return (attrs.get(OP) == EXECUTE_TOOL or span.name.startswith(EXECUTE_TOOL)
+            or attrs.get(OI_KIND) == "TOOL" or attrs.get(TL_KIND) == "tool")
+
+
 class RunProcessor(SimpleSpanProcessor):
-    """The harness's span processor: exports each span as it ends, and knows which spans of each trace have started
-    and not ended yet (`wait_ended`), so that a run's turn ends after the calls the agent left running."""
+    """The harness's span processor: exports each span as it ends, and knows which tool-call spans of each trace have
+    started and not ended yet (`wait_ended`), so that a run's turn ends after the calls the agent left running."""
 
     def __init__(self, exporter: SpanExporter) -> None:
         super().__init__(exporter)
@@ -104,7 +119,7 @@ class RunProcessor(SimpleSpanProcessor):
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         ctx = span.get_span_context()
-        if ctx is not None:
+        if ctx is not None and _is_tool_call(span):
             with self._ended:
                 spans = self._open.get(ctx.trace_id)
                 if spans is None:
@@ -127,14 +142,12 @@ class RunProcessor(SimpleSpanProcessor):
                     del self._open[ctx.trace_id]
             self._ended.notify_all()
 
-    def wait_ended(self, trace_id: int, but: int, deadline: float) -> bool:
-        """Wait until every span of trace `trace_id` started so far, except span `but` (the turn's), has ended, or
-        until `deadline` (time.monotonic()); whether they all had."""
+    def wait_ended(self, trace_id: int, deadline: float) -> int:
+        """Wait until every tool-call span of trace `trace_id` started so far has ended, or until `deadline`
+        (time.monotonic()); how many were still open then."""
         with self._ended:
-            done = self._ended.wait_for(lambda: not (self._open.get(trace_id, set()) - {but}),
-                                        max(0.0, deadline - time.monotonic()))
-            self._open.pop(trace_id, None)  # no one waits for it again (the turn's own span ends next)
-            return done
+            self._ended.wait_for(lambda: not self._open.get(trace_id), max(0.0, deadline - time.monotonic()))
+            return len(self._open.pop(trace_id, ()))  # no one waits for it again
 
 
 @dataclass(slots=True)
@@ -363,10 +376,15 @@ class Harness:
                     # Calls the agent left running (a tool in a thread under copy_context().run it did not wait for)
                     # end inside its turn, as serve's grace period waits for them: up to LATE_CALLS_S, not past the
                     # timeout.
-                    until = time.monotonic() + LATE_CALLS_S
+                    waited = time.monotonic()
+                    until = waited + LATE_CALLS_S
                     if timeout_s is not None:
                         until = min(until, begun + timeout_s)
-                    self.processor.wait_ended(ctx.trace_id, ctx.span_id, until)
+                    left = self.processor.wait_ended(ctx.trace_id, until)
+                    if left:
+                        logger.warning("the agent returned with %d tool call(s) still running %.3g s later (input %r): "
+                                       "they are not counted for its run (wait for the calls it starts before it "
+                                       "returns)", left, time.monotonic() - waited, text[:80])
                     if isinstance(out, str):
                         done.output = out
                         turn.set_output(out)
