@@ -34,7 +34,8 @@ def batch_gc() -> Iterator[None]:
     with _lock:
         if _depth == 0:
             _saved = gc.get_threshold()
-            gc.set_threshold(max(BATCH_GEN0, _saved[0]), *_saved[1:])
+            if _saved[0]:  # 0: automatic collection is off, and stays so
+                gc.set_threshold(max(BATCH_GEN0, _saved[0]), *_saved[1:])
         _depth += 1
     try:
         yield

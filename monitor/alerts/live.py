@@ -62,6 +62,7 @@ def for_metrics(ruleset: object, metrics: Any, **kwargs: Any) -> LiveAlerts:
         **kwargs,
     )
     metrics.follow(live)
+    live.on_close.append(lambda: metrics.unfollow(live))
     return live
 
 
@@ -116,6 +117,7 @@ class LiveAlerts:
         `for_metrics` sets them: the gauges' lengths. `tool_label`: the tool label values of /metrics (see
         `_alert_tools`), read again at each `update` and `relabel`."""
         self.specs = tuple(specs)
+        self.on_close: list[Callable[[], None]] = []  # what close() undoes (for_metrics: following the metrics)
         self.tool_label = tool_label
         lengths = window_lengths(self.specs, burn_windows) or {300.0}
         self.windows = TallyWindows(
@@ -219,4 +221,7 @@ class LiveAlerts:
         self.evaluator.start()
 
     def close(self, timeout_s: float = 5.0) -> None:
+        """Stop evaluating (and following the metrics, when `for_metrics` made it)."""
+        while self.on_close:
+            self.on_close.pop()()
         self.evaluator.close(timeout_s)

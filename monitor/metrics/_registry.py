@@ -195,6 +195,16 @@ class ToolwatchMetrics(Collector):
         with self._lock:
             self._followers.append(follower)
 
+    def unfollow(self, follower: WindowFollower) -> None:
+        """Stop giving `follower` anything (no error when it was not following)."""
+        with self._lock:
+            self._followers = [f for f in self._followers if f is not follower]
+
+    @property
+    def followers(self) -> tuple[WindowFollower, ...]:
+        with self._lock:
+            return tuple(self._followers)
+
     def observe(self, verdicts: Sequence[TurnVerdict]) -> None:
         batch = VerdictBatch.of(verdicts)
         with self._lock:

@@ -75,3 +75,15 @@ def test_overlapping_batches_keep_the_threshold_until_the_last_ends() -> None:
         assert gc.get_threshold() == (700, 10, 10)
     finally:
         gc.set_threshold(*saved)
+
+
+def test_an_application_that_turned_automatic_collection_off_keeps_it_off() -> None:
+    """gc.set_threshold(0) turns automatic collection off; a batch raised it to 50,000, turning it back on."""
+    saved = gc.get_threshold()
+    gc.set_threshold(0, 10, 10)
+    try:
+        with batch_gc():
+            assert gc.get_threshold()[0] == 0
+        assert gc.get_threshold() == (0, 10, 10)
+    finally:
+        gc.set_threshold(*saved)

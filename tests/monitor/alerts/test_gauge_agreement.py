@@ -174,3 +174,16 @@ def test_a_per_tool_alert_reads_its_tool_when_the_metrics_get_their_labels_after
     text = generate_latest(metrics.registry()).decode()
     assert f'toolwatch_tool_calls_total{{agent="{AGENT}",outcome="spurious",tool="{AUTH}"}} 360.0' in text
     assert "AuthTelemetryAccuracyLow" in [a.labels["alertname"] for a in live.active()]
+
+
+def test_closed_alerts_stop_following_the_metrics() -> None:
+    """A closed LiveAlerts went on counting every verdict batch, and each for_metrics added a follower for good."""
+    metrics = ToolwatchMetrics(clock=Clock())
+    live = for_metrics(load_rules([RULES]), metrics)
+    other = for_metrics(load_rules([RULES]), metrics)
+    assert list(metrics.followers) == [live, other]
+    live.close()
+    assert list(metrics.followers) == [other]
+    other.close()
+    other.close()  # twice: nothing more to undo
+    assert not metrics.followers
