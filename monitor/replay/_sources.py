@@ -226,7 +226,10 @@ class _Given:
             return
         name = "standard input (-)" if f == STDIN else str(f)
         old, new = str(self.sources[by]), str(self.sources[source])
-        ways = "given twice" if str(f) == old == new else f"given twice: by {old} and by {new}"
+        if old == new:  # one source given twice: the file itself, or in a directory
+            ways = "given twice" if str(f) == old else f"given twice (in {old}, given twice)"
+        else:
+            ways = f"given twice: by {old} and by {new}"
         alias = "" if first == f or str(first) == old else f" (as {first})"
         raise SourceError(f"{name}: {ways}{alias}: each file is read once, or its spans would be judged twice; give "
                           "it once")

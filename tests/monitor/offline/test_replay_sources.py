@@ -49,6 +49,8 @@ def test_a_file_reached_twice_through_the_sources_given_is_refused_before_anythi
     with pytest.raises(SourceError, match="given twice") as exc:
         expand_sources(sources)
     assert str(exc.value).startswith(f"{link if how == 'the file and a link to it' else spans}: "), exc.value
+    if how == "the directory twice":  # it read 'given twice: by DAY and by DAY'
+        assert f"given twice (in {day}, given twice)" in str(exc.value), exc.value
     out = tmp_path / "report.json"
     res = CliRunner().invoke(replay, [*map(str, sources), "--rules", str(support_rules), "--no-progress",
                                       "--json", str(out)])
