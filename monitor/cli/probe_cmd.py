@@ -65,7 +65,8 @@ def _load(spec: str, what: str, call: Call) -> Any:
 @click.option("--iterations", type=click.IntRange(1), default=200, show_default=True, help="Runs of the agent.")
 @click.option("--pool", type=click.IntRange(1), default=10, show_default=True,
               help="Candidates drawn per step (K of FSCS-ART).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the generator and the selection.")
+@click.option("--seed", type=click.IntRange(0), default=0, show_default=True,
+              help="Seed of the generator and the selection (>= 0: Python's random takes -N as N).")
 @click.option("--strategy", type=click.Choice(STRATEGIES), default="art", show_default=True,
               help="art: the candidate farthest (Levenshtein, on the first 1,000 characters) from every tested "
                    "input; random: the first one.")

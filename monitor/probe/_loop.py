@@ -100,6 +100,8 @@ def run_probe(
         raise ValueError(f"unknown strategy {strategy!r}; one of {', '.join(STRATEGIES)}")
     if iterations < 1 or pool < 1:
         raise ValueError("iterations and pool must be >= 1")
+    if seed < 0:  # random.Random(-n) is random.Random(n): seed -3 would run seed 3's probe again
+        raise ValueError(f"seed must be >= 0, got {seed}")
     rng = random.Random(seed)
     selector = FscsSelector(seed=seed)
     result = ProbeResult(strategy, seed, pool)
@@ -144,6 +146,8 @@ def first_failures(
     on_seed: Callable[[str, int, int | None], Any] | None = None,
 ) -> dict[str, list[int | None]]:
     """Runs to the first failure per seed and strategy (the F-measure of ART studies); None: none found."""
+    if any(seed < 0 for seed in seeds):
+        raise ValueError(f"seeds must be >= 0 (random.Random(-n) is random.Random(n)), got {min(seeds)}")
     out: dict[str, list[int | None]] = {s: [] for s in strategies}
     for seed in seeds:
         for strategy in strategies:

@@ -451,3 +451,21 @@ def test_failure_kinds_name_the_agent_error_of_a_judged_run(support_judge: Judge
              Step(2, "where is order 2", None, True, v, "timed out after 0.5 s")]
     kinds = cluster_tables(steps)[2]
     assert {r[0]: r[1] for r in kinds.rows} == {"run error: RuntimeError": "1", "run error: timed out after 0.5 s": "1"}
+
+
+def test_a_negative_seed_is_refused(tmp_path: Path) -> None:
+    """Python's random.Random(-n) is random.Random(n): `--seed -3` ran seed 3's probe, and `--seed -2 --compare-seeds
+    5` averaged seeds -2..2, two pairs of them the same runs, over "5 seeds". A negative seed is refused."""
+    res = CliRunner().invoke(probe, [
+        "--generator", "tests.monitor.offline.test_probe:same_line", "--agent", "examples.triage.agent:triage",
+        "--rules", str(TRIAGE_RULES), "--iterations", "2", "--seed", "-3", "--no-progress"])
+    assert res.exit_code == 2, res.output
+    assert "--seed" in res.output and "-3" in res.output, res.output
+    judge = load_judge([TRIAGE_RULES])
+    with Harness(agent_name="incident-triage") as h:
+        with pytest.raises(ValueError, match="seed"):
+            run_probe(generator=generate, agent=triage, judge=judge, harness=h, iterations=1, seed=-1)
+        with pytest.raises(ValueError, match="seed"):
+            first_failures(generator=generate, agent=triage, judge=judge, harness=h, seeds=range(-2, 3),
+                           max_iterations=1)
+
