@@ -103,7 +103,8 @@ def probe(generator_spec: str, agent_spec: str, rules: tuple[str, ...], agent_na
     builder = ReportBuilder(worst=worst)
     result, tables, notes, warnings, failed = _run(builder, generator, agent, judge, name, iterations, pool, seed,
                                                    strategy, compare_seeds, timeout_s, no_progress or options.quiet)
-    notes.insert(0, _coverage(result))
+    if result.steps:  # none: the generator failed at once, as the error says
+        notes.insert(0, _coverage(result))
     problems: list[InputProblem] = []
     said = agent_name_input(agent_problem, notes, problems)  # printed before the runs already
     # a generator that raised (sys.exit too) or returned no string ends the probe: the report of the runs done, then
@@ -188,7 +189,8 @@ def _run(builder: ReportBuilder, generator: Any, agent: Any, judge: Any, name: s
         except GeneratorError as exc:
             assert exc.partial is not None, "run_probe sets the runs done"
             result, failed = exc.partial, exc
-        builder.track(len(result.steps), f"{strategy} accuracy", force=True)
+        if result.steps:  # no point at iteration 0 when the generator failed at once
+            builder.track(len(result.steps), f"{strategy} accuracy", force=True)
         notes += [n for n in (add_strays(builder, result.strays, name, "run"),
                               answer_note(s.answer_type for s in result.steps)) if n]
         if compare_seeds and failed is None:

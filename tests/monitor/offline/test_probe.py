@@ -469,3 +469,18 @@ def test_a_negative_seed_is_refused(tmp_path: Path) -> None:
             first_failures(generator=generate, agent=triage, judge=judge, harness=h, seeds=range(-2, 3),
                            max_iterations=1)
 
+
+def test_a_generator_failing_before_the_first_run_leaves_no_accuracy_point(tmp_path: Path) -> None:
+    """A generator that fails on its first call: the series had an accuracy point at iteration 0 (`absent at 0`) and
+    the notes `no failure in 0 runs`; now no series and no such note, the error saying the probe stopped."""
+    js = tmp_path / "probe.json"
+    res = CliRunner().invoke(probe, [
+        "--generator", "tests.monitor.offline.test_probe:broken_generator", "--agent", "examples.triage.agent:triage",
+        "--rules", str(TRIAGE_RULES), "--iterations", "3", "--no-progress", "--json", str(js)])
+    assert res.exit_code == 2, res.output
+    data = json.loads(js.read_text())
+    assert data["series"] == {}, data["series"]
+    assert not any("no failure in 0 runs" in n for n in data["notes"]), data["notes"]
+    assert any("the probe stopped after 0 runs" in n for n in data["notes"]), data["notes"]
+    assert "Accuracy as iterations grow" not in res.stdout and "no failure in 0 runs" not in res.output
+
