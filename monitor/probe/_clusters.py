@@ -267,7 +267,7 @@ def failure_clusters(steps: Sequence[Step]) -> list[FailureCluster]:
             rep = _representative(shapes)
             shared = _shared(shapes[rep], shapes) if len(group) > 1 else ""
             clusters.append(FailureCluster(problem, group, group[rep].input_text, shared))
-    clusters.sort(key=lambda c: -c.size)  # stable: ties keep the order of their first failing run
+    clusters.sort(key=lambda c: (-c.size, c.members[0].iteration))  # ties: in the order of their first failing run
     return clusters
 
 

@@ -484,3 +484,13 @@ def test_a_generator_failing_before_the_first_run_leaves_no_accuracy_point(tmp_p
     assert any("the probe stopped after 0 runs" in n for n in data["notes"]), data["notes"]
     assert "Accuracy as iterations grow" not in res.stdout and "no failure in 0 runs" not in res.output
 
+
+def test_groups_of_one_size_are_in_the_order_of_their_first_failing_run() -> None:
+    """Groups of equal size came in the order of their problem's first failing run, a problem's groups all before
+    the next problem's: here run 3's group before run 2's. Now ties are in the order of their first failing run (the
+    table shows the largest MAX_GROUPS, so this decides which groups of one run are listed)."""
+    steps = [Step(1, "aaaa aaaa", None, True, None, "RuntimeError: down"),
+             Step(2, "bbbb bbbb", None, True, None, "ValueError: bad"),
+             Step(3, "zzzz qqqq", None, True, None, "RuntimeError: down")]
+    clusters = failure_clusters(steps)
+    assert [c.members[0].iteration for c in clusters] == [1, 2, 3], [str(c.problem) for c in clusters]
