@@ -220,3 +220,10 @@ def test_rules_check_takes_rule_files_after_rules_too() -> None:
         assert "merged: ok" in result.output
     result = CliRunner().invoke(main, ["rules", "check"])
     assert result.exit_code == 2 and "give rule FILES" in result.output
+
+
+def test_the_demo_refuses_a_negative_seed() -> None:
+    """random.Random(-n) is random.Random(n): --seed -3 ran seed 3's demo again, as probe's --seed did."""
+    result = CliRunner().invoke(main, ["demo", "--seed", "-3", "--turns", "1"])
+    assert result.exit_code == 2, result.output
+    assert "--seed" in result.output and "-3" in result.output

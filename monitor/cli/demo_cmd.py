@@ -28,7 +28,8 @@ def _finite(rate: float) -> float:
     callback=lambda ctx, param, value: _finite(value),
     help="Turns per second (0: as fast as the spans can be exported).",
 )
-@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the log lines and the model's mistakes.")
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(0),
+              help="Seed of the log lines and the model's mistakes.")
 @click.option("--rules", type=click.Path(exists=True, dir_okay=False), help="Rule file (default: incident-triage).")
 @click.option("--port", default=4318, show_default=True, type=PORT, help="OTLP/HTTP port of the in-process monitor.")
 @click.option("--metrics-port", default=9464, show_default=True, type=PORT, help="Port of /metrics.")
