@@ -5,6 +5,7 @@ Only the safe constructors are used: plain data, never Python objects.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -80,12 +81,41 @@ class Marks:
         return RuleFileError(self.file, line, column, format_path(path), message)
 
 
+_KEY_KINDS = {"int": "an integer", "float": "a number", "bool": "a boolean", "null": "null", "timestamp": "a date"}
+_NOT_JSON = {
+    "binary": "!!binary data is not a JSON value: write the text as a string",
+    "set": "a !!set is not a JSON value: write a list",
+    "omap": "an !!omap is not a JSON value: write a mapping (or a list of mappings)",
+    "pairs": "!!pairs are not a JSON value: write a mapping (or a list of mappings)",
+}
+MAX_INT_DIGITS = 4300
+"""Most digits of an integer in a rule file (Python's limit on converting text to int: past it, int() raises)."""
+
+
+def _short_yaml_tag(tag: str | None) -> str:
+    return (tag or "").removeprefix("tag:yaml.org,2002:")
+
+
+def _value_error(node: yaml.Node, message: str) -> yaml.constructor.ConstructorError:
+    return yaml.constructor.ConstructorError(None, None, message, node.start_mark)
+
+
 class _Loader(_BaseLoader):  # type: ignore[misc, valid-type]
+    """The safe loader, for JSON data written in YAML: a rule file is validated as JSON (its tool schemas are JSON
+    Schemas, its argument checks compare JSON values), so what YAML has and JSON lacks is refused at its place with
+    how to write it: a key that is not a string, a date, binary data, a set, ordered pairs, .nan and .inf. They
+    loaded before, into tracebacks (sorting keys of mixed types, serializing a tool schema holding a date) or into
+    rules the judge raised on (an exact check on a date) or that never held (a fuzzy threshold of .nan)."""
+
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Hashable, Any]:
         seen: dict[Any, yaml.Node] = {}
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *anchor`, merged by the safe constructor
+                continue
             key = self.construct_object(key_node, deep=True)
-            if isinstance(key, Hashable) and key in seen:
+            if not isinstance(key, str):
+                raise _value_error(key_node, _key_problem(key_node, key))
+            if key in seen:
                 first = seen[key].start_mark
                 raise yaml.constructor.ConstructorError(
                     None,
@@ -93,9 +123,43 @@ class _Loader(_BaseLoader):  # type: ignore[misc, valid-type]
                     f"duplicate key {key!r} (first defined at line {first.line + 1}, column {first.column + 1})",
                     key_node.start_mark,
                 )
-            if isinstance(key, Hashable):
-                seen[key] = key_node
+            seen[key] = key_node
         return super().construct_mapping(node, deep=deep)  # type: ignore[no-any-return]
+
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
+        digits = sum(ch.isdigit() for ch in str(node.value))
+        if digits > MAX_INT_DIGITS:
+            raise _value_error(node, f"an integer of {digits} digits: a rule file takes at most {MAX_INT_DIGITS}")
+        return super().construct_yaml_int(node)  # type: ignore[no-any-return]
+
+    def construct_yaml_float(self, node: yaml.ScalarNode) -> float:
+        value = super().construct_yaml_float(node)
+        if not math.isfinite(value):
+            raise _value_error(node, f"{node.value} is not a finite number: JSON has no NaN or infinity (give a "
+                                     "number, or leave the key out)")
+        return float(value)
+
+    def construct_yaml_timestamp(self, node: yaml.ScalarNode, values: Any = None) -> Any:
+        raise _value_error(node, f"{node.value} is a date (a YAML timestamp), not a JSON value: quote it "
+                                 f"('{node.value}') to mean the text")
+
+    def construct_not_json(self, node: yaml.Node) -> Any:
+        raise _value_error(node, _NOT_JSON[_short_yaml_tag(node.tag)])
+
+
+_Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
+_Loader.add_constructor("tag:yaml.org,2002:float", _Loader.construct_yaml_float)
+_Loader.add_constructor("tag:yaml.org,2002:timestamp", _Loader.construct_yaml_timestamp)
+for _tag in _NOT_JSON:
+    _Loader.add_constructor(f"tag:yaml.org,2002:{_tag}", _Loader.construct_not_json)
+
+
+def _key_problem(node: yaml.Node, key: Any) -> str:
+    """Why a mapping key that is not a string is refused, and how to write it."""
+    if isinstance(node, yaml.ScalarNode):
+        kind = _KEY_KINDS.get(_short_yaml_tag(node.tag), f"a {type(key).__name__}")
+        return f"the key {node.value} is {kind}, not a string (JSON keys are strings): quote it ('{node.value}')"
+    return "a key must be a string (JSON keys are strings), not a list or a mapping"
 
 
 def _walk(node: yaml.Node, path: Path, marks: Marks, walked: set[int]) -> None:
@@ -234,8 +298,11 @@ def load_yaml(text: str, file: str) -> tuple[Any, Marks]:
         mark = exc.problem_mark or exc.context_mark
         line, column = (mark.line + 1, mark.column + 1) if mark is not None else (0, 0)
         problem = exc.problem or "invalid YAML"
-        key = _key_at(marks, line, column) if "duplicate key" in problem else ""
+        key = _key_at(marks, line, column) if isinstance(exc, yaml.constructor.ConstructorError) else ""
         raise RuleFileError(file, line, column, key, f"YAML: {problem}") from None
+    except yaml.reader.ReaderError as exc:  # a character YAML does not allow: its place, not libyaml's byte offset
+        line, column = _place_of_byte(text, exc.position)
+        raise RuleFileError(file, line, column, "", f"YAML: {_unacceptable(exc)}") from None
     except yaml.YAMLError as exc:
         raise RuleFileError(file, 0, 0, "", f"YAML: {exc}") from None
     finally:
@@ -244,7 +311,30 @@ def load_yaml(text: str, file: str) -> tuple[Any, Marks]:
 
 
 def _key_at(marks: Marks, line: int, column: int) -> str:
+    """The key path of what sits at (line, column): the key there, else the innermost value (a scalar)."""
     for path, pos in marks.keys.items():
         if pos == (line, column):
             return format_path(path)
-    return ""
+    best: Path | None = None
+    for path, pos in marks.values.items():
+        if pos == (line, column) and (best is None or path[: len(best)] == best):
+            best = path
+    return format_path(best) if best is not None else ""
+
+
+def _unacceptable(exc: yaml.reader.ReaderError) -> str:
+    """What is wrong with a character the YAML reader refused, and how to write it."""
+    code = exc.character if isinstance(exc.character, int) else None
+    if code is None:
+        return f"a character is not allowed here ({exc.reason})"
+    escape = f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+    return (f"character #x{code:04x} is not allowed here ({exc.reason}): remove it, or write it as the escape "
+            f"{escape} in a double-quoted string")
+
+
+def _place_of_byte(text: str, offset: int) -> tuple[int, int]:
+    """1-based (line, column) of the character at a UTF-8 byte offset of `text` (libyaml's reader counts bytes),
+    lines broken as YAML breaks them (\\n, \\r, \\r\\n, NEL, LS, PS; no other control character comes before it)."""
+    head = text.encode("utf-8", "surrogatepass")[:offset].decode("utf-8", "replace")
+    rows = (head + "x").splitlines()
+    return len(rows), len(rows[-1])
