@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path as FsPath
 from typing import Any
 
 from monitor.rules._errors import RuleFileError
-from monitor.rules._yaml import MAX_DEPTH, Marks, load_yaml
+from monitor.rules._yaml import MAX_DEPTH, MAX_INT_DIGITS, Marks, load_yaml
 
 MAX_FILE_BYTES = 32 << 20
 JSON_LINES_SUFFIXES = (".jsonl", ".ndjson")
@@ -36,6 +37,54 @@ def read_text(path: FsPath) -> str:
 _TOO_DEEP = object()
 
 
+class _NotJson(ValueError):
+    """A number Python's json reads and JSON has not (NaN, Infinity, a float past the largest, a huge integer);
+    `token` is its text, to find its column."""
+
+    def __init__(self, token: str, message: str) -> None:
+        super().__init__(message)
+        self.token = token
+
+
+def _constant(name: str) -> Any:
+    raise _NotJson(name, f"{name} is not a JSON value (JSON has no NaN or infinity): give a finite number")
+
+
+def _float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NotJson(text, f"{text} is too large for a number (it reads as infinity): give a finite number")
+    return value
+
+
+def _int(text: str) -> int:
+    digits = len(text) - text.startswith("-")
+    if digits > MAX_INT_DIGITS:
+        raise _NotJson(text, f"an integer of {digits} digits: a cases file takes at most {MAX_INT_DIGITS}")
+    return int(text)
+
+
+_DECODER = json.JSONDecoder(parse_constant=_constant, parse_float=_float, parse_int=_int)
+
+
+def _column_of(line: str, token: str) -> int:
+    """1-based column of the first `token` of `line` outside a JSON string (1 when not found)."""
+    in_string = escaped = False
+    for i, ch in enumerate(line):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif line.startswith(token, i):
+            return i + 1
+    return 1
+
+
 def read_json_lines(text: str, file: str) -> tuple[list[Any], Marks]:
     """The values of a JSON-lines file (blank lines skipped), each placed at its line. A line nested deeper than
     MAX_DEPTH is a located error: about 1,000 levels raised RecursionError in the decoder (a traceback), and fewer
@@ -47,9 +96,11 @@ def read_json_lines(text: str, file: str) -> tuple[list[Any], Marks]:
             continue
         marks.values[(len(items),)] = (n, 1)
         try:
-            item = json.loads(line)
+            item = _DECODER.decode(line)
         except json.JSONDecodeError as exc:
             raise RuleFileError(file, n, exc.colno, "", f"JSON: {exc.msg}") from None
+        except _NotJson as exc:
+            raise RuleFileError(file, n, _column_of(line, exc.token), "", f"JSON: {exc}") from None
         except RecursionError:
             item = _TOO_DEEP
         if item is _TOO_DEEP or _depth_over(item, MAX_DEPTH - 1):  # the item sits one level down, in the list

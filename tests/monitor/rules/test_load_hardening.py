@@ -149,3 +149,28 @@ def test_a_merge_key_merges_as_yaml_says(tmp_path: Path) -> None:
     rs = load_rules([path])
     slots = rs.expectations[0].alternatives[0].slots
     assert [(s.tool, s.min, s.max) for s in slots] == [("t", 2, 2), ("u", 2, 2)]
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        ("NaN", ["NaN is not a JSON value"]),
+        ("-Infinity", ["-Infinity is not a JSON value"]),
+        ("1e400", ["1e400 is too large", "infinity"]),
+        ("1" * 5000, ["integer of 5000 digits", "at most 4300"]),
+    ],
+    ids=["NaN", "-Infinity", "1e400", "5000 digits"],
+)
+def test_a_cases_file_in_json_lines_holds_json_values_only(tmp_path: Path, value: str, words: list[str]) -> None:
+    """Python's json reads NaN and Infinity, and 1e400 as infinity: they loaded (a numeric check that never holds),
+    and an integer of 5,000 digits raised ValueError out of `rules check`. Each is an error at its line and column
+    (not at the same text inside a string before it)."""
+    (tmp_path / "rules.yaml").write_text(HEAD + "cases: cases.jsonl\n")
+    line = '{"input": "NaN 1e400 -Infinity", "call": [{"tool": "t", "args": {"x": {"numeric": ' + value + "}}}]}"
+    (tmp_path / "cases.jsonl").write_text('{"input": "a", "none": true}\n' + line + "\n")
+    with pytest.raises(RuleFileError) as info:
+        load_rules([tmp_path / "rules.yaml"])
+    err = info.value
+    assert (err.file, err.line, err.column) == (str(tmp_path / "cases.jsonl"), 2, line.rindex(value) + 1), str(err)
+    for w in words:
+        assert w in str(err), str(err)
