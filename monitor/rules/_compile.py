@@ -52,6 +52,9 @@ PER_TOOL_FIGURES = frozenset(
 )
 # figures with no better direction: an alert on one needs an explicit bound (below or above), not an objective
 UNDIRECTED_FIGURES = frozenset({"tool_usage_rate"})
+MAX_CALLS = 1000
+"""Most calls a rule may expect of one turn (the sum of its slots' minimums; each slot's exactly, min and max are at
+most this too, in schema.json): the judge lists each missing call, and `min: 10**22` ran it out of memory."""
 
 
 @dataclass(slots=True)
@@ -181,12 +184,14 @@ class FileCompiler:
         self.check_tool(s["tool"], (*path, "tool"))
         if "exactly" in s and ("min" in s or "max" in s):
             raise self.err((*path, "exactly"), "use either exactly or min/max, not both", key=True)
-        if "exactly" in s:
-            lo, hi = s["exactly"], s["exactly"]
+        lo: int
+        hi: int | None
+        if "exactly" in s:  # int(): JSON Schema takes 1.0 for an integer, and range() does not
+            lo = hi = int(s["exactly"])
         elif "min" in s or "max" in s:
-            lo, hi = s.get("min", 0), s.get("max")
+            lo, hi = int(s.get("min", 0)), (int(s["max"]) if "max" in s else None)
         else:
-            lo, hi = 1, 1
+            lo = hi = 1
         if hi is not None and lo > hi:
             raise self.err((*path, "min"), f"min {lo} is greater than max {hi}")
         checks = tuple(self.check(arg, v, (*path, "args", arg)) for arg, v in s.get("args", {}).items())
@@ -206,6 +211,7 @@ class FileCompiler:
         if mode == "from_input":
             rx = self.regex(value, (*path, mode))
             group = spec.get("group", 1)
+            group = int(group) if isinstance(group, float) else group  # 1.0, an integer to JSON Schema
             ngroups = rx.compiled.groups
             if isinstance(group, int) and group > ngroups:
                 raise self.err((*path, mode), f"the regex has {ngroups} group(s), group {group} asked")
@@ -237,6 +243,10 @@ class FileCompiler:
 
     def alternative(self, slots: Sequence[Mapping[str, Any]], path: Path) -> Alternative:
         compiled = tuple(self.slot(s, i, (*path, i)) for i, s in enumerate(slots))
+        calls = sum(s.min for s in compiled)
+        if calls > MAX_CALLS:
+            raise self.err(path, f"the slots' minimums expect {calls} calls in all: a rule expects at most "
+                                 f"{MAX_CALLS} calls of a turn")
         by_tool: dict[str, list[int]] = {}
         for s in compiled:
             by_tool.setdefault(s.tool, []).append(s.index)
@@ -244,7 +254,7 @@ class FileCompiler:
         expected = tuple((t, sum(compiled[j].min for j in ix)) for t, ix in by_tool.items())
         return Alternative(
             compiled,
-            sum(s.min for s in compiled),
+            calls,
             hi,
             tuple((t, tuple(ix)) for t, ix in by_tool.items()),
             tuple((t, n) for t, n in expected if n),
@@ -336,7 +346,7 @@ class FileCompiler:
             objective=a.get("objective"),
             window=a.get("window", "5m"),
             for_=a.get("for", "1m"),
-            min_samples=a.get("min_samples", 20),
+            min_samples=int(a.get("min_samples", 20)),
             severity=a.get("severity", "warning"),
             summary=a.get("summary", ""),
             source=self.file,

@@ -8,7 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from monitor.rules import RuleFileError, load_rules
+from monitor.alerts import render
+from monitor.alerts.live import LiveAlerts
+from monitor.judge import Judge
+from monitor.records import ToolCall, Turn
+from monitor.rules import RuleFileError, RuleSet, load_rules
+from monitor.rules._describe import expectation_lines
 
 HEAD = "catalog:\n  tools:\n    - name: t\n"  # three lines
 CALL = "expect:\n  - call: [{tool: t}]\n"  # a rule, for files whose point is elsewhere
@@ -172,5 +177,64 @@ def test_a_cases_file_in_json_lines_holds_json_values_only(tmp_path: Path, value
         load_rules([tmp_path / "rules.yaml"])
     err = info.value
     assert (err.file, err.line, err.column) == (str(tmp_path / "cases.jsonl"), 2, line.rindex(value) + 1), str(err)
+    for w in words:
+        assert w in str(err), str(err)
+
+
+def _judge_every_way(rs: RuleSet, inputs: list[str]) -> None:
+    """What serve, explain and the alerts do with loaded rules: none of it may raise."""
+    judge = Judge(rs)
+    for text in inputs:
+        for calls in ((), (ToolCall("t", arguments="{}"),), (ToolCall("t", arguments='{"x": "y"}'),) * 3):
+            judge.judge(Turn(text, calls))
+            judge.judge(Turn(text, (*calls, ToolCall("nope", arguments="{}"))))
+    for exp in rs.expectations:
+        expectation_lines(exp)
+    render(rs)
+    LiveAlerts.from_ruleset(rs).evaluate()
+
+
+def test_integral_floats_count_as_the_integers_they_are(tmp_path: Path) -> None:
+    """JSON Schema takes 1.0 for an integer, so `exactly: 1.0` passed validation, and the judge raised TypeError
+    ('float' object cannot be interpreted as an integer) on every turn the rule matched; `group: 1.0` raised
+    IndexError; `min_samples: 1.0` loaded and alerts render and serve refused it. They load as 1."""
+    path = tmp_path / "floats.yaml"
+    path.write_text(
+        HEAD
+        + "expect:\n"
+        + "  - when: {prefix: a}\n    call: [{tool: t, exactly: 1.0, args: {x: {from_input: '(y)', group: 1.0}}}]\n"
+        + "  - when: {prefix: b}\n    call: [{tool: t, min: 1.0, max: 2.0}]\n"
+        + "alerts:\n  - {name: Low, figure: tool_call_accuracy, below: 0.5, min_samples: 1.0}\n"
+    )
+    rs = load_rules([path])
+    first, second = (e.alternatives[0].slots[0] for e in rs.expectations)
+    assert (first.min, first.max, first.checks[0].group, second.min, second.max) == (1, 1, 1, 1, 2)
+    assert all(type(n) is int for n in (first.min, first.max, first.checks[0].group, second.min, second.max))
+    assert type(rs.alerts[0].min_samples) is int
+    _judge_every_way(rs, ["a y", "b", "c"])
+
+
+@pytest.mark.parametrize(
+    ("slots", "line", "column", "key", "words"),
+    [
+        ("[{tool: t, exactly: 1001}]", 5, 31, "expect[0].call[0].exactly", ["1001 is greater than the maximum"]),
+        ("[{tool: t, min: 10000000000000000000000}]", 5, 27, "expect[0].call[0].min", ["greater than the maximum"]),
+        ("[{tool: t, max: 9223372036854775808}]", 5, 27, "expect[0].call[0].max", ["greater than the maximum"]),
+        ("[{tool: t, min: 600}, {tool: t, exactly: 401}]", 5, 11, "expect[0].call",
+         ["1001 calls in all", "at most 1000"]),
+    ],
+    ids=["exactly", "min", "max", "sum of minimums"],
+)
+def test_a_turn_is_expected_to_make_at_most_1000_calls(
+    tmp_path: Path, slots: str, line: int, column: int, key: str, words: list[str]
+) -> None:
+    """The judge lists each missing call of a turn: `min: 10**22` loaded, and judging a turn that made no call ran
+    out of memory (a MemoryError in serve for every turn the rule matched)."""
+    path = tmp_path / "many.yaml"
+    path.write_text(HEAD + "expect:\n  - call: " + slots + "\n")
+    with pytest.raises(RuleFileError) as info:
+        load_rules([path])
+    err = info.value
+    assert (err.line, err.column, err.key) == (line, column, key), str(err)
     for w in words:
         assert w in str(err), str(err)
