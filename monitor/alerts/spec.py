@@ -15,24 +15,15 @@ from typing import Any
 
 from monitor.alerts.figures import FIGURES
 from monitor.rules import objective_problem
+from monitor.rules import parse_duration as parse_duration  # the alerts' name for it, re-exported
 
 SEVERITIES = ("critical", "warning", "info")
 _NAME = re.compile(r"^[A-Z][A-Za-z0-9]*$")
-_DURATION = re.compile(r"^(?:(\d+)y)?(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m(?!s))?(?:(\d+)s)?(?:(\d+)ms)?$")
-_UNIT_S = (365 * 86400, 7 * 86400, 86400, 3600, 60, 1, 0.001)
 _LABEL_VALUE_MAX = 200
 
 
 class AlertSpecError(ValueError):
     """An `alerts` entry that cannot be rendered or evaluated; the message names the entry and the key."""
-
-
-def parse_duration(text: str) -> float:
-    """Seconds in a Prometheus duration such as `5m`, `1h30m`, `90s`; raises ValueError when malformed."""
-    m = _DURATION.match(text.strip()) if isinstance(text, str) else None
-    if m is None or not any(m.groups()):
-        raise ValueError(f"not a Prometheus duration: {text!r} (use e.g. 30s, 5m, 1h)")
-    return float(sum(int(g) * unit for g, unit in zip(m.groups(), _UNIT_S, strict=True) if g))
 
 
 @dataclass(slots=True, frozen=True)

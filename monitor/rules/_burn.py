@@ -8,8 +8,23 @@ check` warns about each one that cannot when another can.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+_DURATION = re.compile(r"^(?:(\d+)y)?(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m(?!s))?(?:(\d+)s)?(?:(\d+)ms)?$")
+_UNIT_S = (365 * 86400, 7 * 86400, 86400, 3600, 60, 1, 0.001)
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in a Prometheus duration such as `5m`, `1h30m`, `90s` (an alert's `window` and `for`); raises
+    ValueError when malformed. Prometheus takes the units largest first, each once: `5m1h` and `1s1s` are not
+    durations, though the rule-file schema's pattern takes them."""
+    m = _DURATION.match(text.strip()) if isinstance(text, str) else None
+    if m is None or not any(m.groups()):
+        raise ValueError(f"not a Prometheus duration: {text!r} (a number and a unit, y w d h m s or ms, the units "
+                         "largest first and each once: e.g. 30s, 5m, 1h5m)")
+    return float(sum(int(g) * unit for g, unit in zip(m.groups(), _UNIT_S, strict=True) if g))
 
 
 @dataclass(slots=True, frozen=True)

@@ -14,6 +14,7 @@ from monitor.judge import Judge
 from monitor.records import ToolCall, Turn
 from monitor.rules import RuleFileError, RuleSet, load_rules
 from monitor.rules._describe import expectation_lines
+from monitor.serve._rules import Rules
 
 HEAD = "catalog:\n  tools:\n    - name: t\n"  # three lines
 CALL = "expect:\n  - call: [{tool: t}]\n"  # a rule, for files whose point is elsewhere
@@ -238,3 +239,41 @@ def test_a_turn_is_expected_to_make_at_most_1000_calls(
     assert (err.line, err.column, err.key) == (line, column, key), str(err)
     for w in words:
         assert w in str(err), str(err)
+
+
+@pytest.mark.parametrize(
+    ("entry", "column", "key", "words"),
+    [
+        ("window: 0s", 65, "alerts[0].window", ["window of 0s", "longer than 0s"]),
+        ("window: 5m1h", 65, "alerts[0].window", ["not a Prometheus duration: '5m1h'", "largest first", "1h5m"]),
+        ("for: 1s1s", 62, "alerts[0].for", ["not a Prometheus duration: '1s1s'", "each once"]),
+    ],
+    ids=["zero window", "units out of order", "a unit twice"],
+)
+def test_an_alert_duration_serve_cannot_evaluate_is_an_error_at_its_place(
+    tmp_path: Path, entry: str, column: int, key: str, words: list[str]
+) -> None:
+    """The schema's duration pattern takes `0s`, `5m1h` and `1s1s`, which Prometheus and the alert evaluator refuse:
+    the file loaded (`rules check` said ok), then `alerts render` failed naming no line, serve refused to start
+    with the error of an option, and a hot reload put the rules in force and then raised out of the alert update
+    (the file watcher died: no later reload ran)."""
+    path = tmp_path / "alerts.yaml"
+    path.write_text(HEAD + CALL + "alerts:\n  - {name: Low, figure: tool_call_accuracy, below: 0.5, " + entry + "}\n")
+    with pytest.raises(RuleFileError) as info:
+        load_rules([path])
+    err = info.value
+    assert (err.line, err.column, err.key) == (7, column, key), str(err)
+    for w in words:
+        assert w in str(err), str(err)
+
+
+def test_serve_keeps_its_rules_when_the_new_alerts_cannot_be_evaluated(tmp_path: Path) -> None:
+    path = tmp_path / "rules.yaml"
+    good = HEAD + CALL + "alerts:\n  - {name: Low, figure: tool_call_accuracy, below: 0.5, window: 5m}\n"
+    path.write_text(good)
+    rules = Rules([path])
+    before = rules.current.ruleset
+    path.write_text(good.replace("5m}", "0s}"))
+    assert rules.reload() is False
+    assert rules.current.ruleset is before
+    assert rules.last_error is not None and "alerts[0].window" in rules.last_error
