@@ -29,7 +29,7 @@ class SchemaProblem:
 
 def schema_problem(schema: Any) -> SchemaProblem | None:
     """The first part of a JSON Schema the judge cannot check safely, or None: a `$ref` / `$dynamicRef` that is not
-    local, a local `$ref` that points nowhere in the schema (validation would raise on reaching it), a regex
+    local, or that points nowhere in the schema (validation would raise on reaching it), a regex
     (`pattern`, a `patternProperties` key) RE2 cannot run (the judge runs them in RE2: linear time on any argument),
     or `unevaluatedProperties` in a schema with `patternProperties` (which the judge does not run in RE2)."""
     if not isinstance(schema, Mapping):
@@ -73,11 +73,10 @@ def _keyword_problem(k: str, v: Any, at: Path, resolver: Any) -> SchemaProblem |
     if k in ("$ref", "$dynamicRef") and isinstance(v, str):
         if not v.startswith("#"):
             return SchemaProblem(at, f"only local references ('#...') are allowed, got {v!r}")
-        if k == "$ref":
-            try:
-                resolver.lookup(v)
-            except Unresolvable:
-                return SchemaProblem(at, f"the reference {v!r} does not resolve to anything in this schema")
+        try:  # a $dynamicRef starts as a $ref: the judge raised on one that resolved to nothing
+            resolver.lookup(v)
+        except Unresolvable:
+            return SchemaProblem(at, f"the reference {v!r} does not resolve to anything in this schema")
     elif k == "pattern" and isinstance(v, str):
         try:
             compile_regex(v)

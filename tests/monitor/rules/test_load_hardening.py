@@ -277,3 +277,29 @@ def test_serve_keeps_its_rules_when_the_new_alerts_cannot_be_evaluated(tmp_path:
     assert rules.reload() is False
     assert rules.current.ruleset is before
     assert rules.last_error is not None and "alerts[0].window" in rules.last_error
+
+
+@pytest.mark.parametrize(
+    ("schema", "key"),
+    [
+        ("{$dynamicRef: '#meta'}", "catalog.tools[0].schema.$dynamicRef"),
+        ("{properties: {a: {$dynamicRef: '#/$defs/x'}}}", "catalog.tools[0].schema.properties.a.$dynamicRef"),
+    ],
+    ids=["anchor", "pointer"],
+)
+def test_a_dynamic_reference_that_points_nowhere_is_refused(tmp_path: Path, schema: str, key: str) -> None:
+    """A `$ref` that resolves to nothing was refused, a `$dynamicRef` was not: the file loaded, and the judge raised
+    (NoSuchAnchor, wrapped by jsonschema) on every call of the tool the fast validator did not accept."""
+    path = tmp_path / "dyn.yaml"
+    path.write_text(HEAD + f"      schema: {schema}\n" + CALL)
+    with pytest.raises(RuleFileError) as info:
+        load_rules([path])
+    assert info.value.key == key, str(info.value)
+    assert "does not resolve to anything in this schema" in str(info.value)
+
+
+def test_a_dynamic_reference_to_its_anchor_loads(tmp_path: Path) -> None:
+    path = tmp_path / "dyn.yaml"
+    schema = "{$dynamicAnchor: node, type: object, properties: {next: {$dynamicRef: '#node'}}}"
+    path.write_text(HEAD + f"      schema: {schema}\n" + CALL)
+    _judge_every_way(load_rules([path]), ["x"])
