@@ -35,6 +35,7 @@ from monitor.rules._model import (
 )
 from monitor.rules._regex import compile_regex
 from monitor.rules._tool_schema import schema_problem
+from monitor.rules._validate import error_message
 from monitor.rules._yaml import Marks, Path
 
 T = TypeVar("T")
@@ -127,7 +128,7 @@ class FileCompiler:
         try:
             jsonschema.Draft202012Validator.check_schema(schema)
         except jsonschema.SchemaError as exc:
-            raise self.err((*path, *exc.absolute_path), f"invalid JSON Schema: {exc.message}") from None
+            raise self.err((*path, *exc.absolute_path), f"invalid JSON Schema: {error_message(exc)}") from None
         bad = schema_problem(schema)
         if bad is not None:
             raise self.err((*path, *bad.path), bad.message, key=bad.at_key)

@@ -8,7 +8,7 @@ from importlib import resources
 from typing import Any
 
 import jsonschema
-from jsonschema.exceptions import ValidationError, best_match
+from jsonschema.exceptions import SchemaError, ValidationError, best_match
 
 from monitor.rules._errors import RuleFileError, raise_all
 from monitor.rules._yaml import Marks, Path
@@ -54,13 +54,14 @@ def describe(error: ValidationError) -> tuple[Path, str, bool]:
     if kw == "type":
         want = error.validator_value
         want_s = " or ".join(want) if isinstance(want, list) else str(want)
-        return path, f"expected {want_s}, got {_type_name(error.instance)} {_short(error.instance)}", False
+        got = "null" if error.instance is None else f"{_type_name(error.instance)} {_short(error.instance)}"
+        return path, f"expected {want_s}, got {got}", False
     if kw in ("enum", "const"):
         value: Any = error.validator_value
         choices = value if kw == "enum" else [value]
         return path, f"must be one of {', '.join(json.dumps(c) for c in choices)}, got {_short(error.instance)}", False
     if kw == "dependentRequired":
-        return path, error.message.replace("is a dependency of", "is required with"), False
+        return path, error_message(error).replace("is a dependency of", "is required with"), False
     if kw == "pattern":
         return path, f"{_short(error.instance)} does not match the pattern {error.validator_value}", False
     if kw == "not" and isinstance(error.validator_value, dict) and "const" in error.validator_value:
@@ -73,13 +74,13 @@ def describe(error: ValidationError) -> tuple[Path, str, bool]:
             f"{_short(error.instance)} is not a valid {_def_name(error)} (expected {' or '.join(options)})",
             False,
         )
-    return path, error.message, False
+    return path, error_message(error), False
 
 
 def _required(error: ValidationError) -> str:
     wanted: Any = error.validator_value
     missing = [k for k in wanted if isinstance(error.instance, dict) and k not in error.instance]
-    return f"missing required key {missing[0]!r}" if missing else error.message
+    return f"missing required key {missing[0]!r}" if missing else error_message(error)
 
 
 def _option_name(option: Any) -> str:
@@ -94,6 +95,16 @@ def _option_name(option: Any) -> str:
 def _def_name(error: ValidationError) -> str:
     ref = [p for p in error.schema_path if isinstance(p, str) and p not in ("oneOf", "anyOf", "items", "$ref")]
     return ref[-1] if ref else "value"
+
+
+def error_message(error: ValidationError | SchemaError) -> str:
+    """jsonschema's message for `error`, the value it quotes cut to 60 characters: its messages repeat the whole
+    value (a 300 KB name made a 300 KB error line)."""
+    message = str(error.message)
+    text = repr(error.instance)
+    if len(text) > 60 and text in message:
+        message = message.replace(text, text[:57] + "...")
+    return message
 
 
 def _short(value: Any) -> str:

@@ -303,3 +303,35 @@ def test_a_dynamic_reference_to_its_anchor_loads(tmp_path: Path) -> None:
     schema = "{$dynamicAnchor: node, type: object, properties: {next: {$dynamicRef: '#node'}}}"
     path.write_text(HEAD + f"      schema: {schema}\n" + CALL)
     _judge_every_way(load_rules([path]), ["x"])
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "words"),
+    [
+        (HEAD + "expect:\n  - call: [{tool: " + "t" * 300_000 + "}]\n", "expect[0].call[0].tool", ["is too long"]),
+        (HEAD + "      schema: {properties: {a: {minLength: '" + "x" * 300_000 + "'}}}\n" + CALL,
+         "catalog.tools[0].schema.properties.a.minLength", ["invalid JSON Schema", "is not of type 'integer'"]),
+        (HEAD + "      schema: {required: ['" + "x" * 300_000 + "', '" + "x" * 300_000 + "']}\n" + CALL,
+         "catalog.tools[0].schema.required", ["has non-unique elements"]),
+    ],
+    ids=["a long name", "a long value in a tool schema", "a long list in a tool schema"],
+)
+def test_an_error_line_quotes_a_long_value_shortened(tmp_path: Path, text: str, key: str, words: list[str]) -> None:
+    """Messages taken from jsonschema repeat the whole value: a 300 KB name made a 300 KB error line."""
+    path = tmp_path / "long.yaml"
+    path.write_text(text)
+    with pytest.raises(RuleFileError) as info:
+        load_rules([path])
+    err = info.value
+    assert err.key == key, str(err)[:300]
+    assert len(err.message) < 300, err.message[:300]
+    for w in words:
+        assert w in err.message, err.message[:300]
+
+
+def test_a_null_where_a_value_goes_reads_once(tmp_path: Path) -> None:
+    path = tmp_path / "null.yaml"
+    path.write_text(HEAD + "expect:\n  - call: [{tool: ~}]\n")
+    with pytest.raises(RuleFileError) as info:
+        load_rules([path])
+    assert info.value.message == "expected string, got null", str(info.value)  # was "got null null"
