@@ -40,6 +40,11 @@ MAX_VIOLATIONS = 8
 # Arguments the reference validator cannot walk (it recurses per level; a recursive schema admits any depth) and the
 # fast validator did not accept: they fail the schema, with this violation, rather than raise out of the judge.
 TOO_DEEP = SchemaViolation(ViolationKind.OTHER, "", "the arguments are nested too deeply to check against the schema")
+# Arguments holding a number past the largest float (JSON allows 1e400; Python reads it as infinity) that a keyword
+# cannot check: jsonschema's multipleOf raised OverflowError out of the judge. They fail the schema with this.
+TOO_LARGE = SchemaViolation(
+    ViolationKind.OTHER, "", "a number in the arguments is too large to check against the schema"
+)
 
 
 def _too_deep(exc: BaseException) -> bool:
@@ -189,6 +194,8 @@ class SchemaValidator:
             return True
         try:
             return bool(self.reference.is_valid(instance))
+        except OverflowError:  # as in violations: TOO_LARGE
+            return False
         except BaseException as exc:  # as in violations: TOO_DEEP
             if not _too_deep(exc):
                 raise
@@ -207,6 +214,8 @@ class SchemaValidator:
                 out.append(SchemaViolation(classify(err), path, err.message[:300]))
                 if len(out) >= MAX_VIOLATIONS:
                     break
+        except OverflowError:  # multipleOf of an infinite number
+            return (*out, TOO_LARGE)[:MAX_VIOLATIONS]
         except BaseException as exc:  # the reference recurses per level: arguments ~250 deep, a recursive schema
             if not _too_deep(exc):
                 raise

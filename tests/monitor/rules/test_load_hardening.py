@@ -335,3 +335,18 @@ def test_a_null_where_a_value_goes_reads_once(tmp_path: Path) -> None:
     with pytest.raises(RuleFileError) as info:
         load_rules([path])
     assert info.value.message == "expected string, got null", str(info.value)  # was "got null null"
+
+
+def test_a_number_past_the_largest_float_fails_a_multiple_of_check_without_raising(tmp_path: Path) -> None:
+    """`multipleOf: 0.01` is an ordinary schema for an amount; an argument of 1e400 (JSON allows it; Python reads
+    it as infinity) made jsonschema raise OverflowError out of the judge on every such call."""
+    path = tmp_path / "money.yaml"
+    path.write_text("catalog:\n  tools:\n    - name: pay\n      schema: {type: object, properties: "
+                    "{amount: {type: number, multipleOf: 0.01}}}\nexpect:\n  - call: [{tool: pay}]\n")
+    judge = Judge(load_rules([path]))
+    ok = judge.judge(Turn("pay", (ToolCall("pay", arguments='{"amount": 12.5}'),)))
+    assert ok.calls[0].schema_valid is True
+    for amount in ("1e400", "-1e400"):
+        v = judge.judge(Turn("pay", (ToolCall("pay", arguments=f'{{"amount": {amount}}}'),)))
+        assert v.calls[0].schema_valid is False
+        assert "too large" in v.calls[0].violations[0].message
