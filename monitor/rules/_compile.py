@@ -33,7 +33,7 @@ from monitor.rules._model import (
     Tool,
     freeze,
 )
-from monitor.rules._regex import compile_regex
+from monitor.rules._regex import MAX_REGEX_SIZE, compile_regex
 from monitor.rules._tool_schema import schema_problem
 from monitor.rules._validate import error_message
 from monitor.rules._yaml import Marks, Path
@@ -156,6 +156,9 @@ class FileCompiler:
             if key == "prefix":
                 parts.append(Prefix(value))
             elif key == "contains":
+                if len(value) > MAX_REGEX_SIZE:  # routing finds it with RE2, as a literal
+                    raise self.err(p, f"a text of {len(value)} characters, at most {MAX_REGEX_SIZE}: finding it "
+                                      "would be slow on long inputs; give a shorter part of it")
                 parts.append(Contains(value))
             elif key == "equals":
                 parts.append(Equals(value))

@@ -4,6 +4,7 @@ rules the judge, explain and the alerts take without raising."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from monitor.judge import Judge
 from monitor.records import ToolCall, Turn
 from monitor.rules import RuleFileError, RuleSet, load_rules
 from monitor.rules._describe import expectation_lines
+from monitor.rules._regex import regex_size
 from monitor.serve._rules import Rules
 
 HEAD = "catalog:\n  tools:\n    - name: t\n"  # three lines
@@ -350,3 +352,56 @@ def test_a_number_past_the_largest_float_fails_a_multiple_of_check_without_raisi
         v = judge.judge(Turn("pay", (ToolCall("pay", arguments=f'{{"amount": {amount}}}'),)))
         assert v.calls[0].schema_valid is False
         assert "too large" in v.calls[0].violations[0].message
+
+
+@pytest.mark.parametrize(
+    ("pattern", "count"),
+    [
+        ("abc", 3),
+        (r"\pL+", 1),
+        (r"\p{Greek}{500}", 500),
+        (r"(?i)\bin (\pL[\pL .'-]*?)(\?|,|$| in | today| tomorrow)", 28),
+        ("x{1000}", 1000),
+        ("(a|bc){10}", 30),
+        ("(?:x{100}){10}", 1000),
+        ("[a-z]{2,5}", 5),
+        ("a{3,}", 4),
+        (r"\Qa.b\E+", 3),
+        (r"[]a\]]{4}", 4),
+        (r"[[:alpha:]x]{7}", 7),
+        (r"(?P<id>\d{4})-\x{10FFFF}\x41", 7),
+        ("a{,3}", 5),  # not a repetition in RE2: the literal text
+    ],
+)
+def test_the_size_of_a_regex_counts_what_its_automaton_tracks(pattern: str, count: int) -> None:
+    assert regex_size(pattern) == count
+
+
+def test_a_condition_too_large_for_linear_matching_to_stay_fast_is_refused(tmp_path: Path) -> None:
+    """RE2 runs in time linear in the input, times the size of the pattern: a `contains` of 100,000 characters took
+    78 s to route one input of 100,000 x's, a regex `x{1000}` written 20 times 3 s, each turn."""
+    long_text, long_regex = "x" * 100_000, "x{1000}" * 20
+    path = tmp_path / "slow.yaml"
+    path.write_text(HEAD + f"expect:\n  - when: {{contains: {long_text}}}\n    call: [{{tool: t}}]\n"
+                    + f"  - when: {{regex: '{long_regex}'}}\n    call: [{{tool: t}}]\n")
+    with pytest.raises(RuleFileError) as info:
+        load_rules([path])
+    first, second = info.value.errors
+    assert (first.line, first.key) == (5, "expect[0].when.contains"), str(first)[:300]
+    assert "100000 characters" in first.message and "at most 5000" in first.message, first.message[:300]
+    assert (second.line, second.key) == (7, "expect[1].when.regex"), str(second)[:300]
+    assert "20000" in second.message and "at most 5000" in second.message, second.message[:300]
+
+
+def test_routing_by_many_large_regexes_stays_fast(tmp_path: Path) -> None:
+    """Eight rules of regexes at the size limit, all matching one input: in one RE2 set their automaton states held
+    40,000 positions and matching took 5 s per turn, every turn (the set's cache could not hold them)."""
+    path = tmp_path / "many.yaml"
+    rules = "".join(f"  - when: {{regex: '{('[x' + c + ']{1000}') * 5}'}}\n    call: [{{tool: t}}]\n"
+                    for c in "abcdefgh")
+    path.write_text(HEAD + "expect:\n" + rules)
+    judge = Judge(load_rules([path]))
+    start = time.perf_counter()
+    for _ in range(3):
+        judge.judge(Turn("x" * 100_000, ()))
+    assert time.perf_counter() - start < 5.0
