@@ -20,7 +20,7 @@ import jsonschema
 from monitor.judge._schema import SchemaValidator
 from monitor.records import Turn, definition_name
 from monitor.rules import RuleSet
-from monitor.rules._tool_schema import schema_problem
+from monitor.rules._tool_schema import check_schema, schema_problem
 from monitor.verdict import NONE_LABEL, UNKNOWN_LABEL
 
 # An agent offers the same tools on every turn: their validators are kept for all of them, or each turn builds every
@@ -99,7 +99,7 @@ class Catalog:
                 return self._cache[key]
         validator: SchemaValidator | None
         try:
-            jsonschema.Draft202012Validator.check_schema(params)
+            check_schema(params)
             validator = None if schema_problem(params) is not None else SchemaValidator(params)
         except (jsonschema.SchemaError, RecursionError):  # RecursionError: the checks recurse, ~100 levels
             validator = None

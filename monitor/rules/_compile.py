@@ -34,7 +34,7 @@ from monitor.rules._model import (
     freeze,
 )
 from monitor.rules._regex import MAX_REGEX_SIZE, compile_regex
-from monitor.rules._tool_schema import schema_problem
+from monitor.rules._tool_schema import check_schema, schema_problem
 from monitor.rules._validate import error_message
 from monitor.rules._yaml import Marks, Path
 
@@ -126,7 +126,7 @@ class FileCompiler:
         if done is not None:
             return done[1]
         try:
-            jsonschema.Draft202012Validator.check_schema(schema)
+            check_schema(schema)
         except jsonschema.SchemaError as exc:
             raise self.err((*path, *exc.absolute_path), f"invalid JSON Schema: {error_message(exc)}") from None
         bad = schema_problem(schema)

@@ -6,12 +6,30 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import jsonschema
 from referencing import Registry
 from referencing.exceptions import Unresolvable
 from referencing.jsonschema import DRAFT202012
 
 from monitor.rules._regex import compile_regex
 from monitor.rules._yaml import Path, format_path
+
+
+def _any_regex(instance: object) -> bool:
+    return True  # schema_problem compiles every `pattern` and `patternProperties` key in RE2, with RE2's message
+
+
+# The metaschema's formats, but `regex`: the judge runs schema regexes in RE2, and the default check compiled them
+# with Python's `re`, which refused RE2's `\\pL` ("'^\\pL+$' is not a 'regex'").
+_FORMATS = jsonschema.FormatChecker()
+_FORMATS.checkers = {**jsonschema.Draft202012Validator.FORMAT_CHECKER.checkers, "regex": (_any_regex, ())}
+
+
+def check_schema(schema: Any) -> None:
+    """Draft 2020-12's metaschema check of a tool's schema (raises jsonschema.SchemaError), regexes left to
+    `schema_problem`."""
+    jsonschema.Draft202012Validator.check_schema(schema, format_checker=_FORMATS)
+
 
 # Keywords whose values are data, not schemas (a "$ref" or "pattern" key there is not one).
 _DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples"})

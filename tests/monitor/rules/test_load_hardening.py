@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from monitor.alerts import render
 from monitor.alerts.live import LiveAlerts
@@ -405,3 +406,26 @@ def test_routing_by_many_large_regexes_stays_fast(tmp_path: Path) -> None:
     for _ in range(3):
         judge.judge(Turn("x" * 100_000, ()))
     assert time.perf_counter() - start < 5.0
+
+
+LETTERS = "{type: object, properties: {city: {type: string, pattern: '^\\pL+$'}}, patternProperties: {'^\\pL+$': {}}}"
+
+
+def test_a_tool_schema_regex_is_checked_as_re2_reads_it(tmp_path: Path) -> None:
+    """The judge runs schema regexes in RE2, and the README says to use `\\pL` for any letter; the metaschema check
+    read `pattern` and `patternProperties` with Python's `re`, which has no `\\pL`: '^\\pL+$' is not a 'regex'."""
+    path = tmp_path / "letters.yaml"
+    path.write_text(HEAD + f"      schema: {LETTERS}\n" + CALL)
+    judge = Judge(load_rules([path]))
+    good = judge.judge(Turn("x", (ToolCall("t", arguments='{"city": "Zürich"}'),)))
+    bad = judge.judge(Turn("x", (ToolCall("t", arguments='{"city": "Zürich 2"}'),)))
+    assert (good.calls[0].schema_valid, bad.calls[0].schema_valid) == (True, False)
+
+
+def test_an_offered_schema_regex_is_checked_as_re2_reads_it(tmp_path: Path) -> None:
+    path = tmp_path / "offered.yaml"
+    path.write_text("catalog: {from_definitions: true}\n" + "expect:\n  - call: [{tool: t}]\n")
+    judge = Judge(load_rules([path]))
+    offered = ({"name": "t", "parameters": yaml.safe_load(LETTERS)},)
+    bad = judge.judge(Turn("x", (ToolCall("t", arguments='{"city": "Zürich 2"}'),), tool_definitions=offered))
+    assert bad.calls[0].schema_valid is False  # the offered schema is used (None: left unused as invalid)
