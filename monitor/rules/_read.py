@@ -16,6 +16,8 @@ JSON_LINES_SUFFIXES = (".jsonl", ".ndjson")
 
 def read_text(path: FsPath) -> str:
     """A rule, cases or dataset file as text: bounded (MAX_FILE_BYTES), UTF-8, any failure a located RuleFileError."""
+    if "\0" in str(path):  # `cases: "c\\0.yaml"`: os.stat raised ValueError (embedded null byte)
+        raise RuleFileError(str(path), 0, 0, "", "cannot read: the path holds a NUL character")
     try:
         size = path.stat().st_size
         if size > MAX_FILE_BYTES:

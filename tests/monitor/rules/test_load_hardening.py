@@ -17,6 +17,8 @@ from monitor.records import ToolCall, Turn
 from monitor.rules import RuleFileError, RuleSet, load_rules
 from monitor.rules._describe import expectation_lines
 from monitor.rules._regex import regex_size
+from monitor.scenario._model import ScenarioError
+from monitor.scenario._runner import load_and_build
 from monitor.serve._rules import Rules
 
 HEAD = "catalog:\n  tools:\n    - name: t\n"  # three lines
@@ -429,3 +431,23 @@ def test_an_offered_schema_regex_is_checked_as_re2_reads_it(tmp_path: Path) -> N
     offered = ({"name": "t", "parameters": yaml.safe_load(LETTERS)},)
     bad = judge.judge(Turn("x", (ToolCall("t", arguments='{"city": "Zürich 2"}'),), tool_definitions=offered))
     assert bad.calls[0].schema_valid is False  # the offered schema is used (None: left unused as invalid)
+
+
+def test_a_cases_path_with_a_nul_character_is_an_error_at_the_key(tmp_path: Path) -> None:
+    """`cases: "c\\0.yaml"` (a YAML escape) raised ValueError (embedded null byte) out of `rules check`."""
+    path = tmp_path / "nul.yaml"
+    path.write_text(HEAD + 'cases: "c\\0.yaml"\n')
+    with pytest.raises(RuleFileError) as info:
+        load_rules([path])
+    err = info.value
+    assert (err.line, err.column, err.key) == (4, 8, "cases"), str(err)
+    assert "NUL character" in err.message, str(err)
+
+
+def test_a_scenario_naming_a_rule_file_with_a_nul_character_is_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "scenario.yaml"
+    path.write_text('rules: ["r\\0.yaml"]\nscenarios:\n  - name: s\n    steps:\n      - user: hi\n'
+                    "        expect: {none: true}\n")
+    with pytest.raises((RuleFileError, ScenarioError)) as info:
+        load_and_build(path, [])
+    assert "NUL character" in str(info.value), str(info.value)
