@@ -22,9 +22,12 @@ def read_text(path: FsPath) -> str:
         size = path.stat().st_size
         if size > MAX_FILE_BYTES:
             raise RuleFileError(str(path), 0, 0, "", f"file too large ({size} bytes, limit {MAX_FILE_BYTES})")
-        data = path.read_bytes()
+        with path.open("rb") as f:  # at most the limit and a byte, whatever stat said (0 for /dev/zero, a pipe)
+            data = f.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
         raise RuleFileError(str(path), 0, 0, "", f"cannot read: {exc.strerror or exc}") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise RuleFileError(str(path), 0, 0, "", f"file too large (more than {MAX_FILE_BYTES} bytes)")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

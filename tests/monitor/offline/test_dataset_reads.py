@@ -21,7 +21,7 @@ from click.testing import CliRunner
 
 from monitor.cli.eval_cmd import eval_
 from monitor.evaluate import forbidden_case_arguments, load_dataset, load_dataset_rules, read_cases
-from monitor.rules import RuleFileError, load_rules, load_yaml, read_json_lines
+from monitor.rules import RuleFileError, load_rules, load_yaml, read_json_lines, read_text
 from monitor.rules._validate import case_errors
 
 CASES: list[dict[str, Any]] = [
@@ -33,7 +33,7 @@ CASES: list[dict[str, Any]] = [
 
 @dataclass
 class Counted:
-    reads: Counter[str] = field(default_factory=Counter)  # file -> Path.read_bytes calls
+    reads: Counter[str] = field(default_factory=Counter)  # file -> read_text calls
     parses: Counter[str] = field(default_factory=Counter)  # file -> load_yaml / read_json_lines calls
     validations: Counter[str] = field(default_factory=Counter)  # file -> case_errors calls (its cases validated)
 
@@ -48,11 +48,9 @@ def _wrap_everywhere(monkeypatch: pytest.MonkeyPatch, real: Callable[..., Any], 
 @pytest.fixture
 def counted(monkeypatch: pytest.MonkeyPatch) -> Counted:
     c = Counted()
-    real_read = Path.read_bytes
-
-    def read_bytes(self: Path) -> bytes:
-        c.reads[str(self)] += 1
-        return real_read(self)
+    def read(path: Path) -> str:
+        c.reads[str(path)] += 1
+        return read_text(path)
 
     def parse_yaml(text: str, file: str) -> tuple[Any, Any]:
         c.parses[file] += 1
@@ -66,7 +64,7 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> Counted:
         c.validations[marks.file] += 1
         return case_errors(cases, marks, base)
 
-    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    _wrap_everywhere(monkeypatch, read_text, read)
     _wrap_everywhere(monkeypatch, load_yaml, parse_yaml)
     _wrap_everywhere(monkeypatch, read_json_lines, parse_json_lines)
     _wrap_everywhere(monkeypatch, case_errors, validate)

@@ -451,3 +451,14 @@ def test_a_scenario_naming_a_rule_file_with_a_nul_character_is_an_error(tmp_path
     with pytest.raises((RuleFileError, ScenarioError)) as info:
         load_and_build(path, [])
     assert "NUL character" in str(info.value), str(info.value)
+
+
+def test_a_cases_file_that_never_ends_is_read_no_further_than_the_size_limit(tmp_path: Path) -> None:
+    """The size limit was taken from stat, which says 0 for a device: `cases: /dev/zero` read until memory ran out."""
+    path = tmp_path / "zero.yaml"
+    path.write_text(HEAD + "cases: /dev/zero\n")
+    with pytest.raises(RuleFileError) as info:
+        load_rules([path])
+    err = info.value
+    assert (err.line, err.column, err.key) == (4, 8, "cases"), str(err)
+    assert "file too large" in err.message, str(err)
