@@ -299,7 +299,7 @@ def load_yaml(text: str, file: str) -> tuple[Any, Marks]:
         line, column = (mark.line + 1, mark.column + 1) if mark is not None else (0, 0)
         problem = exc.problem or "invalid YAML"
         key = _key_at(marks, line, column) if isinstance(exc, yaml.constructor.ConstructorError) else ""
-        raise RuleFileError(file, line, column, key, f"YAML: {problem}") from None
+        raise RuleFileError(file, line, column, key, f"YAML: {problem}{_stray_bom(text, line)}") from None
     except yaml.reader.ReaderError as exc:  # a character YAML does not allow: its place, not libyaml's byte offset
         line, column = _place_of_byte(text, exc.position)
         raise RuleFileError(file, line, column, "", f"YAML: {_unacceptable(exc)}") from None
@@ -320,6 +320,17 @@ def _key_at(marks: Marks, line: int, column: int) -> str:
         if pos == (line, column) and (best is None or path[: len(best)] == best):
             best = path
     return format_path(best) if best is not None else ""
+
+
+def _stray_bom(text: str, line: int) -> str:
+    """What to add to a YAML error at `line` when a byte order mark stands on it past the start of the file (files
+    joined with `cat`): YAML reads it as text, and the error points past a character no editor shows."""
+    rows = text.splitlines()
+    row = rows[line - 1] if 0 < line <= len(rows) else ""
+    column = row.find("\ufeff") + 1
+    if column <= 0 or (line == 1 and column == 1):
+        return ""
+    return f" (a byte order mark (U+FEFF) at line {line}, column {column}: remove it)"
 
 
 def _unacceptable(exc: yaml.reader.ReaderError) -> str:

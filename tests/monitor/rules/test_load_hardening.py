@@ -462,3 +462,13 @@ def test_a_cases_file_that_never_ends_is_read_no_further_than_the_size_limit(tmp
     err = info.value
     assert (err.line, err.column, err.key) == (4, 8, "cases"), str(err)
     assert "file too large" in err.message, str(err)
+
+
+def test_a_byte_order_mark_inside_the_file_is_named_in_the_error(tmp_path: Path) -> None:
+    """Files joined with `cat` carry the second one's byte order mark into the middle, where YAML reads it as text:
+    'did not find expected key' pointed past an invisible character, and said nothing of it."""
+    path = tmp_path / "joined.yaml"
+    path.write_bytes(HEAD.encode() + "\ufeffexpect:\n  - call: [{tool: t}]\n".encode())
+    with pytest.raises(RuleFileError) as info:
+        load_rules([path])
+    assert "byte order mark (U+FEFF) at line 4, column 1: remove it" in str(info.value), str(info.value)
