@@ -61,14 +61,17 @@ GZIP = "gzip"
 DEFLATE = "deflate"
 ZSTD = "zstd"  # the Collector's otlphttp exporter sends it with `compression: zstd`
 IDENTITY = "identity"
-_CODINGS = {"gzip": GZIP, "x-gzip": GZIP, "deflate": DEFLATE, "zstd": ZSTD}
+# `zlib`: the name the Collector's otlphttp exporter sends with `compression: zlib` (zlib data, HTTP's deflate), which
+# the Collector's receiver reads as deflate
+_CODINGS = {"gzip": GZIP, "x-gzip": GZIP, "deflate": DEFLATE, "zlib": DEFLATE, "zstd": ZSTD}
 
 
 def content_coding(header: str) -> str | None:
     """The coding of a Content-Encoding value: GZIP, DEFLATE, ZSTD or IDENTITY; None for any other (or for two
     codings).
 
-    Codings are case-insensitive, `x-gzip` is gzip (RFC 9110 8.4.1.3) and `identity` entries change nothing.
+    Codings are case-insensitive, `x-gzip` is gzip (RFC 9110 8.4.1.3), `zlib` is deflate (as the Collector reads it)
+    and `identity` entries change nothing.
     """
     codings = [c.strip().lower() for c in header.split(",")]
     applied = [c for c in codings if c not in ("", IDENTITY)]

@@ -85,6 +85,9 @@ def _raw_deflate(data: bytes) -> bytes:
         ("identity, gzip", gzip.compress),
         ("identity", bytes),
         ("zstd", lambda b: zstandard.ZstdCompressor().compress(b)),  # the Collector's otlphttp `compression: zstd`
+        # The Collector's otlphttp `compression: zlib` sends the coding by that name; its receiver reads it as deflate
+        ("zlib", zlib.compress),
+        ("ZLIB", zlib.compress),
     ],
 )
 def test_content_codings_exporters_send_are_decoded(serve: ServeFactory, encoding: str, compress: Any) -> None:
