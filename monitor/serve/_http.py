@@ -90,6 +90,13 @@ HTTP2_HINT = (
 )
 
 
+
+def _sent_type(request: web.Request) -> str:
+    """What a refused request's Content-Type was, as sent: aiohttp reads a missing or unparseable one as
+    application/octet-stream, which the client never sent."""
+    sent = request.headers.get("Content-Type")
+    return "no Content-Type" if sent is None else f"unsupported content type {sent[:200]!r}"
+
 class Hushed:
     """A warning logged at most once per `interval_s`; the lines held back meanwhile are counted into the next."""
 
@@ -302,7 +309,7 @@ class TracesHandler:
                     PROTOBUF,
                     415,
                     code_pb2.INVALID_ARGUMENT,
-                    f"unsupported content type {ctype!r}: use {PROTOBUF} or {JSON}",
+                    f"{_sent_type(request)}: use {PROTOBUF} or {JSON}",
                 )
             )
         err = self._precheck(request, transport, ctype, content_coding(request.headers.get("Content-Encoding", "")))

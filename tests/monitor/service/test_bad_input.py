@@ -591,3 +591,29 @@ def test_invalid_utf8_in_a_protobuf_string_loses_no_span(serve: ServeFactory) ->
     other = value(s, "toolwatch_tool_calls_total", agent="incident-triage", tool="__other__", outcome="hallucinated")
     assert other == 2
     assert_still_serving(server)
+
+
+@pytest.mark.parametrize(("header", "said"), [(None, "no Content-Type"),
+                                              ("application/json, application/json",
+                                               "'application/json, application/json'")])
+def test_a_refused_content_type_is_named_as_sent(serve: ServeFactory, header: str | None, said: str) -> None:
+    """With no Content-Type, or one that does not parse, the 415 said `unsupported content type
+    'application/octet-stream'`, a type the client never sent (aiohttp's default)."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    _, server = serve()
+    url = urlsplit(server.endpoint)
+    conn = http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port, timeout=30)
+    conn.putrequest("POST", url.path, skip_accept_encoding=True)
+    body = good_pb()
+    if header is not None:
+        conn.putheader("Content-Type", header)
+    conn.putheader("Content-Length", str(len(body)))
+    conn.endheaders(body)
+    resp = conn.getresponse()
+    st = status_pb2.Status.FromString(resp.read())
+    conn.close()
+    assert resp.status == 415
+    assert said in st.message and "octet-stream" not in st.message, st.message
+    assert_still_serving(server)
