@@ -74,6 +74,16 @@ def _room_left_of_dict(value: dict[Any, Any], room: int) -> int:
     return room
 
 
+def model_dump_of(value: Any) -> Callable[..., Any] | None:
+    """The `model_dump` of a value whose class defines one (pydantic v2 models), else None. Looked up on the class: an
+    object that answers every attribute (an RPC client, a service stub, a test double) is no model, and calling what
+    it answers for `model_dump` called it, then the dump of what that returned, down to the recursion limit."""
+    if not callable(getattr(type(value), "model_dump", None)):
+        return None
+    dump: Callable[..., Any] = value.model_dump
+    return dump
+
+
 def same_quotes(data: bytes | bytearray, cut: bytes | bytearray) -> bool:
     """Whether the repr of `cut` quotes as that of `data` does (double quotes when there are single but no double)."""
     return (b"'" in data and b'"' not in data) == (b"'" in cut and b'"' not in cut)
@@ -124,8 +134,8 @@ class Clipper:
             return self._nested(value, self._items)
         if isinstance(value, (datetime.date, datetime.time)):
             return self.clip(value.isoformat())
-        dump = getattr(value, "model_dump", None)  # pydantic v2 models: called only when the prefix reaches it
-        if callable(dump):
+        dump = model_dump_of(value)  # pydantic v2 models: called only when the prefix reaches it
+        if dump is not None:
             return self.clip(dump(mode="json"))
         kind = type(value)
         if kind is bytes or kind is bytearray:  # the encoder gives their repr (and counts the fallback)

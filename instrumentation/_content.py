@@ -30,7 +30,7 @@ from typing import Any
 from opentelemetry.trace import Span
 
 from instrumentation import _attributes as A
-from instrumentation._clip import LEAST_CHARS, SCALARS, Circular, clip, clip_arguments, room_left
+from instrumentation._clip import LEAST_CHARS, SCALARS, Circular, clip, clip_arguments, model_dump_of, room_left
 from instrumentation._context import TRACING
 from instrumentation._stats import STATS
 from instrumentation._wire import wire_safe
@@ -152,8 +152,8 @@ def _default(obj: Any) -> Any:
         return list(obj)
     if isinstance(obj, (datetime.date, datetime.time)):
         return obj.isoformat()
-    dump = getattr(obj, "model_dump", None)  # pydantic v2 models
-    if callable(dump):
+    dump = model_dump_of(obj)  # pydantic v2 models
+    if dump is not None:
         return dump(mode="json")
     STATS.serialization_fallbacks += 1
     return repr(obj)

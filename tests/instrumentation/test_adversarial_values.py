@@ -124,3 +124,43 @@ def test_a_prefix_is_the_beginning_of_the_whole_json(value: Any, data: st.DataOb
         assert prefix == whole
     else:
         assert len(prefix) > limit and prefix[:limit] == whole[:limit]
+
+
+class RemoteClient:
+    """A dynamic proxy, as RPC clients and service stubs are: any attribute is a remote method, called on the wire."""
+
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        def remote(*args: Any, **kwargs: Any) -> Any:
+            self.sent.append(name)
+            return RemoteClient()  # the answer: another proxy
+
+        return remote
+
+    def __repr__(self) -> str:
+        return "<RemoteClient>"
+
+
+def test_a_proxy_argument_or_result_is_recorded_by_its_repr_and_no_method_of_it_is_called(capture: Recorded) -> None:
+    """Any object answering every attribute (an RPC client, a service stub, a test double) was taken for a pydantic
+    model: its `model_dump(mode="json")` was called, and that result's, and so on until the recursion limit, twice
+    (about 1,500 remote calls, seconds to tens of seconds per tool call). Only a class that defines `model_dump` is
+    dumped; the proxy is recorded by its repr and receives no call, as it would unwrapped."""
+    from unittest.mock import MagicMock
+
+    client = RemoteClient()
+    assert echo(client) is client
+    assert asyncio.run(async_echo(client)) is client
+    assert next(echo_items(client)) is client
+    assert client.sent == []
+    double = MagicMock()
+    took = _seconds(lambda: echo(double))
+    assert double.mock_calls == [] and took < 0.5, took
+    spans = capture.spans()
+    arguments = [dict(s.attributes or {})["gen_ai.tool.call.arguments"] for s in spans]
+    assert arguments[:3] == ['{"data":"<RemoteClient>"}'] * 3
+    assert dict(spans[0].attributes or {})["gen_ai.tool.call.result"] == '"<RemoteClient>"'
+    assert str(arguments[3]).startswith('{"data":"<MagicMock id=')
+    assert to_json(client) == '"<RemoteClient>"' and client.sent == []  # the encoder's fallback too
