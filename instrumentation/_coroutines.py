@@ -15,6 +15,7 @@ from typing import Any
 from instrumentation._context import will_not_sample
 from instrumentation._functionlike import function_like
 from instrumentation._span import (
+    Started,
     begin,
     call_then_trace,
     end,
@@ -48,9 +49,11 @@ def _traced(spec: ToolSpec, func: Callable[..., Any]) -> Callable[..., Coroutine
     async def traced(original: _Original, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
         coro = original.coro
         try:
-            started = begin(spec, args, kwargs, take_pending(name))
+            started: Started | None = begin(spec, args, kwargs, take_pending(name))
         except Exception:  # noqa: BLE001
             failed_begin()
+            started = None
+        if started is None:  # awaited outside the handler: the tool must not see the telemetry error as its context
             return await coro
         try:
             result = await coro

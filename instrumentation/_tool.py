@@ -83,6 +83,13 @@ def make_spec(
     )
 
 
+def _failed_begin(reset: Token[PendingCall | None] | None) -> None:
+    """Log and count a span that could not be started (called in the handler), and give back the pending call."""
+    failed_begin()
+    if reset is not None:
+        PENDING.reset(reset)
+
+
 def _wrap_function(spec: ToolSpec, func: Callable[..., Any]) -> Callable[..., Any]:
     """The hot path, inlined: one attribute dict at span start, arguments serialized once (or the raw
     JSON the model sent reused), the result serialized once, all telemetry failures swallowed."""
@@ -120,9 +127,9 @@ def _wrap_function(spec: ToolSpec, func: Callable[..., Any]) -> Callable[..., An
                 span.set_attributes(extra)
             token = _attach(_set_span_in_context(span))
         except Exception:  # noqa: BLE001 - telemetry must not break the call
-            failed_begin()
-            if reset is not None:
-                PENDING.reset(reset)
+            _failed_begin(reset)
+            token = None
+        if token is None:  # run outside the handler: the tool must not see the telemetry error as its context
             return func(*args, **kwargs)
         try:
             result = func(*args, **kwargs)

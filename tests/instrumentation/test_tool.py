@@ -615,3 +615,51 @@ def test_a_large_generator_item_is_not_kept_as_json_either(capture: Recorded) ->
     attrs = dict(capture.named("execute_tool stream").attributes or {})
     assert attrs["gen_ai.tool.call.result"] == ('["' + "x" * (4 << 20) + '","' + "x" * (4 << 20) + '"]')[:16384]
     assert attrs["toolwatch.truncated"] == ("gen_ai.tool.call.result",)
+
+
+async def test_a_span_that_fails_to_start_leaves_the_tool_outside_any_exception_handling(recorded: Recorded) -> None:
+    """When the span could not be started (a span processor whose `on_start` raises), the tool ran inside the
+    wrapper's `except` block: `sys.exc_info()` in the tool gave the telemetry error, every exception the tool raised
+    carried it as `__context__` ("During handling of the above exception ..."), and a bare `raise` re-raised it.
+    The tool now runs as it does unwrapped."""
+    import sys
+
+    from opentelemetry.sdk.trace import SpanProcessor
+
+    class Refusing(SpanProcessor):
+        def on_start(self, span: Any, parent_context: Any = None) -> None:
+            raise RuntimeError("processor bug")
+
+    recorded.provider.add_span_processor(Refusing())
+
+    def handling() -> object:
+        return sys.exc_info()[1]
+
+    def failing() -> None:
+        raise ValueError("the tool's own")
+
+    def reraising() -> None:
+        raise  # outside any handler: RuntimeError, as unwrapped
+
+    async def handling_async() -> object:
+        return sys.exc_info()[1]
+
+    async def failing_async() -> None:
+        raise ValueError("the tool's own")
+
+    class Handling:
+        async def __call__(self) -> object:
+            return sys.exc_info()[1]
+
+    assert tw.tool(handling)() is None
+    assert await tw.tool(handling_async)() is None
+    assert await tw.tool(name="handling_object")(Handling())() is None
+    with pytest.raises(ValueError) as raised:
+        tw.tool(failing)()
+    assert raised.value.__context__ is None
+    with pytest.raises(ValueError) as raised:
+        await tw.tool(failing_async)()
+    assert raised.value.__context__ is None
+    with pytest.raises(RuntimeError, match="No active exception to reraise"):
+        tw.tool(reraising)()
+    assert STATS.instrumentation_errors == 6
