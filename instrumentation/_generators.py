@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncGenerator, Callable, Generator, Mapping
+from contextvars import Token
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -20,7 +21,7 @@ from opentelemetry.trace import Span
 
 from instrumentation import _attributes as A
 from instrumentation._content import to_json_prefix
-from instrumentation._context import PendingCall
+from instrumentation._context import PENDING, PendingCall
 from instrumentation._functionlike import function_like
 from instrumentation._span import (
     call_then_trace,
@@ -41,6 +42,24 @@ MAX_RECORDED_ITEMS = 256
 _attach = otel_context.attach
 _get_current = otel_context.get_current
 _detach = otel_context.detach
+_pending = PENDING.get
+_set_pending = PENDING.set
+
+
+def _hide_pending() -> Token[PendingCall | None] | None:
+    """Clear the pending call while the original runs: this tool took its id at the call, and the tools it calls get
+    their own (a dispatcher's call, or a `use_tool_call_id` block, is still pending in its consumer's context)."""
+    return None if _pending() is None else _set_pending(None)
+
+
+def _restore(token: object, hidden: Token[PendingCall | None] | None) -> None:
+    """The consumer's pending call and context again, after a step of the original."""
+    if hidden is not None:
+        try:
+            PENDING.reset(hidden)
+        except ValueError:  # a step that ended in another context (as `_span.end` allows): nothing to restore there
+            pass
+    _detach(token)  # type: ignore[arg-type]  # logs and swallows its own errors
 
 
 class _Recorder:
@@ -104,23 +123,23 @@ def _traced_generator(
     thrown: BaseException | None = None
     try:
         while True:
-            token = _attach(ctx)
+            token, hidden = _attach(ctx), _hide_pending()
             try:  # the item is held in `box` only until it is yielded: no local keeps it while the caller has it
                 if thrown is None:
                     box = [gen.send(sent)]
                 else:
                     box, thrown = [gen.throw(thrown)], None
             finally:
-                _detach(token)
+                _restore(token, hidden)
             recorder.add(box[0])
             try:
                 sent = yield box.pop()
             except GeneratorExit:
-                token = _attach(ctx)
+                token, hidden = _attach(ctx), _hide_pending()
                 try:
                     gen.close()
                 finally:
-                    _detach(token)
+                    _restore(token, hidden)
                 raise
             except BaseException as exc:  # thrown in by the consumer: hand it to the original
                 thrown = exc
@@ -151,23 +170,23 @@ async def _traced_async_generator(
     thrown: BaseException | None = None
     try:
         while True:
-            token = _attach(ctx)
+            token, hidden = _attach(ctx), _hide_pending()
             try:  # as in _traced_generator: `box` is empty while the caller has the item
                 if thrown is None:
                     box = [await agen.asend(sent)]
                 else:
                     box, thrown = [await agen.athrow(thrown)], None
             finally:
-                _detach(token)
+                _restore(token, hidden)
             recorder.add(box[0])
             try:
                 sent = yield box.pop()
             except GeneratorExit:
-                token = _attach(ctx)
+                token, hidden = _attach(ctx), _hide_pending()
                 try:
                     await agen.aclose()
                 finally:
-                    _detach(token)
+                    _restore(token, hidden)
                 raise
             except BaseException as exc:
                 thrown = exc

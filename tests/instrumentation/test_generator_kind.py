@@ -109,3 +109,70 @@ def test_a_partial_of_a_generator_function_stays_a_generator_function(capture: R
     assert inspect.isgeneratorfunction(from_ten)
     assert list(from_ten(n=2)) == [10, 11]
     assert capture.named("execute_tool from_ten").attributes is not None
+
+
+@tw.tool
+def lookup(key: str) -> str:
+    return key.upper()
+
+
+@tw.tool
+def walk(depth: int) -> Iterator[int]:
+    yield depth
+    if depth:
+        yield from walk(depth - 1)
+
+
+@tw.tool
+def looked_up(n: int) -> Iterator[str]:
+    for i in range(n):
+        yield lookup(f"k{i}")
+
+
+@tw.tool
+async def looked_up_async(n: int) -> AsyncIterator[str]:
+    for i in range(n):
+        await asyncio.sleep(0)
+        yield lookup(f"k{i}")
+
+
+def _ids_and_arguments(recorded: Recorded) -> list[tuple[str, str, str]]:
+    """(span name, call id, arguments) of each span, sorted."""
+    rows = []
+    for span in recorded.spans():
+        attributes = dict(span.attributes or {})
+        rows.append((span.name, str(attributes["gen_ai.tool.call.id"]), str(attributes["gen_ai.tool.call.arguments"])))
+    return sorted(rows)
+
+
+def test_tools_called_inside_a_generator_tool_get_their_own_ids(capture: Recorded) -> None:
+    """The model's call id (and the arguments it sent) was still pending while a generator tool ran, as the id is
+    taken at the call and the generator runs later, in its consumer's statements: a tool it called took the id too, a
+    recursive generator tool called through `ToolExecutor` recorded every level under the model's one id with the
+    model's arguments, and one read in a `use_tool_call_id` block gave the id to every tool it called. Tools called
+    from inside a generator tool now get their own ids, as they do from inside any other tool."""
+    executor = tw.ToolExecutor([walk, looked_up])
+    calls = [{"id": "call_w", "type": "function", "function": {"name": "walk", "arguments": '{"depth": 2}'}}]
+    assert [r.output for r in executor.execute_tool_calls(calls)] == [[2, 1, 0]]
+    with tw.use_tool_call_id("call_l"):
+        assert list(looked_up(2)) == ["K0", "K1"]
+    spans = _ids_and_arguments(capture)
+    assert [s for s in spans if s[1] in ("call_w", "call_l")] == [
+        ("execute_tool looked_up", "call_l", '{"n":2}'),
+        ("execute_tool walk", "call_w", '{"depth": 2}'),
+    ]
+    own = sorted((name, arguments) for name, call_id, arguments in spans if call_id not in ("call_w", "call_l"))
+    assert own == [("execute_tool lookup", '{"key":"k0"}'), ("execute_tool lookup", '{"key":"k1"}'),
+                   ("execute_tool walk", '{"depth":0}'), ("execute_tool walk", '{"depth":1}')]
+    assert len({s[1] for s in spans}) == len(spans)
+
+
+async def test_tools_called_inside_an_async_generator_tool_get_their_own_ids(capture: Recorded) -> None:
+    executor = tw.ToolExecutor([looked_up_async])
+    calls = [{"id": "call_a", "type": "function", "function": {"name": "looked_up_async", "arguments": '{"n": 2}'}}]
+    assert [r.output for r in await executor.aexecute_tool_calls(calls)] == [["K0", "K1"]]
+    with tw.use_tool_call_id("call_b"):
+        assert [item async for item in looked_up_async(1)] == ["K0"]
+    spans = _ids_and_arguments(capture)
+    assert [s[1] for s in spans if s[0] == "execute_tool looked_up_async"] == ["call_a", "call_b"]
+    assert [s[1].startswith("tw_") for s in spans if s[0] == "execute_tool lookup"] == [True] * 3
