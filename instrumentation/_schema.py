@@ -48,8 +48,19 @@ def _union(args: tuple[Any, ...], depth: int) -> JsonSchema:
     return {"anyOf": parts}
 
 
+def _field_hints(cls: type) -> dict[str, Any]:
+    """The type hints of a TypedDict's or dataclass's fields; when they do not resolve (a name imported only under
+    TYPE_CHECKING), each field without a constraint, as for a parameter's own hint."""
+    try:
+        return get_type_hints(cls)
+    except Exception:  # noqa: BLE001 - an unresolvable forward reference must not stop `@tool` at import
+        if is_typeddict(cls):  # its annotations hold the keys of its bases too
+            return dict.fromkeys(getattr(cls, "__annotations__", {}), Any)
+        return dict.fromkeys((f.name for f in dataclasses.fields(cls)), Any)
+
+
 def _object(cls: type, depth: int) -> JsonSchema:
-    hints = get_type_hints(cls)
+    hints = _field_hints(cls)
     properties = {name: hint_schema(h, depth + 1) for name, h in hints.items()}
     if is_typeddict(cls):
         required = sorted(getattr(cls, "__required_keys__", hints.keys()))
@@ -105,8 +116,12 @@ def hint_schema(hint: Any, depth: int = 0) -> JsonSchema:  # noqa: C901 - one br
 
 
 def function_schema(func: Callable[..., Any]) -> JsonSchema:
-    """The argument schema of `func`: an object with one property per named parameter."""
-    signature = inspect.signature(func)
+    """The argument schema of `func`: an object with one property per named parameter (any object when `func` has no
+    signature to read, as some C functions have none)."""
+    try:
+        signature = inspect.signature(func)
+    except (TypeError, ValueError):
+        return {"type": "object", "properties": {}, "additionalProperties": True}
     try:
         hints = get_type_hints(func, include_extras=True)
     except Exception:  # noqa: BLE001 - unresolvable forward references: fall back to no constraint

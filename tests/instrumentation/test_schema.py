@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any, Literal, Optional, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, Optional, TypedDict
 
 import pytest
 
@@ -27,6 +27,21 @@ class Window:
     start: str
     minutes: int = 5
     tags: list[str] = field(default_factory=list)
+
+
+if TYPE_CHECKING:  # as applications import what only their annotations name: absent when the code runs
+    from decimal import Decimal
+
+
+@dataclass
+class Invoice:
+    total: Decimal
+    memo: str = ""
+
+
+class Line(TypedDict):
+    price: Decimal
+    sku: str
 
 
 @pytest.mark.parametrize(
@@ -96,3 +111,31 @@ def test_given_schema_is_used_and_checked() -> None:
     assert spec is not None and spec.parameters is schema
     with pytest.raises(ValueError, match="type object"):
         tw.tool(schema={"type": "array"})(lambda q: q)
+
+
+def test_a_field_hint_that_does_not_resolve_at_run_time_leaves_the_tool_usable() -> None:
+    """A dataclass or TypedDict parameter whose field hint names what is imported only under TYPE_CHECKING made
+    `@tool` raise NameError when the module was imported: the agent did not start. A parameter's own unresolvable hint
+    was already taken as no constraint; a field's now is too, its name (and whether it is required) kept. A callable
+    without a signature (a C function such as `max`) takes any arguments, where `@tool` raised ValueError."""
+
+    def pay(invoice: Invoice, lines: list[Line]) -> str:
+        return f"{invoice.memo}{len(lines)}"
+
+    paid = tw.tool(pay)
+    assert paid(Invoice(1, "m"), []) == "m0"  # type: ignore[arg-type]
+    assert tw.get_tool_spec(paid).parameters == {  # type: ignore[union-attr]
+        "type": "object",
+        "properties": {
+            "invoice": {"type": "object", "properties": {"total": {}, "memo": {}}, "required": ["total"]},
+            "lines": {"type": "array", "items": {"type": "object", "properties": {"price": {}, "sku": {}},
+                                                 "required": ["price", "sku"]}},
+        },
+        "required": ["invoice", "lines"],
+        "additionalProperties": False,
+    }
+    largest = tw.tool(name="largest")(max)
+    assert largest(2, 5) == 5
+    assert tw.get_tool_spec(largest).parameters == {  # type: ignore[union-attr]
+        "type": "object", "properties": {}, "additionalProperties": True,
+    }
