@@ -11,6 +11,7 @@ it is yielded (as it was then; no item is kept).
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import AsyncGenerator, Callable, Generator, Mapping
 from contextvars import Token
 from typing import Any
@@ -160,10 +161,14 @@ async def _traced_async_generator(
     spec: ToolSpec, agen: AsyncGenerator[Any, Any], args: tuple[Any, ...], kwargs: Mapping[str, Any],
     pending: PendingCall | None, parent: otel_context.Context,
 ) -> AsyncGenerator[Any, Any]:
+    _unhook(agen)
     started = _start(spec, args, kwargs, pending, parent)
     if started is None:
-        async for item in agen:
-            yield item
+        try:
+            async for item in agen:
+                yield item
+        finally:
+            await agen.aclose()  # left to this wrapper (see `_unhook`)
         return
     span, ctx, recorder, settings = started
     sent: Any = None
@@ -200,6 +205,26 @@ async def _traced_async_generator(
         raise
     finally:
         end_span(span)
+
+
+def _closed_by_the_wrapper(agen: AsyncGenerator[Any, Any]) -> None:
+    """The finalizer of the original: nothing to do, the wrapper holding it closes it (see `_unhook`)."""
+
+
+def _unhook(agen: AsyncGenerator[Any, Any]) -> None:
+    """Keep the event loop from seeing the original: this wrapper is the async generator the caller has, the loop
+    sees it start and closes it when it is left open or collected, and it closes the original. Seen too, the original
+    was closed by the loop at the same time as by the wrapper ("aclose(): asynchronous generator is already running")
+    when the loop ended, or when both were collected in one garbage cycle. The loop learns of an async generator
+    through the thread's async-generator hooks, which run when its first step is made: one is made (and dropped,
+    never run) with no first-step hook, and a finalizer that leaves the closing to the wrapper, which holds the
+    original until it has closed it."""
+    hooks = sys.get_asyncgen_hooks()
+    sys.set_asyncgen_hooks(firstiter=None, finalizer=_closed_by_the_wrapper)
+    try:
+        agen.asend(None).close()
+    finally:
+        sys.set_asyncgen_hooks(*hooks)
 
 
 def _as_iteration_tool(func: Callable[..., Any], traced: Callable[..., Any], spec: ToolSpec) -> Callable[..., Any]:

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import gc
 import inspect
 import pickle
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from typing import Any
 
 import pytest
 from opentelemetry.trace import StatusCode
@@ -176,3 +178,81 @@ async def test_tools_called_inside_an_async_generator_tool_get_their_own_ids(cap
     spans = _ids_and_arguments(capture)
     assert [s[1] for s in spans if s[0] == "execute_tool looked_up_async"] == ["call_a", "call_b"]
     assert [s[1].startswith("tw_") for s in spans if s[0] == "execute_tool lookup"] == [True] * 3
+
+
+def test_an_async_generator_tool_left_open_is_closed_once_when_its_loop_ends(capture: Recorded) -> None:
+    """An async generator still open when `asyncio.run` ends is closed by the loop (`shutdown_asyncgens`), which
+    closes every one it saw start at once. It saw the original too, as the tool's wrapper started it, and closed it
+    while the wrapper was closing it: the loop reported "aclose(): asynchronous generator is already running". The
+    loop now sees only the wrapper, as it saw only the original unwrapped; the original is closed through it."""
+    log: list[object] = []
+
+    async def stream(n: int) -> AsyncIterator[int]:
+        try:
+            for i in range(n):
+                await asyncio.sleep(0)
+                yield i
+        finally:
+            log.append("closing")
+            await asyncio.sleep(0)
+            log.append("closed")
+
+    async def read_one(make: Any, held: list[object]) -> None:
+        asyncio.get_running_loop().set_exception_handler(lambda loop, context: log.append(context["message"]))
+        items = make(5)
+        held.append(items)  # still open when the loop ends, as one referenced from a traceback is
+        async for _ in items:
+            break
+
+    async def read_one_in_a_cycle(make: Any) -> None:
+        asyncio.get_running_loop().set_exception_handler(lambda loop, context: log.append(context["message"]))
+        items = make(5)
+        cycle = [items]
+        cycle.append(cycle)
+        async for _ in items:
+            break
+        del items, cycle
+        gc.collect()  # the wrapper and the original, unreachable together: each was finalized by the loop
+        for _ in range(3):
+            await asyncio.sleep(0)
+        log.append("after")
+
+    for make in (stream, tw.tool(stream)):
+        log.clear()
+        held: list[object] = []
+        asyncio.run(read_one(make, held))
+        assert log == ["closing", "closed"], make
+        log.clear()
+        asyncio.run(read_one_in_a_cycle(make))
+        assert log == ["closing", "closed", "after"], make
+    spans = capture.spans()
+    assert [s.name for s in spans] == ["execute_tool stream"] * 2
+    assert all(dict(s.attributes or {})["toolwatch.tool.yielded"] == 1 for s in spans)
+
+
+def test_an_async_generator_tool_whose_span_fails_to_start_still_closes_the_original(recorded: Recorded) -> None:
+    from opentelemetry.sdk.trace import SpanProcessor
+
+    class Refusing(SpanProcessor):
+        def on_start(self, span: Any, parent_context: Any = None) -> None:
+            raise RuntimeError("processor bug")
+
+    recorded.provider.add_span_processor(Refusing())
+    log: list[str] = []
+
+    @tw.tool
+    async def stream() -> AsyncGenerator[int, None]:
+        try:
+            yield 1
+            yield 2
+        finally:
+            log.append("closed")
+
+    async def read_one() -> None:
+        items = stream()
+        async for _ in items:
+            break
+        await items.aclose()
+
+    asyncio.run(read_one())
+    assert log == ["closed"]
