@@ -100,7 +100,10 @@ def _spans_of(c: ToolCall) -> int:
 
 
 def _remember(keys: set[str], order: deque[str], key: str, most: int) -> None:
-    """Add key to a bounded set whose keys `order` holds oldest first; the oldest is forgotten past `most`."""
+    """Add key to a bounded set whose keys `order` holds oldest first; the oldest is forgotten past `most`. A key
+    held already is left where it is (held twice in `order`, it would be forgotten with its first place)."""
+    if key in keys:
+        return
     keys.add(key)
     order.append(key)
     if len(order) > most:
@@ -216,6 +219,7 @@ class TurnAssembler:
             return out
         held = _PENDING_BYTES(self._traces)
         low = int(self.max_pending_bytes * LOW_WATER)
+        first = len(out)  # the turns released early, remembered as _take_off remembered the others
         if held > low:
             traces = self._traces
             for tid in list(traces):
@@ -228,6 +232,7 @@ class TurnAssembler:
                     self._evict(tid, out)
                     self.stats.evicted_for_bytes += len(out) - released
                     held -= weight
+        self._remember_judged(out[first:])
         self._bytes = held
         return out
 
@@ -269,10 +274,10 @@ class TurnAssembler:
                 else:
                     if len(parents) < max_links:
                         parents[r.span_id] = r.parent_span_id
-                    if tid + r.parent_span_id in released:
-                        stats.late_calls += _spans_of(r)
-                    elif judged_alone and tid + r.span_id in judged_alone:  # a copy of a call judged alone
+                    if judged_alone and tid + r.span_id in judged_alone:  # a copy of a call judged already
                         stats.duplicates += _spans_of(r)
+                    elif tid + r.parent_span_id in released:
+                        stats.late_calls += _spans_of(r)
                     elif len(tr.calls) >= max_calls:
                         stats.oversized_calls += 1
                     else:
@@ -332,9 +337,28 @@ class TurnAssembler:
         self._take_off(out)
         return out
 
+    def _remember_judged(self, out: list[Turn]) -> None:
+        """Remembers the calls of the turns released (turnless ones did already, in _release_turnless): a copy of one
+        arriving later (an exporter retry) is a duplicate, not a late call. And the intermediate spans they sat under
+        (a chat span), whose links left with their trace: a call arriving later under one is a late call, not a
+        turnless turn. Bounded as the released keys are."""
+        judged, order, most = self._judged_alone, self._judged_alone_order, self._released_max
+        released = self._released
+        for t in out:
+            if t.turnless:
+                continue
+            tid, sid = t.trace_id, t.span_id
+            for c in t.calls:
+                _remember(judged, order, tid + c.span_id, most)
+                parent = c.parent_span_id
+                if parent != sid and tid + parent not in released:
+                    _remember(released, self._released_order, tid + parent, most)
+
     def _take_off(self, out: list[Turn]) -> None:
         """Takes released turns off the running estimate (without their attributes' text: _budget), which is 0 with
-        no trace pending."""
+        no trace pending; remembers their calls (_remember_judged)."""
+        if out:
+            self._remember_judged(out)
         self._bytes = self._bytes - _RELEASED_BYTES(out) if self._traces else 0
 
     def _poll_py(self, now_ns: int) -> list[Turn]:  # noqa: C901 - the usual release inline, the rest by _release_turn
@@ -418,6 +442,7 @@ class TurnAssembler:
         """Release everything pending (end of a replay, graceful shutdown): trace by trace, oldest first. The
         release is in C when the extension is loaded (the same results), else _release_all_py."""
         out = _RELEASE_ALL_C(self) if _RELEASE_ALL_C is not None else self._release_all_py()
+        self._remember_judged(out)
         self._traces.clear()
         self._links.clear()
         self._pending_turns = 0

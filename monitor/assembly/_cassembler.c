@@ -773,20 +773,20 @@ static int tool_call(State *s, Counts *k, PyObject *r, PyObject *tid, PyObject *
     }
     Py_ssize_t n = size_of(parents);
     if (n < 0 || (n < s->max_links && set_item(parents, sid, parent) < 0)) goto done;
-    if ((key = PyUnicode_Concat(tid, parent)) == NULL || (in = PySet_Contains(s->released, key)) < 0) goto done;
+    if (PySet_GET_SIZE(s->judged_alone) != 0) { /* none judged: no key made */
+        if ((key = PyUnicode_Concat(tid, sid)) == NULL || (in = PySet_Contains(s->judged_alone, key)) < 0) goto done;
+        if (in) { /* a copy of a call judged already (alone or with its turn) */
+            if ((w = spans_of(r)) < 0) goto done;
+            k->duplicates += w;
+            rc = 0;
+            goto done;
+        }
+    }
+    Py_XSETREF(key, PyUnicode_Concat(tid, parent));
+    if (key == NULL || (in = PySet_Contains(s->released, key)) < 0) goto done;
     if (in) {
         if ((w = spans_of(r)) < 0) goto done;
         k->late_calls += w;
-        rc = 0;
-        goto done;
-    }
-    if (PySet_GET_SIZE(s->judged_alone) != 0) { /* none judged alone: no key made */
-        Py_SETREF(key, PyUnicode_Concat(tid, sid));
-        if (key == NULL || (in = PySet_Contains(s->judged_alone, key)) < 0) goto done;
-    }
-    if (in) { /* a copy of a call judged alone */
-        if ((w = spans_of(r)) < 0) goto done;
-        k->duplicates += w;
     } else {
         if ((calls = tr_get(tr, X_CALLS)) == NULL || (n = size_of(calls)) < 0) goto done;
         if (n >= s->max_calls) {

@@ -239,3 +239,27 @@ def test_a_copy_of_a_call_judged_alone_is_a_duplicate_not_judged_again() -> None
     assert a.add([call(T1, "c1", "m1", "x")], 31 * S) == []
     assert a.poll(70 * S) == [] and a.flush() == []
     assert (a.stats.turnless_completed, a.stats.duplicates) == (1, 1)
+
+
+def test_a_copy_of_a_call_arriving_after_its_turn_was_judged_is_a_duplicate_not_a_late_call() -> None:
+    a = TurnAssembler(grace_s=2.0)
+    now = 100 * S
+    assert a.add([call(T1, "c1", "t1", "x"), turn(T1, "t1")], now) == []
+    (done,) = a.poll(now + 2 * S)
+    assert [c.name for c in done.calls] == ["x"]
+    assert a.add([call(T1, "c1", "t1", "x")], now + 5 * S) == []  # the exporter's retry of the same request
+    assert a.poll(now + 60 * S) == []
+    assert a.stats.duplicates == 1 and a.stats.late_calls == 0
+    assert a.add([call(T1, "c2", "t1", "y")], now + 61 * S) == []  # a call the turn did not have: late
+    assert a.stats.late_calls == 1 and a.stats.duplicates == 1
+
+
+def test_a_call_arriving_under_a_chat_span_after_its_turn_was_judged_is_a_late_call_not_a_turnless_turn() -> None:
+    a = TurnAssembler(grace_s=2.0, turnless_timeout_s=30.0)
+    now = 100 * S
+    assert a.add([other(T1, "m1", "t1"), call(T1, "c1", "m1", "x"), turn(T1, "t1")], now) == []
+    (done,) = a.poll(now + 2 * S)
+    assert [c.name for c in done.calls] == ["x"] and a.pending_traces == 0
+    assert a.add([call(T1, "c2", "m1", "y")], now + 4 * S) == []  # a sibling, in another process, too late
+    assert a.poll(now + 60 * S) == []  # not judged alone
+    assert a.stats.late_calls == 1 and a.stats.turnless_completed == 0 and a.pending_traces == 0

@@ -38,9 +38,14 @@ class PythonAssembler(TurnAssembler):
     def add_records(
         self, records: Iterable[ToolCall | Turn | Span], now_ns: int, weight: int | None = None
     ) -> list[Turn]:
-        return self._add_records_py(records, now_ns)
+        out = self._add_records_py(records, now_ns)
+        self._remember_judged(out)  # as add_records (_weigh) does
+        return out
 
-    poll = TurnAssembler._poll_py
+    def poll(self, now_ns: int) -> list[Turn]:
+        out = self._poll_py(now_ns)
+        self._remember_judged(out)  # as poll (_take_off) does
+        return out
 
 
 Spec = tuple[str, str, str, str, int, int]
@@ -175,9 +180,13 @@ def run_both(
         if op in ("add", "add_py"):
             add = c.asm.add_records if op == "add" else c.asm._add_records_py
             got = add(c.records(specs), now)
+            if op == "add_py":
+                c.asm._remember_judged(got)  # as add_records does
             expect = py.asm.add_records(py.records(specs), now)
         elif op in ("poll", "poll_py"):
             got = c.asm.poll(now) if op == "poll" else c.asm._poll_py(now)
+            if op == "poll_py":
+                c.asm._remember_judged(got)  # as poll does
             expect = py.asm.poll(now)
         else:
             got, expect = c.asm.flush(), py.asm.flush()
@@ -308,20 +317,22 @@ def test_duplicates_late_calls_oversize_and_eviction() -> None:
 
 def test_a_chat_span_dropped_counts_once_however_many_calls_it_requested() -> None:
     """toolwatch_spans_dropped_total counts spans: a chat span's requested calls dropped together (a copy while
-    pending, a copy of calls judged alone, late after their turn) count once, as the span."""
+    pending, a copy of calls judged, alone or with their turn, late after their turn) count once, as the span."""
     chat = [("other", T, "m", "t", 0, 1), ("req0", T, "", "m", 1, 1), ("req1", T, "", "m", 1, 1)]
     alone = [("other", U, "m", "s", 0, 1), ("req0", U, "", "m", 1, 1), ("req1", U, "", "m", 1, 1)]
+    late = [("other", T, "n", "t", 0, 1), ("req0", T, "", "n", 1, 1), ("req1", T, "", "n", 1, 1)]
     steps: list[tuple[str, list[Spec], int]] = [
         ("add", [*chat, ("turn", T, "t", "", 0, 2), *alone], 0),
         ("add", chat + alone, 0),  # both sent again while pending: 1 + 1
         ("poll", [], 6),  # T's turn judged with its two calls, U's calls judged alone
         ("add", alone, 0),  # a copy of calls judged alone: 1
-        ("add", chat, 0),  # T's chat span after its turn was judged: late, 1 (at the turnless timeout)
+        ("add", chat, 0),  # T's chat span again after its turn was judged with its calls: a copy, 1
+        ("add", late, 0),  # another chat span of T's after its turn was judged: late, 1
         ("poll", [], 6),
     ]
     c, _ = hand(steps)
     s = c.asm.stats
-    assert (s.duplicates, s.late_calls, s.turns_completed, s.turnless_completed) == (3, 1, 1, 1)
+    assert (s.duplicates, s.late_calls, s.turns_completed, s.turnless_completed) == (4, 1, 1, 1)
 
 
 def test_several_turns_due_together_nested_calls_and_the_turnless_scan() -> None:

@@ -83,10 +83,10 @@ class Reference:
             return
         if len(tr.parents) < self.max_links:
             tr.parents[r.span_id] = r.parent_span_id
-        if tid + r.parent_span_id in self.released:
-            self.stats.late_calls += 1
-        elif tid + r.span_id in self.judged_alone:
+        if tid + r.span_id in self.judged_alone:  # judged already, alone or with its turn: a copy
             self.stats.duplicates += 1
+        elif tid + r.parent_span_id in self.released:
+            self.stats.late_calls += 1
         elif len(tr.calls) >= self.max_calls:
             self.stats.oversized_calls += 1
         else:
@@ -152,6 +152,23 @@ class Reference:
             if only.start_ns <= call.start_ns and (call.end_ns <= only.end_ns or only.end_ns == 0):
                 return only.span_id
         return None
+
+    def remember_judged(self, out: list[Turn]) -> list[Turn]:
+        """After each add, poll and flush: the calls of the turns released are judged (a copy is a duplicate), and
+        the spans they sat under other than their turn are released (a call arriving under one is late)."""
+        for t in out:
+            if t.turnless:
+                continue
+            for c in t.calls:
+                self.judged_alone[t.trace_id + c.span_id] = None
+                if len(self.judged_alone) > self.released_max:
+                    self.judged_alone.popitem(last=False)
+                key = t.trace_id + c.parent_span_id
+                if c.parent_span_id != t.span_id and key not in self.released:
+                    self.released[key] = None
+                    if len(self.released) > self.released_max:
+                        self.released.popitem(last=False)
+        return out
 
     def release_turn(self, tid: str, tr: RefTrace, sid: str, out: list[Turn], now: int | None) -> None:
         turn = tr.turns[sid]
@@ -257,11 +274,11 @@ def test_assembly_matches_the_reference(
         now += dt * 10**9
         if op == "add":
             got = a.add_records([build(*r) for r in recs], now)
-            expect = ref.add_records([build(*r) for r in recs], now)
+            expect = ref.remember_judged(ref.add_records([build(*r) for r in recs], now))
         elif op == "poll":
-            got, expect = a.poll(now), ref.poll(now)
+            got, expect = a.poll(now), ref.remember_judged(ref.poll(now))
         else:
-            got, expect = a.flush(), ref.flush()
+            got, expect = a.flush(), ref.remember_judged(ref.flush())
         assert shape(got) == shape(expect)
         assert a.stats == ref.stats
         assert (a.pending_traces, a.pending_turns) == (len(ref.traces), ref.pending_turns)
