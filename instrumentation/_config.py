@@ -20,6 +20,7 @@ from opentelemetry.sdk.trace.sampling import Sampler
 from instrumentation._content import SETTINGS, RedactHook, env_int, make_settings
 from instrumentation._context import set_tracer_provider
 from instrumentation._export import (
+    DEFAULT_MAX_QUEUE_BYTES,
     DEFAULT_MAX_QUEUE_SIZE,
     DEFAULT_SHUTDOWN_TIMEOUT_MILLIS,
     CountingBatchSpanProcessor,
@@ -42,6 +43,7 @@ _EXPORTERS = ("otlp", "otlp-http", "otlp-grpc", "console", "memory", "none")
 # Milliseconds, as the OTEL_BSP_* variables. OpenTelemetry has no variable for it: OTEL_BSP_EXPORT_TIMEOUT bounds each
 # export (and the Python SDK does not read it), OTEL_EXPORTER_OTLP_TIMEOUT each OTLP request with its retries.
 ENV_SHUTDOWN_TIMEOUT = "TOOLWATCH_SHUTDOWN_TIMEOUT"
+ENV_MAX_QUEUE_BYTES = "TOOLWATCH_MAX_QUEUE_BYTES"
 
 
 class ToolwatchTracerProvider(TracerProvider):
@@ -200,7 +202,7 @@ _SDK_SCHEDULE_DELAY_MILLIS = 5000
 
 def _processor(
     exporter: SpanExporter, simple: bool, max_queue_size: int | None, max_export_batch_size: int | None,
-    schedule_delay_millis: float | None, shutdown_timeout_millis: int | None,
+    schedule_delay_millis: float | None, shutdown_timeout_millis: int | None, max_queue_bytes: int | None = None,
 ) -> SpanProcessor:
     """The span processor; the `OTEL_BSP_*` sizes are read here, not by the SDK, which raises on a value it refuses
     (0 or less, a batch over the queue): a bad value warns and falls back, the agent starts."""
@@ -218,8 +220,10 @@ def _processor(
     delay = schedule_delay_millis or env_int("OTEL_BSP_SCHEDULE_DELAY", _SDK_SCHEDULE_DELAY_MILLIS)
     if shutdown_timeout_millis is None:
         shutdown_timeout_millis = env_int(ENV_SHUTDOWN_TIMEOUT, DEFAULT_SHUTDOWN_TIMEOUT_MILLIS, minimum=0)
+    queue_bytes = max_queue_bytes or env_int(ENV_MAX_QUEUE_BYTES, DEFAULT_MAX_QUEUE_BYTES)
     return CountingBatchSpanProcessor(guarded, max_queue_size=queue, max_export_batch_size=batch,
-                                      schedule_delay_millis=delay, shutdown_timeout_millis=shutdown_timeout_millis)
+                                      schedule_delay_millis=delay, shutdown_timeout_millis=shutdown_timeout_millis,
+                                      max_queue_bytes=queue_bytes)
 
 
 def _install_global(provider: TracerProvider, set_global: bool | None) -> None:
@@ -243,6 +247,7 @@ def configure(  # noqa: C901 - one flat pass over the options
     sampler: Sampler | None = None,
     resource_attributes: Mapping[str, Any] | None = None,
     max_queue_size: int | None = None,
+    max_queue_bytes: int | None = None,
     schedule_delay_millis: float | None = None,
     max_export_batch_size: int | None = None,
     shutdown_timeout_millis: int | None = None,
@@ -265,8 +270,10 @@ def configure(  # noqa: C901 - one flat pass over the options
     the service name to `OTEL_SERVICE_NAME`; the sampler to `OTEL_TRACES_SAMPLER[_ARG]`.
     Spans are batched (`simple=True`, the default for "memory", exports each span as it ends, on the thread that
     ends it: with a network exporter each tool call then waits for its export, which is warned of) in a queue
-    of `max_queue_size` (default 16384 or `OTEL_BSP_MAX_QUEUE_SIZE`); drops are counted
-    (`dropped_spans()`). A shutdown, also the one at interpreter exit, exports for at most
+    of `max_queue_size` (default 16384 or `OTEL_BSP_MAX_QUEUE_SIZE`) spans holding at most `max_queue_bytes` (default
+    64 MiB or `TOOLWATCH_MAX_QUEUE_BYTES`: each span's content, see `queued_size`, and 3 KiB) between them, past
+    which the oldest are dropped; drops are counted (`dropped_spans()`). A shutdown, also the one at interpreter
+    exit, exports for at most
     `shutdown_timeout_millis` (default 3000 or `TOOLWATCH_SHUTDOWN_TIMEOUT`, in ms; 0: not at all), then drops
     and counts what is left: with the monitor down an agent's process still exits within it.
     The global provider is set only if none is set yet (`set_global=False`: never);
@@ -282,6 +289,8 @@ def configure(  # noqa: C901 - one flat pass over the options
     )
     if max_queue_size is not None and max_queue_size < 1:
         raise ValueError(f"max_queue_size must be positive, got {max_queue_size}")
+    if max_queue_bytes is not None and max_queue_bytes < 1:
+        raise ValueError(f"max_queue_bytes must be positive, got {max_queue_bytes}")
     if shutdown_timeout_millis is not None and shutdown_timeout_millis < 0:
         raise ValueError(f"shutdown_timeout_millis must not be negative, got {shutdown_timeout_millis}")
     if exporter is None:
@@ -301,7 +310,8 @@ def configure(  # noqa: C901 - one flat pass over the options
                            "every tool call waits for its export (the exporter's whole timeout and retries when the "
                            "monitor is down); the batching default keeps exports off the agent's path", exporter)
         processor = _processor(
-            chosen, use_simple, max_queue_size, max_export_batch_size, schedule_delay_millis, shutdown_timeout_millis
+            chosen, use_simple, max_queue_size, max_export_batch_size, schedule_delay_millis, shutdown_timeout_millis,
+            max_queue_bytes,
         )
         provider.add_span_processor(processor)
         provider.exporter = chosen

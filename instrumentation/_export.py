@@ -15,12 +15,15 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
+from instrumentation import _attributes as A
 from instrumentation._stats import STATS
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_QUEUE_SIZE = 16384
 """Spans the batch processor buffers before it drops (the SDK's default is 2048)."""
+DEFAULT_MAX_QUEUE_BYTES = 64 << 20
+"""What the spans in the batch processor's queue may hold (by `queued_size`) before the oldest are dropped."""
 DEFAULT_SHUTDOWN_TIMEOUT_MILLIS = 3000
 """How long a shutdown (also the one at interpreter exit) goes on exporting before it drops what is left."""
 
@@ -182,36 +185,121 @@ class UnusableExporter(SpanExporter):
         pass
 
 
-class CountingDeque(collections.deque[Any]):
-    """The batch processor's bounded queue, counting what it drops: `appendleft` on a full deque drops
-    the oldest item. A lock makes the check and the append one step against the export thread's `pop`,
-    so the count is exact."""
+SPAN_OVERHEAD_BYTES = 3072
+"""What a recorded span takes in memory besides its content (3.0 KiB measured for a tool span without content)."""
+_CONTENT_KEYS = (A.GEN_AI_TOOL_CALL_ARGUMENTS, A.GEN_AI_TOOL_CALL_RESULT, A.GEN_AI_INPUT_MESSAGES,
+                 A.GEN_AI_OUTPUT_MESSAGES, A.GEN_AI_TOOL_DEFINITIONS)
 
-    def __init__(self, maxlen: int) -> None:
+
+def queued_size(span: Any) -> int:
+    """About the bytes `span` holds while queued, for the queue's byte bound: a fixed part, plus its content: the
+    content attributes (tool arguments and result, turn messages and tool definitions; non-ASCII text at 4 bytes a
+    character), the status description and the events' attributes (a failed call's message and stack trace). Reads
+    only those, not every attribute as `span_size` does: it runs in the application's thread as each span ends."""
+    try:
+        get = span._attributes._dict.get
+        events = span._events
+        description = span._status._description
+    except AttributeError:  # another span class or SDK layout: its public view
+        get = (span.attributes or {}).get
+        events = span.events
+        description = span.status.description
+    n = SPAN_OVERHEAD_BYTES
+    for key in _CONTENT_KEYS:
+        value = get(key)
+        if value.__class__ is str:
+            n += len(value) if value.isascii() else 4 * len(value)
+    if description:
+        n += _text_size(description)
+    if events:
+        for event in events:
+            n += 64 + sum(16 + len(key) + _text_size(value) for key, value in (event.attributes or {}).items())
+    return n
+
+
+class CountingDeque(collections.deque[Any]):
+    """The batch processor's bounded queue, counting what it drops: bounded in items (`appendleft` on a full deque
+    drops the oldest item) and in bytes by `queued_size` (past `max_bytes` the oldest items are dropped; an empty
+    queue takes an item of any size). Each item's size is kept beside it, so what is taken off when an item leaves
+    (popped, dropped, cleared) is exactly what was added. A lock makes each change one step against the export
+    thread's `pop`, so the counts are exact. The batch processor uses only `appendleft`, `pop` and `clear`."""
+
+    def __init__(self, maxlen: int, max_bytes: int = DEFAULT_MAX_QUEUE_BYTES) -> None:
         super().__init__((), maxlen)
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        """The sizes of the items queued, summed."""
+        self._sizes: collections.deque[int] = collections.deque()  # each item's size, in the same order
         self.lock = threading.Lock()
         _renew_lock_after_fork(self, "lock")
 
     def appendleft(self, item: Any, /) -> None:
-        with self.lock:
+        size = queued_size(item)  # measured before the lock: the export thread waits less
+        sizes = self._sizes
+        with self.lock:  # appendleft_sized, inlined: this runs in the application's thread as each span ends
+            total = self.bytes + size
+            if total > self.max_bytes and sizes:
+                total = self._drop_oldest(total)
             if len(self) == self.maxlen:
                 STATS.spans_dropped_queue_full += 1
+                total -= sizes.pop()  # the item super().appendleft drops
             super().appendleft(item)
+            sizes.appendleft(size)
+            self.bytes = total
+
+    def appendleft_sized(self, item: Any, size: int) -> None:
+        """`appendleft` of an item counted as `size` bytes."""
+        with self.lock:
+            total = self.bytes + size
+            if total > self.max_bytes and self._sizes:
+                total = self._drop_oldest(total)
+            if len(self) == self.maxlen:
+                STATS.spans_dropped_queue_full += 1
+                total -= self._sizes.pop()
+            super().appendleft(item)
+            self._sizes.appendleft(size)
+            self.bytes = total
+
+    def _drop_oldest(self, total: int) -> int:
+        """Drop the oldest items until `total` less theirs is within the bound (or none is left); the lock held."""
+        dropped = 0
+        while total > self.max_bytes and self._sizes:
+            collections.deque.pop(self)
+            total -= self._sizes.pop()
+            dropped += 1
+        STATS.spans_dropped_queue_bytes += dropped
+        return total
 
     def pop(self) -> Any:  # type: ignore[override]  # deque.pop takes no index
         with self.lock:
-            return super().pop()
+            item = super().pop()
+            self.bytes -= self._sizes.pop()
+            return item
+
+    def clear(self) -> None:
+        self.discard()
+
+    def discard(self) -> int:
+        """Empty the queue; returns how many items were in it."""
+        with self.lock:
+            n = len(self)
+            super().clear()
+            self._sizes.clear()
+            self.bytes = 0
+            return n
 
 
 class CountingBatchSpanProcessor(BatchSpanProcessor):
-    """A `BatchSpanProcessor` with a larger default queue (16384) that counts the spans it drops when full, and
-    whose shutdown, also the one the SDK runs at interpreter exit, keeps to `shutdown_timeout_millis`."""
+    """A `BatchSpanProcessor` with a larger default queue (16384 spans, and at most `max_queue_bytes` of them by
+    `queued_size`, default 64 MiB) that counts the spans it drops when full, and whose shutdown, also the one the SDK
+    runs at interpreter exit, keeps to `shutdown_timeout_millis`."""
 
     def __init__(
         self,
         exporter: SpanExporter,
         max_queue_size: int | None = None,
         shutdown_timeout_millis: int = DEFAULT_SHUTDOWN_TIMEOUT_MILLIS,
+        max_queue_bytes: int | None = None,
         **kwargs: Any,
     ) -> None:
         size = max_queue_size or DEFAULT_MAX_QUEUE_SIZE
@@ -225,7 +313,7 @@ class CountingBatchSpanProcessor(BatchSpanProcessor):
         inner = getattr(self, "_batch_processor", None)
         self._queue: CountingDeque | None = None
         if isinstance(getattr(inner, "_queue", None), collections.deque):
-            self._queue = CountingDeque(size)
+            self._queue = CountingDeque(size, max_queue_bytes or DEFAULT_MAX_QUEUE_BYTES)
             inner._queue = self._queue  # type: ignore[union-attr]  # still empty: nothing was queued yet
         else:  # pragma: no cover - another SDK layout
             logger.warning("toolwatch: this OpenTelemetry SDK hides its span queue; dropped spans are not counted")
@@ -277,9 +365,7 @@ class CountingBatchSpanProcessor(BatchSpanProcessor):
             logger.exception("toolwatch: shutting down the span processor failed")
         left = 0
         if self._queue is not None:
-            with self._queue.lock:
-                left = len(self._queue)
-                self._queue.clear()
+            left = self._queue.discard()
             STATS.spans_dropped_at_shutdown += left
         left += self._guard.abandon() if self._guard is not None else 0
         if left:
@@ -295,3 +381,8 @@ class CountingBatchSpanProcessor(BatchSpanProcessor):
     def queue_capacity(self) -> int:
         """Spans the queue holds before it drops (0 when this SDK hides its queue)."""
         return (self._queue.maxlen or 0) if self._queue is not None else 0
+
+    @property
+    def queue_bytes(self) -> int:
+        """What the spans waiting for export hold now, by `queued_size`."""
+        return self._queue.bytes if self._queue is not None else 0

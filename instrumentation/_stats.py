@@ -15,6 +15,8 @@ class TelemetryStats:
 
     spans_dropped_queue_full: int = 0
     """Spans the batch processor dropped because its queue was full."""
+    spans_dropped_queue_bytes: int = 0
+    """Spans the batch processor dropped because its queue held its `max_queue_bytes` (the oldest first)."""
     spans_dropped_at_shutdown: int = 0
     """Spans still queued when a shutdown's timeout ended (the monitor down or slow), or ended after the shutdown (a
     later exit hook, a thread still at work): never exported."""
@@ -33,8 +35,10 @@ class TelemetryStats:
 
     @property
     def dropped_spans(self) -> int:
-        """Spans lost on the way out: dropped at a full queue or at shutdown, plus those in failed exports."""
-        return self.spans_dropped_queue_full + self.spans_dropped_at_shutdown + self.spans_export_failed
+        """Spans lost on the way out: dropped at a full queue (by count or bytes) or at shutdown, plus those in failed
+        exports."""
+        return (self.spans_dropped_queue_full + self.spans_dropped_queue_bytes + self.spans_dropped_at_shutdown
+                + self.spans_export_failed)
 
     def snapshot(self) -> TelemetryStats:
         return TelemetryStats(**{f.name: getattr(self, f.name) for f in fields(self)})
