@@ -328,9 +328,10 @@ def test_a_retried_export_is_not_counted_twice(serve: ServeFactory) -> None:
     assert post(server.endpoint, body, PB)[0] == 200  # e.g. the exporter timed out and sent it again
     wait_for(lambda: server.pipeline.turns_judged == 1)
     time.sleep(1.2)
-    assert post(server.endpoint, body, PB)[0] == 200  # and once more, after the turn was judged
-    wait_for(lambda: value(scrape(server), "toolwatch_spans_dropped_total", reason="duplicate") == 3)
+    assert post(server.endpoint, body, PB)[0] == 200  # and once more, after the turn was judged: all duplicates
+    wait_for(lambda: value(scrape(server), "toolwatch_spans_dropped_total", reason="duplicate") == 4)
     s = scrape(server)
+    assert not value(s, "toolwatch_spans_dropped_total", reason="late_call")
     assert value(s, "toolwatch_turns_total", agent="incident-triage", judged="true") == 1
     assert (
         value(s, "toolwatch_tool_calls_total", agent="incident-triage", tool="pull_auth_telemetry", outcome="correct")
