@@ -289,6 +289,24 @@ class CountingDeque(collections.deque[Any]):
             return n
 
 
+def _export_at_half_the_bytes(inner: Any, queue: CountingDeque) -> None:
+    """Make the SDK's worker export, once woken, while `queue` holds half its bytes or more, not only while it holds
+    a full batch: spans large enough that fewer than a batch fill the bytes (non-ASCII content, a low
+    `max_queue_bytes`) were otherwise left until the schedule delay, the oldest dropped meanwhile with the exporter
+    idle."""
+    should = getattr(inner, "_should_export_batch", None)
+    if should is None:  # pragma: no cover - another SDK layout
+        return
+
+    def _should_export_batch(strategy: Any, num_iterations: int) -> bool:
+        if should(strategy, num_iterations):
+            return True
+        return (bool(queue) and not getattr(inner, "_shutdown_timeout_exceeded", False)
+                and 2 * queue.bytes >= queue.max_bytes)
+
+    inner._should_export_batch = _should_export_batch
+
+
 class CountingBatchSpanProcessor(BatchSpanProcessor):
     """A `BatchSpanProcessor` with a larger default queue (16384 spans, and at most `max_queue_bytes` of them by
     `queued_size`, default 64 MiB) that counts the spans it drops when full, and whose shutdown, also the one the SDK
@@ -315,6 +333,7 @@ class CountingBatchSpanProcessor(BatchSpanProcessor):
         if isinstance(getattr(inner, "_queue", None), collections.deque):
             self._queue = CountingDeque(size, max_queue_bytes or DEFAULT_MAX_QUEUE_BYTES)
             inner._queue = self._queue  # type: ignore[union-attr]  # still empty: nothing was queued yet
+            _export_at_half_the_bytes(inner, self._queue)
         else:  # pragma: no cover - another SDK layout
             logger.warning("toolwatch: this OpenTelemetry SDK hides its span queue; dropped spans are not counted")
 
@@ -325,6 +344,11 @@ class CountingBatchSpanProcessor(BatchSpanProcessor):
                 STATS.spans_dropped_at_shutdown += 1  # the SDK drops a span ended after shutdown, said at INFO only
                 return
             super().on_end(span)
+            queue = self._queue
+            if queue is not None and 2 * queue.bytes >= queue.max_bytes:
+                awaken = getattr(inner, "_worker_awaken", None)
+                if awaken is not None and not awaken.is_set():
+                    awaken.set()  # the SDK wakes its worker only at a full batch, which may not fit in the bytes
         except Exception:  # noqa: BLE001
             STATS.instrumentation_errors += 1
             logger.exception("toolwatch: queueing a span for export failed")
