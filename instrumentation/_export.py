@@ -8,6 +8,7 @@ import inspect
 import logging
 import os
 import threading
+import time
 import weakref
 from collections.abc import Sequence
 from typing import Any
@@ -19,6 +20,7 @@ from instrumentation import _attributes as A
 from instrumentation._stats import STATS
 
 logger = logging.getLogger(__name__)
+BYTES_WARNING_INTERVAL_S = 20.0  # as the SDK's 'Queue full' warning
 
 DEFAULT_MAX_QUEUE_SIZE = 16384
 """Spans the batch processor buffers before it drops (the SDK's default is 2048)."""
@@ -230,6 +232,8 @@ class CountingDeque(collections.deque[Any]):
         self.bytes = 0
         """The sizes of the items queued, summed."""
         self._sizes: collections.deque[int] = collections.deque()  # each item's size, in the same order
+        self._quiet_until = 0.0  # no warning of drops by bytes before this time.monotonic()
+        self._warn_due = False
         self.lock = threading.Lock()
         _renew_lock_after_fork(self, "lock")
 
@@ -246,6 +250,8 @@ class CountingDeque(collections.deque[Any]):
             super().appendleft(item)
             sizes.appendleft(size)
             self.bytes = total
+        if self._warn_due:
+            self._warn_dropped()
 
     def appendleft_sized(self, item: Any, size: int) -> None:
         """`appendleft` of an item counted as `size` bytes."""
@@ -259,6 +265,8 @@ class CountingDeque(collections.deque[Any]):
             super().appendleft(item)
             self._sizes.appendleft(size)
             self.bytes = total
+        if self._warn_due:
+            self._warn_dropped()
 
     def _drop_oldest(self, total: int) -> int:
         """Drop the oldest items until `total` less theirs is within the bound (or none is left); the lock held."""
@@ -268,7 +276,16 @@ class CountingDeque(collections.deque[Any]):
             total -= self._sizes.pop()
             dropped += 1
         STATS.spans_dropped_queue_bytes += dropped
+        if dropped and time.monotonic() >= self._quiet_until:  # said after the lock (appendleft), as the SDK says
+            self._quiet_until = time.monotonic() + BYTES_WARNING_INTERVAL_S  # its drops by count: at most every 20 s
+            self._warn_due = True
         return total
+
+    def _warn_dropped(self) -> None:
+        self._warn_due = False
+        logger.warning("toolwatch: the span export queue is over its byte bound (%d bytes): dropped the oldest spans "
+                       "(%d so far); is the monitor reachable? (max_queue_bytes, TOOLWATCH_MAX_QUEUE_BYTES)",
+                       self.max_bytes, STATS.spans_dropped_queue_bytes)
 
     def pop(self) -> Any:  # type: ignore[override]  # deque.pop takes no index
         with self.lock:

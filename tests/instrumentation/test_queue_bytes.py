@@ -263,3 +263,15 @@ def test_a_burst_of_large_spans_with_a_healthy_exporter_is_exported_not_dropped(
     assert stats.spans_dropped_queue_bytes == 0
     assert exporter.exported == 2000
     tw.shutdown(provider)
+
+
+def test_drops_by_bytes_are_warned_of_at_most_every_20_seconds(caplog: pytest.LogCaptureFixture) -> None:
+    """The SDK logs its drops by count ("Queue full"); drops by bytes were only counted, so with the monitor down a
+    user saw nothing unless they read telemetry_stats()."""
+    queue = CountingDeque(100, max_bytes=1000)
+    with caplog.at_level("WARNING", logger="instrumentation._export"):
+        for i in range(50):
+            queue.appendleft_sized(i, 400)
+    warnings = [r.getMessage() for r in caplog.records if "byte bound" in r.getMessage()]
+    assert len(warnings) == 1, warnings
+    assert "1000 bytes" in warnings[0] and "dropped the oldest" in warnings[0]
