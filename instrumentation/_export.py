@@ -238,20 +238,7 @@ class CountingDeque(collections.deque[Any]):
         _renew_lock_after_fork(self, "lock")
 
     def appendleft(self, item: Any, /) -> None:
-        size = queued_size(item)  # measured before the lock: the export thread waits less
-        sizes = self._sizes
-        with self.lock:  # appendleft_sized, inlined: this runs in the application's thread as each span ends
-            total = self.bytes + size
-            if total > self.max_bytes and sizes:
-                total = self._drop_oldest(total)
-            if len(self) == self.maxlen:
-                STATS.spans_dropped_queue_full += 1
-                total -= sizes.pop()  # the item super().appendleft drops
-            super().appendleft(item)
-            sizes.appendleft(size)
-            self.bytes = total
-        if self._warn_due:
-            self._warn_dropped()
+        self.appendleft_sized(item, queued_size(item))  # measured before the lock: the export thread waits less
 
     def appendleft_sized(self, item: Any, size: int) -> None:
         """`appendleft` of an item counted as `size` bytes."""
@@ -422,8 +409,3 @@ class CountingBatchSpanProcessor(BatchSpanProcessor):
     def queue_capacity(self) -> int:
         """Spans the queue holds before it drops (0 when this SDK hides its queue)."""
         return (self._queue.maxlen or 0) if self._queue is not None else 0
-
-    @property
-    def queue_bytes(self) -> int:
-        """What the spans waiting for export hold now, by `queued_size`."""
-        return self._queue.bytes if self._queue is not None else 0

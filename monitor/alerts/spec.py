@@ -14,7 +14,7 @@ from pathlib import PurePath
 from typing import Any
 
 from monitor.alerts.figures import FIGURES
-from monitor.rules import objective_problem
+from monitor.rules import duration_problem, objective_problem
 from monitor.rules import parse_duration as parse_duration  # the alerts' name for it, re-exported
 
 SEVERITIES = ("critical", "warning", "info")
@@ -94,12 +94,9 @@ def _duration(where: str, key: str, value: Any, default: str) -> str:
     if value is None:
         return default
     text = str(value)
-    try:
-        seconds = parse_duration(text)
-    except ValueError as exc:
-        raise AlertSpecError(f"{where}: `{key}`: {exc}") from None
-    if key == "window" and seconds <= 0:
-        raise AlertSpecError(f"{where}: `window` must be longer than 0s")
+    problem = duration_problem(key, text)
+    if problem is not None:
+        raise AlertSpecError(f"{where}: `{key}`: {problem}")
     return text
 
 

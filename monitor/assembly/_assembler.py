@@ -351,7 +351,7 @@ class TurnAssembler:
             for c in t.calls:
                 _remember(judged, order, tid + c.span_id, most)
                 parent = c.parent_span_id
-                if parent != sid and tid + parent not in released:
+                if parent != sid:  # _remember keeps a key it holds where it is
                     _remember(released, self._released_order, tid + parent, most)
 
     def _take_off(self, out: list[Turn]) -> None:

@@ -773,7 +773,7 @@ static int tool_call(State *s, Counts *k, PyObject *r, PyObject *tid, PyObject *
     }
     Py_ssize_t n = size_of(parents);
     if (n < 0 || (n < s->max_links && set_item(parents, sid, parent) < 0)) goto done;
-    if (PySet_GET_SIZE(s->judged_alone) != 0) { /* none judged: no key made */
+    if (PySet_GET_SIZE(s->judged_alone) != 0) { /* nothing judged yet (a fresh assembler): no key made */
         if ((key = PyUnicode_Concat(tid, sid)) == NULL || (in = PySet_Contains(s->judged_alone, key)) < 0) goto done;
         if (in) { /* a copy of a call judged already (alone or with its turn) */
             if ((w = spans_of(r)) < 0) goto done;

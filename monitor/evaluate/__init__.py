@@ -3,7 +3,6 @@
 from monitor.evaluate._dataset import (
     Case,
     Dataset,
-    forbidden_case_arguments,
     load_dataset,
     load_dataset_rules,
     read_cases,
@@ -41,7 +40,6 @@ __all__ = [
     "RunResult",
     "Trial",
     "cut_turn",
-    "forbidden_case_arguments",
     "agent_name_problem",
     "default_agent_name",
     "load_callable",

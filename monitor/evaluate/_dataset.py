@@ -119,11 +119,13 @@ class Dataset:
     base: Where  # their path in it
 
     def forbidden_arguments(self) -> list[str]:
-        """`forbidden_case_arguments` of this dataset, from what its load read."""
+        """One line per argument check of a dataset case on an argument its tool's schema allows no call to have (the
+        check `toolwatch rules check` warns of: it fails every call that keeps to the schema), at the argument's place
+        in the file that holds the cases (a JSON-lines file: at the case's line), as the dataset's errors are placed:
+        `file:line:column: case 'KEY': ...`."""
         return _forbidden(self.ruleset, self.cases, self.items, self.marks, self.base)
 
 
-@in_batch_gc
 def load_dataset_rules(dataset: str | Path, rules: Sequence[str | Path], *, agent: str | None = None) -> RuleSet:
     """The rule files plus the dataset's cases, compiled together (cases override rules for their turns).
 
@@ -204,17 +206,6 @@ def _by_key(ruleset: RuleSet, cases: list[Case]) -> RuleSet:
         return ruleset  # id-less cases are then joined by input
     keyed = tuple((c.key, exp) for c, (_, _, exp) in zip(cases, compiled, strict=True) if c.case_id is None)
     return dataclasses.replace(ruleset, cases_by_id=ruleset.cases_by_id + keyed) if keyed else ruleset
-
-
-def forbidden_case_arguments(dataset: str | Path, ruleset: RuleSet) -> list[str]:
-    """One line per argument check of a dataset case on an argument its tool's schema allows no call to have (the
-    check `toolwatch rules check` warns of: it fails every call that keeps to the schema), at the argument's place in
-    the file that holds the cases (a JSON-lines file: at the case's line), as the dataset's errors are placed:
-    `file:line:column: case 'KEY': ...`. `ruleset` is `load_dataset_rules(dataset, ...)`'s. (`load_dataset` gives
-    them, `Dataset.forbidden_arguments`, without reading the dataset again.)"""
-    items, marks, base = _read_items(Path(dataset).resolve(), Documents())
-    cases, errors = _check_cases(items, marks, base)
-    return [] if errors else _forbidden(ruleset, cases, items, marks, base)  # errors: load_dataset_rules refused it
 
 
 def _forbidden(ruleset: RuleSet, cases: list[Case], items: list[Any], marks: Marks, base: Where) -> list[str]:

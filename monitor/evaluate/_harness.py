@@ -136,11 +136,11 @@ class RunProcessor(SimpleSpanProcessor):
             return
         with self._ended:
             spans = self._open.get(ctx.trace_id)
-            if spans is not None:
+            if spans is not None and ctx.span_id in spans:  # a tool call someone may wait for
                 spans.discard(ctx.span_id)
                 if not spans:
                     del self._open[ctx.trace_id]
-            self._ended.notify_all()
+                self._ended.notify_all()
 
     def wait_ended(self, trace_id: int, deadline: float) -> int:
         """Wait until every tool-call span of trace `trace_id` started so far has ended, or until `deadline`

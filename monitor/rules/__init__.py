@@ -1,6 +1,6 @@
 """Oracle rule files: loading, validation and the compiled, immutable RuleSet."""
 
-from monitor.rules._burn import DEFAULT_BURN_WINDOWS, BurnWindow, objective_problem, parse_duration
+from monitor.rules._burn import DEFAULT_BURN_WINDOWS, BurnWindow, duration_problem, objective_problem, parse_duration
 from monitor.rules._compile import CHECK_MODES, PER_TOOL_FIGURES, UNDIRECTED_FIGURES
 from monitor.rules._errors import RuleFileError
 from monitor.rules._load import distinct_files, load_rules
@@ -41,6 +41,7 @@ __all__ = [
     "distinct_files",
     "load_rules",
     "load_yaml",
+    "duration_problem",
     "objective_problem",
     "parse_duration",
     "read_json_lines",

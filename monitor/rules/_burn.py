@@ -27,6 +27,18 @@ def parse_duration(text: str) -> float:
     return float(sum(int(g) * unit for g, unit in zip(m.groups(), _UNIT_S, strict=True) if g))
 
 
+def duration_problem(key: str, text: str) -> str | None:
+    """What is wrong with an alert's `window` or `for` (`key`) as Prometheus and the alert evaluator read it, or None:
+    not a duration, or a window of 0s, which holds no turn."""
+    try:
+        seconds = parse_duration(text)
+    except ValueError as exc:
+        return str(exc)
+    if key == "window" and seconds <= 0:
+        return f"a window of {text} holds no turn: give one longer than 0s"
+    return None
+
+
 @dataclass(slots=True, frozen=True)
 class BurnWindow:
     """One multi-window burn-rate condition: both windows burn faster than `factor` x the error budget."""

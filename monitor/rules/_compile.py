@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 import jsonschema
 
-from monitor.rules._burn import objective_problem, parse_duration
+from monitor.rules._burn import duration_problem, objective_problem
 from monitor.rules._errors import RuleFileError
 from monitor.rules._model import (
     Alert,
@@ -341,14 +341,9 @@ class FileCompiler:
         if problem is not None:
             raise self.err((*path, "objective"), problem)
         for key in ("window", "for"):  # as Prometheus and the alert evaluator read them
-            if key not in a:
-                continue
-            try:
-                seconds = parse_duration(a[key])
-            except ValueError as exc:
-                raise self.err((*path, key), str(exc)) from None
-            if key == "window" and seconds <= 0:
-                raise self.err((*path, key), f"a window of {a[key]} holds no turn: give one longer than 0s")
+            problem = duration_problem(key, a[key]) if key in a else None
+            if problem is not None:
+                raise self.err((*path, key), problem)
         return Alert(
             name=a["name"],
             figure=a["figure"],

@@ -46,7 +46,8 @@ def _parse(path: FsPath, docs: Documents) -> _Parsed:
         return _Parsed(path, data, marks, [], frozenset())
     errors, bad = case_errors(cases, marks, ("cases",))
     rest = document_errors({k: v for k, v in data.items() if k != "cases"}, marks)
-    raise_all(_in_file_order([*rest, *errors]) if rest else [])
+    if rest:
+        raise_all(_in_file_order([*rest, *errors]))
     _refuse_empty(data, marks)
     return _Parsed(path, data, marks, errors, bad)
 

@@ -20,7 +20,7 @@ import pytest
 from click.testing import CliRunner
 
 from monitor.cli.eval_cmd import eval_
-from monitor.evaluate import forbidden_case_arguments, load_dataset, load_dataset_rules, read_cases
+from monitor.evaluate import load_dataset, load_dataset_rules, read_cases
 from monitor.rules import RuleFileError, load_rules, load_yaml, read_json_lines, read_text
 from monitor.rules._validate import case_errors
 
@@ -172,4 +172,3 @@ def test_the_cases_and_expectations_are_those_the_rule_loader_compiles(tmp_path:
     loaded = load_dataset(dataset, [support_rules])  # what the eval command loads: the same, in one read
     same = dataclasses.replace(loaded.ruleset, files=ruleset.files)  # a list's wrapper is a temporary file of each load
     assert same == ruleset and loaded.cases == read_cases(dataset)
-    assert loaded.forbidden_arguments() == forbidden_case_arguments(dataset, ruleset)
