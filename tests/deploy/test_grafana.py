@@ -111,3 +111,19 @@ def test_time_series_points_cover_their_step_not_the_whole_range() -> None:
         for target in panel["targets"]:
             windows = re.findall(r"\[([^\]]+)\]", target["expr"])
             assert set(windows) <= {"$__rate_interval"}, (panel["title"], target["expr"])  # gauges: none
+
+
+def test_table_panels_hide_the_value_column_of_every_query() -> None:
+    """A table of several instant queries gets one value field per query, named `Value #<refId>` (a single query's
+    is `Value`): an organize step that hides `Value` must hide each of those, or a column of 1s shows per query."""
+    checked = 0
+    for panel in DASHBOARD["panels"]:
+        tables = [t for t in panel.get("targets", []) if t.get("format") == "table"]
+        for step in panel.get("transformations", []):
+            hidden = step.get("options", {}).get("excludeByName", {})
+            if step["id"] != "organize" or not hidden.get("Value") or len(tables) < 2:
+                continue
+            checked += 1
+            names = [f"Value #{t['refId']}" for t in tables]
+            assert all(hidden.get(n) for n in names), (panel["title"], names, hidden)
+    assert checked, "no table panel of several queries hides its value column"
