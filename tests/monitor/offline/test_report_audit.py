@@ -1,0 +1,81 @@
+"""Report forms given hostile names from the run: a tool the agent's spans offer (`from_definitions`) is named by the
+trace, so its name can be any text, and reaches every form, the HTML report's inline JSON too."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from monitor.judge import Judge
+from monitor.report import Report, ReportBuilder, render_html
+from monitor.rules import load_rules
+from tests.monitor.offline.conftest import call, turn
+from tests.monitor.offline.test_html_chromium import CHROMIUM, chromium_page
+
+# `<!--<script>` inside a script element's text makes the HTML parser take the element's own `</script>` as text
+# (the "double escaped" state): the element runs on to the next script's end tag, and no script of the page runs.
+HOSTILE_TOOL = "x<!--<script>"
+
+RULES = """
+version: 1
+agent: support
+catalog:
+  from_definitions: true
+  tools:
+    - name: get_order_status
+expect:
+  - when: {regex: '(?i)^thanks'}
+    none: true
+"""
+
+
+def _offered_tool_report(tmp_path: Path) -> Report:
+    """A replay-like report whose confusion matrix holds a tool the turn's spans offered, named HOSTILE_TOOL."""
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(RULES, encoding="utf-8")
+    judge = Judge(load_rules([rules]))
+    offered = replace(turn("thanks", call(HOSTILE_TOOL, {}), trace=1),
+                      tool_definitions=({"name": HOSTILE_TOOL, "parameters": {"type": "object"}},))
+    builder = ReportBuilder()
+    verdict = judge.judge(offered)
+    assert [c.outcome.value for c in verdict.calls] == ["spurious"]  # a known (offered) tool, not hallucinated
+    builder.add(verdict)
+    report = builder.build("replay", "offered tools")
+    assert ("(none)", HOSTILE_TOOL, 1) in report.confusion
+    return report
+
+
+def _report_data(page: str) -> str:
+    m = re.search(r'<script type="application/json" id="report-data">(.*?)</script>', page, re.S)
+    assert m is not None
+    return m.group(1)
+
+
+def test_html_inline_json_has_no_markup_for_the_parser(tmp_path: Path) -> None:
+    """The inline JSON holds no `<` (nor `>`, `&`) the HTML parser could read as markup, and still reads back as
+    the report's data."""
+    report = _offered_tool_report(tmp_path)
+    data = _report_data(render_html(report))
+    assert not set("<>&") & set(data), data
+    assert json.loads(data)["confusion"] == [list(c) for c in report.confusion]
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium missing: run scripts/ensure-services.sh")
+async def test_html_scripts_run_with_a_hostile_tool_name(tmp_path: Path) -> None:
+    """In a browser the page's scripts run (and read the confusion data) whatever the offered tool is named."""
+    report = _offered_tool_report(tmp_path)
+    html_path = tmp_path / "report.html"
+    html_path.write_text(render_html(report), encoding="utf-8")
+    async with chromium_page(tmp_path / "profile") as page:
+        for domain in ("Runtime", "Page"):
+            await page.send(f"{domain}.enable")
+        await page.send("Page.navigate", url=html_path.as_uri())
+        await page.wait_event("Page.loadEventFired")
+        status = await page.evaluate("document.getElementById('js-status').textContent")
+        scripts = await page.evaluate("document.scripts.length")
+        header = await page.evaluate("document.querySelector('#confusion thead th[data-actual]').dataset.actual")
+    assert (status, scripts, header) == ("1 confusion pairs, 1 failing samples shown", 2, HOSTILE_TOOL)
