@@ -22,7 +22,15 @@ from monitor.replay import (
     replay_files,
     total_bytes,
 )
-from monitor.report import InputProblem, ReportBuilder, Table, emit_report, pop_report_options, report_options
+from monitor.report import (
+    InputProblem,
+    ReportBuilder,
+    Table,
+    emit_report,
+    pop_report_options,
+    report_options,
+    visible,
+)
 from monitor.report.progress import progress_bar
 from monitor.rules import RuleFileError
 from monitor.sizes import format_size
@@ -112,7 +120,7 @@ def replay(sources: tuple[str, ...], rules: tuple[str, ...], fmt: str, grace: fl
         try:
             stats = replay_files(replayer, paths, fmt=fmt, on_progress=advance)
         except SourceError as exc:
-            click.echo(f"error: {exc}", err=True)
+            click.echo(visible(f"error: {exc}"), err=True)
             raise SystemExit(2) from exc
         progress.update(task, status=f"{stats.turns} turns")
     if builder.tally.turns:  # the last point; no turn, no series (a lone 'absent at 0' said nothing)
@@ -177,14 +185,14 @@ def _diagnose(stats: ReplayStats, *, strict: bool, fmt: str = "auto", paths: lis
     for (2: an input error), else 0 (the report's own code stands)."""
     bad = stats.bad_records
     for error in stats.read_errors:
-        click.echo(f"error: {error}", err=True)
+        click.echo(visible(f"error: {error}"), err=True)
     no_turns = not stats.turns and bool(bad.total or stats.rejected_spans)
     # a --format given that does not fit is the likeliest cause of both: said instead of the generic hint
     forced = _format_hint(fmt, paths or []) if (stats.read_errors or no_turns) and fmt != "auto" else None
     if no_turns:
-        click.echo(f"error: no turns replayed: {_skipped(stats)}", err=True)
+        click.echo(visible(f"error: no turns replayed: {_skipped(stats)}"), err=True)
     if forced or no_turns:
-        click.echo(f"hint: {forced or _hint(stats)}", err=True)
+        click.echo(visible(f"hint: {forced or _hint(stats)}"), err=True)
     if no_turns:
         return 2
     if not stats.turns and not stats.read_errors and not bad.total and not stats.rejected_spans:
@@ -192,7 +200,7 @@ def _diagnose(stats: ReplayStats, *, strict: bool, fmt: str = "auto", paths: lis
                    "(GenAI invoke_agent / execute_tool spans); is the agent instrumented, and is this its capture?",
                    err=True)
     if strict and bad.total:
-        click.echo(f"error: {bad.total} undecodable record(s) (--strict); first: {bad[0]}", err=True)
+        click.echo(visible(f"error: {bad.total} undecodable record(s) (--strict); first: {bad[0]}"), err=True)
         return 2
     return 2 if stats.read_errors else 0
 

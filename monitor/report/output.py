@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import click
 
-from monitor.report._text import printable
+from monitor.report._text import printable, visible
 from monitor.report.gates import Threshold, failures_of, gate_results, parse_gate, skipped_comparisons
 from monitor.report.html import render_html
 from monitor.report.junit import render_junit
@@ -232,7 +232,7 @@ def emit_report(
     if options.quiet:
         click.echo(printable(report.accuracy_line), file=out)
         for warning in warnings:
-            click.echo(f"warning: {printable(warning)}", err=True)
+            click.echo(f"warning: {visible(warning)}", err=True)
     else:
         render_terminal(report, out)
     for reason in report.skipped_comparisons:

@@ -9,11 +9,14 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from monitor.cli.replay_cmd import replay
 from monitor.judge import Judge
 from monitor.report import Report, ReportBuilder, render_html
 from monitor.rules import load_rules
-from tests.monitor.offline.conftest import call, turn
+from tests.monitor.offline.agents import support_agent
+from tests.monitor.offline.conftest import call, capture_spans, turn, write_span_files
 from tests.monitor.offline.test_html_chromium import CHROMIUM, chromium_page
 
 # `<!--<script>` inside a script element's text makes the HTML parser take the element's own `</script>` as text
@@ -79,3 +82,29 @@ async def test_html_scripts_run_with_a_hostile_tool_name(tmp_path: Path) -> None
         scripts = await page.evaluate("document.scripts.length")
         header = await page.evaluate("document.querySelector('#confusion thead th[data-actual]').dataset.actual")
     assert (status, scripts, header) == ("1 confusion pairs, 1 failing samples shown", 2, HOSTILE_TOOL)
+
+
+def test_replay_stderr_shows_control_characters_of_a_file_name_as_escapes(support_rules: Path, tmp_path: Path) -> None:
+    """A capture file whose name holds an ESC sequence: the error lines on stderr (a terminal, with colour) name it
+    as the report forms do, `\\x1b` escaped, so the name does not act on the terminal."""
+    source = tmp_path / "spans\x1b[2J\x1b]0;owned\x07.jsonl"
+    source.write_text('not json\n{"resourceSpans": []}\n', encoding="utf-8")
+    res = CliRunner().invoke(replay, [str(source), "--rules", str(support_rules), "--no-progress", "-q"],
+                             color=True)
+    assert res.exit_code == 2
+    assert "\x1b" not in res.stderr and "\x07" not in res.stderr, res.stderr
+    assert "spans\\x1b[2J\\x1b]0;owned\\x07.jsonl: line 1" in res.stderr
+
+
+def test_replay_quiet_warning_shows_control_characters_of_a_file_name_as_escapes(support_rules: Path,
+                                                                                tmp_path: Path) -> None:
+    """With -q the records skipped are a `warning:` line on stderr, naming the first one's file: escaped too."""
+    batches = capture_spans(support_agent, ["where is order 1"])
+    spans = write_span_files(batches, tmp_path / "capture")["jsonl"]
+    source = tmp_path / "spans\x1b[2J.jsonl"
+    source.write_text("not json\n" + spans.read_text(encoding="utf-8"), encoding="utf-8")
+    res = CliRunner().invoke(replay, [str(source), "--rules", str(support_rules), "--no-progress", "-q"], color=True)
+    assert res.exit_code == 0, res.output
+    assert "\x1b" not in res.stderr, res.stderr
+    assert "warning: 1 undecodable record(s) skipped (first: " in res.stderr
+    assert "spans\\x1b[2J.jsonl: line 1" in res.stderr
