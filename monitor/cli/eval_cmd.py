@@ -62,7 +62,7 @@ def _fail_load(exc: Exception, rules: tuple[str, ...] = ()) -> None:
     hint = ""
     if not rules and "catalog" in str(exc):
         hint = "\nhint: give the rule file with the tool catalog: --rules FILE"
-    click.echo(f"error: {exc}{hint}", err=True)
+    click.echo(f"error: {visible(str(exc))}{hint}", err=True)
     raise SystemExit(2) from exc
 
 
@@ -247,7 +247,7 @@ def _run_scenario(path: str, agent: Any, rules: tuple[str, ...], agent_name: str
     except (ScenarioError, RuleFileError) as exc:
         # Errors of a step name the scenario file and carry their own hint; the dataset's --rules hint does not fit.
         hint = "".join(f"\nhint: {h}" for h in exc.hint.splitlines()) if isinstance(exc, ScenarioError) else ""
-        click.echo(f"error: {exc}{hint}", err=True)
+        click.echo(f"error: {visible(str(exc))}{hint}", err=True)
         raise SystemExit(2) from exc
     name = default_agent_name(judge.agents, agent_name or sf.agent)
     problem = warn_agent_name(judge, name)

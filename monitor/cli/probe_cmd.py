@@ -132,7 +132,7 @@ def probe(generator_spec: str, agent_spec: str, rules: tuple[str, ...], agent_na
     if failed is not None:
         if failed.traceback and logger.isEnabledFor(logging.INFO):
             logger.info("the generator's traceback:\n%s", visible(failed.traceback.rstrip()))
-        click.echo(f"error: {error}", err=True)
+        click.echo(f"error: {visible(error or '')}", err=True)
         raise SystemExit(2)
     raise SystemExit(code)
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from monitor._text import visible
+
 MAX_REPORTED = 50
 """Most errors `RuleFileErrors` spells out; past them one line says how many more there are."""
 
@@ -41,8 +43,9 @@ class RuleFileError(ValueError):
         return [self._where()]
 
     def _where(self) -> str:
+        """The problem's line, as shown: a control character (of a file name, or quoted from the file) escaped."""
         where = place(self.file, self.line, self.column)
-        return f"{where}: {self.key}: {self.message}" if self.key else f"{where}: {self.message}"
+        return visible(f"{where}: {self.key}: {self.message}" if self.key else f"{where}: {self.message}")
 
     def __str__(self) -> str:
         return "\n".join(self.lines())

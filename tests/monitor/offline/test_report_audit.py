@@ -108,3 +108,48 @@ def test_replay_quiet_warning_shows_control_characters_of_a_file_name_as_escapes
     assert "\x1b" not in res.stderr, res.stderr
     assert "warning: 1 undecodable record(s) skipped (first: " in res.stderr
     assert "spans\\x1b[2J.jsonl: line 1" in res.stderr
+
+
+def ansi_generator(rng: object) -> str:
+    raise RuntimeError("no more ideas\x1b[2J\x1b]0;pwned\x07")
+
+
+def test_probe_prints_a_generator_error_with_its_control_characters_escaped() -> None:
+    """The generator's exception message reaches the `error:` line: an ESC sequence in it must not act on the
+    terminal (clear it, retitle it), as it does not in the report's problems."""
+    from monitor.cli.probe_cmd import probe
+
+    res = CliRunner().invoke(probe, [
+        "--generator", f"{__name__}:ansi_generator", "--agent", "examples.triage.agent:triage",
+        "--rules", str(Path(__file__).resolve().parents[3] / "rules" / "incident-triage.yaml"),
+        "--iterations", "2", "--no-progress"], color=True)
+    assert res.exit_code == 2, res.output
+    line = next(ln for ln in res.output.splitlines() if ln.startswith("error: "))
+    assert "\x1b" not in line and "\x07" not in line, line
+    assert "no more ideas\\x1b[2J\\x1b]0;pwned\\x07" in line
+
+
+def test_eval_prints_a_load_error_with_its_control_characters_escaped(tmp_path: Path) -> None:
+    """A rule or dataset load error names the user's file and quotes its text: shown on the `error:` line with its
+    control characters escaped."""
+    from monitor.cli.eval_cmd import eval_ as eval_cmd
+
+    bad = tmp_path / "ru\x1b[2Jles.yaml"
+    bad.write_text("version: 1\nagent: [\n")
+    res = CliRunner().invoke(eval_cmd, ["--dataset", str(bad), "--agent", "tests.monitor.offline.agents:support_agent",
+                                        "--rules", str(bad), "--no-progress"], color=True)
+    assert res.exit_code == 2, res.output
+    line = next(ln for ln in res.output.splitlines() if ln.startswith("error: "))
+    assert "\x1b" not in line, line
+    assert "ru\\x1b[2Jles.yaml" in line
+
+
+def test_replay_prints_a_rule_file_error_with_its_control_characters_escaped(tmp_path: Path) -> None:
+    """A rule file error names the file: every command prints it (here replay) with its control characters escaped."""
+    bad = tmp_path / "ru\x1b[2Jles.yaml"
+    bad.write_text("version: 1\nagent: [\n")
+    spans = tmp_path / "spans.jsonl"
+    spans.write_text("")
+    res = CliRunner().invoke(replay, [str(spans), "--rules", str(bad), "--no-progress"], color=True)
+    assert res.exit_code == 2, res.output
+    assert "ru\\x1b[2Jles.yaml" in res.output and "\x1b" not in res.output, res.output
