@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import stat
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -129,6 +130,38 @@ def shortened_line(v: TurnVerdict, at: float, failed: bool, limit: int) -> str:
 
 
 REOPEN_S = 1.0  # seconds between tries to open the log again after it could not be
+_TAIL_CHUNK = 1 << 16  # bytes read at a time looking back for the end of the file's last whole line
+
+
+def drop_partial_line(path: Path) -> int:
+    """Cut the regular file at `path` back to the end of its last whole line; the bytes cut. A write cut short (the
+    device full, a file size limit) leaves part of a line at the end of the file, to which the next record would be
+    appended: one line of broken JSON, with a whole record lost in it (and `jq` stops there). Best effort: a file
+    that cannot be read and written here is left as it is (opening it for appending says what is wrong)."""
+    try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode) or st.st_size == 0:
+            return 0
+        fd = os.open(path, os.O_RDWR)
+    except OSError:
+        return 0
+    try:
+        end = pos = os.fstat(fd).st_size
+        while pos > 0:
+            start = max(0, pos - _TAIL_CHUNK)
+            chunk = os.pread(fd, pos - start, start)
+            newline = chunk.rfind(b"\n")
+            if newline >= 0:
+                pos = start + newline + 1
+                break
+            pos = start
+        if pos < end:
+            os.ftruncate(fd, pos)
+        return end - pos
+    except OSError:
+        return 0
+    finally:
+        os.close(fd)
 
 
 class VerdictLog:
@@ -154,9 +187,11 @@ class VerdictLog:
         self._open()  # OSError: the service does not start without its log
 
     def _open(self) -> None:
-        """(Re)open the file, making its folder again when it is gone."""
+        """(Re)open the file, making its folder again when it is gone, without the part of a line a write cut short
+        left at its end."""
         self._next_open = time.monotonic() + REOPEN_S
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        drop_partial_line(self.path)
         fh = self.path.open("a", encoding="utf-8")
         st = os.fstat(fh.fileno())
         self._fh, self._size, self._file_id = fh, fh.tell(), (st.st_dev, st.st_ino)

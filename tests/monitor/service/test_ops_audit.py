@@ -1,0 +1,106 @@
+"""Operational audit of `toolwatch serve`, each case on a real server in a subprocess on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.monitor.service.conftest import RULES, wait_for
+from tests.monitor.service.http_util import post
+from tests.monitor.service.spans import Call, TurnSpec, record_turns, to_request
+
+TOOLWATCH = str(Path(sys.executable).parent / "toolwatch")
+ROOT = str(Path(__file__).resolve().parents[3])  # the server runs this checkout's code, as the tests do
+OK = "Result: ok"
+
+
+def _turns(text: str, n: int) -> list[TurnSpec]:
+    return [TurnSpec(f"[BILL] {text}", [Call("pull_auth_telemetry", {"log_excerpt": text})], output_text=OK)] * n
+
+
+def _send(endpoint: str, turns: list[TurnSpec]) -> None:
+    status, _, _ = post(endpoint, to_request(record_turns(turns)).SerializeToString(), "application/x-protobuf")
+    assert status == 200
+
+
+def _metric(metrics_url: str, name: str) -> float:
+    import urllib.request
+
+    with urllib.request.urlopen(metrics_url, timeout=10) as resp:
+        for line in resp.read().decode().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+    return 0.0
+
+
+def _spawn(args: list[str], env: dict[str, str], **popen: object) -> tuple[subprocess.Popen[str], str, str]:
+    proc: subprocess.Popen[str] = subprocess.Popen(  # type: ignore[call-overload]
+        [TOOLWATCH, "serve", "--rules", str(RULES), "--port", "0", "--metrics-port", "0", "--no-watch", *args],
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": ROOT, "PYTHONDONTWRITEBYTECODE": "1", **env},
+        **popen,
+    )
+    assert proc.stderr is not None
+    line = ""
+    deadline = time.monotonic() + 30
+    while "OTLP/HTTP on" not in line and time.monotonic() < deadline:
+        line = proc.stderr.readline()
+    assert "OTLP/HTTP on" in line, line
+    endpoint = line.split("OTLP/HTTP on ")[1].split(",")[0].strip()
+    metrics = line.split("metrics on ")[1].split(" ")[0].strip()
+    return proc, endpoint, metrics
+
+
+def _end(proc: subprocess.Popen[str]) -> str:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.stderr is not None
+    err = proc.stderr.read()
+    proc.stderr.close()
+    return err
+
+
+@pytest.mark.skipif(not hasattr(resource, "prlimit"), reason="raises the server's file size limit while it runs")
+def test_a_write_cut_short_by_a_full_device_leaves_no_broken_line_in_the_verdict_log(tmp_path: Path) -> None:
+    """The device fills up in the middle of a flush: the part of a line written before it stays in the file. Once
+    there is room again, the next record was appended to that part: one line of broken JSON that also swallowed a
+    whole record (`jq` stops there). A file size limit (RLIMIT_FSIZE, EFBIG) cuts the write as a full disk does."""
+    log = tmp_path / "v.jsonl"
+    limit = 3000  # bytes: a few lines, then a line cut in two (the first flush writes 8 KiB)
+
+    def small_files() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
+
+    proc, endpoint, metrics = _spawn(
+        ["--verdict-log", str(log), "--verdict-log-all"], {"TOOLWATCH_GRACE": "0.05s"}, preexec_fn=small_files
+    )
+    try:
+        _send(endpoint, _turns("before", 40))
+        wait_for(lambda: _metric(metrics, "toolwatch_verdict_log_lines_lost_total") > 0)
+        assert log.stat().st_size <= limit
+        resource.prlimit(proc.pid, resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+        time.sleep(1.2)  # the log is opened again (within a second of the failure)
+        _send(endpoint, _turns("after", 30))
+    finally:
+        err = _end(proc)
+    assert proc.returncode == 0, err
+    lines = log.read_bytes().split(b"\n")
+    assert lines[-1] == b"", "the file ends with a whole line"
+    records = [json.loads(line) for line in lines[:-1]]  # every line a whole record
+    assert sum(r["input"] == "[BILL] after" for r in records) == 30
+    assert 0 < sum(r["input"] == "[BILL] before" for r in records) < 40
