@@ -12,7 +12,7 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2  # type: ignore[i
 from grpc import aio
 
 from monitor.otlp import DecodeError, parse_protobuf
-from monitor.serve._http import IN_FLIGHT_BODIES, bearer_ok, export_response, ingest
+from monitor.serve._http import IN_FLIGHT_BODIES, bearer_ok, expected_token, export_response, ingest
 from monitor.serve._pipeline import DROP_QUEUE_FULL, Pipeline
 from monitor.serve._settings import Settings
 
@@ -50,7 +50,7 @@ class GrpcReceiver:
         self.settings = settings
         self.pipeline = pipeline
         self.ops = pipeline.metrics.ops
-        self._token = settings.token.encode() if settings.token else None
+        self._token = expected_token(settings.token)
         self._queue_full = retry_trailers(code_pb2.UNAVAILABLE, QUEUE_FULL, settings.retry_after_s)
         self.ops.start_transport(TRANSPORT_GRPC, (grpc.StatusCode.OK.value[0], grpc.StatusCode.UNAVAILABLE.value[0]))
         self.server: Any = None

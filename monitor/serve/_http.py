@@ -131,6 +131,13 @@ def refusal_status(message: str) -> bytes:
     return _status_body(PROTOBUF, code_pb2.UNAVAILABLE, message)
 
 
+def expected_token(token: str | None) -> bytes | None:
+    """The bearer token requests must carry (None: none needed): `--token` without its surrounding whitespace, which
+    a header value never holds (RFC 9110 5.5): a token read from a file keeps the file's last newline, and no client
+    could send it."""
+    return token.strip().encode() if token else None
+
+
 def bearer_ok(authorization: str, token: bytes) -> bool:
     """`Authorization: Bearer TOKEN`, the scheme in any case (RFC 7235), the token compared in constant time."""
     scheme, _, credentials = authorization.partition(" ")
@@ -171,7 +178,7 @@ class TracesHandler:
         self.settings = settings
         self.pipeline = pipeline
         self.ops = metrics.ops
-        self._token = settings.token.encode() if settings.token else None
+        self._token = expected_token(settings.token)
         self.in_flight = InFlight(IN_FLIGHT_BODIES * max(settings.max_decompressed_bytes, settings.max_body_bytes))
         self._bad_heads = Hushed(BAD_HEAD_LOG_INTERVAL_S)
         self._wrong_paths = Hushed(BAD_HEAD_LOG_INTERVAL_S)

@@ -259,6 +259,8 @@ class Settings:
             raise ValueError(f"retry_after_s must be a whole number of seconds from 1 to {RETRY_AFTER_MAX_S}")
         if not self.windows:
             raise ValueError("at least one rolling window is needed")
+        if self.token and not self.token.strip():
+            raise ValueError("the token is only whitespace: give one that clients can send, or none")
         check_agents(self.agents)
         clash = port_clash(self)
         if clash is not None:

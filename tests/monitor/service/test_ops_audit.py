@@ -42,6 +42,7 @@ def _metric(metrics_url: str, name: str) -> float:
 
 
 def _spawn(args: list[str], env: dict[str, str], **popen: object) -> tuple[subprocess.Popen[str], str, str]:
+    """`toolwatch serve` started and ready: the process, its OTLP/HTTP endpoint and its ready line."""
     proc: subprocess.Popen[str] = subprocess.Popen(  # type: ignore[call-overload]
         [TOOLWATCH, "serve", "--rules", str(RULES), "--port", "0", "--metrics-port", "0", "--no-watch", *args],
         stderr=subprocess.PIPE,
@@ -56,8 +57,7 @@ def _spawn(args: list[str], env: dict[str, str], **popen: object) -> tuple[subpr
         line = proc.stderr.readline()
     assert "OTLP/HTTP on" in line, line
     endpoint = line.split("OTLP/HTTP on ")[1].split(",")[0].strip()
-    metrics = line.split("metrics on ")[1].split(" ")[0].strip()
-    return proc, endpoint, metrics
+    return proc, endpoint, line
 
 
 def _end(proc: subprocess.Popen[str]) -> str:
@@ -86,9 +86,10 @@ def test_a_write_cut_short_by_a_full_device_leaves_no_broken_line_in_the_verdict
     def small_files() -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
 
-    proc, endpoint, metrics = _spawn(
+    proc, endpoint, ready = _spawn(
         ["--verdict-log", str(log), "--verdict-log-all"], {"TOOLWATCH_GRACE": "0.05s"}, preexec_fn=small_files
     )
+    metrics = ready.split("metrics on ")[1].split(" ")[0].strip().rstrip(",")
     try:
         _send(endpoint, _turns("before", 40))
         wait_for(lambda: _metric(metrics, "toolwatch_verdict_log_lines_lost_total") > 0)
@@ -104,3 +105,47 @@ def test_a_write_cut_short_by_a_full_device_leaves_no_broken_line_in_the_verdict
     records = [json.loads(line) for line in lines[:-1]]  # every line a whole record
     assert sum(r["input"] == "[BILL] after" for r in records) == 30
     assert 0 < sum(r["input"] == "[BILL] before" for r in records) < 40
+
+
+def _export(endpoint: str, authorization: str) -> object:
+    """One turn span exported by the OpenTelemetry SDK's OTLP/HTTP exporter with this Authorization header."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    exporter = OTLPSpanExporter(endpoint=endpoint, headers={"Authorization": authorization}, timeout=10)
+    try:
+        return exporter.export(record_turns(_turns("token", 1)))
+    finally:
+        exporter.shutdown()  # type: ignore[no-untyped-call]
+
+
+def test_a_token_read_with_its_trailing_newline_still_lets_exporters_in(tmp_path: Path) -> None:
+    """A token from a file keeps the file's last newline (a Kubernetes Secret made `--from-file`, given as
+    TOOLWATCH_TOKEN): a header value never holds leading or trailing whitespace (RFC 9110 5.5), so no exporter could
+    send it, and every export was refused with 401, which exporters do not retry."""
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
+    from opentelemetry.sdk.trace.export import SpanExportResult
+
+    proc, endpoint, ready = _spawn(["--grpc-port", "0"], {"TOOLWATCH_TOKEN": "s3cret\n"})
+    grpc = ready.split("OTLP/gRPC on ")[1].split(" ")[0]
+    try:
+        assert _export(endpoint, "Bearer s3cret") == SpanExportResult.SUCCESS
+        assert _export(endpoint, "Bearer wrong") == SpanExportResult.FAILURE
+        exporter = GrpcExporter(
+            endpoint=grpc, insecure=True, headers={"authorization": "Bearer s3cret"}, timeout=10
+        )
+        try:
+            assert exporter.export(record_turns(_turns("grpc", 1))) == SpanExportResult.SUCCESS
+        finally:
+            exporter.shutdown()
+    finally:
+        err = _end(proc)
+    assert proc.returncode == 0, err
+
+
+def test_a_token_of_whitespace_alone_is_refused_at_start() -> None:
+    """Once its surrounding whitespace is set aside nothing is left: serving without a token would let anyone in."""
+    proc = subprocess.run(
+        [TOOLWATCH, "serve", "--rules", str(RULES), "--port", "0", "--metrics-port", "0", "--token", " \n"],
+        capture_output=True, text=True, timeout=30, env={**os.environ, "PYTHONPATH": ROOT},
+    )
+    assert proc.returncode == 2 and "token" in proc.stderr, proc.stderr
