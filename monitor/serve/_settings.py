@@ -261,6 +261,9 @@ class Settings:
             raise ValueError("at least one rolling window is needed")
         if self.token and not self.token.strip():
             raise ValueError("the token is only whitespace: give one that clients can send, or none")
+        if self.token and not all("!" <= ch <= "~" for ch in self.token.strip()):
+            raise ValueError("the token must be visible ASCII without spaces (a bearer token, RFC 6750; gRPC metadata "
+                             "and header values carry no other): give one that clients can send")
         check_agents(self.agents)
         clash = port_clash(self)
         if clash is not None:

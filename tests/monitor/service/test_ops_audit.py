@@ -149,3 +149,18 @@ def test_a_token_of_whitespace_alone_is_refused_at_start() -> None:
         capture_output=True, text=True, timeout=30, env={**os.environ, "PYTHONPATH": ROOT},
     )
     assert proc.returncode == 2 and "token" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize(("token", "said"), [
+    (b"s3\xffcret", "visible ASCII"),  # not UTF-8: os.environ holds it with a surrogate, which .encode() refused
+    (b"s3cr\xc3\xa9t", "visible ASCII"),  # UTF-8, but gRPC metadata and portable header values are ASCII
+    (b"s3 cret", "visible ASCII"),  # a bearer token (RFC 6750 b64token) holds no space: no client sends this one
+])
+def test_a_token_no_client_can_send_is_refused_at_start_with_a_clear_error(token: bytes, said: str) -> None:
+    env = {**os.environb, b"PYTHONPATH": ROOT.encode(), b"TOOLWATCH_TOKEN": token}
+    proc = subprocess.run(
+        [TOOLWATCH, "serve", "--rules", str(RULES), "--port", "0", "--metrics-port", "0"],
+        capture_output=True, text=True, timeout=30, env=env,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert said in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
