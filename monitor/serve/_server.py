@@ -367,6 +367,10 @@ class Server:
             # are judged and their verdicts written. Its handler drops it until stop() ends, then it is ignored.
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(sig)
+            # asyncio gives SIGINT Python's handler back, whose KeyboardInterrupt surfaced wherever the loop was (a
+            # traceback out of aiohttp's stop); its default action ends the process at once, as at start-up
+            if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+                signal.signal(signal.SIGINT, signal.SIG_DFL)
             try:
                 judged = await self.stop()
             finally:

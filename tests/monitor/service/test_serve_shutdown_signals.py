@@ -203,3 +203,28 @@ def test_every_thread_but_the_main_one_is_born_with_sighup_blocked(spawn: Spawn)
     assert len(threads) >= 4 and all(threads.values()), threads
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=60) == 0
+
+
+def test_a_second_ctrl_c_during_shutdown_ends_it_at_once_without_a_traceback(spawn: Spawn) -> None:
+    """The second Ctrl-C of an impatient user ends the process at once, as a second SIGTERM does (the pending turns
+    are dropped, as documented): it raised KeyboardInterrupt inside the HTTP server's shutdown and printed a
+    traceback (or not, by where it found the loop). A client stalled in the middle of a body holds the shutdown
+    meanwhile (aiohttp waits for it)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    proc, err, _, endpoint, _ = spawn(RULES.read_text())
+    url = urlsplit(endpoint)
+    with socket.create_connection((url.hostname, url.port), timeout=10) as stalled:
+        stalled.sendall(f"POST {url.path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
+                        "Content-Length: 100000\r\n\r\n".encode() + b"\x0a" * 10)
+        time.sleep(0.3)  # the request is being read
+        proc.send_signal(signal.SIGINT)
+        time.sleep(1.0)  # the shutdown waits for the stalled body
+        assert proc.poll() is None, err.read_text()
+        proc.send_signal(signal.SIGINT)
+        started = time.monotonic()
+        proc.wait(timeout=30)
+    assert time.monotonic() - started < 2.0
+    assert proc.returncode == -signal.SIGINT, (proc.returncode, err.read_text())  # its default action, as at start
+    assert "Traceback" not in err.read_text(), err.read_text()
