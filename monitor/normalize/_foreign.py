@@ -28,6 +28,7 @@ The calls a model requested: those of an OpenInference LLM span and of an OpenLL
 
 from __future__ import annotations
 
+import ast
 import json
 from dataclasses import replace
 from typing import Any
@@ -62,6 +63,7 @@ from monitor.records import ToolCall, Turn
 Out = list[ToolCall | Turn | Span]
 
 _JSON_MIME = "application/json"
+_MAX_REPR_CHARS = 64 * 1024  # a Python repr of arguments longer than this is not read (_repr_arguments)
 _REDACTED = "__REDACTED__"  # what OpenInference's TraceConfig (OPENINFERENCE_HIDE_INPUTS, ...) leaves of a hidden value
 # Keys whose str value is the question / the answer in a JSON input or output object (LangChain's AgentExecutor
 # `{"input": ...}` / `{"output": ...}`, Traceloop's kwargs of a function called by keyword).
@@ -131,8 +133,9 @@ def _openinference(span: Span, kind: Any, out: Out, problems: list[str], rejecte
 
 
 def _oi_arguments(attrs: Any, problems: list[str]) -> str | None:
-    """A TOOL span's `input.value` as arguments: JSON text when its mime type says so or it is a JSON object; any
-    other text (a LangChain tool's single string input) names no argument: not captured (None)."""
+    """A TOOL span's `input.value` as arguments: JSON text when its mime type says so or it is a JSON object; the
+    Python repr of an arguments dict (LangChain's, see `_repr_arguments`) as JSON text; any other text (a LangChain
+    tool's single string input) names no argument: not captured (None)."""
     raw = attrs.get(m.OI_INPUT)
     if raw is None or raw == _REDACTED:
         return None
@@ -143,8 +146,26 @@ def _oi_arguments(attrs: Any, problems: list[str]) -> str | None:
     try:
         value = json.loads(raw)
     except (ValueError, RecursionError):
-        return None
+        return _repr_arguments(raw)
     return raw if isinstance(value, dict) else None
+
+
+def _repr_arguments(text: str) -> str | None:
+    """LangChain's tool input through OpenInference: langchain_core's BaseTool.run hands its callbacks
+    `str(tool_input)`, the Python repr of the arguments dict (`{'city': 'Paris'}`), which
+    openinference-instrumentation-langchain writes as `input.value`. Read as a Python literal (never evaluated) and
+    given as JSON text; None for anything else (not a dict of literals, no JSON object, longer than
+    _MAX_REPR_CHARS)."""
+    text = text.strip()
+    if not (text.startswith("{") and text.endswith("}")) or len(text) > _MAX_REPR_CHARS:
+        return None
+    try:
+        value = ast.literal_eval(text)
+        if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+            return None
+        return json.dumps(value, allow_nan=False)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):  # not literals, not JSON, too deep
+        return None
 
 
 # ---- Traceloop -----------------------------------------------------------------------------------------------
