@@ -133,11 +133,13 @@ REOPEN_S = 1.0  # seconds between tries to open the log again after it could not
 _TAIL_CHUNK = 1 << 16  # bytes read at a time looking back for the end of the file's last whole line
 
 
-def drop_partial_line(path: Path) -> int:
-    """Cut the regular file at `path` back to the end of its last whole line; the bytes cut. A write cut short (the
-    device full, a file size limit) leaves part of a line at the end of the file, to which the next record would be
-    appended: one line of broken JSON, with a whole record lost in it (and `jq` stops there). Best effort: a file
-    that cannot be read and written here is left as it is (opening it for appending says what is wrong)."""
+def drop_partial_line(path: Path, most: int) -> int:
+    """Cut the regular file at `path` back to the end of its last whole line when what follows is the piece of a
+    record (`{"` begins every record) of at most `most` bytes (no record is longer); the bytes cut. A write cut short
+    (the device full, a file size limit) leaves part of a line at the end of the file, to which the next record would
+    be appended: one line of broken JSON, with a whole record lost in it (and `jq` stops there). Any other ending (a
+    file given as the log by mistake) is left as it is, and so is a file that cannot be read and written here
+    (opening it for appending says what is wrong)."""
     try:
         st = os.stat(path)
         if not stat.S_ISREG(st.st_mode) or st.st_size == 0:
@@ -147,16 +149,21 @@ def drop_partial_line(path: Path) -> int:
         return 0
     try:
         end = pos = os.fstat(fd).st_size
-        while pos > 0:
-            start = max(0, pos - _TAIL_CHUNK)
+        floor = max(0, end - most)
+        while pos > floor:
+            start = max(floor, pos - _TAIL_CHUNK)
             chunk = os.pread(fd, pos - start, start)
             newline = chunk.rfind(b"\n")
             if newline >= 0:
                 pos = start + newline + 1
                 break
             pos = start
-        if pos < end:
-            os.ftruncate(fd, pos)
+        else:
+            if pos > 0:  # no line ends within the longest record: not a piece of one
+                return 0
+        if pos == end or os.pread(fd, 2, pos) != b'{"':
+            return 0
+        os.ftruncate(fd, pos)
         return end - pos
     except OSError:
         return 0
@@ -191,7 +198,7 @@ class VerdictLog:
         left at its end."""
         self._next_open = time.monotonic() + REOPEN_S
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        drop_partial_line(self.path)
+        drop_partial_line(self.path, self.max_bytes)
         fh = self.path.open("a", encoding="utf-8")
         st = os.fstat(fh.fileno())
         self._fh, self._size, self._file_id = fh, fh.tell(), (st.st_dev, st.st_ino)

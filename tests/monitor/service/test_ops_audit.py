@@ -164,3 +164,26 @@ def test_a_token_no_client_can_send_is_refused_at_start_with_a_clear_error(token
     )
     assert proc.returncode == 2, proc.stderr
     assert said in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("tail", [b"hello: world", b'["not", "a record"', b"x" * 5000])
+def test_the_verdict_log_leaves_a_last_line_alone_that_it_did_not_write(tmp_path: Path, tail: bytes) -> None:
+    """Only the piece of a record a write cut short is cut when the log opens: a file given as the log by mistake
+    (a YAML file without its last newline), or a tail longer than any record, keeps its bytes."""
+    from monitor.serve._verdict_log import VerdictLog
+
+    path = tmp_path / "given.log"
+    body = b"first line\n" + tail
+    path.write_bytes(body)
+    log = VerdictLog(path, max_bytes=4096)
+    log.close()
+    assert path.read_bytes() == body
+
+
+def test_the_verdict_log_cuts_the_piece_of_its_own_record_left_by_a_cut_write(tmp_path: Path) -> None:
+    from monitor.serve._verdict_log import VerdictLog
+
+    path = tmp_path / "verdicts.jsonl"
+    path.write_bytes(b'{"trace_id":"a"}\n{"trace_id":"b","ca')
+    VerdictLog(path, max_bytes=4096).close()
+    assert path.read_bytes() == b'{"trace_id":"a"}\n'
