@@ -12,15 +12,22 @@ What makes a turn:
 - OpenInference: an AGENT span; a CHAIN span with no parent (LangChain / LangGraph through OpenInference have no
   AGENT span: their root chain is the run). A CHAIN span under another span is a parent link only, and so is an
   AGENT span under another span without `input.value` (openai-agents through OpenInference records the run's input
-  on the root AGENT span only: the agent spans under it are steps of that turn).
+  on the root AGENT span only: the agent spans under it are steps of that turn). OpenInference makes a LangChain run
+  an AGENT span whenever "agent" is in its name; of LangGraph's (its `metadata` naming a `langgraph_node`), these
+  under another span are steps, parent links: the model node `agent` of `create_react_agent` (beside its `tools`
+  node, under the graph run), langgraph-supervisor's `call_agent` in a sub-agent's node, and the run of a
+  sub-agent's graph inside its node's span (same name and node, `checkpoint_ns` in its metadata equal to its
+  `langgraph_checkpoint_ns`, which the node's span lacks): a sub-agent is one turn, its node's span.
 - Traceloop: an `agent` span (under another span: with `traceloop.entity.input`); a `workflow` span with no parent.
   `task` spans are parent links.
 - pydantic-ai: its agent span (`invoke_agent {agent}`, or `agent run` in instrumentation version 2), the input from
   `pydantic_ai.all_messages`, the answer from `final_result`.
 - Strands Agents: its `invoke_agent {agent}` span, the input and answer from its span events.
-A tool call: an OpenInference TOOL span with `tool.name` (openai-agents makes its handoffs TOOL spans without one:
-parent links, and a HandoffMark each), a Traceloop `tool` span, pydantic-ai's tool span (`running tool` in version
-2, arguments in `tool_arguments`), Strands' `execute_tool {tool}` span (arguments in its events).
+A tool call: an OpenInference TOOL span with `tool.name`, or an AGENT span with one (a LangChain tool with "agent" in
+its name) (openai-agents makes its handoffs TOOL spans without one, LangGraph's handoff tools return a Command to the
+parent graph, `{"graph": "__parent__", "goto": ...}`: parent links, and a HandoffMark each), a Traceloop `tool` span,
+pydantic-ai's tool span (`running tool` in version 2, arguments in `tool_arguments`), Strands' `execute_tool {tool}`
+span (arguments in its events).
 The calls a model requested: those of an OpenInference LLM span and of an OpenLLMetry model request span (marked by
 `llm.request.type`), both parent links (monitor.normalize._flat); and the tools these spans offered
 (monitor.normalize._offered).
@@ -57,13 +64,18 @@ from monitor.normalize._genai import (
     structured,
 )
 from monitor.normalize._offered import add_openinference_tools, add_traceloop_tools
+from monitor.normalize._requested import derived
 from monitor.otlp import STATUS_ERROR, Span
-from monitor.records import ToolCall, Turn
+from monitor.records import HandoffMark, ToolCall, Turn
 
 Out = list[ToolCall | Turn | Span]
 
 _JSON_MIME = "application/json"
 _MAX_REPR_CHARS = 64 * 1024  # a Python repr of arguments longer than this is not read (_repr_arguments)
+_LANGGRAPH_NODE = "langgraph_node"  # the node a LangChain run of a LangGraph graph runs in (its metadata)
+_REACT_MODEL_NODE = "agent"  # langgraph.prebuilt's create_react_agent: its model node
+_SUPERVISOR_CALL_AGENT = "call_agent"  # langgraph-supervisor: the function in a sub-agent's node that runs its graph
+_MAX_METADATA_CHARS = 64 * 1024  # a longer `metadata` value is not read (no LangGraph step)
 _REDACTED = "__REDACTED__"  # what OpenInference's TraceConfig (OPENINFERENCE_HIDE_INPUTS, ...) leaves of a hidden value
 # Keys whose str value is the question / the answer in a JSON input or output object (LangChain's AgentExecutor
 # `{"input": ...}` / `{"output": ...}`, Traceloop's kwargs of a function called by keyword).
@@ -100,9 +112,15 @@ def _openinference(span: Span, kind: Any, out: Out, problems: list[str], rejecte
         out.append(span)
         return
     kind = kind.upper()
+    graph = _langgraph(span) if span.parent_span_id and m.OI_METADATA in attrs else None
+    if kind == "AGENT" and m.OI_TOOL_NAME in attrs:  # a LangChain tool with "agent" in its name (see _langgraph)
+        kind = "TOOL"
     if kind == "TOOL" and m.OI_TOOL_NAME not in attrs:  # openai-agents' handoffs: TOOL spans without a tool name
         out.append(span)
         add_handoff(span, out)
+    elif kind == "TOOL" and graph is not None and _is_langgraph_handoff(attrs):
+        out.append(span)
+        out.append(derived(HandoffMark, span, "handoff", attrs[m.OI_TOOL_NAME], span.start_ns))
     elif kind == "TOOL":
         call_id = attrs.get(m.OI_TOOL_CALL_ID)
         key = m.OI_TOOL_CALL_ID
@@ -117,9 +135,9 @@ def _openinference(span: Span, kind: Any, out: Out, problems: list[str], rejecte
         result = _result(attrs, m.OI_OUTPUT, problems)
         _call(span, _str(attrs, m.OI_TOOL_NAME, problems), out, problems, rejected, call_id=call_id,
               arguments=arguments, result=None if result == _REDACTED else result)  # fmt: skip
-    elif (kind == "AGENT" and (m.OI_INPUT in attrs or not span.parent_span_id)) or (
-        kind == "CHAIN" and not span.parent_span_id
-    ):
+    elif (
+        kind == "AGENT" and (m.OI_INPUT in attrs or not span.parent_span_id) and not _langgraph_step(span, graph)
+    ) or (kind == "CHAIN" and not span.parent_span_id):
         agent = _str(attrs, m.OI_AGENT_NAME, problems) or span.name
         _turn(span, out, problems, agent=agent,
               input_text=_value_text(attrs, m.OI_INPUT, _USER, _INPUT_KEYS, problems),
@@ -130,6 +148,51 @@ def _openinference(span: Span, kind: Any, out: Out, problems: list[str], rejecte
         if kind == "LLM":
             add_openinference(span, out, problems)
             add_openinference_tools(span, out, problems)
+
+
+def _langgraph(span: Span) -> dict[str, Any] | None:
+    """The LangGraph metadata of an OpenInference span of LangChain (its `metadata` JSON object holding a
+    `langgraph_node` name), or None."""
+    raw = span.attributes.get(m.OI_METADATA)
+    if not isinstance(raw, str) or _LANGGRAPH_NODE not in raw or len(raw) > _MAX_METADATA_CHARS:
+        return None
+    try:
+        value = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(value, dict) or not isinstance(value.get(_LANGGRAPH_NODE), str):
+        return None
+    return value
+
+
+def _langgraph_step(span: Span, graph: dict[str, Any] | None) -> bool:
+    """Whether an AGENT span of LangGraph (`graph` its metadata) is a step of the agent run around it rather than an
+    agent run (see the module docstring): the model node `agent` of `create_react_agent` (OpenInference makes it an
+    AGENT span for its name); langgraph-supervisor's `call_agent` wrapper inside a sub-agent's node; the run of a
+    sub-agent's own graph inside its node's span (the same name and node, the metadata naming the graph's checkpoint
+    namespace as LangChain gives a graph run's `checkpoint_ns`, which the node's own span lacks)."""
+    if graph is None:
+        return False
+    node = graph[_LANGGRAPH_NODE]
+    if span.name != node:
+        return span.name == _SUPERVISOR_CALL_AGENT
+    if node == _REACT_MODEL_NODE:
+        return True
+    namespace = graph.get("langgraph_checkpoint_ns")
+    return isinstance(namespace, str) and graph.get("checkpoint_ns") == namespace
+
+
+def _is_langgraph_handoff(attrs: Any) -> bool:
+    """Whether a LangGraph tool's output is a Command sent to the parent graph going to a node (`{"graph":
+    "__parent__", "goto": ...}`): a handoff (langgraph-supervisor's `transfer_to_{agent}` tools), no call."""
+    raw = attrs.get(m.OI_OUTPUT)
+    if not isinstance(raw, str) or '"__parent__"' not in raw:
+        return False
+    try:
+        value = json.loads(raw)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(value, dict) and value.get("graph") == "__parent__" and bool(value.get("goto"))
 
 
 def _oi_arguments(attrs: Any, problems: list[str]) -> str | None:

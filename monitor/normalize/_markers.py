@@ -18,6 +18,7 @@ OI_TOOL_CALL_ID = "tool_call.id"
 OI_TOOL_CALL_ARGS = "tool_call.function.arguments"
 OI_AGENT_NAME = "agent.name"
 OI_SESSION_ID = "session.id"
+OI_METADATA = "metadata"  # JSON text of the run's metadata (LangChain: LangGraph's `langgraph_node`, ...)
 OI_OUTPUT_MESSAGES = "llm.output_messages"  # `.{i}.message.tool_calls.{j}.tool_call.{id,function.name,...}`
 OI_TOOLS = "llm.tools"  # `.{i}.tool.json_schema`: the tools an LLM span offers (JSON text of each)
 

@@ -1,0 +1,81 @@
+"""LangGraph traced through OpenInference (openinference-instrumentation-langchain): the turns a user means.
+
+OpenInference gives a span the AGENT kind whenever "agent" is in the LangChain run's name: LangGraph's prebuilt
+`create_react_agent` names its model node `agent`, so each model step is an AGENT span beside the `tools` node's
+CHAIN span, under the graph run; a tool whose name holds "agent" (langgraph-supervisor's `transfer_to_{agent}`
+handoffs) is an AGENT span too, with `tool.name`.
+
+The spans are captures of real runs (langgraph 1.2.24, langgraph-prebuilt 1.1.3, langgraph-supervisor 0.0.31,
+langchain-core 1.8.3, openinference-instrumentation-langchain 0.1.80, opentelemetry-sdk 1.45.2; a fake chat model
+answering with a tool call, then text), as OTLP JSON, one export request a line, with the attributes the normalizer
+reads (the rest dropped to keep the files small):
+- langgraph_react: one `create_react_agent` run (get_weather);
+- langgraph_supervisor: a langgraph-supervisor graph over two `create_react_agent` sub-agents, `weather_agent`
+  (get_weather) and `math_agent` (add), the supervisor handing off to each in turn;
+- langgraph_subgraphs: a graph whose two nodes are those sub-agents (compiled graphs added as nodes).
+
+Replayed through the real normalizer (C and Python) and turn assembler.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from monitor.otlp import Span, parse_json
+from monitor.records import RequestedCall, Turn
+from tests.monitor.service.test_requested_calls import IMPLS, _impl, assemble
+
+DATA = Path(__file__).parent / "data"
+
+
+def _spans(name: str) -> list[Span]:
+    spans: list[Span] = []
+    for line in (DATA / f"langgraph_{name}_openinference.jsonl").read_text().splitlines():
+        spans.extend(parse_json(line.encode()).spans)
+    return spans
+
+
+def _turns(name: str, impl: str) -> list[Turn]:
+    _impl(impl)
+    turns, _ = assemble(_spans(name), impl, flush=True)  # the captures' times are long past
+    return sorted(turns, key=lambda t: t.start_ns)
+
+
+def _calls(t: Turn) -> list[tuple[str, str, bool]]:
+    """Each call of the turn: (name, call id, whether it is a requested call that did not run)."""
+    return [(c.name, c.call_id, isinstance(c, RequestedCall)) for c in t.calls]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_a_create_react_agent_run_is_one_turn_with_its_executed_call(impl: str) -> None:
+    """The graph run (its root CHAIN span) is the turn; the model steps (`agent`) are steps of it: the call the model
+    requested is the call the `tools` node ran, once (LangChain's TOOL span names no call id: paired by name)."""
+    turns = _turns("react", impl)
+    assert [(t.agent, t.input_text) for t in turns] == [("LangGraph", "weather in Paris?")]
+    [call] = turns[0].calls
+    assert (call.name, call.call_id, call.arguments) == ("get_weather", "", None)  # a single string input
+    assert not isinstance(call, RequestedCall)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_a_supervisor_and_its_sub_agents_are_one_turn_each(impl: str) -> None:
+    """The supervisor's run (the graph's root) is one turn, its handoffs no calls; each sub-agent it hands off to is
+    an agent run of its own name, one turn holding the call its tools node ran, its model steps folded into it."""
+    turns = _turns("supervisor", impl)
+    assert [(t.agent, _calls(t)) for t in turns] == [
+        ("LangGraph", []),
+        ("weather_agent", [("get_weather", "", False)]),
+        ("math_agent", [("add", "", False)]),
+    ]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_sub_agents_added_as_graph_nodes_are_one_turn_each(impl: str) -> None:
+    turns = _turns("subgraphs", impl)
+    assert [(t.agent, _calls(t)) for t in turns] == [
+        ("LangGraph", []),
+        ("weather_agent", [("get_weather", "", False)]),
+        ("math_agent", [("add", "", False)]),
+    ]
