@@ -70,6 +70,7 @@ class FileRules:
     forbid: list[Forbid] = field(default_factory=list)
     cases: list[tuple[Expectation, str | None, str | None]] = field(default_factory=list)  # (exp, id, input)
     alerts: list[Alert] = field(default_factory=list)
+    cases_file: str | None = None  # the cases file it names (`cases: PATH`), resolved
 
 
 class FileCompiler:

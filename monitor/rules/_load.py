@@ -88,6 +88,7 @@ def _compile_file(parsed: _Parsed, tools: list[Tool], known: frozenset[str], ope
     errors = comp.errors  # the cases of a cases file have a compiler (and errors) of their own
     if isinstance(cases, str):
         cpath = (path.parent / cases) if not FsPath(cases).is_absolute() else FsPath(cases)
+        fr.cases_file = str(cpath)
         try:
             cases, cmarks = _load_cases_file(cpath, docs)
             shape, bad = case_errors(cases, cmarks, ())
@@ -241,4 +242,5 @@ def _merge(files: list[FileRules], tools: dict[str, Tool], parsed: list[_Parsed]
         scoped_tools=scoped,
         unscoped_tools=unscoped,
         files=tuple(fr.file for fr in files),
+        cases_files=tuple(fr.cases_file for fr in files if fr.cases_file is not None),
     )

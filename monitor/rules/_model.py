@@ -255,6 +255,7 @@ class RuleSet:
     scoped_tools: tuple[tuple[str, frozenset[str]], ...] = ()  # agent -> tools of its files + unscoped files
     unscoped_tools: frozenset[str] = frozenset()
     files: tuple[str, ...] = ()
+    cases_files: tuple[str, ...] = ()  # the cases files the rule files name (`cases: PATH`), as loaded
 
     @property
     def catalog(self) -> frozenset[str]:

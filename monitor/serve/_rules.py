@@ -40,7 +40,7 @@ def default_judge_factory(ruleset: RuleSet) -> JudgeLike:
     return judge
 
 
-# (path, mtime_ns, size, st_dev, st_ino, ctime_ns) of each rule file
+# (path, mtime_ns, size, st_dev, st_ino, ctime_ns) of each rule file, and of each cases file they name
 Stamp = tuple[tuple[str, int, int, int, int, int], ...]
 
 
@@ -102,10 +102,17 @@ class Rules:
         self._seen: Stamp | None = None  # changed(): the files as the last call saw them
 
     def _load(self, stamp: Stamp) -> LoadedRules:
+        """`stamp`: of the rule files as they were before they were read; the cases files they name are stamped
+        once known (a change to one while it was read is taken at the next change)."""
         ruleset = load_rules(self.paths)
-        loaded = LoadedRules(ruleset, self._factory(ruleset), stamp)
+        loaded = LoadedRules(ruleset, self._factory(ruleset), stamp[: len(self.paths)] + _stamp(ruleset.cases_files))
         _warn_suspicious(ruleset)
         return loaded
+
+    def _watched(self) -> Stamp:
+        """The stamp of the rule files and of the cases files the rules in force name: a change to either is a change
+        of the rules."""
+        return _stamp([*self.paths, *self.current.ruleset.cases_files])
 
     @property
     def judge(self) -> JudgeLike:
@@ -115,7 +122,7 @@ class Rules:
         """True once the files differ from those in force and have not changed since the last call: a file still
         being written (an editor or `cat >` truncates, then writes) is not loaded half-written, which would count a
         failed reload and log an error for a file that is fine a moment later. A change is taken one call late."""
-        stamp = _stamp(self.paths)
+        stamp = self._watched()
         if stamp == self.current.stamp:
             self._seen = None
             return False
@@ -125,9 +132,10 @@ class Rules:
     def prepare(self) -> Attempt:
         """Load, validate and compile the files, changing nothing: the slow part of a reload, safe to run in
         another thread than the one judging with the rules in force. `commit()` puts its outcome in force."""
-        stamp = _stamp(self.paths)
+        stamp = self._watched()
         try:
-            return Attempt(self._load(stamp), stamp, None)
+            loaded = self._load(stamp)
+            return Attempt(loaded, loaded.stamp, None)
         except Exception as exc:  # noqa: BLE001 - whatever fails, the old rules stay (and the file watcher lives)
             return Attempt(None, stamp, exc)
 

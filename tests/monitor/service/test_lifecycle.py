@@ -392,3 +392,36 @@ def test_a_configmap_swap_to_a_file_of_the_same_size_and_time_is_seen(tmp_path: 
     (tmp_path / "..tmp").symlink_to("d2")
     os.replace(tmp_path / "..tmp", tmp_path / "..data")  # the atomic swap kubelet makes
     assert not rules.changed() and rules.changed()
+
+
+def test_a_change_to_the_cases_file_a_rule_file_names_is_reloaded(tmp_path: Path) -> None:
+    """`cases: cases.jsonl` in a rule file: the cases are rules in force too, so the file watcher watches that file
+    as it watches the rule files (editing it changed nothing until the rule file was touched or SIGHUP sent)."""
+    from monitor.records import ToolCall, Turn
+    from monitor.serve._rules import Rules
+
+    path = tmp_path / "rules.yaml"
+    path.write_text(RULES.read_text() + "cases: labelled/cases.jsonl\n")
+    cases = tmp_path / "labelled" / "cases.jsonl"
+    cases.parent.mkdir()
+    cases.write_text('{"id": "c1", "input": "odd line", "call": [{"tool": "pull_auth_telemetry"}]}\n')
+    rules = Rules([path])
+
+    def outcome() -> str:
+        call = ToolCall(name="pull_billing_telemetry", arguments="{}", trace_id="t" * 32, span_id="c" * 16,
+                        parent_span_id="a" * 16, start_ns=1, end_ns=2)
+        turn = Turn(input_text="odd line", calls=(call,), trace_id="t" * 32, span_id="a" * 16, start_ns=0, end_ns=3,
+                    agent="incident-triage")
+        return rules.judge.judge(turn).calls[0].outcome.value
+
+    assert outcome() == "wrong_tool"
+    assert not rules.changed()
+    cases.write_text('{"id": "c1", "input": "odd line", "call": [{"tool": "pull_billing_telemetry"}]}\n')
+    assert not rules.changed() and rules.changed()  # settled: load it
+    assert rules.reload() and rules.last_error is None
+    assert outcome() == "correct"
+    assert not rules.changed() and not rules.changed()
+    cases.unlink()  # gone: a change too (the reload fails and keeps the rules in force)
+    assert not rules.changed() and rules.changed()
+    assert not rules.reload() and "cases" in (rules.last_error or "")
+    assert outcome() == "correct"
