@@ -2,25 +2,45 @@
 
 This is the code path of live serving (same decoders, same assembler with the same grace period and
 turnless timeout, same judge), driven by a clock made of the spans' own end times instead of the wall
-clock, and flushed at the end, so replaying what `serve` received gives the verdicts `serve` gave.
+clock (a span from a skewed clock left out: `request_clock`), and flushed at the end, so replaying what
+`serve` received gives the verdicts `serve` gave.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from operator import attrgetter
 from pathlib import Path
 from typing import Protocol
 
 from monitor._gc import batch_gc
 from monitor.assembly import DEFAULT_MAX_PENDING_BYTES, TurnAssembler
-from monitor.otlp import Decoded
+from monitor.otlp import Decoded, Span
 from monitor.records import Turn
 from monitor.replay._sources import FORMATS, BadRecords, SourceError, is_stream, read_source
 from monitor.verdict import TurnVerdict
 
-_END_NS = attrgetter("end_ns")
+SKEW_NS = 10 * 60 * 1_000_000_000
+"""A span ending more than this after the median end time of its request's spans is from a skewed clock (a host years
+ahead, a garbage timestamp): it does not move the replay clock (`request_clock`)."""
+
+
+def request_clock(spans: Sequence[Span]) -> int:
+    """When a request arrived, as replay estimates it: the latest end time of its spans, leaving out those more than
+    SKEW_NS after the median one. One span from a clock years ahead carried the replay clock off with it: every turn
+    pending was released before the rest of its request was added (its calls there late, judged missed), and every
+    turn after it too. A request's spans end within an export interval of each other (seconds; a Collector's tail
+    sampling holds a trace's spans for its decision wait): a wider spread holds an outlier. 0 for no span."""
+    if not spans:
+        return 0
+    ends: list[int] = [s.end_ns for s in spans]
+    latest = max(ends)
+    if latest - min(ends) <= SKEW_NS:
+        return latest
+    ends.sort()
+    bound = ends[(len(ends) - 1) // 2] + SKEW_NS
+    return ends[bisect_right(ends, bound) - 1]
 
 
 class JudgeLike(Protocol):
@@ -66,7 +86,7 @@ class Replayer:
         for reason, n in decoded.rejected.items():
             stats.rejected_spans[reason] = stats.rejected_spans.get(reason, 0) + n
         if decoded.spans:
-            self.clock_ns = max(self.clock_ns, max(map(_END_NS, decoded.spans)))
+            self.clock_ns = max(self.clock_ns, request_clock(decoded.spans))
         # As in serving, what was due before this request arrived is released before its spans are added.
         self._judge_all(self.assembler.poll(self.clock_ns))
         self._judge_all(self.assembler.add(decoded.spans, self.clock_ns))
