@@ -24,7 +24,8 @@
  * A span with no GenAI operation that holds one of _FOREIGN_KEYS (another convention's marker: OpenInference,
  * Traceloop, pydantic-ai 2) goes to _genai._foreign, as _convert_py sends it; any other is appended as it is (a few
  * dict lookups). So does a tool span with no `gen_ai.tool.call.arguments` or a turn span with no
- * `gen_ai.input.messages` that has events or pydantic-ai's attribute (checked only when the value is missing).
+ * `gen_ai.input.messages` that has events or pydantic-ai's attribute (checked only when the value is missing), and a
+ * tool span, or a turn span with no `gen_ai.input.messages`, with a Traceloop kind (OpenLLMetry's LangChain spans).
  * convert_one's branches: 1 execute_tool, 2 invoke_agent, 0 another GenAI operation, 3 no GenAI operation.
  *
  * Records are filled slot by slot when ToolCall / Turn are plain slotted classes (checked at init), which is what
@@ -80,8 +81,8 @@ static PyObject *k_op, *k_tool_name, *k_call_id, *k_args, *k_result, *k_error_ty
     *k_input, *k_output, *k_defs, *k_case_id, *k_truncated;
 static PyObject *execute_tool, *invoke_agent, *reason_no_tool_name, *status_error;
 static PyObject *foreign_keys; /* _FOREIGN_KEYS interned: a span of neither operation with one goes to _foreign */
-static PyObject *f_foreign, *pa_args, *pa_messages, *tl_request_type, *tool_call_mark; /* _foreign; _PA_ARGS, _PA_MESSAGES,
-                                                                        * _TL_REQUEST_TYPE, _TOOL_CALL_MARK interned */
+static PyObject *f_foreign, *pa_args, *pa_messages, *tl_request_type, *tl_kind, *tool_call_mark; /* _foreign; _PA_ARGS,
+                                                                  * _PA_MESSAGES, _TL_REQUEST_TYPE, _TL_KIND, _TOOL_CALL_MARK interned */
 static PyObject *f_convert_py, *f_tool_name, *f_call_id, *f_json_text, *f_agent, *f_turn_text, *f_tool_definitions,
     *f_operation_of_name, *defs_by_length;
 static PyObject *user_roles, *assistant_roles, *user_parts, *assistant_parts, *ends[3];
@@ -380,12 +381,13 @@ static int tool_call(PyObject *span, PyObject *attrs, PyObject *out, PyObject *p
              *tmp = NULL;
     int rc = -1, t;
     if ((arguments = dget(attrs, lookup_key[K_ARGS])) == NULL) goto fail;
-    if (arguments == Py_None) { /* the arguments elsewhere (pydantic-ai, Strands): _foreign maps the span */
-        if ((t = elsewhere(span, attrs, pa_args)) < 0) goto fail;
-        if (t) {
-            rc = foreign(span, out, problems, rejected);
-            goto fail;
-        }
+    /* the arguments elsewhere (pydantic-ai, Strands; OpenLLMetry's beside its GenAI ones): _foreign maps the span */
+    t = arguments == Py_None ? elsewhere(span, attrs, pa_args) : 0;
+    if (t == 0) t = PyDict_Contains(attrs, tl_kind);
+    if (t < 0) goto fail;
+    if (t) {
+        rc = foreign(span, out, problems, rejected);
+        goto fail;
     }
     if ((name = dget(attrs, lookup_key[K_TOOL_NAME])) == NULL) goto fail;
     if (!PyUnicode_CheckExact(name) || PyUnicode_GET_LENGTH(name) == 0) {
@@ -508,8 +510,9 @@ static int turn(PyObject *span, PyObject *attrs, PyObject *out, PyObject *proble
              *defs = NULL, *last = NULL, *tmp = NULL;
     int rc = -1, t, input_captured, odd = 0, cut = 0;
     if ((raw = dget(attrs, lookup_key[K_INPUT])) == NULL) goto fail;
-    if (raw == Py_None) { /* the input elsewhere (pydantic-ai, Strands): _foreign maps the span */
-        if ((t = elsewhere(span, attrs, pa_messages)) < 0) goto fail;
+    if (raw == Py_None) { /* the input elsewhere (pydantic-ai, Strands, OpenLLMetry): _foreign maps the span */
+        if ((t = elsewhere(span, attrs, pa_messages)) == 0) t = PyDict_Contains(attrs, tl_kind);
+        if (t < 0) goto fail;
         if (t) {
             rc = foreign(span, out, problems, rejected);
             goto fail;
@@ -1060,9 +1063,9 @@ static PyObject *init(PyObject *self, PyObject *ns) {
         PyTuple_SET_ITEM(keys_copy, i, c);
     }
     Py_XSETREF(foreign_keys, keys_copy);
-    PyObject **pa[4] = {&pa_args, &pa_messages, &tl_request_type, &tool_call_mark};
-    const char *pa_names[4] = {"_PA_ARGS", "_PA_MESSAGES", "_TL_REQUEST_TYPE", "_TOOL_CALL_MARK"};
-    for (int i = 0; i < 4; i++) {
+    PyObject **pa[5] = {&pa_args, &pa_messages, &tl_request_type, &tl_kind, &tool_call_mark};
+    const char *pa_names[5] = {"_PA_ARGS", "_PA_MESSAGES", "_TL_REQUEST_TYPE", "_TL_KIND", "_TOOL_CALL_MARK"};
+    for (int i = 0; i < 5; i++) {
         PyObject *k = PyDict_GetItemString(ns, pa_names[i]);
         if (k == NULL || !PyUnicode_CheckExact(k) || !PyUnicode_IS_ASCII(k)) {
             PyErr_Format(PyExc_TypeError, "_cgenai.init: %s must be an ASCII str", pa_names[i]);

@@ -19,7 +19,10 @@ What makes a turn:
   sub-agent's graph inside its node's span (same name and node, `checkpoint_ns` in its metadata equal to its
   `langgraph_checkpoint_ns`, which the node's span lacks): a sub-agent is one turn, its node's span.
 - Traceloop: an `agent` span (under another span: with `traceloop.entity.input`); a `workflow` span with no parent.
-  `task` spans are parent links.
+  `task` spans are parent links. OpenLLMetry's LangChain instrumentation (0.62) writes GenAI attributes beside these:
+  its tool spans, and its turn spans without `gen_ai.input.messages`, come here by their Traceloop kind (their
+  `gen_ai.tool.call.arguments` is the callback's whole input); LangGraph's graph run is its `invoke_agent {graph}`
+  span (GenAI, no input), the `workflow` span under it a parent link.
 - pydantic-ai: its agent span (`invoke_agent {agent}`, or `agent run` in instrumentation version 2), the input from
   `pydantic_ai.all_messages`, the answer from `final_result`.
 - Strands Agents: its `invoke_agent {agent}` span, the input and answer from its span events.
@@ -55,6 +58,7 @@ from monitor.normalize._genai import (
     OUTPUT_MESSAGES,
     REASON_NO_TOOL_NAME,
     TOOL_ARGS,
+    TOOL_CALL_ID,
     TOOL_RESULT,
     _convert_py,
     _json_text,
@@ -244,7 +248,8 @@ def _traceloop(span: Span, kind: Any, out: Out, problems: list[str], rejected: d
     if kind == "tool":
         if not name and span.name.endswith(".tool"):  # the SDK names the span `{entity}.tool`
             name = span.name[: -len(".tool")]
-        _call(span, name, out, problems, rejected, call_id=None, arguments=_tl_arguments(attrs, problems),
+        arguments, call_id = _tl_arguments(attrs, problems)
+        _call(span, name, out, problems, rejected, call_id=call_id, arguments=arguments,
               result=_result(attrs, m.TL_OUTPUT, problems))  # fmt: skip
     elif (kind == "agent" and (m.TL_INPUT in attrs or not span.parent_span_id)) or (
         kind == "workflow" and not span.parent_span_id
@@ -279,16 +284,23 @@ def _tl_decorated(value: Any) -> tuple[list[Any], dict[str, Any]] | None:
     return (args, kwargs) if isinstance(args, list) and isinstance(kwargs, dict) else None
 
 
-def _tl_arguments(attrs: Any, problems: list[str]) -> str | None:
-    """A tool's arguments: a decorated function's keyword arguments (positional ones have no names: None); the
-    `inputs` of a LangChain tool through OpenLLMetry (`{"input_str", "inputs", "tags", "metadata", "kwargs"}`)."""
+def _tl_arguments(attrs: Any, problems: list[str]) -> tuple[str | None, Any]:
+    """A tool's arguments and call id: a decorated function's keyword arguments (positional ones have no names: None);
+    the `inputs` of a LangChain tool through OpenLLMetry (`{"input_str", "inputs", "tags", "metadata", "kwargs"}`),
+    its call id `kwargs.tool_call_id`; else GenAI's `gen_ai.tool.call.arguments` unless it is that same input.
+    `gen_ai.tool.call.id` first when set."""
     value = _tl_json(attrs, m.TL_INPUT, problems)
+    call_id = attrs.get(TOOL_CALL_ID)
     decorated = _tl_decorated(value)
     if decorated is not None:
-        return None if decorated[0] else json.dumps(decorated[1])
+        return (None if decorated[0] else json.dumps(decorated[1])), call_id
     if isinstance(value, dict) and isinstance(value.get("inputs"), dict):
-        return json.dumps(value["inputs"])
-    return None
+        kwargs = value.get("kwargs")
+        if call_id is None and isinstance(kwargs, dict):
+            call_id = kwargs.get("tool_call_id")
+        return json.dumps(value["inputs"]), call_id
+    genai = attrs.get(TOOL_ARGS)
+    return (genai if isinstance(genai, str) and genai != attrs.get(m.TL_INPUT) else None), call_id
 
 
 def _tl_input(attrs: Any, problems: list[str]) -> str | None:

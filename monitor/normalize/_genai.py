@@ -12,7 +12,7 @@ import json.decoder
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol, cast
 
-from monitor.normalize._markers import FOREIGN_MARKERS, PA_ARGS, PA_MESSAGES, TL_REQUEST_TYPE
+from monitor.normalize._markers import FOREIGN_MARKERS, PA_ARGS, PA_MESSAGES, TL_KIND, TL_REQUEST_TYPE
 from monitor.normalize._offered import add_offered
 from monitor.normalize._requested import (
     CONTENT_KEYS,
@@ -342,8 +342,8 @@ def _convert_py(  # noqa: C901 - one flat pass per span: a call per record cost 
             op = operation_of_name(span.name)
         if op == EXECUTE_TOOL:
             arguments = attrs.get(TOOL_ARGS)
-            if arguments is None and (span.events or _PA_ARGS in attrs):  # arguments elsewhere: pydantic-ai, Strands
-                _foreign(span, out, problems, rejected)
+            if (arguments is None and (span.events or _PA_ARGS in attrs)) or _TL_KIND in attrs:
+                _foreign(span, out, problems, rejected)  # arguments elsewhere: pydantic-ai, Strands, OpenLLMetry's
                 continue
             name = attrs.get(TOOL_NAME)
             if type(name) is not str or not name:
@@ -386,8 +386,8 @@ def _convert_py(  # noqa: C901 - one flat pass per span: a call per record cost 
             append(call)
         elif op == INVOKE_AGENT:
             raw_in = attrs.get(INPUT_MESSAGES)
-            if raw_in is None and (span.events or _PA_MESSAGES in attrs):  # the input elsewhere: pydantic-ai, Strands
-                _foreign(span, out, problems, rejected)
+            if raw_in is None and (span.events or _PA_MESSAGES in attrs or _TL_KIND in attrs):
+                _foreign(span, out, problems, rejected)  # the input elsewhere: pydantic-ai, Strands, OpenLLMetry
                 continue
             agent = attrs.get(AGENT_NAME)
             if type(agent) is not str:
@@ -461,10 +461,13 @@ def _convert_py(  # noqa: C901 - one flat pass per span: a call per record cost 
 
 # A span with no GenAI operation that carries one of these keys is another convention's: _foreign maps it. So is a
 # tool span without `gen_ai.tool.call.arguments` but with events or pydantic-ai 2's `tool_arguments`, and a turn span
-# without `gen_ai.input.messages` but with events or `pydantic_ai.all_messages`.
+# without `gen_ai.input.messages` but with events or `pydantic_ai.all_messages`; and a tool span, or a turn span
+# without `gen_ai.input.messages`, with a Traceloop kind (OpenLLMetry's LangChain instrumentation writes GenAI
+# attributes beside its own, its GenAI arguments the callback's whole input: Traceloop's rules read them).
 _FOREIGN_KEYS: tuple[str, ...] = FOREIGN_MARKERS
 _PA_ARGS = PA_ARGS
 _PA_MESSAGES = PA_MESSAGES
+_TL_KIND = TL_KIND
 _TL_REQUEST_TYPE = TL_REQUEST_TYPE  # a span of another GenAI operation with it may flatten its calls (OpenLLMetry)
 _TOOL_CALL_MARK = TOOL_CALL_MARK  # in an output text asking for a call: one without it asks for none
 # What the C normalizer reads the common output texts asking for calls with (_requested.add_requested's reading):
