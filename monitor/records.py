@@ -67,6 +67,18 @@ class HandoffMark(ToolCall):
 
 
 @dataclass(slots=True)
+class InputMark(ToolCall):
+    """The input a model request span under a turn was given, for a turn whose own span records none
+    (openai-agents through OpenInference records no input on its agent spans: each of its LLM spans gives the first
+    user message its model saw): not a call. `arguments` holds the text; `name` is empty.
+
+    Turn assembly holds it with the turn's calls (its span id is the LLM span's id and `#input`, its parent the LLM
+    span, its start the span's start, no attributes) and, at release, drops it; when the turn's `input_text` is empty,
+    the earliest one (by start time, then span id) gives it (monitor.assembly._offered). It is never judged.
+    """
+
+
+@dataclass(slots=True)
 class OfferedTools(ToolCall):
     """The tools offered to the model on a model request span (a chat span's `gen_ai.tool.definitions`, an
     OpenInference LLM span's `llm.tools`, an OpenLLMetry chat span's `llm.request.functions`): not a call.

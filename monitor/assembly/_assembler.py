@@ -14,16 +14,18 @@ too: at most `max_calls_per_trace` calls and pending turns, and `SPANS_PER_CALL`
 past that are dropped and counted.
 A call judged alone is remembered (bounded, as released turns are): a copy of it (an exporter retry) is a duplicate.
 Calls a model requested (RequestedCall, under their chat span) are held as calls; when a turn (or a turnless group) is
-released they are reconciled with the calls that ran (_reconcile). So are the tools a chat span offered
-(OfferedTools): at release they join the turn's (or turnless group's) `tool_definitions` and leave its calls
-(_offered). They count as calls against `max_calls_per_trace`. Neither ever sits right under a turn, so the usual
-release (every call right under its turn, inline here and in C) never holds one; the C assembler also releases itself
-a trace that is one turn whose calls sit right under it or under a direct child span (a chat span), none offered
-tools or a handoff, each with a call id when one is requested (reconcile's rule 1 then decides alone), as
-_release_turn would (_cassembler.c's release_chat); any other goes to _release_turn. The drop counts count spans that
-carry calls: a chat span's requested calls, dropped together (a copy, a late span), count once, with its first
-(_spans_of); the tools it offered count for nothing (no call: a copy, or offered after their turn was judged, is
-dropped as a chat span that offers nothing is).
+released they are reconciled with the calls that ran (_reconcile). So are the tools a chat span offered (OfferedTools):
+at release they join the turn's (or turnless group's) `tool_definitions` and leave its calls (_offered), and so does the
+input a model request span was given (InputMark): the earliest gives a turn without input text its input, a turnless
+group none. They count as calls against `max_calls_per_trace`. None ever sits right under a turn, so the usual release
+(every call right under its turn, inline here and in C) never holds one; the C assembler also releases itself a trace
+that is one turn whose calls sit right under it or under a direct child span (a chat span), none offered tools, an input
+or a handoff (the C code takes no InputMark or HandoffMark: a request holding one is added by the Python code, a trace
+holding one released by _release_turn), each with a call id when one is requested (reconcile's rule 1 then decides
+alone), as _release_turn would (_cassembler.c's release_chat); any other goes to _release_turn. The drop counts count
+spans that carry calls: a chat span's requested calls, dropped together (a copy, a late span), count once, with its
+first (_spans_of); the tools it offered and the input it was given count for nothing (no call: a copy, or one after
+their turn was judged, is dropped as a chat span that offers nothing is).
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ from monitor.normalize import Normalizer
 from monitor.normalize._requested import FIRST_REQUESTED
 from monitor.otlp import Span
 from monitor.otlp._accel import load_extension
-from monitor.records import HandoffMark, OfferedTools, RequestedCall, ToolCall, Turn
+from monitor.records import HandoffMark, InputMark, OfferedTools, RequestedCall, ToolCall, Turn
 
 _NS = 1_000_000_000
 SPANS_PER_CALL = 10  # parent links (every span seen) kept per trace: this many times max_calls_per_trace
@@ -93,8 +95,8 @@ def _spans_of(c: ToolCall) -> int:
     """The spans a dropped call counts for (the drop counts count spans that carry calls): a call is its span; the
     calls a chat span requested are that one span, counted with its first requested call (index 0) and 0 for the
     others (a span's requested calls are dropped together: a copy of the span, or the span late); the tools it offered
-    count 0 (no call: a chat span that offers nothing is not counted either)."""
-    if isinstance(c, OfferedTools):
+    and the input it was given count 0 (no call: a chat span that offers nothing is not counted either)."""
+    if isinstance(c, OfferedTools | InputMark):
         return 0
     return 0 if isinstance(c, RequestedCall) and not c.span_id.endswith(FIRST_REQUESTED) else 1
 
@@ -521,8 +523,9 @@ class TurnAssembler:
                     (mine if c.parent_span_id == sid or self._owner(tid, tr, c) == sid else rest).append(c)
                 break
         offered: list[Definitions] = []
-        if mine is not calls:  # requested calls and offered tools sit under their chat span, never right under the turn
-            mine, offered = take_offered(mine)  # in arrival order
+        given: str | None = None
+        if mine is not calls:  # requested calls, offered tools and input marks sit under their chat span, never right
+            mine, offered, given = take_offered(mine)  # under the turn; in arrival order
         if len(mine) > 1:  # first: calls that cannot be ordered raise with the turn still pending
             mine.sort(key=_call_key)
         if mine is not calls:
@@ -536,6 +539,8 @@ class TurnAssembler:
         turn.calls = tuple(mine)
         if offered:
             turn.tool_definitions = joined(turn.tool_definitions, offered)
+        if given and not turn.input_text:
+            turn.input_text = given
         out.append(turn)
         self.stats.turns_completed += 1
         # tid + sid is never in the set: a turn is taken only when not released, and released once
@@ -561,9 +566,10 @@ class TurnAssembler:
         return sid
 
     def _release_turnless(self, tid: str, tr: _Trace, out: list[Turn]) -> None:
-        """Release the calls of a trace as one turnless turn (those under a turn released meanwhile: late calls),
-        with the tools its chat spans offered (those under a released turn: dropped). Tools offered alone make no
-        turn. Calls that cannot be ordered raise before anything changed: they stay pending."""
+        """Release the calls of a trace as one turnless turn (those under a turn released meanwhile: late calls), with
+        the tools its chat spans offered (those under a released turn: dropped); the inputs its chat spans were given
+        are dropped (a turnless turn has no input). Tools offered and inputs alone make no turn. Calls that cannot be
+        ordered raise before anything changed: they stay pending."""
         if not tr.calls:
             return
         kept: list[tuple[ToolCall, str]] = []
@@ -575,7 +581,7 @@ class TurnAssembler:
                 late += _spans_of(c)
             elif isinstance(c, OfferedTools):
                 offered.append(c.definitions)
-            else:
+            elif not isinstance(c, InputMark):  # a turnless group has no input
                 kept.append((c, key))
         calls = [c for c, _ in kept]
         if len(calls) > 1:

@@ -15,7 +15,8 @@ shared by the spans of a resource in a request.
 the same sums), else these Python references. The running estimate adds every record given to the assembler (held or
 not) and subtracts every turn released: its calls, and its own record unless turnless, weighed without their
 attributes' text (a released turn weighs at most what its records weighed when given: its attributes' text, its
-definitions and the records dropped as copies, late or reconciled away are not subtracted). The attribute values of
+definitions and the records dropped as copies, late, reconciled away or taken at release (offered tools, an input
+mark, whose text a turn without input takes: it weighed it when given) are not subtracted). The attribute values of
 a turn released seconds after it came are rarely in cache: reading them again cost ~0.6 µs a tool span in
 bench_serve, while at add time, just decoded, they cost ~0.05 µs a record. The estimate is therefore never below
 what the pending records weigh, and above it by what they do not subtract; when it passes the bound, the pending

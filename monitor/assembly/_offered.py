@@ -1,4 +1,5 @@
-"""The tools offered on a turn's model request spans joined to the turn's own offered tools, at release.
+"""The tools offered on a turn's model request spans joined to the turn's own offered tools, and the input they were
+given, at release.
 
 A turn's calls, as assembled, may hold OfferedTools records (monitor.normalize._offered): the tools a chat span under
 the turn offered the model, held as calls so that they go to their nearest enclosing turn as requested calls do.
@@ -7,6 +8,10 @@ span's own first, as it gave them, then those of the chat spans in arrival order
 offered before (the first definition of a name wins), until the turn holds MAX_OFFERED_PER_TURN (the turn span's own
 are never cut). A turnless group's definitions are those of the chat spans of its calls' trace that no released turn
 encloses.
+
+The input its model request spans were given (InputMark, monitor.normalize._flat: openai-agents through
+OpenInference records none on its agent spans) leaves the calls too: when the turn's own input text is empty, the
+earliest (by start time, then span id) gives it.
 
 An agent repeats the same definitions on every chat span, and the normalizer shares one parsed value between them:
 each distinct value is read once per turn, and a turn whose chat spans offer one value, and the turn span none, gets
@@ -18,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from monitor.records import OfferedTools, ToolCall, definition_name
+from monitor.records import InputMark, OfferedTools, ToolCall, definition_name
 
 Definitions = tuple[Mapping[str, Any], ...]
 
@@ -27,13 +32,20 @@ Definitions = tuple[Mapping[str, Any], ...]
 MAX_OFFERED_PER_TURN = 1024
 
 
-def take_offered(calls: list[ToolCall]) -> tuple[list[ToolCall], list[Definitions]]:
-    """`calls` without the OfferedTools records (`calls` itself when there are none), and their definitions in the
-    order of `calls`."""
-    offered = [c.definitions for c in calls if isinstance(c, OfferedTools)]
-    if not offered:
-        return calls, offered
-    return [c for c in calls if not isinstance(c, OfferedTools)], offered
+def take_offered(calls: list[ToolCall]) -> tuple[list[ToolCall], list[Definitions], str | None]:
+    """`calls` without the OfferedTools and InputMark records (`calls` itself when there are none), the definitions
+    of those offered in the order of `calls`, and the text of the earliest InputMark (None without one)."""
+    offered: list[Definitions] = []
+    first: InputMark | None = None
+    for c in calls:
+        if isinstance(c, OfferedTools):
+            offered.append(c.definitions)
+        elif isinstance(c, InputMark) and (first is None or (c.start_ns, c.span_id) < (first.start_ns, first.span_id)):
+            first = c
+    if not offered and first is None:
+        return calls, offered, None
+    kept = [c for c in calls if not isinstance(c, OfferedTools | InputMark)]
+    return kept, offered, first.arguments if first is not None else None
 
 
 # The last value a turn offering nothing of its own was given, and what it gave: the same agent's next turn is given

@@ -1,6 +1,7 @@
 """The calls a model requested as OpenInference and OpenLLMetry (Traceloop) record them: flattened attributes of the
 model request span, mapped to the RequestedCall records of the GenAI `tool_call` parts (monitor.normalize._requested);
-and openai-agents' handoffs through OpenInference, which are no calls (HandoffMark).
+and openai-agents' handoffs through OpenInference, which are no calls (HandoffMark), and the input its LLM spans
+were given (InputMark, add_openinference_input).
 
 - OpenInference LLM span: `llm.output_messages.{i}.message.tool_calls.{j}.tool_call.id`, `.tool_call.function.name`,
   `.tool_call.function.arguments` (JSON text; openai-agents leaves out `{}`: then not captured).
@@ -31,7 +32,7 @@ from monitor.normalize._requested import (
     new_requested,
 )
 from monitor.otlp import Span
-from monitor.records import HandoffMark, RequestedCall, ToolCall, Turn
+from monitor.records import HandoffMark, InputMark, RequestedCall, ToolCall, Turn
 
 Out = list[ToolCall | Turn | Span]
 
@@ -83,10 +84,52 @@ def add_handoff(span: Span, out: Out) -> None:
     out.append(derived(HandoffMark, span, "handoff", name, span.start_ns))
 
 
+_OI_INPUT_PREFIX = m.OI_INPUT_MESSAGES + "."
+_ROLE = ".message.role"
+_CONTENT = ".message.content"
+_CONTENTS = ".message.contents."  # `.{k}.message_content.text`: a message of several content parts
+_PART_TEXT = ".message_content.text"
+
+
+def add_openinference_input(span: Span, out: Out) -> None:
+    """An openai-agents LLM span through OpenInference (its tracer scope): an InputMark of the first user message its
+    model was given (`llm.input_messages.{i}.message.role` `user`, the lowest index i), its `.message.content`, else
+    its `.message.contents.{k}.message_content.text` parts joined by newlines in k order. openai-agents records no
+    input on its agent spans: this is their turn's input (monitor.assembly._offered). Nothing when no user message has
+    text (content capture off, a value of another type: not captured, not counted)."""
+    if span.scope != m.OI_OPENAI_AGENTS_SCOPE:
+        return
+    attrs = span.attributes
+    n = len(_OI_INPUT_PREFIX)
+    first: int | None = None
+    for key, value in attrs.items():
+        if key.startswith(_OI_INPUT_PREFIX) and key.endswith(_ROLE) and value == "user":
+            i = flat_index(key[n : -len(_ROLE)])
+            if i is not None and (first is None or i < first):
+                first = i
+    if first is None:
+        return
+    at = f"{_OI_INPUT_PREFIX}{first}"
+    text = attrs.get(at + _CONTENT)
+    if not isinstance(text, str):
+        parts: list[tuple[int, str]] = []
+        prefix = at + _CONTENTS
+        for key, value in attrs.items():
+            if key.startswith(prefix) and key.endswith(_PART_TEXT) and isinstance(value, str):
+                k = flat_index(key[len(prefix) : -len(_PART_TEXT)])
+                if k is not None:
+                    parts.append((k, value))
+        text = "\n".join(v for _, v in sorted(parts)) if parts else None
+    if text:
+        mark = derived(InputMark, span, "input", "", span.start_ns)
+        mark.arguments = text
+        out.append(mark)
+
+
 def add_flat_of(span: Span, out: Out, problems: list[str]) -> None:
-    """add_openinference / add_traceloop / add_handoff, and the tools an LLM or chat span offers
-    (monitor.normalize._offered), for a span no convention mapped (Normalizer with several conventions), as _foreign
-    reads it."""
+    """add_openinference / add_traceloop / add_handoff / add_openinference_input, and the tools an LLM or chat span
+    offers (monitor.normalize._offered), for a span no convention mapped (Normalizer with several conventions), as
+    _foreign reads it."""
     attrs = span.attributes
     kind = attrs.get(m.OI_KIND)
     if isinstance(kind, str):
@@ -94,6 +137,7 @@ def add_flat_of(span: Span, out: Out, problems: list[str]) -> None:
         if kind == "LLM":
             add_openinference(span, out, problems)
             add_openinference_tools(span, out, problems)
+            add_openinference_input(span, out)
         elif kind == "TOOL" and m.OI_TOOL_NAME not in attrs:
             add_handoff(span, out)
     elif kind is None and m.TL_KIND not in attrs and m.TL_REQUEST_TYPE in attrs:

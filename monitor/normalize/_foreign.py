@@ -9,15 +9,22 @@ a rejection, as the GenAI path does. Wrong-typed values are ignored and their ke
 of _markers.FOREIGN_ATTRIBUTE_KEYS, or the GenAI key a value stands for).
 
 What makes a turn:
-- OpenInference: an AGENT span; a CHAIN span with no parent (LangChain / LangGraph through OpenInference have no
-  AGENT span: their root chain is the run). A CHAIN span under another span is a parent link only, and so is an
-  AGENT span under another span without `input.value` (openai-agents through OpenInference records the run's input
-  on the root AGENT span only: the agent spans under it are steps of that turn). OpenInference makes a LangChain run
-  an AGENT span whenever "agent" is in its name; of LangGraph's (its `metadata` naming a `langgraph_node`), these
-  under another span are steps, parent links: the model node `agent` of `create_react_agent` (beside its `tools`
-  node, under the graph run), langgraph-supervisor's `call_agent` in a sub-agent's node, and the run of a
-  sub-agent's graph inside its node's span (same name and node, `checkpoint_ns` in its metadata equal to its
-  `langgraph_checkpoint_ns`, which the node's span lacks): a sub-agent is one turn, its node's span.
+- OpenInference: an AGENT span; a CHAIN span with no parent (LangChain / LangGraph through OpenInference have no AGENT
+  span: their root chain is the run). A CHAIN span under another span is a parent link only, and so is an AGENT span
+  under another span without `input.value` (a producer recording the run's input on the root AGENT span only: the agent
+  spans under it are steps of that turn). openai-agents through OpenInference (its tracer scope,
+  _markers.OI_OPENAI_AGENTS_SCOPE) records the run's workflow as the root AGENT span (named after the workflow, `Agent
+  workflow` by default; some versions record the run's input on it) and each agent's run as an AGENT span under it that
+  names its agent (`agent.name`) and records no input: the agent spans are the turns (one agent's run on one input, as a
+  handoff passes the run to another agent), given the first user message their model saw (each LLM span of that scope
+  yields an InputMark, monitor.normalize._flat, joined at release by turn assembly); the workflow span is a parent link,
+  at the root (whether or not it holds the input: the agent spans hold the run) or under the application's own span (an
+  AGENT span of that scope without `agent.name`). OpenInference makes a LangChain run an AGENT span whenever "agent" is
+  in its name; of LangGraph's (its `metadata` naming a `langgraph_node`), these under another span are steps, parent
+  links: the model node `agent` of `create_react_agent` (beside its `tools` node, under the graph run),
+  langgraph-supervisor's `call_agent` in a sub-agent's node, and the run of a sub-agent's graph inside its node's span
+  (same name and node, `checkpoint_ns` in its metadata equal to its `langgraph_checkpoint_ns`, which the node's span
+  lacks): a sub-agent is one turn, its node's span.
 - Traceloop: an `agent` span (under another span: with `traceloop.entity.input`); a `workflow` span with no parent.
   `task` spans are parent links. OpenLLMetry's LangChain instrumentation (0.62) writes GenAI attributes beside these:
   its tool spans, and its turn spans without `gen_ai.input.messages`, come here by their Traceloop kind (their
@@ -44,7 +51,7 @@ from dataclasses import replace
 from typing import Any
 
 from monitor.normalize import _markers as m
-from monitor.normalize._flat import add_handoff, add_openinference, add_traceloop
+from monitor.normalize._flat import add_handoff, add_openinference, add_openinference_input, add_traceloop
 from monitor.normalize._genai import (
     _ASSISTANT,
     _USER,
@@ -140,7 +147,13 @@ def _openinference(span: Span, kind: Any, out: Out, problems: list[str], rejecte
         _call(span, _str(attrs, m.OI_TOOL_NAME, problems), out, problems, rejected, call_id=call_id,
               arguments=arguments, result=None if result == _REDACTED else result)  # fmt: skip
     elif (
-        kind == "AGENT" and (m.OI_INPUT in attrs or not span.parent_span_id) and not _langgraph_step(span, graph)
+        kind == "AGENT"
+        and (
+            (m.OI_AGENT_NAME in attrs and bool(span.parent_span_id))
+            if span.scope == m.OI_OPENAI_AGENTS_SCOPE
+            else (m.OI_INPUT in attrs or not span.parent_span_id)
+        )
+        and not _langgraph_step(span, graph)
     ) or (kind == "CHAIN" and not span.parent_span_id):
         agent = _str(attrs, m.OI_AGENT_NAME, problems) or span.name
         _turn(span, out, problems, agent=agent,
@@ -152,6 +165,7 @@ def _openinference(span: Span, kind: Any, out: Out, problems: list[str], rejecte
         if kind == "LLM":
             add_openinference(span, out, problems)
             add_openinference_tools(span, out, problems)
+            add_openinference_input(span, out)
 
 
 def _langgraph(span: Span) -> dict[str, Any] | None:

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from monitor.assembly import TurnAssembler, _assembler
 from monitor.otlp import Span, accelerated
-from monitor.records import HandoffMark, OfferedTools, RequestedCall, ToolCall, Turn
+from monitor.records import HandoffMark, InputMark, OfferedTools, RequestedCall, ToolCall, Turn
 
 from .test_assembly_fast import BOUNDS, SIDS, TRACES
 from .test_requested_calls import _spied
@@ -53,11 +53,13 @@ Spec = tuple[str, str, str, str, int, int]
 # The reference's records (test_assembly_fast), requested calls: "req0" / "req1" the first / second call a chat span
 # (the parent) requested (a dropped one counts as its span: only the first is counted), and the tools a chat span
 # offered (a few definitions, some shared). A call kind may name a call id after a colon ("call:a", "req0:a": the
-# reconciliation by id), and "handoff" is a handoff mark (it drops a requested call of its name).
+# reconciliation by id), and "handoff" is a handoff mark (it drops a requested call of its name). "input" is the input
+# a model request span saw (InputMark: the earliest gives a turn without input its input), "turn0" a turn without
+# input.
 record = st.tuples(
     st.sampled_from(
         ["call", "turn", "other", "req0", "req1", "offered", "offered2", "offered3"]
-        + ["call:a", "call:b", "req0:a", "req1:b", "req2:a", "req0:c", "handoff"]
+        + ["call:a", "call:b", "req0:a", "req1:b", "req2:a", "req0:c", "handoff", "input", "input", "turn0"]
     ),
     st.sampled_from(TRACES),
     st.sampled_from(SIDS),
@@ -94,8 +96,11 @@ def build(kind: str, tid: str, sid: str, parent: str, start: int, end: int) -> T
     if kind in OFFERED:
         return OfferedTools("", trace_id=tid, span_id=sid, parent_span_id=parent, start_ns=start, end_ns=end,
                             definitions=OFFERED[kind])  # fmt: skip
-    if kind == "turn":
-        return Turn("hi", trace_id=tid, span_id=sid, start_ns=start, end_ns=end)
+    if kind == "input":  # its text names it: which one gave a turn its input
+        return InputMark("", arguments=f"{sid}@{start}", trace_id=tid, span_id=f"{sid}#input", parent_span_id=parent,
+                         start_ns=start, end_ns=end)  # fmt: skip
+    if kind in ("turn", "turn0"):
+        return Turn("hi" if kind == "turn" else "", trace_id=tid, span_id=sid, start_ns=start, end_ns=end)
     if kind.startswith("req"):  # its span id as the normalizer makes it (the chat span's and the index)
         return RequestedCall("tool", cid, trace_id=tid, span_id=f"{parent}#0{kind[3:]}", parent_span_id=parent,
                              start_ns=start, end_ns=end)  # fmt: skip
@@ -128,6 +133,7 @@ class Side:
                 self.ref(t),
                 t.trace_id,
                 t.span_id,
+                t.input_text,
                 t.turnless,
                 t.start_ns,
                 t.end_ns,
@@ -628,6 +634,21 @@ def test_requested_calls_and_offered_tools_are_taken_in_c() -> None:
     ]
     (out,) = a.add_records(recs, 1)
     assert out.calls == (recs[1],) and out.tool_definitions == ({"name": "f"},)
+
+
+@pytest.mark.parametrize("flush", [False, True])
+def test_input_marks_go_to_the_python_code_and_give_a_turn_without_input_its_input(flush: bool) -> None:
+    """C hands a request holding an InputMark to the Python code, and its trace to _release_turn (poll or flush),
+    with the same results: the earliest mark gives the turn without input its input; a turn with one keeps it. (A
+    mark is under its model request span, never right under a turn, as a requested call.)"""
+    steps: list[tuple[str, list[Spec], int]] = [
+        ("add", [("other", T, "m1", "t1", 1, 2), ("other", T, "m2", "t1", 0, 1), ("call", T, "c1", "m1", 1, 2)], 0),
+        ("add", [("input", T, "m1", "m1", 1, 2), ("input", T, "m2", "m2", 0, 1), ("turn0", T, "t1", "", 0, 3)], 0),
+        ("add", [("other", T, "m3", "t2", 1, 2), ("input", T, "m3", "m3", 1, 2), ("turn", T, "t2", "", 0, 3)], 0),
+        ("flush" if flush else "poll", [], 5),
+    ]
+    c, _ = run_both(steps, lambda cls: cls(grace_s=1))
+    assert sorted((t.span_id, t.input_text, len(t.calls)) for t in c.released) == [("t1", "m2@0", 1), ("t2", "hi", 0)]
 
 
 class MyCall(ToolCall):

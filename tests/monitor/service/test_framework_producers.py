@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from monitor.otlp import Span, parse_json
-from monitor.records import HandoffMark, RequestedCall, Turn
-from tests.monitor.service.test_requested_calls import IMPLS, _impl, assemble, convert
+from monitor.records import HandoffMark, InputMark, RequestedCall, Turn
+from tests.monitor.service.spans import new_tracer
+from tests.monitor.service.test_requested_calls import IMPLS, _impl, assemble, convert, decoded
 
 DATA = Path(__file__).parent / "data"
 QUESTION = "What is the weather in Paris?"
@@ -109,35 +111,137 @@ def test_an_openai_agents_handoff_is_recognised_and_no_call(impl: str, api: str)
     requested = sorted(r.name for r in records if isinstance(r, RequestedCall))
     assert requested == ["get_weather", "transfer_to_weather_agent"]
     turns = _turns(f"openai_agents_{api}_handoff", impl)
-    assert [_calls(t) for t in turns] == [[("get_weather", "", PARIS, False, None)]]
+    assert [_calls(t) for t in turns] == [[], [("get_weather", "", PARIS, False, None)]]
     if api == "responses":
-        assert sorted(_offered(turns[0])) == ["get_weather", "transfer_to_weather_agent"]
+        assert [_offered(t) for t in turns] == [["transfer_to_weather_agent"], ["get_weather"]]
 
 
-NO_INPUT = (
-    "openinference-instrumentation-openai-agents 2.6.0 records no input on any AGENT span: the run's input is only"
-    " in its LLM spans' user message, which no turn reads"
-)
-ONE_TURN = (
-    "the agent spans under the trace's root AGENT span are steps of one turn named after the workflow"
-    " ('Agent workflow'), not a turn per agent"
-)
-
-
-@pytest.mark.xfail(strict=True, reason=NO_INPUT)
 @pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.parametrize("api", ["responses", "chat"])
 def test_an_openai_agents_run_is_one_turn_of_its_agent_with_its_input(impl: str, api: str) -> None:
+    """The agent span is the turn (the workflow's root span above it only a parent link); its input is the first
+    user message its model saw, which openinference-instrumentation-openai-agents 2.6.0 records on the LLM spans
+    only."""
     [turn] = _turns(f"openai_agents_{api}_tool", impl)
     assert (turn.agent, turn.input_text) == ("weather_agent", QUESTION)
 
 
-@pytest.mark.xfail(strict=True, reason=ONE_TURN)
 @pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.parametrize("api", ["responses", "chat"])
 def test_an_openai_agents_handoff_is_one_turn_per_agent(impl: str, api: str) -> None:
+    """Each agent span is a turn of its agent, given the question its model saw: the triage agent's (its handoff no
+    call), then the weather agent's with its call."""
     turns = _turns(f"openai_agents_{api}_handoff", impl)
-    assert [(t.agent, _calls(t)) for t in turns] == [
-        ("triage_agent", []),
-        ("weather_agent", [("get_weather", "", PARIS, False, None)]),
+    assert [(t.agent, t.input_text, _calls(t)) for t in turns] == [
+        ("triage_agent", QUESTION, []),
+        ("weather_agent", QUESTION, [("get_weather", "", PARIS, False, None)]),
     ]
+
+
+# ---- openai-agents through OpenInference: the rules, on spans of the real OTel SDK -------------------------------
+
+OA_SCOPE = "openinference.instrumentation.openai_agents"
+
+
+def _oa_run(scope: str, users: tuple[str, ...] = ("first", "second"), *, root_input: str | None = None,
+            agent_input: str | None = None, agents: bool = True) -> list[Span]:  # fmt: skip
+    """A run as openinference-instrumentation-openai-agents 2.6.0 records it (under the tracer scope `scope`): the
+    workflow's root AGENT span (`root_input` its input.value), a CHAIN, the agent span `a` (`agent_input` its
+    input.value), a CHAIN `turn` per model request (an LLM span whose first user message is each of `users`), and a
+    TOOL span. Without `agents`, the root and agent spans are left out (never received)."""
+    provider, _, memory = new_tracer()
+    tracer = provider.get_tracer(scope)
+    root: dict[str, Any] = {"openinference.span.kind": "AGENT"}
+    if root_input is not None:
+        root["input.value"] = root_input
+    agent: dict[str, Any] = {"openinference.span.kind": "AGENT", "agent.name": "a", "graph.node.id": "a"}
+    if agent_input is not None:
+        agent["input.value"] = agent_input
+    with tracer.start_as_current_span("Agent workflow", attributes=root):
+        with tracer.start_as_current_span("Agent workflow", attributes={"openinference.span.kind": "CHAIN"}):
+            with tracer.start_as_current_span("a", attributes=agent):
+                for text in users:
+                    with tracer.start_as_current_span("turn", attributes={"openinference.span.kind": "CHAIN"}):
+                        llm = {"openinference.span.kind": "LLM", "llm.input_messages.0.message.role": "system",
+                               "llm.input_messages.0.message.content": "be brief",
+                               "llm.input_messages.1.message.role": "user",
+                               "llm.input_messages.1.message.content": text,
+                               "input.value": json.dumps([{"role": "user", "content": text}])}  # fmt: skip
+                        with tracer.start_as_current_span("response", attributes=llm):
+                            pass
+                tool = {"openinference.span.kind": "TOOL", "tool.name": "get_weather", "input.value": json.dumps(PARIS)}
+                with tracer.start_as_current_span("get_weather", attributes=tool):
+                    pass
+    provider.shutdown()
+    spans = decoded(memory.get_finished_spans())
+    return spans if agents else [s for s in spans if s.attributes["openinference.span.kind"] != "AGENT"]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("root_input", [None, "hello"])
+def test_the_workflow_span_of_openai_agents_is_a_parent_link_and_each_agent_span_a_turn(
+    impl: str, root_input: str | None
+) -> None:
+    """Of openai-agents' spans (their tracer scope), the root AGENT span (the workflow, whether or not a version
+    records the run's input on it) is a parent link, the agent span a turn of its agent; each LLM span gives the user
+    message its model saw (InputMark, no call)."""
+    _impl(impl)
+    spans = _oa_run(OA_SCOPE, root_input=root_input)
+    records, problems = convert(spans, impl)
+    assert problems == []
+    assert [(t.agent, t.input_text) for t in records if isinstance(t, Turn)] == [("a", "")]
+    root = next(s for s in spans if not s.parent_span_id)
+    assert root in records
+    assert [(r.arguments, r.parent_span_id) for r in records if isinstance(r, InputMark)] == [
+        ("first", spans[0].span_id),
+        ("second", spans[2].span_id),
+    ]
+    assert not [r for r in records if isinstance(r, InputMark) and r.name]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_other_openinference_producers_keep_the_root_agent_span_as_their_turn(impl: str) -> None:
+    """The same shape from another tracer scope: the root AGENT span is the turn (its input, if any), the agent span
+    under it a step; the LLM spans give no input."""
+    _impl(impl)
+    records, _ = convert(_oa_run("tests", root_input="hello"), impl)
+    assert [(t.agent, t.input_text) for t in records if isinstance(t, Turn)] == [("Agent workflow", "hello")]
+    assert not [r for r in records if isinstance(r, InputMark)]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("flush", [False, True])
+@pytest.mark.parametrize("order", ["as exported", "reversed"])
+def test_an_openai_agents_turn_is_given_the_first_user_message_its_model_saw(
+    impl: str, flush: bool, order: str
+) -> None:
+    """The turn's input is the user message of its first LLM span by start time (whatever the arrival order); the
+    input marks leave its calls."""
+    _impl(impl)
+    spans = _oa_run(OA_SCOPE)
+    if order == "reversed":
+        spans.reverse()
+    turns, a = assemble(spans, impl, flush=flush)
+    assert [(t.agent, t.input_text, [c.name for c in t.calls]) for t in turns] == [("a", "first", ["get_weather"])]
+    assert a.stats.duplicates == 0 and a.stats.late_calls == 0
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_an_agent_span_with_its_own_input_keeps_it(impl: str) -> None:
+    _impl(impl)
+    turns, _ = assemble(_oa_run(OA_SCOPE, agent_input="own question"), impl)
+    assert [(t.agent, t.input_text) for t in turns] == [("a", "own question")]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("users", [("first",), ()])
+def test_input_marks_without_their_turn_make_no_turn_and_are_no_call(impl: str, users: tuple[str, ...]) -> None:
+    """The agent spans never received: the call is judged alone (turnless, no input), the marks dropped; marks alone
+    make no turn."""
+    _impl(impl)
+    spans = _oa_run(OA_SCOPE, users, agents=False)
+    turns, a = assemble(spans, impl, flush=True)
+    assert [(t.turnless, t.input_text, [c.name for c in t.calls]) for t in turns] == [(True, "", ["get_weather"])]
+    marks_only = [s for s in spans if s.attributes["openinference.span.kind"] != "TOOL"]
+    turns, a = assemble(marks_only, impl, flush=True)
+    assert turns == [] and a.stats.late_calls == 0

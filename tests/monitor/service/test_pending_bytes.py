@@ -23,7 +23,7 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 
 from monitor.assembly import TurnAssembler, _assembler, _budget
 from monitor.otlp import Span, decode_json
-from monitor.records import HandoffMark, OfferedTools, RequestedCall, ToolCall, Turn
+from monitor.records import HandoffMark, InputMark, OfferedTools, RequestedCall, ToolCall, Turn
 from tests.monitor.service.conftest import ServeFactory, scrape, value, wait_for
 from tests.monitor.service.spans import new_tracer
 from tests.monitor.service.test_assembly import S, call, turn
@@ -46,6 +46,7 @@ def _records() -> list[Any]:
         ToolCall("h", arguments=123, trace_id=T, span_id="c3"),  # type: ignore[arg-type]  # not text: weighs 0
         RequestedCall("f", call_id="id1", arguments="{}", trace_id=T, span_id="m#00", parent_span_id="m"),
         HandoffMark("transfer_to_b", trace_id=T, span_id="h#handoff"),
+        InputMark("", arguments="[AUTH] login failure", trace_id=T, span_id="m#input", parent_span_id="m"),
         OfferedTools("", trace_id=T, span_id="m#tools", definitions=({"name": "f"}, {"name": "g"})),
         OfferedTools("", trace_id=T, span_id="m2#tools", definitions=[{"name": "f"}]),  # type: ignore[arg-type]
         OddCall("odd", arguments="x" * 50, trace_id=T, span_id="o1"),
