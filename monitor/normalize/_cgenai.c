@@ -80,6 +80,7 @@ static PyObject *lookup_key[K_N];
 static PyObject *k_op, *k_tool_name, *k_call_id, *k_args, *k_result, *k_error_type, *k_agent, *k_conversation_id,
     *k_input, *k_output, *k_defs, *k_case_id, *k_truncated;
 static PyObject *execute_tool, *invoke_agent, *reason_no_tool_name, *status_error;
+static PyObject *no_call_id; /* NO_CALL_ID (ASCII): google-adk's call id of a tool span with none */
 static PyObject *foreign_keys; /* _FOREIGN_KEYS interned: a span of neither operation with one goes to _foreign */
 static PyObject *f_foreign, *pa_args, *pa_messages, *tl_request_type, *tl_kind, *tool_call_mark; /* _foreign; _PA_ARGS,
                                                                   * _PA_MESSAGES, _TL_REQUEST_TYPE, _TL_KIND, _TOOL_CALL_MARK interned */
@@ -422,7 +423,7 @@ static int tool_call(PyObject *span, PyObject *attrs, PyObject *out, PyObject *p
         }
     }
     if ((call_id = dget(attrs, lookup_key[K_CALL_ID])) == NULL) goto fail;
-    if (!PyUnicode_CheckExact(call_id)) {
+    if (!PyUnicode_CheckExact(call_id) || str_eq(call_id, no_call_id)) { /* _call_id: not a str, or no id */
         PyObject *a[2] = {call_id, problems};
         if (call_into(&call_id, f_call_id, a, 2, NULL) < 0) goto fail;
     }
@@ -1022,7 +1023,7 @@ static PyObject *init(PyObject *self, PyObject *ns) {
         int str;
     } items[] = {
         {"OP", &k_op, 1}, {"TOOL_NAME", &k_tool_name, 1}, {"TOOL_CALL_ID", &k_call_id, 1}, {"TOOL_ARGS", &k_args, 1},
-        {"TOOL_RESULT", &k_result, 1}, {"ERROR_TYPE", &k_error_type, 1}, {"AGENT_NAME", &k_agent, 1},
+        {"NO_CALL_ID", &no_call_id, 1}, {"TOOL_RESULT", &k_result, 1}, {"ERROR_TYPE", &k_error_type, 1}, {"AGENT_NAME", &k_agent, 1},
         {"CONVERSATION_ID", &k_conversation_id, 1}, {"INPUT_MESSAGES", &k_input, 1},
         {"OUTPUT_MESSAGES", &k_output, 1}, {"TOOL_DEFINITIONS", &k_defs, 1}, {"CASE_ID", &k_case_id, 1},
         {"TRUNCATED", &k_truncated, 1}, {"EXECUTE_TOOL", &execute_tool, 1}, {"INVOKE_AGENT", &invoke_agent, 1},

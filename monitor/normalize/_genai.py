@@ -40,6 +40,8 @@ OUTPUT_MESSAGES = "gen_ai.output.messages"
 TOOL_DEFINITIONS = "gen_ai.tool.definitions"
 CASE_ID = "toolwatch.case.id"
 TRUNCATED = "toolwatch.truncated"  # keys whose values the instrumentation cut (no longer valid JSON)
+# The call id google-adk records on a tool span when it has none (the tool raised: no function response): no id.
+NO_CALL_ID = "<not specified>"
 # Every attribute key the convention reads: the only keys it reports as ignored (a bounded metric label set).
 ATTRIBUTE_KEYS = frozenset(
     {
@@ -358,7 +360,7 @@ def _convert_py(  # noqa: C901 - one flat pass per span: a call per record cost 
             if error_type is None and span.status_code == STATUS_ERROR:
                 error_type = span.status_message or "error"
             call_id = attrs.get(TOOL_CALL_ID)
-            if type(call_id) is not str:
+            if type(call_id) is not str or call_id == NO_CALL_ID:
                 call_id = _call_id(call_id, problems)
             if arguments is not None and type(arguments) is not str:
                 arguments = _json_text(arguments, TOOL_ARGS, problems)
@@ -499,8 +501,9 @@ def _tool_name(span: Span, name: Any, problems: list[str]) -> str:
 
 
 def _call_id(call_id: Any, problems: list[str]) -> str:
+    """The call id when `gen_ai.tool.call.id` is not a str other than NO_CALL_ID ("" for none)."""
     if call_id is None or isinstance(call_id, str):
-        return call_id or ""
+        return "" if call_id is None or call_id == NO_CALL_ID else call_id
     problems.append(TOOL_CALL_ID)
     return str(call_id)
 

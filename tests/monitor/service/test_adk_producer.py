@@ -90,7 +90,6 @@ def test_a_call_of_a_tool_the_agent_lacks_is_one_failed_call_of_that_name(impl: 
     assert _offered(turn) == ["get_weather"]
 
 
-@pytest.mark.xfail(strict=True, reason="ADK's `<not specified>` call id is read as an id: no requested call has it")
 @pytest.mark.parametrize("impl", IMPLS)
 def test_a_tool_that_raised_is_one_failed_call_not_also_one_never_run(impl: str) -> None:
     """A raising tool's span has no call id (ADK writes `<not specified>`): the failed call is the call the model
