@@ -92,24 +92,25 @@ _PART_TEXT = ".message_content.text"
 
 
 def add_openinference_input(span: Span, out: Out) -> None:
-    """An openai-agents LLM span through OpenInference (its tracer scope): an InputMark of the first user message its
-    model was given (`llm.input_messages.{i}.message.role` `user`, the lowest index i), its `.message.content`, else
-    its `.message.contents.{k}.message_content.text` parts joined by newlines in k order. openai-agents records no
-    input on its agent spans: this is their turn's input (monitor.assembly._offered). Nothing when no user message has
-    text (content capture off, a value of another type: not captured, not counted)."""
+    """An openai-agents LLM span through OpenInference (its tracer scope): an InputMark of the latest user message its
+    model was given (`llm.input_messages.{i}.message.role` `user`, the highest index i: the earlier ones, in a
+    conversation's later turn, are its history), its `.message.content`, else its
+    `.message.contents.{k}.message_content.text` parts joined by newlines in k order. openai-agents records no input
+    on its agent spans: the mark of a turn's first LLM span is its input (monitor.assembly._offered). Nothing when no
+    user message has text (content capture off, a value of another type: not captured, not counted)."""
     if span.scope != m.OI_OPENAI_AGENTS_SCOPE:
         return
     attrs = span.attributes
     n = len(_OI_INPUT_PREFIX)
-    first: int | None = None
+    latest: int | None = None
     for key, value in attrs.items():
         if key.startswith(_OI_INPUT_PREFIX) and key.endswith(_ROLE) and value == "user":
             i = flat_index(key[n : -len(_ROLE)])
-            if i is not None and (first is None or i < first):
-                first = i
-    if first is None:
+            if i is not None and (latest is None or i > latest):
+                latest = i
+    if latest is None:
         return
-    at = f"{_OI_INPUT_PREFIX}{first}"
+    at = f"{_OI_INPUT_PREFIX}{latest}"
     text = attrs.get(at + _CONTENT)
     if not isinstance(text, str):
         parts: list[tuple[int, str]] = []

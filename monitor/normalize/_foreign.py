@@ -16,7 +16,8 @@ What makes a turn:
   _markers.OI_OPENAI_AGENTS_SCOPE) records the run's workflow as the root AGENT span (named after the workflow, `Agent
   workflow` by default; some versions record the run's input on it) and each agent's run as an AGENT span under it that
   names its agent (`agent.name`) and records no input: the agent spans are the turns (one agent's run on one input, as a
-  handoff passes the run to another agent), given the first user message their model saw (each LLM span of that scope
+  handoff passes the run to another agent), given the user message that started them, the latest of their first LLM
+  span's messages (earlier ones are a conversation's history; each LLM span of that scope
   yields an InputMark, monitor.normalize._flat, joined at release by turn assembly); the workflow span is a parent link,
   at the root (whether or not it holds the input: the agent spans hold the run) or under the application's own span (an
   AGENT span of that scope without `agent.name`). OpenInference makes a LangChain run an AGENT span whenever "agent" is

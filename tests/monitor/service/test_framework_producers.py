@@ -212,7 +212,7 @@ def test_other_openinference_producers_keep_the_root_agent_span_as_their_turn(im
 @pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.parametrize("flush", [False, True])
 @pytest.mark.parametrize("order", ["as exported", "reversed"])
-def test_an_openai_agents_turn_is_given_the_first_user_message_its_model_saw(
+def test_an_openai_agents_turn_is_given_the_user_message_of_its_first_model_request(
     impl: str, flush: bool, order: str
 ) -> None:
     """The turn's input is the user message of its first LLM span by start time (whatever the arrival order); the
@@ -245,3 +245,29 @@ def test_input_marks_without_their_turn_make_no_turn_and_are_no_call(impl: str, 
     marks_only = [s for s in spans if s.attributes["openinference.span.kind"] != "TOOL"]
     turns, a = assemble(marks_only, impl, flush=True)
     assert turns == [] and a.stats.late_calls == 0
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_an_openai_agents_turn_of_a_conversation_is_given_its_own_question_not_the_first_of_the_history(
+    impl: str,
+) -> None:
+    """A later turn of a conversation (the session's history given to the model): the model's messages start with the
+    earlier questions and answers; the turn's input is the user message that started it, the latest one its first
+    model request saw."""
+    _impl(impl)
+    provider, _, memory = new_tracer()
+    tracer = provider.get_tracer(OA_SCOPE)
+    agent = {"openinference.span.kind": "AGENT", "agent.name": "a", "graph.node.id": "a"}
+    history = [("system", "be brief"), ("user", "weather in Oslo?"), ("assistant", "rainy"),
+               ("user", "and in Paris?")]  # fmt: skip
+    llm: dict[str, Any] = {"openinference.span.kind": "LLM"}
+    for i, (role, text) in enumerate(history):
+        llm[f"llm.input_messages.{i}.message.role"] = role
+        llm[f"llm.input_messages.{i}.message.content"] = text
+    with tracer.start_as_current_span("Agent workflow", attributes={"openinference.span.kind": "AGENT"}):
+        with tracer.start_as_current_span("a", attributes=agent):
+            with tracer.start_as_current_span("response", attributes=llm):
+                pass
+    provider.shutdown()
+    turns, _ = assemble(decoded(memory.get_finished_spans()), impl, flush=True)
+    assert [(t.agent, t.input_text) for t in turns] == [("a", "and in Paris?")]
