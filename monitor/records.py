@@ -68,13 +68,17 @@ class HandoffMark(ToolCall):
 
 @dataclass(slots=True)
 class InputMark(ToolCall):
-    """The input a model request span under a turn was given, for a turn whose own span records none
-    (openai-agents through OpenInference records no input on its agent spans: each of its LLM spans gives the first
-    user message its model saw): not a call. `arguments` holds the text; `name` is empty.
+    """The input a span under a turn was given, for a turn whose own span records none: not a call. `arguments`
+    holds the text; `name` is empty. Made for producers whose turn spans record no input: openai-agents through
+    OpenInference (each of its LLM spans gives the latest user message its model saw, monitor.normalize._flat),
+    google-adk (each of its model request spans, the same, ADK's transcripts of another agent left out,
+    monitor.normalize._requested), a Traceloop `workflow` span under another span (its input: OpenLLMetry's LangChain
+    instrumentation records a LangGraph run's input there, not on the graph's `invoke_agent` span,
+    monitor.normalize._foreign).
 
-    Turn assembly holds it with the turn's calls (its span id is the LLM span's id and `#input`, its parent the LLM
-    span, its start the span's start, no attributes) and, at release, drops it; when the turn's `input_text` is empty,
-    the earliest one (by start time, then span id) gives it (monitor.assembly._offered). It is never judged.
+    Turn assembly holds it with the turn's calls (its span id is the span's id and `#input`, its parent the span, its
+    start the span's start, no attributes) and, at release, drops it; when the turn's `input_text` is empty, the
+    earliest one (by start time, then span id) gives it (monitor.assembly._offered). It is never judged.
     """
 
 

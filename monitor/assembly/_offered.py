@@ -9,9 +9,10 @@ offered before (the first definition of a name wins), until the turn holds MAX_O
 are never cut). A turnless group's definitions are those of the chat spans of its calls' trace that no released turn
 encloses.
 
-The input its model request spans were given (InputMark, monitor.normalize._flat: openai-agents through
-OpenInference records none on its agent spans) leaves the calls too: when the turn's own input text is empty, the
-earliest (by start time, then span id) gives it.
+The input spans under the turn were given (InputMark: the model requests of openai-agents through OpenInference and
+of google-adk, which record none on their turn spans; a Traceloop workflow span under the turn, where OpenLLMetry's
+LangChain instrumentation records a LangGraph run's input) leaves the calls too: when the turn's own input text is
+empty, the earliest (by start time, then span id) gives it.
 
 An agent repeats the same definitions on every chat span, and the normalizer shares one parsed value between them:
 each distinct value is read once per turn, and a turn whose chat spans offer one value, and the turn span none, gets

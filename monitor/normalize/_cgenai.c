@@ -9,7 +9,9 @@
  * another operation whose gen_ai.output.messages or gen_ai.tool.definitions are set, that has span events (Strands
  * Agents puts them there), or that has OpenLLMetry's `llm.request.type` (newer versions flatten the calls into
  * gen_ai.completion.*): a model request may hold the calls it asked for (_requested.py reads them) and the tools it
- * offered (_offered.py); any other span of another operation is a parent link (appended as it is). An output text
+ * offered (_offered.py); any other span of another operation is a parent link (appended as it is). So is every span
+ * of another operation of google-adk's tracer scope (_ADK_SCOPE: its model requests give the input their model was
+ * given, _requested.add_adk_input), or whose scope is unset or not exactly a str; every other span pays one compare. An output text
  * without the tool_call mark asks for none (a parent link). One with it is read here in the common case (`requested`:
  * a chat / text_completion / generate_content span, no tools offered, no truncation marker, no events, no
  * OpenLLMetry marker, attribute keys all exact str (none runs Python code as it is copied); a text json.loads reads
@@ -42,10 +44,10 @@
 /* ---- state given to init() --------------------------------------------------------------------------------- */
 
 enum { S_NAME, S_STATUS_CODE, S_STATUS_MESSAGE, S_ATTRIBUTES, S_RESOURCE, S_TRACE_ID, S_SPAN_ID, S_PARENT_SPAN_ID,
-       S_START_NS, S_END_NS, S_EVENTS, S_N };
+       S_START_NS, S_END_NS, S_EVENTS, S_SCOPE, S_N };
 static const char *const span_names[S_N] = {"name",     "status_code", "status_message", "attributes",
                                             "resource", "trace_id",    "span_id",        "parent_span_id",
-                                            "start_ns", "end_ns",      "events"};
+                                            "start_ns", "end_ns",      "events",         "scope"};
 
 enum { C_NAME, C_CALL_ID, C_ARGUMENTS, C_RESULT, C_ERROR_TYPE, C_TRACE_ID, C_SPAN_ID, C_PARENT_SPAN_ID, C_START_NS,
        C_END_NS, C_ATTRIBUTES, C_N };
@@ -81,6 +83,7 @@ static PyObject *k_op, *k_tool_name, *k_call_id, *k_args, *k_result, *k_error_ty
     *k_input, *k_output, *k_defs, *k_case_id, *k_truncated;
 static PyObject *execute_tool, *invoke_agent, *reason_no_tool_name, *status_error;
 static PyObject *no_call_id; /* NO_CALL_ID (ASCII): google-adk's call id of a tool span with none */
+static PyObject *adk_scope;  /* _ADK_SCOPE (ASCII): google-adk's spans of another operation go to _convert_py */
 static PyObject *foreign_keys; /* _FOREIGN_KEYS interned: a span of neither operation with one goes to _foreign */
 static PyObject *f_foreign, *pa_args, *pa_messages, *tl_request_type, *tl_kind, *tool_call_mark; /* _foreign; _PA_ARGS,
                                                                   * _PA_MESSAGES, _TL_REQUEST_TYPE, _TL_KIND, _TOOL_CALL_MARK interned */
@@ -884,6 +887,11 @@ static int requested(PyObject *span, PyObject *attrs, PyObject *raw, PyObject *o
 /* A span of another GenAI operation: a parent link, with the calls it asked for and the tools it offered when it is a
  * model request (read by Python unless its output asks for none, or `requested` reads them). */
 static int model_request(PyObject *span, PyObject *attrs, PyObject *out, PyObject *problems, PyObject *rejected) {
+    /* google-adk's (its scope; unset or not exactly a str: as Python compares it): _convert_py reads the input its
+     * model was given (an InputMark, _requested.add_adk_input) */
+    PyObject *scope = *(PyObject **)((char *)span + span_cls.offset[S_SCOPE]);
+    if (scope == NULL || !PyUnicode_CheckExact(scope) || str_eq(scope, adk_scope))
+        return delegate(span, out, problems, rejected);
     PyObject *o = dget(attrs, lookup_key[K_OUTPUT]);
     /* an output text without the tool_call mark asks for no call (_requested._messages reads nothing of it and
      * counts nothing, and the events are not read beside it): the tools offered or OpenLLMetry's calls may */
@@ -1023,7 +1031,7 @@ static PyObject *init(PyObject *self, PyObject *ns) {
         int str;
     } items[] = {
         {"OP", &k_op, 1}, {"TOOL_NAME", &k_tool_name, 1}, {"TOOL_CALL_ID", &k_call_id, 1}, {"TOOL_ARGS", &k_args, 1},
-        {"NO_CALL_ID", &no_call_id, 1}, {"TOOL_RESULT", &k_result, 1}, {"ERROR_TYPE", &k_error_type, 1}, {"AGENT_NAME", &k_agent, 1},
+        {"NO_CALL_ID", &no_call_id, 1}, {"_ADK_SCOPE", &adk_scope, 1}, {"TOOL_RESULT", &k_result, 1}, {"ERROR_TYPE", &k_error_type, 1}, {"AGENT_NAME", &k_agent, 1},
         {"CONVERSATION_ID", &k_conversation_id, 1}, {"INPUT_MESSAGES", &k_input, 1},
         {"OUTPUT_MESSAGES", &k_output, 1}, {"TOOL_DEFINITIONS", &k_defs, 1}, {"CASE_ID", &k_case_id, 1},
         {"TRUNCATED", &k_truncated, 1}, {"EXECUTE_TOOL", &execute_tool, 1}, {"INVOKE_AGENT", &invoke_agent, 1},

@@ -30,7 +30,9 @@ What makes a turn:
   `task` spans are parent links. OpenLLMetry's LangChain instrumentation (0.62) writes GenAI attributes beside these:
   its tool spans, and its turn spans without `gen_ai.input.messages`, come here by their Traceloop kind (their
   `gen_ai.tool.call.arguments` is the callback's whole input); LangGraph's graph run is its `invoke_agent {graph}`
-  span (GenAI, no input), the `workflow` span under it a parent link.
+  span (GenAI, no input), the `workflow` span under it a parent link that holds the run's input: a `workflow` span
+  under another span yields an InputMark of its input, read as a turn's (`_tl_input`), which gives the turn around
+  it its input at release when it has none (monitor.assembly._offered).
 - pydantic-ai: its agent span (`invoke_agent {agent}`, or `agent run` in instrumentation version 2), the input from
   `pydantic_ai.all_messages`, the answer from `final_result`.
 - Strands Agents: its `invoke_agent {agent}` span, the input and answer from its span events.
@@ -78,7 +80,7 @@ from monitor.normalize._genai import (
 from monitor.normalize._offered import add_openinference_tools, add_traceloop_tools
 from monitor.normalize._requested import derived
 from monitor.otlp import STATUS_ERROR, Span
-from monitor.records import HandoffMark, ToolCall, Turn
+from monitor.records import HandoffMark, InputMark, ToolCall, Turn
 
 Out = list[ToolCall | Turn | Span]
 
@@ -275,6 +277,12 @@ def _traceloop(span: Span, kind: Any, out: Out, problems: list[str], rejected: d
               output_text=_tl_output(attrs, problems), conversation_id=None)
     else:
         out.append(span)
+        if kind == "workflow":  # under another span: the input of the turn around it (see the module docstring)
+            text = _tl_input(attrs, problems)
+            if text:
+                mark = derived(InputMark, span, "input", "", span.start_ns)
+                mark.arguments = text
+                out.append(mark)
 
 
 def _tl_json(attrs: Any, key: str, problems: list[str]) -> Any:

@@ -12,13 +12,14 @@ import json.decoder
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol, cast
 
-from monitor.normalize._markers import FOREIGN_MARKERS, PA_ARGS, PA_MESSAGES, TL_KIND, TL_REQUEST_TYPE
+from monitor.normalize._markers import ADK_SCOPE, FOREIGN_MARKERS, PA_ARGS, PA_MESSAGES, TL_KIND, TL_REQUEST_TYPE
 from monitor.normalize._offered import add_offered
 from monitor.normalize._requested import (
     CONTENT_KEYS,
     MAX_REQUESTED_PER_SPAN,
     MODEL_REQUESTS,
     TOOL_CALL_MARK,
+    add_adk_input,
     add_model_request,
 )
 from monitor.otlp import STATUS_ERROR, Span
@@ -459,6 +460,8 @@ def _convert_py(  # noqa: C901 - one flat pass per span: a call per record cost 
                 add_model_request(span, op, out, problems)
             if attrs.get(TOOL_DEFINITIONS) is not None:  # and which tools it offered
                 add_offered(span, op, out)
+            if span.scope == _ADK_SCOPE:  # google-adk's: the input its model was given (none on its turn spans)
+                add_adk_input(span, op, out)
 
 
 # A span with no GenAI operation that carries one of these keys is another convention's: _foreign maps it. So is a
@@ -470,6 +473,7 @@ _FOREIGN_KEYS: tuple[str, ...] = FOREIGN_MARKERS
 _PA_ARGS = PA_ARGS
 _PA_MESSAGES = PA_MESSAGES
 _TL_KIND = TL_KIND
+_ADK_SCOPE = ADK_SCOPE  # the C normalizer hands this scope's spans of another operation to _convert_py
 _TL_REQUEST_TYPE = TL_REQUEST_TYPE  # a span of another GenAI operation with it may flatten its calls (OpenLLMetry)
 _TOOL_CALL_MARK = TOOL_CALL_MARK  # in an output text asking for a call: one without it asks for none
 # What the C normalizer reads the common output texts asking for calls with (_requested.add_requested's reading):

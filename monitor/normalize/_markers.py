@@ -24,6 +24,9 @@ OI_TOOLS = "llm.tools"  # `.{i}.tool.json_schema`: the tools an LLM span offers 
 OI_INPUT_MESSAGES = "llm.input_messages"  # `.{i}.message.role`, `.message.content`: the messages a model was given
 # The tracer scope of openinference-instrumentation-openai-agents: its spans' turns are its agent spans (_foreign).
 OI_OPENAI_AGENTS_SCOPE = "openinference.instrumentation.openai_agents"
+# The tracer scope of google-adk (GenAI spans): its `invoke_agent` spans record no input, its model request spans the
+# messages (monitor.normalize._requested.add_adk_input).
+ADK_SCOPE = "gcp.vertex.agent"
 
 # OpenLLMetry (Traceloop): opentelemetry.semconv_ai.SpanAttributes.
 TL_KIND = "traceloop.span.kind"

@@ -18,6 +18,11 @@ spans (monitor.normalize._flat): never both for one span (add_model_request).
 
 The C normalizer (monitor/normalize/_cgenai.c) reads the common output texts itself, to the same records; it hands
 this module every other value, and every text holding something it would count as ignored.
+
+google-adk (its tracer scope, _markers.ADK_SCOPE) records no input on its `invoke_agent` spans: each of its model
+request spans yields an InputMark of the latest user message with text of its `gen_ai.input.messages`, ADK's
+transcript of another agent left out (add_adk_input), joined at release by turn assembly (monitor.assembly._offered).
+The C normalizer hands this scope's spans of another operation to Python, whole.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from monitor.normalize import (
     _markers,
 )
 from monitor.otlp import Span
-from monitor.records import RequestedCall, ToolCall, Turn
+from monitor.records import InputMark, RequestedCall, ToolCall, Turn
 
 CHAT = "chat"
 TEXT_COMPLETION = "text_completion"
@@ -168,9 +173,10 @@ def _tool_uses(text: str, problems: list[str]) -> str | None:
 
 
 def add_requested_of(span: Span, out: list[ToolCall | Turn | Span], problems: list[str]) -> None:
-    """add_requested (and the tools it offered: monitor.normalize._offered) for a span no convention mapped
-    (Normalizer with several conventions): its operation read as the GenAI conventions read it; the calls and tools
-    OpenInference and OpenLLMetry flatten, and handoffs, as _foreign reads them (monitor.normalize._flat)."""
+    """add_requested (and the tools it offered: monitor.normalize._offered; the input a google-adk model request was
+    given: add_adk_input) for a span no convention mapped (Normalizer with several conventions): its operation read
+    as the GenAI conventions read it; the calls and tools OpenInference and OpenLLMetry flatten, and handoffs, as
+    _foreign reads them (monitor.normalize._flat)."""
     attrs = span.attributes
     genai = attrs.get(_genai.OUTPUT_MESSAGES) is not None or attrs.get(_genai.TOOL_DEFINITIONS) is not None
     if genai or span.events:
@@ -185,6 +191,64 @@ def add_requested_of(span: Span, out: list[ToolCall | Turn | Span], problems: li
         from monitor.normalize._flat import add_flat_of  # imports this module: imported on first use
 
         add_flat_of(span, out, problems)
+    if span.scope == _markers.ADK_SCOPE:
+        op = _genai.operation(span)
+        if op is not None:
+            add_adk_input(span, op, out)
+
+
+# ADK's transcript of another agent's events, given to the model as a user message: a first text part opening with
+# this (`For context:` alone in ADK 1.x, a preamble starting so in 2.x), then a part per event, `[{agent}] ...`.
+_ADK_TRANSCRIPT = "For context:"
+
+
+def add_adk_input(span: Span, op: str, out: list[ToolCall | Turn | Span]) -> None:
+    """A google-adk model request span (its tracer scope; nothing for another scope or operation): an InputMark of
+    the latest user message with text of its `gen_ai.input.messages` (JSON text or the structured form), its text
+    parts (and plain `content`) joined by newlines. ADK records no input on its `invoke_agent` spans: the mark of a
+    turn's first model request is its input (monitor.assembly._offered). Left out, as not the user's question: the
+    earlier user messages (a conversation's history), a user message without text (ADK gives tool responses as user
+    messages), and ADK's transcript of another agent (after a transfer, the sub-agent's model is given the triage
+    agent's call and its result as user messages after the question: a first text part opening with `For context:`
+    and a second opening with `[`). Nothing when no user message has text (content capture off, a value of another
+    type or not JSON: not captured, not counted)."""
+    if span.scope != _markers.ADK_SCOPE or op not in MODEL_REQUESTS:
+        return
+    raw = span.attributes.get(_genai.INPUT_MESSAGES)
+    messages: Any
+    try:
+        if isinstance(raw, str):
+            messages = json.loads(raw)
+        elif isinstance(raw, tuple):
+            messages = _genai.structured(raw)
+        else:
+            return
+    except (ValueError, RecursionError):
+        return
+    if isinstance(messages, dict):
+        messages = [messages]
+    if not isinstance(messages, list):
+        return
+    for msg in reversed(messages):
+        if not isinstance(msg, dict) or msg.get("role") != "user":
+            continue
+        text = _genai._texts(msg, None)
+        if text and not _adk_transcript(msg):
+            mark = derived(InputMark, span, "input", "", span.start_ns)
+            mark.arguments = text
+            out.append(mark)
+            return
+
+
+def _adk_transcript(msg: dict[str, Any]) -> bool:
+    """Whether a user message is ADK's transcript of another agent: its first two text parts open with
+    _ADK_TRANSCRIPT and `[`."""
+    parts = msg.get("parts")
+    if not isinstance(parts, list):
+        return False
+    texts = [p["content"] for p in parts
+             if isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("content"), str)]  # fmt: skip
+    return len(texts) > 1 and texts[0].startswith(_ADK_TRANSCRIPT) and texts[1].startswith("[")
 
 
 def _messages(raw: Any, problems: list[str]) -> list[Any] | None:

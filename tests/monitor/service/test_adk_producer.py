@@ -23,12 +23,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from monitor.normalize import GenAIConvention, Normalizer
 from monitor.otlp import Span, parse_json
-from monitor.records import RequestedCall, Turn
-from tests.monitor.service.test_requested_calls import IMPLS, _impl, assemble
+from monitor.records import InputMark, RequestedCall, Turn
+from tests.monitor.service.spans import new_tracer
+from tests.monitor.service.test_normalize_c import assert_same, handed_to_python, needs_c
+from tests.monitor.service.test_requested_calls import IMPLS, _impl, assemble, convert, decoded
 
 DATA = Path(__file__).parent / "data"
 QUESTION = "What is the weather in Paris?"
@@ -113,17 +117,13 @@ def test_a_transfer_is_the_call_that_ran_in_the_first_agent_and_the_sub_agent_it
     assert [_offered(t) for t in turns] == [["transfer_to_agent"], ["get_weather", "transfer_to_agent"]]
 
 
-NO_INPUT = (
-    "ADK's invoke_agent span carries no gen_ai.input.messages: the run's input is only in its generate_content spans'"
-    " input messages (with the history and, after a transfer, a transcript of the other agent), which no turn reads"
-)
-
-
-@pytest.mark.xfail(strict=True, reason=NO_INPUT)
 @pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.parametrize("name", ["adk_tool", "adk_transfer"])
 def test_an_adk_turn_has_its_input(impl: str, name: str) -> None:
-    assert [t.input_text for t in _turns(name, impl)][0] == QUESTION
+    """ADK's `invoke_agent` span records no input: each turn's is the user's question its first model request was
+    given, the sub-agent's too (its model's latest user messages are ADK's transcript of the triage agent's call,
+    which are not the user's)."""
+    assert {t.input_text for t in _turns(name, impl)} == {QUESTION}
 
 
 LEGACY = (
@@ -150,3 +150,127 @@ def test_a_legacy_adk_run_is_one_turn_per_agent_with_its_calls(impl: str) -> Non
         ("triage_agent", [("transfer_to_agent", "call_0", None, False, None)]),
         ("weather_agent", [("get_weather", "call_1", None, False, None)]),
     ]
+
+
+# ---- the input of an ADK turn: the rules, on spans of the real OTel SDK ------------------------------------------
+
+ADK_SCOPE = "gcp.vertex.agent"
+# ADK's transcript of another agent's event, given to the model as a user message (2.x; 1.x: "For context:" alone).
+PREAMBLE = "For context: below is a transcript of what another agent did, quoted between <<<BEGIN_QUOTED_AGENT_"
+
+
+def _user(*texts: str) -> dict[str, Any]:
+    return {"role": "user", "parts": [{"type": "text", "content": t} for t in texts]}
+
+
+TRANSCRIPT = _user(PREAMBLE, "[triage_agent] called tool `transfer_to_agent` with parameters: {}")
+OLD_TRANSCRIPT = _user("For context:", "[triage_agent] said: over to you")
+TOOL_RESPONSE = {"role": "user", "parts": [{"type": "tool_call_response", "id": "c1", "response": {"ok": True}}]}
+CALL = {"role": "assistant", "parts": [{"type": "tool_call", "id": "c1", "name": "get_weather", "arguments": PARIS}]}
+# A later turn of a conversation, after a transfer: history, the question, the transcript, a call and its response.
+LATER = [_user("weather in Oslo?"), {"role": "assistant", "parts": [{"type": "text", "content": "rainy"}]},
+         _user("and in Paris?"), TRANSCRIPT, OLD_TRANSCRIPT, CALL, TOOL_RESPONSE]  # fmt: skip
+
+
+def _adk_run(scope: str, *requests: list[dict[str, Any]] | None) -> list[Span]:
+    """A run as google-adk 2.13.0 records it, under the tracer scope `scope`: `invoke_workflow`, `invoke_agent a` (no
+    input), a `generate_content` span per request (its messages as `gen_ai.input.messages`, None: not captured) and
+    an `execute_tool` span."""
+    provider, _, memory = new_tracer()
+    tracer = provider.get_tracer(scope)
+    with tracer.start_as_current_span("invoke_workflow a", attributes={"gen_ai.operation.name": "invoke_workflow"}):
+        agent = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "a"}
+        with tracer.start_as_current_span("invoke_agent a", attributes=agent):
+            for messages in requests:
+                model: dict[str, Any] = {"gen_ai.operation.name": "generate_content", "gen_ai.agent.name": "a"}
+                if messages is not None:
+                    model["gen_ai.input.messages"] = json.dumps(messages)
+                with tracer.start_as_current_span("generate_content m", attributes=model):
+                    pass
+            tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "get_weather",
+                    "gen_ai.tool.call.id": "c1", "gen_ai.tool.call.arguments": json.dumps(PARIS)}  # fmt: skip
+            with tracer.start_as_current_span("execute_tool get_weather", attributes=tool):
+                pass
+    provider.shutdown()
+    return decoded(memory.get_finished_spans())
+
+
+def _marks(records: list[Any]) -> list[tuple[str | None, str, str]]:
+    return [(r.arguments, r.name, r.parent_span_id) for r in records if isinstance(r, InputMark)]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_each_adk_model_request_gives_the_latest_user_text_it_was_given(impl: str) -> None:
+    """Each `generate_content` span of ADK's scope yields an InputMark (no call, under it) of its latest user message
+    with text: not a tool response (a user message of ADK's without text), not ADK's transcript of another agent
+    (a user message opening with its `For context:` preamble), not the history before it."""
+    _impl(impl)
+    spans = _adk_run(ADK_SCOPE, [_user("What is", "the weather?")], LATER, [TRANSCRIPT, TOOL_RESPONSE])
+    records, problems = convert(spans, impl)
+    assert problems == []
+    model = [s.span_id for s in spans if s.name == "generate_content m"]
+    assert _marks(records) == [("What is\nthe weather?", "", model[0]), ("and in Paris?", "", model[1])]
+    assert [(t.agent, t.input_text) for t in records if isinstance(t, Turn)] == [("a", "")]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_other_scopes_model_requests_give_no_input_mark(impl: str) -> None:
+    _impl(impl)
+    records, _ = convert(_adk_run("tests", [_user("q")], LATER), impl)
+    assert _marks(records) == []
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_an_adk_model_request_without_user_text_gives_no_mark(impl: str) -> None:
+    """Content capture off (ADK's default), no messages, or none of the user's with text: no mark, nothing counted."""
+    _impl(impl)
+    for messages in (None, [], [TOOL_RESPONSE], [TRANSCRIPT, OLD_TRANSCRIPT], [CALL], "not json", {"role": "user"}):
+        records, problems = convert(_adk_run(ADK_SCOPE, messages), impl)  # type: ignore[arg-type]
+        assert (_marks(records), problems) == ([], []), messages
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_an_adk_model_requests_structured_messages_give_its_mark(impl: str) -> None:
+    """The structured form (an OTLP arrayValue of kvlistValues, as decoded) is read as the JSON text is."""
+    _impl(impl)
+    [span] = [s for s in _adk_run(ADK_SCOPE, []) if s.name == "generate_content m"]
+    part = (("type", "text"), ("content", "q"))
+    span.attributes = {**span.attributes, "gen_ai.input.messages": ((("role", "user"), ("parts", (part,))),)}
+    records, problems = convert([span], impl)
+    assert (_marks(records), problems) == ([("q", "", span.span_id)], [])
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("order", ["as exported", "reversed"])
+def test_an_adk_turn_is_given_the_question_of_its_first_model_request(impl: str, order: str) -> None:
+    """The earliest mark by start time gives the turn its input, whatever the arrival order; marks are no calls."""
+    _impl(impl)
+    spans = _adk_run(ADK_SCOPE, LATER, [_user("a later question")])
+    if order == "reversed":
+        spans.reverse()
+    turns, a = assemble(spans, impl, flush=True)
+    assert [(t.agent, t.input_text, [c.name for c in t.calls]) for t in turns] == [("a", "and in Paris?",
+                                                                                   ["get_weather"])]  # fmt: skip
+    assert a.stats.duplicates == 0 and a.stats.late_calls == 0
+
+
+@needs_c
+def test_c_hands_the_model_requests_of_adks_scope_to_python_and_no_other() -> None:
+    """The C normalizer gives the same records (it hands ADK's model request spans to Python, which reads the mark);
+    another scope's spans stay in C."""
+    adk, other = _adk_run(ADK_SCOPE, LATER), _adk_run("tests", LATER)
+    with handed_to_python() as handed:
+        assert_same(adk)
+        assert_same(other)
+    assert [s.name for s in handed] == ["generate_content m", "invoke_workflow a"]
+    assert all(s.scope == ADK_SCOPE for s in handed)
+
+
+def test_several_conventions_read_an_adk_model_requests_input_as_the_genai_one_alone() -> None:
+    class Nothing:
+        def normalize(self, span: Span, problems: list[str]) -> None:
+            return None
+
+    spans = _adk_run(ADK_SCOPE, LATER)
+    (got, _), (want, _) = Normalizer([Nothing(), GenAIConvention()]).split(spans), Normalizer().split(spans)
+    assert _marks(got) == _marks(want) == [("and in Paris?", "", spans[0].span_id)]

@@ -22,13 +22,16 @@ Replayed through the real normalizer (C and Python) and turn assembler.
 from __future__ import annotations
 
 import json
+from contextlib import nullcontext
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from monitor.otlp import Span, parse_json
-from monitor.records import RequestedCall, ToolCall, Turn
-from tests.monitor.service.test_requested_calls import IMPLS, _impl, assemble, convert
+from monitor.records import InputMark, RequestedCall, ToolCall, Turn
+from tests.monitor.service.spans import new_tracer
+from tests.monitor.service.test_requested_calls import IMPLS, _impl, assemble, convert, decoded
 
 DATA = Path(__file__).parent / "data"
 QUESTION = "What is the weather in Paris?"
@@ -77,16 +80,11 @@ def test_an_openllmetry_create_react_agent_run_is_one_turn_with_its_executed_cal
     assert _offered(turns[0]) == ["get_weather"]
 
 
-NO_INPUT = (
-    "opentelemetry-instrumentation-langchain 0.62.4 records no input on the graph's `invoke_agent` span, the turn:"
-    " the run's input is on the workflow span under it (`traceloop.entity.input`), a step, which no turn reads"
-)
-
-
-@pytest.mark.xfail(strict=True, reason=NO_INPUT)
 @pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.parametrize(("name", "agent"), GRAPHS)
 def test_an_openllmetry_create_react_agent_turn_has_its_input(impl: str, name: str, agent: str) -> None:
+    """The graph's `invoke_agent` span records no input: the run's is on the workflow span under it
+    (`traceloop.entity.input`, the chain's `inputs`), which gives it (an InputMark joined at release)."""
     [turn] = _turns(name, impl)
     assert (turn.agent, turn.input_text) == (agent, QUESTION)
 
@@ -101,3 +99,100 @@ def test_an_openllmetry_langchain_tool_span_gives_its_arguments_and_call_id(impl
     calls = [(r.name, r.call_id, json.loads(r.arguments or "null")) for r in records if type(r) is ToolCall]
     assert calls == [("get_weather", "call_w1", PARIS)]
     assert [(r.name, r.call_id) for r in records if isinstance(r, RequestedCall)] == [("get_weather", "call_w1")]
+
+
+# ---- a Traceloop workflow span under a turn: the rules, on spans of the real OTel SDK ----------------------------
+
+TL_SCOPE = "opentelemetry.instrumentation.langchain"
+GRAPH_INPUT = json.dumps({"inputs": {"messages": [{"role": "user", "content": "weather in Oslo?"},
+                                                  {"role": "assistant", "content": "rainy"},
+                                                  {"role": "user", "content": QUESTION}]},
+                          "tags": [], "metadata": {}, "kwargs": {"name": "G"}})  # fmt: skip
+
+
+def _graph_run(*, turn_input: str | None = None, workflow_input: str | None = GRAPH_INPUT, graph: str = "received",
+               scope: str = TL_SCOPE) -> list[Span]:  # fmt: skip
+    """A LangGraph run as opentelemetry-instrumentation-langchain 0.62.4 records it: `invoke_agent G` (GenAI, its
+    input `turn_input` as GenAI messages), the `G.workflow` span under it (Traceloop kind workflow, its
+    `traceloop.entity.input` `workflow_input`), a task span and a tool span under that. The `invoke_agent` span
+    `graph`: "received", "lost" (left out: never received) or "none" (not made: the workflow span is the root)."""
+    provider, _, memory = new_tracer()
+    tracer = provider.get_tracer(scope)
+    turn: dict[str, Any] = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "G"}
+    if turn_input is not None:
+        part = {"type": "text", "content": turn_input}
+        turn["gen_ai.input.messages"] = json.dumps([{"role": "user", "parts": [part]}])
+    workflow: dict[str, Any] = {"traceloop.span.kind": "workflow", "traceloop.entity.name": "G",
+                                "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "G"}  # fmt: skip
+    if workflow_input is not None:
+        workflow["traceloop.entity.input"] = workflow_input
+    task = {"traceloop.span.kind": "task", "traceloop.entity.name": "tools", "gen_ai.operation.name": "execute_task",
+            "traceloop.entity.input": GRAPH_INPUT}
+    tool = {"traceloop.span.kind": "tool", "traceloop.entity.name": "get_weather",
+            "gen_ai.operation.name": "execute_tool",
+            "traceloop.entity.input": json.dumps({"inputs": PARIS, "kwargs": {"tool_call_id": "c1"}})}  # fmt: skip
+    with tracer.start_as_current_span("invoke_agent G", attributes=turn) if graph != "none" else nullcontext():
+        with tracer.start_as_current_span("G.workflow", attributes=workflow):
+            with tracer.start_as_current_span("execute_task tools", attributes=task):
+                with tracer.start_as_current_span("execute_tool get_weather", attributes=tool):
+                    pass
+    provider.shutdown()
+    spans = decoded(memory.get_finished_spans())
+    return spans if graph != "lost" else [s for s in spans if s.name != "invoke_agent G"]
+
+
+def _marks(records: list[Any]) -> list[tuple[str | None, str, str]]:
+    return [(r.arguments, r.name, r.parent_span_id) for r in records if isinstance(r, InputMark)]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_a_traceloop_workflow_span_under_another_span_gives_its_input(impl: str) -> None:
+    """The workflow span under the graph's span is a parent link and an InputMark (no call, under it) of its input as
+    a turn's is read (the chain's `inputs`: the last run of user messages); the task span under it gives none."""
+    _impl(impl)
+    spans = _graph_run()
+    records, problems = convert(spans, impl)
+    assert problems == []
+    workflow = next(s for s in spans if s.name == "G.workflow")
+    assert workflow in records
+    assert _marks(records) == [(QUESTION, "", workflow.span_id)]
+    assert [(t.agent, t.input_text) for t in records if isinstance(t, Turn)] == [("G", "")]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("scope", [TL_SCOPE, "tests"])
+def test_a_root_traceloop_workflow_span_is_a_turn_and_gives_no_mark(impl: str, scope: str) -> None:
+    _impl(impl)
+    records, _ = convert(_graph_run(graph="none", scope=scope), impl)
+    assert [(t.agent, t.input_text) for t in records if isinstance(t, Turn)] == [("G", QUESTION)]
+    assert _marks(records) == []
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_a_workflows_mark_without_its_turn_makes_no_turn(impl: str) -> None:
+    """The graph's span never received: the call is judged alone (turnless, no input), the mark dropped."""
+    _impl(impl)
+    turns, a = assemble(_graph_run(graph="lost"), impl, flush=True)
+    assert [(t.turnless, t.input_text, [c.name for c in t.calls]) for t in turns] == [(True, "", ["get_weather"])]
+    assert a.stats.late_calls == 0
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_a_traceloop_workflow_span_without_input_gives_no_mark(impl: str) -> None:
+    """Not captured (no `traceloop.entity.input`): no mark, nothing counted."""
+    _impl(impl)
+    records, problems = convert(_graph_run(workflow_input=None), impl)
+    assert (_marks(records), problems) == ([], [])
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("order", ["as exported", "reversed"])
+def test_a_graph_turn_is_given_its_workflows_input_and_keeps_its_own(impl: str, order: str) -> None:
+    _impl(impl)
+    for turn_input, want in ((None, QUESTION), ("own question", "own question")):
+        spans = _graph_run(turn_input=turn_input)
+        if order == "reversed":
+            spans.reverse()
+        turns, a = assemble(spans, impl, flush=True)
+        assert [(t.agent, t.input_text, [c.name for c in t.calls]) for t in turns] == [("G", want, ["get_weather"])]
+        assert a.stats.duplicates == 0 and a.stats.late_calls == 0

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from monitor.normalize import Normalizer, _genai
 from monitor.otlp import STATUS_ERROR, Span, SpanEvent, parse_protobuf
 from monitor.otlp._accel import PURE_PYTHON_ENV
-from monitor.records import OfferedTools, RequestedCall, ToolCall, Turn
+from monitor.records import InputMark, OfferedTools, RequestedCall, ToolCall, Turn
 
 Convert = Callable[[Iterable[Any], list[Any], list[str], dict[str, int]], None]
 PY: Convert = _genai._convert_py
@@ -114,7 +114,7 @@ def fields(r: Any) -> dict[str, Any]:
 
 def assert_same_record(p: Any, c: Any) -> None:
     assert type(p) is type(c)
-    if type(p) not in (ToolCall, RequestedCall, OfferedTools, Turn):
+    if type(p) not in (ToolCall, RequestedCall, OfferedTools, InputMark, Turn):
         assert p is c  # other spans pass through as themselves
         return
     fp, fc = fields(p), fields(c)
@@ -123,7 +123,7 @@ def assert_same_record(p: Any, c: Any) -> None:
         assert fp[name] == fc[name], name
         if name == "tool_definitions" and isinstance(p.attributes.get("gen_ai.tool.definitions"), tuple):
             continue  # the structured form is read anew each time (not cached): equal, not the same objects
-        if name == "attributes" and type(p) is OfferedTools:
+        if name == "attributes" and type(p) in (OfferedTools, InputMark):
             continue  # none of the span's: a new empty dict each
         if name == "attributes" and type(p) is RequestedCall:
             continue  # the span's without its message contents: a new dict per span (shared: see assert_same)
@@ -549,12 +549,18 @@ def test_a_chat_span_whose_ids_cannot_be_read_is_handed_to_python() -> None:
     mention = {**attrs, "gen_ai.output.messages": CHAT_OUTPUTS[11][0]}
     for a in (attrs, mention):
         unset = Span.__new__(Span)
-        unset.attributes, unset.name, unset.events = a, "chat m", None
+        # the scope set: both read it for every span of another operation (google-adk's go to Python), and raise alike
+        unset.attributes, unset.name, unset.events, unset.scope = a, "chat m", None, ""
         _, _, _, exc = assert_same([span_with(attrs, "chat m"), unset])
         assert exc is (AttributeError if a is attrs else None)
     odd = span_with(attrs, "chat m")
     odd.span_id = S(odd.span_id)  # formatted by Python
     assert_same([odd])
+    unscoped = Span.__new__(Span)
+    unscoped.attributes, unscoped.name, unscoped.events = attrs, "chat m", None
+    with handed_to_python() as handed:
+        assert assert_same([unscoped])[3] is AttributeError  # C hands a span with no scope to Python, which raises
+    assert handed == [unscoped]
     for events in (Boom(), _MISSING):  # Python does not read the events beside the output: nothing raises
         eventful: Any = Span.__new__(Span)
         for f in Span.__slots__:
