@@ -22,47 +22,21 @@ Replayed through the real normalizer (C and Python) and turn assembler.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from monitor.normalize import GenAIConvention, Normalizer
-from monitor.otlp import Span, parse_json
-from monitor.records import InputMark, RequestedCall, Turn
+from monitor.otlp import Span
+from monitor.records import Turn
+from tests.monitor.service.captures import call_rows, captured_turns, input_marks, offered_names
 from tests.monitor.service.spans import new_tracer
 from tests.monitor.service.test_normalize_c import assert_same, handed_to_python, needs_c
 from tests.monitor.service.test_requested_calls import IMPLS, _impl, assemble, convert, decoded
 
-DATA = Path(__file__).parent / "data"
 QUESTION = "What is the weather in Paris?"
 PARIS = {"city": "Paris"}
 WEATHER_CALL = ("get_weather", "call_1", PARIS, False, None)
-
-
-def _spans(name: str) -> list[Span]:
-    spans: list[Span] = []
-    for line in (DATA / f"{name}.jsonl").read_text().splitlines():
-        spans.extend(parse_json(line.encode()).spans)
-    return spans
-
-
-def _turns(name: str, impl: str) -> list[Turn]:
-    _impl(impl)
-    turns, _ = assemble(_spans(name), impl, flush=True)  # the captures' times are long past
-    return sorted(turns, key=lambda t: t.start_ns)
-
-
-def _calls(t: Turn) -> list[tuple[str, str, object, bool, str | None]]:
-    """Each call: (name, call id, arguments as JSON, whether a requested call that did not run, error type)."""
-    return [
-        (c.name, c.call_id, c.arguments and json.loads(c.arguments), isinstance(c, RequestedCall), c.error_type)
-        for c in t.calls
-    ]
-
-
-def _offered(t: Turn) -> list[str]:
-    return sorted(d["name"] for d in t.tool_definitions or ())
 
 
 @pytest.mark.parametrize("impl", IMPLS)
@@ -70,37 +44,37 @@ def test_an_adk_run_is_one_turn_of_its_agent_with_its_executed_call_once(impl: s
     """The `invoke_agent` span is the turn (the `invoke_workflow` span above it a parent link); the call the model
     asked for on its `generate_content` span is the call that ran, once, with its arguments; the tools offered are
     the model spans' `gen_ai.tool.definitions`."""
-    [turn] = _turns("adk_tool", impl)
+    [turn] = captured_turns("adk_tool", impl)
     assert turn.agent == "weather_agent"
     assert turn.conversation_id == "s1"
-    assert _calls(turn) == [WEATHER_CALL]
-    assert _offered(turn) == ["get_weather"]
+    assert call_rows(turn) == [WEATHER_CALL]
+    assert sorted(offered_names(turn)) == ["get_weather"]
 
 
 @pytest.mark.parametrize("impl", IMPLS)
 def test_without_content_capture_the_call_is_there_its_arguments_not_captured(impl: str) -> None:
     """ADK's default: no messages, arguments or tool definitions; the call ran, its arguments unknown (None)."""
-    [turn] = _turns("adk_nocontent", impl)
+    [turn] = captured_turns("adk_nocontent", impl)
     assert turn.agent == "weather_agent"
-    assert _calls(turn) == [("get_weather", "call_1", None, False, None)]
+    assert call_rows(turn) == [("get_weather", "call_1", None, False, None)]
 
 
 @pytest.mark.parametrize("impl", IMPLS)
 def test_a_call_of_a_tool_the_agent_lacks_is_one_failed_call_of_that_name(impl: str) -> None:
     """ADK fails the call of an unknown tool in an `execute_tool` span: the call as the model made it, failed, once
     (the requested call is that call), the tools offered without it."""
-    [turn] = _turns("adk_unknown", impl)
-    assert _calls(turn) == [("get_forecast", "call_1", PARIS, False, "ValueError")]
-    assert _offered(turn) == ["get_weather"]
+    [turn] = captured_turns("adk_unknown", impl)
+    assert call_rows(turn) == [("get_forecast", "call_1", PARIS, False, "ValueError")]
+    assert sorted(offered_names(turn)) == ["get_weather"]
 
 
 @pytest.mark.parametrize("impl", IMPLS)
 def test_a_tool_that_raised_is_one_failed_call_not_also_one_never_run(impl: str) -> None:
     """A raising tool's span has no call id (ADK writes `<not specified>`): the failed call is the call the model
     asked for (`call_1`), paired by name, not a second call that never ran."""
-    [turn] = _turns("adk_raises", impl)
+    [turn] = captured_turns("adk_raises", impl)
     assert turn.agent == "weather_agent"
-    assert _calls(turn) == [("get_weather", "", PARIS, False, "RuntimeError")]
+    assert call_rows(turn) == [("get_weather", "", PARIS, False, "RuntimeError")]
 
 
 @pytest.mark.parametrize("impl", IMPLS)
@@ -108,13 +82,13 @@ def test_a_transfer_is_the_call_that_ran_in_the_first_agent_and_the_sub_agent_it
     """ADK transfers by a tool that runs (`transfer_to_agent`, an `execute_tool` span): a call of the triage turn with
     the agent it named; the sub-agent's `invoke_agent` span (a sibling under the workflow span) is a turn of its own,
     with its call once. Each turn's requested calls are its calls that ran."""
-    turns = _turns("adk_transfer", impl)
-    assert [(t.agent, _calls(t)) for t in turns] == [
+    turns = captured_turns("adk_transfer", impl)
+    assert [(t.agent, call_rows(t)) for t in turns] == [
         ("triage_agent", [("transfer_to_agent", "call_0", {"agent_name": "weather_agent"}, False, None)]),
         ("weather_agent", [WEATHER_CALL]),
     ]
     # A sub-agent may transfer back to its parent: ADK offers it the transfer tool too.
-    assert [_offered(t) for t in turns] == [["transfer_to_agent"], ["get_weather", "transfer_to_agent"]]
+    assert [sorted(offered_names(t)) for t in turns] == [["transfer_to_agent"], ["get_weather", "transfer_to_agent"]]
 
 
 @pytest.mark.parametrize("impl", IMPLS)
@@ -123,7 +97,7 @@ def test_an_adk_turn_has_its_input(impl: str, name: str) -> None:
     """ADK's `invoke_agent` span records no input: each turn's is the user's question its first model request was
     given, the sub-agent's too (its model's latest user messages are ADK's transcript of the triage agent's call,
     which are not the user's)."""
-    assert {t.input_text for t in _turns(name, impl)} == {QUESTION}
+    assert {t.input_text for t in captured_turns(name, impl)} == {QUESTION}
 
 
 LEGACY = (
@@ -136,17 +110,17 @@ LEGACY = (
 @pytest.mark.xfail(strict=True, reason=LEGACY)
 @pytest.mark.parametrize("impl", IMPLS)
 def test_a_legacy_adk_run_has_its_call_with_its_arguments(impl: str) -> None:
-    [turn] = _turns("adk_legacy", impl)
-    assert _calls(turn) == [WEATHER_CALL]
+    [turn] = captured_turns("adk_legacy", impl)
+    assert call_rows(turn) == [WEATHER_CALL]
 
 
 @pytest.mark.parametrize("impl", IMPLS)
 def test_a_legacy_adk_run_is_one_turn_per_agent_with_its_calls(impl: str) -> None:
     """What the legacy schema gives today: the turns and the calls that ran, their arguments not captured."""
-    assert [(t.agent, _calls(t)) for t in _turns("adk_legacy", impl)] == [
+    assert [(t.agent, call_rows(t)) for t in captured_turns("adk_legacy", impl)] == [
         ("weather_agent", [("get_weather", "call_1", None, False, None)])
     ]
-    assert [(t.agent, _calls(t)) for t in _turns("adk_legacy_transfer", impl)] == [
+    assert [(t.agent, call_rows(t)) for t in captured_turns("adk_legacy_transfer", impl)] == [
         ("triage_agent", [("transfer_to_agent", "call_0", None, False, None)]),
         ("weather_agent", [("get_weather", "call_1", None, False, None)]),
     ]
@@ -195,10 +169,6 @@ def _adk_run(scope: str, *requests: list[dict[str, Any]] | None) -> list[Span]:
     return decoded(memory.get_finished_spans())
 
 
-def _marks(records: list[Any]) -> list[tuple[str | None, str, str]]:
-    return [(r.arguments, r.name, r.parent_span_id) for r in records if isinstance(r, InputMark)]
-
-
 @pytest.mark.parametrize("impl", IMPLS)
 def test_each_adk_model_request_gives_the_latest_user_text_it_was_given(impl: str) -> None:
     """Each `generate_content` span of ADK's scope yields an InputMark (no call, under it) of its latest user message
@@ -209,7 +179,7 @@ def test_each_adk_model_request_gives_the_latest_user_text_it_was_given(impl: st
     records, problems = convert(spans, impl)
     assert problems == []
     model = [s.span_id for s in spans if s.name == "generate_content m"]
-    assert _marks(records) == [("What is\nthe weather?", "", model[0]), ("and in Paris?", "", model[1])]
+    assert input_marks(records) == [("What is\nthe weather?", "", model[0]), ("and in Paris?", "", model[1])]
     assert [(t.agent, t.input_text) for t in records if isinstance(t, Turn)] == [("a", "")]
 
 
@@ -217,7 +187,7 @@ def test_each_adk_model_request_gives_the_latest_user_text_it_was_given(impl: st
 def test_other_scopes_model_requests_give_no_input_mark(impl: str) -> None:
     _impl(impl)
     records, _ = convert(_adk_run("tests", [_user("q")], LATER), impl)
-    assert _marks(records) == []
+    assert input_marks(records) == []
 
 
 @pytest.mark.parametrize("impl", IMPLS)
@@ -226,7 +196,7 @@ def test_an_adk_model_request_without_user_text_gives_no_mark(impl: str) -> None
     _impl(impl)
     for messages in (None, [], [TOOL_RESPONSE], [TRANSCRIPT, OLD_TRANSCRIPT], [CALL], "not json", {"role": "user"}):
         records, problems = convert(_adk_run(ADK_SCOPE, messages), impl)  # type: ignore[arg-type]
-        assert (_marks(records), problems) == ([], []), messages
+        assert (input_marks(records), problems) == ([], []), messages
 
 
 @pytest.mark.parametrize("impl", IMPLS)
@@ -237,7 +207,7 @@ def test_an_adk_model_requests_structured_messages_give_its_mark(impl: str) -> N
     part = (("type", "text"), ("content", "q"))
     span.attributes = {**span.attributes, "gen_ai.input.messages": ((("role", "user"), ("parts", (part,))),)}
     records, problems = convert([span], impl)
-    assert (_marks(records), problems) == ([("q", "", span.span_id)], [])
+    assert (input_marks(records), problems) == ([("q", "", span.span_id)], [])
 
 
 @pytest.mark.parametrize("impl", IMPLS)
@@ -273,4 +243,4 @@ def test_several_conventions_read_an_adk_model_requests_input_as_the_genai_one_a
 
     spans = _adk_run(ADK_SCOPE, LATER)
     (got, _), (want, _) = Normalizer([Nothing(), GenAIConvention()]).split(spans), Normalizer().split(spans)
-    assert _marks(got) == _marks(want) == [("and in Paris?", "", spans[0].span_id)]
+    assert input_marks(got) == input_marks(want) == [("and in Paris?", "", spans[0].span_id)]

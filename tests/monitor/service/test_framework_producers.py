@@ -17,45 +17,18 @@ Replayed through the real normalizer (C and Python) and turn assembler.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from monitor.otlp import Span, parse_json
+from monitor.otlp import Span
 from monitor.records import HandoffMark, InputMark, RequestedCall, Turn
+from tests.monitor.service.captures import call_rows, capture, captured_turns, offered_names
 from tests.monitor.service.spans import new_tracer
 from tests.monitor.service.test_requested_calls import IMPLS, _impl, assemble, convert, decoded
 
-DATA = Path(__file__).parent / "data"
 QUESTION = "What is the weather in Paris?"
 PARIS = {"city": "Paris"}
-
-
-def _spans(name: str) -> list[Span]:
-    spans: list[Span] = []
-    for line in (DATA / f"{name}.jsonl").read_text().splitlines():
-        spans.extend(parse_json(line.encode()).spans)
-    return spans
-
-
-def _turns(name: str, impl: str) -> list[Turn]:
-    _impl(impl)
-    turns, _ = assemble(_spans(name), impl, flush=True)  # the captures' times are long past
-    return sorted(turns, key=lambda t: t.start_ns)
-
-
-def _calls(t: Turn) -> list[tuple[str, str, object, bool, str | None]]:
-    """Each call: (name, call id, arguments as JSON, whether a requested call that did not run, error type)."""
-    return [
-        (c.name, c.call_id, c.arguments and json.loads(c.arguments), isinstance(c, RequestedCall), c.error_type)
-        for c in t.calls
-    ]
-
-
-def _offered(t: Turn) -> list[str]:
-    """The names of the tools the turn's model was offered (OpenAI's nested form or the flat one)."""
-    return [d.get("name") or d["function"]["name"] for d in t.tool_definitions or ()]
 
 
 # ---- pydantic-ai -------------------------------------------------------------------------------------------------
@@ -66,10 +39,10 @@ def _offered(t: Turn) -> list[str]:
 def test_a_pydantic_ai_run_is_one_turn_with_its_executed_call(impl: str, version: str) -> None:
     """The agent span is the turn (its input from `pydantic_ai.all_messages`, its answer `final_result`); the call
     the model requested is the call that ran, once, with its arguments; the tools offered are the chat spans'."""
-    [turn] = _turns(f"pydantic_ai_{version}_call", impl)
+    [turn] = captured_turns(f"pydantic_ai_{version}_call", impl)
     assert (turn.agent, turn.input_text, turn.output_text) == ("weather_agent", QUESTION, "It is sunny in Paris.")
-    assert _calls(turn) == [("get_weather", "call_1", PARIS, False, None)]
-    assert _offered(turn) == ["get_weather"]
+    assert call_rows(turn) == [("get_weather", "call_1", PARIS, False, None)]
+    assert offered_names(turn) == ["get_weather"]
 
 
 @pytest.mark.parametrize("impl", IMPLS)
@@ -79,9 +52,9 @@ def test_a_pydantic_ai_call_with_invalid_arguments_is_a_failed_call_then_the_ret
 ) -> None:
     """The call pydantic-ai refused on validation ran as far as pydantic-ai let it: a call with its (bad) arguments
     and an error; the retried call is the second; both requested calls are these, none counted as never run."""
-    [turn] = _turns(f"pydantic_ai_{version}_retry", impl)
+    [turn] = captured_turns(f"pydantic_ai_{version}_retry", impl)
     assert (turn.agent, turn.input_text) == ("weather_agent", QUESTION)
-    assert _calls(turn) == [
+    assert call_rows(turn) == [
         ("get_weather", "call_1", {"town": 3}, False, "error"),
         ("get_weather", "call_2", PARIS, False, None),
     ]
@@ -95,9 +68,9 @@ def test_a_pydantic_ai_call_with_invalid_arguments_is_a_failed_call_then_the_ret
 def test_an_openai_agents_run_holds_its_executed_call_once(impl: str, api: str) -> None:
     """The function span (a TOOL span without a call id) is the call the model requested: paired by name, once,
     with its arguments. The Responses model's span records the tools it offered; the chat model's records none."""
-    [turn] = _turns(f"openai_agents_{api}_tool", impl)
-    assert _calls(turn) == [("get_weather", "", PARIS, False, None)]
-    assert _offered(turn) == (["get_weather"] if api == "responses" else [])
+    [turn] = captured_turns(f"openai_agents_{api}_tool", impl)
+    assert call_rows(turn) == [("get_weather", "", PARIS, False, None)]
+    assert offered_names(turn) == (["get_weather"] if api == "responses" else [])
 
 
 @pytest.mark.parametrize("impl", IMPLS)
@@ -106,14 +79,14 @@ def test_an_openai_agents_handoff_is_recognised_and_no_call(impl: str, api: str)
     """The handoff span is a handoff mark named as the tool the model called (`transfer_to_weather_agent`): the
     requested transfer is no call, neither run nor counted as never run; the sub-agent's call is there once."""
     _impl(impl)
-    records, _ = convert(_spans(f"openai_agents_{api}_handoff"), impl)
+    records, _ = convert(capture(f"openai_agents_{api}_handoff"), impl)
     assert [r.name for r in records if isinstance(r, HandoffMark)] == ["transfer_to_weather_agent"]
     requested = sorted(r.name for r in records if isinstance(r, RequestedCall))
     assert requested == ["get_weather", "transfer_to_weather_agent"]
-    turns = _turns(f"openai_agents_{api}_handoff", impl)
-    assert [_calls(t) for t in turns] == [[], [("get_weather", "", PARIS, False, None)]]
+    turns = captured_turns(f"openai_agents_{api}_handoff", impl)
+    assert [call_rows(t) for t in turns] == [[], [("get_weather", "", PARIS, False, None)]]
     if api == "responses":
-        assert [_offered(t) for t in turns] == [["transfer_to_weather_agent"], ["get_weather"]]
+        assert [offered_names(t) for t in turns] == [["transfer_to_weather_agent"], ["get_weather"]]
 
 
 @pytest.mark.parametrize("impl", IMPLS)
@@ -122,7 +95,7 @@ def test_an_openai_agents_run_is_one_turn_of_its_agent_with_its_input(impl: str,
     """The agent span is the turn (the workflow's root span above it only a parent link); its input is the first
     user message its model saw, which openinference-instrumentation-openai-agents 2.6.0 records on the LLM spans
     only."""
-    [turn] = _turns(f"openai_agents_{api}_tool", impl)
+    [turn] = captured_turns(f"openai_agents_{api}_tool", impl)
     assert (turn.agent, turn.input_text) == ("weather_agent", QUESTION)
 
 
@@ -131,8 +104,8 @@ def test_an_openai_agents_run_is_one_turn_of_its_agent_with_its_input(impl: str,
 def test_an_openai_agents_handoff_is_one_turn_per_agent(impl: str, api: str) -> None:
     """Each agent span is a turn of its agent, given the question its model saw: the triage agent's (its handoff no
     call), then the weather agent's with its call."""
-    turns = _turns(f"openai_agents_{api}_handoff", impl)
-    assert [(t.agent, t.input_text, _calls(t)) for t in turns] == [
+    turns = captured_turns(f"openai_agents_{api}_handoff", impl)
+    assert [(t.agent, t.input_text, call_rows(t)) for t in turns] == [
         ("triage_agent", QUESTION, []),
         ("weather_agent", QUESTION, [("get_weather", "", PARIS, False, None)]),
     ]

@@ -19,28 +19,15 @@ Replayed through the real normalizer (C and Python) and turn assembler.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from monitor.otlp import Span, parse_json
 from monitor.records import RequestedCall, Turn
-from tests.monitor.service.test_requested_calls import IMPLS, _impl, assemble
-
-DATA = Path(__file__).parent / "data"
-
-
-def _spans(name: str) -> list[Span]:
-    spans: list[Span] = []
-    for line in (DATA / f"langgraph_{name}_openinference.jsonl").read_text().splitlines():
-        spans.extend(parse_json(line.encode()).spans)
-    return spans
+from tests.monitor.service.captures import captured_turns
+from tests.monitor.service.test_requested_calls import IMPLS
 
 
 def _turns(name: str, impl: str) -> list[Turn]:
-    _impl(impl)
-    turns, _ = assemble(_spans(name), impl, flush=True)  # the captures' times are long past
-    return sorted(turns, key=lambda t: t.start_ns)
+    return captured_turns(f"langgraph_{name}_openinference", impl)
 
 
 def _calls(t: Turn) -> list[tuple[str, str, bool]]:

@@ -23,44 +23,18 @@ from __future__ import annotations
 
 import json
 from contextlib import nullcontext
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from monitor.otlp import Span, parse_json
-from monitor.records import InputMark, RequestedCall, ToolCall, Turn
+from monitor.otlp import Span
+from monitor.records import RequestedCall, ToolCall, Turn
+from tests.monitor.service.captures import call_rows, capture, captured_turns, input_marks, offered_names
 from tests.monitor.service.spans import new_tracer
 from tests.monitor.service.test_requested_calls import IMPLS, _impl, assemble, convert, decoded
 
-DATA = Path(__file__).parent / "data"
 QUESTION = "What is the weather in Paris?"
 PARIS = {"city": "Paris"}
-
-
-def _spans(name: str) -> list[Span]:
-    spans: list[Span] = []
-    for line in (DATA / f"{name}.jsonl").read_text().splitlines():
-        spans.extend(parse_json(line.encode()).spans)
-    return spans
-
-
-def _turns(name: str, impl: str) -> list[Turn]:
-    _impl(impl)
-    turns, _ = assemble(_spans(name), impl, flush=True)  # the captures' times are long past
-    return sorted(turns, key=lambda t: t.start_ns)
-
-
-def _calls(t: Turn) -> list[tuple[str, str, object, bool, str | None]]:
-    """Each call: (name, call id, arguments as JSON, whether a requested call that did not run, error type)."""
-    return [
-        (c.name, c.call_id, c.arguments and json.loads(c.arguments), isinstance(c, RequestedCall), c.error_type)
-        for c in t.calls
-    ]
-
-
-def _offered(t: Turn) -> list[str]:
-    return [d.get("name") or d["function"]["name"] for d in t.tool_definitions or ()]
 
 
 # ---- OpenLLMetry: LangGraph, LangChain ---------------------------------------------------------------------------
@@ -75,9 +49,9 @@ def test_an_openllmetry_create_react_agent_run_is_one_turn_with_its_executed_cal
 ) -> None:
     """The graph run is one turn (its workflow span under the graph span a step of it, as Traceloop's workflow spans
     under another span are); the call the model requested is the call that ran, once, with its arguments and id."""
-    turns = _turns(name, impl)
-    assert [(t.agent, _calls(t)) for t in turns] == [(agent, [("get_weather", "call_w1", PARIS, False, None)])]
-    assert _offered(turns[0]) == ["get_weather"]
+    turns = captured_turns(name, impl)
+    assert [(t.agent, call_rows(t)) for t in turns] == [(agent, [("get_weather", "call_w1", PARIS, False, None)])]
+    assert offered_names(turns[0]) == ["get_weather"]
 
 
 @pytest.mark.parametrize("impl", IMPLS)
@@ -85,7 +59,7 @@ def test_an_openllmetry_create_react_agent_run_is_one_turn_with_its_executed_cal
 def test_an_openllmetry_create_react_agent_turn_has_its_input(impl: str, name: str, agent: str) -> None:
     """The graph's `invoke_agent` span records no input: the run's is on the workflow span under it
     (`traceloop.entity.input`, the chain's `inputs`), which gives it (an InputMark joined at release)."""
-    [turn] = _turns(name, impl)
+    [turn] = captured_turns(name, impl)
     assert (turn.agent, turn.input_text) == (agent, QUESTION)
 
 
@@ -94,7 +68,7 @@ def test_an_openllmetry_langchain_tool_span_gives_its_arguments_and_call_id(impl
     """The tool's arguments are the callback input's `inputs`, its call id `kwargs.tool_call_id`, not the whole
     input; the model's request for it is a requested call of the same id."""
     _impl(impl)
-    records, problems = convert(_spans("openllmetry_langchain_plain"), impl)
+    records, problems = convert(capture("openllmetry_langchain_plain"), impl)
     assert problems == []
     calls = [(r.name, r.call_id, json.loads(r.arguments or "null")) for r in records if type(r) is ToolCall]
     assert calls == [("get_weather", "call_w1", PARIS)]
@@ -141,10 +115,6 @@ def _graph_run(*, turn_input: str | None = None, workflow_input: str | None = GR
     return spans if graph != "lost" else [s for s in spans if s.name != "invoke_agent G"]
 
 
-def _marks(records: list[Any]) -> list[tuple[str | None, str, str]]:
-    return [(r.arguments, r.name, r.parent_span_id) for r in records if isinstance(r, InputMark)]
-
-
 @pytest.mark.parametrize("impl", IMPLS)
 def test_a_traceloop_workflow_span_under_another_span_gives_its_input(impl: str) -> None:
     """The workflow span under the graph's span is a parent link and an InputMark (no call, under it) of its input as
@@ -155,7 +125,7 @@ def test_a_traceloop_workflow_span_under_another_span_gives_its_input(impl: str)
     assert problems == []
     workflow = next(s for s in spans if s.name == "G.workflow")
     assert workflow in records
-    assert _marks(records) == [(QUESTION, "", workflow.span_id)]
+    assert input_marks(records) == [(QUESTION, "", workflow.span_id)]
     assert [(t.agent, t.input_text) for t in records if isinstance(t, Turn)] == [("G", "")]
 
 
@@ -165,7 +135,7 @@ def test_a_root_traceloop_workflow_span_is_a_turn_and_gives_no_mark(impl: str, s
     _impl(impl)
     records, _ = convert(_graph_run(graph="none", scope=scope), impl)
     assert [(t.agent, t.input_text) for t in records if isinstance(t, Turn)] == [("G", QUESTION)]
-    assert _marks(records) == []
+    assert input_marks(records) == []
 
 
 @pytest.mark.parametrize("impl", IMPLS)
@@ -182,7 +152,7 @@ def test_a_traceloop_workflow_span_without_input_gives_no_mark(impl: str) -> Non
     """Not captured (no `traceloop.entity.input`): no mark, nothing counted."""
     _impl(impl)
     records, problems = convert(_graph_run(workflow_input=None), impl)
-    assert (_marks(records), problems) == ([], [])
+    assert (input_marks(records), problems) == ([], [])
 
 
 @pytest.mark.parametrize("impl", IMPLS)

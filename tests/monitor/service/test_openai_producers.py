@@ -21,27 +21,19 @@ Replayed through the real normalizer (C and Python) and turn assembler.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
-from monitor.otlp import Span, parse_json
+from monitor.otlp import Span
 from monitor.records import RequestedCall, Turn
+from tests.monitor.service.captures import capture
 from tests.monitor.service.test_requested_calls import IMPLS, _impl, assemble, convert
 
-DATA = Path(__file__).parent / "data"
 QUESTION = "What is the weather in Paris?"
 ANSWER = "It is 21 C and sunny in Paris."
 ARGS = {"city": "Paris", "unit": "celsius"}
 WITH_CONTENT = ["openai_v2_latest_experimental", "openllmetry_openai", "openllmetry_openai_legacy"]
 OFFERING = ["openllmetry_openai", "openllmetry_openai_legacy"]
-
-
-def _spans(name: str) -> list[Span]:
-    spans: list[Span] = []
-    for line in (DATA / f"{name}.jsonl").read_text().splitlines():
-        spans.extend(parse_json(line.encode()).spans)
-    return spans
 
 
 def _turn(spans: list[Span], impl: str) -> Turn:
@@ -52,7 +44,7 @@ def _turn(spans: list[Span], impl: str) -> Turn:
 
 
 def _without_tool_span(name: str) -> list[Span]:
-    spans = _spans(name)
+    spans = capture(name)
     kept = [s for s in spans if not s.name.startswith("execute_tool")]
     assert len(kept) == len(spans) - 1
     return kept
@@ -62,7 +54,7 @@ def _without_tool_span(name: str) -> list[Span]:
 def test_openai_v2_by_default_one_turn_with_the_call_that_ran(impl: str) -> None:
     """No content captured: the call is known by name and id, unjudged for arguments; the model's requests are not
     on the chat spans, so nothing is counted as requested and not run."""
-    t = _turn(_spans("openai_v2_default"), impl)
+    t = _turn(capture("openai_v2_default"), impl)
     assert (t.agent, t.input_text, t.output_text) == ("weather-bot", QUESTION, ANSWER)
     [call] = t.calls
     assert (call.name, call.call_id, call.arguments) == ("get_weather", "call_abc123", None)
@@ -73,7 +65,7 @@ def test_openai_v2_by_default_one_turn_with_the_call_that_ran(impl: str) -> None
 @pytest.mark.parametrize("name", WITH_CONTENT)
 @pytest.mark.parametrize("impl", IMPLS)
 def test_one_turn_whose_requested_call_is_the_call_that_ran(name: str, impl: str) -> None:
-    t = _turn(_spans(name), impl)
+    t = _turn(capture(name), impl)
     assert (t.agent, t.input_text, t.output_text) == ("weather-bot", QUESTION, ANSWER)
     [call] = t.calls
     assert (call.name, call.call_id) == ("get_weather", "call_abc123")
@@ -87,7 +79,7 @@ def test_the_model_request_is_read_from_the_first_chat_span(name: str, impl: str
     """The call the model asked for, with its id and arguments, from the chat span that asked; the second chat span
     (the model's answer, the call in its input history) asks for none."""
     _impl(impl)
-    records, problems = convert(_spans(name), impl)
+    records, problems = convert(capture(name), impl)
     assert problems == []
     requested = [r for r in records if isinstance(r, RequestedCall)]
     assert [(r.name, r.call_id, json.loads(r.arguments or "null")) for r in requested] == [
@@ -111,7 +103,7 @@ def test_a_requested_call_that_did_not_run_is_counted_as_such(name: str, impl: s
 @pytest.mark.parametrize("impl", IMPLS)
 def test_the_tools_openllmetry_records_as_offered_are_the_turns(name: str, impl: str) -> None:
     """Both chat spans offer get_weather: the turn holds it once, with its description and parameters."""
-    t = _turn(_spans(name), impl)
+    t = _turn(capture(name), impl)
     assert t.tool_definitions is not None
     [d] = t.tool_definitions
     assert (d["name"], d["description"]) == ("get_weather", "Current weather for a city.")
@@ -122,4 +114,4 @@ def test_the_tools_openllmetry_records_as_offered_are_the_turns(name: str, impl:
 @pytest.mark.parametrize("impl", IMPLS)
 def test_openai_v2_offers_no_tools_of_its_own(impl: str) -> None:
     """openai-v2 2.4b0 records no `gen_ai.tool.definitions` on its chat spans: the turn has none from it."""
-    assert not _turn(_spans("openai_v2_latest_experimental"), impl).tool_definitions
+    assert not _turn(capture("openai_v2_latest_experimental"), impl).tool_definitions
