@@ -636,6 +636,8 @@ def _load_c() -> tuple[_AddRecords, _Poll, _Count, _ReleaseAll] | tuple[None, No
         RequestedCall,
         OfferedTools,
         _spans_of,
+        HandoffMark,
+        InputMark,
     )
     if mod is None:
         return None, None, None, None
@@ -657,7 +659,7 @@ def _load_budget() -> tuple[_Weigh, Callable[[list[Turn]], int], Callable[[Order
     """records_bytes, released_bytes and pending_bytes of _budget, in C (_cbudget.c) when it is loaded."""
     mod = load_extension(
         "monitor.assembly._cbudget", ToolCall, RequestedCall, HandoffMark, OfferedTools, Turn, Span, _Trace,
-        record_bytes, released_bytes_py, RECORD_BYTES, DEFINITION_BYTES, MAX_DEPTH,
+        record_bytes, released_bytes_py, RECORD_BYTES, DEFINITION_BYTES, MAX_DEPTH, InputMark,
     )
     if mod is None:
         return records_bytes_py, released_bytes_py, pending_bytes_py

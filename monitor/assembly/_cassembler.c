@@ -29,6 +29,8 @@
 static PyTypeObject *asm_type, *trace_type, *stats_type, *call_type, *turn_type, *span_type, *deque_type;
 static PyTypeObject *requested_type; /* RequestedCall: a ToolCall subclass of the same slots, taken as a call */
 static PyTypeObject *offered_type;   /* OfferedTools: a ToolCall subclass with one more slot, taken as a call */
+static PyTypeObject *handoff_type, *input_type; /* HandoffMark, InputMark: ToolCall subclasses of the same slots, taken
+                                                 * as calls (released by _release_turn: release_chat takes neither) */
 static PyObject *f_heappush, *f_heappop, *f_call_key, *f_spans_of;
 static Py_ssize_t spare_max;
 
@@ -683,13 +685,14 @@ fail:
 
 enum { K_CALL, K_TURN, K_OTHER };
 
-/* The kind of a record C takes: exactly a ToolCall (or RequestedCall, OfferedTools), Turn or Span whose ids (the trace, its own,
- * for a call or a span its parent's) are exact str; -1 for any other. */
+/* The kind of a record C takes: exactly a ToolCall (or RequestedCall, OfferedTools, HandoffMark, InputMark), Turn or
+ * Span whose ids (the trace, its own, for a call or a span its parent's) are exact str; -1 for any other. */
 static inline int kind_of(PyObject *r) {
     PyTypeObject *tp = Py_TYPE(r);
     const Py_ssize_t *off;
     int kind, n = 3;
-    if (tp == call_type || tp == requested_type || tp == offered_type) off = off_call, kind = K_CALL;
+    if (tp == call_type || tp == requested_type || tp == offered_type || tp == handoff_type || tp == input_type)
+        off = off_call, kind = K_CALL;
     else if (tp == turn_type) off = off_turn, kind = K_TURN, n = 2;
     else if (tp == span_type) off = off_span, kind = K_OTHER;
     else return -1;
@@ -747,6 +750,7 @@ static int restart_timeout(State *s, PyObject *tid, PyObject *tr) {
 /* The spans a dropped call counts for (_spans_of): 1 for a ToolCall, the rule's answer for a RequestedCall (a chat
  * span's requested calls count once) or OfferedTools (0: no call); -1 with an exception. */
 static long long spans_of(PyObject *r) {
+    if (Py_IS_TYPE(r, input_type)) return 0; /* as _spans_of: the input a model was given is no call */
     if (!Py_IS_TYPE(r, requested_type) && !Py_IS_TYPE(r, offered_type)) return 1;
     PyObject *n = PyObject_CallOneArg(f_spans_of, r);
     if (n == NULL) return -1;
@@ -1017,9 +1021,10 @@ static int same_slots(PyObject *cls, PyTypeObject *base, int more) {
 }
 
 static PyObject *init(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 14) {
+    if (nargs != 16) {
         PyErr_SetString(PyExc_TypeError, "init(TurnAssembler, _Trace, AssemblerStats, ToolCall, Turn, Span, deque, "
-                                         "heappush, heappop, call_key, spare_max, RequestedCall, OfferedTools, spans_of)");
+                                         "heappush, heappop, call_key, spare_max, RequestedCall, OfferedTools, spans_of, "
+                                         "HandoffMark, InputMark)");
         return NULL;
     }
     struct {
@@ -1058,7 +1063,8 @@ static PyObject *init(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         !class_ok(args[3], &call_type, record_names, R_N, off_call, 1) ||
         !record_slot_offsets(call_type, call_id_name, 1, &off_call_id) ||
         !record_slot_offsets(call_type, call_name, 1, &off_call_name) || !same_slots(args[11], call_type, 0) ||
-        !same_slots(args[12], call_type, 1) ||
+        !same_slots(args[12], call_type, 1) || !same_slots(args[14], call_type, 0) ||
+        !same_slots(args[15], call_type, 0) ||
         !class_ok(args[4], &turn_type, turn_names, U_N, off_turn, 1) ||
         !class_ok(args[5], &span_type, record_names, R_N, off_span, 0) ||
         !class_ok(args[2], &stats_type, NULL, 0, NULL, 0) || !class_ok(args[6], &deque_type, NULL, 0, NULL, 0) ||
@@ -1070,6 +1076,8 @@ static PyObject *init(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     spare_max = spare;
     Py_XSETREF(requested_type, (PyTypeObject *)Py_NewRef(args[11]));
     Py_XSETREF(offered_type, (PyTypeObject *)Py_NewRef(args[12]));
+    Py_XSETREF(handoff_type, (PyTypeObject *)Py_NewRef(args[14]));
+    Py_XSETREF(input_type, (PyTypeObject *)Py_NewRef(args[15]));
     Py_XSETREF(f_heappush, Py_NewRef(args[7]));
     Py_XSETREF(f_heappop, Py_NewRef(args[8]));
     Py_XSETREF(f_call_key, Py_NewRef(args[9]));
