@@ -20,8 +20,8 @@ input a model request span was given (InputMark): the earliest gives a turn with
 group none. They count as calls against `max_calls_per_trace`. None ever sits right under a turn, so the usual release
 (every call right under its turn, inline here and in C) never holds one; the C assembler also releases itself a trace
 that is one turn whose calls sit right under it or under a direct child span (a chat span), none offered tools, an input
-or a handoff (the C code takes no InputMark or HandoffMark: a request holding one is added by the Python code, a trace
-holding one released by _release_turn), each with a call id when one is requested (reconcile's rule 1 then decides
+or a handoff (the C code adds an InputMark or HandoffMark as a call; a trace holding one is released by
+_release_turn), each with a call id when one is requested (reconcile's rule 1 then decides
 alone), as _release_turn would (_cassembler.c's release_chat); any other goes to _release_turn. The drop counts count
 spans that carry calls: a chat span's requested calls, dropped together (a copy, a late span), count once, with its
 first (_spans_of); the tools it offered and the input it was given count for nothing (no call: a copy, or one after
