@@ -1,7 +1,7 @@
 """The calls a model requested as OpenInference and OpenLLMetry (Traceloop) record them: flattened attributes of the
 model request span, mapped to the RequestedCall records of the GenAI `tool_call` parts (monitor.normalize._requested);
-and openai-agents' handoffs through OpenInference, which are no calls (HandoffMark), and the input its LLM spans
-were given (InputMark, add_openinference_input).
+and openai-agents' handoffs through OpenInference, which are no calls (HandoffMark), and the input the LLM spans of
+openai-agents and LlamaIndex were given (InputMark, add_openinference_input).
 
 - OpenInference LLM span: `llm.output_messages.{i}.message.tool_calls.{j}.tool_call.id`, `.tool_call.function.name`,
   `.tool_call.function.arguments` (JSON text; openai-agents leaves out `{}`: then not captured).
@@ -92,13 +92,15 @@ _PART_TEXT = ".message_content.text"
 
 
 def add_openinference_input(span: Span, out: Out) -> None:
-    """An openai-agents LLM span through OpenInference (its tracer scope): an InputMark of the latest user message its
+    """An LLM span of openai-agents or LlamaIndex through OpenInference (their tracer scopes, _markers.OI_INPUT_SCOPES):
+    an InputMark of the latest user message its
     model was given (`llm.input_messages.{i}.message.role` `user`, the highest index i: the earlier ones, in a
     conversation's later turn, are its history), its `.message.content`, else its
     `.message.contents.{k}.message_content.text` parts joined by newlines in k order. openai-agents records no input
-    on its agent spans: the mark of a turn's first LLM span is its input (monitor.assembly._offered). Nothing when no
+    on its agent spans, LlamaIndex's workflow span the workflow's start state (no question, see _foreign): the mark
+    of a turn's first LLM span with one is its input (monitor.assembly._offered). Nothing when no
     user message has text (content capture off, a value of another type: not captured, not counted)."""
-    if span.scope != m.OI_OPENAI_AGENTS_SCOPE:
+    if span.scope not in m.OI_INPUT_SCOPES:
         return
     attrs = span.attributes
     n = len(_OI_INPUT_PREFIX)

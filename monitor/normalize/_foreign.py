@@ -25,7 +25,10 @@ What makes a turn:
   links: the model node `agent` of `create_react_agent` (beside its `tools` node, under the graph run),
   langgraph-supervisor's `call_agent` in a sub-agent's node, and the run of a sub-agent's graph inside its node's span
   (same name and node, `checkpoint_ns` in its metadata equal to its `langgraph_checkpoint_ns`, which the node's span
-  lacks): a sub-agent is one turn, its node's span.
+  lacks): a sub-agent is one turn, its node's span. LlamaIndex's agents (FunctionAgent, AgentWorkflow: its tracer
+  scope, _markers.OI_LLAMA_INDEX_SCOPE) are workflows whose run is the root CHAIN span; its `input.value` is the
+  workflow's start state (`start_event`, no question): the turn is given the latest user message of its first LLM
+  span with one (an InputMark, as openai-agents' turns).
 - Traceloop: an `agent` span (under another span: with `traceloop.entity.input`); a `workflow` span with no parent.
   `task` spans are parent links. OpenLLMetry's LangChain instrumentation (0.62) writes GenAI attributes beside these:
   its tool spans, and its turn spans without `gen_ai.input.messages`, come here by their Traceloop kind (their
@@ -40,7 +43,8 @@ A tool call: an OpenInference TOOL span with `tool.name`, or an AGENT span with 
 its name) (openai-agents makes its handoffs TOOL spans without one, LangGraph's handoff tools return a Command to the
 parent graph, `{"graph": "__parent__", "goto": ...}`: parent links, and a HandoffMark each), a Traceloop `tool` span,
 pydantic-ai's tool span (`running tool` in version 2, arguments in `tool_arguments`), Strands' `execute_tool {tool}`
-span (arguments in its events).
+span (arguments in its events). LlamaIndex's TOOL span records the tool's bound arguments, `{"kwargs": {...}}`:
+the keyword arguments are the call's (_oi_arguments).
 The calls a model requested: those of an OpenInference LLM span and of an OpenLLMetry model request span (marked by
 `llm.request.type`), both parent links (monitor.normalize._flat); and the tools these spans offered
 (monitor.normalize._offered).
@@ -145,7 +149,7 @@ def _openinference(span: Span, kind: Any, out: Out, problems: list[str], rejecte
             call_id = str(call_id)
         arguments = _args(attrs, m.OI_TOOL_CALL_ARGS, problems)
         if arguments is None or arguments == _REDACTED:
-            arguments = _oi_arguments(attrs, problems)
+            arguments = _oi_arguments(attrs, problems, bound=span.scope == m.OI_LLAMA_INDEX_SCOPE)
         result = _result(attrs, m.OI_OUTPUT, problems)
         _call(span, _str(attrs, m.OI_TOOL_NAME, problems), out, problems, rejected, call_id=call_id,
               arguments=arguments, result=None if result == _REDACTED else result)  # fmt: skip
@@ -159,8 +163,9 @@ def _openinference(span: Span, kind: Any, out: Out, problems: list[str], rejecte
         and not _langgraph_step(span, graph)
     ) or (kind == "CHAIN" and not span.parent_span_id):
         agent = _str(attrs, m.OI_AGENT_NAME, problems) or span.name
+        start = span.scope == m.OI_LLAMA_INDEX_SCOPE and _is_workflow_start(attrs)
         _turn(span, out, problems, agent=agent,
-              input_text=_value_text(attrs, m.OI_INPUT, _USER, _INPUT_KEYS, problems),
+              input_text=None if start else _value_text(attrs, m.OI_INPUT, _USER, _INPUT_KEYS, problems),
               output_text=_value_text(attrs, m.OI_OUTPUT, _ASSISTANT, _OUTPUT_KEYS, problems),
               conversation_id=_str(attrs, m.OI_SESSION_ID, problems) or None)  # fmt: skip
     else:
@@ -216,22 +221,43 @@ def _is_langgraph_handoff(attrs: Any) -> bool:
     return isinstance(value, dict) and value.get("graph") == "__parent__" and bool(value.get("goto"))
 
 
-def _oi_arguments(attrs: Any, problems: list[str]) -> str | None:
+def _oi_arguments(attrs: Any, problems: list[str], *, bound: bool = False) -> str | None:
     """A TOOL span's `input.value` as arguments: JSON text when its mime type says so or it is a JSON object; the
     Python repr of an arguments dict (LangChain's, see `_repr_arguments`) as JSON text; any other text (a LangChain
-    tool's single string input) names no argument: not captured (None)."""
+    tool's single string input) names no argument: not captured (None). With `bound` (LlamaIndex's TOOL spans), the
+    value is the bound arguments of the tool's `call(*args, **kwargs)`: `{"kwargs": {...}}` is its keyword
+    arguments, as JSON text; positional ones (`"args"` not empty) have no names: not captured."""
     raw = attrs.get(m.OI_INPUT)
     if raw is None or raw == _REDACTED:
         return None
     if not isinstance(raw, str):
         return _args(attrs, m.OI_INPUT, problems)
-    if attrs.get(m.OI_INPUT_MIME) == _JSON_MIME:
+    if attrs.get(m.OI_INPUT_MIME) == _JSON_MIME and not bound:
         return raw
     try:
         value = json.loads(raw)
     except (ValueError, RecursionError):
-        return _repr_arguments(raw)
+        return None if bound else _repr_arguments(raw)
+    if bound and isinstance(value, dict) and value and set(value) <= {"args", "kwargs"}:
+        kwargs = value.get("kwargs", {})
+        if value.get("args", []) != [] or not isinstance(kwargs, dict):
+            return None
+        return json.dumps(kwargs)
     return raw if isinstance(value, dict) else None
+
+
+def _is_workflow_start(attrs: Any) -> bool:
+    """Whether a LlamaIndex root span's `input.value` is a workflow run's start (a JSON object holding its
+    `start_event`, the workflow's state beside it): the agents' workflows record no question there (the start
+    event's repr shows none of its fields), their LLM spans the messages (an InputMark each, _flat)."""
+    raw = attrs.get(m.OI_INPUT)
+    if not isinstance(raw, str) or '"start_event"' not in raw:
+        return False
+    try:
+        value = json.loads(raw)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(value, dict) and "start_event" in value
 
 
 def _repr_arguments(text: str) -> str | None:

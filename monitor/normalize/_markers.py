@@ -24,6 +24,11 @@ OI_TOOLS = "llm.tools"  # `.{i}.tool.json_schema`: the tools an LLM span offers 
 OI_INPUT_MESSAGES = "llm.input_messages"  # `.{i}.message.role`, `.message.content`: the messages a model was given
 # The tracer scope of openinference-instrumentation-openai-agents: its spans' turns are its agent spans (_foreign).
 OI_OPENAI_AGENTS_SCOPE = "openinference.instrumentation.openai_agents"
+# The tracer scope of openinference-instrumentation-llama-index: its root workflow span records the workflow's start
+# state, not the question, and its TOOL spans the tool's bound arguments (`{"kwargs": {...}}`) (_foreign).
+OI_LLAMA_INDEX_SCOPE = "openinference.instrumentation.llama_index"
+# The scopes whose LLM spans give the turn around them its input (monitor.normalize._flat.add_openinference_input).
+OI_INPUT_SCOPES = frozenset({OI_OPENAI_AGENTS_SCOPE, OI_LLAMA_INDEX_SCOPE})
 # The tracer scope of google-adk (GenAI spans): its `invoke_agent` spans record no input, its model request spans the
 # messages (monitor.normalize._requested.add_adk_input).
 ADK_SCOPE = "gcp.vertex.agent"
