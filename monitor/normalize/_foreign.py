@@ -180,15 +180,10 @@ def _langgraph(span: Span) -> dict[str, Any] | None:
     """The LangGraph metadata of an OpenInference span of LangChain (its `metadata` JSON object holding a
     `langgraph_node` name), or None."""
     raw = span.attributes.get(m.OI_METADATA)
-    if not isinstance(raw, str) or _LANGGRAPH_NODE not in raw or len(raw) > _MAX_METADATA_CHARS:
+    if isinstance(raw, str) and len(raw) > _MAX_METADATA_CHARS:
         return None
-    try:
-        value = json.loads(raw)
-    except (ValueError, RecursionError):
-        return None
-    if not isinstance(value, dict) or not isinstance(value.get(_LANGGRAPH_NODE), str):
-        return None
-    return value
+    value = _json_object_with(raw, _LANGGRAPH_NODE)
+    return value if value is not None and isinstance(value.get(_LANGGRAPH_NODE), str) else None
 
 
 def _langgraph_step(span: Span, graph: dict[str, Any] | None) -> bool:
@@ -208,17 +203,22 @@ def _langgraph_step(span: Span, graph: dict[str, Any] | None) -> bool:
     return isinstance(namespace, str) and graph.get("checkpoint_ns") == namespace
 
 
-def _is_langgraph_handoff(attrs: Any) -> bool:
-    """Whether a LangGraph tool's output is a Command sent to the parent graph going to a node (`{"graph":
-    "__parent__", "goto": ...}`): a handoff (langgraph-supervisor's `transfer_to_{agent}` tools), no call."""
-    raw = attrs.get(m.OI_OUTPUT)
-    if not isinstance(raw, str) or '"__parent__"' not in raw:
-        return False
+def _json_object_with(raw: object, text: str) -> dict[str, Any] | None:
+    """`raw` parsed, when it is the JSON text of an object and holds `text` (looked for first: most values do not)."""
+    if not isinstance(raw, str) or text not in raw:
+        return None
     try:
         value = json.loads(raw)
     except (ValueError, RecursionError):
-        return False
-    return isinstance(value, dict) and value.get("graph") == "__parent__" and bool(value.get("goto"))
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _is_langgraph_handoff(attrs: Any) -> bool:
+    """Whether a LangGraph tool's output is a Command sent to the parent graph going to a node (`{"graph":
+    "__parent__", "goto": ...}`): a handoff (langgraph-supervisor's `transfer_to_{agent}` tools), no call."""
+    value = _json_object_with(attrs.get(m.OI_OUTPUT), '"__parent__"')
+    return value is not None and value.get("graph") == "__parent__" and bool(value.get("goto"))
 
 
 def _oi_arguments(attrs: Any, problems: list[str], *, bound: bool = False) -> str | None:
@@ -250,14 +250,8 @@ def _is_workflow_start(attrs: Any) -> bool:
     """Whether a LlamaIndex root span's `input.value` is a workflow run's start (a JSON object holding its
     `start_event`, the workflow's state beside it): the agents' workflows record no question there (the start
     event's repr shows none of its fields), their LLM spans the messages (an InputMark each, _flat)."""
-    raw = attrs.get(m.OI_INPUT)
-    if not isinstance(raw, str) or '"start_event"' not in raw:
-        return False
-    try:
-        value = json.loads(raw)
-    except (ValueError, RecursionError):
-        return False
-    return isinstance(value, dict) and "start_event" in value
+    value = _json_object_with(attrs.get(m.OI_INPUT), '"start_event"')
+    return value is not None and "start_event" in value
 
 
 def _repr_arguments(text: str) -> str | None:
