@@ -99,7 +99,8 @@ def add_openinference_input(span: Span, out: Out) -> None:
     `.message.contents.{k}.message_content.text` parts joined by newlines in k order. openai-agents records no input
     on its agent spans, LlamaIndex's workflow span the workflow's start state (no question, see _foreign): the mark
     of a turn's first LLM span with one is its input (monitor.assembly._offered). Nothing when no
-    user message has text (content capture off, a value of another type: not captured, not counted)."""
+    user message has text (content capture off, text hidden as `__REDACTED__`, a value of another type: not captured,
+    not counted)."""
     if span.scope not in m.OI_INPUT_SCOPES:
         return
     attrs = span.attributes
@@ -120,10 +121,10 @@ def add_openinference_input(span: Span, out: Out) -> None:
         for key, value in attrs.items():
             if key.startswith(prefix) and key.endswith(_PART_TEXT) and isinstance(value, str):
                 k = flat_index(key[len(prefix) : -len(_PART_TEXT)])
-                if k is not None:
+                if k is not None and value != m.OI_REDACTED:
                     parts.append((k, value))
         text = "\n".join(v for _, v in sorted(parts)) if parts else None
-    if text:
+    if text and text != m.OI_REDACTED:  # hidden (OPENINFERENCE_HIDE_INPUT_TEXT): not captured
         mark = derived(InputMark, span, "input", "", span.start_ns)
         mark.arguments = text
         out.append(mark)

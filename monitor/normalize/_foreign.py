@@ -94,7 +94,7 @@ _LANGGRAPH_NODE = "langgraph_node"  # the node a LangChain run of a LangGraph gr
 _REACT_MODEL_NODE = "agent"  # langgraph.prebuilt's create_react_agent: its model node
 _SUPERVISOR_CALL_AGENT = "call_agent"  # langgraph-supervisor: the function in a sub-agent's node that runs its graph
 _MAX_METADATA_CHARS = 64 * 1024  # a longer `metadata` value is not read (no LangGraph step)
-_REDACTED = "__REDACTED__"  # what OpenInference's TraceConfig (OPENINFERENCE_HIDE_INPUTS, ...) leaves of a hidden value
+_REDACTED = m.OI_REDACTED  # what OpenInference's TraceConfig leaves of a hidden value
 # Keys whose str value is the question / the answer in a JSON input or output object (LangChain's AgentExecutor
 # `{"input": ...}` / `{"output": ...}`, Traceloop's kwargs of a function called by keyword).
 _INPUT_KEYS = ("input", "query", "question", "prompt", "message")

@@ -21,6 +21,8 @@ OI_SESSION_ID = "session.id"
 OI_METADATA = "metadata"  # JSON text of the run's metadata (LangChain: LangGraph's `langgraph_node`, ...)
 OI_OUTPUT_MESSAGES = "llm.output_messages"  # `.{i}.message.tool_calls.{j}.tool_call.{id,function.name,...}`
 OI_TOOLS = "llm.tools"  # `.{i}.tool.json_schema`: the tools an LLM span offers (JSON text of each)
+# What OpenInference's TraceConfig (OPENINFERENCE_HIDE_INPUTS, _HIDE_INPUT_TEXT, ...) leaves of a hidden value.
+OI_REDACTED = "__REDACTED__"
 OI_INPUT_MESSAGES = "llm.input_messages"  # `.{i}.message.role`, `.message.content`: the messages a model was given
 # The tracer scope of openinference-instrumentation-openai-agents: its spans' turns are its agent spans (_foreign).
 OI_OPENAI_AGENTS_SCOPE = "openinference.instrumentation.openai_agents"

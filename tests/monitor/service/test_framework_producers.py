@@ -244,3 +244,31 @@ def test_an_openai_agents_turn_of_a_conversation_is_given_its_own_question_not_t
     provider.shutdown()
     turns, _ = assemble(decoded(memory.get_finished_spans()), impl, flush=True)
     assert [(t.agent, t.input_text) for t in turns] == [("a", "and in Paris?")]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("form", ["content", "contents"])
+def test_an_openai_agents_turn_whose_model_input_text_is_hidden_has_no_input(impl: str, form: str) -> None:
+    """OPENINFERENCE_HIDE_INPUT_TEXT leaves `__REDACTED__` as the text of each input message (its content, or each
+    content part's text): not captured, as a hidden `input.value` is; the turn is not given `__REDACTED__` as its
+    input (rules and cases routed by input text would take it for the user's question)."""
+    _impl(impl)
+    provider, _, memory = new_tracer()
+    tracer = provider.get_tracer(OA_SCOPE)
+    agent = {"openinference.span.kind": "AGENT", "agent.name": "a", "graph.node.id": "a"}
+    llm: dict[str, Any] = {"openinference.span.kind": "LLM", "llm.input_messages.0.message.role": "user"}
+    if form == "content":
+        llm["llm.input_messages.0.message.content"] = "__REDACTED__"
+    else:
+        llm["llm.input_messages.0.message.contents.0.message_content.type"] = "text"
+        llm["llm.input_messages.0.message.contents.0.message_content.text"] = "__REDACTED__"
+    with tracer.start_as_current_span("Agent workflow", attributes={"openinference.span.kind": "AGENT"}):
+        with tracer.start_as_current_span("a", attributes=agent):
+            with tracer.start_as_current_span("response", attributes=llm):
+                pass
+    provider.shutdown()
+    spans = decoded(memory.get_finished_spans())
+    records, _ = convert(spans, impl)
+    assert not [r for r in records if isinstance(r, InputMark)]
+    turns, _ = assemble(spans, impl, flush=True)
+    assert [(t.agent, t.input_text) for t in turns] == [("a", "")]
