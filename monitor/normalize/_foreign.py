@@ -89,7 +89,8 @@ from monitor.records import HandoffMark, InputMark, ToolCall, Turn
 Out = list[ToolCall | Turn | Span]
 
 _JSON_MIME = "application/json"
-_MAX_REPR_CHARS = 64 * 1024  # a Python repr of arguments longer than this is not read (_repr_arguments)
+_MAX_REPR_CHARS = 8 * 1024  # a Python repr of arguments longer than this is not read (_repr_arguments: ast.literal_eval
+# costs 25-55 ms of CPU per 64 KiB, on the request path of `serve`)
 _LANGGRAPH_NODE = "langgraph_node"  # the node a LangChain run of a LangGraph graph runs in (its metadata)
 _REACT_MODEL_NODE = "agent"  # langgraph.prebuilt's create_react_agent: its model node
 _SUPERVISOR_CALL_AGENT = "call_agent"  # langgraph-supervisor: the function in a sub-agent's node that runs its graph

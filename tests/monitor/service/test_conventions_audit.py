@@ -63,3 +63,17 @@ def test_langchain_tool_inputs_that_name_no_arguments(convert: Convert, text: st
     out, problems, rejected = _run(convert, _spans(_langchain_tool(text)))
     (call,) = _only(out, ToolCall)
     assert (problems, rejected, call.arguments) == ([], {}, None)
+
+
+@pytest.mark.parametrize("convert", PATHS)
+def test_a_long_python_repr_of_arguments_is_not_read(convert: Convert) -> None:
+    """Reading a repr costs 25-55 ms of CPU per 64 KiB (ast.literal_eval, on the request path of `serve`): past
+    8 KiB the arguments are not captured (unjudged, never wrong); up to it they are read."""
+    long = {"log_excerpt": "x" * 9000}
+    out, problems, _ = _run(convert, _spans(_langchain_tool(str(long))))
+    (call,) = _only(out, ToolCall)
+    assert (problems, call.arguments) == ([], None)
+    fits = {"log_excerpt": "x" * 8000}
+    out, _, _ = _run(convert, _spans(_langchain_tool(str(fits))))
+    (call,) = _only(out, ToolCall)
+    assert call.arguments is not None and json.loads(call.arguments) == fits
