@@ -80,7 +80,8 @@ class AssemblerStats:
     late_calls: int = 0  # call spans that arrived after their turn had been released (dropped, counted; a chat span's
     # requested calls count once, as the span)
     late_turns: int = 0  # turns that arrived after their calls had been released as turnless (dropped, counted)
-    oversized_calls: int = 0  # calls beyond max_calls_per_trace (dropped, counted)
+    oversized_calls: int = 0  # calls beyond max_calls_per_trace (dropped, counted; offered tools and input marks,
+    # which take the same places, are dropped uncounted: no call)
     duplicates: int = 0  # tool, chat (with requested calls) or turn spans received again (an exporter retry), also
     # after judged alone: dropped, counted once per span
     oversized_spans: int = 0  # turn and other spans beyond a trace's bounds (dropped, counted)
@@ -281,7 +282,7 @@ class TurnAssembler:
                     elif tid + r.parent_span_id in released:
                         stats.late_calls += _spans_of(r)
                     elif len(tr.calls) >= max_calls:
-                        stats.oversized_calls += 1
+                        stats.oversized_calls += not isinstance(r, OfferedTools | InputMark)  # those are no calls
                     else:
                         if not tr.calls:
                             if not (new or tr.turns):

@@ -794,7 +794,7 @@ static int tool_call(State *s, Counts *k, PyObject *r, PyObject *tid, PyObject *
     } else {
         if ((calls = tr_get(tr, X_CALLS)) == NULL || (n = size_of(calls)) < 0) goto done;
         if (n >= s->max_calls) {
-            k->oversized_calls++;
+            k->oversized_calls += !Py_IS_TYPE(r, offered_type) && !Py_IS_TYPE(r, input_type); /* those are no calls */
         } else {
             /* The first call of a trace it did not make (one it made is not a link trace, and was first seen now):
              * the trace holds records now, and the turnless timeout counts from now. */

@@ -1056,3 +1056,17 @@ def test_a_batch_holding_a_mark_is_added_by_the_c_code(mark: type[ToolCall]) -> 
     assert added == [] and a.stats.duplicates == (0 if mark is InputMark else 1)
     [released] = a.flush()
     assert released.calls == () and released.input_text == ("question" if mark is InputMark else "")
+
+
+@pytest.mark.parametrize("cls", [TurnAssembler, PythonAssembler])
+def test_marks_and_offered_tools_over_the_call_bound_are_no_oversized_calls(cls: type[TurnAssembler]) -> None:
+    """Past max_calls_per_trace a record is dropped; the input a model span was given and the tools it offered are
+    no calls: they are not counted as oversized calls (a call is, once)."""
+    a = cls(max_calls_per_trace=1)
+    common = {"trace_id": "t" * 32, "parent_span_id": "l" * 16, "start_ns": 1, "end_ns": 2}
+    a.add_records([ToolCall(name="f", span_id="c" * 16, **common)], 0)  # type: ignore[arg-type]
+    over = [InputMark(name="", arguments="q", span_id="m" * 16, **common),  # type: ignore[arg-type]
+            OfferedTools(name="", span_id="o" * 16, definitions=({"name": "f"},), **common),  # type: ignore[arg-type]
+            ToolCall(name="g", span_id="d" * 16, **common)]  # type: ignore[arg-type]  # fmt: skip
+    a.add_records(over, 0)
+    assert a.stats.oversized_calls == 1
