@@ -28,7 +28,12 @@ What makes a turn:
   lacks): a sub-agent is one turn, its node's span. LlamaIndex's agents (FunctionAgent, AgentWorkflow: its tracer
   scope, _markers.OI_LLAMA_INDEX_SCOPE) are workflows whose run is the root CHAIN span; its `input.value` is the
   workflow's start state (`start_event`, no question): the turn is given the latest user message of its first LLM
-  span with one (an InputMark, as openai-agents' turns).
+  span with one (an InputMark, as openai-agents' turns). CrewAI (its tracer scopes, _markers.OI_CREWAI_SCOPES)
+  records a crew's run as the root CHAIN span (`crew_key`; named after the crew's id): a parent link; each task's
+  run by its agent is an AGENT span, the turn (whether or not its input was captured), named after the agent's role
+  (`graph.node.id`; the span's name holds a method's name or the task's text), given the task (the event listener's
+  `task_description`, or the `description` of the TaskOutput the wrappers record as its output: their `input.value`
+  is the agent object, no question) (_crewai).
 - Traceloop: an `agent` span (under another span: with `traceloop.entity.input`); a `workflow` span with no parent.
   `task` spans are parent links. OpenLLMetry's LangChain instrumentation (0.62) writes GenAI attributes beside these:
   its tool spans, and its turn spans without `gen_ai.input.messages`, come here by their Traceloop kind (their
@@ -154,6 +159,8 @@ def _openinference(span: Span, kind: Any, out: Out, problems: list[str], rejecte
         result = _result(attrs, m.OI_OUTPUT, problems)
         _call(span, _str(attrs, m.OI_TOOL_NAME, problems), out, problems, rejected, call_id=call_id,
               arguments=arguments, result=None if result == _REDACTED else result)  # fmt: skip
+    elif span.scope in m.OI_CREWAI_SCOPES and (kind == "AGENT" or (kind == "CHAIN" and not span.parent_span_id)):
+        _crewai(span, kind, out, problems)
     elif (
         kind == "AGENT"
         and (
@@ -175,6 +182,36 @@ def _openinference(span: Span, kind: Any, out: Out, problems: list[str], rejecte
             add_openinference(span, out, problems)
             add_openinference_tools(span, out, problems)
             add_openinference_input(span, out)
+
+
+def _crewai(span: Span, kind: str, out: Out, problems: list[str]) -> None:
+    """A CrewAI AGENT span, or root CHAIN span (see the module docstring). A crew's run (`crew_key`) is a parent
+    link: its tasks' AGENT spans are the turns, whether or not their input was captured, named after the agent's
+    role (the span's name holds the task's text or a method's name), given the task (`_crewai_task`). Another root
+    CHAIN span (a Flow's run) and an agent's own `kickoff` are turns as other producers' are."""
+    attrs = span.attributes
+    if kind == "CHAIN" and m.CREWAI_CREW_KEY in attrs:
+        out.append(span)
+        return
+    agent = _str(attrs, m.OI_AGENT_NAME, problems) or _str(attrs, m.OI_GRAPH_NODE_ID, problems) or span.name
+    if m.CREWAI_TASK_ID in attrs:
+        input_text = _crewai_task(attrs, problems)
+    else:
+        input_text = _value_text(attrs, m.OI_INPUT, _USER, _INPUT_KEYS, problems)
+    _turn(span, out, problems, agent=agent, input_text=input_text,
+          output_text=_value_text(attrs, m.OI_OUTPUT, _ASSISTANT, _OUTPUT_KEYS, problems),
+          conversation_id=_str(attrs, m.OI_SESSION_ID, problems) or None)  # fmt: skip
+
+
+def _crewai_task(attrs: Any, problems: list[str]) -> str | None:
+    """The task a CrewAI agent was given (its description, the kickoff inputs filled in): the event listener's
+    `task_description`, else the `description` of the TaskOutput the wrappers record as the span's output (their
+    `input.value` is the agent object and the task's context, no question). None when not captured."""
+    text: object = _str(attrs, m.CREWAI_TASK_DESCRIPTION, problems)
+    if not text:
+        value = _json_object_with(attrs.get(m.OI_OUTPUT), '"description"')
+        text = value.get("description") if value is not None else None
+    return text if isinstance(text, str) and text and text != _REDACTED else None
 
 
 def _langgraph(span: Span) -> dict[str, Any] | None:

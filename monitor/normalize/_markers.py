@@ -29,6 +29,16 @@ OI_OPENAI_AGENTS_SCOPE = "openinference.instrumentation.openai_agents"
 # The tracer scope of openinference-instrumentation-llama-index: its root workflow span records the workflow's start
 # state, not the question, and its TOOL spans the tool's bound arguments (`{"kwargs": {...}}`) (_foreign).
 OI_LLAMA_INDEX_SCOPE = "openinference.instrumentation.llama_index"
+# The tracer scopes of openinference-instrumentation-crewai (its wrappers; its event listener, `use_event_listener`):
+# a crew's run is the root CHAIN span (`crew_key`), around one AGENT span per task, named after the agent's role
+# (`graph.node.id`), that records the task (`task_description`, or the TaskOutput's `description`) (_foreign).
+OI_CREWAI_SCOPES = frozenset(
+    {"openinference.instrumentation.crewai", "openinference.instrumentation.crewai._event_listener"}
+)
+OI_GRAPH_NODE_ID = "graph.node.id"  # CrewAI: the agent's role
+CREWAI_CREW_KEY = "crew_key"
+CREWAI_TASK_ID = "task_id"
+CREWAI_TASK_DESCRIPTION = "task_description"  # the event listener's AGENT span: the task as the agent was given it
 # The scopes whose LLM spans give the turn around them its input (monitor.normalize._flat.add_openinference_input).
 OI_INPUT_SCOPES = frozenset({OI_OPENAI_AGENTS_SCOPE, OI_LLAMA_INDEX_SCOPE})
 # The tracer scope of google-adk (GenAI spans): its `invoke_agent` spans record no input, its model request spans the
@@ -73,6 +83,8 @@ FOREIGN_ATTRIBUTE_KEYS = frozenset(
         OI_TOOL_CALL_ARGS,
         OI_AGENT_NAME,
         OI_SESSION_ID,
+        OI_GRAPH_NODE_ID,  # the agent's role on a CrewAI task's AGENT span
+        CREWAI_TASK_DESCRIPTION,
         OI_OUTPUT_MESSAGES,  # a requested call of an LLM span that cannot be read (monitor.normalize._flat)
         OI_TOOLS,  # an offered tool of an LLM span that cannot be read (monitor.normalize._offered)
         TL_KIND,
