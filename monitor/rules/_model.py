@@ -71,6 +71,12 @@ class Attribute:
     prefix: str | None = None
     regex: Regex | None = None
     exists: bool | None = None
+    # `equals: true` and `equals: 1` hold for different values (a bool equals only a bool), though True == 1 in
+    # Python: conditions that differ so compare unequal (the lint of rules that can never match compares them).
+    equals_bool: bool = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "equals_bool", isinstance(self.equals, bool))
 
 
 @dataclass(frozen=True, slots=True)

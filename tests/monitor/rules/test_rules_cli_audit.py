@@ -1,0 +1,102 @@
+"""`toolwatch rules explain` against the judge, `rules check` lint warnings, and hostile text in their output."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from monitor.cli import main
+from monitor.judge import Judge
+from monitor.records import ToolCall, Turn
+from monitor.rules import load_rules
+
+RULES = Path(__file__).resolve().parents[3] / "rules"
+SHIPPED = sorted(str(p) for p in RULES.glob("*.yaml"))
+
+# A file of its own beside the shipped ones: contains, equals, compound conditions, cases by input and by id.
+EXTRA = """\
+catalog:
+  tools:
+    - name: lookup
+    - name: greet
+expect:
+  - id: exact-ping
+    when: {equals: "ping"}
+    none: true
+  - id: refund
+    when: {prefix: "[BILL]", contains: "refund"}
+    call: [{tool: lookup}]
+  - id: not-urgent
+    when: {not: {contains: "urgent"}, any: [{contains: "order"}, {regex: '(?i)\\bstatus\\b'}]}
+    call: [{tool: lookup, min: 1}]
+  - id: hello
+    when: {contains: "hello"}
+    call: [{tool: greet}]
+cases:
+  - id: known-case
+    input: "hello order"
+    none: true
+  - input: "Weather in Oslo?"
+    call: [{tool: lookup}]
+"""
+
+TOKENS = ["[AUTH]", "[BILL]", "[SUPP]", "[RISK]", "[FULF]", " ", "\n", "hi", "hello", "thanks", "weather", "cold",
+          "in Oslo", "in Zürich?", "fahrenheit", "AB-12345", "CD1234", "history", "user bob", "arrive", "shipping",
+          "order", "refund", "urgent", "status", "ping", "?", "!", "Weather in Oslo?", "x"]
+AGENTS = ["", "travel", "customer-support", "incident-triage", "someone-else"]
+
+
+def explained_rule(files: list[str], text: str, agent: str, case_id: str | None) -> str | None:
+    args = ["rules", "explain", *files, "--input", text, "--agent", agent]
+    if case_id is not None:
+        args += ["--case-id", case_id]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    first = result.stdout.splitlines()[0]
+    if first.startswith("no rule matches"):
+        return None
+    assert first.startswith("rule "), first
+    return first.split()[1]
+
+
+def test_explain_names_the_rule_the_judge_uses_for_random_inputs_of_the_shipped_rules(tmp_path: Path) -> None:
+    extra = tmp_path / "extra.yaml"
+    extra.write_text(EXTRA)
+    files = [*SHIPPED, str(extra)]
+    judge = Judge(load_rules(files))
+
+    @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(st.lists(st.sampled_from(TOKENS), max_size=6).map(" ".join) | st.sampled_from(TOKENS),
+           st.sampled_from(AGENTS), st.sampled_from([None, "known-case", "nope"]),
+           st.lists(st.sampled_from(["lookup", "greet", "get_weather", "pull_auth_telemetry"]), max_size=2))
+    def check(text: str, agent: str, case_id: str | None, calls: list[str]) -> None:
+        turn = Turn(text, tuple(ToolCall(c, arguments="{}") for c in calls), agent=agent, case_id=case_id)
+        verdict = judge.judge(turn)
+        shown = explained_rule(files, text, agent, case_id)
+        assert shown == verdict.rule, (text, agent, case_id, calls)
+
+    check()
+
+
+def run(*args: str, color: bool = False) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, ["rules", *args], color=color)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_check_does_not_call_a_rule_on_a_boolean_attribute_shadowed_by_one_on_a_number(tmp_path: Path) -> None:
+    """`equals: 1` and `equals: true` are different conditions (the judge matches a bool only by a bool), though
+    1 == True in Python: the second rule is reached by turns whose attribute is true."""
+    f = tmp_path / "attr.yaml"
+    f.write_text("catalog:\n  tools:\n    - name: t\nexpect:\n"
+                 "  - id: one\n    when: {attribute: {key: k, equals: 1}}\n    call: [{tool: t}]\n"
+                 "  - id: is-true\n    when: {attribute: {key: k, equals: true}}\n    none: true\n"
+                 "  - id: one-again\n    when: {attribute: {key: k, equals: 1.0}}\n    none: true\n")
+    judge = Judge(load_rules([f]))
+    assert judge.judge(Turn("x", attributes={"k": True})).rule == "is-true"
+    code, out, _ = run("check", str(f))
+    assert code == 0
+    assert "rule 'is-true' can never match" not in out
+    assert "rule 'one-again' can never match: rule 'one'" in out  # 1.0 == 1 to the judge too
