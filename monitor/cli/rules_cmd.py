@@ -8,12 +8,19 @@ from pathlib import Path
 
 import click
 
+from monitor._text import visible
 from monitor.cli._params import RULES_HELP, RulesCommand
 from monitor.records import ToolCall, Turn
 from monitor.rules import RuleFileError, RuleSet, distinct_files, load_rules, rule_file_schema
 from monitor.rules._lint import forbidden_arguments, shadowed_rules, unfireable_alerts, unreachable_cases
 
 EXIT_INVALID = 2
+
+def _echo(text: str) -> None:
+    """One line (or several) of output: rule files' text (descriptions, patterns, file names) and the given input and
+    calls with their control and bidirectional formatting characters escaped, as rule-file errors show them."""
+    click.echo(visible(text))
+
 
 _files = click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
 
@@ -61,9 +68,9 @@ def check(files: tuple[Path, ...], more: tuple[Path, ...], quiet: bool) -> None:
             failed = True
             continue
         if not quiet:
-            click.echo(_summary(rs, str(f)))
+            _echo(_summary(rs, str(f)))
             for line in (*shadowed_rules(rs), *unreachable_cases(rs), *forbidden_arguments(rs), *unfireable_alerts(rs)):
-                click.echo(line)
+                _echo(line)
                 warned.add(line)
     if not failed and len(files) > 1:
         failed = not _check_together(files, quiet, warned)
@@ -80,10 +87,10 @@ def _check_together(files: tuple[Path, ...], quiet: bool, warned: set[str]) -> b
             click.echo(line if line.startswith("... and ") else f"{line} (when loaded together)", err=True)
         return False
     if not quiet:
-        click.echo(_summary(merged, "merged"))
+        _echo(_summary(merged, "merged"))
         for line in (*shadowed_rules(merged), *unreachable_cases(merged)):  # across files
             if line not in warned:
-                click.echo(line)
+                _echo(line)
     return True
 
 
@@ -146,15 +153,15 @@ def explain(
                 "only the rules of files without `agent:` apply to its turns"
             )
     else:
-        click.echo("\n".join(expectation_lines(exp)))
+        _echo("\n".join(expectation_lines(exp)))
     if calls or output_text is not None:  # --output alone: the verdict of a turn that made no call
         v = judge.judge(turn)
         click.echo("verdict:")
         for c in v.calls:
             slot = f" slot {c.slot}" if c.slot is not None else ""
             schema = "" if c.schema_valid is None else (" schema ok" if c.schema_valid else " schema INVALID")
-            click.echo(f"  call {c.index} {c.name}: {c.outcome.value}{slot}{schema}")
-        click.echo(f"  {v.reason}")
+            _echo(f"  call {c.index} {c.name}: {c.outcome.value}{slot}{schema}")
+        _echo(f"  {v.reason}")
         if output_text is None and exp is not None and exp.respond:
             click.echo("  response checks not run: give the answer with --output")
 

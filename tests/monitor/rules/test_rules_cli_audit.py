@@ -100,3 +100,22 @@ def test_check_does_not_call_a_rule_on_a_boolean_attribute_shadowed_by_one_on_a_
     assert code == 0
     assert "rule 'is-true' can never match" not in out
     assert "rule 'one-again' can never match: rule 'one'" in out  # 1.0 == 1 to the judge too
+
+
+def test_explain_and_check_escape_control_characters_of_rule_files_and_their_names(tmp_path: Path) -> None:
+    """A description or a file name with ESC / BEL / a bidi override reaches the terminal escaped, as the rule-file
+    errors and the reports show them (click strips only colour sequences, and not when writing to a terminal)."""
+    f = tmp_path / "r\x1b]0;t\x07.yaml"
+    f.write_text('catalog:\n  tools:\n    - name: t\nexpect:\n  - id: one\n'
+                 '    description: "a \\e]0;pwned\\a b \\u202e c \\r d"\n    when: {contains: x}\n'
+                 '    call: [{tool: t}]\n    respond: [{contains: R, description: "e \\e[2J f"}]\n'
+                 '  - id: two\n    when: {contains: x}\n    none: true\n')
+    code, out, _ = run("explain", str(f), "--input", "x", "--output", "R", color=True)
+    assert code == 0
+    assert "description: a \\x1b]0;pwned\\x07 b \\u202e c \\x0d d" in out
+    assert "(e \\x1b[2J f)" in out
+    assert "\x1b" not in out and "\x07" not in out and "\u202e" not in out and "\r" not in out
+    code, out, _ = run("check", str(f), color=True)
+    assert code == 0
+    assert "r\\x1b]0;t\\x07.yaml: ok" in out and "warning: rule 'two' can never match" in out
+    assert "\x1b" not in out and "\x07" not in out
