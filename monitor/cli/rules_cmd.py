@@ -11,7 +11,7 @@ import click
 from monitor._text import visible
 from monitor.cli._params import RULES_HELP, RulesCommand
 from monitor.records import ToolCall, Turn
-from monitor.rules import RuleFileError, RuleSet, distinct_files, load_rules, rule_file_schema
+from monitor.rules import Expectation, RuleFileError, RuleSet, distinct_files, load_rules, rule_file_schema
 from monitor.rules._lint import forbidden_arguments, shadowed_rules, unfireable_alerts, unreachable_cases
 
 EXIT_INVALID = 2
@@ -153,7 +153,7 @@ def explain(
                 "only the rules of files without `agent:` apply to its turns"
             )
     else:
-        _echo("\n".join(expectation_lines(exp)))
+        _echo("\n".join(expectation_lines(exp, _case_when(rs, exp, turn))))
     if calls or output_text is not None:  # --output alone: the verdict of a turn that made no call
         v = judge.judge(turn)
         click.echo("verdict:")
@@ -164,6 +164,15 @@ def explain(
         _echo(f"  {v.reason}")
         if output_text is None and exp is not None and exp.respond:
             click.echo("  response checks not run: give the answer with --output")
+
+
+def _case_when(rs: RuleSet, exp: Expectation, turn: Turn) -> str | None:
+    """How the labelled case `exp` applies to `turn` (by the turn's case id, else by its input); None for a rule."""
+    if turn.case_id is not None and dict(rs.cases_by_id).get(turn.case_id) is exp:
+        return f"labelled case: the case id is {turn.case_id!r}"
+    if any(c is exp for _, _, c in rs.cases):
+        return f"labelled case: the input equals {turn.input_text!r}"
+    return None
 
 
 @rules.command("schema")

@@ -91,10 +91,12 @@ def alternative_lines(alt: Alternative) -> list[str]:
     return out
 
 
-def expectation_lines(exp: Expectation) -> list[str]:
+def expectation_lines(exp: Expectation, when: str | None = None) -> list[str]:
+    """`when`: what makes it apply, in place of its `when` condition (a labelled case has none: it applies by its id
+    or its input)."""
     where = f"{exp.source}:{exp.line}" if exp.source else ""
     scope = f" [agent {exp.agent}]" if exp.agent else ""
-    lines = [f"rule {exp.id}{scope} ({where})", f"  when: {condition_text(exp.when)}"]
+    lines = [f"rule {exp.id}{scope} ({where})", f"  when: {when if when is not None else condition_text(exp.when)}"]
     if exp.description:
         lines.append(f"  description: {exp.description}")
     if len(exp.alternatives) == 1:

@@ -119,3 +119,17 @@ def test_explain_and_check_escape_control_characters_of_rule_files_and_their_nam
     assert code == 0
     assert "r\\x1b]0;t\\x07.yaml: ok" in out and "warning: rule 'two' can never match" in out
     assert "\x1b" not in out and "\x07" not in out
+
+
+def test_explain_says_how_a_labelled_case_applies_not_always(tmp_path: Path) -> None:
+    """A case is found by the turn's case id or by its exact input: explain says which, not `when: always`."""
+    f = tmp_path / "cases.yaml"
+    f.write_text("catalog:\n  tools:\n    - name: t\ncases:\n  - input: hello\n    none: true\n"
+                 "  - id: c2\n    input: other\n    call: [{tool: t}]\n")
+    code, out, _ = run("explain", str(f), "--input", "hello")
+    assert code == 0
+    assert "when: always" not in out
+    assert "when: labelled case: the input equals 'hello'" in out
+    code, out, _ = run("explain", str(f), "--input", "whatever", "--case-id", "c2")
+    assert code == 0
+    assert "when: labelled case: the case id is 'c2'" in out
