@@ -11,7 +11,7 @@ import click
 from monitor._text import visible
 from monitor.cli._params import RULES_HELP, RulesCommand
 from monitor.records import ToolCall, Turn
-from monitor.rules import Expectation, RuleFileError, RuleSet, distinct_files, load_rules, rule_file_schema
+from monitor.rules import Documents, Expectation, RuleFileError, RuleSet, distinct_files, load_rules, rule_file_schema
 from monitor.rules._lint import forbidden_arguments, shadowed_rules, unfireable_alerts, unreachable_cases
 
 EXIT_INVALID = 2
@@ -52,24 +52,28 @@ def _summary(rs: RuleSet, name: str) -> str:
 def check(files: tuple[Path, ...], more: tuple[Path, ...], quiet: bool) -> None:
     """Validate rule FILES and summarize them; exit 2 with file:line:column: key: message on errors.
 
-    Each file is checked alone, then all files together (as `toolwatch serve --rules` merges them). Every error
-    is reported, one a line (each rule in error with its first problem; at most 50, then how many more).
+    Each file is checked alone (its rules may name the tools the others declare), then all files together (as
+    `toolwatch serve --rules` merges them). Every error is reported, one a line (each rule in error with its first
+    problem; at most 50, then how many more).
     """
     files = tuple(distinct_files((*files, *more)))  # overlapping globs: each file once
     if not files:
         raise click.UsageError("give rule FILES to check (or --rules FILE...)")
     failed = False
     warned: set[str] = set()
+    docs = Documents()  # each file read once
     for f in files:
         try:
-            rs = load_rules([f])
+            rs = load_rules([f], documents=docs, catalogs=files)  # its rules may name the tools of the others
         except RuleFileError as exc:
             click.echo(str(exc), err=True)
             failed = True
             continue
         if not quiet:
             _echo(_summary(rs, str(f)))
-            for line in (*shadowed_rules(rs), *unreachable_cases(rs), *forbidden_arguments(rs), *unfireable_alerts(rs)):
+            # with other files, the tools it names may be theirs: the warnings that read the catalog come from them all
+            tooled = (*forbidden_arguments(rs), *unfireable_alerts(rs)) if len(files) == 1 else ()
+            for line in (*shadowed_rules(rs), *unreachable_cases(rs), *tooled):
                 _echo(line)
                 warned.add(line)
     if not failed and len(files) > 1:
@@ -88,7 +92,9 @@ def _check_together(files: tuple[Path, ...], quiet: bool, warned: set[str]) -> b
         return False
     if not quiet:
         _echo(_summary(merged, "merged"))
-        for line in (*shadowed_rules(merged), *unreachable_cases(merged)):  # across files
+        # across files; and those that read the catalog, which is theirs together
+        for line in (*shadowed_rules(merged), *unreachable_cases(merged), *forbidden_arguments(merged),
+                     *unfireable_alerts(merged)):
             if line not in warned:
                 _echo(line)
     return True

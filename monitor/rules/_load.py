@@ -148,13 +148,17 @@ def distinct_files(paths: Sequence[str | FsPath]) -> list[FsPath]:
 
 
 @in_batch_gc
-def load_rules(paths: Sequence[str | FsPath], *, documents: Documents | None = None) -> RuleSet:
+def load_rules(paths: Sequence[str | FsPath], *, documents: Documents | None = None,
+               catalogs: Sequence[str | FsPath] = ()) -> RuleSet:
     """Load, validate and merge rule files (in the order given; a file named twice is loaded once). Raises
     RuleFileError on a problem: a RuleFileErrors with every one found when there are several (each rule in error is
     reported, with its first problem; a file that does not match the schema is not compiled, but one whose only
     schema errors are in cases: those cases are left out, and the others compiled). `documents`: the files read
     already by the caller's load (each file is read and parsed once: a dataset that is a rule file, or names a cases
-    file, is read by the caller too)."""
+    file, is read by the caller too). `catalogs`: files loaded together with these elsewhere (`rules check` checks
+    each file alone, then all together): the tools they declare (and their `from_definitions`) are known to the rules
+    of `paths` as in the merged load, and nothing else of them is loaded; one that does not validate is passed over
+    (its errors are its own)."""
     if isinstance(paths, str | FsPath):
         paths = [paths]
     docs = documents if documents is not None else Documents()
@@ -182,8 +186,9 @@ def load_rules(paths: Sequence[str | FsPath], *, documents: Documents | None = N
                 )
             tools.setdefault(tool.name, tool)
     # every declared name, also of a tool in error: a rule naming it is not an unknown tool besides
-    known = frozenset(t["name"] for f in parsed for t in f.data.get("catalog", {}).get("tools", []))
-    open_ = any(f.data.get("catalog", {}).get("from_definitions", False) for f in parsed)
+    context = _catalog_context(parsed, catalogs, docs)
+    known = frozenset(t["name"] for f in (*parsed, *context) for t in f.data.get("catalog", {}).get("tools", []))
+    open_ = any(f.data.get("catalog", {}).get("from_definitions", False) for f in (*parsed, *context))
     files = []
     for f, ft in zip(parsed, file_tools, strict=True):
         fr, file_errors = _compile_file(f, ft, known, open_, docs)
@@ -191,6 +196,20 @@ def load_rules(paths: Sequence[str | FsPath], *, documents: Documents | None = N
         errors += file_errors
     raise_all(errors)
     return _merge(files, tools, parsed)
+
+
+def _catalog_context(parsed: list[_Parsed], catalogs: Sequence[str | FsPath], docs: Documents) -> list[_Parsed]:
+    """The files of `catalogs` that are not among `parsed` and validate, parsed (see load_rules)."""
+    loaded = {f.path for f in parsed}
+    out = []
+    for path in distinct_files([*(f.path for f in parsed), *catalogs]):
+        if path in loaded:
+            continue
+        try:
+            out.append(_parse(path, docs))
+        except RuleFileError:
+            continue
+    return out
 
 
 def _merge(files: list[FileRules], tools: dict[str, Tool], parsed: list[_Parsed]) -> RuleSet:

@@ -133,3 +133,23 @@ def test_explain_says_how_a_labelled_case_applies_not_always(tmp_path: Path) -> 
     code, out, _ = run("explain", str(f), "--input", "whatever", "--case-id", "c2")
     assert code == 0
     assert "when: labelled case: the case id is 'c2'" in out
+
+
+def test_check_accepts_rules_on_tools_another_of_the_files_declares(tmp_path: Path) -> None:
+    """Files loaded together share one catalog (serve takes these two): checking them together does not fail the
+    file whose rules name the other's tools, and warns of its argument check the tool's schema forbids."""
+    tools = tmp_path / "tools.yaml"
+    tools.write_text("catalog:\n  tools:\n    - name: t\n      schema: {type: object, properties: {a: {type: string}}, "
+                     "additionalProperties: false}\n")
+    agent = tmp_path / "agent.yaml"
+    agent.write_text("agent: x\nexpect:\n  - id: r\n    when: {contains: x}\n    call: [{tool: t, args: {b: 1}}]\n"
+                     "alerts:\n  - {name: TLow, figure: tool_call_accuracy, tool: t, below: 0.9}\n")
+    load_rules([agent, tools])  # as serve loads them
+    code, out, err = run("check", str(agent), str(tools))
+    assert code == 0, err
+    assert f"{agent}: ok (agent x; 0 tool(s), 1 expect rule(s)" in out
+    assert "merged: ok" in out
+    assert out.count("argument check on 'b', which the schema of t does not allow") == 1
+    assert "in no catalog" not in out  # t is declared, in the other file
+    code, _, err = run("check", str(agent))  # alone, its tool is unknown
+    assert code == 2 and "unknown tool 't'" in err
