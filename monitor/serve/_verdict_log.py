@@ -131,14 +131,16 @@ def shortened_line(v: TurnVerdict, at: float, failed: bool, limit: int) -> str:
 
 REOPEN_S = 1.0  # seconds between tries to open the log again after it could not be
 _TAIL_CHUNK = 1 << 16  # bytes read at a time looking back for the end of the file's last whole line
+_RECORD_START = b'{"time":'  # how every record begins (_line, verdict_record, shortened_line)
 
 
 def drop_partial_line(path: Path, most: int) -> int:
     """Cut the regular file at `path` back to the end of its last whole line when what follows is the piece of a
-    record (`{"` begins every record) of at most `most` bytes (no record is longer); the bytes cut. A write cut short
-    (the device full, a file size limit) leaves part of a line at the end of the file, to which the next record would
-    be appended: one line of broken JSON, with a whole record lost in it (and `jq` stops there). Any other ending (a
-    file given as the log by mistake) is left as it is, and so is a file that cannot be read and written here
+    record (`{"time":` begins every record; a shorter piece, part of that) of at most `most` bytes (no record is
+    longer); the bytes cut. A write cut short (the device full, a file size limit) leaves part of a line at the end of
+    the file, to which the next record would be appended: one line of broken JSON, with a whole record lost in it (and
+    `jq` stops there). Any other ending (a file given as the log by mistake, a JSON file without its last newline
+    among them) is left as it is, and so is a file that cannot be read and written here
     (opening it for appending says what is wrong)."""
     try:
         st = os.stat(path)
@@ -161,7 +163,8 @@ def drop_partial_line(path: Path, most: int) -> int:
         else:
             if pos > 0:  # no line ends within the longest record: not a piece of one
                 return 0
-        if pos == end or os.pread(fd, 2, pos) != b'{"':
+        head = os.pread(fd, len(_RECORD_START), pos)  # other JSON (`{"` too) is no piece of a record
+        if len(head) < 2 or not _RECORD_START.startswith(head):
             return 0
         os.ftruncate(fd, pos)
         return end - pos

@@ -166,7 +166,7 @@ def test_a_token_no_client_can_send_is_refused_at_start_with_a_clear_error(token
     assert said in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
 
 
-@pytest.mark.parametrize("tail", [b"hello: world", b'["not", "a record"', b"x" * 5000])
+@pytest.mark.parametrize("tail", [b"hello: world", b'["not", "a record"', b"x" * 5000, b'{"agent": "x", "time": 1}'])
 def test_the_verdict_log_leaves_a_last_line_alone_that_it_did_not_write(tmp_path: Path, tail: bytes) -> None:
     """Only the piece of a record a write cut short is cut when the log opens: a file given as the log by mistake
     (a YAML file without its last newline), or a tail longer than any record, keeps its bytes."""
@@ -180,10 +180,23 @@ def test_the_verdict_log_leaves_a_last_line_alone_that_it_did_not_write(tmp_path
     assert path.read_bytes() == body
 
 
-def test_the_verdict_log_cuts_the_piece_of_its_own_record_left_by_a_cut_write(tmp_path: Path) -> None:
+def test_the_verdict_log_leaves_a_json_file_without_a_newline_given_by_mistake_whole(tmp_path: Path) -> None:
+    """A JSON file as `json.dump` writes it (`{"` first, no newline at its end) has no whole line: it was cut to
+    nothing, as if all of it were the piece of a record. Every record begins `{"time":`; other JSON is no piece."""
+    from monitor.serve._verdict_log import VerdictLog
+
+    path = tmp_path / "settings.json"
+    body = b'{"rules": ["rules/triage.yaml"], "port": 4318}'
+    path.write_bytes(body)
+    VerdictLog(path, max_bytes=4096).close()
+    assert path.read_bytes() == body
+
+
+@pytest.mark.parametrize("piece", [b'{"', b'{"tim', b'{"time":1712.5,"agent":"a","trace_id":"b","ca'])
+def test_the_verdict_log_cuts_the_piece_of_its_own_record_left_by_a_cut_write(tmp_path: Path, piece: bytes) -> None:
     from monitor.serve._verdict_log import VerdictLog
 
     path = tmp_path / "verdicts.jsonl"
-    path.write_bytes(b'{"trace_id":"a"}\n{"trace_id":"b","ca')
+    path.write_bytes(b'{"time":1712.4,"trace_id":"a"}\n' + piece)
     VerdictLog(path, max_bytes=4096).close()
-    assert path.read_bytes() == b'{"trace_id":"a"}\n'
+    assert path.read_bytes() == b'{"time":1712.4,"trace_id":"a"}\n'
