@@ -261,9 +261,13 @@ class Settings:
             raise ValueError("at least one rolling window is needed")
         if self.token and not self.token.strip():
             raise ValueError("the token is only whitespace: give one that clients can send, or none")
-        if self.token and not all("!" <= ch <= "~" for ch in self.token.strip()):
-            raise ValueError("the token must be visible ASCII without spaces (a bearer token, RFC 6750; gRPC metadata "
-                             "and header values carry no other): give one that clients can send")
+        if self.token:
+            token = self.token.strip()
+            if any("\ud800" <= ch <= "\udfff" for ch in token):  # undecodable bytes of the environment, kept so
+                raise ValueError("the token is not UTF-8: give it as text")
+            if any(ch < " " or "\x7f" <= ch <= "\x9f" for ch in token):
+                raise ValueError("the token holds a control character, which no header value (nor gRPC metadata) "
+                                 "can carry: give one that clients can send")
         check_agents(self.agents)
         clash = port_clash(self)
         if clash is not None:

@@ -152,9 +152,9 @@ def test_a_token_of_whitespace_alone_is_refused_at_start() -> None:
 
 
 @pytest.mark.parametrize(("token", "said"), [
-    (b"s3\xffcret", "visible ASCII"),  # not UTF-8: os.environ holds it with a surrogate, which .encode() refused
-    (b"s3cr\xc3\xa9t", "visible ASCII"),  # UTF-8, but gRPC metadata and portable header values are ASCII
-    (b"s3 cret", "visible ASCII"),  # a bearer token (RFC 6750 b64token) holds no space: no client sends this one
+    (b"s3\xffcret", "not UTF-8"),  # os.environ holds it with a surrogate, which .encode() refused: a traceback
+    (b"s3\x01cret", "control character"),  # no header value (nor gRPC metadata) holds one: no client sends it
+    (b"s3\ncret", "control character"),
 ])
 def test_a_token_no_client_can_send_is_refused_at_start_with_a_clear_error(token: bytes, said: str) -> None:
     env = {**os.environb, b"PYTHONPATH": ROOT.encode(), b"TOOLWATCH_TOKEN": token}
@@ -200,3 +200,31 @@ def test_the_verdict_log_cuts_the_piece_of_its_own_record_left_by_a_cut_write(tm
     path.write_bytes(b'{"time":1712.4,"trace_id":"a"}\n' + piece)
     VerdictLog(path, max_bytes=4096).close()
     assert path.read_bytes() == b'{"time":1712.4,"trace_id":"a"}\n'
+
+
+@pytest.mark.parametrize("token", ["my s3cret", "s3cr\u00e9t"])
+def test_a_token_with_a_space_or_a_non_ascii_letter_still_lets_the_http_exporter_in(token: str) -> None:
+    """Header values carry spaces and, as bytes, UTF-8 letters: such a token worked over HTTP (curl, the OTel
+    exporters) before tokens were checked at start, and still does (gRPC metadata is ASCII: not there)."""
+    proc, endpoint, _ = _spawn([], {"TOOLWATCH_TOKEN": token})
+    try:
+        from opentelemetry.sdk.trace.export import SpanExportResult
+
+        if token.isascii():
+            assert _export(endpoint, f"Bearer {token}") == SpanExportResult.SUCCESS
+        import http.client
+        from urllib.parse import urlsplit
+
+        url = urlsplit(endpoint)
+        conn = http.client.HTTPConnection(url.hostname or "", url.port, timeout=30)
+        body = to_request(record_turns(_turns("utf8", 1))).SerializeToString()
+        conn.putrequest("POST", url.path)
+        conn.putheader("Content-Type", "application/x-protobuf")
+        conn.putheader("Content-Length", str(len(body)))
+        conn.putheader("Authorization", f"Bearer {token}".encode())  # the bytes as curl sends them: UTF-8
+        conn.endheaders(body)
+        assert conn.getresponse().status == 200
+        conn.close()
+    finally:
+        err = _end(proc)
+    assert proc.returncode == 0, err
