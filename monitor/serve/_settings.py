@@ -146,6 +146,21 @@ def _bool(text: str) -> bool:
     raise ValueError(f"not a boolean: {text!r}")
 
 
+def token_problem(token: str | None) -> str | None:
+    """What makes `--token` one no client can send (surrounding whitespace aside, which is not compared), or None."""
+    if not token:
+        return None
+    token = token.strip()
+    if not token:
+        return "the token is only whitespace: give one that clients can send, or none"
+    if any("\ud800" <= ch <= "\udfff" for ch in token):  # undecodable bytes of the environment, kept so
+        return "the token is not UTF-8: give it as text"
+    if any(ch < " " or "\x7f" <= ch <= "\x9f" for ch in token):
+        return ("the token holds a control character, which no header value (nor gRPC metadata) can carry: give one "
+                "that clients can send")
+    return None
+
+
 @dataclass(slots=True)
 class Settings:
     rules: tuple[str, ...] = ()
@@ -259,15 +274,9 @@ class Settings:
             raise ValueError(f"retry_after_s must be a whole number of seconds from 1 to {RETRY_AFTER_MAX_S}")
         if not self.windows:
             raise ValueError("at least one rolling window is needed")
-        if self.token and not self.token.strip():
-            raise ValueError("the token is only whitespace: give one that clients can send, or none")
-        if self.token:
-            token = self.token.strip()
-            if any("\ud800" <= ch <= "\udfff" for ch in token):  # undecodable bytes of the environment, kept so
-                raise ValueError("the token is not UTF-8: give it as text")
-            if any(ch < " " or "\x7f" <= ch <= "\x9f" for ch in token):
-                raise ValueError("the token holds a control character, which no header value (nor gRPC metadata) "
-                                 "can carry: give one that clients can send")
+        problem = token_problem(self.token)
+        if problem is not None:
+            raise ValueError(problem)
         check_agents(self.agents)
         clash = port_clash(self)
         if clash is not None:
