@@ -10,8 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+import yaml
+
 from monitor.records import Turn
 from monitor.rules import RuleFileError, RuleSet, load_rules
+from monitor.rules._read import read_text
 from monitor.verdict import TurnVerdict
 
 logger = logging.getLogger(__name__)
@@ -58,6 +61,7 @@ class Attempt:
     loaded: LoadedRules | None
     stamp: Stamp
     error: BaseException | None
+    cases: tuple[str, ...] = ()  # the cases files to watch from now on (with the rule files)
 
 
 def _stamp(paths: Sequence[str]) -> Stamp:
@@ -70,6 +74,21 @@ def _stamp(paths: Sequence[str]) -> Stamp:
             out.append((p, st.st_mtime_ns, st.st_size, st.st_dev, st.st_ino, st.st_ctime_ns))
         except OSError:
             out.append((p, -1, -1, -1, -1, -1))
+    return tuple(out)
+
+
+def named_cases_files(paths: Sequence[str]) -> tuple[str, ...]:
+    """The cases files the rule files at `paths` name (`cases: PATH`, relative to its rule file), read as plainly as
+    can be: for a reload that failed, whose rules name none. A file that cannot be read or parsed names none."""
+    out: list[str] = []
+    for p in paths:
+        try:
+            data = yaml.safe_load(read_text(Path(p)))
+        except Exception:  # noqa: BLE001, S112 - best effort: the reload's own error says what is wrong
+            continue
+        cases = data.get("cases") if isinstance(data, dict) else None
+        if isinstance(cases, str) and cases and "\0" not in cases:
+            out.append(str(Path(p).parent / cases))
     return tuple(out)
 
 
@@ -100,6 +119,9 @@ class Rules:
         self.current = self._load(_stamp(self.paths))  # raises RuleFileError: the service does not start on bad rules
         self.last_error: str | None = None
         self._seen: Stamp | None = None  # changed(): the files as the last call saw them
+        # The cases files watched with the rule files: those the rules in force name, and after a failed reload also
+        # those the failing files name (a cases file missing or broken then: its fix is a change to watch for).
+        self._cases: tuple[str, ...] = self.current.ruleset.cases_files
 
     def _load(self, stamp: Stamp) -> LoadedRules:
         """`stamp`: of the rule files as they were before they were read; the cases files they name are stamped
@@ -110,9 +132,9 @@ class Rules:
         return loaded
 
     def _watched(self) -> Stamp:
-        """The stamp of the rule files and of the cases files the rules in force name: a change to either is a change
-        of the rules."""
-        return _stamp([*self.paths, *self.current.ruleset.cases_files])
+        """The stamp of the rule files and of the cases files watched with them: a change to either is a change of
+        the rules."""
+        return _stamp([*self.paths, *self._cases])
 
     @property
     def judge(self) -> JudgeLike:
@@ -135,9 +157,17 @@ class Rules:
         stamp = self._watched()
         try:
             loaded = self._load(stamp)
-            return Attempt(loaded, loaded.stamp, None)
+            return Attempt(loaded, loaded.stamp, None, loaded.ruleset.cases_files)
         except Exception as exc:  # noqa: BLE001 - whatever fails, the old rules stay (and the file watcher lives)
-            return Attempt(None, stamp, exc)
+            return self.failed(exc, stamp)
+
+    def failed(self, exc: BaseException, stamp: Stamp | None = None) -> Attempt:
+        """The attempt of a reload that failed with `exc` (`stamp`: the watched files' before it read them): the
+        cases files the failing rule files name are watched too from now on."""
+        if stamp is None:
+            stamp = self._watched()
+        new = tuple(c for c in named_cases_files(self.paths) if c not in self._cases)
+        return Attempt(None, stamp + _stamp(new), exc, self._cases + new)
 
     def commit(self, attempt: Attempt) -> bool:
         """Put a prepared reload in force in one step: True when the new rules are in force, False when the old
@@ -151,10 +181,12 @@ class Rules:
                 self.last_error = str(exc) if expected else f"{type(exc).__name__}: {exc}"
             # Remember the failed stamp so an unchanged broken file is not reported every second.
             self.current = LoadedRules(self.current.ruleset, self.current.judge, attempt.stamp)
+            self._cases = attempt.cases
             trace = None if expected else exc  # a traceback only for what no rule file should cause
             logger.error("rules reload failed, keeping the previous rules: %s", self.last_error, exc_info=trace)
             return False
         self.current = attempt.loaded
+        self._cases = attempt.cases
         self.last_error = None
         logger.info("rules reloaded from %s", ", ".join(self.paths))
         return True

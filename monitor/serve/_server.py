@@ -21,7 +21,7 @@ from monitor.serve._conn import METRICS_CONNECTIONS, REFUSAL, TEXT_REFUSAL, Conn
 from monitor.serve._framing import answer_broken_heads, guard_body_framing
 from monitor.serve._http import PROTOBUF, TracesHandler, metrics_app, receiver_app, refusal_status, text_head_answer
 from monitor.serve._pipeline import Pipeline, VerdictHook
-from monitor.serve._rules import Attempt, JudgeFactory, Rules, _stamp, default_judge_factory
+from monitor.serve._rules import Attempt, JudgeFactory, Rules, default_judge_factory
 from monitor.serve._settings import GRPC, METRICS, RECEIVER, Settings
 from monitor.serve._verdict_log import VerdictLog
 
@@ -257,7 +257,7 @@ class Server:
             try:
                 attempt = self.rules.prepare()  # a failure to load is the attempt's error
             except BaseException as exc:  # noqa: BLE001 - a failure of its own too: the reload must end, and count
-                attempt = Attempt(None, _stamp(self.rules.paths), exc)
+                attempt = self.rules.failed(exc)
             with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits for the outcome any more
                 loop.call_soon_threadsafe(settle, attempt)
 

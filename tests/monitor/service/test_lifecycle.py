@@ -425,3 +425,28 @@ def test_a_change_to_the_cases_file_a_rule_file_names_is_reloaded(tmp_path: Path
     assert not rules.changed() and rules.changed()
     assert not rules.reload() and "cases" in (rules.last_error or "")
     assert outcome() == "correct"
+
+
+def test_a_cases_file_a_failing_reload_named_is_watched_until_it_is_fixed(tmp_path: Path) -> None:
+    """A rule file edited to name a cases file not written yet (or broken): the reload fails and keeps the rules in
+    force; writing (or fixing) the cases file then is a change, reloaded, as the README and the reload alert say. The
+    watcher watched only the cases files of the rules in force: nothing but SIGHUP or touching the rule file
+    recovered."""
+    from monitor.serve._rules import Rules
+
+    path = tmp_path / "rules.yaml"
+    path.write_text(RULES.read_text())
+    rules = Rules([path])
+    path.write_text(RULES.read_text() + "cases: cases.jsonl\n")
+    assert not rules.changed() and rules.changed()
+    assert not rules.reload() and "cases" in (rules.last_error or "")
+    assert not rules.changed() and not rules.changed()
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text('{"id": "c1", "input": "odd", "call": [{"tool": "nope"}]}\n')  # broken: an unknown tool
+    assert not rules.changed() and rules.changed()
+    assert not rules.reload() and "nope" in (rules.last_error or "")
+    assert not rules.changed() and not rules.changed()
+    cases.write_text('{"id": "c1", "input": "odd", "call": [{"tool": "pull_auth_telemetry"}]}\n')
+    assert not rules.changed() and rules.changed()
+    assert rules.reload() and rules.last_error is None
+    assert not rules.changed() and not rules.changed()
