@@ -201,7 +201,10 @@ class VerdictLog:
         left at its end."""
         self._next_open = time.monotonic() + REOPEN_S
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        drop_partial_line(self.path, self.max_bytes)
+        cut = drop_partial_line(self.path, self.max_bytes)
+        if cut:
+            logger.warning("verdict log %s: the last %d bytes, a record an earlier write cut short (a full device?), "
+                           "removed", self.path, cut)
         fh = self.path.open("a", encoding="utf-8")
         st = os.fstat(fh.fileno())
         self._fh, self._size, self._file_id = fh, fh.tell(), (st.st_dev, st.st_ino)

@@ -193,13 +193,18 @@ def test_the_verdict_log_leaves_a_json_file_without_a_newline_given_by_mistake_w
 
 
 @pytest.mark.parametrize("piece", [b'{"', b'{"tim', b'{"time":1712.5,"agent":"a","trace_id":"b","ca'])
-def test_the_verdict_log_cuts_the_piece_of_its_own_record_left_by_a_cut_write(tmp_path: Path, piece: bytes) -> None:
+def test_the_verdict_log_cuts_the_piece_of_its_own_record_left_by_a_cut_write(
+    tmp_path: Path, piece: bytes, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The piece is cut, and the log says so (the bytes of a record lost, and where)."""
     from monitor.serve._verdict_log import VerdictLog
 
     path = tmp_path / "verdicts.jsonl"
     path.write_bytes(b'{"time":1712.4,"trace_id":"a"}\n' + piece)
-    VerdictLog(path, max_bytes=4096).close()
+    with caplog.at_level("WARNING", logger="monitor.serve._verdict_log"):
+        VerdictLog(path, max_bytes=4096).close()
     assert path.read_bytes() == b'{"time":1712.4,"trace_id":"a"}\n'
+    assert f"{len(piece)} bytes" in caplog.text and str(path) in caplog.text
 
 
 @pytest.mark.parametrize("token", ["my s3cret", "s3cr\u00e9t"])
