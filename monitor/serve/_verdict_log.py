@@ -134,14 +134,22 @@ _TAIL_CHUNK = 1 << 16  # bytes read at a time looking back for the end of the fi
 _RECORD_START = b'{"time":'  # how every record begins (_line, verdict_record, shortened_line)
 
 
+def _whole_record(tail: bytes) -> bool:
+    """Whether `tail` is a whole record (a JSON object), only its newline missing."""
+    try:
+        return isinstance(json.loads(tail), dict)
+    except (ValueError, RecursionError):
+        return False
+
+
 def drop_partial_line(path: Path, most: int) -> int:
     """Cut the regular file at `path` back to the end of its last whole line when what follows is the piece of a
     record (`{"time":` begins every record; a shorter piece, part of that) of at most `most` bytes (no record is
     longer); the bytes cut. A write cut short (the device full, a file size limit) leaves part of a line at the end of
     the file, to which the next record would be appended: one line of broken JSON, with a whole record lost in it (and
-    `jq` stops there). Any other ending (a file given as the log by mistake, a JSON file without its last newline
-    among them) is left as it is, and so is a file that cannot be read and written here
-    (opening it for appending says what is wrong)."""
+    `jq` stops there); a whole record missing only its newline gets it. Any other ending (a file given as the log by
+    mistake, a JSON file without its last newline among them) is left as it is, and so is a file that cannot be read
+    and written here (opening it for appending says what is wrong)."""
     try:
         st = os.stat(path)
         if not stat.S_ISREG(st.st_mode) or st.st_size == 0:
@@ -165,6 +173,9 @@ def drop_partial_line(path: Path, most: int) -> int:
                 return 0
         head = os.pread(fd, len(_RECORD_START), pos)  # other JSON (`{"` too) is no piece of a record
         if len(head) < 2 or not _RECORD_START.startswith(head):
+            return 0
+        if _whole_record(os.pread(fd, end - pos, pos)):  # cut just before its newline: the record is whole
+            os.pwrite(fd, b"\n", end)
             return 0
         os.ftruncate(fd, pos)
         return end - pos

@@ -233,3 +233,14 @@ def test_a_token_with_a_space_or_a_non_ascii_letter_still_lets_the_http_exporter
     finally:
         err = _end(proc)
     assert proc.returncode == 0, err
+
+
+def test_the_verdict_log_keeps_a_whole_last_record_missing_only_its_newline(tmp_path: Path) -> None:
+    """A write cut just before a record's newline leaves the whole record: it gets its newline, nothing is cut."""
+    from monitor.serve._verdict_log import VerdictLog
+
+    path = tmp_path / "verdicts.jsonl"
+    whole = b'{"time":1712.4,"trace_id":"a"}\n{"time":1712.5,"trace_id":"b"}'
+    path.write_bytes(whole)
+    VerdictLog(path, max_bytes=4096).close()
+    assert path.read_bytes() == whole + b"\n"
