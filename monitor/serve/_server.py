@@ -348,6 +348,7 @@ class Server:
         it never ends the process."""
         loop = asyncio.get_running_loop()
         await self.start()
+        interrupt = signal.getsignal(signal.SIGINT)  # ignored (a background job, nohup): ignored again at shutdown
         # The handlers come before `on_started` (the ready line): a signal sent on seeing it is handled, not fatal.
         loop.add_signal_handler(signal.SIGHUP, self._on_sighup)
         loop.add_signal_handler(signal.SIGTERM, self.request_stop)
@@ -368,9 +369,10 @@ class Server:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(sig)
             # asyncio gives SIGINT Python's handler back, whose KeyboardInterrupt surfaced wherever the loop was (a
-            # traceback out of aiohttp's stop); its default action ends the process at once, as at start-up
+            # traceback out of aiohttp's stop); its default action ends the process at once, as at start-up, unless
+            # the process was started ignoring it
             if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-                signal.signal(signal.SIGINT, signal.SIG_DFL)
+                signal.signal(signal.SIGINT, signal.SIG_IGN if interrupt is signal.SIG_IGN else signal.SIG_DFL)
             try:
                 judged = await self.stop()
             finally:

@@ -228,3 +228,36 @@ def test_a_second_ctrl_c_during_shutdown_ends_it_at_once_without_a_traceback(spa
     assert time.monotonic() - started < 2.0
     assert proc.returncode == -signal.SIGINT, (proc.returncode, err.read_text())  # its default action, as at start
     assert "Traceback" not in err.read_text(), err.read_text()
+
+
+def test_a_second_ctrl_c_during_shutdown_is_ignored_when_the_service_was_started_ignoring_it(tmp_path: Path) -> None:
+    """A service started with SIGINT ignored (a background job of a shell, `nohup`) stops on the first SIGINT (its
+    handler) and keeps ignoring a second one while it judges what is pending: asyncio gave SIGINT Python's handler
+    back, and the default action replaced that."""
+    import socket
+    from urllib.parse import urlsplit
+
+    err = tmp_path / "stderr.txt"
+    with err.open("w") as out:
+        proc = subprocess.Popen(
+            [TOOLWATCH, "serve", "--rules", str(RULES), "--port", "0", "--metrics-port", "0", "--no-watch"],
+            stderr=out, text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),  # noqa: PLW1509
+        )
+    try:
+        wait_for(lambda: "OTLP/HTTP on" in err.read_text() or proc.poll() is not None, timeout=120)
+        endpoint = err.read_text().split("OTLP/HTTP on ")[1].split(",")[0].strip()
+        url = urlsplit(endpoint)
+        with socket.create_connection((url.hostname, url.port), timeout=10) as stalled:
+            stalled.sendall(f"POST {url.path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
+                            "Content-Length: 100000\r\n\r\n".encode())
+            time.sleep(0.3)
+            proc.send_signal(signal.SIGINT)
+            time.sleep(1.0)  # the shutdown waits for the stalled body
+            proc.send_signal(signal.SIGINT)
+            time.sleep(0.5)
+            assert proc.poll() is None, err.read_text()  # not ended by the second one
+        assert proc.wait(timeout=30) == 0, err.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
