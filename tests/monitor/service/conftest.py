@@ -6,7 +6,7 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -40,6 +40,16 @@ def wait_for(cond: Callable[[], bool], timeout: float = 20.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError("condition not met in time")
         time.sleep(0.02)
+
+
+def ready_line(stderr: IO[str], timeout: float = 30.0) -> str:
+    """The ready line a `toolwatch serve` process writes on its stderr (read line by line until it comes)."""
+    line = ""
+    deadline = time.monotonic() + timeout
+    while "OTLP/HTTP on" not in line and time.monotonic() < deadline:
+        line = stderr.readline()
+    assert "OTLP/HTTP on" in line, line
+    return line
 
 
 ServeFactory = Callable[..., tuple[ServerThread, Server]]

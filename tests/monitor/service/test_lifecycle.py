@@ -8,14 +8,13 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
 from monitor.serve import VerdictLog
-from tests.monitor.service.conftest import RULES, ServeFactory, scrape, value, wait_for
+from tests.monitor.service.conftest import RULES, ServeFactory, ready_line, scrape, value, wait_for
 from tests.monitor.service.http_util import get, post
 from tests.monitor.service.spans import Call, TurnSpec, record_turns, to_request
 
@@ -140,11 +139,7 @@ def test_serve_command_sighup_reload_and_sigterm_shutdown(tmp_path: Path) -> Non
     )
     try:
         assert proc.stderr is not None
-        line = ""
-        deadline = time.monotonic() + 30
-        while "OTLP/HTTP on" not in line and time.monotonic() < deadline:
-            line = proc.stderr.readline()
-        assert "OTLP/HTTP on" in line, line
+        line = ready_line(proc.stderr)
         endpoint = line.split("OTLP/HTTP on ")[1].split(",")[0].strip()
         metrics = line.split("metrics on ")[1].split(" ")[0].strip()
         assert get(metrics.replace("/metrics", "/readyz")) == 200

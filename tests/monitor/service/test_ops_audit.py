@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.monitor.service.conftest import RULES, wait_for
+from tests.monitor.service.conftest import RULES, ready_line, wait_for
 from tests.monitor.service.http_util import post
 from tests.monitor.service.spans import Call, TurnSpec, record_turns, to_request
 
@@ -51,11 +51,7 @@ def _spawn(args: list[str], env: dict[str, str], **popen: object) -> tuple[subpr
         **popen,
     )
     assert proc.stderr is not None
-    line = ""
-    deadline = time.monotonic() + 30
-    while "OTLP/HTTP on" not in line and time.monotonic() < deadline:
-        line = proc.stderr.readline()
-    assert "OTLP/HTTP on" in line, line
+    line = ready_line(proc.stderr)
     endpoint = line.split("OTLP/HTTP on ")[1].split(",")[0].strip()
     return proc, endpoint, line
 
