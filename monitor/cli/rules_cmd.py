@@ -12,7 +12,13 @@ from monitor._text import visible
 from monitor.cli._params import RULES_HELP, RulesCommand
 from monitor.records import ToolCall, Turn
 from monitor.rules import Documents, Expectation, RuleFileError, RuleSet, distinct_files, load_rules, rule_file_schema
-from monitor.rules._lint import forbidden_arguments, shadowed_rules, unfireable_alerts, unreachable_cases
+from monitor.rules._lint import (
+    forbidden_arguments,
+    shadowed_rules,
+    spaced_prefixes,
+    unfireable_alerts,
+    unreachable_cases,
+)
 
 EXIT_INVALID = 2
 
@@ -73,7 +79,7 @@ def check(files: tuple[Path, ...], more: tuple[Path, ...], quiet: bool) -> None:
             _echo(_summary(rs, str(f)))
             # with other files, the tools it names may be theirs: the warnings that read the catalog come from them all
             tooled = (*forbidden_arguments(rs), *unfireable_alerts(rs)) if len(files) == 1 else ()
-            for line in (*shadowed_rules(rs), *unreachable_cases(rs), *tooled):
+            for line in (*shadowed_rules(rs), *spaced_prefixes(rs), *unreachable_cases(rs), *tooled):
                 _echo(line)
                 warned.add(line)
     if not failed and len(files) > 1:
@@ -93,8 +99,8 @@ def _check_together(files: tuple[Path, ...], quiet: bool, warned: set[str]) -> b
     if not quiet:
         _echo(_summary(merged, "merged"))
         # across files; and those that read the catalog, which is theirs together
-        for line in (*shadowed_rules(merged), *unreachable_cases(merged), *forbidden_arguments(merged),
-                     *unfireable_alerts(merged)):
+        for line in (*shadowed_rules(merged), *spaced_prefixes(merged), *unreachable_cases(merged),
+                     *forbidden_arguments(merged), *unfireable_alerts(merged)):
             if line not in warned:
                 _echo(line)
     return True

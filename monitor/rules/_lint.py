@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from monitor.rules._burn import objective_warnings
-from monitor.rules._model import Always, Condition, Expectation, Prefix, RuleSet
+from monitor.rules._model import All, Always, Condition, Expectation, Prefix, RuleSet
 
 
 def shadowed_rules(rs: RuleSet) -> list[str]:
@@ -45,6 +45,30 @@ def shadowed_rules(rs: RuleSet) -> list[str]:
 
 
 _ALWAYS = Always()
+
+
+def spaced_prefixes(rs: RuleSet) -> list[str]:
+    """One line per `expect` rule whose `when` needs a prefix that begins with whitespace (alone, or among conditions
+    that must all hold): the input's leading whitespace is set aside before a prefix is compared, so it never
+    matches."""
+    out = []
+    for rule in rs.expectations:
+        text = _spaced_prefix(rule.when)
+        if text is not None:
+            out.append(
+                f"{rule.source}:{rule.line}: warning: rule {rule.id!r} can never match: its prefix {text!r} begins "
+                f"with whitespace, which an input loses before a prefix is compared (write {text.lstrip()!r})"
+            )
+    return out
+
+
+def _spaced_prefix(when: Condition) -> str | None:
+    """The text of a prefix beginning with whitespace that `when` needs (itself, or one of all its parts), or None."""
+    if isinstance(when, Prefix):
+        return when.text if when.text[:1].isspace() else None
+    if isinstance(when, All):
+        return next((t for t in map(_spaced_prefix, when.parts) if t is not None), None)
+    return None
 
 
 def _scopes(rule: Expectation) -> tuple[str | None, ...]:

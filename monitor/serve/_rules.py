@@ -98,10 +98,16 @@ MAX_RULE_WARNINGS = 20  # lines of `rules check` warnings logged per load; the r
 def _warn_suspicious(ruleset: RuleSet) -> None:
     """Log what `toolwatch rules check` warns of (valid rules that can never match, argument checks every call
     fails, cases never judged, alerts that can never fire), bounded: serve takes the rules without that command."""
-    from monitor.rules._lint import forbidden_arguments, shadowed_rules, unfireable_alerts, unreachable_cases
+    from monitor.rules._lint import (
+        forbidden_arguments,
+        shadowed_rules,
+        spaced_prefixes,
+        unfireable_alerts,
+        unreachable_cases,
+    )
 
-    lines = [*shadowed_rules(ruleset), *unreachable_cases(ruleset), *forbidden_arguments(ruleset),
-             *unfireable_alerts(ruleset)]
+    lines = [*shadowed_rules(ruleset), *spaced_prefixes(ruleset), *unreachable_cases(ruleset),
+             *forbidden_arguments(ruleset), *unfireable_alerts(ruleset)]
     for line in lines[:MAX_RULE_WARNINGS]:
         logger.warning("%s", line.replace(": warning: ", ": ", 1))  # the log line says WARNING already
     if len(lines) > MAX_RULE_WARNINGS:

@@ -153,3 +153,22 @@ def test_check_accepts_rules_on_tools_another_of_the_files_declares(tmp_path: Pa
     assert "in no catalog" not in out  # t is declared, in the other file
     code, _, err = run("check", str(agent))  # alone, its tool is unknown
     assert code == 2 and "unknown tool 't'" in err
+
+
+def test_check_warns_of_a_prefix_that_begins_with_whitespace(tmp_path: Path) -> None:
+    """The input's leading whitespace is set aside before a prefix is compared, so a prefix beginning with whitespace
+    can never match (alone, or beside other conditions all must hold); under `not` or among alternatives it is no
+    warning of that rule."""
+    f = tmp_path / "ws.yaml"
+    f.write_text("catalog:\n  tools:\n    - name: t\nexpect:\n"
+                 "  - id: spaced\n    when: {prefix: '  [AUTH]'}\n    call: [{tool: t}]\n"
+                 '  - id: spaced-too\n    when: {prefix: "\\t[BILL]", contains: x}\n    none: true\n'
+                 "  - id: negated\n    when: {not: {prefix: ' x'}}\n    none: true\n"
+                 "  - id: either\n    when: {any: [{prefix: ' x'}, {contains: y}]}\n    none: true\n")
+    judge = Judge(load_rules([f]))
+    assert judge.judge(Turn("  [AUTH] login failed", calls=(ToolCall("t"),))).rule != "spaced"
+    code, out, _ = run("check", str(f))
+    assert code == 0
+    assert "rule 'spaced' can never match: its prefix '  [AUTH]' begins with whitespace" in out
+    assert "rule 'spaced-too' can never match: its prefix '\\t[BILL]' begins with whitespace" in out
+    assert "'negated' can never" not in out and "'either' can never" not in out
