@@ -19,7 +19,7 @@ import re2
 from monitor.judge._conditions import holds
 from monitor.records import Turn
 from monitor.rules._model import All, Condition, Contains, Equals, Expectation, Prefix, Search
-from monitor.rules._regex import MAX_REGEX_SIZE, regex_set, regex_size, set_matcher
+from monitor.rules._regex import MAX_REGEX_SIZE, regex_set, set_matcher
 
 Trigger = tuple[str, Any]
 logger = logging.getLogger(__name__)
@@ -31,7 +31,7 @@ def _trigger(c: Condition) -> Trigger | None:
     if isinstance(c, Equals):
         return ("equals", c.text)
     if isinstance(c, Search):
-        return ("regex", c.regex.pattern)
+        return ("regex", c.regex)
     if isinstance(c, Contains):
         return ("contains", c.text)
     if isinstance(c, All):
@@ -90,9 +90,10 @@ class Router:
                 self._prefixes.setdefault(trig[1], []).append(i)
             elif trig[0] == "equals":
                 self._equals.setdefault(trig[1], []).append(i)
-            else:
-                patterns.append(trig[1] if trig[0] == "regex" else re2.escape(trig[1]))
-                sizes.append(regex_size(trig[1]) if trig[0] == "regex" else len(trig[1]))
+            else:  # a regex (its size measured when it was compiled), or a literal to find
+                rx = trig[1] if trig[0] == "regex" else None
+                patterns.append(rx.pattern if rx is not None else re2.escape(trig[1]))
+                sizes.append(rx.size if rx is not None else len(trig[1]))
                 self._set_rules.append(i)
         # Prefix table: one dict lookup per distinct prefix length (a handful), whatever the number of rules.
         self._lengths = tuple(sorted({len(p) for p in self._prefixes}))

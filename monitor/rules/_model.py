@@ -17,6 +17,7 @@ class Regex:
     pattern: str
     compiled: Any = field(compare=False, repr=False)  # re2 regexp: search with groups
     matcher: Any = field(compare=False, repr=False)  # one-pattern RE2 set: a fast yes/no answer
+    size: int = field(default=0, compare=False, repr=False)  # the characters and classes it stands for (regex_size)
 
     def search(self, text: str | bytes) -> Any:
         """The first match (with groups), or None; on bytes (UTF-8), its groups are bytes."""

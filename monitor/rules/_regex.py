@@ -152,7 +152,7 @@ def compile_regex(pattern: str) -> Regex:
         raise ValueError(f"regular expression {_quoted(pattern)} stands for {size} characters and classes "
                          f"(repetitions written out), at most {MAX_REGEX_SIZE}: matching it would be slow on long "
                          "inputs; shorten it, or repeat less")
-    return Regex(pattern, compiled, set_matcher(regex_set([pattern])))
+    return Regex(pattern, compiled, set_matcher(regex_set([pattern])), size)
 
 
 def set_matcher(s: Any) -> Callable[[bytes], Any]:
