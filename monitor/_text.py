@@ -34,6 +34,11 @@ def escape_bidi(text: str) -> str:
     return _BIDI.sub(lambda m: f"\\u{ord(m[0]):04x}", text)
 
 
+def elide(text: str, limit: int) -> str:
+    """`text` when it has at most `limit` characters, else its first `limit - 3` and `...`: `limit` in all."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def visible(text: str) -> str:
     """`printable(text)` with the control characters a terminal would act on shown as `\\xNN` escapes, and the
     bidirectional formatting characters as `\\uNNNN` (`escape_controls`)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from monitor._text import elide
 from monitor.judge._args import no_match_text
 from monitor.records import RequestedCall, Turn
 from monitor.rules import Expectation
@@ -100,4 +101,4 @@ def _response_problem(exp: Expectation | None) -> str:
 
 def _cut(text: str) -> str:
     text = " ".join(text.split())
-    return text if len(text) <= MAX_REASON else text[: MAX_REASON - 3] + "..."
+    return elide(text, MAX_REASON)

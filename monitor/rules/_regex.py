@@ -8,6 +8,7 @@ from typing import Any
 
 import re2
 
+from monitor._text import elide
 from monitor.rules._model import Regex
 
 
@@ -167,8 +168,7 @@ def set_matcher(s: Any) -> Callable[[bytes], Any]:
 
 def _quoted(pattern: str) -> str:
     """A pattern for a message: its repr, cut to 80 characters."""
-    text = repr(pattern)
-    return text if len(text) <= 80 else text[:77] + "..."
+    return elide(repr(pattern), 80)
 
 
 def regex_set(patterns: list[str]) -> Any:

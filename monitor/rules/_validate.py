@@ -10,6 +10,7 @@ from typing import Any
 import jsonschema
 from jsonschema.exceptions import SchemaError, ValidationError, best_match
 
+from monitor._text import elide
 from monitor.rules._errors import RuleFileError, raise_all
 from monitor.rules._yaml import Marks, Path
 
@@ -103,13 +104,13 @@ def error_message(error: ValidationError | SchemaError) -> str:
     message = str(error.message)
     text = repr(error.instance)
     if len(text) > 60 and text in message:
-        message = message.replace(text, text[:57] + "...")
+        message = message.replace(text, elide(text, 60))
     return message
 
 
 def _short(value: Any) -> str:
     text = json.dumps(value, default=str)
-    return text if len(text) <= 60 else text[:57] + "..."
+    return elide(text, 60)
 
 
 def document_errors(data: Any, marks: Marks) -> list[RuleFileError]:

@@ -11,6 +11,7 @@ import logging
 import shlex
 from collections.abc import Iterable
 
+from monitor._text import elide
 from monitor.metrics.names import OTHER
 
 logger = logging.getLogger(__name__)
@@ -58,7 +59,7 @@ class UnnamedAgents:
             logger.warning("%s", self.message(name))
 
     def message(self, name: str) -> str:
-        cut = name if len(name) <= _NAME_MAX else name[: _NAME_MAX - 3] + "..."
+        cut = elide(name, _NAME_MAX)
         parts: list[str] = []
         if name not in self._labels:
             option = f"--agent {shlex.quote(cut)}" if cut.isprintable() else "--agent NAME"

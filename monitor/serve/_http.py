@@ -19,6 +19,7 @@ from prometheus_client import generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, choose_encoder
 from prometheus_client.registry import CollectorRegistry
 
+from monitor._text import elide
 from monitor.metrics import ToolwatchMetrics
 from monitor.otlp import Decoded, DecodeError, parse_json, parse_protobuf
 from monitor.serve import _sighup
@@ -58,7 +59,7 @@ _DETAIL_MAX = 200  # characters of a parser's error kept in an answer or a log l
 
 def _cut(text: str) -> str:
     """`text` (the client's: a path, a method) cut to _PATH_MAX characters for a log line or an answer."""
-    return text if len(text) <= _PATH_MAX else text[: _PATH_MAX - 3] + "..."
+    return elide(text, _PATH_MAX)
 
 
 def bad_head_status(exc: HttpProcessingError) -> int:
@@ -73,7 +74,7 @@ def bad_head_detail(exc: HttpProcessingError) -> str:
     """The parser's error on one line, its quote of the client's bytes cut short: `Invalid header token: b'X-\\x01'`."""
     lines = [line.strip() for line in str(exc.message or type(exc).__name__).splitlines()]
     text = " ".join(line for line in lines if line.strip("^ "))  # without the caret lines pointing into the quote
-    return text if len(text) <= _DETAIL_MAX else text[: _DETAIL_MAX - 3] + "..."
+    return elide(text, _DETAIL_MAX)
 
 
 def http2_preface(exc: HttpProcessingError) -> bool:
