@@ -91,12 +91,12 @@ HTTP2_HINT = (
 )
 
 
-
 def _sent_type(request: web.Request) -> str:
     """What a refused request's Content-Type was, as sent: aiohttp reads a missing or unparseable one as
     application/octet-stream, which the client never sent."""
     sent = request.headers.get("Content-Type")
-    return "no Content-Type" if sent is None else f"unsupported content type {sent[:200]!r}"
+    return "no Content-Type" if sent is None else f"unsupported content type {elide(sent, _DETAIL_MAX)!r}"
+
 
 class Hushed:
     """A warning logged at most once per `interval_s`; the lines held back meanwhile are counted into the next."""
