@@ -11,9 +11,9 @@
  * gen_ai.completion.*): a model request may hold the calls it asked for (_requested.py reads them) and the tools it
  * offered (_offered.py); any other span of another operation is a parent link (appended as it is). So is every span
  * of another operation of google-adk's tracer scope (_ADK_SCOPE: its model requests give the input their model was
- * given, _requested.add_adk_input), or whose scope is unset or not exactly a str; every other span pays one compare. An output text
- * without the tool_call mark asks for none (a parent link). One with it is read here in the common case (`requested`:
- * a chat / text_completion / generate_content span, no tools offered, no truncation marker, no events, no
+ * given, _requested.add_adk_input), or whose scope is unset or not exactly a str; every other span pays one
+ * compare. An output text without the tool_call mark asks for none (a parent link). One with it is read here in the
+ * common case (`requested`: a chat / text_completion / generate_content span, no tools offered, no truncation marker, no events, no
  * OpenLLMetry marker, attribute keys all exact str (none runs Python code as it is copied); a text json.loads reads
  * as messages, nesting at most MAX_DEPTH, whose tool_call parts are at most MAX_REQUESTED_PER_SPAN, each named, with
  * a str id or none, and arguments an object, a text or none): the same RequestedCall records _requested.add_requested
@@ -85,8 +85,8 @@ static PyObject *execute_tool, *invoke_agent, *reason_no_tool_name, *status_erro
 static PyObject *no_call_id; /* NO_CALL_ID (ASCII): google-adk's call id of a tool span with none */
 static PyObject *adk_scope;  /* _ADK_SCOPE (ASCII): google-adk's spans of another operation go to _convert_py */
 static PyObject *foreign_keys; /* _FOREIGN_KEYS interned: a span of neither operation with one goes to _foreign */
-static PyObject *f_foreign, *pa_args, *pa_messages, *tl_request_type, *tl_kind, *tool_call_mark; /* _foreign; _PA_ARGS,
-                                                                  * _PA_MESSAGES, _TL_REQUEST_TYPE, _TL_KIND, _TOOL_CALL_MARK interned */
+/* _foreign; _PA_ARGS, _PA_MESSAGES, _TL_REQUEST_TYPE, _TL_KIND, _TOOL_CALL_MARK interned */
+static PyObject *f_foreign, *pa_args, *pa_messages, *tl_request_type, *tl_kind, *tool_call_mark;
 static PyObject *f_convert_py, *f_tool_name, *f_call_id, *f_json_text, *f_agent, *f_turn_text, *f_tool_definitions,
     *f_operation_of_name, *defs_by_length;
 static PyObject *user_roles, *assistant_roles, *user_parts, *assistant_parts, *ends[3];
@@ -1031,7 +1031,8 @@ static PyObject *init(PyObject *self, PyObject *ns) {
         int str;
     } items[] = {
         {"OP", &k_op, 1}, {"TOOL_NAME", &k_tool_name, 1}, {"TOOL_CALL_ID", &k_call_id, 1}, {"TOOL_ARGS", &k_args, 1},
-        {"NO_CALL_ID", &no_call_id, 1}, {"_ADK_SCOPE", &adk_scope, 1}, {"TOOL_RESULT", &k_result, 1}, {"ERROR_TYPE", &k_error_type, 1}, {"AGENT_NAME", &k_agent, 1},
+        {"NO_CALL_ID", &no_call_id, 1}, {"_ADK_SCOPE", &adk_scope, 1}, {"TOOL_RESULT", &k_result, 1},
+        {"ERROR_TYPE", &k_error_type, 1}, {"AGENT_NAME", &k_agent, 1},
         {"CONVERSATION_ID", &k_conversation_id, 1}, {"INPUT_MESSAGES", &k_input, 1},
         {"OUTPUT_MESSAGES", &k_output, 1}, {"TOOL_DEFINITIONS", &k_defs, 1}, {"CASE_ID", &k_case_id, 1},
         {"TRUNCATED", &k_truncated, 1}, {"EXECUTE_TOOL", &execute_tool, 1}, {"INVOKE_AGENT", &invoke_agent, 1},
