@@ -13,8 +13,8 @@
  * of another operation of google-adk's tracer scope (_ADK_SCOPE: its model requests give the input their model was
  * given, _requested.add_adk_input), or whose scope is unset or not exactly a str; every other span pays one
  * compare. An output text without the tool_call mark asks for none (a parent link). One with it is read here in the
- * common case (`requested`: a chat / text_completion / generate_content span, no tools offered, no truncation marker, no events, no
- * OpenLLMetry marker, attribute keys all exact str (none runs Python code as it is copied); a text json.loads reads
+ * common case (`requested`: a chat / text_completion / generate_content span, no tools offered, no truncation
+ * marker, no events, no OpenLLMetry marker, attribute keys all exact str (none runs Python code as it is copied); a text json.loads reads
  * as messages, nesting at most MAX_DEPTH, whose tool_call parts are at most MAX_REQUESTED_PER_SPAN, each named, with
  * a str id or none, and arguments an object, a text or none): the same RequestedCall records _requested.add_requested
  * makes (json.loads's own scanner, json.dumps for an object). Anything else, and anything Python would count as
