@@ -1,24 +1,23 @@
 /* The GenAI normalizer's common path in C: GenAIConvention.convert (monitor/normalize/_genai.py), line by line.
  *
- * convert(spans, out, problems, rejected) does what _genai._convert_py does, with the same results: the same
- * records (the same objects passed through), the same `out` order, the same `problems` and `rejected`. It reads
- * the usual attribute types itself and calls the Python helpers given to init() for everything else, so the
- * rules stay in _genai.py. A span that is not exactly the Span class, or whose attributes are not exactly a dict,
- * is handed to _convert_py on its own (the loop body depends on nothing but out, problems and rejected), and so
- * is the whole batch when out, problems or rejected are not exactly a list, a list and a dict. So is a span of
- * another operation whose gen_ai.output.messages or gen_ai.tool.definitions are set, that has span events (Strands
- * Agents puts them there), or that has OpenLLMetry's `llm.request.type` (newer versions flatten the calls into
- * gen_ai.completion.*): a model request may hold the calls it asked for (_requested.py reads them) and the tools it
- * offered (_offered.py); any other span of another operation is a parent link (appended as it is). So is every span
- * of another operation of google-adk's tracer scope (_ADK_SCOPE: its model requests give the input their model was
- * given, _requested.add_adk_input), or whose scope is unset or not exactly a str; every other span pays one
- * compare. An output text without the tool_call mark asks for none (a parent link). One with it is read here in the
- * common case (`requested`: a chat / text_completion / generate_content span, no tools offered, no truncation
- * marker, no events, no OpenLLMetry marker, attribute keys all exact str (none runs Python code as it is copied); a text json.loads reads
- * as messages, nesting at most MAX_DEPTH, whose tool_call parts are at most MAX_REQUESTED_PER_SPAN, each named, with
- * a str id or none, and arguments an object, a text or none): the same RequestedCall records _requested.add_requested
- * makes (json.loads's own scanner, json.dumps for an object). Anything else, and anything Python would count as
- * ignored, is handed to Python.
+ * convert(spans, out, problems, rejected) does what _genai._convert_py does, with the same results: the same records
+ * (the same objects passed through), the same `out` order, the same `problems` and `rejected`. It reads the usual
+ * attribute types itself and calls the Python helpers given to init() for everything else, so the rules stay in
+ * _genai.py. A span that is not exactly the Span class, or whose attributes are not exactly a dict, is handed to
+ * _convert_py on its own (the loop body depends on nothing but out, problems and rejected), and so is the whole batch
+ * when out, problems or rejected are not exactly a list, a list and a dict. So is a span of another operation whose
+ * gen_ai.output.messages or gen_ai.tool.definitions are set, that has span events (Strands Agents puts them there), or
+ * that has OpenLLMetry's `llm.request.type` (newer versions flatten the calls into gen_ai.completion.*): a model
+ * request may hold the calls it asked for (_requested.py reads them) and the tools it offered (_offered.py); any other
+ * span of another operation is a parent link (appended as it is). So is every span of another operation of google-adk's
+ * tracer scope (_ADK_SCOPE: its model requests give the input their model was given, _requested.add_adk_input), or
+ * whose scope is unset or not exactly a str; every other span pays one compare. An output text without the tool_call
+ * mark asks for none (a parent link). One with it is read here in the common case (`requested`: a chat /
+ * text_completion / generate_content span, no tools offered, no truncation marker, no events, no OpenLLMetry marker,
+ * attribute keys all exact str (none runs Python code as it is copied); a text json.loads reads as messages, nesting at
+ * most MAX_DEPTH, whose tool_call parts are at most MAX_REQUESTED_PER_SPAN, each named, with a str id or none, and
+ * arguments an object, a text or none): the same RequestedCall records _requested.add_requested makes (json.loads's own
+ * scanner, json.dumps for an object). Anything else, and anything Python would count as ignored, is handed to Python.
  *
  * The compact one-text messages are decoded here: json's C scanstring (strict), the same decoding, the same
  * strings accepted (an error there means "not compact", as in Python, which then calls _turn_text).
