@@ -26,13 +26,14 @@ from monitor.normalize._offered import add_openinference_tools, add_traceloop_to
 from monitor.normalize._requested import (
     CONTENT_KEYS,
     MAX_REQUESTED_PER_SPAN,
+    add_input_mark,
     derived,
     flat_index,
     name_and_id,
     new_requested,
 )
 from monitor.otlp import Span
-from monitor.records import HandoffMark, InputMark, RequestedCall, ToolCall, Turn
+from monitor.records import HandoffMark, RequestedCall, ToolCall, Turn
 
 Out = list[ToolCall | Turn | Span]
 
@@ -125,9 +126,7 @@ def add_openinference_input(span: Span, out: Out) -> None:
                     parts.append((k, value))
         text = "\n".join(v for _, v in sorted(parts)) if parts else None
     if text and text != m.OI_REDACTED:  # hidden (OPENINFERENCE_HIDE_INPUT_TEXT): not captured
-        mark = derived(InputMark, span, "input", "", span.start_ns)
-        mark.arguments = text
-        out.append(mark)
+        add_input_mark(span, text, out)
 
 
 def add_flat_of(span: Span, out: Out, problems: list[str]) -> None:

@@ -87,9 +87,9 @@ from monitor.normalize._genai import (
     structured,
 )
 from monitor.normalize._offered import add_openinference_tools, add_traceloop_tools
-from monitor.normalize._requested import derived
+from monitor.normalize._requested import add_input_mark, derived
 from monitor.otlp import STATUS_ERROR, Span
-from monitor.records import HandoffMark, InputMark, ToolCall, Turn
+from monitor.records import HandoffMark, ToolCall, Turn
 
 Out = list[ToolCall | Turn | Span]
 
@@ -338,9 +338,7 @@ def _traceloop(span: Span, kind: Any, out: Out, problems: list[str], rejected: d
         if kind == "workflow":  # under another span: the input of the turn around it (see the module docstring)
             text = _tl_input(attrs, problems)
             if text:
-                mark = derived(InputMark, span, "input", "", span.start_ns)
-                mark.arguments = text
-                out.append(mark)
+                add_input_mark(span, text, out)
 
 
 def _tl_json(attrs: Any, key: str, problems: list[str]) -> Any:

@@ -234,9 +234,7 @@ def add_adk_input(span: Span, op: str, out: list[ToolCall | Turn | Span]) -> Non
             continue
         text = _genai._texts(msg, None)
         if text and not _adk_transcript(msg):
-            mark = derived(InputMark, span, "input", "", span.start_ns)
-            mark.arguments = text
-            out.append(mark)
+            add_input_mark(span, text, out)
             return
 
 
@@ -330,6 +328,14 @@ def new_requested(span: Span, name: str, call_id: str, arguments: str | None, in
     call.call_id = call_id
     call.arguments = arguments
     return call
+
+
+def add_input_mark(span: Span, text: str, out: list[ToolCall | Turn | Span]) -> None:
+    """The input `span` was given, for the turn above it when that turn's own span records none: an InputMark under
+    the span, from its start, `text` in its `arguments` (monitor.records.InputMark)."""
+    mark = derived(InputMark, span, "input", "", span.start_ns)
+    mark.arguments = text
+    out.append(mark)
 
 
 def derived(cls: type[D], span: Span, suffix: str, name: str, start_ns: int) -> D:
