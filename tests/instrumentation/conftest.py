@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -67,3 +69,31 @@ def capture(recorded: Recorded) -> Recorded:
     """`recorded` with content capture on."""
     instrumentation.configure_content(capture_content=True)
     return recorded
+
+
+@pytest.fixture
+def black_hole() -> Iterator[str]:
+    """An OTLP/HTTP endpoint on 127.0.0.1 that accepts connections and reads nothing, answers nothing (a monitor that
+    hangs)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        listener.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                held.append(listener.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}/v1/traces"
+    finally:
+        stop.set()
+        thread.join()
+        for conn in held:
+            conn.close()
+        listener.close()

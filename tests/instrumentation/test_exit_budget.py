@@ -76,31 +76,6 @@ def nothing_listening() -> str:
     return f"http://127.0.0.1:{_free_port()}/v1/traces"
 
 
-@pytest.fixture
-def black_hole() -> Iterator[str]:
-    """Accepts connections and reads nothing, answers nothing."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        listener.settimeout(0.1)
-        while not stop.is_set():
-            try:
-                held.append(listener.accept()[0])
-            except TimeoutError:
-                continue
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{listener.getsockname()[1]}/v1/traces"
-    stop.set()
-    thread.join()
-    for sock in held:
-        sock.close()
-    listener.close()
-
-
 class _Receiver(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     answer: Callable[[_Receiver, bytes], None]

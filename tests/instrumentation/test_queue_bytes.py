@@ -4,10 +4,9 @@ spans each holding tens of KB of content stays within `max_queue_bytes`, the old
 from __future__ import annotations
 
 import os
-import socket
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
@@ -44,34 +43,11 @@ def _consistent(queue: CountingDeque) -> None:
 
 
 @pytest.fixture
-def silent_endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """An OTLP/HTTP endpoint on 127.0.0.1 that accepts connections and never answers (a monitor that hangs)."""
+def silent_endpoint(black_hole: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A monitor that hangs (`black_hole`), with the exporter waiting long for it and the drop counts at 0."""
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "120")
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(16)
-    accepted: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        server.settimeout(0.1)
-        while not stop.is_set():
-            try:
-                accepted.append(server.accept()[0])
-            except OSError:
-                continue
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
     STATS.reset()
-    try:
-        yield f"http://127.0.0.1:{server.getsockname()[1]}/v1/traces"
-    finally:
-        stop.set()
-        thread.join()
-        for conn in accepted:
-            conn.close()
-        server.close()
+    return black_hole
 
 
 def test_a_hung_monitor_leaves_the_queue_and_the_agents_memory_within_the_byte_bound(silent_endpoint: str) -> None:
