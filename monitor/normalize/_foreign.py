@@ -49,7 +49,11 @@ its name) (openai-agents makes its handoffs TOOL spans without one, LangGraph's 
 parent graph, `{"graph": "__parent__", "goto": ...}`: parent links, and a HandoffMark each), a Traceloop `tool` span,
 pydantic-ai's tool span (`running tool` in version 2, arguments in `tool_arguments`), Strands' `execute_tool {tool}`
 span (arguments in its events). LlamaIndex's TOOL span records the tool's bound arguments, `{"kwargs": {...}}`:
-the keyword arguments are the call's (_oi_arguments).
+the keyword arguments are the call's (_oi_arguments); smolagents' (its tracer scope, _markers.OI_SMOLAGENTS_SCOPE)
+the bound arguments of `Tool.__call__`, `{"args", "sanitize_inputs_outputs", "kwargs"}`: the keyword arguments, the
+positional ones named after the tool's inputs (`tool.parameters`) (_smolagents_arguments). smolagents names its run's
+AGENT span `{agent}.run` and records no `agent.name`: the turn is the agent's (_agent_of_name); its input is the
+run's `task`, a key read as `input` is.
 The calls a model requested: those of an OpenInference LLM span and of an OpenLLMetry model request span (marked by
 `llm.request.type`), both parent links (monitor.normalize._flat); and the tools these spans offered
 (monitor.normalize._offered).
@@ -103,7 +107,7 @@ _MAX_METADATA_CHARS = 64 * 1024  # a longer `metadata` value is not read (no Lan
 _REDACTED = m.OI_REDACTED  # what OpenInference's TraceConfig leaves of a hidden value
 # Keys whose str value is the question / the answer in a JSON input or output object (LangChain's AgentExecutor
 # `{"input": ...}` / `{"output": ...}`, Traceloop's kwargs of a function called by keyword).
-_INPUT_KEYS = ("input", "query", "question", "prompt", "message")
+_INPUT_KEYS = ("input", "query", "question", "prompt", "message", "task")
 _OUTPUT_KEYS = ("output", "answer", "response", "result")
 
 
@@ -154,7 +158,9 @@ def _openinference(span: Span, kind: Any, out: Out, problems: list[str], rejecte
             problems.append(key)
             call_id = str(call_id)
         arguments = _args(attrs, m.OI_TOOL_CALL_ARGS, problems)
-        if arguments is None or arguments == _REDACTED:
+        if span.scope == m.OI_SMOLAGENTS_SCOPE and (arguments is None or arguments == _REDACTED):
+            arguments = _smolagents_arguments(attrs)
+        elif arguments is None or arguments == _REDACTED:
             arguments = _oi_arguments(attrs, problems, bound=span.scope == m.OI_LLAMA_INDEX_SCOPE)
         result = _result(attrs, m.OI_OUTPUT, problems)
         _call(span, _str(attrs, m.OI_TOOL_NAME, problems), out, problems, rejected, call_id=call_id,
@@ -170,7 +176,7 @@ def _openinference(span: Span, kind: Any, out: Out, problems: list[str], rejecte
         )
         and not _langgraph_step(span, graph)
     ) or (kind == "CHAIN" and not span.parent_span_id):
-        agent = _str(attrs, m.OI_AGENT_NAME, problems) or span.name
+        agent = _str(attrs, m.OI_AGENT_NAME, problems) or _agent_of_name(span)
         start = span.scope == m.OI_LLAMA_INDEX_SCOPE and _is_workflow_start(attrs)
         _turn(span, out, problems, agent=agent,
               input_text=None if start else _value_text(attrs, m.OI_INPUT, _USER, _INPUT_KEYS, problems),
@@ -282,6 +288,37 @@ def _oi_arguments(attrs: Any, problems: list[str], *, bound: bool = False) -> st
             return None
         return json.dumps(kwargs)
     return raw if isinstance(value, dict) else None
+
+
+def _smolagents_arguments(attrs: Any) -> str | None:
+    """A smolagents TOOL span's `input.value`: the bound arguments of `Tool.__call__(*args, sanitize_inputs_outputs,
+    **kwargs)`, as JSON text of the keyword arguments. Positional ones are named after the tool's inputs
+    (`tool.parameters`, a JSON object in the order `__call__` hands them to the tool's `forward`), and a single dict
+    whose keys are all inputs is the keyword arguments, as `__call__` reads it; None when they cannot be named (not
+    captured)."""
+    value = _json_object_with(attrs.get(m.OI_INPUT), '"kwargs"')
+    if value is None or not set(value) <= {"args", "kwargs", "sanitize_inputs_outputs"}:
+        return None
+    args, kwargs = value.get("args", []), value.get("kwargs", {})
+    if not isinstance(args, list) or not isinstance(kwargs, dict):
+        return None
+    if args:
+        params = _json_object_with(attrs.get(m.OI_TOOL_PARAMETERS), "{")
+        names = list(params) if params is not None else []
+        if len(args) == 1 and not kwargs and isinstance(args[0], dict) and all(k in names for k in args[0]):
+            kwargs = args[0]
+        elif len(args) <= len(names) and not any(n in kwargs for n in names[: len(args)]):
+            kwargs = {**dict(zip(names, args, strict=False)), **kwargs}
+        else:
+            return None
+    return json.dumps(kwargs)
+
+
+def _agent_of_name(span: Span) -> str:
+    """An agent run's name when its span names no agent: the span's name; smolagents' `{agent}.run` the agent's."""
+    if span.scope == m.OI_SMOLAGENTS_SCOPE and span.name.endswith(".run") and len(span.name) > len(".run"):
+        return span.name[: -len(".run")]
+    return span.name
 
 
 def _is_workflow_start(attrs: Any) -> bool:

@@ -36,6 +36,11 @@ OI_CREWAI_SCOPES = frozenset(
     {"openinference.instrumentation.crewai", "openinference.instrumentation.crewai._event_listener"}
 )
 OI_GRAPH_NODE_ID = "graph.node.id"  # CrewAI: the agent's role
+# The tracer scope of openinference-instrumentation-smolagents: its run span is named `{agent}.run`, its TOOL spans
+# record the bound arguments of `Tool.__call__` (`{"args", "sanitize_inputs_outputs", "kwargs"}`), the tool's inputs in
+# `tool.parameters` (_foreign).
+OI_SMOLAGENTS_SCOPE = "openinference.instrumentation.smolagents"
+OI_TOOL_PARAMETERS = "tool.parameters"
 CREWAI_CREW_KEY = "crew_key"
 CREWAI_TASK_ID = "task_id"
 CREWAI_TASK_DESCRIPTION = "task_description"  # the event listener's AGENT span: the task as the agent was given it
