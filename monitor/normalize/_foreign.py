@@ -400,11 +400,15 @@ def _tl_decorated(value: Any) -> tuple[list[Any], dict[str, Any]] | None:
     return (args, kwargs) if isinstance(args, list) and isinstance(kwargs, dict) else None
 
 
+_MCP_INPUT = frozenset({"tool_name", "arguments"})  # an MCP tool call through OpenLLMetry, client or FastMCP server
+
+
 def _tl_arguments(attrs: Any, problems: list[str]) -> tuple[str | None, Any]:
     """A tool's arguments and call id: a decorated function's keyword arguments (positional ones have no names: None);
     the `inputs` of a LangChain tool through OpenLLMetry (`{"input_str", "inputs", "tags", "metadata", "kwargs"}`),
-    its call id `kwargs.tool_call_id`; else GenAI's `gen_ai.tool.call.arguments` unless it is that same input.
-    `gen_ai.tool.call.id` first when set."""
+    its call id `kwargs.tool_call_id`; the `arguments` of an MCP tool call through OpenLLMetry (`{"tool_name",
+    "arguments"}`); else GenAI's `gen_ai.tool.call.arguments` unless it is that same input. `gen_ai.tool.call.id`
+    first when set."""
     value = _tl_json(attrs, m.TL_INPUT, problems)
     call_id = attrs.get(TOOL_CALL_ID)
     decorated = _tl_decorated(value)
@@ -415,6 +419,8 @@ def _tl_arguments(attrs: Any, problems: list[str]) -> tuple[str | None, Any]:
         if call_id is None and isinstance(kwargs, dict):
             call_id = kwargs.get("tool_call_id")
         return json.dumps(value["inputs"]), call_id
+    if isinstance(value, dict) and set(value) == _MCP_INPUT and isinstance(value["arguments"], dict):
+        return json.dumps(value["arguments"]), call_id
     genai = attrs.get(TOOL_ARGS)
     return (genai if isinstance(genai, str) and genai != attrs.get(m.TL_INPUT) else None), call_id
 
