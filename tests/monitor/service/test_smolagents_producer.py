@@ -27,11 +27,15 @@ Replayed through the real normalizer (C and Python) and turn assembler.
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
+from monitor.cli.replay_cmd import replay
 from monitor.records import ToolCall
-from tests.monitor.service.captures import call_rows, captured_turns, offered_names
+from tests.monitor.service.captures import DATA, call_rows, captured_turns, offered_names
 from tests.monitor.service.spans import new_tracer
 from tests.monitor.service.test_requested_calls import IMPLS, _impl, convert, decoded
 
@@ -111,3 +115,49 @@ def test_a_smolagents_tool_spans_bound_arguments_are_its_arguments(
     records, problems = convert(decoded(memory.get_finished_spans()), impl)
     [call] = [r for r in records if isinstance(r, ToolCall)]
     assert (call.name, call.arguments and json.loads(call.arguments), problems) == ("get_weather", want, [])
+
+
+def _replay_json(capture: str, rules: str, tmp_path: Path) -> dict[str, Any]:
+    """`toolwatch replay` of a capture under `rules`, the JSON report read back."""
+    (tmp_path / "rules.yaml").write_text(rules)
+    out = tmp_path / "report.json"
+    res = CliRunner().invoke(
+        replay,
+        [str(DATA / f"{capture}.jsonl"), "--rules", str(tmp_path / "rules.yaml"), "--no-progress", "--json", str(out)],
+    )
+    assert res.exit_code == 0, res.output
+    report: dict[str, Any] = json.loads(out.read_text())
+    return report
+
+
+WEATHER_RULES = """
+version: 1
+agent: weather_agent
+catalog:
+  tools:
+    - name: get_weather
+      schema: {type: object, properties: {city: {type: string}}, required: [city]}
+    - name: final_answer
+expect:
+  - when: {prefix: "What is the weather in"}
+    call:
+      - tool: get_weather
+        exactly: 1
+        args: {city: {from_input: 'weather in (\\w+)'}}
+"""
+
+
+@pytest.mark.parametrize("capture", ["smolagents_tool", "smolagents_code"])
+def test_final_answer_judged_as_the_readme_says_an_optional_slot_of_each_expectation(
+    capture: str, tmp_path: Path
+) -> None:
+    """smolagents' own `final_answer` call is a call like any other: an expectation that leaves it out counts it
+    spurious; a slot `{tool: final_answer, min: 0, max: 1}` beside the agent's calls, as the README advises, makes
+    the run correct throughout (and a second final_answer would still be spurious)."""
+    bare = _replay_json(capture, WEATHER_RULES, tmp_path)
+    assert (bare["counts"]["judged_calls"], bare["counts"]["correct"], bare["counts"]["spurious"]) == (2, 1, 1)
+    optional = WEATHER_RULES + "      - {tool: final_answer, min: 0, max: 1}\n"
+    report = _replay_json(capture, optional, tmp_path)
+    counts = report["counts"]
+    assert (counts["judged_calls"], counts["correct"], counts["spurious"], counts["missed"]) == (2, 2, 0, 0)
+    assert report["figures"]["end_to_end_accuracy"] == 1.0
