@@ -35,7 +35,12 @@ What makes a turn:
   `task_description`, or the `description` of the TaskOutput the wrappers record as its output: their `input.value`
   is the agent object, no question) (_crewai).
 - Traceloop: an `agent` span (under another span: with `traceloop.entity.input`); a `workflow` span with no parent.
-  `task` spans are parent links. OpenLLMetry's LangChain instrumentation (0.62) writes GenAI attributes beside these:
+  `task` spans are parent links. openai-agents through OpenLLMetry (its tracer scope, _markers.OTEL_OPENAI_AGENTS_SCOPE)
+  records the run as a root `workflow` span, a parent link, and each agent's run as an `agent` span under it that
+  names its agent (`gen_ai.agent.name`) and records no input: the turn, given the latest user message of its first
+  model request (an InputMark, _requested.add_model_input); contrib's instrumentation of the same scope records the
+  workflow as an `invoke_agent` span without `gen_ai.agent.name` or input messages: a parent link too.
+  OpenLLMetry's LangChain instrumentation (0.62) writes GenAI attributes beside these:
   its tool spans, and its turn spans without `gen_ai.input.messages`, come here by their Traceloop kind (their
   `gen_ai.tool.call.arguments` is the callback's whole input); LangGraph's graph run is its `invoke_agent {graph}`
   span (GenAI, no input), the `workflow` span under it a parent link that holds the run's input: a `workflow` span
@@ -121,6 +126,9 @@ def convert(span: Span, out: Out, problems: list[str], rejected: dict[str, int])
     kind = attrs.get(m.TL_KIND)
     if kind is not None:
         _traceloop(span, kind, out, problems, rejected)
+        return
+    if span.scope == m.OTEL_OPENAI_AGENTS_SCOPE and AGENT_NAME not in attrs:  # openai-agents' workflow (contrib's):
+        out.append(span)  # a parent link, its agent spans the turns
         return
     if m.TL_REQUEST_TYPE in attrs:  # an OpenLLMetry model request span: a parent link, the calls it asked for and
         out.append(span)  # the tools it offered
@@ -357,17 +365,19 @@ def _traceloop(span: Span, kind: Any, out: Out, problems: list[str], rejected: d
         out.append(span)
         return
     name = _str(attrs, m.TL_NAME, problems)
+    oa = span.scope == m.OTEL_OPENAI_AGENTS_SCOPE  # openai-agents through OpenLLMetry: its agent spans are the turns
     if kind == "tool":
         if not name and span.name.endswith(".tool"):  # the SDK names the span `{entity}.tool`
             name = span.name[: -len(".tool")]
         arguments, call_id = _tl_arguments(attrs, problems)
         _call(span, name, out, problems, rejected, call_id=call_id, arguments=arguments,
               result=_result(attrs, m.TL_OUTPUT, problems))  # fmt: skip
-    elif (kind == "agent" and (m.TL_INPUT in attrs or not span.parent_span_id)) or (
-        kind == "workflow" and not span.parent_span_id
+    elif (kind == "agent" and (oa or m.TL_INPUT in attrs or not span.parent_span_id)) or (
+        kind == "workflow" and not span.parent_span_id and not oa
     ):
         workflow = attrs.get(m.TL_WORKFLOW)
-        agent = name or (workflow if isinstance(workflow, str) else "") or span.name
+        agent = name or (_str(attrs, AGENT_NAME, problems) if kind == "agent" else "")
+        agent = agent or (workflow if isinstance(workflow, str) else "") or span.name
         _turn(span, out, problems, agent=agent, input_text=_tl_input(attrs, problems),
               output_text=_tl_output(attrs, problems), conversation_id=None)
     else:

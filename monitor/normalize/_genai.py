@@ -12,14 +12,22 @@ import json.decoder
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol, cast
 
-from monitor.normalize._markers import ADK_SCOPE, FOREIGN_MARKERS, PA_ARGS, PA_MESSAGES, TL_KIND, TL_REQUEST_TYPE
+from monitor.normalize._markers import (
+    ADK_SCOPE,
+    FOREIGN_MARKERS,
+    OTEL_OPENAI_AGENTS_SCOPE,
+    PA_ARGS,
+    PA_MESSAGES,
+    TL_KIND,
+    TL_REQUEST_TYPE,
+)
 from monitor.normalize._offered import add_offered
 from monitor.normalize._requested import (
     CONTENT_KEYS,
     MAX_REQUESTED_PER_SPAN,
     MODEL_REQUESTS,
     TOOL_CALL_MARK,
-    add_adk_input,
+    add_model_input,
     add_model_request,
 )
 from monitor.otlp import STATUS_ERROR, Span
@@ -389,8 +397,14 @@ def _convert_py(  # noqa: C901 - one flat pass per span: a call per record cost 
             append(call)
         elif op == INVOKE_AGENT:
             raw_in = attrs.get(INPUT_MESSAGES)
-            if raw_in is None and (span.events or _PA_MESSAGES in attrs or _TL_KIND in attrs):
-                _foreign(span, out, problems, rejected)  # the input elsewhere: pydantic-ai, Strands, OpenLLMetry
+            if raw_in is None and (
+                span.events
+                or _PA_MESSAGES in attrs
+                or _TL_KIND in attrs
+                or (span.scope == _OA_SCOPE and AGENT_NAME not in attrs)
+            ):
+                # the input elsewhere: pydantic-ai, Strands, OpenLLMetry; or openai-agents' workflow (contrib's)
+                _foreign(span, out, problems, rejected)
                 continue
             agent = attrs.get(AGENT_NAME)
             if type(agent) is not str:
@@ -460,8 +474,8 @@ def _convert_py(  # noqa: C901 - one flat pass per span: a call per record cost 
                 add_model_request(span, op, out, problems)
             if attrs.get(TOOL_DEFINITIONS) is not None:  # and which tools it offered
                 add_offered(span, op, out)
-            if span.scope == _ADK_SCOPE:  # google-adk's: the input its model was given (none on its turn spans)
-                add_adk_input(span, op, out)
+            if span.scope == _ADK_SCOPE or span.scope == _OA_SCOPE:  # the input its model was given (add_model_input)
+                add_model_input(span, op, out)
 
 
 # A span with no GenAI operation that carries one of these keys is another convention's: _foreign maps it. So is a
@@ -474,6 +488,9 @@ _PA_ARGS = PA_ARGS
 _PA_MESSAGES = PA_MESSAGES
 _TL_KIND = TL_KIND
 _ADK_SCOPE = ADK_SCOPE  # the C normalizer hands this scope's spans of another operation to _convert_py
+# And this one's (openai-agents through OpenTelemetry's or OpenLLMetry's instrumentation), and sends its `invoke_agent`
+# spans without `gen_ai.agent.name` or input messages (contrib's workflow span) to _foreign.
+_OA_SCOPE = OTEL_OPENAI_AGENTS_SCOPE
 _TL_REQUEST_TYPE = TL_REQUEST_TYPE  # a span of another GenAI operation with it may flatten its calls (OpenLLMetry)
 _TOOL_CALL_MARK = TOOL_CALL_MARK  # in an output text asking for a call: one without it asks for none
 # What the C normalizer reads the common output texts asking for calls with (_requested.add_requested's reading):

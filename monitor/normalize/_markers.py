@@ -47,8 +47,14 @@ CREWAI_TASK_DESCRIPTION = "task_description"  # the event listener's AGENT span:
 # The scopes whose LLM spans give the turn around them its input (monitor.normalize._flat.add_openinference_input).
 OI_INPUT_SCOPES = frozenset({OI_OPENAI_AGENTS_SCOPE, OI_LLAMA_INDEX_SCOPE})
 # The tracer scope of google-adk (GenAI spans): its `invoke_agent` spans record no input, its model request spans the
-# messages (monitor.normalize._requested.add_adk_input).
+# messages (monitor.normalize._requested.add_model_input).
 ADK_SCOPE = "gcp.vertex.agent"
+# The tracer scope of both OpenTelemetry instrumentations of openai-agents as trace processors: contrib's
+# opentelemetry-instrumentation-openai-agents-v2 (GenAI spans: the workflow an `invoke_agent` span without
+# `gen_ai.agent.name`, a parent link) and OpenLLMetry's opentelemetry-instrumentation-openai-agents (Traceloop spans:
+# the root `workflow` span a parent link, its `agent` spans the turns, with no input). Their model request spans give
+# the input their model was given (monitor.normalize._requested.add_model_input), as google-adk's do.
+OTEL_OPENAI_AGENTS_SCOPE = "opentelemetry.instrumentation.openai_agents"
 
 # OpenLLMetry (Traceloop): opentelemetry.semconv_ai.SpanAttributes.
 TL_KIND = "traceloop.span.kind"

@@ -19,10 +19,11 @@ spans (monitor.normalize._flat): never both for one span (add_model_request).
 The C normalizer (monitor/normalize/_cgenai.c) reads the common output texts itself, to the same records; it hands
 this module every other value, and every text holding something it would count as ignored.
 
-google-adk (its tracer scope, _markers.ADK_SCOPE) records no input on its `invoke_agent` spans: each of its model
-request spans yields an InputMark of the latest user message with text of its `gen_ai.input.messages`, ADK's
-transcript of another agent left out (add_adk_input), joined at release by turn assembly (monitor.assembly._offered).
-The C normalizer hands this scope's spans of another operation to Python, whole.
+google-adk (its tracer scope, _markers.ADK_SCOPE) records no input on its `invoke_agent` spans, nor OpenLLMetry's
+openai-agents instrumentation on its `agent` spans (_markers.OTEL_OPENAI_AGENTS_SCOPE, also contrib's, which does): each
+model request span of these scopes yields an InputMark of the latest user message with text of its
+`gen_ai.input.messages`, ADK's transcript of another agent left out (add_model_input), joined at release by turn
+assembly (monitor.assembly._offered). The C normalizer hands these scopes' spans of another operation to Python, whole.
 """
 
 from __future__ import annotations
@@ -174,7 +175,7 @@ def _tool_uses(text: str, problems: list[str]) -> str | None:
 
 def add_requested_of(span: Span, out: list[ToolCall | Turn | Span], problems: list[str]) -> None:
     """add_requested (and the tools it offered: monitor.normalize._offered; the input a google-adk model request was
-    given: add_adk_input) for a span no convention mapped (Normalizer with several conventions): its operation read
+    given: add_model_input) for a span no convention mapped (Normalizer with several conventions): its operation read
     as the GenAI conventions read it; the calls and tools OpenInference and OpenLLMetry flatten, and handoffs, as
     _foreign reads them (monitor.normalize._flat)."""
     attrs = span.attributes
@@ -191,10 +192,10 @@ def add_requested_of(span: Span, out: list[ToolCall | Turn | Span], problems: li
         from monitor.normalize._flat import add_flat_of  # imports this module: imported on first use
 
         add_flat_of(span, out, problems)
-    if span.scope == _markers.ADK_SCOPE:
+    if span.scope == _markers.ADK_SCOPE or span.scope == _markers.OTEL_OPENAI_AGENTS_SCOPE:
         op = _genai.operation(span)
         if op is not None:
-            add_adk_input(span, op, out)
+            add_model_input(span, op, out)
 
 
 # ADK's transcript of another agent's events, given to the model as a user message: a first text part opening with
@@ -202,7 +203,7 @@ def add_requested_of(span: Span, out: list[ToolCall | Turn | Span], problems: li
 _ADK_TRANSCRIPT = "For context:"
 
 
-def add_adk_input(span: Span, op: str, out: list[ToolCall | Turn | Span]) -> None:
+def add_model_input(span: Span, op: str, out: list[ToolCall | Turn | Span]) -> None:
     """A google-adk model request span (its tracer scope; nothing for another scope or operation): an InputMark of
     the latest user message with text of its `gen_ai.input.messages` (JSON text or the structured form), its text
     parts (and plain `content`) joined by newlines. ADK records no input on its `invoke_agent` spans: the mark of a
@@ -212,7 +213,8 @@ def add_adk_input(span: Span, op: str, out: list[ToolCall | Turn | Span]) -> Non
     agent's call and its result as user messages after the question: a first text part opening with `For context:`
     and a second opening with `[`). Nothing when no user message has text (content capture off, a value of another
     type or not JSON: not captured, not counted)."""
-    if span.scope != _markers.ADK_SCOPE or op not in MODEL_REQUESTS:
+    scope = span.scope
+    if (scope != _markers.ADK_SCOPE and scope != _markers.OTEL_OPENAI_AGENTS_SCOPE) or op not in MODEL_REQUESTS:
         return
     raw = span.attributes.get(_genai.INPUT_MESSAGES)
     messages: Any
