@@ -93,12 +93,14 @@ _PART_TEXT = ".message_content.text"
 
 
 def add_openinference_input(span: Span, out: Out) -> None:
-    """An LLM span of openai-agents or LlamaIndex through OpenInference (their tracer scopes, _markers.OI_INPUT_SCOPES):
+    """An LLM span of openai-agents, LlamaIndex or Haystack through OpenInference (their tracer scopes,
+    _markers.OI_INPUT_SCOPES):
     an InputMark of the latest user message its
     model was given (`llm.input_messages.{i}.message.role` `user`, the highest index i: the earlier ones, in a
     conversation's later turn, are its history), its `.message.content`, else its
     `.message.contents.{k}.message_content.text` parts joined by newlines in k order. openai-agents records no input
-    on its agent spans, LlamaIndex's workflow span the workflow's start state (no question, see _foreign): the mark
+    on its agent spans, LlamaIndex's workflow span the workflow's start state (no question, see _foreign), Haystack's
+    run span its messages as Python reprs: the mark
     of a turn's first LLM span with one is its input (monitor.assembly._offered). Nothing when no
     user message has text (content capture off, text hidden as `__REDACTED__`, a value of another type: not captured,
     not counted)."""

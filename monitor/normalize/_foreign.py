@@ -58,7 +58,12 @@ the keyword arguments are the call's (_oi_arguments); smolagents' (its tracer sc
 the bound arguments of `Tool.__call__`, `{"args", "sanitize_inputs_outputs", "kwargs"}`: the keyword arguments, the
 positional ones named after the tool's inputs (`tool.parameters`) (_smolagents_arguments). smolagents names its run's
 AGENT span `{agent}.run` and records no `agent.name`: the turn is the agent's (_agent_of_name); its input is the
-run's `task`, a key read as `input` is.
+run's `task`, a key read as `input` is. DSPy (its tracer scope, _markers.OI_DSPY_SCOPE) records no `tool.name` on its
+TOOL spans: the tool is the span's name, `{tool}.__call__` (`_dspy_tool_name`; without it the span would be taken for a
+handoff), its arguments the keyword ones of the bound `{"kwargs": {...}}`; its root module span `{class}.forward` is
+the turn of the program's class, its input the question in ReAct's bound `{"input_args": {...}}`. Haystack (its
+tracer scope, _markers.OI_HAYSTACK_SCOPE) records a run's messages as Python reprs (`ChatMessage(...)`): not read
+(`_haystack_reprs`); the turn is given its first LLM span's user message (an InputMark, as LlamaIndex's).
 The calls a model requested: those of an OpenInference LLM span and of an OpenLLMetry model request span (marked by
 `llm.request.type`), both parent links (monitor.normalize._flat); and the tools these spans offered
 (monitor.normalize._offered).
@@ -151,7 +156,8 @@ def _openinference(span: Span, kind: Any, out: Out, problems: list[str], rejecte
     graph = _langgraph(span) if span.parent_span_id and m.OI_METADATA in attrs else None
     if kind == "AGENT" and m.OI_TOOL_NAME in attrs:  # a LangChain tool with "agent" in its name (see _langgraph)
         kind = "TOOL"
-    if kind == "TOOL" and m.OI_TOOL_NAME not in attrs:  # openai-agents' handoffs: TOOL spans without a tool name
+    dspy_tool = _dspy_tool_name(span) if kind == "TOOL" and m.OI_TOOL_NAME not in attrs else None
+    if kind == "TOOL" and m.OI_TOOL_NAME not in attrs and dspy_tool is None:  # openai-agents' handoffs
         out.append(span)
         add_handoff(span, out)
     elif kind == "TOOL" and graph is not None and _is_langgraph_handoff(attrs):
@@ -169,9 +175,10 @@ def _openinference(span: Span, kind: Any, out: Out, problems: list[str], rejecte
         if span.scope == m.OI_SMOLAGENTS_SCOPE and (arguments is None or arguments == _REDACTED):
             arguments = _smolagents_arguments(attrs)
         elif arguments is None or arguments == _REDACTED:
-            arguments = _oi_arguments(attrs, problems, bound=span.scope == m.OI_LLAMA_INDEX_SCOPE)
+            arguments = _oi_arguments(attrs, problems, bound=span.scope in (m.OI_LLAMA_INDEX_SCOPE, m.OI_DSPY_SCOPE))
         result = _result(attrs, m.OI_OUTPUT, problems)
-        _call(span, _str(attrs, m.OI_TOOL_NAME, problems), out, problems, rejected, call_id=call_id,
+        name = dspy_tool if dspy_tool is not None else _str(attrs, m.OI_TOOL_NAME, problems)
+        _call(span, name, out, problems, rejected, call_id=call_id,
               arguments=arguments, result=None if result == _REDACTED else result)  # fmt: skip
     elif span.scope in m.OI_CREWAI_SCOPES and (kind == "AGENT" or (kind == "CHAIN" and not span.parent_span_id)):
         _crewai(span, kind, out, problems)
@@ -186,9 +193,12 @@ def _openinference(span: Span, kind: Any, out: Out, problems: list[str], rejecte
     ) or (kind == "CHAIN" and not span.parent_span_id):
         agent = _str(attrs, m.OI_AGENT_NAME, problems) or _agent_of_name(span)
         start = span.scope == m.OI_LLAMA_INDEX_SCOPE and _is_workflow_start(attrs)
+        reprs = span.scope == m.OI_HAYSTACK_SCOPE  # a Haystack run's messages are reprs: not read (_haystack_reprs)
         _turn(span, out, problems, agent=agent,
-              input_text=None if start else _value_text(attrs, m.OI_INPUT, _USER, _INPUT_KEYS, problems),
-              output_text=_value_text(attrs, m.OI_OUTPUT, _ASSISTANT, _OUTPUT_KEYS, problems),
+              input_text=None if start or (reprs and _haystack_reprs(attrs, m.OI_INPUT)) else _value_text(
+                  attrs, m.OI_INPUT, _USER, _INPUT_KEYS, problems, dspy=span.scope == m.OI_DSPY_SCOPE),
+              output_text=None if reprs and _haystack_reprs(attrs, m.OI_OUTPUT) else _value_text(
+                  attrs, m.OI_OUTPUT, _ASSISTANT, _OUTPUT_KEYS, problems),
               conversation_id=_str(attrs, m.OI_SESSION_ID, problems) or None)  # fmt: skip
     else:
         out.append(span)
@@ -323,10 +333,35 @@ def _smolagents_arguments(attrs: Any) -> str | None:
 
 
 def _agent_of_name(span: Span) -> str:
-    """An agent run's name when its span names no agent: the span's name; smolagents' `{agent}.run` the agent's."""
-    if span.scope == m.OI_SMOLAGENTS_SCOPE and span.name.endswith(".run") and len(span.name) > len(".run"):
-        return span.name[: -len(".run")]
+    """An agent run's name when its span names no agent: the span's name; smolagents' `{agent}.run` the agent's,
+    DSPy's `{class}.forward` / `{class}.aforward` the program's class."""
+    suffixes = (".run",) if span.scope == m.OI_SMOLAGENTS_SCOPE else (".forward", ".aforward") if (
+        span.scope == m.OI_DSPY_SCOPE) else ()  # fmt: skip
+    for suffix in suffixes:
+        if span.name.endswith(suffix) and len(span.name) > len(suffix):
+            return span.name[: -len(suffix)]
     return span.name
+
+
+def _dspy_tool_name(span: Span) -> str | None:
+    """A DSPy TOOL span's tool (it records no `tool.name`): its span's name, `{tool}.__call__` / `{tool}.acall`; None
+    for another producer's span or another name."""
+    if span.scope != m.OI_DSPY_SCOPE:
+        return None
+    for suffix in (".__call__", ".acall"):
+        if span.name.endswith(suffix) and len(span.name) > len(suffix):
+            return span.name[: -len(suffix)]
+    return None
+
+
+_HAYSTACK_MESSAGE_REPR = '"ChatMessage('
+
+
+def _haystack_reprs(attrs: Any, key: str) -> bool:
+    """Whether a Haystack run's input or output value holds its messages as Python reprs (`"ChatMessage(_role=...)"`
+    strings): no text to read there (the turn is given its first LLM span's user message, an InputMark)."""
+    raw = attrs.get(key)
+    return isinstance(raw, str) and _HAYSTACK_MESSAGE_REPR in raw
 
 
 def _is_workflow_start(attrs: Any) -> bool:
@@ -671,9 +706,11 @@ def _pick(obj: dict[str, Any], keys: tuple[str, ...]) -> str | None:
     return None
 
 
-def _value_text(attrs: Any, key: str, roles: tuple[str, ...], keys: tuple[str, ...], problems: list[str]) -> str | None:
+def _value_text(attrs: Any, key: str, roles: tuple[str, ...], keys: tuple[str, ...], problems: list[str], *,
+                dspy: bool = False) -> str | None:  # fmt: skip
     """The text of an input or output value (see `_text_of`); text that is no JSON is itself. None when not
-    captured."""
+    captured. With `dspy` (a DSPy module's input, the bound arguments of its `forward`), an object whose only key
+    `input_args` holds an object (ReAct's `forward(**input_args)`) is read as that object."""
     raw = attrs.get(key)
     if raw is None or raw == _REDACTED:  # hidden: not captured
         return None
@@ -684,6 +721,8 @@ def _value_text(attrs: Any, key: str, roles: tuple[str, ...], keys: tuple[str, .
         value = json.loads(raw)
     except (ValueError, RecursionError):
         return raw
+    if dspy and isinstance(value, dict) and len(value) == 1 and isinstance(value.get("input_args"), dict):
+        value = value["input_args"]
     return _text_of(value, roles, keys) or raw
 
 

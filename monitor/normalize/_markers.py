@@ -44,8 +44,14 @@ OI_TOOL_PARAMETERS = "tool.parameters"
 CREWAI_CREW_KEY = "crew_key"
 CREWAI_TASK_ID = "task_id"
 CREWAI_TASK_DESCRIPTION = "task_description"  # the event listener's AGENT span: the task as the agent was given it
+# DSPy through OpenInference: its TOOL spans (`{tool}.__call__` / `{tool}.acall`) record no `tool.name`, their
+# `input.value` the bound arguments of `Tool.__call__(**kwargs)`; a module's span is `{class}.forward` (_foreign).
+OI_DSPY_SCOPE = "openinference.instrumentation.dspy"
+# Haystack through OpenInference: a run's `input.value` / `output.value` hold its messages as Python reprs
+# (`ChatMessage(...)`), its LLM spans the messages themselves (_foreign).
+OI_HAYSTACK_SCOPE = "openinference.instrumentation.haystack"
 # The scopes whose LLM spans give the turn around them its input (monitor.normalize._flat.add_openinference_input).
-OI_INPUT_SCOPES = frozenset({OI_OPENAI_AGENTS_SCOPE, OI_LLAMA_INDEX_SCOPE})
+OI_INPUT_SCOPES = frozenset({OI_OPENAI_AGENTS_SCOPE, OI_LLAMA_INDEX_SCOPE, OI_HAYSTACK_SCOPE})
 # The tracer scope of google-adk (GenAI spans): its `invoke_agent` spans record no input, its model request spans the
 # messages (monitor.normalize._requested.add_model_input).
 ADK_SCOPE = "gcp.vertex.agent"
