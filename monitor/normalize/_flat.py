@@ -7,7 +7,9 @@ openai-agents and LlamaIndex were given (InputMark, add_openinference_input).
   `.tool_call.function.arguments` (JSON text; openai-agents leaves out `{}`: then not captured).
 - OpenLLMetry chat span (`llm.request.type`; newer versions set `gen_ai.operation.name` too, and then these are read
   when its `gen_ai.output.messages` hold no tool_call part, see _requested.add_model_request):
-  `gen_ai.completion.{i}.tool_calls.{j}.id`, `.name`, `.arguments`.
+  `gen_ai.completion.{i}.tool_calls.{j}.id`, `.name`, `.arguments`; and the legacy single function call,
+  `gen_ai.completion.{i}.function_call.name`, `.arguments` (no id), read as call (i, -1): LiteLLM's OpenTelemetry
+  callback writes each tool call so, i the call's index, and leaves the calls out of its GenAI output messages.
 
 The calls are read in (i, j) order, at most MAX_REQUESTED_PER_SPAN per span, each placed as _requested places a
 `tool_call` part (span id: the span's id and the call's index; parent: the span; start and end: the span's end),
@@ -43,6 +45,7 @@ _OI_FIELDS = {"tool_call.id": "id", "tool_call.function.name": "name", "tool_cal
 _TL_PREFIX = m.TL_COMPLETION + "."
 _TL_CALLS = "tool_calls."
 _TL_FIELDS = {"id": "id", "name": "name", "arguments": "arguments"}
+_TL_FUNCTION_CALL = "function_call."  # `gen_ai.completion.{i}.function_call.{name,arguments}`: one call, no id
 # The message contents a requested call does not keep of its span's attributes (the GenAI ones too: a span may have
 # both, see _requested.add_model_request).
 _CONTENT_PREFIXES = (
@@ -71,7 +74,7 @@ def add_openinference(span: Span, out: Out, problems: list[str]) -> None:
 
 def add_traceloop(span: Span, out: Out, problems: list[str]) -> None:
     """The calls an OpenLLMetry chat span's completions hold."""
-    _add(span, _TL_PREFIX, _TL_CALLS, _TL_FIELDS, m.TL_COMPLETION, out, problems)
+    _add(span, _TL_PREFIX, _TL_CALLS, _TL_FIELDS, m.TL_COMPLETION, out, problems, single=_TL_FUNCTION_CALL)
 
 
 def add_handoff(span: Span, out: Out) -> None:
@@ -152,10 +155,11 @@ def add_flat_of(span: Span, out: Out, problems: list[str]) -> None:
 
 
 def _slots(
-    attrs: Any, prefix: str, calls: str, fields: dict[str, str]
+    attrs: Any, prefix: str, calls: str, fields: dict[str, str], single: str | None = None
 ) -> tuple[dict[tuple[int, int], dict[str, Any]], int]:
     """The flattened calls: (message index, call index) -> {"id" / "name" / "arguments": value}; and the number of
-    keys of a call's field whose index is none (not digits, or past MAX_INDEX_DIGITS): calls that cannot be read."""
+    keys of a call's field whose index is none (not digits, or past MAX_INDEX_DIGITS): calls that cannot be read.
+    A message's `single` call (`{i}.{single}{field}`, no call index) is call (i, -1)."""
     slots: dict[tuple[int, int], dict[str, Any]] = {}
     bad = 0
     n = len(prefix)
@@ -163,6 +167,16 @@ def _slots(
         if not key.startswith(prefix):
             continue
         i_text, _, rest = key[n:].partition(".")
+        if single is not None and rest.startswith(single):
+            name = fields.get(rest[len(single) :])
+            if name is None:
+                continue
+            i = flat_index(i_text)
+            if i is None:
+                bad += 1
+                continue
+            slots.setdefault((i, -1), {})[name] = value
+            continue
         if not rest.startswith(calls):
             continue
         j_text, _, field = rest[len(calls) :].partition(".")
@@ -177,9 +191,19 @@ def _slots(
     return slots, bad
 
 
-def _add(span: Span, prefix: str, calls: str, fields: dict[str, str], key: str, out: Out, problems: list[str]) -> None:
+def _add(
+    span: Span,
+    prefix: str,
+    calls: str,
+    fields: dict[str, str],
+    key: str,
+    out: Out,
+    problems: list[str],
+    *,
+    single: str | None = None,
+) -> None:
     attrs = span.attributes
-    slots, bad = _slots(attrs, prefix, calls, fields)
+    slots, bad = _slots(attrs, prefix, calls, fields, single)
     problems.extend([key] * bad)
     if not slots:
         return

@@ -1,0 +1,167 @@
+"""OpenLIT and LiteLLM's OpenTelemetry callback: the calls a model requested, read and reconciled with the calls that
+ran, in a turn of toolwatch's own instrumentation; and OpenLIT's own agent and tool spans for a LangGraph agent.
+
+The spans are captures of real runs, offline, as OTLP JSON, one export request a line (server address and port,
+LiteLLM's empty `metadata.*` and `hidden_params`, exception stack traces and the resource's instance id dropped):
+a fake OpenAI chat completions server on the loopback answers the question with a tool call (id `call_1`,
+`{"city": "Paris"}`), then, given the tool's result, with text; the loop inside `agent_turn(question,
+agent="weather_agent", tools=[get_weather, get_forecast])`, each call run as a `@tool` under `use_tool_call_id`
+(opentelemetry-sdk 1.45; OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT set, SPAN_ONLY for LiteLLM, which takes
+`true` as "events only"):
+- openlit_openai_*: openlit 1.45.0 (openai 2.54.0), `openlit.init(disable_metrics=True, disable_events=True,
+  pricing_json=<a local empty file>, disabled_instrumentors=[httpx, requests, urllib, urllib3])` on the SDK's tracer
+  provider: `chat {model}` CLIENT spans with GenAI `gen_ai.input.messages` / `gen_ai.output.messages` (a `tool_call`
+  part, its arguments an object). It also writes the requested call's `gen_ai.tool.name`, `gen_ai.tool.call.id` and
+  a non-standard `gen_ai.tool.args` on the chat span (read as nothing: the span's operation is chat). For chat
+  completions it records the offered tools only on its inference event (a log record), not on the span: the tools
+  offered are the turn's. `*_tool` runs get_weather; `*_raises` has the model ask for get_forecast, which raises.
+- openlit_langgraph_tool: the same openlit with langgraph 1.2.24 / langchain-core 1.8.3 / langchain-openai 1.7.4, a
+  `create_react_agent(model, [get_weather, get_forecast], name="weather_agent")` run, no toolwatch span: openlit's
+  LangGraph instrumentation makes an `invoke_workflow weather_agent` root, an `invoke_agent agent` span per run of the
+  `agent` node and a `create_agent default` span (its own trace) at compile; its LangChain callback, beside them, an
+  `invoke_agent weather_agent` span (the input as `gen_ai.workflow.input`, LangChain's inputs as JSON), an
+  `invoke_agent agent` span per node run (the input as Python reprs of the messages), `chat` spans and an
+  `execute_tool get_weather` span whose arguments are a Python repr (`{'city': 'Paris'}`, not JSON). A raising tool
+  (not captured) gets a LangChain run id, not the model's call id, as `gen_ai.tool.call.id`.
+- litellm_otel_*: litellm 1.110.2 (openai 3.57.0) with `litellm.callbacks = ["otel"]` on the SDK's tracer provider
+  and USE_OTEL_LITELLM_REQUEST_SPAN=true: a `litellm_request` span per completion (and a `raw_gen_ai_request` child
+  with the provider's raw request and response as Python reprs), OpenLLMetry's marker `llm.request.type=completion`,
+  the tools offered as `llm.request.functions.N.*`, the input and output as GenAI messages, where the output's
+  tool calls are left out (`"parts": []`): the requested call is only in `gen_ai.completion.0.function_call.name` /
+  `.arguments`, with no id; `*_latest_tool` with OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental, which
+  names the span `chat {model}` (CLIENT) and otherwise records the same.
+- litellm_otel_in_parent_tool: LiteLLM's default, no USE_OTEL_LITELLM_REQUEST_SPAN: inside a span it makes no span
+  of its own but writes the completion's attributes on the current span, the turn's: its `gen_ai.operation.name`
+  becomes `chat`, its input the request's messages; later completions' attributes come after the turn ended (lost).
+
+Replayed through the real normalizer (C and Python) and turn assembler.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from monitor.records import RequestedCall
+from tests.monitor.service.captures import call_rows, capture, captured_turns, offered_names
+from tests.monitor.service.test_requested_calls import IMPLS, _impl, assemble, convert
+
+QUESTION = "What is the weather in Paris?"
+ANSWER = "It is sunny in Paris."
+PARIS = {"city": "Paris"}
+OFFERED = ["get_weather", "get_forecast"]
+RAN = ("get_weather", "call_1", PARIS, False, None)
+RAISED = ("get_forecast", "call_1", PARIS, False, "RuntimeError")
+IN_A_TURN = [
+    ("openlit_openai_tool", RAN),
+    ("openlit_openai_raises", RAISED),
+    ("litellm_otel_tool", RAN),
+    ("litellm_otel_raises", RAISED),
+    ("litellm_otel_latest_tool", RAN),
+]
+# Each capture's requested call: (name, id, arguments). LiteLLM records no id.
+REQUESTED = {
+    "openlit_openai_tool": ("get_weather", "call_1", PARIS),
+    "litellm_otel_tool": ("get_weather", "", PARIS),
+    "litellm_otel_latest_tool": ("get_weather", "", PARIS),
+}
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize(("name", "call"), IN_A_TURN)
+def test_a_model_call_in_an_agent_turn_is_the_call_that_ran(
+    impl: str, name: str, call: tuple[str, str, object, bool, str | None]
+) -> None:
+    """One turn with its input, answer and offered tools; the call the model asked for and the `@tool` run of it are
+    one call, with its arguments (a raising one with its error)."""
+    [turn] = captured_turns(name, impl)
+    assert (turn.agent, turn.input_text, turn.output_text) == ("weather_agent", QUESTION, ANSWER)
+    assert call_rows(turn) == [call]
+    assert offered_names(turn) == OFFERED
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("name", sorted(REQUESTED))
+def test_the_model_span_gives_the_requested_call_once(impl: str, name: str) -> None:
+    """The first completion's tool call is one requested call (LiteLLM's from its flattened `function_call`, which
+    has no id; its GenAI output messages leave the call out); the second completion, whose input repeats it,
+    requests none."""
+    _impl(impl)
+    records, problems = convert(capture(name), impl)
+    assert problems == []
+    requested = [r for r in records if isinstance(r, RequestedCall)]
+    assert [(r.name, r.call_id, json.loads(r.arguments or "null")) for r in requested] == [REQUESTED[name]]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("name", sorted(REQUESTED))
+def test_a_requested_call_whose_run_was_not_received_is_kept(impl: str, name: str) -> None:
+    """The `execute_tool` span left out (lost, or the tool never run): the turn keeps the call the model asked for,
+    as a requested call that did not run."""
+    _impl(impl)
+    spans = [s for s in capture(name) if not s.name.startswith("execute_tool")]
+    turns, _ = assemble(spans, impl, flush=True)
+    tool, call_id, args = REQUESTED[name]
+    assert [(t.agent, call_rows(t)) for t in turns] == [("weather_agent", [(tool, call_id, args, True, None)])]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_litellm_offered_functions_are_the_tools_offered(impl: str) -> None:
+    """A turn span offering no tools: LiteLLM's `llm.request.functions.N.*` are the tools offered."""
+    _impl(impl)
+    spans = capture("litellm_otel_tool")
+    for s in spans:
+        if s.name == "invoke_agent weather_agent":
+            del s.attributes["gen_ai.tool.definitions"]
+    turns, _ = assemble(spans, impl, flush=True)
+    assert [offered_names(t) for t in turns] == [OFFERED]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="LiteLLM's default inside a span rewrites that span: the turn span's gen_ai.operation.name becomes chat, "
+    "so no turn is read and the call is judged alone (which span is a turn when the name and the operation disagree "
+    "needs a design decision; USE_OTEL_LITELLM_REQUEST_SPAN=true avoids it)",
+)
+@pytest.mark.parametrize("impl", IMPLS)
+def test_litellm_default_inside_a_turn_keeps_the_turn(impl: str) -> None:
+    [turn] = captured_turns("litellm_otel_in_parent_tool", impl)
+    assert (turn.turnless, turn.agent, turn.input_text) == (False, "weather_agent", QUESTION)
+    assert call_rows(turn) == [RAN]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_litellm_default_inside_a_turn_judges_the_call_alone(impl: str) -> None:
+    """What is read today of LiteLLM's default inside a turn (the xfail above): the call, its arguments kept, alone."""
+    turns = captured_turns("litellm_otel_in_parent_tool", impl)
+    assert [(t.turnless, t.input_text, call_rows(t)) for t in turns] == [(True, "", [RAN])]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="openlit's LangGraph and LangChain instrumentations make nested invoke_agent spans (the graph's node runs, "
+    "twice over) and write the tool's arguments as a Python repr: read as five turns, the call's arguments not JSON "
+    "(which nested invoke_agent spans are steps of a turn needs a design decision)",
+)
+@pytest.mark.parametrize("impl", IMPLS)
+def test_an_openlit_langgraph_run_is_one_turn(impl: str) -> None:
+    turns = captured_turns("openlit_langgraph_tool", impl)
+    assert [(t.agent, t.input_text, call_rows(t)) for t in turns] == [("weather_agent", QUESTION, [RAN])]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_an_openlit_langgraph_run_as_read_today(impl: str) -> None:
+    """What is read today (the xfail above): the tool run is in the `invoke_agent weather_agent` turn (its input, in
+    `gen_ai.workflow.input`, not read), its arguments the Python repr; the model's request for it in the node's turn
+    under it; the graph's own node spans three more turns."""
+    turns = captured_turns("openlit_langgraph_tool", impl)
+    rows = [(t.agent, t.input_text, [(c.name, c.call_id, c.arguments, isinstance(c, RequestedCall)) for c in t.calls])
+            for t in turns]  # fmt: skip
+    assert rows == [
+        ("weather_agent", "", [("get_weather", "call_1", "{'city': 'Paris'}", False)]),
+        ("agent", "", [("get_weather", "call_1", '{"city": "Paris"}', True)]),
+        ("agent", QUESTION, []),
+        ("agent", "", []),
+        ("agent", QUESTION, []),
+    ]
