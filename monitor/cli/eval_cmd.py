@@ -138,6 +138,23 @@ def add_strays(builder: ReportBuilder, strays: Sequence[TurnVerdict], group: str
             "tools in the agent's thread, in asyncio tasks, or with contextvars.copy_context().run to have them count")
 
 
+def late_note(harness: Harness, where: str) -> str | None:
+    """The report's note about what runs past their timeout did after it (None: nothing): the calls they made then,
+    which count for no `where` (a run is judged on the calls ended by its timeout; a sync agent's thread cannot be
+    stopped), and the runs still going on, whose later calls are not seen."""
+    late, running = harness.late_calls, harness.still_running()
+    parts = []
+    if late:
+        parts.append(f"{late} tool call(s) ended after their {where}'s timeout, so count for none (each timed-out "
+                     f"{where} is judged on the calls ended by its timeout)")
+    if running:
+        parts.append(f"{running} timed-out {where}(s) still running at the end (a sync agent's thread cannot be "
+                     "stopped): calls they make now are not seen")
+    if not parts:
+        return None
+    return "; ".join(parts) + ("; make the agent return within --timeout, or raise --timeout")
+
+
 def answer_note(answer_types: Iterable[str | None]) -> str | None:
     """The report's note about runs whose agent returned something other than the answer text (`RunResult.answer_type`
     of each run; None: none did)."""
@@ -197,7 +214,7 @@ def _run_dataset(dataset: str, agent: Any, rules: tuple[str, ...], agent_name: s
     notes = [f"{len(cases)} case(s) x {trials} trial(s); pass rate {format_ratio(extra['pass_rate'])}"]
     agent_name_input(problem, notes, problems)
     notes += input_notes
-    notes += [n for n in (add_strays(builder, result.strays, name, "run"),
+    notes += [n for n in (add_strays(builder, result.strays, name, "run"), late_note(harness, "run"),
                           answer_note(t.run.answer_type for t in result.trials)) if n]
     note = show_tracebacks(failures, "eval")
     warnings = [note] if note else []
@@ -274,7 +291,7 @@ def _run_scenario(path: str, agent: Any, rules: tuple[str, ...], agent_name: str
     notes = [f"{ok}/{count} scenario(s) passed every step ({mode} mode)"]
     agent_name_input(problem, notes, problems)
     notes += input_notes
-    notes += [n for n in (add_strays(builder, run.strays, name, "step"),
+    notes += [n for n in (add_strays(builder, run.strays, name, "step"), late_note(harness, "step"),
                           answer_note(s.run.answer_type for s in run.steps)) if n]
     note = show_tracebacks(failures, "eval")
     warnings = [note] if note else []

@@ -8,7 +8,14 @@ from typing import Any
 import click
 
 from monitor.cli._params import RULES_HELP, Duration, RulesCommand
-from monitor.cli.eval_cmd import add_strays, agent_name_input, answer_note, show_tracebacks, warn_agent_name
+from monitor.cli.eval_cmd import (
+    add_strays,
+    agent_name_input,
+    answer_note,
+    late_note,
+    show_tracebacks,
+    warn_agent_name,
+)
 from monitor.evaluate import (
     DEFAULT_TIMEOUT_S,
     GENERATOR_CALL,
@@ -199,6 +206,9 @@ def _run(builder: ReportBuilder, generator: Any, agent: Any, judge: Any, name: s
                          compare_seeds, timeout_s, tables, notes)
             except GeneratorError as exc:
                 failed = exc
+        late = late_note(harness, "run")  # of the comparison's runs too: they run in the same harness
+        if late:
+            notes.append(late)
     note = show_tracebacks(tracebacks, "probe")
     warnings = [note] if note else []
     notes += warnings

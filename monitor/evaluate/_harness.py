@@ -22,7 +22,9 @@ The run's turn offers the tools offered in every turn it takes calls from (`offe
 
 A run past its timeout is abandoned (Python cannot stop a thread; an async agent's task is cancelled) but not
 forgotten: its turn is the calls
-of its trace that had ended by the timeout, with no output (`cut_turn`), judged like any other. A run
+of its trace that had ended by the timeout, with no output (`cut_turn`), judged like any other. The calls it makes
+later count for no run, but are not lost silently: `late_calls` counts those collected, and `still_running` the
+timed-out runs whose agent has not returned yet (whatever they call next is not seen). A run
 that raised (any exception, CancelledError and SystemExit too) keeps the formatted traceback (a timed-out one:
 the agent's stack at the timeout), bounded.
 """
@@ -328,6 +330,9 @@ class Harness:
         self._saved: tuple[Any, Any] | None = None
         self._lock = threading.Lock()
         self._run_traces: set[str] = set()  # trace ids of the runs' turns
+        self._deadlines: dict[str, int] = {}  # trace id -> time of the timeout (ns) of a timed-out run
+        self._abandoned: list[threading.Thread] = []  # the agent threads of timed-out runs still running
+        self.late_calls = 0  # calls collected of a timed-out run's trace that ended after its timeout
 
     def __enter__(self) -> Harness:
         self._saved = (TRACING.provider, SETTINGS.current)
@@ -417,6 +422,7 @@ class Harness:
                 result.deadline_ns = begun_ns + int(timeout_s * 1e9)
                 result.trace_id, result.span_id = ids if ids else ("", "")
                 self._note_run(result.trace_id)
+                self._note_timeout(result.trace_id, result.deadline_ns, worker)
                 result.timed_out = True
                 result.error = f"timed out after {timeout_s:g} s"
                 result.traceback = _thread_stack(worker)
@@ -437,6 +443,29 @@ class Harness:
             with self._lock:
                 self._run_traces.add(trace_id)
 
+    def _note_timeout(self, trace_id: str, deadline_ns: int, worker: threading.Thread) -> None:
+        with self._lock:
+            if trace_id:
+                if len(self._deadlines) >= MAX_OPEN_TRACES:  # the oldest go (their late calls are not counted)
+                    del self._deadlines[next(iter(self._deadlines))]
+                self._deadlines[trace_id] = deadline_ns
+            self._abandoned = [t for t in self._abandoned if t.is_alive()]
+            self._abandoned.append(worker)
+
+    def still_running(self) -> int:
+        """How many timed-out runs' agents are still running (their threads cannot be stopped)."""
+        with self._lock:
+            self._abandoned = [t for t in self._abandoned if t.is_alive()]
+            return len(self._abandoned)
+
+    def _count_late(self, turns: Iterable[Turn]) -> None:
+        """Adds to `late_calls` the calls of `turns` that a timed-out run made after its timeout (those `cut_turn`
+        leaves out). Called under the lock."""
+        for t in turns:
+            deadline = self._deadlines.get(t.trace_id)
+            if deadline is not None:
+                self.late_calls += sum(1 for c in t.calls if not 0 < c.end_ns <= deadline)
+
     def stray_turns(self, turns: Iterable[Turn]) -> list[Turn]:
         """The turnless turns of `turns` whose trace is no run's: calls made outside every run's turn (in a thread
         that did not carry the OpenTelemetry context), which serve judges alone."""
@@ -456,6 +485,7 @@ class Harness:
                 turns += self.assembler.add(decoded.spans, time.time_ns())
             if final:
                 turns += self.assembler.flush()
+            self._count_late(turns)
         return turns
 
     def run_and_collect(self, fn: AgentFn, text: str, **kwargs: Any) -> RunResult:

@@ -131,6 +131,41 @@ def mostly_hang(text: str) -> str:
     return f"Order {n} has shipped."
 
 
+LATE_DONE = threading.Event()  # set by late_caller once its hung run made its call after the timeout
+_late_inputs: list[str] = []
+
+
+def late_caller(text: str, history: list[dict[str, str]] | None = None) -> str:
+    """Right on `where is order 1`. On `where is order 2` it hangs until HANG_RELEASE is set (at most 5 s), then makes
+    the right call, after its run's timeout, and sets LATE_DONE. On `where is order 3` it first lets that hung run go on
+    and waits (at most 5 s) for its late call, so the call ends while a later run is still going on."""
+    m = _ORDER.search(text)
+    n = m.group(1) if m else ""
+    if n == "2":
+        HANG_RELEASE.wait(5)
+        EXECUTOR.execute("get_order_status", {"order_id": n})
+        LATE_DONE.set()
+        return f"Order {n} has shipped."
+    if n == "3":
+        HANG_RELEASE.set()
+        LATE_DONE.wait(5)
+        EXECUTOR.execute("get_order_status", {"order_id": n})
+        return f"Order {n} has shipped."
+    return support_agent(text)
+
+
+def reset_late(inputs: list[str]) -> None:
+    """Clears late_caller's events and gives `late_inputs` the inputs to return, in order."""
+    HANG_RELEASE.clear()
+    LATE_DONE.clear()
+    _late_inputs[:] = inputs
+
+
+def late_inputs(rng: random.Random) -> str:
+    """A probe generator: the inputs given to `reset_late`, in order, then `where is order 1`."""
+    return _late_inputs.pop(0) if _late_inputs else "where is order 1"
+
+
 def delegating_agent(text: str) -> str:
     """Answers `where is order N` itself (the right call), and asks a sub-agent of its own, `history-bot`, for the
     user's past orders: the sub-agent's turn (its own `agent_turn`) makes the history call; with `hang` in the input

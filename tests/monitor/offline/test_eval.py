@@ -1220,3 +1220,72 @@ def test_a_call_still_running_past_the_wait_is_warned_of(support_rules: Path, ca
     assert run.turns and not run.turns[0].calls
     assert any("still running" in r.getMessage() and "not counted" in r.getMessage() for r in caplog.records), \
         caplog.text
+
+
+LATE_NOTE = "1 tool call(s) ended after their run's timeout"
+
+
+def test_a_call_made_after_its_runs_timeout_counts_for_no_case_and_the_report_says_so(support_rules: Path,
+                                                                                       tmp_path: Path) -> None:
+    """A sync agent's thread cannot be stopped: the call its run makes after the timeout counts for no case (not
+    for its own, judged on the calls made by then, nor for the case running when it ends), and is not lost silently:
+    the report says how many such calls there were."""
+    from tests.monitor.offline.agents import HANG_RELEASE, reset_late
+
+    dataset = _hang_dataset(tmp_path / "cases.yaml", range(1, 4))
+    js = tmp_path / "eval.json"
+    reset_late([])
+    try:
+        code, out = _eval("--dataset", str(dataset), "--rules", str(support_rules), "--agent",
+                          "tests.monitor.offline.agents:late_caller", "--timeout", "0.5", "--json", str(js))
+    finally:
+        HANG_RELEASE.set()
+    report = json.loads(js.read_text())
+    by_case = {c["name"]: c for c in report["cases"]}
+    assert by_case["o2"]["status"] == "error" and "calls: (none)" in by_case["o2"]["detail"], by_case["o2"]
+    assert by_case["o3"]["detail"].count("get_order_status") == 1, by_case["o3"]  # its own call only
+    assert report["counts"]["all_calls"] == 2
+    assert any(n.startswith(LATE_NOTE) for n in report["notes"]), report["notes"]
+
+
+def test_scenario_steps_report_a_call_made_after_its_steps_timeout(scenario_file: Path, tmp_path: Path) -> None:
+    from tests.monitor.offline.agents import HANG_RELEASE, reset_late
+
+    scenario_file.write_text("""
+agent: support
+rules: [support.yaml]
+scenarios:
+  - name: late
+    steps:
+      - user: where is order 2
+        expect: {calls: [{tool: get_order_status}]}
+      - user: where is order 3
+        expect: {calls: [{tool: get_order_status}]}
+""", encoding="utf-8")
+    js = tmp_path / "eval.json"
+    reset_late([])
+    try:
+        code, out = _eval("--scenario", str(scenario_file), "--agent", "tests.monitor.offline.agents:late_caller",
+                          "--timeout", "0.5", "--json", str(js))
+    finally:
+        HANG_RELEASE.set()
+    report = json.loads(js.read_text())
+    assert report["counts"]["all_calls"] == 1, report["counts"]
+    assert any(n.startswith("1 tool call(s) ended after their step's timeout") for n in report["notes"]), \
+        report["notes"]
+
+
+def test_the_report_says_a_timed_out_run_is_still_running_at_the_end(support_rules: Path, tmp_path: Path) -> None:
+    """What a hung run calls after the eval has collected is not seen: the report says such runs are left."""
+    from tests.monitor.offline.agents import HANG_RELEASE
+
+    dataset = _hang_dataset(tmp_path / "cases.yaml", range(1, 3))
+    js = tmp_path / "eval.json"
+    HANG_RELEASE.clear()
+    try:
+        _eval("--dataset", str(dataset), "--rules", str(support_rules), "--agent",
+              "tests.monitor.offline.agents:mostly_hang", "--timeout", "0.3", "--json", str(js))
+    finally:
+        HANG_RELEASE.set()
+    notes = json.loads(js.read_text())["notes"]
+    assert any(n.startswith("1 timed-out run(s) still running at the end") for n in notes), notes

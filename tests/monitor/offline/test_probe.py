@@ -494,3 +494,23 @@ def test_groups_of_one_size_are_in_the_order_of_their_first_failing_run() -> Non
              Step(3, "zzzz qqqq", None, True, None, "RuntimeError: down")]
     clusters = failure_clusters(steps)
     assert [c.members[0].iteration for c in clusters] == [1, 2, 3], [str(c.problem) for c in clusters]
+
+
+def test_cli_probe_reports_a_call_made_after_its_runs_timeout(support_rules: Path, tmp_path: Path) -> None:
+    """The call a hung run makes after its timeout counts for no run, and the report says so."""
+    from tests.monitor.offline.agents import HANG_RELEASE, reset_late
+
+    js = tmp_path / "probe.json"
+    reset_late(["where is order 2", "where is order 3"])
+    try:
+        res = CliRunner().invoke(probe, [
+            "--generator", "tests.monitor.offline.agents:late_inputs", "--agent",
+            "tests.monitor.offline.agents:late_caller", "--rules", str(support_rules), "--iterations", "3",
+            "--pool", "1", "--strategy", "random", "--timeout", "0.5", "--no-progress", "--json", str(js), "-q"])
+    finally:
+        HANG_RELEASE.set()
+    assert res.exit_code == 0, res.output
+    report = json.loads(js.read_text())
+    assert report["counts"]["all_calls"] == 2, report["counts"]
+    assert any(n.startswith("1 tool call(s) ended after their run's timeout") for n in report["notes"]), \
+        report["notes"]
