@@ -83,7 +83,7 @@ def _load(spec: str, what: str, call: Call) -> Any:
                    "--iterations + 1.")
 @click.option("--timeout", "timeout_s", type=Duration(), default=DEFAULT_TIMEOUT_S, show_default=True,
               help="Time per run (seconds, or 500ms, 2m; as eval's per case); a run past it fails, judged on the "
-                   "calls it made by then.")
+                   "calls it made by then. A generator call past it ends the probe (an error).")
 @click.option("--worst", type=click.IntRange(0), default=10, show_default=True, help="Failing turns to list.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @report_options

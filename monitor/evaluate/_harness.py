@@ -187,17 +187,17 @@ def format_traceback(exc: BaseException) -> str:
     return _bounded("".join(traceback.format_exception(type(exc), exc, tb, limit=-TRACEBACK_FRAMES)))
 
 
-def _thread_stack(thread: threading.Thread) -> str | None:
-    """Where the agent's thread is now, from the agent's frame on (its innermost TRACEBACK_FRAMES frames), or None
-    when the thread has ended."""
+def thread_stack(thread: threading.Thread, after: str = __file__, what: str = "Agent") -> str | None:
+    """Where `thread` is now, from the first frame after the last one of file `after` on (the user's code; its innermost
+    TRACEBACK_FRAMES frames), headed `{what} stack at the timeout`, or None when the thread has ended."""
     frame = sys._current_frames().get(thread.ident) if thread.ident is not None else None
     if frame is None:
         return None
     stack = traceback.extract_stack(frame)
-    ours = [i for i, f in enumerate(stack) if f.filename == __file__]
+    ours = [i for i, f in enumerate(stack) if f.filename == after]
     agent = traceback.StackSummary.from_list(stack[ours[-1] + 1 :] if ours and ours[-1] + 1 < len(stack) else stack)
     text = "".join(agent.format()[-TRACEBACK_FRAMES:])
-    return _bounded("Agent stack at the timeout (most recent call last):\n" + text)
+    return _bounded(f"{what} stack at the timeout (most recent call last):\n" + text)
 
 
 def cut_turn(run: RunResult, calls: Iterable[ToolCall], agent: str, tool_definitions: Definitions | None = None
@@ -425,7 +425,7 @@ class Harness:
                 self._note_timeout(result.trace_id, result.deadline_ns, worker)
                 result.timed_out = True
                 result.error = f"timed out after {timeout_s:g} s"
-                result.traceback = _thread_stack(worker)
+                result.traceback = thread_stack(worker)
                 result.duration_s = timeout_s
                 if async_run.cancel():  # an async agent: cancelled; its CancelledError shows where it was waiting
                     worker.join(CANCEL_GRACE_S)

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import queue
 import random
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from monitor.evaluate._harness import AgentFn, Harness, format_traceback
+from monitor.evaluate._harness import AgentFn, Harness, format_traceback, thread_stack
 from monitor.probe.fscs import FscsSelector
 from monitor.records import Turn
 from monitor.verdict import TurnVerdict
@@ -59,20 +61,54 @@ class GeneratorError(ValueError):
         self.partial: ProbeResult | None = None
 
 
-def draw(generator: Generator, rng: random.Random, k: int) -> list[str]:
+def _one(generator: Generator, rng: random.Random) -> str:
+    try:
+        text = generator(rng)
+    except BaseException as exc:  # noqa: BLE001 - the user's code: say what it did
+        # SystemExit (sys.exit) and the other BaseExceptions end the probe as an error, as eval's harness records
+        # them for an agent; only Ctrl-C is the user's
+        if isinstance(exc, KeyboardInterrupt) and threading.current_thread() is threading.main_thread():
+            raise
+        raise GeneratorError(f"raised {type(exc).__name__}: {exc}", format_traceback(exc)) from exc
+    if not isinstance(text, str):
+        raise GeneratorError(f"must return str, got {type(text).__name__}")
+    return text
+
+
+def draw(generator: Generator, rng: random.Random, k: int, timeout_s: float | None = None) -> list[str]:
+    """`k` inputs of the generator. With `timeout_s`, each call is bounded by it, as a run is: the calls run in a
+    daemon thread (which cannot be stopped), and one that has not returned by then is a GeneratorError with the
+    generator's stack at the timeout; the thread stops at its next call."""
+    if timeout_s is None:
+        return [_one(generator, rng) for _ in range(k)]
+    results: queue.SimpleQueue[str | BaseException] = queue.SimpleQueue()
+    stop = threading.Event()
+
+    def work() -> None:
+        for _ in range(k):
+            if stop.is_set():
+                return
+            try:
+                results.put(_one(generator, rng))
+            except BaseException as exc:  # noqa: BLE001 - handed to the probe's thread, which raises it
+                results.put(exc)
+                return
+
+    worker = threading.Thread(target=work, name="toolwatch-generator", daemon=True)
+    worker.start()
     out = []
-    for _ in range(k):
-        try:
-            text = generator(rng)
-        except BaseException as exc:  # noqa: BLE001 - the user's code: say what it did
-            # SystemExit (sys.exit) and the other BaseExceptions end the probe as an error, as eval's harness records
-            # them for an agent; only Ctrl-C is the user's
-            if isinstance(exc, KeyboardInterrupt):
-                raise
-            raise GeneratorError(f"raised {type(exc).__name__}: {exc}", format_traceback(exc)) from exc
-        if not isinstance(text, str):
-            raise GeneratorError(f"must return str, got {type(text).__name__}")
-        out.append(text)
+    try:
+        for _ in range(k):
+            try:
+                got = results.get(timeout=timeout_s)
+            except queue.Empty:
+                raise GeneratorError(f"did not return within {timeout_s:g} s (--timeout)",
+                                     thread_stack(worker, __file__, "Generator")) from None
+            if isinstance(got, BaseException):
+                raise got
+            out.append(got)
+    finally:
+        stop.set()
     return out
 
 
@@ -107,7 +143,7 @@ def run_probe(
     result = ProbeResult(strategy, seed, pool)
     for i in range(1, iterations + 1):
         try:
-            candidates = draw(generator, rng, pool)
+            candidates = draw(generator, rng, pool, timeout_s)
         except GeneratorError as exc:
             exc.partial = result
             raise

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 import re
+import threading
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -514,3 +515,45 @@ def test_cli_probe_reports_a_call_made_after_its_runs_timeout(support_rules: Pat
     assert report["counts"]["all_calls"] == 2, report["counts"]
     assert any(n.startswith("1 tool call(s) ended after their run's timeout") for n in report["notes"]), \
         report["notes"]
+
+
+class _Hanging:
+    """A generator that gives `left` inputs, then hangs until `release` is set (at most 5 s)."""
+
+    def __init__(self) -> None:
+        self.left = 0
+        self.release = threading.Event()
+
+    def __call__(self, rng: random.Random) -> str:
+        if self.left <= 0:
+            self.release.wait(5)
+        self.left -= 1
+        return "where is order 1"
+
+
+hanging_generator = _Hanging()
+
+
+def test_cli_probe_generator_that_hangs_ends_the_probe_at_the_timeout_with_the_report_so_far(
+        support_rules: Path, tmp_path: Path) -> None:
+    """A generator call is bounded by --timeout, as a run is: one that hangs ends the probe as an error naming the
+    generator, with its stack at the timeout and the report of the runs done, instead of hanging the probe."""
+    hanging_generator.left = 4
+    hanging_generator.release.clear()
+    js, junit = tmp_path / "probe.json", tmp_path / "probe.xml"
+    started = time.monotonic()
+    try:
+        res = CliRunner().invoke(probe, [
+            "--generator", "tests.monitor.offline.test_probe:hanging_generator", "--agent",
+            "tests.monitor.offline.agents:support_agent", "--rules", str(support_rules), "--iterations", "5",
+            "--pool", "2", "--timeout", "0.3", "--no-progress", "--json", str(js), "--junit", str(junit)])
+    finally:
+        took = time.monotonic() - started
+        hanging_generator.release.set()
+    assert res.exit_code == 2, res.output
+    error = ("error: the generator tests.monitor.offline.test_probe:hanging_generator did not return within 0.3 s "
+             "(--timeout)")
+    assert res.stderr.splitlines()[-1] == f"{error}; the probe stopped after 2 runs", res.stderr
+    assert took < 3, took
+    assert json.loads(js.read_text())["counts"]["turns"] == 2
+    assert "in __call__" in junit.read_text(), junit.read_text()  # the generator's stack at the timeout
