@@ -29,6 +29,7 @@ from monitor.evaluate import (
     route_global_tracing,
 )
 from monitor.probe import (
+    MAX_POOL,
     STRATEGIES,
     GeneratorError,
     ProbeResult,
@@ -70,8 +71,8 @@ def _load(spec: str, what: str, call: Call) -> Any:
               help=f"Oracle rule file (repeatable). {RULES_HELP}")
 @click.option("--agent-name", default=None, help="gen_ai.agent.name of the turns (default: the rules' only agent).")
 @click.option("--iterations", type=click.IntRange(1), default=200, show_default=True, help="Runs of the agent.")
-@click.option("--pool", type=click.IntRange(1), default=10, show_default=True,
-              help="Candidates drawn per step (K of FSCS-ART).")
+@click.option("--pool", type=click.IntRange(1, MAX_POOL), default=10, show_default=True,
+              help=f"Candidates drawn per step (K of FSCS-ART), at most {MAX_POOL:,}.")
 @click.option("--seed", type=click.IntRange(0), default=0, show_default=True,
               help="Seed of the generator and the selection (>= 0: Python's random takes -N as N).")
 @click.option("--strategy", type=click.Choice(STRATEGIES), default="art", show_default=True,

@@ -2,6 +2,7 @@
 
 from monitor.probe._clusters import FailureCluster, Problem, cluster_tables, failure_clusters, first_problem
 from monitor.probe._loop import (
+    MAX_POOL,
     STRATEGIES,
     Generator,
     GeneratorError,
@@ -14,6 +15,7 @@ from monitor.probe._loop import (
 from monitor.probe.fscs import Choice, FscsSelector
 
 __all__ = [
+    "MAX_POOL",
     "STRATEGIES",
     "Choice",
     "FailureCluster",

@@ -17,6 +17,7 @@ from monitor.verdict import TurnVerdict
 
 Generator = Callable[[random.Random], str]
 STRATEGIES = ("art", "random")
+MAX_POOL = 100_000  # candidates a step draws at most: each is kept and compared (about 1 s a step at this size)
 
 
 class JudgeLike(Protocol):
@@ -136,6 +137,8 @@ def run_probe(
         raise ValueError(f"unknown strategy {strategy!r}; one of {', '.join(STRATEGIES)}")
     if iterations < 1 or pool < 1:
         raise ValueError("iterations and pool must be >= 1")
+    if pool > MAX_POOL:
+        raise ValueError(f"pool must be <= {MAX_POOL:,}, got {pool:,}")
     if seed < 0:  # random.Random(-n) is random.Random(n): seed -3 would run seed 3's probe again
         raise ValueError(f"seed must be >= 0, got {seed}")
     rng = random.Random(seed)

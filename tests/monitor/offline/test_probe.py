@@ -557,3 +557,19 @@ def test_cli_probe_generator_that_hangs_ends_the_probe_at_the_timeout_with_the_r
     assert took < 3, took
     assert json.loads(js.read_text())["counts"]["turns"] == 2
     assert "in __call__" in junit.read_text(), junit.read_text()  # the generator's stack at the timeout
+
+
+def test_a_pool_past_the_bound_is_refused_before_the_generator_runs() -> None:
+    """Each step keeps its whole pool of inputs and compares each with the inputs tested: `--pool 100000000` drew
+    candidates until memory ran out. The pool is bounded; past it is a usage error, before any draw."""
+    from monitor.probe import MAX_POOL
+
+    exiting_generator.left, exiting_generator.exc = 0, SystemExit(3)  # any draw would end the probe otherwise
+    res = CliRunner().invoke(probe, [
+        "--generator", "tests.monitor.offline.test_probe:exiting_generator", "--agent", "examples.triage.agent:triage",
+        "--rules", str(TRIAGE_RULES), "--iterations", "2", "--pool", str(MAX_POOL + 1), "--no-progress"])
+    assert res.exit_code == 2, res.output
+    assert "--pool" in res.output and f"{MAX_POOL + 1} is not in the range" in res.output, res.output
+    judge = load_judge([TRIAGE_RULES])
+    with Harness(agent_name="incident-triage") as h, pytest.raises(ValueError, match="pool"):
+        run_probe(generator=generate, agent=triage, judge=judge, harness=h, iterations=1, pool=MAX_POOL + 1)
