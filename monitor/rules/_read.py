@@ -7,7 +7,7 @@ import math
 from pathlib import Path as FsPath
 from typing import Any
 
-from monitor.rules._errors import RuleFileError
+from monitor.rules._errors import MAX_REPORTED, RuleFileError, raise_all
 from monitor.rules._yaml import MAX_DEPTH, MAX_INT_DIGITS, Marks, load_yaml
 
 MAX_FILE_BYTES = 32 << 20
@@ -93,24 +93,32 @@ def _column_of(line: str, token: str) -> int:
 def read_json_lines(text: str, file: str) -> tuple[list[Any], Marks]:
     """The values of a JSON-lines file (blank lines skipped), each placed at its line. A line nested deeper than
     MAX_DEPTH is a located error: about 1,000 levels raised RecursionError in the decoder (a traceback), and fewer
-    would in the validation and compiling that recurse over the value."""
+    would in the validation and compiling that recurse over the value. Every line that does not read is an error, in
+    one RuleFileError (each line is a value of its own), up to MAX_REPORTED of them: the file is not read further."""
     marks = Marks(file)
     items: list[Any] = []
+    errors: list[RuleFileError] = []  # every line that does not parse, each a case of its own, up to MAX_REPORTED
     for n, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
+        if len(errors) >= MAX_REPORTED:
+            break  # as many as an error shows: the rest of the file is not read
         marks.values[(len(items),)] = (n, 1)
         try:
             item = _DECODER.decode(line)
         except json.JSONDecodeError as exc:
-            raise RuleFileError(file, n, exc.colno, "", f"JSON: {exc.msg}") from None
+            errors.append(RuleFileError(file, n, exc.colno, "", f"JSON: {exc.msg}"))
+            continue
         except _NotJson as exc:
-            raise RuleFileError(file, n, _column_of(line, exc.token), "", f"JSON: {exc}") from None
+            errors.append(RuleFileError(file, n, _column_of(line, exc.token), "", f"JSON: {exc}"))
+            continue
         except RecursionError:
             item = _TOO_DEEP
         if item is _TOO_DEEP or _depth_over(item, MAX_DEPTH - 1):  # the item sits one level down, in the list
-            raise RuleFileError(file, n, 1, "", f"JSON: nested deeper than {MAX_DEPTH} levels")
+            errors.append(RuleFileError(file, n, 1, "", f"JSON: nested deeper than {MAX_DEPTH} levels"))
+            continue
         items.append(item)
+    raise_all(errors)
     marks.values[()] = (1, 1)
     return items, marks
 

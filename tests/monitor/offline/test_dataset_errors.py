@@ -99,3 +99,20 @@ def test_the_problems_of_a_dataset_are_bounded_as_a_scenario_files_are(tmp_path:
     assert lines[0] == f"error: {p}:2:17: [0].call[0].tool: unknown tool 'nope0': {KNOWN}"
     assert lines[1] == f"{p}:3:10: [1].input: expected string, got integer 5"
     assert lines[MAX_REPORTED - 1] == f"{p}:99:10: [49].input: expected string, got integer 5"
+
+
+def test_every_line_of_a_json_lines_dataset_that_does_not_parse_is_reported_at_once(tmp_path: Path,
+                                                                                     support_rules: Path) -> None:
+    """Each line of a JSON-lines file is a case of its own: the first that did not parse was reported alone, and the
+    next came out only once it was fixed. Every such line is reported, in file order, at most MAX_REPORTED."""
+    p = tmp_path / "cases.jsonl"
+    good = json.dumps({"id": "a", "input": "where is order 1", "none": True})
+    p.write_text(f'{good}\n{{"id": "b", broken\n{good}\n{{bad2\n', encoding="utf-8")
+    code, lines = _eval(p, support_rules)
+    assert code == 2
+    assert lines == [f"error: {p}:2:13: JSON: Expecting property name enclosed in double quotes",
+                     f"{p}:4:2: JSON: Expecting property name enclosed in double quotes"], lines
+
+    p.write_text("{\n" * (MAX_REPORTED + 20), encoding="utf-8")  # bounded: no more lines read than are shown
+    code, lines = _eval(p, support_rules)
+    assert code == 2 and len(lines) == MAX_REPORTED, lines[-3:]
