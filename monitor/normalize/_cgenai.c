@@ -87,6 +87,9 @@ static PyObject *adk_scope;  /* _ADK_SCOPE (ASCII): google-adk's spans of anothe
 /* _OA_SCOPE (ASCII): openai-agents' through OpenTelemetry's or OpenLLMetry's instrumentation: so do its spans of
  * another operation, and its invoke_agent spans without gen_ai.agent.name or input messages go to _foreign */
 static PyObject *oa_scope;
+/* _CREWAI_SCOPE (ASCII): OpenLLMetry's CrewAI instrumentation: its invoke_agent spans without gen_ai.agent.name or
+ * input messages (a crew's run) go to _foreign too */
+static PyObject *crewai_scope;
 static PyObject *foreign_keys; /* _FOREIGN_KEYS interned: a span of neither operation with one goes to _foreign */
 /* _foreign; _PA_ARGS, _PA_MESSAGES, _TL_REQUEST_TYPE, _TL_KIND, _TOOL_CALL_MARK interned */
 static PyObject *f_foreign, *pa_args, *pa_messages, *tl_request_type, *tl_kind, *tool_call_mark;
@@ -518,13 +521,14 @@ static int turn(PyObject *span, PyObject *attrs, PyObject *out, PyObject *proble
     int rc = -1, t, input_captured, odd = 0, cut = 0;
     if ((raw = dget(attrs, lookup_key[K_INPUT])) == NULL) goto fail;
     if (raw == Py_None) { /* the input elsewhere (pydantic-ai, Strands, OpenLLMetry), or openai-agents' workflow
-                           * (_OA_SCOPE, no gen_ai.agent.name): _foreign maps the span */
+                           * (_OA_SCOPE) or a crew's run (_CREWAI_SCOPE), no gen_ai.agent.name: _foreign maps it */
         if ((t = elsewhere(span, attrs, pa_messages)) == 0) t = PyDict_Contains(attrs, tl_kind);
         if (t == 0) {
             PyObject *scope = *(PyObject **)((char *)span + span_cls.offset[S_SCOPE]);
             if (scope == NULL || !PyUnicode_CheckExact(scope)) /* as Python compares it: _convert_py */
                 t = -2;
-            else if (str_eq(scope, oa_scope) && (t = PyDict_Contains(attrs, lookup_key[K_AGENT])) >= 0)
+            else if ((str_eq(scope, oa_scope) || str_eq(scope, crewai_scope)) &&
+                     (t = PyDict_Contains(attrs, lookup_key[K_AGENT])) >= 0)
                 t = !t;
         }
         if (t == -2) {
@@ -1047,6 +1051,7 @@ static PyObject *init(PyObject *self, PyObject *ns) {
     } items[] = {
         {"OP", &k_op, 1}, {"TOOL_NAME", &k_tool_name, 1}, {"TOOL_CALL_ID", &k_call_id, 1}, {"TOOL_ARGS", &k_args, 1},
         {"NO_CALL_ID", &no_call_id, 1}, {"_ADK_SCOPE", &adk_scope, 1}, {"_OA_SCOPE", &oa_scope, 1},
+        {"_CREWAI_SCOPE", &crewai_scope, 1},
         {"TOOL_RESULT", &k_result, 1}, {"ERROR_TYPE", &k_error_type, 1}, {"AGENT_NAME", &k_agent, 1},
         {"CONVERSATION_ID", &k_conversation_id, 1}, {"INPUT_MESSAGES", &k_input, 1},
         {"OUTPUT_MESSAGES", &k_output, 1}, {"TOOL_DEFINITIONS", &k_defs, 1}, {"CASE_ID", &k_case_id, 1},

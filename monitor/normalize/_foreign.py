@@ -33,13 +33,19 @@ What makes a turn:
   run by its agent is an AGENT span, the turn (whether or not its input was captured), named after the agent's role
   (`graph.node.id`; the span's name holds a method's name or the task's text), given the task (the event listener's
   `task_description`, or the `description` of the TaskOutput the wrappers record as its output: their `input.value`
-  is the agent object, no question) (_crewai).
+  is the agent object, no question) (_crewai); a Flow's run (the root CHAIN span `flow_id`) is a parent link too. A
+  CrewAI TOOL span is named as the model was offered the tool (the first line of its `tool.description`, `Tool Name:
+  {name}`: CrewAI's delegation tool `Delegate work to coworker` is offered as `delegate_work_to_coworker`).
 - Traceloop: an `agent` span (under another span: with `traceloop.entity.input`); a `workflow` span with no parent.
   `task` spans are parent links. openai-agents through OpenLLMetry (its tracer scope, _markers.OTEL_OPENAI_AGENTS_SCOPE)
   records the run as a root `workflow` span, a parent link, and each agent's run as an `agent` span under it that
   names its agent (`gen_ai.agent.name`) and records no input: the turn, given the latest user message of its first
   model request (an InputMark, _requested.add_model_input); contrib's instrumentation of the same scope records the
   workflow as an `invoke_agent` span without `gen_ai.agent.name` or input messages: a parent link too.
+  OpenLLMetry's CrewAI instrumentation (_markers.OTEL_CREWAI_SCOPE) records a crew's run as such a span
+  (`crewai.workflow`), a parent link, and each task's run as a `task` span, the turn: named after its agent
+  (`crewai.task.agent`), given the task (`crewai.task.description`), its answer `traceloop.entity.output`; the
+  agent's `agent` span under it, without input, is a parent link.
   OpenLLMetry's LangChain instrumentation (0.62) writes GenAI attributes beside these:
   its tool spans, and its turn spans without `gen_ai.input.messages`, come here by their Traceloop kind (their
   `gen_ai.tool.call.arguments` is the callback's whole input); LangGraph's graph run is its `invoke_agent {graph}`
@@ -118,6 +124,9 @@ _REDACTED = m.OI_REDACTED  # what OpenInference's TraceConfig leaves of a hidden
 # Keys whose str value is the question / the answer in a JSON input or output object (LangChain's AgentExecutor
 # `{"input": ...}` / `{"output": ...}`, Traceloop's kwargs of a function called by keyword).
 _INPUT_KEYS = ("input", "query", "question", "prompt", "message", "task")
+# The scopes whose `invoke_agent` spans without `gen_ai.agent.name` or input messages are a run around the turns (the
+# GenAI path sends them here): openai-agents' workflow (contrib's), a crew's run (OpenLLMetry's `crewai.workflow`).
+_WORKFLOW_SCOPES = (m.OTEL_OPENAI_AGENTS_SCOPE, m.OTEL_CREWAI_SCOPE)
 _OUTPUT_KEYS = ("output", "answer", "response", "result")
 
 
@@ -132,8 +141,8 @@ def convert(span: Span, out: Out, problems: list[str], rejected: dict[str, int])
     if kind is not None:
         _traceloop(span, kind, out, problems, rejected)
         return
-    if span.scope == m.OTEL_OPENAI_AGENTS_SCOPE and AGENT_NAME not in attrs:  # openai-agents' workflow (contrib's):
-        out.append(span)  # a parent link, its agent spans the turns
+    if span.scope in _WORKFLOW_SCOPES and AGENT_NAME not in attrs:  # openai-agents' workflow (contrib's), a crew's
+        out.append(span)  # run (OpenLLMetry's): a parent link, its agent or task spans the turns
         return
     if m.TL_REQUEST_TYPE in attrs:  # an OpenLLMetry model request span: a parent link, the calls it asked for and
         out.append(span)  # the tools it offered
@@ -177,7 +186,7 @@ def _openinference(span: Span, kind: Any, out: Out, problems: list[str], rejecte
         elif arguments is None or arguments == _REDACTED:
             arguments = _oi_arguments(attrs, problems, bound=span.scope in (m.OI_LLAMA_INDEX_SCOPE, m.OI_DSPY_SCOPE))
         result = _result(attrs, m.OI_OUTPUT, problems)
-        name = dspy_tool if dspy_tool is not None else _str(attrs, m.OI_TOOL_NAME, problems)
+        name = dspy_tool if dspy_tool is not None else _oi_tool_name(span, problems)
         _call(span, name, out, problems, rejected, call_id=call_id,
               arguments=arguments, result=None if result == _REDACTED else result)  # fmt: skip
     elif span.scope in m.OI_CREWAI_SCOPES and (kind == "AGENT" or (kind == "CHAIN" and not span.parent_span_id)):
@@ -211,10 +220,12 @@ def _openinference(span: Span, kind: Any, out: Out, problems: list[str], rejecte
 def _crewai(span: Span, kind: str, out: Out, problems: list[str]) -> None:
     """A CrewAI AGENT span, or root CHAIN span (see the module docstring). A crew's run (`crew_key`) is a parent
     link: its tasks' AGENT spans are the turns, whether or not their input was captured, named after the agent's
-    role (the span's name holds the task's text or a method's name), given the task (`_crewai_task`). Another root
-    CHAIN span (a Flow's run) and an agent's own `kickoff` are turns as other producers' are."""
+    role (the span's name holds the task's text or a method's name), given the task (`_crewai_task`). A Flow's run
+    (`flow_id`, named after the flow's id) is a parent link too: the runs of the crews and agents its methods kick off
+    are the turns (its methods' spans are CHAIN spans under it: parent links). Another root CHAIN span and an agent's
+    own `kickoff` are turns as other producers' are."""
     attrs = span.attributes
-    if kind == "CHAIN" and m.CREWAI_CREW_KEY in attrs:
+    if kind == "CHAIN" and (m.CREWAI_CREW_KEY in attrs or m.CREWAI_FLOW_ID in attrs):
         out.append(span)
         return
     agent = _str(attrs, m.OI_AGENT_NAME, problems) or _str(attrs, m.OI_GRAPH_NODE_ID, problems) or span.name
@@ -225,6 +236,22 @@ def _crewai(span: Span, kind: str, out: Out, problems: list[str]) -> None:
     _turn(span, out, problems, agent=agent, input_text=input_text,
           output_text=_value_text(attrs, m.OI_OUTPUT, _ASSISTANT, _OUTPUT_KEYS, problems),
           conversation_id=_str(attrs, m.OI_SESSION_ID, problems) or None)  # fmt: skip
+
+
+def _oi_tool_name(span: Span, problems: list[str]) -> str:
+    """A TOOL span's tool: `tool.name`; a CrewAI tool's the name its model was offered (`_crewai_tool_name`)."""
+    name = _str(span.attributes, m.OI_TOOL_NAME, problems)
+    return (_crewai_tool_name(span.attributes) or name) if span.scope in m.OI_CREWAI_SCOPES else name
+
+
+def _crewai_tool_name(attrs: Any) -> str | None:
+    """The name the model was given for a CrewAI tool (the first line of its `tool.description`, `Tool Name: {name}`:
+    CrewAI offers a tool under a name of its own, `delegate_work_to_coworker` for `Delegate work to coworker`), or
+    None when the description does not open so."""
+    text = attrs.get(m.OI_TOOL_DESCRIPTION)
+    if not isinstance(text, str) or not text.startswith(m.CREWAI_TOOL_NAME_LINE):
+        return None
+    return text[len(m.CREWAI_TOOL_NAME_LINE) :].split("\n", 1)[0].strip() or None
 
 
 def _crewai_task(attrs: Any, problems: list[str]) -> str | None:
@@ -407,6 +434,10 @@ def _traceloop(span: Span, kind: Any, out: Out, problems: list[str], rejected: d
         arguments, call_id = _tl_arguments(attrs, problems)
         _call(span, name, out, problems, rejected, call_id=call_id, arguments=arguments,
               result=_result(attrs, m.TL_OUTPUT, problems))  # fmt: skip
+    elif kind == "task" and span.scope == m.OTEL_CREWAI_SCOPE:  # a task's run by its agent (OpenLLMetry's CrewAI)
+        _turn(span, out, problems, agent=_str(attrs, m.CREWAI_TL_TASK_AGENT, problems),
+              input_text=_str(attrs, m.CREWAI_TL_TASK_DESCRIPTION, problems) or None,
+              output_text=_tl_output(attrs, problems), conversation_id=None)  # fmt: skip
     elif (kind == "agent" and (oa or m.TL_INPUT in attrs or not span.parent_span_id)) or (
         kind == "workflow" and not span.parent_span_id and not oa
     ):

@@ -15,6 +15,7 @@ from typing import Any, Protocol, cast
 from monitor.normalize._markers import (
     ADK_SCOPE,
     FOREIGN_MARKERS,
+    OTEL_CREWAI_SCOPE,
     OTEL_OPENAI_AGENTS_SCOPE,
     PA_ARGS,
     PA_MESSAGES,
@@ -401,9 +402,10 @@ def _convert_py(  # noqa: C901 - one flat pass per span: a call per record cost 
                 span.events
                 or _PA_MESSAGES in attrs
                 or _TL_KIND in attrs
-                or (span.scope == _OA_SCOPE and AGENT_NAME not in attrs)
+                or ((span.scope == _OA_SCOPE or span.scope == _CREWAI_SCOPE) and AGENT_NAME not in attrs)
             ):
-                # the input elsewhere: pydantic-ai, Strands, OpenLLMetry; or openai-agents' workflow (contrib's)
+                # the input elsewhere: pydantic-ai, Strands, OpenLLMetry; or openai-agents' workflow (contrib's), a
+                # crew's run (OpenLLMetry's)
                 _foreign(span, out, problems, rejected)
                 continue
             agent = attrs.get(AGENT_NAME)
@@ -491,6 +493,8 @@ _ADK_SCOPE = ADK_SCOPE  # the C normalizer hands this scope's spans of another o
 # And this one's (openai-agents through OpenTelemetry's or OpenLLMetry's instrumentation), and sends its `invoke_agent`
 # spans without `gen_ai.agent.name` or input messages (contrib's workflow span) to _foreign.
 _OA_SCOPE = OTEL_OPENAI_AGENTS_SCOPE
+# And this one's (OpenLLMetry's CrewAI instrumentation) `invoke_agent` spans without them (a crew's run) too.
+_CREWAI_SCOPE = OTEL_CREWAI_SCOPE
 _TL_REQUEST_TYPE = TL_REQUEST_TYPE  # a span of another GenAI operation with it may flatten its calls (OpenLLMetry)
 _TOOL_CALL_MARK = TOOL_CALL_MARK  # in an output text asking for a call: one without it asks for none
 # What the C normalizer reads the common output texts asking for calls with (_requested.add_requested's reading):

@@ -31,7 +31,9 @@ OI_OPENAI_AGENTS_SCOPE = "openinference.instrumentation.openai_agents"
 OI_LLAMA_INDEX_SCOPE = "openinference.instrumentation.llama_index"
 # The tracer scopes of openinference-instrumentation-crewai (its wrappers; its event listener, `use_event_listener`):
 # a crew's run is the root CHAIN span (`crew_key`), around one AGENT span per task, named after the agent's role
-# (`graph.node.id`), that records the task (`task_description`, or the TaskOutput's `description`) (_foreign).
+# (`graph.node.id`), that records the task (`task_description`, or the TaskOutput's `description`); a Flow's run is the
+# root CHAIN span `flow_id`; a TOOL span's `tool.description` opens with the name the model was given (`Tool Name:
+# delegate_work_to_coworker`; `tool.name` is CrewAI's display name, `Delegate work to coworker`) (_foreign).
 OI_CREWAI_SCOPES = frozenset(
     {"openinference.instrumentation.crewai", "openinference.instrumentation.crewai._event_listener"}
 )
@@ -44,6 +46,9 @@ OI_TOOL_PARAMETERS = "tool.parameters"
 CREWAI_CREW_KEY = "crew_key"
 CREWAI_TASK_ID = "task_id"
 CREWAI_TASK_DESCRIPTION = "task_description"  # the event listener's AGENT span: the task as the agent was given it
+CREWAI_FLOW_ID = "flow_id"
+OI_TOOL_DESCRIPTION = "tool.description"
+CREWAI_TOOL_NAME_LINE = "Tool Name: "  # CrewAI's tool description: its first line names the tool as the model sees it
 # DSPy through OpenInference: its TOOL spans (`{tool}.__call__` / `{tool}.acall`) record no `tool.name`, their
 # `input.value` the bound arguments of `Tool.__call__(**kwargs)`; a module's span is `{class}.forward` (_foreign).
 OI_DSPY_SCOPE = "openinference.instrumentation.dspy"
@@ -61,6 +66,14 @@ ADK_SCOPE = "gcp.vertex.agent"
 # the root `workflow` span a parent link, its `agent` spans the turns, with no input). Their model request spans give
 # the input their model was given (monitor.normalize._requested.add_model_input), as google-adk's do.
 OTEL_OPENAI_AGENTS_SCOPE = "opentelemetry.instrumentation.openai_agents"
+# The tracer scope of OpenLLMetry's opentelemetry-instrumentation-crewai: a crew's run is an `invoke_agent` span
+# `crewai.workflow` without `gen_ai.agent.name` or input messages, a parent link; each task's run a Traceloop `task`
+# span (also `invoke_agent`), the turn: its agent `crewai.task.agent` (the role), its input `crewai.task.description`
+# (the task, the kickoff inputs filled in), its answer `traceloop.entity.output`; the agent's `{role}.agent` span under
+# it (`gen_ai.agent.name`, no input) a parent link. It records no tool run (_foreign).
+OTEL_CREWAI_SCOPE = "opentelemetry.instrumentation.crewai.instrumentation"
+CREWAI_TL_TASK_AGENT = "crewai.task.agent"
+CREWAI_TL_TASK_DESCRIPTION = "crewai.task.description"
 
 # OpenLLMetry (Traceloop): opentelemetry.semconv_ai.SpanAttributes.
 TL_KIND = "traceloop.span.kind"
@@ -102,6 +115,8 @@ FOREIGN_ATTRIBUTE_KEYS = frozenset(
         OI_SESSION_ID,
         OI_GRAPH_NODE_ID,  # the agent's role on a CrewAI task's AGENT span
         CREWAI_TASK_DESCRIPTION,
+        CREWAI_TL_TASK_AGENT,  # OpenLLMetry's CrewAI task span: its agent's role, its task
+        CREWAI_TL_TASK_DESCRIPTION,
         OI_OUTPUT_MESSAGES,  # a requested call of an LLM span that cannot be read (monitor.normalize._flat)
         OI_TOOLS,  # an offered tool of an LLM span that cannot be read (monitor.normalize._offered)
         TL_KIND,
