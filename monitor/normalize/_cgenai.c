@@ -90,6 +90,8 @@ static PyObject *oa_scope;
 /* _CREWAI_SCOPE (ASCII): OpenLLMetry's CrewAI instrumentation: its invoke_agent spans without gen_ai.agent.name or
  * input messages (a crew's run) go to _foreign too */
 static PyObject *crewai_scope;
+/* AGENT_TOOLS (ASCII): Strands' tool names, read by _named_tools when a turn span records no definitions */
+static PyObject *k_agent_tools, *f_named_tools;
 static PyObject *foreign_keys; /* _FOREIGN_KEYS interned: a span of neither operation with one goes to _foreign */
 /* _foreign; _PA_ARGS, _PA_MESSAGES, _TL_REQUEST_TYPE, _TL_KIND, _TOOL_CALL_MARK interned */
 static PyObject *f_foreign, *pa_args, *pa_messages, *tl_request_type, *tl_kind, *tool_call_mark;
@@ -594,8 +596,10 @@ static int turn(PyObject *span, PyObject *attrs, PyObject *out, PyObject *proble
      * defs = last[1] if last is not None and last[0] == raw_defs else _tool_definitions(raw_defs) */
     Py_CLEAR(raw);
     if ((raw = dget(attrs, lookup_key[K_DEFS])) == NULL) goto fail;
-    if (raw == Py_None) {
-        defs = Py_NewRef(Py_None);
+    if (raw == Py_None) { /* defs = None if AGENT_TOOLS not in attrs else _named_tools(attrs[AGENT_TOOLS]) */
+        Py_CLEAR(raw);
+        if ((raw = dget(attrs, k_agent_tools)) == NULL) goto fail;
+        if ((defs = raw == Py_None ? Py_NewRef(Py_None) : PyObject_CallOneArg(f_named_tools, raw)) == NULL) goto fail;
     } else if (PyUnicode_CheckExact(raw)) {
         if ((tmp = PyLong_FromSsize_t(PyUnicode_GET_LENGTH(raw))) == NULL || (last = dget(defs_by_length, tmp)) == NULL)
             goto fail;
@@ -1051,7 +1055,7 @@ static PyObject *init(PyObject *self, PyObject *ns) {
     } items[] = {
         {"OP", &k_op, 1}, {"TOOL_NAME", &k_tool_name, 1}, {"TOOL_CALL_ID", &k_call_id, 1}, {"TOOL_ARGS", &k_args, 1},
         {"NO_CALL_ID", &no_call_id, 1}, {"_ADK_SCOPE", &adk_scope, 1}, {"_OA_SCOPE", &oa_scope, 1},
-        {"_CREWAI_SCOPE", &crewai_scope, 1},
+        {"_CREWAI_SCOPE", &crewai_scope, 1}, {"AGENT_TOOLS", &k_agent_tools, 1}, {"_named_tools", &f_named_tools, 0},
         {"TOOL_RESULT", &k_result, 1}, {"ERROR_TYPE", &k_error_type, 1}, {"AGENT_NAME", &k_agent, 1},
         {"CONVERSATION_ID", &k_conversation_id, 1}, {"INPUT_MESSAGES", &k_input, 1},
         {"OUTPUT_MESSAGES", &k_output, 1}, {"TOOL_DEFINITIONS", &k_defs, 1}, {"CASE_ID", &k_case_id, 1},

@@ -50,6 +50,9 @@ OUTPUT_MESSAGES = "gen_ai.output.messages"
 TOOL_DEFINITIONS = "gen_ai.tool.definitions"
 CASE_ID = "toolwatch.case.id"
 TRUNCATED = "toolwatch.truncated"  # keys whose values the instrumentation cut (no longer valid JSON)
+# Strands Agents' own attribute on its invoke_agent span: JSON text of the agent's tool names, all it records of the
+# tools offered unless its `gen_ai_tool_definitions` opt-in is on (_named_tools).
+AGENT_TOOLS = "gen_ai.agent.tools"
 # The call id google-adk records on a tool span when it has none (the tool raised: no function response): no id.
 NO_CALL_ID = "<not specified>"
 # Every attribute key the convention reads: the only keys it reports as ignored (a bounded metric label set).
@@ -253,6 +256,23 @@ _DEFINITIONS_CACHE_TEXT_MAX = 64 * 1024  # longer texts are parsed every time, n
 _DEFINITIONS_BY_LENGTH: dict[int, tuple[str, DefinitionsList | None]] = {}
 
 
+def _named_tools(raw: Any) -> DefinitionsList | None:
+    """The tools offered named by a turn span's `gen_ai.agent.tools` when it records no `gen_ai.tool.definitions`
+    (Strands Agents): JSON text of a list whose str items are tool names, each offered by name only (no description,
+    no parameters). None when it is not such a list or names none (a value of another form is not Strands': not
+    counted)."""
+    if not isinstance(raw, str):
+        return None
+    try:
+        names = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(names, list):
+        return None
+    defs = tuple({"type": "function", "name": n} for n in names if isinstance(n, str))
+    return defs or None
+
+
 def _tool_definitions(raw: Any) -> DefinitionsList | None:
     """The offered tools. An agent offers the same definitions on every turn: parsed once, then shared (read-only).
     A structured value (see `structured`) is read each time."""
@@ -441,7 +461,7 @@ def _convert_py(  # noqa: C901 - one flat pass per span: a call per record cost 
                 case_id = str(case_id)
             raw_defs = attrs.get(TOOL_DEFINITIONS)
             if raw_defs is None:  # no tools offered (most turns of most agents): nothing to look up
-                defs = None
+                defs = None if AGENT_TOOLS not in attrs else _named_tools(attrs[AGENT_TOOLS])
             else:
                 last = _DEFINITIONS_BY_LENGTH.get(len(raw_defs)) if type(raw_defs) is str else None
                 defs = last[1] if last is not None and last[0] == raw_defs else _tool_definitions(raw_defs)

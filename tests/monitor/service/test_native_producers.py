@@ -30,11 +30,12 @@ import pytest
 
 from monitor.records import RequestedCall
 from tests.monitor.service.captures import call_rows, capture, captured_turns, offered_names
-from tests.monitor.service.test_requested_calls import IMPLS, _impl, convert
+from tests.monitor.service.test_requested_calls import IMPLS, _impl, assemble, convert
 
 QUESTION = "What is the weather in Paris?"
 PARIS = {"city": "Paris"}
 WEATHER_CALL = ("get_weather", "call_1", PARIS, False, None)
+NAMED_ONLY = ({"type": "function", "name": "get_weather"},)
 
 
 # ---- Strands Agents ----------------------------------------------------------------------------------------------
@@ -77,15 +78,43 @@ def test_strands_tool_definitions_are_the_tools_offered(impl: str, name: str) ->
     assert offered_names(turn) == ["get_weather"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="without gen_ai_tool_definitions Strands records only the tools' names, as JSON text of a list in its own"
-    " `gen_ai.agent.tools` on the invoke_agent span: offering definitions without parameters is a design decision",
-)
 @pytest.mark.parametrize("impl", IMPLS)
-def test_strands_tool_names_are_the_tools_offered(impl: str) -> None:
-    turns = captured_turns("strands_latest", impl)
-    assert [offered_names(t) for t in turns] == [["get_weather"], ["get_weather"]]
+@pytest.mark.parametrize("mode", ["default", "latest"])
+def test_strands_tool_names_are_the_tools_offered(impl: str, mode: str) -> None:
+    """Without `gen_ai_tool_definitions` Strands records only the tools' names, as JSON text of a list in its own
+    `gen_ai.agent.tools` on the invoke_agent span: each is a tool offered, by name only (no description, no
+    parameters: no schema to check against)."""
+    turns = captured_turns(f"strands_{mode}", impl)
+    assert [t.tool_definitions for t in turns] == [({"type": "function", "name": "get_weather"},)] * 2
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_strands_tool_names_are_offered_when_its_messages_are_attributes_too(impl: str) -> None:
+    """`gen_ai_span_attributes_only` puts the messages on the span (the turn is read where the conventions put
+    them); without its definitions the names are the tools offered there too. Definitions, when recorded, win."""
+    spans = capture("strands_attributes")
+    [with_defs] = captured_turns("strands_attributes", impl)
+    assert offered_names(with_defs) == ["get_weather"] and with_defs.tool_definitions != NAMED_ONLY
+    for span in spans:
+        if "gen_ai.tool.definitions" in span.attributes:
+            span.attributes = {k: v for k, v in span.attributes.items() if k != "gen_ai.tool.definitions"}
+            span.attributes["gen_ai.agent.tools"] = '["get_weather", "get_forecast", 7]'
+    turns, _ = assemble(spans, impl, flush=True)
+    [turn] = turns
+    assert (turn.agent, turn.input_text) == ("weather_agent", QUESTION)
+    assert turn.tool_definitions == (*NAMED_ONLY, {"type": "function", "name": "get_forecast"})
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("value", ["not json", '{"get_weather": 1}', "[[1]]", 3, "[]"])
+def test_strands_tool_names_that_are_no_list_of_names_offer_nothing(impl: str, value: object) -> None:
+    spans = capture("strands_attributes")
+    for span in spans:
+        if "gen_ai.tool.definitions" in span.attributes:
+            span.attributes = {k: v for k, v in span.attributes.items() if k != "gen_ai.tool.definitions"}
+            span.attributes["gen_ai.agent.tools"] = value
+    turns, _ = assemble(spans, impl, flush=True)
+    assert [offered_names(t) for t in turns] == [[]]
 
 
 @pytest.mark.parametrize("impl", IMPLS)
