@@ -1,0 +1,97 @@
+"""The C normalizer against its reference, _genai._convert_py, on the real producers' captures
+(tests/monitor/service/data) and on those spans mutated: their tracer scope swapped for another producer's, an agent
+name or input removed or retyped, so that every scope gate of both paths meets every kind of span."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from monitor.normalize import _markers as m
+from monitor.otlp import Span
+from monitor.records import HandoffMark
+from tests.monitor.service import test_normalize_c as tc
+from tests.monitor.service.captures import DATA, capture
+from tests.monitor.service.test_normalize_c import S, needs_c
+
+CAPTURES = sorted(p.stem for p in Path(DATA).glob("*.jsonl"))
+SCOPES = [
+    m.OTEL_OPENAI_AGENTS_SCOPE,
+    m.ADK_SCOPE,
+    m.OI_SMOLAGENTS_SCOPE,
+    m.OI_DSPY_SCOPE,
+    m.OI_HAYSTACK_SCOPE,
+    m.OI_OPENAI_AGENTS_SCOPE,
+    m.OI_LLAMA_INDEX_SCOPE,
+    "",
+    "other.scope",
+    S(m.OTEL_OPENAI_AGENTS_SCOPE),
+    S(m.ADK_SCOPE),
+]
+KEYS = ["gen_ai.agent.name", "gen_ai.input.messages", "gen_ai.operation.name", "traceloop.span.kind",
+        "openinference.span.kind", "tool.name", "llm.request.type", "gen_ai.output.messages"]  # fmt: skip
+VALUES: list[Any] = [None, "", "x", 3, S("s"), ("a",), "invoke_agent", "agent", "workflow", "TOOL", "AGENT"]
+ALL_SPANS = [s for name in CAPTURES for s in capture(name)]
+
+
+def assert_same(spans: list[Any]) -> None:
+    """test_normalize_c.assert_same, a HandoffMark (new on each path) compared field by field."""
+    assert tc.C is not None
+    py, c = tc.run(tc.PY, spans, {}), tc.run(tc.C, spans, {})
+    assert c[3] == py[3]
+    assert len(c[0]) == len(py[0])
+    for p, r in zip(py[0], c[0], strict=True):
+        if type(p) is HandoffMark and type(r) is HandoffMark:
+            assert tc.fields(p) == tc.fields(r)
+        else:
+            tc.assert_same_record(p, r)
+    assert c[1:3] == py[1:3]
+
+
+@needs_c
+@pytest.mark.parametrize("name", CAPTURES)
+def test_each_capture_is_read_alike(name: str) -> None:
+    assert_same(capture(name))
+
+
+NAMES = [None, "get_weather.__call__", "x.acall", ".__call__", "agent.run", "ReAct.forward", "invoke_agent a", "chat m"]
+
+
+def _mutated(span: Span, scope: Any, edits: list[tuple[str, Any]], name: str | None = None, root: bool = False) -> Span:
+    s = copy.copy(span)
+    s.attributes = dict(span.attributes)
+    s.scope = scope
+    if name is not None:
+        s.name = name
+    if root:
+        s.parent_span_id = ""
+    for key, value in edits:
+        if value is None:
+            s.attributes.pop(key, None)
+        else:
+            s.attributes[key] = value
+    return s
+
+
+@needs_c
+@settings(max_examples=3000, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(ALL_SPANS),
+            st.sampled_from(SCOPES),
+            st.lists(st.tuples(st.sampled_from(KEYS), st.sampled_from(VALUES)), max_size=3),
+            st.sampled_from(NAMES),
+            st.booleans(),
+        ),
+        min_size=1,
+        max_size=5,
+    )
+)
+def test_mutated_capture_spans_are_read_alike(batch: list[tuple[Span, Any, list[tuple[str, Any]], Any, bool]]) -> None:
+    assert_same([_mutated(*args) for args in batch])
