@@ -60,16 +60,17 @@ its name) (openai-agents makes its handoffs TOOL spans without one, LangGraph's 
 parent graph, `{"graph": "__parent__", "goto": ...}`: parent links, and a HandoffMark each), a Traceloop `tool` span,
 pydantic-ai's tool span (`running tool` in version 2, arguments in `tool_arguments`), Strands' `execute_tool {tool}`
 span (arguments in its events). LlamaIndex's TOOL span records the tool's bound arguments, `{"kwargs": {...}}`:
-the keyword arguments are the call's (_oi_arguments); smolagents' (its tracer scope, _markers.OI_SMOLAGENTS_SCOPE)
-the bound arguments of `Tool.__call__`, `{"args", "sanitize_inputs_outputs", "kwargs"}`: the keyword arguments, the
+the keyword arguments are the call's (_oi_arguments); smolagents' (its tracer scope, _markers.OI_SMOLAGENTS_SCOPE) the
+bound arguments of `Tool.__call__`, `{"args", "sanitize_inputs_outputs", "kwargs"}`: the keyword arguments, the
 positional ones named after the tool's inputs (`tool.parameters`) (_smolagents_arguments). smolagents names its run's
-AGENT span `{agent}.run` and records no `agent.name`: the turn is the agent's (_agent_of_name); its input is the
-run's `task`, a key read as `input` is. DSPy (its tracer scope, _markers.OI_DSPY_SCOPE) records no `tool.name` on its
-TOOL spans: the tool is the span's name, `{tool}.__call__` (`_dspy_tool_name`; without it the span would be taken for a
-handoff), its arguments the keyword ones of the bound `{"kwargs": {...}}`; its root module span `{class}.forward` is
-the turn of the program's class, its input the question in ReAct's bound `{"input_args": {...}}`. Haystack (its
-tracer scope, _markers.OI_HAYSTACK_SCOPE) records a run's messages as Python reprs (`ChatMessage(...)`): not read
-(`_haystack_reprs`); the turn is given its first LLM span's user message (an InputMark, as LlamaIndex's).
+AGENT span `{agent}.run` and records no `agent.name`: the turn is the agent's (_agent_of_name); its input is the run's
+`task`, a key read as `input` is (for its scope only: _SMOLAGENTS_INPUT_KEYS). DSPy (its tracer scope,
+_markers.OI_DSPY_SCOPE) records no `tool.name` on its TOOL spans: the tool is the span's name, `{tool}.__call__`
+(`_dspy_tool_name`; without it the span would be taken for a handoff), its arguments the keyword ones of the bound
+`{"kwargs": {...}}`; its root module span `{class}.forward` is the turn of the program's class, its input the question
+in ReAct's bound `{"input_args": {...}}`. Haystack (its tracer scope, _markers.OI_HAYSTACK_SCOPE) records a run's
+messages as Python reprs (`ChatMessage(...)`): not read (`_haystack_reprs`); the turn is given its first LLM span's user
+message (an InputMark, as LlamaIndex's).
 The calls a model requested: those of an OpenInference LLM span and of an OpenLLMetry model request span (marked by
 `llm.request.type`), both parent links (monitor.normalize._flat); and the tools these spans offered
 (monitor.normalize._offered).
@@ -123,7 +124,10 @@ _MAX_METADATA_CHARS = 64 * 1024  # a longer `metadata` value is not read (no Lan
 _REDACTED = m.OI_REDACTED  # what OpenInference's TraceConfig leaves of a hidden value
 # Keys whose str value is the question / the answer in a JSON input or output object (LangChain's AgentExecutor
 # `{"input": ...}` / `{"output": ...}`, Traceloop's kwargs of a function called by keyword).
-_INPUT_KEYS = ("input", "query", "question", "prompt", "message", "task")
+_INPUT_KEYS = ("input", "query", "question", "prompt", "message")
+# smolagents' run records its bound arguments, `{"task": ...}`: its task is the input (its scope only: another
+# producer's `task` may be a label beside the messages that hold the question).
+_SMOLAGENTS_INPUT_KEYS = (*_INPUT_KEYS, "task")
 # The scopes whose `invoke_agent` spans without `gen_ai.agent.name` or input messages are a run around the turns (the
 # GenAI path sends them here): openai-agents' workflow (contrib's), a crew's run (OpenLLMetry's `crewai.workflow`).
 _WORKFLOW_SCOPES = (m.OTEL_OPENAI_AGENTS_SCOPE, m.OTEL_CREWAI_SCOPE)
@@ -205,7 +209,8 @@ def _openinference(span: Span, kind: Any, out: Out, problems: list[str], rejecte
         reprs = span.scope == m.OI_HAYSTACK_SCOPE  # a Haystack run's messages are reprs: not read (_haystack_reprs)
         _turn(span, out, problems, agent=agent,
               input_text=None if start or (reprs and _haystack_reprs(attrs, m.OI_INPUT)) else _value_text(
-                  attrs, m.OI_INPUT, _USER, _INPUT_KEYS, problems, dspy=span.scope == m.OI_DSPY_SCOPE),
+                  attrs, m.OI_INPUT, _USER, _SMOLAGENTS_INPUT_KEYS if span.scope == m.OI_SMOLAGENTS_SCOPE else
+                  _INPUT_KEYS, problems, dspy=span.scope == m.OI_DSPY_SCOPE),
               output_text=None if reprs and _haystack_reprs(attrs, m.OI_OUTPUT) else _value_text(
                   attrs, m.OI_OUTPUT, _ASSISTANT, _OUTPUT_KEYS, problems),
               conversation_id=_str(attrs, m.OI_SESSION_ID, problems) or None)  # fmt: skip

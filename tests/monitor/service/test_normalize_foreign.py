@@ -338,6 +338,25 @@ def test_a_langgraph_root_chain_input_is_its_latest_user_message(convert: Conver
     assert (problems, turn.input_text, turn.output_text) == ([], "[AUTH] token expired", "Result: auth")
 
 
+
+@pytest.mark.parametrize("convert", PATHS)
+def test_a_task_key_is_smolagents_input_not_another_producers(convert: Convert) -> None:
+    """smolagents records its run's bound arguments, `{"task": ...}`: its task is the input. Another producer's root
+    chain whose state holds a `task` beside its messages (a LangGraph state) is read as before, its latest user
+    message; so is a Traceloop function's keyword argument named `task` (not among the keys the README lists)."""
+    state = {"messages": [{"role": "user", "content": "[AUTH] token expired"}], "task": "triage"}
+    attrs = {"openinference.span.kind": "CHAIN", "input.value": json.dumps(state), "input.mime_type": _JSON}
+    out, problems, _ = _run(convert, _one(attrs))
+    (turn,) = out
+    assert (problems, turn.input_text) == ([], "[AUTH] token expired")
+    kwargs = {"args": [], "kwargs": {"task": "triage", "ticket": "[AUTH] token expired"}}
+    tl = {"traceloop.span.kind": "workflow", "traceloop.entity.name": "triage",
+          "traceloop.entity.input": json.dumps(kwargs)}  # fmt: skip
+    out, problems, _ = _run(convert, _one(tl))
+    (turn,) = out
+    assert (problems, turn.input_text) == ([], json.dumps(kwargs))
+
+
 def traceloop_langchain(tracer: Any) -> None:
     """OpenLLMetry's LangChain instrumentation: the root chain a `workflow` span, a nested one a `task`, a tool a
     `tool` span; inputs as `{"inputs", "tags", "metadata", "kwargs"}` (tools: `input_str` too), outputs as
