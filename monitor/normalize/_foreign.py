@@ -353,9 +353,9 @@ def _smolagents_arguments(attrs: Any) -> str | None:
     if not isinstance(args, list) or not isinstance(kwargs, dict):
         return None
     if args:
-        params = _json_object_with(attrs.get(m.OI_TOOL_PARAMETERS), "{")
-        names = list(params) if params is not None else []
-        if len(args) == 1 and not kwargs and isinstance(args[0], dict) and all(k in names for k in args[0]):
+        params = _json_object_with(attrs.get(m.OI_TOOL_PARAMETERS), "{") or {}
+        names = list(params)
+        if len(args) == 1 and not kwargs and isinstance(args[0], dict) and all(k in params for k in args[0]):
             kwargs = args[0]
         elif len(args) <= len(names) and not any(n in kwargs for n in names[: len(args)]):
             kwargs = {**dict(zip(names, args, strict=False)), **kwargs}

@@ -117,6 +117,33 @@ def test_a_smolagents_tool_spans_bound_arguments_are_its_arguments(
     assert (call.name, call.arguments and json.loads(call.arguments), problems) == ("get_weather", want, [])
 
 
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_a_positional_dict_of_many_inputs_is_named_in_linear_time(impl: str) -> None:
+    """A positional dict whose keys are all the tool's inputs is the keyword arguments: with 60,000 inputs (about
+    1.5 MB of JSON, well within a request) each key is looked up among the inputs once, not searched for among them
+    (quadratic: about ten seconds)."""
+    import time
+
+    _impl(impl)
+    n = 60_000
+    keys = {f"k{i}": i for i in range(n)}
+    provider, _, memory = new_tracer()
+    attrs = {"openinference.span.kind": "TOOL", "tool.name": "wide",
+             "tool.parameters": json.dumps(dict.fromkeys(keys, {})),
+             "input.value": json.dumps({"args": [keys], "sanitize_inputs_outputs": True, "kwargs": {}})}  # fmt: skip
+    with provider.get_tracer(SCOPE).start_as_current_span("SimpleTool", attributes=attrs):
+        pass
+    provider.shutdown()
+    spans = decoded(memory.get_finished_spans())
+    start = time.perf_counter()
+    records, problems = convert(spans, impl)
+    elapsed = time.perf_counter() - start
+    [call] = [r for r in records if isinstance(r, ToolCall)]
+    assert (json.loads(call.arguments or "") == keys, problems) == (True, [])
+    assert elapsed < 2.0, elapsed
+
+
 def _replay_json(capture: str, rules: str, tmp_path: Path) -> dict[str, Any]:
     """`toolwatch replay` of a capture under `rules`, the JSON report read back."""
     (tmp_path / "rules.yaml").write_text(rules)
