@@ -145,8 +145,9 @@ def convert(span: Span, out: Out, problems: list[str], rejected: dict[str, int])
     if kind is not None:
         _traceloop(span, kind, out, problems, rejected)
         return
-    if span.scope in _WORKFLOW_SCOPES and AGENT_NAME not in attrs:  # openai-agents' workflow (contrib's), a crew's
-        out.append(span)  # run (OpenLLMetry's): a parent link, its agent or task spans the turns
+    if span.scope in _WORKFLOW_SCOPES and AGENT_NAME not in attrs and _operation(span) == INVOKE_AGENT:
+        out.append(span)  # openai-agents' workflow (contrib's), a crew's run (OpenLLMetry's): a parent link, its agent
+        # or task spans the turns
         return
     if m.TL_REQUEST_TYPE in attrs:  # an OpenLLMetry model request span: a parent link, the calls it asked for and
         out.append(span)  # the tools it offered
@@ -543,14 +544,18 @@ def _tl_output(attrs: Any, problems: list[str]) -> str | None:
 _DETAILS = "gen_ai.client.inference.operation.details"  # Strands with gen_ai_latest_experimental: the messages
 
 
+def _operation(span: Span) -> Any:
+    """The span's GenAI operation as the GenAI path takes it: `gen_ai.operation.name`, else the one its name says."""
+    op = span.attributes.get(OP)
+    return op if isinstance(op, str) else operation_of_name(span.name)
+
+
 def _relabelled(span: Span, out: Out, problems: list[str], rejected: dict[str, int]) -> None:
     """A GenAI tool or turn span whose arguments or messages are not where the conventions put them, or a pydantic-ai
     2 span with no operation: the values found elsewhere are given their GenAI keys on a copy of the attributes, and
     the GenAI path maps the span (its events left out, so that it does not come back here)."""
     attrs = span.attributes
-    op = attrs.get(OP)
-    if not isinstance(op, str):
-        op = operation_of_name(span.name)
+    op = _operation(span)
     extra: dict[str, Any] = {}
     if op is None:  # pydantic-ai 2 before the operation was set on its spans
         if span.name == "running tool" and m.PA_TOOL_NAME in attrs:

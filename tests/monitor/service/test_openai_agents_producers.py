@@ -182,3 +182,27 @@ def test_an_unnamed_invoke_agent_span_is_a_parent_link_in_the_openai_agents_scop
     assert problems == []
     turns = [(t.agent, t.input_text) for t in records if isinstance(t, Turn)]
     assert turns == ([("a", "")] if scope == OA_SCOPE else [("a", ""), ("", "")])
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_only_the_workflows_invoke_agent_span_without_an_agent_name_is_a_parent_link(impl: str) -> None:
+    """The instrumentations' scope without `gen_ai.agent.name` marks contrib's workflow span, an `invoke_agent` span:
+    a tool span of that scope without one, its arguments not captured and an exception event recorded, is still its
+    failed call, as any producer's is (not dropped as a parent link)."""
+    from opentelemetry.trace import Status, StatusCode
+
+    from monitor.records import ToolCall
+
+    _impl(impl)
+    provider, _, memory = new_tracer()
+    tracer = provider.get_tracer("opentelemetry.instrumentation.openai_agents")
+    with tracer.start_as_current_span("Agent workflow", attributes={"gen_ai.operation.name": "invoke_agent"}):
+        attrs = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "get_weather"}
+        with tracer.start_as_current_span("execute_tool get_weather", attributes=attrs) as span:
+            span.record_exception(ValueError("no such city"))
+            span.set_status(Status(StatusCode.ERROR, "ValueError: no such city"))
+    provider.shutdown()
+    records, problems = convert(decoded(memory.get_finished_spans()), impl)
+    calls = [(r.name, r.error_type) for r in records if isinstance(r, ToolCall)]
+    assert (calls, problems) == ([("get_weather", "ValueError: no such city")], [])
+    assert not [r for r in records if isinstance(r, Turn)]  # the workflow: a parent link
