@@ -204,7 +204,8 @@ _ADK_TRANSCRIPT = "For context:"
 
 
 def add_model_input(span: Span, op: str, out: list[ToolCall | Turn | Span]) -> None:
-    """A google-adk model request span (its tracer scope; nothing for another scope or operation): an InputMark of
+    """A model request span of google-adk or of openai-agents' OpenTelemetry instrumentations (their tracer scopes;
+    nothing for another scope or operation): an InputMark of
     the latest user message with text of its `gen_ai.input.messages` (JSON text or the structured form), its text
     parts (and plain `content`) joined by newlines. ADK records no input on its `invoke_agent` spans: the mark of a
     turn's first model request is its input (monitor.assembly._offered). Left out, as not the user's question: the
