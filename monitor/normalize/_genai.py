@@ -263,14 +263,23 @@ def _named_tools(raw: Any) -> DefinitionsList | None:
     counted)."""
     if not isinstance(raw, str):
         return None
+    if raw in _NAMED_CACHE:  # an agent names the same tools on every turn: read once, then shared (read-only)
+        return _NAMED_CACHE[raw]
     try:
         names = json.loads(raw)
     except (ValueError, RecursionError):
-        return None
+        names = None
     if not isinstance(names, list):
-        return None
-    defs = tuple({"type": "function", "name": n} for n in names if isinstance(n, str))
-    return defs or None
+        names = ()
+    out = tuple({"type": "function", "name": n} for n in names if isinstance(n, str)) or None
+    if len(raw) <= _DEFINITIONS_CACHE_TEXT_MAX:
+        if len(_NAMED_CACHE) >= _DEFINITIONS_CACHE_MAX:
+            _NAMED_CACHE.pop(next(iter(_NAMED_CACHE)))
+        _NAMED_CACHE[raw] = out
+    return out
+
+
+_NAMED_CACHE: dict[str, DefinitionsList | None] = {}  # _named_tools' results by text, as _DEFINITIONS_CACHE
 
 
 def _tool_definitions(raw: Any) -> DefinitionsList | None:

@@ -28,10 +28,13 @@ SCOPES = [
     m.OI_HAYSTACK_SCOPE,
     m.OI_OPENAI_AGENTS_SCOPE,
     m.OI_LLAMA_INDEX_SCOPE,
+    m.OTEL_CREWAI_SCOPE,
+    "openinference.instrumentation.crewai",
     "",
     "other.scope",
     S(m.OTEL_OPENAI_AGENTS_SCOPE),
     S(m.ADK_SCOPE),
+    S(m.OTEL_CREWAI_SCOPE),
 ]
 KEYS = ["gen_ai.agent.name", "gen_ai.input.messages", "gen_ai.operation.name", "traceloop.span.kind",
         "openinference.span.kind", "tool.name", "llm.request.type", "gen_ai.output.messages"]  # fmt: skip
