@@ -52,6 +52,12 @@ What makes a turn:
   span (GenAI, no input), the `workflow` span under it a parent link that holds the run's input: a `workflow` span
   under another span yields an InputMark of its input, read as a turn's (`_tl_input`), which gives the turn around
   it its input at release when it has none (monitor.assembly._offered).
+- Langfuse's Python SDK (its tracer scope, _markers.LANGFUSE_SCOPE; `langfuse.observation.type`) and MLflow
+  (`mlflow.spanType`, JSON text) record their own attributes only: an `agent` observation / AGENT span is a turn named
+  after the span, its input the question in the traced function's bound arguments (`_input_of`), its answer its
+  output; a `tool` observation / TOOL span a call named after the span, its arguments the bound ones by name; a
+  `generation` / CHAT_MODEL or LLM span a parent link with the calls its output asks for and the tools it offered, in
+  OpenAI's forms (`_openai_requested`, `_openai_offered`).
 - pydantic-ai: its agent span (`invoke_agent {agent}`, or `agent run` in instrumentation version 2), the input from
   `pydantic_ai.all_messages`, the answer from `final_result`.
 - Strands Agents: its `invoke_agent {agent}` span, the input and answer from its span events.
@@ -107,10 +113,16 @@ from monitor.normalize._genai import (
     operation_of_name,
     structured,
 )
-from monitor.normalize._offered import add_openinference_tools, add_traceloop_tools
-from monitor.normalize._requested import add_input_mark, derived
+from monitor.normalize._offered import add_openinference_tools, add_traceloop_tools, new_offered
+from monitor.normalize._requested import (
+    MAX_REQUESTED_PER_SPAN,
+    add_input_mark,
+    derived,
+    name_and_id,
+    new_requested,
+)
 from monitor.otlp import STATUS_ERROR, Span
-from monitor.records import HandoffMark, ToolCall, Turn
+from monitor.records import HandoffMark, ToolCall, Turn, definition_name
 
 Out = list[ToolCall | Turn | Span]
 
@@ -144,6 +156,14 @@ def convert(span: Span, out: Out, problems: list[str], rejected: dict[str, int])
     kind = attrs.get(m.TL_KIND)
     if kind is not None:
         _traceloop(span, kind, out, problems, rejected)
+        return
+    kind = attrs.get(m.LF_TYPE)
+    if kind is not None and span.scope == m.LANGFUSE_SCOPE:
+        _langfuse(span, kind, out, problems, rejected)
+        return
+    kind = attrs.get(m.MLFLOW_SPAN_TYPE)
+    if kind is not None:
+        _mlflow(span, kind, out, problems, rejected)
         return
     if span.scope in _WORKFLOW_SCOPES and AGENT_NAME not in attrs and _operation(span) == INVOKE_AGENT:
         out.append(span)  # openai-agents' workflow (contrib's), a crew's run (OpenLLMetry's): a parent link, its agent
@@ -537,6 +557,164 @@ def _tl_output(attrs: Any, problems: list[str]) -> str | None:
     if isinstance(value, dict) and "outputs" in value and set(value) <= {"outputs", "kwargs"}:
         return _text_of(value["outputs"], _ASSISTANT, _OUTPUT_KEYS) or raw
     return (_text_of(value, _ASSISTANT, _OUTPUT_KEYS) if value is not None else None) or raw
+
+
+# ---- Langfuse, MLflow: their own attributes -------------------------------------------------------------------
+
+_LF_MODEL_REQUESTS = frozenset({"generation"})
+_MLFLOW_MODEL_REQUESTS = frozenset({"CHAT_MODEL", "LLM"})
+# The contents a requested call does not keep of its model request span's attributes (as _requested.CONTENT_KEYS).
+_LF_MLFLOW_CONTENT = frozenset({m.LF_INPUT, m.LF_OUTPUT, m.MLFLOW_INPUTS, m.MLFLOW_OUTPUTS, m.MLFLOW_CHAT_TOOLS})
+
+
+def _langfuse(span: Span, kind: Any, out: Out, problems: list[str], rejected: dict[str, int]) -> None:
+    """A span of Langfuse's tracer scope (see the module docstring): an `agent` observation is a turn, named after it,
+    its input the question it was given (`_input_of` its bound arguments), its answer its output; a `tool` observation
+    a call named after it, its arguments the keyword ones it was called with; a `generation` a parent link with the
+    calls its output asks for and the tools its request offered (OpenAI's forms, as the Langfuse OpenAI integration
+    records them); any other a parent link."""
+    attrs = span.attributes
+    if not isinstance(kind, str):
+        problems.append(m.LF_TYPE)
+        out.append(span)
+    elif kind == "agent":
+        _turn(span, out, problems, agent=span.name, input_text=_input_of(_json_value(attrs, m.LF_INPUT, problems)),
+              output_text=_value_text(attrs, m.LF_OUTPUT, _ASSISTANT, _OUTPUT_KEYS, problems),
+              conversation_id=_str(attrs, m.OI_SESSION_ID, problems) or None)  # fmt: skip
+    elif kind == "tool":
+        _call(span, span.name, out, problems, rejected, call_id=None,
+              arguments=_arguments_of(_json_value(attrs, m.LF_INPUT, problems)),
+              result=_result(attrs, m.LF_OUTPUT, problems))  # fmt: skip
+    else:
+        out.append(span)
+        if kind in _LF_MODEL_REQUESTS:
+            _openai_requested(span, m.LF_OUTPUT, out, problems)
+            request = _json_value(attrs, m.LF_INPUT, problems) if '"tools"' in str(attrs.get(m.LF_INPUT)) else None
+            _openai_offered(span, request.get("tools") if isinstance(request, dict) else None, out)
+
+
+def _mlflow(span: Span, kind: Any, out: Out, problems: list[str], rejected: dict[str, int]) -> None:
+    """A span of MLflow's (`mlflow.spanType`, see the module docstring): an AGENT span is a turn, named after it, its
+    input the question in its bound arguments (`_input_of`), its answer its output; a TOOL span a call named after it,
+    its arguments its bound ones; a CHAT_MODEL or LLM span a parent link with the calls its response asks for and the
+    tools it offered (OpenAI's forms); any other a parent link."""
+    attrs = span.attributes
+    value = _json_value(attrs, m.MLFLOW_SPAN_TYPE, problems)
+    kind = value if isinstance(value, str) else kind if isinstance(kind, str) else None
+    if kind is None:
+        problems.append(m.MLFLOW_SPAN_TYPE)
+        out.append(span)
+    elif kind == "AGENT":
+        _turn(span, out, problems, agent=span.name, input_text=_input_of(_json_value(attrs, m.MLFLOW_INPUTS, problems)),
+              output_text=_value_text(attrs, m.MLFLOW_OUTPUTS, _ASSISTANT, _OUTPUT_KEYS, problems),
+              conversation_id=None)  # fmt: skip
+    elif kind == "TOOL":
+        _call(span, span.name, out, problems, rejected, call_id=None,
+              arguments=_arguments_of(_json_value(attrs, m.MLFLOW_INPUTS, problems)),
+              result=_result(attrs, m.MLFLOW_OUTPUTS, problems))  # fmt: skip
+    else:
+        out.append(span)
+        if kind in _MLFLOW_MODEL_REQUESTS:
+            _openai_requested(span, m.MLFLOW_OUTPUTS, out, problems)
+            _openai_offered(span, _json_value(attrs, m.MLFLOW_CHAT_TOOLS, problems), out)
+
+
+def _json_value(attrs: Any, key: str, problems: list[str]) -> Any:
+    """A JSON text attribute parsed; text that is no JSON is itself; None when absent (another type counted)."""
+    raw = attrs.get(key)
+    if raw is None:
+        return None
+    if not isinstance(raw, str):
+        problems.append(key)
+        return None
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):
+        return raw
+
+
+def _bound(value: Any) -> dict[str, Any] | None:
+    """A function's arguments by name: a JSON object of its bound arguments (MLflow's), or Langfuse's decorated form
+    `{"args": [...], "kwargs": {...}}` (the keyword ones; the positional ones under `#{i}`: they have no names)."""
+    if not isinstance(value, dict):
+        return None
+    decorated = _tl_decorated(value)
+    if decorated is None:
+        return value
+    args, kwargs = decorated
+    return {**{f"#{i}": a for i, a in enumerate(args)}, **kwargs}
+
+
+def _input_of(value: Any) -> str | None:
+    """The question a traced agent function was given: a str input itself; of its bound arguments (`_bound`) the one
+    named as an input is (`input`, `question`, ...), its `messages`' latest user text, else its only str argument;
+    None when there is none (or several)."""
+    if isinstance(value, str):
+        return value or None
+    bound = _bound(value)
+    if bound is None:
+        return None
+    text = _text_of(bound, _USER, _INPUT_KEYS)
+    if text:
+        return text
+    texts = [v for v in bound.values() if isinstance(v, str)]
+    return texts[0] if len(texts) == 1 and texts[0] else None
+
+
+def _arguments_of(value: Any) -> str | None:
+    """A traced tool function's arguments as JSON text: its bound arguments by name; None when some are positional
+    without a name (Langfuse's decorated `args`) or none were captured."""
+    bound = _bound(value)
+    if bound is None or any(k.startswith("#") for k in bound if isinstance(k, str)):
+        return None
+    try:
+        return json.dumps(bound)
+    except (ValueError, TypeError, RecursionError):
+        return None
+
+
+def _openai_requested(span: Span, key: str, out: Out, problems: list[str]) -> None:
+    """The calls a model request asked for in OpenAI's form, in the JSON text of `key`: a chat completion
+    (`choices[i].message.tool_calls`), an assistant message, or a list of messages; each `{"id", "function": {"name",
+    "arguments"}}`. A call without a name is counted under `key`."""
+    raw = span.attributes.get(key)
+    if not isinstance(raw, str) or '"tool_calls"' not in raw:
+        return
+    value = _json_value(span.attributes, key, problems)
+    if isinstance(value, dict) and isinstance(value.get("choices"), list):
+        messages = [c.get("message") for c in value["choices"] if isinstance(c, dict)]
+    else:
+        messages = value if isinstance(value, list) else [value]
+    kept: dict[str, Any] | None = None
+    n = 0
+    for msg in messages:
+        calls = msg.get("tool_calls") if isinstance(msg, dict) else None
+        for tc in calls if isinstance(calls, list) else ():
+            fn = tc.get("function") if isinstance(tc, dict) else None
+            named = name_and_id({"name": fn.get("name"), "id": tc.get("id")}, key, problems) if isinstance(
+                fn, dict) else None  # fmt: skip
+            if named is None or n >= MAX_REQUESTED_PER_SPAN:
+                problems.append(key)
+                continue
+            arguments = fn.get("arguments") if isinstance(fn, dict) else None
+            if isinstance(arguments, dict):
+                arguments = json.dumps(arguments)
+            call = new_requested(span, named[0], named[1], arguments if isinstance(arguments, str) else None, n)
+            if kept is None:
+                kept = {k: v for k, v in span.attributes.items() if k not in _LF_MLFLOW_CONTENT}
+            call.attributes = kept
+            out.append(call)
+            n += 1
+
+
+def _openai_offered(span: Span, tools: Any, out: Out) -> None:
+    """The tools a model request offered: a list of tool definitions (OpenAI's form or the flat one); those that name
+    no tool left out."""
+    if not isinstance(tools, list):
+        return
+    definitions = tuple(d for d in tools if isinstance(d, dict) and definition_name(d))
+    if definitions:
+        out.append(new_offered(span, definitions))
 
 
 # ---- GenAI producers that put values elsewhere: pydantic-ai, Strands Agents -------------------------------------

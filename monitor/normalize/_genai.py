@@ -15,6 +15,7 @@ from typing import Any, Protocol, cast
 from monitor.normalize._markers import (
     ADK_SCOPE,
     FOREIGN_MARKERS,
+    MLFLOW_SCOPE,
     OTEL_CREWAI_SCOPE,
     OTEL_OPENAI_AGENTS_SCOPE,
     PA_ARGS,
@@ -505,8 +506,9 @@ def _convert_py(  # noqa: C901 - one flat pass per span: a call per record cost 
                 add_model_request(span, op, out, problems)
             if attrs.get(TOOL_DEFINITIONS) is not None:  # and which tools it offered
                 add_offered(span, op, out)
-            if span.scope == _ADK_SCOPE or span.scope == _OA_SCOPE:  # the input its model was given (add_model_input)
-                add_model_input(span, op, out)
+            scope = span.scope
+            if scope == _ADK_SCOPE or scope == _OA_SCOPE or scope == _MLFLOW_SCOPE:  # the input its model was given
+                add_model_input(span, op, out)  # (add_model_input)
 
 
 # A span with no GenAI operation that carries one of these keys is another convention's: _foreign maps it. So is a
@@ -522,6 +524,8 @@ _ADK_SCOPE = ADK_SCOPE  # the C normalizer hands this scope's spans of another o
 # And this one's (openai-agents through OpenTelemetry's or OpenLLMetry's instrumentation), and sends its `invoke_agent`
 # spans without `gen_ai.agent.name` or input messages (contrib's workflow span) to _foreign.
 _OA_SCOPE = OTEL_OPENAI_AGENTS_SCOPE
+# And this one's (MLflow's, its spans translated to the GenAI conventions: its `invoke_agent` spans record no input).
+_MLFLOW_SCOPE = MLFLOW_SCOPE
 # And this one's (OpenLLMetry's CrewAI instrumentation) `invoke_agent` spans without them (a crew's run) too.
 _CREWAI_SCOPE = OTEL_CREWAI_SCOPE
 _TL_REQUEST_TYPE = TL_REQUEST_TYPE  # a span of another GenAI operation with it may flatten its calls (OpenLLMetry)

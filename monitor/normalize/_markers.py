@@ -75,6 +75,24 @@ OTEL_CREWAI_SCOPE = "opentelemetry.instrumentation.crewai.instrumentation"
 CREWAI_TL_TASK_AGENT = "crewai.task.agent"
 CREWAI_TL_TASK_DESCRIPTION = "crewai.task.description"
 
+# Langfuse's Python SDK (3 and later, on OpenTelemetry): spans of its tracer scope with its own attributes only, the
+# observation's type (`agent`, `tool`, `generation`, `span`, ...), input and output (JSON text; a decorated function's
+# input its bound arguments, `{"args": [...], "kwargs": {...}}`); the session `session.id` (_foreign).
+LANGFUSE_SCOPE = "langfuse-sdk"
+LF_TYPE = "langfuse.observation.type"
+LF_INPUT = "langfuse.observation.input"
+LF_OUTPUT = "langfuse.observation.output"
+# MLflow tracing: its own attributes, each value JSON text: the span's type (`"AGENT"`, `"TOOL"`, `"CHAT_MODEL"`,
+# ...), its inputs (a traced function's bound arguments; a model request's request), its outputs (the return value; a
+# chat completion's response), the tools a chat request offered (OpenAI's form) (_foreign). Translated to the GenAI
+# conventions (MLFLOW_ENABLE_OTEL_GENAI_SEMCONV) its `invoke_agent` spans record no input: its model request spans
+# give it (monitor.normalize._requested.add_model_input), as google-adk's do.
+MLFLOW_SCOPE = "mlflow.tracing.provider"
+MLFLOW_SPAN_TYPE = "mlflow.spanType"
+MLFLOW_INPUTS = "mlflow.spanInputs"
+MLFLOW_OUTPUTS = "mlflow.spanOutputs"
+MLFLOW_CHAT_TOOLS = "mlflow.chat.tools"
+
 # OpenLLMetry (Traceloop): opentelemetry.semconv_ai.SpanAttributes.
 TL_KIND = "traceloop.span.kind"
 TL_NAME = "traceloop.entity.name"
@@ -99,7 +117,7 @@ PA_FINAL = "final_result"
 PA_MSG = "logfire.msg"  # set on pydantic-ai's `agent run` and `running tool` spans by every version
 
 # The keys that send a span with no GenAI operation to _foreign.py (a tuple: _cgenai.c reads it once, at load).
-FOREIGN_MARKERS = (OI_KIND, TL_KIND, PA_MSG, TL_REQUEST_TYPE)
+FOREIGN_MARKERS = (OI_KIND, TL_KIND, PA_MSG, TL_REQUEST_TYPE, LF_TYPE, MLFLOW_SPAN_TYPE)
 
 # Every key _foreign.py reports as ignored (wrong-typed): label values of toolwatch_ignored_attributes_total.
 FOREIGN_ATTRIBUTE_KEYS = frozenset(
@@ -125,6 +143,13 @@ FOREIGN_ATTRIBUTE_KEYS = frozenset(
         TL_OUTPUT,
         TL_COMPLETION,  # a requested call of a chat span that cannot be read (monitor.normalize._flat)
         TL_FUNCTIONS,  # an offered tool of a chat span that cannot be read (monitor.normalize._offered)
+        LF_TYPE,  # Langfuse's observation type, input, output
+        LF_INPUT,
+        LF_OUTPUT,
+        MLFLOW_SPAN_TYPE,  # MLflow's span type, inputs, outputs, chat tools
+        MLFLOW_INPUTS,
+        MLFLOW_OUTPUTS,
+        MLFLOW_CHAT_TOOLS,
         PA_MESSAGES,  # the others pydantic-ai keys are read as the GenAI keys they stand for, and counted as those
     }
 )

@@ -192,7 +192,7 @@ def add_requested_of(span: Span, out: list[ToolCall | Turn | Span], problems: li
         from monitor.normalize._flat import add_flat_of  # imports this module: imported on first use
 
         add_flat_of(span, out, problems)
-    if span.scope == _markers.ADK_SCOPE or span.scope == _markers.OTEL_OPENAI_AGENTS_SCOPE:
+    if span.scope in (_markers.ADK_SCOPE, _markers.OTEL_OPENAI_AGENTS_SCOPE, _markers.MLFLOW_SCOPE):
         op = _genai.operation(span)
         if op is not None:
             add_model_input(span, op, out)
@@ -204,8 +204,9 @@ _ADK_TRANSCRIPT = "For context:"
 
 
 def add_model_input(span: Span, op: str, out: list[ToolCall | Turn | Span]) -> None:
-    """A model request span of google-adk or of openai-agents' OpenTelemetry instrumentations (their tracer scopes;
-    nothing for another scope or operation): an InputMark of
+    """A model request span of google-adk, of openai-agents through OpenTelemetry's or OpenLLMetry's instrumentation,
+    or of MLflow translated to the GenAI conventions (their tracer scopes; nothing for another scope or operation;
+    none of them records the input on its `invoke_agent` spans): an InputMark of
     the latest user message with text of its `gen_ai.input.messages` (JSON text or the structured form), its text
     parts (and plain `content`) joined by newlines. ADK records no input on its `invoke_agent` spans: the mark of a
     turn's first model request is its input (monitor.assembly._offered). Left out, as not the user's question: the
@@ -215,7 +216,9 @@ def add_model_input(span: Span, op: str, out: list[ToolCall | Turn | Span]) -> N
     and a second opening with `[`). Nothing when no user message has text (content capture off, a value of another
     type or not JSON: not captured, not counted)."""
     scope = span.scope
-    if (scope != _markers.ADK_SCOPE and scope != _markers.OTEL_OPENAI_AGENTS_SCOPE) or op not in MODEL_REQUESTS:
+    if scope not in (_markers.ADK_SCOPE, _markers.OTEL_OPENAI_AGENTS_SCOPE, _markers.MLFLOW_SCOPE) or (
+        op not in MODEL_REQUESTS
+    ):
         return
     raw = span.attributes.get(_genai.INPUT_MESSAGES)
     messages: Any
