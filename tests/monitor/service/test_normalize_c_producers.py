@@ -30,6 +30,8 @@ SCOPES = [
     m.OI_LLAMA_INDEX_SCOPE,
     m.OTEL_CREWAI_SCOPE,
     "openinference.instrumentation.crewai",
+    m.LANGFUSE_SCOPE,
+    m.MLFLOW_SCOPE,
     "",
     "other.scope",
     S(m.OTEL_OPENAI_AGENTS_SCOPE),
@@ -37,7 +39,8 @@ SCOPES = [
     S(m.OTEL_CREWAI_SCOPE),
 ]
 KEYS = ["gen_ai.agent.name", "gen_ai.input.messages", "gen_ai.operation.name", "traceloop.span.kind",
-        "openinference.span.kind", "tool.name", "llm.request.type", "gen_ai.output.messages"]  # fmt: skip
+        "openinference.span.kind", "tool.name", "llm.request.type", "gen_ai.output.messages",
+        m.LF_TYPE, m.MLFLOW_SPAN_TYPE]  # fmt: skip
 VALUES: list[Any] = [None, "", "x", 3, S("s"), ("a",), "invoke_agent", "agent", "workflow", "TOOL", "AGENT"]
 ALL_SPANS = [s for name in CAPTURES for s in capture(name)]
 
