@@ -3,6 +3,10 @@
 A turn's calls, as assembled, are the executed calls (execute_tool spans) and the requested calls (RequestedCall:
 tool_call parts of its chat spans, monitor.normalize._requested). At release they are reconciled:
 
+0. An executed call whose span is the parent of an executed call of the same name, their arguments the same (or
+   either not captured), is a wrapper's span around that call's own (OpenTelemetry's google-genai instrumentation
+   wraps the function the SDK runs in an `execute_tool` span, the function a `@tool` with its own): one call, the
+   inner one kept (the tool's own record: its id, its result as the tool gave it).
 1. A requested call with the call id of an executed call of the turn is that call: the executed one is kept (it
    holds what ran). A requested call with the id of an earlier requested call is a copy: dropped.
 2. The executed calls whose id no requested call has (an id-less one, as a wrapper that is given no id records)
@@ -12,17 +16,20 @@ tool_call parts of its chat spans, monitor.normalize._requested). At release the
    left of its name (the model asked for the handoff: a tool its framework makes, never run as a tool), then itself.
 4. The requested calls left were never run: they are calls of the turn (marked by their type), in start order.
 
-A turn (or turnless group) holding no requested call and no handoff is left as it is.
+A turn (or turnless group) holding no requested call, no handoff and no call under another of its name is left as
+it is.
 """
 
 from __future__ import annotations
+
+import json
 
 from monitor.records import HandoffMark, RequestedCall, ToolCall
 
 
 def reconcile(calls: list[ToolCall]) -> list[ToolCall]:
-    """`calls` (in start order) without the requested calls an executed call or a handoff accounts for, and without
-    the handoffs; `calls` itself when it holds neither a requested call nor a handoff."""
+    """`calls` (in start order) without the wrappers of executed calls, the requested calls an executed call or a
+    handoff accounts for, and the handoffs; `calls` itself when none is dropped."""
     requested: list[RequestedCall] = []
     executed: list[ToolCall] = []
     handoffs: list[HandoffMark] = []
@@ -33,9 +40,11 @@ def reconcile(calls: list[ToolCall]) -> list[ToolCall]:
             handoffs.append(c)
         else:
             executed.append(c)
-    if not requested and not handoffs:
+    dropped = _wrappers(executed) if len(executed) > 1 else set()  # id() of the calls dropped
+    if dropped:
+        executed = [c for c in executed if id(c) not in dropped]
+    elif not requested and not handoffs:
         return calls
-    dropped: set[int] = set()  # id() of the requested calls that are executed ones (or copies), of handoffs
     left = _by_id(requested, executed, dropped)
     _by_name(requested, executed, left, dropped)
     for h in handoffs:  # rule 3
@@ -46,6 +55,29 @@ def reconcile(calls: list[ToolCall]) -> list[ToolCall]:
     if not dropped:
         return calls
     return [c for c in calls if id(c) not in dropped]
+
+
+def _wrappers(executed: list[ToolCall]) -> set[int]:
+    """Rule 0: the id() of the executed calls that are the parent span of an executed call of their name, with the
+    same arguments (or either not captured), and not dropped themselves: never every call."""
+    by_span = {c.span_id: c for c in executed if c.span_id}
+    out: set[int] = set()
+    for c in executed:  # in start order: of a chain, the innermost is kept
+        if id(c) in out:
+            continue  # a wrapper itself (or a cycle of parent ids): it makes no other call one
+        outer = by_span.get(c.parent_span_id) if c.parent_span_id else None
+        if outer is not None and outer is not c and outer.name == c.name and _same_arguments(outer, c):
+            out.add(id(outer))
+    return out
+
+
+def _same_arguments(a: ToolCall, b: ToolCall) -> bool:
+    if a.arguments is None or b.arguments is None or a.arguments == b.arguments:
+        return True
+    try:
+        return bool(json.loads(a.arguments) == json.loads(b.arguments))
+    except (ValueError, RecursionError):  # not JSON: two texts that differ
+        return False
 
 
 def _by_id(

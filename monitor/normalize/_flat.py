@@ -4,7 +4,12 @@ and openai-agents' handoffs through OpenInference, which are no calls (HandoffMa
 openai-agents and LlamaIndex were given (InputMark, add_openinference_input).
 
 - OpenInference LLM span: `llm.output_messages.{i}.message.tool_calls.{j}.tool_call.id`, `.tool_call.function.name`,
-  `.tool_call.function.arguments` (JSON text; openai-agents leaves out `{}`: then not captured).
+  `.tool_call.function.arguments` (JSON text; openai-agents leaves out `{}`: then not captured). google-genai's
+  (openinference-instrumentation-google-genai) records the calls of the SDK's automatic function calling, which
+  happen inside the one span, as top-level `message.tool_calls.{j}.tool_call.function.name` / `.arguments` (no id):
+  read before the output messages' calls, without the first K, K the calls of its input messages
+  (`llm.input_messages.{i}.message.tool_calls.{j}`: the SDK's history starts with the request's contents, a chat's
+  earlier turns).
 - OpenLLMetry chat span (`llm.request.type`; newer versions set `gen_ai.operation.name` too, and then these are read
   when its `gen_ai.output.messages` hold no tool_call part, see _requested.add_model_request):
   `gen_ai.completion.{i}.tool_calls.{j}.id`, `.name`, `.arguments`; and the legacy single function call,
@@ -42,6 +47,9 @@ Out = list[ToolCall | Turn | Span]
 _OI_PREFIX = m.OI_OUTPUT_MESSAGES + "."
 _OI_CALLS = "message.tool_calls."
 _OI_FIELDS = {"tool_call.id": "id", "tool_call.function.name": "name", "tool_call.function.arguments": "arguments"}
+_OI_HISTORY = "message.tool_calls."  # top-level: google-genai's automatic function calling history
+_OI_INPUT_CALLS = m.OI_INPUT_MESSAGES + "."
+_OI_CALL_NAME = ".tool_call.function.name"
 _TL_PREFIX = m.TL_COMPLETION + "."
 _TL_CALLS = "tool_calls."
 _TL_FIELDS = {"id": "id", "name": "name", "arguments": "arguments"}
@@ -52,6 +60,7 @@ _CONTENT_PREFIXES = (
     *sorted(CONTENT_KEYS),
     "llm.input_messages.",
     _OI_PREFIX,
+    _OI_HISTORY,
     "llm.tools.",
     "llm.prompts",
     "llm.prompt_template.",
@@ -68,8 +77,38 @@ _NOT_NAME = re.compile(r"[^a-zA-Z0-9_]")
 
 
 def add_openinference(span: Span, out: Out, problems: list[str]) -> None:
-    """The calls an OpenInference LLM span's output messages hold."""
-    _add(span, _OI_PREFIX, _OI_CALLS, _OI_FIELDS, m.OI_OUTPUT_MESSAGES, out, problems)
+    """The calls an OpenInference LLM span's output messages hold, after those of google-genai's history."""
+    attrs = span.attributes
+    slots, bad = _slots(attrs, _OI_PREFIX, _OI_CALLS, _OI_FIELDS)
+    bad += _history(attrs, slots)
+    problems.extend([m.OI_OUTPUT_MESSAGES] * bad)
+    _emit(span, slots, m.OI_OUTPUT_MESSAGES, out, problems)
+
+
+def _history(attrs: Any, slots: dict[tuple[int, int], dict[str, Any]]) -> int:
+    """google-genai's automatic function calling history into `slots` as calls (-1, j), without the first K (the
+    calls of the input messages); the number of keys whose index is none."""
+    history: dict[int, dict[str, Any]] = {}
+    bad = 0
+    n = len(_OI_HISTORY)
+    for key, value in attrs.items():
+        if not key.startswith(_OI_HISTORY):
+            continue
+        j_text, _, field = key[n:].partition(".")
+        name = _OI_FIELDS.get(field)
+        if name is None:
+            continue
+        j = flat_index(j_text)
+        if j is None:
+            bad += 1
+            continue
+        history.setdefault(j, {})[name] = value
+    if not history:
+        return bad
+    skip = sum(1 for k in attrs if k.startswith(_OI_INPUT_CALLS) and k.endswith(_OI_CALL_NAME) and _OI_CALLS in k)
+    for j in sorted(history)[skip:]:
+        slots[-1, j] = history[j]
+    return bad
 
 
 def add_traceloop(span: Span, out: Out, problems: list[str]) -> None:
@@ -202,11 +241,16 @@ def _add(
     *,
     single: str | None = None,
 ) -> None:
-    attrs = span.attributes
-    slots, bad = _slots(attrs, prefix, calls, fields, single)
+    slots, bad = _slots(span.attributes, prefix, calls, fields, single)
     problems.extend([key] * bad)
+    _emit(span, slots, key, out, problems)
+
+
+def _emit(span: Span, slots: dict[tuple[int, int], dict[str, Any]], key: str, out: Out, problems: list[str]) -> None:
+    """The requested calls of `slots`, in (i, j) order, at most MAX_REQUESTED_PER_SPAN."""
     if not slots:
         return
+    attrs = span.attributes
     kept: dict[str, Any] | None = None
     n = 0
     for at in sorted(slots):

@@ -4,7 +4,9 @@
   generate_content; the conventions put it there, and many instrumentations only there), read as on a turn span
   (JSON text or the structured value; parsed once per text, then shared: _genai._tool_definitions).
 - OpenInference LLM span: `llm.tools.{i}.tool.json_schema`, the JSON text of each tool (OpenAI's
-  `{"type": "function", "function": {"name", "parameters"}}`, or a provider's own shape), kept as it is.
+  `{"type": "function", "function": {"name", "parameters"}}`, or a provider's own shape), kept as it is; Bedrock's
+  Converse tool (openinference-instrumentation-bedrock), `{"toolSpec": {"name", "description", "inputSchema":
+  {"json": ...}}}`, is its `toolSpec` (a shape the catalog reads); its other members (`cachePoint`) name no tool.
 - OpenLLMetry chat span: `llm.request.functions.{i}.name` / `.description` / `.parameters` (JSON text), made a GenAI
   definition `{"type": "function", "name", "description", "parameters"}`.
 
@@ -147,7 +149,11 @@ def _oi_tools(raw: tuple[Any, ...]) -> tuple[Definitions, int]:
         tool = _object(text)
         if tool is None:
             bad += 1
-        elif definition_name(tool) is not None:
+            continue
+        spec = tool.get("toolSpec")
+        if isinstance(spec, dict) and len(tool) == 1:
+            tool = spec  # Bedrock's Converse tool: the union's one member
+        if definition_name(tool) is not None:
             defs.append(tool)
     return tuple(defs), bad
 

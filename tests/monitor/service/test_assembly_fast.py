@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from monitor.assembly import AssemblerStats, TurnAssembler
+from monitor.assembly._reconcile import reconcile
 from monitor.otlp import Span
 from monitor.records import ToolCall, Turn
 
@@ -177,7 +178,7 @@ class Reference:
         del tr.turns[sid]
         self.pending_turns -= 1
         tr.calls = rest
-        turn.calls = tuple(sorted(mine, key=_key))
+        turn.calls = tuple(reconcile(sorted(mine, key=_key)))  # a call under one of its name: its wrapper's
         out.append(turn)
         self.stats.turns_completed += 1
         self.released[tid + sid] = None
@@ -213,7 +214,7 @@ class Reference:
         tr.calls = []
         if not kept:
             return
-        calls = sorted(kept, key=_key)
+        calls = reconcile(sorted(kept, key=_key))
         out.append(
             Turn("", tuple(calls), trace_id=tid, start_ns=calls[0].start_ns, end_ns=max(c.end_ns for c in calls))
         )
