@@ -12,7 +12,11 @@
  * span of another operation is a parent link (appended as it is). So is every span of another operation of google-adk's
  * tracer scope (_ADK_SCOPE), of openai-agents' OpenTelemetry instrumentations' (_OA_SCOPE) or of MLflow's (_MLFLOW_SCOPE)
  * (their model requests give the input their model was given, _requested.add_model_input), or whose scope is unset or
- * not exactly a str; every other span pays three compares. An output text without the tool_call
+ * not exactly a str; every other span pays three compares. Every span of a GenAI operation of OpenLIT's tracer scopes
+ * (opening with _OPENLIT_SCOPE_PREFIX: a run's root is its turn and its nested invoke_agent spans steps, its model
+ * requests give an InputMark, its tools' arguments may be a Python repr) goes to _convert_py too, and so does one whose
+ * scope is unset or not exactly a str (a prefix compare per span of a GenAI operation). An output text without the
+ * tool_call
  * mark asks for none (a parent link). One with it is read here in the common case (`requested`: a chat /
  * text_completion / generate_content span, no tools offered, no truncation marker, no events, no OpenLLMetry marker,
  * attribute keys all exact str (none runs Python code as it is copied); a text json.loads reads as messages, nesting at
@@ -91,6 +95,10 @@ static PyObject *oa_scope;
 /* _CREWAI_SCOPE (ASCII): OpenLLMetry's CrewAI instrumentation: its invoke_agent spans without gen_ai.agent.name or
  * input messages (a crew's run) go to _foreign too */
 static PyObject *crewai_scope;
+/* _OPENLIT_SCOPE_PREFIX (ASCII): OpenLIT's tracer scopes open with it: their spans of a GenAI operation go to
+ * _convert_py (a run's root is its turn and its nested invoke_agent spans steps, its model requests give an InputMark,
+ * its tools' arguments may be a Python repr: _genai._is_openlit) */
+static PyObject *openlit_prefix;
 /* AGENT_TOOLS (ASCII): Strands' tool names, read by _named_tools when a turn span records no definitions */
 static PyObject *k_agent_tools, *f_named_tools;
 static PyObject *foreign_keys; /* _FOREIGN_KEYS interned: a span of neither operation with one goes to _foreign */
@@ -934,6 +942,16 @@ static int model_request(PyObject *span, PyObject *attrs, PyObject *out, PyObjec
     return d < 0 ? -1 : d ? delegate(span, out, problems, rejected) : PyList_Append(out, span);
 }
 
+/* Whether the span's scope is one of OpenLIT's (opens with _OPENLIT_SCOPE_PREFIX), or is unset or not exactly a str
+ * (as Python compares it: _convert_py): 1, else 0. */
+static int openlit(PyObject *span) {
+    PyObject *scope = *(PyObject **)((char *)span + span_cls.offset[S_SCOPE]);
+    if (scope == NULL || !PyUnicode_CheckExact(scope)) return 1;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(openlit_prefix);
+    return PyUnicode_GET_LENGTH(scope) >= n && PyUnicode_KIND(scope) == PyUnicode_1BYTE_KIND &&
+           memcmp(PyUnicode_DATA(scope), PyUnicode_DATA(openlit_prefix), (size_t)n) == 0;
+}
+
 static int convert_one(PyObject *span, PyObject *out, PyObject *problems, PyObject *rejected) {
     if (!Py_IS_TYPE(span, span_cls.type)) return delegate(span, out, problems, rejected);
     PyObject *attrs = span_get(span, S_ATTRIBUTES);
@@ -942,7 +960,13 @@ static int convert_one(PyObject *span, PyObject *out, PyObject *problems, PyObje
     if (!PyDict_CheckExact(attrs)) {
         rc = delegate(span, out, problems, rejected);
     } else {
-        switch (branch(span, attrs)) {
+        int b = branch(span, attrs);
+        if (b >= 0 && b <= 2) { /* a GenAI operation: OpenLIT's spans (or a scope Python compares) to _convert_py */
+            int o = openlit(span);
+            if (o) b = o < 0 ? -1 : 4;
+        }
+        switch (b) {
+        case 4: rc = delegate(span, out, problems, rejected); break;
         case 1: rc = tool_call(span, attrs, out, problems, rejected); break;
         case 2: rc = turn(span, attrs, out, problems, rejected); break;
         case 0: rc = model_request(span, attrs, out, problems, rejected); break;
@@ -1058,7 +1082,7 @@ static PyObject *init(PyObject *self, PyObject *ns) {
         {"OP", &k_op, 1}, {"TOOL_NAME", &k_tool_name, 1}, {"TOOL_CALL_ID", &k_call_id, 1}, {"TOOL_ARGS", &k_args, 1},
         {"NO_CALL_ID", &no_call_id, 1}, {"_ADK_SCOPE", &adk_scope, 1}, {"_OA_SCOPE", &oa_scope, 1},
         {"_CREWAI_SCOPE", &crewai_scope, 1}, {"_MLFLOW_SCOPE", &mlflow_scope, 1}, {"AGENT_TOOLS", &k_agent_tools, 1},
-        {"_named_tools", &f_named_tools, 0},
+        {"_named_tools", &f_named_tools, 0}, {"_OPENLIT_SCOPE_PREFIX", &openlit_prefix, 1},
         {"TOOL_RESULT", &k_result, 1}, {"ERROR_TYPE", &k_error_type, 1}, {"AGENT_NAME", &k_agent, 1},
         {"CONVERSATION_ID", &k_conversation_id, 1}, {"INPUT_MESSAGES", &k_input, 1},
         {"OUTPUT_MESSAGES", &k_output, 1}, {"TOOL_DEFINITIONS", &k_defs, 1}, {"CASE_ID", &k_case_id, 1},

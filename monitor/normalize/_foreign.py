@@ -58,6 +58,18 @@ What makes a turn:
   output; a `tool` observation / TOOL span a call named after the span, its arguments the bound ones by name; a
   `generation` / CHAT_MODEL or LLM span a parent link with the calls its output asks for and the tools it offered, in
   OpenAI's forms (`_openai_requested`, `_openai_offered`).
+- OpenLIT (its tracer scopes, `openlit.instrumentation.*`: _markers.is_openlit; GenAI spans, which the GenAI path
+  sends here when they are `invoke_workflow` spans, or `invoke_agent` spans under another span or without
+  `gen_ai.input.messages`): a run is one turn. Its LangGraph instrumentation records the graph's run as a root
+  `invoke_workflow {graph}` span and each run of a node as an `invoke_agent {node}` span under it; its LangChain
+  callback, beside them, an `invoke_agent {graph}` span with the run's inputs (`gen_ai.workflow.input`, JSON, its
+  `messages` dicts or LangChain's reprs `content='...' ...`) and an `invoke_agent {node}` span per node run. The root
+  `invoke_workflow` or `invoke_agent` span is the turn (_openlit), read by the GenAI path as an `invoke_agent` span:
+  its agent `gen_ai.agent.name`, else the name after the operation in the span's name; its input the latest user
+  message of `gen_ai.input.messages`, else of `gen_ai.workflow.input` (_openlit_input), else its first model
+  request's (an InputMark, _requested.add_model_input); under another span (its nodes, or the whole run under the
+  application's own turn span) such a span is a step, a parent link. Its tool spans' arguments, when written as a
+  Python dict repr, are read as OpenInference's LangChain tool input (_genai._openlit_arguments, _repr_arguments).
 - pydantic-ai: its agent span (`invoke_agent {agent}`, or `agent run` in instrumentation version 2), the input from
   `pydantic_ai.all_messages`, the answer from `final_result`.
 - Strands Agents: its `invoke_agent {agent}` span, the input and answer from its span events.
@@ -144,6 +156,7 @@ _SMOLAGENTS_INPUT_KEYS = (*_INPUT_KEYS, "task")
 # GenAI path sends them here): openai-agents' workflow (contrib's), a crew's run (OpenLLMetry's `crewai.workflow`).
 _WORKFLOW_SCOPES = (m.OTEL_OPENAI_AGENTS_SCOPE, m.OTEL_CREWAI_SCOPE)
 _OUTPUT_KEYS = ("output", "answer", "response", "result")
+_OPENLIT_RUNS = (m.INVOKE_WORKFLOW, INVOKE_AGENT)  # OpenLIT's operations of a run: the turn at the root, else steps
 
 
 def convert(span: Span, out: Out, problems: list[str], rejected: dict[str, int]) -> None:
@@ -164,6 +177,9 @@ def convert(span: Span, out: Out, problems: list[str], rejected: dict[str, int])
     kind = attrs.get(m.MLFLOW_SPAN_TYPE)
     if kind is not None:
         _mlflow(span, kind, out, problems, rejected)
+        return
+    if m.is_openlit(span.scope) and _operation(span) in _OPENLIT_RUNS:
+        _openlit(span, out, problems, rejected)
         return
     if span.scope in _WORKFLOW_SCOPES and AGENT_NAME not in attrs and _operation(span) == INVOKE_AGENT:
         out.append(span)  # openai-agents' workflow (contrib's), a crew's run (OpenLLMetry's): a parent link, its agent
@@ -441,6 +457,107 @@ def _repr_arguments(text: str) -> str | None:
         return json.dumps(value, allow_nan=False)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):  # not literals, not JSON, too deep
         return None
+
+
+# ---- OpenLIT -------------------------------------------------------------------------------------------------
+
+
+def _openlit(span: Span, out: Out, problems: list[str], rejected: dict[str, int]) -> None:
+    """An OpenLIT `invoke_workflow` or `invoke_agent` span (see the module docstring): under another span a step of the
+    run (or of the application's turn) around it, a parent link; at the root the run's turn, read by the GenAI path as
+    an `invoke_agent` span named after its agent (`gen_ai.agent.name`, else the name after the operation in the span's
+    name), given, when it records no `gen_ai.input.messages`, the latest user message of its `gen_ai.workflow.input`
+    (_openlit_input); without either its first model request's user message gives it (an InputMark)."""
+    if span.parent_span_id:
+        out.append(span)
+        return
+    attrs = span.attributes
+    op = _operation(span)
+    extra: dict[str, Any] = {OP: INVOKE_AGENT}
+    agent = attrs.get(AGENT_NAME)
+    if not isinstance(agent, str):
+        if agent is not None:
+            problems.append(AGENT_NAME)
+        prefix = f"{op} "
+        extra[AGENT_NAME] = span.name[len(prefix) :].strip() if span.name.startswith(prefix) else ""
+    if attrs.get(INPUT_MESSAGES) is None:
+        text = _openlit_input(attrs.get(m.OPENLIT_WORKFLOW_INPUT), problems)
+        if text:
+            extra[INPUT_MESSAGES] = _one_message("user", text)
+    n = len(out)
+    # The GenAI path reads the copy as any turn span (its scope left out: it does not come back here); what it appends
+    # is the span itself (a parent link, when another convention's marker makes it one) or a record that keeps the
+    # span's attributes as received.
+    copy = replace(span, attributes={**attrs, **extra}, scope="")
+    _convert_py((copy,), out, problems, rejected)
+    for i in range(n, len(out)):
+        r = out[i]
+        if r is copy:
+            out[i] = span
+        elif r.attributes is copy.attributes:
+            r.attributes = attrs
+
+
+def _openlit_input(raw: Any, problems: list[str]) -> str | None:
+    """The latest user message with text of an OpenLIT `gen_ai.workflow.input` (the JSON of a chain's inputs): of its
+    `messages`, each a message dict (`{"role", "content"}`, LangChain's dumps and pairs: _chat_messages) or LangChain's
+    repr of a message (_lc_repr_message). None when there is none (not captured)."""
+    if raw is None:
+        return None
+    if not isinstance(raw, str):
+        problems.append(m.OPENLIT_WORKFLOW_INPUT)
+        return None
+    value = _json_object_with(raw, '"messages"')
+    messages = value.get("messages") if value is not None else None
+    if not isinstance(messages, list):
+        return None
+    for msg in reversed(messages):
+        if isinstance(msg, str):
+            read = _lc_repr_message(msg)
+            if read is not None and read[0] == "user" and read[1]:
+                return read[1]
+            continue
+        [msg] = _chat_messages([msg])
+        if isinstance(msg, dict) and msg.get("role") == "user":
+            text = _texts(msg, None)
+            if text:
+                return text
+    return None
+
+
+_LC_CONTENT = "content="  # how LangChain's repr of a message opens (pydantic's `field=value` pairs, space separated)
+
+
+def _lc_repr_message(text: str) -> tuple[str, str] | None:
+    """(role, content) of LangChain's repr of a message (`str(message)`: `content='...' additional_kwargs={} ...`),
+    None when its content is not a string literal of at most _MAX_REPR_CHARS followed by another field or nothing (a
+    list of content blocks is not read). The literal alone is read (ast.literal_eval: never evaluated). The repr
+    names no type: a tool's message is the one with a `tool_call_id=` field, the model's one with `tool_calls=` (an
+    AIMessage always shows it), any other the user's (a SystemMessage's repr is a HumanMessage's: the latest message
+    is taken, a system prompt comes first)."""
+    if not text.startswith(_LC_CONTENT) or len(text) <= len(_LC_CONTENT):
+        return None
+    start = len(_LC_CONTENT)
+    quote = text[start]
+    if quote not in "'\"":
+        return None
+    limit = min(len(text), start + _MAX_REPR_CHARS)
+    i = start + 1
+    while i < limit and text[i] != quote:
+        i += 2 if text[i] == "\\" else 1
+    if i >= limit:
+        return None
+    rest = text[i + 1 :]
+    if rest and not rest.startswith(" "):
+        return None
+    try:
+        content = ast.literal_eval(text[start : i + 1])
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+    if not isinstance(content, str):
+        return None
+    role = "tool" if " tool_call_id=" in rest else "assistant" if " tool_calls=" in rest else "user"
+    return role, content
 
 
 # ---- Traceloop -----------------------------------------------------------------------------------------------

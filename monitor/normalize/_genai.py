@@ -15,13 +15,16 @@ from typing import Any, Protocol, cast
 from monitor.normalize._markers import (
     ADK_SCOPE,
     FOREIGN_MARKERS,
+    INVOKE_WORKFLOW,
     MLFLOW_SCOPE,
+    OPENLIT_SCOPE_PREFIX,
     OTEL_CREWAI_SCOPE,
     OTEL_OPENAI_AGENTS_SCOPE,
     PA_ARGS,
     PA_MESSAGES,
     TL_KIND,
     TL_REQUEST_TYPE,
+    is_openlit,
 )
 from monitor.normalize._offered import add_offered
 from monitor.normalize._requested import (
@@ -404,6 +407,8 @@ def _convert_py(  # noqa: C901 - one flat pass per span: a call per record cost 
                 call_id = _call_id(call_id, problems)
             if arguments is not None and type(arguments) is not str:
                 arguments = _json_text(arguments, TOOL_ARGS, problems)
+            if arguments is not None and _is_openlit(span.scope):
+                arguments = _openlit_arguments(arguments)  # a Python dict repr (OpenLIT's LangChain callback)
             truncated = attrs.get(TRUNCATED)
             if truncated is not None:
                 if not isinstance(truncated, str | tuple):
@@ -428,6 +433,9 @@ def _convert_py(  # noqa: C901 - one flat pass per span: a call per record cost 
             append(call)
         elif op == INVOKE_AGENT:
             raw_in = attrs.get(INPUT_MESSAGES)
+            if (span.parent_span_id or raw_in is None) and _is_openlit(span.scope):
+                _foreign(span, out, problems, rejected)  # OpenLIT's: a step of the run around it, or input elsewhere
+                continue
             if raw_in is None and (
                 span.events
                 or _PA_MESSAGES in attrs
@@ -498,6 +506,8 @@ def _convert_py(  # noqa: C901 - one flat pass per span: a call per record cost 
                     break
             else:
                 append(span)
+        elif op == _INVOKE_WORKFLOW and _is_openlit(span.scope):
+            _foreign(span, out, problems, rejected)  # OpenLIT's LangGraph run: the turn at the root, else a step
         else:
             append(span)
             # A model request may say what it asked: in its output messages, its events (Strands Agents), or
@@ -507,8 +517,8 @@ def _convert_py(  # noqa: C901 - one flat pass per span: a call per record cost 
             if attrs.get(TOOL_DEFINITIONS) is not None:  # and which tools it offered
                 add_offered(span, op, out)
             scope = span.scope
-            if scope == _ADK_SCOPE or scope == _OA_SCOPE or scope == _MLFLOW_SCOPE:  # the input its model was given
-                add_model_input(span, op, out)  # (add_model_input)
+            if scope == _ADK_SCOPE or scope == _OA_SCOPE or scope == _MLFLOW_SCOPE or _is_openlit(scope):
+                add_model_input(span, op, out)  # the input its model was given (add_model_input)
 
 
 # A span with no GenAI operation that carries one of these keys is another convention's: _foreign maps it. So is a
@@ -528,6 +538,13 @@ _OA_SCOPE = OTEL_OPENAI_AGENTS_SCOPE
 _MLFLOW_SCOPE = MLFLOW_SCOPE
 # And this one's (OpenLLMetry's CrewAI instrumentation) `invoke_agent` spans without them (a crew's run) too.
 _CREWAI_SCOPE = OTEL_CREWAI_SCOPE
+# And OpenLIT's (the scopes opening with this, _markers.is_openlit): every span of a GenAI operation (a run's root is
+# its turn, its nested `invoke_agent` spans steps, its model requests give an InputMark, its tools' arguments may be a
+# Python repr); _convert_py sends its `invoke_workflow` spans, and its `invoke_agent` spans under another span or
+# without input messages, to _foreign.
+_OPENLIT_SCOPE_PREFIX = OPENLIT_SCOPE_PREFIX
+_INVOKE_WORKFLOW = INVOKE_WORKFLOW
+_is_openlit = is_openlit
 _TL_REQUEST_TYPE = TL_REQUEST_TYPE  # a span of another GenAI operation with it may flatten its calls (OpenLLMetry)
 _TOOL_CALL_MARK = TOOL_CALL_MARK  # in an output text asking for a call: one without it asks for none
 # What the C normalizer reads the common output texts asking for calls with (_requested.add_requested's reading):
@@ -546,6 +563,18 @@ def _foreign(span: Span, out: list[ToolCall | Turn | Span], problems: list[str],
     from monitor.normalize._foreign import convert  # imports this module: imported on first use
 
     convert(span, out, problems, rejected)
+
+
+def _openlit_arguments(arguments: str) -> str | None:
+    """An OpenLIT tool span's arguments: JSON text as it is; else read as OpenInference's LangChain tool input is (a
+    Python dict repr as JSON text, anything else None: not captured; _foreign._repr_arguments)."""
+    try:
+        json.loads(arguments)
+    except (ValueError, RecursionError):
+        from monitor.normalize._foreign import _repr_arguments  # imports this module: imported on first use
+
+        return _repr_arguments(arguments)
+    return arguments
 
 
 def _tool_name(span: Span, name: Any, problems: list[str]) -> str:

@@ -74,6 +74,22 @@ OTEL_OPENAI_AGENTS_SCOPE = "opentelemetry.instrumentation.openai_agents"
 OTEL_CREWAI_SCOPE = "opentelemetry.instrumentation.crewai.instrumentation"
 CREWAI_TL_TASK_AGENT = "crewai.task.agent"
 CREWAI_TL_TASK_DESCRIPTION = "crewai.task.description"
+# OpenLIT's tracer scopes (`openlit.instrumentation.{library}`): a run is one turn, its root `invoke_workflow` or
+# `invoke_agent` span; the `invoke_agent` (and `invoke_workflow`) spans under another span are steps, parent links (its
+# LangGraph and LangChain instrumentations nest one per graph node, twice over); its model requests give the input
+# their model was given (an InputMark, _requested.add_model_input); a tool's arguments written as a Python dict repr
+# are read as OpenInference's LangChain ones are (_foreign).
+OPENLIT_SCOPE_PREFIX = "openlit.instrumentation."
+INVOKE_WORKFLOW = "invoke_workflow"  # OpenLIT's LangGraph instrumentation: the graph's run
+# OpenLIT's LangChain callback: a chain's (a graph's, a node's) inputs as JSON, LangGraph's `messages` as dicts or as
+# LangChain's reprs (`content='...' additional_kwargs={} ...`).
+OPENLIT_WORKFLOW_INPUT = "gen_ai.workflow.input"
+
+
+def is_openlit(scope: object) -> bool:
+    """Whether a tracer scope is one of OpenLIT's."""
+    return isinstance(scope, str) and scope.startswith(OPENLIT_SCOPE_PREFIX)
+
 
 # Langfuse's Python SDK (3 and later, on OpenTelemetry): spans of its tracer scope with its own attributes only, the
 # observation's type (`agent`, `tool`, `generation`, `span`, ...), input and output (JSON text; a decorated function's
@@ -150,6 +166,7 @@ FOREIGN_ATTRIBUTE_KEYS = frozenset(
         MLFLOW_INPUTS,
         MLFLOW_OUTPUTS,
         MLFLOW_CHAT_TOOLS,
+        OPENLIT_WORKFLOW_INPUT,  # an OpenLIT run's input, not a str
         PA_MESSAGES,  # the others pydantic-ai keys are read as the GenAI keys they stand for, and counted as those
     }
 )

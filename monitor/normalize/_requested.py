@@ -21,7 +21,8 @@ this module every other value, and every text holding something it would count a
 
 google-adk (its tracer scope, _markers.ADK_SCOPE) records no input on its `invoke_agent` spans, nor OpenLLMetry's
 openai-agents instrumentation on its `agent` spans (_markers.OTEL_OPENAI_AGENTS_SCOPE, also contrib's, which does): each
-model request span of these scopes yields an InputMark of the latest user message with text of its
+model request span of these scopes, and of OpenLIT's (_markers.is_openlit: its LangGraph run records no input on
+its root `invoke_workflow` span), yields an InputMark of the latest user message with text of its
 `gen_ai.input.messages`, ADK's transcript of another agent left out (add_model_input), joined at release by turn
 assembly (monitor.assembly._offered). The C normalizer hands these scopes' spans of another operation to Python, whole.
 """
@@ -192,7 +193,8 @@ def add_requested_of(span: Span, out: list[ToolCall | Turn | Span], problems: li
         from monitor.normalize._flat import add_flat_of  # imports this module: imported on first use
 
         add_flat_of(span, out, problems)
-    if span.scope in (_markers.ADK_SCOPE, _markers.OTEL_OPENAI_AGENTS_SCOPE, _markers.MLFLOW_SCOPE):
+    scope = span.scope
+    if scope in _INPUT_SCOPES or _markers.is_openlit(scope):
         op = _genai.operation(span)
         if op is not None:
             add_model_input(span, op, out)
@@ -201,23 +203,25 @@ def add_requested_of(span: Span, out: list[ToolCall | Turn | Span], problems: li
 # ADK's transcript of another agent's events, given to the model as a user message: a first text part opening with
 # this (`For context:` alone in ADK 1.x, a preamble starting so in 2.x), then a part per event, `[{agent}] ...`.
 _ADK_TRANSCRIPT = "For context:"
+# The scopes whose model requests give the input their model was given (add_model_input), beside OpenLIT's.
+_INPUT_SCOPES = (_markers.ADK_SCOPE, _markers.OTEL_OPENAI_AGENTS_SCOPE, _markers.MLFLOW_SCOPE)
 
 
 def add_model_input(span: Span, op: str, out: list[ToolCall | Turn | Span]) -> None:
     """A model request span of google-adk, of openai-agents through OpenTelemetry's or OpenLLMetry's instrumentation,
-    or of MLflow translated to the GenAI conventions (their tracer scopes; nothing for another scope or operation;
-    none of them records the input on its `invoke_agent` spans): an InputMark of
-    the latest user message with text of its `gen_ai.input.messages` (JSON text or the structured form), its text
-    parts (and plain `content`) joined by newlines. ADK records no input on its `invoke_agent` spans: the mark of a
-    turn's first model request is its input (monitor.assembly._offered). Left out, as not the user's question: the
-    earlier user messages (a conversation's history), a user message without text (ADK gives tool responses as user
-    messages), and ADK's transcript of another agent (after a transfer, the sub-agent's model is given the triage
-    agent's call and its result as user messages after the question: a first text part opening with `For context:`
-    and a second opening with `[`). Nothing when no user message has text (content capture off, a value of another
-    type or not JSON: not captured, not counted)."""
+    of MLflow translated to the GenAI conventions or of OpenLIT (their tracer scopes; nothing for another scope or
+    operation): an InputMark of the latest user message with text of its `gen_ai.input.messages` (JSON text or the
+    structured form), its text parts (and plain `content`) joined by newlines. ADK records no input on its
+    `invoke_agent` spans (nor MLflow's GenAI mode on its own, nor OpenLIT on its LangGraph run's `invoke_workflow`
+    span): the mark of a turn's first model request is its input (monitor.assembly._offered). Left out, as not the
+    user's question: the earlier user messages (a conversation's history), a user message without text (ADK gives
+    tool responses as user messages), and ADK's transcript of another agent (after a transfer, the sub-agent's model
+    is given the triage agent's call and its result as user messages after the question: a first text part opening
+    with `For context:` and a second opening with `[`). Nothing when no user message has text (content capture off, a
+    value of another type or not JSON: not captured, not counted)."""
     scope = span.scope
-    if scope not in (_markers.ADK_SCOPE, _markers.OTEL_OPENAI_AGENTS_SCOPE, _markers.MLFLOW_SCOPE) or (
-        op not in MODEL_REQUESTS
+    if op not in MODEL_REQUESTS or (
+        scope not in _INPUT_SCOPES and not _markers.is_openlit(scope)
     ):
         return
     raw = span.attributes.get(_genai.INPUT_MESSAGES)

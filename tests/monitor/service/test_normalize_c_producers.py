@@ -32,16 +32,22 @@ SCOPES = [
     "openinference.instrumentation.crewai",
     m.LANGFUSE_SCOPE,
     m.MLFLOW_SCOPE,
+    "openlit.instrumentation.langgraph",
+    "openlit.instrumentation.langchain",
+    "openlit.instrumentation.",
+    "openlit.instrumentation",
     "",
     "other.scope",
     S(m.OTEL_OPENAI_AGENTS_SCOPE),
     S(m.ADK_SCOPE),
     S(m.OTEL_CREWAI_SCOPE),
+    S("openlit.instrumentation.langchain"),
 ]
 KEYS = ["gen_ai.agent.name", "gen_ai.input.messages", "gen_ai.operation.name", "traceloop.span.kind",
         "openinference.span.kind", "tool.name", "llm.request.type", "gen_ai.output.messages",
-        m.LF_TYPE, m.MLFLOW_SPAN_TYPE]  # fmt: skip
-VALUES: list[Any] = [None, "", "x", 3, S("s"), ("a",), "invoke_agent", "agent", "workflow", "TOOL", "AGENT"]
+        m.LF_TYPE, m.MLFLOW_SPAN_TYPE, "gen_ai.workflow.input", "gen_ai.tool.call.arguments"]  # fmt: skip
+VALUES: list[Any] = [None, "", "x", 3, S("s"), ("a",), "invoke_agent", "agent", "workflow", "TOOL", "AGENT",
+                     "invoke_workflow", "{'a': 1}", '{"messages": ["content=\'q\' id=\'1\'", {"role": "user"}]}']
 ALL_SPANS = [s for name in CAPTURES for s in capture(name)]
 
 
@@ -65,7 +71,8 @@ def test_each_capture_is_read_alike(name: str) -> None:
     assert_same(capture(name))
 
 
-NAMES = [None, "get_weather.__call__", "x.acall", ".__call__", "agent.run", "ReAct.forward", "invoke_agent a", "chat m"]
+NAMES = [None, "get_weather.__call__", "x.acall", ".__call__", "agent.run", "ReAct.forward", "invoke_agent a", "chat m",
+         "invoke_workflow g"]
 
 
 def _mutated(span: Span, scope: Any, edits: list[tuple[str, Any]], name: str | None = None, root: bool = False) -> Span:

@@ -40,10 +40,12 @@ Replayed through the real normalizer (C and Python) and turn assembler.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
-from monitor.records import RequestedCall
+from monitor.otlp import Span
+from monitor.records import RequestedCall, Turn
 from tests.monitor.service.captures import call_rows, capture, captured_turns, offered_names
 from tests.monitor.service.test_requested_calls import IMPLS, _impl, assemble, convert
 
@@ -138,30 +140,125 @@ def test_litellm_default_inside_a_turn_judges_the_call_alone(impl: str) -> None:
     assert [(t.turnless, t.input_text, call_rows(t)) for t in turns] == [(True, "", [RAN])]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="openlit's LangGraph and LangChain instrumentations make nested invoke_agent spans (the graph's node runs, "
-    "twice over) and write the tool's arguments as a Python repr: read as five turns, the call's arguments not JSON "
-    "(which nested invoke_agent spans are steps of a turn needs a design decision)",
-)
 @pytest.mark.parametrize("impl", IMPLS)
 def test_an_openlit_langgraph_run_is_one_turn(impl: str) -> None:
+    """The graph's run (`invoke_workflow weather_agent`, the root) is the turn: named after the graph, given the
+    first model request's user message (it records no input of its own), its answer; the nested `invoke_agent`
+    spans of both instrumentations are its steps, and the tool's arguments (a Python repr) are read as JSON."""
     turns = captured_turns("openlit_langgraph_tool", impl)
+    assert [(t.agent, t.input_text, t.output_text, call_rows(t)) for t in turns] == [
+        ("weather_agent", QUESTION, ANSWER, [RAN])
+    ]
+    assert offered_names(turns[0]) == OFFERED
+    [root] = [s for s in capture("openlit_langgraph_tool") if s.name == "invoke_workflow weather_agent"]
+    assert turns[0].span_id == root.span_id
+
+
+def _in_agent_turn() -> tuple[list[Span], Span]:
+    """The LangGraph run's spans under toolwatch's own `agent_turn` span (the one of openlit_openai_tool, moved into
+    the run's trace around its root): the application wraps the run in its turn."""
+    spans = capture("openlit_langgraph_tool")
+    [root] = [s for s in spans if s.name == "invoke_workflow weather_agent"]
+    [wrapper] = [s for s in capture("openlit_openai_tool") if s.name == "invoke_agent weather_agent"]
+    wrapper = replace(wrapper, trace_id=root.trace_id, start_ns=root.start_ns - 1, end_ns=root.end_ns + 1)
+    spans[spans.index(root)] = replace(root, parent_span_id=wrapper.span_id)
+    return [*spans, wrapper], wrapper
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_an_openlit_langgraph_run_in_an_agent_turn_is_that_turn(impl: str) -> None:
+    """The run's root under the application's `agent_turn` span is a step of it: one turn, the application's, with
+    the run's call."""
+    spans, wrapper = _in_agent_turn()
+    _impl(impl)
+    turns, _ = assemble(spans, impl, flush=True)
+    assert [(t.span_id, t.agent, t.input_text, t.output_text, call_rows(t)) for t in turns] == [
+        (wrapper.span_id, "weather_agent", QUESTION, ANSWER, [RAN])
+    ]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_openlit_langchain_alone_reads_the_workflow_input(impl: str) -> None:
+    """Without OpenLIT's LangGraph instrumentation, LangChain's `invoke_agent weather_agent` is the root: the turn,
+    its input the user message of its `gen_ai.workflow.input` (`{"messages": [{"role", "content"}]}`)."""
+    spans = [s for s in capture("openlit_langgraph_tool") if s.scope != "openlit.instrumentation.langgraph"]
+    spans = [replace(s, parent_span_id="") if s.name == "invoke_agent weather_agent" else s for s in spans]
+    _impl(impl)
+    turns, _ = assemble(spans, impl, flush=True)
     assert [(t.agent, t.input_text, call_rows(t)) for t in turns] == [("weather_agent", QUESTION, [RAN])]
 
 
+def _node_run() -> Span:
+    """The second `invoke_agent agent` span of OpenLIT's LangChain callback (its input the messages as LangChain's
+    reprs: the question, the model's tool call, the tool's message) at the root."""
+    spans = capture("openlit_langgraph_tool")
+    node = [s for s in spans if s.name == "invoke_agent agent" and s.scope == "openlit.instrumentation.langchain"][1]
+    return replace(node, parent_span_id="")
+
+
 @pytest.mark.parametrize("impl", IMPLS)
-def test_an_openlit_langgraph_run_as_read_today(impl: str) -> None:
-    """What is read today (the xfail above): the tool run is in the `invoke_agent weather_agent` turn (its input, in
-    `gen_ai.workflow.input`, not read), its arguments the Python repr; the model's request for it in the node's turn
-    under it; the graph's own node spans three more turns."""
-    turns = captured_turns("openlit_langgraph_tool", impl)
-    rows = [(t.agent, t.input_text, [(c.name, c.call_id, c.arguments, isinstance(c, RequestedCall)) for c in t.calls])
-            for t in turns]  # fmt: skip
-    assert rows == [
-        ("weather_agent", "", [("get_weather", "call_1", "{'city': 'Paris'}", False)]),
-        ("agent", "", [("get_weather", "call_1", '{"city": "Paris"}', True)]),
-        ("agent", QUESTION, []),
-        ("agent", "", []),
-        ("agent", QUESTION, []),
+def test_openlit_workflow_input_reprs_give_the_latest_user_message(impl: str) -> None:
+    """Messages written as LangChain's reprs (`content='...' ...`): the latest neither the model's (`tool_calls=`)
+    nor a tool's (`tool_call_id=`) is the user's; its content read as a Python string literal."""
+    _impl(impl)
+    records, problems = convert([_node_run()], impl)
+    assert problems == []
+    assert [(r.agent, r.input_text) for r in records if isinstance(r, Turn)] == [("agent", QUESTION)]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize(
+    "message",
+    [
+        "content=__import__('os').getcwd() id='1'",  # no string literal: never evaluated
+        "content=['a', 'b'] id='1'",  # list content: not read
+        "content='unterminated",
+        "content='a'b='c'",  # the literal not followed by a field
+        "content='" + "x" * (9 * 1024) + "' id='1'",  # longer than the repr bound
+        "content='It is sunny.' name='get_weather' tool_call_id='call_1'",  # a tool's message
+        "content='' additional_kwargs={} tool_calls=[]",  # the model's
+        "What is the weather?",  # not a repr
+    ],
+)
+def test_openlit_workflow_input_reprs_not_read(impl: str, message: str) -> None:
+    """What is not a user message's repr with a string literal content gives no input (never evaluated)."""
+    node = _node_run()
+    node = replace(node, attributes={**node.attributes, "gen_ai.workflow.input": json.dumps({"messages": [message]})})
+    _impl(impl)
+    records, _ = convert([node], impl)
+    assert [r.input_text for r in records if isinstance(r, Turn)] == [""]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_openlit_nested_invoke_agent_spans_are_steps(impl: str) -> None:
+    """OpenLIT's `invoke_agent` and `invoke_workflow` spans with a parent are parent links; a root one is a turn."""
+    _impl(impl)
+    spans = capture("openlit_langgraph_tool")
+    records, _ = convert(spans, impl)
+    turns = [r for r in records if isinstance(r, Turn)]
+    assert [(t.agent, t.span_id) for t in turns] == [
+        ("weather_agent", s.span_id) for s in spans if s.name == "invoke_workflow weather_agent"
     ]
+    kept = {r.span_id for r in records if isinstance(r, Span)}
+    assert {s.span_id for s in spans if s.name.startswith("invoke_agent")} <= kept
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize(
+    ("scope", "arguments", "read"),
+    [
+        ("openlit.instrumentation.langchain", "{'city': 'Paris'}", '{"city": "Paris"}'),
+        ("openlit.instrumentation.langchain", '{"city": "Paris"}', '{"city": "Paris"}'),
+        ("openlit.instrumentation.langchain", "{'city': " + repr("x" * 9000) + "}", None),  # past the repr bound
+        ("openlit.instrumentation.langchain", "{'when': datetime.now()}", None),  # not literals: never evaluated
+        ("openlit.instrumentation.langchain", "Paris", None),  # one string input names no argument
+        ("other.scope", "{'city': 'Paris'}", "{'city': 'Paris'}"),  # another producer's text is kept
+    ],
+)
+def test_openlit_tool_arguments_as_a_python_repr(impl: str, scope: str, arguments: str, read: str | None) -> None:
+    [tool] = [s for s in capture("openlit_langgraph_tool") if s.name == "execute_tool get_weather"]
+    tool = replace(tool, scope=scope, attributes={**tool.attributes, "gen_ai.tool.call.arguments": arguments})
+    _impl(impl)
+    records, problems = convert([tool], impl)
+    assert problems == []
+    assert [(r.name, r.arguments) for r in records] == [("get_weather", read)]
