@@ -8,9 +8,11 @@ the GenAI attributes, and OpenLIT's runs, to _foreign.py (the same records).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Sequence
 from typing import cast
 
+from monitor._text import elide
 from monitor.normalize._genai import ATTRIBUTE_KEYS as GENAI_ATTRIBUTE_KEYS
 from monitor.normalize._genai import (
     EXECUTE_TOOL,
@@ -27,6 +29,10 @@ from monitor.normalize._requested import add_requested_of
 from monitor.otlp import Span
 from monitor.records import ToolCall, Turn
 
+logger = logging.getLogger(__name__)
+
+REASON_NORMALIZE_ERROR = "normalize_error"  # a span the normalizer failed on (a fault of ours): rejected, logged
+
 # Every attribute key the conventions read: the only keys reported as ignored (a bounded metric label set).
 ATTRIBUTE_KEYS = GENAI_ATTRIBUTE_KEYS | FOREIGN_ATTRIBUTE_KEYS
 
@@ -40,6 +46,9 @@ class Normalizer:
         self._requested = any(isinstance(c, GenAIConvention) for c in self.conventions)
         self.rejected: dict[str, int] = {}
         self.ignored_attributes: dict[str, int] = {}
+        self.faults = 0  # spans rejected as REASON_NORMALIZE_ERROR
+        conv = self.conventions[0]
+        self._fast = len(self.conventions) == 1 and type(conv).normalize is GenAIConvention.normalize
 
     def normalize(self, span: Span) -> Normalized:
         problems: list[str] = []
@@ -61,14 +70,29 @@ class Normalizer:
             self.rejected[result.reason] = self.rejected.get(result.reason, 0) + 1
 
     def split(self, spans: Iterable[Span]) -> tuple[list[ToolCall | Turn | Span], dict[str, int]]:
-        """Normalize a batch: records (tool calls, turns, other spans as parent links) and rejections by reason."""
-        conv = self.conventions[0]
-        if len(self.conventions) == 1 and type(conv).normalize is GenAIConvention.normalize:
-            # The GenAI conventions alone (the usual case): one pass over the batch, problems counted once.
+        """Normalize a batch: records (tool calls, turns, other spans as parent links) and rejections by reason.
+
+        A fault of the normalizer (an exception: a bug of ours, never the input's) costs the span it happened on
+        only: the batch is read again span by span, and each span that fails is rejected as `normalize_error` and
+        logged with its traceback (_split_each). Before, the whole batch was lost: `serve` answered 500, which
+        exporters do not retry."""
+        batch = spans if isinstance(spans, list | tuple) else list(spans)  # read again after a fault
+        saved = None if self._fast else (dict(self.rejected), dict(self.ignored_attributes))
+        try:
+            return self._split_batch(batch)
+        except Exception:  # noqa: BLE001 - a fault of ours: the spans it did not happen on are still used
+            if saved is not None:  # the general path counts span by span: the spans before the fault, not twice
+                self.rejected, self.ignored_attributes = saved
+            return self._split_each(batch)
+
+    def _split_batch(self, spans: Sequence[Span]) -> tuple[list[ToolCall | Turn | Span], dict[str, int]]:
+        if self._fast:
+            # The GenAI conventions alone (the usual case): one pass over the batch, problems counted once (after
+            # it: nothing is counted when it fails midway).
             out: list[ToolCall | Turn | Span] = []
             problems: list[str] = []
             rejected: dict[str, int] = {}
-            cast(GenAIConvention, conv).convert(spans, out, problems, rejected)
+            cast(GenAIConvention, self.conventions[0]).convert(spans, out, problems, rejected)
             ignored = self.ignored_attributes
             for key in problems:
                 ignored[key] = ignored.get(key, 0) + 1
@@ -76,6 +100,33 @@ class Normalizer:
                 self.rejected[reason] = self.rejected.get(reason, 0) + n
             return out, rejected
         return self._split(spans)
+
+    def _split_each(self, spans: Sequence[Span]) -> tuple[list[ToolCall | Turn | Span], dict[str, int]]:
+        """split, one span at a time: a span whose normalizing raises is rejected (REASON_NORMALIZE_ERROR) and
+        logged with its traceback (the 1st, 10th, 100th... fault of this normalizer: bounded), the others used."""
+        out: list[ToolCall | Turn | Span] = []
+        rejected: dict[str, int] = {}
+        for span in spans:
+            try:
+                records, got = self._split_batch((span,))
+            except Exception:  # noqa: BLE001 - see split
+                self.faults += 1
+                self.rejected[REASON_NORMALIZE_ERROR] = self.rejected.get(REASON_NORMALIZE_ERROR, 0) + 1
+                rejected[REASON_NORMALIZE_ERROR] = rejected.get(REASON_NORMALIZE_ERROR, 0) + 1
+                if _power_of_ten(self.faults):
+                    logger.exception(
+                        "toolwatch could not normalize a span (fault %d of this process; a bug: please report it with "
+                        "the span's producer) and rejected it as %s: span %r of scope %r",
+                        self.faults,
+                        REASON_NORMALIZE_ERROR,
+                        elide(str(getattr(span, "name", "")), 200),
+                        elide(str(getattr(span, "scope", "")), 200),
+                    )
+                continue
+            out.extend(records)
+            for reason, n in got.items():
+                rejected[reason] = rejected.get(reason, 0) + n
+        return out, rejected
 
     def _split(self, spans: Iterable[Span]) -> tuple[list[ToolCall | Turn | Span], dict[str, int]]:
         out: list[ToolCall | Turn | Span] = []
@@ -116,3 +167,9 @@ __all__ = [
     "Rejected",
     "message_text",
 ]
+
+
+def _power_of_ten(n: int) -> bool:
+    while n >= 10 and n % 10 == 0:
+        n //= 10
+    return n == 1

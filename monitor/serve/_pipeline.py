@@ -12,7 +12,7 @@ from typing import cast
 from monitor.assembly import TurnAssembler, records_bytes
 from monitor.metrics import ToolwatchMetrics, VerdictBatch
 from monitor.metrics._batch import SIG_AGENT
-from monitor.normalize import REASON_NO_TOOL_NAME, Normalizer
+from monitor.normalize import REASON_NO_TOOL_NAME, REASON_NORMALIZE_ERROR, Normalizer
 from monitor.otlp import REASON_BAD_ID, REASON_MALFORMED, Span
 from monitor.records import ToolCall, Turn
 from monitor.serve._agents import UnnamedAgents
@@ -35,7 +35,7 @@ DROP_JUDGE_ERROR = "judge_error"
 DROP_DUPLICATE = "duplicate"
 DROP_REASONS = (DROP_QUEUE_FULL, DROP_LATE, DROP_LATE_TURN, DROP_OVERSIZED, DROP_TRACE_TOO_LARGE, DROP_JUDGE_ERROR,
                 DROP_DUPLICATE)
-REJECT_REASONS = (REASON_MALFORMED, REASON_BAD_ID, REASON_NO_TOOL_NAME)
+REJECT_REASONS = (REASON_MALFORMED, REASON_BAD_ID, REASON_NO_TOOL_NAME, REASON_NORMALIZE_ERROR)
 
 # The assembler's clock: arrival times, deadlines and timeouts, only ever compared with each other (never with the
 # spans' own timestamps, which are the agents' wall clocks: the verdict lag is measured on the wall clock).

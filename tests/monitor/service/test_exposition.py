@@ -71,7 +71,7 @@ def test_every_drop_and_rejection_reason_is_a_series_from_the_start(serve: Serve
     for reason in REJECT_REASONS:
         assert value(samples, "toolwatch_spans_rejected_total", reason=reason) == 0, reason
     assert {"late_call", "late_turn", "queue_full", "duplicate"} <= set(DROP_REASONS)
-    assert {"invalid_id", "missing_tool_name", "malformed_span"} == set(REJECT_REASONS)
+    assert {"invalid_id", "missing_tool_name", "malformed_span", "normalize_error"} == set(REJECT_REASONS)
 
 
 def _get(url: str, **headers: str) -> tuple[bytes, dict[str, str]]:
