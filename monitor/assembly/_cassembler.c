@@ -367,8 +367,8 @@ done:
  * handoff (HandoffMark). So the calls, sorted, without each requested call that has the id of a call that ran or of
  * a requested call before it: those that ran kept in their place, the requested calls never run after them in start
  * order. Everything else (an id-less call, a handoff, offered tools, a call further down, under a span never received
- * or under another turn, a trace or records changed from outside, before or while the calls are sorted) goes to
- * _release_turn. */
+ * or under another turn, a call under a call that ran, which rule 0 may make one, a trace or records changed from
+ * outside, before or while the calls are sorted) goes to _release_turn. */
 static int release_chat(State *s, PyObject *tid, PyObject *tr, PyObject *sid, PyObject *turns, PyObject *calls,
                         PyObject *out) {
     if (!Py_IS_TYPE(tr, trace_type) || !PyList_CheckExact(calls) || !PyDict_CheckExact(turns) ||
@@ -389,6 +389,10 @@ static int release_chat(State *s, PyObject *tid, PyObject *tr, PyObject *sid, Py
         PyObject *p = SLOT(c, off_call[R_PARENT]), *id = SLOT(c, off_call_id);
         if (p == NULL || !PyUnicode_CheckExact(p) || id == NULL || !PyUnicode_CheckExact(id)) goto done;
         if (str_eq(p, sid)) continue;
+        for (Py_ssize_t j = 0; j < n; j++) { /* under a call (reconcile's rule 0: a wrapper's span around it) */
+            PyObject *e = PyList_GET_ITEM(mine, j), *esid = SLOT(e, off_call[R_SPAN_ID]);
+            if (Py_IS_TYPE(e, call_type) && esid != NULL && PyUnicode_CheckExact(esid) && str_eq(esid, p)) goto done;
+        }
         Py_INCREF(p); /* under a chat span: its parent link must name the turn */
         PyObject *up = PyDict_GetItemWithError(parents, p);
         int ok = up != NULL && PyUnicode_CheckExact(up) && str_eq(up, sid);

@@ -6,7 +6,9 @@ tool_call parts of its chat spans, monitor.normalize._requested). At release the
 0. An executed call whose span is the parent of an executed call of the same name, their arguments the same (or
    either not captured), is a wrapper's span around that call's own (OpenTelemetry's google-genai instrumentation
    wraps the function the SDK runs in an `execute_tool` span, the function a `@tool` with its own): one call, the
-   inner one kept (the tool's own record: its id, its result as the tool gave it).
+   inner one kept (the tool's own record: its id, its result as the tool gave it), given the arguments and result
+   its wrappers captured when it captured none (content capture on for one of them only); the wrapper's call id is
+   still that call's for rule 1. Each arguments text is parsed at most twice (as a wrapper's, as an inner call's).
 1. A requested call with the call id of an executed call of the turn is that call: the executed one is kept (it
    holds what ran). A requested call with the id of an earlier requested call is a copy: dropped.
 2. The executed calls whose id no requested call has (an id-less one, as a wrapper that is given no id records)
@@ -22,7 +24,9 @@ it is.
 
 from __future__ import annotations
 
+import copy
 import json
+from typing import Any
 
 from monitor.records import HandoffMark, RequestedCall, ToolCall
 
@@ -40,12 +44,16 @@ def reconcile(calls: list[ToolCall]) -> list[ToolCall]:
             handoffs.append(c)
         else:
             executed.append(c)
-    dropped = _wrappers(executed) if len(executed) > 1 else set()  # id() of the calls dropped
+    wrapped = _wrappers(executed) if len(executed) > 1 else {}  # id() of a wrapper -> (it, the call it wraps)
+    dropped = set(wrapped)  # id() of the calls dropped
+    ran = executed  # their ids are the ids of calls that ran (rule 1), a wrapper's too
+    filled: dict[int, ToolCall] = {}
     if dropped:
         executed = [c for c in executed if id(c) not in dropped]
+        filled = _filled(executed, wrapped)
     elif not requested and not handoffs:
         return calls
-    left = _by_id(requested, executed, dropped)
+    left = _by_id(requested, ran, dropped)
     _by_name(requested, executed, left, dropped)
     for h in handoffs:  # rule 3
         dropped.add(id(h))
@@ -54,30 +62,83 @@ def reconcile(calls: list[ToolCall]) -> list[ToolCall]:
             dropped.add(id(same.pop(0)))
     if not dropped:
         return calls
-    return [c for c in calls if id(c) not in dropped]
+    return [filled.get(id(c), c) for c in calls if id(c) not in dropped]
 
 
-def _wrappers(executed: list[ToolCall]) -> set[int]:
+def _wrappers(executed: list[ToolCall]) -> dict[int, tuple[ToolCall, ToolCall]]:
     """Rule 0: the id() of the executed calls that are the parent span of an executed call of their name, with the
-    same arguments (or either not captured), and not dropped themselves: never every call."""
+    same arguments (or either not captured), and not dropped themselves (never every call), each with the call that
+    made it one: id(wrapper) -> (wrapper, call)."""
     by_span = {c.span_id: c for c in executed if c.span_id}
-    out: set[int] = set()
-    for c in executed:  # in start order: of a chain, the innermost is kept
-        if id(c) in out:
-            continue  # a wrapper itself (or a cycle of parent ids): it makes no other call one
+    pairs: list[tuple[ToolCall, ToolCall]] = []  # (call, the call of its name its span is under), in start order
+    under: dict[int, tuple[ToolCall, list[ToolCall]]] = {}  # id(outer) -> (outer, the calls of its name under it)
+    for c in executed:
         outer = by_span.get(c.parent_span_id) if c.parent_span_id else None
-        if outer is not None and outer is not c and outer.name == c.name and _same_arguments(outer, c):
-            out.add(id(outer))
+        if outer is not None and outer is not c and outer.name == c.name:
+            pairs.append((c, outer))
+            under.setdefault(id(outer), (outer, []))[1].append(c)
+    if not pairs:
+        return {}
+    same: set[int] = set()  # id() of the calls with the arguments of the call they are under
+    for outer, inner in under.values():
+        _same_arguments(outer, inner, same)
+    out: dict[int, tuple[ToolCall, ToolCall]] = {}
+    for c, outer in pairs:  # in start order: of a chain, the innermost is kept
+        if id(c) not in out and id(c) in same and id(outer) not in out:  # c not a wrapper itself (or a cycle of
+            out[id(outer)] = (outer, c)  # parent ids): it makes no other call one
     return out
 
 
-def _same_arguments(a: ToolCall, b: ToolCall) -> bool:
-    if a.arguments is None or b.arguments is None or a.arguments == b.arguments:
-        return True
-    try:
-        return bool(json.loads(a.arguments) == json.loads(b.arguments))
-    except (ValueError, RecursionError):  # not JSON: two texts that differ
-        return False
+_NOT_JSON = object()
+
+
+def _same_arguments(outer: ToolCall, inner: list[ToolCall], same: set[int]) -> None:
+    """The id() of the calls of `inner` whose arguments are `outer`'s (or either not captured) into `same`: the
+    outer's parsed once (a call of many under it), each inner one at most once."""
+    a = outer.arguments
+    parsed: Any = None
+    for c in inner:
+        b = c.arguments
+        if a is None or b is None or a == b:
+            same.add(id(c))
+            continue
+        if parsed is None:
+            try:
+                parsed = json.loads(a)
+            except (ValueError, RecursionError):  # not JSON: two texts that differ
+                parsed = _NOT_JSON
+        if parsed is _NOT_JSON:
+            continue
+        try:
+            if json.loads(b) == parsed:
+                same.add(id(c))
+        except (ValueError, RecursionError):
+            pass
+
+
+def _filled(kept: list[ToolCall], wrapped: dict[int, tuple[ToolCall, ToolCall]]) -> dict[int, ToolCall]:
+    """id() of each call kept that captured no arguments (or no result) while a wrapper merged into it did -> a copy
+    of it with them, the nearest such wrapper's."""
+    wrapper_of = {id(c): outer for outer, c in wrapped.values()}  # id() of a call -> the wrapper merged into it
+    out: dict[int, ToolCall] = {}
+    for k in kept:
+        outer = wrapper_of.get(id(k))
+        if outer is None or (k.arguments is not None and k.result is not None):
+            continue
+        arguments, result = k.arguments, k.result
+        for _ in range(len(wrapped)):  # up the chain of wrappers (a cycle of parent ids ends)
+            if arguments is None:
+                arguments = outer.arguments
+            if result is None:
+                result = outer.result
+            outer = wrapper_of.get(id(outer))
+            if outer is None:
+                break
+        if arguments is not k.arguments or result is not k.result:
+            c = copy.copy(k)  # released records are shared read-only: a new one
+            c.arguments, c.result = arguments, result
+            out[id(k)] = c
+    return out
 
 
 def _by_id(
