@@ -97,6 +97,7 @@ The calls a model requested: those of an OpenInference LLM span and of an OpenLL
 from __future__ import annotations
 
 import ast
+import itertools
 import json
 from dataclasses import replace
 from typing import Any
@@ -718,8 +719,7 @@ def _mlflow(span: Span, kind: Any, out: Out, problems: list[str], rejected: dict
     attrs = span.attributes
     value = _json_value(attrs, m.MLFLOW_SPAN_TYPE, problems)
     kind = value if isinstance(value, str) else kind if isinstance(kind, str) else None
-    if kind is None:
-        problems.append(m.MLFLOW_SPAN_TYPE)
+    if kind is None:  # not text: counted by _json_value
         out.append(span)
     elif kind == "AGENT":
         _turn(span, out, problems, agent=span.name, input_text=_input_of(_json_value(attrs, m.MLFLOW_INPUTS, problems)),
@@ -750,42 +750,47 @@ def _json_value(attrs: Any, key: str, problems: list[str]) -> Any:
         return raw
 
 
-def _bound(value: Any) -> dict[str, Any] | None:
-    """A function's arguments by name: a JSON object of its bound arguments (MLflow's), or Langfuse's decorated form
-    `{"args": [...], "kwargs": {...}}` (the keyword ones; the positional ones under `#{i}`: they have no names)."""
+def _bound(value: Any) -> tuple[list[Any], dict[str, Any]] | None:
+    """A function's arguments: (positional, by name); a JSON object is its bound arguments, all by name (MLflow's),
+    Langfuse's decorated form `{"args": [...], "kwargs": {...}}` the positional ones (they have no names) and the
+    keyword ones."""
     if not isinstance(value, dict):
         return None
     decorated = _tl_decorated(value)
-    if decorated is None:
-        return value
-    args, kwargs = decorated
-    return {**{f"#{i}": a for i, a in enumerate(args)}, **kwargs}
+    return decorated if decorated is not None else ([], value)
 
 
 def _input_of(value: Any) -> str | None:
     """The question a traced agent function was given: a str input itself; of its bound arguments (`_bound`) the one
     named as an input is (`input`, `question`, ...), its `messages`' latest user text, else its only str argument;
-    None when there is none (or several)."""
+    None when there is none (or several). Positional arguments are looked at for the last only, as far as a second
+    str among them (a decorated function's input may hold millions)."""
     if isinstance(value, str):
         return value or None
     bound = _bound(value)
     if bound is None:
         return None
-    text = _text_of(bound, _USER, _INPUT_KEYS)
+    args, named = bound
+    text = _text_of(named, _USER, _INPUT_KEYS)  # only keys named so are read: the positional ones never are
     if text:
         return text
-    texts = [v for v in bound.values() if isinstance(v, str)]
-    return texts[0] if len(texts) == 1 and texts[0] else None
+    only: str | None = None
+    for v in itertools.chain(args, named.values()):
+        if isinstance(v, str):
+            if only is not None:
+                return None  # several
+            only = v
+    return only or None
 
 
 def _arguments_of(value: Any) -> str | None:
     """A traced tool function's arguments as JSON text: its bound arguments by name; None when some are positional
     without a name (Langfuse's decorated `args`) or none were captured."""
     bound = _bound(value)
-    if bound is None or any(k.startswith("#") for k in bound if isinstance(k, str)):
+    if bound is None or bound[0] or any(k.startswith("#") for k in bound[1] if isinstance(k, str)):
         return None
     try:
-        return json.dumps(bound)
+        return json.dumps(bound[1])
     except (ValueError, TypeError, RecursionError):
         return None
 

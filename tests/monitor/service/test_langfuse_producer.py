@@ -85,3 +85,32 @@ def test_langfuse_observations_of_another_scope_are_not_read(impl: str) -> None:
     assert [(t.agent, t.input_text) for t in records if isinstance(t, Turn)] == [("weather_agent", QUESTION)]
     records, _ = convert(_observations("tests"), impl)
     assert [r for r in records if isinstance(r, ToolCall | Turn)] == []
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("question", [True, False])
+def test_an_agent_observation_of_many_positional_arguments_is_read_in_a_fraction_of_a_second(
+    impl: str, question: bool
+) -> None:
+    """An `agent` observation whose input holds 2,000,000 positional arguments (about 10 MB of JSON, within a
+    request) and a keyword one named as an input (or none: then no question, two str arguments): the positional ones,
+    which have no names, are not renamed one by one and encoded and parsed again (about 3 s)."""
+    import time
+
+    _impl(impl)
+    provider, _, memory = new_tracer()
+    kwargs = {"question": QUESTION} if question else {}
+    agent = {"langfuse.observation.type": "agent",
+             "langfuse.observation.input": json.dumps({"args": ["x"] * 2_000_000, "kwargs": kwargs})}  # fmt: skip
+    with provider.get_tracer("langfuse-sdk").start_as_current_span("weather_agent", attributes=agent):
+        pass
+    provider.shutdown()
+    spans = decoded(memory.get_finished_spans())
+    start = time.perf_counter()
+    records, problems = convert(spans, impl)
+    elapsed = time.perf_counter() - start
+    assert [(t.agent, t.input_text) for t in records if isinstance(t, Turn)] == [
+        ("weather_agent", QUESTION if question else "")
+    ]
+    assert problems == []
+    assert elapsed < 1.0, elapsed

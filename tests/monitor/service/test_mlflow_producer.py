@@ -31,8 +31,10 @@ from __future__ import annotations
 
 import pytest
 
+from monitor.normalize._markers import MLFLOW_SCOPE, MLFLOW_SPAN_TYPE
+from monitor.otlp import Span
 from tests.monitor.service.captures import call_rows, captured_turns, offered_names
-from tests.monitor.service.test_requested_calls import IMPLS
+from tests.monitor.service.test_requested_calls import IMPLS, _impl, convert
 
 QUESTION = "What is the weather in Paris?"
 ANSWER = "It is sunny in Paris."
@@ -65,3 +67,15 @@ def test_an_mlflow_run_translated_to_genai_is_one_turn_given_its_first_model_req
     assert (turn.agent, turn.input_text, turn.output_text) == ("weather_agent", QUESTION, None)
     assert call_rows(turn) == [("get_weather", "", PARIS, False, error)]
     assert offered_names(turn) == ["get_weather"]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("value", [3, True, ("AGENT",)])
+def test_a_wrong_typed_span_type_is_counted_once(impl: str, value: object) -> None:
+    """`mlflow.spanType` of another type than JSON text: the span a parent link, the value counted once under its key,
+    as every wrong-typed value is."""
+    _impl(impl)
+    span = Span(trace_id="ab" * 16, span_id="cd" * 8, parent_span_id="", name="weather_agent", scope=MLFLOW_SCOPE,
+                attributes={MLFLOW_SPAN_TYPE: value})  # fmt: skip
+    records, problems = convert([span], impl)
+    assert (records, problems) == ([span], [MLFLOW_SPAN_TYPE])
