@@ -11,9 +11,10 @@ tool_call parts of its chat spans, monitor.normalize._requested). At release the
    still that call's for rule 1. Each arguments text is parsed at most twice (as a wrapper's, as an inner call's).
 1. A requested call with the call id of an executed call of the turn is that call: the executed one is kept (it
    holds what ran). A requested call with the id of an earlier requested call is a copy: dropped.
-2. The executed calls whose id no requested call has (an id-less one, as a wrapper that is given no id records)
-   are then paired, in start order, each with the first requested call left of the same name, where one of the two
-   has no id (two different ids are two different calls): the executed one is kept.
+2. The executed calls whose id no requested call has (an id-less one, as a wrapper that is given no id records),
+   nor that of a wrapper merged into it (rule 0: that one call is accounted for already), are then paired, in start
+   order, each with the first requested call left of the same name, where one of the two has no id (two different
+   ids are two different calls): the executed one is kept.
 3. A handoff the turn holds (HandoffMark, monitor.normalize._flat) is no call: it drops the first requested call
    left of its name (the model asked for the handoff: a tool its framework makes, never run as a tool), then itself.
 4. The requested calls left were never run: they are calls of the turn (marked by their type), in start order.
@@ -48,13 +49,15 @@ def reconcile(calls: list[ToolCall]) -> list[ToolCall]:
     dropped = set(wrapped)  # id() of the calls dropped
     ran = executed  # their ids are the ids of calls that ran (rule 1), a wrapper's too
     filled: dict[int, ToolCall] = {}
+    merged: dict[int, list[str]] = {}
     if dropped:
         executed = [c for c in executed if id(c) not in dropped]
         filled = _filled(executed, wrapped)
+        merged = _merged_ids(executed, wrapped)
     elif not requested and not handoffs:
         return calls
     left = _by_id(requested, ran, dropped)
-    _by_name(requested, executed, left, dropped)
+    _by_name(requested, executed, left, dropped, merged)
     for h in handoffs:  # rule 3
         dropped.add(id(h))
         same = left.get(h.name)
@@ -141,6 +144,25 @@ def _filled(kept: list[ToolCall], wrapped: dict[int, tuple[ToolCall, ToolCall]])
     return out
 
 
+def _merged_ids(kept: list[ToolCall], wrapped: dict[int, tuple[ToolCall, ToolCall]]) -> dict[int, list[str]]:
+    """id() of each call kept that wrappers were merged into -> their call ids (rule 0): the one call they make
+    accounts for a requested call of one of them (rule 1), and so pairs with no other by name (rule 2)."""
+    wrapper_of = {id(c): outer for outer, c in wrapped.values()}
+    out: dict[int, list[str]] = {}
+    for k in kept:
+        outer = wrapper_of.get(id(k))
+        ids: list[str] = []
+        for _ in range(len(wrapped)):  # up the chain of wrappers (a cycle of parent ids ends)
+            if outer is None:
+                break
+            if outer.call_id:
+                ids.append(outer.call_id)
+            outer = wrapper_of.get(id(outer))
+        if ids:
+            out[id(k)] = ids
+    return out
+
+
 def _by_id(
     requested: list[RequestedCall], executed: list[ToolCall], dropped: set[int]
 ) -> dict[str, list[RequestedCall]]:
@@ -160,15 +182,21 @@ def _by_id(
 
 
 def _by_name(
-    requested: list[RequestedCall], executed: list[ToolCall], left: dict[str, list[RequestedCall]], dropped: set[int]
+    requested: list[RequestedCall],
+    executed: list[ToolCall],
+    left: dict[str, list[RequestedCall]],
+    dropped: set[int],
+    merged: dict[int, list[str]] | None = None,
 ) -> None:
-    """Rule 2: each executed call no requested call has the id of takes the first requested call left of its name
-    where one of the two has no id."""
+    """Rule 2: each executed call no requested call has the id of (nor the id of a wrapper merged into it: `merged`,
+    _merged_ids) takes the first requested call left of its name where one of the two has no id."""
     asked = {r.call_id for r in requested if r.call_id}
     for e in executed:
         cid = e.call_id
         if cid and cid in asked:
             continue  # matched by id (rule 1)
+        if merged and any(w in asked for w in merged.get(id(e), ())):
+            continue  # matched by a wrapper's id (rules 0 and 1): one call, which accounts for one requested call
         same = left.get(e.name)
         if not same:
             continue

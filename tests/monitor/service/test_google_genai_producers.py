@@ -218,3 +218,36 @@ def test_many_calls_under_one_with_large_arguments_are_reconciled_in_linear_time
     elapsed = time.perf_counter() - start
     assert kept == [outer, *under]
     assert elapsed < 2.0, elapsed
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_a_tool_without_a_call_id_inside_a_wrapper_with_the_models_takes_no_other_requested_call(impl: str) -> None:
+    """The wrapper records the model's call id (`call_1`), the `@tool` under it none; the model asked for a second call
+    of the tool (`call_2`) never run. The wrapper's id accounts for `call_1` (rule 1), and the call kept is that call:
+    it does not also pair by name (rule 2) with `call_2`, which stays a requested call never run."""
+    _impl(impl)
+    spans = capture("google_genai_otel_tool")
+    outer, inner = _wrapper_and_tool(spans)
+    outer.attributes["gen_ai.tool.call.id"] = "call_1"
+    del inner.attributes["gen_ai.tool.call.id"]
+    [chat] = [s for s in spans if s.name.startswith("generate_content")]
+    chat.attributes["gen_ai.output.messages"] = json.dumps([{"role": "assistant", "parts": [
+        {"type": "tool_call", "id": "call_1", "name": "get_weather", "arguments": PARIS},
+        {"type": "tool_call", "id": "call_2", "name": "get_weather", "arguments": {"city": "Rome"}}]}])  # fmt: skip
+    [turn] = assemble(spans, impl, flush=True)[0]
+    assert [(name, asked, args) for name, _, args, asked, _ in call_rows(turn)] == [
+        ("get_weather", False, PARIS),
+        ("get_weather", True, {"city": "Rome"}),
+    ]
+
+
+@pytest.mark.parametrize(("inner_id", "other_id"), [("", "call_2"), ("tw_1", ""), ("", "")])
+def test_reconcile_a_call_merged_with_a_wrapper_of_a_requested_id_pairs_no_other(inner_id: str, other_id: str) -> None:
+    """reconcile alone: the wrapper (`call_1`) around a call of its name and arguments (no id, or a fresh one) is one
+    call, which accounts for the requested `call_1` and for no other requested call of that name (one of another id,
+    or one without an id)."""
+    wrapper = ToolCall("f", call_id="call_1", arguments="{}", span_id="w", parent_span_id="turn", start_ns=2)
+    inner = ToolCall("f", call_id=inner_id, arguments="{}", span_id="i", parent_span_id="w", start_ns=3)
+    asked = [RequestedCall("f", call_id=c, arguments="{}", span_id="chat", start_ns=1) for c in ("call_1", other_id)]
+    kept = reconcile([*asked, wrapper, inner])
+    assert [(c.call_id, isinstance(c, RequestedCall)) for c in kept] == [(other_id, True), (inner_id, False)]
