@@ -947,9 +947,9 @@ static int model_request(PyObject *span, PyObject *attrs, PyObject *out, PyObjec
 static int openlit(PyObject *span) {
     PyObject *scope = *(PyObject **)((char *)span + span_cls.offset[S_SCOPE]);
     if (scope == NULL || !PyUnicode_CheckExact(scope)) return 1;
-    Py_ssize_t n = PyUnicode_GET_LENGTH(openlit_prefix);
-    return PyUnicode_GET_LENGTH(scope) >= n && PyUnicode_KIND(scope) == PyUnicode_1BYTE_KIND &&
-           memcmp(PyUnicode_DATA(scope), PyUnicode_DATA(openlit_prefix), (size_t)n) == 0;
+    /* str.startswith: a scope of any kind (characters past Latin-1 after the prefix: 2 or 4 bytes each) */
+    Py_ssize_t r = PyUnicode_Tailmatch(scope, openlit_prefix, 0, PY_SSIZE_T_MAX, -1);
+    return r < 0 ? -1 : r > 0;
 }
 
 static int convert_one(PyObject *span, PyObject *out, PyObject *problems, PyObject *rejected) {

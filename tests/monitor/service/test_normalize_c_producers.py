@@ -36,6 +36,8 @@ SCOPES = [
     "openlit.instrumentation.langchain",
     "openlit.instrumentation.",
     "openlit.instrumentation",
+    "openlit.instrumentation.\u0101",  # a scope of two-byte characters past OpenLIT's prefix
+    "openlit.instrumentation.\U0001f600",  # of four-byte ones
     "",
     "other.scope",
     S(m.OTEL_OPENAI_AGENTS_SCOPE),
@@ -71,6 +73,19 @@ def assert_same(spans: list[Any]) -> None:
 @pytest.mark.parametrize("name", CAPTURES)
 def test_each_capture_is_read_alike(name: str) -> None:
     assert_same(capture(name))
+
+
+@needs_c
+@pytest.mark.parametrize("scope", ["openlit.instrumentation.\u0101", "openlit.instrumentation.\U0001f600"])
+@pytest.mark.parametrize("name", ["openlit_langgraph_tool", "openlit_openai_tool"])
+def test_openlit_scopes_of_wide_characters_are_read_alike(name: str, scope: str) -> None:
+    """OpenLIT's prefix followed by characters past Latin-1 (a str of 2 or 4 bytes per character): one of OpenLIT's
+    scopes on both paths."""
+    spans = [copy.copy(s) for s in capture(name)]
+    for s in spans:
+        if s.scope.startswith(m.OPENLIT_SCOPE_PREFIX):
+            s.scope = scope
+    assert_same(spans)
 
 
 NAMES = [None, "get_weather.__call__", "x.acall", ".__call__", "agent.run", "ReAct.forward", "invoke_agent a", "chat m",
