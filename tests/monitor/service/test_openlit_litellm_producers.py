@@ -177,6 +177,33 @@ def test_an_openlit_langgraph_run_in_an_agent_turn_is_that_turn(impl: str) -> No
     ]
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="an OpenLIT run's turn is its root span by parent id alone: under a span of no GenAI operation (a web "
+    "framework's request span) every OpenLIT run span is a step, and the run's calls are judged turnless, without "
+    "agent or input (which span is the turn needs the parent's kind, known at assembly only: a design decision)",
+)
+@pytest.mark.parametrize("impl", IMPLS)
+def test_an_openlit_langgraph_run_under_a_request_span_is_one_turn(impl: str) -> None:
+    spans = capture("openlit_langgraph_tool")
+    [root] = [s for s in spans if s.name == "invoke_workflow weather_agent"]
+    request = replace(
+        root,
+        span_id="00000000000000aa",
+        name="POST /chat",
+        scope="opentelemetry.instrumentation.asgi",
+        attributes={"http.route": "/chat"},
+        start_ns=root.start_ns - 1,
+        end_ns=root.end_ns + 1,
+    )
+    spans[spans.index(root)] = replace(root, parent_span_id=request.span_id)
+    _impl(impl)
+    turns, _ = assemble([*spans, request], impl, flush=True)
+    assert [(t.turnless, t.agent, t.input_text, call_rows(t)) for t in turns] == [
+        (False, "weather_agent", QUESTION, [RAN])
+    ]
+
+
 @pytest.mark.parametrize("impl", IMPLS)
 def test_openlit_langchain_alone_reads_the_workflow_input(impl: str) -> None:
     """Without OpenLIT's LangGraph instrumentation, LangChain's `invoke_agent weather_agent` is the root: the turn,
