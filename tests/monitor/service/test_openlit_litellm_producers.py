@@ -289,3 +289,32 @@ def test_openlit_tool_arguments_as_a_python_repr(impl: str, scope: str, argument
     records, problems = convert([tool], impl)
     assert problems == []
     assert [(r.name, r.arguments) for r in records] == [("get_weather", read)]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize(
+    "other",
+    [
+        "content='' tool_calls=[]",  # many short messages of the model
+        "content='" + "x" * 8000 + "' additional_kwargs={} tool_calls=[]",  # long ones, within the repr bound
+        "content='" + "\\\\x" * 2600 + "' tool_call_id='1'",  # a tool's, escapes within the bound
+    ],
+)
+def test_a_large_workflow_input_of_reprs_is_read_in_bounded_time(impl: str, other: str) -> None:
+    """16 MiB of `gen_ai.workflow.input` (a span at the decoder's bound), its messages LangChain's reprs, the
+    question first and then none of the user's: only the user's message is read as a literal, and the literals are
+    found without a step of Python per character (700,000 short ones of the model took 2.5 s, now 0.45 s; 2,000 of
+    8,000 characters 0.8 s, now 0.04 s)."""
+    import time
+
+    node = _node_run()
+    n = (16 * 1024 * 1024) // (len(json.dumps(other)) + 2)
+    question = f"content={QUESTION!r} id='1'"
+    raw = json.dumps({"messages": [question, *[other] * n]})
+    node = replace(node, attributes={**node.attributes, "gen_ai.workflow.input": raw})
+    _impl(impl)
+    start = time.perf_counter()
+    records, _ = convert([node], impl)
+    elapsed = time.perf_counter() - start
+    assert [r.input_text for r in records if isinstance(r, Turn)] == [QUESTION]
+    assert elapsed < 1.5, elapsed  # 0.45 s and less in one sitting
