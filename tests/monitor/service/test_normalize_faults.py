@@ -58,7 +58,22 @@ def test_a_span_the_normalizer_fails_on_is_rejected_and_the_rest_of_its_batch_us
     assert turns == [r.input_text for r in whole if isinstance(r, Turn)]
     assert len(records) == len(whole) - 1
     [log] = [r for r in caplog.records if "normalize" in r.getMessage()]
-    assert log.exc_info is not None and "a bug" in str(log.exc_info[1])
+    assert "Traceback (most recent call last)" in log.getMessage() and "KeyError: 'a bug'" in log.getMessage()
+
+
+def test_the_fault_log_is_bounded_when_the_exception_quotes_the_span(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A KeyError of a key of megabytes (an attribute of the span) is logged cut, not whole."""
+
+    def faulty(span: Any, kind: Any, *args: Any) -> None:
+        raise KeyError("k" * 5_000_000)
+
+    monkeypatch.setattr(foreign, "_mlflow", faulty)
+    with caplog.at_level(logging.ERROR, logger="monitor.normalize"):
+        Normalizer().split(capture(CAPTURE))
+    [log] = [r for r in caplog.records if "normalize" in r.getMessage()]
+    assert "KeyError" in log.getMessage() and len(log.getMessage()) < 40_000
 
 
 def test_spans_given_as_an_iterator_are_read_again_after_a_fault(monkeypatch: pytest.MonkeyPatch) -> None:
