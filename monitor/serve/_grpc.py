@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
@@ -12,9 +13,19 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2  # type: ignore[i
 from grpc import aio
 
 from monitor.otlp import DecodeError, parse_protobuf
-from monitor.serve._http import IN_FLIGHT_BODIES, bearer_ok, expected_token, export_response, ingest
+from monitor.serve._http import (
+    IN_FLIGHT_BODIES,
+    INTERNAL_ERROR,
+    bearer_ok,
+    expected_token,
+    export_response,
+    ingest,
+    power_of_ten,
+)
 from monitor.serve._pipeline import DROP_QUEUE_FULL, Pipeline
 from monitor.serve._settings import Settings
+
+logger = logging.getLogger(__name__)
 
 SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
 TRANSPORT_GRPC = "grpc"
@@ -52,11 +63,34 @@ class GrpcReceiver:
         self.ops = pipeline.metrics.ops
         self._token = expected_token(settings.token)
         self._queue_full = retry_trailers(code_pb2.UNAVAILABLE, QUEUE_FULL, settings.retry_after_s)
+        self._internal_error = retry_trailers(code_pb2.UNAVAILABLE, INTERNAL_ERROR, settings.retry_after_s)
+        self.faults = 0  # calls answered UNAVAILABLE for a fault of ours (see export)
         self.ops.start_transport(TRANSPORT_GRPC, (grpc.StatusCode.OK.value[0], grpc.StatusCode.UNAVAILABLE.value[0]))
         self.server: Any = None
         self.port = 0
 
     async def export(self, requests: AsyncIterator[bytes], context: Any) -> bytes:
+        """One Export call (see _export); a fault of ours while handling it is answered UNAVAILABLE with a RetryInfo,
+        which exporters retry, as OTLP/HTTP answers it 503 (see TracesHandler.handle): gRPC's own answer, UNKNOWN,
+        they do not retry."""
+        try:
+            return await self._export(requests, context)
+        except aio.AbortError:  # an answer given with context.abort
+            raise
+        except Exception:  # noqa: BLE001 - see above; CancelledError (the client went away) is no Exception
+            self.faults += 1
+            if power_of_ten(self.faults):
+                logger.exception(
+                    "toolwatch failed on a gRPC export from %s (fault %d of this process; a bug: please report it), "
+                    "answered UNAVAILABLE: the exporter sends it again",
+                    context.peer(),
+                    self.faults,
+                )
+            self.ops.request(TRANSPORT_GRPC, grpc.StatusCode.UNAVAILABLE.value[0])
+            await context.abort(grpc.StatusCode.UNAVAILABLE, INTERNAL_ERROR, trailing_metadata=self._internal_error)
+            return b""  # not reached: abort raises
+
+    async def _export(self, requests: AsyncIterator[bytes], context: Any) -> bytes:
         """One Export call. Its request message is read here, not before the handler runs (a stream-unary handler
         for a unary method: the client sends one message), so what OTLP/HTTP refuses on a request's head alone is
         refused before the message is read: a missing or wrong token, a full queue."""

@@ -54,6 +54,7 @@ IN_FLIGHT_BODIES = 4  # the bodies being read at once hold at most this many tim
 METRICS_GZIP_LEVEL = 1
 BAD_HEAD_LOG_INTERVAL_S = 60.0  # at most one warning line per interval about broken request heads; the rest counted
 _PATH_MAX = 100  # characters of a wrong path or Host header quoted in a log line (the client's bytes)
+INTERNAL_ERROR = "internal error of the receiver (logged): retry later"  # the message of a fault's 503 (handle)
 _DETAIL_MAX = 200  # characters of a parser's error kept in an answer or a log line (it quotes the client's bytes)
 
 
@@ -184,6 +185,7 @@ class TracesHandler:
         self._bad_heads = Hushed(BAD_HEAD_LOG_INTERVAL_S)
         self._wrong_paths = Hushed(BAD_HEAD_LOG_INTERVAL_S)
         self._other_signals = Hushed(BAD_HEAD_LOG_INTERVAL_S)
+        self.faults = 0  # requests answered 503 for a fault of ours (see handle)
         for transport in (TRANSPORT_PROTOBUF, TRANSPORT_JSON):
             self.ops.start_transport(transport, (200, 503))
 
@@ -324,6 +326,40 @@ class TracesHandler:
         return None if err is None else self._closing(err)
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
+        """`POST /v1/traces`. A fault of ours while handling it (an exception no input is meant to cause: a bug,
+        memory running out) is answered 503 + Retry-After, which OTLP exporters retry (aiohttp's own answer, a
+        text/plain 500, they do not: the batch was lost, counted nowhere), counted in toolwatch_requests_total and
+        logged with its traceback at the 1st, 10th, 100th... fault. A fault that comes back on every attempt costs
+        the exporter its retry budget (then the batch is dropped, as a 500 dropped it at once)."""
+        try:
+            return await self._handle(request)
+        except Exception:  # noqa: BLE001 - see above; CancelledError (the client went away) is no Exception
+            return self._fault(request)
+
+    def _fault(self, request: web.Request) -> web.Response:
+        self.faults += 1
+        reply = request.content_type  # a protobuf or JSON type: _refusal answers any other before anything can fail
+        transport = self.transport_of(reply)
+        if transport == TRANSPORT_OTHER:
+            reply = PROTOBUF
+        if power_of_ten(self.faults):
+            logger.exception(
+                "toolwatch failed on a request from %s (fault %d of this process; a bug: please report it), answered "
+                "503: the exporter sends it again",
+                request.remote or "an unknown client",
+                self.faults,
+            )
+        resp = self._error(
+            transport,
+            reply,
+            503,
+            code_pb2.UNAVAILABLE,
+            INTERNAL_ERROR,
+            **{"Retry-After": str(self.settings.retry_after_s)},
+        )
+        return self._closing(resp)  # its body may not have been read to its end
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
         refusal = self._refusal(request)
         if refusal is not None:
             return refusal
@@ -563,3 +599,10 @@ def metrics_app(registry: CollectorRegistry, ready: Callable[[], bool]) -> web.A
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     return app
+
+
+def power_of_ten(n: int) -> bool:
+    """Whether `n` is 1, 10, 100...: the faults logged with their traceback (bounded, however many come)."""
+    while n >= 10 and n % 10 == 0:
+        n //= 10
+    return n == 1

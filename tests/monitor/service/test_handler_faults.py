@@ -1,0 +1,122 @@
+"""A fault of the receiver's own code while it handles an export request (an exception no input is meant to cause:
+a bug of ours, memory running out) is answered 503 + Retry-After, which OTLP exporters retry, with the traceback
+logged and the answer counted; aiohttp's own answer was a text/plain 500, which exporters do not retry: the batch was
+lost, counted nowhere.
+
+No real input makes the handler raise (that is the point): the fault is injected into the pipeline's `offer`, the
+last step of the handler, on the server's own loop.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import pytest
+from google.rpc import code_pb2, status_pb2  # type: ignore[import-untyped]
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.trace.export import SpanExportResult
+
+from monitor.otlp import request_to_json
+from monitor.serve import Server, ServerThread
+from tests.monitor.service.conftest import ServeFactory, scrape, value, wait_for
+from tests.monitor.service.http_util import post
+from tests.monitor.service.spans import Call, TurnSpec, record_turns, to_request
+
+TOOL = "pull_auth_telemetry"
+
+
+def _turns() -> list[TurnSpec]:
+    return [TurnSpec(f"[AUTH] login failure {i}", [Call(TOOL, {"log_excerpt": "x"})]) for i in range(3)]
+
+
+def _inject(st: ServerThread, server: Server, faults: int) -> Callable[[], int]:
+    """The next `faults` calls of the pipeline's `offer` raise (then it works again); returns how many did."""
+    pipeline = server.pipeline
+    offer = pipeline.offer
+    raised = 0
+
+    def faulty(records: list[object]) -> bool:
+        nonlocal raised
+        if raised < faults:
+            raised += 1
+            raise RuntimeError(f"injected fault {raised}")
+        return offer(records)  # type: ignore[arg-type]
+
+    st.call(lambda: setattr(pipeline, "offer", faulty))
+    return lambda: raised
+
+
+def test_a_fault_while_handling_an_export_is_answered_503_and_the_exporter_sends_the_batch_again(
+    serve: ServeFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    st, server = serve(retry_after_s=1)
+    raised = _inject(st, server, faults=1)
+    spans = record_turns(_turns())
+    exporter = OTLPSpanExporter(endpoint=server.endpoint, timeout=15)
+    with caplog.at_level(logging.ERROR):
+        assert exporter.export(spans) is SpanExportResult.SUCCESS  # its 2nd attempt
+    exporter.shutdown()  # type: ignore[no-untyped-call]
+    assert raised() == 1
+    wait_for(lambda: server.pipeline.turns_judged == 3)
+    samples = scrape(server)
+    assert value(samples, "toolwatch_spans_received_total", transport="http_protobuf") == len(spans)
+    assert value(samples, "toolwatch_requests_total", transport="http_protobuf", code="503") == 1
+    assert value(samples, "toolwatch_requests_total", transport="http_protobuf", code="200") == 1
+    assert value(samples, "toolwatch_requests_total", transport="http_protobuf", code="500") is None
+    faults = [r for r in caplog.records if "injected fault 1" in (r.exc_text or "")]
+    assert len(faults) == 1 and "answered 503" in faults[0].getMessage(), [r.getMessage() for r in caplog.records]
+
+
+@pytest.mark.parametrize("ctype", ["application/x-protobuf", "application/json"])
+def test_a_fault_every_time_is_answered_503_every_time_and_logged_at_the_1st_and_10th(
+    serve: ServeFactory, caplog: pytest.LogCaptureFixture, ctype: str
+) -> None:
+    st, server = serve(retry_after_s=3)
+    raised = _inject(st, server, faults=1000)
+    request = to_request(record_turns(_turns()))
+    body = request_to_json(request).encode() if ctype.endswith("json") else request.SerializeToString()
+    with caplog.at_level(logging.ERROR):
+        for _ in range(12):
+            status, answer, headers = post(server.endpoint, body, ctype)
+            assert status == 503, answer
+            assert headers["Retry-After"] == "3" and headers["Content-Type"] == ctype
+            assert headers.get("Connection", "").lower() == "close"
+            if ctype.endswith("json"):
+                assert b"UNAVAILABLE" not in answer and b'"code": 14' in answer
+            else:
+                got = status_pb2.Status.FromString(answer)
+                assert got.code == code_pb2.UNAVAILABLE and "retry" in got.message
+    assert raised() == 12
+    transport = "http_json" if ctype.endswith("json") else "http_protobuf"
+    samples = scrape(server)
+    assert value(samples, "toolwatch_requests_total", transport=transport, code="503") == 12
+    assert value(samples, "toolwatch_spans_received_total", transport=transport) == 0
+    logged = [r for r in caplog.records if r.exc_text and "injected fault" in r.exc_text]
+    assert [r.exc_text.splitlines()[-1] for r in logged] == [  # type: ignore[union-attr]
+        "RuntimeError: injected fault 1",
+        "RuntimeError: injected fault 10",
+    ]
+    assert not [r for r in caplog.records if r.name.startswith("aiohttp")]
+
+
+def test_a_fault_while_handling_a_grpc_export_is_unavailable_and_the_exporter_sends_the_batch_again(
+    serve: ServeFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
+
+    st, server = serve(grpc_port=0, retry_after_s=1)
+    raised = _inject(st, server, faults=1)
+    spans = record_turns(_turns())
+    exporter = GrpcExporter(endpoint=f"127.0.0.1:{server.grpc_port}", insecure=True, timeout=15)
+    with caplog.at_level(logging.ERROR):
+        assert exporter.export(spans) is SpanExportResult.SUCCESS  # its 2nd attempt
+    exporter.shutdown()
+    assert raised() == 1
+    wait_for(lambda: server.pipeline.turns_judged == 3)
+    samples = scrape(server)
+    assert value(samples, "toolwatch_spans_received_total", transport="grpc") == len(spans)
+    assert value(samples, "toolwatch_requests_total", transport="grpc", code="14") == 1  # UNAVAILABLE
+    assert value(samples, "toolwatch_requests_total", transport="grpc", code="0") == 1
+    faults = [r for r in caplog.records if "injected fault 1" in (r.exc_text or "")]
+    assert len(faults) == 1 and "UNAVAILABLE" in faults[0].getMessage(), [r.getMessage() for r in caplog.records]
