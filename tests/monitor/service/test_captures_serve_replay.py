@@ -51,6 +51,7 @@ from tests.monitor.service.conftest import wait_for
 from tests.monitor.service.http_util import post
 
 TOOLWATCH = str(Path(sys.executable).parent / "toolwatch")
+REPO = Path(__file__).resolve().parents[3]
 # the C extensions serve runs on unless TOOLWATCH_PURE_PYTHON=1 (decoders, normalizer, assembler, judge plans)
 C_MODULES = ("monitor.otlp._cjson", "monitor.otlp._cpb", "monitor.normalize._cgenai", "monitor.assembly._cassembler",
              "monitor.judge._cplan")
@@ -194,6 +195,9 @@ def serve_process(replayed: Replayed, request: pytest.FixtureRequest, tmp_path: 
     if request.param == "c" and any(importlib.util.find_spec(m) is None for m in C_MODULES):
         pytest.skip("the C extensions are not built")
     env = {k: v for k, v in os.environ.items() if k != PURE_PYTHON_ENV}
+    # The code under test, the replay's: the console script alone imports the checkout the package was installed
+    # from (an editable install), which in another worktree is other code, and may change while this runs.
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
     if request.param == "python":
         env[PURE_PYTHON_ENV] = "1"
     log = tmp_path / "serve.log"
