@@ -71,7 +71,8 @@ What makes a turn:
   application's own turn span) such a span is a step, a parent link. Its tool spans' arguments, when written as a
   Python dict repr, are read as OpenInference's LangChain tool input (_genai._openlit_arguments, _repr_arguments).
 - pydantic-ai: its agent span (`invoke_agent {agent}`, or `agent run` in instrumentation version 2), the input from
-  `pydantic_ai.all_messages`, the answer from `final_result`.
+  `pydantic_ai.all_messages`, the answer from `final_result`; so also when openinference-instrumentation-pydantic-ai
+  made it an AGENT span too (_pydantic_ai_run).
 - Strands Agents: its `invoke_agent {agent}` span, the input and answer from its span events.
 A tool call: an OpenInference TOOL span with `tool.name`, or an AGENT span with one (a LangChain tool with "agent" in
 its name) (openai-agents makes its handoffs TOOL spans without one, LangGraph's handoff tools return a Command to the
@@ -165,7 +166,7 @@ def convert(span: Span, out: Out, problems: list[str], rejected: dict[str, int])
     """Map one span that carries a marker of another convention (see the module docstring)."""
     attrs = span.attributes
     kind = attrs.get(m.OI_KIND)
-    if kind is not None:
+    if kind is not None and not _pydantic_ai_run(span):
         _openinference(span, kind, out, problems, rejected)
         return
     kind = attrs.get(m.TL_KIND)
@@ -193,6 +194,17 @@ def convert(span: Span, out: Out, problems: list[str], rejected: dict[str, int])
         add_traceloop_tools(span, out, problems)
         return
     _relabelled(span, out, problems, rejected)
+
+
+def _pydantic_ai_run(span: Span) -> bool:
+    """pydantic-ai's own agent span (its messages in `pydantic_ai.all_messages`; `invoke_agent`, or `agent run` in
+    instrumentation version 2), whatever else was added to it: openinference-instrumentation-pydantic-ai's span
+    processor makes it an AGENT span too, without `agent.name` and with the history's *last* user text as its
+    `input.value` (pydantic-ai's retry feedback, after an output validator refused an answer). Read as pydantic-ai's
+    (_relabelled): its agent `gen_ai.agent.name`, its input its run's first user message."""
+    return m.PA_MESSAGES in span.attributes and (
+        _operation(span) == INVOKE_AGENT or (span.name == "agent run" and OP not in span.attributes)
+    )
 
 
 # ---- OpenInference -------------------------------------------------------------------------------------------
