@@ -36,6 +36,10 @@ What makes a turn:
   is the agent object, no question) (_crewai); a Flow's run (the root CHAIN span `flow_id`) is a parent link too. A
   CrewAI TOOL span is named as the model was offered the tool (the first line of its `tool.description`, `Tool Name:
   {name}`: CrewAI's delegation tool `Delegate work to coworker` is offered as `delegate_work_to_coworker`).
+  AutoGen AgentChat (its tracer scope, _markers.OI_AUTOGEN_SCOPE) records each agent's run as an AGENT span under
+  autogen-core's own `invoke_agent` span, the turn: a step of it giving it the user's message the agent was handed (an
+  InputMark; at the root, with no autogen-core span, it is the turn); a team's run, a root CHAIN span in a trace
+  without its agents' runs, is a parent link (_autogen).
 - Traceloop: an `agent` span (under another span: with `traceloop.entity.input`); a `workflow` span with no parent.
   `task` spans are parent links. openai-agents through OpenLLMetry (its tracer scope, _markers.OTEL_OPENAI_AGENTS_SCOPE)
   records the run as a root `workflow` span, a parent link, and each agent's run as an `agent` span under it that
@@ -167,7 +171,10 @@ def convert(span: Span, out: Out, problems: list[str], rejected: dict[str, int])
     attrs = span.attributes
     kind = attrs.get(m.OI_KIND)
     if kind is not None and not _pydantic_ai_run(span):
-        _openinference(span, kind, out, problems, rejected)
+        if span.scope == m.OI_AUTOGEN_SCOPE and kind in ("AGENT", "CHAIN"):
+            _autogen(span, kind, out, problems)
+        else:
+            _openinference(span, kind, out, problems, rejected)
         return
     kind = attrs.get(m.TL_KIND)
     if kind is not None:
@@ -292,6 +299,50 @@ def _crewai(span: Span, kind: str, out: Out, problems: list[str]) -> None:
     _turn(span, out, problems, agent=agent, input_text=input_text,
           output_text=_value_text(attrs, m.OI_OUTPUT, _ASSISTANT, _OUTPUT_KEYS, problems),
           conversation_id=_str(attrs, m.OI_SESSION_ID, problems) or None)  # fmt: skip
+
+
+def _autogen(span: Span, kind: str, out: Out, problems: list[str]) -> None:
+    """AutoGen AgentChat through OpenInference (_markers.OI_AUTOGEN_SCOPE). A team's run (CHAIN) is a parent link:
+    its trace holds none of its agents' runs (its runtime starts a trace per message). An agent's run (AGENT) under
+    another span (autogen-core's `invoke_agent`, the turn) is a step of it that gives it the user's message the agent
+    was handed (an InputMark: autogen-core records no input, nor a team's task); at the root (autogen-core's spans not
+    made) it is the turn, named after its agent, given that message."""
+    attrs = span.attributes
+    text = _autogen_input(attrs.get(m.OI_INPUT)) if kind == "AGENT" else None
+    if kind == "CHAIN" or span.parent_span_id:
+        out.append(span)
+        if text:
+            add_input_mark(span, text, out)
+        return
+    agent = _str(attrs, m.OI_GRAPH_NODE_ID, problems) or _agent_of_name(span)
+    _turn(span, out, problems, agent=agent, input_text=text, output_text=None, conversation_id=None)
+
+
+_AUTOGEN_USER = " source='user' "
+_AUTOGEN_CONTENT = " content="
+
+
+def _autogen_input(raw: Any) -> str | None:
+    """The latest user text message among the reprs of AgentChat's messages in an agent span's bound arguments
+    (`{"messages": ["id='...' source='user' ... content='...' type='TextMessage'", ...], ...}`): its content's string
+    literal alone (_lc_repr_message: never evaluated). None when there is none."""
+    if not isinstance(raw, str) or len(raw) > _MAX_METADATA_CHARS:
+        return None
+    try:
+        value = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    messages = value.get("messages") if isinstance(value, dict) else None
+    if not isinstance(messages, list):
+        return None
+    for msg in reversed(messages):
+        if not isinstance(msg, str) or _AUTOGEN_USER not in msg or not msg.endswith(" type='TextMessage'"):
+            continue
+        i = msg.find(_AUTOGEN_CONTENT, msg.index(_AUTOGEN_USER))
+        read = _lc_repr_message(msg[i + 1 :]) if i >= 0 else None
+        if read is not None and read[1]:
+            return read[1]
+    return None
 
 
 def _oi_tool_name(span: Span, problems: list[str]) -> str:

@@ -55,6 +55,11 @@ OI_DSPY_SCOPE = "openinference.instrumentation.dspy"
 # Haystack through OpenInference: a run's `input.value` / `output.value` hold its messages as Python reprs
 # (`ChatMessage(...)`), its LLM spans the messages themselves (_foreign).
 OI_HAYSTACK_SCOPE = "openinference.instrumentation.haystack"
+# AutoGen AgentChat through OpenInference: each agent run an AGENT span `{agent}.on_messages_stream` (`graph.node.id`
+# the agent) whose `input.value` is JSON of its bound arguments, its `messages` AgentChat's messages' reprs
+# (`id='...' source='user' ... content='...' type='TextMessage'`), under autogen-core's own `invoke_agent` span; a
+# team's run a root CHAIN span `{team}.run_stream`, its agents' runs in other traces (_foreign._autogen).
+OI_AUTOGEN_SCOPE = "openinference.instrumentation.autogen_agentchat"
 # The scopes whose LLM spans give the turn around them its input (monitor.normalize._flat.add_openinference_input).
 OI_INPUT_SCOPES = frozenset({OI_OPENAI_AGENTS_SCOPE, OI_LLAMA_INDEX_SCOPE, OI_HAYSTACK_SCOPE})
 # The tracer scope of google-adk (GenAI spans): its `invoke_agent` spans record no input, its model request spans the
