@@ -325,7 +325,7 @@ _AUTOGEN_CONTENT = " content="
 def _autogen_input(raw: Any) -> str | None:
     """The latest user text message among the reprs of AgentChat's messages in an agent span's bound arguments
     (`{"messages": ["id='...' source='user' ... content='...' type='TextMessage'", ...], ...}`): its content's string
-    literal alone (_lc_repr_message: never evaluated). None when there is none."""
+    literal alone (_lc_repr_user_message: never evaluated). None when there is none."""
     if not isinstance(raw, str) or len(raw) > _MAX_METADATA_CHARS:
         return None
     try:
@@ -339,9 +339,9 @@ def _autogen_input(raw: Any) -> str | None:
         if not isinstance(msg, str) or _AUTOGEN_USER not in msg or not msg.endswith(" type='TextMessage'"):
             continue
         i = msg.find(_AUTOGEN_CONTENT, msg.index(_AUTOGEN_USER))
-        read = _lc_repr_message(msg[i + 1 :]) if i >= 0 else None
-        if read is not None and read[1]:
-            return read[1]
+        content = _lc_repr_user_message(msg[i + 1 :]) if i >= 0 else None
+        if content:
+            return content
     return None
 
 

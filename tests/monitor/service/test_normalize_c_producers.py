@@ -31,6 +31,7 @@ SCOPES = [
     m.OTEL_CREWAI_SCOPE,
     "openinference.instrumentation.crewai",
     m.LANGFUSE_SCOPE,
+    m.OI_AUTOGEN_SCOPE,
     m.MLFLOW_SCOPE,
     "openlit.instrumentation.langgraph",
     "openlit.instrumentation.langchain",
