@@ -129,6 +129,8 @@ def replay(sources: tuple[str, ...], rules: tuple[str, ...], fmt: str, grace: fl
              f"{stats.turns} turns ({stats.turnless} turnless)"]
     if stats.rejected_spans:
         notes.append(f"spans rejected by the decoder: {_reasons(stats.rejected_spans)}")
+    if stats.unusable_spans:
+        notes.append(f"spans rejected by the normalizer: {_reasons(stats.unusable_spans)}")
     evicted, for_bytes = replayer.assembler.stats.evicted, replayer.assembler.stats.evicted_for_bytes
     if evicted:
         notes.append(f"{evicted} pending turns judged early ({evicted - for_bytes} at the bound of pending traces, "
@@ -172,6 +174,12 @@ def _problems(stats: ReplayStats) -> list[InputProblem]:
                                 f"{rejected} of {stats.spans + rejected} span(s) rejected by the decoder "
                                 f"({_reasons(stats.rejected_spans)})",
                                 tuple(f"{k}: {v}" for k, v in sorted(stats.rejected_spans.items()))))
+    unusable = sum(stats.unusable_spans.values())
+    if unusable:
+        out.append(InputProblem("spans rejected by the normalizer",
+                                f"{unusable} span(s) rejected by the normalizer ({_reasons(stats.unusable_spans)}): "
+                                "their calls are in no figure",
+                                tuple(f"{k}: {v}" for k, v in sorted(stats.unusable_spans.items()))))
     errors = stats.read_errors
     if errors:
         out.append(InputProblem("files not read to their end",

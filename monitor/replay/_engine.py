@@ -51,7 +51,9 @@ class JudgeLike(Protocol):
 class ReplayStats:
     requests: int = 0
     spans: int = 0
-    rejected_spans: dict[str, int] = field(default_factory=dict)
+    rejected_spans: dict[str, int] = field(default_factory=dict)  # by the decoder, by reason
+    # by the normalizer (a tool span naming no tool, a span it failed on), by reason, as serve counts them
+    unusable_spans: dict[str, int] = field(default_factory=dict)
     turns: int = 0
     turnless: int = 0
     files: int = 0
@@ -89,7 +91,10 @@ class Replayer:
             self.clock_ns = max(self.clock_ns, request_clock(decoded.spans))
         # As in serving, what was due before this request arrived is released before its spans are added.
         self._judge_all(self.assembler.poll(self.clock_ns))
-        self._judge_all(self.assembler.add(decoded.spans, self.clock_ns))
+        records, rejected = self.assembler.normalizer.split(decoded.spans)
+        for reason, n in rejected.items():
+            stats.unusable_spans[reason] = stats.unusable_spans.get(reason, 0) + n
+        self._judge_all(self.assembler.add_records(records, self.clock_ns))
 
     def finish(self) -> None:
         self._judge_all(self.assembler.flush())
