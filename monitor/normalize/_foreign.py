@@ -664,16 +664,7 @@ def _traceloop(span: Span, kind: Any, out: Out, problems: list[str], rejected: d
 
 def _tl_json(attrs: Any, key: str, problems: list[str]) -> Any:
     """A Traceloop JSON attribute parsed (None when absent or not JSON; another type counted)."""
-    raw = attrs.get(key)
-    if raw is None:
-        return None
-    if not isinstance(raw, str):
-        problems.append(key)
-        return None
-    try:
-        return json.loads(raw)
-    except (ValueError, RecursionError):
-        return None
+    return _json_value(attrs, key, problems, text=False)
 
 
 def _tl_decorated(value: Any) -> tuple[list[Any], dict[str, Any]] | None:
@@ -800,8 +791,9 @@ def _mlflow(span: Span, kind: Any, out: Out, problems: list[str], rejected: dict
             _openai_offered(span, _json_value(attrs, m.MLFLOW_CHAT_TOOLS, problems), out)
 
 
-def _json_value(attrs: Any, key: str, problems: list[str]) -> Any:
-    """A JSON text attribute parsed; text that is no JSON is itself; None when absent (another type counted)."""
+def _json_value(attrs: Any, key: str, problems: list[str], *, text: bool = True) -> Any:
+    """A JSON text attribute parsed; text that is no JSON is itself (None without `text`); None when absent (another
+    type counted)."""
     raw = attrs.get(key)
     if raw is None:
         return None
@@ -811,7 +803,7 @@ def _json_value(attrs: Any, key: str, problems: list[str]) -> Any:
     try:
         return json.loads(raw)
     except (ValueError, RecursionError):
-        return raw
+        return raw if text else None
 
 
 def _bound(value: Any) -> tuple[list[Any], dict[str, Any]] | None:
