@@ -11,8 +11,9 @@
  * request may hold the calls it asked for (_requested.py reads them) and the tools it offered (_offered.py); any other
  * span of another operation is a parent link (appended as it is). So is every span of another operation of google-adk's
  * tracer scope (_ADK_SCOPE), of openai-agents' OpenTelemetry instrumentations' (_OA_SCOPE) or of MLflow's (_MLFLOW_SCOPE)
- * (their model requests give the input their model was given, _requested.add_model_input), or whose scope is unset or
- * not exactly a str; every other span pays three compares. Every span of a GenAI operation of OpenLIT's tracer scopes
+ * (their model requests give the input their model was given, _requested.add_model_input), of Logfire's openai-agents
+ * integration (_LOGFIRE_OA_SCOPE: _convert_py hands it to _foreign), or whose scope is unset or not exactly a str;
+ * every other span pays four compares. Every span of a GenAI operation of OpenLIT's tracer scopes
  * (opening with _OPENLIT_SCOPE_PREFIX: a run's root is its turn and its nested invoke_agent spans steps, its model
  * requests give an InputMark, its tools' arguments may be a Python repr) goes to _convert_py too, and so does one whose
  * scope is unset or not exactly a str (a prefix compare per span of a GenAI operation). An output text without the
@@ -89,6 +90,9 @@ static PyObject *execute_tool, *invoke_agent, *reason_no_tool_name, *status_erro
 static PyObject *no_call_id; /* NO_CALL_ID (ASCII): google-adk's call id of a tool span with none */
 static PyObject *adk_scope;  /* _ADK_SCOPE (ASCII): google-adk's spans of another operation go to _convert_py */
 static PyObject *mlflow_scope; /* _MLFLOW_SCOPE (ASCII): MLflow's (translated to GenAI) too */
+/* _LOGFIRE_OA_SCOPE (ASCII): Logfire's openai-agents integration: its spans of another operation (Responses requests,
+ * their values in Logfire's own attributes) go to _convert_py too, which hands them to _foreign */
+static PyObject *logfire_oa_scope;
 /* _OA_SCOPE (ASCII): openai-agents' through OpenTelemetry's or OpenLLMetry's instrumentation: so do its spans of
  * another operation, and its invoke_agent spans without gen_ai.agent.name or input messages go to _foreign */
 static PyObject *oa_scope;
@@ -920,10 +924,11 @@ static int requested(PyObject *span, PyObject *attrs, PyObject *raw, PyObject *o
  * model request (read by Python unless its output asks for none, or `requested` reads them). */
 static int model_request(PyObject *span, PyObject *attrs, PyObject *out, PyObject *problems, PyObject *rejected) {
     /* google-adk's, openai-agents', MLflow's (their scopes; unset or not exactly a str: as Python compares it):
-     * _convert_py reads the input its model was given (an InputMark, _requested.add_model_input) */
+     * _convert_py reads the input its model was given (an InputMark, _requested.add_model_input); Logfire's
+     * openai-agents': _convert_py hands it to _foreign */
     PyObject *scope = *(PyObject **)((char *)span + span_cls.offset[S_SCOPE]);
     if (scope == NULL || !PyUnicode_CheckExact(scope) || str_eq(scope, adk_scope) || str_eq(scope, oa_scope) ||
-        str_eq(scope, mlflow_scope))
+        str_eq(scope, mlflow_scope) || str_eq(scope, logfire_oa_scope))
         return delegate(span, out, problems, rejected);
     PyObject *o = dget(attrs, lookup_key[K_OUTPUT]);
     /* an output text without the tool_call mark asks for no call (_requested._messages reads nothing of it and
@@ -1081,7 +1086,8 @@ static PyObject *init(PyObject *self, PyObject *ns) {
     } items[] = {
         {"OP", &k_op, 1}, {"TOOL_NAME", &k_tool_name, 1}, {"TOOL_CALL_ID", &k_call_id, 1}, {"TOOL_ARGS", &k_args, 1},
         {"NO_CALL_ID", &no_call_id, 1}, {"_ADK_SCOPE", &adk_scope, 1}, {"_OA_SCOPE", &oa_scope, 1},
-        {"_CREWAI_SCOPE", &crewai_scope, 1}, {"_MLFLOW_SCOPE", &mlflow_scope, 1}, {"AGENT_TOOLS", &k_agent_tools, 1},
+        {"_CREWAI_SCOPE", &crewai_scope, 1}, {"_MLFLOW_SCOPE", &mlflow_scope, 1},
+        {"_LOGFIRE_OA_SCOPE", &logfire_oa_scope, 1}, {"AGENT_TOOLS", &k_agent_tools, 1},
         {"_named_tools", &f_named_tools, 0}, {"_OPENLIT_SCOPE_PREFIX", &openlit_prefix, 1},
         {"TOOL_RESULT", &k_result, 1}, {"ERROR_TYPE", &k_error_type, 1}, {"AGENT_NAME", &k_agent, 1},
         {"CONVERSATION_ID", &k_conversation_id, 1}, {"INPUT_MESSAGES", &k_input, 1},

@@ -123,7 +123,13 @@ def add_handoff(span: Span, out: Out) -> None:
     name = span.name
     if not name.startswith(_HANDOFF_PREFIX) or len(name) == len(_HANDOFF_PREFIX):
         return
-    name = _NOT_NAME.sub("_", "transfer_to_" + name[len(_HANDOFF_PREFIX) :]).lower()
+    add_handoff_to(span, name[len(_HANDOFF_PREFIX) :], out)
+
+
+def add_handoff_to(span: Span, agent: str, out: Out) -> None:
+    """A handoff span's HandoffMark of the handoff to `agent` (a non-empty name), named as openai-agents names the
+    handoff's tool by default (see add_handoff)."""
+    name = _NOT_NAME.sub("_", "transfer_to_" + agent).lower()
     out.append(derived(HandoffMark, span, "handoff", name, span.start_ns))
 
 

@@ -74,6 +74,11 @@ What makes a turn:
   request's (an InputMark, _requested.add_model_input); under another span (its nodes, or the whole run under the
   application's own turn span) such a span is a step, a parent link. Its tool spans' arguments, when written as a
   Python dict repr, are read as OpenInference's LangChain tool input (_genai._openlit_arguments, _repr_arguments).
+- Pydantic Logfire's openai-agents integration (its tracer scope, _markers.LOGFIRE_OPENAI_AGENTS_SCOPE; its spans
+  carry `logfire.msg`, and its Responses requests, `chat` spans, are sent here by the GenAI path): an `Agent run` span
+  is the turn (`name` its agent), given the latest user message of its first model request (an InputMark); a
+  `Function` span a call without id; a `Handoff` span a HandoffMark; a model request a parent link with the calls it
+  asked for and, for a Responses request, the tools it offered; any other a parent link (_logfire_agents).
 - pydantic-ai: its agent span (`invoke_agent {agent}`, or `agent run` in instrumentation version 2), the input from
   `pydantic_ai.all_messages`, the answer from `final_result`; so also when openinference-instrumentation-pydantic-ai
   made it an AGENT span too (_pydantic_ai_run).
@@ -109,7 +114,13 @@ from dataclasses import replace
 from typing import Any
 
 from monitor.normalize import _markers as m
-from monitor.normalize._flat import add_handoff, add_openinference, add_openinference_input, add_traceloop
+from monitor.normalize._flat import (
+    add_handoff,
+    add_handoff_to,
+    add_openinference,
+    add_openinference_input,
+    add_traceloop,
+)
 from monitor.normalize._genai import (
     _ASSISTANT,
     _USER,
@@ -187,6 +198,9 @@ def convert(span: Span, out: Out, problems: list[str], rejected: dict[str, int])
     kind = attrs.get(m.MLFLOW_SPAN_TYPE)
     if kind is not None:
         _mlflow(span, kind, out, problems, rejected)
+        return
+    if span.scope == m.LOGFIRE_OPENAI_AGENTS_SCOPE:
+        _logfire_agents(span, out, problems, rejected)
         return
     if m.is_openlit(span.scope) and _operation(span) in _OPENLIT_RUNS:
         _openlit(span, out, problems, rejected)
@@ -893,6 +907,113 @@ def _openai_offered(span: Span, tools: Any, out: Out) -> None:
     definitions = tuple(d for d in tools if isinstance(d, dict) and definition_name(d))
     if definitions:
         out.append(new_offered(span, definitions))
+
+
+# ---- Pydantic Logfire's openai-agents integration ---------------------------------------------------------------
+
+# Its spans by message template (_markers.LOGFIRE_TEMPLATE, also the span's name).
+_LF_AGENT = "Agent run: {name!r}"
+_LF_FUNCTION = "Function: {name}"
+_LF_HANDOFF = "Handoff: {from_agent} \u2192 {to_agent}"
+_LF_CHAT = "Chat completion with {gen_ai.request.model!r}"
+_LF_RESPONSES = "Responses API"  # ` with {gen_ai.request.model!r}` follows when the model is known
+
+
+def _logfire_agents(span: Span, out: Out, problems: list[str], rejected: dict[str, int]) -> None:
+    """A span of Logfire's openai-agents integration (_markers.LOGFIRE_OPENAI_AGENTS_SCOPE): an `Agent run` span is
+    a turn named after its agent (`name`), with no input of its own: its first model request's InputMark gives it; a
+    `Function` span a call (`name`, `input` its arguments, `output` its result; no call id: paired with the call
+    its model asked for by name), its error, when its status is ERROR without a message, the message of openai-agents'
+    `error`; a `Handoff` span a parent link and a HandoffMark of the handoff to `to_agent`; a model request (`Chat
+    completion ...`, `Responses API ...`) a parent link, an InputMark of the latest user message its model was given,
+    the calls its model asked for and, for a Responses request, the tools it offered; any other a parent link.
+    Logfire's own keys (`name`, `input`, ...) are not the conventions': a value of another type is not read, not
+    counted."""
+    attrs = span.attributes
+    template = attrs.get(m.LOGFIRE_TEMPLATE)
+    if not isinstance(template, str):
+        template = span.name
+    if template == _LF_AGENT:
+        agent = attrs.get("name")
+        _turn(span, out, problems, agent=agent if isinstance(agent, str) else "", input_text=None, output_text=None,
+              conversation_id=None)  # fmt: skip
+    elif template == _LF_FUNCTION:
+        name = attrs.get("name")
+        if not isinstance(name, str) or not name:
+            rejected[REASON_NO_TOOL_NAME] = rejected.get(REASON_NO_TOOL_NAME, 0) + 1
+            return
+        _call(span, name, out, problems, rejected, call_id=None, arguments=_lf_text(attrs.get("input")),
+              result=_lf_text(attrs.get("output")))  # fmt: skip
+        call = out[-1]
+        if isinstance(call, ToolCall) and call.error_type == "error" and not span.status_message and (
+                ERROR_TYPE not in attrs):  # fmt: skip
+            error = _lf_json(attrs.get("error"))
+            message = error.get("message") if isinstance(error, dict) else None
+            if isinstance(message, str) and message:
+                call.error_type = message
+    else:
+        out.append(span)
+        if template == _LF_HANDOFF:
+            agent = attrs.get("to_agent")
+            if isinstance(agent, str) and agent:
+                add_handoff_to(span, agent, out)
+        elif template == _LF_CHAT:
+            _lf_input_mark(span, _lf_json(attrs.get("input")), out)
+            _openai_requested(span, "output", out, problems)
+        elif template.startswith(_LF_RESPONSES):
+            _lf_input_mark(span, _lf_json(attrs.get("raw_input")), out)
+            response = _lf_json(attrs.get("response"))
+            if isinstance(response, dict):
+                _responses_requested(span, response.get("output"), out)
+                _openai_offered(span, response.get("tools"), out)
+
+
+def _lf_text(v: Any) -> str | None:
+    """A Logfire attribute as text: a str itself, a structured value its JSON; None for anything else."""
+    if isinstance(v, str):
+        return v
+    if isinstance(v, tuple):
+        try:
+            return json.dumps(structured(v))
+        except (TypeError, ValueError, RecursionError):
+            return None
+    return None
+
+
+def _lf_json(v: Any) -> Any:
+    """A Logfire attribute's JSON text parsed (Logfire writes a structured value as JSON text); None when it is not."""
+    if not isinstance(v, str):
+        return None
+    try:
+        return json.loads(v)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _lf_input_mark(span: Span, messages: Any, out: Out) -> None:
+    text = _text_of(messages, _USER, ()) if isinstance(messages, list) else None
+    if text:
+        add_input_mark(span, text, out)
+
+
+def _responses_requested(span: Span, items: Any, out: Out) -> None:
+    """The calls a Responses API response asked for: its `function_call` output items (`name`, `call_id`,
+    `arguments`)."""
+    n = 0
+    for item in items if isinstance(items, list) else ():
+        if not isinstance(item, dict) or item.get("type") != "function_call" or n >= MAX_REQUESTED_PER_SPAN:
+            continue
+        name, call_id, arguments = item.get("name"), item.get("call_id"), item.get("arguments")
+        if not isinstance(name, str) or not name.strip():
+            continue
+        call = new_requested(span, name, call_id if isinstance(call_id, str) else "",
+                             arguments if isinstance(arguments, str) else None, n)  # fmt: skip
+        call.attributes = {k: v for k, v in span.attributes.items() if k not in _LF_CONTENT}
+        out.append(call)
+        n += 1
+
+
+_LF_CONTENT = frozenset({"response", "raw_input", "events", "input", "output"})  # a request's content: not copied
 
 
 # ---- GenAI producers that put values elsewhere: pydantic-ai, Strands Agents -------------------------------------

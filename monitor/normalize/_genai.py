@@ -16,6 +16,7 @@ from monitor.normalize._markers import (
     ADK_SCOPE,
     FOREIGN_MARKERS,
     INVOKE_WORKFLOW,
+    LOGFIRE_OPENAI_AGENTS_SCOPE,
     MLFLOW_SCOPE,
     OPENLIT_SCOPE_PREFIX,
     OTEL_CREWAI_SCOPE,
@@ -508,6 +509,8 @@ def _convert_py(  # noqa: C901 - one flat pass per span: a call per record cost 
                 append(span)
         elif op == _INVOKE_WORKFLOW and _is_openlit(span.scope):
             _foreign(span, out, problems, rejected)  # OpenLIT's LangGraph run: the turn at the root, else a step
+        elif span.scope == _LOGFIRE_OA_SCOPE:
+            _foreign(span, out, problems, rejected)  # Logfire's openai-agents Responses request: its values its own
         else:
             append(span)
             # A model request may say what it asked: in its output messages, its events (Strands Agents), or
@@ -536,6 +539,9 @@ _ADK_SCOPE = ADK_SCOPE  # the C normalizer hands this scope's spans of another o
 _OA_SCOPE = OTEL_OPENAI_AGENTS_SCOPE
 # And this one's (MLflow's, its spans translated to the GenAI conventions: its `invoke_agent` spans record no input).
 _MLFLOW_SCOPE = MLFLOW_SCOPE
+# And this one's (Logfire's openai-agents integration: its Responses requests are `chat` spans whose input, calls and
+# tools are in Logfire's own attributes) to _foreign.
+_LOGFIRE_OA_SCOPE = LOGFIRE_OPENAI_AGENTS_SCOPE
 # And this one's (OpenLLMetry's CrewAI instrumentation) `invoke_agent` spans without them (a crew's run) too.
 _CREWAI_SCOPE = OTEL_CREWAI_SCOPE
 # And OpenLIT's (the scopes opening with this, _markers.is_openlit): every span of a GenAI operation (a run's root is

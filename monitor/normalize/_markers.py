@@ -114,6 +114,16 @@ MLFLOW_INPUTS = "mlflow.spanInputs"
 MLFLOW_OUTPUTS = "mlflow.spanOutputs"
 MLFLOW_CHAT_TOOLS = "mlflow.chat.tools"
 
+# Pydantic Logfire's openai-agents integration (`logfire.instrument_openai_agents()`): the SDK's spans as Logfire's own,
+# each named after its message template (`logfire.msg_template`), with `logfire.msg` (a FOREIGN_MARKERS key) and no
+# GenAI operation but on the Responses model's requests (`chat`): an `Agent run: {name!r}` span per agent's run (the
+# turn, `name` its agent), a `Function: {name}` span per tool (`input` the arguments' JSON text, `output` the result,
+# `error` openai-agents' error), a `Handoff: {from_agent} → {to_agent}` span per handoff, a `Chat completion with ...`
+# span per chat completions request (`input` / `output` the chat messages), a `Responses API ...` span per Responses
+# request (`raw_input` the request's items, `response` the response: its output items, the tools offered) (_foreign).
+LOGFIRE_OPENAI_AGENTS_SCOPE = "logfire.openai_agents"
+LOGFIRE_TEMPLATE = "logfire.msg_template"
+
 # OpenLLMetry (Traceloop): opentelemetry.semconv_ai.SpanAttributes.
 TL_KIND = "traceloop.span.kind"
 TL_NAME = "traceloop.entity.name"

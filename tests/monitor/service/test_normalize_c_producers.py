@@ -33,6 +33,7 @@ SCOPES = [
     m.LANGFUSE_SCOPE,
     m.OI_AUTOGEN_SCOPE,
     m.MLFLOW_SCOPE,
+    m.LOGFIRE_OPENAI_AGENTS_SCOPE,
     "openlit.instrumentation.langgraph",
     "openlit.instrumentation.langchain",
     "openlit.instrumentation.",
@@ -44,12 +45,14 @@ SCOPES = [
     S(m.OTEL_OPENAI_AGENTS_SCOPE),
     S(m.ADK_SCOPE),
     S(m.OTEL_CREWAI_SCOPE),
+    S(m.LOGFIRE_OPENAI_AGENTS_SCOPE),
     S("openlit.instrumentation.langchain"),
 ]
 KEYS = ["gen_ai.agent.name", "gen_ai.input.messages", "gen_ai.operation.name", "traceloop.span.kind",
         "openinference.span.kind", "tool.name", "llm.request.type", "gen_ai.output.messages",
         m.LF_TYPE, m.MLFLOW_SPAN_TYPE, "gen_ai.workflow.input", "gen_ai.tool.call.arguments", "gen_ai.agent.tools",
-        "gen_ai.tool.definitions", m.OI_TOOL_DESCRIPTION, "message.tool_calls.0.tool_call.function.name"]  # fmt: skip
+        "gen_ai.tool.definitions", m.OI_TOOL_DESCRIPTION, "message.tool_calls.0.tool_call.function.name",
+        m.LOGFIRE_TEMPLATE, "logfire.msg"]  # fmt: skip
 VALUES: list[Any] = [None, "", "x", 3, S("s"), ("a",), "invoke_agent", "agent", "workflow", "TOOL", "AGENT",
                      "invoke_workflow", "{'a': 1}", '{"messages": ["content=\'q\' id=\'1\'", {"role": "user"}]}',
                      '["get_weather", 1]', '[{"name": "t"}]', "Tool Name: t\nx"]  # fmt: skip
