@@ -138,6 +138,27 @@ def test_a_token_read_with_its_trailing_newline_still_lets_exporters_in(tmp_path
     assert proc.returncode == 0, err
 
 
+def test_the_grpc_address_serve_prints_at_start_is_one_an_exporter_can_be_given_as_it_is() -> None:
+    """The start line names the OTLP/gRPC listener in the form to set as the endpoint: `http://host:port`. Printed
+    bare (`127.0.0.1:4317`), copied into OTEL_EXPORTER_OTLP_ENDPOINT it made the gRPC exporter connect with TLS,
+    which the plaintext listener refuses on every export."""
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
+    from opentelemetry.sdk.trace.export import SpanExportResult
+
+    proc, _, ready = _spawn(["--grpc-port", "0"], {})
+    grpc = ready.split("OTLP/gRPC on ")[1].split(" ")[0].rstrip(",")
+    try:
+        assert grpc.startswith("http://"), ready
+        exporter = GrpcExporter(endpoint=grpc, timeout=5)  # no insecure=: the scheme decides, as from the variable
+        try:
+            assert exporter.export(record_turns(_turns("grpc", 1))) == SpanExportResult.SUCCESS
+        finally:
+            exporter.shutdown()
+    finally:
+        err = _end(proc)
+    assert proc.returncode == 0, err
+
+
 def test_a_token_of_whitespace_alone_is_refused_at_start() -> None:
     """Once its surrounding whitespace is set aside nothing is left: serving without a token would let anyone in."""
     proc = subprocess.run(
