@@ -111,9 +111,9 @@ DECODE_ONLY = """
 import sys
 import monitor.serve._http as http
 
-def ingest(pipeline, decoded, transport):
+def ingest(pipeline, decoded, transport, answer):
     pipeline.metrics.ops.received(transport, len(decoded.spans) + decoded.rejected_count)
-    return 0, ""
+    return answer(0, "")
 
 http.ingest = ingest
 from monitor.cli import main

@@ -113,11 +113,11 @@ class GrpcReceiver:
         except DecodeError as exc:
             self.ops.request(TRANSPORT_GRPC, code.INVALID_ARGUMENT.value[0])
             await context.abort(code.INVALID_ARGUMENT, str(exc))
-        result = ingest(self.pipeline, decoded, TRANSPORT_GRPC)
-        if result is None:
+        answer = ingest(self.pipeline, decoded, TRANSPORT_GRPC, export_response)
+        if answer is None:
             await self._unavailable(context, len(decoded.spans) + decoded.rejected_count)
         self.ops.request(TRANSPORT_GRPC, code.OK.value[0])
-        return export_response(*result)  # type: ignore[misc]
+        return answer  # type: ignore[return-value]
 
     async def _no_message(self, context: Any) -> bytes:
         """A call that ended without its message: gRPC core refused it (past grpc.max_receive_message_length,

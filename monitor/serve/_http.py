@@ -10,6 +10,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
 from aiohttp import HttpVersion11, web
 from aiohttp.http_exceptions import HttpProcessingError, InvalidURLError, LineTooLong
@@ -39,6 +40,7 @@ from monitor.serve._pipeline import DROP_QUEUE_FULL, Pipeline
 from monitor.serve._settings import Settings
 
 logger = logging.getLogger(__name__)
+A = TypeVar("A")  # the answer `ingest` builds
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 PROTOBUF = "application/x-protobuf"
@@ -468,17 +470,19 @@ class TracesHandler:
         return parse_json(body) if reply == JSON else parse_protobuf(body)
 
     def _accept(self, decoded: Decoded, transport: str, reply: str) -> web.Response:
-        result = ingest(self.pipeline, decoded, transport)
-        if result is None:
+        def answer(n_rejected: int, message: str) -> web.Response:
+            if reply == JSON:
+                doc: dict[str, object] = {}
+                if n_rejected:
+                    doc["partialSuccess"] = {"rejectedSpans": str(n_rejected), "errorMessage": message}
+                return web.Response(body=json.dumps(doc).encode(), content_type=JSON)
+            return web.Response(body=export_response(n_rejected, message), content_type=reply)
+
+        resp = ingest(self.pipeline, decoded, transport, answer)
+        if resp is None:
             return self._unavailable(transport, reply, len(decoded.spans) + decoded.rejected_count)
         self.ops.request(transport, 200)
-        n_rejected, message = result
-        if reply == JSON:
-            doc: dict[str, object] = {}
-            if n_rejected:
-                doc["partialSuccess"] = {"rejectedSpans": str(n_rejected), "errorMessage": message}
-            return web.Response(body=json.dumps(doc).encode(), content_type=JSON)
-        return web.Response(body=export_response(n_rejected, message), content_type=reply)
+        return resp
 
 
 def export_response(n_rejected: int, message: str) -> bytes:
@@ -490,26 +494,28 @@ def export_response(n_rejected: int, message: str) -> bytes:
     return bytes(resp.SerializeToString())
 
 
-def ingest(pipeline: Pipeline, decoded: Decoded, transport: str) -> tuple[int, str] | None:
-    """Normalize and queue decoded spans, counting them; None (nothing queued) when the queue is full.
+def ingest(pipeline: Pipeline, decoded: Decoded, transport: str, answer: Callable[[int, str], A]) -> A | None:
+    """Normalize and queue decoded spans, counting them; returns `answer` of the number of rejected spans and the
+    partial-success message naming the reasons, or None (nothing queued) when the queue is full.
 
-    Returns the number of rejected spans and the partial-success message naming the reasons.
-    """
+    The answer is built before the records are queued: a fault of ours building it (answered 503, see
+    TracesHandler.handle) leaves the batch neither queued nor counted, so the exporter's retry of it is not counted
+    twice (received, rejected, answered both 200 and 503). After the queueing only counters are added to."""
     records, rejected = pipeline.normalizer.split(decoded.spans)
     for reason, n in decoded.rejected.items():
         rejected[reason] = rejected.get(reason, 0) + n
+    n_rejected = sum(rejected.values())
+    message = ""
+    if n_rejected:
+        message = f"{n_rejected} spans rejected: " + ", ".join(f"{r}={n}" for r, n in sorted(rejected.items()))
+    reply = answer(n_rejected, message)
     if not pipeline.offer(records):
         return None
     ops = pipeline.metrics.ops
     ops.received(transport, len(decoded.spans) + decoded.rejected_count)
-    n_rejected = 0
     for reason, n in rejected.items():
         ops.rejected(reason, n)
-        n_rejected += n
-    message = ""
-    if n_rejected:
-        message = f"{n_rejected} spans rejected: " + ", ".join(f"{r}={n}" for r, n in sorted(rejected.items()))
-    return n_rejected, message
+    return reply
 
 
 def receiver_app(handler: TracesHandler, max_body: int) -> web.Application:

@@ -10,6 +10,7 @@ last step of the handler, on the server's own loop.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 
 import pytest
@@ -120,3 +121,54 @@ def test_a_fault_while_handling_a_grpc_export_is_unavailable_and_the_exporter_se
     assert value(samples, "toolwatch_requests_total", transport="grpc", code="0") == 1
     faults = [r for r in caplog.records if "injected fault 1" in (r.exc_text or "")]
     assert len(faults) == 1 and "UNAVAILABLE" in faults[0].getMessage(), [r.getMessage() for r in caplog.records]
+
+
+def _fault_in_answer(monkeypatch: pytest.MonkeyPatch, faults: int) -> Callable[[], int]:
+    """The next `faults` answers built for an accepted OTLP/protobuf export raise: a fault *after* the batch was
+    queued and counted (the serialized ExportTraceServiceResponse, what a MemoryError may hit)."""
+    from monitor.serve import _grpc, _http
+
+    build = _http.export_response
+    raised = 0
+
+    def faulty(n_rejected: int, message: str) -> bytes:
+        nonlocal raised
+        if raised < faults:
+            raised += 1
+            raise MemoryError(f"injected fault {raised}")
+        return build(n_rejected, message)
+
+    monkeypatch.setattr(_http, "export_response", faulty)
+    monkeypatch.setattr(_grpc, "export_response", faulty)
+    return lambda: raised
+
+
+@pytest.mark.parametrize("transport", ["http_protobuf", "grpc"])
+def test_a_fault_after_the_batch_was_queued_leaves_it_counted_and_judged_once(
+    serve: ServeFactory, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, transport: str
+) -> None:
+    """The fault's 503 (UNAVAILABLE) makes the exporter send the batch again: the attempt it answers must have left
+    nothing done, or the batch is counted twice (received, answered 200 *and* 503) and its spans offered twice."""
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
+
+    st, server = serve(grpc_port=0, retry_after_s=1)
+    raised = _fault_in_answer(monkeypatch, faults=1)
+    spans = record_turns(_turns())
+    exporter: OTLPSpanExporter | GrpcExporter
+    if transport == "grpc":
+        exporter = GrpcExporter(endpoint=f"127.0.0.1:{server.grpc_port}", insecure=True, timeout=15)
+    else:
+        exporter = OTLPSpanExporter(endpoint=server.endpoint, timeout=15)
+    with caplog.at_level(logging.ERROR):
+        assert exporter.export(spans) is SpanExportResult.SUCCESS  # its 2nd attempt
+    exporter.shutdown()
+    assert raised() == 1
+    wait_for(lambda: server.pipeline.turns_judged == 3)
+    time.sleep(0.5)  # past the grace period: a copy of the batch would be judged by now
+    samples = scrape(server)
+    ok, unavailable = ("0", "14") if transport == "grpc" else ("200", "503")
+    assert server.pipeline.turns_judged == 3
+    assert value(samples, "toolwatch_spans_received_total", transport=transport) == len(spans)
+    assert value(samples, "toolwatch_requests_total", transport=transport, code=unavailable) == 1
+    assert value(samples, "toolwatch_requests_total", transport=transport, code=ok) == 1
+    assert value(samples, "toolwatch_spans_dropped_total", reason="duplicate") in (None, 0)
