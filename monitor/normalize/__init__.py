@@ -51,6 +51,15 @@ class Normalizer:
         conv = self.conventions[0]
         self._fast = len(self.conventions) == 1 and type(conv).normalize is GenAIConvention.normalize
 
+    def counts(self) -> tuple[dict[str, int], dict[str, int]]:
+        """A copy of the counts of rejected spans and ignored attributes (small: a label set each), for `restore`."""
+        return dict(self.rejected), dict(self.ignored_attributes)
+
+    def restore(self, saved: tuple[dict[str, int], dict[str, int]]) -> None:
+        """Put the counts back as `counts` saved them: a batch read but not taken (a full queue, a fault of the
+        receiver; the exporter sends it again) is counted when it is taken."""
+        self.rejected, self.ignored_attributes = dict(saved[0]), dict(saved[1])
+
     def normalize(self, span: Span) -> Normalized:
         problems: list[str] = []
         result = self._apply(span, problems)

@@ -496,20 +496,30 @@ def export_response(n_rejected: int, message: str) -> bytes:
 
 def ingest(pipeline: Pipeline, decoded: Decoded, transport: str, answer: Callable[[int, str], A]) -> A | None:
     """Normalize and queue decoded spans, counting them; returns `answer` of the number of rejected spans and the
-    partial-success message naming the reasons, or None (nothing queued) when the queue is full.
+    partial-success message naming the reasons, or None (nothing queued, nothing counted) when the queue is full.
 
     The answer is built before the records are queued: a fault of ours building it (answered 503, see
     TracesHandler.handle) leaves the batch neither queued nor counted, so the exporter's retry of it is not counted
-    twice (received, rejected, answered both 200 and 503). After the queueing only counters are added to."""
-    records, rejected = pipeline.normalizer.split(decoded.spans)
-    for reason, n in decoded.rejected.items():
-        rejected[reason] = rejected.get(reason, 0) + n
-    n_rejected = sum(rejected.values())
-    message = ""
-    if n_rejected:
-        message = f"{n_rejected} spans rejected: " + ", ".join(f"{r}={n}" for r, n in sorted(rejected.items()))
-    reply = answer(n_rejected, message)
-    if not pipeline.offer(records):
+    twice (received, rejected, answered both 200 and 503). After the queueing only counters are added to. The
+    normalizer counts the attributes it ignored (and the spans it rejected) as it reads the batch: when the batch is
+    not queued (the queue full, or a fault) those counts are put back as they were: the exporter sends it again."""
+    normalizer = pipeline.normalizer
+    saved = normalizer.counts()
+    try:
+        records, rejected = normalizer.split(decoded.spans)
+        for reason, n in decoded.rejected.items():
+            rejected[reason] = rejected.get(reason, 0) + n
+        n_rejected = sum(rejected.values())
+        message = ""
+        if n_rejected:
+            message = f"{n_rejected} spans rejected: " + ", ".join(f"{r}={n}" for r, n in sorted(rejected.items()))
+        reply = answer(n_rejected, message)
+        queued = pipeline.offer(records)
+    except BaseException:
+        normalizer.restore(saved)
+        raise
+    if not queued:
+        normalizer.restore(saved)
         return None
     ops = pipeline.metrics.ops
     ops.received(transport, len(decoded.spans) + decoded.rejected_count)

@@ -172,3 +172,25 @@ def test_a_fault_after_the_batch_was_queued_leaves_it_counted_and_judged_once(
     assert value(samples, "toolwatch_requests_total", transport=transport, code=unavailable) == 1
     assert value(samples, "toolwatch_requests_total", transport=transport, code=ok) == 1
     assert value(samples, "toolwatch_spans_dropped_total", reason="duplicate") in (None, 0)
+
+
+def test_a_fault_in_queueing_leaves_the_ignored_attributes_of_the_batch_counted_once(serve: ServeFactory) -> None:
+    """The normalizer counts the attributes it ignored as it reads the batch, before the batch is queued: a fault
+    there (answered 503) must not leave them counted, or the exporter's retry counts them a second time."""
+    from tests.monitor.service.spans import new_tracer
+
+    st, server = serve(retry_after_s=1)
+    raised = _inject(st, server, faults=1)
+    provider, tracer, memory = new_tracer()
+    with tracer.start_as_current_span(
+        "invoke_agent bot",
+        attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "bot", "gen_ai.conversation.id": 7},
+    ):
+        pass
+    provider.shutdown()
+    exporter = OTLPSpanExporter(endpoint=server.endpoint, timeout=15)
+    assert exporter.export(memory.get_finished_spans()) is SpanExportResult.SUCCESS  # its 2nd attempt
+    exporter.shutdown()  # type: ignore[no-untyped-call]
+    assert raised() == 1
+    samples = scrape(server)
+    assert value(samples, "toolwatch_span_attributes_ignored_total", attribute="gen_ai.conversation.id") == 1
