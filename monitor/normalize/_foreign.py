@@ -1058,9 +1058,17 @@ def _relabelled(span: Span, out: Out, problems: list[str], rejected: dict[str, i
             _turn_events(span, attrs, extra)
     new = _final({**attrs, **extra} if extra else attrs)
     n = len(out)
-    _convert_py((replace(span, attributes=new, events=None),), out, problems, rejected)
-    if len(out) > n:  # a record: it keeps the span's attributes as received
-        out[-1].attributes = attrs
+    relabelled = replace(span, attributes=new, events=None)
+    _convert_py((relabelled,), out, problems, rejected)
+    # A record keeps the span's attributes as received, and a parent link is the span itself (not the relabelled
+    # copy): the copy may be read as a model request too (an OpenInference LLM span named `agent run`), its
+    # requested calls and offered tools after it.
+    for i in range(n, len(out)):
+        r = out[i]
+        if r is relabelled:
+            out[i] = span
+        elif r.attributes is new:
+            r.attributes = attrs
 
 
 def _final(attrs: dict[str, Any]) -> dict[str, Any]:

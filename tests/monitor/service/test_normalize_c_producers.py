@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from monitor.normalize import _markers as m
 from monitor.otlp import Span
-from monitor.records import HandoffMark
+from monitor.records import HandoffMark, OfferedTools, RequestedCall
 from tests.monitor.service import test_normalize_c as tc
 from tests.monitor.service.captures import DATA, capture
 from tests.monitor.service.test_normalize_c import S, needs_c
@@ -52,10 +52,18 @@ KEYS = ["gen_ai.agent.name", "gen_ai.input.messages", "gen_ai.operation.name", "
         "openinference.span.kind", "tool.name", "llm.request.type", "gen_ai.output.messages",
         m.LF_TYPE, m.MLFLOW_SPAN_TYPE, "gen_ai.workflow.input", "gen_ai.tool.call.arguments", "gen_ai.agent.tools",
         "gen_ai.tool.definitions", m.OI_TOOL_DESCRIPTION, "message.tool_calls.0.tool_call.function.name",
-        m.LOGFIRE_TEMPLATE, "logfire.msg"]  # fmt: skip
+        m.LOGFIRE_TEMPLATE, "logfire.msg", "name", "input", "output", "raw_input", "response", "error", "to_agent",
+        m.PA_MESSAGES, m.OI_INPUT, "gen_ai.tool.name", "error.type"]  # fmt: skip
 VALUES: list[Any] = [None, "", "x", 3, S("s"), ("a",), "invoke_agent", "agent", "workflow", "TOOL", "AGENT",
                      "invoke_workflow", "{'a': 1}", '{"messages": ["content=\'q\' id=\'1\'", {"role": "user"}]}',
-                     '["get_weather", 1]', '[{"name": "t"}]', "Tool Name: t\nx"]  # fmt: skip
+                     '["get_weather", 1]', '[{"name": "t"}]', "Tool Name: t\nx",
+                     # Logfire's openai-agents templates and values
+                     "Agent run: {name!r}", "Function: {name}", "Handoff: {from_agent} \u2192 {to_agent}",
+                     "Chat completion with {gen_ai.request.model!r}", "Responses API", "Responses API with x",
+                     '[{"role": "user", "content": "q"}]', '{"message": "boom"}',
+                     '{"output": [{"type": "function_call", "name": "f", "call_id": "c", "arguments": "{}"}],'
+                     ' "tools": [{"type": "function", "name": "f"}]}',
+                     '[{"role":"user","parts":[{"type":"text","content":"q"}]}]', "chat", "execute_tool"]  # fmt: skip
 ALL_SPANS = [s for name in CAPTURES for s in capture(name)]
 
 
@@ -93,7 +101,8 @@ def test_openlit_scopes_of_wide_characters_are_read_alike(name: str, scope: str)
 
 
 NAMES = [None, "get_weather.__call__", "x.acall", ".__call__", "agent.run", "ReAct.forward", "invoke_agent a", "chat m",
-         "invoke_workflow g"]
+         "invoke_workflow g", "Agent run: {name!r}", "Function: {name}", "Responses API with {gen_ai.request.model!r}",
+         "agent run", "execute_tool f"]
 
 
 def _mutated(span: Span, scope: Any, edits: list[tuple[str, Any]], name: str | None = None, root: bool = False) -> Span:
@@ -129,3 +138,21 @@ def _mutated(span: Span, scope: Any, edits: list[tuple[str, Any]], name: str | N
 )
 def test_mutated_capture_spans_are_read_alike(batch: list[tuple[Span, Any, list[tuple[str, Any]], Any, bool]]) -> None:
     assert_same([_mutated(*args) for args in batch])
+
+
+@needs_c
+@pytest.mark.parametrize("scope", ["openinference.instrumentation.agno", m.OTEL_OPENAI_AGENTS_SCOPE])
+def test_a_relabelled_span_read_as_a_model_request_is_its_own_parent_link(scope: str) -> None:
+    """A span read again with relabelled attributes (pydantic-ai's `agent run` key set) that turns out a model request
+    (an OpenInference LLM span): its parent link is the span itself, with its attributes as received, on both paths
+    (a relabelled copy was appended, and the span's attributes given to the last record, its offered tools)."""
+    agno = "openinference.instrumentation.agno"
+    llm = next(s for s in ALL_SPANS if s.name == "OpenAIChat.invoke" and s.scope == agno)
+    span = _mutated(llm, scope, [(m.PA_MESSAGES, "")], name="agent run")
+    assert_same([span])
+    records = tc.run(tc.PY, [span], {})[0]
+    for r in records:
+        if type(r) is Span:
+            assert r is span
+        elif type(r) is not OfferedTools and type(r) is not RequestedCall:
+            assert r.attributes is span.attributes
