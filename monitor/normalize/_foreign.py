@@ -1000,6 +1000,7 @@ def _responses_requested(span: Span, items: Any, out: Out) -> None:
     """The calls a Responses API response asked for: its `function_call` output items (`name`, `call_id`,
     `arguments`)."""
     n = 0
+    shared: dict[str, Any] | None = None  # the span's attributes without its content: one copy for all its calls
     for item in items if isinstance(items, list) else ():
         if not isinstance(item, dict) or item.get("type") != "function_call" or n >= MAX_REQUESTED_PER_SPAN:
             continue
@@ -1008,7 +1009,9 @@ def _responses_requested(span: Span, items: Any, out: Out) -> None:
             continue
         call = new_requested(span, name, call_id if isinstance(call_id, str) else "",
                              arguments if isinstance(arguments, str) else None, n)  # fmt: skip
-        call.attributes = {k: v for k, v in span.attributes.items() if k not in _LF_CONTENT}
+        if shared is None:
+            shared = {k: v for k, v in span.attributes.items() if k not in _LF_CONTENT}
+        call.attributes = shared
         out.append(call)
         n += 1
 

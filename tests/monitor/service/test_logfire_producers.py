@@ -129,3 +129,28 @@ def test_logfire_openai_a_raising_tool_is_a_failed_call(impl: str) -> None:
     assert [(t.agent, t.input_text, t.output_text, call_rows(t)) for t in turns] == [
         ("weather-bot", QUESTION, ANSWER, [("get_weather", "call_1", PARIS, False, "ValueError")])
     ]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_a_responses_request_with_many_attributes_and_calls_is_read_in_linear_time(impl: str) -> None:
+    """A Responses request asking for 64 calls (the bound per span) with 400,000 other attributes (about 12 MiB on
+    the wire, within a request's 16 MiB): its calls share one copy of its attributes without the request's content,
+    not a copy each (about 6 s)."""
+    import json
+    import time
+
+    from monitor.otlp import Span
+
+    _impl(impl)
+    items = [{"type": "function_call", "name": f"f{i}", "call_id": f"c{i}", "arguments": "{}"} for i in range(64)]
+    attrs: dict[str, object] = {f"k{i:07d}": "v" for i in range(400_000)}
+    attrs.update({"logfire.msg_template": "Responses API", "gen_ai.operation.name": "chat", "raw_input": "[]",
+                  "response": json.dumps({"output": items, "tools": []})})  # fmt: skip
+    span = Span("1" * 32, "2" * 16, "3" * 16, "Responses API", attributes=attrs, scope="logfire.openai_agents")
+    start = time.perf_counter()
+    records, _ = convert([span], impl)
+    elapsed = time.perf_counter() - start
+    calls = [r for r in records if isinstance(r, RequestedCall)]
+    assert [c.name for c in calls] == [f"f{i}" for i in range(64)]
+    assert "response" not in calls[0].attributes and calls[0].attributes["k0000000"] == "v"
+    assert elapsed < 1.5, elapsed
