@@ -322,7 +322,7 @@ def serve(**opts: object) -> None:
         tune_process()  # garbage collection and memory, for a long-running process (TOOLWATCH_GC_TUNING=0: none)
         click.echo(
             f"toolwatch serve: OTLP/HTTP on {server.endpoint}, metrics on {server.metrics_url}"
-            + (f", OTLP/gRPC on http://{server.settings.host}:{server.grpc_port}" if server.grpc_port else "")
+            + (f", OTLP/gRPC on {server.grpc_endpoint}" if server.grpc_port else "")
             + f" (pid {os.getpid()})",
             err=True,
         )

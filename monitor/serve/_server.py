@@ -64,6 +64,11 @@ def _bind(host: str, port: int, what: str, host_option: str, port_option: str) -
     return sock
 
 
+def url_host(host: str) -> str:
+    """A listen address as a URL's host: an IPv6 address bracketed (RFC 3986), as it is written in a URL."""
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
 class Server:
     """One toolwatch monitor process. `await start()`, then `await stop()` (judges pending turns)."""
 
@@ -120,11 +125,17 @@ class Server:
 
     @property
     def endpoint(self) -> str:
-        return f"http://{self.settings.host}:{self.port}/v1/traces"
+        return f"http://{url_host(self.settings.host)}:{self.port}/v1/traces"
 
     @property
     def metrics_url(self) -> str:
-        return f"http://{self.settings.metrics_host}:{self.metrics_port}/metrics"
+        return f"http://{url_host(self.settings.metrics_host)}:{self.metrics_port}/metrics"
+
+    @property
+    def grpc_endpoint(self) -> str:
+        """The OTLP/gRPC endpoint, `http://` included: without it the gRPC exporters take TLS, which it does not
+        speak."""
+        return f"http://{url_host(self.settings.host)}:{self.grpc_port}"
 
     async def start(self) -> None:
         """Bind every port, then open the verdict log and start serving; on failure nothing is left open."""
