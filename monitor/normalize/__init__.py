@@ -9,10 +9,10 @@ the GenAI attributes, and OpenLIT's runs, to _foreign.py (the same records).
 from __future__ import annotations
 
 import logging
-import traceback
 from collections.abc import Iterable, Sequence
 from typing import cast
 
+from monitor._faults import power_of_ten, traceback_text
 from monitor._text import elide
 from monitor.normalize._genai import ATTRIBUTE_KEYS as GENAI_ATTRIBUTE_KEYS
 from monitor.normalize._genai import (
@@ -123,9 +123,8 @@ class Normalizer:
                 self.faults += 1
                 self.rejected[REASON_NORMALIZE_ERROR] = self.rejected.get(REASON_NORMALIZE_ERROR, 0) + 1
                 rejected[REASON_NORMALIZE_ERROR] = rejected.get(REASON_NORMALIZE_ERROR, 0) + 1
-                if _power_of_ten(self.faults):
-                    # The traceback as text, cut: an exception's message may quote the span (a KeyError of a key
-                    # of megabytes), which logger.exception would print whole.
+                if power_of_ten(self.faults):
+                    # The traceback as bounded text (traceback_text): an exception may quote the span.
                     logger.error(
                         "toolwatch could not normalize a span (fault %d of this process; a bug: please report it with "
                         "the span's producer) and rejected it as %s: span %r of scope %r\n%s",
@@ -133,7 +132,7 @@ class Normalizer:
                         REASON_NORMALIZE_ERROR,
                         elide(str(getattr(span, "name", "")), 200),
                         elide(str(getattr(span, "scope", "")), 200),
-                        _traceback_text(exc),
+                        traceback_text(exc),
                     )
                 continue
             out.extend(records)
@@ -180,19 +179,3 @@ __all__ = [
     "Rejected",
     "message_text",
 ]
-
-
-def _power_of_ten(n: int) -> bool:
-    while n >= 10 and n % 10 == 0:
-        n //= 10
-    return n == 1
-
-
-_MAX_TRACEBACK_CHARS = 16 * 1024
-
-
-def _traceback_text(exc: BaseException) -> str:
-    """The exception's traceback, each of its lines and the whole cut to a bound (its innermost frames kept)."""
-    lines = [elide(line, 2048) for line in traceback.format_exception(exc)]
-    text = "".join(lines)
-    return text if len(text) <= _MAX_TRACEBACK_CHARS else "...\n" + text[-_MAX_TRACEBACK_CHARS:]

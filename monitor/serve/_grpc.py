@@ -12,6 +12,7 @@ from google.protobuf import any_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2  # type: ignore[import-untyped]
 from grpc import aio
 
+from monitor._faults import power_of_ten, traceback_text
 from monitor.otlp import DecodeError, parse_protobuf
 from monitor.serve._http import (
     IN_FLIGHT_BODIES,
@@ -20,7 +21,6 @@ from monitor.serve._http import (
     expected_token,
     export_response,
     ingest,
-    power_of_ten,
 )
 from monitor.serve._pipeline import DROP_QUEUE_FULL, Pipeline
 from monitor.serve._settings import Settings
@@ -77,14 +77,15 @@ class GrpcReceiver:
             return await self._export(requests, context)
         except aio.AbortError:  # an answer given with context.abort
             raise
-        except Exception:  # noqa: BLE001 - see above; CancelledError (the client went away) is no Exception
+        except Exception as exc:  # noqa: BLE001 - see above; CancelledError (the client went away) is no Exception
             self.faults += 1
             if power_of_ten(self.faults):
-                logger.exception(
+                logger.error(
                     "toolwatch failed on a gRPC export from %s (fault %d of this process; a bug: please report it), "
-                    "answered UNAVAILABLE: the exporter sends it again",
+                    "answered UNAVAILABLE: the exporter sends it again\n%s",
                     context.peer(),
                     self.faults,
+                    traceback_text(exc),
                 )
             self.ops.request(TRANSPORT_GRPC, grpc.StatusCode.UNAVAILABLE.value[0])
             await context.abort(grpc.StatusCode.UNAVAILABLE, INTERNAL_ERROR, trailing_metadata=self._internal_error)

@@ -20,6 +20,7 @@ from prometheus_client import generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, choose_encoder
 from prometheus_client.registry import CollectorRegistry
 
+from monitor._faults import power_of_ten, traceback_text
 from monitor._text import elide
 from monitor.metrics import ToolwatchMetrics
 from monitor.otlp import Decoded, DecodeError, parse_json, parse_protobuf
@@ -335,21 +336,22 @@ class TracesHandler:
         the exporter its retry budget (then the batch is dropped, as a 500 dropped it at once)."""
         try:
             return await self._handle(request)
-        except Exception:  # noqa: BLE001 - see above; CancelledError (the client went away) is no Exception
-            return self._fault(request)
+        except Exception as exc:  # noqa: BLE001 - see above; CancelledError (the client went away) is no Exception
+            return self._fault(request, exc)
 
-    def _fault(self, request: web.Request) -> web.Response:
+    def _fault(self, request: web.Request, exc: Exception) -> web.Response:
         self.faults += 1
         reply = request.content_type  # a protobuf or JSON type: _refusal answers any other before anything can fail
         transport = self.transport_of(reply)
         if transport == TRANSPORT_OTHER:
             reply = PROTOBUF
         if power_of_ten(self.faults):
-            logger.exception(
+            logger.error(
                 "toolwatch failed on a request from %s (fault %d of this process; a bug: please report it), answered "
-                "503: the exporter sends it again",
+                "503: the exporter sends it again\n%s",
                 request.remote or "an unknown client",
                 self.faults,
+                traceback_text(exc),
             )
         resp = self._error(
             transport,
@@ -615,10 +617,3 @@ def metrics_app(registry: CollectorRegistry, ready: Callable[[], bool]) -> web.A
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     return app
-
-
-def power_of_ten(n: int) -> bool:
-    """Whether `n` is 1, 10, 100...: the faults logged with their traceback (bounded, however many come)."""
-    while n >= 10 and n % 10 == 0:
-        n //= 10
-    return n == 1
