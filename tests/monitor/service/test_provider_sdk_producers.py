@@ -20,7 +20,9 @@ so the `@tool` records a fresh `tw_` id):
 - groq_openinference_*: `groq` 1.7.0 (`Groq(base_url=...)`, `client.chat.completions.create`) through
   `openinference-instrumentation-groq` 0.1.33: a `Completions` LLM span per request, the requested call in
   `llm.output_messages.0.message.tool_calls.0.tool_call.*` with its id, the tools in `llm.tools.N.tool.json_schema`
-  (OpenAI's form); the second request's input messages repeat the call (not read as requested).
+  (OpenAI's form); the second request's input messages repeat the call (not read as requested). (With
+  `stream=True`, tried but not kept, its LLM spans keep the tools offered but no output messages, `output.value`
+  the repr of the `groq.Stream` object: no requested call; the turn's calls are those that ran.)
 - ollama_openllmetry_*: `ollama` 0.6.3 (`Client(host=...)`, `client.chat` against `/api/chat`) through OpenLLMetry's
   `opentelemetry-instrumentation-ollama` 0.62.4: an `ollama.chat` span per request with the tools offered
   (`llm.request.functions.N.*`) but not the calls the model asked for (only `gen_ai.completion.0.role`; the call shows
