@@ -213,9 +213,9 @@ def test_many_calls_under_one_with_large_arguments_are_reconciled_in_linear_time
     outer = ToolCall("f", arguments=big, span_id="outer", parent_span_id="turn", start_ns=1)
     under = [ToolCall("f", arguments=f'{{"i": {i}}}', span_id=f"c{i}", parent_span_id="outer", start_ns=2 + i)
              for i in range(200)]  # fmt: skip
-    start = time.perf_counter()
+    start = time.process_time()  # CPU time: the bound holds however loaded the machine is
     kept = reconcile([outer, *under])
-    elapsed = time.perf_counter() - start
+    elapsed = time.process_time() - start
     assert kept == [outer, *under]
     assert elapsed < 2.0, elapsed
 

@@ -147,9 +147,9 @@ def test_a_responses_request_with_many_attributes_and_calls_is_read_in_linear_ti
     attrs.update({"logfire.msg_template": "Responses API", "gen_ai.operation.name": "chat", "raw_input": "[]",
                   "response": json.dumps({"output": items, "tools": []})})  # fmt: skip
     span = Span("1" * 32, "2" * 16, "3" * 16, "Responses API", attributes=attrs, scope="logfire.openai_agents")
-    start = time.perf_counter()
+    start = time.process_time()  # CPU time: the bound holds however loaded the machine is
     records, _ = convert([span], impl)
-    elapsed = time.perf_counter() - start
+    elapsed = time.process_time() - start
     calls = [r for r in records if isinstance(r, RequestedCall)]
     assert [c.name for c in calls] == [f"f{i}" for i in range(64)]
     assert "response" not in calls[0].attributes and calls[0].attributes["k0000000"] == "v"

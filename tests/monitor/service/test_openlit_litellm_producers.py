@@ -313,8 +313,8 @@ def test_a_large_workflow_input_of_reprs_is_read_in_bounded_time(impl: str, othe
     raw = json.dumps({"messages": [question, *[other] * n]})
     node = replace(node, attributes={**node.attributes, "gen_ai.workflow.input": raw})
     _impl(impl)
-    start = time.perf_counter()
+    start = time.process_time()  # CPU time: the bound holds however loaded the machine is
     records, _ = convert([node], impl)
-    elapsed = time.perf_counter() - start
+    elapsed = time.process_time() - start
     assert [r.input_text for r in records if isinstance(r, Turn)] == [QUESTION]
     assert elapsed < 1.5, elapsed  # 0.45 s and less in one sitting

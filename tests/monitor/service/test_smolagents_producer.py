@@ -136,9 +136,9 @@ def test_a_positional_dict_of_many_inputs_is_named_in_linear_time(impl: str) -> 
         pass
     provider.shutdown()
     spans = decoded(memory.get_finished_spans())
-    start = time.perf_counter()
+    start = time.process_time()  # CPU time: the bound holds however loaded the machine is
     records, problems = convert(spans, impl)
-    elapsed = time.perf_counter() - start
+    elapsed = time.process_time() - start
     [call] = [r for r in records if isinstance(r, ToolCall)]
     assert (json.loads(call.arguments or "") == keys, problems) == (True, [])
     assert elapsed < 2.0, elapsed
