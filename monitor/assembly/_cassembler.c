@@ -355,6 +355,12 @@ done:
     return rc;
 }
 
+/* Whether a call id is one toolwatch's `@tool` made up (`tw_`...: reconcile's MADE_UP_ID), no id for rule 2. */
+static int made_up_id(PyObject *id) {
+    return PyUnicode_GET_LENGTH(id) >= 3 && PyUnicode_READ_CHAR(id, 0) == 't' && PyUnicode_READ_CHAR(id, 1) == 'w' &&
+           PyUnicode_READ_CHAR(id, 2) == '_';
+}
+
 /* The calls of a trace that release_chat releases at most (more go to _release_turn: reconciled there by sets). */
 #define CHAT_MAX 64
 
@@ -363,7 +369,8 @@ done:
  * it is not that shape, or -1. The shape: an exact _Trace with a list of at most CHAT_MAX calls, exactly ToolCall or
  * RequestedCall records whose parent ids are exact str, and, when one is requested, each with a call id (an exact
  * str, not empty) and a name an exact str (reconcile hashes it). There _owner finds `sid` for each call (none is left for another turn), take_offered takes
- * nothing (no OfferedTools), and reconcile is its rule 1 alone: rule 2 pairs only a call without an id, rule 3 needs a
+ * nothing (no OfferedTools), and reconcile is its rule 1 alone: rule 2 pairs only a call without an id (or with a
+ * made-up `tw_` one: such a call that ran goes to _release_turn when one is requested), rule 3 needs a
  * handoff (HandoffMark). So the calls, sorted, without each requested call that has the id of a call that ran or of
  * a requested call before it: those that ran kept in their place, the requested calls never run after them in start
  * order. Everything else (an id-less call, a handoff, offered tools, a call further down, under a span never received
@@ -421,7 +428,7 @@ static int release_chat(State *s, PyObject *tid, PyObject *tr, PyObject *sid, Py
     for (Py_ssize_t i = 0; requested && i < n; i++) {
         PyObject *c = PyList_GET_ITEM(mine, i), *id = SLOT(c, off_call_id), *name = SLOT(c, off_call_name);
         if (id == NULL || !PyUnicode_CheckExact(id) || PyUnicode_GET_LENGTH(id) == 0 || name == NULL ||
-            !PyUnicode_CheckExact(name))
+            !PyUnicode_CheckExact(name) || (Py_IS_TYPE(c, call_type) && made_up_id(id)))
             goto done;
     }
     for (Py_ssize_t i = 0; requested && i < n; i++) {

@@ -14,7 +14,9 @@ tool_call parts of its chat spans, monitor.normalize._requested). At release the
 2. The executed calls whose id no requested call has (an id-less one, as a wrapper that is given no id records),
    nor that of a wrapper merged into it (rule 0: that one call is accounted for already), are then paired, in start
    order, each with the first requested call left of the same name, where one of the two has no id (two different
-   ids are two different calls): the executed one is kept.
+   ids are two different calls; an id toolwatch's `@tool` made up, `tw_` and 16 hex digits, is none: the model's id
+   was not given to it, as when a framework runs the function, and so names no call the model asked for): the
+   executed one is kept.
 3. A handoff the turn holds (HandoffMark, monitor.normalize._flat) is no call: it drops the first requested call
    left of its name (the model asked for the handoff: a tool its framework makes, never run as a tool), then itself.
 4. The requested calls left were never run: they are calls of the turn (marked by their type), in start order.
@@ -30,6 +32,8 @@ import json
 from typing import Any
 
 from monitor.records import HandoffMark, RequestedCall, ToolCall
+
+MADE_UP_ID = "tw_"  # the prefix of the ids toolwatch's `@tool` makes up (instrumentation._context.new_call_id)
 
 
 def reconcile(calls: list[ToolCall]) -> list[ToolCall]:
@@ -189,7 +193,8 @@ def _by_name(
     merged: dict[int, list[str]] | None = None,
 ) -> None:
     """Rule 2: each executed call no requested call has the id of (nor the id of a wrapper merged into it: `merged`,
-    _merged_ids) takes the first requested call left of its name where one of the two has no id."""
+    _merged_ids) takes the first requested call left of its name where one of the two has no id (a made-up `tw_`
+    id is none: MADE_UP_ID)."""
     asked = {r.call_id for r in requested if r.call_id}
     for e in executed:
         cid = e.call_id
@@ -200,8 +205,9 @@ def _by_name(
         same = left.get(e.name)
         if not same:
             continue
+        made_up = not cid or cid.startswith(MADE_UP_ID)
         for i, r in enumerate(same):
-            if not cid or not r.call_id:
+            if made_up or not r.call_id:
                 dropped.add(id(r))
                 del same[i]
                 break
