@@ -208,3 +208,13 @@ def test_a_tool_decorated_call_with_a_made_up_id_is_the_call_the_model_requested
 
     [turn] = assemble(record(build), impl, flush=True)[0]
     assert [(c.name, c.call_id, isinstance(c, RequestedCall)) for c in turn.calls] == calls
+
+
+def test_the_ids_tool_makes_up_are_the_ones_reconcile_takes_for_none() -> None:
+    """The contract between the two packages: `@tool`'s made-up call ids (instrumentation) carry the prefix
+    reconcile's rule 2 reads as no id (monitor); either changing alone would pair no made-up id again."""
+    from instrumentation._context import new_call_id
+    from monitor.assembly._reconcile import MADE_UP_ID
+
+    ids = {new_call_id() for _ in range(100)}
+    assert len(ids) == 100 and all(i.startswith(MADE_UP_ID) and len(i) == len(MADE_UP_ID) + 16 for i in ids)
