@@ -11,6 +11,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
+from monitor.cli._interrupt import second_ctrl_c_ends
 from monitor.cli._params import RULES_HELP, Duration, RulesCommand
 from monitor.evaluate import (
     CASE_CALL,
@@ -18,6 +19,7 @@ from monitor.evaluate import (
     STEP_CALL,
     EvalResult,
     Harness,
+    Interrupted,
     LoadError,
     RunResult,
     agent_name_problem,
@@ -31,6 +33,7 @@ from monitor.judge import Judge
 from monitor.report import (
     CaseResult,
     InputProblem,
+    Interruption,
     ReportBuilder,
     Table,
     emit_report,
@@ -183,7 +186,8 @@ def _eval_tables(result: EvalResult) -> list[Table]:
 
 def _run_dataset(dataset: str, agent: Any, rules: tuple[str, ...], agent_name: str | None, trials: int,
                  concurrency: int, timeout_s: float | None, builder: ReportBuilder, no_progress: bool,
-                 problems: list[InputProblem]) -> tuple[list[Table], list[str], dict[str, float | None], list[str]]:
+                 problems: list[InputProblem]
+                 ) -> tuple[list[Table], list[str], dict[str, float | None], list[str], Interruption | None]:
     try:
         loaded = load_dataset(dataset, rules, agent=agent_name)  # every problem of the files, at once
         judge, cases = Judge(loaded.ruleset), loaded.cases
@@ -201,8 +205,13 @@ def _run_dataset(dataset: str, agent: Any, rules: tuple[str, ...], agent_name: s
     with (Harness(agent_name=name) as harness, route_global_tracing(harness.provider, harness.processor),
           progress_bar(disable=no_progress) as progress):
         task = progress.add_task("eval", total=len(cases) * trials, status="")
-        result = run_eval(cases, agent, judge, harness, trials=trials, concurrency=concurrency, timeout_s=timeout_s,
-                          on_run=lambda _: progress.update(task, advance=1))
+        stopped = None
+        try:
+            result = run_eval(cases, agent, judge, harness, trials=trials, concurrency=concurrency,
+                              timeout_s=timeout_s, on_run=lambda _: progress.update(task, advance=1))
+        except Interrupted as exc:  # Ctrl-C: the report of the runs done
+            result = exc.partial
+            stopped = Interruption.of(len(result.trials), len(cases) * trials)
     failures = []
     for n, t in enumerate(result.trials, 1):
         label = t.case.key if trials == 1 else f"{t.case.key} trial {t.trial}"
@@ -222,7 +231,7 @@ def _run_dataset(dataset: str, agent: Any, rules: tuple[str, ...], agent_name: s
     if trials > 1:  # pass^1 is the pass rate: no row of its own
         extra["pass_hat_k"] = result.pass_hat(trials)
         notes.append(f"pass^{trials} = {format_ratio(extra['pass_hat_k'])}")
-    return _eval_tables(result), notes, extra, warnings
+    return _eval_tables(result), notes, extra, warnings, stopped
 
 
 def _check_options(dataset: str | None, scenario: str | None) -> None:
@@ -255,7 +264,7 @@ def _scenario_tables(run: ScenarioRun) -> list[Table]:
 
 def _run_scenario(path: str, agent: Any, rules: tuple[str, ...], agent_name: str | None, mode: str,
                   timeout_s: float | None, builder: ReportBuilder, no_progress: bool, problems: list[InputProblem]
-                  ) -> tuple[list[Table], list[str], dict[str, float | None], list[str]]:
+                  ) -> tuple[list[Table], list[str], dict[str, float | None], list[str], Interruption | None]:
     try:
         sf, judge = load_and_build(path, [Path(r) for r in rules])
         conflict = agent_name_conflict(sf, agent_name)
@@ -274,19 +283,20 @@ def _run_scenario(path: str, agent: Any, rules: tuple[str, ...], agent_name: str
     with (Harness(agent_name=name) as harness, route_global_tracing(harness.provider, harness.processor),
           progress_bar(disable=no_progress) as progress):
         task = progress.add_task(f"scenarios ({mode})", total=total, status="")
-        n = 0
-
-        def on_step(sr: Any) -> None:
-            nonlocal n
-            n += 1
+        stopped = None
+        try:
+            run = run_scenarios(sf, agent, judge, harness, mode=mode, timeout_s=timeout_s,
+                                on_step=lambda _: progress.update(task, advance=1))
+        except Interrupted as exc:  # Ctrl-C: the report of the steps done
+            run = exc.partial
+            stopped = Interruption.of(len(run.steps), total, "steps")
+        # into the report once the steps are done: a Ctrl-C cannot leave a step half in it
+        for n, sr in enumerate(run.steps, 1):
             label = f"{sr.scenario} step {sr.step.index}"
             _add_result(builder, label, sr.scenario, sr.verdict, sr.run, sr.passed, sr.reason, sr.step.user)
             builder.track(n)
-            progress.update(task, advance=1)
             if sr.run.traceback:
                 failures.append((label, sr.run.error or "", sr.run.traceback))
-
-        run = run_scenarios(sf, agent, judge, harness, mode=mode, timeout_s=timeout_s, on_step=on_step)
     ok, count = run.scenarios_passed()
     notes = [f"{ok}/{count} scenario(s) passed every step ({mode} mode)"]
     agent_name_input(problem, notes, problems)
@@ -299,7 +309,7 @@ def _run_scenario(path: str, agent: Any, rules: tuple[str, ...], agent_name: str
         warnings += [f"step mode: {where} has no `reference`: the agent's own reply is fed to the next step"
                      for where in own_reply_steps(sf)]
     notes += warnings
-    return _scenario_tables(run), notes, {"scenario_pass_rate": run.pass_rate}, warnings
+    return _scenario_tables(run), notes, {"scenario_pass_rate": run.pass_rate}, warnings, stopped
 
 
 @click.command(name="eval", cls=RulesCommand)
@@ -340,17 +350,20 @@ def eval_(dataset: str | None, scenario: str | None, agent_spec: str, rules: tup
     builder = ReportBuilder(worst=worst)
     no_progress = no_progress or options.quiet
     problems: list[InputProblem] = []
-    if dataset is not None:
-        tables, notes, extra, warnings = _run_dataset(dataset, agent, rules, agent_name, trials, concurrency, timeout_s,
-                                            builder, no_progress, problems)
-        title = f"toolwatch eval: {Path(dataset).name}, {trials} trial(s) per case"
-    else:
-        assert scenario is not None
-        tables, notes, extra, warnings = _run_scenario(scenario, agent, rules, agent_name, mode, timeout_s, builder,
-                                             no_progress, problems)
-        title = f"toolwatch eval: scenarios {Path(scenario).name} ({mode} mode)"
-    report = builder.build("eval", title, tables=tables, notes=notes)
-    report.figures.update(extra)
-    if "pass_hat_k" in extra:
-        report.k = trials
-    raise SystemExit(emit_report(report, options, warnings, problems))
+    with second_ctrl_c_ends():
+        if dataset is not None:
+            tables, notes, extra, warnings, stopped = _run_dataset(dataset, agent, rules, agent_name, trials,
+                                                                   concurrency, timeout_s, builder, no_progress,
+                                                                   problems)
+            title = f"toolwatch eval: {Path(dataset).name}, {trials} trial(s) per case"
+        else:
+            assert scenario is not None
+            tables, notes, extra, warnings, stopped = _run_scenario(scenario, agent, rules, agent_name, mode,
+                                                                    timeout_s, builder, no_progress, problems)
+            title = f"toolwatch eval: scenarios {Path(scenario).name} ({mode} mode)"
+        report = builder.build("eval", title, tables=tables, notes=notes)
+        report.figures.update(extra)
+        report.interrupted = stopped
+        if "pass_hat_k" in extra:
+            report.k = trials
+        raise SystemExit(emit_report(report, options, warnings, problems))

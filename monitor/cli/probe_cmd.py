@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from monitor.cli._interrupt import second_ctrl_c_ends
 from monitor.cli._params import RULES_HELP, Duration, RulesCommand
 from monitor.cli.eval_cmd import (
     add_strays,
@@ -22,6 +23,7 @@ from monitor.evaluate import (
     PROBE_AGENT_CALL,
     Call,
     Harness,
+    Interrupted,
     LoadError,
     default_agent_name,
     load_callable,
@@ -42,6 +44,7 @@ from monitor.probe import (
 from monitor.report import (
     CaseResult,
     InputProblem,
+    Interruption,
     ReportBuilder,
     Table,
     emit_report,
@@ -49,6 +52,7 @@ from monitor.report import (
     report_options,
     visible,
 )
+from monitor.report.output import ReportOptions
 from monitor.report.progress import progress_bar
 from monitor.rules import RuleFileError
 
@@ -109,8 +113,18 @@ def probe(generator_spec: str, agent_spec: str, rules: tuple[str, ...], agent_na
     name = default_agent_name(judge.agents, agent_name)
     agent_problem = warn_agent_name(judge, name)
     builder = ReportBuilder(worst=worst)
-    result, tables, notes, warnings, failed = _run(builder, generator, agent, judge, name, iterations, pool, seed,
-                                                   strategy, compare_seeds, timeout_s, no_progress or options.quiet)
+    with second_ctrl_c_ends():
+        _report(builder, generator_spec, generator, agent, judge, name, agent_problem, iterations, pool, seed,
+                strategy, compare_seeds, timeout_s, no_progress, options)
+
+
+def _report(builder: ReportBuilder, generator_spec: str, generator: Any, agent: Any, judge: Any, name: str,
+            agent_problem: str | None, iterations: int, pool: int, seed: int, strategy: str, compare_seeds: int,
+            timeout_s: float | None, no_progress: bool, options: ReportOptions) -> None:
+    """Run the probe and report it (SystemExit with the command's exit code)."""
+    result, tables, notes, warnings, failed, stopped = _run(builder, generator, agent, judge, name, iterations, pool,
+                                                            seed, strategy, compare_seeds, timeout_s,
+                                                            no_progress or options.quiet)
     if result.steps:  # none: the generator failed at once, as the error says
         notes.insert(0, _coverage(result))
     problems: list[InputProblem] = []
@@ -130,6 +144,7 @@ def probe(generator_spec: str, agent_spec: str, rules: tuple[str, ...], agent_na
     runs = f"{done} runs" if done == iterations else f"{done} of {iterations} runs"
     title = f"toolwatch probe: {strategy}, {runs}, pool {pool}, seed {seed}"
     report = builder.build("probe", title, tables=tables, notes=notes)
+    report.interrupted = stopped
     if not options.quiet:
         for note in notes:
             if note != said:
@@ -162,12 +177,13 @@ def _coverage(result: ProbeResult) -> str:
 
 def _run(builder: ReportBuilder, generator: Any, agent: Any, judge: Any, name: str, iterations: int, pool: int,
          seed: int, strategy: str, compare_seeds: int, timeout_s: float | None, no_progress: bool
-         ) -> tuple[ProbeResult, list[Table], list[str], list[str], GeneratorError | None]:
-    """The probe's result, tables, notes and warnings, and the generator's error that ended it early (None: none;
-    the result then holds the runs done before it)."""
+         ) -> tuple[ProbeResult, list[Table], list[str], list[str], GeneratorError | None, Interruption | None]:
+    """The probe's result, tables, notes and warnings, the generator's error that ended it early (None: none;
+    the result then holds the runs done before it), and the Ctrl-C that did (None: none; the same)."""
     tables: list[Table] = []
     notes: list[str] = []
     failed: GeneratorError | None = None
+    stopped: Interruption | None = None
     tracebacks: list[tuple[str, str, str]] = []
     with (Harness(agent_name=name) as harness, route_global_tracing(harness.provider, harness.processor),
           progress_bar(disable=no_progress) as progress):
@@ -177,6 +193,9 @@ def _run(builder: ReportBuilder, generator: Any, agent: Any, judge: Any, name: s
         def on_step(step: Step) -> None:
             nonlocal failures
             failures += step.failed
+            progress.update(task, advance=1, status=f"{failures} failing")
+
+        def add(step: Step) -> None:
             label = f"run {step.iteration}"
             if step.verdict is not None:
                 message = f"{step.error}; {step.verdict.reason}" if step.error else None
@@ -189,7 +208,6 @@ def _run(builder: ReportBuilder, generator: Any, agent: Any, judge: Any, name: s
             if step.traceback:
                 tracebacks.append((label, step.error or "", step.traceback))
             builder.track(step.iteration, f"{strategy} accuracy")
-            progress.update(task, advance=1, status=f"{failures} failing")
 
         try:
             result = run_probe(generator=generator, agent=agent, judge=judge, harness=harness, iterations=iterations,
@@ -197,23 +215,33 @@ def _run(builder: ReportBuilder, generator: Any, agent: Any, judge: Any, name: s
         except GeneratorError as exc:
             assert exc.partial is not None, "run_probe sets the runs done"
             result, failed = exc.partial, exc
+        except Interrupted as exc:  # Ctrl-C: the report of the runs done
+            result = exc.partial
+            stopped = Interruption.of(len(result.steps), iterations)
+        for step in result.steps:  # into the report once the runs are done: a Ctrl-C cannot leave one half in it
+            add(step)
         if result.steps:  # no point at iteration 0 when the generator failed at once
             builder.track(len(result.steps), f"{strategy} accuracy", force=True)
         notes += [n for n in (add_strays(builder, result.strays, name, "run"),
                               answer_note(s.answer_type for s in result.steps)) if n]
-        if compare_seeds and failed is None:
+        if compare_seeds and failed is None and stopped is None:
             try:
                 _compare(builder, generator, agent, judge, harness, progress, iterations, pool, seed, strategy,
                          compare_seeds, timeout_s, tables, notes)
             except GeneratorError as exc:
                 failed = exc
+            except KeyboardInterrupt:  # the probe's runs are whole; the comparison is left out, its chart line too
+                other = next(x for x in STRATEGIES if x != strategy)
+                builder.series.pop(f"{other} accuracy", None)
+                stopped = Interruption.of(len(result.steps), iterations,
+                                          detail=", without the --compare-seeds comparison it was running")
         late = late_note(harness, "run")  # of the comparison's runs too: they run in the same harness
         if late:
             notes.append(late)
     note = show_tracebacks(tracebacks, "probe")
     warnings = [note] if note else []
     notes += warnings
-    return result, tables, notes, warnings, failed
+    return result, tables, notes, warnings, failed, stopped
 
 
 def _compare(builder: ReportBuilder, generator: Any, agent: Any, judge: Any, harness: Harness, progress: Any,

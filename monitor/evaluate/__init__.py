@@ -8,7 +8,15 @@ from monitor.evaluate._dataset import (
     read_cases,
 )
 from monitor.evaluate._eval import EvalResult, Trial, run_eval
-from monitor.evaluate._harness import DEFAULT_TIMEOUT_S, AgentFn, DrainingExporter, Harness, RunResult, cut_turn
+from monitor.evaluate._harness import (
+    DEFAULT_TIMEOUT_S,
+    AgentFn,
+    DrainingExporter,
+    Harness,
+    Interrupted,
+    RunResult,
+    cut_turn,
+)
 from monitor.evaluate._loader import (
     CASE_CALL,
     GENERATOR_CALL,
@@ -36,6 +44,7 @@ __all__ = [
     "DrainingExporter",
     "EvalResult",
     "Harness",
+    "Interrupted",
     "LoadError",
     "RunResult",
     "Trial",

@@ -15,12 +15,12 @@ import itertools
 import math
 import queue
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from monitor.evaluate._dataset import Case
-from monitor.evaluate._harness import AgentFn, Harness, RunResult, run_turn
+from monitor.evaluate._harness import AgentFn, Harness, Interrupted, RunResult, run_turn
 from monitor.records import Turn
 from monitor.verdict import TurnVerdict
 
@@ -28,7 +28,8 @@ COLLECT_EVERY = 64
 _NO_EXPECTATION = "no expectation matched the case (check its id or input against the dataset)"
 
 
-def run_on_threads(fn: Callable[[int], RunResult], n: int, threads: int) -> Iterator[tuple[int, RunResult]]:
+def run_on_threads(fn: Callable[[int], RunResult], n: int, threads: int
+                   ) -> Generator[tuple[int, RunResult], None, None]:
     """(i, fn(i)) for i in range(n), as each ends, from `threads` daemon threads taking the next i as they are free.
     An exception of fn is raised here. When the caller stops (Ctrl-C, a failing callback), no further i is started,
     and the runs going on are not waited for: daemon threads, which the interpreter does not join at its exit (a
@@ -132,7 +133,8 @@ def run_eval(
     on_trial: Callable[[Trial], Any] | None = None,
     on_run: Callable[[RunResult], Any] | None = None,
 ) -> EvalResult:
-    """Run every case `trials` times on `concurrency` threads; trials come back in case order."""
+    """Run every case `trials` times on `concurrency` threads; trials come back in case order. Ctrl-C (a
+    KeyboardInterrupt) raises Interrupted with the result of the runs done by then."""
     if trials < 1 or concurrency < 1:
         raise ValueError("trials and concurrency must be >= 1")
     work = [(case, t) for case in cases for t in range(1, trials + 1)]
@@ -147,15 +149,24 @@ def run_eval(
         case = work[i][0]
         return harness.run(agent, case.input_text, case_id=case.key, timeout_s=timeout_s)
 
-    for n, (i, run) in enumerate(run_on_threads(run_one, len(work), concurrency), 1):
-        runs[i] = run
-        if on_run is not None:
-            on_run(run)
-        if n % COLLECT_EVERY == 0:
-            gather(final=False)
+    ended = run_on_threads(run_one, len(work), concurrency)
+    interrupted = False
+    try:
+        for n, (i, run) in enumerate(ended, 1):
+            runs[i] = run
+            if on_run is not None:
+                on_run(run)
+            if n % COLLECT_EVERY == 0:
+                gather(final=False)
+    except KeyboardInterrupt:  # Ctrl-C: the runs done are judged, and come back in Interrupted
+        interrupted = True
+    finally:
+        ended.close()  # no further run starts; those going on are not waited for
     gather(final=True)
     result = EvalResult(trials)
     for i, (case, t) in enumerate(work):
+        if i not in runs:  # not started, or going on at Ctrl-C
+            continue
         run = runs[i]
         turn = run_turn(run, turns.get(run.trace_id, []) if run.trace_id else [], harness.agent_name)
         trial = Trial(case, t, run, judge.judge(turn) if turn is not None else None)
@@ -163,4 +174,6 @@ def run_eval(
         if on_trial is not None:
             on_trial(trial)
     result.strays = [judge.judge(t) for t in harness.stray_turns(t for ts in turns.values() for t in ts)]
+    if interrupted:
+        raise Interrupted(result)
     return result

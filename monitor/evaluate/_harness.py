@@ -73,6 +73,16 @@ CANCEL_GRACE_S = 1.0  # how long an async agent cancelled at its timeout is wait
 TRACEBACK_CHARS = 8192  # and at most this much of its text (the end: the exception and the innermost frames)
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during a run of many (eval's cases, scenario steps, probe's runs): a KeyboardInterrupt still, that
+    carries `partial`, the result of the runs done before it (judged; the run going on is left out, not waited for),
+    for a report of them."""
+
+    def __init__(self, partial: Any) -> None:
+        super().__init__()
+        self.partial = partial
+
+
 class DrainingExporter(SpanExporter):
     """Keeps finished spans in memory until drained; bounded (extra spans are dropped and counted)."""
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from monitor.evaluate._harness import AgentFn, Harness, format_traceback, thread_stack
+from monitor.evaluate._harness import AgentFn, Harness, Interrupted, format_traceback, thread_stack
 from monitor.probe.fscs import FscsSelector
 from monitor.records import Turn
 from monitor.verdict import TurnVerdict
@@ -132,7 +132,8 @@ def run_probe(
     on_step: Callable[[Step], Any] | None = None,
 ) -> ProbeResult:
     """Run the agent `iterations` times on inputs chosen by `strategy`; `random` runs the first candidate. A
-    GeneratorError carries the result of the runs done before it (`partial`)."""
+    GeneratorError carries the result of the runs done before it (`partial`), and so does the Interrupted that
+    Ctrl-C raises."""
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}; one of {', '.join(STRATEGIES)}")
     if iterations < 1 or pool < 1:
@@ -141,15 +142,26 @@ def run_probe(
         raise ValueError(f"pool must be <= {MAX_POOL:,}, got {pool:,}")
     if seed < 0:  # random.Random(-n) is random.Random(n): seed -3 would run seed 3's probe again
         raise ValueError(f"seed must be >= 0, got {seed}")
-    rng = random.Random(seed)
-    selector = FscsSelector(seed=seed)
     result = ProbeResult(strategy, seed, pool)
+    try:
+        _probe(result, generator, agent, judge, harness, iterations, pool, timeout_s, stop_at_first_failure, on_step)
+    except GeneratorError as exc:
+        exc.partial = result
+        raise
+    except KeyboardInterrupt:  # Ctrl-C: the steps done come back in Interrupted
+        raise Interrupted(result) from None
+    return result
+
+
+def _probe(result: ProbeResult, generator: Generator, agent: AgentFn, judge: JudgeLike, harness: Harness,
+           iterations: int, pool: int, timeout_s: float | None, stop_at_first_failure: bool,
+           on_step: Callable[[Step], Any] | None) -> None:
+    """The steps of run_probe, into `result`."""
+    rng = random.Random(result.seed)
+    selector = FscsSelector(seed=result.seed)
+    strategy = result.strategy
     for i in range(1, iterations + 1):
-        try:
-            candidates = draw(generator, rng, pool, timeout_s)
-        except GeneratorError as exc:
-            exc.partial = result
-            raise
+        candidates = draw(generator, rng, pool, timeout_s)
         if strategy == "art":
             choice = selector.select(candidates)
             text, distance = candidates[choice.index], choice.distance
@@ -168,7 +180,6 @@ def run_probe(
             on_step(step)
         if stop_at_first_failure and step.failed:
             break
-    return result
 
 
 def first_failures(

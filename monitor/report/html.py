@@ -35,6 +35,7 @@ text-align:left;vertical-align:top}th{background:#f1f5f9;font-weight:600}
 input[type=search]{padding:5px 8px;border:1px solid var(--line);border-radius:6px;width:320px;margin-bottom:8px}
 button{padding:4px 10px;border:1px solid var(--line);border-radius:6px;background:#fff;cursor:pointer;margin-bottom:8px}
 .scroll{overflow-x:auto;max-width:100%}#confusion td.zero{color:#cbd5e1}
+.interrupted{font-weight:600;font-size:16px}
 .verdict{font-weight:600;margin:4px 0 10px}#gates tr.failed td{background:#fef2f2}#gates td.bad{font-weight:600}
 #gates ul{margin:4px 0;padding-left:20px}
 td.input{max-width:520px;word-break:break-word;font-family:ui-monospace,monospace;font-size:12px}
@@ -190,6 +191,13 @@ def _gates(report: Report) -> str:
     return f'<section id="gates">{out}</section>'
 
 
+def _interrupted(report: Report) -> str:
+    """The notice of a run stopped by Ctrl-C (a partial report), or nothing."""
+    if report.interrupted is None:
+        return ""
+    return f'<p class="interrupted bad" id="interrupted">{escape(report.interrupted.message)}</p>'
+
+
 def render_html(report: Report) -> str:
     data = json.dumps({"confusion": report.confusion, "worst": len(report.worst), "figures": report.figures})
     data = data.translate(_SCRIPT_SAFE)
@@ -206,6 +214,7 @@ def render_html(report: Report) -> str:
 <title>{escape(report.title)}</title><style>{CSS}</style></head>
 <body>
 <h1>{escape(report.title)}</h1>
+{_interrupted(report)}
 <div class="acc" id="accuracy-line">{escape(report.accuracy_line)}</div>
 <p class="muted">{counts}</p>
 <p class="muted" id="js-status">scripts did not run</p>

@@ -1,7 +1,9 @@
 """The report as JUnit XML: one testsuite, one testcase per turn, case or scenario step.
 
-Before them, a testcase per kind of problem with the input (classname `toolwatch.<command>.input`, an <error>
-whose message has the count and the first problem, its body the problems listed) and one per gate
+A run stopped by Ctrl-C has first a testcase `interrupted` (classname `toolwatch.<command>.run`), an <error> saying
+how many of the planned runs were done, and a property `interrupted` (`2 of 4 runs`): a partial report is never a
+green suite. Before the turns, a testcase per kind of problem with the input (classname `toolwatch.<command>.input`,
+an <error> whose message has the count and the first problem, its body the problems listed) and one per gate
 (`toolwatch.<command>.gates`, named after the gate: passed, its measured value in <system-out>, or a <failure>
 saying it; the report's `gates`, which `emit_report` puts there), so a CI test view is not all green over skipped
 input or a failed gate.
@@ -28,6 +30,7 @@ FAILURE_TYPE = "toolwatch.TurnFailed"
 ERROR_TYPE = "toolwatch.RunError"
 INPUT_ERROR_TYPE = "toolwatch.InputError"  # a kind of input problem (records skipped, a file not read to its end)
 GATE_FAILURE_TYPE = "toolwatch.GateFailed"
+INTERRUPTED_TYPE = "toolwatch.Interrupted"  # a run stopped by Ctrl-C: the report is partial
 
 
 def _clean(text: str) -> str:
@@ -47,10 +50,11 @@ def render_junit(
     written) defaults to now, `hostname` to this host's name."""
     cases = report.cases
     gates = report.gates or []
+    stopped = report.interrupted
     totals = {
-        "tests": str(len(problems) + len(gates) + len(cases)),
+        "tests": str((stopped is not None) + len(problems) + len(gates) + len(cases)),
         "failures": str(sum(not g.passed for g in gates) + sum(c.status == "failed" for c in cases)),
-        "errors": str(len(problems) + sum(c.status == "error" for c in cases)),
+        "errors": str((stopped is not None) + len(problems) + sum(c.status == "error" for c in cases)),
         "skipped": str(sum(c.status == "skipped" for c in cases)),
         "time": f"{sum(c.time_s for c in cases):.3f}",
     }
@@ -76,6 +80,11 @@ def render_junit(
     if report.cases_dropped:
         ET.SubElement(props, "property", name="cases_dropped", value=str(report.cases_dropped))
     prefix = f"toolwatch.{report.command}"
+    if stopped is not None:
+        ET.SubElement(props, "property", name="interrupted", value=_clean(stopped.done))
+        el = ET.SubElement(suite, "testcase", name="interrupted", classname=_clean(f"{prefix}.run"), time="0.000")
+        ET.SubElement(el, "error", message=_clean(stopped.message), type=INTERRUPTED_TYPE).text = _clean(
+            f"{stopped.message}. The runs going on at Ctrl-C and those not started are in no testcase.")
     for problem in problems:
         el = ET.SubElement(suite, "testcase", name=_clean(problem.name), classname=_clean(f"{prefix}.input"),
                            time="0.000")

@@ -1,6 +1,7 @@
 """The report as GitHub-flavoured Markdown (for a pull-request comment or a job summary).
 
-When gates were asked, a Gates section comes first after the accuracy line: a verdict (all passed, or how many
+A run stopped by Ctrl-C says so first, under the title (a partial report; no gates). When gates were asked, a Gates
+section comes first after the accuracy line: a verdict (all passed, or how many
 failed), a table of every gate with its result and measured value, and the baseline comparisons skipped.
 
 Text from the run is escaped so it shows as written: no raw HTML (`<b>`), no emphasis, code, links, math
@@ -92,7 +93,10 @@ def _gates(report: Report) -> list[str]:
 
 
 def render_markdown(report: Report) -> str:
-    lines = _heading(1, report.title) + [f"**{escape(report.accuracy_line)}**", ""] + _gates(report)
+    lines = _heading(1, report.title)
+    if report.interrupted is not None:  # before the figures, so none is read as a whole run's
+        lines += [f"> **{escape(report.interrupted.message)}**", ""]
+    lines += [f"**{escape(report.accuracy_line)}**", ""] + _gates(report)
     lines += _heading(2, "Figures")
     fig_rows = [[label, format_ratio(value)] for _, label, value in figure_rows(report.figures, report.k)]
     lines += _table(["figure", "value"], fig_rows)

@@ -3,7 +3,8 @@
 A report is plain data: the METRICS.md figures and raw counts from a Tally, the confusion matrix and the
 per-tool precision / recall / F1 derived from it, the worst failing turns, one result per turn or case
 (for JUnit), series (accuracy as iterations grow) and free tables a command adds (trials, clusters), and the
-outcome of the gates the command was given (`emit_report` puts it there, so every form records the same gates).
+outcome of the gates the command was given (`emit_report` puts it there, so every form records the same gates), and
+whether Ctrl-C stopped the run (`interrupted`: the report is then of the runs done by then, its gates not evaluated).
 
 Its JSON has every field as a member; a baseline reads only `figures` and `k`, so members added since (`gates`,
 `skipped_comparisons`) leave older reports readable as baselines, and newer ones too.
@@ -84,6 +85,28 @@ class Table:
     rows: list[list[str]]
 
 
+@dataclass(slots=True, frozen=True)
+class Interruption:
+    """A run of many stopped by Ctrl-C: its report is of the `completed` of the `planned` runs (or steps: `unit`)
+    that ended before it; gates are not evaluated on it. `message` says so, as every form shows it."""
+
+    completed: int
+    planned: int
+    unit: str = "runs"
+    message: str = ""
+
+    @classmethod
+    def of(cls, completed: int, planned: int, unit: str = "runs", detail: str = "") -> Interruption:
+        said = f"{completed} of {planned} {unit}"
+        message = f"Interrupted (Ctrl-C): partial report of {said}{detail}; gates not evaluated"
+        return cls(completed, planned, unit, message)
+
+    @property
+    def done(self) -> str:
+        """`2 of 4 runs`."""
+        return f"{self.completed} of {self.planned} {self.unit}"
+
+
 @dataclass(slots=True)
 class Report:
     command: str
@@ -104,6 +127,9 @@ class Report:
     # --baseline). An empty list: only a --baseline, none of whose figures was compared.
     gates: list[GateResult] | None = None
     skipped_comparisons: list[str] = field(default_factory=list)  # the baseline figures not compared, and why
+    # Stopped by Ctrl-C: the report is of the runs done by then, its gates not evaluated (`gates` None). None: a
+    # whole run.
+    interrupted: Interruption | None = None
     schema_version: int = SCHEMA_VERSION
 
     def confusion_labels(self) -> tuple[list[str], list[str]]:

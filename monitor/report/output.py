@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TextIO, TypeVar
 
 import click
 
@@ -20,10 +20,11 @@ from monitor.report.gates import Threshold, failures_of, gate_results, parse_gat
 from monitor.report.html import render_html
 from monitor.report.junit import render_junit
 from monitor.report.markdown import render_markdown
-from monitor.report.model import Baseline, BaselineError, InputProblem, Report, load_baseline
+from monitor.report.model import Baseline, BaselineError, InputProblem, Interruption, Report, load_baseline
 from monitor.report.terminal import render_terminal
 
 F = TypeVar("F", bound=Callable[..., Any])
+INTERRUPTED = 130  # the exit code of a run stopped by Ctrl-C (128 + SIGINT), with its partial report written
 
 
 @dataclass(slots=True)
@@ -203,17 +204,42 @@ def with_gates(report: Report, options: ReportOptions) -> Report:
     return replace(report, gates=gates, skipped_comparisons=skipped)
 
 
+def _print_gates(report: Report, out: TextIO) -> int:
+    """The gates' outcome under the summary (for a partial report: that they were not evaluated); how many failed."""
+    if report.interrupted is not None:
+        click.echo(printable(report.interrupted.message), file=out)
+    failures = failures_of(report.gates or [])
+    if failures:
+        click.echo(f"FAILED {len(failures)} gate(s):", file=out)
+        for f in failures:
+            click.echo(f"  - {f.message}", file=out)
+    elif report.gates is not None:
+        click.echo("All gates passed.", file=out)
+    return len(failures)
+
+
+def _interrupted(stopped: Interruption, unwritten: Sequence[str]) -> int:
+    """The end of a partial report's output: INTERRUPTED, the exit of an interrupted command, also when a form could
+    not be written (said on stderr)."""
+    for reason in unwritten:
+        click.echo(f"error: {visible(reason)}", err=True)
+    click.echo(f"Aborted! The report is of {stopped.done}.", err=True)
+    return INTERRUPTED
+
+
 def emit_report(
     report: Report, options: ReportOptions, warnings: Sequence[str] = (), problems: Sequence[InputProblem] = ()
 ) -> int:
-    """Write every requested form, print the summary and the gate results; the exit code (0 or 1), or, after all
+    """Write every requested form, print the summary and the gate results; the exit code (0 or 1; INTERRUPTED for a
+    report of a run stopped by Ctrl-C, whose gates are not evaluated, a form not written or not), or, after all
     that is printed, ReportWriteError (exit 2) naming each form that could not be written. The gates are
     put on the report first (`with_gates`), so each form records them. `warnings`: what the report's tables and
     notes already say but -q must not hide (runs that raised, records skipped), printed on stderr as
     `warning: ...` with -q only. `problems`: the kinds of problem with the input, which the JUnit form has as
     errors (the others have them in the report's tables and notes)."""
     _check_stdout(options)
-    report = with_gates(report, options)
+    if report.interrupted is None:  # a partial run's figures are not gated (its exit says it was interrupted)
+        report = with_gates(report, options)
     writers: list[tuple[str | None, Callable[[Report], str]]] = [
         (options.json_path, lambda r: r.to_json() + "\n"),
         (options.markdown_path, render_markdown),
@@ -237,13 +263,9 @@ def emit_report(
         render_terminal(report, out)
     for reason in report.skipped_comparisons:
         click.echo(f"Not compared with the baseline: {reason}", file=out)
-    failures = failures_of(report.gates or [])
-    if failures:
-        click.echo(f"FAILED {len(failures)} gate(s):", file=out)
-        for f in failures:
-            click.echo(f"  - {f.message}", file=out)
-    elif report.gates is not None:
-        click.echo("All gates passed.", file=out)
+    failed = _print_gates(report, out)
+    if report.interrupted is not None:
+        return _interrupted(report.interrupted, unwritten)
     if unwritten:
         raise ReportWriteError("; ".join(unwritten))
-    return 1 if failures else 0
+    return 1 if failed else 0

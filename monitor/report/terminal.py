@@ -209,6 +209,8 @@ def render_terminal(report: Report, file: IO[str] | None = None, *, width: int |
     if width is None and not console.is_terminal:
         console.width = 120  # logs and CI: wider than rich's 80-column fallback
     console.rule(_lit(report.title, style="bold"))
+    if report.interrupted is not None:
+        console.print(_lit(report.interrupted.message, style="bold red"))
     console.print(_figures_table(report))
     if report.counts:
         console.print(_counts_table(report))

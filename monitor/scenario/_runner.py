@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from monitor.evaluate import AgentFn, Harness, RunResult
+from monitor.evaluate import AgentFn, Harness, Interrupted, RunResult
 from monitor.judge import Judge
 from monitor.rules import RuleFileError, RuleSet, load_rules
 from monitor.rules._errors import place
@@ -274,6 +274,16 @@ def run_scenarios(
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; one of {', '.join(MODES)}")
     out = ScenarioRun(mode)
+    try:
+        _run(sf, agent, judge, harness, out, timeout_s, on_step)
+    except KeyboardInterrupt:  # Ctrl-C: the steps done come back in Interrupted
+        raise Interrupted(out) from None
+    return out
+
+
+def _run(sf: ScenarioFile, agent: AgentFn, judge: Judge, harness: Harness, out: ScenarioRun, timeout_s: float | None,
+         on_step: Callable[[StepResult], Any] | None) -> None:
+    mode = out.mode
     for scenario in sf.scenarios:
         history: list[dict[str, str]] = []
         conversation = f"{scenario.name}-{uuid.uuid4().hex[:8]}"
@@ -290,4 +300,3 @@ def run_scenarios(
                 on_step(result)
             reply = step.reference if mode == "step" and step.reference is not None else (run.output or "")
             history += [{"role": "user", "content": step.user}, {"role": "assistant", "content": reply}]
-    return out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextvars
+import itertools
 import json
 import random
 import re
@@ -367,3 +368,25 @@ def detached_call_agent(text: str) -> str:
     n = m.group(1) if m else "0"
     threading.Thread(target=contextvars.copy_context().run, args=(_slow_order_status, n), daemon=True).start()
     return f"Order {n} has shipped."
+
+
+def logging_stalling_agent(text: str, history: list[dict[str, str]] | None = None) -> str:
+    """Appends a line to the file named by TOOLWATCH_TEST_RUN_LOG as each run starts; answers as support_agent,
+    except an input with `stall` in it, which hangs for 60 s (a scenario's `history` is taken and ignored)."""
+    import os
+
+    with open(os.environ["TOOLWATCH_TEST_RUN_LOG"], "a", encoding="utf-8") as fh:
+        fh.write(text + "\n")
+    if "stall" in text:
+        time.sleep(60)
+    return support_agent(text)
+
+
+_stall_draws = itertools.count(1)
+
+
+def stalling_inputs(rng: random.Random) -> str:
+    """A probe generator: `where is order 1`, `where is order 2` (the first two draws), then inputs that stall
+    logging_stalling_agent."""
+    n = next(_stall_draws)
+    return f"where is order {n}" if n <= 2 else f"where is order {n} (stall)"

@@ -1,0 +1,194 @@
+"""Ctrl-C during `eval` and `probe`: the report of the runs done so far, marked partial in every form, then exit 130.
+
+Through the real command line in a process of its own, sent SIGINT once the agent has started the run that stalls
+(it logs each run's start to a file): the runs before it are done, the one going on is not waited for.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from tests.monitor.offline.conftest import REPO, SUPPORT_RULES
+
+# SIGINT as an interactive shell leaves it to a foreground job (a test runner may have it ignored).
+_MAIN = ("import signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+         "from monitor.cli import main; main()")
+
+
+def _start(args: list[str], log: Path, *, starts: int) -> subprocess.Popen[str]:
+    """The command line running `args`, once `starts` runs have started (lines in `log`)."""
+    log.touch()
+    proc = subprocess.Popen([sys.executable, "-c", _MAIN, *args], cwd=REPO,
+                            env={**os.environ, "TOOLWATCH_TEST_RUN_LOG": str(log)}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while len(log.read_text().splitlines()) < starts and time.monotonic() < deadline:
+        if proc.poll() is not None:
+            out, err = proc.communicate()
+            pytest.fail(f"exited {proc.returncode} before {starts} runs started: {out[-2000:]} {err[-2000:]}")
+        time.sleep(0.05)
+    assert len(log.read_text().splitlines()) >= starts, "the runs did not start"
+    return proc
+
+
+def _interrupt(proc: subprocess.Popen[str]) -> tuple[str, str, float]:
+    proc.send_signal(signal.SIGINT)
+    sent = time.monotonic()
+    out, err = proc.communicate(timeout=60)
+    return out, err, time.monotonic() - sent
+
+
+def _dataset(tmp_path: Path) -> tuple[Path, Path]:
+    rules = tmp_path / "support.yaml"
+    rules.write_text(SUPPORT_RULES, encoding="utf-8")
+    cases = tmp_path / "cases.yaml"
+    inputs = ["where is order 1", "where is order 2", "where is order 3 (stall)", "where is order 4"]
+    cases.write_text("".join(f"- id: o{n}\n  input: {text}\n"
+                             f"  call: [{{tool: get_order_status, exactly: 1, args: {{order_id: '{n}'}}}}]\n"
+                             for n, text in enumerate(inputs, 1)), encoding="utf-8")
+    return cases, rules
+
+
+def _forms(tmp_path: Path) -> list[str]:
+    return ["--json", str(tmp_path / "r.json"), "--markdown", str(tmp_path / "r.md"), "--junit",
+            str(tmp_path / "r.xml"), "--html", str(tmp_path / "r.html")]
+
+
+def _assert_partial_forms(tmp_path: Path, command: str, done: int, planned: int, unit: str) -> ET.Element:
+    """Every form says it is partial, with how many of the planned runs were done; gates are not evaluated."""
+    said = f"{done} of {planned} {unit}"
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert data["interrupted"]["completed"] == done and data["interrupted"]["planned"] == planned, data["interrupted"]
+    assert data["interrupted"]["unit"] == unit
+    assert said in data["interrupted"]["message"] and "partial" in data["interrupted"]["message"]
+    assert data["gates"] is None  # a gate was asked, but not evaluated on part of the runs
+    assert "not evaluated" in data["interrupted"]["message"]
+    md = (tmp_path / "r.md").read_text()
+    first = md.split("\n## ", 1)[0]  # before the first section: next to the title and the accuracy line
+    assert "Interrupted" in first and said in first and "partial" in first, first
+    assert "## Gates" not in md
+    html = (tmp_path / "r.html").read_text()
+    assert 'id="interrupted"' in html and said in html
+    suites = ET.parse(tmp_path / "r.xml").getroot()
+    assert int(suites.get("errors", "0")) >= 1  # a CI test view is not green over an interrupted run
+    (case,) = [c for c in suites.iter("testcase") if c.get("classname") == f"toolwatch.{command}.run"]
+    error = case.find("error")
+    assert case.get("name") == "interrupted" and error is not None
+    assert error.get("type") == "toolwatch.Interrupted" and said in (error.get("message") or "")
+    props = {p.get("name"): p.get("value") for p in suites.iter("property")}
+    assert props["interrupted"] == said
+    return suites
+
+
+def test_ctrl_c_during_an_eval_writes_the_partial_report_and_exits_130(tmp_path: Path) -> None:
+    """Ctrl-C ended an eval at once with no report: an hour of runs lost to a Ctrl-C near the end. The runs done
+    (two of four; the third stalls) are reported, in every form, as a partial run; the gate is not evaluated."""
+    cases, rules = _dataset(tmp_path)
+    proc = _start(["eval", "--dataset", str(cases), "--rules", str(rules), "--agent",
+                   "tests.monitor.offline.agents:logging_stalling_agent", "--no-progress", "--fail-under",
+                   "accuracy=0.99", *_forms(tmp_path)], tmp_path / "runs.log", starts=3)
+    out, err, took = _interrupt(proc)
+    assert proc.returncode == 130, (proc.returncode, err[-3000:])
+    assert took < 10, f"exited {took:.1f} s after Ctrl-C"
+    assert "Traceback" not in err, err[-3000:]
+    assert "Interrupted (Ctrl-C): partial report of 2 of 4 runs" in out, out[-3000:]
+    assert "gates not evaluated" in out and "All gates passed" not in out and "FAILED" not in out
+    # where the gates' outcome would be: under the summary's last line
+    assert out.rstrip().splitlines()[-2:] == [
+        "Tool call accuracy: 2/2 (100.0%)", "Interrupted (Ctrl-C): partial report of 2 of 4 runs; gates not evaluated"]
+    assert "Aborted!" in err and "2 of 4 runs" in err
+    suites = _assert_partial_forms(tmp_path, "eval", 2, 4, "runs")
+    names = [c.get("name") for c in suites.iter("testcase")]
+    assert names == ["interrupted", "o1", "o2"]  # the runs done, not the one going on nor the one not started
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert data["counts"]["turns"] == 2 and [c["name"] for c in data["cases"]] == ["o1", "o2"]
+
+
+def test_quiet_eval_interrupted_says_so_after_the_accuracy_line(tmp_path: Path) -> None:
+    cases, rules = _dataset(tmp_path)
+    proc = _start(["eval", "--dataset", str(cases), "--rules", str(rules), "--agent",
+                   "tests.monitor.offline.agents:logging_stalling_agent", "-q", "--json", "-"],
+                  tmp_path / "runs.log", starts=3)
+    out, err, _ = _interrupt(proc)
+    assert proc.returncode == 130, (proc.returncode, err[-3000:])
+    assert json.loads(out)["interrupted"]["completed"] == 2  # stdout is the JSON alone
+    assert "Tool call accuracy: 2/2 (100.0%)" in err
+    assert "Interrupted (Ctrl-C): partial report of 2 of 4 runs" in err
+
+
+def test_ctrl_c_during_a_scenario_eval_reports_the_steps_done(tmp_path: Path) -> None:
+    rules = tmp_path / "support.yaml"
+    rules.write_text(SUPPORT_RULES, encoding="utf-8")
+    scenario = tmp_path / "scenario.yaml"
+    scenario.write_text(
+        "agent: support\nrules: [support.yaml]\nscenarios:\n  - name: s\n    steps:\n"
+        "      - {user: where is order 1, expect: {calls: [{tool: get_order_status}]}}\n"
+        "      - {user: where is order 2 (stall), expect: {calls: [{tool: get_order_status}]}}\n"
+        "      - {user: where is order 3, expect: {calls: [{tool: get_order_status}]}}\n", encoding="utf-8")
+    proc = _start(["eval", "--scenario", str(scenario), "--agent",
+                   "tests.monitor.offline.agents:logging_stalling_agent", "--no-progress", *_forms(tmp_path)],
+                  tmp_path / "runs.log", starts=2)
+    out, err, _ = _interrupt(proc)
+    assert proc.returncode == 130, (proc.returncode, err[-3000:])
+    assert "Interrupted (Ctrl-C): partial report of 1 of 3 steps" in out, out[-3000:]
+    suites = _assert_partial_forms(tmp_path, "eval", 1, 3, "steps")
+    assert [c.get("name") for c in suites.iter("testcase")] == ["interrupted", "s step 1"]
+
+
+def test_ctrl_c_during_a_probe_writes_the_partial_report_and_exits_130(tmp_path: Path) -> None:
+    rules = tmp_path / "support.yaml"
+    rules.write_text(SUPPORT_RULES, encoding="utf-8")
+    proc = _start(["probe", "--generator", "tests.monitor.offline.agents:stalling_inputs", "--agent",
+                   "tests.monitor.offline.agents:logging_stalling_agent", "--rules", str(rules), "--iterations",
+                   "10", "--pool", "1", "--no-progress", "--fail-under", "accuracy=0.5", *_forms(tmp_path)],
+                  tmp_path / "runs.log", starts=3)
+    out, err, took = _interrupt(proc)
+    assert proc.returncode == 130, (proc.returncode, err[-3000:])
+    assert took < 10 and "Traceback" not in err, err[-3000:]
+    assert "Interrupted (Ctrl-C): partial report of 2 of 10 runs" in out, out[-3000:]
+    assert "gates not evaluated" in out and "All gates passed" not in out
+    suites = _assert_partial_forms(tmp_path, "probe", 2, 10, "runs")
+    assert [c.get("name") for c in suites.iter("testcase")] == ["interrupted", "run 1", "run 2"]
+
+
+def test_a_second_ctrl_c_while_the_report_is_written_ends_at_once(tmp_path: Path) -> None:
+    """The JSON report goes to a FIFO nobody reads: writing it blocks. A second Ctrl-C then ends the process at once,
+    by SIGINT's default action (a shell reports 130), as a second Ctrl-C ends `serve`."""
+    cases, rules = _dataset(tmp_path)
+    fifo = tmp_path / "r.json"
+    os.mkfifo(fifo)
+    proc = _start(["eval", "--dataset", str(cases), "--rules", str(rules), "--agent",
+                   "tests.monitor.offline.agents:logging_stalling_agent", "--no-progress", "--json", str(fifo)],
+                  tmp_path / "runs.log", starts=3)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(1.5)
+    assert proc.poll() is None, "did not wait to write the report"
+    out, err, took = _interrupt(proc)
+    assert proc.returncode == -signal.SIGINT, (proc.returncode, err[-3000:])
+    assert took < 5
+
+
+def test_ctrl_c_during_the_compare_seeds_runs_reports_the_whole_probe_without_the_comparison(tmp_path: Path) -> None:
+    rules = tmp_path / "support.yaml"
+    rules.write_text(SUPPORT_RULES, encoding="utf-8")
+    proc = _start(["probe", "--generator", "tests.monitor.offline.agents:stalling_inputs", "--agent",
+                   "tests.monitor.offline.agents:logging_stalling_agent", "--rules", str(rules), "--iterations",
+                   "2", "--pool", "1", "--compare-seeds", "3", "--no-progress", *_forms(tmp_path)],
+                  tmp_path / "runs.log", starts=3)  # the third run is the comparison's first
+    out, err, _ = _interrupt(proc)
+    assert proc.returncode == 130, (proc.returncode, err[-3000:])
+    assert ("Interrupted (Ctrl-C): partial report of 2 of 2 runs, without the --compare-seeds comparison it was "
+            "running; gates not evaluated") in out, out[-3000:]
+    _assert_partial_forms(tmp_path, "probe", 2, 2, "runs")
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert list(data["series"]) == ["art accuracy"]  # not the other strategy's, cut short
+    assert not any(t["title"].startswith("Runs to the first failure") for t in data["tables"])
