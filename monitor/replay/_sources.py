@@ -296,7 +296,10 @@ def _peek(fh: IO[bytes], n: int) -> tuple[bytes, IO[bytes]]:
 
 
 @contextmanager
-def _open_source(p: Path) -> Iterator[_Opened]:
+def _open_source(p: Path, cursor: _Cursor | None = None) -> Iterator[_Opened]:
+    """The content of `p`, decompressed; `cursor` (for the error of a file that cannot be read) is told it is
+    compressed as soon as that is known, before the first bytes are read from the decompressor."""
+    cursor = cursor or _Cursor()
     with ExitStack() as stack:
         if p == STDIN:
             opened = _Opened(sys.stdin.buffer, lambda: 0, 0, False)
@@ -312,13 +315,16 @@ def _open_source(p: Path) -> Iterator[_Opened]:
             if p.suffix.lower() == ".gz":
                 gz = cast(IO[bytes], gzip.GzipFile(fileobj=raw, mode="rb"))
                 opened.fh, opened.compressed = io.BufferedReader(_Raw(b"", gz), LINE_BUFFER_BYTES), True
+                cursor.compressed = True
         magic, opened.fh = _peek(opened.fh, len(ZSTD_MAGIC))
         if magic.startswith(GZIP_MAGIC) and not opened.compressed:  # standard input, a gzip file not named .gz
             gz = cast(IO[bytes], gzip.GzipFile(fileobj=opened.fh, mode="rb"))
             opened.fh, opened.compressed = io.BufferedReader(_Raw(b"", gz), LINE_BUFFER_BYTES), True
+            cursor.compressed = True
             magic, opened.fh = _peek(opened.fh, len(ZSTD_MAGIC))
         if starts_zstd(magic):
             opened.fh, opened.compressed = zstd_stream(opened.fh, LINE_BUFFER_BYTES), True
+            cursor.compressed = True
         yield opened
 
 
@@ -347,11 +353,12 @@ def detect_format(p: Path) -> str:
     """`jsonl` or `pb`: by suffix, else by the first non-blank byte of the content (`{` means JSON); a file that
     starts as 4-byte framed messages is `pb` whatever its name. SourceError for content that cannot be read (a cut
     or corrupt .gz or zstd file, an I/O error)."""
+    cursor = _Cursor()
     try:
-        with _open_source(p) as src:
+        with _open_source(p, cursor) as src:
             head, _ = _peek(src.fh, HEAD_BYTES)
     except READ_ERRORS as exc:
-        raise SourceError(_read_error("standard input" if p == STDIN else str(p), _Cursor(), exc)) from exc
+        raise SourceError(_read_error("standard input" if p == STDIN else str(p), cursor, exc)) from exc
     return _kind(p, head)
 
 
@@ -474,8 +481,7 @@ def _records(p: Path, errors: list[BadRecord], fmt: str) -> Iterator[tuple[Decod
     name = "standard input" if p == STDIN else str(p)
     cursor = _Cursor()
     try:
-        with _open_source(p) as src:
-            cursor.compressed = src.compressed
+        with _open_source(p, cursor) as src:
             head, src.fh = _peek(src.fh, HEAD_BYTES)
             if fmt in ("auto", "jsonl") and _is_utf16_json(head):
                 raise FramingError(0, "UTF-16 text (it starts with a byte order mark): OTLP JSON is UTF-8; convert it "
@@ -492,8 +498,9 @@ def _records(p: Path, errors: list[BadRecord], fmt: str) -> Iterator[tuple[Decod
 
 def _read_error(name: str, cursor: _Cursor, exc: BaseException) -> str:
     content = "decompressed content" if cursor.compressed else "content"
-    if not cursor.records:
-        where = f" at byte {exc.offset} of its {content}" if isinstance(exc, FramingError) else ""
+    if not cursor.records:  # where the first record starts (a cut .gz: 0) unless the error knows better
+        offset = exc.offset if isinstance(exc, FramingError) else cursor.offset
+        where = f" at byte {offset} of its {content}" if offset >= 0 else ""
         return f"{name}: cannot read{where}: {exc}"
     where = f"past byte {cursor.offset} of its {content}" if cursor.offset >= 0 else "to its end"
     return f"{name}: cannot read {where} (after {cursor.records} {cursor.unit}, which were replayed): {exc}"

@@ -172,7 +172,8 @@ def test_cli_corrupt_gzip_is_a_read_error_and_the_next_file_is_replayed(
                                       "--no-progress", "-q", "--json", str(out)])
     assert res.exit_code == 2, res.output
     (line,) = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
-    assert line.startswith(f"error: {corrupt}: cannot read: ") and "while decompressing data" in line, line
+    assert line.startswith(f"error: {corrupt}: cannot read at byte 0 of its decompressed content: "), line
+    assert "while decompressing data" in line, line
     assert "Tool call accuracy: 5/9 (55.6%)" in res.stdout  # the next file, whole
     assert json.loads(out.read_text())["counts"]["turns"] == len(SUPPORT_INPUTS)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import zlib
 from pathlib import Path
 
 import pytest
@@ -99,3 +100,23 @@ def test_a_damaged_compressed_capture_read_with_a_format_given_is_a_read_error_n
     assert "Aborted!" not in res.output and (res.exception is None or isinstance(res.exception, SystemExit))
     errors = [ln for ln in res.stderr.splitlines() if ln.startswith("error: ")]
     assert len(errors) == 1 and errors[0].startswith(f"error: {path}: cannot read"), res.stderr
+
+
+@pytest.mark.parametrize("keep", [15, 200])  # in the gzip header's first block; inside the first line's data
+def test_a_gz_capture_cut_before_its_first_whole_line_names_the_offset(
+    batches: list[object], support_rules: Path, tmp_path: Path, keep: int
+) -> None:
+    """The README promises the error names the file and the offset. A .gz cut before its first whole line said only
+    `cannot read: Compressed file ended before the end-of-stream marker was reached`; it names the byte of its
+    decompressed content that could not be read past (0: where its first line starts), as a cut past whole lines
+    does."""
+    data = gzip.compress(write_span_files(batches, tmp_path / "in")["jsonl"].read_bytes())
+    path = tmp_path / "capture.jsonl.gz"
+    path.write_bytes(data[:keep])
+    d = zlib.decompressobj(wbits=31)
+    assert b"\n" not in d.decompress(data[:keep])  # no whole line in what is left
+    res = CliRunner().invoke(replay, [str(path), "--rules", str(support_rules), "--no-progress", "-q"])
+    assert res.exit_code == 2, (res.output, res.exception)
+    errors = [ln for ln in res.stderr.splitlines() if ln.startswith("error: ")]
+    assert errors == [f"error: {path}: cannot read at byte 0 of its decompressed content: Compressed file ended "
+                      "before the end-of-stream marker was reached"], res.stderr
