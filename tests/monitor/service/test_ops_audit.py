@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -118,7 +119,6 @@ def test_a_token_read_with_its_trailing_newline_still_lets_exporters_in(tmp_path
     """A token from a file keeps the file's last newline (a Kubernetes Secret made `--from-file`, given as
     TOOLWATCH_TOKEN): a header value never holds leading or trailing whitespace (RFC 9110 5.5), so no exporter could
     send it, and every export was refused with 401, which exporters do not retry."""
-    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
     from opentelemetry.sdk.trace.export import SpanExportResult
 
     proc, endpoint, ready = _spawn(["--grpc-port", "0"], {"TOOLWATCH_TOKEN": "s3cret\n"})
@@ -126,34 +126,34 @@ def test_a_token_read_with_its_trailing_newline_still_lets_exporters_in(tmp_path
     try:
         assert _export(endpoint, "Bearer s3cret") == SpanExportResult.SUCCESS
         assert _export(endpoint, "Bearer wrong") == SpanExportResult.FAILURE
-        exporter = GrpcExporter(
-            endpoint=grpc, insecure=True, headers={"authorization": "Bearer s3cret"}, timeout=10
-        )
-        try:
-            assert exporter.export(record_turns(_turns("grpc", 1))) == SpanExportResult.SUCCESS
-        finally:
-            exporter.shutdown()
+        assert _grpc_export(grpc, insecure=True, headers={"authorization": "Bearer s3cret"}) == SpanExportResult.SUCCESS
     finally:
         err = _end(proc)
     assert proc.returncode == 0, err
+
+
+def _grpc_export(endpoint: str, **kwargs: Any) -> Any:
+    """One batch of turns through the SDK's OTLP/gRPC exporter to `endpoint`: its SpanExportResult."""
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
+
+    exporter = GrpcExporter(endpoint=endpoint, timeout=10, **kwargs)
+    try:
+        return exporter.export(record_turns(_turns("grpc", 1)))
+    finally:
+        exporter.shutdown()
 
 
 def test_the_grpc_address_serve_prints_at_start_is_one_an_exporter_can_be_given_as_it_is() -> None:
     """The start line names the OTLP/gRPC listener in the form to set as the endpoint: `http://host:port`. Printed
     bare (`127.0.0.1:4317`), copied into OTEL_EXPORTER_OTLP_ENDPOINT it made the gRPC exporter connect with TLS,
     which the plaintext listener refuses on every export."""
-    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
     from opentelemetry.sdk.trace.export import SpanExportResult
 
     proc, _, ready = _spawn(["--grpc-port", "0"], {})
     grpc = ready.split("OTLP/gRPC on ")[1].split(" ")[0].rstrip(",")
     try:
         assert grpc.startswith("http://"), ready
-        exporter = GrpcExporter(endpoint=grpc, timeout=5)  # no insecure=: the scheme decides, as from the variable
-        try:
-            assert exporter.export(record_turns(_turns("grpc", 1))) == SpanExportResult.SUCCESS
-        finally:
-            exporter.shutdown()
+        assert _grpc_export(grpc) == SpanExportResult.SUCCESS  # no insecure=: the scheme decides, as from the variable
     finally:
         err = _end(proc)
     assert proc.returncode == 0, err
