@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Iterator
 from typing import Any
 
 from monitor.records import HandoffMark, RequestedCall, ToolCall
@@ -56,8 +57,9 @@ def reconcile(calls: list[ToolCall]) -> list[ToolCall]:
     merged: dict[int, list[str]] = {}
     if dropped:
         executed = [c for c in executed if id(c) not in dropped]
-        filled = _filled(executed, wrapped)
-        merged = _merged_ids(executed, wrapped)
+        wrapper_of = {id(c): outer for outer, c in wrapped.values()}  # id() of a call -> the wrapper merged into it
+        filled = _filled(executed, wrapper_of)
+        merged = _merged_ids(executed, wrapper_of)
     elif not requested and not handoffs:
         return calls
     left = _by_id(requested, ran, dropped)
@@ -123,24 +125,29 @@ def _same_arguments(outer: ToolCall, inner: list[ToolCall], same: set[int]) -> N
             pass
 
 
-def _filled(kept: list[ToolCall], wrapped: dict[int, tuple[ToolCall, ToolCall]]) -> dict[int, ToolCall]:
+def _wrappers_of(call: ToolCall, wrapper_of: dict[int, ToolCall]) -> Iterator[ToolCall]:
+    """The wrappers merged into `call` (rule 0), nearest first, up their chain (a cycle of parent ids ends it)."""
+    outer = wrapper_of.get(id(call))
+    for _ in range(len(wrapper_of)):
+        if outer is None:
+            return
+        yield outer
+        outer = wrapper_of.get(id(outer))
+
+
+def _filled(kept: list[ToolCall], wrapper_of: dict[int, ToolCall]) -> dict[int, ToolCall]:
     """id() of each call kept that captured no arguments (or no result) while a wrapper merged into it did -> a copy
     of it with them, the nearest such wrapper's."""
-    wrapper_of = {id(c): outer for outer, c in wrapped.values()}  # id() of a call -> the wrapper merged into it
     out: dict[int, ToolCall] = {}
     for k in kept:
-        outer = wrapper_of.get(id(k))
-        if outer is None or (k.arguments is not None and k.result is not None):
+        if k.arguments is not None and k.result is not None:
             continue
         arguments, result = k.arguments, k.result
-        for _ in range(len(wrapped)):  # up the chain of wrappers (a cycle of parent ids ends)
+        for outer in _wrappers_of(k, wrapper_of):
             if arguments is None:
                 arguments = outer.arguments
             if result is None:
                 result = outer.result
-            outer = wrapper_of.get(id(outer))
-            if outer is None:
-                break
         if arguments is not k.arguments or result is not k.result:
             c = copy.copy(k)  # released records are shared read-only: a new one
             c.arguments, c.result = arguments, result
@@ -148,20 +155,12 @@ def _filled(kept: list[ToolCall], wrapped: dict[int, tuple[ToolCall, ToolCall]])
     return out
 
 
-def _merged_ids(kept: list[ToolCall], wrapped: dict[int, tuple[ToolCall, ToolCall]]) -> dict[int, list[str]]:
+def _merged_ids(kept: list[ToolCall], wrapper_of: dict[int, ToolCall]) -> dict[int, list[str]]:
     """id() of each call kept that wrappers were merged into -> their call ids (rule 0): the one call they make
     accounts for a requested call of one of them (rule 1), and so pairs with no other by name (rule 2)."""
-    wrapper_of = {id(c): outer for outer, c in wrapped.values()}
     out: dict[int, list[str]] = {}
     for k in kept:
-        outer = wrapper_of.get(id(k))
-        ids: list[str] = []
-        for _ in range(len(wrapped)):  # up the chain of wrappers (a cycle of parent ids ends)
-            if outer is None:
-                break
-            if outer.call_id:
-                ids.append(outer.call_id)
-            outer = wrapper_of.get(id(outer))
+        ids = [outer.call_id for outer in _wrappers_of(k, wrapper_of) if outer.call_id]
         if ids:
             out[id(k)] = ids
     return out

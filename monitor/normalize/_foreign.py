@@ -110,6 +110,7 @@ import ast
 import itertools
 import json
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -140,7 +141,7 @@ from monitor.normalize._genai import (
     _json_text,
     _texts,
     _turn_text,
-    operation_of_name,
+    operation,
     structured,
 )
 from monitor.normalize._offered import add_openinference_tools, add_traceloop_tools, new_offered
@@ -202,10 +203,10 @@ def convert(span: Span, out: Out, problems: list[str], rejected: dict[str, int])
     if span.scope == m.LOGFIRE_OPENAI_AGENTS_SCOPE:
         _logfire_agents(span, out, problems, rejected)
         return
-    if m.is_openlit(span.scope) and _operation(span) in _OPENLIT_RUNS:
+    if m.is_openlit(span.scope) and operation(span) in _OPENLIT_RUNS:
         _openlit(span, out, problems, rejected)
         return
-    if span.scope in _WORKFLOW_SCOPES and AGENT_NAME not in attrs and _operation(span) == INVOKE_AGENT:
+    if span.scope in _WORKFLOW_SCOPES and AGENT_NAME not in attrs and operation(span) == INVOKE_AGENT:
         out.append(span)  # openai-agents' workflow (contrib's), a crew's run (OpenLLMetry's): a parent link, its agent
         # or task spans the turns
         return
@@ -224,7 +225,7 @@ def _pydantic_ai_run(span: Span) -> bool:
     `input.value` (pydantic-ai's retry feedback, after an output validator refused an answer). Read as pydantic-ai's
     (_relabelled): its agent `gen_ai.agent.name`, its input its run's first user message."""
     return m.PA_MESSAGES in span.attributes and (
-        _operation(span) == INVOKE_AGENT or (span.name == "agent run" and OP not in span.attributes)
+        operation(span) == INVOKE_AGENT or (span.name == "agent run" and OP not in span.attributes)
     )
 
 
@@ -485,20 +486,20 @@ def _agent_of_name(span: Span) -> str:
     DSPy's `{class}.forward` / `{class}.aforward` the program's class."""
     suffixes = (".run",) if span.scope == m.OI_SMOLAGENTS_SCOPE else (".forward", ".aforward") if (
         span.scope == m.OI_DSPY_SCOPE) else ()  # fmt: skip
-    for suffix in suffixes:
-        if span.name.endswith(suffix) and len(span.name) > len(suffix):
-            return span.name[: -len(suffix)]
-    return span.name
+    return _before_suffix(span.name, suffixes) or span.name
 
 
 def _dspy_tool_name(span: Span) -> str | None:
     """A DSPy TOOL span's tool (it records no `tool.name`): its span's name, `{tool}.__call__` / `{tool}.acall`; None
     for another producer's span or another name."""
-    if span.scope != m.OI_DSPY_SCOPE:
-        return None
-    for suffix in (".__call__", ".acall"):
-        if span.name.endswith(suffix) and len(span.name) > len(suffix):
-            return span.name[: -len(suffix)]
+    return _before_suffix(span.name, (".__call__", ".acall")) if span.scope == m.OI_DSPY_SCOPE else None
+
+
+def _before_suffix(name: str, suffixes: tuple[str, ...]) -> str | None:
+    """`name` without the first of `suffixes` it ends with, when something is left; else None."""
+    for suffix in suffixes:
+        if name.endswith(suffix) and len(name) > len(suffix):
+            return name[: -len(suffix)]
     return None
 
 
@@ -551,7 +552,7 @@ def _openlit(span: Span, out: Out, problems: list[str], rejected: dict[str, int]
         out.append(span)
         return
     attrs = span.attributes
-    op = _operation(span)
+    op = operation(span)
     extra: dict[str, Any] = {OP: INVOKE_AGENT}
     agent = attrs.get(AGENT_NAME)
     if not isinstance(agent, str):
@@ -563,18 +564,8 @@ def _openlit(span: Span, out: Out, problems: list[str], rejected: dict[str, int]
         text = _openlit_input(attrs.get(m.OPENLIT_WORKFLOW_INPUT), problems)
         if text:
             extra[INPUT_MESSAGES] = _one_message("user", text)
-    n = len(out)
-    # The GenAI path reads the copy as any turn span (its scope left out: it does not come back here); what it appends
-    # is the span itself (a parent link, when another convention's marker makes it one) or a record that keeps the
-    # span's attributes as received.
-    copy = replace(span, attributes={**attrs, **extra}, scope="")
-    _convert_py((copy,), out, problems, rejected)
-    for i in range(n, len(out)):
-        r = out[i]
-        if r is copy:
-            out[i] = span
-        elif r.attributes is copy.attributes:
-            r.attributes = attrs
+    # The GenAI path reads the copy as any turn span (its scope left out: it does not come back here).
+    _read_as_genai(span, replace(span, attributes={**attrs, **extra}, scope=""), out, problems, rejected)
 
 
 def _openlit_input(raw: Any, problems: list[str]) -> str | None:
@@ -775,7 +766,7 @@ def _langfuse(span: Span, kind: Any, out: Out, problems: list[str], rejected: di
     else:
         out.append(span)
         if kind in _LF_MODEL_REQUESTS:
-            _openai_requested(span, m.LF_OUTPUT, out, problems)
+            _openai_requested(span, m.LF_OUTPUT, _LF_MLFLOW_CONTENT, out, problems)
             request = _json_value(attrs, m.LF_INPUT, problems) if '"tools"' in str(attrs.get(m.LF_INPUT)) else None
             _openai_offered(span, request.get("tools") if isinstance(request, dict) else None, out)
 
@@ -801,7 +792,7 @@ def _mlflow(span: Span, kind: Any, out: Out, problems: list[str], rejected: dict
     else:
         out.append(span)
         if kind in _MLFLOW_MODEL_REQUESTS:
-            _openai_requested(span, m.MLFLOW_OUTPUTS, out, problems)
+            _openai_requested(span, m.MLFLOW_OUTPUTS, _LF_MLFLOW_CONTENT, out, problems)
             _openai_offered(span, _json_value(attrs, m.MLFLOW_CHAT_TOOLS, problems), out)
 
 
@@ -865,10 +856,11 @@ def _arguments_of(value: Any) -> str | None:
         return None
 
 
-def _openai_requested(span: Span, key: str, out: Out, problems: list[str]) -> None:
+def _openai_requested(span: Span, key: str, content: frozenset[str], out: Out, problems: list[str]) -> None:
     """The calls a model request asked for in OpenAI's form, in the JSON text of `key`: a chat completion
     (`choices[i].message.tool_calls`), an assistant message, or a list of messages; each `{"id", "function": {"name",
-    "arguments"}}`. A call without a name is counted under `key`."""
+    "arguments"}}`. A call without a name, or past MAX_REQUESTED_PER_SPAN, is counted under `key`. Its records keep
+    the span's attributes without `content` (_add_requested)."""
     raw = span.attributes.get(key)
     if not isinstance(raw, str) or '"tool_calls"' not in raw:
         return
@@ -877,26 +869,42 @@ def _openai_requested(span: Span, key: str, out: Out, problems: list[str]) -> No
         messages = [c.get("message") for c in value["choices"] if isinstance(c, dict)]
     else:
         messages = value if isinstance(value, list) else [value]
-    kept: dict[str, Any] | None = None
-    n = 0
-    for msg in messages:
-        calls = msg.get("tool_calls") if isinstance(msg, dict) else None
-        for tc in calls if isinstance(calls, list) else ():
-            fn = tc.get("function") if isinstance(tc, dict) else None
-            named = name_and_id({"name": fn.get("name"), "id": tc.get("id")}, key, problems) if isinstance(
-                fn, dict) else None  # fmt: skip
-            if named is None or n >= MAX_REQUESTED_PER_SPAN:
-                problems.append(key)
-                continue
-            arguments = fn.get("arguments") if isinstance(fn, dict) else None
-            if isinstance(arguments, dict):
-                arguments = json.dumps(arguments)
-            call = new_requested(span, named[0], named[1], arguments if isinstance(arguments, str) else None, n)
-            if kept is None:
-                kept = {k: v for k, v in span.attributes.items() if k not in _LF_MLFLOW_CONTENT}
-            call.attributes = kept
-            out.append(call)
-            n += 1
+
+    def calls() -> Iterator[tuple[str, str, str | None]]:
+        for msg in messages:
+            tool_calls = msg.get("tool_calls") if isinstance(msg, dict) else None
+            for tc in tool_calls if isinstance(tool_calls, list) else ():
+                fn = tc.get("function") if isinstance(tc, dict) else None
+                named = name_and_id({"name": fn.get("name"), "id": tc.get("id")}, key, problems) if isinstance(
+                    fn, dict) else None  # fmt: skip
+                if named is None:
+                    problems.append(key)
+                    continue
+                arguments = fn.get("arguments") if isinstance(fn, dict) else None
+                if isinstance(arguments, dict):
+                    arguments = json.dumps(arguments)
+                yield named[0], named[1], arguments if isinstance(arguments, str) else None
+
+    problems.extend([key] * _add_requested(span, calls(), content, out))
+
+
+def _add_requested(span: Span, calls: Iterable[tuple[str, str, str | None]], content: frozenset[str], out: Out) -> int:
+    """A RequestedCall of `span` for each (name, call id, arguments) of `calls`, at most MAX_REQUESTED_PER_SPAN, all
+    sharing one copy of the span's attributes without `content` (the request's messages, not kept per call, as
+    _requested keeps a GenAI chat span's); the number of calls past the bound (left out)."""
+    shared: dict[str, Any] | None = None
+    n = over = 0
+    for name, call_id, arguments in calls:
+        if n >= MAX_REQUESTED_PER_SPAN:
+            over += 1
+            continue
+        call = new_requested(span, name, call_id, arguments, n)
+        if shared is None:
+            shared = {k: v for k, v in span.attributes.items() if k not in content}
+        call.attributes = shared
+        out.append(call)
+        n += 1
+    return over
 
 
 def _openai_offered(span: Span, tools: Any, out: Out) -> None:
@@ -959,7 +967,7 @@ def _logfire_agents(span: Span, out: Out, problems: list[str], rejected: dict[st
                 add_handoff_to(span, agent, out)
         elif template == _LF_CHAT:
             _lf_input_mark(span, _lf_json(attrs.get("input")), out)
-            _openai_requested(span, "output", out, problems)
+            _openai_requested(span, "output", _LF_CONTENT, out, problems)
         elif template.startswith(_LF_RESPONSES):
             _lf_input_mark(span, _lf_json(attrs.get("raw_input")), out)
             response = _lf_json(attrs.get("response"))
@@ -999,21 +1007,17 @@ def _lf_input_mark(span: Span, messages: Any, out: Out) -> None:
 def _responses_requested(span: Span, items: Any, out: Out) -> None:
     """The calls a Responses API response asked for: its `function_call` output items (`name`, `call_id`,
     `arguments`)."""
-    n = 0
-    shared: dict[str, Any] | None = None  # the span's attributes without its content: one copy for all its calls
-    for item in items if isinstance(items, list) else ():
-        if not isinstance(item, dict) or item.get("type") != "function_call" or n >= MAX_REQUESTED_PER_SPAN:
-            continue
-        name, call_id, arguments = item.get("name"), item.get("call_id"), item.get("arguments")
-        if not isinstance(name, str) or not name.strip():
-            continue
-        call = new_requested(span, name, call_id if isinstance(call_id, str) else "",
-                             arguments if isinstance(arguments, str) else None, n)  # fmt: skip
-        if shared is None:
-            shared = {k: v for k, v in span.attributes.items() if k not in _LF_CONTENT}
-        call.attributes = shared
-        out.append(call)
-        n += 1
+
+    def calls() -> Iterator[tuple[str, str, str | None]]:
+        for item in items if isinstance(items, list) else ():
+            if not isinstance(item, dict) or item.get("type") != "function_call":
+                continue
+            name, call_id, arguments = item.get("name"), item.get("call_id"), item.get("arguments")
+            if isinstance(name, str) and name.strip():
+                yield (name, call_id if isinstance(call_id, str) else "",
+                       arguments if isinstance(arguments, str) else None)  # fmt: skip
+
+    _add_requested(span, calls(), _LF_CONTENT, out)
 
 
 _LF_CONTENT = frozenset({"response", "raw_input", "events", "input", "output"})  # a request's content: not copied
@@ -1024,18 +1028,12 @@ _LF_CONTENT = frozenset({"response", "raw_input", "events", "input", "output"}) 
 _DETAILS = "gen_ai.client.inference.operation.details"  # Strands with gen_ai_latest_experimental: the messages
 
 
-def _operation(span: Span) -> Any:
-    """The span's GenAI operation as the GenAI path takes it: `gen_ai.operation.name`, else the one its name says."""
-    op = span.attributes.get(OP)
-    return op if isinstance(op, str) else operation_of_name(span.name)
-
-
 def _relabelled(span: Span, out: Out, problems: list[str], rejected: dict[str, int]) -> None:
     """A GenAI tool or turn span whose arguments or messages are not where the conventions put them, or a pydantic-ai
     2 span with no operation: the values found elsewhere are given their GenAI keys on a copy of the attributes, and
     the GenAI path maps the span (its events left out, so that it does not come back here)."""
     attrs = span.attributes
-    op = _operation(span)
+    op = operation(span)
     extra: dict[str, Any] = {}
     if op is None:  # pydantic-ai 2 before the operation was set on its spans
         if span.name == "running tool" and m.PA_TOOL_NAME in attrs:
@@ -1060,18 +1058,22 @@ def _relabelled(span: Span, out: Out, problems: list[str], rejected: dict[str, i
         else:
             _turn_events(span, attrs, extra)
     new = _final({**attrs, **extra} if extra else attrs)
+    _read_as_genai(span, replace(span, attributes=new, events=None), out, problems, rejected)
+
+
+def _read_as_genai(span: Span, copy: Span, out: Out, problems: list[str], rejected: dict[str, int]) -> None:
+    """The GenAI path's reading of `copy`, a copy of `span` with its values where the conventions put them, standing
+    for `span`: a parent link is the span itself, not the copy, and each record keeps the span's attributes as
+    received (the copy may be read as a model request too, an OpenInference LLM span named `agent run`: its requested
+    calls and offered tools after it)."""
     n = len(out)
-    relabelled = replace(span, attributes=new, events=None)
-    _convert_py((relabelled,), out, problems, rejected)
-    # A record keeps the span's attributes as received, and a parent link is the span itself (not the relabelled
-    # copy): the copy may be read as a model request too (an OpenInference LLM span named `agent run`), its
-    # requested calls and offered tools after it.
+    _convert_py((copy,), out, problems, rejected)
     for i in range(n, len(out)):
         r = out[i]
-        if r is relabelled:
+        if r is copy:
             out[i] = span
-        elif r.attributes is new:
-            r.attributes = attrs
+        elif r.attributes is copy.attributes:
+            r.attributes = span.attributes
 
 
 def _final(attrs: dict[str, Any]) -> dict[str, Any]:

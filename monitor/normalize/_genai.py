@@ -519,9 +519,7 @@ def _convert_py(  # noqa: C901 - one flat pass per span: a call per record cost 
                 add_model_request(span, op, out, problems)
             if attrs.get(TOOL_DEFINITIONS) is not None:  # and which tools it offered
                 add_offered(span, op, out)
-            scope = span.scope
-            if scope == _ADK_SCOPE or scope == _OA_SCOPE or scope == _MLFLOW_SCOPE or _is_openlit(scope):
-                add_model_input(span, op, out)  # the input its model was given (add_model_input)
+            add_model_input(span, op, out)  # the input its model was given, for the scopes that say (add_model_input)
 
 
 # A span with no GenAI operation that carries one of these keys is another convention's: _foreign maps it. So is a

@@ -181,8 +181,8 @@ def add_requested_of(span: Span, out: list[ToolCall | Turn | Span], problems: li
     _foreign reads them (monitor.normalize._flat)."""
     attrs = span.attributes
     genai = attrs.get(_genai.OUTPUT_MESSAGES) is not None or attrs.get(_genai.TOOL_DEFINITIONS) is not None
+    op = _genai.operation(span)
     if genai or span.events:
-        op = _genai.operation(span)
         if op is not None:
             add_model_request(span, op, out, problems)
             if attrs.get(_genai.TOOL_DEFINITIONS) is not None:
@@ -193,11 +193,8 @@ def add_requested_of(span: Span, out: list[ToolCall | Turn | Span], problems: li
         from monitor.normalize._flat import add_flat_of  # imports this module: imported on first use
 
         add_flat_of(span, out, problems)
-    scope = span.scope
-    if scope in _INPUT_SCOPES or _markers.is_openlit(scope):
-        op = _genai.operation(span)
-        if op is not None:
-            add_model_input(span, op, out)
+    if op is not None:
+        add_model_input(span, op, out)
 
 
 # ADK's transcript of another agent's events, given to the model as a user message: a first text part opening with
@@ -219,10 +216,7 @@ def add_model_input(span: Span, op: str, out: list[ToolCall | Turn | Span]) -> N
     is given the triage agent's call and its result as user messages after the question: a first text part opening
     with `For context:` and a second opening with `[`). Nothing when no user message has text (content capture off, a
     value of another type or not JSON: not captured, not counted)."""
-    scope = span.scope
-    if op not in MODEL_REQUESTS or (
-        scope not in _INPUT_SCOPES and not _markers.is_openlit(scope)
-    ):
+    if op not in MODEL_REQUESTS or (span.scope not in _INPUT_SCOPES and not _markers.is_openlit(span.scope)):
         return
     raw = span.attributes.get(_genai.INPUT_MESSAGES)
     messages: Any
