@@ -30,7 +30,7 @@ import pytest
 
 from monitor.otlp import Span
 from monitor.records import ToolCall, Turn
-from tests.monitor.service.captures import call_rows, captured_turns, offered_names
+from tests.monitor.service.captures import call_rows, captured_turns, cpu_timed, offered_names
 from tests.monitor.service.spans import new_tracer
 from tests.monitor.service.test_requested_calls import IMPLS, _impl, convert, decoded
 
@@ -95,7 +95,6 @@ def test_an_agent_observation_of_many_positional_arguments_is_read_in_a_fraction
     """An `agent` observation whose input holds 2,000,000 positional arguments (about 10 MB of JSON, within a
     request) and a keyword one named as an input (or none: then no question, two str arguments): the positional ones,
     which have no names, are not renamed one by one and encoded and parsed again (about 3 s)."""
-    import time
 
     _impl(impl)
     provider, _, memory = new_tracer()
@@ -106,9 +105,7 @@ def test_an_agent_observation_of_many_positional_arguments_is_read_in_a_fraction
         pass
     provider.shutdown()
     spans = decoded(memory.get_finished_spans())
-    start = time.process_time()  # CPU time: the bound holds however loaded the machine is
-    records, problems = convert(spans, impl)
-    elapsed = time.process_time() - start
+    (records, problems), elapsed = cpu_timed(lambda: convert(spans, impl))
     assert [(t.agent, t.input_text) for t in records if isinstance(t, Turn)] == [
         ("weather_agent", QUESTION if question else "")
     ]

@@ -38,7 +38,7 @@ from __future__ import annotations
 import pytest
 
 from monitor.records import InputMark, OfferedTools, RequestedCall, ToolCall, Turn
-from tests.monitor.service.captures import call_rows, capture, captured_turns, offered_names
+from tests.monitor.service.captures import call_rows, capture, captured_turns, cpu_timed, offered_names
 from tests.monitor.service.test_requested_calls import IMPLS, _impl, convert
 
 QUESTION = "What is the weather in Paris?"
@@ -137,7 +137,6 @@ def test_a_responses_request_with_many_attributes_and_calls_is_read_in_linear_ti
     the wire, within a request's 16 MiB): its calls share one copy of its attributes without the request's content,
     not a copy each (about 6 s)."""
     import json
-    import time
 
     from monitor.otlp import Span
 
@@ -147,9 +146,7 @@ def test_a_responses_request_with_many_attributes_and_calls_is_read_in_linear_ti
     attrs.update({"logfire.msg_template": "Responses API", "gen_ai.operation.name": "chat", "raw_input": "[]",
                   "response": json.dumps({"output": items, "tools": []})})  # fmt: skip
     span = Span("1" * 32, "2" * 16, "3" * 16, "Responses API", attributes=attrs, scope="logfire.openai_agents")
-    start = time.process_time()  # CPU time: the bound holds however loaded the machine is
-    records, _ = convert([span], impl)
-    elapsed = time.process_time() - start
+    (records, _), elapsed = cpu_timed(lambda: convert([span], impl))
     calls = [r for r in records if isinstance(r, RequestedCall)]
     assert [c.name for c in calls] == [f"f{i}" for i in range(64)]
     assert "response" not in calls[0].attributes and calls[0].attributes["k0000000"] == "v"
