@@ -144,13 +144,17 @@ def test_ctrl_c_during_a_scenario_eval_reports_the_steps_done(tmp_path: Path) ->
     assert [c.get("name") for c in suites.iter("testcase")] == ["interrupted", "s step 1"]
 
 
-def test_ctrl_c_during_a_probe_writes_the_partial_report_and_exits_130(tmp_path: Path) -> None:
+def _probe(tmp_path: Path, *options: str) -> subprocess.Popen[str]:
+    """The example-like probe whose third run stalls, every report form asked for, started and at its third run."""
     rules = tmp_path / "support.yaml"
     rules.write_text(SUPPORT_RULES, encoding="utf-8")
-    proc = _start(["probe", "--generator", "tests.monitor.offline.agents:stalling_inputs", "--agent",
-                   "tests.monitor.offline.agents:logging_stalling_agent", "--rules", str(rules), "--iterations",
-                   "10", "--pool", "1", "--no-progress", "--fail-under", "accuracy=0.5", *_forms(tmp_path)],
-                  tmp_path / "runs.log", starts=3)
+    return _start(["probe", "--generator", "tests.monitor.offline.agents:stalling_inputs", "--agent",
+                   "tests.monitor.offline.agents:logging_stalling_agent", "--rules", str(rules), "--pool", "1",
+                   "--no-progress", *options, *_forms(tmp_path)], tmp_path / "runs.log", starts=3)  # fmt: skip
+
+
+def test_ctrl_c_during_a_probe_writes_the_partial_report_and_exits_130(tmp_path: Path) -> None:
+    proc = _probe(tmp_path, "--iterations", "10", "--fail-under", "accuracy=0.5")
     out, err, took = _interrupt(proc)
     assert proc.returncode == 130, (proc.returncode, err[-3000:])
     assert took < 10 and "Traceback" not in err, err[-3000:]
@@ -178,12 +182,7 @@ def test_a_second_ctrl_c_while_the_report_is_written_ends_at_once(tmp_path: Path
 
 
 def test_ctrl_c_during_the_compare_seeds_runs_reports_the_whole_probe_without_the_comparison(tmp_path: Path) -> None:
-    rules = tmp_path / "support.yaml"
-    rules.write_text(SUPPORT_RULES, encoding="utf-8")
-    proc = _start(["probe", "--generator", "tests.monitor.offline.agents:stalling_inputs", "--agent",
-                   "tests.monitor.offline.agents:logging_stalling_agent", "--rules", str(rules), "--iterations",
-                   "2", "--pool", "1", "--compare-seeds", "3", "--no-progress", *_forms(tmp_path)],
-                  tmp_path / "runs.log", starts=3)  # the third run is the comparison's first
+    proc = _probe(tmp_path, "--iterations", "2", "--compare-seeds", "3")  # the third run is the comparison's first
     out, err, _ = _interrupt(proc)
     assert proc.returncode == 130, (proc.returncode, err[-3000:])
     assert ("Interrupted (Ctrl-C): partial report of 2 of 2 runs, without the --compare-seeds comparison it was "

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -40,6 +42,19 @@ def wait_for(cond: Callable[[], bool], timeout: float = 20.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError("condition not met in time")
         time.sleep(0.02)
+
+
+def stop_process(proc: subprocess.Popen[str], timeout: float = 30.0) -> None:
+    """Stop a `toolwatch` process as an operator would: SIGTERM (it judges what is pending), then, past `timeout`,
+    SIGKILL; it has exited on return."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 def ready_line(stderr: IO[str], timeout: float = 30.0) -> str:

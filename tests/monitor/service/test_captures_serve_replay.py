@@ -20,7 +20,6 @@ import base64
 import importlib.util
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -47,7 +46,7 @@ from tests.monitor.oracle.oracle import CallResult, TurnResult
 from tests.monitor.oracle.published import Labels
 from tests.monitor.oracle.scrape import COUNTER_LABELS, Page, assert_counters, parse
 from tests.monitor.service.captures import DATA
-from tests.monitor.service.conftest import wait_for
+from tests.monitor.service.conftest import stop_process, wait_for
 from tests.monitor.service.http_util import post
 
 TOOLWATCH = str(Path(sys.executable).parent / "toolwatch")
@@ -213,14 +212,7 @@ def serve_process(replayed: Replayed, request: pytest.FixtureRequest, tmp_path: 
             endpoint = line.split("OTLP/HTTP on ")[1].split(",")[0].strip()
             yield Served(endpoint, line.split("metrics on ")[1].split(" ")[0].strip(), log)
         finally:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            finally:
-                if proc.poll() is None:
-                    proc.kill()
-                    proc.wait()
+            stop_process(proc)
 
 
 def _gauge(page_text: str, name: str) -> float:

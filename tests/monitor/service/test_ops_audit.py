@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import resource
-import signal
 import subprocess
 import sys
 import time
@@ -14,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.monitor.service.conftest import RULES, ready_line, wait_for
+from tests.monitor.service.conftest import RULES, ready_line, stop_process, wait_for
 from tests.monitor.service.http_util import post
 from tests.monitor.service.spans import Call, TurnSpec, record_turns, to_request
 
@@ -58,14 +57,7 @@ def _spawn(args: list[str], env: dict[str, str], **popen: object) -> tuple[subpr
 
 
 def _end(proc: subprocess.Popen[str]) -> str:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    stop_process(proc)
     assert proc.stderr is not None
     err = proc.stderr.read()
     proc.stderr.close()
