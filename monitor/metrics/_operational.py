@@ -54,6 +54,7 @@ class Operational:
         self.spans_rejected: dict[str, int] = {}
         self.spans_dropped: dict[str, int] = {}
         self.requests: dict[tuple[str, str], int] = {}
+        self.receiver_faults: dict[str, int] = {}  # by transport: requests a fault of ours answered 503 / UNAVAILABLE
         self.connections_refused: dict[str, int] = dict.fromkeys(LISTENERS, 0)
         self.rules_reloads: dict[str, int] = {"success": 0, "failure": 0}
         self.rules_last_reload_ok = True  # the rules in force are the files' (at start, or the last reload took)
@@ -80,15 +81,21 @@ class Operational:
 
     def start_transport(self, transport: str, codes: Iterable[int]) -> None:
         """The series of a transport that serves, at 0 until counted (rate() does not see a series' first value as
-        growth): its spans received, and its requests answered each of `codes` (a bounded few: those alerts and
-        dashboards read, success and back-pressure)."""
+        growth): its spans received, its faults, and its requests answered each of `codes` (a bounded few: those
+        alerts and dashboards read, success and back-pressure)."""
         self.spans_received.setdefault(transport, 0)
+        self.receiver_faults.setdefault(transport, 0)
         for code in codes:
             self.requests.setdefault((transport, str(code)), 0)
 
     def request(self, transport: str, code: int) -> None:
         k = (transport, str(code))
         self.requests[k] = self.requests.get(k, 0) + 1
+
+    def receiver_fault(self, transport: str) -> None:
+        """A request answered 503 (UNAVAILABLE over gRPC) for a fault of ours: counted in `request` too, with the
+        answer's code; here apart from the 503s of back-pressure, since it is a bug to report, not load to add."""
+        self._inc(self.receiver_faults, transport, 1)
 
     def connection_refused(self, listener: str) -> None:
         self._inc(self.connections_refused, listener, 1)

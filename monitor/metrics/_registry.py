@@ -308,6 +308,13 @@ class ToolwatchMetrics(Collector):
             fam.add_metric([transport, code], v)
         yield fam
         yield counter(
+            n.RECEIVER_FAULTS,
+            "Export requests answered 503 (UNAVAILABLE over gRPC) for a fault of toolwatch's own, a bug whose "
+            "traceback is logged (also in toolwatch_requests_total), by transport.",
+            "transport",
+            ops.receiver_faults,
+        )
+        yield counter(
             n.CONNECTIONS_REFUSED,
             "Connections answered 503 and closed because the listener had its most open connections, by listener.",
             "listener",

@@ -44,6 +44,7 @@ SPANS_DROPPED = "toolwatch_spans_dropped_total"  # {reason}
 # the gRPC status code's number. A serving transport's success and back-pressure codes (200 and 503; 0 and 14) are
 # there at 0 from the start, as its toolwatch_spans_received_total.
 REQUESTS = "toolwatch_requests_total"
+RECEIVER_FAULTS = "toolwatch_receiver_faults_total"  # {transport}: answered 503 / UNAVAILABLE for a fault of ours
 CONNECTIONS_REFUSED = "toolwatch_connections_refused_total"  # {listener}: past the connection bound
 SPAN_ATTRIBUTES_IGNORED = "toolwatch_span_attributes_ignored_total"  # {attribute}: of the wrong type
 PENDING_TURNS = "toolwatch_pending_turns"  # {kind}: turn (turn span arrived), turnless (calls, no turn span yet)

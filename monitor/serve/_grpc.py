@@ -88,6 +88,7 @@ class GrpcReceiver:
                     traceback_text(exc),
                 )
             self.ops.request(TRANSPORT_GRPC, grpc.StatusCode.UNAVAILABLE.value[0])
+            self.ops.receiver_fault(TRANSPORT_GRPC)
             await context.abort(grpc.StatusCode.UNAVAILABLE, INTERNAL_ERROR, trailing_metadata=self._internal_error)
             return b""  # not reached: abort raises
 

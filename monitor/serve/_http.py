@@ -345,6 +345,7 @@ class TracesHandler:
         transport = self.transport_of(reply)
         if transport == TRANSPORT_OTHER:
             reply = PROTOBUF
+        self.ops.receiver_fault(transport)
         if power_of_ten(self.faults):
             logger.error(
                 "toolwatch failed on a request from %s (fault %d of this process; a bug: please report it), answered "

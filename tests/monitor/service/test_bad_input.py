@@ -261,6 +261,7 @@ def test_queue_full_is_503_with_retry_after_and_nothing_is_lost(serve: ServeFact
     wait_for(lambda: server.pipeline.turns_judged == 2)
     s = scrape(server)
     assert value(s, "toolwatch_requests_total", transport="http_protobuf", code="503") == 1
+    assert value(s, "toolwatch_receiver_faults_total", transport="http_protobuf") == 0  # back-pressure, no fault
     assert value(s, "toolwatch_spans_dropped_total", reason="queue_full") == 2
     assert value(s, "toolwatch_turns_total", agent="incident-triage", judged="true") == 2
 

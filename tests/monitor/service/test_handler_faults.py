@@ -65,6 +65,9 @@ def test_a_fault_while_handling_an_export_is_answered_503_and_the_exporter_sends
     assert value(samples, "toolwatch_requests_total", transport="http_protobuf", code="503") == 1
     assert value(samples, "toolwatch_requests_total", transport="http_protobuf", code="200") == 1
     assert value(samples, "toolwatch_requests_total", transport="http_protobuf", code="500") is None
+    # told apart from the 503s of back-pressure (ToolwatchBackPressure): a fault is a bug to report
+    assert value(samples, "toolwatch_receiver_faults_total", transport="http_protobuf") == 1
+    assert value(samples, "toolwatch_receiver_faults_total", transport="http_json") == 0  # from the start
     faults = [r for r in caplog.records if "RuntimeError: injected fault 1" in r.getMessage()]
     assert len(faults) == 1 and "answered 503" in faults[0].getMessage(), [r.getMessage() for r in caplog.records]
 
@@ -92,6 +95,7 @@ def test_a_fault_every_time_is_answered_503_every_time_and_logged_at_the_1st_and
     transport = "http_json" if ctype.endswith("json") else "http_protobuf"
     samples = scrape(server)
     assert value(samples, "toolwatch_requests_total", transport=transport, code="503") == 12
+    assert value(samples, "toolwatch_receiver_faults_total", transport=transport) == 12
     assert value(samples, "toolwatch_spans_received_total", transport=transport) == 0
     logged = [r for r in caplog.records if "injected fault" in r.getMessage()]  # the traceback, as bounded text
     assert [r.getMessage().splitlines()[-1] for r in logged] == [
@@ -119,6 +123,8 @@ def test_a_fault_while_handling_a_grpc_export_is_unavailable_and_the_exporter_se
     assert value(samples, "toolwatch_spans_received_total", transport="grpc") == len(spans)
     assert value(samples, "toolwatch_requests_total", transport="grpc", code="14") == 1  # UNAVAILABLE
     assert value(samples, "toolwatch_requests_total", transport="grpc", code="0") == 1
+    assert value(samples, "toolwatch_receiver_faults_total", transport="grpc") == 1
+    assert value(samples, "toolwatch_receiver_faults_total", transport="http_protobuf") == 0
     faults = [r for r in caplog.records if "RuntimeError: injected fault 1" in r.getMessage()]
     assert len(faults) == 1 and "UNAVAILABLE" in faults[0].getMessage(), [r.getMessage() for r in caplog.records]
 
@@ -171,6 +177,7 @@ def test_a_fault_after_the_batch_was_queued_leaves_it_counted_and_judged_once(
     assert value(samples, "toolwatch_spans_received_total", transport=transport) == len(spans)
     assert value(samples, "toolwatch_requests_total", transport=transport, code=unavailable) == 1
     assert value(samples, "toolwatch_requests_total", transport=transport, code=ok) == 1
+    assert value(samples, "toolwatch_receiver_faults_total", transport=transport) == 1
     assert value(samples, "toolwatch_spans_dropped_total", reason="duplicate") in (None, 0)
 
 
