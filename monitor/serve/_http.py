@@ -288,8 +288,12 @@ class TracesHandler:
 
     async def expect(self, request: web.Request) -> web.Response | None:
         """The `Expect` handler: a request that would be refused gets its answer now, before its body is sent (no
-        `100 Continue`, which would have the client send a body only to be refused, up to --max-body-bytes of it)."""
-        refusal = self._refusal(request)
+        `100 Continue`, which would have the client send a body only to be refused, up to --max-body-bytes of it).
+        A fault of ours checking the head is answered as in `handle` (503 + Retry-After, not aiohttp's 500)."""
+        try:
+            refusal = self._refusal(request)
+        except Exception as exc:  # noqa: BLE001 - see handle
+            return self._fault(request, exc)
         if refusal is not None:
             return refusal
         if request.version != HttpVersion11:  # HTTP/1.0 has no interim responses: its client sends the body anyway

@@ -201,3 +201,48 @@ def test_a_fault_in_queueing_leaves_the_ignored_attributes_of_the_batch_counted_
     assert raised() == 1
     samples = scrape(server)
     assert value(samples, "toolwatch_span_attributes_ignored_total", attribute="gen_ai.conversation.id") == 1
+
+
+def test_a_fault_while_checking_an_expect_continue_head_is_answered_503_before_the_body(
+    serve: ServeFactory, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A fault of ours in the `Expect: 100-continue` handler (it checks the head before the body is sent) is
+    answered as one in the request's handler is: aiohttp's own answer was a 500, which exporters do not retry."""
+    import socket
+
+    from monitor.serve._http import TracesHandler
+    from tests.monitor.service.test_bad_input import PB, good_pb
+
+    precheck = TracesHandler._precheck
+    raised = 0
+
+    def faulty(self: TracesHandler, *args: object) -> object:
+        nonlocal raised
+        if not raised:
+            raised += 1
+            raise RuntimeError("injected fault in the head's check")
+        return precheck(self, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(TracesHandler, "_precheck", faulty)
+    _, server = serve(retry_after_s=2)
+    body = good_pb()
+    head = (f"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: {PB}\r\nContent-Length: {len(body)}\r\n"
+            "Expect: 100-continue\r\n\r\n").encode()
+    with caplog.at_level(logging.ERROR), socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        sock.sendall(head)
+        sock.settimeout(10)
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            more = sock.recv(65536)
+            if not more:
+                break
+            answer += more
+    assert answer.startswith(b"HTTP/1.1 503 "), answer
+    assert b"Retry-After: 2\r\n" in answer
+    assert raised == 1
+    assert post(server.endpoint, body, PB)[0] == 200  # the exporter's retry
+    samples = scrape(server)
+    assert value(samples, "toolwatch_requests_total", transport="http_protobuf", code="503") == 1
+    assert value(samples, "toolwatch_requests_total", transport="http_protobuf", code="500") is None
+    assert value(samples, "toolwatch_receiver_faults_total", transport="http_protobuf") == 1
+    assert any("injected fault in the head's check" in r.getMessage() for r in caplog.records)
