@@ -84,7 +84,9 @@ def _serve(tmp_path: Path, rules_text: str, *more: str) -> tuple[subprocess.Pope
     args = ["serve", "--rules", str(rules), "--port", "0", "--metrics-port", "0", "--no-watch", "--grace", "10m"]
     args += ["--verdict-log", str(log), "--verdict-log-all", *more]
     with err.open("w") as out:
-        proc = subprocess.Popen([TOOLWATCH, *args], stderr=out, text=True)
+        # With Python's fault handler, a SIGABRT prints every thread's stack: what a hung shutdown was doing.
+        env = {**os.environ, "PYTHONFAULTHANDLER": "1"}
+        proc = subprocess.Popen([TOOLWATCH, *args], stderr=out, text=True, env=env)
     return proc, err, log
 
 
@@ -112,16 +114,39 @@ def spawn(tmp_path: Path) -> Iterator[Spawn]:
         print(err.read_text()[-3000:])
 
 
-def _hang_up_until_exit(proc: subprocess.Popen[str], pause_s: float) -> int:
-    """SIGHUP after SIGHUP (`pause_s` apart; 0: as fast as they can be sent) until the process ends."""
+STOP_WITHIN_S = 60.0  # a shutdown takes seconds; well before pytest's timeout, which would say nothing of why
+
+
+def _hang_up_until_exit(proc: subprocess.Popen[str], pause_s: float, err: Path) -> int:
+    """SIGHUP after SIGHUP (`pause_s` apart; 0: as fast as they can be sent) until the process ends. One that has
+    not ended within STOP_WITHIN_S fails the test with its threads' stacks (SIGABRT to its fault handler)."""
     sent = 0
+    deadline = time.monotonic() + STOP_WITHIN_S
     while proc.poll() is None:
+        if time.monotonic() > deadline:
+            blocked = _thread_states(proc.pid)
+            proc.send_signal(signal.SIGABRT)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=10)
+            pytest.fail(f"not stopped {STOP_WITHIN_S:.0f} s after SIGTERM ({sent} SIGHUPs sent); its threads: "
+                        f"{blocked}\n{err.read_text()[-20000:]}")
         with contextlib.suppress(ProcessLookupError):
             os.kill(proc.pid, signal.SIGHUP)
         sent += 1
         if pause_s:
             time.sleep(pause_s)
     return sent
+
+
+def _thread_states(pid: int) -> dict[str, str]:
+    """Per thread (name/id): its state and where in the kernel it waits."""
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(OSError):
+            task = Path(f"/proc/{pid}/task/{tid}")
+            fields = dict(line.split(":\t", 1) for line in (task / "status").read_text().splitlines() if ":\t" in line)
+            out[f"{fields['Name'].strip()}/{tid}"] = f"{fields['State'].strip()} {(task / 'wchan').read_text()}"
+    return out
 
 
 def _assert_every_verdict_written(err: Path, log: Path, ids: set[str]) -> None:
@@ -141,7 +166,7 @@ def test_sighup_during_shutdown_neither_ends_it_nor_loses_the_pending_verdicts(
     ids = _send_turns(endpoint, TURNS)
     wait_for(lambda: _pending_turns(metrics) == TURNS, timeout=60)
     proc.send_signal(signal.SIGTERM)
-    sent = _hang_up_until_exit(proc, pause_s)
+    sent = _hang_up_until_exit(proc, pause_s, err)
     assert proc.returncode == 0, f"ended by SIGHUP during its shutdown (exit {proc.returncode}, {sent} sent)"
     assert "SIGHUP while stopping: ignored" in err.read_text()
     _assert_every_verdict_written(err, log, ids)
@@ -159,7 +184,7 @@ def test_sighup_during_a_shutdown_that_a_reload_outlives(
     proc.send_signal(signal.SIGHUP)
     wait_for(lambda: len(os.listdir(f"/proc/{proc.pid}/task")) > threads, timeout=10)  # the load thread started
     proc.send_signal(signal.SIGTERM)
-    sent = _hang_up_until_exit(proc, 0.0)
+    sent = _hang_up_until_exit(proc, 0.0, err)
     assert proc.returncode == 0, f"ended by SIGHUP during its shutdown (exit {proc.returncode}, {sent} sent)"
     assert "rules reload" not in err.read_text().lower()  # the reload was not put in force, nor did it fail
     _assert_every_verdict_written(err, log, ids)
