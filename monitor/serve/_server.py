@@ -11,6 +11,7 @@ import signal
 import socket
 import threading
 from collections.abc import Callable, Coroutine
+from types import FrameType
 from typing import Any, TypeVar
 
 from aiohttp import web
@@ -362,8 +363,14 @@ class Server:
         interrupt = signal.getsignal(signal.SIGINT)  # ignored (a background job, nohup): ignored again at shutdown
         # The handlers come before `on_started` (the ready line): a signal sent on seeing it is handled, not fatal.
         loop.add_signal_handler(signal.SIGHUP, self._on_sighup)
-        loop.add_signal_handler(signal.SIGTERM, self.request_stop)
-        loop.add_signal_handler(signal.SIGINT, self.request_stop)
+        # SIGTERM and SIGINT are not the loop's: asyncio learns of its signals from a byte each in its wake-up socket,
+        # which a storm of SIGHUPs fills while the loop is busy (a big reload loading), and a stop's byte was then
+        # dropped: the service went on serving. Python's own handlers are called on a flag per signal, never lost.
+        def stop_signal(signum: int, frame: FrameType | None) -> None:
+            loop.call_soon_threadsafe(self.request_stop)
+
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, stop_signal)
         # A storm of signals fills the loop's wake-up socket; by default every signal that finds it full then runs a
         # warning in the main thread wherever it is, which deadlocked the loop (both threads waiting on one lock, no
         # request answered again) after a few thousand SIGHUPs. The signals are the same without the warning.
@@ -377,13 +384,11 @@ class Server:
             # Shutdown: SIGTERM and SIGINT get their default actions back (another one ends the process at once),
             # SIGHUP does not: a reload sent now (a process manager's) would end the process while the pending turns
             # are judged and their verdicts written. Its handler drops it until stop() ends, then it is ignored.
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                loop.remove_signal_handler(sig)
-            # asyncio gives SIGINT Python's handler back, whose KeyboardInterrupt surfaced wherever the loop was (a
-            # traceback out of aiohttp's stop); its default action ends the process at once, as at start-up, unless
-            # the process was started ignoring it
-            if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-                signal.signal(signal.SIGINT, signal.SIG_IGN if interrupt is signal.SIG_IGN else signal.SIG_DFL)
+            # (SIGINT's is not Python's default handler, whose KeyboardInterrupt surfaced wherever the loop was, a
+            # traceback out of aiohttp's stop: its default action ends the process at once, as at start-up, unless
+            # the process was started ignoring it.)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            signal.signal(signal.SIGINT, signal.SIG_IGN if interrupt is signal.SIG_IGN else signal.SIG_DFL)
             try:
                 judged = await self.stop()
             finally:
