@@ -140,9 +140,10 @@ def _loader() -> threading.Thread | None:
 
 @pytest.mark.parametrize("trigger", ["watcher", "sighup"])
 def test_a_reload_in_flight_neither_holds_stop_nor_comes_in_force_after_it(tmp_path: Path, trigger: str) -> None:
-    # Loading 1,000 more tools takes seconds; the server is stopped meanwhile. The stop judges the pending turn by
-    # the rules in force and returns at once (it waited for the whole load, which ran on its loop); the load goes on
-    # in its daemon thread and its rules never come in force.
+    # Loading 3,000 more tools takes seconds; the server is stopped meanwhile. The stop judges the pending turn by
+    # the rules in force and returns while the load still runs (it waited for the whole load, which ran on its
+    # loop); the load goes on in its daemon thread and its rules never come in force. (Not a time bound on the stop:
+    # the load holds the GIL much of the time, and on a busy machine a stop of 1 s was not "at once" enough.)
     rules = tmp_path / "rules.yaml"
     rules.write_text(RULES.read_text())
     settings = Settings(
@@ -158,7 +159,7 @@ def test_a_reload_in_flight_neither_holds_stop_nor_comes_in_force_after_it(tmp_p
         exporter.shutdown()  # type: ignore[no-untyped-call]
         wait_for(lambda: server.pipeline.queued == 0 and server.pipeline.assembler.pending_turns == 1)
         old = server.rules.current
-        rules.write_text(big_rules(1000))
+        rules.write_text(big_rules(3000))
         if trigger == "sighup":
             st.call(server.request_reload)
         time.sleep(0.4)  # the watcher takes the file at its second look, 0.1 s on
@@ -166,11 +167,12 @@ def test_a_reload_in_flight_neither_holds_stop_nor_comes_in_force_after_it(tmp_p
         t0 = time.monotonic()
         judged = st.stop()
         stopped_in = time.monotonic() - t0
+        loading_after_stop = loader is not None and loader.is_alive()
         if loader is not None:
             loader.join(timeout=60)
     finally:
         st.stop()
-    assert stopped_in < 1.0 and judged == 1, (stopped_in, judged)
+    assert loading_after_stop and judged == 1, (stopped_in, judged)  # the stop did not wait for the load
     assert loader is not None and loader.daemon and not loader.is_alive()  # it was loading at stop, and ended
     assert server.rules.current is old and len(server.rules.judge.catalog) == 5
     assert server.metrics.ops.rules_reloads == {"success": 0, "failure": 0}
