@@ -185,6 +185,10 @@ def convert(span: Span, out: Out, problems: list[str], rejected: dict[str, int])
     if kind is not None and not _pydantic_ai_run(span):
         if span.scope == m.OI_AUTOGEN_SCOPE and kind in ("AGENT", "CHAIN"):
             _autogen(span, kind, out, problems)
+        elif span.scope == m.VERCEL_AI_SCOPE and m.AI_OPERATION_ID in attrs:
+            from monitor.normalize import _vercel  # imports this module: imported on first use
+
+            _vercel.openinference(span, kind, out, problems, rejected)
         else:
             _openinference(span, kind, out, problems, rejected)
         return
@@ -214,6 +218,11 @@ def convert(span: Span, out: Out, problems: list[str], rejected: dict[str, int])
         out.append(span)  # the tools it offered
         add_traceloop(span, out, problems)
         add_traceloop_tools(span, out, problems)
+        return
+    if span.scope == m.VERCEL_AI_SCOPE and m.AI_OPERATION_ID in attrs:
+        from monitor.normalize import _vercel  # imports this module: imported on first use
+
+        _vercel.convert(span, out, problems, rejected)
         return
     _relabelled(span, out, problems, rejected)
 

@@ -124,6 +124,21 @@ MLFLOW_CHAT_TOOLS = "mlflow.chat.tools"
 LOGFIRE_OPENAI_AGENTS_SCOPE = "logfire.openai_agents"
 LOGFIRE_TEMPLATE = "logfire.msg_template"
 
+# The Vercel AI SDK's own telemetry (TypeScript, `experimental_telemetry`): spans of its tracer scope `ai` with
+# `ai.operationId` (a FOREIGN_MARKERS key) and its own attributes, no GenAI operation (monitor.normalize._vercel).
+VERCEL_AI_SCOPE = "ai"
+AI_OPERATION_ID = "ai.operationId"
+AI_FUNCTION_ID = "ai.telemetry.functionId"  # the agent's name
+AI_PROMPT = "ai.prompt"  # a call's prompt, JSON `{"system", "prompt"}` or `{"system", "messages"}`
+AI_RESPONSE_TEXT = "ai.response.text"
+AI_PROMPT_MESSAGES = "ai.prompt.messages"  # a model request's messages (not read: kept from its requested calls)
+AI_PROMPT_TOOLS = "ai.prompt.tools"  # a model request's tools offered: an array of JSON texts
+AI_RESPONSE_CALLS = "ai.response.toolCalls"  # the calls a model request asked for, JSON
+AI_TOOL_NAME = "ai.toolCall.name"
+AI_TOOL_ID = "ai.toolCall.id"
+AI_TOOL_ARGS = "ai.toolCall.args"
+AI_TOOL_RESULT = "ai.toolCall.result"
+
 # OpenLLMetry (Traceloop): opentelemetry.semconv_ai.SpanAttributes.
 TL_KIND = "traceloop.span.kind"
 TL_NAME = "traceloop.entity.name"
@@ -148,7 +163,7 @@ PA_FINAL = "final_result"
 PA_MSG = "logfire.msg"  # set on pydantic-ai's `agent run` and `running tool` spans by every version
 
 # The keys that send a span with no GenAI operation to _foreign.py (a tuple: _cgenai.c reads it once, at load).
-FOREIGN_MARKERS = (OI_KIND, TL_KIND, PA_MSG, TL_REQUEST_TYPE, LF_TYPE, MLFLOW_SPAN_TYPE)
+FOREIGN_MARKERS = (OI_KIND, TL_KIND, PA_MSG, TL_REQUEST_TYPE, LF_TYPE, MLFLOW_SPAN_TYPE, AI_OPERATION_ID)
 
 # Every key _foreign.py reports as ignored (wrong-typed): label values of toolwatch_ignored_attributes_total.
 FOREIGN_ATTRIBUTE_KEYS = frozenset(
@@ -182,6 +197,16 @@ FOREIGN_ATTRIBUTE_KEYS = frozenset(
         MLFLOW_OUTPUTS,
         MLFLOW_CHAT_TOOLS,
         OPENLIT_WORKFLOW_INPUT,  # an OpenLIT run's input, not a str
+        AI_OPERATION_ID,  # the Vercel AI SDK's keys read (monitor.normalize._vercel)
+        AI_FUNCTION_ID,
+        AI_PROMPT,
+        AI_RESPONSE_TEXT,
+        AI_PROMPT_TOOLS,
+        AI_RESPONSE_CALLS,
+        AI_TOOL_NAME,
+        AI_TOOL_ID,
+        AI_TOOL_ARGS,
+        AI_TOOL_RESULT,
         PA_MESSAGES,  # the others pydantic-ai keys are read as the GenAI keys they stand for, and counted as those
     }
 )

@@ -34,6 +34,7 @@ SCOPES = [
     m.OI_AUTOGEN_SCOPE,
     m.MLFLOW_SCOPE,
     m.LOGFIRE_OPENAI_AGENTS_SCOPE,
+    m.VERCEL_AI_SCOPE,
     "openlit.instrumentation.langgraph",
     "openlit.instrumentation.langchain",
     "openlit.instrumentation.",
@@ -53,7 +54,8 @@ KEYS = ["gen_ai.agent.name", "gen_ai.input.messages", "gen_ai.operation.name", "
         m.LF_TYPE, m.MLFLOW_SPAN_TYPE, "gen_ai.workflow.input", "gen_ai.tool.call.arguments", "gen_ai.agent.tools",
         "gen_ai.tool.definitions", m.OI_TOOL_DESCRIPTION, "message.tool_calls.0.tool_call.function.name",
         m.LOGFIRE_TEMPLATE, "logfire.msg", "name", "input", "output", "raw_input", "response", "error", "to_agent",
-        m.PA_MESSAGES, m.OI_INPUT, "gen_ai.tool.name", "error.type"]  # fmt: skip
+        m.PA_MESSAGES, m.OI_INPUT, "gen_ai.tool.name", "error.type", m.AI_OPERATION_ID, m.AI_PROMPT, m.AI_TOOL_NAME,
+        m.AI_RESPONSE_CALLS, m.AI_PROMPT_TOOLS]  # fmt: skip
 VALUES: list[Any] = [None, "", "x", 3, S("s"), ("a",), "invoke_agent", "agent", "workflow", "TOOL", "AGENT",
                      "invoke_workflow", "{'a': 1}", '{"messages": ["content=\'q\' id=\'1\'", {"role": "user"}]}',
                      '["get_weather", 1]', '[{"name": "t"}]', "Tool Name: t\nx",
@@ -63,7 +65,11 @@ VALUES: list[Any] = [None, "", "x", 3, S("s"), ("a",), "invoke_agent", "agent", 
                      '[{"role": "user", "content": "q"}]', '{"message": "boom"}',
                      '{"output": [{"type": "function_call", "name": "f", "call_id": "c", "arguments": "{}"}],'
                      ' "tools": [{"type": "function", "name": "f"}]}',
-                     '[{"role":"user","parts":[{"type":"text","content":"q"}]}]', "chat", "execute_tool"]  # fmt: skip
+                     '[{"role":"user","parts":[{"type":"text","content":"q"}]}]', "chat", "execute_tool",
+                     # the Vercel AI SDK's operations and values
+                     "ai.generateText", "ai.toolCall", "ai.streamText.doStream", '{"prompt": "q"}',
+                     '{"messages": [{"role": "user", "content": [{"type": "text", "text": "q"}]}]}',
+                     '[{"toolCallId": "c", "toolName": "f", "input": {}}]']  # fmt: skip
 ALL_SPANS = [s for name in CAPTURES for s in capture(name)]
 
 
@@ -102,7 +108,7 @@ def test_openlit_scopes_of_wide_characters_are_read_alike(name: str, scope: str)
 
 NAMES = [None, "get_weather.__call__", "x.acall", ".__call__", "agent.run", "ReAct.forward", "invoke_agent a", "chat m",
          "invoke_workflow g", "Agent run: {name!r}", "Function: {name}", "Responses API with {gen_ai.request.model!r}",
-         "agent run", "execute_tool f"]
+         "agent run", "execute_tool f", "ai.generateText weather_agent"]
 
 
 def _mutated(span: Span, scope: Any, edits: list[tuple[str, Any]], name: str | None = None, root: bool = False) -> Span:
