@@ -19,8 +19,10 @@ from monitor.cli.probe_cmd import probe  # noqa: E402
 from monitor.cli.replay_cmd import replay  # noqa: E402
 from monitor.cli.rules_cmd import rules  # noqa: E402
 from monitor.cli.serve_cmd import serve  # noqa: E402
+from monitor.evaluate import Terminated  # noqa: E402
 
 INTERRUPTED = 130  # 128 + SIGINT
+TERMINATED = 143  # 128 + SIGTERM
 
 
 class Toolwatch(click.Group):
@@ -29,6 +31,9 @@ class Toolwatch(click.Group):
     def invoke(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
+        except Terminated:  # SIGTERM where eval and probe handle it, outside their runs: 143, as a shell reports it
+            click.echo("\nTerminated!", err=True)
+            raise SystemExit(TERMINATED) from None
         except (KeyboardInterrupt, click.Abort):  # Ctrl-C: 130, as shells report it (click exits 1, a failed gate's)
             click.echo("\nAborted!", err=True)
             raise SystemExit(INTERRUPTED) from None

@@ -1,39 +1,49 @@
-"""Ctrl-C during eval and probe: the first stops the runs (a KeyboardInterrupt, as Python's own handler raises) and
-gives SIGINT its default action back, so that a second one, while the runs done are judged and the partial report is
-written, ends the process at once (killed by SIGINT: a shell reports 130), as a second Ctrl-C ends `serve`.
-
-SIGTERM is left alone: it ends these commands at once, with no report, as before (its default action).
+"""Ctrl-C and SIGTERM during eval and probe: the first stops the runs (a KeyboardInterrupt, as Python's own SIGINT
+handler raises; for SIGTERM, what a CI job's timeout or `kill` sends, its subclass Terminated) and gives both signals
+their default action back, so that a second one of either, while the runs done are judged and the partial report is
+written, ends the process at once (killed by the signal: a shell reports 130 or 143), as a second one ends `serve`.
 """
 
 from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 
+from monitor.evaluate import Terminated
+
+# The handler each signal has when whoever started us left it alone: SIGINT's is Python's (KeyboardInterrupt),
+# SIGTERM's the default action. Ignored (a shell's background job, nohup, a parent ignoring SIGTERM), it stays so.
+_UNTOUCHED: dict[signal.Signals, object] = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL}
+_RAISES: dict[signal.Signals, Callable[[], KeyboardInterrupt]] = {signal.SIGINT: KeyboardInterrupt,
+                                                                  signal.SIGTERM: Terminated}
+
 
 @contextmanager
-def second_ctrl_c_ends() -> Iterator[None]:
-    """Within: the first SIGINT raises KeyboardInterrupt and makes the next one end the process. Nothing changes
-    when SIGINT is not Python's handler (ignored, as in a shell's background job or under nohup) or outside the main
-    thread. The previous handler is back after, unless a SIGINT came."""
-    if (threading.current_thread() is not threading.main_thread()
-            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+def stop_on_signal() -> Iterator[None]:
+    """Within: the first SIGINT raises KeyboardInterrupt, the first SIGTERM Terminated, and either makes the next one
+    of both end the process. A signal not left as it starts (ignored, or a handler of someone else's) is not touched,
+    nor is anything outside the main thread. The previous handlers are back after, unless a signal came."""
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
+    handled = {s: signal.getsignal(s) for s, untouched in _UNTOUCHED.items() if signal.getsignal(s) is untouched}
     came = False
 
     def first(signum: int, frame: FrameType | None) -> None:
         nonlocal came
         came = True
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        raise KeyboardInterrupt
+        for s in handled:
+            signal.signal(s, signal.SIG_DFL)
+        raise _RAISES[signal.Signals(signum)]()
 
-    signal.signal(signal.SIGINT, first)
+    for s in handled:
+        signal.signal(s, first)
     try:
         yield
     finally:
         if not came:
-            signal.signal(signal.SIGINT, signal.default_int_handler)
+            for s, previous in handled.items():
+                signal.signal(s, previous)

@@ -11,7 +11,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from monitor.cli._interrupt import second_ctrl_c_ends
+from monitor.cli._interrupt import stop_on_signal
 from monitor.cli._params import RULES_HELP, Duration, RulesCommand
 from monitor.evaluate import (
     CASE_CALL,
@@ -209,9 +209,9 @@ def _run_dataset(dataset: str, agent: Any, rules: tuple[str, ...], agent_name: s
         try:
             result = run_eval(cases, agent, judge, harness, trials=trials, concurrency=concurrency,
                               timeout_s=timeout_s, on_run=lambda _: progress.update(task, advance=1))
-        except Interrupted as exc:  # Ctrl-C: the report of the runs done
+        except Interrupted as exc:  # Ctrl-C or SIGTERM: the report of the runs done
             result = exc.partial
-            stopped = Interruption.of(len(result.trials), len(cases) * trials)
+            stopped = Interruption.of(len(result.trials), len(cases) * trials, signal=exc.signal)
     failures = []
     for n, t in enumerate(result.trials, 1):
         label = t.case.key if trials == 1 else f"{t.case.key} trial {t.trial}"
@@ -287,10 +287,10 @@ def _run_scenario(path: str, agent: Any, rules: tuple[str, ...], agent_name: str
         try:
             run = run_scenarios(sf, agent, judge, harness, mode=mode, timeout_s=timeout_s,
                                 on_step=lambda _: progress.update(task, advance=1))
-        except Interrupted as exc:  # Ctrl-C: the report of the steps done
+        except Interrupted as exc:  # Ctrl-C or SIGTERM: the report of the steps done
             run = exc.partial
-            stopped = Interruption.of(len(run.steps), total, "steps")
-        # into the report once the steps are done: a Ctrl-C cannot leave a step half in it
+            stopped = Interruption.of(len(run.steps), total, "steps", signal=exc.signal)
+        # into the report once the steps are done: a Ctrl-C or SIGTERM cannot leave a step half in it
         for n, sr in enumerate(run.steps, 1):
             label = f"{sr.scenario} step {sr.step.index}"
             _add_result(builder, label, sr.scenario, sr.verdict, sr.run, sr.passed, sr.reason, sr.step.user)
@@ -350,7 +350,7 @@ def eval_(dataset: str | None, scenario: str | None, agent_spec: str, rules: tup
     builder = ReportBuilder(worst=worst)
     no_progress = no_progress or options.quiet
     problems: list[InputProblem] = []
-    with second_ctrl_c_ends():
+    with stop_on_signal():
         if dataset is not None:
             tables, notes, extra, warnings, stopped = _run_dataset(dataset, agent, rules, agent_name, trials,
                                                                    concurrency, timeout_s, builder, no_progress,

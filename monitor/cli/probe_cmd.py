@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from monitor.cli._interrupt import second_ctrl_c_ends
+from monitor.cli._interrupt import stop_on_signal
 from monitor.cli._params import RULES_HELP, Duration, RulesCommand
 from monitor.cli.eval_cmd import (
     add_strays,
@@ -29,6 +29,7 @@ from monitor.evaluate import (
     load_callable,
     load_judge,
     route_global_tracing,
+    stop_signal,
 )
 from monitor.probe import (
     MAX_POOL,
@@ -113,7 +114,7 @@ def probe(generator_spec: str, agent_spec: str, rules: tuple[str, ...], agent_na
     name = default_agent_name(judge.agents, agent_name)
     agent_problem = warn_agent_name(judge, name)
     builder = ReportBuilder(worst=worst)
-    with second_ctrl_c_ends():
+    with stop_on_signal():
         _report(builder, generator_spec, generator, agent, judge, name, agent_problem, iterations, pool, seed,
                 strategy, compare_seeds, timeout_s, no_progress, options)
 
@@ -179,7 +180,7 @@ def _run(builder: ReportBuilder, generator: Any, agent: Any, judge: Any, name: s
          seed: int, strategy: str, compare_seeds: int, timeout_s: float | None, no_progress: bool
          ) -> tuple[ProbeResult, list[Table], list[str], list[str], GeneratorError | None, Interruption | None]:
     """The probe's result, tables, notes and warnings, the generator's error that ended it early (None: none;
-    the result then holds the runs done before it), and the Ctrl-C that did (None: none; the same)."""
+    the result then holds the runs done before it), and the Ctrl-C or SIGTERM that did (None: none; the same)."""
     tables: list[Table] = []
     notes: list[str] = []
     failed: GeneratorError | None = None
@@ -215,10 +216,10 @@ def _run(builder: ReportBuilder, generator: Any, agent: Any, judge: Any, name: s
         except GeneratorError as exc:
             assert exc.partial is not None, "run_probe sets the runs done"
             result, failed = exc.partial, exc
-        except Interrupted as exc:  # Ctrl-C: the report of the runs done
+        except Interrupted as exc:  # Ctrl-C or SIGTERM: the report of the runs done
             result = exc.partial
-            stopped = Interruption.of(len(result.steps), iterations)
-        for step in result.steps:  # into the report once the runs are done: a Ctrl-C cannot leave one half in it
+            stopped = Interruption.of(len(result.steps), iterations, signal=exc.signal)
+        for step in result.steps:  # into the report once the runs are done: a signal cannot leave one half in it
             add(step)
         if result.steps:  # no point at iteration 0 when the generator failed at once
             builder.track(len(result.steps), f"{strategy} accuracy", force=True)
@@ -230,10 +231,10 @@ def _run(builder: ReportBuilder, generator: Any, agent: Any, judge: Any, name: s
                          compare_seeds, timeout_s, tables, notes)
             except GeneratorError as exc:
                 failed = exc
-            except KeyboardInterrupt:  # the probe's runs are whole; the comparison is left out, its chart line too
-                other = next(x for x in STRATEGIES if x != strategy)
+            except KeyboardInterrupt as exc:  # the probe's runs are whole; the comparison is left out, its chart
+                other = next(x for x in STRATEGIES if x != strategy)  # line too
                 builder.series.pop(f"{other} accuracy", None)
-                stopped = Interruption.of(len(result.steps), iterations,
+                stopped = Interruption.of(len(result.steps), iterations, signal=stop_signal(exc),
                                           detail=", without the --compare-seeds comparison it was running")
         late = late_note(harness, "run")  # of the comparison's runs too: they run in the same harness
         if late:

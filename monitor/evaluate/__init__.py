@@ -15,7 +15,9 @@ from monitor.evaluate._harness import (
     Harness,
     Interrupted,
     RunResult,
+    Terminated,
     cut_turn,
+    stop_signal,
 )
 from monitor.evaluate._loader import (
     CASE_CALL,
@@ -47,6 +49,7 @@ __all__ = [
     "Interrupted",
     "LoadError",
     "RunResult",
+    "Terminated",
     "Trial",
     "cut_turn",
     "agent_name_problem",
@@ -58,4 +61,5 @@ __all__ = [
     "read_cases",
     "route_global_tracing",
     "run_eval",
+    "stop_signal",
 ]

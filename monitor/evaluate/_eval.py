@@ -134,7 +134,7 @@ def run_eval(
     on_run: Callable[[RunResult], Any] | None = None,
 ) -> EvalResult:
     """Run every case `trials` times on `concurrency` threads; trials come back in case order. Ctrl-C (a
-    KeyboardInterrupt) raises Interrupted with the result of the runs done by then."""
+    KeyboardInterrupt; SIGTERM's Terminated too) raises Interrupted with the result of the runs done by then."""
     if trials < 1 or concurrency < 1:
         raise ValueError("trials and concurrency must be >= 1")
     work = [(case, t) for case in cases for t in range(1, trials + 1)]
@@ -150,7 +150,7 @@ def run_eval(
         return harness.run(agent, case.input_text, case_id=case.key, timeout_s=timeout_s)
 
     ended = run_on_threads(run_one, len(work), concurrency)
-    interrupted = False
+    interrupted: KeyboardInterrupt | None = None
     try:
         for n, (i, run) in enumerate(ended, 1):
             runs[i] = run
@@ -158,8 +158,8 @@ def run_eval(
                 on_run(run)
             if n % COLLECT_EVERY == 0:
                 gather(final=False)
-    except KeyboardInterrupt:  # Ctrl-C: the runs done are judged, and come back in Interrupted
-        interrupted = True
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: the runs done are judged, and come back in Interrupted
+        interrupted = exc
     finally:
         ended.close()  # no further run starts; those going on are not waited for
     gather(final=True)
@@ -174,6 +174,6 @@ def run_eval(
         if on_trial is not None:
             on_trial(trial)
     result.strays = [judge.judge(t) for t in harness.stray_turns(t for ts in turns.values() for t in ts)]
-    if interrupted:
-        raise Interrupted(result)
+    if interrupted is not None:
+        raise Interrupted(result, interrupted)
     return result

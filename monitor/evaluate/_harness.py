@@ -73,14 +73,28 @@ CANCEL_GRACE_S = 1.0  # how long an async agent cancelled at its timeout is wait
 TRACEBACK_CHARS = 8192  # and at most this much of its text (the end: the exception and the innermost frames)
 
 
-class Interrupted(KeyboardInterrupt):
-    """Ctrl-C during a run of many (eval's cases, scenario steps, probe's runs): a KeyboardInterrupt still, that
-    carries `partial`, the result of the runs done before it (judged; the run going on is left out, not waited for),
-    for a report of them."""
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C raises KeyboardInterrupt (by the handler `toolwatch eval` and `probe` install), so
+    that it stops a run of many as Ctrl-C does; a KeyboardInterrupt still."""
 
-    def __init__(self, partial: Any) -> None:
+
+def stop_signal(exc: BaseException) -> str:
+    """The name of the signal a KeyboardInterrupt stands for: SIGTERM for a Terminated (or an Interrupted by one),
+    else SIGINT (Ctrl-C)."""
+    if isinstance(exc, Interrupted):
+        return exc.signal
+    return "SIGTERM" if isinstance(exc, Terminated) else "SIGINT"
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM during a run of many (eval's cases, scenario steps, probe's runs): a KeyboardInterrupt still,
+    that carries `partial`, the result of the runs done before it (judged; the run going on is left out, not waited
+    for), for a report of them, and `signal`, the name of the signal (`by`: the KeyboardInterrupt it stands for)."""
+
+    def __init__(self, partial: Any, by: BaseException | None = None) -> None:
         super().__init__()
         self.partial = partial
+        self.signal = "SIGINT" if by is None else stop_signal(by)
 
 
 class DrainingExporter(SpanExporter):

@@ -133,7 +133,7 @@ def run_probe(
 ) -> ProbeResult:
     """Run the agent `iterations` times on inputs chosen by `strategy`; `random` runs the first candidate. A
     GeneratorError carries the result of the runs done before it (`partial`), and so does the Interrupted that
-    Ctrl-C raises."""
+    Ctrl-C or SIGTERM raises."""
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}; one of {', '.join(STRATEGIES)}")
     if iterations < 1 or pool < 1:
@@ -148,8 +148,8 @@ def run_probe(
     except GeneratorError as exc:
         exc.partial = result
         raise
-    except KeyboardInterrupt:  # Ctrl-C: the steps done come back in Interrupted
-        raise Interrupted(result) from None
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: the steps done come back in Interrupted
+        raise Interrupted(result, exc) from None
     return result
 
 

@@ -1,12 +1,12 @@
 """The report as JUnit XML: one testsuite, one testcase per turn, case or scenario step.
 
-A run stopped by Ctrl-C has first a testcase `interrupted` (classname `toolwatch.<command>.run`), an <error> saying
-how many of the planned runs were done, and a property `interrupted` (`2 of 4 runs`): a partial report is never a
-green suite. Before the turns, a testcase per kind of problem with the input (classname `toolwatch.<command>.input`,
-an <error> whose message has the count and the first problem, its body the problems listed) and one per gate
-(`toolwatch.<command>.gates`, named after the gate: passed, its measured value in <system-out>, or a <failure>
-saying it; the report's `gates`, which `emit_report` puts there), so a CI test view is not all green over skipped
-input or a failed gate.
+A run stopped by Ctrl-C or SIGTERM has first a testcase `interrupted` (classname `toolwatch.<command>.run`), an
+<error> saying how many of the planned runs were done, and a property `interrupted` (`2 of 4 runs`): a partial report
+is never a green suite. Before the turns, a testcase per kind of problem with the input (classname
+`toolwatch.<command>.input`, an <error> whose message has the count and the first problem, its body the problems
+listed) and one per gate (`toolwatch.<command>.gates`, named after the gate: passed, its measured value in
+<system-out>, or a <failure> saying it; the report's `gates`, which `emit_report` puts there), so a CI test view is
+not all green over skipped input or a failed gate.
 
 The attributes follow the common JUnit schema CI systems read: totals on <testsuites> and <testsuite>,
 `timestamp` (local time, no zone, as the schema has it) and `hostname` on the suite, `message` and
@@ -30,7 +30,7 @@ FAILURE_TYPE = "toolwatch.TurnFailed"
 ERROR_TYPE = "toolwatch.RunError"
 INPUT_ERROR_TYPE = "toolwatch.InputError"  # a kind of input problem (records skipped, a file not read to its end)
 GATE_FAILURE_TYPE = "toolwatch.GateFailed"
-INTERRUPTED_TYPE = "toolwatch.Interrupted"  # a run stopped by Ctrl-C: the report is partial
+INTERRUPTED_TYPE = "toolwatch.Interrupted"  # a run stopped by Ctrl-C or SIGTERM: the report is partial
 
 
 def _clean(text: str) -> str:
@@ -84,7 +84,7 @@ def render_junit(
         ET.SubElement(props, "property", name="interrupted", value=_clean(stopped.done))
         el = ET.SubElement(suite, "testcase", name="interrupted", classname=_clean(f"{prefix}.run"), time="0.000")
         ET.SubElement(el, "error", message=_clean(stopped.message), type=INTERRUPTED_TYPE).text = _clean(
-            f"{stopped.message}. The runs going on at Ctrl-C and those not started are in no testcase.")
+            f"{stopped.message}. The runs going on at {stopped.by} and those not started are in no testcase.")
     for problem in problems:
         el = ET.SubElement(suite, "testcase", name=_clean(problem.name), classname=_clean(f"{prefix}.input"),
                            time="0.000")

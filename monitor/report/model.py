@@ -4,7 +4,8 @@ A report is plain data: the METRICS.md figures and raw counts from a Tally, the 
 per-tool precision / recall / F1 derived from it, the worst failing turns, one result per turn or case
 (for JUnit), series (accuracy as iterations grow) and free tables a command adds (trials, clusters), and the
 outcome of the gates the command was given (`emit_report` puts it there, so every form records the same gates), and
-whether Ctrl-C stopped the run (`interrupted`: the report is then of the runs done by then, its gates not evaluated).
+whether Ctrl-C or SIGTERM stopped the run (`interrupted`: the report is then of the runs done by then, its gates not
+evaluated).
 
 Its JSON has every field as a member; a baseline reads only `figures` and `k`, so members added since (`gates`,
 `skipped_comparisons`) leave older reports readable as baselines, and newer ones too.
@@ -17,6 +18,7 @@ import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from signal import Signals
 from typing import Any
 
 from monitor.report._members import MembersError, ValueTooLarge, read_members
@@ -87,24 +89,42 @@ class Table:
 
 @dataclass(slots=True, frozen=True)
 class Interruption:
-    """A run of many stopped by Ctrl-C: its report is of the `completed` of the `planned` runs (or steps: `unit`)
-    that ended before it; gates are not evaluated on it. `message` says so, as every form shows it."""
+    """A run of many stopped by Ctrl-C or SIGTERM (`signal`, its name): its report is of the `completed` of the
+    `planned` runs (or steps: `unit`) that ended before it; gates are not evaluated on it. `message` says so, as every
+    form shows it."""
 
     completed: int
     planned: int
     unit: str = "runs"
     message: str = ""
+    signal: str = "SIGINT"
 
     @classmethod
-    def of(cls, completed: int, planned: int, unit: str = "runs", detail: str = "") -> Interruption:
+    def of(cls, completed: int, planned: int, unit: str = "runs", detail: str = "",
+           signal: str = "SIGINT") -> Interruption:
         said = f"{completed} of {planned} {unit}"
-        message = f"Interrupted (Ctrl-C): partial report of {said}{detail}; gates not evaluated"
-        return cls(completed, planned, unit, message)
+        by = _BY.get(signal, signal)
+        message = f"Interrupted ({by}): partial report of {said}{detail}; gates not evaluated"
+        return cls(completed, planned, unit, message, signal)
 
     @property
     def done(self) -> str:
         """`2 of 4 runs`."""
         return f"{self.completed} of {self.planned} {self.unit}"
+
+    @property
+    def by(self) -> str:
+        """What stopped the run, as the forms say it: `Ctrl-C` (SIGINT) or the signal's name."""
+        return _BY.get(self.signal, self.signal)
+
+    @property
+    def exit_code(self) -> int:
+        """The command's exit code after the partial report: 128 + the signal's number, as a shell reports a process
+        the signal ended (130 for Ctrl-C, 143 for SIGTERM)."""
+        return 128 + Signals[self.signal].value
+
+
+_BY = {"SIGINT": "Ctrl-C"}
 
 
 @dataclass(slots=True)
@@ -127,8 +147,8 @@ class Report:
     # --baseline). An empty list: only a --baseline, none of whose figures was compared.
     gates: list[GateResult] | None = None
     skipped_comparisons: list[str] = field(default_factory=list)  # the baseline figures not compared, and why
-    # Stopped by Ctrl-C: the report is of the runs done by then, its gates not evaluated (`gates` None). None: a
-    # whole run.
+    # Stopped by Ctrl-C or SIGTERM: the report is of the runs done by then, its gates not evaluated (`gates` None).
+    # None: a whole run.
     interrupted: Interruption | None = None
     schema_version: int = SCHEMA_VERSION
 

@@ -24,7 +24,6 @@ from monitor.report.model import Baseline, BaselineError, InputProblem, Interrup
 from monitor.report.terminal import render_terminal
 
 F = TypeVar("F", bound=Callable[..., Any])
-INTERRUPTED = 130  # the exit code of a run stopped by Ctrl-C (128 + SIGINT), with its partial report written
 
 
 @dataclass(slots=True)
@@ -219,19 +218,20 @@ def _print_gates(report: Report, out: TextIO) -> int:
 
 
 def _interrupted(stopped: Interruption, unwritten: Sequence[str]) -> int:
-    """The end of a partial report's output: INTERRUPTED, the exit of an interrupted command, also when a form could
-    not be written (said on stderr)."""
+    """The end of a partial report's output: the exit code of a command the signal stopped (130 for Ctrl-C, 143 for
+    SIGTERM), also when a form could not be written (said on stderr)."""
     for reason in unwritten:
         click.echo(f"error: {visible(reason)}", err=True)
-    click.echo(f"Aborted! The report is of {stopped.done}.", err=True)
-    return INTERRUPTED
+    ended = "Aborted!" if stopped.signal == "SIGINT" else "Terminated!"
+    click.echo(f"{ended} The report is of {stopped.done}.", err=True)
+    return stopped.exit_code
 
 
 def emit_report(
     report: Report, options: ReportOptions, warnings: Sequence[str] = (), problems: Sequence[InputProblem] = ()
 ) -> int:
-    """Write every requested form, print the summary and the gate results; the exit code (0 or 1; INTERRUPTED for a
-    report of a run stopped by Ctrl-C, whose gates are not evaluated, a form not written or not), or, after all
+    """Write every requested form, print the summary and the gate results; the exit code (0 or 1; for a report of a run
+    stopped by Ctrl-C or SIGTERM, whose gates are not evaluated, 130 or 143, a form not written or not), or, after all
     that is printed, ReportWriteError (exit 2) naming each form that could not be written. The gates are
     put on the report first (`with_gates`), so each form records them. `warnings`: what the report's tables and
     notes already say but -q must not hide (runs that raised, records skipped), printed on stderr as

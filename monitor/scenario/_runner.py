@@ -276,8 +276,8 @@ def run_scenarios(
     out = ScenarioRun(mode)
     try:
         _run(sf, agent, judge, harness, out, timeout_s, on_step)
-    except KeyboardInterrupt:  # Ctrl-C: the steps done come back in Interrupted
-        raise Interrupted(out) from None
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: the steps done come back in Interrupted
+        raise Interrupted(out, exc) from None
     return out
 
 

@@ -1,6 +1,7 @@
-"""Ctrl-C during `eval` and `probe`: the report of the runs done so far, marked partial in every form, then exit 130.
+"""Ctrl-C and SIGTERM during `eval` and `probe`: the report of the runs done so far, marked partial in every form
+(naming the signal), then exit 130 (SIGINT) or 143 (SIGTERM, what a CI job's timeout or `kill` sends).
 
-Through the real command line in a process of its own, sent SIGINT once the agent has started the run that stalls
+Through the real command line in a process of its own, sent the signal once the agent has started the run that stalls
 (it logs each run's start to a file): the runs before it are done, the one going on is not waited for.
 """
 
@@ -14,6 +15,7 @@ import sys
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -24,10 +26,14 @@ _MAIN = ("import signal; signal.signal(signal.SIGINT, signal.default_int_handler
          "from monitor.cli import main; main()")
 
 
-def _start(args: list[str], log: Path, *, starts: int) -> subprocess.Popen[str]:
+# ... and SIGTERM ignored, as a process started under `nohup`-like wrappers or by a parent ignoring it inherits it.
+_MAIN_TERM_IGNORED = f"import signal; signal.signal(signal.SIGTERM, signal.SIG_IGN); {_MAIN}"
+
+
+def _start(args: list[str], log: Path, *, starts: int, main: str = _MAIN) -> subprocess.Popen[str]:
     """The command line running `args`, once `starts` runs have started (lines in `log`)."""
     log.touch()
-    proc = subprocess.Popen([sys.executable, "-c", _MAIN, *args], cwd=REPO,
+    proc = subprocess.Popen([sys.executable, "-c", main, *args], cwd=REPO,
                             env={**os.environ, "TOOLWATCH_TEST_RUN_LOG": str(log)}, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 30
@@ -40,8 +46,21 @@ def _start(args: list[str], log: Path, *, starts: int) -> subprocess.Popen[str]:
     return proc
 
 
-def _interrupt(proc: subprocess.Popen[str]) -> tuple[str, str, float]:
-    proc.send_signal(signal.SIGINT)
+class Stop(NamedTuple):
+    """A signal that stops the runs, as the report names it, and the exit code after the partial report."""
+
+    signum: signal.Signals
+    by: str
+    code: int
+
+
+CTRL_C = Stop(signal.SIGINT, "Ctrl-C", 130)
+SIGTERM = Stop(signal.SIGTERM, "SIGTERM", 143)
+STOPS = pytest.mark.parametrize("stop", [CTRL_C, SIGTERM], ids=["ctrl-c", "sigterm"])
+
+
+def _interrupt(proc: subprocess.Popen[str], stop: Stop = CTRL_C) -> tuple[str, str, float]:
+    proc.send_signal(stop.signum)
     sent = time.monotonic()
     out, err = proc.communicate(timeout=60)
     return out, err, time.monotonic() - sent
@@ -63,54 +82,107 @@ def _forms(tmp_path: Path) -> list[str]:
             str(tmp_path / "r.xml"), "--html", str(tmp_path / "r.html")]
 
 
-def _assert_partial_forms(tmp_path: Path, command: str, done: int, planned: int, unit: str) -> ET.Element:
-    """Every form says it is partial, with how many of the planned runs were done; gates are not evaluated."""
+def _assert_partial_forms(tmp_path: Path, command: str, done: int, planned: int, unit: str,
+                          stop: Stop = CTRL_C) -> ET.Element:
+    """Every form says it is partial, with how many of the planned runs were done and the signal that stopped them;
+    gates are not evaluated."""
     said = f"{done} of {planned} {unit}"
     data = json.loads((tmp_path / "r.json").read_text())
     assert data["interrupted"]["completed"] == done and data["interrupted"]["planned"] == planned, data["interrupted"]
     assert data["interrupted"]["unit"] == unit
+    assert data["interrupted"]["signal"] == stop.signum.name
+    assert data["interrupted"]["message"].startswith(f"Interrupted ({stop.by}): "), data["interrupted"]
     assert said in data["interrupted"]["message"] and "partial" in data["interrupted"]["message"]
     assert data["gates"] is None  # a gate was asked, but not evaluated on part of the runs
     assert "not evaluated" in data["interrupted"]["message"]
     md = (tmp_path / "r.md").read_text()
     first = md.split("\n## ", 1)[0]  # before the first section: next to the title and the accuracy line
-    assert "Interrupted" in first and said in first and "partial" in first, first
+    assert f"Interrupted ({stop.by})" in first and said in first and "partial" in first, first
     assert "## Gates" not in md
     html = (tmp_path / "r.html").read_text()
-    assert 'id="interrupted"' in html and said in html
+    assert 'id="interrupted"' in html and said in html and f"Interrupted ({stop.by})" in html
     suites = ET.parse(tmp_path / "r.xml").getroot()
     assert int(suites.get("errors", "0")) >= 1  # a CI test view is not green over an interrupted run
     (case,) = [c for c in suites.iter("testcase") if c.get("classname") == f"toolwatch.{command}.run"]
     error = case.find("error")
     assert case.get("name") == "interrupted" and error is not None
     assert error.get("type") == "toolwatch.Interrupted" and said in (error.get("message") or "")
+    assert f"Interrupted ({stop.by})" in (error.get("message") or "") and f"at {stop.by}" in (error.text or "")
     props = {p.get("name"): p.get("value") for p in suites.iter("property")}
     assert props["interrupted"] == said
     return suites
 
 
-def test_ctrl_c_during_an_eval_writes_the_partial_report_and_exits_130(tmp_path: Path) -> None:
-    """Ctrl-C ended an eval at once with no report: an hour of runs lost to a Ctrl-C near the end. The runs done
-    (two of four; the third stalls) are reported, in every form, as a partial run; the gate is not evaluated."""
+@STOPS
+def test_a_stop_during_an_eval_writes_the_partial_report_and_exits_128_plus_the_signal(tmp_path: Path,
+                                                                                      stop: Stop) -> None:
+    """Ctrl-C ended an eval at once with no report: an hour of runs lost to a Ctrl-C near the end; SIGTERM (a CI
+    job's timeout, `kill`) still did. The runs done (two of four; the third stalls) are reported, in every form, as a
+    partial run stopped by that signal; the gate is not evaluated; the exit is 130 for Ctrl-C, 143 for SIGTERM."""
     cases, rules = _dataset(tmp_path)
     proc = _start(["eval", "--dataset", str(cases), "--rules", str(rules), "--agent",
                    "tests.monitor.offline.agents:logging_stalling_agent", "--no-progress", "--fail-under",
                    "accuracy=0.99", *_forms(tmp_path)], tmp_path / "runs.log", starts=3)
-    out, err, took = _interrupt(proc)
-    assert proc.returncode == 130, (proc.returncode, err[-3000:])
-    assert took < 10, f"exited {took:.1f} s after Ctrl-C"
+    out, err, took = _interrupt(proc, stop)
+    assert proc.returncode == stop.code, (proc.returncode, err[-3000:])
+    assert took < 10, f"exited {took:.1f} s after {stop.by}"
     assert "Traceback" not in err, err[-3000:]
-    assert "Interrupted (Ctrl-C): partial report of 2 of 4 runs" in out, out[-3000:]
+    assert f"Interrupted ({stop.by}): partial report of 2 of 4 runs" in out, out[-3000:]
     assert "gates not evaluated" in out and "All gates passed" not in out and "FAILED" not in out
     # where the gates' outcome would be: under the summary's last line
     assert out.rstrip().splitlines()[-2:] == [
-        "Tool call accuracy: 2/2 (100.0%)", "Interrupted (Ctrl-C): partial report of 2 of 4 runs; gates not evaluated"]
-    assert "Aborted!" in err and "2 of 4 runs" in err
-    suites = _assert_partial_forms(tmp_path, "eval", 2, 4, "runs")
+        "Tool call accuracy: 2/2 (100.0%)",
+        f"Interrupted ({stop.by}): partial report of 2 of 4 runs; gates not evaluated"]
+    assert "2 of 4 runs" in err.splitlines()[-1] and ("Aborted!" if stop is CTRL_C else "Terminated!") in err
+    suites = _assert_partial_forms(tmp_path, "eval", 2, 4, "runs", stop)
     names = [c.get("name") for c in suites.iter("testcase")]
     assert names == ["interrupted", "o1", "o2"]  # the runs done, not the one going on nor the one not started
     data = json.loads((tmp_path / "r.json").read_text())
     assert data["counts"]["turns"] == 2 and [c["name"] for c in data["cases"]] == ["o1", "o2"]
+
+
+def test_sigterm_ignored_at_the_start_stays_ignored(tmp_path: Path) -> None:
+    """A process started with SIGTERM ignored keeps ignoring it during the runs (as serve's start-up does): the runs
+    go on; a Ctrl-C then stops them as ever."""
+    cases, rules = _dataset(tmp_path)
+    proc = _start(["eval", "--dataset", str(cases), "--rules", str(rules), "--agent",
+                   "tests.monitor.offline.agents:logging_stalling_agent", "--no-progress", *_forms(tmp_path)],
+                  tmp_path / "runs.log", starts=3, main=_MAIN_TERM_IGNORED)
+    proc.send_signal(signal.SIGTERM)
+    time.sleep(1.5)
+    assert proc.poll() is None, proc.communicate()
+    out, err, _ = _interrupt(proc, CTRL_C)
+    assert proc.returncode == 130, (proc.returncode, err[-3000:])
+    _assert_partial_forms(tmp_path, "eval", 2, 4, "runs", CTRL_C)
+
+
+@STOPS
+def test_a_stop_before_the_runs_ends_the_command_with_its_code_and_no_traceback(tmp_path: Path, stop: Stop) -> None:
+    """A signal while the dataset is read (a FIFO nobody writes), before any run: no report (there is no run), the
+    exit code of the signal, no traceback."""
+    _, rules = _dataset(tmp_path)
+    fifo = tmp_path / "fifo.yaml"
+    os.mkfifo(fifo)
+    proc = subprocess.Popen([sys.executable, "-c", _MAIN, "eval", "--dataset", str(fifo), "--rules", str(rules),
+                             "--agent", "tests.monitor.offline.agents:support_agent", "--no-progress"], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while True:  # until the command opens the FIFO to read it (opening it to write fails before)
+        try:
+            writer = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            break
+        except OSError:
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.05)
+    # Into its read by now: a signal just before a blocking system call is entered is handled only when the call
+    # returns (CPython runs the handler between bytecodes), and the read of a FIFO nobody writes never does.
+    time.sleep(0.5)
+    try:
+        out, err, _ = _interrupt(proc, stop)
+    finally:
+        os.close(writer)
+    assert proc.returncode == stop.code, (proc.returncode, err[-3000:])
+    assert "Traceback" not in err and ("Aborted!" if stop is CTRL_C else "Terminated!") in err, err[-3000:]
 
 
 def test_quiet_eval_interrupted_says_so_after_the_accuracy_line(tmp_path: Path) -> None:
@@ -125,7 +197,8 @@ def test_quiet_eval_interrupted_says_so_after_the_accuracy_line(tmp_path: Path) 
     assert "Interrupted (Ctrl-C): partial report of 2 of 4 runs" in err
 
 
-def test_ctrl_c_during_a_scenario_eval_reports_the_steps_done(tmp_path: Path) -> None:
+@STOPS
+def test_a_stop_during_a_scenario_eval_reports_the_steps_done(tmp_path: Path, stop: Stop) -> None:
     rules = tmp_path / "support.yaml"
     rules.write_text(SUPPORT_RULES, encoding="utf-8")
     scenario = tmp_path / "scenario.yaml"
@@ -137,10 +210,10 @@ def test_ctrl_c_during_a_scenario_eval_reports_the_steps_done(tmp_path: Path) ->
     proc = _start(["eval", "--scenario", str(scenario), "--agent",
                    "tests.monitor.offline.agents:logging_stalling_agent", "--no-progress", *_forms(tmp_path)],
                   tmp_path / "runs.log", starts=2)
-    out, err, _ = _interrupt(proc)
-    assert proc.returncode == 130, (proc.returncode, err[-3000:])
-    assert "Interrupted (Ctrl-C): partial report of 1 of 3 steps" in out, out[-3000:]
-    suites = _assert_partial_forms(tmp_path, "eval", 1, 3, "steps")
+    out, err, _ = _interrupt(proc, stop)
+    assert proc.returncode == stop.code, (proc.returncode, err[-3000:])
+    assert f"Interrupted ({stop.by}): partial report of 1 of 3 steps" in out, out[-3000:]
+    suites = _assert_partial_forms(tmp_path, "eval", 1, 3, "steps", stop)
     assert [c.get("name") for c in suites.iter("testcase")] == ["interrupted", "s step 1"]
 
 
@@ -153,41 +226,47 @@ def _probe(tmp_path: Path, *options: str) -> subprocess.Popen[str]:
                    "--no-progress", *options, *_forms(tmp_path)], tmp_path / "runs.log", starts=3)  # fmt: skip
 
 
-def test_ctrl_c_during_a_probe_writes_the_partial_report_and_exits_130(tmp_path: Path) -> None:
+@STOPS
+def test_a_stop_during_a_probe_writes_the_partial_report_and_exits_128_plus_the_signal(tmp_path: Path,
+                                                                                      stop: Stop) -> None:
     proc = _probe(tmp_path, "--iterations", "10", "--fail-under", "accuracy=0.5")
-    out, err, took = _interrupt(proc)
-    assert proc.returncode == 130, (proc.returncode, err[-3000:])
+    out, err, took = _interrupt(proc, stop)
+    assert proc.returncode == stop.code, (proc.returncode, err[-3000:])
     assert took < 10 and "Traceback" not in err, err[-3000:]
-    assert "Interrupted (Ctrl-C): partial report of 2 of 10 runs" in out, out[-3000:]
+    assert f"Interrupted ({stop.by}): partial report of 2 of 10 runs" in out, out[-3000:]
     assert "gates not evaluated" in out and "All gates passed" not in out
-    suites = _assert_partial_forms(tmp_path, "probe", 2, 10, "runs")
+    suites = _assert_partial_forms(tmp_path, "probe", 2, 10, "runs", stop)
     assert [c.get("name") for c in suites.iter("testcase")] == ["interrupted", "run 1", "run 2"]
 
 
-def test_a_second_ctrl_c_while_the_report_is_written_ends_at_once(tmp_path: Path) -> None:
-    """The JSON report goes to a FIFO nobody reads: writing it blocks. A second Ctrl-C then ends the process at once,
-    by SIGINT's default action (a shell reports 130), as a second Ctrl-C ends `serve`."""
+@pytest.mark.parametrize(("first", "second"), [(CTRL_C, CTRL_C), (SIGTERM, SIGTERM), (CTRL_C, SIGTERM),
+                                               (SIGTERM, CTRL_C)], ids=lambda s: s.signum.name)
+def test_a_second_stop_while_the_report_is_written_ends_at_once(tmp_path: Path, first: Stop, second: Stop) -> None:
+    """The JSON report goes to a FIFO nobody reads: writing it blocks. A second Ctrl-C or SIGTERM, after either, then
+    ends the process at once, by the signal's default action (a shell reports 130 or 143), as it ends `serve`."""
     cases, rules = _dataset(tmp_path)
     fifo = tmp_path / "r.json"
     os.mkfifo(fifo)
     proc = _start(["eval", "--dataset", str(cases), "--rules", str(rules), "--agent",
                    "tests.monitor.offline.agents:logging_stalling_agent", "--no-progress", "--json", str(fifo)],
                   tmp_path / "runs.log", starts=3)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(first.signum)
     time.sleep(1.5)
     assert proc.poll() is None, "did not wait to write the report"
-    out, err, took = _interrupt(proc)
-    assert proc.returncode == -signal.SIGINT, (proc.returncode, err[-3000:])
+    out, err, took = _interrupt(proc, second)
+    assert proc.returncode == -second.signum, (proc.returncode, err[-3000:])
     assert took < 5
 
 
-def test_ctrl_c_during_the_compare_seeds_runs_reports_the_whole_probe_without_the_comparison(tmp_path: Path) -> None:
+@STOPS
+def test_a_stop_during_the_compare_seeds_runs_reports_the_whole_probe_without_the_comparison(tmp_path: Path,
+                                                                                            stop: Stop) -> None:
     proc = _probe(tmp_path, "--iterations", "2", "--compare-seeds", "3")  # the third run is the comparison's first
-    out, err, _ = _interrupt(proc)
-    assert proc.returncode == 130, (proc.returncode, err[-3000:])
-    assert ("Interrupted (Ctrl-C): partial report of 2 of 2 runs, without the --compare-seeds comparison it was "
+    out, err, _ = _interrupt(proc, stop)
+    assert proc.returncode == stop.code, (proc.returncode, err[-3000:])
+    assert (f"Interrupted ({stop.by}): partial report of 2 of 2 runs, without the --compare-seeds comparison it was "
             "running; gates not evaluated") in out, out[-3000:]
-    _assert_partial_forms(tmp_path, "probe", 2, 2, "runs")
+    _assert_partial_forms(tmp_path, "probe", 2, 2, "runs", stop)
     data = json.loads((tmp_path / "r.json").read_text())
     assert list(data["series"]) == ["art accuracy"]  # not the other strategy's, cut short
     assert not any(t["title"].startswith("Runs to the first failure") for t in data["tables"])
