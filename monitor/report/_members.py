@@ -16,11 +16,11 @@ class ValueTooLarge(ValueError):
 
 
 class MembersError(ValueError):
-    """Not one JSON object: `msg` at character `offset` of the text."""
+    """Not one JSON object: `msg` at character `offset` of the text; `cut`: the text ends there, inside the object."""
 
-    def __init__(self, msg: str, offset: int) -> None:
+    def __init__(self, msg: str, offset: int, cut: bool = False) -> None:
         super().__init__(f"{msg} (at character {offset})")
-        self.msg, self.offset = msg, offset
+        self.msg, self.offset, self.cut = msg, offset, cut
 
 
 _CHUNK_BYTES = 1 << 20
@@ -92,7 +92,13 @@ def read_members(head: bytes, fh: IO[bytes], limit: int, wanted: tuple[str, ...]
     try:
         return _members(src, wanted)
     except json.JSONDecodeError as exc:
-        raise MembersError(exc.msg, src.dropped + exc.pos) from None
+        raise MembersError(exc.msg, src.dropped + exc.pos, src.eof and cut_short(exc)) from None
+
+
+def cut_short(exc: json.JSONDecodeError) -> bool:
+    """Whether the JSON text of `exc` (all of it) ends before its value does: a file cut short, not one with a bad
+    character somewhere (a string not closed by the end, or nothing but space after the error's place)."""
+    return exc.msg.startswith("Unterminated string") or not exc.doc[exc.pos :].strip()
 
 
 def _members(src: _Chunks, wanted: tuple[str, ...]) -> dict[str, Any]:

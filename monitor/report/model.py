@@ -7,8 +7,9 @@ outcome of the gates the command was given (`emit_report` puts it there, so ever
 whether Ctrl-C or SIGTERM stopped the run (`interrupted`: the report is then of the runs done by then, its gates not
 evaluated).
 
-Its JSON has every field as a member; a baseline reads only `figures` and `k`, so members added since (`gates`,
-`skipped_comparisons`) leave older reports readable as baselines, and newer ones too.
+Its JSON has every field as a member; a baseline reads only `figures`, `k` and `interrupted` (a partial report is
+refused), so members added since (`gates`, `skipped_comparisons`) leave older reports readable as baselines, and newer
+ones too.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pathlib import Path
 from signal import Signals
 from typing import Any
 
-from monitor.report._members import MembersError, ValueTooLarge, read_members
+from monitor.report._members import MembersError, ValueTooLarge, cut_short, read_members
 from monitor.report._text import natural_key
 from monitor.report.figures import FIGURE_KEYS, format_ratio
 from monitor.report.gates import GateResult
@@ -226,41 +227,67 @@ def _finite(value: float) -> bool:
 
 
 MAX_BASELINE_BYTES = 64 << 20
-"""Largest baseline file read whole, and largest value of one read past it. Only the figures and k are used, but eval
-and probe keep up to 100,000 per-case results in the report (260 MB with 400-character non-ASCII inputs, which JSON
-writes 6 bytes a character): a larger file is read in chunks, member by member and an array's items one at a time,
-keeping only the figures and k. `--baseline` of a device (/dev/zero) or of a multi-GB file read it whole: a
+"""Largest baseline file read whole, and largest value of one read past it. Only a few members are used (WANTED), but
+eval and probe keep up to 100,000 per-case results in the report (260 MB with 400-character non-ASCII inputs, which
+JSON writes 6 bytes a character): a larger file is read in chunks, member by member and an array's items one at a
+time, keeping only those members. `--baseline` of a device (/dev/zero) or of a multi-GB file read it whole: a
 MemoryError traceback or an OOM kill."""
 
+CUT_SHORT = ("the file ends before its JSON does: cut short (a write that stopped: a full disk, a killed writer?); "
+             "give a whole report `--json` wrote")
+WANTED = ("figures", "k", "interrupted")  # the members of a report a baseline reads
+
+
 def _read_report(p: Path) -> Any:
-    """The JSON of a report file, whole up to MAX_BASELINE_BYTES, else only its figures and k (read in chunks)."""
+    """The JSON of a report file, whole up to MAX_BASELINE_BYTES, else only the members WANTED (read in chunks)."""
     try:
         with p.open("rb") as fh:
             raw = fh.read(MAX_BASELINE_BYTES + 1)  # a device or pipe has no size to check first
             if len(raw) <= MAX_BASELINE_BYTES:
                 return json.loads(raw.decode("utf-8"))
-            return read_members(raw, fh, MAX_BASELINE_BYTES, ("figures", "k"))
+            return read_members(raw, fh, MAX_BASELINE_BYTES, WANTED)
     except ValueTooLarge as exc:
         raise BaselineError(f"{p}: a value over the {exc.limit} byte limit of a baseline report, or no JSON; give "
                             "the file `--json` wrote") from None
     except MembersError as exc:
-        raise BaselineError(f"{p}: baseline is not JSON: {exc.msg} (at character {exc.offset:,})") from None
+        cut = f"; {CUT_SHORT}" if exc.cut else ""
+        raise BaselineError(f"{p}: baseline is not JSON: {exc.msg} (at character {exc.offset:,}){cut}") from None
     except RecursionError:
         raise BaselineError(f"{p}: baseline is not a toolwatch report: nested too deeply") from None
     except OSError as exc:
         raise BaselineError(f"{p}: cannot read baseline: {exc.strerror or exc}") from exc
     except json.JSONDecodeError as exc:
-        raise BaselineError(f"{p}:{exc.lineno}:{exc.colno}: baseline is not JSON: {exc.msg}") from exc
+        if not exc.doc.strip():
+            raise BaselineError(f"{p}: baseline is empty; give the report `--json` wrote") from None
+        cut = f"; {CUT_SHORT}" if cut_short(exc) else ""
+        raise BaselineError(f"{p}:{exc.lineno}:{exc.colno}: baseline is not JSON: {exc.msg}{cut}") from None
     except UnicodeDecodeError as exc:
         raise BaselineError(f"{p}: baseline is not UTF-8 text: {exc.reason} at byte {exc.start}") from exc
     except ValueError as exc:  # an integer of more digits than int() converts
         raise BaselineError(f"{p}: baseline is not JSON: {exc}") from exc
 
 
+def _partial(p: Path, stopped: Any) -> BaselineError:
+    """The error for a baseline report of a run a signal stopped (its `interrupted` member, as written or not)."""
+    said = ""
+    if isinstance(stopped, dict):
+        done, planned, unit = stopped.get("completed"), stopped.get("planned"), stopped.get("unit")
+        signal = stopped.get("signal", "SIGINT")  # reports before SIGTERM was handled were of Ctrl-C
+        if all(isinstance(n, int) and not isinstance(n, bool) for n in (done, planned)) and unit in ("runs", "steps"):
+            said = f"{done} of {planned} {unit}"
+        if signal in ("SIGINT", "SIGTERM"):
+            said += f"{', ' if said else ''}stopped by {'Ctrl-C' if signal == 'SIGINT' else signal}"
+    return BaselineError(f"{p}: a partial report{f' ({said})' if said else ''}: its figures are of the runs done "
+                         "before the stop; give --baseline the report of a run that ended (run it again to its end)")
+
+
 def load_baseline(path: str | Path) -> Baseline:
-    """The figures (and the k of pass^k) of a report written earlier with `--json`."""
+    """The figures (and the k of pass^k) of a report written earlier with `--json`; a partial report (of a run a
+    signal stopped) is refused: its figures are of part of the runs."""
     p = Path(path)
     data = _read_report(p)
+    if isinstance(data, dict) and data.get("interrupted") is not None:
+        raise _partial(p, data["interrupted"])
     figures = data.get("figures") if isinstance(data, dict) else None
     if not isinstance(figures, dict):
         raise BaselineError(f"{p}: not a toolwatch report (no 'figures' object); write one with --json")

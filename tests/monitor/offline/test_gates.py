@@ -557,3 +557,76 @@ def test_a_gate_failing_by_a_hair_still_shows_the_difference() -> None:
     (fail,) = _failed({"tool_call_accuracy": 0.95 - 2e-12}, fail_under=[Threshold("tool_call_accuracy", 0.95)])
     measured, threshold = fail.message.split(") ")[1].split(" < ")
     assert measured != threshold, fail.message
+
+
+def _partial_report(span_file: Path, support_rules: Path, tmp_path: Path, signal: str) -> Path:
+    """The `--json` of a replay's report, marked as eval and probe mark a run a signal stopped (a partial report)."""
+    from monitor.report import Interruption
+
+    whole = tmp_path / "whole.json"
+    assert _run(span_file, support_rules, "--json", str(whole))[0] == 0
+    data = json.loads(whole.read_text())
+    stopped = Interruption.of(2, 4, signal=signal)
+    data["interrupted"] = {"completed": stopped.completed, "planned": stopped.planned, "unit": stopped.unit,
+                           "message": stopped.message, "signal": stopped.signal}
+    partial = tmp_path / "partial.json"
+    partial.write_text(json.dumps(data, indent=2))
+    return partial
+
+
+@pytest.mark.parametrize("signal", ["SIGINT", "SIGTERM"])
+def test_cli_a_partial_report_as_baseline_is_refused(span_file: Path, support_rules: Path, tmp_path: Path,
+                                                     signal: str) -> None:
+    """A report of an eval or probe stopped by Ctrl-C or SIGTERM has the figures of the runs done before it: compared
+    as a baseline, a whole run was gated against part of one (and passed or failed on the runs it left out). It is
+    refused (exit 2), saying why and what to give instead."""
+    partial = _partial_report(span_file, support_rules, tmp_path, signal)
+    code, out = _run(span_file, support_rules, "--baseline", str(partial))
+    by = "Ctrl-C" if signal == "SIGINT" else "SIGTERM"
+    assert code == 2, out
+    assert (f"{partial}: a partial report (2 of 4 runs, stopped by {by}): its figures are of the runs done before "
+            "the stop; give --baseline the report of a run that ended") in " ".join(out.split()), out
+    assert "Traceback" not in out
+
+
+def test_a_partial_report_over_the_whole_read_bound_is_refused(span_file: Path, support_rules: Path,
+                                                               tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A baseline read in chunks (past MAX_BASELINE_BYTES) keeps its `interrupted` member too."""
+    from monitor.report import model
+
+    partial = _partial_report(span_file, support_rules, tmp_path, "SIGINT")
+    monkeypatch.setattr(model, "MAX_BASELINE_BYTES", 1024)
+    assert partial.stat().st_size > 4 * 1024
+    with pytest.raises(model.BaselineError, match="a partial report"):
+        model.load_baseline(partial)
+
+
+@pytest.mark.parametrize("keep", [0.3, 0.5, 0.9, -1])
+@pytest.mark.parametrize("bound", [None, 1024], ids=["read whole", "read in chunks"])
+def test_cli_a_report_cut_short_as_baseline_says_so(span_file: Path, support_rules: Path, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch, keep: float,
+                                                    bound: int | None) -> None:
+    """A report cut short (a write that stopped: the disk full, the writer killed) was refused as `not JSON:
+    Expecting ',' delimiter` or `Unterminated string` at some line: true, but not what happened. The error says the
+    file ends before its JSON does, on one line, with no traceback (exit 2)."""
+    from monitor.report import model
+
+    whole = tmp_path / "whole.json"
+    assert _run(span_file, support_rules, "--json", str(whole))[0] == 0
+    text = whole.read_text()
+    cut = tmp_path / "cut.json"
+    cut.write_text(text[: int(len(text) * keep)] if keep > 0 else text.rstrip()[:-1])
+    if bound is not None:
+        monkeypatch.setattr(model, "MAX_BASELINE_BYTES", bound)
+    code, out = _run(span_file, support_rules, "--baseline", str(cut))
+    assert code == 2, out
+    (line,) = [x for x in out.splitlines() if x.startswith("Error: ")]
+    assert f"{cut}" in line and "ends before its JSON does: cut short" in line, out
+    assert "Traceback" not in out
+
+
+def test_cli_an_empty_baseline_says_so(span_file: Path, support_rules: Path, tmp_path: Path) -> None:
+    empty = tmp_path / "empty.json"
+    empty.write_text("")
+    code, out = _run(span_file, support_rules, "--baseline", str(empty))
+    assert code == 2 and f"{empty}: baseline is empty" in out, out
