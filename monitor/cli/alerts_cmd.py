@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from monitor._atomic import write_atomically
 from monitor.cli._params import InputError
 
 
@@ -53,10 +54,8 @@ def render_cmd(rules: tuple[Path, ...], output: Path | None, check: Path | None)
         click.echo(f"{check} is up to date")
         return
     if output is not None:
-        try:  # as the reports of replay, eval and probe: the folder is made
-            if not output.parent.exists():
-                output.parent.mkdir(parents=True)
-            output.write_text(text, encoding="utf-8")
+        try:  # as the reports of replay, eval and probe: whole or not at all, the folder made
+            write_atomically(output, text)
         except OSError as exc:  # an option error (exit 2), as for the reports; 1 is an out-of-date --check file
             raise InputError(f"cannot write {output}: {exc.strerror or exc}") from None
         click.echo(f"wrote {output}", err=True)

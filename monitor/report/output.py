@@ -15,6 +15,7 @@ from typing import Any, TextIO, TypeVar
 
 import click
 
+from monitor._atomic import write_atomically
 from monitor.report._text import printable, visible
 from monitor.report.gates import Threshold, failures_of, gate_results, parse_gate, skipped_comparisons
 from monitor.report.html import render_html
@@ -173,14 +174,12 @@ class ReportWriteError(click.ClickException):
 
 
 def _write(path: str, text: str) -> None:
+    """One form at `path` ('-': stdout), whole or not at all (`write_atomically`)."""
     text = printable(text)  # a lone surrogate (valid in JSON input) is written as \\udXXX, not a crash
     if path == "-":
         sys.stdout.write(text)
         return
-    target = Path(path)
-    if target.parent and not target.parent.exists():
-        target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(text, encoding="utf-8")
+    write_atomically(path, text)
 
 
 def with_gates(report: Report, options: ReportOptions) -> Report:

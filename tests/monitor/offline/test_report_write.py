@@ -1,0 +1,162 @@
+"""Report files are written whole or not at all: to a temporary file beside the path, then renamed over it, so a
+reader (a CI step, a dashboard polling it) or a kill never sees half a report, and a failed write leaves the file as
+it was and no temporary file behind. Paths that are no regular file (a FIFO, /dev/stdout) are written directly."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import IO
+
+import pytest
+
+from monitor._atomic import write_atomically
+from tests.monitor.offline.agents import SUPPORT_INPUTS, support_agent
+from tests.monitor.offline.conftest import REPO, capture_spans, write_span_files
+
+_MAIN = "from monitor.cli import main; main()"
+
+
+@pytest.fixture(scope="module")
+def span_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_span_files(capture_spans(support_agent, SUPPORT_INPUTS), tmp_path_factory.mktemp("w"))["jsonl"]
+
+
+def _toolwatch(*args: str, main: str = _MAIN, stdout: IO[str] | int = subprocess.PIPE
+               ) -> subprocess.CompletedProcess[str]:
+    """The real command line in a process of its own."""
+    return subprocess.run([sys.executable, "-c", main, *args], cwd=REPO, text=True, timeout=120, stdout=stdout,
+                          stderr=subprocess.PIPE, check=False)
+
+
+def _replay(span_file: Path, rules: Path, *extra: str, main: str = _MAIN, stdout: IO[str] | int = subprocess.PIPE
+            ) -> subprocess.CompletedProcess[str]:
+    return _toolwatch("replay", str(span_file), "--rules", str(rules), "--no-progress", "-q", *extra, main=main,
+                      stdout=stdout)
+
+
+def test_a_reader_never_sees_half_a_report(tmp_path: Path) -> None:
+    """A reader polling the report while it is written again and again reads one whole version or another, never a
+    part (the file was truncated, then written: a reader saw it empty or cut)."""
+    path = tmp_path / "r.json"
+    versions = [json.dumps({"version": n, "cases": ["x" * 200] * 20_000}) for n in range(6)]
+    write_atomically(path, versions[0])
+    done = threading.Event()
+    seen: list[str] = []
+
+    def read() -> None:
+        while not done.is_set():
+            seen.append(path.read_text(encoding="utf-8"))
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        for text in versions[1:]:
+            write_atomically(path, text)
+    finally:
+        done.set()
+        reader.join()
+    assert seen and all(text in versions for text in seen), sorted({len(t) for t in seen})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]
+
+
+def test_a_report_replaces_the_file_and_keeps_its_mode_and_a_link_to_it(span_file: Path, support_rules: Path,
+                                                                        tmp_path: Path) -> None:
+    """Replaced, not rewritten: a reader holding the old file reads it whole. The old file's permissions stay; a
+    symbolic link to the report stays a link, to the new report."""
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    old = reports / "r.json"
+    old.write_text("old", encoding="utf-8")
+    old.chmod(0o640)
+    held = old.open(encoding="utf-8")
+    elsewhere = tmp_path / "out"
+    elsewhere.mkdir()
+    target = elsewhere / "linked.json"
+    target.write_text("old", encoding="utf-8")
+    link = reports / "link.json"
+    link.symlink_to(target)
+    try:
+        res = _replay(span_file, support_rules, "--json", str(old), "--markdown", str(link))
+        assert res.returncode == 0, res.stderr
+        assert held.read() == "old"  # the file it had open is whole, not truncated under it
+    finally:
+        held.close()
+    assert json.loads(old.read_text(encoding="utf-8"))["command"] == "replay"
+    assert stat.S_IMODE(old.stat().st_mode) == 0o640
+    assert link.is_symlink() and target.read_text(encoding="utf-8").startswith("# toolwatch replay")
+    assert sorted(p.name for p in reports.iterdir()) == ["link.json", "r.json"]
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["linked.json"]
+
+
+def test_a_failed_write_keeps_the_old_report_and_leaves_no_temporary_file(span_file: Path, support_rules: Path,
+                                                                         tmp_path: Path) -> None:
+    """The write fails past a file size limit (EFBIG, as a full disk fails it with ENOSPC): the report there before
+    stays whole, no temporary file is left, and the command says it could not write the report (exit 2)."""
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    old = reports / "r.json"
+    old.write_text('{"old": true}', encoding="utf-8")
+    limited = f"import resource; resource.setrlimit(resource.RLIMIT_FSIZE, (2048, 2048)); {_MAIN}"
+    res = _replay(span_file, support_rules, "--json", str(old), main=limited)
+    assert res.returncode == 2, (res.returncode, res.stderr)
+    assert f"cannot write {old}: File too large" in res.stderr, res.stderr
+    assert "Traceback" not in res.stderr
+    assert old.read_text(encoding="utf-8") == '{"old": true}'
+    assert sorted(p.name for p in reports.iterdir()) == ["r.json"]
+
+
+def test_a_fifo_is_written_directly_and_stays_one(span_file: Path, support_rules: Path, tmp_path: Path) -> None:
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    fifo = reports / "r.json"
+    os.mkfifo(fifo)
+    got: list[str] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_text(encoding="utf-8")))
+    reader.start()
+    try:
+        res = _replay(span_file, support_rules, "--json", str(fifo))
+    finally:
+        if reader.is_alive() and not got:  # the command did not open it (or is done with it): the reader's open returns
+            with fifo.open("w", encoding="utf-8"):
+                pass
+        reader.join(timeout=30)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(got[0])["command"] == "replay"
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+    assert sorted(p.name for p in reports.iterdir()) == ["r.json"]
+
+
+def test_dev_stdout_redirected_to_a_file_is_written_in_place(span_file: Path, support_rules: Path,
+                                                             tmp_path: Path) -> None:
+    """`--json /dev/stdout > out.txt`: the file stdout has open gets the report and then the summary line. Replaced
+    by a new file of the same name, the report would be there alone, the summary lost in the file replaced."""
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    out = reports / "out.txt"
+    with out.open("w", encoding="utf-8") as fh:
+        res = _replay(span_file, support_rules, "--json", "/dev/stdout", stdout=fh)
+    assert res.returncode == 0, res.stderr
+    text = out.read_text(encoding="utf-8")
+    report, _, rest = text.rpartition("}\n")
+    assert json.loads(report + "}")["command"] == "replay"
+    assert rest.startswith("Tool call accuracy: "), rest
+    assert sorted(p.name for p in reports.iterdir()) == ["out.txt"]
+
+
+def test_alerts_render_output_is_written_whole_too(tmp_path: Path) -> None:
+    """`alerts render -o` writes the rules file Prometheus reloads: through the same helper, replaced whole."""
+    rules = REPO / "rules" / "incident-triage.yaml"
+    out = tmp_path / "rules.yml"
+    out.write_text("old", encoding="utf-8")
+    before = out.stat().st_ino
+    res = _toolwatch("alerts", "render", str(rules), "-o", str(out))
+    assert res.returncode == 0, res.stderr
+    assert out.read_text(encoding="utf-8").startswith("# Generated by `toolwatch alerts render")
+    assert out.stat().st_ino != before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rules.yml"]
