@@ -48,6 +48,7 @@ from monitor.rules import RuleFileError
 from monitor.scenario import (
     MODES,
     ScenarioError,
+    ScenarioFile,
     ScenarioRun,
     agent_name_conflict,
     forbidden_step_arguments,
@@ -220,7 +221,9 @@ def _run_dataset(dataset: str, agent: Any, rules: tuple[str, ...], agent_name: s
         if t.run.traceback:
             failures.append((label, t.run.error or "", t.run.traceback))
     extra = {"pass_rate": result.pass_rate}
-    notes = [f"{len(cases)} case(s) x {trials} trial(s); pass rate {format_ratio(extra['pass_rate'])}"]
+    planned, rate = f"{len(cases)} case(s) x {trials} trial(s)", format_ratio(extra["pass_rate"])
+    notes = [f"{planned}; pass rate {rate}" if stopped is None else  # the runs done, not those planned
+             f"{stopped.done} done before {stopped.by} ({planned} planned); pass rate {rate}"]
     agent_name_input(problem, notes, problems)
     notes += input_notes
     notes += [n for n in (add_strays(builder, result.strays, name, "run"), late_note(harness, "run"),
@@ -262,6 +265,18 @@ def _scenario_tables(run: ScenarioRun) -> list[Table]:
     return [Table(f"Scenario steps ({run.mode} mode)", ["scenario", "step", "user", "result", "reason"], rows)]
 
 
+def _stopped_note(sf: ScenarioFile, run: ScenarioRun, stopped: Interruption) -> str:
+    """The first note of scenarios a signal stopped: the steps done, and how many of the scenarios run to their end
+    passed every step (one cut short passed none: its steps not run could fail)."""
+    done = Counter(s.scenario for s in run.steps)
+    failed = {s.scenario for s in run.steps if not s.passed}
+    whole = [sc.name for sc in sf.scenarios if done[sc.name] == len(sc.steps)]
+    cut = sum(0 < done[sc.name] < len(sc.steps) for sc in sf.scenarios)
+    ok = sum(name not in failed for name in whole)
+    return (f"{stopped.done} done before {stopped.by}: {ok}/{len(whole)} scenario(s) run to their end passed every "
+            f"step ({run.mode} mode); {cut} cut short, {len(sf.scenarios) - len(whole) - cut} not started")
+
+
 def _run_scenario(path: str, agent: Any, rules: tuple[str, ...], agent_name: str | None, mode: str,
                   timeout_s: float | None, builder: ReportBuilder, no_progress: bool, problems: list[InputProblem]
                   ) -> tuple[list[Table], list[str], dict[str, float | None], list[str], Interruption | None]:
@@ -298,7 +313,8 @@ def _run_scenario(path: str, agent: Any, rules: tuple[str, ...], agent_name: str
             if sr.run.traceback:
                 failures.append((label, sr.run.error or "", sr.run.traceback))
     ok, count = run.scenarios_passed()
-    notes = [f"{ok}/{count} scenario(s) passed every step ({mode} mode)"]
+    notes = [f"{ok}/{count} scenario(s) passed every step ({mode} mode)" if stopped is None else
+             _stopped_note(sf, run, stopped)]
     agent_name_input(problem, notes, problems)
     notes += input_notes
     notes += [n for n in (add_strays(builder, run.strays, name, "step"), late_note(harness, "step"),

@@ -139,6 +139,8 @@ def test_a_stop_during_an_eval_writes_the_partial_report_and_exits_128_plus_the_
     assert names == ["interrupted", "o1", "o2"]  # the runs done, not the one going on nor the one not started
     data = json.loads((tmp_path / "r.json").read_text())
     assert data["counts"]["turns"] == 2 and [c["name"] for c in data["cases"]] == ["o1", "o2"]
+    # the runs done, not those planned (it said `4 case(s) x 1 trial(s); pass rate 100.0%`)
+    assert data["notes"][0] == f"2 of 4 runs done before {stop.by} (4 case(s) x 1 trial(s) planned); pass rate 100.0%"
 
 
 def test_sigterm_ignored_at_the_start_stays_ignored(tmp_path: Path) -> None:
@@ -199,22 +201,32 @@ def test_quiet_eval_interrupted_says_so_after_the_accuracy_line(tmp_path: Path) 
 
 @STOPS
 def test_a_stop_during_a_scenario_eval_reports_the_steps_done(tmp_path: Path, stop: Stop) -> None:
+    """The steps done are reported; the note counts as passed only the scenarios run to their end (it counted `s`,
+    one step of three done, as a scenario that passed every step)."""
     rules = tmp_path / "support.yaml"
     rules.write_text(SUPPORT_RULES, encoding="utf-8")
     scenario = tmp_path / "scenario.yaml"
     scenario.write_text(
-        "agent: support\nrules: [support.yaml]\nscenarios:\n  - name: s\n    steps:\n"
+        "agent: support\nrules: [support.yaml]\nscenarios:\n"
+        "  - name: a\n    steps:\n"
+        "      - {user: where is order 10, expect: {calls: [{tool: get_order_status}]}}\n"
+        "  - name: s\n    steps:\n"
         "      - {user: where is order 1, expect: {calls: [{tool: get_order_status}]}}\n"
         "      - {user: where is order 2 (stall), expect: {calls: [{tool: get_order_status}]}}\n"
-        "      - {user: where is order 3, expect: {calls: [{tool: get_order_status}]}}\n", encoding="utf-8")
+        "      - {user: where is order 3, expect: {calls: [{tool: get_order_status}]}}\n"
+        "  - name: t\n    steps:\n"
+        "      - {user: where is order 11, expect: {calls: [{tool: get_order_status}]}}\n", encoding="utf-8")
     proc = _start(["eval", "--scenario", str(scenario), "--agent",
                    "tests.monitor.offline.agents:logging_stalling_agent", "--no-progress", *_forms(tmp_path)],
-                  tmp_path / "runs.log", starts=2)
+                  tmp_path / "runs.log", starts=3)
     out, err, _ = _interrupt(proc, stop)
     assert proc.returncode == stop.code, (proc.returncode, err[-3000:])
-    assert f"Interrupted ({stop.by}): partial report of 1 of 3 steps" in out, out[-3000:]
-    suites = _assert_partial_forms(tmp_path, "eval", 1, 3, "steps", stop)
-    assert [c.get("name") for c in suites.iter("testcase")] == ["interrupted", "s step 1"]
+    assert f"Interrupted ({stop.by}): partial report of 2 of 5 steps" in out, out[-3000:]
+    suites = _assert_partial_forms(tmp_path, "eval", 2, 5, "steps", stop)
+    assert [c.get("name") for c in suites.iter("testcase")] == ["interrupted", "a step 1", "s step 1"]
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert data["notes"][0] == (f"2 of 5 steps done before {stop.by}: 1/1 scenario(s) run to their end passed every "
+                                "step (free mode); 1 cut short, 1 not started"), data["notes"]
 
 
 def _probe(tmp_path: Path, *options: str) -> subprocess.Popen[str]:
