@@ -131,6 +131,9 @@ def replay(sources: tuple[str, ...], rules: tuple[str, ...], fmt: str, grace: fl
         notes.append(f"spans rejected by the decoder: {_reasons(stats.rejected_spans)}")
     if stats.unusable_spans:
         notes.append(f"spans rejected by the normalizer: {_reasons(stats.unusable_spans)}")
+    if stats.read_errors:  # every form says it (JUnit has it as an input error too), beside gates that may pass
+        notes.append(f"{len(stats.read_errors)} file(s) not read to their end (exit 2): the figures and gates are of "
+                     f"what was read before; first: {stats.read_errors[0]}")
     evicted, for_bytes = replayer.assembler.stats.evicted, replayer.assembler.stats.evicted_for_bytes
     if evicted:
         notes.append(f"{evicted} pending turns judged early ({evicted - for_bytes} at the bound of pending traces, "

@@ -120,3 +120,28 @@ def test_a_gz_capture_cut_before_its_first_whole_line_names_the_offset(
     errors = [ln for ln in res.stderr.splitlines() if ln.startswith("error: ")]
     assert errors == [f"error: {path}: cannot read at byte 0 of its decompressed content: Compressed file ended "
                       "before the end-of-stream marker was reached"], res.stderr
+
+
+@pytest.mark.parametrize(("gate", "passed"), [("accuracy=0.1", True), ("accuracy=1.0", False)])
+def test_a_gate_with_a_file_not_read_to_its_end_exits_2_and_every_form_says_why(
+    batches: list[object], support_rules: Path, tmp_path: Path, gate: str, passed: bool
+) -> None:
+    """A gate over a capture cut short: exit 2 (the input error) whether the gate passed or failed, as the exit codes
+    say, never 0 on the part read. The report's forms recorded `All gates passed.` with no word of the read error
+    (only JUnit had it): a CI job that posts the Markdown showed a green gate. Every form's notes now say the file
+    was not read to its end and that the figures and gates are of what was read."""
+    lines = write_span_files(batches, tmp_path / "in")["jsonl"].read_bytes().splitlines(keepends=True)
+    path = tmp_path / "live.jsonl"
+    path.write_bytes(b"".join(lines[:-1]) + lines[-1][:50])
+    out = tmp_path / "out"
+    res = CliRunner().invoke(replay, [str(path), "--rules", str(support_rules), "--no-progress", "-q",
+                                      "--fail-under", gate, "--json", str(out / "r.json"), "--markdown",
+                                      str(out / "r.md")])
+    assert res.exit_code == 2, res.output
+    data = json.loads((out / "r.json").read_text())
+    assert [g["passed"] for g in data["gates"]] == [passed]
+    (error,) = [ln.removeprefix("error: ") for ln in res.stderr.splitlines() if ln.startswith("error: ")]
+    note = ("1 file(s) not read to their end (exit 2): the figures and gates are of what was read before; first: "
+            f"{error}")
+    assert note in data["notes"], data["notes"]
+    assert error in (out / "r.md").read_text()
