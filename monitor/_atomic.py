@@ -20,6 +20,10 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
+# The most bytes of the file's name that its temporary file's name keeps: 255 (NAME_MAX, the longest name most file
+# systems take) less the 14 the temporary name adds (`.`, `.XXXXXXXX.tmp`).
+_STEM_BYTES = 255 - 14
+
 
 def _stream_of(path: str) -> TextIO | None:
     """sys.stdout or sys.stderr when `path` is the file (pipe, terminal, regular file) it writes to, else None."""
@@ -60,7 +64,9 @@ def write_atomically(path: str | os.PathLike[str], text: str, encoding: str = "u
         _direct(name, text, encoding)
         return
     target.parent.mkdir(parents=True, exist_ok=True)
-    temporary = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
+    # The temporary name is the file's, cut to fit where the file's fits (a name of up to NAME_MAX bytes).
+    stem = os.fsdecode(os.fsencode(target.name)[:_STEM_BYTES])
+    temporary = target.with_name(f".{stem}.{secrets.token_hex(4)}.tmp")
     try:  # 0o666 less the umask, as the file itself would be made
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
     except PermissionError:
