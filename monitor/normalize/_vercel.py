@@ -78,7 +78,7 @@ def openinference(span: Span, kind: Any, out: Out, problems: list[str], rejected
     """A span of the SDK's scope that OpenInference's span processor made an OpenInference span: an LLM span is a
     parent link with the calls and tools the SDK recorded (`model_request`: not OpenInference's, see the module
     docstring); any other is read as OpenInference, and a turn it makes is named after the function id (without
-    `agent.name`) and given the latest user text of `ai.prompt` (when it has one)."""
+    `agent.name`; unnamed without either) and given the latest user text of `ai.prompt` (when it has one)."""
     if isinstance(kind, str) and kind.upper() == "LLM":
         out.append(span)
         model_request(span, out, problems)
@@ -89,7 +89,7 @@ def openinference(span: Span, kind: Any, out: Out, problems: list[str], rejected
     if isinstance(turn, Turn) and turn.span_id == span.span_id:
         attrs = span.attributes
         if m.OI_AGENT_NAME not in attrs:
-            turn.agent = agent(attrs, problems) or turn.agent
+            turn.agent = agent(attrs, problems)  # unnamed without it, as alone (not the span's name)
         text = prompt_text(attrs, problems)
         if text:
             turn.input_text = text

@@ -231,3 +231,24 @@ def test_a_tool_run_without_a_name_is_rejected_and_the_operation_id_must_be_text
     assert [type(r).__name__ for r in out] == ["Span", "Span"]
     assert not any(isinstance(r, ToolCall) for r in out)
     assert (problems, rejected) == (["ai.operationId"], {REASON_NO_TOOL_NAME: 1})
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("openinference", [False, True], ids=["sdk", "openinference"])
+def test_a_call_without_a_function_id_is_an_unnamed_turn_on_both_paths(impl: str, openinference: bool) -> None:
+    """Without `functionId` the turn is unnamed, alone or through OpenInference's span processor (which names the
+    span `ai.generateText`): the agent was the span's name there, an operation's name as an agent's in every
+    metric's `agent` label."""
+    _impl(impl)
+
+    def build(tracer: Any) -> None:
+        attrs = {"ai.operationId": "ai.generateText", "ai.prompt": json.dumps({"prompt": "What is the weather?"})}
+        if openinference:
+            attrs |= {"openinference.span.kind": "AGENT", "input.value": attrs["ai.prompt"],
+                      "input.mime_type": "application/json"}  # fmt: skip
+        with tracer.start_as_current_span("ai.generateText", attributes=attrs):
+            pass
+
+    records, problems = convert(_spans(SCOPE, build), impl)
+    [turn] = [r for r in records if isinstance(r, Turn)]
+    assert (turn.agent, turn.input_text, problems) == ("", "What is the weather?", [])
