@@ -212,6 +212,7 @@ def test_a_fault_while_checking_an_expect_continue_head_is_answered_503_before_t
 
     from monitor.serve._http import TracesHandler
     from tests.monitor.service.test_bad_input import PB, good_pb
+    from tests.monitor.service.test_http_framing import _interim_or_final
 
     precheck = TracesHandler._precheck
     raised = 0
@@ -230,13 +231,7 @@ def test_a_fault_while_checking_an_expect_continue_head_is_answered_503_before_t
             "Expect: 100-continue\r\n\r\n").encode()
     with caplog.at_level(logging.ERROR), socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
         sock.sendall(head)
-        sock.settimeout(10)
-        answer = b""
-        while b"\r\n\r\n" not in answer:
-            more = sock.recv(65536)
-            if not more:
-                break
-            answer += more
+        answer = _interim_or_final(sock)
     assert answer.startswith(b"HTTP/1.1 503 "), answer
     assert b"Retry-After: 2\r\n" in answer
     assert raised == 1
