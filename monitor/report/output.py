@@ -123,6 +123,11 @@ def _unwritable(path: str) -> str | None:
         return None
     if path.endswith(("/", os.sep)):
         return "a directory, give a file name"
+    try:  # a link to a link to it, or a path under one: no file can be had there (read as missing below)
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return os.strerror(errno.ELOOP)
     target = Path(path)
     if target.is_dir():
         return os.strerror(errno.EISDIR)

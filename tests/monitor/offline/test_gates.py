@@ -630,3 +630,18 @@ def test_cli_an_empty_baseline_says_so(span_file: Path, support_rules: Path, tmp
     empty.write_text("")
     code, out = _run(span_file, support_rules, "--baseline", str(empty))
     assert code == 2 and f"{empty}: baseline is empty" in out, out
+
+
+@pytest.mark.parametrize("under", [False, True], ids=["the link", "under it"])
+def test_cli_a_report_path_through_a_symbolic_link_loop_is_refused_before_the_run(
+    span_file: Path, support_rules: Path, tmp_path: Path, under: bool
+) -> None:
+    """A link to a link to it: the check read the path as missing in a writable directory and passed it; the run
+    went, and the write failed after it ('Too many levels of symbolic links'). Under such a link it was called a link
+    to nothing."""
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    path = tmp_path / "a" / "r.json" if under else tmp_path / "a"
+    code, out = _run(span_file, support_rules, "--json", str(path))
+    assert code == 2 and "Tool call accuracy:" not in out, out
+    assert f"cannot write {path}: Too many levels of symbolic links (--json)" in out, out
