@@ -52,6 +52,16 @@ class _Chunks:
         self.buf = self.buf[self.pos :] + self._utf8.decode(chunk, final=self.eof)
         self.pos = 0
 
+    def ends_here(self) -> bool:
+        """Whether the file holds nothing but whitespace past what is read (read on to its end, or to the first other
+        byte): a number read whole before the chunk's end (`0` of `0.`) leaves the file unread past it."""
+        while not self.eof:
+            chunk = self._fh.read(_CHUNK_BYTES)
+            self.eof = not chunk
+            if chunk.strip(b" \t\n\r"):
+                return False
+        return True
+
     def peek(self) -> str:
         """The next character past whitespace, "" at the end."""
         while True:
@@ -92,13 +102,22 @@ def read_members(head: bytes, fh: IO[bytes], limit: int, wanted: tuple[str, ...]
     try:
         return _members(src, wanted)
     except json.JSONDecodeError as exc:
-        raise MembersError(exc.msg, src.dropped + exc.pos, src.eof and cut_short(exc)) from None
+        raise MembersError(exc.msg, src.dropped + exc.pos, cut_short(exc) and src.ends_here()) from None
+
+
+# What a value cut inside leaves after the place the decoder reports: part of a literal (`nu`, `tr`, `fals`), a sign,
+# or a number's point or exponent without their digits (`0.`, `1e`, `1e-`: the number read is `0` or `1`).
+_CUT_VALUE = re.compile(r"t(?:ru?)?|f(?:a(?:ls?)?)?|n(?:ul?)?|-|\.|[eE][-+]?")
 
 
 def cut_short(exc: json.JSONDecodeError) -> bool:
     """Whether the JSON text of `exc` (all of it) ends before its value does: a file cut short, not one with a bad
-    character somewhere (a string not closed by the end, or nothing but space after the error's place)."""
-    return exc.msg.startswith("Unterminated string") or not exc.doc[exc.pos :].strip()
+    character somewhere (a string not closed by the end, nothing but space after the error's place, or only the start
+    of a literal or of a number's fraction or exponent)."""
+    if exc.msg.startswith("Unterminated string"):
+        return True
+    rest = exc.doc[exc.pos :].strip()
+    return not rest or (exc.msg != "Extra data" and _CUT_VALUE.fullmatch(rest) is not None)
 
 
 def _members(src: _Chunks, wanted: tuple[str, ...]) -> dict[str, Any]:

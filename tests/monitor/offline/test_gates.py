@@ -645,3 +645,29 @@ def test_cli_a_report_path_through_a_symbolic_link_loop_is_refused_before_the_ru
     code, out = _run(span_file, support_rules, "--json", str(path))
     assert code == 2 and "Tool call accuracy:" not in out, out
     assert f"cannot write {path}: Too many levels of symbolic links (--json)" in out, out
+
+
+
+@pytest.mark.parametrize("cut_value", ["nu", "tr", "fals", "0.", "1e", "1e-", "-"])
+@pytest.mark.parametrize("bound", [None, 1024], ids=["read whole", "read in chunks"])
+def test_cli_a_report_cut_inside_a_value_as_baseline_says_it_is_cut_short(span_file: Path, support_rules: Path,
+                                                                          tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch,
+                                                                          cut_value: str, bound: int | None) -> None:
+    """Cut inside a literal or a number (`nu` of null, `0.` of 0.5, `1e-` of 1e-05, `-` of -1), the report's end
+    read as a bad value (`not JSON: Expecting value` or `Expecting ',' delimiter`), not as the end of a write that
+    stopped."""
+    from monitor.report import model
+
+    whole = tmp_path / "whole.json"
+    assert _run(span_file, support_rules, "--json", str(whole))[0] == 0
+    text = whole.read_text().rstrip()
+    assert text.endswith("}")
+    cut = tmp_path / "cut.json"
+    cut.write_text(f'{text[:-1].rstrip()}, "last": {cut_value}')  # a member whose value the write stopped in
+    if bound is not None:
+        monkeypatch.setattr(model, "MAX_BASELINE_BYTES", bound)
+    code, out = _run(span_file, support_rules, "--baseline", str(cut))
+    assert code == 2, out
+    (line,) = [x for x in out.splitlines() if x.startswith("Error: ")]
+    assert "ends before its JSON does: cut short" in line, out
