@@ -3,7 +3,8 @@
 `Normalizer` applies a list of conventions in order (the first that recognises a span wins) and
 counts what it had to reject or ignore. The default is the OpenTelemetry GenAI conventions, which hand the spans
 of OpenInference and OpenLLMetry (Traceloop), those of pydantic-ai and Strands Agents whose values are not in
-the GenAI attributes, and OpenLIT's runs, to _foreign.py (the same records).
+the GenAI attributes, and OpenLIT's runs, to _foreign.py (the same records), and Mastra's runs and steps to
+_mastra.py.
 """
 
 from __future__ import annotations

@@ -12,8 +12,11 @@
  * span of another operation is a parent link (appended as it is). So is every span of another operation of google-adk's
  * tracer scope (_ADK_SCOPE), of openai-agents' OpenTelemetry instrumentations' (_OA_SCOPE) or of MLflow's (_MLFLOW_SCOPE)
  * (their model requests give the input their model was given, _requested.add_model_input), of Logfire's openai-agents
- * integration (_LOGFIRE_OA_SCOPE: _convert_py hands it to _foreign), or whose scope is unset or not exactly a str;
- * every other span pays four compares. Every span of a GenAI operation of OpenLIT's tracer scopes
+ * integration (_LOGFIRE_OA_SCOPE: _convert_py hands it to _foreign) or of Mastra's (_MASTRA_SCOPE: its steps hold the
+ * calls their model asked for, _mastra.py), or whose scope is unset or not exactly a str; every other span pays five
+ * compares. So is an invoke_agent span without gen_ai.input.messages of Mastra's scope (its input, answer and tools
+ * offered in its own attributes, _mastra.py), or whose scope is unset or not exactly a str. Every span of a
+ * GenAI operation of OpenLIT's tracer scopes
  * (opening with _OPENLIT_SCOPE_PREFIX: a run's root is its turn and its nested invoke_agent spans steps, its model
  * requests give an InputMark, its tools' arguments may be a Python repr) goes to _convert_py too, and so does one whose
  * scope is unset or not exactly a str (a prefix compare per span of a GenAI operation). An output text without the
@@ -99,6 +102,9 @@ static PyObject *oa_scope;
 /* _CREWAI_SCOPE (ASCII): OpenLLMetry's CrewAI instrumentation: its invoke_agent spans without gen_ai.agent.name or
  * input messages (a crew's run) go to _foreign too */
 static PyObject *crewai_scope;
+/* _MASTRA_SCOPE (ASCII): Mastra's (@mastra/otel-exporter): its invoke_agent spans and its spans of another operation
+ * go to _convert_py (_mastra.py reads its turns and steps) */
+static PyObject *mastra_scope;
 /* _OPENLIT_SCOPE_PREFIX (ASCII): OpenLIT's tracer scopes open with it: their spans of a GenAI operation go to
  * _convert_py (a run's root is its turn and its nested invoke_agent spans steps, its model requests give an InputMark,
  * its tools' arguments may be a Python repr: _genai._is_openlit) */
@@ -537,19 +543,17 @@ static int turn(PyObject *span, PyObject *attrs, PyObject *out, PyObject *proble
     if ((raw = dget(attrs, lookup_key[K_INPUT])) == NULL) goto fail;
     if (raw == Py_None) { /* the input elsewhere (pydantic-ai, Strands, OpenLLMetry), or openai-agents' workflow
                            * (_OA_SCOPE) or a crew's run (_CREWAI_SCOPE), no gen_ai.agent.name: _foreign maps it */
-        if ((t = elsewhere(span, attrs, pa_messages)) == 0) t = PyDict_Contains(attrs, tl_kind);
-        if (t == 0) {
-            PyObject *scope = *(PyObject **)((char *)span + span_cls.offset[S_SCOPE]);
-            if (scope == NULL || !PyUnicode_CheckExact(scope)) /* as Python compares it: _convert_py */
-                t = -2;
-            else if ((str_eq(scope, oa_scope) || str_eq(scope, crewai_scope)) &&
-                     (t = PyDict_Contains(attrs, lookup_key[K_AGENT])) >= 0)
-                t = !t;
-        }
-        if (t == -2) {
+        /* Mastra's (its input in its own attributes: _mastra.py), or a scope unset or not exactly a str (as Python
+         * compares it): _convert_py */
+        PyObject *scope = *(PyObject **)((char *)span + span_cls.offset[S_SCOPE]);
+        if (scope == NULL || !PyUnicode_CheckExact(scope) || str_eq(scope, mastra_scope)) {
             rc = delegate(span, out, problems, rejected);
             goto fail;
         }
+        if ((t = elsewhere(span, attrs, pa_messages)) == 0) t = PyDict_Contains(attrs, tl_kind);
+        if (t == 0 && (str_eq(scope, oa_scope) || str_eq(scope, crewai_scope)) &&
+            (t = PyDict_Contains(attrs, lookup_key[K_AGENT])) >= 0)
+            t = !t;
         if (t < 0) goto fail;
         if (t) {
             rc = foreign(span, out, problems, rejected);
@@ -925,10 +929,10 @@ static int requested(PyObject *span, PyObject *attrs, PyObject *raw, PyObject *o
 static int model_request(PyObject *span, PyObject *attrs, PyObject *out, PyObject *problems, PyObject *rejected) {
     /* google-adk's, openai-agents', MLflow's (their scopes; unset or not exactly a str: as Python compares it):
      * _convert_py reads the input its model was given (an InputMark, _requested.add_model_input); Logfire's
-     * openai-agents': _convert_py hands it to _foreign */
+     * openai-agents': _convert_py hands it to _foreign; Mastra's: _convert_py reads a step's requested calls */
     PyObject *scope = *(PyObject **)((char *)span + span_cls.offset[S_SCOPE]);
     if (scope == NULL || !PyUnicode_CheckExact(scope) || str_eq(scope, adk_scope) || str_eq(scope, oa_scope) ||
-        str_eq(scope, mlflow_scope) || str_eq(scope, logfire_oa_scope))
+        str_eq(scope, mlflow_scope) || str_eq(scope, logfire_oa_scope) || str_eq(scope, mastra_scope))
         return delegate(span, out, problems, rejected);
     PyObject *o = dget(attrs, lookup_key[K_OUTPUT]);
     /* an output text without the tool_call mark asks for no call (_requested._messages reads nothing of it and
@@ -1087,7 +1091,8 @@ static PyObject *init(PyObject *self, PyObject *ns) {
         {"OP", &k_op, 1}, {"TOOL_NAME", &k_tool_name, 1}, {"TOOL_CALL_ID", &k_call_id, 1}, {"TOOL_ARGS", &k_args, 1},
         {"NO_CALL_ID", &no_call_id, 1}, {"_ADK_SCOPE", &adk_scope, 1}, {"_OA_SCOPE", &oa_scope, 1},
         {"_CREWAI_SCOPE", &crewai_scope, 1}, {"_MLFLOW_SCOPE", &mlflow_scope, 1},
-        {"_LOGFIRE_OA_SCOPE", &logfire_oa_scope, 1}, {"AGENT_TOOLS", &k_agent_tools, 1},
+        {"_LOGFIRE_OA_SCOPE", &logfire_oa_scope, 1}, {"_MASTRA_SCOPE", &mastra_scope, 1},
+        {"AGENT_TOOLS", &k_agent_tools, 1},
         {"_named_tools", &f_named_tools, 0}, {"_OPENLIT_SCOPE_PREFIX", &openlit_prefix, 1},
         {"TOOL_RESULT", &k_result, 1}, {"ERROR_TYPE", &k_error_type, 1}, {"AGENT_NAME", &k_agent, 1},
         {"CONVERSATION_ID", &k_conversation_id, 1}, {"INPUT_MESSAGES", &k_input, 1},

@@ -17,6 +17,8 @@ from monitor.normalize._markers import (
     FOREIGN_MARKERS,
     INVOKE_WORKFLOW,
     LOGFIRE_OPENAI_AGENTS_SCOPE,
+    MASTRA_SCOPE,
+    MASTRA_STEP,
     MLFLOW_SCOPE,
     OPENLIT_SCOPE_PREFIX,
     OTEL_CREWAI_SCOPE,
@@ -434,6 +436,9 @@ def _convert_py(  # noqa: C901 - one flat pass per span: a call per record cost 
             append(call)
         elif op == INVOKE_AGENT:
             raw_in = attrs.get(INPUT_MESSAGES)
+            if raw_in is None and span.scope == _MASTRA_SCOPE:
+                _mastra_turn(span, out, problems, rejected)  # its input, answer and tools offered in its own keys
+                continue
             if (span.parent_span_id or raw_in is None) and _is_openlit(span.scope):
                 _foreign(span, out, problems, rejected)  # OpenLIT's: a step of the run around it, or input elsewhere
                 continue
@@ -511,6 +516,8 @@ def _convert_py(  # noqa: C901 - one flat pass per span: a call per record cost 
             _foreign(span, out, problems, rejected)  # OpenLIT's LangGraph run: the turn at the root, else a step
         elif span.scope == _LOGFIRE_OA_SCOPE:
             _foreign(span, out, problems, rejected)  # Logfire's openai-agents Responses request: its values its own
+        elif op == _MASTRA_STEP and span.scope == _MASTRA_SCOPE:
+            _mastra_step(span, out, problems)  # a step of a Mastra agent's run: the calls its model asked for
         else:
             append(span)
             # A model request may say what it asked: in its output messages, its events (Strands Agents), or
@@ -542,6 +549,11 @@ _MLFLOW_SCOPE = MLFLOW_SCOPE
 _LOGFIRE_OA_SCOPE = LOGFIRE_OPENAI_AGENTS_SCOPE
 # And this one's (OpenLLMetry's CrewAI instrumentation) `invoke_agent` spans without them (a crew's run) too.
 _CREWAI_SCOPE = OTEL_CREWAI_SCOPE
+# And this one's (Mastra's, @mastra/otel-exporter): the C normalizer hands its `invoke_agent` spans without
+# `gen_ai.input.messages` and its spans of another operation to _convert_py, which reads its turns and steps by
+# monitor/normalize/_mastra.py.
+_MASTRA_SCOPE = MASTRA_SCOPE
+_MASTRA_STEP = MASTRA_STEP
 # And OpenLIT's (the scopes opening with this, _markers.is_openlit): every span of a GenAI operation (a run's root is
 # its turn, its nested `invoke_agent` spans steps, its model requests give an InputMark, its tools' arguments may be a
 # Python repr); _convert_py sends its `invoke_workflow` spans, and its `invoke_agent` spans under another span or
@@ -567,6 +579,20 @@ def _foreign(span: Span, out: list[ToolCall | Turn | Span], problems: list[str],
     from monitor.normalize._foreign import convert  # imports this module: imported on first use
 
     convert(span, out, problems, rejected)
+
+
+def _mastra_turn(span: Span, out: list[ToolCall | Turn | Span], problems: list[str], rejected: dict[str, int]) -> None:
+    """A Mastra agent's run (monitor/normalize/_mastra.py)."""
+    from monitor.normalize._mastra import turn  # imports this module: imported on first use
+
+    turn(span, out, problems, rejected)
+
+
+def _mastra_step(span: Span, out: list[ToolCall | Turn | Span], problems: list[str]) -> None:
+    """A step of a Mastra agent's run (monitor/normalize/_mastra.py)."""
+    from monitor.normalize._mastra import step  # imports this module: imported on first use
+
+    step(span, out, problems)
 
 
 def _openlit_arguments(arguments: str) -> str | None:

@@ -139,6 +139,20 @@ AI_TOOL_ID = "ai.toolCall.id"
 AI_TOOL_ARGS = "ai.toolCall.args"
 AI_TOOL_RESULT = "ai.toolCall.result"
 
+# Mastra's own observability exported by @mastra/otel-exporter (TypeScript): GenAI spans of its tracer scope with its
+# own `mastra.*` attributes beside (monitor.normalize._mastra): an agent's run is an `invoke_agent` span whose input and
+# answer are `mastra.agent_run.input` (the input as given: text, else JSON) and `.output` (JSON `{"text", ...}`), its
+# tools offered `gen_ai.tool.definitions` holding their names only; each step of the run an `agent_step` span, the calls
+# its model asked for in `mastra.model_step.output` (JSON `{"text", "toolCalls": [{"toolCallId", "toolName",
+# "args"}]}`) beside its messages (`mastra.model_step.input`) and the model's raw response (`mastra.metadata.body`).
+MASTRA_SCOPE = "@mastra/otel-exporter"
+MASTRA_AGENT_INPUT = "mastra.agent_run.input"
+MASTRA_AGENT_OUTPUT = "mastra.agent_run.output"
+MASTRA_STEP = "agent_step"  # the step's GenAI operation
+MASTRA_STEP_INPUT = "mastra.model_step.input"
+MASTRA_STEP_OUTPUT = "mastra.model_step.output"
+MASTRA_RESPONSE_BODY = "mastra.metadata.body"
+
 # OpenLLMetry (Traceloop): opentelemetry.semconv_ai.SpanAttributes.
 TL_KIND = "traceloop.span.kind"
 TL_NAME = "traceloop.entity.name"
@@ -207,6 +221,9 @@ FOREIGN_ATTRIBUTE_KEYS = frozenset(
         AI_TOOL_ID,
         AI_TOOL_ARGS,
         AI_TOOL_RESULT,
+        MASTRA_AGENT_INPUT,  # Mastra's keys read (monitor.normalize._mastra)
+        MASTRA_AGENT_OUTPUT,
+        MASTRA_STEP_OUTPUT,
         PA_MESSAGES,  # the others pydantic-ai keys are read as the GenAI keys they stand for, and counted as those
     }
 )

@@ -35,6 +35,8 @@ SCOPES = [
     m.MLFLOW_SCOPE,
     m.LOGFIRE_OPENAI_AGENTS_SCOPE,
     m.VERCEL_AI_SCOPE,
+    m.MASTRA_SCOPE,
+    S(m.MASTRA_SCOPE),
     "openlit.instrumentation.langgraph",
     "openlit.instrumentation.langchain",
     "openlit.instrumentation.",
@@ -55,7 +57,8 @@ KEYS = ["gen_ai.agent.name", "gen_ai.input.messages", "gen_ai.operation.name", "
         "gen_ai.tool.definitions", m.OI_TOOL_DESCRIPTION, "message.tool_calls.0.tool_call.function.name",
         m.LOGFIRE_TEMPLATE, "logfire.msg", "name", "input", "output", "raw_input", "response", "error", "to_agent",
         m.PA_MESSAGES, m.OI_INPUT, "gen_ai.tool.name", "error.type", m.AI_OPERATION_ID, m.AI_PROMPT, m.AI_TOOL_NAME,
-        m.AI_RESPONSE_CALLS, m.AI_PROMPT_TOOLS]  # fmt: skip
+        m.AI_RESPONSE_CALLS, m.AI_PROMPT_TOOLS, m.MASTRA_AGENT_INPUT, m.MASTRA_AGENT_OUTPUT,
+        m.MASTRA_STEP_OUTPUT]  # fmt: skip
 VALUES: list[Any] = [None, "", "x", 3, S("s"), ("a",), "invoke_agent", "agent", "workflow", "TOOL", "AGENT",
                      "invoke_workflow", "{'a': 1}", '{"messages": ["content=\'q\' id=\'1\'", {"role": "user"}]}',
                      '["get_weather", 1]', '[{"name": "t"}]', "Tool Name: t\nx",
@@ -69,7 +72,11 @@ VALUES: list[Any] = [None, "", "x", 3, S("s"), ("a",), "invoke_agent", "agent", 
                      # the Vercel AI SDK's operations and values
                      "ai.generateText", "ai.toolCall", "ai.streamText.doStream", '{"prompt": "q"}',
                      '{"messages": [{"role": "user", "content": [{"type": "text", "text": "q"}]}]}',
-                     '[{"toolCallId": "c", "toolName": "f", "input": {}}]']  # fmt: skip
+                     '[{"toolCallId": "c", "toolName": "f", "input": {}}]',
+                     # Mastra's operation and values
+                     "agent_step", '["q", "r"]', '{"text": "a", "files": []}',
+                     '{"text": "", "toolCalls": [{"toolCallId": "c", "toolName": "f", "args": {"x": 1}}]}',
+                     '{"toolCalls": [{"toolName": 3}, "toolName"]}']  # fmt: skip
 ALL_SPANS = [s for name in CAPTURES for s in capture(name)]
 
 
