@@ -131,3 +131,20 @@ class Turn:
     attributes: Attributes = field(default_factory=dict)
     resource: Attributes = field(default_factory=dict)
     turnless: bool = False
+
+
+@dataclass(slots=True)
+class RunRoot(ToolCall):
+    """The outermost span of a framework's run that has a parent: LangChain's or LangGraph's root CHAIN span through
+    OpenInference, a Traceloop `workflow` span, an OpenLIT run's `invoke_workflow` / `invoke_agent` span. At the root
+    of its trace such a span is the run's turn; under a span of the application that is no part of an agent's run (a
+    web framework's server span, any other span of its own, a parent never received) it is the turn too; under a
+    turn, a call or another span of a run it is a step of that run, a parent link. Which one is known only once its
+    parent (and the spans above that) have arrived, after it: turn assembly holds it meanwhile and settles it
+    (monitor.assembly._runs). Not a call.
+
+    Its ids and times are the span's (it is the span's parent link too); `turn` is the span read as at the root of its
+    trace: the turn it is, when it is one. Its `name` is empty and it has no attributes of its own.
+    """
+
+    turn: Turn = field(default_factory=lambda: Turn(""))

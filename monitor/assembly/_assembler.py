@@ -26,6 +26,10 @@ alone), as _release_turn would (_cassembler.c's release_chat); any other goes to
 spans that carry calls: a chat span's requested calls, dropped together (a copy, a late span), count once, with its
 first (_spans_of); the tools it offered and the input it was given count for nothing (no call: a copy, or one after
 their turn was judged, is dropped as a chat span that offers nothing is).
+A framework run's root under another span (RunRoot) is settled as its run's turn or as a step of what is above it once
+that has arrived; meanwhile it is held as a call of its trace, and a trace where RunRoots wait is released by the
+Python code (_runs, which says how; the C assembler hands it those records, the records they wait for, SERVER and
+CONSUMER spans, and such a trace's due entries and flush).
 """
 
 from __future__ import annotations
@@ -48,11 +52,12 @@ from monitor.assembly._budget import (
 )
 from monitor.assembly._offered import Definitions, joined, take_offered
 from monitor.assembly._reconcile import reconcile
+from monitor.assembly._runs import add_run, arrived, drop_runs, entry, release_due, settle_all
 from monitor.normalize import Normalizer
 from monitor.normalize._requested import FIRST_REQUESTED
-from monitor.otlp import Span
+from monitor.otlp import KIND_CONSUMER, KIND_SERVER, Span
 from monitor.otlp._accel import load_extension
-from monitor.records import HandoffMark, InputMark, OfferedTools, RequestedCall, ToolCall, Turn
+from monitor.records import HandoffMark, InputMark, OfferedTools, RequestedCall, RunRoot, ToolCall, Turn
 
 _NS = 1_000_000_000
 SPANS_PER_CALL = 10  # parent links (every span seen) kept per trace: this many times max_calls_per_trace
@@ -65,11 +70,13 @@ class _Trace:
     """One pending trace. Built field by field in add_records (a constructor call cost as much as the rest), or one
     released by poll, emptied and reused (at most _SPARE_MAX kept)."""
 
-    __slots__ = ("first_seen_ns", "calls", "turns", "parents")
+    __slots__ = ("first_seen_ns", "calls", "turns", "parents", "waiting", "known")
     first_seen_ns: int  # arrival of its first span, or of its first call held, or release of a turn that left calls
     calls: list[ToolCall]
     turns: dict[str, Turn]  # turn span id -> turn record (no calls yet)
     parents: dict[str, str]  # span id -> parent span id (every span seen)
+    waiting: dict[str, list[RunRoot]] | None  # span id awaited -> the RunRoots (among the calls) waiting for it (_runs)
+    known: dict[str, bool] | None  # span id of a RunRoot, or of a SERVER / CONSUMER span -> whether part of a run
 
 
 @dataclass(slots=True)
@@ -97,7 +104,7 @@ def _spans_of(c: ToolCall) -> int:
     calls a chat span requested are that one span, counted with its first requested call (index 0) and 0 for the
     others (a span's requested calls are dropped together: a copy of the span, or the span late); the tools it offered
     and the input it was given count 0 (no call: a chat span that offers nothing is not counted either)."""
-    if isinstance(c, OfferedTools | InputMark):
+    if isinstance(c, OfferedTools | InputMark | RunRoot):
         return 0
     return 0 if isinstance(c, RequestedCall) and not c.span_id.endswith(FIRST_REQUESTED) else 1
 
@@ -251,9 +258,7 @@ class TurnAssembler:
         max_pending = self.max_pending
         max_calls = self.max_calls_per_trace
         max_links = self.max_links_per_trace
-        due: dict[str, str | list[str]] | None = None  # this call's deadline's entries
         spare = self._spare
-        added = 0  # turns now pending
         for r in records:
             tid = r.trace_id
             tr = traces.get(tid)
@@ -268,9 +273,12 @@ class TurnAssembler:
                     tr.calls = []
                     tr.turns = {}
                     tr.parents = {}
+                    tr.waiting = tr.known = None
                 tr.first_seen_ns = now_ns
-            # A record held goes on to the next; one not held ends below (a trace it made holds no record yet).
-            if isinstance(r, ToolCall):
+            held = False  # a record not held leaves a trace it made holding no record yet
+            if type(r) is RunRoot:
+                held = self._add_run(tid, tr, r, new, now_ns)
+            elif isinstance(r, ToolCall):
                 parents = tr.parents
                 if r.span_id in parents:
                     stats.duplicates += _spans_of(r)
@@ -291,37 +299,21 @@ class TurnAssembler:
                                 tr.first_seen_ns = now_ns
                                 traces.move_to_end(tid)
                         tr.calls.append(r)
-                        continue
+                        held = True
             elif isinstance(r, Turn):
-                sid = r.span_id
-                turns = tr.turns
-                if sid in turns or tid + sid in released:
-                    stats.duplicates += 1
-                elif tid + sid in self._orphaned:
-                    stats.late_turns += 1
-                elif len(turns) >= max_calls:
-                    stats.oversized_spans += 1
-                else:
-                    if not (new or turns or tr.calls):
-                        links.pop(tid, None)  # it holds records now
-                    turns[sid] = r
-                    added += 1
-                    if due is None:
-                        due = self._due_at(now_ns + self.grace_ns)
-                    sids = due.setdefault(tid, sid)
-                    if sids is not sid:  # the trace has another turn due then
-                        if isinstance(sids, str):
-                            due[tid] = [sids, sid]
-                        else:
-                            sids.append(sid)
-                    continue
+                held = self._hold_turn(tid, tr, r, now_ns, new)
             elif r.span_id in tr.parents or len(tr.parents) < max_links:
                 tr.parents[r.span_id] = r.parent_span_id
+                kind = getattr(r, "kind", None)
+                if kind == KIND_SERVER or kind == KIND_CONSUMER:  # where a run's way up ends (_runs)
+                    self._entry(tr, r)
             else:
                 stats.oversized_spans += 1
-            if new:
+            if new and not held:
                 links[tid] = None
-        self._pending_turns += added
+            waiting = tr.waiting
+            if waiting is not None and r.span_id in waiting:  # RunRoots wait for this span (_runs)
+                self._arrived(tid, tr, r, now_ns)
         # not self.poll: add_records takes all it returns off the estimate once (_weigh)
         out.extend(_POLL_C(self, now_ns) if _POLL_C is not None else self._poll_py(now_ns))
         return out
@@ -332,6 +324,45 @@ class TurnAssembler:
             due = self._due[deadline] = {}
             heapq.heappush(self._deadlines, deadline)
         return due
+
+    def _due_add(self, deadline: int, tid: str, sid: str) -> None:
+        """Puts `sid` of trace `tid` among the entries due at `deadline`, after those of the trace due then."""
+        due = self._due_at(deadline)
+        sids = due.setdefault(tid, sid)
+        if sids is not sid:  # the trace has another entry due then
+            if isinstance(sids, str):
+                due[tid] = [sids, sid]
+            else:
+                sids.append(sid)
+
+    def _hold_turn(self, tid: str, tr: _Trace, turn: Turn, now_ns: int, new: bool, *, due: bool = True) -> bool:
+        """Holds a turn arriving in the trace `tid` (made for it when `new`), due a grace period from now (unless not
+        `due`: released at once by the caller); a copy, a late turn or one past the bound is dropped and counted.
+        True when held."""
+        sid = turn.span_id
+        turns = tr.turns
+        stats = self.stats
+        if sid in turns or tid + sid in self._released:
+            stats.duplicates += 1
+        elif tid + sid in self._orphaned:
+            stats.late_turns += 1
+        elif len(turns) >= self.max_calls_per_trace:
+            stats.oversized_spans += 1
+        else:
+            if not (new or turns or tr.calls):
+                self._links.pop(tid, None)  # it holds records now
+            turns[sid] = turn
+            self._pending_turns += 1
+            if due:
+                self._due_add(now_ns + self.grace_ns, tid, sid)
+            return True
+        return False
+
+    # RunRoots (monitor.assembly._runs), also called by the C assembler
+    _add_run = add_run
+    _arrived = arrived
+    _entry = entry
+    _release_due = release_due
 
     def poll(self, now_ns: int) -> list[Turn]:
         """Turns whose grace period has passed, and turnless calls past the timeout. In C when the extension is
@@ -379,6 +410,10 @@ class TurnAssembler:
             try:
                 for tid in sorted(due):
                     sids = due[tid]
+                    tr = traces.get(tid)
+                    if tr is not None and tr.waiting is not None:  # RunRoots wait in it (_runs)
+                        self._release_due(tid, tr, sids, out, now_ns)
+                        continue
                     if not isinstance(sids, str):
                         for sid in sorted(sids):
                             tr = traces.get(tid)
@@ -413,6 +448,7 @@ class TurnAssembler:
                                 calls.clear()
                                 turns.clear()
                                 tr.parents.clear()
+                                tr.known = None
                                 spare.append(tr)
                             continue
                     if sids in turns:
@@ -425,7 +461,7 @@ class TurnAssembler:
             tid, tr = next(iter(traces.items()))
             if tr.first_seen_ns > cutoff:
                 break
-            if tr.turns:  # still within a grace period: look again later
+            if tr.turns or tr.waiting is not None:  # within a grace period, or RunRoots wait: look again later
                 tr.first_seen_ns = now_ns
                 traces.move_to_end(tid)
                 continue
@@ -464,6 +500,7 @@ class TurnAssembler:
 
     def _flush_trace(self, tid: str, tr: _Trace, out: list[Turn]) -> None:
         """Release every turn of a trace (by start time) with its calls, then the calls left as one turnless turn."""
+        settle_all(self, tid, tr)  # a RunRoot still waiting is its run's turn
         turns = tr.turns
         for sid in sorted(turns, key=lambda s: turns[s].start_ns):
             self._release_turn(tid, tr, sid, out, None)
@@ -484,6 +521,7 @@ class TurnAssembler:
         tr = self._traces.pop(tid)
         self._links.pop(tid, None)
         released = len(out)
+        settle_all(self, tid, tr)  # a RunRoot still waiting is its run's turn
         try:
             for sid in sorted(tr.turns, key=lambda s: tr.turns[s].start_ns):
                 self._release_turn(tid, tr, sid, out, None)
@@ -526,6 +564,8 @@ class TurnAssembler:
         offered: list[Definitions] = []
         given: str | None = None
         if mine is not calls:  # requested calls, offered tools and input marks sit under their chat span, never right
+            if tr.waiting is not None:  # under the turn, RunRoots waiting are steps of it (_runs)
+                mine = drop_runs(tr, mine)
             mine, offered, given = take_offered(mine)  # under the turn; in arrival order
         if len(mine) > 1:  # first: calls that cannot be ordered raise with the turn still pending
             mine.sort(key=_call_key)
@@ -582,7 +622,8 @@ class TurnAssembler:
                 late += _spans_of(c)
             elif isinstance(c, OfferedTools):
                 offered.append(c.definitions)
-            elif not isinstance(c, InputMark):  # a turnless group has no input
+            elif not isinstance(c, InputMark | RunRoot):  # a turnless group has no input (a RunRoot never waits
+                # here: flushes and evictions settle them first, the turnless scan leaves their trace)
                 kept.append((c, key))
         calls = [c for c, _ in kept]
         if len(calls) > 1:
@@ -639,6 +680,9 @@ def _load_c() -> tuple[_AddRecords, _Poll, _Count, _ReleaseAll] | tuple[None, No
         _spans_of,
         HandoffMark,
         InputMark,
+        RunRoot,
+        KIND_SERVER,
+        KIND_CONSUMER,
     )
     if mod is None:
         return None, None, None, None

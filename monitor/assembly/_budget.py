@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from monitor.records import OfferedTools, ToolCall, Turn
+from monitor.records import OfferedTools, RunRoot, ToolCall, Turn
 
 RECORD_BYTES = 1280
 DEFINITION_BYTES = 256
@@ -92,7 +92,10 @@ def _turn_own_bytes(t: Turn, attributes: bool = True) -> int:
 
 
 def record_bytes(r: object) -> int:
-    """What one record given to the assembler weighs (0 for a span kept only as a parent link)."""
+    """What one record given to the assembler weighs (0 for a span kept only as a parent link; a RunRoot its record and
+    the turn it holds)."""
+    if isinstance(r, RunRoot):
+        return RECORD_BYTES + record_bytes(r.turn)
     if isinstance(r, ToolCall):
         return call_bytes(r)
     if isinstance(r, Turn):

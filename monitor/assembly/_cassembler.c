@@ -8,6 +8,10 @@
  * _flush_trace); the usual ones are done here: a new trace (or a spare one), a tool call, a turn, another span; the
  * inline release of a trace that is one turn with its calls right under it (by poll or flush), or under a direct child
  * span of it with the calls its chat spans requested reconciled by call id (release_chat); the turnless-timeout scan.
+ * A framework run's root under another span (RunRoot) goes to self._add_run, a record whose span id RunRoots of its
+ * trace wait for (the trace's `waiting`, not None: one pointer compare per record) to self._arrived, a SERVER or
+ * CONSUMER span to self._entry, and a trace where RunRoots wait, when due or flushed, to self._release_due and
+ * _flush_trace (monitor/assembly/_runs.py).
  *
  * The whole call goes to the Python reference (_add_records_py / _poll_py / _release_all_py) when the assembler is
  * not exactly a TurnAssembler, its state is not of the types __init__ makes, a bound is outside [-2**62, 2**62) (the grace and
@@ -31,17 +35,20 @@ static PyTypeObject *requested_type; /* RequestedCall: a ToolCall subclass of th
 static PyTypeObject *offered_type;   /* OfferedTools: a ToolCall subclass with one more slot, taken as a call */
 static PyTypeObject *handoff_type, *input_type; /* HandoffMark, InputMark: ToolCall subclasses of the same slots, taken
                                                  * as calls (released by _release_turn: release_chat takes neither) */
+static PyTypeObject *run_type; /* RunRoot: a ToolCall subclass with one more slot, handed to self._add_run (_runs) */
 static PyObject *f_heappush, *f_heappop, *f_call_key, *f_spans_of;
 static Py_ssize_t spare_max;
 
 enum { R_TRACE_ID, R_SPAN_ID, R_PARENT, R_N };                 /* ToolCall and Span fields read */
 enum { U_TRACE_ID, U_SPAN_ID, U_CALLS, U_N };                  /* Turn fields read or set */
-enum { X_FIRST_SEEN, X_CALLS, X_TURNS, X_PARENTS, X_N };       /* _Trace slots */
+enum { X_FIRST_SEEN, X_CALLS, X_TURNS, X_PARENTS, X_WAITING, X_KNOWN, X_N }; /* _Trace slots */
 static const char *const record_names[R_N] = {"trace_id", "span_id", "parent_span_id"};
 static const char *const turn_names[U_N] = {"trace_id", "span_id", "calls"};
-static const char *const trace_names[X_N] = {"first_seen_ns", "calls", "turns", "parents"};
+static const char *const trace_names[X_N] = {"first_seen_ns", "calls", "turns", "parents", "waiting", "known"};
 static const char *const call_id_name[1] = {"call_id"}, *const call_name[1] = {"name"}; /* (release_chat) */
-static Py_ssize_t off_call[R_N], off_span[R_N], off_turn[U_N], off_trace[X_N], off_call_id, off_call_name;
+static const char *const kind_name[1] = {"kind"}; /* a Span's: a SERVER or CONSUMER one goes to self._entry */
+static Py_ssize_t off_call[R_N], off_span[R_N], off_turn[U_N], off_trace[X_N], off_call_id, off_call_name, off_kind;
+static long kind_server, kind_consumer;
 static PyObject *trace_attr[X_N], *s_calls;
 
 /* Names looked up on the assembler, its state and the stats. */
@@ -51,7 +58,7 @@ static PyObject *s_traces, *s_links, *s_judged_alone, *s_due, *s_deadlines, *s_r
     *s_release_turn, *s_release_turnless, *s_add_records_py, *s_poll_py, *s_append, *s_popleft, *s_sort, *s_clear,
     *s_move_to_end, *s_pop, *s_setdefault, *s_parent_span_id, *s_duplicates, *s_late_calls, *s_late_turns,
     *s_oversized_calls, *s_oversized_spans, *s_turns_completed, *s_flush_trace, *s_release_all_py, *s_items, *zero,
-    *kw_key;
+    *kw_key, *s_add_run, *s_arrived, *s_entry, *s_release_due;
 
 #define SLOT(o, off) (*(PyObject **)((char *)(o) + (off)))
 #define LIMIT (1LL << 62)
@@ -178,6 +185,16 @@ static inline int tr_set(PyObject *tr, int i, PyObject *v) {
         return 0;
     }
     return PyObject_SetAttr(tr, trace_attr[i], v);
+}
+
+/* `tr.waiting is not None` (RunRoots wait in the trace: _runs): 1, 0 or -1. One pointer compare for an exact
+ * _Trace. */
+static inline int runs_wait(PyObject *tr) {
+    PyObject *w = tr_get(tr, X_WAITING);
+    if (w == NULL) return -1;
+    int r = w != Py_None;
+    Py_DECREF(w);
+    return r;
 }
 
 /* ---- the assembler's state ---------------------------------------------------------------------------------- */
@@ -344,7 +361,7 @@ static int release_inline(State *s, PyObject *tid, PyObject *tr, PyObject *sid, 
     if (PyList_Append(out, turn) < 0 || remember(s, tid, sid) < 0 || PyODict_DelItem(s->traces, tid) < 0) goto done;
     if (PyList_GET_SIZE(s->spare) < spare_max) { /* its containers serve a new trace */
         if (clear(calls) < 0 || clear(turns) < 0 || (parents = tr_get(tr, X_PARENTS)) == NULL || clear(parents) < 0 ||
-            PyList_Append(s->spare, tr) < 0)
+            tr_set(tr, X_KNOWN, Py_None) < 0 || PyList_Append(s->spare, tr) < 0)
             goto done;
     }
     rc = 0;
@@ -464,6 +481,21 @@ done:
 static int release_due(State *s, PyObject *tid, PyObject *sids, PyObject *out) {
     PyObject *tr = NULL, *turns = NULL, *calls = NULL, *sorted = NULL;
     int rc = -1;
+    PyObject *tw = PyDict_GetItemWithError(s->traces, tid);
+    if (tw == NULL && PyErr_Occurred()) return -1;
+    if (tw != NULL) { /* RunRoots wait in it: self._release_due(tid, tr, sids, out, now) (_runs) */
+        Py_INCREF(tw);
+        int w = runs_wait(tw);
+        if (w != 0) {
+            PyObject *args[6] = {s->self, tid, tw, sids, out, s->now_obj};
+            size_t n = 6 | PY_VECTORCALL_ARGUMENTS_OFFSET;
+            PyObject *r = w < 0 ? NULL : PyObject_VectorcallMethod(s_release_due, args, n, NULL);
+            Py_DECREF(tw);
+            Py_XDECREF(r);
+            return r != NULL ? 0 : -1;
+        }
+        Py_DECREF(tw);
+    }
     if (!PyUnicode_Check(sids)) { /* several turns of the trace due together */
         if ((sorted = PySequence_List(sids)) == NULL || PyList_Sort(sorted) < 0) goto done;
         for (Py_ssize_t i = 0; i < PyList_GET_SIZE(sorted); i++) {
@@ -584,8 +616,9 @@ static int poll_into(State *s, PyObject *out) {
             goto next;
         }
         int pending = (turns = tr_get(tr, X_TURNS)) == NULL ? -1 : PyObject_IsTrue(turns);
+        if (pending == 0) pending = runs_wait(tr);
         if (pending < 0) goto next;
-        if (pending) { /* still within a grace period: look again later */
+        if (pending) { /* within a grace period, or RunRoots wait: look again later */
             if (tr_set(tr, X_FIRST_SEEN, s->now_obj) < 0 || call_void(s->traces, s_move_to_end, tid, NULL) < 0)
                 goto next;
         } else {
@@ -640,7 +673,9 @@ static int flush_one(State *s, PyObject *tid, PyObject *tr, PyObject *out) {
     PyObject *turns = tr_get(tr, X_TURNS), *calls = NULL;
     int rc = -1;
     if (turns == NULL) return -1;
-    if (PyDict_CheckExact(turns) && PyDict_GET_SIZE(turns) == 1) {
+    int waits = runs_wait(tr); /* RunRoots wait in it: _flush_trace settles them */
+    if (waits < 0) goto done;
+    if (!waits && PyDict_CheckExact(turns) && PyDict_GET_SIZE(turns) == 1) {
         Py_ssize_t pos = 0;
         PyObject *sid, *value;
         PyDict_Next(turns, &pos, &sid, &value); /* next(iter(turns)) */
@@ -694,7 +729,7 @@ fail:
 
 /* ---- add_records ------------------------------------------------------------------------------------------- */
 
-enum { K_CALL, K_TURN, K_OTHER };
+enum { K_CALL, K_TURN, K_OTHER, K_RUN };
 
 /* The kind of a record C takes: exactly a ToolCall (or RequestedCall, OfferedTools, HandoffMark, InputMark), Turn or
  * Span whose ids (the trace, its own, for a call or a span its parent's) are exact str; -1 for any other. */
@@ -704,6 +739,7 @@ static inline int kind_of(PyObject *r) {
     int kind, n = 3;
     if (tp == call_type || tp == requested_type || tp == offered_type || tp == handoff_type || tp == input_type)
         off = off_call, kind = K_CALL;
+    else if (tp == run_type) off = off_call, kind = K_RUN;
     else if (tp == turn_type) off = off_turn, kind = K_TURN, n = 2;
     else if (tp == span_type) off = off_span, kind = K_OTHER;
     else return -1;
@@ -738,6 +774,8 @@ static PyObject *trace_for(State *s, PyObject *tid, PyObject *out, int *made) {
         SLOT(tr, off_trace[X_CALLS]) = v[0];
         SLOT(tr, off_trace[X_TURNS]) = v[1];
         SLOT(tr, off_trace[X_PARENTS]) = v[2];
+        SLOT(tr, off_trace[X_WAITING]) = Py_NewRef(Py_None);
+        SLOT(tr, off_trace[X_KNOWN]) = Py_NewRef(Py_None);
     }
     if (PyODict_SetItem(s->traces, tid, tr) < 0 || tr_set(tr, X_FIRST_SEEN, s->now_obj) < 0) Py_CLEAR(tr);
     return tr;
@@ -899,6 +937,29 @@ done:
     return rc;
 }
 
+/* Whether a span's kind is SERVER or CONSUMER (`kind == KIND_SERVER or kind == KIND_CONSUMER`): 1, 0 or -1. */
+static int entry_kind(PyObject *r) {
+    PyObject *kind = SLOT(r, off_kind);
+    if (kind == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "kind");
+        return -1;
+    }
+    if (PyLong_CheckExact(kind)) {
+        int overflow;
+        long v = PyLong_AsLongAndOverflow(kind, &overflow);
+        if (v == -1 && PyErr_Occurred()) return -1;
+        return overflow == 0 && (v == kind_server || v == kind_consumer);
+    }
+    long both[2] = {kind_server, kind_consumer};
+    for (int i = 0; i < 2; i++) {
+        PyObject *k = PyLong_FromLong(both[i]);
+        int eq = k == NULL ? -1 : compare(kind, k, Py_EQ);
+        Py_XDECREF(k);
+        if (eq != 0) return eq;
+    }
+    return 0;
+}
+
 static int other(State *s, Counts *k, PyObject *r, PyObject *tr) {
     PyObject *sid = Py_NewRef(SLOT(r, off_span[R_SPAN_ID])), *parent = Py_NewRef(SLOT(r, off_span[R_PARENT]));
     PyObject *parents = tr_get(tr, X_PARENTS);
@@ -906,13 +967,43 @@ static int other(State *s, Counts *k, PyObject *r, PyObject *tr) {
     Py_ssize_t n = in == 0 ? size_of(parents) : 0;
     int rc = in < 0 || n < 0 ? -1 : 0;
     if (rc == 0) {
-        if (in || n < s->max_links) rc = set_item(parents, sid, parent);
-        else k->oversized_spans++;
+        if (in || n < s->max_links) {
+            rc = set_item(parents, sid, parent);
+            int e = rc < 0 ? -1 : entry_kind(r); /* where a run's way up ends: self._entry(tr, span) (_runs) */
+            if (e > 0) rc = call_void(s->self, s_entry, tr, r);
+            else if (e < 0) rc = -1;
+        } else {
+            k->oversized_spans++;
+        }
     }
     Py_DECREF(sid);
     Py_DECREF(parent);
     Py_XDECREF(parents);
     return rc;
+}
+
+/* self._add_run(tid, tr, run, made, now) (_runs): 1 when the trace holds it (or the turn it is), 0, -1. */
+static int add_run(State *s, PyObject *r, PyObject *tid, PyObject *tr, int made) {
+    PyObject *args[6] = {s->self, tid, tr, r, made ? Py_True : Py_False, s->now_obj};
+    PyObject *held = PyObject_VectorcallMethod(s_add_run, args, 6 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    int rc = held == NULL ? -1 : PyObject_IsTrue(held);
+    Py_XDECREF(held);
+    return rc;
+}
+
+/* After each record: when RunRoots wait in its trace for its span id, self._arrived(tid, tr, r, now) (_runs): 0, -1. */
+static int awaited(State *s, PyObject *r, Py_ssize_t off_sid, PyObject *tid, PyObject *tr) {
+    int w = runs_wait(tr);
+    if (w <= 0) return w;
+    PyObject *waiting = tr_get(tr, X_WAITING), *sid = Py_NewRef(SLOT(r, off_sid));
+    int in = waiting == NULL ? -1 : has(waiting, sid);
+    Py_XDECREF(waiting);
+    Py_DECREF(sid);
+    if (in <= 0) return in;
+    PyObject *args[5] = {s->self, tid, tr, r, s->now_obj};
+    PyObject *res = PyObject_VectorcallMethod(s_arrived, args, 5 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    Py_XDECREF(res);
+    return res != NULL ? 0 : -1;
 }
 
 static int add_counts(State *s, const Counts *k) {
@@ -960,8 +1051,8 @@ static PyObject *add_records(PyObject *module, PyObject *const *args, Py_ssize_t
             Py_DECREF(r);
             break;
         }
-        Py_ssize_t at = kind == K_CALL ? off_call[R_TRACE_ID] : kind == K_TURN ? off_turn[U_TRACE_ID] : off_span[R_TRACE_ID];
-        PyObject *tid = Py_NewRef(SLOT(r, at));
+        const Py_ssize_t *off = kind == K_TURN ? off_turn : kind == K_OTHER ? off_span : off_call;
+        PyObject *tid = Py_NewRef(SLOT(r, off[R_TRACE_ID])); /* (U_TRACE_ID, U_SPAN_ID are R_TRACE_ID, R_SPAN_ID) */
         int made;
         PyObject *tr = trace_for(&s, tid, out, &made); /* may run _evict_oldest */
         if (tr != NULL && kind_of(r) != kind) { /* the trace made holds no record yet, as Python finds it */
@@ -974,9 +1065,11 @@ static PyObject *add_records(PyObject *module, PyObject *const *args, Py_ssize_t
         if (tr == NULL) rc = -1;
         else if (kind == K_CALL) rc = tool_call(&s, &k, r, tid, tr, made);
         else if (kind == K_TURN) rc = turn(&s, &k, r, tid, tr, made);
-        else rc = other(&s, &k, r, tr);
+        else if (kind == K_OTHER) rc = other(&s, &k, r, tr);
+        else rc = add_run(&s, r, tid, tr, made);
         if (rc == 0 && made) rc = PyODict_SetItem(s.links, tid, Py_None); /* made by a record it does not hold */
         else if (rc > 0) rc = 0;
+        if (rc == 0) rc = awaited(&s, r, off[R_SPAN_ID], tid, tr);
         Py_XDECREF(tr);
         Py_DECREF(tid);
         Py_DECREF(r);
@@ -985,12 +1078,11 @@ static PyObject *add_records(PyObject *module, PyObject *const *args, Py_ssize_t
     if (rc < 0) { /* the counts so far are kept, as Python keeps them; the error raised is the first one */
         PyObject *et, *ev, *tb;
         PyErr_Fetch(&et, &ev, &tb);
-        if (add_counts(&s, &k) < 0) PyErr_Clear();
+        if (add_counts(&s, &k) < 0 || (k.added != 0 && add_attr(self, s_pending_turns, k.added) < 0)) PyErr_Clear();
         PyErr_Restore(et, ev, tb);
-    } else if (add_counts(&s, &k) < 0) {
+    } else if (add_counts(&s, &k) < 0 || (k.added != 0 && add_attr(self, s_pending_turns, k.added) < 0)) {
         rc = -1;
     }
-    if (rc == 0 && k.added != 0) rc = add_attr(self, s_pending_turns, k.added);
     Py_ssize_t n_all = PySequence_Fast_GET_SIZE(records);
     if (rc == 0 && i < n_all) { /* the rest in Python, which polls at its end */
         PyObject *rest = PySequence_GetSlice(records, i, n_all);
@@ -1032,10 +1124,10 @@ static int same_slots(PyObject *cls, PyTypeObject *base, int more) {
 }
 
 static PyObject *init(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 16) {
+    if (nargs != 19) {
         PyErr_SetString(PyExc_TypeError, "init(TurnAssembler, _Trace, AssemblerStats, ToolCall, Turn, Span, deque, "
                                          "heappush, heappop, call_key, spare_max, RequestedCall, OfferedTools, spans_of, "
-                                         "HandoffMark, InputMark)");
+                                         "HandoffMark, InputMark, RunRoot, KIND_SERVER, KIND_CONSUMER)");
         return NULL;
     }
     struct {
@@ -1057,6 +1149,8 @@ static PyObject *init(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         {&s_oversized_calls, "oversized_calls"}, {&s_oversized_spans, "oversized_spans"},
         {&s_turns_completed, "turns_completed"}, {&s_calls, "calls"}, {&trace_attr[X_FIRST_SEEN], "first_seen_ns"},
         {&trace_attr[X_CALLS], "calls"}, {&trace_attr[X_TURNS], "turns"}, {&trace_attr[X_PARENTS], "parents"},
+        {&trace_attr[X_WAITING], "waiting"}, {&trace_attr[X_KNOWN], "known"}, {&s_add_run, "_add_run"},
+        {&s_arrived, "_arrived"}, {&s_entry, "_entry"}, {&s_release_due, "_release_due"},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         PyObject *s = PyUnicode_InternFromString(names[i].s);
@@ -1069,15 +1163,18 @@ static PyObject *init(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (zero == NULL) return NULL;
     Py_ssize_t spare = PyLong_AsSsize_t(args[10]);
     if (spare == -1 && PyErr_Occurred()) return NULL;
+    long server = PyLong_AsLong(args[17]), consumer = PyLong_AsLong(args[18]);
+    if ((server == -1 || consumer == -1) && PyErr_Occurred()) return NULL;
     Py_CLEAR(asm_type); /* set last: until then add_records and poll hand every call to Python */
     if (!class_ok(args[1], &trace_type, trace_names, X_N, off_trace, 1) ||
         !class_ok(args[3], &call_type, record_names, R_N, off_call, 1) ||
         !record_slot_offsets(call_type, call_id_name, 1, &off_call_id) ||
         !record_slot_offsets(call_type, call_name, 1, &off_call_name) || !same_slots(args[11], call_type, 0) ||
         !same_slots(args[12], call_type, 1) || !same_slots(args[14], call_type, 0) ||
-        !same_slots(args[15], call_type, 0) ||
+        !same_slots(args[15], call_type, 0) || !same_slots(args[16], call_type, 1) ||
         !class_ok(args[4], &turn_type, turn_names, U_N, off_turn, 1) ||
         !class_ok(args[5], &span_type, record_names, R_N, off_span, 0) ||
+        !record_slot_offsets(span_type, kind_name, 1, &off_kind) ||
         !class_ok(args[2], &stats_type, NULL, 0, NULL, 0) || !class_ok(args[6], &deque_type, NULL, 0, NULL, 0) ||
         !PyType_Check(args[0])) {
         PyErr_SetString(PyExc_ImportError, "_cassembler: the record, trace or state classes are not plain slotted "
@@ -1085,6 +1182,9 @@ static PyObject *init(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     spare_max = spare;
+    kind_server = server;
+    kind_consumer = consumer;
+    Py_XSETREF(run_type, (PyTypeObject *)Py_NewRef(args[16]));
     Py_XSETREF(requested_type, (PyTypeObject *)Py_NewRef(args[11]));
     Py_XSETREF(offered_type, (PyTypeObject *)Py_NewRef(args[12]));
     Py_XSETREF(handoff_type, (PyTypeObject *)Py_NewRef(args[14]));
@@ -1118,7 +1218,8 @@ static PyObject *count_turnless(PyObject *module, PyObject *traces) {
 static PyMethodDef methods[] = {
     {"init", (PyCFunction)(void (*)(void))init, METH_FASTCALL,
      "init(TurnAssembler, _Trace, AssemblerStats, ToolCall, Turn, Span, deque, heappush, heappop, call_key, "
-     "spare_max, RequestedCall, OfferedTools, spans_of): the classes and helpers of monitor.assembly._assembler."},
+     "spare_max, RequestedCall, OfferedTools, spans_of, HandoffMark, InputMark, RunRoot, KIND_SERVER, KIND_CONSUMER): "
+     "the classes and helpers of monitor.assembly._assembler."},
     {"add_records", (PyCFunction)(void (*)(void))add_records, METH_FASTCALL,
      "add_records(assembler, records, now_ns): TurnAssembler.add_records in C."},
     {"poll", (PyCFunction)(void (*)(void))asm_poll, METH_FASTCALL, "poll(assembler, now_ns): TurnAssembler.poll in C."},

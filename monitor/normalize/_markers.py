@@ -179,6 +179,12 @@ PA_MSG = "logfire.msg"  # set on pydantic-ai's `agent run` and `running tool` sp
 # The keys that send a span with no GenAI operation to _foreign.py (a tuple: _cgenai.c reads it once, at load).
 FOREIGN_MARKERS = (OI_KIND, TL_KIND, PA_MSG, TL_REQUEST_TYPE, LF_TYPE, MLFLOW_SPAN_TYPE, AI_OPERATION_ID)
 
+# The keys that make a span a part of an agent's run, for turn assembly's settling of a RunRoot under it
+# (monitor.assembly._runs): a GenAI operation's, OpenInference's and OpenLLMetry's spans. Not Logfire's `logfire.msg`
+# (its web framework spans carry it too), nor Langfuse's or MLflow's span types (an application's traced function
+# around a run is one of them).
+RUN_MARKERS = ("gen_ai.operation.name", OI_KIND, TL_KIND, TL_REQUEST_TYPE)
+
 # Every key _foreign.py reports as ignored (wrong-typed): label values of toolwatch_ignored_attributes_total.
 FOREIGN_ATTRIBUTE_KEYS = frozenset(
     {

@@ -6,6 +6,8 @@ from monitor.otlp._file import FileLineError, bounded_lines, read_jsonl
 from monitor.otlp._json import REASON_MALFORMED, decode_json, parse_json
 from monitor.otlp._protobuf import decode_protobuf, parse_protobuf
 from monitor.otlp._span import (
+    KIND_CONSUMER,
+    KIND_SERVER,
     REASON_BAD_ID,
     STATUS_ERROR,
     STATUS_OK,
@@ -17,6 +19,8 @@ from monitor.otlp._span import (
 )
 
 __all__ = [
+    "KIND_CONSUMER",
+    "KIND_SERVER",
     "REASON_BAD_ID",
     "REASON_MALFORMED",
     "STATUS_ERROR",

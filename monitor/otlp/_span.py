@@ -11,6 +11,10 @@ STATUS_UNSET = 0
 STATUS_OK = 1
 STATUS_ERROR = 2
 
+# OTLP's span kinds read: a span that starts the work of a request or a message this process received.
+KIND_SERVER = 2
+KIND_CONSUMER = 5
+
 # Rejection reason of spans whose trace or span id is unusable (a label value of toolwatch_spans_rejected_total).
 REASON_BAD_ID = "invalid_id"
 

@@ -23,8 +23,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from monitor.assembly import TurnAssembler, _assembler
-from monitor.otlp import Span, accelerated
-from monitor.records import HandoffMark, InputMark, OfferedTools, RequestedCall, ToolCall, Turn
+from monitor.otlp import KIND_SERVER, Span, accelerated
+from monitor.records import HandoffMark, InputMark, OfferedTools, RequestedCall, RunRoot, ToolCall, Turn
 
 from .test_assembly_fast import BOUNDS, SIDS, TRACES
 from .test_requested_calls import _spied
@@ -55,11 +55,13 @@ Spec = tuple[str, str, str, str, int, int]
 # offered (a few definitions, some shared). A call kind may name a call id after a colon ("call:a", "req0:a": the
 # reconciliation by id), and "handoff" is a handoff mark (it drops a requested call of its name). "input" is the input
 # a model request span saw (InputMark: the earliest gives a turn without input its input), "turn0" a turn without
-# input.
+# input. "run" is a run's root under another span (RunRoot: settled as a turn or a step by what arrives above it),
+# "server" a SERVER span (where a run's way up ends: its turn), "marked" a span of a run (OpenInference's: a step).
 record = st.tuples(
     st.sampled_from(
         ["call", "turn", "other", "req0", "req1", "offered", "offered2", "offered3"]
         + ["call:a", "call:b", "req0:a", "req1:b", "req2:a", "req0:c", "handoff", "input", "input", "turn0"]
+        + ["run", "run", "run", "server", "marked"]
     ),
     st.sampled_from(TRACES),
     st.sampled_from(SIDS),
@@ -101,6 +103,13 @@ def build(kind: str, tid: str, sid: str, parent: str, start: int, end: int) -> T
                          start_ns=start, end_ns=end)  # fmt: skip
     if kind in ("turn", "turn0"):
         return Turn("hi" if kind == "turn" else "", trace_id=tid, span_id=sid, start_ns=start, end_ns=end)
+    if kind == "run":
+        turn = Turn("run", trace_id=tid, span_id=sid, start_ns=start, end_ns=end)
+        return RunRoot("", trace_id=tid, span_id=sid, parent_span_id=parent, start_ns=start, end_ns=end, turn=turn)
+    if kind == "server":
+        return Span(tid, sid, parent, "POST /chat", KIND_SERVER, start, end)
+    if kind == "marked":
+        return Span(tid, sid, parent, "chain", 1, start, end, attributes={"openinference.span.kind": "CHAIN"})
     if kind.startswith("req"):  # its span id as the normalizer makes it (the chat span's and the index)
         return RequestedCall("tool", cid, trace_id=tid, span_id=f"{parent}#0{kind[3:]}", parent_span_id=parent,
                              start_ns=start, end_ns=end)  # fmt: skip
@@ -119,7 +128,7 @@ class Side:
 
     def records(self, specs: Iterable[Spec]) -> list[ToolCall | Turn | Span]:
         out = [build(*s) for s in specs]
-        for r in out:
+        for r in [*out, *(r.turn for r in out if isinstance(r, RunRoot))]:
             self.index[id(r)] = len(self.keep)
             self.keep.append(r)
         return out
@@ -152,6 +161,8 @@ class Side:
                 [self.ref(c) for c in tr.calls],
                 [(s, self.ref(t)) for s, t in tr.turns.items()],
                 list(tr.parents.items()),
+                None if tr.waiting is None else [(s, [self.ref(r) for r in runs]) for s, runs in tr.waiting.items()],
+                None if tr.known is None else list(tr.known.items()),
             )
             for tid, tr in a._traces.items()
         ]
@@ -291,6 +302,70 @@ def hand(steps: list[tuple[str, list[Spec], int]], **kw: Any) -> tuple[Side, Sid
         return a
 
     return run_both(steps, make)
+
+
+# A framework's run in a web request (RunRoots, monitor.assembly._runs): the request's span `w` (SERVER, at the
+# root or under a remote parent `r` never sent), the run's root `x` under it, or under the application's own span `u`
+# (under `w`), or under its `agent_turn` `t` (under `w`), or under a span `q` never sent; a nested run `y` under `x`, a
+# span of a run `m` (OpenInference's) under `x` and a nested run `z` under it; calls under `y`, `x` and `z`.
+RUN_SHAPES = ("web", "remote", "plain", "turn", "lost")
+
+
+def run_trace(n: int, shape: str) -> list[Spec]:
+    tid = f"{n:032x}"
+    top = {"turn": "t", "plain": "u", "lost": "q"}.get(shape, "w")
+    out: list[Spec] = [
+        ("call", tid, "c0", "y", 2, 3), ("run", tid, "y", "x", 1, 4), ("call", tid, "c1", "x", 4, 5),
+        ("call", tid, "c2", "z", 5, 6), ("run", tid, "z", "m", 5, 7), ("marked", tid, "m", "x", 5, 8),
+        ("run", tid, "x", top, 1, 9),
+    ]  # fmt: skip
+    if shape == "turn":
+        out.append(("turn", tid, "t", "w", 0, 10))
+    if shape == "plain":
+        out.append(("other", tid, "u", "w", 0, 10))
+    if shape != "lost":
+        out.append(("server", tid, "w", "r" if shape == "remote" else "", 0, 11))
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 6), st.sampled_from(RUN_SHAPES)), min_size=1, max_size=4,
+             unique_by=lambda t: t[0]),
+    st.randoms(use_true_random=False),
+    st.integers(1, 4),
+    st.booleans(),
+)  # fmt: skip
+def test_c_matches_python_on_runs_under_other_spans(
+    traces: list[tuple[int, str]], rnd: Any, batches: int, in_order: bool
+) -> None:
+    """Whatever the order the spans come in (children first, as exported, or any other) and however split into
+    requests: the same turns on both paths, each run one turn (its root's, or the application's `agent_turn`) with its
+    three calls, once its RunRoots are settled (by the spans above them, or by the flush for those never sent)."""
+    specs = [s for t in traces for s in run_trace(*t)]
+    if not in_order:
+        rnd.shuffle(specs)
+    cut = sorted(rnd.sample(range(len(specs) + 1), min(batches, len(specs) + 1)))
+    steps: list[tuple[str, list[Spec], int]] = [("add", specs[a:b], 0) for a, b in zip([0, *cut], [*cut, len(specs)])]
+    steps.append(("flush", [], 0))
+    c, _ = hand(steps, max_calls_per_trace=10)
+    expected = {(f"{n:032x}", "t" if shape == "turn" else "x") for n, shape in traces}
+    rows = {(t.trace_id, t.span_id, t.turnless, tuple(sorted(x.span_id for x in t.calls))) for t in c.released}
+    assert rows == {(tid, sid, False, ("c0", "c1", "c2")) for tid, sid in expected}
+
+
+@pytest.mark.parametrize("shape", RUN_SHAPES)
+def test_a_run_under_other_spans_waits_no_longer_than_the_turnless_timeout(shape: str) -> None:
+    """Added at 0, in the order exported: the run is one turn after the grace period (1 s) when the spans above its
+    root have come, at the turnless timeout (5 s) when they never come; nothing is left pending."""
+    due = 5 if shape == "lost" else 1
+    steps: list[tuple[str, list[Spec], int]] = [("add", run_trace(0, shape), 0)]
+    for t in range(1, 6):
+        steps.append(("poll", [], 1))
+        c, _ = hand(steps)
+        assert [(x.span_id, x.turnless) for x in c.released] == ([] if t < due else [("t" if shape == "turn" else "x",
+                                                                                           False)])  # fmt: skip
+    assert c.asm.pending_traces == 0
 
 
 T, U = "a" * 32, "b" * 32
@@ -1002,7 +1077,8 @@ def test_records_replaced_during_an_eviction_are_added_as_python_adds_them() -> 
 
 def test_an_error_keeps_the_counts_so_far_and_raises_the_first_error() -> None:
     """On an error the counts of the records before it are still added to the stats (as Python adds them as it
-    goes), with the error set aside meanwhile: a stats value whose += runs Python code lost it before the fix."""
+    goes), with the error set aside meanwhile: a stats value whose += runs Python code lost it before the fix. So is
+    the count of the turns held before it (pending: they were left uncounted on both paths)."""
 
     class Count(int):
         def __iadd__(self, other: int) -> Count:
@@ -1025,12 +1101,13 @@ def test_an_error_keeps_the_counts_so_far_and_raises_the_first_error() -> None:
             add(
                 [
                     ToolCall("t", trace_id="A", span_id="s1", parent_span_id="p"),  # a duplicate: counted
+                    Turn("hi", trace_id="A", span_id="t1"),  # held: pending
                     ToolCall("t", trace_id="A", span_id="boom", parent_span_id="p"),
                 ],
                 1,
             )
-        seen.append(asm.stats)
-    assert seen[0] == seen[1] and seen[0].duplicates == 1
+        seen.append((asm.stats, asm.pending_turns))
+    assert seen[0] == seen[1] and seen[0][0].duplicates == 1 and seen[0][1] == 1
 
 
 @pytest.mark.parametrize("mark", [InputMark, HandoffMark])

@@ -1,0 +1,226 @@
+"""A framework's run under another span: its outermost span is its turn, or a step of the run or turn above it.
+
+LangChain and LangGraph through OpenInference record a run's turn as its root CHAIN span, Traceloop as its root
+`workflow` span, OpenLIT as its root `invoke_workflow` / `invoke_agent` span. In production such a run executes inside
+a web request, whose server span is its parent; or inside the application's own turn (`agent_turn`), or inside another
+run. The normalizer makes such a span with a parent a RunRoot (monitor.records): the turn it is at the root, and its
+parent link. Which one it is depends on what is above it, which arrives after it (a span ends, and is exported, before
+its parent): so turn assembly holds it, as a call of its trace, and settles it when its parent arrives:
+
+- a step of a run (its turn read is dropped; its calls go to the turn above, or are judged turnless) when its parent
+  is a turn (pending or released), a call, another RunRoot, or a span of a run (a GenAI operation's, OpenInference's,
+  OpenLLMetry's: _markers.RUN_MARKERS);
+- its run's turn (held as a turn arriving then: released after the grace period with the calls under it) when its
+  parent is a SERVER or CONSUMER span (the start of a request's or a message's work in this process: nothing above it
+  is this run's), or the root of the trace;
+- under any other span (one of the application's own), the span above that decides, and so on: a run under a span of
+  the application's own inside its `agent_turn` is a step of that turn; while a span on the way has not arrived, the
+  RunRoot waits for it.
+
+A RunRoot whose parent (or a span above it) never arrives, a remote parent never exported, is its run's turn once the
+turnless timeout has passed since it arrived (a due entry of its own, its span id and `#run`), released then with its
+calls: never later. Flushing and evicting a trace make each RunRoot still waiting a turn.
+
+The spans that arrived before a RunRoot are known by their parent links only: on the way up from a RunRoot's parent a
+turn (pending or released) or a RunRoot settles it as a step, a SERVER or CONSUMER span of no run (each remembered as
+it arrives, in the trace's `known`, with the RunRoots: span id -> whether it is part of a run) or the root of the trace
+as the turn; a span of a run that arrived before the RunRoot under it (rare: a span ends after its children; across
+export requests, a Collector or a retry may reorder them) is gone by as the application's own would be.
+
+Pending RunRoots are calls of their trace (bounded by max_calls_per_trace, weighed, evicted with it, keeping it from
+being dropped as a trace of links only); the trace's `waiting` maps each span id awaited to the RunRoots waiting for
+it (None while none waits: the per-record check of the C assembler is one pointer compare). These functions are
+TurnAssembler's methods (_assembler.py); the C assembler calls them for RunRoots, for records awaited, for SERVER and
+CONSUMER spans, and for the traces with RunRoots waiting when they are due, flushed or evicted.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from monitor.normalize._markers import RUN_MARKERS
+from monitor.otlp import KIND_CONSUMER, KIND_SERVER, Span
+from monitor.records import RunRoot, ToolCall, Turn
+
+if TYPE_CHECKING:
+    from monitor.assembly._assembler import TurnAssembler, _Trace
+
+RUN_DUE = "#run"  # a waiting RunRoot's timeout among the due entries: its span id and this (no turn's span id)
+_MAX_DEPTH = 64  # spans walked up from a RunRoot's parent (as _owner walks)
+
+
+def _of_run(span: Span) -> bool:
+    attrs = span.attributes
+    return any(k in attrs for k in RUN_MARKERS)
+
+
+def _verdict(asm: TurnAssembler, tid: str, tr: _Trace, sid: str, r: ToolCall | Turn | Span | None = None) -> bool | str:
+    """What a RunRoot whose parent is `sid` is: a step (True), its run's turn (False), or not known until the span id
+    returned arrives. `r` is the record of `sid` just added (None: `sid` is read from the trace)."""
+    if r is not None:
+        if not isinstance(r, Span) or _of_run(r):  # a turn, a call, a RunRoot, a span of a run
+            return True
+        if r.kind == KIND_SERVER or r.kind == KIND_CONSUMER:
+            return False
+        sid = r.parent_span_id
+    turns, parents, known, released = tr.turns, tr.parents, tr.known, asm._released
+    for _ in range(_MAX_DEPTH):
+        if not sid:
+            return False  # the root of the trace
+        if sid in turns or tid + sid in released:
+            return True
+        if known is not None:
+            k = known.get(sid)
+            if k is not None:
+                return k
+        nxt = parents.get(sid)
+        if nxt is None:
+            return sid  # not arrived
+        sid = nxt
+    return False
+
+
+def _know(tr: _Trace, sid: str, of_run: bool) -> None:
+    if tr.known is None:
+        tr.known = {}
+    tr.known[sid] = of_run
+
+
+def _wait(tr: _Trace, sid: str, run: RunRoot) -> None:
+    if tr.waiting is None:
+        tr.waiting = {}
+    tr.waiting.setdefault(sid, []).append(run)
+
+
+def _unhold(tr: _Trace, run: RunRoot) -> None:
+    """Takes a settled RunRoot off the trace's calls (the very record: an equal copy is another)."""
+    calls = tr.calls
+    for i, c in enumerate(calls):
+        if c is run:
+            del calls[i]
+            return
+
+
+def _forget(tr: _Trace, run: RunRoot) -> None:
+    """Takes a RunRoot off the trace's waiting lists."""
+    waiting = tr.waiting
+    if waiting is None:
+        return
+    for sid, runs in list(waiting.items()):
+        for i, x in enumerate(runs):
+            if x is run:
+                del runs[i]
+                if not runs:
+                    del waiting[sid]
+                if not waiting:
+                    tr.waiting = None
+                return
+
+
+def add_run(asm: TurnAssembler, tid: str, tr: _Trace, run: RunRoot, new: bool, now_ns: int) -> bool:
+    """A RunRoot given to turn assembly: settled now when what is above it is known (a step: a parent link; the turn:
+    held as a turn), else held as a call of its trace until its parent arrives or its timeout. True when the trace
+    holds it or its turn."""
+    sid = run.span_id
+    parents = tr.parents
+    if sid in parents:  # a copy (an exporter's retry): of a turn when it was made one
+        if sid in tr.turns or tid + sid in asm._released:
+            asm.stats.duplicates += 1
+        return False
+    if len(parents) < asm.max_links_per_trace:
+        parents[sid] = run.parent_span_id
+    verdict = _verdict(asm, tid, tr, run.parent_span_id)
+    if verdict is True:
+        _know(tr, sid, True)
+        return False
+    if verdict is False:
+        return asm._hold_turn(tid, tr, run.turn, now_ns, new)
+    calls = tr.calls
+    if len(calls) >= asm.max_calls_per_trace:  # no room to wait: a parent link
+        asm.stats.oversized_spans += 1
+        return False
+    if not calls:
+        if not (new or tr.turns):
+            asm._links.pop(tid, None)  # it holds records now
+        if tr.first_seen_ns != now_ns:  # the turnless timeout of its trace counts from here
+            tr.first_seen_ns = now_ns
+            asm._traces.move_to_end(tid)
+    calls.append(run)
+    _wait(tr, verdict, run)
+    _know(tr, sid, True)
+    asm._due_add(now_ns + asm.turnless_timeout_ns, tid, sid + RUN_DUE)
+    return True
+
+
+def arrived(asm: TurnAssembler, tid: str, tr: _Trace, r: ToolCall | Turn | Span, now_ns: int) -> None:
+    """A record whose span id RunRoots wait for was added: each is settled by it (or waits for a span above it)."""
+    waiting = tr.waiting
+    runs = waiting.pop(r.span_id, None) if waiting is not None else None
+    if waiting is not None and not waiting:
+        tr.waiting = None
+    if not runs:
+        return
+    verdict = _verdict(asm, tid, tr, "", r)
+    for run in runs:
+        if isinstance(verdict, str):
+            _wait(tr, verdict, run)
+            continue
+        _unhold(tr, run)
+        if verdict is False:
+            asm._hold_turn(tid, tr, run.turn, now_ns, False)
+
+
+def entry(asm: TurnAssembler, tr: _Trace, span: Span) -> None:
+    """A SERVER or CONSUMER span (a parent link): remembered as where a RunRoot's way up ends (its run's turn), or as a
+    span of a run (a step) when it is one, for the RunRoots under it that arrive after it."""
+    _know(tr, span.span_id, _of_run(span))
+
+
+def release_due(asm: TurnAssembler, tid: str, tr: _Trace, sids: str | list[str], out: list[Turn], now_ns: int) -> None:
+    """The due entries of a trace with RunRoots waiting (poll): its turns due released, each RunRoot whose timeout it is
+    made its run's turn and released with its calls."""
+    for sid in (sids,) if isinstance(sids, str) else sorted(sids):
+        if asm._traces.get(tid) is not tr:  # released whole meanwhile
+            return
+        if sid.endswith(RUN_DUE):
+            run = _waiting_run(tr, sid[: -len(RUN_DUE)])
+            if run is not None:
+                _forget(tr, run)
+                _unhold(tr, run)
+                if asm._hold_turn(tid, tr, run.turn, now_ns, False, due=False):
+                    asm._release_turn(tid, tr, run.turn.span_id, out, now_ns)
+        elif sid in tr.turns:
+            asm._release_turn(tid, tr, sid, out, now_ns)
+
+
+def _waiting_run(tr: _Trace, sid: str) -> RunRoot | None:
+    if tr.waiting is not None:
+        for runs in tr.waiting.values():
+            for run in runs:
+                if run.span_id == sid:
+                    return run
+    return None
+
+
+def settle_all(asm: TurnAssembler, tid: str, tr: _Trace) -> None:
+    """Every RunRoot still waiting in a trace made its run's turn (a flush, an eviction: its parent never came)."""
+    waiting = tr.waiting
+    if waiting is None:
+        return
+    tr.waiting = None
+    for runs in waiting.values():
+        for run in runs:
+            _unhold(tr, run)
+            asm._hold_turn(tid, tr, run.turn, 0, False, due=False)
+
+
+def drop_runs(tr: _Trace, calls: list[ToolCall]) -> list[ToolCall]:
+    """`calls` (a turn's, at its release) without the RunRoots waiting among them (found under the turn by the time
+    the chain of parents breaks at a span not received: steps of it), which wait no longer."""
+    kept: list[ToolCall] = []
+    for c in calls:
+        if isinstance(c, RunRoot):
+            _forget(tr, c)
+        else:
+            kept.append(c)
+    return kept
