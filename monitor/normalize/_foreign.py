@@ -9,10 +9,16 @@ a rejection, as the GenAI path does. Wrong-typed values are ignored and their ke
 of _markers.FOREIGN_ATTRIBUTE_KEYS, or the GenAI key a value stands for).
 
 What makes a turn:
+- A run's root under another span: the spans that are a run's turn at the root of their trace (a CHAIN span of
+  OpenInference's, a Traceloop `workflow` span, an OpenLIT run's span) are, under another span, RunRoots
+  (monitor.records): the span's parent link holding the turn it is at the root (_run_root), which turn assembly makes
+  the turn when nothing of a run is above it (a web framework's server span, the application's own spans, a parent
+  never received) and a step of the run or turn above it otherwise (monitor.assembly._runs).
 - OpenInference: an AGENT span; a CHAIN span with no parent (LangChain / LangGraph through OpenInference have no AGENT
-  span: their root chain is the run). A CHAIN span under another span is a parent link only, and so is an AGENT span
-  under another span without `input.value` (a producer recording the run's input on the root AGENT span only: the agent
-  spans under it are steps of that turn). openai-agents through OpenInference (its tracer scope,
+  span: their root chain is the run). A CHAIN span under another span is a RunRoot (a parent link only when it is a
+  step of a LangGraph graph, its `metadata` naming a `langgraph_node`, or openai-agents'), and an AGENT span under
+  another span without `input.value` a parent link (a producer recording the run's input on the root AGENT span only:
+  the agent spans under it are steps of that turn). openai-agents through OpenInference (its tracer scope,
   _markers.OI_OPENAI_AGENTS_SCOPE) records the run's workflow as the root AGENT span (named after the workflow, `Agent
   workflow` by default; some versions record the run's input on it) and each agent's run as an AGENT span under it that
   names its agent (`agent.name`) and records no input: the agent spans are the turns (one agent's run on one input, as a
@@ -40,7 +46,8 @@ What makes a turn:
   autogen-core's own `invoke_agent` span, the turn: a step of it giving it the user's message the agent was handed (an
   InputMark; at the root, with no autogen-core span, it is the turn); a team's run, a root CHAIN span in a trace
   without its agents' runs, is a parent link (_autogen).
-- Traceloop: an `agent` span (under another span: with `traceloop.entity.input`); a `workflow` span with no parent.
+- Traceloop: an `agent` span (under another span: with `traceloop.entity.input`); a `workflow` span with no parent
+  (under another span a RunRoot, and an InputMark of its input, below).
   `task` spans are parent links. openai-agents through OpenLLMetry (its tracer scope, _markers.OTEL_OPENAI_AGENTS_SCOPE)
   records the run as a root `workflow` span, a parent link, and each agent's run as an `agent` span under it that
   names its agent (`gen_ai.agent.name`) and records no input: the turn, given the latest user message of its first
@@ -53,9 +60,9 @@ What makes a turn:
   OpenLLMetry's LangChain instrumentation (0.62) writes GenAI attributes beside these:
   its tool spans, and its turn spans without `gen_ai.input.messages`, come here by their Traceloop kind (their
   `gen_ai.tool.call.arguments` is the callback's whole input); LangGraph's graph run is its `invoke_agent {graph}`
-  span (GenAI, no input), the `workflow` span under it a parent link that holds the run's input: a `workflow` span
-  under another span yields an InputMark of its input, read as a turn's (`_tl_input`), which gives the turn around
-  it its input at release when it has none (monitor.assembly._offered).
+  span (GenAI, no input), the `workflow` span under it a step that holds the run's input: a `workflow` span under
+  another span (a RunRoot) yields an InputMark of its input, read as a turn's (`_tl_input`), which gives the turn
+  around it its input at release when it has none (monitor.assembly._offered).
 - Langfuse's Python SDK (its tracer scope, _markers.LANGFUSE_SCOPE; `langfuse.observation.type`) and MLflow
   (`mlflow.spanType`, JSON text) record their own attributes only: an `agent` observation / AGENT span is a turn named
   after the span, its input the question in the traced function's bound arguments (`_input_of`), its answer its
@@ -71,8 +78,9 @@ What makes a turn:
   `invoke_workflow` or `invoke_agent` span is the turn (_openlit), read by the GenAI path as an `invoke_agent` span:
   its agent `gen_ai.agent.name`, else the name after the operation in the span's name; its input the latest user
   message of `gen_ai.input.messages`, else of `gen_ai.workflow.input` (_openlit_input), else its first model
-  request's (an InputMark, _requested.add_model_input); under another span (its nodes, or the whole run under the
-  application's own turn span) such a span is a step, a parent link. Its tool spans' arguments, when written as a
+  request's (an InputMark, _requested.add_model_input); under another span such a span is a RunRoot: a step of the
+  run (its nodes) or of the application's own turn span around it, or the run's turn under another of the
+  application's spans (a web request's). Its tool spans' arguments, when written as a
   Python dict repr, are read as OpenInference's LangChain tool input (_genai._openlit_arguments, _repr_arguments).
 - Pydantic Logfire's openai-agents integration (its tracer scope, _markers.LOGFIRE_OPENAI_AGENTS_SCOPE; its spans
   carry `logfire.msg`, and its Responses requests, `chat` spans, are sent here by the GenAI path): an `Agent run` span
@@ -110,7 +118,7 @@ import ast
 import itertools
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -153,7 +161,7 @@ from monitor.normalize._requested import (
     new_requested,
 )
 from monitor.otlp import STATUS_ERROR, Span
-from monitor.records import HandoffMark, ToolCall, Turn, definition_name
+from monitor.records import HandoffMark, RunRoot, ToolCall, Turn, definition_name
 
 Out = list[ToolCall | Turn | Span]
 
@@ -297,11 +305,22 @@ def _openinference(span: Span, kind: Any, out: Out, problems: list[str], rejecte
                   attrs, m.OI_OUTPUT, _ASSISTANT, _OUTPUT_KEYS, problems),
               conversation_id=_str(attrs, m.OI_SESSION_ID, problems) or None)  # fmt: skip
     else:
-        out.append(span)
-        if kind == "LLM":
-            add_openinference(span, out, problems)
-            add_openinference_tools(span, out, problems)
-            add_openinference_input(span, out)
+        _oi_step(span, kind, graph, out, problems, rejected)
+
+
+def _oi_step(span: Span, kind: str, graph: dict[str, Any] | None, out: Out, problems: list[str],
+             rejected: dict[str, int]) -> None:  # fmt: skip
+    """An OpenInference span that is neither a call nor a turn: a CHAIN span under another span (at the root a turn,
+    _openinference) a RunRoot, unless a LangGraph step or openai-agents' (its runs' turns are its agent spans); any
+    other a parent link, an LLM span with the calls it asked for, the tools it offered and the input it was given."""
+    if kind == "CHAIN" and graph is None and span.scope != m.OI_OPENAI_AGENTS_SCOPE:
+        _run_root(span, out, lambda root, got: _openinference(root, kind, got, problems, rejected))
+        return
+    out.append(span)
+    if kind == "LLM":
+        add_openinference(span, out, problems)
+        add_openinference_tools(span, out, problems)
+        add_openinference_input(span, out)
 
 
 def _crewai(span: Span, kind: str, out: Out, problems: list[str]) -> None:
@@ -558,7 +577,7 @@ def _openlit(span: Span, out: Out, problems: list[str], rejected: dict[str, int]
     name), given, when it records no `gen_ai.input.messages`, the latest user message of its `gen_ai.workflow.input`
     (_openlit_input); without either its first model request's user message gives it (an InputMark)."""
     if span.parent_span_id:
-        out.append(span)
+        _run_root(span, out, lambda root, got: _openlit(root, got, problems, rejected))
         return
     attrs = span.attributes
     op = operation(span)
@@ -639,6 +658,24 @@ def _lc_repr_user_message(text: str) -> str | None:
     return content if isinstance(content, str) else None
 
 
+# ---- a run's root under another span -------------------------------------------------------------------------
+
+
+def _run_root(span: Span, out: Out, read: Callable[[Span, Out], None]) -> None:
+    """A span that is its run's turn at the root of its trace (`read` maps a copy of it there), under another span: a
+    RunRoot holding that turn, which turn assembly makes the turn or a step (monitor.assembly._runs); the span itself
+    (a parent link) when at the root it is no turn either (a crew's run)."""
+    got: Out = []
+    read(replace(span, parent_span_id=""), got)
+    turn = got[0] if len(got) == 1 else None
+    if not isinstance(turn, Turn):
+        out.append(span)
+        return
+    run = RunRoot("", trace_id=span.trace_id, span_id=span.span_id, parent_span_id=span.parent_span_id,
+                  start_ns=span.start_ns, end_ns=span.end_ns, turn=turn)  # fmt: skip
+    out.append(run)
+
+
 # ---- Traceloop -----------------------------------------------------------------------------------------------
 
 
@@ -668,9 +705,15 @@ def _traceloop(span: Span, kind: Any, out: Out, problems: list[str], rejected: d
         agent = agent or (workflow if isinstance(workflow, str) else "") or span.name
         _turn(span, out, problems, agent=agent, input_text=_tl_input(attrs, problems),
               output_text=_tl_output(attrs, problems), conversation_id=None)
+    elif kind == "workflow" and not oa:  # under another span: its run's turn, or a step giving the turn around it
+        # its input (see the module docstring)
+        _run_root(span, out, lambda root, got: _traceloop(root, kind, got, problems, rejected))
+        run = out[-1]
+        if isinstance(run, RunRoot) and run.turn.input_text:
+            add_input_mark(span, run.turn.input_text, out)
     else:
         out.append(span)
-        if kind == "workflow":  # under another span: the input of the turn around it (see the module docstring)
+        if kind == "workflow":  # openai-agents': the input of the turn around it (see the module docstring)
             text = _tl_input(attrs, problems)
             if text:
                 add_input_mark(span, text, out)
@@ -1083,6 +1126,8 @@ def _read_as_genai(span: Span, copy: Span, out: Out, problems: list[str], reject
             out[i] = span
         elif r.attributes is copy.attributes:
             r.attributes = span.attributes
+        elif isinstance(r, RunRoot) and r.turn.attributes is copy.attributes:  # the turn a RunRoot holds too
+            r.turn.attributes = span.attributes
 
 
 def _final(attrs: dict[str, Any]) -> dict[str, Any]:

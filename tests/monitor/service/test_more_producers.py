@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from monitor.otlp import Span
-from monitor.records import RequestedCall, ToolCall, Turn
+from monitor.records import RequestedCall, RunRoot, ToolCall, Turn
 from tests.monitor.service.captures import call_rows, capture, captured_turns, input_marks, offered_names
 from tests.monitor.service.spans import new_tracer
 from tests.monitor.service.test_requested_calls import IMPLS, _impl, assemble, convert, decoded
@@ -117,14 +117,18 @@ def _graph_run(*, turn_input: str | None = None, workflow_input: str | None = GR
 
 @pytest.mark.parametrize("impl", IMPLS)
 def test_a_traceloop_workflow_span_under_another_span_gives_its_input(impl: str) -> None:
-    """The workflow span under the graph's span is a parent link and an InputMark (no call, under it) of its input as
-    a turn's is read (the chain's `inputs`: the last run of user messages); the task span under it gives none."""
+    """The workflow span under the graph's span is a RunRoot (its parent link; turn assembly makes it a step of the
+    graph's turn) and an InputMark (no call, under it) of its input as a turn's is read (the chain's `inputs`: the last
+    run of user messages); the task span under it gives none."""
     _impl(impl)
     spans = _graph_run()
     records, problems = convert(spans, impl)
     assert problems == []
     workflow = next(s for s in spans if s.name == "G.workflow")
-    assert workflow in records
+    [run] = [r for r in records if isinstance(r, RunRoot)]
+    assert (run.span_id, run.parent_span_id, run.turn.input_text) == (
+        workflow.span_id, workflow.parent_span_id, QUESTION
+    )
     assert input_marks(records) == [(QUESTION, "", workflow.span_id)]
     assert [(t.agent, t.input_text) for t in records if isinstance(t, Turn)] == [("G", "")]
 
@@ -139,11 +143,15 @@ def test_a_root_traceloop_workflow_span_is_a_turn_and_gives_no_mark(impl: str, s
 
 
 @pytest.mark.parametrize("impl", IMPLS)
-def test_a_workflows_mark_without_its_turn_makes_no_turn(impl: str) -> None:
-    """The graph's span never received: the call is judged alone (turnless, no input), the mark dropped."""
+def test_a_workflow_whose_parent_never_comes_is_the_turn(impl: str) -> None:
+    """The graph's span never received: the workflow span under it is the outermost span of the run toolwatch has, as
+    a run's root under a remote parent never sent is (monitor.assembly._runs): the turn, with its input and the call,
+    once the flush (or the turnless timeout) settles it; its mark dropped."""
     _impl(impl)
     turns, a = assemble(_graph_run(graph="lost"), impl, flush=True)
-    assert [(t.turnless, t.input_text, [c.name for c in t.calls]) for t in turns] == [(True, "", ["get_weather"])]
+    assert [(t.turnless, t.agent, t.input_text, [c.name for c in t.calls]) for t in turns] == [
+        (False, "G", QUESTION, ["get_weather"])
+    ]
     assert a.stats.late_calls == 0
 
 

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from monitor.normalize import Normalizer, _genai
 from monitor.otlp import STATUS_ERROR, Span, SpanEvent, parse_protobuf
 from monitor.otlp._accel import PURE_PYTHON_ENV
-from monitor.records import InputMark, OfferedTools, RequestedCall, ToolCall, Turn
+from monitor.records import InputMark, OfferedTools, RequestedCall, RunRoot, ToolCall, Turn
 
 Convert = Callable[[Iterable[Any], list[Any], list[str], dict[str, int]], None]
 PY: Convert = _genai._convert_py
@@ -114,16 +114,19 @@ def fields(r: Any) -> dict[str, Any]:
 
 def assert_same_record(p: Any, c: Any) -> None:
     assert type(p) is type(c)
-    if type(p) not in (ToolCall, RequestedCall, OfferedTools, InputMark, Turn):
+    if type(p) not in (ToolCall, RequestedCall, OfferedTools, InputMark, Turn, RunRoot):
         assert p is c  # other spans pass through as themselves
         return
     fp, fc = fields(p), fields(c)
     for name in fp:
         assert type(fp[name]) is type(fc[name]), name
         assert fp[name] == fc[name], name
+        if name == "turn":  # a RunRoot's: the turn read of a copy of its span, new on each path
+            assert_same_record(fp[name], fc[name])
+            continue
         if name == "tool_definitions" and isinstance(p.attributes.get("gen_ai.tool.definitions"), tuple):
             continue  # the structured form is read anew each time (not cached): equal, not the same objects
-        if name == "attributes" and type(p) in (OfferedTools, InputMark):
+        if name == "attributes" and type(p) in (OfferedTools, InputMark, RunRoot):
             continue  # none of the span's: a new empty dict each
         if name == "attributes" and type(p) is RequestedCall:
             continue  # the span's without its message contents: a new dict per span (shared: see assert_same)

@@ -45,7 +45,7 @@ from dataclasses import replace
 import pytest
 
 from monitor.otlp import Span
-from monitor.records import RequestedCall, Turn
+from monitor.records import RequestedCall, RunRoot, Turn
 from tests.monitor.service.captures import call_rows, capture, captured_turns, cpu_timed, offered_names
 from tests.monitor.service.test_requested_calls import IMPLS, _impl, assemble, convert
 
@@ -177,14 +177,11 @@ def test_an_openlit_langgraph_run_in_an_agent_turn_is_that_turn(impl: str) -> No
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an OpenLIT run's turn is its root span by parent id alone: under a span of no GenAI operation (a web "
-    "framework's request span) every OpenLIT run span is a step, and the run's calls are judged turnless, without "
-    "agent or input (which span is the turn needs the parent's kind, known at assembly only: a design decision)",
-)
 @pytest.mark.parametrize("impl", IMPLS)
 def test_an_openlit_langgraph_run_under_a_request_span_is_one_turn(impl: str) -> None:
+    """Under a span of no GenAI operation (a web framework's request span, at the root of its trace) the run's root is
+    its turn, as at the root: its nested `invoke_agent` spans steps (turn assembly settles each RunRoot once its parent
+    has arrived; real requests: test_web_request_producers)."""
     spans = capture("openlit_langgraph_tool")
     [root] = [s for s in spans if s.name == "invoke_workflow weather_agent"]
     request = replace(
@@ -258,7 +255,8 @@ def test_openlit_workflow_input_reprs_not_read(impl: str, message: str) -> None:
 
 @pytest.mark.parametrize("impl", IMPLS)
 def test_openlit_nested_invoke_agent_spans_are_steps(impl: str) -> None:
-    """OpenLIT's `invoke_agent` and `invoke_workflow` spans with a parent are parent links; a root one is a turn."""
+    """OpenLIT's `invoke_agent` and `invoke_workflow` spans with a parent are RunRoots (their parent links, holding the
+    turn each is at the root), which turn assembly makes steps of the run above them; a root one is a turn."""
     _impl(impl)
     spans = capture("openlit_langgraph_tool")
     records, _ = convert(spans, impl)
@@ -266,8 +264,11 @@ def test_openlit_nested_invoke_agent_spans_are_steps(impl: str) -> None:
     assert [(t.agent, t.span_id) for t in turns] == [
         ("weather_agent", s.span_id) for s in spans if s.name == "invoke_workflow weather_agent"
     ]
-    kept = {r.span_id for r in records if isinstance(r, Span)}
-    assert {s.span_id for s in spans if s.name.startswith("invoke_agent")} <= kept
+    runs = [(r.span_id, r.parent_span_id, r.turn.span_id) for r in records if isinstance(r, RunRoot)]
+    assert runs == [(s.span_id, s.parent_span_id, s.span_id) for s in spans if s.name.startswith("invoke_agent")]
+    assert {s.span_id for s in spans if s.name.startswith("invoke_agent")}.isdisjoint(
+        r.span_id for r in records if isinstance(r, Span)
+    )
 
 
 @pytest.mark.parametrize("impl", IMPLS)
