@@ -704,7 +704,7 @@ def _load_budget() -> tuple[_Weigh, Callable[[list[Turn]], int], Callable[[Order
     """records_bytes, released_bytes and pending_bytes of _budget, in C (_cbudget.c) when it is loaded."""
     mod = load_extension(
         "monitor.assembly._cbudget", ToolCall, RequestedCall, HandoffMark, OfferedTools, Turn, Span, _Trace,
-        record_bytes, released_bytes_py, RECORD_BYTES, DEFINITION_BYTES, MAX_DEPTH, InputMark,
+        record_bytes, released_bytes_py, RECORD_BYTES, DEFINITION_BYTES, MAX_DEPTH, InputMark, RunRoot,
     )
     if mod is None:
         return records_bytes_py, released_bytes_py, pending_bytes_py

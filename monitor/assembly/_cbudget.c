@@ -23,7 +23,9 @@ static const char *const trace_names[2] = {"calls", "turns"};
 static PyTypeObject *call_types[4]; /* ToolCall and its subclasses of the same slots: RequestedCall, HandoffMark,
                                       * InputMark */
 static PyTypeObject *offered_type, *turn_type, *span_type, *trace_type;
-static Py_ssize_t off_call[C_N], off_turn[T_N], off_defs, off_trace[2];
+static PyTypeObject *run_type; /* RunRoot: its record and the turn it holds */
+static const char *const run_turn_name[1] = {"turn"};
+static Py_ssize_t off_call[C_N], off_turn[T_N], off_defs, off_trace[2], off_run_turn;
 static PyObject *f_record_bytes, *f_released_py;
 static long long record_bytes_c, definition_bytes, max_depth;
 static int ready;
@@ -148,6 +150,13 @@ static long long weight(PyObject *r) {
             return -1;
     } else if (tp == span_type) {
         return 0;
+    } else if (tp == run_type) { /* RECORD_BYTES and the turn it holds */
+        PyObject *t = SLOT(r, off_run_turn);
+        if (t != NULL) {
+            long long w = weight(t);
+            if (w < 0) return -1;
+            n = record_bytes_c + w;
+        }
     }
     return n == -2 ? python_weight(r) : n;
 }
@@ -259,12 +268,12 @@ static int call_subclass_with_more(PyObject *cls) {
 }
 
 /* init(ToolCall, RequestedCall, HandoffMark, OfferedTools, Turn, Span, _Trace, record_bytes, released_bytes_py,
- * RECORD_BYTES, DEFINITION_BYTES, MAX_DEPTH, InputMark) */
+ * RECORD_BYTES, DEFINITION_BYTES, MAX_DEPTH, InputMark, RunRoot) */
 static PyObject *init(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 13) {
+    if (nargs != 14) {
         PyErr_SetString(PyExc_TypeError, "init(ToolCall, RequestedCall, HandoffMark, OfferedTools, Turn, Span, _Trace, "
                                          "record_bytes, released_bytes_py, RECORD_BYTES, DEFINITION_BYTES, "
-                                         "MAX_DEPTH, InputMark)");
+                                         "MAX_DEPTH, InputMark, RunRoot)");
         return NULL;
     }
     ready = 0;
@@ -275,7 +284,8 @@ static PyObject *init(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         !record_same_slots((PyTypeObject *)args[2], call_types[0]) || !PyType_Check(args[12]) ||
         !record_same_slots((PyTypeObject *)args[12], call_types[0]) || !call_subclass_with_more(args[3]) ||
         !plain_slots(args[3], defs_name, 1, &off_defs) || !plain_slots(args[4], turn_names, T_N, off_turn) ||
-        !PyType_Check(args[5]) || !plain_slots(args[6], trace_names, 2, off_trace))
+        !PyType_Check(args[5]) || !plain_slots(args[6], trace_names, 2, off_trace) ||
+        !call_subclass_with_more(args[13]) || !plain_slots(args[13], run_turn_name, 1, &off_run_turn))
         goto refuse;
     Py_XSETREF(call_types[1], (PyTypeObject *)Py_NewRef(args[1]));
     Py_XSETREF(call_types[2], (PyTypeObject *)Py_NewRef(args[2]));
@@ -284,6 +294,7 @@ static PyObject *init(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_XSETREF(turn_type, (PyTypeObject *)Py_NewRef(args[4]));
     Py_XSETREF(span_type, (PyTypeObject *)Py_NewRef(args[5]));
     Py_XSETREF(trace_type, (PyTypeObject *)Py_NewRef(args[6]));
+    Py_XSETREF(run_type, (PyTypeObject *)Py_NewRef(args[13]));
     Py_XSETREF(f_record_bytes, Py_NewRef(args[7]));
     Py_XSETREF(f_released_py, Py_NewRef(args[8]));
     record_bytes_c = PyLong_AsLongLong(args[9]);
@@ -301,7 +312,7 @@ refuse:
 static PyMethodDef methods[] = {
     {"init", (PyCFunction)(void (*)(void))init, METH_FASTCALL,
      "init(ToolCall, RequestedCall, HandoffMark, OfferedTools, Turn, Span, _Trace, record_bytes, released_bytes_py, "
-     "RECORD_BYTES, DEFINITION_BYTES, MAX_DEPTH, InputMark)"},
+     "RECORD_BYTES, DEFINITION_BYTES, MAX_DEPTH, InputMark, RunRoot)"},
     {"records_bytes", records_bytes, METH_O, "records_bytes(records): records_bytes_py in C."},
     {"released_bytes", released_bytes, METH_O, "released_bytes(turns): released_bytes_py in C."},
     {"pending_bytes", pending_bytes, METH_O, "pending_bytes(traces): pending_bytes_py in C, or None."},

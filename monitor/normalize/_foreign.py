@@ -593,7 +593,7 @@ def _openlit(span: Span, out: Out, problems: list[str], rejected: dict[str, int]
         if text:
             extra[INPUT_MESSAGES] = _one_message("user", text)
     # The GenAI path reads the copy as any turn span (its scope left out: it does not come back here).
-    _read_as_genai(span, replace(span, attributes={**attrs, **extra}, scope=""), out, problems, rejected)
+    _read_as_genai(span, _copy(span, attributes={**attrs, **extra}, scope=""), out, problems, rejected)
 
 
 def _openlit_input(raw: Any, problems: list[str]) -> str | None:
@@ -666,7 +666,7 @@ def _run_root(span: Span, out: Out, read: Callable[[Span, Out], None]) -> None:
     RunRoot holding that turn, which turn assembly makes the turn or a step (monitor.assembly._runs); the span itself
     (a parent link) when at the root it is no turn either (a crew's run)."""
     got: Out = []
-    read(replace(span, parent_span_id=""), got)
+    read(_copy(span, parent_span_id=""), got)
     turn = got[0] if len(got) == 1 else None
     if not isinstance(turn, Turn):
         out.append(span)
@@ -674,6 +674,17 @@ def _run_root(span: Span, out: Out, read: Callable[[Span, Out], None]) -> None:
     run = RunRoot("", trace_id=span.trace_id, span_id=span.span_id, parent_span_id=span.parent_span_id,
                   start_ns=span.start_ns, end_ns=span.end_ns, turn=turn)  # fmt: skip
     out.append(run)
+
+
+def _copy(span: Span, *, parent_span_id: str | None = None, attributes: dict[str, Any] | None = None,
+          scope: str | None = None) -> Span:
+    """A copy of `span`, with the parent, attributes or scope given (dataclasses.replace took 2 µs, this 0.3: it is
+    made for each OpenLIT run span and each RunRoot)."""
+    return Span(trace_id=span.trace_id, span_id=span.span_id,
+                parent_span_id=span.parent_span_id if parent_span_id is None else parent_span_id, name=span.name,
+                kind=span.kind, start_ns=span.start_ns, end_ns=span.end_ns, status_code=span.status_code,
+                status_message=span.status_message, attributes=span.attributes if attributes is None else attributes,
+                resource=span.resource, scope=span.scope if scope is None else scope, events=span.events)  # fmt: skip
 
 
 # ---- Traceloop -----------------------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 
 from monitor.assembly import TurnAssembler, _assembler, _budget
 from monitor.otlp import Span, decode_json
-from monitor.records import HandoffMark, InputMark, OfferedTools, RequestedCall, ToolCall, Turn
+from monitor.records import HandoffMark, InputMark, OfferedTools, RequestedCall, RunRoot, ToolCall, Turn
 from tests.monitor.service.conftest import ServeFactory, scrape, value, wait_for
 from tests.monitor.service.spans import new_tracer
 from tests.monitor.service.test_assembly import S, call, turn
@@ -62,6 +62,10 @@ def _records() -> list[Any]:
         ToolCall("f", arguments=args, trace_id=T, span_id="a2", attributes=MappingProxyType(_attrs(args))),
         Turn(given, trace_id=T, span_id="t5", attributes={"gen_ai.input.messages": f"[{given}]", "in": given}),
         Turn("x", calls=(ToolCall("f", attributes=_attrs("y")),), trace_id=T, span_id="t6", attributes=_attrs("x")),
+        # a run's root under another span: its record and the turn it holds (one weighed by Python too)
+        RunRoot("", trace_id=T, span_id="r1", parent_span_id="w", turn=Turn(given, output_text="o", attributes=_attrs(
+            given))),
+        RunRoot("", trace_id=T, span_id="r2", parent_span_id="w", turn=Turn("x", attributes=MappingProxyType({}))),
     ]
 
 
