@@ -54,6 +54,7 @@ from monitor.assembly._offered import Definitions, joined, take_offered
 from monitor.assembly._reconcile import reconcile
 from monitor.assembly._runs import add_run, arrived, drop_runs, entry, release_due, settle_all
 from monitor.normalize import Normalizer
+from monitor.normalize._markers import RUN_MARKERS
 from monitor.normalize._requested import FIRST_REQUESTED
 from monitor.otlp import KIND_CONSUMER, KIND_SERVER, Span
 from monitor.otlp._accel import load_extension
@@ -683,6 +684,7 @@ def _load_c() -> tuple[_AddRecords, _Poll, _Count, _ReleaseAll] | tuple[None, No
         RunRoot,
         KIND_SERVER,
         KIND_CONSUMER,
+        RUN_MARKERS,
     )
     if mod is None:
         return None, None, None, None

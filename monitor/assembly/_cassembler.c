@@ -9,9 +9,9 @@
  * inline release of a trace that is one turn with its calls right under it (by poll or flush), or under a direct child
  * span of it with the calls its chat spans requested reconciled by call id (release_chat); the turnless-timeout scan.
  * A framework run's root under another span (RunRoot) goes to self._add_run, a record whose span id RunRoots of its
- * trace wait for (the trace's `waiting`, not None: one pointer compare per record) to self._arrived, a SERVER or
- * CONSUMER span to self._entry, and a trace where RunRoots wait, when due or flushed, to self._release_due and
- * _flush_trace (monitor/assembly/_runs.py).
+ * trace wait for (the trace's `waiting`, not None: one pointer compare per record) to self._arrived, and a trace where
+ * RunRoots wait, when due or flushed, to self._release_due and _flush_trace (monitor/assembly/_runs.py); a SERVER or
+ * CONSUMER span is remembered in the trace's `known` here (entry), as _runs.entry does.
  *
  * The whole call goes to the Python reference (_add_records_py / _poll_py / _release_all_py) when the assembler is
  * not exactly a TurnAssembler, its state is not of the types __init__ makes, a bound is outside [-2**62, 2**62) (the grace and
@@ -46,9 +46,10 @@ static const char *const record_names[R_N] = {"trace_id", "span_id", "parent_spa
 static const char *const turn_names[U_N] = {"trace_id", "span_id", "calls"};
 static const char *const trace_names[X_N] = {"first_seen_ns", "calls", "turns", "parents", "waiting", "known"};
 static const char *const call_id_name[1] = {"call_id"}, *const call_name[1] = {"name"}; /* (release_chat) */
-static const char *const kind_name[1] = {"kind"}; /* a Span's: a SERVER or CONSUMER one goes to self._entry */
-static Py_ssize_t off_call[R_N], off_span[R_N], off_turn[U_N], off_trace[X_N], off_call_id, off_call_name, off_kind;
+static const char *const kind_names[2] = {"kind", "attributes"}; /* a Span's: a SERVER or CONSUMER one is known */
+static Py_ssize_t off_call[R_N], off_span[R_N], off_turn[U_N], off_trace[X_N], off_call_id, off_call_name, off_kind[2];
 static long kind_server, kind_consumer;
+static PyObject *run_markers; /* _markers.RUN_MARKERS: a tuple of str */
 static PyObject *trace_attr[X_N], *s_calls;
 
 /* Names looked up on the assembler, its state and the stats. */
@@ -939,7 +940,7 @@ done:
 
 /* Whether a span's kind is SERVER or CONSUMER (`kind == KIND_SERVER or kind == KIND_CONSUMER`): 1, 0 or -1. */
 static int entry_kind(PyObject *r) {
-    PyObject *kind = SLOT(r, off_kind);
+    PyObject *kind = SLOT(r, off_kind[0]);
     if (kind == NULL) {
         PyErr_SetString(PyExc_AttributeError, "kind");
         return -1;
@@ -960,6 +961,25 @@ static int entry_kind(PyObject *r) {
     return 0;
 }
 
+/* _runs.entry(self, tr, span) for an exact _Trace whose `known` is None or an exact dict and a span whose attributes
+ * are an exact dict: tr.known (made when None)[span id] = whether one of RUN_MARKERS is among its attributes; else
+ * self._entry(tr, span). 0 or -1. */
+static int entry(State *s, PyObject *tr, PyObject *r) {
+    PyObject *attrs = SLOT(r, off_kind[1]), *known = Py_IS_TYPE(tr, trace_type) ? SLOT(tr, off_trace[X_KNOWN]) : NULL;
+    if (known == NULL || (known != Py_None && !PyDict_CheckExact(known)) || attrs == NULL || !PyDict_CheckExact(attrs))
+        return call_void(s->self, s_entry, tr, r);
+    int of_run = 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(run_markers) && !of_run; i++) {
+        of_run = PyDict_Contains(attrs, PyTuple_GET_ITEM(run_markers, i));
+        if (of_run < 0) return -1;
+    }
+    if (known == Py_None) {
+        if ((known = PyDict_New()) == NULL) return -1;
+        Py_SETREF(SLOT(tr, off_trace[X_KNOWN]), known);
+    }
+    return PyDict_SetItem(known, SLOT(r, off_span[R_SPAN_ID]), of_run ? Py_True : Py_False);
+}
+
 static int other(State *s, Counts *k, PyObject *r, PyObject *tr) {
     PyObject *sid = Py_NewRef(SLOT(r, off_span[R_SPAN_ID])), *parent = Py_NewRef(SLOT(r, off_span[R_PARENT]));
     PyObject *parents = tr_get(tr, X_PARENTS);
@@ -969,8 +989,8 @@ static int other(State *s, Counts *k, PyObject *r, PyObject *tr) {
     if (rc == 0) {
         if (in || n < s->max_links) {
             rc = set_item(parents, sid, parent);
-            int e = rc < 0 ? -1 : entry_kind(r); /* where a run's way up ends: self._entry(tr, span) (_runs) */
-            if (e > 0) rc = call_void(s->self, s_entry, tr, r);
+            int e = rc < 0 ? -1 : entry_kind(r); /* where a run's way up ends (_runs.entry) */
+            if (e > 0) rc = entry(s, tr, r);
             else if (e < 0) rc = -1;
         } else {
             k->oversized_spans++;
@@ -1124,12 +1144,21 @@ static int same_slots(PyObject *cls, PyTypeObject *base, int more) {
 }
 
 static PyObject *init(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 19) {
+    if (nargs != 20) {
         PyErr_SetString(PyExc_TypeError, "init(TurnAssembler, _Trace, AssemblerStats, ToolCall, Turn, Span, deque, "
                                          "heappush, heappop, call_key, spare_max, RequestedCall, OfferedTools, spans_of, "
-                                         "HandoffMark, InputMark, RunRoot, KIND_SERVER, KIND_CONSUMER)");
+                                         "HandoffMark, InputMark, RunRoot, KIND_SERVER, KIND_CONSUMER, RUN_MARKERS)");
         return NULL;
     }
+    if (!PyTuple_CheckExact(args[19])) {
+        PyErr_SetString(PyExc_TypeError, "_cassembler.init: RUN_MARKERS must be a tuple of str");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args[19]); i++)
+        if (!PyUnicode_CheckExact(PyTuple_GET_ITEM(args[19], i))) {
+            PyErr_SetString(PyExc_TypeError, "_cassembler.init: RUN_MARKERS must be a tuple of str");
+            return NULL;
+        }
     struct {
         PyObject **slot;
         const char *s;
@@ -1174,7 +1203,7 @@ static PyObject *init(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         !same_slots(args[15], call_type, 0) || !same_slots(args[16], call_type, 1) ||
         !class_ok(args[4], &turn_type, turn_names, U_N, off_turn, 1) ||
         !class_ok(args[5], &span_type, record_names, R_N, off_span, 0) ||
-        !record_slot_offsets(span_type, kind_name, 1, &off_kind) ||
+        !record_slot_offsets(span_type, kind_names, 2, off_kind) ||
         !class_ok(args[2], &stats_type, NULL, 0, NULL, 0) || !class_ok(args[6], &deque_type, NULL, 0, NULL, 0) ||
         !PyType_Check(args[0])) {
         PyErr_SetString(PyExc_ImportError, "_cassembler: the record, trace or state classes are not plain slotted "
@@ -1185,6 +1214,7 @@ static PyObject *init(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     kind_server = server;
     kind_consumer = consumer;
     Py_XSETREF(run_type, (PyTypeObject *)Py_NewRef(args[16]));
+    Py_XSETREF(run_markers, Py_NewRef(args[19]));
     Py_XSETREF(requested_type, (PyTypeObject *)Py_NewRef(args[11]));
     Py_XSETREF(offered_type, (PyTypeObject *)Py_NewRef(args[12]));
     Py_XSETREF(handoff_type, (PyTypeObject *)Py_NewRef(args[14]));
@@ -1218,8 +1248,8 @@ static PyObject *count_turnless(PyObject *module, PyObject *traces) {
 static PyMethodDef methods[] = {
     {"init", (PyCFunction)(void (*)(void))init, METH_FASTCALL,
      "init(TurnAssembler, _Trace, AssemblerStats, ToolCall, Turn, Span, deque, heappush, heappop, call_key, "
-     "spare_max, RequestedCall, OfferedTools, spans_of, HandoffMark, InputMark, RunRoot, KIND_SERVER, KIND_CONSUMER): "
-     "the classes and helpers of monitor.assembly._assembler."},
+     "spare_max, RequestedCall, OfferedTools, spans_of, HandoffMark, InputMark, RunRoot, KIND_SERVER, KIND_CONSUMER, "
+     "RUN_MARKERS): the classes and helpers of monitor.assembly._assembler."},
     {"add_records", (PyCFunction)(void (*)(void))add_records, METH_FASTCALL,
      "add_records(assembler, records, now_ns): TurnAssembler.add_records in C."},
     {"poll", (PyCFunction)(void (*)(void))asm_poll, METH_FASTCALL, "poll(assembler, now_ns): TurnAssembler.poll in C."},

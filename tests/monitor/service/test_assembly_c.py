@@ -56,12 +56,13 @@ Spec = tuple[str, str, str, str, int, int]
 # reconciliation by id), and "handoff" is a handoff mark (it drops a requested call of its name). "input" is the input
 # a model request span saw (InputMark: the earliest gives a turn without input its input), "turn0" a turn without
 # input. "run" is a run's root under another span (RunRoot: settled as a turn or a step by what arrives above it),
-# "server" a SERVER span (where a run's way up ends: its turn), "marked" a span of a run (OpenInference's: a step).
+# "server" a SERVER span (where a run's way up ends: its turn), "marked" a span of a run (OpenInference's: a step),
+# "server_marked" a SERVER span of a run (a step).
 record = st.tuples(
     st.sampled_from(
         ["call", "turn", "other", "req0", "req1", "offered", "offered2", "offered3"]
         + ["call:a", "call:b", "req0:a", "req1:b", "req2:a", "req0:c", "handoff", "input", "input", "turn0"]
-        + ["run", "run", "run", "server", "marked"]
+        + ["run", "run", "run", "server", "marked", "server_marked"]
     ),
     st.sampled_from(TRACES),
     st.sampled_from(SIDS),
@@ -108,6 +109,8 @@ def build(kind: str, tid: str, sid: str, parent: str, start: int, end: int) -> T
         return RunRoot("", trace_id=tid, span_id=sid, parent_span_id=parent, start_ns=start, end_ns=end, turn=turn)
     if kind == "server":
         return Span(tid, sid, parent, "POST /chat", KIND_SERVER, start, end)
+    if kind == "server_marked":
+        return Span(tid, sid, parent, "tools/call", KIND_SERVER, start, end, attributes={"gen_ai.operation.name": "x"})
     if kind == "marked":
         return Span(tid, sid, parent, "chain", 1, start, end, attributes={"openinference.span.kind": "CHAIN"})
     if kind.startswith("req"):  # its span id as the normalizer makes it (the chat span's and the index)
