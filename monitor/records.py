@@ -76,9 +76,14 @@ class InputMark(ToolCall):
     instrumentation records a LangGraph run's input there, not on the graph's `invoke_agent` span,
     monitor.normalize._foreign).
 
+    A Traceloop `workflow` span's mark holds its run's answer too, in `result` (None when not captured; its
+    `arguments` empty when only the answer was): OpenLLMetry records a LangGraph run's answer there as well.
+
     Turn assembly holds it with the turn's calls (its span id is the span's id and `#input`, its parent the span, its
     start the span's start, no attributes) and, at release, drops it; when the turn's `input_text` is empty, the
-    earliest one (by start time, then span id) gives it (monitor.assembly._offered). It is never judged.
+    earliest one with text (by start time, then span id) gives it, and when the turn has no answer (`output_text`
+    None), the latest one with an answer (by end time, then span id) gives that (monitor.assembly._offered). It is
+    never judged.
     """
 
 

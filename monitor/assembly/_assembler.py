@@ -50,7 +50,7 @@ from monitor.assembly._budget import (
     records_bytes_py,
     released_bytes_py,
 )
-from monitor.assembly._offered import Definitions, joined, take_offered
+from monitor.assembly._offered import Definitions, fill_in, joined, take_offered
 from monitor.assembly._reconcile import reconcile
 from monitor.assembly._runs import add_run, arrived, drop_runs, entry, release_due, settle_all
 from monitor.normalize import Normalizer
@@ -564,10 +564,11 @@ class TurnAssembler:
                 break
         offered: list[Definitions] = []
         given: str | None = None
+        answer: str | None = None
         if mine is not calls:  # requested calls, offered tools and input marks sit under their chat span, never right
             if tr.waiting is not None:  # under the turn, RunRoots waiting are steps of it (_runs)
                 mine = drop_runs(tr, mine)
-            mine, offered, given = take_offered(mine)  # under the turn; in arrival order
+            mine, offered, given, answer = take_offered(mine)  # under the turn; in arrival order
         if len(mine) > 1:  # first: calls that cannot be ordered raise with the turn still pending
             mine.sort(key=_call_key)
         if mine is not calls:
@@ -577,12 +578,13 @@ class TurnAssembler:
         self._pending_turns -= 1
         tr.calls = rest
         # The Turn was made by our normalizer and is not shared yet: fill in its calls (and the tools its chat spans
-        # offered) in place (much cheaper than dataclasses.replace on the hot path).
+        # offered, the input and answer its marks gave) in place (much cheaper than dataclasses.replace on the hot
+        # path).
         turn.calls = tuple(mine)
         if offered:
             turn.tool_definitions = joined(turn.tool_definitions, offered)
-        if given and not turn.input_text:
-            turn.input_text = given
+        if given or answer is not None:
+            fill_in(turn, given, answer)
         out.append(turn)
         self.stats.turns_completed += 1
         # tid + sid is never in the set: a turn is taken only when not released, and released once

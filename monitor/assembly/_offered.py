@@ -11,8 +11,9 @@ encloses.
 
 The input spans under the turn were given (InputMark: the model requests of openai-agents through OpenInference and
 of google-adk, which record none on their turn spans; a Traceloop workflow span under the turn, where OpenLLMetry's
-LangChain instrumentation records a LangGraph run's input) leaves the calls too: when the turn's own input text is
-empty, the earliest (by start time, then span id) gives it.
+LangChain instrumentation records a LangGraph run's input and answer) leaves the calls too: when the turn's own input
+text is empty, the earliest with text (by start time, then span id) gives it; when the turn has no answer, the latest
+with one (by end time, then span id) gives that.
 
 An agent repeats the same definitions on every chat span, and the normalizer shares one parsed value between them:
 each distinct value is read once per turn, and a turn whose chat spans offer one value, and the turn span none, gets
@@ -24,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from monitor.records import InputMark, OfferedTools, ToolCall, definition_name
+from monitor.records import InputMark, OfferedTools, ToolCall, Turn, definition_name
 
 Definitions = tuple[Mapping[str, Any], ...]
 
@@ -33,20 +34,35 @@ Definitions = tuple[Mapping[str, Any], ...]
 MAX_OFFERED_PER_TURN = 1024
 
 
-def take_offered(calls: list[ToolCall]) -> tuple[list[ToolCall], list[Definitions], str | None]:
+def take_offered(calls: list[ToolCall]) -> tuple[list[ToolCall], list[Definitions], str | None, str | None]:
     """`calls` without the OfferedTools and InputMark records (`calls` itself when there are none), the definitions
-    of those offered in the order of `calls`, and the text of the earliest InputMark (None without one)."""
+    of those offered in the order of `calls`, the text of the earliest InputMark with text and the answer of the
+    latest one with an answer (each None without one)."""
     offered: list[Definitions] = []
     first: InputMark | None = None
+    last: InputMark | None = None
+    marks = False
     for c in calls:
         if isinstance(c, OfferedTools):
             offered.append(c.definitions)
-        elif isinstance(c, InputMark) and (first is None or (c.start_ns, c.span_id) < (first.start_ns, first.span_id)):
-            first = c
-    if not offered and first is None:
-        return calls, offered, None
+        elif isinstance(c, InputMark):
+            marks = True
+            if c.arguments and (first is None or (c.start_ns, c.span_id) < (first.start_ns, first.span_id)):
+                first = c
+            if c.result is not None and (last is None or (c.end_ns, c.span_id) > (last.end_ns, last.span_id)):
+                last = c
+    if not offered and not marks:
+        return calls, offered, None, None
     kept = [c for c in calls if not isinstance(c, OfferedTools | InputMark)]
-    return kept, offered, first.arguments if first is not None else None
+    return kept, offered, first.arguments if first is not None else None, last.result if last is not None else None
+
+
+def fill_in(turn: Turn, given: str | None, answer: str | None) -> None:
+    """A turn given the input and answer of its InputMarks (`take_offered`) where its own span recorded none."""
+    if given and not turn.input_text:
+        turn.input_text = given
+    if answer is not None and turn.output_text is None:
+        turn.output_text = answer
 
 
 # The last value a turn offering nothing of its own was given, and what it gave: the same agent's next turn is given

@@ -47,7 +47,7 @@ What makes a turn:
   InputMark; at the root, with no autogen-core span, it is the turn); a team's run, a root CHAIN span in a trace
   without its agents' runs, is a parent link (_autogen).
 - Traceloop: an `agent` span (under another span: with `traceloop.entity.input`); a `workflow` span with no parent
-  (under another span a RunRoot, and an InputMark of its input, below).
+  (under another span a RunRoot, and an InputMark of its input and answer, below).
   `task` spans are parent links. openai-agents through OpenLLMetry (its tracer scope, _markers.OTEL_OPENAI_AGENTS_SCOPE)
   records the run as a root `workflow` span, a parent link, and each agent's run as an `agent` span under it that
   names its agent (`gen_ai.agent.name`) and records no input: the turn, given the latest user message of its first
@@ -60,9 +60,13 @@ What makes a turn:
   OpenLLMetry's LangChain instrumentation (0.62) writes GenAI attributes beside these:
   its tool spans, and its turn spans without `gen_ai.input.messages`, come here by their Traceloop kind (their
   `gen_ai.tool.call.arguments` is the callback's whole input); LangGraph's graph run is its `invoke_agent {graph}`
-  span (GenAI, no input), the `workflow` span under it a step that holds the run's input: a `workflow` span under
-  another span (a RunRoot) yields an InputMark of its input, read as a turn's (`_tl_input`), which gives the turn
-  around it its input at release when it has none (monitor.assembly._offered).
+  span (GenAI, no input nor answer), the `workflow` span under it a step that holds the run's input and answer: a
+  `workflow` span under another span (a RunRoot) yields an InputMark of its input and answer, read as a turn's
+  (`_tl_input`, `_tl_output`), which gives the turn around it its input, and its answer, at release when it has none
+  (monitor.assembly._offered).
+- A LangChain or LangGraph run's input and answer, in OpenInference's `input.value` / `output.value` and
+  OpenLLMetry's chain `inputs` / `outputs`, are its state's chat `messages` in LangChain's serialized forms: read by
+  _lcmessages (`_text_of`), the answer the last AI message asking for no tool call after the last human one.
 - Langfuse's Python SDK (its tracer scope, _markers.LANGFUSE_SCOPE; `langfuse.observation.type`) and MLflow
   (`mlflow.spanType`, JSON text) record their own attributes only: an `agent` observation / AGENT span is a turn named
   after the span, its input the question in the traced function's bound arguments (`_input_of`), its answer its
@@ -122,6 +126,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from typing import Any
 
+from monitor.normalize import _lcmessages as lc
 from monitor.normalize import _markers as m
 from monitor.normalize._flat import (
     add_handoff,
@@ -147,8 +152,8 @@ from monitor.normalize._genai import (
     TOOL_RESULT,
     _convert_py,
     _json_text,
+    _last_run,
     _texts,
-    _turn_text,
     operation,
     structured,
 )
@@ -598,7 +603,7 @@ def _openlit(span: Span, out: Out, problems: list[str], rejected: dict[str, int]
 
 def _openlit_input(raw: Any, problems: list[str]) -> str | None:
     """The latest user message with text of an OpenLIT `gen_ai.workflow.input` (the JSON of a chain's inputs): of its
-    `messages`, each a message dict (`{"role", "content"}`, LangChain's dumps and pairs: _chat_messages) or LangChain's
+    `messages`, each a message dict (`{"role", "content"}`, LangChain's dumps and pairs: _lcmessages) or LangChain's
     repr of a message (_lc_repr_user_message). None when there is none (not captured)."""
     if raw is None:
         return None
@@ -615,7 +620,7 @@ def _openlit_input(raw: Any, problems: list[str]) -> str | None:
             if content:
                 return content
             continue
-        [msg] = _chat_messages([msg])
+        [msg] = lc.chat_messages([msg])[0]
         if isinstance(msg, dict) and msg.get("role") == "user":
             text = _texts(msg, None)
             if text:
@@ -717,11 +722,11 @@ def _traceloop(span: Span, kind: Any, out: Out, problems: list[str], rejected: d
         _turn(span, out, problems, agent=agent, input_text=_tl_input(attrs, problems),
               output_text=_tl_output(attrs, problems), conversation_id=None)
     elif kind == "workflow" and not oa:  # under another span: its run's turn, or a step giving the turn around it
-        # its input (see the module docstring)
+        # its input and answer (see the module docstring)
         _run_root(span, out, lambda root, got: _traceloop(root, kind, got, problems, rejected))
         run = out[-1]
-        if isinstance(run, RunRoot) and run.turn.input_text:
-            add_input_mark(span, run.turn.input_text, out)
+        if isinstance(run, RunRoot) and (run.turn.input_text or run.turn.output_text is not None):
+            add_input_mark(span, run.turn.input_text, out, run.turn.output_text)
     else:
         out.append(span)
         if kind == "workflow":  # openai-agents': the input of the turn around it (see the module docstring)
@@ -785,7 +790,7 @@ def _tl_input(attrs: Any, problems: list[str]) -> str | None:
             text = strs[0] if len(strs) == 1 else None
         return text if text is not None else raw
     if isinstance(value, dict) and "inputs" in value:
-        return _text_of(value["inputs"], _USER, _INPUT_KEYS) or raw
+        return _text_of(value["inputs"], _USER, _INPUT_KEYS, problems, m.TL_INPUT, raw=raw)
     return raw if isinstance(raw, str) else None
 
 
@@ -796,8 +801,8 @@ def _tl_output(attrs: Any, problems: list[str]) -> str | None:
     if not isinstance(raw, str):
         return None
     if isinstance(value, dict) and "outputs" in value and set(value) <= {"outputs", "kwargs"}:
-        return _text_of(value["outputs"], _ASSISTANT, _OUTPUT_KEYS) or raw
-    return (_text_of(value, _ASSISTANT, _OUTPUT_KEYS) if value is not None else None) or raw
+        return _text_of(value["outputs"], _ASSISTANT, _OUTPUT_KEYS, problems, m.TL_OUTPUT, raw=raw)
+    return _text_of(value, _ASSISTANT, _OUTPUT_KEYS, problems, m.TL_OUTPUT, raw=raw) if value is not None else raw
 
 
 # ---- Langfuse, MLflow: their own attributes -------------------------------------------------------------------
@@ -1319,52 +1324,38 @@ def _value_text(attrs: Any, key: str, roles: tuple[str, ...], keys: tuple[str, .
         return raw
     if dspy and isinstance(value, dict) and len(value) == 1 and isinstance(value.get("input_args"), dict):
         value = value["input_args"]
-    return _text_of(value, roles, keys) or raw
+    return _text_of(value, roles, keys, problems, key, raw=raw)
 
 
-def _text_of(value: Any, roles: tuple[str, ...], keys: tuple[str, ...]) -> str | None:
-    """The text of a JSON input or output: a str is itself, an object's str value under one of `keys` (or its
-    `messages`), a list of chat messages their text in `roles`; None for anything else."""
+def _text_of(value: Any, roles: tuple[str, ...], keys: tuple[str, ...], problems: list[str] | None = None,
+             key: str = "", *, raw: str | None = None) -> str | None:
+    """The text of a JSON input or output: a str is itself, an object's str value under one of `keys`, else its chat
+    `messages` (a list; or the object itself, one message), read in the forms LangChain, LangGraph and OpenAI write
+    them (_lcmessages): of an input (`roles` _USER) the text of its last run of user messages, of an output
+    (_ASSISTANT) its answer (_lcmessages.answer: None when it has none, never `raw`). `raw` when no text is read (or it
+    is empty). Malformed messages are passed over, and counted under `key` in `problems` when given."""
     if isinstance(value, str):
-        return value
+        return value or raw
+    listed = False
     if isinstance(value, dict):
         text = _pick(value, keys)
         if text is not None:
-            return text
-        value = value.get("messages", value)
-    if isinstance(value, list | dict):
-        try:
-            text = json.dumps(_chat_messages(value))
-        except RecursionError:  # parsed a few frames up, too deep to encode here: no text read
-            return None
-        return _turn_text(text, roles, empty_is_none=True) or None
-    return None
-
-
-# LangChain's message types as chat roles.
-_LC_ROLES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool", "user": "user",
-             "assistant": "assistant"}  # fmt: skip
-
-
-def _chat_messages(value: Any) -> Any:
-    """Chat messages in the forms LangChain / LangGraph inputs take, as `{"role", "content"}`: a message with a role
-    as it is; LangChain's serialized message (`{"lc": 1, "kwargs": {"type": "human", "content": ...}}`) or its dump
-    (`{"type": "human", "content": ...}`); a `[role, content]` pair."""
+            return text or raw
+        if "messages" in value:
+            value, listed = value["messages"], True
+        if isinstance(value, dict):
+            value = [value]
     if not isinstance(value, list):
-        return value
-    out: list[Any] = []
-    for msg in value:
-        if isinstance(msg, dict) and "role" not in msg:
-            kwargs = msg.get("kwargs")
-            body: dict[str, Any] = kwargs if isinstance(kwargs, dict) else msg
-            kind, content = body.get("type"), body.get("content")
-            role = _LC_ROLES.get(kind) if isinstance(kind, str) else None
-            if role is not None and isinstance(content, str):
-                msg = {"role": role, "content": content}
-        elif isinstance(msg, list) and len(msg) == 2 and isinstance(msg[0], str) and isinstance(msg[1], str):
-            msg = {"role": _LC_ROLES.get(msg[0], msg[0]), "content": msg[1]}
-        out.append(msg)
-    return out
+        return raw
+    messages, bad = lc.chat_messages(value)
+    if not listed and not any(map(lc.is_message, messages)):  # no chat message: an object's `content` text, if any
+        return _texts(messages, None) or raw
+    if bad and problems is not None:
+        problems.append(key)
+    if roles == _ASSISTANT:
+        return lc.answer(messages)
+    run = _last_run(messages, roles)
+    return (_texts(run, None) if run is not None else None) or _texts(messages, None) or raw
 
 
 def _call(span: Span, name: str, out: Out, problems: list[str], rejected: dict[str, int], *, call_id: Any,

@@ -334,11 +334,13 @@ def new_requested(span: Span, name: str, call_id: str, arguments: str | None, in
     return call
 
 
-def add_input_mark(span: Span, text: str, out: list[ToolCall | Turn | Span]) -> None:
-    """The input `span` was given, for the turn above it when that turn's own span records none: an InputMark under
-    the span, from its start, `text` in its `arguments` (monitor.records.InputMark)."""
+def add_input_mark(span: Span, text: str, out: list[ToolCall | Turn | Span], answer: str | None = None) -> None:
+    """The input `span` was given (and the answer its run gave), for the turn above it when that turn's own span
+    records none: an InputMark under the span, from its start, `text` in its `arguments`, `answer` in its `result`
+    (monitor.records.InputMark)."""
     mark = derived(InputMark, span, "input", "", span.start_ns)
     mark.arguments = text
+    mark.result = answer
     out.append(mark)
 
 

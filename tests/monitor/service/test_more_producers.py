@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from monitor.otlp import Span
-from monitor.records import RequestedCall, RunRoot, ToolCall, Turn
+from monitor.records import InputMark, RequestedCall, RunRoot, ToolCall, Turn
 from tests.monitor.service.captures import call_rows, capture, captured_turns, input_marks, offered_names
 from tests.monitor.service.spans import new_tracer
 from tests.monitor.service.test_requested_calls import IMPLS, _impl, assemble, convert, decoded
@@ -85,21 +85,28 @@ GRAPH_INPUT = json.dumps({"inputs": {"messages": [{"role": "user", "content": "w
 
 
 def _graph_run(*, turn_input: str | None = None, workflow_input: str | None = GRAPH_INPUT, graph: str = "received",
-               scope: str = TL_SCOPE) -> list[Span]:  # fmt: skip
+               scope: str = TL_SCOPE, turn_output: str | None = None,
+               workflow_output: str | None = None) -> list[Span]:  # fmt: skip
     """A LangGraph run as opentelemetry-instrumentation-langchain 0.62.4 records it: `invoke_agent G` (GenAI, its
-    input `turn_input` as GenAI messages), the `G.workflow` span under it (Traceloop kind workflow, its
-    `traceloop.entity.input` `workflow_input`), a task span and a tool span under that. The `invoke_agent` span
-    `graph`: "received", "lost" (left out: never received) or "none" (not made: the workflow span is the root)."""
+    input `turn_input` and answer `turn_output` as GenAI messages), the `G.workflow` span under it (Traceloop kind
+    workflow, its `traceloop.entity.input` `workflow_input`, its `traceloop.entity.output` `workflow_output`), a task
+    span and a tool span under that. The `invoke_agent` span `graph`: "received", "lost" (left out: never received) or
+    "none" (not made: the workflow span is the root)."""
     provider, _, memory = new_tracer()
     tracer = provider.get_tracer(scope)
     turn: dict[str, Any] = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "G"}
     if turn_input is not None:
         part = {"type": "text", "content": turn_input}
         turn["gen_ai.input.messages"] = json.dumps([{"role": "user", "parts": [part]}])
+    if turn_output is not None:
+        part = {"type": "text", "content": turn_output}
+        turn["gen_ai.output.messages"] = json.dumps([{"role": "assistant", "parts": [part]}])
     workflow: dict[str, Any] = {"traceloop.span.kind": "workflow", "traceloop.entity.name": "G",
                                 "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "G"}  # fmt: skip
     if workflow_input is not None:
         workflow["traceloop.entity.input"] = workflow_input
+    if workflow_output is not None:
+        workflow["traceloop.entity.output"] = workflow_output
     task = {"traceloop.span.kind": "task", "traceloop.entity.name": "tools", "gen_ai.operation.name": "execute_task",
             "traceloop.entity.input": GRAPH_INPUT}
     tool = {"traceloop.span.kind": "tool", "traceloop.entity.name": "get_weather",
@@ -174,3 +181,46 @@ def test_a_graph_turn_is_given_its_workflows_input_and_keeps_its_own(impl: str, 
         turns, a = assemble(spans, impl, flush=True)
         assert [(t.agent, t.input_text, [c.name for c in t.calls]) for t in turns] == [("G", want, ["get_weather"])]
         assert a.stats.duplicates == 0 and a.stats.late_calls == 0
+
+
+# The graph's state as the workflow span's output (`{"outputs", "kwargs"}`, LangChain's `dumpd` messages): the answer
+# is the last AI message asking for no tool call.
+_AI = ["langchain", "schema", "messages", "AIMessage"]
+GRAPH_OUTPUT = json.dumps({"outputs": {"messages": [
+    {"lc": 1, "type": "constructor", "id": ["langchain", "schema", "messages", "HumanMessage"],
+     "kwargs": {"content": QUESTION, "type": "human"}},
+    {"lc": 1, "type": "constructor", "id": _AI, "kwargs": {"content": "", "type": "ai", "tool_calls": [
+        {"name": "get_weather", "args": PARIS, "id": "c1", "type": "tool_call"}]}},
+    {"lc": 1, "type": "constructor", "id": ["langchain", "schema", "messages", "ToolMessage"],
+     "kwargs": {"content": "sunny", "type": "tool", "tool_call_id": "c1"}},
+    {"lc": 1, "type": "constructor", "id": _AI, "kwargs": {"content": "It is sunny.", "type": "ai"}}]},
+    "kwargs": {"tags": []}})  # fmt: skip
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("order", ["as exported", "reversed"])
+def test_a_graph_turn_is_given_its_workflows_answer_and_keeps_its_own(impl: str, order: str) -> None:
+    """OpenLLMetry records the run's answer on the workflow span (the chain's `outputs`), not on the graph's
+    `invoke_agent` span: the workflow's mark gives it the answer, as it gives the input; a turn's own answer is
+    kept."""
+    _impl(impl)
+    for turn_output, want in ((None, "It is sunny."), ("own answer", "own answer")):
+        spans = _graph_run(turn_output=turn_output, workflow_output=GRAPH_OUTPUT)
+        if order == "reversed":
+            spans.reverse()
+        turns, a = assemble(spans, impl, flush=True)
+        assert [(t.agent, t.input_text, t.output_text) for t in turns] == [("G", QUESTION, want)]
+        assert a.stats.duplicates == 0 and a.stats.late_calls == 0
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_a_workflow_with_an_answer_and_no_input_gives_the_answer_alone(impl: str) -> None:
+    """Its input not captured: the mark gives the answer, not an empty input (the turn's own input, or another
+    mark's, stays)."""
+    _impl(impl)
+    records, problems = convert(_graph_run(workflow_input=None, workflow_output=GRAPH_OUTPUT), impl)
+    assert problems == []
+    assert [(r.arguments, r.result) for r in records if isinstance(r, InputMark)] == [("", "It is sunny.")]
+    turns, _ = assemble(_graph_run(turn_input="own question", workflow_input=None, workflow_output=GRAPH_OUTPUT),
+                        impl, flush=True)  # fmt: skip
+    assert [(t.input_text, t.output_text) for t in turns] == [("own question", "It is sunny.")]

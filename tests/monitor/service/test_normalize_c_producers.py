@@ -58,7 +58,7 @@ KEYS = ["gen_ai.agent.name", "gen_ai.input.messages", "gen_ai.operation.name", "
         m.LOGFIRE_TEMPLATE, "logfire.msg", "name", "input", "output", "raw_input", "response", "error", "to_agent",
         m.PA_MESSAGES, m.OI_INPUT, "gen_ai.tool.name", "error.type", m.AI_OPERATION_ID, m.AI_PROMPT, m.AI_TOOL_NAME,
         m.AI_RESPONSE_CALLS, m.AI_PROMPT_TOOLS, m.MASTRA_AGENT_INPUT, m.MASTRA_AGENT_OUTPUT,
-        m.MASTRA_STEP_OUTPUT]  # fmt: skip
+        m.MASTRA_STEP_OUTPUT, m.OI_OUTPUT, m.TL_INPUT, m.TL_OUTPUT]  # fmt: skip
 VALUES: list[Any] = [None, "", "x", 3, S("s"), ("a",), "invoke_agent", "agent", "workflow", "TOOL", "AGENT",
                      "invoke_workflow", "{'a': 1}", '{"messages": ["content=\'q\' id=\'1\'", {"role": "user"}]}',
                      '["get_weather", 1]', '[{"name": "t"}]', "Tool Name: t\nx",
@@ -76,7 +76,13 @@ VALUES: list[Any] = [None, "", "x", 3, S("s"), ("a",), "invoke_agent", "agent", 
                      # Mastra's operation and values
                      "agent_step", '["q", "r"]', '{"text": "a", "files": []}',
                      '{"text": "", "toolCalls": [{"toolCallId": "c", "toolName": "f", "args": {"x": 1}}]}',
-                     '{"toolCalls": [{"toolName": 3}, "toolName"]}']  # fmt: skip
+                     '{"toolCalls": [{"toolName": 3}, "toolName"]}',
+                     # LangChain's serialized messages (a LangGraph state): messages_to_dict's, dumpd's, malformed ones
+                     '{"messages": [{"type": "human", "data": {"content": "q"}}, {"type": "ai", "data": {"content": '
+                     '[{"type": "text", "text": "a"}], "tool_calls": []}}, {"type": "ai", "data": {"content": "t", '
+                     '"tool_calls": [{"name": "f"}]}}]}',
+                     '{"outputs": {"messages": [{"lc": 1, "type": "constructor", "id": ["AIMessage"], "kwargs": '
+                     '{"content": "a"}}, {"type": "ai", "data": 3}, 7]}, "kwargs": {}}']  # fmt: skip
 ALL_SPANS = [s for name in CAPTURES for s in capture(name)]
 
 

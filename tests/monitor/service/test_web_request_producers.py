@@ -69,17 +69,16 @@ def _named(spans: Sequence[Span], name: str) -> list[Span]:
 
 def _rows(turns: Sequence[Turn], spans: Sequence[Span]) -> list[tuple[object, ...]]:
     """Each turn by start time: (the name of its span, turnless, agent, input, answer, calls). The answer of a
-    LangGraph run through OpenInference is not read (its root's `output.value` holds LangChain's `messages_to_dict`
-    form, `{"type": "ai", "data": {...}}`, which is not read as messages): None here."""
+    LangGraph run through OpenInference is its root's `output.value`'s last AI message (LangChain's `messages_to_dict`
+    form, `{"type": "ai", "data": {...}}`)."""
     names = {s.span_id: s.name for s in spans}
     return [
-        (names.get(t.span_id, ""), t.turnless, t.agent, t.input_text, None if t.agent == "LangGraph" else t.output_text,
-         call_rows(t))
+        (names.get(t.span_id, ""), t.turnless, t.agent, t.input_text, t.output_text, call_rows(t))
         for t in sorted(turns, key=lambda t: t.start_ns)
     ]
 
 
-OI_RUN = ("LangGraph", False, "LangGraph", QUESTION, None, [OI_RAN])
+OI_RUN = ("LangGraph", False, "LangGraph", QUESTION, ANSWER, [OI_RAN])
 OPENLIT_RUN = ("invoke_workflow weather_agent", False, "weather_agent", QUESTION, ANSWER, [OPENLIT_RAN])
 
 

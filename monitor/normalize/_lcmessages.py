@@ -1,0 +1,157 @@
+"""Chat messages in the forms LangChain and LangGraph runs are recorded with, read as `{"role", "content"}` messages;
+and a run's answer among them.
+
+A LangGraph run's state (OpenInference's `input.value` / `output.value`, OpenLLMetry's `traceloop.entity.input` /
+`.output` `inputs` / `outputs`, OpenLIT's `gen_ai.workflow.input`) holds its `messages` as:
+- a message with a `role` (OpenAI's dict, as a run may be given its input): its text content read (`chat_messages`);
+- LangChain's `messages_to_dict` form, `{"type": "ai", "data": {fields}}` (openinference-instrumentation-langchain
+  0.1.80 with langchain-core 1.x);
+- `dumpd`'s, `{"lc": 1, "type": "constructor", "id": [..., "AIMessage"], "kwargs": {fields}}` (OpenLLMetry's; an older
+  langchain-core leaves `type` out of the kwargs: the class named last in `id` says it);
+- the message's own fields, `{"type": "ai", "content": ...}` (pydantic's `model_dump`);
+- a `[role, content]` pair (LangChain's message-like tuples).
+The fields read: `type` (`human`, `ai`, `system`, `tool`, `function`, `chat` with its `role`, and the chunks' class
+names, `AIMessageChunk`...), `content` (a str, or a list of content blocks: its strings and `{"type": "text", "text"}`
+blocks, joined as LangChain's `.text` joins them, with nothing between), and whether the message asks for tool calls
+(`tool_calls`, `invalid_tool_calls`, `additional_kwargs.tool_calls` / `.function_call` not empty).
+
+A run's answer (`answer`) is the text of the last assistant message that asks for no tool call, after the last user
+message: text beside tool calls is what the model said before calling them (langgraph-supervisor's handoff back,
+"Transferring back to supervisor"); the messages before the last user message are earlier turns' (a thread's history).
+
+Wrong-typed or malformed messages are passed over and counted (`chat_messages` says how many: the caller counts the
+value's key), never raised on: an element that is no message (not an object, an object of no type or role, a known type
+without text content), a content block that is neither a str nor an object. A type this module does not know (a later
+version's, LangGraph's `remove`) is no message of the conversation: passed over, not counted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from monitor.normalize._genai import _texts
+
+# LangChain's message types (and its classes' names, as `dumpd` gives them in `id`) as chat roles.
+_ROLES = {
+    "human": "user", "ai": "assistant", "system": "system", "tool": "tool", "function": "tool", "user": "user",
+    "assistant": "assistant", "developer": "system",
+    "HumanMessage": "user", "AIMessage": "assistant", "SystemMessage": "system", "ToolMessage": "tool",
+    "FunctionMessage": "tool", "HumanMessageChunk": "user", "AIMessageChunk": "assistant",
+    "SystemMessageChunk": "system", "ToolMessageChunk": "tool", "FunctionMessageChunk": "tool",
+}  # fmt: skip
+_CHAT = frozenset({"chat", "ChatMessage", "ChatMessageChunk"})  # a message of any role, named in its `role`
+_ASKS = "tool_calls"  # the key a read message has when it asks for tool calls
+
+
+def chat_messages(value: list[Any]) -> tuple[list[Any], int]:
+    """Each message of `value` as `{"role", "content"}` (its text content, None when it has none; `tool_calls` too
+    when it asks for them), a message with `parts` (GenAI's) as it is, anything else (no message) as it is; and how
+    many elements were malformed."""
+    out: list[Any] = []
+    bad = 0
+    for msg in value:
+        if isinstance(msg, dict):
+            read, wrong = _message(msg)
+            out.append(msg if read is None else read)
+            bad += wrong
+        elif isinstance(msg, list) and len(msg) == 2 and isinstance(msg[0], str):
+            content, wrong = _content(msg[1])
+            out.append({"role": _ROLES.get(msg[0], msg[0]), "content": content})
+            bad += wrong
+        else:
+            out.append(msg)
+            bad += 1
+    return out, bad
+
+
+def _message(msg: dict[str, Any]) -> tuple[dict[str, Any] | None, int]:
+    """A message object read (None: kept as it is) and whether it was malformed."""
+    role = msg.get("role")
+    if isinstance(role, str):
+        if "parts" in msg and "content" not in msg:
+            return None, 0  # GenAI's: read as such
+        content, wrong = _content(msg.get("content"), none_ok=True)
+        return _read(_ROLES.get(role, role), content, msg, msg.get("additional_kwargs")), wrong
+    body = msg.get("kwargs")
+    if isinstance(body, dict):  # dumpd's
+        kind = body.get("type")
+        if not isinstance(kind, str):
+            ident = msg.get("id")
+            kind = ident[-1] if isinstance(ident, list) and ident else None
+    else:
+        body = msg.get("data")
+        kind = msg.get("type")
+        if not isinstance(body, dict):  # the fields themselves, or `data` missing or of another type
+            body = msg
+    if not isinstance(kind, str):
+        return None, 1
+    if kind in _CHAT:
+        role = body.get("role")
+    else:
+        role = _ROLES.get(kind)
+    if not isinstance(role, str):
+        return None, 0 if kind not in _CHAT else 1  # a type not known: no message of the conversation
+    if "content" not in body:
+        return None, 1
+    content, wrong = _content(body["content"])
+    return _read(_ROLES.get(role, role), content, body, body.get("additional_kwargs")), wrong
+
+
+def _read(role: str, content: str | None, fields: dict[str, Any], extra: Any) -> dict[str, Any]:
+    read: dict[str, Any] = {"role": role, "content": content}
+    if _asks(fields) or (isinstance(extra, dict) and _asks(extra)):
+        read[_ASKS] = True
+    return read
+
+
+def _asks(fields: dict[str, Any]) -> bool:
+    return any(fields.get(k) for k in ("tool_calls", "invalid_tool_calls", "function_call"))
+
+
+def _content(content: Any, *, none_ok: bool = False) -> tuple[str | None, int]:
+    """A message's text and whether it was malformed: a str itself; a list of content blocks its strings and `text`
+    blocks joined (other blocks, a tool use, an image, are no text: None when there is no text block), a block neither
+    a str nor an object malformed; anything else None, malformed (unless None where `none_ok`: an OpenAI assistant
+    message asking for tools has no content)."""
+    if isinstance(content, str):
+        return content, 0
+    if isinstance(content, list):
+        texts: list[str] = []
+        wrong = 0
+        for block in content:
+            if isinstance(block, str):
+                texts.append(block)
+            elif isinstance(block, dict):
+                text = block.get("text")
+                if block.get("type") == "text" and isinstance(text, str):
+                    texts.append(text)
+            else:
+                wrong = 1
+        return ("".join(texts) if texts else None), wrong
+    return None, int(not (none_ok and content is None))
+
+
+def is_message(msg: Any) -> bool:
+    """Whether a read message (of `chat_messages`) is a chat message (has a role)."""
+    return isinstance(msg, dict) and isinstance(msg.get("role"), str)
+
+
+def answer(messages: list[Any]) -> str | None:
+    """The answer among read messages (see the module docstring): the text of the last assistant message asking for no
+    tool call after the last user message; None when there is none, or its content is not text."""
+    for msg in reversed(messages):
+        if not is_message(msg):
+            continue
+        role = msg["role"]
+        if role == "user":
+            return None
+        if role != "assistant" or msg.get(_ASKS):
+            continue
+        if "parts" in msg and "content" not in msg:  # GenAI's: its text parts; a tool call part asks for one
+            parts = msg["parts"]
+            if isinstance(parts, list) and any(isinstance(p, dict) and p.get("type") == "tool_call" for p in parts):
+                continue
+            return _texts([msg], None)
+        content = msg.get("content")
+        return content if isinstance(content, str) else None
+    return None
