@@ -171,6 +171,10 @@ class TurnAssembler:
         # Trace id + span id of calls released as turnless: a copy arriving later is a duplicate. Bounded likewise.
         self._judged_alone: set[str] = set()
         self._judged_alone_order: deque[str] = deque()
+        # Trace id + span id of RunRoots settled as steps (_runs): a copy arriving after its trace was released is no
+        # run's root, and a RunRoot under one a step. Bounded likewise.
+        self._steps: set[str] = set()
+        self._steps_order: deque[str] = deque()
         self._spare: list[_Trace] = []  # released traces, emptied, for new ones (fewer allocations, less GC)
 
     def next_deadline_ns(self) -> int | None:
@@ -567,7 +571,7 @@ class TurnAssembler:
         answer: str | None = None
         if mine is not calls:  # requested calls, offered tools and input marks sit under their chat span, never right
             if tr.waiting is not None:  # under the turn, RunRoots waiting are steps of it (_runs)
-                mine = drop_runs(tr, mine)
+                mine = drop_runs(self, tid, tr, mine)
             mine, offered, given, answer = take_offered(mine)  # under the turn; in arrival order
         if len(mine) > 1:  # first: calls that cannot be ordered raise with the turn still pending
             mine.sort(key=_call_key)

@@ -27,6 +27,12 @@ it arrives, in the trace's `known`, with the RunRoots: span id -> whether it is 
 as the turn; a span of a run that arrived before the RunRoot under it (rare: a span ends after its children; across
 export requests, a Collector or a retry may reorder them) is gone by as the application's own would be.
 
+A RunRoot settled as a step is remembered (TurnAssembler._steps, bounded as the released turns are): a copy of it
+arriving after its trace was released (an exporter's retry of the request that held it, without the spans above it)
+is no run's root waiting for a parent that never comes again, then a turn of its own at the turnless timeout; and a
+RunRoot under it is a step too. A RunRoot past its trace's bound of parent links is dropped and counted
+(oversized_spans), as any span past it: what a trace remembers of its spans (`known`) stays within that bound.
+
 Pending RunRoots are calls of their trace (bounded by max_calls_per_trace, weighed, evicted with it, keeping it from
 being dropped as a trace of links only); the trace's `waiting` maps each span id awaited to the RunRoots waiting for
 it (None while none waits: the per-record check of the C assembler is one pointer compare). These functions are
@@ -63,11 +69,11 @@ def _verdict(asm: TurnAssembler, tid: str, tr: _Trace, sid: str, r: ToolCall | T
         if r.kind == KIND_SERVER or r.kind == KIND_CONSUMER:
             return False
         sid = r.parent_span_id
-    turns, parents, known, released = tr.turns, tr.parents, tr.known, asm._released
+    turns, parents, known, released, steps = tr.turns, tr.parents, tr.known, asm._released, asm._steps
     for _ in range(_MAX_DEPTH):
         if not sid:
             return False  # the root of the trace
-        if sid in turns or tid + sid in released:
+        if sid in turns or tid + sid in released or tid + sid in steps:
             return True
         if known is not None:
             k = known.get(sid)
@@ -84,6 +90,19 @@ def _know(tr: _Trace, sid: str, of_run: bool) -> None:
     if tr.known is None:
         tr.known = {}
     tr.known[sid] = of_run
+
+
+def _step(asm: TurnAssembler, tid: str, tr: _Trace, sid: str) -> None:
+    """A RunRoot settled as a step: known as one in its trace, and remembered (bounded) after its trace is gone."""
+    _know(tr, sid, True)
+    key = tid + sid
+    steps = asm._steps
+    if key not in steps:
+        steps.add(key)
+        order = asm._steps_order
+        order.append(key)
+        if len(order) > asm._released_max:
+            steps.discard(order.popleft())
 
 
 def _wait(tr: _Trace, sid: str, run: RunRoot) -> None:
@@ -127,11 +146,14 @@ def add_run(asm: TurnAssembler, tid: str, tr: _Trace, run: RunRoot, new: bool, n
         if sid in tr.turns or tid + sid in asm._released:
             asm.stats.duplicates += 1
         return False
-    if len(parents) < asm.max_links_per_trace:
-        parents[sid] = run.parent_span_id
-    verdict = _verdict(asm, tid, tr, run.parent_span_id)
+    if len(parents) >= asm.max_links_per_trace:  # past the trace's bound of links: dropped, as any span past it
+        asm.stats.oversized_spans += 1
+        return False
+    parents[sid] = run.parent_span_id
+    # a copy of a step, its trace released since: a step again
+    verdict = True if tid + sid in asm._steps else _verdict(asm, tid, tr, run.parent_span_id)
     if verdict is True:
-        _know(tr, sid, True)
+        _step(asm, tid, tr, sid)
         return False
     if verdict is False:
         return asm._hold_turn(tid, tr, run.turn, now_ns, new)
@@ -168,6 +190,8 @@ def arrived(asm: TurnAssembler, tid: str, tr: _Trace, r: ToolCall | Turn | Span,
         _unhold(tr, run)
         if verdict is False:
             asm._hold_turn(tid, tr, run.turn, now_ns, False)
+        else:
+            _step(asm, tid, tr, run.span_id)
 
 
 def entry(asm: TurnAssembler, tr: _Trace, span: Span) -> None:
@@ -214,13 +238,14 @@ def settle_all(asm: TurnAssembler, tid: str, tr: _Trace) -> None:
             asm._hold_turn(tid, tr, run.turn, 0, False, due=False)
 
 
-def drop_runs(tr: _Trace, calls: list[ToolCall]) -> list[ToolCall]:
+def drop_runs(asm: TurnAssembler, tid: str, tr: _Trace, calls: list[ToolCall]) -> list[ToolCall]:
     """`calls` (a turn's, at its release) without the RunRoots waiting among them (found under the turn by the time
     the chain of parents breaks at a span not received: steps of it), which wait no longer."""
     kept: list[ToolCall] = []
     for c in calls:
         if isinstance(c, RunRoot):
             _forget(tr, c)
+            _step(asm, tid, tr, c.span_id)
         else:
             kept.append(c)
     return kept

@@ -187,6 +187,8 @@ class Side:
             list(a._links),
             list(a._judged_alone_order),
             a._judged_alone,
+            list(a._steps_order),
+            a._steps,
         )
 
 
@@ -369,6 +371,35 @@ def test_a_run_under_other_spans_waits_no_longer_than_the_turnless_timeout(shape
         assert [(x.span_id, x.turnless) for x in c.released] == ([] if t < due else [("t" if shape == "turn" else "x",
                                                                                            False)])  # fmt: skip
     assert c.asm.pending_traces == 0
+
+
+
+@pytest.mark.parametrize("shape", RUN_SHAPES)
+def test_a_step_of_a_run_sent_again_after_its_turn_is_no_turn_of_its_own(shape: str) -> None:
+    """A nested run's root `v` under the span of a run `m`, with no call of its own (DSPy's `ChatAdapter.__call__`
+    CHAIN, its one child an LLM span), is a step. An exporter's retry of the request that held it (its spans exported
+    before `m`'s), after the run's turn was judged and its trace released: a copy of a step settled already, not a run's
+    root waiting for a parent that never comes again, then a turn of its own at the turnless timeout (a phantom turn
+    with no call: judged, it would count every call it expects missed)."""
+    tid = f"{0:032x}"
+    first = run_trace(0, shape)
+    first.insert(0, ("run", tid, "v", "m", 6, 7))
+    steps: list[tuple[str, list[Spec], int]] = [("add", first, 0), ("poll", [], 6)]
+    steps += [("add", [("run", tid, "v", "m", 6, 7)], 1), ("poll", [], 6), ("flush", [], 0)]
+    c, _ = hand(steps)
+    assert [(x.span_id, x.turnless, len(x.calls)) for x in c.released] == [("t" if shape == "turn" else "x", False, 3)]
+    assert c.asm.stats.duplicates == 0 and not c.asm.pending_traces
+
+
+def test_the_runs_known_in_a_trace_are_bounded_by_its_links() -> None:
+    """Past a trace's bound of parent links, a RunRoot is dropped and counted as any span past it: what the trace
+    remembers of its spans (`known`, each RunRoot's verdict) stays within that bound however many arrive."""
+    runs = [("run", T, f"x{i}", "t", 1, 2) for i in range(100)]
+    c, _ = hand([("add", [("turn", T, "t", "", 0, 5)], 0), ("add", runs[:50], 0), ("add", runs[50:], 0)],
+                max_calls_per_trace=2)  # fmt: skip
+    tr = c.asm._traces[T]
+    assert len(tr.parents) == 20 and len(tr.known or ()) <= 20
+    assert c.asm.stats.oversized_spans == 80
 
 
 T, U = "a" * 32, "b" * 32

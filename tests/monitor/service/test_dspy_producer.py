@@ -24,10 +24,16 @@ Replayed through the real normalizer (C and Python) and turn assembler.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from tests.monitor.service.captures import call_rows, captured_turns, offered_names
-from tests.monitor.service.test_requested_calls import IMPLS
+from monitor.assembly import TurnAssembler
+from monitor.records import Turn
+from tests.monitor.service.captures import call_rows, capture, captured_turns, offered_names
+from tests.monitor.service.test_requested_calls import IMPLS, _impl, convert
+
+S = 10**9
 
 
 @pytest.mark.parametrize("impl", IMPLS)
@@ -58,3 +64,35 @@ def test_a_raising_dspy_tool_is_a_failed_call_of_its_turn(impl: str) -> None:
         ("get_weather", "", {"city": "Atlantis"}, False, "ValueError: no such city"),
         ("finish", "", {}, False, None),
     ]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("name", ["dspy_react", "dspy_raises"])
+def test_a_request_sent_again_after_its_turn_was_judged_makes_no_turn(impl: str, name: str) -> None:
+    """The run's spans in two export requests as the SDK exports them (by end time), cut anywhere; the first request
+    sent again (an exporter's retry) after the turn was judged and its trace released. The nested CHAIN spans (Predict,
+    the adapter) under another span are steps of the run: sent again without the spans above them, none is a turn
+    of its own at the turnless timeout (a turn with no input and no call: judged, every call it expects missed)."""
+    _impl(impl)
+    spans = sorted(capture(name), key=lambda s: s.end_ns)
+    for cut in range(1, len(spans)):
+        a = TurnAssembler(grace_s=1.0, turnless_timeout_s=5.0)
+        add = a.add_records if impl == "c" else a._add_records_py
+        poll = a.poll if impl == "c" else a._poll_py
+
+        def send(part: list[Any], now: int) -> list[Turn]:
+            out = add(convert(part, impl)[0], now)
+            if impl == "python":
+                a._remember_judged(out)  # as add_records does (_weigh)
+            return out
+
+        def wait(now: int) -> list[Turn]:
+            out = poll(now)
+            if impl == "python":
+                a._remember_judged(out)  # as poll does (_take_off)
+            return out
+
+        first = send(spans[:cut], 0) + send(spans[cut:], 0) + wait(2 * S)
+        assert [t.agent for t in first] == ["ReAct"]
+        again = send(spans[:cut], 3 * S) + wait(10 * S) + a.flush()
+        assert (cut, again, a.pending_traces) == (cut, [], 0)
