@@ -18,8 +18,9 @@ its parent): so turn assembly holds it, as a call of its trace, and settles it w
   RunRoot waits for it.
 
 A RunRoot whose parent (or a span above it) never arrives, a remote parent never exported, is its run's turn once the
-turnless timeout has passed since it arrived (a due entry of its own, its span id and `#run`), released then with its
-calls: never later. Flushing and evicting a trace make each RunRoot still waiting a turn.
+turnless timeout has passed since it arrived (a due entry of its own, its span id and `#run`, taken off again when a
+span of the export request it came in settles it), released then with its calls: never later. Flushing and evicting a
+trace make each RunRoot still waiting a turn.
 
 The spans that arrived before a RunRoot are known by their parent links only: on the way up from a RunRoot's parent a
 turn (pending or released) or a RunRoot settles it as a step, a SERVER or CONSUMER span of no run (each remembered as
@@ -188,10 +189,27 @@ def arrived(asm: TurnAssembler, tid: str, tr: _Trace, r: ToolCall | Turn | Span,
             _wait(tr, verdict, run)
             continue
         _unhold(tr, run)
+        _undue(asm, tid, run.span_id, now_ns + asm.turnless_timeout_ns)
         if verdict is False:
             asm._hold_turn(tid, tr, run.turn, now_ns, False)
         else:
             _step(asm, tid, tr, run.span_id)
+
+
+def _undue(asm: TurnAssembler, tid: str, sid: str, deadline: int) -> None:
+    """Takes the timeout of a RunRoot settled off the entries due at `deadline`, when it is among them: one settled by
+    a span of the export request it came in (the usual case) leaves nothing due after it."""
+    due = asm._due.get(deadline)
+    if due is None:
+        return
+    sids = due.get(tid)
+    key = sid + RUN_DUE
+    if sids == key:
+        del due[tid]
+    elif isinstance(sids, list) and key in sids:
+        sids.remove(key)
+        if not sids:
+            del due[tid]
 
 
 def entry(asm: TurnAssembler, tr: _Trace, span: Span) -> None:

@@ -391,6 +391,20 @@ def test_a_step_of_a_run_sent_again_after_its_turn_is_no_turn_of_its_own(shape: 
     assert c.asm.stats.duplicates == 0 and not c.asm.pending_traces
 
 
+@pytest.mark.parametrize("shape", RUN_SHAPES)
+def test_runs_settled_in_the_request_they_came_in_leave_nothing_due(shape: str) -> None:
+    """A RunRoot waits from its arrival, its timeout due then; settled by a span of the same export request (the
+    spans above it come after it: the usual case), it leaves no entry due: what is due is the turns' grace periods
+    and the timeouts of the RunRoots still waiting (a run whose parent never came), not one entry per settled RunRoot
+    kept for a turnless timeout after its trace is gone."""
+    c, _ = hand([("add", run_trace(0, shape), 0)])
+    due = sorted((d, tid, (sids,) if isinstance(sids, str) else tuple(sids)) for d, e in c.asm._due.items()
+                 for tid, sids in e.items())  # fmt: skip
+    tid = f"{0:032x}"
+    turn = "t" if shape == "turn" else "x"
+    assert due == ([(5 * 10**9, tid, ("x#run",))] if shape == "lost" else [(10**9, tid, (turn,))])
+
+
 def test_the_runs_known_in_a_trace_are_bounded_by_its_links() -> None:
     """Past a trace's bound of parent links, a RunRoot is dropped and counted as any span past it: what the trace
     remembers of its spans (`known`, each RunRoot's verdict) stays within that bound however many arrive."""
