@@ -5,9 +5,10 @@ which the C normalizer hands them) sends here its `invoke_agent` spans without `
 
 - An agent's run (`invoke_agent {agent}`) is the turn, read by the GenAI path as any turn span with, where the GenAI
   keys are not set: its input the latest user text of `mastra.agent_run.input` (`input_text`: Mastra records the
-  input as given, text as it is, anything else as JSON: a list of strings, each a user message; a list of messages,
-  their content a string, text parts `{"type": "text", "text"}`, Mastra's stored form `{"format": 2, "parts": [...]}`
-  or, a UI message, its `parts`; one message; an object holding `messages`), its answer the `text` of
+  input as given, text as it is (JSON holding no message, a question given as JSON, too), anything else as JSON: a
+  list of strings, each a user message; a list of messages, their content a string, text parts `{"type": "text",
+  "text"}`, Mastra's stored form `{"format": 2, "parts": [...]}` or, a UI message, its `parts`; one message; an object
+  holding `messages`), its answer the `text` of
   `mastra.agent_run.output` (JSON of the run's result; text as it is). Its tools offered: `gen_ai.tool.definitions`
   holds their names only (`["get_weather"]`), each offered by name, as Strands' `gen_ai.agent.tools`
   (_genai._named_tools); definitions recorded as the conventions say are read as such.
@@ -77,7 +78,8 @@ def step(span: Span, out: Out, problems: list[str]) -> None:
 
 def input_text(raw: Any, problems: list[str]) -> str | None:
     """The latest user text of `mastra.agent_run.input` (None when not recorded or not a str, counted; "" when it holds
-    no user text). Text that is no JSON list or object is itself (a question as given)."""
+    no user text). Text that is no JSON list or object, or JSON holding no message (neither a string in a list nor an
+    object naming its role), is itself (a question as given)."""
     if raw is None:
         return None
     if not isinstance(raw, str):
@@ -91,8 +93,8 @@ def input_text(raw: Any, problems: list[str]) -> str | None:
         value = value.get("messages", value)
         if isinstance(value, dict):
             value = [value]
-    if not isinstance(value, list):
-        return raw
+    if not isinstance(value, list) or (value and not any(_a_message(x) for x in value)):
+        return raw  # JSON given as the question (no message in it): the text itself
     for msg in reversed(value):
         if isinstance(msg, str):
             return msg
@@ -101,6 +103,11 @@ def input_text(raw: Any, problems: list[str]) -> str | None:
             if text:
                 return text
     return ""
+
+
+def _a_message(x: Any) -> bool:
+    """A user message as a string, or a message (an object naming its role)."""
+    return isinstance(x, str) or (isinstance(x, dict) and "role" in x)
 
 
 def _message_text(msg: dict[str, Any]) -> str | None:

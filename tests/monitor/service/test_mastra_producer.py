@@ -183,6 +183,11 @@ HISTORY = [_user("What is the weather in London?"), {"role": "assistant", "conte
         (json.dumps({"messages": HISTORY}), PARIS_Q),  # an object holding the messages
         ("42", "42"),  # a question JSON reads as a number: the text as written
         ('{"city": "Paris"', '{"city": "Paris"'),  # no JSON: the text itself
+        ('{"city": "Paris"}', '{"city": "Paris"}'),  # JSON given as the question, no message in it: the text itself
+        ('["Paris", 3]', "Paris"),  # a list holding a string: a user message
+        ("[1, 2]", "[1, 2]"),
+        ('[{"city": "Paris"}]', '[{"city": "Paris"}]'),
+        ("[]", ""),  # no message: no user text
         (json.dumps([{"role": "system", "content": "Be brief."}]), ""),  # captured, no user text
         ("[" * 100_000, "[" * 100_000),  # too deep for JSON: the text itself, never an error
     ],
