@@ -432,7 +432,7 @@ class TurnAssembler:
                     if len(turns) == 1 and sids in turns:
                         calls = tr.calls
                         for c in calls:
-                            if c.parent_span_id != sids:
+                            if c.parent_span_id != sids or c.span_id == sids:  # see _release_turn
                                 break
                         else:
                             # The usual case: the trace is this turn and calls right under it. All of it goes now, as
@@ -561,7 +561,9 @@ class TurnAssembler:
         mine = calls
         rest: list[ToolCall] = []
         for c in calls:
-            if c.parent_span_id != sid:  # else every call sits right under this turn (the usual case): all its own
+            # Else every call sits right under this turn (the usual case): all its own, none under another (a call
+            # given the turn's span id, a collision, would be one's parent: reconcile must see them).
+            if c.parent_span_id != sid or c.span_id == sid:
                 mine = []
                 for c in calls:
                     (mine if c.parent_span_id == sid or self._owner(tid, tr, c) == sid else rest).append(c)

@@ -57,7 +57,7 @@ static PyObject *s_traces, *s_links, *s_judged_alone, *s_due, *s_deadlines, *s_r
     *s_released_max, *s_spare, *s_stats,
     *s_pending_turns, *s_max_pending, *s_max_calls, *s_max_links, *s_grace_ns, *s_timeout_ns, *s_evict_oldest,
     *s_release_turn, *s_release_turnless, *s_add_records_py, *s_poll_py, *s_append, *s_popleft, *s_sort, *s_clear,
-    *s_move_to_end, *s_pop, *s_setdefault, *s_parent_span_id, *s_duplicates, *s_late_calls, *s_late_turns,
+    *s_move_to_end, *s_pop, *s_setdefault, *s_parent_span_id, *s_span_id, *s_duplicates, *s_late_calls, *s_late_turns,
     *s_oversized_calls, *s_oversized_spans, *s_turns_completed, *s_flush_trace, *s_release_all_py, *s_items, *zero,
     *kw_key, *s_add_run, *s_arrived, *s_entry, *s_release_due;
 
@@ -284,7 +284,8 @@ static int drop_link(State *s, PyObject *tid) {
     return in <= 0 ? in : PyODict_DelItem(s->links, tid);
 }
 
-/* Whether every call sits right under the turn `sid`: `for c in calls: if c.parent_span_id != sid: break`. */
+/* Whether every call sits right under the turn `sid`: `for c in calls: if c.parent_span_id != sid or c.span_id ==
+ * sid: break` (a call given the turn's span id, a collision, would be another's parent: not all right under it). */
 static int all_under(PyObject *calls, PyObject *sid) {
     PyObject *it = NULL, *c;
     Py_ssize_t i = 0;
@@ -300,11 +301,19 @@ static int all_under(PyObject *calls, PyObject *sid) {
         }
         PyObject *p = Py_IS_TYPE(c, call_type) ? SLOT(c, off_call[R_PARENT]) : NULL;
         p = p != NULL ? Py_NewRef(p) : PyObject_GetAttr(c, s_parent_span_id);
-        Py_DECREF(c);
         int ne = p == NULL ? -1
                  : PyUnicode_CheckExact(p) && PyUnicode_CheckExact(sid) ? !str_eq(p, sid)
                                                                         : compare(p, sid, Py_NE);
         Py_XDECREF(p);
+        if (ne == 0) { /* its span id the turn's: `c.span_id == sid` */
+            PyObject *own = Py_IS_TYPE(c, call_type) ? SLOT(c, off_call[R_SPAN_ID]) : NULL;
+            own = own != NULL ? Py_NewRef(own) : PyObject_GetAttr(c, s_span_id);
+            ne = own == NULL ? -1
+                 : PyUnicode_CheckExact(own) && PyUnicode_CheckExact(sid) ? str_eq(own, sid)
+                                                                          : compare(own, sid, Py_EQ);
+            Py_XDECREF(own);
+        }
+        Py_DECREF(c);
         if (ne != 0) {
             all = ne < 0 ? -1 : 0;
             break;
@@ -392,7 +401,8 @@ static int made_up_id(PyObject *id) {
  * handoff (HandoffMark). So the calls, sorted, without each requested call that has the id of a call that ran or of
  * a requested call before it: those that ran kept in their place, the requested calls never run after them in start
  * order. Everything else (an id-less call, a handoff, offered tools, a call further down, under a span never received
- * or under another turn, a call under a call that ran, which rule 0 may make one, a trace or records changed from
+ * or under another turn, a call under a call that ran, which rule 0 may make one, a call given the turn's span id,
+ * a trace or records changed from
  * outside, before or while the calls are sorted) goes to _release_turn. */
 static int release_chat(State *s, PyObject *tid, PyObject *tr, PyObject *sid, PyObject *turns, PyObject *calls,
                         PyObject *out) {
@@ -411,8 +421,10 @@ static int release_chat(State *s, PyObject *tid, PyObject *tr, PyObject *sid, Py
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *c = PyList_GET_ITEM(mine, i);
         if (!Py_IS_TYPE(c, call_type) && !Py_IS_TYPE(c, requested_type)) goto done;
-        PyObject *p = SLOT(c, off_call[R_PARENT]), *id = SLOT(c, off_call_id);
+        PyObject *p = SLOT(c, off_call[R_PARENT]), *id = SLOT(c, off_call_id), *own = SLOT(c, off_call[R_SPAN_ID]);
         if (p == NULL || !PyUnicode_CheckExact(p) || id == NULL || !PyUnicode_CheckExact(id)) goto done;
+        if (own == NULL || !PyUnicode_CheckExact(own) || str_eq(own, sid)) goto done; /* the turn's span id: a
+                                                      * collision, the calls right under it may be under this one */
         if (str_eq(p, sid)) continue;
         for (Py_ssize_t j = 0; j < n; j++) { /* under a call (reconcile's rule 0: a wrapper's span around it) */
             PyObject *e = PyList_GET_ITEM(mine, j), *esid = SLOT(e, off_call[R_SPAN_ID]);
@@ -1174,7 +1186,7 @@ static PyObject *init(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         {&s_flush_trace, "_flush_trace"}, {&s_release_all_py, "_release_all_py"}, {&s_items, "items"},
         {&s_append, "append"}, {&s_popleft, "popleft"}, {&s_sort, "sort"}, {&s_clear, "clear"},
         {&s_move_to_end, "move_to_end"}, {&s_pop, "pop"}, {&s_setdefault, "setdefault"},
-        {&s_parent_span_id, "parent_span_id"}, {&s_duplicates, "duplicates"}, {&s_late_calls, "late_calls"}, {&s_late_turns, "late_turns"},
+        {&s_parent_span_id, "parent_span_id"}, {&s_span_id, "span_id"}, {&s_duplicates, "duplicates"}, {&s_late_calls, "late_calls"}, {&s_late_turns, "late_turns"},
         {&s_oversized_calls, "oversized_calls"}, {&s_oversized_spans, "oversized_spans"},
         {&s_turns_completed, "turns_completed"}, {&s_calls, "calls"}, {&trace_attr[X_FIRST_SEEN], "first_seen_ns"},
         {&trace_attr[X_CALLS], "calls"}, {&trace_attr[X_TURNS], "turns"}, {&trace_attr[X_PARENTS], "parents"},

@@ -13,6 +13,7 @@ from collections import OrderedDict
 from collections.abc import Iterable
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -331,3 +332,20 @@ def test_flush_releases_a_pending_turn_as_poll_would() -> None:
     late = [("call", "b", "c9", "t1", 5, 6), ("turn", "a", "t1", "", 0, 9)]
     assert a.add_records([build(*r) for r in late], 10**10) == ref.add_records([build(*r) for r in late], 10**10)
     assert a.stats == ref.stats and (a.stats.late_calls, a.stats.duplicates) == (1, 1)
+
+
+@pytest.mark.parametrize("impl", ["c", "python"])
+def test_a_call_sharing_its_turns_span_id_takes_no_shortcut_past_reconcile(impl: str) -> None:
+    """Every call's parent id is the turn's span id, yet one call (its span id the turn's, its parent itself) is the
+    parent span of another of its name: the shortcut for calls all right under their turn skipped reconcile, and the
+    wrapper was judged beside the call it made (found by the reference comparison above)."""
+    from tests.monitor.service.test_requested_calls import _impl
+
+    _impl(impl)
+    tid = "a" * 32
+    recs = [("call", tid, "t1", "t1", 0, 0), ("call", tid, "t2", "t1", 0, 0), ("turn", tid, "t1", "t1", 0, 0)]
+    a = TurnAssembler(grace_s=0, turnless_timeout_s=0, max_pending=1, max_calls_per_trace=2)
+    ref = Reference(0, 0, 1, 2, a._released_max)
+    got = (a._add_records_py if impl == "python" else a.add_records)([build(*r) for r in recs], 0)
+    expect = ref.remember_judged(ref.add_records([build(*r) for r in recs], 0))
+    assert shape(got) == shape(expect) == [(tid, "t1", False, 0, [(tid, "t2")])]
