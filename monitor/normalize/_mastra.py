@@ -31,7 +31,7 @@ from typing import Any
 from monitor.normalize import _markers as m
 from monitor.normalize._foreign import _add_requested, _one_message, _read_as_genai
 from monitor.normalize._genai import INPUT_MESSAGES, OUTPUT_MESSAGES, TOOL_DEFINITIONS, _named_tools
-from monitor.normalize._requested import name_and_id
+from monitor.normalize._vercel import sdk_calls
 from monitor.otlp import Span
 from monitor.records import ToolCall, Turn
 
@@ -167,19 +167,4 @@ def _requested(raw: Any, problems: list[str]) -> Iterator[tuple[str, str, str | 
     if not isinstance(calls, list):
         problems.append(key)
         return
-    for c in calls:
-        named = name_and_id({"name": c.get("toolName"), "id": c.get("toolCallId")}, key, problems) if isinstance(
-            c, dict) else None  # fmt: skip
-        if named is None:
-            problems.append(key)
-            continue
-        args = c.get("args")
-        if isinstance(args, dict):
-            try:
-                args = json.dumps(args)
-            except (ValueError, RecursionError):
-                args = None
-        elif args is not None and not isinstance(args, str):
-            problems.append(key)
-            args = None
-        yield named[0], named[1], args
+    yield from sdk_calls(calls, key, problems)

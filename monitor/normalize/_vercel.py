@@ -170,6 +170,13 @@ def _requested(raw: Any, problems: list[str]) -> Iterator[tuple[str, str, str | 
     if not isinstance(calls, list):
         problems.append(key)
         return
+    yield from sdk_calls(calls, key, problems)
+
+
+def sdk_calls(calls: list[Any], key: str, problems: list[str]) -> Iterator[tuple[str, str, str | None]]:
+    """(name, call id, arguments as JSON text) of each AI SDK tool call of `calls`, `{"toolCallId", "toolName",
+    "input"}` (`args` before SDK 5, and in Mastra's step output), arguments an object or JSON text; what cannot be
+    read counted under `key`."""
     for c in calls:
         named = name_and_id({"name": c.get("toolName"), "id": c.get("toolCallId")}, key, problems) if isinstance(
             c, dict) else None  # fmt: skip
@@ -182,7 +189,10 @@ def _requested(raw: Any, problems: list[str]) -> Iterator[tuple[str, str, str | 
                 args = json.dumps(args)
             except (ValueError, RecursionError):
                 args = None
-        yield named[0], named[1], args if isinstance(args, str) else None
+        elif args is not None and not isinstance(args, str):
+            problems.append(key)
+            args = None
+        yield named[0], named[1], args
 
 
 def _offered(span: Span, tools: Any, out: Out, problems: list[str]) -> None:

@@ -181,6 +181,7 @@ def test_a_requested_call_through_openinference_keeps_its_arguments_object(impl:
         ("not json", None, ["ai.response.toolCalls"]),
         ([{"toolCallId": "c", "input": "{}"}, 3], None, ["ai.response.toolCalls", "ai.response.toolCalls"]),
         ([{"toolCallId": 7, "toolName": "f", "input": "{}"}], None, ["ai.response.toolCalls"]),  # id made a str
+        ([{"toolCallId": "c", "toolName": "f", "input": 5}], None, ["ai.response.toolCalls"]),  # no arguments
         ([], ("not json", json.dumps({"description": "no name"}), "[1]"), ["ai.prompt.tools", "ai.prompt.tools"]),
     ],
 )
