@@ -2,12 +2,18 @@
 handler raises; for SIGTERM, what a CI job's timeout or `kill` sends, its subclass Terminated) and gives both signals
 their default action back, so that a second one of either, while the runs done are judged and the partial report is
 written, ends the process at once (killed by the signal: a shell reports 130 or 143), as a second one ends `serve`.
+
+A SIGTERM within ECHO_S of a first one is no second stop but its copy: `timeout` without --foreground (and a kill of
+a process, then of its group) sends SIGTERM to the command and then to its process group, microseconds apart, and
+that copy ended the process while the partial report was written. It is ignored; a later one ends the process.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
@@ -19,6 +25,22 @@ from monitor.evaluate import Terminated
 _UNTOUCHED: dict[signal.Signals, object] = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL}
 _RAISES: dict[signal.Signals, Callable[[], KeyboardInterrupt]] = {signal.SIGINT: KeyboardInterrupt,
                                                                   signal.SIGTERM: Terminated}
+
+
+ECHO_S = 0.5  # a SIGTERM this soon after the first is its copy (see the module docstring)
+
+
+def _copies_ignored(since: float) -> Callable[[int, FrameType | None], None]:
+    """SIGTERM's handler after a first one at `since` (time.monotonic()): ignores its copies, ends the process by the
+    default action at a later one."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        if time.monotonic() - since < ECHO_S:
+            return
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    return handler
 
 
 @contextmanager
@@ -37,6 +59,8 @@ def stop_on_signal() -> Iterator[None]:
         came = True
         for s in handled:
             signal.signal(s, signal.SIG_DFL)
+        if signum == signal.SIGTERM and signal.SIGTERM in handled:
+            signal.signal(signal.SIGTERM, _copies_ignored(time.monotonic()))
         raise _RAISES[signal.Signals(signum)]()
 
     for s in handled:

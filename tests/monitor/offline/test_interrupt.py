@@ -282,3 +282,24 @@ def test_a_stop_during_the_compare_seeds_runs_reports_the_whole_probe_without_th
     data = json.loads((tmp_path / "r.json").read_text())
     assert list(data["series"]) == ["art accuracy"]  # not the other strategy's, cut short
     assert not any(t["title"].startswith("Runs to the first failure") for t in data["tables"])
+
+
+def test_the_copy_of_a_sigterm_sent_to_the_process_group_does_not_end_the_report(tmp_path: Path) -> None:
+    """`timeout` without --foreground sends SIGTERM to the command and then to its process group: two, microseconds
+    apart. The second ended the process while the partial report was written (no report in 3 runs of 5); a SIGTERM
+    within a moment of the first is that copy, not a second stop."""
+    cases, rules = _dataset(tmp_path)
+    args = ["eval", "--dataset", str(cases), "--rules", str(rules), "--agent",
+            "tests.monitor.offline.agents:logging_stalling_agent", "--no-progress", *_forms(tmp_path)]
+    for attempt in range(3):
+        for form in ("r.json", "r.md", "r.xml", "r.html"):
+            (tmp_path / form).unlink(missing_ok=True)
+        log = tmp_path / f"runs{attempt}.log"
+        log.touch()
+        proc = subprocess.Popen(["timeout", "-s", "TERM", "4", sys.executable, "-c", _MAIN, *args], cwd=REPO,
+                                env={**os.environ, "TOOLWATCH_TEST_RUN_LOG": str(log)},
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 124, (proc.returncode, err[-3000:])  # timeout's own: it timed the command out
+        assert "Traceback" not in err, err[-3000:]
+        _assert_partial_forms(tmp_path, "eval", 2, 4, "runs", SIGTERM)
