@@ -21,7 +21,8 @@ from types import FrameType
 from monitor.evaluate import Terminated
 
 # The handler each signal has when whoever started us left it alone: SIGINT's is Python's (KeyboardInterrupt),
-# SIGTERM's the default action. Ignored (a shell's background job, nohup, a parent ignoring SIGTERM), it stays so.
+# SIGTERM's the default action. Ignored (SIGINT in a script's background job, a parent ignoring SIGTERM; not by
+# nohup, which ignores SIGHUP only), it stays so.
 _UNTOUCHED: dict[signal.Signals, object] = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL}
 _RAISES: dict[signal.Signals, Callable[[], KeyboardInterrupt]] = {signal.SIGINT: KeyboardInterrupt,
                                                                   signal.SIGTERM: Terminated}

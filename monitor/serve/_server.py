@@ -360,7 +360,7 @@ class Server:
         it never ends the process."""
         loop = asyncio.get_running_loop()
         await self.start()
-        interrupt = signal.getsignal(signal.SIGINT)  # ignored (a background job, nohup): ignored again at shutdown
+        interrupt = signal.getsignal(signal.SIGINT)  # ignored (a script's background job): ignored again at shutdown
         # The handlers come before `on_started` (the ready line): a signal sent on seeing it is handled, not fatal.
         loop.add_signal_handler(signal.SIGHUP, self._on_sighup)
         # SIGTERM and SIGINT are not the loop's: asyncio learns of its signals from a byte each in its wake-up socket,
