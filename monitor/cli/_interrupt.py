@@ -58,10 +58,9 @@ def stop_on_signal() -> Iterator[None]:
     def first(signum: int, frame: FrameType | None) -> None:
         nonlocal came
         came = True
-        for s in handled:
-            signal.signal(s, signal.SIG_DFL)
-        if signum == signal.SIGTERM and signal.SIGTERM in handled:
-            signal.signal(signal.SIGTERM, _copies_ignored(time.monotonic()))
+        now = time.monotonic()
+        for s in handled:  # SIGTERM's copies ignored from the first SIGTERM on, never its default action meanwhile
+            signal.signal(s, _copies_ignored(now) if s == signal.SIGTERM == signum else signal.SIG_DFL)
         raise _RAISES[signal.Signals(signum)]()
 
     for s in handled:
