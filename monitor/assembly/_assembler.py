@@ -444,10 +444,11 @@ class TurnAssembler:
                             out.append(turn)
                             done += 1
                             key = tid + sids
-                            released.add(key)
-                            order.append(key)
-                            if len(order) > released_max:
-                                released.discard(order.popleft())
+                            if key not in released:  # held already: a span a call judged sat under (_remember)
+                                released.add(key)
+                                order.append(key)
+                                if len(order) > released_max:
+                                    released.discard(order.popleft())
                             del traces[tid]
                             if len(spare) < _SPARE_MAX:  # its containers serve a new trace
                                 calls.clear()
@@ -593,7 +594,7 @@ class TurnAssembler:
             fill_in(turn, given, answer)
         out.append(turn)
         self.stats.turns_completed += 1
-        # tid + sid is never in the set: a turn is taken only when not released, and released once
+        # tid + sid may be in the set already: a span a call judged with another turn sat under (_remember_judged)
         _remember(self._released, self._released_order, tid + sid, self._released_max)
         if now_ns is None:
             return

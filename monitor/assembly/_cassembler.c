@@ -323,11 +323,17 @@ static int all_under(PyObject *calls, PyObject *sid) {
     return all;
 }
 
-/* key = tid + sid; released.add(key); order.append(key); forget the oldest past released_max. */
+/* _remember: key = tid + sid; a key held already is left where it is (a turn remembered as a span a call judged with
+ * another turn sat under); else released.add(key); order.append(key); forget the oldest past released_max. */
 static int remember(State *s, PyObject *tid, PyObject *sid) {
     PyObject *key = concat(tid, sid);
     if (key == NULL) return -1;
-    int rc = PySet_Add(s->released, key) < 0 || call_void(s->order, s_append, key, NULL) < 0 ? -1 : 0;
+    int rc = PySet_Contains(s->released, key);
+    if (rc != 0) {
+        Py_DECREF(key);
+        return rc < 0 ? -1 : 0;
+    }
+    rc = PySet_Add(s->released, key) < 0 || call_void(s->order, s_append, key, NULL) < 0 ? -1 : 0;
     Py_DECREF(key);
     if (rc < 0) return -1;
     Py_ssize_t n = PyObject_Size(s->order);

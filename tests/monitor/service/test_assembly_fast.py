@@ -285,7 +285,7 @@ def test_assembly_matches_the_reference(
         assert a.stats == ref.stats
         assert (a.pending_traces, a.pending_turns) == (len(ref.traces), ref.pending_turns)
         assert a.next_deadline_ns() == (ref.due[0][0] if ref.due else None)
-        assert len(a._released) <= remember
+        assert list(a._released_order) == list(ref.released) and a._released == set(ref.released)
         assert list(a._orphaned_order) == list(ref.orphaned)
         assert list(a._judged_alone_order) == list(ref.judged_alone)
         assert list(a._links) == [t for t, tr in ref.traces.items() if not tr.calls and not tr.turns]
@@ -371,3 +371,35 @@ def test_a_call_under_a_released_turn_is_late_though_another_turn_encloses_it(im
         assert shape(got) == shape(expect)
     assert shape(got) == [(tid, "m1", False, 0, [])]
     assert a.stats == ref.stats and (a.stats.late_calls, a.stats.turnless_completed) == (2, 0)
+
+
+@pytest.mark.parametrize("release", ["poll", "flush"])
+@pytest.mark.parametrize("impl", ["c", "python"])
+def test_a_turn_remembered_already_as_a_span_calls_sat_under_is_remembered_once(impl: str, release: str) -> None:
+    """A turn arriving in the batch that evicted its trace, after a call under it was judged with the trace's other
+    turn (the one turn enclosing it, its parent not received yet), is remembered at the end of the batch as a span a
+    judged call sat under. Released later by the usual release (one turn, no call: the C poll and flush, the Python
+    poll), its key went into the bounded FIFO a second time, and the oldest key left too early (found by the
+    reference comparison above, where a turn and a call shared a span id)."""
+    from tests.monitor.service.test_requested_calls import _impl
+
+    _impl(impl)
+    a = TurnAssembler(grace_s=2, turnless_timeout_s=0, max_pending=1, max_calls_per_trace=2)
+    a._released_max = 3
+    ref = Reference(2 * 10**9, 0, 1, 2, 3)
+    batches = [[("turn", "w", "t0", "", 0, 9)], [("turn", "x", "t1", "", 0, 9)],
+               [("call", "x", "c1", "t2", 1, 2), ("call", "y", "c9", "", 0, 1), ("turn", "x", "t2", "", 0, 9)]]
+    for now, recs in enumerate(batches):
+        got = a.add_records([build(*r) for r in recs], now * 10**9)
+        expect = ref.remember_judged(ref.add_records([build(*r) for r in recs], now * 10**9))
+        assert shape(got) == shape(expect)
+    assert list(a._released_order) == list(ref.released) == ["wt0", "xt1", "xt2"]
+    if release == "poll":
+        got = a._poll_py(4 * 10**9) if impl == "python" else a.poll(4 * 10**9)
+        expect = ref.remember_judged(ref.poll(4 * 10**9))
+    else:
+        got = a._release_all_py() if impl == "python" else a.flush()
+        expect = ref.remember_judged(ref.flush())
+    assert shape(got) == shape(expect) == [("x", "t2", False, 0, [])]
+    assert list(a._released_order) == list(ref.released) == ["wt0", "xt1", "xt2"]
+    assert a._released == {"wt0", "xt1", "xt2"}
