@@ -1023,7 +1023,7 @@ def _logfire_agents(span: Span, out: Out, problems: list[str], rejected: dict[st
         call = out[-1]
         if isinstance(call, ToolCall) and call.error_type == "error" and not span.status_message and (
                 ERROR_TYPE not in attrs):  # fmt: skip
-            error = _lf_json(attrs.get("error"))
+            error = _parsed(attrs.get("error"))
             message = error.get("message") if isinstance(error, dict) else None
             if isinstance(message, str) and message:
                 call.error_type = message
@@ -1034,11 +1034,11 @@ def _logfire_agents(span: Span, out: Out, problems: list[str], rejected: dict[st
             if isinstance(agent, str) and agent:
                 add_handoff_to(span, agent, out)
         elif template == _LF_CHAT:
-            _lf_input_mark(span, _lf_json(attrs.get("input")), out)
+            _lf_input_mark(span, _parsed(attrs.get("input")), out)
             _openai_requested(span, "output", _LF_CONTENT, out, problems)
         elif template.startswith(_LF_RESPONSES):
-            _lf_input_mark(span, _lf_json(attrs.get("raw_input")), out)
-            response = _lf_json(attrs.get("response"))
+            _lf_input_mark(span, _parsed(attrs.get("raw_input")), out)
+            response = _parsed(attrs.get("response"))
             if isinstance(response, dict):
                 _responses_requested(span, response.get("output"), out)
                 _openai_offered(span, response.get("tools"), out)
@@ -1056,8 +1056,9 @@ def _lf_text(v: Any) -> str | None:
     return None
 
 
-def _lf_json(v: Any) -> Any:
-    """A Logfire attribute's JSON text parsed (Logfire writes a structured value as JSON text); None when it is not."""
+def _parsed(v: Any) -> Any:
+    """JSON text parsed (Logfire, the Vercel AI SDK and Mastra write a structured value as JSON text); None when it is
+    not, or not a str."""
     if not isinstance(v, str):
         return None
     try:

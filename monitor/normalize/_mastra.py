@@ -29,7 +29,7 @@ from dataclasses import replace
 from typing import Any
 
 from monitor.normalize import _markers as m
-from monitor.normalize._foreign import _add_requested, _one_message, _read_as_genai
+from monitor.normalize._foreign import _add_requested, _one_message, _parsed, _read_as_genai
 from monitor.normalize._genai import INPUT_MESSAGES, OUTPUT_MESSAGES, TOOL_DEFINITIONS, _named_tools
 from monitor.normalize._vercel import sdk_calls
 from monitor.otlp import Span
@@ -152,12 +152,7 @@ def _requested(raw: Any, problems: list[str]) -> Iterator[tuple[str, str, str | 
     """(name, call id, arguments as JSON text) of each call of a step output's `toolCalls`; what cannot be read
     counted."""
     key = m.MASTRA_STEP_OUTPUT
-    value: Any = None
-    if isinstance(raw, str):
-        try:
-            value = json.loads(raw)
-        except (ValueError, RecursionError):
-            value = None
+    value = _parsed(raw)
     if not isinstance(value, dict):
         problems.append(key)
         return

@@ -33,7 +33,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from monitor.normalize import _markers as m
-from monitor.normalize._foreign import _add_requested, _call, _openinference, _result, _str, _turn
+from monitor.normalize._foreign import _add_requested, _call, _openinference, _parsed, _result, _str, _turn
 from monitor.normalize._genai import REASON_NO_TOOL_NAME
 from monitor.normalize._offered import new_offered
 from monitor.normalize._requested import name_and_id
@@ -161,12 +161,7 @@ def model_request(span: Span, out: Out, problems: list[str]) -> None:
 def _requested(raw: Any, problems: list[str]) -> Iterator[tuple[str, str, str | None]]:
     """(name, call id, arguments as JSON text) of each call of `ai.response.toolCalls`; what cannot be read counted."""
     key = m.AI_RESPONSE_CALLS
-    calls: Any = None
-    if isinstance(raw, str):
-        try:
-            calls = json.loads(raw)
-        except (ValueError, RecursionError):
-            calls = None
+    calls = _parsed(raw)
     if not isinstance(calls, list):
         problems.append(key)
         return
@@ -201,12 +196,7 @@ def _offered(span: Span, tools: Any, out: Out, problems: list[str]) -> None:
     items = tools if isinstance(tools, tuple) else (tools,)
     definitions: list[dict[str, Any]] = []
     for text in items:
-        tool: Any = None
-        if isinstance(text, str):
-            try:
-                tool = json.loads(text)
-            except (ValueError, RecursionError):
-                tool = None
+        tool = _parsed(text)
         if not isinstance(tool, dict):
             problems.append(m.AI_PROMPT_TOOLS)
         elif definition_name(tool) is not None:
