@@ -443,12 +443,7 @@ class TurnAssembler:
                             turn.calls = tuple(calls)
                             out.append(turn)
                             done += 1
-                            key = tid + sids
-                            if key not in released:  # held already: a span a call judged sat under (_remember)
-                                released.add(key)
-                                order.append(key)
-                                if len(order) > released_max:
-                                    released.discard(order.popleft())
+                            _remember(released, order, tid + sids, released_max)
                             del traces[tid]
                             if len(spare) < _SPARE_MAX:  # its containers serve a new trace
                                 calls.clear()

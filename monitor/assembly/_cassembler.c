@@ -328,12 +328,13 @@ static int all_under(PyObject *calls, PyObject *sid) {
 static int remember(State *s, PyObject *tid, PyObject *sid) {
     PyObject *key = concat(tid, sid);
     if (key == NULL) return -1;
-    int rc = PySet_Contains(s->released, key);
-    if (rc != 0) {
+    Py_ssize_t held = PySet_GET_SIZE(s->released);
+    int rc = PySet_Add(s->released, key); /* one lookup: a key held already leaves the size as it was */
+    if (rc == 0 && PySet_GET_SIZE(s->released) == held) {
         Py_DECREF(key);
-        return rc < 0 ? -1 : 0;
+        return 0;
     }
-    rc = PySet_Add(s->released, key) < 0 || call_void(s->order, s_append, key, NULL) < 0 ? -1 : 0;
+    rc = rc < 0 || call_void(s->order, s_append, key, NULL) < 0 ? -1 : 0;
     Py_DECREF(key);
     if (rc < 0) return -1;
     Py_ssize_t n = PyObject_Size(s->order);
