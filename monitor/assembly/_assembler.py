@@ -110,6 +110,15 @@ def _spans_of(c: ToolCall) -> int:
     return 0 if isinstance(c, RequestedCall) and not c.span_id.endswith(FIRST_REQUESTED) else 1
 
 
+def _all_under(calls: list[ToolCall], sid: str) -> bool:
+    """Whether every call sits right under the turn `sid` (the usual case: all its own, none under another, so no
+    reconcile), none with the turn's span id (a collision: it would be the parent of the others)."""
+    for c in calls:
+        if c.parent_span_id != sid or c.span_id == sid:
+            return False
+    return True
+
+
 def _remember(keys: set[str], order: deque[str], key: str, most: int) -> None:
     """Add key to a bounded set whose keys `order` holds oldest first; the oldest is forgotten past `most`. A key
     held already is left where it is (held twice in `order`, it would be forgotten with its first place)."""
@@ -431,10 +440,7 @@ class TurnAssembler:
                     turns = tr.turns
                     if len(turns) == 1 and sids in turns:
                         calls = tr.calls
-                        for c in calls:
-                            if c.parent_span_id != sids or c.span_id == sids:  # see _release_turn
-                                break
-                        else:
+                        if _all_under(calls, sids):
                             # The usual case: the trace is this turn and calls right under it. All of it goes now, as
                             # _release_turn would release it.
                             turn = turns[sids]
@@ -554,16 +560,12 @@ class TurnAssembler:
         """Release the turn `sid` with its calls. With now_ns (a poll), a trace left empty is dropped, and calls left
         (of other turns) wait for theirs a whole turnless timeout from now; None (flush, eviction) keeps the trace."""
         calls = tr.calls
-        mine = calls
+        mine = calls  # the usual case: every call right under this turn, all its own
         rest: list[ToolCall] = []
-        for c in calls:
-            # Else every call sits right under this turn (the usual case): all its own, none under another (a call
-            # given the turn's span id, a collision, would be one's parent: reconcile must see them).
-            if c.parent_span_id != sid or c.span_id == sid:
-                mine = []
-                for c in calls:
-                    (mine if c.parent_span_id == sid or self._owner(tid, tr, c) == sid else rest).append(c)
-                break
+        if not _all_under(calls, sid):
+            mine = []
+            for c in calls:
+                (mine if c.parent_span_id == sid or self._owner(tid, tr, c) == sid else rest).append(c)
         offered: list[Definitions] = []
         given: str | None = None
         answer: str | None = None
