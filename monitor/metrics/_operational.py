@@ -92,10 +92,12 @@ class Operational:
         k = (transport, str(code))
         self.requests[k] = self.requests.get(k, 0) + 1
 
-    def receiver_fault(self, transport: str) -> None:
+    def receiver_fault(self, transport: str) -> int:
         """A request answered 503 (UNAVAILABLE over gRPC) for a fault of ours: counted in `request` too, with the
-        answer's code; here apart from the 503s of back-pressure, since it is a bug to report, not load to add."""
+        answer's code; here apart from the 503s of back-pressure, since it is a bug to report, not load to add.
+        Returns the faults of the process so far (which of them the log shows: _faults.power_of_ten)."""
         self._inc(self.receiver_faults, transport, 1)
+        return sum(self.receiver_faults.values())
 
     def connection_refused(self, listener: str) -> None:
         self._inc(self.connections_refused, listener, 1)

@@ -64,7 +64,6 @@ class GrpcReceiver:
         self._token = expected_token(settings.token)
         self._queue_full = retry_trailers(code_pb2.UNAVAILABLE, QUEUE_FULL, settings.retry_after_s)
         self._internal_error = retry_trailers(code_pb2.UNAVAILABLE, INTERNAL_ERROR, settings.retry_after_s)
-        self.faults = 0  # calls answered UNAVAILABLE for a fault of ours (see export)
         self.ops.start_transport(TRANSPORT_GRPC, (grpc.StatusCode.OK.value[0], grpc.StatusCode.UNAVAILABLE.value[0]))
         self.server: Any = None
         self.port = 0
@@ -78,17 +77,16 @@ class GrpcReceiver:
         except aio.AbortError:  # an answer given with context.abort
             raise
         except Exception as exc:  # noqa: BLE001 - see above; CancelledError (the client went away) is no Exception
-            self.faults += 1
-            if power_of_ten(self.faults):
+            faults = self.ops.receiver_fault(TRANSPORT_GRPC)
+            if power_of_ten(faults):
                 logger.error(
                     "toolwatch failed on a gRPC export from %s (fault %d of this process; a bug: please report it), "
                     "answered UNAVAILABLE: the exporter sends it again\n%s",
                     context.peer(),
-                    self.faults,
+                    faults,
                     traceback_text(exc),
                 )
             self.ops.request(TRANSPORT_GRPC, grpc.StatusCode.UNAVAILABLE.value[0])
-            self.ops.receiver_fault(TRANSPORT_GRPC)
             await context.abort(grpc.StatusCode.UNAVAILABLE, INTERNAL_ERROR, trailing_metadata=self._internal_error)
             return b""  # not reached: abort raises
 

@@ -188,7 +188,6 @@ class TracesHandler:
         self._bad_heads = Hushed(BAD_HEAD_LOG_INTERVAL_S)
         self._wrong_paths = Hushed(BAD_HEAD_LOG_INTERVAL_S)
         self._other_signals = Hushed(BAD_HEAD_LOG_INTERVAL_S)
-        self.faults = 0  # requests answered 503 for a fault of ours (see handle)
         for transport in (TRANSPORT_PROTOBUF, TRANSPORT_JSON):
             self.ops.start_transport(transport, (200, 503))
 
@@ -344,18 +343,17 @@ class TracesHandler:
             return self._fault(request, exc)
 
     def _fault(self, request: web.Request, exc: Exception) -> web.Response:
-        self.faults += 1
         reply = request.content_type  # a protobuf or JSON type: _refusal answers any other before anything can fail
         transport = self.transport_of(reply)
         if transport == TRANSPORT_OTHER:
             reply = PROTOBUF
-        self.ops.receiver_fault(transport)
-        if power_of_ten(self.faults):
+        faults = self.ops.receiver_fault(transport)
+        if power_of_ten(faults):
             logger.error(
                 "toolwatch failed on a request from %s (fault %d of this process; a bug: please report it), answered "
                 "503: the exporter sends it again\n%s",
                 request.remote or "an unknown client",
-                self.faults,
+                faults,
                 traceback_text(exc),
             )
         resp = self._error(
