@@ -6,16 +6,23 @@ written, ends the process at once (killed by the signal: a shell reports 130 or 
 A SIGTERM within ECHO_S of a first one is no second stop but its copy: `timeout` without --foreground (and a kill of
 a process, then of its group) sends SIGTERM to the command and then to its process group, microseconds apart, and
 that copy ended the process while the partial report was written. It is ignored; a later one ends the process.
+
+A first signal once the runs are over (within `runs_over()`: the harness shut down, the report made and written, about
+0.6 s, longer to a slow reader) raised there too: no report, or half of one, of runs all done. It is held instead: the
+report, whole, is written (its gates evaluated: every run is in it), then the command exits 130 or 143 saying so. A
+second one ends the process at once, as during a partial report.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from types import FrameType
 
 from monitor.evaluate import Terminated
@@ -29,6 +36,21 @@ _RAISES: dict[signal.Signals, Callable[[], KeyboardInterrupt]] = {signal.SIGINT:
 
 
 ECHO_S = 0.5  # a SIGTERM this soon after the first is its copy (see the module docstring)
+_EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}  # 128 + the signal, as a shell reports a process it ended
+_NAMES = {signal.SIGINT: ("Aborted!", "Ctrl-C"), signal.SIGTERM: ("Terminated!", "SIGTERM")}
+
+
+@dataclass(slots=True)
+class _Stops:
+    """What stop_on_signal does with a first signal: raise it (False), or, the runs over, hold it (True); the signal
+    held, and the runs the report holds (said on exit)."""
+
+    over: bool = False
+    held: signal.Signals | None = None
+    done: str = ""  # the runs over, as the exit says them: "300 runs"
+
+
+_current: _Stops | None = None  # the innermost stop_on_signal's, in the main thread
 
 
 def _copies_ignored(since: float) -> Callable[[int, FrameType | None], None]:
@@ -52,8 +74,10 @@ def stop_on_signal() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    global _current
     handled = {s: signal.getsignal(s) for s, untouched in _UNTOUCHED.items() if signal.getsignal(s) is untouched}
     came = False
+    stops = _Stops()
 
     def first(signum: int, frame: FrameType | None) -> None:
         nonlocal came
@@ -61,13 +85,45 @@ def stop_on_signal() -> Iterator[None]:
         now = time.monotonic()
         for s in handled:  # SIGTERM's copies ignored from the first SIGTERM on, never its default action meanwhile
             signal.signal(s, _copies_ignored(now) if s == signal.SIGTERM == signum else signal.SIG_DFL)
+        if stops.over:  # the report of runs all done is being made: held until it is out
+            stops.held = signal.Signals(signum)
+            return
         raise _RAISES[signal.Signals(signum)]()
 
     for s in handled:
         signal.signal(s, first)
+    outer, _current = _current, stops
     try:
         yield
+    except SystemExit:
+        if stops.held is None:
+            raise
+        ended, by = _NAMES[stops.held]
+        print(f"{ended} The {by} came after the {stops.done} were over: the report is whole.", file=sys.stderr,
+              flush=True)
+        raise SystemExit(_EXIT[stops.held]) from None
     finally:
+        _current = outer
         if not came:
             for s, previous in handled.items():
                 signal.signal(s, previous)
+
+
+def runs_over(done: int, unit: str = "runs") -> None:
+    """The runs are over (`done` of them, in `unit`): a first Ctrl-C or SIGTERM from now on is held until the command
+    exits (its report written whole), then ends it with 130 or 143. Nothing outside stop_on_signal."""
+    if _current is not None:
+        _current.over = True
+        _current.done = f"{done} {unit}"
+
+
+def runs_again() -> None:
+    """More runs (probe's --compare-seeds runs) after runs_over: a first signal raises again, and one held meanwhile
+    is raised now (KeyboardInterrupt, Terminated for SIGTERM), as if it had come as they began."""
+    stops = _current
+    if stops is None:
+        return
+    stops.over = False
+    held, stops.held = stops.held, None
+    if held is not None:
+        raise _RAISES[held]()

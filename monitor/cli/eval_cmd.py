@@ -11,7 +11,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from monitor.cli._interrupt import stop_on_signal
+from monitor.cli._interrupt import runs_over, stop_on_signal
 from monitor.cli._params import RULES_HELP, Duration, RulesCommand
 from monitor.evaluate import (
     CASE_CALL,
@@ -210,6 +210,7 @@ def _run_dataset(dataset: str, agent: Any, rules: tuple[str, ...], agent_name: s
         try:
             result = run_eval(cases, agent, judge, harness, trials=trials, concurrency=concurrency,
                               timeout_s=timeout_s, on_run=lambda _: progress.update(task, advance=1))
+            runs_over(len(result.trials))  # a signal from now on waits for the report, whole
         except Interrupted as exc:  # Ctrl-C or SIGTERM: the report of the runs done
             result = exc.partial
             stopped = Interruption.of(len(result.trials), len(cases) * trials, signal=exc.signal)
@@ -302,6 +303,7 @@ def _run_scenario(path: str, agent: Any, rules: tuple[str, ...], agent_name: str
         try:
             run = run_scenarios(sf, agent, judge, harness, mode=mode, timeout_s=timeout_s,
                                 on_step=lambda _: progress.update(task, advance=1))
+            runs_over(len(run.steps), "steps")  # a signal from now on waits for the report, whole
         except Interrupted as exc:  # Ctrl-C or SIGTERM: the report of the steps done
             run = exc.partial
             stopped = Interruption.of(len(run.steps), total, "steps", signal=exc.signal)

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from monitor.cli._interrupt import stop_on_signal
+from monitor.cli._interrupt import runs_again, runs_over, stop_on_signal
 from monitor.cli._params import RULES_HELP, Duration, RulesCommand
 from monitor.cli.eval_cmd import (
     add_strays,
@@ -213,9 +213,11 @@ def _run(builder: ReportBuilder, generator: Any, agent: Any, judge: Any, name: s
         try:
             result = run_probe(generator=generator, agent=agent, judge=judge, harness=harness, iterations=iterations,
                                pool=pool, seed=seed, strategy=strategy, timeout_s=timeout_s, on_step=on_step)
+            runs_over(len(result.steps))  # a signal from now on waits for the report, whole
         except GeneratorError as exc:
             assert exc.partial is not None, "run_probe sets the runs done"
             result, failed = exc.partial, exc
+            runs_over(len(result.steps))
         except Interrupted as exc:  # Ctrl-C or SIGTERM: the report of the runs done
             result = exc.partial
             stopped = Interruption.of(len(result.steps), iterations, signal=exc.signal)
@@ -227,10 +229,13 @@ def _run(builder: ReportBuilder, generator: Any, agent: Any, judge: Any, name: s
                               answer_note(s.answer_type for s in result.steps)) if n]
         if compare_seeds and failed is None and stopped is None:
             try:
+                runs_again()  # a signal held since the probe's runs stops the comparison before it starts
                 _compare(builder, generator, agent, judge, harness, progress, iterations, pool, seed, strategy,
                          compare_seeds, timeout_s, tables, notes)
+                runs_over(len(result.steps))
             except GeneratorError as exc:
                 failed = exc
+                runs_over(len(result.steps))
             except KeyboardInterrupt as exc:  # the probe's runs are whole; the comparison is left out, its chart
                 other = next(x for x in STRATEGIES if x != strategy)  # line too
                 builder.series.pop(f"{other} accuracy", None)

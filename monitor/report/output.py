@@ -178,11 +178,28 @@ class ReportWriteError(click.ClickException):
     exit_code = 2
 
 
+def _to_stdout(text: str) -> None:
+    """`text` on standard output, whole. Into its file descriptor when it has one, each partial write followed by the
+    rest: a blocked write that a signal interrupts (its handler returning: one held till the report is out,
+    cli._interrupt) returns part written, and sys.stdout's buffered writer then dropped the rest (CPython 3.11)."""
+    out = sys.stdout
+    try:
+        fd = out.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file (a test runner's capture): its own write
+        out.write(text)
+        out.flush()
+        return
+    data = memoryview(text.encode(out.encoding or "utf-8", out.errors or "strict"))
+    out.flush()  # what was printed before, first
+    while data:
+        data = data[os.write(fd, data):]
+
+
 def _write(path: str, text: str) -> None:
     """One form at `path` ('-': stdout), whole or not at all (`write_atomically`)."""
     text = printable(text)  # a lone surrogate (valid in JSON input) is written as \\udXXX, not a crash
     if path == "-":
-        sys.stdout.write(text)
+        _to_stdout(text)
         return
     write_atomically(path, text)
 

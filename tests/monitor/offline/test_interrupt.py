@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -19,6 +20,8 @@ from typing import NamedTuple
 
 import pytest
 
+from monitor.cli._interrupt import runs_again, runs_over, stop_on_signal
+from monitor.evaluate import Terminated
 from tests.monitor.offline.conftest import REPO, SUPPORT_RULES
 
 # SIGINT as an interactive shell leaves it to a foreground job (a test runner may have it ignored).
@@ -303,3 +306,83 @@ def test_the_copy_of_a_sigterm_sent_to_the_process_group_does_not_end_the_report
         assert proc.returncode == 124, (proc.returncode, err[-3000:])  # timeout's own: it timed the command out
         assert "Traceback" not in err, err[-3000:]
         _assert_partial_forms(tmp_path, "eval", 2, 4, "runs", SIGTERM)
+
+
+def _whole_report_then_stopped(args: list[str], stop: Stop, runs: int) -> dict[str, object]:
+    """`args` (a command writing its JSON report to stdout, more than a pipe holds) run until its report has begun to
+    come out, the signal sent while the rest waits for the reader; the JSON report read whole afterwards."""
+    proc = subprocess.Popen([sys.executable, "-c", _MAIN, *args, "--no-progress", "--json", "-"], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None
+    head = proc.stdout.read(4096)  # the runs are over: their report is being written
+    assert len(head) == 4096, proc.communicate()
+    proc.send_signal(stop.signum)
+    rest, err_bytes = proc.communicate(timeout=60)
+    err = err_bytes.decode()
+    assert proc.returncode == stop.code, (proc.returncode, err[-3000:])
+    assert "Traceback" not in err, err[-3000:]
+    last = err.rstrip().splitlines()[-1]
+    assert last == (f"{'Aborted!' if stop is CTRL_C else 'Terminated!'} The {stop.by} came after the {runs} runs were "
+                    "over: the report is whole."), err[-3000:]
+    data = json.loads(head + rest)
+    assert data["interrupted"] is None
+    return dict(data)
+
+
+@STOPS
+def test_a_stop_after_the_runs_while_the_report_is_written_leaves_the_report_whole(tmp_path: Path,
+                                                                                   stop: Stop) -> None:
+    """Once the runs were over, a Ctrl-C or SIGTERM while the report was made and written (the harness shutting
+    down, the forms rendered: about 0.6 s, or longer writing to a slow reader) raised there: no report, or half of
+    one, of runs all done. It now lets the report be written whole, with the gates evaluated (all runs are in it),
+    then exits 130 or 143 saying why."""
+    _, rules = _dataset(tmp_path)
+    cases = tmp_path / "many.yaml"  # a JSON report of 300 cases is about twice what a pipe holds
+    cases.write_text("".join(f"- id: o{n}\n  input: where is order {n}\n"
+                             f"  call: [{{tool: get_order_status, exactly: 1, args: {{order_id: '{n}'}}}}]\n"
+                             for n in range(1, 301)), encoding="utf-8")
+    data = _whole_report_then_stopped(["eval", "--dataset", str(cases), "--rules", str(rules), "--agent",
+                                       "tests.monitor.offline.agents:support_agent", "--fail-under",
+                                       "accuracy=0.9"], stop, 300)
+    assert data["counts"]["turns"] == 300  # type: ignore[index]
+    assert len(data["cases"]) == 300  # type: ignore[arg-type]
+    assert [g["passed"] for g in data["gates"]] == [True]  # type: ignore[attr-defined]
+
+
+@STOPS
+def test_a_stop_after_a_probe_s_runs_leaves_its_report_whole(tmp_path: Path, stop: Stop) -> None:
+    rules = tmp_path / "support.yaml"
+    rules.write_text(SUPPORT_RULES, encoding="utf-8")
+    data = _whole_report_then_stopped(["probe", "--generator", "tests.monitor.offline.agents:order_inputs",
+                                       "--agent", "tests.monitor.offline.agents:support_agent", "--rules",
+                                       str(rules), "--iterations", "300", "--pool", "2"], stop, 300)
+    assert data["counts"]["turns"] == 300  # type: ignore[index]
+
+
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals go to the main thread")
+def test_a_signal_held_after_the_probe_s_runs_stops_the_comparison_as_it_begins(capsys: pytest.CaptureFixture[str]
+                                                                                 ) -> None:
+    """In process: a SIGTERM once the runs are over is held (no exception), raised as Terminated when more runs
+    begin (probe's --compare-seeds runs, which then report the probe's runs without the comparison); one held till
+    the end turns the command's exit into 143, saying why."""
+    previous, previous_int = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    try:
+        with stop_on_signal():
+            runs_over(3)
+            signal.raise_signal(signal.SIGTERM)  # held
+            with pytest.raises(Terminated):
+                runs_again()
+        assert signal.getsignal(signal.SIGTERM) is not previous  # a second one would end the process
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    try:
+        with pytest.raises(SystemExit) as exit_, stop_on_signal():
+            runs_over(2, "steps")
+            signal.raise_signal(signal.SIGTERM)
+            runs_over(2, "steps")  # nothing raised: held
+            raise SystemExit(1)  # a gate failed
+        assert exit_.value.code == 143
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_int)
+    assert capsys.readouterr().err == "Terminated! The SIGTERM came after the 2 steps were over: the report is whole.\n"
