@@ -12,7 +12,10 @@ Collector forwards) is dropped, which judges nothing; only when none is left is 
 the turns it releases (each turn, and its calls as one turnless turn) are counted as evicted. One trace is bounded
 too: at most `max_calls_per_trace` calls and pending turns, and `SPANS_PER_CALL` times as many parent links; spans
 past that are dropped and counted.
-A call judged alone is remembered (bounded, as released turns are): a copy of it (an exporter retry) is a duplicate.
+A call judged, alone or with its turn, is remembered (bounded, as released turns are): a copy of it (an exporter retry)
+is a duplicate. So is what reconcile dropped from a released turn (a requested call a call that ran accounts for, a
+wrapper's span, a handoff): judged with the turn too, it is remembered when the turn is released (only a turn that
+needed reconciling, never the usual release), so a retry of its chat span's request is no call judged alone nor late.
 Calls a model requested (RequestedCall, under their chat span) are held as calls; when a turn (or a turnless group) is
 released they are reconciled with the calls that ran (_reconcile). So are the tools a chat span offered (OfferedTools):
 at release they join the turn's (or turnless group's) `tool_definitions` and leave its calls (_offered), and so does the
@@ -91,7 +94,7 @@ class AssemblerStats:
     oversized_calls: int = 0  # calls beyond max_calls_per_trace (dropped, counted; offered tools and input marks,
     # which take the same places, are dropped uncounted: no call)
     duplicates: int = 0  # tool, chat (with requested calls) or turn spans received again (an exporter retry), also
-    # after judged alone: dropped, counted once per span
+    # after judged (alone, or with their turn: kept or dropped by reconcile): dropped, counted once per span
     oversized_spans: int = 0  # turn and other spans beyond a trace's bounds (dropped, counted)
     evicted_for_bytes: int = 0  # of those, the turns released early for the bound of pending bytes
 
@@ -177,7 +180,8 @@ class TurnAssembler:
         # turn arriving later is a late turn. Bounded as the released keys are.
         self._orphaned: set[str] = set()
         self._orphaned_order: deque[str] = deque()
-        # Trace id + span id of calls released as turnless: a copy arriving later is a duplicate. Bounded likewise.
+        # Trace id + span id of calls judged (released as turnless, or with their turn: those kept, _remember_judged,
+        # and those reconcile dropped, _release_turn): a copy arriving later is a duplicate. Bounded likewise.
         self._judged_alone: set[str] = set()
         self._judged_alone_order: deque[str] = deque()
         # Trace id + span id of RunRoots settled as steps (_runs): a copy arriving after its trace was released is no
@@ -386,8 +390,9 @@ class TurnAssembler:
         return out
 
     def _remember_judged(self, out: list[Turn]) -> None:
-        """Remembers the calls of the turns released (turnless ones did already, in _release_turnless): a copy of one
-        arriving later (an exporter retry) is a duplicate, not a late call. And the intermediate spans they sat under
+        """Remembers the calls of the turns released (turnless ones did already, in _release_turnless, and the records
+        reconcile dropped from a turn at its release, in _release_turn): a copy of one arriving later (an exporter
+        retry) is a duplicate, not a late call. And the intermediate spans they sat under
         (a chat span), whose links left with their trace: a call arriving later under one is a late call, not a
         turnless turn. Bounded as the released keys are."""
         judged, order, most = self._judged_alone, self._judged_alone_order, self._released_max
@@ -576,7 +581,10 @@ class TurnAssembler:
         if len(mine) > 1:  # first: calls that cannot be ordered raise with the turn still pending
             mine.sort(key=_call_key)
         if mine is not calls:
-            mine = reconcile(mine)
+            gone: list[ToolCall] = []
+            mine = reconcile(mine, gone)
+            for c in gone:  # judged with the turn as the calls kept (_remember_judged): a copy is a duplicate
+                _remember(self._judged_alone, self._judged_alone_order, tid + c.span_id, self._released_max)
         turns = tr.turns
         turn = turns.pop(sid)
         self._pending_turns -= 1

@@ -7,7 +7,8 @@
  * cases are left to the Python methods the reference calls (_evict_oldest, _release_turn, _release_turnless,
  * _flush_trace); the usual ones are done here: a new trace (or a spare one), a tool call, a turn, another span; the
  * inline release of a trace that is one turn with its calls right under it (by poll or flush), or under a direct child
- * span of it with the calls its chat spans requested reconciled by call id (release_chat); the turnless-timeout scan.
+ * span of it with the calls its chat spans requested reconciled by call id (release_chat: the requested calls it drops
+ * are remembered as judged, as _release_turn remembers what reconcile drops); the turnless-timeout scan.
  * A framework run's root under another span (RunRoot) goes to self._add_run, a record whose span id RunRoots of its
  * trace wait for (the trace's `waiting`, not None: one pointer compare per record) to self._arrived, and a trace where
  * RunRoots wait, when due or flushed, to self._release_due and _flush_trace (monitor/assembly/_runs.py); a SERVER or
@@ -59,7 +60,7 @@ static PyObject *s_traces, *s_links, *s_judged_alone, *s_due, *s_deadlines, *s_r
     *s_release_turn, *s_release_turnless, *s_add_records_py, *s_poll_py, *s_append, *s_popleft, *s_sort, *s_clear,
     *s_move_to_end, *s_pop, *s_setdefault, *s_parent_span_id, *s_span_id, *s_duplicates, *s_late_calls, *s_late_turns,
     *s_oversized_calls, *s_oversized_spans, *s_turns_completed, *s_flush_trace, *s_release_all_py, *s_items, *zero,
-    *kw_key, *s_add_run, *s_arrived, *s_entry, *s_release_due;
+    *kw_key, *s_add_run, *s_arrived, *s_entry, *s_release_due, *s_judged_order;
 
 #define SLOT(o, off) (*(PyObject **)((char *)(o) + (off)))
 #define LIMIT (1LL << 62)
@@ -323,28 +324,52 @@ static int all_under(PyObject *calls, PyObject *sid) {
     return all;
 }
 
-/* _remember: key = tid + sid; a key held already is left where it is (a turn remembered as a span a call judged with
- * another turn sat under); else released.add(key); order.append(key); forget the oldest past released_max. */
-static int remember(State *s, PyObject *tid, PyObject *sid) {
+/* _remember(keys, order, tid + sid, released_max) for an exact set `keys`: a key held already is left where it is (a
+ * turn remembered as a span a call judged with another turn sat under); else keys.add(key); order.append(key); forget
+ * the oldest past released_max. */
+static int remember_in(State *s, PyObject *keys, PyObject *order, PyObject *tid, PyObject *sid) {
     PyObject *key = concat(tid, sid);
     if (key == NULL) return -1;
-    Py_ssize_t held = PySet_GET_SIZE(s->released);
-    int rc = PySet_Add(s->released, key); /* one lookup: a key held already leaves the size as it was */
-    if (rc == 0 && PySet_GET_SIZE(s->released) == held) {
+    Py_ssize_t held = PySet_GET_SIZE(keys);
+    int rc = PySet_Add(keys, key); /* one lookup: a key held already leaves the size as it was */
+    if (rc == 0 && PySet_GET_SIZE(keys) == held) {
         Py_DECREF(key);
         return 0;
     }
-    rc = rc < 0 || call_void(s->order, s_append, key, NULL) < 0 ? -1 : 0;
+    rc = rc < 0 || call_void(order, s_append, key, NULL) < 0 ? -1 : 0;
     Py_DECREF(key);
     if (rc < 0) return -1;
-    Py_ssize_t n = PyObject_Size(s->order);
+    Py_ssize_t n = PyObject_Size(order);
     if (n < 0) return -1;
     if (n > s->released_max) {
-        PyObject *old = method(s->order, s_popleft, NULL, NULL);
+        PyObject *old = method(order, s_popleft, NULL, NULL);
         if (old == NULL) return -1;
-        rc = PySet_Discard(s->released, old) < 0 ? -1 : 0;
+        rc = PySet_Discard(keys, old) < 0 ? -1 : 0;
         Py_DECREF(old);
     }
+    return rc;
+}
+
+/* A released turn's key: _remember(self._released, self._released_order, tid + sid, self._released_max). */
+static int remember(State *s, PyObject *tid, PyObject *sid) {
+    return remember_in(s, s->released, s->order, tid, sid);
+}
+
+/* The records reconcile dropped from a released turn (`drop`, flags over the sorted `mine`), judged with it:
+ * _remember(self._judged_alone, self._judged_alone_order, tid + c.span_id, ...) for each, in order, as _release_turn
+ * does (a copy is a duplicate). The order is looked up here only: most releases drop nothing. */
+static int remember_dropped(State *s, PyObject *tid, PyObject *mine, const char *drop) {
+    PyObject *order = PyObject_GetAttr(s->self, s_judged_order);
+    if (order == NULL) return -1;
+    int rc = 0;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(mine) && rc == 0; i++) {
+        if (!drop[i]) continue;
+        /* c.span_id as Python reads it (the sort ran Python code, which may have changed it) */
+        PyObject *sid = PyObject_GetAttr(PyList_GET_ITEM(mine, i), s_span_id);
+        rc = sid == NULL ? -1 : remember_in(s, s->judged_alone, order, tid, sid);
+        Py_XDECREF(sid);
+    }
+    Py_DECREF(order);
     return rc;
 }
 
@@ -407,7 +432,7 @@ static int made_up_id(PyObject *id) {
  * made-up `tw_` one: such a call that ran goes to _release_turn when one is requested), rule 3 needs a
  * handoff (HandoffMark). So the calls, sorted, without each requested call that has the id of a call that ran or of
  * a requested call before it: those that ran kept in their place, the requested calls never run after them in start
- * order. Everything else (an id-less call, a handoff, offered tools, a call further down, under a span never received
+ * order; those dropped are remembered as judged (remember_dropped). Everything else (an id-less call, a handoff, offered tools, a call further down, under a span never received
  * or under another turn, a call under a call that ran, which rule 0 may make one, a call given the turn's span id,
  * a trace or records changed from
  * outside, before or while the calls are sorted) goes to _release_turn. */
@@ -488,6 +513,10 @@ static int release_chat(State *s, PyObject *tid, PyObject *tr, PyObject *sid, Py
                 rc = -1;
                 goto done;
             }
+        if (remember_dropped(s, tid, mine, drop) < 0) { /* judged with the turn, as the calls kept */
+            rc = -1;
+            goto done;
+        }
     }
     rc = release_inline(s, tid, tr, sid, turns, calls, kept != NULL ? kept : mine, out) < 0 ? -1 : 1;
 done:
@@ -1185,7 +1214,7 @@ static PyObject *init(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         {&s_traces, "_traces"}, {&s_links, "_links"}, {&s_judged_alone, "_judged_alone"}, {&s_due, "_due"},
         {&s_deadlines, "_deadlines"}, {&s_released, "_released"},
         {&s_orphaned, "_orphaned"},
-        {&s_order, "_released_order"}, {&s_released_max, "_released_max"}, {&s_spare, "_spare"}, {&s_stats, "stats"},
+        {&s_order, "_released_order"}, {&s_judged_order, "_judged_alone_order"}, {&s_released_max, "_released_max"}, {&s_spare, "_spare"}, {&s_stats, "stats"},
         {&s_pending_turns, "_pending_turns"}, {&s_max_pending, "max_pending"}, {&s_max_calls, "max_calls_per_trace"},
         {&s_max_links, "max_links_per_trace"}, {&s_grace_ns, "grace_ns"}, {&s_timeout_ns, "turnless_timeout_ns"},
         {&s_evict_oldest, "_evict_oldest"}, {&s_release_turn, "_release_turn"},

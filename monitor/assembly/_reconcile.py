@@ -37,9 +37,10 @@ from monitor.records import HandoffMark, RequestedCall, ToolCall
 MADE_UP_ID = "tw_"  # the prefix of the ids toolwatch's `@tool` makes up (instrumentation._context.new_call_id)
 
 
-def reconcile(calls: list[ToolCall]) -> list[ToolCall]:
+def reconcile(calls: list[ToolCall], gone: list[ToolCall] | None = None) -> list[ToolCall]:
     """`calls` (in start order) without the wrappers of executed calls, the requested calls an executed call or a
-    handoff accounts for, and the handoffs; `calls` itself when none is dropped."""
+    handoff accounts for, and the handoffs; `calls` itself when none is dropped. Those dropped go to `gone` (when
+    given), in the order of `calls`: a released turn remembers them as judged (a copy is a duplicate)."""
     requested: list[RequestedCall] = []
     executed: list[ToolCall] = []
     handoffs: list[HandoffMark] = []
@@ -71,6 +72,8 @@ def reconcile(calls: list[ToolCall]) -> list[ToolCall]:
             dropped.add(id(same.pop(0)))
     if not dropped:
         return calls
+    if gone is not None:
+        gone.extend(c for c in calls if id(c) in dropped)
     return [filled.get(id(c), c) for c in calls if id(c) not in dropped]
 
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from monitor.assembly import TurnAssembler, _assembler
@@ -219,8 +219,19 @@ def run_both(
     return c, py
 
 
+# A turn under its chat span whose requested call ran (released in C, release_chat), then that chat span sent again.
+CHAT_SENT_AGAIN: list[tuple[str, list[Spec], int]] = [
+    ("add", [("other", "a", "m1", "t1", 0, 1), ("req0:a", "a", "", "m1", 1, 1), ("req1:a", "a", "", "m1", 1, 1)], 0),
+    ("add", [("call:a", "a", "c1", "t1", 2, 3), ("turn", "a", "t1", "", 0, 6)], 0),
+    ("poll", [], 3),
+    ("add", [("other", "a", "m1", "t1", 0, 1), ("req0:a", "a", "", "m1", 1, 1), ("req1:a", "a", "", "m1", 1, 1)], 0),
+    ("poll", [], 3),
+]
+
+
 @settings(max_examples=400, deadline=None)
 @given(st.lists(step, max_size=14), *BOUNDS)
+@example(CHAT_SENT_AGAIN, 1, 1, 3, 3, 2)
 def test_c_matches_python(
     steps: list[tuple[str, list[Spec], int]], grace: int, timeout: int, max_pending: int, max_calls: int, remember: int
 ) -> None:

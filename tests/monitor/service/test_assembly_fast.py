@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from monitor.assembly import AssemblerStats, TurnAssembler
@@ -179,7 +179,12 @@ class Reference:
         del tr.turns[sid]
         self.pending_turns -= 1
         tr.calls = rest
-        turn.calls = tuple(reconcile(sorted(mine, key=_key)))  # a call under one of its name: its wrapper's
+        gone: list[ToolCall] = []
+        turn.calls = tuple(reconcile(sorted(mine, key=_key), gone))  # a call under one of its name: its wrapper's
+        for c in gone:  # judged with the turn (a copy is a duplicate), remembered at once
+            self.judged_alone[tid + c.span_id] = None
+            if len(self.judged_alone) > self.released_max:
+                self.judged_alone.popitem(last=False)
         out.append(turn)
         self.stats.turns_completed += 1
         self.released[tid + sid] = None
@@ -263,8 +268,17 @@ BOUNDS = (
 )
 
 
+# A wrapper's span around a call of its name (reconcile's rule 0), then sent again after its turn was judged.
+WRAPPER_SENT_AGAIN = [
+    ("add", [("turn", "a", "t1", "", 0, 6), ("call", "a", "c1", "t1", 1, 3), ("call", "a", "c2", "c1", 1, 2)], 0),
+    ("poll", [], 3),
+    ("add", [("call", "a", "c1", "t1", 1, 3)], 0),
+]
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.lists(step, max_size=12), *BOUNDS)
+@example(WRAPPER_SENT_AGAIN, 1, 1, 3, 3, 4)
 def test_assembly_matches_the_reference(
     steps: list[tuple[str, list[Any], int]], grace: int, timeout: int, max_pending: int, max_calls: int, remember: int
 ) -> None:

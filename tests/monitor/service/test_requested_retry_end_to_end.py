@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 
 from tests.monitor.service.conftest import Samples, ServeFactory, scrape, value, wait_for
 from tests.monitor.service.spans import new_tracer
-from tests.monitor.service.test_requested_calls import Req, agent_turn, chat
+from tests.monitor.service.test_requested_calls import Req, agent_turn, chat, ran
 
 A = "incident-triage"
 AUTH, BILL = "pull_auth_telemetry", "pull_billing_telemetry"
@@ -85,3 +85,35 @@ def test_a_chat_span_sent_again_counts_once_as_a_duplicate(serve: ServeFactory) 
         (BILL, "unjudged"): 1,
         (SUPP, "unjudged"): 1,
     }
+
+
+def test_a_chat_span_sent_again_after_its_call_ran_and_was_judged_is_a_duplicate(serve: ServeFactory) -> None:
+    """BatchSpanProcessor sends a turn in several requests: here the turn span and the call that ran, then the chat
+    span that asked for that call (reconciled away: the call that ran accounts for it). That second request sent again
+    after the verdict (its response lost) is one duplicate: no call judged alone, no late call, no turn more."""
+    _, server = serve(grace_s=3.0, turnless_timeout_s=1.0)
+    exporter = OTLPSpanExporter(endpoint=server.endpoint, timeout=10)
+    provider, tracer, memory = new_tracer()
+    with agent_turn(tracer, "[AUTH] login failure", A):
+        chat(tracer, Req(AUTH, "a1", X))
+        ran(tracer, AUTH, "a1", X)
+    provider.shutdown()
+    by_name = {s.name: s for s in memory.get_finished_spans()}
+    chat_request = [by_name["chat m"]]
+
+    def dropped(reason: str) -> float:
+        return value(scrape(server), DROPPED, reason=reason) or 0
+
+    assert exporter.export([by_name[f"execute_tool {AUTH}"], by_name[f"invoke_agent {A}"]]) is SpanExportResult.SUCCESS
+    assert exporter.export(chat_request) is SpanExportResult.SUCCESS
+    wait_for(lambda: server.pipeline.turns_judged == 1)
+    assert exporter.export(chat_request) is SpanExportResult.SUCCESS  # the retry
+    wait_for(lambda: dropped("duplicate") == 1 and server.pipeline.assembler.pending_traces == 0)
+
+    samples = scrape(server)
+    assert {r: value(samples, DROPPED, reason=r) or 0 for r in ("duplicate", "late_call")} == {
+        "duplicate": 1,
+        "late_call": 0,
+    }
+    assert server.pipeline.turns_judged == 1 and server.pipeline.assembler.stats.turnless_completed == 0
+    assert _calls(samples) == {(AUTH, "correct"): 1}
