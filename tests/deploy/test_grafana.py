@@ -127,3 +127,20 @@ def test_table_panels_hide_the_value_column_of_every_query() -> None:
             names = [f"Value #{t['refId']}" for t in tables]
             assert all(hidden.get(n) for n in names), (panel["title"], names, hidden)
     assert checked, "no table panel of several queries hides its value column"
+
+
+def test_every_operational_metric_has_a_panel() -> None:
+    """What serve publishes about itself (received, rejected, dropped, requests and faults, refused connections,
+    ignored attributes, pending turns by kind, pending and queued weight, evictions, lost verdict lines, judge
+    duration and lag, reloads) is on the dashboard, not only in the alert rules: an operator sees it before an alert
+    fires."""
+    from monitor.metrics import names
+
+    first = list(vars(names)).index("SPANS_RECEIVED")
+    operational = [v for k, v in list(vars(names).items())[first:] if isinstance(v, str) and v.startswith("toolwatch_")]
+    exprs = " ".join(t["expr"] for p in DASHBOARD["panels"] for t in p.get("targets", []))
+    shown = {re.sub(r"_(bucket|sum|count)$", "", m) for m in re.findall(r"toolwatch_[a-z_]+", exprs)}
+    assert len(operational) >= 18
+    assert sorted(set(operational) - shown) == []
+    pending = next(p for p in DASHBOARD["panels"] if p["title"].startswith("Pending turns"))
+    assert "kind" in pending["targets"][0]["expr"] and "{{kind}}" in pending["targets"][0]["legendFormat"]
