@@ -96,7 +96,9 @@ What makes a turn:
   made it an AGENT span too (_pydantic_ai_run).
 - Strands Agents: its `invoke_agent {agent}` span, the input and answer from its span events.
 A tool call: an OpenInference TOOL span with `tool.name`, or an AGENT span with one (a LangChain tool with "agent" in
-its name) (openai-agents makes its handoffs TOOL spans without one, LangGraph's handoff tools return a Command to the
+its name), its call id `tool_call.id` (or `tool.id`), else, LangChain's tool run recording none, the `tool_call_id` of
+the ToolMessage its output holds (LangGraph's ToolNode: a tool that raised has no output, and so no id; _lcmessages)
+(openai-agents makes its handoffs TOOL spans without one, LangGraph's handoff tools return a Command to the
 parent graph, `{"graph": "__parent__", "goto": ...}`: parent links, and a HandoffMark each), a Traceloop `tool` span,
 pydantic-ai's tool span (`running tool` in version 2, arguments in `tool_arguments`), Strands' `execute_tool {tool}`
 span (arguments in its events). LlamaIndex's TOOL span records the tool's bound arguments, `{"kwargs": {...}}`:
@@ -285,6 +287,8 @@ def _openinference(span: Span, kind: Any, out: Out, problems: list[str], rejecte
         elif arguments is None or arguments == _REDACTED:
             arguments = _oi_arguments(attrs, problems, bound=span.scope in (m.OI_LLAMA_INDEX_SCOPE, m.OI_DSPY_SCOPE))
         result = _result(attrs, m.OI_OUTPUT, problems)
+        if call_id is None and result is not None:  # LangChain's tool run: its ToolMessage's id, if it returned one
+            call_id = lc.tool_call_id(result)
         name = dspy_tool if dspy_tool is not None else _oi_tool_name(span, problems)
         _call(span, name, out, problems, rejected, call_id=call_id,
               arguments=arguments, result=None if result == _REDACTED else result)  # fmt: skip

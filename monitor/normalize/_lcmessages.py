@@ -27,6 +27,7 @@ version's, LangGraph's `remove`) is no message of the conversation: passed over,
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from monitor.normalize._genai import _texts
@@ -41,6 +42,7 @@ _ROLES = {
 }  # fmt: skip
 _CHAT = frozenset({"chat", "ChatMessage", "ChatMessageChunk"})  # a message of any role, named in its `role`
 _ASKS = "tool_calls"  # the key a read message has when it asks for tool calls
+_TOOL_MESSAGE = '{"type": "tool", "data": {'  # a ToolMessage in `messages_to_dict`'s form, as json.dumps writes it
 
 
 def chat_messages(value: list[Any]) -> tuple[list[Any], int]:
@@ -155,3 +157,19 @@ def answer(messages: list[Any]) -> str | None:
         content = msg.get("content")
         return content if isinstance(content, str) else None
     return None
+
+
+def tool_call_id(text: str) -> str | None:
+    """The `tool_call_id` of a ToolMessage in `messages_to_dict`'s form, `{"type": "tool", "data": {fields}}`: the
+    output openinference-instrumentation-langchain records of a tool's run (`output.value`) when LangGraph's ToolNode
+    runs it for a call the model asked for; the message's id is that call's. None for any other text (only a text
+    opening with that form is parsed) or an id that is no text."""
+    if not text.startswith(_TOOL_MESSAGE):
+        return None
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    data = value.get("data") if isinstance(value, dict) else None
+    cid = data.get("tool_call_id") if isinstance(data, dict) else None
+    return cid if isinstance(cid, str) and cid else None

@@ -79,11 +79,11 @@ def test_langgraph_openinference_in_agent_turn_is_one_turn(impl: str) -> None:
 
 @pytest.mark.parametrize("impl", IMPLS)
 def test_langgraph_openinference_with_a_tool_decorated_call_counts_it_twice_now(impl: str) -> None:
-    """What is read now: OpenInference's TOOL span (no id, no arguments) paired with the requested `call_1`, and
-    toolwatch's `execute_tool` span beside it, not under it: two calls for one."""
+    """What is read now: OpenInference's TOOL span (no arguments; the id of the ToolMessage it returned) paired with
+    the requested `call_1`, and toolwatch's `execute_tool` span beside it, not under it: two calls for one."""
     [turn] = _turns("langgraph_openinference", impl)
     assert call_rows(turn) == [
-        ("get_weather", "", None, False, None),
+        ("get_weather", "call_1", None, False, None),
         ("get_weather", TW_LANGGRAPH_OI, PARIS, False, None),
     ]
 

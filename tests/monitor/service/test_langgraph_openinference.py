@@ -12,7 +12,16 @@ reads (the rest dropped to keep the files small):
 - langgraph_react: one `create_react_agent` run (get_weather);
 - langgraph_supervisor: a langgraph-supervisor graph over two `create_react_agent` sub-agents, `weather_agent`
   (get_weather) and `math_agent` (add), the supervisor handing off to each in turn;
-- langgraph_subgraphs: a graph whose two nodes are those sub-agents (compiled graphs added as nodes).
+- langgraph_subgraphs: a graph whose two nodes are those sub-agents (compiled graphs added as nodes);
+- langgraph_raises: one `create_react_agent` run whose model asks for two calls of `get_weather` in one step (Paris,
+  then Atlantis), its ToolNode made with `handle_tool_errors=True`: the Atlantis call raises `ValueError` (its TOOL
+  span fails, with no output; the traceback after the status message's first line dropped: machine paths), the
+  ToolNode hands the model the error, the model answers;
+- langgraph_toolexception: the same run, the tool made with `handle_tool_error=True` raising `ToolException`: the tool
+  itself returns the error as a ToolMessage of status `error` (its TOOL span ends OK, with that output).
+
+A TOOL span's call id is the `tool_call_id` of the ToolMessage its output holds (the tool's run records none of its
+own): a call that raised has no output, and so no id.
 
 Replayed through the real normalizer (C and Python) and turn assembler.
 """
@@ -22,7 +31,7 @@ from __future__ import annotations
 import pytest
 
 from monitor.records import RequestedCall, Turn
-from tests.monitor.service.captures import captured_turns
+from tests.monitor.service.captures import call_rows, captured_turns
 from tests.monitor.service.test_requested_calls import IMPLS
 
 
@@ -38,11 +47,11 @@ def _calls(t: Turn) -> list[tuple[str, str, bool]]:
 @pytest.mark.parametrize("impl", IMPLS)
 def test_a_create_react_agent_run_is_one_turn_with_its_executed_call(impl: str) -> None:
     """The graph run (its root CHAIN span) is the turn; the model steps (`agent`) are steps of it: the call the model
-    requested is the call the `tools` node ran, once (LangChain's TOOL span names no call id: paired by name)."""
+    requested is the call the `tools` node ran, once (paired by the id of the ToolMessage its TOOL span output)."""
     turns = _turns("react", impl)
     assert [(t.agent, t.input_text) for t in turns] == [("LangGraph", "weather in Paris?")]
     [call] = turns[0].calls
-    assert (call.name, call.call_id, call.arguments) == ("get_weather", "", None)  # a single string input
+    assert (call.name, call.call_id, call.arguments) == ("get_weather", "call_w1", None)  # a single string input
     assert not isinstance(call, RequestedCall)
 
 
@@ -53,8 +62,8 @@ def test_a_supervisor_and_its_sub_agents_are_one_turn_each(impl: str) -> None:
     turns = _turns("supervisor", impl)
     assert [(t.agent, _calls(t)) for t in turns] == [
         ("LangGraph", []),
-        ("weather_agent", [("get_weather", "", False)]),
-        ("math_agent", [("add", "", False)]),
+        ("weather_agent", [("get_weather", "call_w2", False)]),
+        ("math_agent", [("add", "call_a1", False)]),
     ]
 
 
@@ -63,6 +72,30 @@ def test_sub_agents_added_as_graph_nodes_are_one_turn_each(impl: str) -> None:
     turns = _turns("subgraphs", impl)
     assert [(t.agent, _calls(t)) for t in turns] == [
         ("LangGraph", []),
-        ("weather_agent", [("get_weather", "", False)]),
-        ("math_agent", [("add", "", False)]),
+        ("weather_agent", [("get_weather", "call_w2", False)]),
+        ("math_agent", [("add", "call_a1", False)]),
+    ]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_two_calls_of_one_tool_one_raising_are_paired_right(impl: str) -> None:
+    """The call that ran is paired with the requested call of its ToolMessage's id; the one that raised (no output,
+    no id) with the requested call left of its name, so both requested calls are accounted for and none is left as
+    never run; the failed call keeps its error."""
+    [turn] = _turns("raises", impl)
+    assert (turn.agent, turn.input_text) == ("LangGraph", "weather in Paris and Atlantis?")
+    assert call_rows(turn) == [
+        ("get_weather", "call_w1", None, False, None),
+        ("get_weather", "", None, False, "ValueError('no such city: Atlantis')"),
+    ]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_a_tool_returning_its_error_is_paired_by_its_id(impl: str) -> None:
+    """A tool that hands its ToolException back as a ToolMessage (`handle_tool_error`) ran: both calls carry the
+    ids the model gave them."""
+    [turn] = _turns("toolexception", impl)
+    assert [(c.name, c.call_id, isinstance(c, RequestedCall)) for c in turn.calls] == [
+        ("get_weather", "call_w1", False),
+        ("get_weather", "call_w2", False),
     ]

@@ -52,9 +52,10 @@ OPENLIT = "openlit_langgraph_request"
 QUESTION = "What is the weather in Paris?"
 ANSWER = "It is sunny in Paris."
 S = 10**9
-# The call the `tools` node ran: LangChain's TOOL span through OpenInference names no call id, and records the bare
-# string `Paris` as its input (no arguments read); the call the model asked for is that call (paired by name).
-OI_RAN = ("get_weather", "", None, False, None)
+# The call the `tools` node ran: LangChain's TOOL span through OpenInference records the bare string `Paris` as its
+# input (no arguments read) and the ToolMessage it returned as its output: the call the model asked for is that call
+# (paired by the message's id).
+OI_RAN = ("get_weather", "call_1", None, False, None)
 OPENLIT_RAN = ("get_weather", "call_1", {"city": "Paris"}, False, None)
 
 
