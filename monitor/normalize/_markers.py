@@ -131,6 +131,7 @@ AI_OPERATION_ID = "ai.operationId"
 AI_FUNCTION_ID = "ai.telemetry.functionId"  # the agent's name
 AI_PROMPT = "ai.prompt"  # a call's prompt, JSON `{"system", "prompt"}` or `{"system", "messages"}`
 AI_RESPONSE_TEXT = "ai.response.text"
+AI_RESPONSE_OBJECT = "ai.response.object"  # a generateObject / streamObject run's answer: the object as JSON text
 AI_PROMPT_MESSAGES = "ai.prompt.messages"  # a model request's messages (not read: kept from its requested calls)
 AI_PROMPT_TOOLS = "ai.prompt.tools"  # a model request's tools offered: an array of JSON texts
 AI_RESPONSE_CALLS = "ai.response.toolCalls"  # the calls a model request asked for, JSON
@@ -221,6 +222,7 @@ FOREIGN_ATTRIBUTE_KEYS = frozenset(
         AI_FUNCTION_ID,
         AI_PROMPT,
         AI_RESPONSE_TEXT,
+        AI_RESPONSE_OBJECT,
         AI_PROMPT_TOOLS,
         AI_RESPONSE_CALLS,
         AI_TOOL_NAME,

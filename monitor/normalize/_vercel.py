@@ -7,7 +7,8 @@ key: they have no GenAI operation) and its own attributes:
 - a top-level call (`ai.generateText`, `ai.streamText`, `ai.generateObject`, `ai.streamObject`: _RUNS) is the turn,
   named after `ai.telemetry.functionId` (unnamed without it), its input the latest user text of `ai.prompt` (JSON of
   the call's `{"system", "prompt"}` or `{"system", "messages"}`: a prompt string, or messages whose content is a string
-  or parts `{"type": "text", "text"}`), its answer `ai.response.text`;
+  or parts `{"type": "text", "text"}`), its answer `ai.response.text`, else (`generateObject`, `streamObject`)
+  `ai.response.object`, the object the model gave as JSON text, as it is;
 - `ai.toolCall` is a call: `ai.toolCall.name`, `.id`, `.args` (JSON text), `.result` (JSON text); a throwing tool's
   span fails with the error's message;
 - a model request (`ai.generateText.doGenerate`, `ai.streamText.doStream`, ...: an operation id ending in _REQUEST
@@ -140,10 +141,13 @@ def _content_text(content: Any) -> str | None:
 
 
 def _response_text(attrs: Any, problems: list[str]) -> str | None:
-    v = attrs.get(m.AI_RESPONSE_TEXT)
-    if v is None or isinstance(v, str):
-        return v
-    problems.append(m.AI_RESPONSE_TEXT)
+    """A run's answer: `ai.response.text`, else `ai.response.object` (an object run's, JSON text kept as it is)."""
+    for key in (m.AI_RESPONSE_TEXT, m.AI_RESPONSE_OBJECT):
+        v = attrs.get(key)
+        if isinstance(v, str):
+            return v
+        if v is not None:
+            problems.append(key)
     return None
 
 

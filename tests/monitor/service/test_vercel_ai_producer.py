@@ -35,6 +35,11 @@ request a line (stack traces dropped: machine paths):
 - vercel_ai_history: `messages` with an earlier exchange about London before the question about Paris.
 - vercel_ai_stream: `streamText`, asked about Paris.
 - vercel_openinference_tool, vercel_openinference_raises: the first two through OpenInference's span processor.
+- vercel_ai_object, vercel_ai_stream_object, vercel_openinference_object: `generateObject` / `streamObject` (a zod
+  schema `{city, forecast}`, no tools) asked about Paris, the server answering `{"city":"Paris","forecast":"sunny"}`;
+  the last through OpenInference's span processor (@arizeai/openinference-vercel 2.8.1,
+  `OpenInferenceSimpleSpanProcessor`). The run's span records the object as JSON text, `ai.response.object` (no
+  `ai.response.text`), and OpenInference copies it to `output.value`: the turn's answer is that text.
 
 Replayed through the real normalizer (C and Python) and turn assembler.
 """
@@ -93,6 +98,17 @@ def test_the_input_is_the_latest_user_message_not_the_history(impl: str) -> None
     [turn] = captured_turns("vercel_ai_history", impl)
     assert (turn.agent, turn.input_text, turn.output_text) == ("weather_agent", "What is the weather in Paris?", SUNNY)
     assert call_rows(turn) == [("get_weather", "call_1", PARIS, False, None)]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("capture", ["vercel_ai_object", "vercel_ai_stream_object", "vercel_openinference_object"])
+def test_a_generate_object_call_answers_its_object(impl: str, capture: str) -> None:
+    """`generateObject` / `streamObject`: the run is the turn, its answer the object the model gave, as the JSON text
+    the SDK recorded (what the turn's `respond` checks read)."""
+    [turn] = captured_turns(capture, impl)
+    assert (turn.agent, turn.input_text) == ("weather_agent", "weather in Paris?")
+    assert turn.output_text == '{"city":"Paris","forecast":"sunny"}'
+    assert not turn.calls
 
 
 # ---- spans of the SDK's shapes, on the real OTel SDK -------------------------------------------------------------
@@ -209,6 +225,25 @@ def test_another_scopes_ai_spans_are_parent_links(impl: str) -> None:
 
     records, problems = convert(_spans("my.app", build), impl)
     assert ([type(r).__name__ for r in records], problems) == (["Span", "Span"], [])
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_an_answer_that_is_no_text_is_ignored_and_counted(impl: str) -> None:
+    """A run's `ai.response.text` of another type is counted and `ai.response.object` read; one of another type is
+    counted too, and the turn has no answer."""
+    _impl(impl)
+
+    def build(tracer: Any) -> None:
+        base = {"ai.operationId": "ai.generateObject", "ai.prompt": '{"prompt": "q"}'}
+        with tracer.start_as_current_span("ai.generateObject", attributes=base | {
+                "ai.response.text": 3, "ai.response.object": '{"a": 1}'}):  # fmt: skip
+            pass
+        with tracer.start_as_current_span("ai.generateObject", attributes=base | {"ai.response.object": 4}):
+            pass
+
+    records, problems = convert(_spans(SCOPE, build), impl)
+    assert [r.output_text for r in records if isinstance(r, Turn)] == ['{"a": 1}', None]
+    assert sorted(problems) == ["ai.response.object", "ai.response.text"]
 
 
 @pytest.mark.parametrize("impl", IMPLS)
