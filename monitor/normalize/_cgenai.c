@@ -36,6 +36,8 @@
  * dict lookups). So does a tool span with no `gen_ai.tool.call.arguments` or a turn span with no
  * `gen_ai.input.messages` that has events or pydantic-ai's attribute (checked only when the value is missing), and a
  * tool span, or a turn span with no `gen_ai.input.messages`, with a Traceloop kind (OpenLLMetry's LangChain spans).
+ * A tool span whose `error.type` is exactly the str _MASTRA_NO_ERROR_ID (`unknown`) is given to _genai._mastra_error
+ * (Mastra's error with no id: of its scope, the status message is the error), a compare per tool span with one.
  * convert_one's branches: 1 execute_tool, 2 invoke_agent, 0 another GenAI operation, 3 no GenAI operation.
  *
  * Records are filled slot by slot when ToolCall / Turn are plain slotted classes (checked at init), which is what
@@ -105,6 +107,9 @@ static PyObject *crewai_scope;
 /* _MASTRA_SCOPE (ASCII): Mastra's (@mastra/otel-exporter): its invoke_agent spans and its spans of another operation
  * go to _convert_py (_mastra.py reads its turns and steps) */
 static PyObject *mastra_scope;
+/* _MASTRA_NO_ERROR_ID (ASCII): a tool span's `error.type` of exactly it (a str) is given to _mastra_error (of Mastra's
+ * scope, the status message is the error): one compare per failed tool span with an error.type */
+static PyObject *mastra_no_error_id, *f_mastra_error;
 /* _OPENLIT_SCOPE_PREFIX (ASCII): OpenLIT's tracer scopes open with it: their spans of a GenAI operation go to
  * _convert_py (a run's root is its turn and its nested invoke_agent spans steps, its model requests give an InputMark,
  * its tools' arguments may be a Python repr: _genai._is_openlit) */
@@ -451,6 +456,9 @@ static int tool_call(PyObject *span, PyObject *attrs, PyObject *out, PyObject *p
             if (!t) Py_DECREF(tmp);
             tmp = NULL;
         }
+    } else if (PyUnicode_CheckExact(error_type) && str_eq(error_type, mastra_no_error_id)) {
+        PyObject *a[2] = {span, error_type};
+        if (call_into(&error_type, f_mastra_error, a, 2, NULL) < 0) goto fail;
     }
     if ((call_id = dget(attrs, lookup_key[K_CALL_ID])) == NULL) goto fail;
     if (!PyUnicode_CheckExact(call_id) || str_eq(call_id, no_call_id)) { /* _call_id: not a str, or no id */
@@ -1092,6 +1100,7 @@ static PyObject *init(PyObject *self, PyObject *ns) {
         {"NO_CALL_ID", &no_call_id, 1}, {"_ADK_SCOPE", &adk_scope, 1}, {"_OA_SCOPE", &oa_scope, 1},
         {"_CREWAI_SCOPE", &crewai_scope, 1}, {"_MLFLOW_SCOPE", &mlflow_scope, 1},
         {"_LOGFIRE_OA_SCOPE", &logfire_oa_scope, 1}, {"_MASTRA_SCOPE", &mastra_scope, 1},
+        {"_MASTRA_NO_ERROR_ID", &mastra_no_error_id, 1}, {"_mastra_error", &f_mastra_error, 0},
         {"AGENT_TOOLS", &k_agent_tools, 1},
         {"_named_tools", &f_named_tools, 0}, {"_OPENLIT_SCOPE_PREFIX", &openlit_prefix, 1},
         {"TOOL_RESULT", &k_result, 1}, {"ERROR_TYPE", &k_error_type, 1}, {"AGENT_NAME", &k_agent, 1},

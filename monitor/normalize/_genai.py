@@ -17,6 +17,7 @@ from monitor.normalize._markers import (
     FOREIGN_MARKERS,
     INVOKE_WORKFLOW,
     LOGFIRE_OPENAI_AGENTS_SCOPE,
+    MASTRA_NO_ERROR_ID,
     MASTRA_SCOPE,
     MASTRA_STEP,
     MLFLOW_SCOPE,
@@ -371,6 +372,16 @@ class GenAIConvention:
             _convert_py(spans, out, problems, rejected)
 
 
+def _mastra_error(span: Span, error_type: str) -> str:
+    """A tool span's error whose `error.type` is `unknown`: of Mastra's scope, its error named no id of its own (a
+    thrown error: its class is recorded nowhere), and its status message, the error's message, is the error; else
+    `error_type`."""
+    scope, message = span.scope, span.status_message
+    if type(scope) is str and scope == _MASTRA_SCOPE and type(message) is str and message:
+        return message
+    return error_type
+
+
 def _convert_py(  # noqa: C901 - one flat pass per span: a call per record cost more than its checks
     spans: Iterable[Span], out: list[ToolCall | Turn | Span], problems: list[str], rejected: dict[str, int]
 ) -> None:
@@ -405,6 +416,8 @@ def _convert_py(  # noqa: C901 - one flat pass per span: a call per record cost 
                 error_type = None
             if error_type is None and span.status_code == STATUS_ERROR:
                 error_type = span.status_message or "error"
+            elif type(error_type) is str and error_type == _MASTRA_NO_ERROR_ID:
+                error_type = _mastra_error(span, error_type)
             call_id = attrs.get(TOOL_CALL_ID)
             if type(call_id) is not str or call_id == NO_CALL_ID:
                 call_id = _call_id(call_id, problems)
@@ -554,6 +567,8 @@ _CREWAI_SCOPE = OTEL_CREWAI_SCOPE
 # monitor/normalize/_mastra.py.
 _MASTRA_SCOPE = MASTRA_SCOPE
 _MASTRA_STEP = MASTRA_STEP
+# Its failed tool span's `error.type` when its error has no id (a thrown error): the span's status message is the error.
+_MASTRA_NO_ERROR_ID = MASTRA_NO_ERROR_ID
 # And OpenLIT's (the scopes opening with this, _markers.is_openlit): every span of a GenAI operation (a run's root is
 # its turn, its nested `invoke_agent` spans steps, its model requests give an InputMark, its tools' arguments may be a
 # Python repr); _convert_py sends its `invoke_workflow` spans, and its `invoke_agent` spans under another span or

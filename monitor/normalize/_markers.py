@@ -150,6 +150,9 @@ MASTRA_SCOPE = "@mastra/otel-exporter"
 MASTRA_AGENT_INPUT = "mastra.agent_run.input"
 MASTRA_AGENT_OUTPUT = "mastra.agent_run.output"
 MASTRA_STEP = "agent_step"  # the step's GenAI operation
+# A failed span's `error.type` when Mastra's error has no id of its own (a tool's thrown error): its message, in the
+# span's status (and `error.message`, and an `exception` event whose `exception.type` is always `Error`), is the error.
+MASTRA_NO_ERROR_ID = "unknown"
 MASTRA_STEP_INPUT = "mastra.model_step.input"
 MASTRA_STEP_OUTPUT = "mastra.model_step.output"
 MASTRA_RESPONSE_BODY = "mastra.metadata.body"

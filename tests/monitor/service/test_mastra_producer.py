@@ -7,7 +7,10 @@ agent's run is an `invoke_agent {agent}` span (`gen_ai.agent.name`; its input `m
 span (the calls asked for in `mastra.model_step.output`, `{"text", "toolCalls": [{"toolCallId", "toolName",
 "args"}]}`), each model request a `chat {model}` span (its `gen_ai.output.messages` hold the text only, no `tool_call`
 part) and each tool's run an `execute_tool {tool}` span with the call's id, arguments and result; a throwing tool's
-span fails with `error.type` `unknown` (the message in the status), read as the error as the conventions say.
+span fails with `error.type` `unknown` (Mastra's error id, `unknown` when the error has none: a tool's thrown error has
+none), the message in `error.message`, in the status and in an `exception` event whose `exception.type` is always
+`Error` (the thrown class is recorded nowhere). The error read is the status message, as the Vercel AI SDK's for the
+same thrown `Error`; an error id of Mastra's own is read as it is.
 
 Read as GenAI the turn of the agent and its calls were right, but its input and answer were not read (an expectation
 keyed on the input matched nothing: every Mastra turn was unjudged), nor the tools offered, nor the calls its model
@@ -64,7 +67,7 @@ def test_an_agent_run_is_one_turn_of_the_agent_with_its_calls(impl: str) -> None
 def test_a_throwing_tool_is_a_failed_call_of_its_turn(impl: str) -> None:
     [turn] = captured_turns("mastra_agent_raises", impl)
     assert turn.agent == "weather_agent"
-    assert call_rows(turn) == [("get_weather", "call_1", {"city": "Atlantis"}, False, "unknown")]
+    assert call_rows(turn) == [("get_weather", "call_1", {"city": "Atlantis"}, False, "no such city")]
 
 
 @pytest.mark.parametrize("impl", IMPLS)
@@ -341,3 +344,29 @@ def test_another_scopes_spans_of_these_shapes_are_read_as_genai(impl: str) -> No
     [turn] = [r for r in records if isinstance(r, Turn)]
     assert (turn.input_text, turn.output_text, turn.tool_definitions, problems) == ("", None, (), [])
     assert not any(type(r) is RequestedCall for r in records)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize(
+    ("scope", "error_type", "message", "expected"),
+    [
+        (SCOPE, "unknown", "no such city", "no such city"),  # Mastra's error without an id: its message
+        (SCOPE, "unknown", "", "unknown"),  # no message: what was written
+        (SCOPE, "TOOL_EXECUTION_FAILED", "no such city", "TOOL_EXECUTION_FAILED"),  # an id of Mastra's own
+        ("my.app", "unknown", "no such city", "unknown"),  # another scope's `unknown` is its own
+    ],
+)
+def test_a_failed_tool_spans_error_is_its_message_when_mastra_names_none(
+    impl: str, scope: str, error_type: str, message: str, expected: str
+) -> None:
+    _impl(impl)
+
+    def build(tracer: Any) -> None:
+        attrs = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "get_weather",
+                 "gen_ai.tool.call.id": "call_1", "gen_ai.tool.call.arguments": '{"city": "Atlantis"}',
+                 "error.type": error_type}  # fmt: skip
+        with tracer.start_as_current_span("execute_tool get_weather", attributes=attrs) as span:
+            span.set_status(Status(StatusCode.ERROR, message or None))
+
+    records, problems = convert(_spans(scope, build), impl)
+    assert ([r.error_type for r in records], problems) == ([expected], [])
