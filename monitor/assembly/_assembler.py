@@ -55,7 +55,16 @@ from monitor.assembly._budget import (
 )
 from monitor.assembly._offered import Definitions, fill_in, joined, take_offered
 from monitor.assembly._reconcile import reconcile
-from monitor.assembly._runs import add_run, arrived, drop_runs, entry, release_due, settle_all
+from monitor.assembly._runs import (
+    add_run,
+    arrived,
+    drop_runs,
+    entry,
+    holds_alone,
+    release_due,
+    release_turnless,
+    settle_all,
+)
 from monitor.normalize import Normalizer
 from monitor.normalize._markers import RUN_MARKERS
 from monitor.normalize._requested import FIRST_REQUESTED
@@ -133,6 +142,14 @@ def _remember(keys: set[str], order: deque[str], key: str, most: int) -> None:
         keys.discard(order.popleft())
 
 
+def _count_turnless_py(traces: OrderedDict[str, _Trace]) -> int:
+    """TurnAssembler.pending_turnless in Python: the traces holding calls and no turn, where RunRoots wait only those
+    holding a call under none of them (_runs.holds_alone)."""
+    return sum(
+        1 for tr in list(traces.values()) if tr.calls and not tr.turns and (tr.waiting is None or holds_alone(tr))
+    )
+
+
 class TurnAssembler:
     """Assembles turns from spans (or already normalized records); not thread-safe (one worker owns it)."""
 
@@ -205,13 +222,15 @@ class TurnAssembler:
     @property
     def pending_turnless(self) -> int:
         """Pending traces holding calls but no turn span: each is released as one turnless turn after the timeout,
-        unless its turn arrives. Counted when asked (one pass over the pending traces, for a scrape; in C when the
-        extension is loaded: 100,000 traces took 16 ms in Python)."""
+        unless its turn arrives. A trace where RunRoots wait counts only when it holds a call under none of them (they
+        and the calls under them will be their runs' turns or steps: no turn yet, and no turnless group). Counted when
+        asked (one pass over the pending traces, for a scrape; in C when the extension is loaded: 100,000 traces took
+        16 ms in Python)."""
         if _COUNT_C is not None:
             n = _COUNT_C(self._traces)
             if n is not None:
                 return n
-        return sum(1 for tr in list(self._traces.values()) if tr.calls and not tr.turns)
+        return _count_turnless_py(self._traces)
 
     def add(self, spans: Iterable[Span], now_ns: int) -> list[Turn]:
         """Normalize and add spans; returns the turns complete as of `now_ns`."""
@@ -381,6 +400,7 @@ class TurnAssembler:
     _arrived = arrived
     _entry = entry
     _release_due = release_due
+    _release_turnless_runs = release_turnless
 
     def poll(self, now_ns: int) -> list[Turn]:
         """Turns whose grace period has passed, and turnless calls past the timeout. In C when the extension is
@@ -473,9 +493,12 @@ class TurnAssembler:
             tid, tr = next(iter(traces.items()))
             if tr.first_seen_ns > cutoff:
                 break
-            if tr.turns or tr.waiting is not None:  # within a grace period, or RunRoots wait: look again later
+            if tr.turns:  # within a grace period: look again later
                 tr.first_seen_ns = now_ns
                 traces.move_to_end(tid)
+                continue
+            if tr.waiting is not None:  # RunRoots wait: the calls under none of them go, the others wait (_runs)
+                self._release_turnless_runs(tid, tr, out, now_ns)
                 continue
             if tr.calls:
                 try:
@@ -638,7 +661,7 @@ class TurnAssembler:
             elif isinstance(c, OfferedTools):
                 offered.append(c.definitions)
             elif not isinstance(c, InputMark | RunRoot):  # a turnless group has no input (a RunRoot never waits
-                # here: flushes and evictions settle them first, the turnless scan leaves their trace)
+                # here: flushes and evictions settle them first, the turnless scan hands over the calls under none)
                 kept.append((c, key))
         calls = [c for c, _ in kept]
         if len(calls) > 1:

@@ -11,8 +11,9 @@
  * are remembered as judged, as _release_turn remembers what reconcile drops); the turnless-timeout scan.
  * A framework run's root under another span (RunRoot) goes to self._add_run, a record whose span id RunRoots of its
  * trace wait for (the trace's `waiting`, not None: one pointer compare per record) to self._arrived, and a trace where
- * RunRoots wait, when due or flushed, to self._release_due and _flush_trace (monitor/assembly/_runs.py); a SERVER or
- * CONSUMER span is remembered in the trace's `known` here (entry), as _runs.entry does.
+ * RunRoots wait, when due, past the turnless timeout or flushed, to self._release_due, _release_turnless_runs and
+ * _flush_trace (monitor/assembly/_runs.py); a SERVER or CONSUMER span is remembered in the trace's `known` here
+ * (entry), as _runs.entry does.
  *
  * The whole call goes to the Python reference (_add_records_py / _poll_py / _release_all_py) when the assembler is
  * not exactly a TurnAssembler, its state is not of the types __init__ makes, a bound is outside [-2**62, 2**62) (the grace and
@@ -60,7 +61,7 @@ static PyObject *s_traces, *s_links, *s_judged_alone, *s_due, *s_deadlines, *s_r
     *s_release_turn, *s_release_turnless, *s_add_records_py, *s_poll_py, *s_append, *s_popleft, *s_sort, *s_clear,
     *s_move_to_end, *s_pop, *s_setdefault, *s_parent_span_id, *s_span_id, *s_duplicates, *s_late_calls, *s_late_turns,
     *s_oversized_calls, *s_oversized_spans, *s_turns_completed, *s_flush_trace, *s_release_all_py, *s_items, *zero,
-    *kw_key, *s_add_run, *s_arrived, *s_entry, *s_release_due, *s_judged_order;
+    *kw_key, *s_add_run, *s_arrived, *s_entry, *s_release_due, *s_judged_order, *s_release_turnless_runs;
 
 #define SLOT(o, off) (*(PyObject **)((char *)(o) + (off)))
 #define LIMIT (1LL << 62)
@@ -664,12 +665,18 @@ static int poll_into(State *s, PyObject *out) {
             stop = 1;
             goto next;
         }
-        int pending = (turns = tr_get(tr, X_TURNS)) == NULL ? -1 : PyObject_IsTrue(turns);
-        if (pending == 0) pending = runs_wait(tr);
-        if (pending < 0) goto next;
-        if (pending) { /* within a grace period, or RunRoots wait: look again later */
+        int pending = (turns = tr_get(tr, X_TURNS)) == NULL ? -1 : PyObject_IsTrue(turns), waits = 0;
+        if (pending == 0) waits = runs_wait(tr);
+        if (pending < 0 || waits < 0) goto next;
+        if (pending) { /* within a grace period: look again later */
             if (tr_set(tr, X_FIRST_SEEN, s->now_obj) < 0 || call_void(s->traces, s_move_to_end, tid, NULL) < 0)
                 goto next;
+        } else if (waits) { /* RunRoots wait: the calls under none of them go, the others wait (_runs) */
+            PyObject *args[5] = {s->self, tid, tr, out, s->now_obj};
+            PyObject *r = PyObject_VectorcallMethod(s_release_turnless_runs, args, 5 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                                    NULL);
+            if (r == NULL) goto next;
+            Py_DECREF(r);
         } else {
             if ((calls = tr_get(tr, X_CALLS)) == NULL) goto next;
             int any = PyObject_IsTrue(calls);
@@ -1228,6 +1235,7 @@ static PyObject *init(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         {&trace_attr[X_CALLS], "calls"}, {&trace_attr[X_TURNS], "turns"}, {&trace_attr[X_PARENTS], "parents"},
         {&trace_attr[X_WAITING], "waiting"}, {&trace_attr[X_KNOWN], "known"}, {&s_add_run, "_add_run"},
         {&s_arrived, "_arrived"}, {&s_entry, "_entry"}, {&s_release_due, "_release_due"},
+        {&s_release_turnless_runs, "_release_turnless_runs"},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         PyObject *s = PyUnicode_InternFromString(names[i].s);
@@ -1275,10 +1283,61 @@ static PyObject *init(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
-/* count_turnless(traces): how many of the pending traces hold calls and no turn (TurnAssembler.pending_turnless), or
- * None when a value is not a plain _Trace whose calls is a list and turns a dict (Python counts them then). One pass
- * over the dict, no Python code run: for 100,000 pending traces 1-3 ms per scrape (2.6 ms measured beside the
- * server's load, 1.1 ms best of 20 idle; the Python walk took 14.8 ms). */
+/* The ids of a call C reads for the count (its span id and its parent's, borrowed): 0, or -1 for a record of another
+ * type or ids not exact str (Python counts then). */
+static int call_ids(PyObject *c, PyObject **sid, PyObject **parent) {
+    PyTypeObject *tp = Py_TYPE(c);
+    if (tp != call_type && tp != requested_type && tp != offered_type && tp != handoff_type && tp != input_type &&
+        tp != run_type)
+        return -1;
+    *sid = SLOT(c, off_call[R_SPAN_ID]);
+    *parent = SLOT(c, off_call[R_PARENT]);
+    return *sid != NULL && *parent != NULL && PyUnicode_CheckExact(*sid) && PyUnicode_CheckExact(*parent) ? 0 : -1;
+}
+
+/* _runs.holds_alone: whether a trace where RunRoots wait holds a call that is no RunRoot and under none of them, up
+ * its parent links (at most 64): 1 or 0; -1 with an exception; -2 for state C does not read (Python counts then). */
+static int holds_alone(PyObject *calls, PyObject *parents) {
+    if (parents == NULL || !PyDict_CheckExact(parents)) return -2;
+    PyObject *roots = PySet_New(NULL), *sid, *parent;
+    if (roots == NULL) return -1;
+    Py_ssize_t n = PyList_GET_SIZE(calls); /* no Python code runs below: exact str keys, an exact dict and set */
+    int rc = 0;
+    for (Py_ssize_t i = 0; i < n && rc == 0; i++) {
+        PyObject *c = PyList_GET_ITEM(calls, i);
+        if (call_ids(c, &sid, &parent) < 0) rc = -2;
+        else if (Py_IS_TYPE(c, run_type) && PySet_Add(roots, sid) < 0) rc = -1;
+    }
+    for (Py_ssize_t i = 0; i < n && rc == 0; i++) {
+        PyObject *c = PyList_GET_ITEM(calls, i);
+        if (Py_IS_TYPE(c, run_type)) continue;
+        call_ids(c, &sid, &parent);
+        int under = 0;
+        for (int depth = 0; depth < 64 && parent != NULL && !under; depth++) {
+            if ((under = PySet_Contains(roots, parent)) < 0) break;
+            if (under) break;
+            PyObject *nxt = PyDict_GetItemWithError(parents, parent);
+            if (nxt == NULL && PyErr_Occurred()) {
+                under = -1;
+                break;
+            }
+            if (nxt != NULL && !PyUnicode_CheckExact(nxt)) {
+                under = -2;
+                break;
+            }
+            parent = nxt;
+        }
+        rc = under < 0 ? under : !under;
+    }
+    Py_DECREF(roots);
+    return rc;
+}
+
+/* count_turnless(traces): how many of the pending traces hold calls and no turn (TurnAssembler.pending_turnless), a
+ * trace where RunRoots wait only when it holds a call under none of them (holds_alone), or None when a value is not a
+ * plain _Trace whose calls is a list and turns a dict (Python counts them then). One pass over the dict, no Python
+ * code run: for 100,000 pending traces 1-3 ms per scrape (2.6 ms measured beside the server's load, 1.1 ms best of 20
+ * idle; the Python walk took 14.8 ms). */
 static PyObject *count_turnless(PyObject *module, PyObject *traces) {
     if (!PyDict_Check(traces)) Py_RETURN_NONE;
     if (trace_type == NULL) Py_RETURN_NONE;
@@ -1287,8 +1346,15 @@ static PyObject *count_turnless(PyObject *module, PyObject *traces) {
     while (PyDict_Next(traces, &pos, &key, &tr)) {
         if (!Py_IS_TYPE(tr, trace_type)) Py_RETURN_NONE;
         PyObject *calls = SLOT(tr, off_trace[X_CALLS]), *turns = SLOT(tr, off_trace[X_TURNS]);
-        if (calls == NULL || turns == NULL || !PyList_CheckExact(calls) || !PyDict_CheckExact(turns)) Py_RETURN_NONE;
-        n += PyList_GET_SIZE(calls) > 0 && PyDict_GET_SIZE(turns) == 0;
+        PyObject *waiting = SLOT(tr, off_trace[X_WAITING]);
+        if (calls == NULL || turns == NULL || waiting == NULL || !PyList_CheckExact(calls) ||
+            !PyDict_CheckExact(turns))
+            Py_RETURN_NONE;
+        if (PyList_GET_SIZE(calls) == 0 || PyDict_GET_SIZE(turns) > 0) continue;
+        int alone = waiting == Py_None ? 1 : holds_alone(calls, SLOT(tr, off_trace[X_PARENTS]));
+        if (alone == -1) return NULL;
+        if (alone == -2) Py_RETURN_NONE;
+        n += alone;
     }
     return PyLong_FromSsize_t(n);
 }
@@ -1304,7 +1370,8 @@ static PyMethodDef methods[] = {
     {"release_all", release_all, METH_O,
      "release_all(assembler): TurnAssembler._release_all_py in C (flush's release; flush then clears the state)."},
     {"count_turnless", count_turnless, METH_O,
-     "count_turnless(traces): pending traces with calls and no turn, or None (then counted in Python)."},
+     "count_turnless(traces): pending traces with calls and no turn (where RunRoots wait, a call under none), or "
+     "None (then counted in Python)."},
     {NULL, NULL, 0, NULL}};
 static struct PyModuleDef mod = {PyModuleDef_HEAD_INIT, "_cassembler", NULL, -1, methods};
 PyMODINIT_FUNC PyInit__cassembler(void) { return PyModule_Create(&mod); }

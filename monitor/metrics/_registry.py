@@ -339,7 +339,9 @@ class ToolwatchMetrics(Collector):
             "Turns waiting to be judged: kind=turn, turn spans in their grace period; kind=turnless, traces holding "
             "calls but no turn span (each judged as one turnless turn after the timeout, unless its turn arrives). "
             "Calls of a trace that also holds a pending turn they are not part of count as turnless only once that "
-            "turn is released.",
+            "turn is released. A framework run's root waiting for its parent (and the calls under it) counts as "
+            "neither: it becomes its run's turn or a step; a trace where one waits counts as turnless only for calls "
+            "under no such root.",
             labels=["kind"],
         )
         for kind in PENDING_KINDS:

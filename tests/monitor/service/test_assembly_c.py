@@ -128,6 +128,7 @@ class Side:
         self.index: dict[int, int] = {}
         self.keep: list[Any] = []  # every record stays alive: ids stay unique
         self.released: list[Turn] = []  # every turn it released, in order
+        self.at: list[int] = []  # when each was released (ns)
 
     def records(self, specs: Iterable[Spec]) -> list[ToolCall | Turn | Span]:
         out = [build(*s) for s in specs]
@@ -169,8 +170,9 @@ class Side:
             )
             for tid, tr in a._traces.items()
         ]
-        turnless = sum(1 for tr in a._traces.values() if tr.calls and not tr.turns)
-        assert a.pending_turnless == turnless  # counted in C (_cassembler.count_turnless) as the Python sum
+        turnless = _turnless_ref(a)
+        # counted in C (_cassembler.count_turnless) as in Python
+        assert a.pending_turnless == _assembler._count_turnless_py(a._traces) == turnless
         return (
             traces,
             turnless,
@@ -216,6 +218,7 @@ def run_both(
         assert c.state() == py.state()
         c.released += got
         py.released += expect
+        c.at += [now] * len(got)
     return c, py
 
 
@@ -428,6 +431,171 @@ def test_the_runs_known_in_a_trace_are_bounded_by_its_links() -> None:
 
 
 T, U = "a" * 32, "b" * 32
+
+
+def _turnless_ref(a: TurnAssembler) -> int:
+    """The traces the turnless gauge counts, by its definition: no turn held, and a call held that is no RunRoot
+    waiting and under none (up its parent links), so judged alone at the timeout unless its turn arrives."""
+    n = 0
+    for tr in a._traces.values():
+        roots = {c.span_id for c in tr.calls if isinstance(c, RunRoot)}
+        for c in tr.calls:
+            if isinstance(c, RunRoot):
+                continue
+            sid: str | None = c.parent_span_id
+            for _ in range(64):
+                if sid is None or sid in roots:
+                    break
+                sid = tr.parents.get(sid)
+            if sid is None or sid not in roots:
+                break
+        else:
+            continue
+        n += not tr.turns
+    return n
+
+
+@pytest.mark.parametrize("impl", ["c", "python"])
+def test_a_trace_where_runs_wait_counts_as_turnless_only_for_calls_under_none(
+    impl: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run whose root waits for a parent never sent (`q`), with its calls (one right under it, one under its chat
+    span `m`), is no turnless trace: at its timeout it is its run's turn with those calls. A call under a span never
+    sent (`p`) in that trace is: judged alone at the timeout. Neither is a pending turn before the root is one."""
+    if impl == "python":
+        monkeypatch.setattr(_assembler, "_COUNT_C", None)
+    a = TurnAssembler(grace_s=1, turnless_timeout_s=5)
+    side = Side(a)
+    run = [("run", T, "x", "q", 1, 9), ("call", T, "c1", "x", 2, 3), ("other", T, "m", "x", 2, 5),
+           ("call", T, "c2", "m", 3, 4)]  # fmt: skip
+    a.add_records(side.records(run), 0)
+    assert (a.pending_turnless, a.pending_turns, a.pending_traces) == (0, 0, 1)
+    a.add_records(side.records([("run", U, "y", "q", 1, 9)]), 0)  # a trace of a waiting root alone
+    assert (a.pending_turnless, a.pending_traces) == (0, 2)
+    a.add_records(side.records([("call", T, "c9", "p", 2, 3)]), 0)
+    assert a.pending_turnless == 1 == _turnless_ref(a)
+    a.add_records(side.records([("turn", U, "t", "", 0, 9)]), 0)
+    assert (a.pending_turnless, a.pending_turns) == (1, 1)
+
+
+Released = dict[int, list[tuple[str, bool, tuple[str, ...]]]]
+
+
+def _released_by(steps: list[tuple[str, list[Spec], int]], until: int) -> Released:
+    """When (whole seconds, polled every second up to `until`) each turn came out, on both paths (run_both)."""
+    out: Released = {}
+    now = sum(dt for _, _, dt in steps)
+    seen = 0
+    for t in range(now, until + 1):
+        c, _ = hand([*steps, *([("poll", [], 1)] * (t - now))])
+        for x in c.released[seen:]:
+            out.setdefault(t, []).append((x.span_id, x.turnless, tuple(sorted(c.span_id for c in x.calls))))
+        seen = len(c.released)
+    return out
+
+
+def test_a_turnless_call_beside_a_waiting_run_is_judged_at_the_timeout() -> None:
+    """A call under a span never sent (`p`), in the request of a run whose root waits for a parent never sent: judged
+    alone at the turnless timeout (5 s) after it arrived, as in a trace without runs, and the run is its turn then
+    with its call. It waited twice that: the run's release restarted the timeout of the calls it left."""
+    specs: list[Spec] = [("call", T, "c9", "p", 0, 1), ("call", T, "c1", "x", 2, 3), ("run", T, "x", "q", 1, 9)]
+    assert _released_by([("add", specs, 0)], 12) == {5: [("x", False, ("c1",)), ("", True, ("c9",))]}
+
+
+def test_a_turnless_call_before_a_waiting_run_is_judged_at_the_timeout() -> None:
+    """The call alone at 0, the run (its root waiting for a parent never sent) at 2: the call is judged alone at 5,
+    the run its turn at 7. The call waited until 12: the turnless scan put off a trace where a root waits, then the
+    run's release restarted the call's timeout."""
+    steps: list[tuple[str, list[Spec], int]] = [("add", [("call", T, "c9", "p", 0, 1)], 0)]
+    steps.append(("add", [("call", T, "c1", "x", 2, 3), ("run", T, "x", "q", 1, 9)], 2))
+    assert _released_by(steps, 14) == {5: [("", True, ("c9",))], 7: [("x", False, ("c1",))]}
+
+
+def test_calls_under_a_waiting_run_wait_for_it_past_the_timeout() -> None:
+    """The run's calls arrived (at 0) before its root (at 2, waiting for a parent never sent): at the turnless
+    timeout of the calls (5) they are no turnless group but wait for the root, whose turn they are at its own (7);
+    the call under nothing is judged alone at 5."""
+    steps: list[tuple[str, list[Spec], int]] = [
+        ("add", [("call", T, "c1", "x", 0, 1), ("other", T, "m", "x", 0, 2), ("call", T, "c2", "m", 0, 1),
+                 ("call", T, "c9", "p", 0, 1)], 0),
+        ("add", [("run", T, "x", "q", 0, 9)], 2),
+    ]  # fmt: skip
+    assert _released_by(steps, 14) == {5: [("", True, ("c9",))], 7: [("x", False, ("c1", "c2"))]}
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 6), st.sampled_from(RUN_SHAPES), st.integers(0, 2)), min_size=1, max_size=3,
+             unique_by=lambda t: t[0]),
+    st.randoms(use_true_random=False),
+    st.lists(st.integers(0, 4), min_size=1, max_size=5),
+)  # fmt: skip
+def test_calls_under_none_beside_runs_are_judged_within_the_timeout(
+    traces: list[tuple[int, str, int]], rnd: Any, gaps: list[int]
+) -> None:
+    """Runs in requests (any order, split over requests some seconds apart), with calls under a span never sent
+    (`p`) beside them: the same turns on both paths; and where the run's parent never comes (no turn ever in its
+    grace period: one puts off the calls beside it until a timeout after its release), each call is judged by the
+    first poll a turnless timeout (5 s) after it arrived, whether the run's roots still wait or not."""
+    specs: list[Spec] = []
+    for n, shape, alone in traces:
+        specs += run_trace(n, shape) + [("call", f"{n:032x}", f"a{k}", "p", 10 + k, 11 + k) for k in range(alone)]
+    rnd.shuffle(specs)
+    cut = sorted(rnd.sample(range(len(specs) + 1), min(len(gaps), len(specs) + 1)))
+    steps: list[tuple[str, list[Spec], int]] = []
+    arrived: dict[tuple[str, str], int] = {}
+    now = 0
+    for (a, b), gap in zip(zip([0, *cut], [*cut, len(specs)]), [0, *gaps]):
+        now += gap * 10**9
+        steps.append(("add", specs[a:b], gap))
+        arrived.update(((s[1], s[2]), now) for s in specs[a:b] if s[2].startswith("a"))
+    steps += [("poll", [], 1)] * 12
+    c, _ = hand(steps, max_calls_per_trace=10)
+    polls = sorted({sum(dt for _, _, dt in steps[: i + 1]) * 10**9 for i in range(len(steps))})
+    judged = {(t.trace_id, x.span_id): at for t, at in zip(c.released, c.at) for x in t.calls}
+    lost = {f"{n:032x}" for n, shape, _ in traces if shape == "lost"}
+    for (tid, sid), at in arrived.items():
+        if tid in lost:
+            assert judged[tid, sid] <= min(p for p in polls if p >= at + 5 * 10**9), (tid, sid, at)
+
+
+def _lines_to_release(n: int) -> int:
+    """Python lines run by the poll that makes n runs of one trace (each root waiting for a parent never sent, a
+    call under it) their turns at their timeout: the work, counted, not timed."""
+    a = TurnAssembler(grace_s=1, turnless_timeout_s=5, max_calls_per_trace=4 * n)
+    side = Side(a)
+    specs: list[Spec] = []
+    for i in range(n):
+        start = 10 * i  # none encloses another's call
+        specs += [("call", T, f"c{i}", f"x{i}", start + 2, start + 3), ("run", T, f"x{i}", f"q{i}", start, start + 9)]
+    a.add_records(side.records(specs), 0)
+    lines = 0
+
+    def tracer(frame: Any, event: str, arg: Any) -> Any:
+        nonlocal lines
+        lines += event == "line"
+        return tracer
+
+    sys.settrace(tracer)
+    try:
+        out = a.poll(5 * 10**9)
+    finally:
+        sys.settrace(None)
+    assert sorted((t.span_id, t.calls[0].span_id) for t in out) == sorted((f"x{i}", f"c{i}") for i in range(n))
+    assert not a.pending_traces
+    return lines
+
+
+@pytest.mark.parametrize("impl", ["c", "python"])
+def test_many_runs_timing_out_in_one_trace_cost_linear_work(impl: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """1000 runs' roots timing out together in one trace took 0.56 s of one poll: each run's release walked every
+    call of the trace. Four times the runs must cost about four times the work (it was sixteen)."""
+    if impl == "python":
+        for name in ("_ADD_C", "_POLL_C", "_COUNT_C", "_RELEASE_ALL_C"):
+            monkeypatch.setattr(_assembler, name, None)
+    small, large = _lines_to_release(50), _lines_to_release(200)
+    assert large < 6 * small, (small, large)
+
 
 
 def test_the_usual_trace_is_released_inline_and_its_containers_reused() -> None:
