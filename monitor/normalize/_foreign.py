@@ -97,7 +97,9 @@ What makes a turn:
 - Strands Agents: its `invoke_agent {agent}` span, the input and answer from its span events.
 A tool call: an OpenInference TOOL span with `tool.name`, or an AGENT span with one (a LangChain tool with "agent" in
 its name), its call id `tool_call.id` (or `tool.id`), else, LangChain's tool run recording none, the `tool_call_id` of
-the ToolMessage its output holds (LangGraph's ToolNode: a tool that raised has no output, and so no id; _lcmessages)
+the ToolMessage its output holds, in Python's or LangChain.js's serialized form (LangGraph's ToolNode: a tool that
+raised has no output, and so no id; _lcmessages.tool_message); a ToolMessage of status `error` (a tool that returned
+its error) fails the call when its span has no error of its own, its error the message's text
 (openai-agents makes its handoffs TOOL spans without one, LangGraph's handoff tools return a Command to the
 parent graph, `{"graph": "__parent__", "goto": ...}`: parent links, and a HandoffMark each), a Traceloop `tool` span,
 pydantic-ai's tool span (`running tool` in version 2, arguments in `tool_arguments`), Strands' `execute_tool {tool}`
@@ -274,24 +276,7 @@ def _openinference(span: Span, kind: Any, out: Out, problems: list[str], rejecte
         out.append(span)
         out.append(derived(HandoffMark, span, "handoff", attrs[m.OI_TOOL_NAME], span.start_ns))
     elif kind == "TOOL":
-        call_id = attrs.get(m.OI_TOOL_CALL_ID)
-        key = m.OI_TOOL_CALL_ID
-        if call_id is None:
-            call_id, key = attrs.get(m.OI_TOOL_ID), m.OI_TOOL_ID
-        if call_id is not None and not isinstance(call_id, str):
-            problems.append(key)
-            call_id = str(call_id)
-        arguments = _args(attrs, m.OI_TOOL_CALL_ARGS, problems)
-        if span.scope == m.OI_SMOLAGENTS_SCOPE and (arguments is None or arguments == _REDACTED):
-            arguments = _smolagents_arguments(attrs)
-        elif arguments is None or arguments == _REDACTED:
-            arguments = _oi_arguments(attrs, problems, bound=span.scope in (m.OI_LLAMA_INDEX_SCOPE, m.OI_DSPY_SCOPE))
-        result = _result(attrs, m.OI_OUTPUT, problems)
-        if call_id is None and result is not None:  # LangChain's tool run: its ToolMessage's id, if it returned one
-            call_id = lc.tool_call_id(result)
-        name = dspy_tool if dspy_tool is not None else _oi_tool_name(span, problems)
-        _call(span, name, out, problems, rejected, call_id=call_id,
-              arguments=arguments, result=None if result == _REDACTED else result)  # fmt: skip
+        _oi_call(span, dspy_tool, out, problems, rejected)
     elif span.scope in m.OI_CREWAI_SCOPES and (kind == "AGENT" or (kind == "CHAIN" and not span.parent_span_id)):
         _crewai(span, kind, out, problems)
     elif (
@@ -395,6 +380,32 @@ def _autogen_input(raw: Any) -> str | None:
         if content:
             return content
     return None
+
+
+def _oi_call(span: Span, dspy_tool: str | None, out: Out, problems: list[str], rejected: dict[str, int]) -> None:
+    """An OpenInference TOOL span's call (see the module docstring)."""
+    attrs = span.attributes
+    call_id = attrs.get(m.OI_TOOL_CALL_ID)
+    key = m.OI_TOOL_CALL_ID
+    if call_id is None:
+        call_id, key = attrs.get(m.OI_TOOL_ID), m.OI_TOOL_ID
+    if call_id is not None and not isinstance(call_id, str):
+        problems.append(key)
+        call_id = str(call_id)
+    arguments = _args(attrs, m.OI_TOOL_CALL_ARGS, problems)
+    if span.scope == m.OI_SMOLAGENTS_SCOPE and (arguments is None or arguments == _REDACTED):
+        arguments = _smolagents_arguments(attrs)
+    elif arguments is None or arguments == _REDACTED:
+        arguments = _oi_arguments(attrs, problems, bound=span.scope in (m.OI_LLAMA_INDEX_SCOPE, m.OI_DSPY_SCOPE))
+    result = _result(attrs, m.OI_OUTPUT, problems)
+    error = None
+    if result is not None:  # LangChain's tool run: its ToolMessage's id, if it returned one, and its error
+        message_id, error = lc.tool_message(result)
+        if call_id is None:
+            call_id = message_id
+    name = dspy_tool if dspy_tool is not None else _oi_tool_name(span, problems)
+    _call(span, name, out, problems, rejected, call_id=call_id,
+          arguments=arguments, result=None if result == _REDACTED else result, error=error)  # fmt: skip
 
 
 def _oi_tool_name(span: Span, problems: list[str]) -> str:
@@ -1364,7 +1375,9 @@ def _text_of(value: Any, roles: tuple[str, ...], keys: tuple[str, ...], problems
 
 
 def _call(span: Span, name: str, out: Out, problems: list[str], rejected: dict[str, int], *, call_id: Any,
-          arguments: str | None, result: str | None) -> None:  # fmt: skip
+          arguments: str | None, result: str | None, error: str | None = None) -> None:  # fmt: skip
+    """A ToolCall of the span (a rejection when it has no name); its error the span's own (`error.type`, else its
+    status message when it failed), else `error` (what its output says, the span ending OK)."""
     name = name or span.name
     if not name:
         rejected[REASON_NO_TOOL_NAME] = rejected.get(REASON_NO_TOOL_NAME, 0) + 1
@@ -1376,6 +1389,8 @@ def _call(span: Span, name: str, out: Out, problems: list[str], rejected: dict[s
         error_type = None
     if error_type is None and span.status_code == STATUS_ERROR:
         error_type = span.status_message or "error"
+    if error_type is None:
+        error_type = error
     out.append(
         ToolCall(
             name=name,

@@ -43,6 +43,11 @@ _ROLES = {
 _CHAT = frozenset({"chat", "ChatMessage", "ChatMessageChunk"})  # a message of any role, named in its `role`
 _ASKS = "tool_calls"  # the key a read message has when it asks for tool calls
 _TOOL_MESSAGE = '{"type": "tool", "data": {'  # a ToolMessage in `messages_to_dict`'s form, as json.dumps writes it
+# A LangChain.js ToolMessage, serialized (its `toJSON`) under a tool run's `output`, as JSON.stringify writes it.
+_JS_TOOL_MESSAGE = '{"output":{"lc":1,"type":"constructor","id":["langchain_core","messages","ToolMessage"],"kwargs":{'
+# The characters of a ToolMessage's error text kept: toolwatch's SDK cuts a failed call's status message there (the
+# default of its content limit, TOOLWATCH_MAX_CONTENT_LENGTH); the text is the call's result too, kept whole.
+MAX_ERROR_CHARS = 16384
 
 
 def chat_messages(value: list[Any]) -> tuple[list[Any], int]:
@@ -159,17 +164,33 @@ def answer(messages: list[Any]) -> str | None:
     return None
 
 
-def tool_call_id(text: str) -> str | None:
-    """The `tool_call_id` of a ToolMessage in `messages_to_dict`'s form, `{"type": "tool", "data": {fields}}`: the
-    output openinference-instrumentation-langchain records of a tool's run (`output.value`) when LangGraph's ToolNode
-    runs it for a call the model asked for; the message's id is that call's. None for any other text (only a text
-    opening with that form is parsed) or an id that is no text."""
-    if not text.startswith(_TOOL_MESSAGE):
-        return None
+def tool_message(text: str) -> tuple[str | None, str | None]:
+    """The call id and the error of a ToolMessage: the output openinference-instrumentation-langchain records of a
+    tool's run (`output.value`) when LangGraph's ToolNode runs it for a call the model asked for, in Python's
+    `messages_to_dict` form, `{"type": "tool", "data": {fields}}`, or LangChain.js's serialized one under `output`,
+    `{"output":{"lc":1,"type":"constructor","id":["langchain_core","messages","ToolMessage"],"kwargs":{fields}}}`.
+    The id is its `tool_call_id`, the model's id of the call (None when it is no text). The error, when its `status`
+    is `error` (a tool that returned its error: Python's `handle_tool_error`, a LangChain.js tool returning such a
+    ToolMessage), is its text content, cut at MAX_ERROR_CHARS ("error" when it has no text); None otherwise. Only a
+    text opening with either form, as json.dumps / JSON.stringify write it, is parsed: (None, None) for any other."""
+    if text.startswith(_TOOL_MESSAGE):
+        outer = "data"
+    elif text.startswith(_JS_TOOL_MESSAGE):
+        outer = "output"
+    else:
+        return None, None
     try:
         value = json.loads(text)
     except (ValueError, RecursionError):
-        return None
-    data = value.get("data") if isinstance(value, dict) else None
-    cid = data.get("tool_call_id") if isinstance(data, dict) else None
-    return cid if isinstance(cid, str) and cid else None
+        return None, None
+    fields = value.get(outer) if isinstance(value, dict) else None
+    if outer == "output" and isinstance(fields, dict):
+        fields = fields.get("kwargs")
+    if not isinstance(fields, dict):
+        return None, None
+    cid = fields.get("tool_call_id")
+    error = None
+    if fields.get("status") == "error":
+        content = _content(fields.get("content"))[0]
+        error = content[:MAX_ERROR_CHARS] if content else "error"
+    return (cid if isinstance(cid, str) and cid else None), error

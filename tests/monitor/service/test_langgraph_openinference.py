@@ -21,7 +21,8 @@ reads (the rest dropped to keep the files small):
   itself returns the error as a ToolMessage of status `error` (its TOOL span ends OK, with that output).
 
 A TOOL span's call id is the `tool_call_id` of the ToolMessage its output holds (the tool's run records none of its
-own): a call that raised has no output, and so no id.
+own): a call that raised has no output, and so no id. A ToolMessage of status `error` is a failed call, its error the
+message's text.
 
 Replayed through the real normalizer (C and Python) and turn assembler.
 """
@@ -91,11 +92,12 @@ def test_two_calls_of_one_tool_one_raising_are_paired_right(impl: str) -> None:
 
 
 @pytest.mark.parametrize("impl", IMPLS)
-def test_a_tool_returning_its_error_is_paired_by_its_id(impl: str) -> None:
+def test_a_tool_returning_its_error_is_paired_by_its_id_and_failed(impl: str) -> None:
     """A tool that hands its ToolException back as a ToolMessage (`handle_tool_error`) ran: both calls carry the
-    ids the model gave them."""
+    ids the model gave them; the one whose ToolMessage is of status `error` failed (its span ended OK), its error the
+    message's text."""
     [turn] = _turns("toolexception", impl)
-    assert [(c.name, c.call_id, isinstance(c, RequestedCall)) for c in turn.calls] == [
-        ("get_weather", "call_w1", False),
-        ("get_weather", "call_w2", False),
+    assert call_rows(turn) == [
+        ("get_weather", "call_w1", None, False, None),
+        ("get_weather", "call_w2", None, False, "no such city: Atlantis"),
     ]

@@ -4,9 +4,11 @@ The instrumentation (`LangChainInstrumentation`, tracer scope `@arizeai/openinfe
 not the Python instrumentation's) makes the graph run of `createReactAgent({name: 'weather_agent'})` a root CHAIN span
 named after the agent (`input.value` the invoke's `{"messages": [...]}`), each node's run a CHAIN span under it (the
 model node `agent`, the `tools` node), each model request an LLM span (`llm.output_messages` the calls it asked for,
-with no id; `llm.tools` the tools offered) and each tool's run a TOOL span `get_weather` with no call id. It is read as
-the Python instrumentation's LangGraph spans are (monitor.normalize._foreign): the root CHAIN span the turn, the
-TOOL span a call paired by name with the call the model asked for.
+with no id; `llm.tools` the tools offered) and each tool's run a TOOL span `get_weather` with no call id of its own:
+its output, the ToolMessage the tool returned (`{"output": {"lc": 1, "type": "constructor", "id": [..., "ToolMessage"],
+"kwargs": {..., "tool_call_id": ...}}}`, LangChain.js's serialized form), names the call it ran. It is read as the
+Python instrumentation's LangGraph spans are (monitor.normalize._foreign): the root CHAIN span the turn, the TOOL span
+a call named by its ToolMessage's id, paired with the call the model asked for (by name: the LLM span names no id).
 
 What it records of a tool's arguments is not read: when a tool's input object has one string value, OpenInference's JS
 `formatIO` records that value alone (`input.value` `Paris`, `text/plain`), not the object: the argument's name is
@@ -40,16 +42,17 @@ SUNNY = "It is sunny in Paris."
 
 @pytest.mark.parametrize("impl", IMPLS)
 def test_a_react_agent_run_is_one_turn_with_its_question_call_and_tools(impl: str) -> None:
-    """The graph run is the turn, named after the agent; the tool's run is the call the model asked for (paired by
-    name: neither has an id), its arguments not captured (see the module docstring); the tool offered is read."""
+    """The graph run is the turn, named after the agent; the tool's run is the call the model asked for, with the id
+    of the ToolMessage it returned, its arguments not captured (see the module docstring); the tool offered is read."""
     [turn] = captured_turns("langgraphjs_react_openinference", impl)
     assert (turn.agent, turn.input_text, turn.output_text) == ("weather_agent", "What is the weather in Paris?", SUNNY)
-    assert call_rows(turn) == [("get_weather", "", None, False, None)]
+    assert call_rows(turn) == [("get_weather", "call_1", None, False, None)]
     assert offered_names(turn) == ["get_weather"]
 
 
 @pytest.mark.parametrize("impl", IMPLS)
 def test_a_throwing_tool_is_a_failed_call_of_its_turn(impl: str) -> None:
+    """A tool that threw returned no ToolMessage (its span has no output): no id, paired by name."""
     [turn] = captured_turns("langgraphjs_react_openinference_raises", impl)
     assert (turn.agent, turn.input_text) == ("weather_agent", "What is the weather in Atlantis?")
     assert turn.output_text == "I could not find the weather in Atlantis."
@@ -64,4 +67,4 @@ def test_a_throwing_tool_is_a_failed_call_of_its_turn(impl: str) -> None:
 @pytest.mark.parametrize("impl", IMPLS)
 def test_a_one_string_argument_is_read_with_its_name(impl: str) -> None:
     [turn] = captured_turns("langgraphjs_react_openinference", impl)
-    assert call_rows(turn) == [("get_weather", "", {"city": "Paris"}, False, None)]
+    assert call_rows(turn) == [("get_weather", "call_1", {"city": "Paris"}, False, None)]

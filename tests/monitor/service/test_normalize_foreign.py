@@ -427,6 +427,81 @@ def test_pydantic_ai_version_2_spans(convert: Convert) -> None:
     assert [s.name for s in out if isinstance(s, Span)] == ["chat gpt-4o"]
 
 
+def _tool_message(status: str, content: Any, *, js: bool = False, cls: str = "ToolMessage") -> str:
+    """A LangChain ToolMessage as openinference-instrumentation-langchain records a tool's output: Python's
+    `messages_to_dict` form (json.dumps' separators), or LangChain.js's serialized form under `output`."""
+    fields = {"content": content, "tool_call_id": "call_9", "status": status}
+    if js:
+        msg = {"lc": 1, "type": "constructor", "id": ["langchain_core", "messages", cls], "kwargs": fields}
+        return json.dumps({"output": msg}, separators=(",", ":"))
+    return json.dumps({"type": "tool", "data": {**fields, "type": "tool"}})
+
+
+def _lc_tool(output: str, **extra: Any) -> list[Span]:
+    return _one({"openinference.span.kind": "TOOL", "tool.name": "t", "output.value": output, **extra})
+
+
+LONG = "no such city " * 2000  # 26000 characters
+
+
+@pytest.mark.parametrize("convert", PATHS)
+@pytest.mark.parametrize("js", [False, True], ids=["py", "js"])
+@pytest.mark.parametrize(
+    ("status", "content", "error"),
+    [
+        ("success", "sunny", None),
+        ("error", "no such city", "no such city"),
+        ("error", [{"type": "text", "text": "no such "}, "city"], "no such city"),  # content blocks: their text
+        ("error", "", "error"),  # no text: failed all the same
+        ("error", [{"type": "image_url"}], "error"),
+        ("error", LONG, LONG[:16384]),  # cut as toolwatch's SDK cuts a status message (its content limit)
+    ],
+)  # fmt: skip
+def test_a_langchain_tool_message_names_the_call_and_its_error(convert: Convert, js: bool, status: str,
+                                                               content: Any, error: str | None) -> None:  # fmt: skip
+    out, problems, rejected = _run(convert, _lc_tool(_tool_message(status, content, js=js)))
+    assert (problems, rejected) == ([], {})
+    [call] = out
+    assert (call.call_id, call.error_type) == ("call_9", error)
+
+
+@pytest.mark.parametrize("convert", PATHS)
+def test_a_tool_message_error_gives_way_to_the_spans_own(convert: Convert) -> None:
+    """The span's own error (its status, its `error.type`) is the call's; the message's id is still read; an id of
+    the span's own is kept."""
+    output = _tool_message("error", "no such city", js=True)
+    [span] = _lc_tool(output)
+    span.status_code, span.status_message = STATUS_ERROR, "boom"
+    assert [(c.call_id, c.error_type) for c in _run(convert, [span])[0]] == [("call_9", "boom")]
+    [span] = _lc_tool(output, **{"error.type": "ToolException"})
+    assert [(c.call_id, c.error_type) for c in _run(convert, [span])[0]] == [("call_9", "ToolException")]
+    [span] = _lc_tool(output, **{"tool_call.id": "own"})
+    assert [(c.call_id, c.error_type) for c in _run(convert, [span])[0]] == [("own", "no such city")]
+
+
+@pytest.mark.parametrize("convert", PATHS)
+@pytest.mark.parametrize(
+    "output",
+    [
+        _tool_message("error", "x", js=True, cls="AIMessage"),  # another class: no ToolMessage
+        _tool_message("error", "x", js=True).replace('"lc":1,', ""),  # another form
+        " " + _tool_message("error", "x"),  # not opening with the form: not parsed
+        _tool_message("error", "x", js=True)[:-2],  # cut: no JSON
+        '{"output":{"lc":1,"type":"constructor","id":["langchain_core","messages","ToolMessage"],"kwargs":[]}}',
+        '{"type": "tool", "data": {"tool_call_id": 3, "status": ["error"]}}',  # wrong types
+    ],
+)  # fmt: skip
+def test_what_is_no_tool_message_names_nothing(convert: Convert, output: str) -> None:
+    out, problems, _ = _run(convert, _lc_tool(output))
+    assert [(c.call_id, c.error_type, c.result) for c in out] == [("", None, output)] and problems == []
+
+
+@needs_c
+@pytest.mark.parametrize("js", [False, True])
+def test_tool_messages_read_the_same_in_c_and_python(js: bool) -> None:
+    assert_same([*_lc_tool(_tool_message("error", "no", js=js)), *_lc_tool(_tool_message("success", "ok", js=js))])
+
+
 WRONG_TYPES = [
     ({"openinference.span.kind": 3}, "openinference.span.kind", Span),
     ({"openinference.span.kind": "TOOL", "tool.name": 3}, "tool.name", ToolCall),
