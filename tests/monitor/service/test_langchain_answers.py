@@ -56,6 +56,8 @@ ANSWERS: dict[str, list[tuple[str, str, str | None]]] = {
     "langgraphjs_react_openinference": [("weather_agent", Q, A)],
     "langgraphjs_react_openinference_raises": [("weather_agent", "What is the weather in Atlantis?",
                                                 "I could not find the weather in Atlantis.")],
+    "langgraphjs_react_openinference_toolerror": [("weather_agent", "What is the weather in Atlantis?",
+                                                   "I could not find the weather in Atlantis.")],
     "openllmetry_langgraph_react": [("LangGraph", Q, A)],
     "openllmetry_langgraph_named": [("weather_agent", Q, A)],
     "double_langgraph_openllmetry": [("weather-bot", Q, A), ("LangGraph", Q, A)],

@@ -26,6 +26,10 @@ The spans are captures of real runs, offline (@langchain/langgraph 1.7.3, @langc
 - langgraphjs_react_openinference_raises: asked about Atlantis: `get_weather` throws `Error('no such city')`, the
   ToolNode hands the model the error (`Error: no such city\\n Please fix your mistakes.`), the model answers it could
   not find it.
+- langgraphjs_react_openinference_toolerror: asked about Atlantis, @langchain/openai 1.5.8's model again, `get_weather`
+  returning its error as a ToolMessage of status `error` (`new ToolMessage({content: 'no such city: Atlantis',
+  tool_call_id: config.toolCall.id, status: 'error'})`, as a tool hands back its error): its TOOL span ends OK, with
+  that message as its output.
 
 Replayed through the real normalizer (C and Python) and turn assembler.
 """
@@ -57,6 +61,16 @@ def test_a_throwing_tool_is_a_failed_call_of_its_turn(impl: str) -> None:
     assert (turn.agent, turn.input_text) == ("weather_agent", "What is the weather in Atlantis?")
     assert turn.output_text == "I could not find the weather in Atlantis."
     assert call_rows(turn) == [("get_weather", "", None, False, "no such city\n\nError: no such city")]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_a_tool_returning_an_error_tool_message_is_a_failed_call(impl: str) -> None:
+    """The ToolMessage of status `error` the tool returned fails its call (its span ended OK), its error the message's
+    text; its id names the call."""
+    [turn] = captured_turns("langgraphjs_react_openinference_toolerror", impl)
+    assert (turn.agent, turn.input_text) == ("weather_agent", "What is the weather in Atlantis?")
+    assert turn.output_text == "I could not find the weather in Atlantis."
+    assert call_rows(turn) == [("get_weather", "call_1", None, False, "no such city: Atlantis")]
 
 
 @pytest.mark.xfail(
