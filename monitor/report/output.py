@@ -101,10 +101,10 @@ def pop_report_options(kwargs: dict[str, Any]) -> ReportOptions:
         raise click.UsageError("--max-drop applies to --baseline (the largest regression allowed against it); "
                                "give --baseline REPORT.json, or use --fail-under/--fail-over for a fixed threshold")
     options = ReportOptions(
-        json_path=kwargs.pop("json_path"),
-        markdown_path=kwargs.pop("markdown_path"),
-        junit_path=kwargs.pop("junit_path"),
-        html_path=kwargs.pop("html_path"),
+        json_path=_stdout_as_dash(kwargs.pop("json_path")),
+        markdown_path=_stdout_as_dash(kwargs.pop("markdown_path")),
+        junit_path=_stdout_as_dash(kwargs.pop("junit_path")),
+        html_path=_stdout_as_dash(kwargs.pop("html_path")),
         fail_under=list(kwargs.pop("fail_under")),
         fail_over=list(kwargs.pop("fail_over")),
         baseline=kwargs.pop("baseline"),
@@ -114,6 +114,19 @@ def pop_report_options(kwargs: dict[str, Any]) -> ReportOptions:
     _check_stdout(options)
     _check_paths(options)
     return options
+
+
+def _stdout_as_dash(path: str | None) -> str | None:
+    """'-' for a path naming the file standard output has open (`/dev/stdout`, `/proc/self/fd/1`, the file it is
+    redirected to): the report alone goes there and the summary to stderr, as for '-' (written after the report, the
+    summary made the stream no JSON or XML reader could read)."""
+    if path is None or path == "-":
+        return path
+    try:
+        out, named = os.fstat(sys.stdout.fileno()), os.stat(path)
+    except (AttributeError, OSError, ValueError):  # no such file, or stdout is no file (a test runner's capture)
+        return path
+    return "-" if (out.st_dev, out.st_ino) == (named.st_dev, named.st_ino) else path
 
 
 def _unwritable(path: str) -> str | None:

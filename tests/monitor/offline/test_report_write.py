@@ -134,19 +134,31 @@ def test_a_fifo_is_written_directly_and_stays_one(span_file: Path, support_rules
 
 def test_dev_stdout_redirected_to_a_file_is_written_in_place(span_file: Path, support_rules: Path,
                                                              tmp_path: Path) -> None:
-    """`--json /dev/stdout > out.txt`: the file stdout has open gets the report and then the summary line. Replaced
-    by a new file of the same name, the report would be there alone, the summary lost in the file replaced."""
+    """`--json /dev/stdout > out.txt`: the file stdout has open gets the report alone, as with `--json -`, the summary
+    on stderr (it followed the report there: no JSON reader could read the file). Replaced by a new file of the same
+    name, the report would be there alone, but the file the shell opened lost."""
     reports = tmp_path / "reports"
     reports.mkdir()
     out = reports / "out.txt"
     with out.open("w", encoding="utf-8") as fh:
         res = _replay(span_file, support_rules, "--json", "/dev/stdout", stdout=fh)
     assert res.returncode == 0, res.stderr
-    text = out.read_text(encoding="utf-8")
-    report, _, rest = text.rpartition("}\n")
-    assert json.loads(report + "}")["command"] == "replay"
-    assert rest.startswith("Tool call accuracy: "), rest
+    assert json.loads(out.read_text(encoding="utf-8"))["command"] == "replay"
+    assert res.stderr.startswith("Tool call accuracy: "), res.stderr
     assert sorted(p.name for p in reports.iterdir()) == ["out.txt"]
+
+
+@pytest.mark.parametrize("path", ["/dev/stdout", "/proc/self/fd/1"])
+def test_a_path_that_is_stdout_is_stdout(span_file: Path, support_rules: Path, path: str) -> None:
+    """`--json /dev/stdout | jq`: the report alone on the pipe, the summary on stderr, as for `--json -` (they were
+    mixed: no JSON reader could read the stream); and with another form on `-`, the usage error of two on stdout."""
+    res = _replay(span_file, support_rules, "--json", path)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["command"] == "replay"
+    assert res.stderr.startswith("Tool call accuracy: "), res.stderr
+    both = _replay(span_file, support_rules, "--json", path, "--markdown", "-")
+    assert both.returncode == 2 and both.stdout == "", both
+    assert "only one report can go to stdout" in both.stderr and "--json and --markdown" in both.stderr, both.stderr
 
 
 def test_alerts_render_output_is_written_whole_too(tmp_path: Path) -> None:
