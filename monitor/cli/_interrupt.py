@@ -10,7 +10,9 @@ that copy ended the process while the partial report was written. It is ignored;
 A first signal once the runs are over (within `runs_over()`: the harness shut down, the report made and written, about
 0.6 s, longer to a slow reader) raised there too: no report, or half of one, of runs all done. It is held instead: the
 report, whole, is written (its gates evaluated: every run is in it), then the command exits 130 or 143 saying so. A
-second one ends the process at once, as during a partial report.
+second one ends the process at once, as during a partial report. A form that could not be written (exit 2) is said,
+and the exit is still the signal's, as for a partial report. A stop_on_signal within another handles nothing:
+runs_over holds the outer one's signal.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import FrameType
+
+import click
 
 from monitor.evaluate import Terminated
 
@@ -71,11 +75,11 @@ def stop_on_signal() -> Iterator[None]:
     """Within: the first SIGINT raises KeyboardInterrupt, the first SIGTERM Terminated, and either makes the next one
     of both end the process. A signal not left as it starts (ignored, or a handler of someone else's) is not touched,
     nor is anything outside the main thread. The previous handlers are back after, unless a signal came."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
+    handled = {s: signal.getsignal(s) for s, untouched in _UNTOUCHED.items() if signal.getsignal(s) is untouched}
+    if threading.current_thread() is not threading.main_thread() or not handled:
+        yield  # no signal of ours: one within an outer stop_on_signal is the outer one's to raise or hold (runs_over)
         return
     global _current
-    handled = {s: signal.getsignal(s) for s, untouched in _UNTOUCHED.items() if signal.getsignal(s) is untouched}
     came = False
     stops = _Stops()
 
@@ -95,12 +99,14 @@ def stop_on_signal() -> Iterator[None]:
     outer, _current = _current, stops
     try:
         yield
-    except SystemExit:
+    except (SystemExit, click.ClickException) as exc:
         if stops.held is None:
             raise
+        whole = ": the report is whole" if isinstance(exc, SystemExit) else ""
+        if isinstance(exc, click.ClickException):  # a form not written (exit 2): said, the exit the signal's
+            exc.show()
         ended, by = _NAMES[stops.held]
-        print(f"{ended} The {by} came after the {stops.done} were over: the report is whole.", file=sys.stderr,
-              flush=True)
+        print(f"{ended} The {by} came after the {stops.done} were over{whole}.", file=sys.stderr, flush=True)
         raise SystemExit(_EXIT[stops.held]) from None
     finally:
         _current = outer

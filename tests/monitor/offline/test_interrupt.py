@@ -22,6 +22,7 @@ import pytest
 
 from monitor.cli._interrupt import runs_again, runs_over, stop_on_signal
 from monitor.evaluate import Terminated
+from monitor.report.output import ReportWriteError
 from tests.monitor.offline.conftest import REPO, SUPPORT_RULES
 
 # SIGINT as an interactive shell leaves it to a foreground job (a test runner may have it ignored).
@@ -386,3 +387,41 @@ def test_a_signal_held_after_the_probe_s_runs_stops_the_comparison_as_it_begins(
         signal.signal(signal.SIGTERM, previous)
         signal.signal(signal.SIGINT, previous_int)
     assert capsys.readouterr().err == "Terminated! The SIGTERM came after the 2 steps were over: the report is whole.\n"
+
+
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals go to the main thread")
+def test_a_signal_after_the_runs_is_held_by_the_stop_on_signal_that_handles_it(capsys: pytest.CaptureFixture[str]
+                                                                                ) -> None:
+    """A stop_on_signal within another handles no signal (the outer one does): runs_over within it holds the outer
+    one's next signal, which then ends the command with 143, as at the top level (it raised Terminated)."""
+    previous, previous_int = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    try:
+        with pytest.raises(SystemExit) as exit_, stop_on_signal():
+            with stop_on_signal():
+                runs_over(4)
+                signal.raise_signal(signal.SIGTERM)  # held
+                raise SystemExit(0)
+        assert exit_.value.code == 143
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_int)
+    assert capsys.readouterr().err == "Terminated! The SIGTERM came after the 4 runs were over: the report is whole.\n"
+
+
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals go to the main thread")
+def test_a_signal_held_is_not_lost_when_a_form_cannot_be_written(capsys: pytest.CaptureFixture[str]) -> None:
+    """A SIGTERM held while the report was written, and a form that could not be (ReportWriteError, exit 2): the
+    error is said, then the command exits 143 (the signal's, as a partial report whose form is not written), not 2
+    with the SIGTERM forgotten."""
+    previous, previous_int = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    try:
+        with pytest.raises(SystemExit) as exit_, stop_on_signal():
+            runs_over(5)
+            signal.raise_signal(signal.SIGTERM)  # held
+            raise ReportWriteError("cannot write r.json: No space left on device")
+        assert exit_.value.code == 143
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_int)
+    assert capsys.readouterr().err == ("Error: cannot write r.json: No space left on device\n"
+                                       "Terminated! The SIGTERM came after the 5 runs were over.\n")
