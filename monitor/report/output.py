@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import os
+import select
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -194,7 +195,8 @@ class ReportWriteError(click.ClickException):
 def _to_stdout(text: str) -> None:
     """`text` on standard output, whole. Into its file descriptor when it has one, each partial write followed by the
     rest: a blocked write that a signal interrupts (its handler returning: one held till the report is out,
-    cli._interrupt) returns part written, and sys.stdout's buffered writer then dropped the rest (CPython 3.11)."""
+    cli._interrupt) returns part written, and sys.stdout's buffered writer then dropped the rest (CPython 3.11). A
+    descriptor in non-blocking mode is waited on when full, not given up (BlockingIOError: the report cut short)."""
     out = sys.stdout
     try:
         fd = out.fileno()
@@ -205,7 +207,10 @@ def _to_stdout(text: str) -> None:
     data = memoryview(text.encode(out.encoding or "utf-8", out.errors or "strict"))
     out.flush()  # what was printed before, first
     while data:
-        data = data[os.write(fd, data):]
+        try:
+            data = data[os.write(fd, data):]
+        except BlockingIOError:  # a non-blocking descriptor (shared with a parent) and a full pipe: wait for room
+            select.select([], [fd], [])
 
 
 def _write(path: str, text: str) -> None:

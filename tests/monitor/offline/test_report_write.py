@@ -185,3 +185,26 @@ def test_a_report_name_near_the_longest_a_directory_takes_is_written(span_file: 
     assert res.returncode == 0, res.stderr
     assert json.loads(long.read_text(encoding="utf-8"))["command"] == "replay"
     assert sorted(p.name for p in reports.iterdir()) == [long.name]
+
+
+def test_a_report_to_a_non_blocking_stdout_waits_for_the_reader(support_rules: Path, tmp_path: Path) -> None:
+    """stdout a pipe in non-blocking mode (a parent's, e.g. a Node.js runner's, shared descriptor) and a reader slower
+    than the writer: the report waits for room in the pipe and comes out whole, exit 0, as to a blocking one (it was
+    cut after what the pipe held: 'cannot write -: Resource temporarily unavailable', exit 2)."""
+    cases = tmp_path / "many.yaml"  # a JSON report of 300 cases is about twice what a pipe holds
+    cases.write_text("".join(f"- id: o{n}\n  input: where is order {n}\n"
+                             f"  call: [{{tool: get_order_status, exactly: 1, args: {{order_id: '{n}'}}}}]\n"
+                             for n in range(1, 301)), encoding="utf-8")
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    with os.fdopen(r, "rb") as reader:
+        proc = subprocess.Popen([sys.executable, "-c", _MAIN, "eval", "--dataset", str(cases), "--rules",
+                                 str(support_rules), "--agent", "tests.monitor.offline.agents:support_agent",
+                                 "--no-progress", "-q", "--json", "-"], cwd=REPO, stdout=w, stderr=subprocess.PIPE)
+        os.close(w)
+        head = reader.read(1)  # the report has begun: the pipe fills while nobody reads
+        threading.Event().wait(1.0)
+        data = head + reader.read()
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err.decode()[-2000:]
+    assert len(json.loads(data)["cases"]) == 300
