@@ -398,16 +398,27 @@ def test_a_condition_too_large_for_linear_matching_to_stay_fast_is_refused(tmp_p
 
 def test_routing_by_many_large_regexes_stays_fast(tmp_path: Path) -> None:
     """Eight rules of regexes at the size limit, all matching one input: in one RE2 set their automaton states held
-    40,000 positions and matching took 5 s per turn, every turn (the set's cache could not hold them)."""
-    path = tmp_path / "many.yaml"
-    rules = "".join(f"  - when: {{regex: '{('[x' + c + ']{1000}') * 5}'}}\n    call: [{{tool: t}}]\n"
-                    for c in "abcdefgh")
-    path.write_text(HEAD + "expect:\n" + rules)
-    judge = Judge(load_rules([path]))
-    start = time.perf_counter()
-    for _ in range(3):
-        judge.judge(Turn("x" * 100_000, ()))
-    assert time.perf_counter() - start < 5.0
+    40,000 positions and matching took 5 s per turn, every turn (the set's cache could not hold them). Eight cost
+    about eight times one (the work grows with the rules, not past it), measured beside one in the same run, best
+    of two each (an absolute bound of 5 s for three turns failed on a loaded machine at 2.6 s alone)."""
+
+    def judge_of(letters: str) -> Judge:
+        path = tmp_path / f"rules-{len(letters)}.yaml"
+        rules = "".join(f"  - when: {{regex: '{('[x' + c + ']{1000}') * 5}'}}\n    call: [{{tool: t}}]\n"
+                        for c in letters)
+        path.write_text(HEAD + "expect:\n" + rules)
+        return Judge(load_rules([path]))
+
+    one, eight = judge_of("a"), judge_of("abcdefgh")
+    turn = Turn("x" * 100_000, ())
+    best: dict[int, float] = {}
+    for _ in range(2):
+        for n, judge in ((1, one), (8, eight)):
+            start = time.process_time()
+            for _ in range(3):
+                judge.judge(turn)
+            best[n] = min(best.get(n, float("inf")), time.process_time() - start)
+    assert best[8] < 2 * 8 * best[1], best
 
 
 LETTERS = "{type: object, properties: {city: {type: string, pattern: '^\\pL+$'}}, patternProperties: {'^\\pL+$': {}}}"
