@@ -97,16 +97,18 @@ What makes a turn:
 - Strands Agents: its `invoke_agent {agent}` span, the input and answer from its span events.
 A tool call: an OpenInference TOOL span with `tool.name`, or an AGENT span with one (a LangChain tool with "agent" in
 its name), its call id `tool_call.id` (or `tool.id`), else, LangChain's tool run recording none, the `tool_call_id` of
-the ToolMessage its output holds, in Python's or LangChain.js's serialized form (LangGraph's ToolNode: a tool that
-raised has no output, and so no id; _lcmessages.tool_message); a ToolMessage of status `error` (a tool that returned
-its error) fails the call when its span has no error of its own, its error the message's text
-(openai-agents makes its handoffs TOOL spans without one, LangGraph's handoff tools return a Command to the
-parent graph, `{"graph": "__parent__", "goto": ...}`: parent links, and a HandoffMark each), a Traceloop `tool` span,
-pydantic-ai's tool span (`running tool` in version 2, arguments in `tool_arguments`), Strands' `execute_tool {tool}`
-span (arguments in its events). LlamaIndex's TOOL span records the tool's bound arguments, `{"kwargs": {...}}`:
-the keyword arguments are the call's (_oi_arguments); smolagents' (its tracer scope, _markers.OI_SMOLAGENTS_SCOPE) the
-bound arguments of `Tool.__call__`, `{"args", "sanitize_inputs_outputs", "kwargs"}`: the keyword arguments, the
-positional ones named after the tool's inputs (`tool.parameters`) (_smolagents_arguments). smolagents names its run's
+the ToolMessage its output holds (of openinference-instrumentation-langchain's scopes only: another framework's tool
+records the text it returned, which may open as a ToolMessage does), in Python's or LangChain.js's serialized form
+(LangGraph's ToolNode: a tool that raised has no output, and so no id; _lcmessages.tool_message); a ToolMessage of
+status `error` (a tool that returned its error) fails the call when its span has no error of its own, its error the
+message's text (openai-agents makes its handoffs TOOL spans without one, LangGraph's handoff tools return a Command to
+the parent graph, `{"graph": "__parent__", "goto": ...}`: parent links, and a HandoffMark each), a Traceloop `tool`
+span, pydantic-ai's tool span (`running tool` in version 2, arguments in `tool_arguments`), Strands'
+`execute_tool {tool}` span (arguments in its events). LlamaIndex's TOOL span records the tool's bound arguments,
+`{"kwargs": {...}}`: the keyword arguments are the call's (_oi_arguments); smolagents' (its tracer scope,
+_markers.OI_SMOLAGENTS_SCOPE) the bound arguments of `Tool.__call__`, `{"args", "sanitize_inputs_outputs", "kwargs"}`:
+the keyword arguments, the positional ones named after the tool's inputs (`tool.parameters`) (_smolagents_arguments).
+smolagents names its run's
 AGENT span `{agent}.run` and records no `agent.name`: the turn is the agent's (_agent_of_name); its input is the run's
 `task`, a key read as `input` is (for its scope only: _SMOLAGENTS_INPUT_KEYS). DSPy (its tracer scope,
 _markers.OI_DSPY_SCOPE) records no `tool.name` on its TOOL spans: the tool is the span's name, `{tool}.__call__`
@@ -399,7 +401,7 @@ def _oi_call(span: Span, dspy_tool: str | None, out: Out, problems: list[str], r
         arguments = _oi_arguments(attrs, problems, bound=span.scope in (m.OI_LLAMA_INDEX_SCOPE, m.OI_DSPY_SCOPE))
     result = _result(attrs, m.OI_OUTPUT, problems)
     error = None
-    if result is not None:  # LangChain's tool run: its ToolMessage's id, if it returned one, and its error
+    if result is not None and span.scope in m.OI_LANGCHAIN_SCOPES:  # its ToolMessage's id (if it returned one), error
         message_id, error = lc.tool_message(result)
         if call_id is None:
             call_id = message_id

@@ -24,6 +24,12 @@ OI_TOOLS = "llm.tools"  # `.{i}.tool.json_schema`: the tools an LLM span offers 
 # What OpenInference's TraceConfig (OPENINFERENCE_HIDE_INPUTS, _HIDE_INPUT_TEXT, ...) leaves of a hidden value.
 OI_REDACTED = "__REDACTED__"
 OI_INPUT_MESSAGES = "llm.input_messages"  # `.{i}.message.role`, `.message.content`: the messages a model was given
+# The tracer scopes of openinference-instrumentation-langchain, Python's and LangChain.js': only their TOOL spans'
+# output is read as the ToolMessage a tool returned (its call id and error, _lcmessages.tool_message); another
+# framework's tool records the text it returned, which may open as a ToolMessage does (a page or file the tool read).
+OI_LANGCHAIN_SCOPES = frozenset(
+    {"openinference.instrumentation.langchain", "@arizeai/openinference-instrumentation-langchain"}
+)
 # The tracer scope of openinference-instrumentation-openai-agents: its spans' turns are its agent spans (_foreign).
 OI_OPENAI_AGENTS_SCOPE = "openinference.instrumentation.openai_agents"
 # The tracer scope of openinference-instrumentation-llama-index: its root workflow span records the workflow's start

@@ -437,8 +437,13 @@ def _tool_message(status: str, content: Any, *, js: bool = False, cls: str = "To
     return json.dumps({"type": "tool", "data": {**fields, "type": "tool"}})
 
 
-def _lc_tool(output: str, **extra: Any) -> list[Span]:
-    return _one({"openinference.span.kind": "TOOL", "tool.name": "t", "output.value": output, **extra})
+LC_SCOPES = ("openinference.instrumentation.langchain", "@arizeai/openinference-instrumentation-langchain")
+
+
+def _lc_tool(output: str, scope: str = LC_SCOPES[0], **extra: Any) -> list[Span]:
+    """A TOOL span of openinference-instrumentation-langchain (Python's, or `scope`) with this output."""
+    attrs = {"openinference.span.kind": "TOOL", "tool.name": "t", "output.value": output, **extra}
+    return [replace(s, scope=scope) for s in _one(attrs)]
 
 
 LONG = "no such city " * 2000  # 26000 characters
@@ -494,6 +499,23 @@ def test_a_tool_message_error_gives_way_to_the_spans_own(convert: Convert) -> No
 def test_what_is_no_tool_message_names_nothing(convert: Convert, output: str) -> None:
     out, problems, _ = _run(convert, _lc_tool(output))
     assert [(c.call_id, c.error_type, c.result) for c in out] == [("", None, output)] and problems == []
+
+
+@pytest.mark.parametrize("convert", PATHS)
+@pytest.mark.parametrize("js", [False, True], ids=["py", "js"])
+@pytest.mark.parametrize(
+    "scope",
+    ["openinference.instrumentation.llama_index", "openinference.instrumentation.smolagents", "tests", ""],
+)
+def test_a_tool_message_text_of_another_frameworks_tool_names_nothing(convert: Convert, js: bool, scope: str) -> None:
+    """Another framework's tool records its output as the text it returned: a text that opens with a ToolMessage's
+    form (a fetched page, a file: what the tool read) is that text, not the id of a call nor its error."""
+    output = _tool_message("error", "no such city", js=js)
+    out, problems, _ = _run(convert, _lc_tool(output, scope))
+    assert [(c.call_id, c.error_type, c.result) for c in out] == [("", None, output)] and problems == []
+    for lc_scope in LC_SCOPES:  # LangChain's, Python's and LangChain.js': read
+        [call] = _run(convert, _lc_tool(output, lc_scope))[0]
+        assert (call.call_id, call.error_type) == ("call_9", "no such city")
 
 
 @needs_c
