@@ -28,10 +28,10 @@ it is.
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Iterator
 from typing import Any
 
+from monitor._json import loads_bounded
 from monitor.records import HandoffMark, RequestedCall, ToolCall
 
 MADE_UP_ID = "tw_"  # the prefix of the ids toolwatch's `@tool` makes up (instrumentation._context.new_call_id)
@@ -116,13 +116,13 @@ def _same_arguments(outer: ToolCall, inner: list[ToolCall], same: set[int]) -> N
             continue
         if parsed is None:
             try:
-                parsed = json.loads(a)
+                parsed = loads_bounded(a)
             except (ValueError, RecursionError):  # not JSON: two texts that differ
                 parsed = _NOT_JSON
         if parsed is _NOT_JSON:
             continue
         try:
-            if json.loads(b) == parsed:
+            if loads_bounded(b) == parsed:
                 same.add(id(c))
         except (ValueError, RecursionError):
             pass

@@ -58,6 +58,7 @@ typedef struct {
 
 static Class turn_cls, call_cls, tv_cls, cv_cls, ar_cls;
 static PyObject *missing, *f_schema_result, *f_run_checks, *f_reason;
+static Py_ssize_t json_plain_chars; /* arguments longer: the Python plan (JSON_PLAIN_CHARS) */
 static PyObject *s_regex, *s_is_valid, *s_ok, *kw_turnless, *empty_tuple, *zero;
 static PyObject *s_plans, *s_prefix_n, *s_by_prefix, *s_general;
 
@@ -257,6 +258,8 @@ static PyObject *run_one_call(Plan *self, PyObject *turn) {
     if (text == Py_None) Py_RETURN_NONE; /* not captured: the general path */
     if (!PyUnicode_CheckExact(text)) return fallback(self, turn);
 
+    /* a text past JSON_PLAIN_CHARS: the Python plan, which parses it within its memory budget (monitor._json) */
+    if (PyUnicode_GET_LENGTH(text) > json_plain_chars) return fallback(self, turn);
     /* p, end = scan(text, 0); end == len(text) (a scan that succeeds runs no Python code: c and text stay as they
      * are; its parse_constant runs only to refuse NaN, Infinity and -Infinity, and the closure judges that text) */
     PyObject *scan_args[2] = {text, zero};
@@ -779,6 +782,11 @@ static PyObject *init(PyObject *self, PyObject *ns) {
     if (take(ns, "MISSING", &missing) < 0 || take(ns, "schema_result", &f_schema_result) < 0 ||
         take(ns, "run_checks", &f_run_checks) < 0 || take(ns, "reason", &f_reason) < 0)
         return NULL;
+    PyObject *plain = PyDict_GetItemString(ns, "JSON_PLAIN_CHARS");
+    if (plain == NULL || !PyLong_CheckExact(plain) || (json_plain_chars = PyLong_AsSsize_t(plain)) < 0) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "_cplan.init: JSON_PLAIN_CHARS must be an int >= 0");
+        return NULL;
+    }
     if (class_setup(&turn_cls, PyDict_GetItemString(ns, "Turn"), turn_names, T_N, 0) < 0 ||
         class_setup(&call_cls, PyDict_GetItemString(ns, "ToolCall"), call_names, C_N, 0) < 0 ||
         class_setup(&tv_cls, PyDict_GetItemString(ns, "TurnVerdict"), tv_names, TV_N, 1) < 0 ||

@@ -7,6 +7,7 @@ import json.scanner
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from monitor._json import PLAIN_CHARS
 from monitor.judge import _args, _plan
 from monitor.judge._catalog import Catalog, TurnTools
 from monitor.judge._conditions import holds
@@ -44,8 +45,9 @@ _scan_once = _scan(DECODER) if _scan is not None else None
 
 
 def _loads(text: str) -> Any:
-    """`loads` (strict JSON) without its Python-level wrapper frames for the common case (no surrounding whitespace)."""
-    if _scan_once is not None:
+    """`loads` (strict JSON) without its Python-level wrapper frames for the common case (no surrounding whitespace
+    and at most PLAIN_CHARS characters: a longer text is parsed within a budget, `loads`)."""
+    if _scan_once is not None and len(text) <= PLAIN_CHARS:
         try:
             value, end = _scan_once(text, 0)
         except StopIteration:

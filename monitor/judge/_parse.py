@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from monitor._json import refuse_if_costly
 from monitor.judge._schema import SchemaValidator
 from monitor.verdict import SchemaViolation, ViolationKind
 
@@ -22,9 +23,11 @@ DECODER = json.JSONDecoder(parse_constant=_not_json)  # strict JSON: the judge's
 
 
 def loads(text: str) -> Any:
-    """json.loads (refusing a leading BOM as it does), without NaN, Infinity and -Infinity."""
+    """json.loads (refusing a leading BOM as it does), without NaN, Infinity and -Infinity; a long text whose parse
+    would build more than monitor._json's budget is refused as invalid JSON is (the arguments are then malformed)."""
     if text.startswith("\ufeff"):
         raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
+    refuse_if_costly(text)
     return DECODER.decode(text)
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, cast
 
+from monitor._json import PLAIN_CHARS
 from monitor.judge._args import MISSING, malformed_results, run_checks, slot_checks
 from monitor.judge._args import score as score_checks
 from monitor.judge._outcomes import AltResult
@@ -57,6 +58,7 @@ def ascii_misses(regex: Regex) -> str | None:
 def c_namespace() -> dict[str, object]:
     """What _cplan.init() takes: the Python helpers it calls and the record classes it builds."""
     helpers = {"MISSING": MISSING, "schema_result": schema_result, "run_checks": run_checks, "reason": reason}
+    helpers["JSON_PLAIN_CHARS"] = PLAIN_CHARS  # longer arguments are handed to the Python plan (parsed in a budget)
     classes = {"Turn": Turn, "ToolCall": ToolCall, "TurnVerdict": TurnVerdict, "CallVerdict": CallVerdict}
     return helpers | classes | {"ArgCheckResult": ArgCheckResult}
 
@@ -249,8 +251,8 @@ def one_call(  # noqa: C901 - the closure's straight line is the point
         text = c.arguments
         if text is None:
             return None  # not captured: the general path
-        try:
-            p, end = scan(text, 0)
+        try:  # a text past PLAIN_CHARS: parse_arguments parses it within its budget
+            p, end = scan(text, 0) if len(text) <= PLAIN_CHARS else (None, -1)
         except (StopIteration, ValueError, RecursionError):
             end = -1
         bad = end != len(text)  # not JSON (judged here, as the general path judges it), or whitespace around it

@@ -128,7 +128,7 @@ static PyObject *s_empty, *empty_tuple, *s_error, *kw_empty_is_none, *str_or_tup
 static Class req_cls;
 static PyObject *f_scan_json, *f_dumps, *model_requests, *content_keys, *s_parts, *s_type, *s_tool_call, *s_name,
     *s_id, *s_arguments;
-static Py_ssize_t max_requested;
+static Py_ssize_t max_requested, json_plain_chars;
 
 /* ---- classes ----------------------------------------------------------------------------------------------- */
 
@@ -751,9 +751,10 @@ static inline Py_ssize_t skip_ws(PyObject *s, Py_ssize_t i) { /* json.decoder.WH
 }
 
 /* json.loads(raw) for an exact str: 1 with *obj (new), 0 where json.loads raises ValueError or RecursionError (or
- * the text nests deeper than MAX_DEPTH), -1 with another exception. */
+ * the text nests deeper than MAX_DEPTH, or is longer than _JSON_PLAIN_CHARS: Python parses it within its memory
+ * budget, monitor._json), -1 with another exception. */
 static int load_json(PyObject *raw, PyObject **obj) {
-    if (!shallow(raw)) return 0;
+    if (PyUnicode_GET_LENGTH(raw) > json_plain_chars || !shallow(raw)) return 0;
     Py_ssize_t len = PyUnicode_GET_LENGTH(raw), idx = skip_ws(raw, 0);
     PyObject *i = PyLong_FromSsize_t(idx);
     if (i == NULL) return -1;
@@ -1048,7 +1049,7 @@ static int take(PyObject *ns, const char *key, PyObject **slot, int want_str) {
 
 /* What `requested` reads with (after the ToolCall class is set up): RequestedCall, filled at ToolCall's offsets
  * when it is a ToolCall subclass adding no slot (else made as Python makes it: object.__new__, setattr), and _genai's _SCAN_JSON, _DUMPS,
- * _MODEL_REQUESTS, _CONTENT_KEYS and _MAX_REQUESTED. */
+ * _MODEL_REQUESTS, _CONTENT_KEYS, _MAX_REQUESTED and _JSON_PLAIN_CHARS. */
 static int requested_setup(PyObject *ns) {
     static const struct {
         const char *key;
@@ -1058,10 +1059,15 @@ static int requested_setup(PyObject *ns) {
     for (size_t i = 0; i < sizeof items / sizeof items[0]; i++)
         if (take(ns, items[i].key, items[i].slot, 0) < 0) return -1;
     PyObject *cls = PyDict_GetItemString(ns, "_REQUESTED_CALL"), *max = PyDict_GetItemString(ns, "_MAX_REQUESTED");
+    PyObject *plain = PyDict_GetItemString(ns, "_JSON_PLAIN_CHARS");
     if (!PyFrozenSet_CheckExact(model_requests) || !PyFrozenSet_CheckExact(content_keys) || max == NULL ||
-        !PyLong_CheckExact(max) || cls == NULL || !PyType_Check(cls)) {
+        !PyLong_CheckExact(max) || plain == NULL || !PyLong_CheckExact(plain) || cls == NULL || !PyType_Check(cls)) {
         PyErr_SetString(PyExc_TypeError, "_cgenai.init: _MODEL_REQUESTS and _CONTENT_KEYS must be frozensets, "
-                                         "_MAX_REQUESTED an int, _REQUESTED_CALL a class");
+                                         "_MAX_REQUESTED and _JSON_PLAIN_CHARS ints, _REQUESTED_CALL a class");
+        return -1;
+    }
+    if ((json_plain_chars = PyLong_AsSsize_t(plain)) < 0) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "_cgenai.init: _JSON_PLAIN_CHARS < 0");
         return -1;
     }
     if ((max_requested = PyLong_AsSsize_t(max)) < 0) {

@@ -132,6 +132,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from typing import Any
 
+from monitor._json import loads_bounded
 from monitor.normalize import _lcmessages as lc
 from monitor.normalize import _markers as m
 from monitor.normalize._flat import (
@@ -368,7 +369,7 @@ def _autogen_input(raw: Any) -> str | None:
     if not isinstance(raw, str) or len(raw) > _MAX_METADATA_CHARS:
         return None
     try:
-        value = json.loads(raw)
+        value = loads_bounded(raw)
     except (ValueError, RecursionError):
         return None
     messages = value.get("messages") if isinstance(value, dict) else None
@@ -469,7 +470,7 @@ def _json_object_with(raw: object, text: str) -> dict[str, Any] | None:
     if not isinstance(raw, str) or text not in raw:
         return None
     try:
-        value = json.loads(raw)
+        value = loads_bounded(raw)
     except (ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
@@ -496,7 +497,7 @@ def _oi_arguments(attrs: Any, problems: list[str], *, bound: bool = False) -> st
     if attrs.get(m.OI_INPUT_MIME) == _JSON_MIME and not bound:
         return raw
     try:
-        value = json.loads(raw)
+        value = loads_bounded(raw)
     except (ValueError, RecursionError):
         return None if bound else _repr_arguments(raw)
     if bound and isinstance(value, dict) and value and set(value) <= {"args", "kwargs"}:
@@ -891,7 +892,7 @@ def _json_value(attrs: Any, key: str, problems: list[str], *, text: bool = True)
         problems.append(key)
         return None
     try:
-        return json.loads(raw)
+        return loads_bounded(raw)
     except (ValueError, RecursionError):
         return raw if text else None
 
@@ -1079,7 +1080,7 @@ def _parsed(v: Any) -> Any:
     if not isinstance(v, str):
         return None
     try:
-        return json.loads(v)
+        return loads_bounded(v)
     except (ValueError, RecursionError):
         return None
 
@@ -1186,7 +1187,7 @@ def _pydantic_messages(span: Span, attrs: Any, extra: dict[str, Any], problems: 
     messages: Any = None
     if isinstance(raw, str):
         try:
-            messages = json.loads(raw)
+            messages = loads_bounded(raw)
         except (ValueError, RecursionError):
             messages = None
     elif isinstance(raw, tuple):
@@ -1221,7 +1222,7 @@ def _block_text(raw: Any) -> str | None:
     if not isinstance(raw, str):
         return None
     try:
-        blocks = json.loads(raw)
+        blocks = loads_bounded(raw)
     except (ValueError, RecursionError):
         return raw
     if isinstance(blocks, str):
@@ -1256,7 +1257,7 @@ def _part(raw: Any, kind: str, field: str) -> str | None:
     if not isinstance(raw, str):
         return None
     try:
-        messages = json.loads(raw)
+        messages = loads_bounded(raw)
     except (ValueError, RecursionError):
         return None
     for msg in messages if isinstance(messages, list) else ():
@@ -1337,7 +1338,7 @@ def _value_text(attrs: Any, key: str, roles: tuple[str, ...], keys: tuple[str, .
         problems.append(key)
         return None
     try:
-        value = json.loads(raw)
+        value = loads_bounded(raw)
     except (ValueError, RecursionError):
         return raw
     if dspy and isinstance(value, dict) and len(value) == 1 and isinstance(value.get("input_args"), dict):

@@ -12,6 +12,7 @@ import json.decoder
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol, cast
 
+from monitor._json import PLAIN_CHARS, loads_bounded
 from monitor.normalize._markers import (
     ADK_SCOPE,
     FOREIGN_MARKERS,
@@ -161,7 +162,7 @@ def message_text(raw: Any, *, roles: tuple[str, ...] | None = None) -> str | Non
     if one is not None:
         return None if roles is not None and one[0] not in roles else one[1]
     try:
-        messages = json.loads(raw)
+        messages = loads_bounded(raw)
     except (ValueError, RecursionError):
         return raw
     return _texts(messages, roles)
@@ -237,7 +238,7 @@ def _turn_text(raw: Any, roles: tuple[str, ...], *, empty_is_none: bool) -> str 
         if one is not None:
             return one[1]
         try:
-            messages = json.loads(raw)
+            messages = loads_bounded(raw)
         except (ValueError, RecursionError):
             return raw
     elif isinstance(raw, tuple):
@@ -274,7 +275,7 @@ def _named_tools(raw: Any) -> DefinitionsList | None:
     if raw in _NAMED_CACHE:  # an agent names the same tools on every turn: read once, then shared (read-only)
         return _NAMED_CACHE[raw]
     try:
-        names = json.loads(raw)
+        names = loads_bounded(raw)
     except (ValueError, RecursionError):
         names = None
     if not isinstance(names, list):
@@ -308,7 +309,7 @@ def _tool_definitions(raw: Any) -> DefinitionsList | None:
     entry = _DEFINITIONS_CACHE.get(raw)
     if entry is None:
         try:
-            defs = json.loads(raw)
+            defs = loads_bounded(raw)
         except (ValueError, RecursionError):
             defs = None
         out = tuple(d for d in defs if isinstance(d, dict)) if isinstance(defs, list) else None
@@ -585,6 +586,7 @@ _DUMPS = json.dumps
 _MODEL_REQUESTS = MODEL_REQUESTS
 _CONTENT_KEYS = CONTENT_KEYS
 _MAX_REQUESTED = MAX_REQUESTED_PER_SPAN
+_JSON_PLAIN_CHARS = PLAIN_CHARS  # a longer text is handed to Python, which parses it within a budget (monitor._json)
 _REQUESTED_CALL = RequestedCall  # the class of the records it makes
 
 
@@ -614,7 +616,7 @@ def _openlit_arguments(arguments: str) -> str | None:
     """An OpenLIT tool span's arguments: JSON text as it is; else read as OpenInference's LangChain tool input is (a
     Python dict repr as JSON text, anything else None: not captured; _foreign._repr_arguments)."""
     try:
-        json.loads(arguments)
+        loads_bounded(arguments)
     except (ValueError, RecursionError):
         from monitor.normalize._foreign import _repr_arguments  # imports this module: imported on first use
 

@@ -27,9 +27,9 @@ version's, LangGraph's `remove`) is no message of the conversation: passed over,
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from monitor._json import loads_bounded
 from monitor.normalize._genai import _texts
 
 # LangChain's message types (and its classes' names, as `dumpd` gives them in `id`) as chat roles.
@@ -180,7 +180,7 @@ def tool_message(text: str) -> tuple[str | None, str | None]:
     else:
         return None, None
     try:
-        value = json.loads(text)
+        value = loads_bounded(text)
     except (ValueError, RecursionError):
         return None, None
     fields = value.get(outer) if isinstance(value, dict) else None

@@ -23,11 +23,11 @@ A value of another type, or one that cannot be read as said, is ignored and coun
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
+from monitor._json import loads_bounded
 from monitor.normalize import _markers as m
 from monitor.normalize._foreign import _add_requested, _one_message, _parsed, _read_as_genai
 from monitor.normalize._genai import INPUT_MESSAGES, OUTPUT_MESSAGES, TOOL_DEFINITIONS, _named_tools
@@ -86,7 +86,7 @@ def input_text(raw: Any, problems: list[str]) -> str | None:
         problems.append(m.MASTRA_AGENT_INPUT)
         return None
     try:
-        value = json.loads(raw)
+        value = loads_bounded(raw)
     except (ValueError, RecursionError):
         return raw
     if isinstance(value, dict):
@@ -139,7 +139,7 @@ def output_text(raw: Any, problems: list[str]) -> str | None:
         problems.append(m.MASTRA_AGENT_OUTPUT)
         return None
     try:
-        value = json.loads(raw)
+        value = loads_bounded(raw)
     except (ValueError, RecursionError):
         return raw
     if not isinstance(value, dict):

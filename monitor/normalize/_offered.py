@@ -22,10 +22,10 @@ tools on every span: the flattened values read are kept by value (bounded), so t
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from monitor._json import loads_bounded
 from monitor.normalize import (
     _genai,  # its attributes are read when called: _genai imports this module
 )
@@ -136,7 +136,7 @@ def _object(text: Any) -> dict[str, Any] | None:
     if not isinstance(text, str):
         return None
     try:
-        value = json.loads(text)
+        value = loads_bounded(text)
     except (ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None

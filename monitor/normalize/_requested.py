@@ -33,6 +33,7 @@ import json
 from dataclasses import replace
 from typing import Any, TypeVar
 
+from monitor._json import loads_bounded
 from monitor.normalize import (
     _genai,  # its attributes are read when called: _genai imports this module
     _markers,
@@ -149,7 +150,7 @@ def _tool_uses(text: str, problems: list[str]) -> str | None:
     """Strands' content blocks as GenAI output messages: one assistant message of their `toolUse` blocks as
     `tool_call` parts."""
     try:
-        blocks = json.loads(text)
+        blocks = loads_bounded(text)
     except (ValueError, RecursionError):
         blocks = None
     if not isinstance(blocks, list):
@@ -222,7 +223,7 @@ def add_model_input(span: Span, op: str, out: list[ToolCall | Turn | Span]) -> N
     messages: Any
     try:
         if isinstance(raw, str):
-            messages = json.loads(raw)
+            messages = loads_bounded(raw)
         elif isinstance(raw, tuple):
             messages = _genai.structured(raw)
         else:
@@ -260,7 +261,7 @@ def _messages(raw: Any, problems: list[str]) -> list[Any] | None:
         if TOOL_CALL_MARK not in raw:
             return None
         try:
-            messages = json.loads(raw)
+            messages = loads_bounded(raw)
         except (ValueError, RecursionError):
             messages = None
     elif isinstance(raw, tuple):

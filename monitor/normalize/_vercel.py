@@ -33,6 +33,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from monitor._json import loads_bounded
 from monitor.normalize import _markers as m
 from monitor.normalize._foreign import _add_requested, _call, _openinference, _parsed, _result, _str, _turn
 from monitor.normalize._genai import REASON_NO_TOOL_NAME
@@ -112,7 +113,7 @@ def prompt_text(attrs: Any, problems: list[str]) -> str | None:
         problems.append(m.AI_PROMPT)
         return None
     try:
-        value = json.loads(raw)
+        value = loads_bounded(raw)
     except (ValueError, RecursionError):
         return raw or None
     if not isinstance(value, dict):
