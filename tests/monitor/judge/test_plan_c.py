@@ -28,6 +28,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from monitor._json import PLAIN_CHARS
 from monitor.judge import Judge, _args, _judge, _plan
 from monitor.records import ToolCall, Turn
 from monitor.rules import load_rules
@@ -668,3 +669,28 @@ def test_a_dispatch_made_without_several_call_plans(tmp_path: Path, monkeypatch:
     with _plans(CPLAN):
         assert _python_judge_calls(trio.c, [two, two]) == 2
     trio.check(two)
+
+
+def _sized(head: str, fill: str, tail: str, n: int) -> str:
+    """head + fill repeated + tail, exactly `n` characters (fill one character)."""
+    text = head + fill * (n - len(head) - len(tail)) + tail
+    assert len(text) == n
+    return text
+
+
+@pytest.mark.parametrize("delta", [-1, 0, 1], ids=["under", "at", "past"])
+@pytest.mark.parametrize(
+    ("head", "tail"),
+    [('{"s": "', '"}'), ('{"s": "', '"'), (' {"s": "', '"}'), ('{"x": 1, "s": "', '"}')],
+    ids=["valid", "malformed", "whitespace", "schema-invalid"],
+)
+def test_c_plans_agree_at_the_json_budgets_plain_length(delta: int, head: str, tail: str, tmp_path: Path) -> None:
+    """Arguments of PLAIN_CHARS characters (non-ASCII: more bytes than characters) are parsed in the C plan, one more
+    is handed to the Python plan (parsed within the budget): the same verdicts either side, for valid JSON, JSON
+    that is not, whitespace around it and a schema the arguments break."""
+    trio = _trio("branches-plain", lambda: _branch_paths(tmp_path))
+    text = _sized(head, "é", tail, PLAIN_CHARS + delta)
+    assert len(text.encode()) > PLAIN_CHARS + 1
+    for output in ("Result: ok", None):
+        trio.check(Turn("[R01] q", (ToolCall("a", call_id="c0", arguments=text),), output_text=output))
+        trio.check(Turn("[R02] q", (ToolCall("a", call_id="c0", arguments=text),), output_text="ok x"))

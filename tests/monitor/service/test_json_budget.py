@@ -155,3 +155,20 @@ def test_serve_counts_a_dense_attribute_it_did_not_read_and_stays_up(serve: Serv
         == 1
     )
     assert_still_serving(server)
+
+
+@needs_c
+@pytest.mark.parametrize("delta", [-1, 0, 1], ids=["under", "at", "past"])
+@pytest.mark.parametrize("fill", ["é", "😀", "a"], ids=["latin1", "astral", "ascii"])
+def test_c_and_python_agree_at_the_plain_length(delta: int, fill: str) -> None:
+    """Output messages of PLAIN_CHARS characters (counted in characters, not bytes) C reads itself, one more it hands
+    to Python: the same records and problems either side, the call read on both."""
+    asked = '{"role":"assistant","parts":[{"type":"tool_call","name":"x","id":"c1","arguments":{"k":"v"}}]}'
+    head = '[{"role":"user","parts":[{"type":"text","content":"'
+    tail = '"}]},' + asked + "]"
+    n = PLAIN_CHARS + delta
+    text = head + fill * (n - len(head) - len(tail)) + tail
+    assert len(text) == n
+    span = _span("chat m", {"gen_ai.operation.name": "chat", "gen_ai.output.messages": text})
+    out, problems, _, _ = assert_same([span])
+    assert problems == [] and [getattr(r, "name", None) for r in out[1:]] == ["x"]
