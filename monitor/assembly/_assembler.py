@@ -58,6 +58,7 @@ from monitor.assembly._reconcile import reconcile
 from monitor.assembly._runs import (
     add_run,
     arrived,
+    beside,
     drop_runs,
     entry,
     holds_alone,
@@ -83,13 +84,19 @@ class _Trace:
     """One pending trace. Built field by field in add_records (a constructor call cost as much as the rest), or one
     released by poll, emptied and reused (at most _SPARE_MAX kept)."""
 
-    __slots__ = ("first_seen_ns", "calls", "turns", "parents", "waiting", "known")
+    __slots__ = ("first_seen_ns", "calls", "turns", "parents", "waiting", "known", "roots", "lone", "checked")
     first_seen_ns: int  # arrival of its first span, or of its first call held, or release of a turn that left calls
+    # (where RunRoots wait: of its first call held under none of them, _runs.beside)
     calls: list[ToolCall]
     turns: dict[str, Turn]  # turn span id -> turn record (no calls yet)
     parents: dict[str, str]  # span id -> parent span id (every span seen)
     waiting: dict[str, list[RunRoot]] | None  # span id awaited -> the RunRoots (among the calls) waiting for it (_runs)
     known: dict[str, bool] | None  # span id of a RunRoot, or of a SERVER / CONSUMER span -> whether part of a run
+    # Set when RunRoots begin to wait (unset before, read only while `waiting` is not None: _runs):
+    roots: set[str]  # the span ids of the RunRoots waiting
+    lone: ToolCall | None  # a call it holds under none of them (its turnless timeout counting from the first to
+    # arrive; _runs.beside), None when not known
+    checked: int  # while `lone` is not None: the calls before this one are RunRoots or under one of them
 
 
 @dataclass(slots=True)
@@ -349,8 +356,11 @@ class TurnAssembler:
             if new and not held:
                 links[tid] = None
             waiting = tr.waiting
-            if waiting is not None and r.span_id in waiting:  # RunRoots wait for this span (_runs)
-                self._arrived(tid, tr, r, now_ns)
+            if waiting is not None:  # RunRoots wait in it (_runs)
+                if held and isinstance(r, ToolCall) and type(r) is not RunRoot:  # a call held
+                    self._beside(tid, tr, r, now_ns)
+                if r.span_id in waiting:  # for this span
+                    self._arrived(tid, tr, r, now_ns)
         # not self.poll: add_records takes all it returns off the estimate once (_weigh)
         out.extend(_POLL_C(self, now_ns) if _POLL_C is not None else self._poll_py(now_ns))
         return out
@@ -398,6 +408,7 @@ class TurnAssembler:
     # RunRoots (monitor.assembly._runs), also called by the C assembler
     _add_run = add_run
     _arrived = arrived
+    _beside = beside
     _entry = entry
     _release_due = release_due
     _release_turnless_runs = release_turnless
@@ -626,6 +637,7 @@ class TurnAssembler:
         _remember(self._released, self._released_order, tid + sid, self._released_max)
         if now_ns is None:
             return
+        tr.lone = None  # where RunRoots wait, the call under none kept may be gone (_runs.beside)
         if rest:
             tr.first_seen_ns = now_ns
             self._traces.move_to_end(tid)

@@ -10,7 +10,8 @@
  * span of it with the calls its chat spans requested reconciled by call id (release_chat: the requested calls it drops
  * are remembered as judged, as _release_turn remembers what reconcile drops); the turnless-timeout scan.
  * A framework run's root under another span (RunRoot) goes to self._add_run, a record whose span id RunRoots of its
- * trace wait for (the trace's `waiting`, not None: one pointer compare per record) to self._arrived, and a trace where
+ * trace wait for (the trace's `waiting`, not None: one pointer compare per record) to self._arrived, a call held in a
+ * trace where they wait to self._beside (where its turnless timeout counts from), and a trace where
  * RunRoots wait, when due, past the turnless timeout or flushed, to self._release_due, _release_turnless_runs and
  * _flush_trace (monitor/assembly/_runs.py); a SERVER or CONSUMER span is remembered in the trace's `known` here
  * (entry), as _runs.entry does.
@@ -61,7 +62,7 @@ static PyObject *s_traces, *s_links, *s_judged_alone, *s_due, *s_deadlines, *s_r
     *s_release_turn, *s_release_turnless, *s_add_records_py, *s_poll_py, *s_append, *s_popleft, *s_sort, *s_clear,
     *s_move_to_end, *s_pop, *s_setdefault, *s_parent_span_id, *s_span_id, *s_duplicates, *s_late_calls, *s_late_turns,
     *s_oversized_calls, *s_oversized_spans, *s_turns_completed, *s_flush_trace, *s_release_all_py, *s_items, *zero,
-    *kw_key, *s_add_run, *s_arrived, *s_entry, *s_release_due, *s_judged_order, *s_release_turnless_runs;
+    *kw_key, *s_add_run, *s_arrived, *s_entry, *s_release_due, *s_judged_order, *s_release_turnless_runs, *s_beside;
 
 #define SLOT(o, off) (*(PyObject **)((char *)(o) + (off)))
 #define LIMIT (1LL << 62)
@@ -1066,17 +1067,24 @@ static int add_run(State *s, PyObject *r, PyObject *tid, PyObject *tr, int made)
     return rc;
 }
 
-/* After each record: when RunRoots wait in its trace for its span id, self._arrived(tid, tr, r, now) (_runs): 0, -1. */
-static int awaited(State *s, PyObject *r, Py_ssize_t off_sid, PyObject *tid, PyObject *tr) {
+/* After each record, when RunRoots wait in its trace (_runs): for a call held (`call`), self._beside(tid, tr, r, now)
+ * (the first held under none of them starts the trace's turnless timeout); then, when they wait for its span id,
+ * self._arrived(tid, tr, r, now). 0, -1. */
+static int awaited(State *s, PyObject *r, Py_ssize_t off_sid, PyObject *tid, PyObject *tr, int call) {
     int w = runs_wait(tr);
     if (w <= 0) return w;
+    PyObject *args[5] = {s->self, tid, tr, r, s->now_obj}, *res;
+    if (call) {
+        if ((res = PyObject_VectorcallMethod(s_beside, args, 5 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL)) == NULL)
+            return -1;
+        Py_DECREF(res);
+    }
     PyObject *waiting = tr_get(tr, X_WAITING), *sid = Py_NewRef(SLOT(r, off_sid));
-    int in = waiting == NULL ? -1 : has(waiting, sid);
+    int in = waiting == NULL ? -1 : waiting == Py_None ? 0 : has(waiting, sid);
     Py_XDECREF(waiting);
     Py_DECREF(sid);
     if (in <= 0) return in;
-    PyObject *args[5] = {s->self, tid, tr, r, s->now_obj};
-    PyObject *res = PyObject_VectorcallMethod(s_arrived, args, 5 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    res = PyObject_VectorcallMethod(s_arrived, args, 5 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
     Py_XDECREF(res);
     return res != NULL ? 0 : -1;
 }
@@ -1142,9 +1150,10 @@ static PyObject *add_records(PyObject *module, PyObject *const *args, Py_ssize_t
         else if (kind == K_TURN) rc = turn(&s, &k, r, tid, tr, made);
         else if (kind == K_OTHER) rc = other(&s, &k, r, tr);
         else rc = add_run(&s, r, tid, tr, made);
+        int call = kind == K_CALL && rc > 0; /* a call held */
         if (rc == 0 && made) rc = PyODict_SetItem(s.links, tid, Py_None); /* made by a record it does not hold */
         else if (rc > 0) rc = 0;
-        if (rc == 0) rc = awaited(&s, r, off[R_SPAN_ID], tid, tr);
+        if (rc == 0) rc = awaited(&s, r, off[R_SPAN_ID], tid, tr, call);
         Py_XDECREF(tr);
         Py_DECREF(tid);
         Py_DECREF(r);
@@ -1235,7 +1244,7 @@ static PyObject *init(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         {&trace_attr[X_CALLS], "calls"}, {&trace_attr[X_TURNS], "turns"}, {&trace_attr[X_PARENTS], "parents"},
         {&trace_attr[X_WAITING], "waiting"}, {&trace_attr[X_KNOWN], "known"}, {&s_add_run, "_add_run"},
         {&s_arrived, "_arrived"}, {&s_entry, "_entry"}, {&s_release_due, "_release_due"},
-        {&s_release_turnless_runs, "_release_turnless_runs"},
+        {&s_release_turnless_runs, "_release_turnless_runs"}, {&s_beside, "_beside"},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         PyObject *s = PyUnicode_InternFromString(names[i].s);

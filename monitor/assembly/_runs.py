@@ -23,7 +23,11 @@ span of the export request it came in settles it), released then with its calls:
 due together are made turns together, its calls looked at once for all of them. Flushing and evicting a trace make
 each RunRoot still waiting a turn. The other calls of a trace where RunRoots wait keep their turnless timeout, as in a
 trace without them: at it, those under none of the RunRoots (up their parent links) are judged alone, and a RunRoot's
-release does not restart it. Nor are the RunRoots and the calls under them turnless ones for
+release does not restart it. It counts from the first of them held (beside: a call under none arriving when the trace
+holds none, or calls left under none by RunRoots settled as steps of no turn), not from the RunRoots or the calls
+under them, which are no turnless group (a call under none arriving after a RunRoot was judged as early as a second
+after it arrived, its turn arriving within the timeout then a late turn); the calls held before the RunRoots began to
+wait keep the timeout they had. Nor are the RunRoots and the calls under them turnless ones for
 `toolwatch_pending_turns{kind="turnless"}` (holds_alone): they will be their runs' turns or steps.
 
 The spans that arrived before a RunRoot are known by their parent links only: on the way up from a RunRoot's parent a
@@ -40,7 +44,9 @@ RunRoot under it is a step too. A RunRoot past its trace's bound of parent links
 
 Pending RunRoots are calls of their trace (bounded by max_calls_per_trace, weighed, evicted with it, keeping it from
 being dropped as a trace of links only); the trace's `waiting` maps each span id awaited to the RunRoots waiting for
-it (None while none waits: the per-record check of the C assembler is one pointer compare). These functions are
+it (None while none waits: the per-record check of the C assembler is one pointer compare), `roots` holds their span
+ids and `lone` a call held under none of them (None when not known), both set when they begin to wait: a call added
+costs a parent walk or two (beside), the trace's calls are looked at once when none is known. These functions are
 TurnAssembler's methods (_assembler.py); the C assembler calls them for RunRoots, for records awaited, for SERVER and
 CONSUMER spans, and for the traces with RunRoots waiting when they are due, past the turnless timeout, flushed or
 evicted.
@@ -114,15 +120,21 @@ def _step(asm: TurnAssembler, tid: str, tr: _Trace, sid: str) -> None:
 def _wait(tr: _Trace, sid: str, run: RunRoot) -> None:
     if tr.waiting is None:
         tr.waiting = {}
+        tr.roots = set()
+        tr.lone = None  # a call under none of them held: not known yet (beside)
     tr.waiting.setdefault(sid, []).append(run)
+    tr.roots.add(run.span_id)
 
 
 def _unhold(tr: _Trace, run: RunRoot) -> None:
-    """Takes a settled RunRoot off the trace's calls (the very record: an equal copy is another)."""
+    """Takes a settled RunRoot off the trace's calls (the very record: an equal copy is another). Looked for from the
+    last: one settled is most often among the last added (the spans above it come after it)."""
     calls = tr.calls
-    for i, c in enumerate(calls):
-        if c is run:
+    for i in range(len(calls) - 1, -1, -1):
+        if calls[i] is run:
             del calls[i]
+            if tr.lone is not None and i < tr.checked:  # (arrived: tr.waiting is not None, tr.lone set)
+                tr.checked -= 1
             return
 
 
@@ -131,6 +143,8 @@ def _forget(tr: _Trace, run: RunRoot) -> None:
     waiting = tr.waiting
     if waiting is None:
         return
+    tr.roots.discard(run.span_id)
+    tr.lone = None
     for sid, runs in list(waiting.items()):
         for i, x in enumerate(runs):
             if x is run:
@@ -184,21 +198,75 @@ def arrived(asm: TurnAssembler, tid: str, tr: _Trace, r: ToolCall | Turn | Span,
     """A record whose span id RunRoots wait for was added: each is settled by it (or waits for a span above it)."""
     waiting = tr.waiting
     runs = waiting.pop(r.span_id, None) if waiting is not None else None
-    if waiting is not None and not waiting:
-        tr.waiting = None
-    if not runs:
+    if waiting is None or not runs:
         return
     verdict = _verdict(asm, tid, tr, "", r)
-    for run in runs:
-        if isinstance(verdict, str):
+    if isinstance(verdict, str):  # the same RunRoots wait, for a span above
+        for run in runs:
             _wait(tr, verdict, run)
-            continue
+        return
+    roots = tr.roots
+    others = roots.difference(run.span_id for run in runs)
+    # steps under another RunRoot waiting: the calls under them still are (tr.lone, tr.checked hold)
+    kept = verdict is True and all(_under(tr.parents, run.parent_span_id, others) for run in runs)
+    loose = not kept and verdict is True and not tr.turns and _alone(tr, roots, None) is None  # none held before
+    for run in runs:
+        roots.discard(run.span_id)
         _unhold(tr, run)
         _undue(asm, tid, run.span_id, now_ns + asm.turnless_timeout_ns)
-        if verdict is False:
+        if verdict is False:  # (the calls under it are its turn's)
             asm._hold_turn(tid, tr, run.turn, now_ns, False)
         else:
             _step(asm, tid, tr, run.span_id)
+    if not waiting:
+        tr.waiting = None
+    if not kept:  # the calls under them are under a turn, or under none of the RunRoots now
+        tr.lone = None
+    if loose:  # steps of no turn, and no call under none was held: the timeout of the calls under them from now
+        _restart(asm, tid, tr, now_ns)
+
+
+def _restart(asm: TurnAssembler, tid: str, tr: _Trace, now_ns: int) -> None:
+    """The trace's turnless timeout counts from now."""
+    if tr.first_seen_ns != now_ns:
+        tr.first_seen_ns = now_ns
+        asm._traces.move_to_end(tid)
+
+
+def _alone(tr: _Trace, roots: set[str], but: ToolCall | None) -> ToolCall | None:
+    """A call the trace holds (other than `but`, the last) that is no RunRoot and under none of `roots`: the one kept
+    in tr.lone when it still is, else the first found after the calls known to be under one (tr.checked: they stay so
+    while no RunRoot leaves, or calls; else tr.lone is None and all are looked at)."""
+    parents = tr.parents
+    lone = tr.lone
+    if lone is not None and not _under(parents, lone.parent_span_id, roots):
+        return lone
+    calls = tr.calls
+    i = 0 if lone is None else tr.checked
+    for i in range(i, len(calls)):
+        c = calls[i]
+        if c is but or (not isinstance(c, RunRoot) and not _under(parents, c.parent_span_id, roots)):
+            tr.checked = i
+            return None if c is but else c
+    tr.checked = len(calls)
+    return None
+
+
+def beside(asm: TurnAssembler, tid: str, tr: _Trace, call: ToolCall, now_ns: int) -> None:
+    """A call held in a trace where RunRoots wait (add_records, before `arrived`). The first under none of them the
+    trace holds starts the trace's turnless timeout now, as the first call of a trace without RunRoots: counted from
+    the RunRoots or the calls under them (no turnless group), or from the last turnless scan, it judged the call early.
+    One held is kept (tr.lone): while it is still under none (its parent links checked again: a span above it may have
+    come since), a call arriving under none is judged with it, one parent walk each; the trace's calls are looked at
+    once when none is kept (the RunRoots began to wait, a turnless scan or a turn's release took calls) or it is no
+    longer under none."""
+    roots = tr.roots
+    if _under(tr.parents, call.parent_span_id, roots):
+        return
+    held = _alone(tr, roots, call)  # (tr.checked: where `call` is, or the one found)
+    tr.lone = call if held is None else held
+    if held is None:  # none held beside it (it would be judged with them, as in a trace without RunRoots)
+        _restart(asm, tid, tr, now_ns)
 
 
 def _undue(asm: TurnAssembler, tid: str, sid: str, deadline: int) -> None:
@@ -272,6 +340,8 @@ def _settle_due(
         tr.waiting = None
     if not runs:
         return {}
+    tr.roots.difference_update(runs)
+    tr.lone = None  # the calls change
     settled = {id(run) for run in runs.values()}
     tr.calls = [c for c in tr.calls if id(c) not in settled]  # the very records (an equal copy is another)
     mine: dict[str, tuple[str, list[ToolCall]]] = {}
@@ -317,6 +387,7 @@ def release_turnless(asm: TurnAssembler, tid: str, tr: _Trace, out: list[Turn], 
     for c in calls:
         (held if isinstance(c, RunRoot) or _under(parents, c.parent_span_id, roots) else alone).append(c)
     tr.first_seen_ns = now_ns
+    tr.lone = None  # none held now (but: calls that cannot be ordered): the next to arrive starts the timeout (beside)
     asm._traces.move_to_end(tid)
     if not alone:
         return

@@ -167,9 +167,12 @@ class Side:
                 list(tr.parents.items()),
                 None if tr.waiting is None else [(s, [self.ref(r) for r in runs]) for s, runs in tr.waiting.items()],
                 None if tr.known is None else list(tr.known.items()),
+                None if tr.waiting is None else (sorted(tr.roots), self.ref(tr.lone)),
             )
             for tid, tr in a._traces.items()
         ]
+        for tr in a._traces.values():  # the span ids of the RunRoots waiting are those of the RunRoots held
+            assert tr.waiting is None or tr.roots == {c.span_id for c in tr.calls if isinstance(c, RunRoot)}
         turnless = _turnless_ref(a)
         # counted in C (_cassembler.count_turnless) as in Python
         assert a.pending_turnless == _assembler._count_turnless_py(a._traces) == turnless
@@ -524,15 +527,19 @@ def test_calls_under_a_waiting_run_wait_for_it_past_the_timeout() -> None:
 
 
 # A call under none (`c9`, under a span never sent) arriving at 4 in a trace where a run's root (`x`, under a span
-# never sent) waits or has waited: since 0 with its call, since 2, or since 3 with its call there since 0.
+# never sent) waits or has waited: since 0 with its call, since 2, or since 3 with its call there since 0; or since
+# 0 with another run's (`y`) at 2 sent children first (its call under none until its chat span `m` and `y` came).
 LATE_BESIDE_RUNS: dict[str, list[tuple[str, list[Spec], int]]] = {
     "run first": [("add", [("call", T, "c1", "x", 0, 1), ("run", T, "x", "q", 0, 3)], 0)],
     "run later": [("add", [("call", T, "c1", "x", 2, 3), ("run", T, "x", "q", 2, 3)], 2)],
     "calls first": [("add", [("call", T, "c1", "x", 0, 1)], 0), ("add", [("run", T, "x", "q", 0, 3)], 3)],
+    "another run": [
+        ("add", [("call", T, "c1", "x", 0, 1), ("run", T, "x", "q", 0, 3)], 0),
+        ("add", [("call", T, "c2", "m", 2, 3), ("other", T, "m", "y", 2, 3), ("run", T, "y", "q", 2, 3)], 2),
+    ],
 }
 
 
-@pytest.mark.xfail(strict=True, reason="the trace's timeout counts from the run's root or its calls: judged early")
 @pytest.mark.parametrize("shape", LATE_BESIDE_RUNS)
 def test_a_call_under_none_arriving_after_a_run_waits_its_own_timeout(shape: str) -> None:
     """A call under none is judged alone a turnless timeout (5 s) after it arrived, as in a trace without the run: at
@@ -580,6 +587,56 @@ def test_calls_under_none_beside_runs_are_judged_within_the_timeout(
             assert judged[tid, sid] <= min(p for p in polls if p >= at + 5 * 10**9), (tid, sid, at)
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 6), st.sampled_from(RUN_SHAPES), st.integers(1, 3)), min_size=1, max_size=3,
+             unique_by=lambda t: t[0]),
+    st.randoms(use_true_random=False),
+    st.lists(st.integers(0, 4), min_size=1, max_size=4),
+    st.lists(st.integers(0, 4), min_size=1, max_size=4),
+)  # fmt: skip
+def test_calls_under_none_arriving_beside_runs_are_judged_no_earlier_than_the_timeout(
+    traces: list[tuple[int, str, int]], rnd: Any, run_gaps: list[int], call_gaps: list[int]
+) -> None:
+    """Runs sent in requests some seconds apart (any order), then calls under a span never sent (`p`) in requests
+    some seconds apart: the same turns on both paths, and each group of them judged alone comes out no earlier than a
+    turnless timeout (5 s) after the first call held with them arrived, whether the runs' roots still wait, were
+    settled or made turns at their own timeout: not from a run's root or the calls under it (a call judged earlier,
+    its turn arriving within the timeout, is a late turn). Where the runs' parent never comes (no turn in a grace
+    period to put them off), no later than the first poll a timeout after the first of them arrived."""
+    runs = [s for n, shape, _ in traces for s in run_trace(n, shape)]
+    calls = [("call", f"{n:032x}", f"a{k}", "p", 10 + k, 11 + k) for n, _, alone in traces for k in range(alone)]
+    rnd.shuffle(runs)
+    rnd.shuffle(calls)
+    steps: list[tuple[str, list[Spec], int]] = []
+    arrived: dict[tuple[str, str], int] = {}
+    now = 0
+    for specs, gaps in ((runs, run_gaps), (calls, call_gaps)):
+        cut = sorted(rnd.sample(range(len(specs) + 1), min(len(gaps) - 1, len(specs) + 1)))
+        for (a, b), gap in zip(zip([0, *cut], [*cut, len(specs)]), gaps):
+            now += gap
+            steps.append(("add", specs[a:b], gap))
+            arrived.update(((s[1], s[2]), now) for s in specs[a:b])
+    steps += [("poll", [], 1)] * 14
+    c, _ = hand(steps, max_calls_per_trace=10)
+    polls = sorted({sum(dt for _, _, dt in steps[: i + 1]) for i in range(len(steps))})
+    lost = {f"{n:032x}" for n, shape, _ in traces if shape == "lost"}
+    # a call judged late (under a turn released before it) was held with the calls beside it, and their timeout counted
+    # from the first of them, as in a trace without runs
+    late = {k for k in arrived if k[1][0] == "c"} - {(t.trace_id, x.span_id) for t in c.released for x in t.calls}
+    judged = 0
+    for t, at in zip(c.released, c.at):
+        mine = [arrived[t.trace_id, x.span_id] for x in t.calls if x.span_id.startswith("a")]
+        if not t.turnless or not mine:
+            continue
+        held = [arrived[t.trace_id, x.span_id] for x in t.calls] + [arrived[k] for k in late if k[0] == t.trace_id]
+        assert at >= (min(held) + 5) * 10**9, (t.trace_id, [x.span_id for x in t.calls], min(held), at)
+        if t.trace_id in lost:
+            assert at <= min(p for p in polls if p >= min(mine) + 5) * 10**9, (t.trace_id, min(mine), at)
+        judged += len(mine)
+    assert judged == len(calls)
+
+
 def _lines_to_release(n: int) -> int:
     """Python lines run by the poll that makes n runs of one trace (each root waiting for a parent never sent, a
     call under it) their turns at their timeout: the work, counted, not timed."""
@@ -617,6 +674,46 @@ def test_many_runs_timing_out_in_one_trace_cost_linear_work(impl: str, monkeypat
     small, large = _lines_to_release(50), _lines_to_release(200)
     assert large < 6 * small, (small, large)
 
+
+
+def _lines_to_add(n: int) -> int:
+    """Python lines run adding n runs to one trace where a run waits, one record a request: each run's call before its
+    root (children first: under none when it arrives, so looked at as a call under none would be), a nested run's root
+    under it before it, each root under a span never sent; then a call under none. The work, counted, not timed."""
+    a = TurnAssembler(grace_s=1, turnless_timeout_s=5, max_calls_per_trace=4 * n)
+    side = Side(a)
+    specs: list[Spec] = [("run", T, "w", "q", 0, 1)]
+    for i in range(n):
+        specs += [("call", T, f"c{i}", f"v{i}", 2, 3), ("run", T, f"v{i}", f"x{i}", 1, 4),
+                  ("run", T, f"x{i}", f"q{i}", 0, 9)]  # fmt: skip
+    specs.append(("call", T, "a", "p", 2, 3))
+    lines = 0
+
+    def tracer(frame: Any, event: str, arg: Any) -> Any:
+        nonlocal lines
+        lines += event == "line"
+        return tracer
+
+    sys.settrace(tracer)
+    try:
+        for spec in specs:
+            a.add_records(side.records([spec]), 0)
+    finally:
+        sys.settrace(None)
+    tr = a._traces[T]
+    assert len(tr.calls) == 2 * n + 2 and tr.lone is tr.calls[-1] and tr.first_seen_ns == 0
+    return lines
+
+
+@pytest.mark.parametrize("impl", ["c", "python"])
+def test_calls_added_beside_waiting_runs_cost_linear_work(impl: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the turnless timeout of a call under none arriving beside waiting runs counts from (_runs.beside) is
+    found without looking at every call the trace holds for each: four times the runs, about four times the work."""
+    if impl == "python":
+        for name in ("_ADD_C", "_POLL_C", "_COUNT_C", "_RELEASE_ALL_C"):
+            monkeypatch.setattr(_assembler, name, None)
+    small, large = _lines_to_add(50), _lines_to_add(200)
+    assert large < 6 * small, (small, large)
 
 
 def test_the_usual_trace_is_released_inline_and_its_containers_reused() -> None:
