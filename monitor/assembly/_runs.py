@@ -220,8 +220,12 @@ def arrived(asm: TurnAssembler, tid: str, tr: _Trace, r: ToolCall | Turn | Span,
             _step(asm, tid, tr, run.span_id)
     if not waiting:
         tr.waiting = None
-    if not kept:  # the calls under them are under a turn, or under none of the RunRoots now
-        tr.lone = None
+    if not kept:  # the calls under them are under a turn, or under none of the RunRoots now: none known to be under
+        # one (tr.checked), but the call under none kept still is (fewer RunRoots wait), and the next to come is judged
+        # with it (forgotten, the next looked at every call before it again: quadratic in nested runs settled so)
+        lone = tr.lone  # (none kept once none waits: a trace spared holds no call)
+        tr.lone = None if lone is None or not waiting or _under(tr.parents, lone.parent_span_id, roots) else lone
+        tr.checked = 0
     if loose:  # steps of no turn, and no call under none was held: the timeout of the calls under them from now
         _restart(asm, tid, tr, now_ns)
 
@@ -236,7 +240,7 @@ def _restart(asm: TurnAssembler, tid: str, tr: _Trace, now_ns: int) -> None:
 def _alone(tr: _Trace, roots: set[str], but: ToolCall | None) -> ToolCall | None:
     """A call the trace holds (other than `but`, the last) that is no RunRoot and under none of `roots`: the one kept
     in tr.lone when it still is, else the first found after the calls known to be under one (tr.checked: they stay so
-    while no RunRoot leaves, or calls; else tr.lone is None and all are looked at)."""
+    while no RunRoot leaves, or calls; else tr.lone is None, or tr.checked 0, and all are looked at)."""
     parents = tr.parents
     lone = tr.lone
     if lone is not None and not _under(parents, lone.parent_span_id, roots):

@@ -716,6 +716,50 @@ def test_calls_added_beside_waiting_runs_cost_linear_work(impl: str, monkeypatch
     assert large < 6 * small, (small, large)
 
 
+def _lines_to_settle(n: int) -> int:
+    """Python lines run adding, one record a request, a run sent before (its root `L` under a span never sent, waiting,
+    n calls under it) and then another run's n nested runs, children first: each one's call, its root, then the span
+    of a run above it (`m{i}`, its parent `o` not sent yet: the outer run's root, still to come), which settles it as
+    a step of no turn. Its call is under none of the RunRoots waiting from then on. The work, counted, not timed."""
+    a = TurnAssembler(grace_s=1, turnless_timeout_s=5, max_calls_per_trace=4 * n)
+    side = Side(a)
+    specs: list[Spec] = [("call", T, f"c{i}", "L", 1, 2) for i in range(n)]
+    specs.append(("run", T, "L", "q", 0, 3))
+    for i in range(n):
+        specs += [("call", T, f"d{i}", f"z{i}", 5, 6), ("run", T, f"z{i}", f"m{i}", 5, 7),
+                  ("marked", T, f"m{i}", "o", 5, 8)]  # fmt: skip
+    lines = 0
+
+    def tracer(frame: Any, event: str, arg: Any) -> Any:
+        nonlocal lines
+        lines += event == "line"
+        return tracer
+
+    sys.settrace(tracer)
+    try:
+        for spec in specs:
+            a.add_records(side.records([spec]), 0)
+    finally:
+        sys.settrace(None)
+    tr = a._traces[T]
+    assert len(tr.calls) == 2 * n + 1 and tr.roots == {"L"} and tr.first_seen_ns == 0
+    return lines
+
+
+@pytest.mark.parametrize("impl", ["c", "python"])
+def test_nested_runs_settled_as_steps_beside_a_waiting_run_cost_linear_work(
+    impl: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each nested run settled as a step of no turn (not under another RunRoot waiting) forgot the call under none
+    the trace holds (tr.lone), though it still is one: the next call under none looked at every call before it again
+    (under the run waiting since before), n times. Four times the runs must cost about four times the work."""
+    if impl == "python":
+        for name in ("_ADD_C", "_POLL_C", "_COUNT_C", "_RELEASE_ALL_C"):
+            monkeypatch.setattr(_assembler, name, None)
+    small, large = _lines_to_settle(50), _lines_to_settle(200)
+    assert large < 6 * small, (small, large)
+
+
 def test_the_usual_trace_is_released_inline_and_its_containers_reused() -> None:
     c, _ = hand([("add", [("call", T, "c2", "t", 3, 4), ("call", T, "c1", "t", 2, 3), ("turn", T, "t", "", 0, 5)], 0)])
     out = c.asm.poll(10**9)
