@@ -15,6 +15,8 @@ import sys
 import threading
 import time
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
@@ -360,32 +362,37 @@ def test_a_stop_after_a_probe_s_runs_leaves_its_report_whole(tmp_path: Path, sto
     assert data["counts"]["turns"] == 300  # type: ignore[index]
 
 
+@contextmanager
+def _handlers_kept() -> Iterator[object]:
+    """SIGTERM's and SIGINT's handlers as they were after the block (a signal within stop_on_signal leaves the default
+    actions in place, for a second one to end the process); SIGTERM's handler given to the block."""
+    previous, previous_int = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    try:
+        yield previous
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_int)
+
+
 @pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals go to the main thread")
 def test_a_signal_held_after_the_probe_s_runs_stops_the_comparison_as_it_begins(capsys: pytest.CaptureFixture[str]
                                                                                  ) -> None:
     """In process: a SIGTERM once the runs are over is held (no exception), raised as Terminated when more runs
     begin (probe's --compare-seeds runs, which then report the probe's runs without the comparison); one held till
     the end turns the command's exit into 143, saying why."""
-    previous, previous_int = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
-    try:
+    with _handlers_kept() as previous:
         with stop_on_signal():
             runs_over(3)
             signal.raise_signal(signal.SIGTERM)  # held
             with pytest.raises(Terminated):
                 runs_again()
         assert signal.getsignal(signal.SIGTERM) is not previous  # a second one would end the process
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-    try:
-        with pytest.raises(SystemExit) as exit_, stop_on_signal():
-            runs_over(2, "steps")
-            signal.raise_signal(signal.SIGTERM)
-            runs_over(2, "steps")  # nothing raised: held
-            raise SystemExit(1)  # a gate failed
-        assert exit_.value.code == 143
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-        signal.signal(signal.SIGINT, previous_int)
+    with _handlers_kept(), pytest.raises(SystemExit) as exit_, stop_on_signal():
+        runs_over(2, "steps")
+        signal.raise_signal(signal.SIGTERM)
+        runs_over(2, "steps")  # nothing raised: held
+        raise SystemExit(1)  # a gate failed
+    assert exit_.value.code == 143
     assert capsys.readouterr().err == "Terminated! The SIGTERM came after the 2 steps were over: the report is whole.\n"
 
 
@@ -394,17 +401,12 @@ def test_a_signal_after_the_runs_is_held_by_the_stop_on_signal_that_handles_it(c
                                                                                 ) -> None:
     """A stop_on_signal within another handles no signal (the outer one does): runs_over within it holds the outer
     one's next signal, which then ends the command with 143, as at the top level (it raised Terminated)."""
-    previous, previous_int = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
-    try:
-        with pytest.raises(SystemExit) as exit_, stop_on_signal():
-            with stop_on_signal():
-                runs_over(4)
-                signal.raise_signal(signal.SIGTERM)  # held
-                raise SystemExit(0)
-        assert exit_.value.code == 143
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-        signal.signal(signal.SIGINT, previous_int)
+    with _handlers_kept(), pytest.raises(SystemExit) as exit_, stop_on_signal():
+        with stop_on_signal():
+            runs_over(4)
+            signal.raise_signal(signal.SIGTERM)  # held
+            raise SystemExit(0)
+    assert exit_.value.code == 143
     assert capsys.readouterr().err == "Terminated! The SIGTERM came after the 4 runs were over: the report is whole.\n"
 
 
@@ -413,15 +415,10 @@ def test_a_signal_held_is_not_lost_when_a_form_cannot_be_written(capsys: pytest.
     """A SIGTERM held while the report was written, and a form that could not be (ReportWriteError, exit 2): the
     error is said, then the command exits 143 (the signal's, as a partial report whose form is not written), not 2
     with the SIGTERM forgotten."""
-    previous, previous_int = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
-    try:
-        with pytest.raises(SystemExit) as exit_, stop_on_signal():
-            runs_over(5)
-            signal.raise_signal(signal.SIGTERM)  # held
-            raise ReportWriteError("cannot write r.json: No space left on device")
-        assert exit_.value.code == 143
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-        signal.signal(signal.SIGINT, previous_int)
+    with _handlers_kept(), pytest.raises(SystemExit) as exit_, stop_on_signal():
+        runs_over(5)
+        signal.raise_signal(signal.SIGTERM)  # held
+        raise ReportWriteError("cannot write r.json: No space left on device")
+    assert exit_.value.code == 143
     assert capsys.readouterr().err == ("Error: cannot write r.json: No space left on device\n"
                                        "Terminated! The SIGTERM came after the 5 runs were over.\n")

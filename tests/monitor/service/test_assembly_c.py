@@ -551,13 +551,19 @@ def test_a_call_under_none_arriving_after_a_run_waits_its_own_timeout(shape: str
     assert judged == {9: ("", True, ("c9",))}
 
 
+def _runs_beside(alone: tuple[int, int]) -> st.SearchStrategy[list[tuple[int, str, int]]]:
+    """Up to three traces (by number), each a run of one of RUN_SHAPES with `alone` calls under none beside it."""
+    return st.lists(st.tuples(st.integers(0, 6), st.sampled_from(RUN_SHAPES), st.integers(*alone)), min_size=1,
+                    max_size=3, unique_by=lambda t: t[0])
+
+
+def _gaps(most: int) -> st.SearchStrategy[list[int]]:
+    """Seconds between requests."""
+    return st.lists(st.integers(0, 4), min_size=1, max_size=most)
+
+
 @settings(max_examples=200, deadline=None)
-@given(
-    st.lists(st.tuples(st.integers(0, 6), st.sampled_from(RUN_SHAPES), st.integers(0, 2)), min_size=1, max_size=3,
-             unique_by=lambda t: t[0]),
-    st.randoms(use_true_random=False),
-    st.lists(st.integers(0, 4), min_size=1, max_size=5),
-)  # fmt: skip
+@given(_runs_beside((0, 2)), st.randoms(use_true_random=False), _gaps(5))
 def test_calls_under_none_beside_runs_are_judged_within_the_timeout(
     traces: list[tuple[int, str, int]], rnd: Any, gaps: list[int]
 ) -> None:
@@ -588,13 +594,7 @@ def test_calls_under_none_beside_runs_are_judged_within_the_timeout(
 
 
 @settings(max_examples=200, deadline=None)
-@given(
-    st.lists(st.tuples(st.integers(0, 6), st.sampled_from(RUN_SHAPES), st.integers(1, 3)), min_size=1, max_size=3,
-             unique_by=lambda t: t[0]),
-    st.randoms(use_true_random=False),
-    st.lists(st.integers(0, 4), min_size=1, max_size=4),
-    st.lists(st.integers(0, 4), min_size=1, max_size=4),
-)  # fmt: skip
+@given(_runs_beside((1, 3)), st.randoms(use_true_random=False), _gaps(4), _gaps(4))
 def test_calls_under_none_arriving_beside_runs_are_judged_no_earlier_than_the_timeout(
     traces: list[tuple[int, str, int]], rnd: Any, run_gaps: list[int], call_gaps: list[int]
 ) -> None:
@@ -642,6 +642,30 @@ def test_calls_under_none_arriving_beside_runs_are_judged_no_earlier_than_the_ti
     assert judged == len(calls)
 
 
+def _on_path(impl: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The assembler's C extension unhooked for `impl` "python" (the reference path), left for "c"."""
+    if impl == "python":
+        for name in ("_ADD_C", "_POLL_C", "_COUNT_C", "_RELEASE_ALL_C"):
+            monkeypatch.setattr(_assembler, name, None)
+
+
+def _lines_run(work: Callable[[], Any]) -> tuple[int, Any]:
+    """Python lines run by `work()` (the work counted, not timed), and what it returned."""
+    lines = 0
+
+    def tracer(frame: Any, event: str, arg: Any) -> Any:
+        nonlocal lines
+        lines += event == "line"
+        return tracer
+
+    sys.settrace(tracer)
+    try:
+        out = work()
+    finally:
+        sys.settrace(None)
+    return lines, out
+
+
 def _lines_to_release(n: int) -> int:
     """Python lines run by the poll that makes n runs of one trace (each root waiting for a parent never sent, a
     call under it) their turns at their timeout: the work, counted, not timed."""
@@ -652,18 +676,7 @@ def _lines_to_release(n: int) -> int:
         start = 10 * i  # none encloses another's call
         specs += [("call", T, f"c{i}", f"x{i}", start + 2, start + 3), ("run", T, f"x{i}", f"q{i}", start, start + 9)]
     a.add_records(side.records(specs), 0)
-    lines = 0
-
-    def tracer(frame: Any, event: str, arg: Any) -> Any:
-        nonlocal lines
-        lines += event == "line"
-        return tracer
-
-    sys.settrace(tracer)
-    try:
-        out = a.poll(5 * 10**9)
-    finally:
-        sys.settrace(None)
+    lines, out = _lines_run(lambda: a.poll(5 * 10**9))
     assert sorted((t.span_id, t.calls[0].span_id) for t in out) == sorted((f"x{i}", f"c{i}") for i in range(n))
     assert not a.pending_traces
     return lines
@@ -673,9 +686,7 @@ def _lines_to_release(n: int) -> int:
 def test_many_runs_timing_out_in_one_trace_cost_linear_work(impl: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """1000 runs' roots timing out together in one trace took 0.56 s of one poll: each run's release walked every
     call of the trace. Four times the runs must cost about four times the work (it was sixteen)."""
-    if impl == "python":
-        for name in ("_ADD_C", "_POLL_C", "_COUNT_C", "_RELEASE_ALL_C"):
-            monkeypatch.setattr(_assembler, name, None)
+    _on_path(impl, monkeypatch)
     small, large = _lines_to_release(50), _lines_to_release(200)
     assert large < 6 * small, (small, large)
 
@@ -692,19 +703,7 @@ def _lines_to_add(n: int) -> int:
         specs += [("call", T, f"c{i}", f"v{i}", 2, 3), ("run", T, f"v{i}", f"x{i}", 1, 4),
                   ("run", T, f"x{i}", f"q{i}", 0, 9)]  # fmt: skip
     specs.append(("call", T, "a", "p", 2, 3))
-    lines = 0
-
-    def tracer(frame: Any, event: str, arg: Any) -> Any:
-        nonlocal lines
-        lines += event == "line"
-        return tracer
-
-    sys.settrace(tracer)
-    try:
-        for spec in specs:
-            a.add_records(side.records([spec]), 0)
-    finally:
-        sys.settrace(None)
+    lines, _ = _lines_run(lambda: [a.add_records(side.records([spec]), 0) for spec in specs])
     tr = a._traces[T]
     assert len(tr.calls) == 2 * n + 2 and tr.lone is tr.calls[-1] and tr.first_seen_ns == 0
     return lines
@@ -714,9 +713,7 @@ def _lines_to_add(n: int) -> int:
 def test_calls_added_beside_waiting_runs_cost_linear_work(impl: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Where the turnless timeout of a call under none arriving beside waiting runs counts from (_runs.beside) is
     found without looking at every call the trace holds for each: four times the runs, about four times the work."""
-    if impl == "python":
-        for name in ("_ADD_C", "_POLL_C", "_COUNT_C", "_RELEASE_ALL_C"):
-            monkeypatch.setattr(_assembler, name, None)
+    _on_path(impl, monkeypatch)
     small, large = _lines_to_add(50), _lines_to_add(200)
     assert large < 6 * small, (small, large)
 
@@ -733,19 +730,7 @@ def _lines_to_settle(n: int) -> int:
     for i in range(n):
         specs += [("call", T, f"d{i}", f"z{i}", 5, 6), ("run", T, f"z{i}", f"m{i}", 5, 7),
                   ("marked", T, f"m{i}", "o", 5, 8)]  # fmt: skip
-    lines = 0
-
-    def tracer(frame: Any, event: str, arg: Any) -> Any:
-        nonlocal lines
-        lines += event == "line"
-        return tracer
-
-    sys.settrace(tracer)
-    try:
-        for spec in specs:
-            a.add_records(side.records([spec]), 0)
-    finally:
-        sys.settrace(None)
+    lines, _ = _lines_run(lambda: [a.add_records(side.records([spec]), 0) for spec in specs])
     tr = a._traces[T]
     assert len(tr.calls) == 2 * n + 1 and tr.roots == {"L"} and tr.first_seen_ns == 0
     return lines
@@ -758,9 +743,7 @@ def test_nested_runs_settled_as_steps_beside_a_waiting_run_cost_linear_work(
     """Each nested run settled as a step of no turn (not under another RunRoot waiting) forgot the call under none
     the trace holds (tr.lone), though it still is one: the next call under none looked at every call before it again
     (under the run waiting since before), n times. Four times the runs must cost about four times the work."""
-    if impl == "python":
-        for name in ("_ADD_C", "_POLL_C", "_COUNT_C", "_RELEASE_ALL_C"):
-            monkeypatch.setattr(_assembler, name, None)
+    _on_path(impl, monkeypatch)
     small, large = _lines_to_settle(50), _lines_to_settle(200)
     assert large < 6 * small, (small, large)
 
