@@ -124,10 +124,11 @@ def _stdout_as_dash(path: str | None) -> str | None:
     if path is None or path == "-":
         return path
     try:
-        out, named = os.fstat(sys.stdout.fileno()), os.stat(path)
+        out, named, null = os.fstat(sys.stdout.fileno()), os.stat(path), os.stat(os.devnull)
     except (AttributeError, OSError, ValueError):  # no such file, or stdout is no file (a test runner's capture)
         return path
-    return "-" if (out.st_dev, out.st_ino) == (named.st_dev, named.st_ino) else path
+    same = (out.st_dev, out.st_ino) == (named.st_dev, named.st_ino)
+    return "-" if same and (named.st_dev, named.st_ino) != (null.st_dev, null.st_ino) else path  # none reads null
 
 
 def _unwritable(path: str) -> str | None:

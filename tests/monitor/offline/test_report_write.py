@@ -161,6 +161,13 @@ def test_a_path_that_is_stdout_is_stdout(span_file: Path, support_rules: Path, p
     assert "only one report can go to stdout" in both.stderr and "--json and --markdown" in both.stderr, both.stderr
 
 
+def test_a_form_thrown_away_is_no_second_report_on_stdout(span_file: Path, support_rules: Path) -> None:
+    """A form to /dev/null and another to '-' while stdout goes to /dev/null too: /dev/null is no stream of stdout's
+    (nothing reads it), so the first is not taken for a second report on stdout (a usage error)."""
+    res = _replay(span_file, support_rules, "--json", os.devnull, "--markdown", "-", stdout=subprocess.DEVNULL)
+    assert res.returncode == 0, res.stderr
+
+
 def test_alerts_render_output_is_written_whole_too(tmp_path: Path) -> None:
     """`alerts render -o` writes the rules file Prometheus reloads: through the same helper, replaced whole."""
     rules = REPO / "rules" / "incident-triage.yaml"
