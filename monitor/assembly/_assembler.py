@@ -423,9 +423,9 @@ class TurnAssembler:
     def _remember_judged(self, out: list[Turn]) -> None:
         """Remembers the calls of the turns released (turnless ones did already, in _release_turnless, and the records
         reconcile dropped from a turn at its release, in _release_turn): a copy of one arriving later (an exporter
-        retry) is a duplicate, not a late call. And the intermediate spans they sat under
-        (a chat span), whose links left with their trace: a call arriving later under one is a late call, not a
-        turnless turn. Bounded as the released keys are."""
+        retry) is a duplicate, not a late call. And the intermediate spans they sat under (a chat span), whose links
+        left with their trace: a call arriving later under one is a late call, not a turnless turn. Bounded as the
+        released keys are."""
         judged, order, most = self._judged_alone, self._judged_alone_order, self._released_max
         released = self._released
         for t in out:

@@ -11,10 +11,10 @@
  * are remembered as judged, as _release_turn remembers what reconcile drops); the turnless-timeout scan.
  * A framework run's root under another span (RunRoot) goes to self._add_run, a record whose span id RunRoots of its
  * trace wait for (the trace's `waiting`, not None: one pointer compare per record) to self._arrived, a call held in a
- * trace where they wait to self._beside (where its turnless timeout counts from), and a trace where
- * RunRoots wait, when due, past the turnless timeout or flushed, to self._release_due, _release_turnless_runs and
- * _flush_trace (monitor/assembly/_runs.py); a SERVER or CONSUMER span is remembered in the trace's `known` here
- * (entry), as _runs.entry does.
+ * trace where they wait to self._beside (where its turnless timeout counts from), and a trace where RunRoots wait,
+ * when due, past the turnless timeout or flushed, to self._release_due, _release_turnless_runs and _flush_trace
+ * (monitor/assembly/_runs.py); a SERVER or CONSUMER span is remembered in the trace's `known` here (entry), as
+ * _runs.entry does.
  *
  * The whole call goes to the Python reference (_add_records_py / _poll_py / _release_all_py) when the assembler is
  * not exactly a TurnAssembler, its state is not of the types __init__ makes, a bound is outside [-2**62, 2**62) (the grace and
@@ -434,10 +434,10 @@ static int made_up_id(PyObject *id) {
  * made-up `tw_` one: such a call that ran goes to _release_turn when one is requested), rule 3 needs a
  * handoff (HandoffMark). So the calls, sorted, without each requested call that has the id of a call that ran or of
  * a requested call before it: those that ran kept in their place, the requested calls never run after them in start
- * order; those dropped are remembered as judged (remember_dropped). Everything else (an id-less call, a handoff, offered tools, a call further down, under a span never received
- * or under another turn, a call under a call that ran, which rule 0 may make one, a call given the turn's span id,
- * a trace or records changed from
- * outside, before or while the calls are sorted) goes to _release_turn. */
+ * order; those dropped are remembered as judged (remember_dropped). Everything else (an id-less call, a handoff,
+ * offered tools, a call further down, under a span never received or under another turn, a call under a call that
+ * ran, which rule 0 may make one, a call given the turn's span id, a trace or records changed from outside, before or
+ * while the calls are sorted) goes to _release_turn. */
 static int release_chat(State *s, PyObject *tid, PyObject *tr, PyObject *sid, PyObject *turns, PyObject *calls,
                         PyObject *out) {
     if (!Py_IS_TYPE(tr, trace_type) || !PyList_CheckExact(calls) || !PyDict_CheckExact(turns) ||
@@ -1230,7 +1230,8 @@ static PyObject *init(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         {&s_traces, "_traces"}, {&s_links, "_links"}, {&s_judged_alone, "_judged_alone"}, {&s_due, "_due"},
         {&s_deadlines, "_deadlines"}, {&s_released, "_released"},
         {&s_orphaned, "_orphaned"},
-        {&s_order, "_released_order"}, {&s_judged_order, "_judged_alone_order"}, {&s_released_max, "_released_max"}, {&s_spare, "_spare"}, {&s_stats, "stats"},
+        {&s_order, "_released_order"}, {&s_judged_order, "_judged_alone_order"}, {&s_released_max, "_released_max"},
+        {&s_spare, "_spare"}, {&s_stats, "stats"},
         {&s_pending_turns, "_pending_turns"}, {&s_max_pending, "max_pending"}, {&s_max_calls, "max_calls_per_trace"},
         {&s_max_links, "max_links_per_trace"}, {&s_grace_ns, "grace_ns"}, {&s_timeout_ns, "turnless_timeout_ns"},
         {&s_evict_oldest, "_evict_oldest"}, {&s_release_turn, "_release_turn"},

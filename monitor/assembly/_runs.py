@@ -383,9 +383,7 @@ def release_turnless(asm: TurnAssembler, tid: str, tr: _Trace, out: list[Turn], 
     """The turnless timeout of a trace holding no turn where RunRoots wait (poll): its calls under none of them (up
     their parent links) are released as one turnless turn, as in a trace without RunRoots; the RunRoots and the calls
     under them wait for their own timeouts, the trace looked at again a turnless timeout from now."""
-    calls = tr.calls
-    roots = {c.span_id for c in calls if isinstance(c, RunRoot)}  # the RunRoots held are the ones waiting
-    parents = tr.parents
+    calls, roots, parents = tr.calls, tr.roots, tr.parents  # (the RunRoots held are the ones waiting: tr.roots)
     held: list[ToolCall] = []
     alone: list[ToolCall] = []
     for c in calls:
@@ -407,9 +405,7 @@ def release_turnless(asm: TurnAssembler, tid: str, tr: _Trace, out: list[Turn], 
 def holds_alone(tr: _Trace) -> bool:
     """Whether a trace where RunRoots wait holds a call under none of them (what the turnless gauge counts: the
     RunRoots and the calls under them will be their runs' turns or steps, not a turnless group)."""
-    calls = tr.calls
-    roots = {c.span_id for c in calls if isinstance(c, RunRoot)}
-    parents = tr.parents
+    calls, roots, parents = tr.calls, tr.roots, tr.parents
     return any(not isinstance(c, RunRoot) and not _under(parents, c.parent_span_id, roots) for c in calls)
 
 

@@ -57,8 +57,8 @@ def ascii_misses(regex: Regex) -> str | None:
 
 def c_namespace() -> dict[str, object]:
     """What _cplan.init() takes: the Python helpers it calls and the record classes it builds."""
-    helpers = {"MISSING": MISSING, "schema_result": schema_result, "run_checks": run_checks, "reason": reason}
-    helpers["JSON_PLAIN_CHARS"] = PLAIN_CHARS  # longer arguments are handed to the Python plan (parsed in a budget)
+    helpers = {"MISSING": MISSING, "schema_result": schema_result, "run_checks": run_checks, "reason": reason,
+               "JSON_PLAIN_CHARS": PLAIN_CHARS}  # longer arguments: the Python plan (parsed within a budget)
     classes = {"Turn": Turn, "ToolCall": ToolCall, "TurnVerdict": TurnVerdict, "CallVerdict": CallVerdict}
     return helpers | classes | {"ArgCheckResult": ArgCheckResult}
 

@@ -95,20 +95,20 @@ What makes a turn:
   `pydantic_ai.all_messages`, the answer from `final_result`; so also when openinference-instrumentation-pydantic-ai
   made it an AGENT span too (_pydantic_ai_run).
 - Strands Agents: its `invoke_agent {agent}` span, the input and answer from its span events.
-A tool call: an OpenInference TOOL span with `tool.name`, or an AGENT span with one (a LangChain tool with "agent" in
-its name), its call id `tool_call.id` (or `tool.id`), else, LangChain's tool run recording none, the `tool_call_id` of
-the ToolMessage its output holds (of openinference-instrumentation-langchain's scopes only: another framework's tool
-records the text it returned, which may open as a ToolMessage does), in Python's or LangChain.js's serialized form
-(LangGraph's ToolNode: a tool that raised has no output, and so no id; _lcmessages.tool_message); a ToolMessage of
-status `error` (a tool that returned its error) fails the call when its span has no error of its own, its error the
-message's text (openai-agents makes its handoffs TOOL spans without one, LangGraph's handoff tools return a Command to
-the parent graph, `{"graph": "__parent__", "goto": ...}`: parent links, and a HandoffMark each), a Traceloop `tool`
+A tool call: an OpenInference TOOL span with `tool.name` (openai-agents makes its handoffs TOOL spans without one,
+LangGraph's handoff tools return a Command to the parent graph, `{"graph": "__parent__", "goto": ...}`: parent links,
+and a HandoffMark each), or an AGENT span with one (a LangChain tool with "agent" in its name), a Traceloop `tool`
 span, pydantic-ai's tool span (`running tool` in version 2, arguments in `tool_arguments`), Strands'
-`execute_tool {tool}` span (arguments in its events). LlamaIndex's TOOL span records the tool's bound arguments,
-`{"kwargs": {...}}`: the keyword arguments are the call's (_oi_arguments); smolagents' (its tracer scope,
-_markers.OI_SMOLAGENTS_SCOPE) the bound arguments of `Tool.__call__`, `{"args", "sanitize_inputs_outputs", "kwargs"}`:
-the keyword arguments, the positional ones named after the tool's inputs (`tool.parameters`) (_smolagents_arguments).
-smolagents names its run's
+`execute_tool {tool}` span (arguments in its events). An OpenInference TOOL span's call id is its `tool_call.id` (or
+`tool.id`); LangChain's tool run records none, and its output holds the ToolMessage the tool returned, in Python's or
+LangChain.js's serialized form (of openinference-instrumentation-langchain's scopes only: another framework's tool
+records the text it returned, which may open as a ToolMessage does): the call id is the message's `tool_call_id`
+(LangGraph's ToolNode: a tool that raised has no output, and so no id), and a message of status `error` (a tool
+that returned its error) fails the call when its span has no error of its own, its error the message's text
+(_lcmessages.tool_message). LlamaIndex's TOOL span records the tool's bound arguments, `{"kwargs": {...}}`: the
+keyword arguments are the call's (_oi_arguments); smolagents' (its tracer scope, _markers.OI_SMOLAGENTS_SCOPE) the
+bound arguments of `Tool.__call__`, `{"args", "sanitize_inputs_outputs", "kwargs"}`: the keyword arguments, the
+positional ones named after the tool's inputs (`tool.parameters`) (_smolagents_arguments). smolagents names its run's
 AGENT span `{agent}.run` and records no `agent.name`: the turn is the agent's (_agent_of_name); its input is the run's
 `task`, a key read as `input` is (for its scope only: _SMOLAGENTS_INPUT_KEYS). DSPy (its tracer scope,
 _markers.OI_DSPY_SCOPE) records no `tool.name` on its TOOL spans: the tool is the span's name, `{tool}.__call__`
