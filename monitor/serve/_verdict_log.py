@@ -7,6 +7,8 @@ import logging
 import os
 import stat
 import time
+from array import array
+from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -200,7 +202,10 @@ class VerdictLog:
         self.written = 0  # lines written and not known lost (those still buffered count: a failed flush takes them off)
         self.failed = 0  # lines that could not be written (the disk is full, ...): logged, counted, never raised
         self.on_lost = on_lost  # told how many lines each failure lost (the service counts them on /metrics)
-        self._unflushed = 0  # lines written into the file object since its last flush that went through
+        # where each line written into the file object since its last flush that went through ends in the file: a
+        # failure counts lost only those the file does not hold whole (8 bytes a line, emptied at each flush and
+        # rotation, so bounded by the lines of one file)
+        self._ends = array("q")
         self._fh: IO[str] | None = None
         self._size = 0
         self._file_id = (0, 0)  # (st_dev, st_ino) of the file open
@@ -220,17 +225,41 @@ class VerdictLog:
         st = os.fstat(fh.fileno())
         self._fh, self._size, self._file_id = fh, fh.tell(), (st.st_dev, st.st_ino)
 
-    def _close_fh(self) -> None:
-        """Close the file; lines its last flush could not write are counted lost (it never raises for them)."""
+    def _close_fh(self, failure: Exception | None = None) -> None:
+        """Close the file; lines its last flush could not write, or a `failure` before it, are counted lost (it never
+        raises for them). Lines reach the disk in pieces of the file object's buffer before any flush, and a write
+        that fails can write part of one, its buffer perhaps dropped (closing it then raises nothing): those the file
+        holds whole once it is closed are written, the others lost (the piece of a line at its end is cut when it is
+        opened again)."""
         fh, self._fh = self._fh, None
+        ends, self._ends = self._ends, array("q")
         if fh is None:
             return
+        watch = -1  # the file, to see how far it reaches once closed
+        if ends:
+            try:
+                watch = os.dup(fh.fileno())
+            except (OSError, ValueError):
+                pass
         try:
-            fh.close()  # closed even when its last flush fails (OSError)
-        except (OSError, ValueError) as exc:
-            if self._unflushed:  # lines its flush lost (none left when _failed dropped the file)
-                self._failed(exc, 0)
-        self._unflushed = 0
+            try:
+                fh.close()  # closed even when its last flush fails (OSError)
+            except (OSError, ValueError) as exc:
+                failure = exc
+            if failure is not None and ends:  # lines the failure or the last flush lost
+                on_disk = 0
+                try:
+                    st = os.fstat(watch)
+                    if stat.S_ISREG(st.st_mode):
+                        on_disk = bisect_right(ends, st.st_size)
+                except OSError:
+                    pass
+                lost = len(ends) - on_disk
+                self.written -= lost
+                self._count_lost(failure, lost)
+        finally:
+            if watch >= 0:
+                os.close(watch)
 
     def _moved(self) -> bool:
         """The path no longer names the open file: removed (with its folder, perhaps) or moved away by hand."""
@@ -271,13 +300,16 @@ class VerdictLog:
                         raise OSError("the file could not be rotated")
                 fh = self._fh
                 assert fh is not None
-                fh.write(line)
             except (OSError, ValueError) as exc:  # verdicts are counted already: an unwritable log loses only lines
                 self._failed(exc, 1)
                 continue
             self._size += size
             self.written += 1
-            self._unflushed += 1
+            self._ends.append(self._size)
+            try:
+                fh.write(line)
+            except (OSError, ValueError) as exc:  # this line and those before it not on disk whole are lost
+                self._failed(exc, 0)
 
     def _rotate(self) -> None:
         try:
@@ -291,13 +323,14 @@ class VerdictLog:
             self._open()
 
     def _failed(self, exc: Exception, lines: int) -> None:
-        """A failure that lost `lines` lines and every line still in the file object's buffer (which a failed write
-        or flush leaves there: the file object is dropped with them, and opened again at the next flush)."""
-        buffered, self._unflushed = self._unflushed, 0
-        if buffered:
-            self._close_fh()  # its flush fails again (nothing left to count): the descriptor is closed all the same
-        lost = lines + buffered
-        self.written -= buffered
+        """A failure that lost `lines` lines (never written into the file object) and the lines still in the file
+        object's buffer that its flush cannot write (which a failed write or flush leaves there: the file object is
+        dropped with them, and opened again at the next flush)."""
+        if self._ends:
+            self._close_fh(exc)  # counts the lines it leaves off the disk
+        self._count_lost(exc, lines)
+
+    def _count_lost(self, exc: Exception, lost: int) -> None:
         before, self.failed = self.failed, self.failed + lost
         if lost and self.on_lost is not None:
             self.on_lost(lost)
@@ -311,7 +344,7 @@ class VerdictLog:
         try:
             if self._fh is not None:
                 self._fh.flush()
-                self._unflushed = 0
+                del self._ends[:]
             if self._fh is None or self._moved():
                 self._close_fh()
                 self._open()

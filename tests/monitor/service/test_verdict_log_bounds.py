@@ -161,3 +161,49 @@ def test_a_record_of_non_ascii_text_keeps_the_smallest_bound(tmp_path: Path) -> 
     assert len(files) == 4 and all(0 < f.stat().st_size <= 1024 for f in files), [f.stat().st_size for f in files]
     records = [json.loads(line) for f in files for line in f.read_text().splitlines()]
     assert all(r["input"].startswith("[BILL] ") and r["failed"] for r in records)
+
+
+_FILE_LIMIT_RUN = r"""
+import json, resource, sys
+from pathlib import Path
+from monitor.judge import Judge
+from monitor.records import ToolCall, Turn
+from monitor.rules import load_rules
+from monitor.serve import VerdictLog
+
+rules, path, limit, flush_every = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+v = Judge(load_rules([rules])).judge(Turn("[BILL] y", (ToolCall("pull_auth_telemetry", arguments="{}"),)))
+lost = []
+log = VerdictLog(path, all_turns=True, on_lost=lost.append)
+resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))  # writes past it fail (EFBIG)
+for i in range(2000):
+    log.write([v])
+    if flush_every and i % flush_every == flush_every - 1:
+        log.flush()
+log.flush()
+log.close()
+print(json.dumps({"written": log.written, "failed": log.failed, "reported": sum(lost)}))
+"""
+
+
+def test_lines_a_full_file_loses_are_counted_as_the_lines_not_on_disk(tmp_path: Path) -> None:
+    """Lines reach the disk in 8 KiB pieces between flushes: a write that failed at a file size limit counted every
+    line since the last flush lost (2,000 of 2,000 with 205 whole on disk). The lines lost are those not on disk."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[3]
+    for flush_every in (0, 300, 7):  # never (the 8 KiB buffer fills), now and then, often
+        path = tmp_path / f"v{flush_every}.jsonl"
+        run = subprocess.run(
+            [sys.executable, "-c", _FILE_LIMIT_RUN, str(RULES), str(path), "100000", str(flush_every)],
+            cwd=root, capture_output=True, text=True, timeout=60, check=True,
+        )
+        counts = json.loads(run.stdout)
+        data = path.read_bytes()
+        assert 90_000 < len(data) <= 100_000
+        whole, _, piece = data.rpartition(b"\n")  # a piece of a line the limit cut (removed at the next open)
+        assert b"\n" not in piece and b'{"time":'.startswith(piece[:8])
+        on_disk = [json.loads(line) for line in whole.splitlines()]
+        assert counts == {"written": len(on_disk), "failed": 2000 - len(on_disk), "reported": 2000 - len(on_disk)}, (
+            flush_every, len(on_disk))
