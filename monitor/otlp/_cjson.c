@@ -685,8 +685,8 @@ static int enum_match(const Str *st, PyObject *u, const EnumName *names, long *v
     return 0;
 }
 
-/* _int(v) (or _enum(v, names) when names is given): *out is the int, or NULL where the reference raises
- * _BadSpan. */
+/* _int(v) (or _enum(v, names) when names is given: a string neither a name known nor an int is 0): *out is the int,
+ * or NULL where the reference raises _BadSpan. */
 static int parse_intish(Parser *s, int depth, const EnumName *names, PyObject **out) {
     int c = peek(s), rc, fl;
     long v;
@@ -725,6 +725,10 @@ static int parse_intish(Parser *s, int depth, const EnumName *names, PyObject **
             if (!PyErr_ExceptionMatches(PyExc_ValueError))
                 return ERR;
             PyErr_Clear();
+            if (names) { /* _enum: a name not known is 0, the field's default */
+                *out = PyLong_FromLong(0);
+                return *out ? OK : ERR;
+            }
         }
         return OK;
     }

@@ -2,9 +2,10 @@
 
 Follows the OTLP/JSON rules: lowerCamelCase keys (and, as the protobuf JSON mapping and the Collector accept them,
 the .proto field names: `trace_id` for `traceId`; a member given under both names takes the lowerCamelCase one),
-trace and span ids as hex strings, 64-bit integers as decimal strings or numbers, enums as integers or names, doubles
-as numbers or strings, bytes values as base64 (standard or URL-safe, padded or not), unknown fields ignored wherever
-they stand, `null` as the field's default value.
+trace and span ids as hex strings, 64-bit integers as decimal strings or numbers, enums as integers or names (an
+integer not known kept, a name not known read as 0, the field's default), doubles as numbers or strings, bytes values
+as base64 (standard or URL-safe, padded or not), unknown fields ignored wherever they stand, `null` as the field's
+default value.
 A span that cannot be used (ids of the wrong length, wrong shapes, a start or end time outside the .proto's fixed64
 range, 0 to 2**64 - 1) is rejected and counted; a body that is not such a request at all raises DecodeError.
 """
@@ -95,8 +96,15 @@ def _time(v: Any) -> int:
 
 
 def _enum(v: Any, names: dict[str, int]) -> int:
-    if isinstance(v, str) and v in names:
-        return names[v]
+    """An enum: a number (kept when unknown: OTLP's enums are open), or a name, one not known read as 0, the field's
+    default (the protobuf JSON mapping's parsers ignoring unknown fields, which OTLP/JSON receivers must)."""
+    if isinstance(v, str):
+        if v in names:
+            return names[v]
+        try:
+            return int(v)
+        except ValueError:
+            return 0
     return _int(v)
 
 

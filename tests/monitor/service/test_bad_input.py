@@ -619,3 +619,21 @@ def test_a_refused_content_type_is_named_as_sent(serve: ServeFactory, header: st
     assert resp.status == 415
     assert said in st.message and "octet-stream" not in st.message, st.message
     assert_still_serving(server)
+
+
+def test_a_json_enum_by_an_unknown_name_keeps_its_tool_call(serve: ServeFactory) -> None:
+    # A call span whose kind and status code are names this receiver does not know (a producer on a newer .proto
+    # writing the protobuf JSON mapping's names): read as unset, the call judged in its turn. It was rejected as
+    # malformed, and the turn judged without the call.
+    _, server = serve()
+    doc = json.loads(request_to_json(to_request(record_turns(GOOD))))
+    (call,) = [s for s in doc["resourceSpans"][0]["scopeSpans"][0]["spans"] if s["name"].startswith("execute_tool")]
+    call["kind"], call["status"] = "SPAN_KIND_FUTURE", {"code": "STATUS_CODE_FUTURE"}
+    status, body, _ = post(server.endpoint, json.dumps(doc).encode(), JS)
+    assert status == 200 and json.loads(body) == {}
+    wait_for(lambda: server.pipeline.turns_judged == 1)
+    s = scrape(server)
+    assert value(s, "toolwatch_spans_rejected_total", reason="malformed_span") == 0
+    calls = {k[1]: v for k, v in s.items() if k[0] == "toolwatch_tool_calls_total" and v}
+    assert [dict(k)["tool"] for k in calls] == ["pull_auth_telemetry"], calls
+    assert_still_serving(server)

@@ -302,3 +302,37 @@ def test_collector_file_exporter_lines(tmp_path: Path) -> None:
     errors: list[FileLineError] = []
     assert len(list(read_jsonl(broken, errors=errors))) == 2
     assert errors[0].line == 2
+
+
+def _enum_request() -> Any:
+    """Four spans of one turn: enums by unknown names, unknown numbers, numbers as strings, and known names."""
+    req = to_request(record_turns(TURNS[:1]))
+    doc = json.loads(to_json(req))
+    spans = doc["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    extra = [dict(spans[0], spanId=f"{0xabc0 + i:016x}", parentSpanId=spans[0]["spanId"]) for i in range(4)]
+    enums = [("SPAN_KIND_FUTURE", "STATUS_CODE_FUTURE"), (9, 7), ("9", "-3"), ("SPAN_KIND_CLIENT", "STATUS_CODE_OK")]
+    for s, (kind, code) in zip(extra, enums, strict=True):
+        s["kind"], s["status"] = kind, {"code": code, "message": "m"}
+    spans += extra
+    return doc
+
+
+@pytest.mark.parametrize("parse", [parse_json, parse_json_py])
+def test_json_unknown_enums_keep_the_span(parse: Callable[[str], Decoded]) -> None:
+    # OTLP's enums are open (proto3): an unknown number is kept as it is. An unknown name (names are the protobuf
+    # JSON mapping's, which OTLP/JSON senders must not use but some do) is read as the field's default, 0, as the
+    # mapping's parsers do when told to ignore unknown fields, which the OTLP spec requires of OTLP/JSON receivers:
+    # it made the span malformed, a tool call of a producer with a newer enum rejected.
+    d = parse(json.dumps(_enum_request()))
+    assert d.rejected == {}
+    got = [(s.kind, s.status_code) for s in d.spans if s.span_id.startswith("000000000000abc")]
+    assert got == [(0, 0), (9, 7), (9, -3), (3, 1)]
+
+
+@pytest.mark.parametrize("parse", [parse_protobuf, parse_protobuf_py])
+def test_protobuf_unknown_enums_are_kept(parse: Callable[[bytes], Decoded]) -> None:
+    req = to_request(record_turns(TURNS[:1]))
+    span = req.resource_spans[0].scope_spans[0].spans[0]
+    span.kind, span.status.code = 9, 7  # type: ignore[assignment]  # open enums: unknown values are kept
+    d = parse(req.SerializeToString())
+    assert d.rejected == {} and (d.spans[0].kind, d.spans[0].status_code) == (9, 7)
