@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -169,9 +169,9 @@ class LiveAlerts:
         except Exception:
             logger.exception("alert windows could not take a verdict batch")
 
-    def tick(self, now: float, snapshots: Collection[float]) -> None:
-        """The windows' snapshots due at `now` (`snapshots`: the lengths whose followed windows take one). Never
-        raises."""
+    def tick(self, now: float, snapshots: Mapping[float, float]) -> None:
+        """The windows' snapshots due at `now` (`snapshots`: the dates of those the followed windows take, by their
+        lengths). Never raises."""
         try:
             self.windows.tick(now, snapshots)
         except Exception:

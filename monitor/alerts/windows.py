@@ -1,13 +1,16 @@
 """Rolling windows of judge Tallies per agent, fed with verdicts: what in-process alerts are evaluated over.
 
 Each window keeps a ring of snapshots of the per-agent cumulative Tallies; the window's Tally is the cumulative one
-minus the newest snapshot taken at or before the window's start (`Tally.subtract`), so a window covers between
+minus the newest snapshot dated at or before the window's start (`Tally.subtract`), so a window covers between
 `window` and `window` plus one snapshot interval of the past. A followed window (`follow`: in `serve`, one of a
 length the gauges have) takes its snapshots when the gauge of that length takes one (`ToolwatchMetrics.follow`:
-at the same instants, over the same verdicts), so an alert over it reads the gauge's counts; another takes one at
-a tick (the gauges' ticks, each read) once window/`steps` seconds have passed since its last. Verdicts are
-added by signature (`monitor.metrics.VerdictBatch`): what one verdict of a signature adds to a Tally (`Tally.add`)
-is kept and added once per batch, times the verdicts that have it. Memory is bounded by windows x steps x agents
+at the same instants, over the same verdicts, with the same dates), so an alert over it reads the gauge's counts;
+another takes one at a tick (the gauges' ticks, each read, and each batch of verdicts) once window/`steps` seconds
+have passed since its last, dated as the gauges date theirs (`monitor.metrics._windows`): when the Tallies last
+changed if they changed since the snapshot before, else when it is taken, so that the verdicts counted before a
+pause with no tick (SIGSTOP) leave the window a window after they were counted. Verdicts are added by signature
+(`monitor.metrics.VerdictBatch`): what one verdict of a signature adds to a Tally (`Tally.add`) is kept and added
+once per batch, times the verdicts that have it. Memory is bounded by windows x steps x agents
 (a followed window keeps as many snapshots as its gauge, about 60; agents are bounded too), and each Tally keeps
 per-tool counts only for the tools the alerts name and no confusion matrix: with a catalog taken from the offered
 tool definitions, tool names come from the clients and would otherwise grow the Tallies (and every snapshot of them)
@@ -19,7 +22,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import fields, replace
 from itertools import repeat
 from operator import add, mul
@@ -63,22 +66,31 @@ def read_figure(tally: Any, figure: str, tool: str | None) -> tuple[float | None
 
 
 class _Window:
-    __slots__ = ("seconds", "step", "ring", "followed")
+    __slots__ = ("seconds", "step", "ring", "followed", "taken", "version")
 
     def __init__(self, seconds: float, start: float, steps: int, followed: bool) -> None:
         self.seconds = seconds
         self.step = seconds / steps
-        self.ring: deque[tuple[float, dict[str, Tally]]] = deque([(start, {})])
+        self.ring: deque[tuple[float, dict[str, Tally]]] = deque([(start, {})])  # (date, Tallies)
         self.followed = followed  # snapshots only when the gauge of this length takes one
+        self.taken = start  # when the last snapshot was taken (its date may be earlier)
+        self.version = 0  # the totals' version in the last snapshot
 
-    def tick(self, now: float, totals: dict[str, Tally], snapshots: Collection[float] | None) -> None:
+    def tick(self, now: float, totals: dict[str, Tally], snapshots: Mapping[float, float] | None,
+             changed: float, version: int) -> None:
+        """A snapshot when due, dated as the gauges date theirs (see the module's docstring)."""
         ring = self.ring
+        last = ring[-1][0]
+        at: float | None = None
         if self.followed:
-            due = snapshots is not None and self.seconds in snapshots and now >= ring[-1][0]
-        else:
-            due = now - ring[-1][0] >= self.step
-        if due:
-            ring.append((now, {agent: t.copy() for agent, t in totals.items()}))
+            if snapshots is not None and now >= last:
+                at = snapshots.get(self.seconds)
+                at = None if at is None else max(at, last)  # the gauge's date (before this window began: its start)
+        elif now - self.taken >= self.step:
+            at = max(last, min(changed, now)) if version != self.version else now
+        if at is not None:
+            ring.append((at, {agent: t.copy() for agent, t in totals.items()}))
+            self.taken, self.version = now, version
         while len(ring) > 1 and ring[1][0] <= now - self.seconds:
             ring.popleft()
 
@@ -159,6 +171,8 @@ class TallyWindows:
         self.follow = frozenset(float(w) for w in follow)
         start = clock()
         self._windows = {s: _Window(s, start, steps, s in self.follow) for s in seconds}
+        self._changed = start  # when the totals last changed
+        self._version = 0  # how many times they changed
         self._lock = threading.Lock()
 
     @property
@@ -193,6 +207,12 @@ class TallyWindows:
         """Count verdicts: each distinct signature of the batch once (see `monitor.metrics.VerdictBatch`)."""
         batch = VerdictBatch.of(verdicts)
         with self._lock:
+            now = self.clock()
+            if not self.follow:  # followed, the metrics tick every window just before they give a batch
+                self._tick(now)  # the snapshots due are of the totals before it (after a pause: of before it)
+            if batch:
+                self._changed = now
+                self._version += 1
             totals = self._totals
             labels, sums, tool_sums, scored = self._sums(batch)
             for label, vec in sums.items():
@@ -269,15 +289,16 @@ class TallyWindows:
         _keep_tools(tally, self._tools)
         return _Unit(tally)
 
-    def tick(self, now: float | None = None, snapshots: Collection[float] | None = None) -> None:
+    def tick(self, now: float | None = None, snapshots: Mapping[float, float] | None = None) -> None:
         """Take the snapshots due at `now` and drop those that left their window. A followed window takes one only
-        when `snapshots` names its length; another, when a `steps`th of it has passed since its last."""
+        when `snapshots` names its length, with the date it gives; another, when a `steps`th of it has passed since
+        its last."""
         with self._lock:
             self._tick(self.clock() if now is None else now, snapshots)
 
-    def _tick(self, now: float, snapshots: Collection[float] | None = None) -> None:
+    def _tick(self, now: float, snapshots: Mapping[float, float] | None = None) -> None:
         for w in self._windows.values():
-            w.tick(now, self._totals, snapshots)
+            w.tick(now, self._totals, snapshots, self._changed, self._version)
 
     def agents(self) -> list[str]:
         with self._lock:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Protocol
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -85,13 +85,13 @@ _TOOL_RATIOS = (
 
 class WindowFollower(Protocol):
     """What keeps windows of its own over the verdicts the metrics count (the in-process alerts): it is given each
-    batch `observe()` counts, each tick of the windows with the lengths of those that took a snapshot then, and each
-    change of the label sets (`set_labels`, after it: `labels` holds the new ones), all under the metrics' lock. None
-    may raise."""
+    batch `observe()` counts, each tick of the windows with the snapshots they took then (each one's date by the
+    length of its window: see `monitor.metrics._windows`), and each change of the label sets (`set_labels`, after
+    it: `labels` holds the new ones), all under the metrics' lock. None may raise."""
 
     def accept(self, verdicts: VerdictBatch) -> None: ...
 
-    def tick(self, now: float, snapshots: Collection[float]) -> None: ...
+    def tick(self, now: float, snapshots: Mapping[float, float]) -> None: ...
 
     def relabel(self) -> None: ...
 
@@ -208,7 +208,11 @@ class ToolwatchMetrics(Collector):
     def observe(self, verdicts: Sequence[TurnVerdict]) -> None:
         batch = VerdictBatch.of(verdicts)
         with self._lock:
+            now = self._clock()
+            self._tick(now)  # the snapshots due are of the counts before this batch (after a pause: of before it)
             self.counters.add(batch)
+            if batch:
+                self.windows.counted(now)
             for follower in self._followers:
                 follower.accept(batch)
 

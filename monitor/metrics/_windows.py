@@ -1,10 +1,13 @@
 """Rolling-window ratios derived from the cumulative counters.
 
 Each window keeps a ring of about 60 snapshots of the few counts its ratios need (taken at a tick once
-window/60 seconds have passed since the last one; the service ticks every second and at each scrape); the
-window's counts are the current counts minus the newest snapshot taken at or before the window's start, so
-they cover between one window and one snapshot interval more. Updating a verdict therefore costs nothing
-extra; memory is bounded by the label sets.
+window/60 seconds have passed since the last one; the service ticks every second, at each scrape and before
+counting each verdict batch); the window's counts are the current counts minus the newest snapshot dated at or
+before the window's start, so they cover between one window and one snapshot interval more. A snapshot of counts
+that changed since the one before is dated when they last changed (they held from then on), else when it is taken:
+after a pause with no tick (the process stopped by SIGSTOP and continued, on the monotonic clock, which goes on),
+the verdicts counted before it leave the windows a window after they were counted, not a window after the pause.
+Updating a verdict therefore costs nothing extra; memory is bounded by the label sets.
 """
 
 from __future__ import annotations
@@ -139,20 +142,27 @@ class Window:
         self.seconds = seconds
         self.label = format_duration(seconds)
         self.step = seconds / STEPS_PER_WINDOW
-        self.ring: deque[tuple[float, View]] = deque([(start, View())])
+        self.ring: deque[tuple[float, View]] = deque([(start, View())])  # (date, view)
+        self.taken = start  # when the last snapshot was taken (its date may be earlier)
+        self.version = 0  # the counts' version (RollingWindows.version) in the last snapshot
 
-    def tick(self, now: float, current: View | None, counters: VerdictCounters) -> tuple[View | None, bool]:
-        """Take a snapshot when a step has passed; drop snapshots that left the window. Returns the view used, and
-        whether a snapshot was taken."""
+    def tick(
+        self, now: float, current: View | None, counters: VerdictCounters, changed: float, version: int
+    ) -> tuple[View | None, float | None]:
+        """Take a snapshot when a step has passed since the last was taken: dated `changed` (when the counts last
+        changed, to `version`) if they changed since the last, else `now`. Drop the snapshots that left the window.
+        Returns the view used, and the date of the snapshot taken (None when none was)."""
         ring = self.ring
-        taken = now - ring[-1][0] >= self.step
-        if taken:
+        at = None
+        if now - self.taken >= self.step:
             current = current or view_of(counters)
-            ring.append((now, current))
+            at = max(ring[-1][0], min(changed, now)) if version != self.version else now
+            ring.append((at, current))
+            self.taken, self.version = now, version
         start = now - self.seconds
         while len(ring) > 1 and ring[1][0] <= start:
             ring.popleft()
-        return current, taken
+        return current, at
 
     def counts(self, current: View) -> View:
         return current.minus(self.ring[0][1])
@@ -167,13 +177,20 @@ class RollingWindows:
         if not seconds:
             raise ValueError("at least one rolling window is needed")
         self.windows = [Window(s, start) for s in sorted(set(seconds))]
+        self.changed = start  # when the counts last changed (`counted`)
+        self.version = 0  # how many times they changed
 
-    def tick(self, now: float, counters: VerdictCounters) -> list[float]:
-        """Every window's tick at `now`; returns the lengths of the windows that took a snapshot."""
+    def counted(self, now: float) -> None:
+        """The counts changed at `now` (after the tick at `now`: the snapshots due then are of the counts before)."""
+        self.changed = now
+        self.version += 1
+
+    def tick(self, now: float, counters: VerdictCounters) -> dict[float, float]:
+        """Every window's tick at `now`; returns the date of each snapshot taken, by the length of its window."""
         current: View | None = None
-        snapshots: list[float] = []
+        snapshots: dict[float, float] = {}
         for w in self.windows:
-            current, taken = w.tick(now, current, counters)
-            if taken:
-                snapshots.append(w.seconds)
+            current, at = w.tick(now, current, counters, self.changed, self.version)
+            if at is not None:
+                snapshots[w.seconds] = at
         return snapshots

@@ -187,3 +187,47 @@ def test_closed_alerts_stop_following_the_metrics() -> None:
     other.close()
     other.close()  # twice: nothing more to undo
     assert not metrics.followers
+
+
+def _turns_in(view: View) -> int:
+    vec = view.agents.get(AGENT)
+    return vec[5] if vec is not None else 0  # judged turns
+
+
+def test_verdicts_of_before_a_pause_longer_than_a_window_leave_it_at_once() -> None:
+    """A process stopped (SIGSTOP) and continued: the monotonic clock the windows run on went on. The verdicts
+    counted after the last snapshot before the pause counted, in the gauges and the alert windows alike, for a whole
+    window after it ended, though judged more than a window before (the first snapshot after the pause was dated
+    when it was taken, and the one before the pause was subtracted until then). The counts held unchanged from their
+    last change to the end of the pause: the snapshot of them is dated back to that change."""
+    for judge_first in (False, True):  # a scrape's tick first, or the worker judging turns whose grace ended
+        clock = Clock()
+        metrics = ToolwatchMetrics(windows=(300.0, 3600.0), clock=clock)
+        server = Server(Settings(rules=(str(RULES),), watch_rules=False), metrics=metrics)
+        live = server.alerts
+        assert live is not None
+        start = clock.now
+        for second in range(1, 101):  # a turn a second, the worker's tick after it
+            clock.now = start + second
+            server.pipeline.judge([_turn(AUTH)], time.time_ns())
+            metrics.tick()
+        clock.now = start + 100.5  # after the last snapshot: three turns, then the process is stopped
+        server.pipeline.judge([_turn(BILL)] * 3, time.time_ns())
+        clock.now += 7200  # two hours later it continues
+        if judge_first:
+            server.pipeline.judge([_turn(AUTH)], time.time_ns())
+        metrics.tick()
+        gauges = metrics.window_counts()
+        after = 1 if judge_first else 0
+        assert (_turns_in(gauges["5m"]), _turns_in(gauges["1h"])) == (after, after), judge_first
+        for seconds in (300.0, 600.0, 900.0, 1800.0, 3600.0):  # followed (the gauges' lengths) or not
+            tally = live.windows.tally(AGENT, seconds, now=clock.now)
+            assert tally is not None and tally.judged_turns == after, (judge_first, seconds)
+        six_hours = live.windows.tally(AGENT, 21600.0, now=clock.now)
+        assert six_hours is not None and six_hours.judged_turns == 103 + after  # a window longer than the pause
+        clock.now += 1  # the windows go on as usual
+        server.pipeline.judge([_turn(AUTH)] * 2, time.time_ns())
+        metrics.tick()
+        assert _turns_in(metrics.window_counts()["5m"]) == after + 2
+        tally = live.windows.tally(AGENT, 300.0, now=clock.now)
+        assert tally is not None and tally.judged_turns == after + 2
