@@ -9,9 +9,11 @@ from monitor.cli._startup import hold_sighup
 hold_sighup(sys.argv)  # before any other import (most of a second): a SIGHUP meanwhile must not end `serve`
 
 import logging  # noqa: E402
+from typing import Any  # noqa: E402
 
 import click  # noqa: E402
 
+from monitor.cli._streams import escape_unencodable  # noqa: E402
 from monitor.cli.alerts_cmd import alerts  # noqa: E402
 from monitor.cli.demo_cmd import demo  # noqa: E402
 from monitor.cli.eval_cmd import eval_  # noqa: E402
@@ -26,7 +28,12 @@ TERMINATED = 143  # 128 + SIGTERM
 
 
 class Toolwatch(click.Group):
-    """The command group: `-v` after a command (`toolwatch serve -v`) is refused saying where it goes."""
+    """The command group: `-v` after a command (`toolwatch serve -v`) is refused saying where it goes. What stdout
+    and stderr cannot encode is escaped, not an error (`_streams`)."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        escape_unencodable()
+        return super().main(*args, **kwargs)
 
     def invoke(self, ctx: click.Context) -> object:
         try:

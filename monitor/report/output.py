@@ -193,11 +193,12 @@ class ReportWriteError(click.ClickException):
     exit_code = 2
 
 
-def _to_stdout(text: str) -> None:
-    """`text` on standard output, whole. Into its file descriptor when it has one, each partial write followed by the
-    rest: a blocked write that a signal interrupts (its handler returning: one held till the report is out,
-    cli._interrupt) returns part written, and sys.stdout's buffered writer then dropped the rest (CPython 3.11). A
-    descriptor in non-blocking mode is waited on when full, not given up (BlockingIOError: the report cut short)."""
+def _to_stdout(text: str, errors: str) -> None:
+    """`text` on standard output, whole, what its encoding cannot hold escaped by the `errors` handler. Into its file
+    descriptor when it has one, each partial write followed by the rest: a blocked write that a signal interrupts (its
+    handler returning: one held till the report is out, cli._interrupt) returns part written, and sys.stdout's
+    buffered writer then dropped the rest (CPython 3.11). A descriptor in non-blocking mode is waited on when full, not
+    given up (BlockingIOError: the report cut short)."""
     out = sys.stdout
     try:
         fd = out.fileno()
@@ -205,7 +206,7 @@ def _to_stdout(text: str) -> None:
         out.write(text)
         out.flush()
         return
-    data = memoryview(text.encode(out.encoding or "utf-8", out.errors or "strict"))
+    data = memoryview(text.encode(out.encoding or "utf-8", errors))
     out.flush()  # what was printed before, first
     while data:
         try:
@@ -214,11 +215,13 @@ def _to_stdout(text: str) -> None:
             select.select([], [fd], [])
 
 
-def _write(path: str, text: str) -> None:
-    """One form at `path` ('-': stdout), whole or not at all (`write_atomically`)."""
+def _write(path: str, text: str, *, xml: bool = False) -> None:
+    """One form at `path` ('-': stdout), whole or not at all (`write_atomically`). On a stdout whose encoding lacks
+    some of its characters (ASCII, Latin-1), those are escaped: as character references in an XML or HTML form
+    (`xml`), which its readers read back as the characters, else as Python escapes them (`\\xef`)."""
     text = printable(text)  # a lone surrogate (valid in JSON input) is written as \\udXXX, not a crash
     if path == "-":
-        _to_stdout(text)
+        _to_stdout(text, "xmlcharrefreplace" if xml else "backslashreplace")
         return
     write_atomically(path, text)
 
@@ -280,20 +283,20 @@ def emit_report(
     _check_stdout(options)
     if report.interrupted is None:  # a partial run's figures are not gated (its exit says it was interrupted)
         report = with_gates(report, options)
-    writers: list[tuple[str | None, Callable[[Report], str]]] = [
-        (options.json_path, lambda r: r.to_json() + "\n"),
-        (options.markdown_path, render_markdown),
-        (options.junit_path, lambda r: render_junit(r, problems=problems)),
-        (options.html_path, render_html),
+    writers: list[tuple[str | None, Callable[[Report], str], bool]] = [  # the path, the form, whether it is XML
+        (options.json_path, lambda r: r.to_json() + "\n", False),
+        (options.markdown_path, render_markdown, False),
+        (options.junit_path, lambda r: render_junit(r, problems=problems), True),
+        (options.html_path, render_html, True),
     ]
     unwritten: list[str] = []
-    for path, render in writers:
+    for path, render, xml in writers:
         if path:
             try:
-                _write(path, render(report))
+                _write(path, render(report), xml=xml)
             except OSError as exc:  # after the run (a disk that fills): the summary and the gates still print
                 unwritten.append(f"cannot write {path}: {exc.strerror or exc}")
-    to_stdout = any(p == "-" for p, _ in writers)
+    to_stdout = any(p == "-" for p, _, _ in writers)
     out = sys.stderr if to_stdout else sys.stdout
     if options.quiet:
         click.echo(printable(report.accuracy_line), file=out)
