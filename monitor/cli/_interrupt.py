@@ -13,6 +13,10 @@ report, whole, is written (its gates evaluated: every run is in it), then the co
 second one ends the process at once, as during a partial report. A form that could not be written (exit 2) is said,
 and the exit is still the signal's, as for a partial report. A stop_on_signal within another handles nothing:
 runs_over holds the outer one's signal.
+
+A signal is not lost to an error that no handler expects (a bug: neither SystemExit nor a click error) raised after
+it, held or raised (its KeyboardInterrupt replaced by that error while the runs stopped or the partial report was
+made): the error's traceback is shown, as Python shows it, and the exit is still the signal's, saying it came.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import signal
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -29,6 +34,7 @@ from types import FrameType
 
 import click
 
+from monitor._text import visible
 from monitor.evaluate import Terminated
 
 # The handler each signal has when whoever started us left it alone: SIGINT's is Python's (KeyboardInterrupt),
@@ -52,6 +58,7 @@ class _Stops:
     over: bool = False
     held: signal.Signals | None = None
     done: str = ""  # the runs over, as the exit says them: "300 runs"
+    came: signal.Signals | None = None  # the first signal, held or raised
 
 
 _current: _Stops | None = None  # the innermost stop_on_signal's, in the main thread
@@ -80,12 +87,10 @@ def stop_on_signal() -> Iterator[None]:
         yield  # no signal of ours: one within an outer stop_on_signal is the outer one's to raise or hold (runs_over)
         return
     global _current
-    came = False
     stops = _Stops()
 
     def first(signum: int, frame: FrameType | None) -> None:
-        nonlocal came
-        came = True
+        stops.came = signal.Signals(signum)
         now = time.monotonic()
         for s in handled:  # SIGTERM's copies ignored from the first SIGTERM on, never its default action meanwhile
             signal.signal(s, _copies_ignored(now) if s == signal.SIGTERM == signum else signal.SIG_DFL)
@@ -108,9 +113,18 @@ def stop_on_signal() -> Iterator[None]:
         ended, by = _NAMES[stops.held]
         print(f"{ended} The {by} came after the {stops.done} were over{whole}.", file=sys.stderr, flush=True)
         raise SystemExit(_EXIT[stops.held]) from None
+    except Exception as exc:  # an error after a signal, held or raised: shown, and the exit still the signal's
+        signum = stops.held or stops.came
+        if signum is None:
+            raise
+        print(visible("".join(traceback.format_exception(exc))), end="", file=sys.stderr)  # no raw ESC of user text
+        ended, by = _NAMES[signum]
+        said = f"{ended} The {by} came after the {stops.done} were over." if stops.held else ended
+        print(said, file=sys.stderr, flush=True)
+        raise SystemExit(_EXIT[signum]) from None
     finally:
         _current = outer
-        if not came:
+        if stops.came is None:
             for s, previous in handled.items():
                 signal.signal(s, previous)
 

@@ -422,3 +422,48 @@ def test_a_signal_held_is_not_lost_when_a_form_cannot_be_written(capsys: pytest.
     assert exit_.value.code == 143
     assert capsys.readouterr().err == ("Error: cannot write r.json: No space left on device\n"
                                        "Terminated! The SIGTERM came after the 5 runs were over.\n")
+
+
+@STOPS
+def test_a_signal_held_is_not_lost_when_the_report_then_fails_with_an_error(tmp_path: Path, stop: Stop) -> None:
+    """A Ctrl-C or SIGTERM while the report of runs all done is made (held), and then an error no handler expects
+    (here the Markdown form failing to render: a bug): the error's traceback is shown, then the command exits as the
+    signal asks (130, 143) saying it came, not 1 as if no signal had come."""
+    cases, rules = _dataset(tmp_path)
+    cases.write_text(cases.read_text().replace(" (stall)", ""), encoding="utf-8")
+    failing = (f"import os, signal, monitor.report.output as o\n"
+               f"def render(report):\n"
+               f"    os.kill(os.getpid(), signal.{stop.signum.name})\n"
+               f"    raise RuntimeError('the form failed')\n"
+               f"o.render_markdown = render\n{_MAIN}")
+    res = subprocess.run([sys.executable, "-c", failing, "eval", "--dataset", str(cases), "--rules", str(rules),
+                          "--agent", "tests.monitor.offline.agents:support_agent", "--no-progress", "--markdown",
+                          str(tmp_path / "r.md")], cwd=REPO, capture_output=True, text=True, timeout=60, check=False)
+    assert res.returncode == stop.code, (res.returncode, res.stderr[-3000:])
+    lines = res.stderr.rstrip().splitlines()
+    assert "Traceback" in res.stderr and "RuntimeError: the form failed" in lines, res.stderr[-3000:]
+    ended = "Aborted!" if stop is CTRL_C else "Terminated!"
+    assert lines[-1] == f"{ended} The {stop.by} came after the 4 runs were over.", res.stderr[-3000:]
+
+
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals go to the main thread")
+def test_a_signal_raised_is_not_lost_when_an_error_takes_its_place(capsys: pytest.CaptureFixture[str]) -> None:
+    """A signal that stopped the runs (raised: KeyboardInterrupt, Terminated), whose exception was then replaced by
+    another (an error while the runs were stopped, a bug while the partial report was made): the error is shown,
+    and the exit is the signal's (143), not 1."""
+    with _handlers_kept(), pytest.raises(SystemExit) as exit_, stop_on_signal():
+        try:
+            signal.raise_signal(signal.SIGTERM)
+        except Terminated:
+            raise RuntimeError("while stopping") from None
+    assert exit_.value.code == 143
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "RuntimeError: while stopping" in err, err
+    assert err.rstrip().splitlines()[-1] == "Terminated!", err
+
+
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals go to the main thread")
+def test_an_error_with_no_signal_is_raised_as_it_was() -> None:
+    with _handlers_kept(), pytest.raises(RuntimeError, match="no signal"), stop_on_signal():
+        runs_over(1)
+        raise RuntimeError("no signal")
