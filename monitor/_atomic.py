@@ -2,8 +2,15 @@
 
 The text goes to a temporary file beside the path, which os.replace then puts in its place: a reader (a CI step, a
 dashboard, Prometheus reloading its rules) or a kill midway never sees half a file, and a failed write (a full disk)
-leaves the file as it was and no temporary file behind (only a kill while it is written can leave one, hidden:
-`.NAME.XXXXXXXX.tmp`). A file replaced keeps its permission bits; a symbolic link is followed, its target replaced.
+leaves the file as it was and no temporary file behind. Nor does a signal midway: an exception it raises
+(KeyboardInterrupt, SystemExit) passes through the write, which removes the file; one whose action is the default,
+to end the process (SIGTERM, SIGHUP; SIGINT after a first one in eval and probe), is handled while the main thread
+writes, and removes the file before it ends the process as the default action would (`remove_unfinished`, which
+cli._interrupt calls before it ends the process itself). Only a kill no code sees (SIGKILL, a crash) leaves one:
+`.NAME.PID.XXXXXXXX.tmp`, named after the process that wrote it, so that a later write of the same file removes it
+once that process is gone and the file is older than STALE_S (a process of that number in another PID namespace
+that shares the directory, a container's, may be writing it). A file replaced keeps its permission bits; a symbolic
+link is followed, its target replaced.
 
 What is no regular file is written directly, never replaced: a FIFO or a device (`/dev/null`), and the process's own
 stdout or stderr by any name (`/dev/stdout`, `/dev/fd/1`, or the file they were redirected to: written through the
@@ -13,16 +20,117 @@ stream, after what was printed to it, as `-` is). So is a file whose directory c
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
+import re
 import secrets
+import signal
 import stat
 import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import FrameType
 from typing import TextIO
 
-# The most bytes of the file's name that its temporary file's name keeps: 255 (NAME_MAX, the longest name most file
-# systems take) less the 14 the temporary name adds (`.`, `.XXXXXXXX.tmp`).
-_STEM_BYTES = 255 - 14
+logger = logging.getLogger(__name__)
+
+# The most bytes a file name has: 255 (NAME_MAX, the longest name most file systems take). A temporary file's name
+# keeps as much of the file's as fits with what it adds: `.`, `.PID.XXXXXXXX.tmp`, the PID of at least 7 digits
+# (Linux's largest, 4194304) so that the cut is the same whatever the PID.
+_NAME_MAX = 255
+_TEMPORARY = re.compile(r"\.(.+)\.([1-9][0-9]{0,9})\.[0-9a-f]{8}\.tmp", re.DOTALL)
+STALE_S = 60.0  # a temporary file older than this, of a process that is gone, is left from a kill: removed
+
+# The signals whose default action ends the process, handled while the main thread writes (see the docstring).
+_ENDING = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
+_unfinished: set[str] = set()  # the temporary files being written: one per thread writing, at most
+_writing = 0  # the main thread's writes in progress (the handlers above are theirs while it is not 0)
+
+
+def remove_unfinished() -> None:
+    """Remove the temporary files of the writes in progress: the process is about to end (by a signal)."""
+    for name in list(_unfinished):
+        with contextlib.suppress(OSError):
+            os.unlink(name)
+
+
+def _ending(signum: int, frame: FrameType | None) -> None:
+    """A signal's handler while the main thread writes, instead of its default action: that action, once the
+    temporary files are removed."""
+    remove_unfinished()
+    signal.signal(signum, signal.SIG_DFL)
+    signal.raise_signal(signum)
+
+
+def default_action() -> Callable[[int, FrameType | None], None] | signal.Handlers:
+    """The handler to give a signal that is to end the process (by its default action) from now on: SIG_DFL, or while
+    the main thread writes, one that removes the temporary file first (and is SIG_DFL again after the write)."""
+    return _ending if _writing else signal.SIG_DFL
+
+
+@contextlib.contextmanager
+def _signals_remove(temporary: Path) -> Iterator[None]:
+    """Within: `temporary` is removed before a signal ends the process by its default action (handled, in the main
+    thread, for those whose handler is the default one), or when an exception passes."""
+    global _writing
+    main = threading.current_thread() is threading.main_thread()
+    if main:
+        _writing += 1
+        for s in _ENDING:
+            if signal.getsignal(s) is signal.SIG_DFL:
+                signal.signal(s, _ending)
+    name = os.fspath(temporary)
+    _unfinished.add(name)
+    try:
+        yield
+    except BaseException:  # a failed write, a Ctrl-C: the file stays as it was, no temporary file beside it
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+    finally:
+        _unfinished.discard(name)
+        if main:
+            _writing -= 1
+            for s in _ENDING if not _writing else ():
+                if signal.getsignal(s) is _ending:  # also those given it meanwhile (default_action)
+                    signal.signal(s, signal.SIG_DFL)
+
+
+def _stem(name: str, pid: int) -> str:
+    """The part of the file `name` its temporary file's name keeps, written by process `pid`."""
+    room = _NAME_MAX - len(f"..{pid:07d}.XXXXXXXX.tmp")
+    return os.fsdecode(os.fsencode(name)[:room])
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except (OSError, OverflowError):  # EPERM: another user's; no PID at all
+        return False
+    return False
+
+
+def _remove_stale(target: Path) -> None:
+    """Remove the temporary files of `target` that a kill left (their process gone, older than STALE_S)."""
+    old = time.time() - STALE_S
+    start = f".{_stem(target.name, 10**9)}"  # how every one's name starts (the stem of the longest PID, the shortest)
+    with contextlib.suppress(OSError), os.scandir(target.parent) as entries:
+        for entry in entries:
+            m = _TEMPORARY.fullmatch(entry.name) if entry.name.startswith(start) else None
+            if m is None or m[1] != _stem(target.name, int(m[2])):
+                continue
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if stat.S_ISREG(st.st_mode) and st.st_mtime < old and _gone(int(m[2])):
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
+                    logger.info("removed %s, left by a write that process %s did not finish", entry.path, m[2])
 
 
 def _stream_of(path: str) -> TextIO | None:
@@ -64,9 +172,9 @@ def write_atomically(path: str | os.PathLike[str], text: str, encoding: str = "u
         _direct(name, text, encoding)
         return
     target.parent.mkdir(parents=True, exist_ok=True)
-    # The temporary name is the file's, cut to fit where the file's fits (a name of up to NAME_MAX bytes).
-    stem = os.fsdecode(os.fsencode(target.name)[:_STEM_BYTES])
-    temporary = target.with_name(f".{stem}.{secrets.token_hex(4)}.tmp")
+    _remove_stale(target)
+    pid = os.getpid()
+    temporary = target.with_name(f".{_stem(target.name, pid)}.{pid}.{secrets.token_hex(4)}.tmp")
     try:  # 0o666 less the umask, as the file itself would be made
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
     except PermissionError:
@@ -74,7 +182,7 @@ def write_atomically(path: str | os.PathLike[str], text: str, encoding: str = "u
             raise
         _direct(name, text, encoding)  # a directory we may not write to, a file we may
         return
-    try:
+    with _signals_remove(temporary):
         with open(fd, "w", encoding=encoding) as fh:
             if old is not None:
                 os.fchmod(fh.fileno(), stat.S_IMODE(old.st_mode))
@@ -82,7 +190,3 @@ def write_atomically(path: str | os.PathLike[str], text: str, encoding: str = "u
             fh.flush()
             os.fsync(fh.fileno())  # the data on disk before the name points at it (a crash meanwhile)
         os.replace(temporary, target)
-    except BaseException:  # a failed write, a Ctrl-C: the file stays as it was, no temporary file beside it
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise

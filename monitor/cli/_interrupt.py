@@ -34,6 +34,7 @@ from types import FrameType
 
 import click
 
+from monitor._atomic import default_action, remove_unfinished
 from monitor._text import visible
 from monitor.evaluate import Terminated
 
@@ -71,6 +72,7 @@ def _copies_ignored(since: float) -> Callable[[int, FrameType | None], None]:
     def handler(signum: int, frame: FrameType | None) -> None:
         if time.monotonic() - since < ECHO_S:
             return
+        remove_unfinished()  # a report's temporary file, were one being written
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGTERM)
 
@@ -93,7 +95,7 @@ def stop_on_signal() -> Iterator[None]:
         stops.came = signal.Signals(signum)
         now = time.monotonic()
         for s in handled:  # SIGTERM's copies ignored from the first SIGTERM on, never its default action meanwhile
-            signal.signal(s, _copies_ignored(now) if s == signal.SIGTERM == signum else signal.SIG_DFL)
+            signal.signal(s, _copies_ignored(now) if s == signal.SIGTERM == signum else default_action())
         if stops.over:  # the report of runs all done is being made: held until it is out
             stops.held = signal.Signals(signum)
             return

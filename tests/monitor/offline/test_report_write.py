@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import stat
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import IO
 
 import pytest
 
-from monitor._atomic import write_atomically
+from monitor._atomic import STALE_S, write_atomically
 from tests.monitor.offline.agents import SUPPORT_INPUTS, support_agent
 from tests.monitor.offline.conftest import REPO, capture_spans, write_span_files
 
@@ -215,3 +217,101 @@ def test_a_report_to_a_non_blocking_stdout_waits_for_the_reader(support_rules: P
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err.decode()[-2000:]
     assert len(json.loads(data)["cases"]) == 300
+
+
+def _signalled_in_write(*steps: str) -> str:
+    """A command line whose report writes send the process `steps` (signal names, or `wait` for 0.6 s: past the time
+    a second SIGTERM is taken for a copy of the first) once the report's text is in the temporary file, before it
+    takes the report's name: a signal (a kill, Ctrl-C) in the middle of the write."""
+    sends = "; ".join("time.sleep(0.6)" if s == "wait" else f"os.kill(os.getpid(), signal.{s})" for s in steps)
+    return ("import os, signal, time\n"
+            "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+            "_fsync = os.fsync\n"
+            f"def fsync(fd):\n    {sends}\n    _fsync(fd)\n"
+            f"os.fsync = fsync\n{_MAIN}")
+
+
+def _eval(support_rules: Path, tmp_path: Path, *extra: str, main: str = _MAIN) -> subprocess.CompletedProcess[str]:
+    cases = tmp_path / "cases.yaml"
+    cases.write_text("".join(f"- id: o{n}\n  input: where is order {n}\n"
+                             f"  call: [{{tool: get_order_status, exactly: 1, args: {{order_id: '{n}'}}}}]\n"
+                             for n in range(1, 4)), encoding="utf-8")
+    return _toolwatch("eval", "--dataset", str(cases), "--rules", str(support_rules), "--agent",
+                      "tests.monitor.offline.agents:support_agent", "--no-progress", "-q", *extra, main=main)
+
+
+@pytest.mark.parametrize(("command", "steps", "code"), [
+    ("replay", ["SIGTERM"], -signal.SIGTERM),  # its default action: a kill, no exception
+    ("replay", ["SIGINT"], 130),  # Python's KeyboardInterrupt
+    ("eval", ["SIGTERM", "SIGINT"], -signal.SIGINT),  # the first held till the report is out, the second ends it
+    ("eval", ["SIGTERM", "wait", "SIGTERM"], -signal.SIGTERM),  # a second SIGTERM, no copy of the first
+], ids=["replay-sigterm", "replay-sigint", "eval-held-then-sigint", "eval-held-then-sigterm"])
+def test_a_signal_that_ends_the_command_during_a_write_leaves_no_temporary_file(
+        span_file: Path, support_rules: Path, tmp_path: Path, command: str, steps: list[str], code: int) -> None:
+    """A kill or Ctrl-C while a report is written ends the command as it did (killed by the signal, or 130), and the
+    old report stays; the temporary file beside it, which the signal's default action left there, is removed."""
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    old = reports / "r.json"
+    old.write_text('{"old": true}', encoding="utf-8")
+    main = _signalled_in_write(*steps)
+    res = (_replay(span_file, support_rules, "--json", str(old), main=main) if command == "replay" else
+           _eval(support_rules, tmp_path, "--json", str(old), main=main))
+    assert res.returncode == code, (res.returncode, res.stderr[-3000:])
+    assert old.read_text(encoding="utf-8") == '{"old": true}'
+    assert sorted(p.name for p in reports.iterdir()) == ["r.json"]
+
+
+def test_a_temporary_file_left_by_a_hard_kill_goes_at_a_later_write_once_its_process_is_gone(
+        span_file: Path, support_rules: Path, tmp_path: Path) -> None:
+    """SIGKILL in the middle of a write leaves the temporary file (no code runs): its name says the process that
+    wrote it, and a later write of the same report removes it once that process is gone and the file is older than
+    any write takes (STALE_S: a process of that number in another PID namespace sharing the directory may be
+    writing). One of a process still there (stopped mid-write) stays, and so does one too recent."""
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    target = reports / "r.json"
+    writes = [subprocess.Popen([sys.executable, "-c", _signalled_in_write(stop), "replay", str(span_file), "--rules",
+                                str(support_rules), "--no-progress", "-q", "--json", str(target)],
+                               cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+              for stop in ("SIGKILL", "SIGSTOP")]
+    killed, stopped = writes
+    try:
+        assert killed.wait(timeout=60) == -signal.SIGKILL
+        _, status = os.waitpid(stopped.pid, os.WUNTRACED)
+        assert os.WIFSTOPPED(status), status
+        (dead,) = [p for p in reports.iterdir() if f".{killed.pid}." in p.name]
+        (alive,) = [p for p in reports.iterdir() if f".{stopped.pid}." in p.name]
+        assert dead.name.startswith(".r.json.") and alive.name.endswith(".tmp")
+        other = reports / f".other.json.{killed.pid}.0123abcd.tmp"  # another report's: not this write's to remove
+        other.write_text("x", encoding="utf-8")
+        old = time.time() - STALE_S - 60
+        os.utime(alive, (old, old))
+        os.utime(other, (old, old))
+        assert _replay(span_file, support_rules, "--json", str(target)).returncode == 0
+        assert sorted(p.name for p in reports.iterdir()) == sorted([alive.name, dead.name, other.name, "r.json"])
+        os.utime(dead, (old, old))  # it was too recent
+        assert _replay(span_file, support_rules, "--json", str(target)).returncode == 0
+        assert sorted(p.name for p in reports.iterdir()) == sorted([alive.name, other.name, "r.json"])
+    finally:
+        for write in writes:
+            write.kill()
+            write.wait()
+    assert json.loads(target.read_text(encoding="utf-8"))["command"] == "replay"
+
+
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals go to the main thread")
+def test_a_write_leaves_the_signal_handlers_as_they_were(tmp_path: Path) -> None:
+    """The handlers a write gives the signals whose action is the default one are theirs only while it writes."""
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        write_atomically(tmp_path / "r.json", "{}")
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
