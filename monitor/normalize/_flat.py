@@ -4,7 +4,10 @@ and openai-agents' handoffs through OpenInference, which are no calls (HandoffMa
 openai-agents and LlamaIndex were given (InputMark, add_openinference_input).
 
 - OpenInference LLM span: `llm.output_messages.{i}.message.tool_calls.{j}.tool_call.id`, `.tool_call.function.name`,
-  `.tool_call.function.arguments` (JSON text; openai-agents leaves out `{}`: then not captured). google-genai's
+  `.tool_call.function.arguments` (JSON text; openai-agents leaves out `{}`: then not captured). LangChain.js'
+  (_markers.OI_LANGCHAIN_SCOPES) leaves the id out: a call without one is given the id its run's output names for it
+  (`output.value`, the AIMessage serialized: _lcmessages.output_calls), so that it pairs with the tool's run by id
+  (two calls of one tool in one step alike). google-genai's
   (openinference-instrumentation-google-genai) records the calls of the SDK's automatic function calling, which
   happen inside the one span, as top-level `message.tool_calls.{j}.tool_call.function.name` / `.arguments` (no id):
   read before the output messages' calls, without the first K, K the calls of its input messages
@@ -28,6 +31,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from monitor.normalize import _lcmessages as lc
 from monitor.normalize import _markers as m
 from monitor.normalize._offered import add_openinference_tools, add_traceloop_tools
 from monitor.normalize._requested import (
@@ -80,9 +84,27 @@ def add_openinference(span: Span, out: Out, problems: list[str]) -> None:
     """The calls an OpenInference LLM span's output messages hold, after those of google-genai's history."""
     attrs = span.attributes
     slots, bad = _slots(attrs, _OI_PREFIX, _OI_CALLS, _OI_FIELDS)
+    if slots and span.scope in m.OI_LANGCHAIN_SCOPES:
+        _langchain_ids(attrs, slots)
     bad += _history(attrs, slots)
     problems.extend([m.OI_OUTPUT_MESSAGES] * bad)
     _emit(span, slots, m.OI_OUTPUT_MESSAGES, out, problems)
+
+
+def _langchain_ids(attrs: Any, slots: dict[tuple[int, int], dict[str, Any]]) -> None:
+    """Give each call of a LangChain LLM span without an id (absent or empty) the id its run's output names for it
+    (`output.value`, read only then: _lcmessages.output_calls, call_id); none when the output names no call of that
+    tool at that place, or cannot be read (not counted: the output messages are read as they are)."""
+    missing = [at for at, slot in slots.items() if not slot.get("id") and isinstance(slot.get("name"), str)]
+    text = attrs.get(m.OI_OUTPUT) if missing else None
+    if not isinstance(text, str):
+        return
+    messages = lc.output_calls(text)
+    for i, j in missing:
+        if i < len(messages):
+            cid = lc.call_id(messages[i], j, slots[i, j]["name"])
+            if cid is not None:
+                slots[i, j]["id"] = cid
 
 
 def _history(attrs: Any, slots: dict[tuple[int, int], dict[str, Any]]) -> int:

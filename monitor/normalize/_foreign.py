@@ -102,11 +102,15 @@ span, pydantic-ai's tool span (`running tool` in version 2, arguments in `tool_a
 `execute_tool {tool}` span (arguments in its events). An OpenInference TOOL span's call id is its `tool_call.id` (or
 `tool.id`); LangChain's tool run records none, and its output holds the ToolMessage the tool returned, in Python's or
 LangChain.js's serialized form (of openinference-instrumentation-langchain's scopes only: another framework's tool
-records the text it returned, which may open as a ToolMessage does): the call id is the message's `tool_call_id`
-(LangGraph's ToolNode: a tool that raised has no output, and so no id), and a message of status `error` (a tool
-that returned its error) fails the call when its span has no error of its own, its error the message's text
-(_lcmessages.tool_message). LlamaIndex's TOOL span records the tool's bound arguments, `{"kwargs": {...}}`: the
-keyword arguments are the call's (_oi_arguments); smolagents' (its tracer scope, _markers.OI_SMOLAGENTS_SCOPE) the
+records the text it returned, which may open as a ToolMessage does; so does a LangChain tool run without a ToolNode,
+`tool.invoke`, an AgentExecutor: an output tagged `text/plain` is such a text, never read as a ToolMessage, but a
+text that is JSON is tagged `application/json` as a ToolMessage is, and read as one when it opens as one): the call
+id is the message's `tool_call_id` (LangGraph's ToolNode: a tool that raised has no output, and so no id; its span
+fails with LangChain's text of the exception, its repr or message and then its traceback or stack, and the call's
+error is the exception's type, _lcerrors), and a message of status `error` (a tool that returned its error) fails the
+call when its span has no error of its own, its error the message's text (_lcmessages.tool_message). LlamaIndex's
+TOOL span records the tool's bound arguments, `{"kwargs": {...}}`: the keyword arguments are the call's
+(_oi_arguments); smolagents' (its tracer scope, _markers.OI_SMOLAGENTS_SCOPE) the
 bound arguments of `Tool.__call__`, `{"args", "sanitize_inputs_outputs", "kwargs"}`: the keyword arguments, the
 positional ones named after the tool's inputs (`tool.parameters`) (_smolagents_arguments). smolagents names its run's
 AGENT span `{agent}.run` and records no `agent.name`: the turn is the agent's (_agent_of_name); its input is the run's
@@ -164,6 +168,7 @@ from monitor.normalize._genai import (
     operation,
     structured,
 )
+from monitor.normalize._lcerrors import exception_type
 from monitor.normalize._offered import add_openinference_tools, add_traceloop_tools, new_offered
 from monitor.normalize._requested import (
     MAX_REQUESTED_PER_SPAN,
@@ -401,14 +406,17 @@ def _oi_call(span: Span, dspy_tool: str | None, out: Out, problems: list[str], r
     elif arguments is None or arguments == _REDACTED:
         arguments = _oi_arguments(attrs, problems, bound=span.scope in (m.OI_LLAMA_INDEX_SCOPE, m.OI_DSPY_SCOPE))
     result = _result(attrs, m.OI_OUTPUT, problems)
-    error = None
-    if result is not None and span.scope in m.OI_LANGCHAIN_SCOPES:  # its ToolMessage's id (if it returned one), error
-        message_id, error = lc.tool_message(result)
-        if call_id is None:
-            call_id = message_id
+    error = raised = None
+    if span.scope in m.OI_LANGCHAIN_SCOPES:
+        if result is not None and attrs.get(m.OI_OUTPUT_MIME) != m.OI_TEXT_MIME:  # its ToolMessage's id (if it
+            message_id, error = lc.tool_message(result)  # returned one) and error; a text/plain output is none
+            if call_id is None:
+                call_id = message_id
+        if span.status_code == STATUS_ERROR and span.status_message:  # LangChain's text of what it raised: its type
+            raised = exception_type(span.status_message, span.events)
     name = dspy_tool if dspy_tool is not None else _oi_tool_name(span, problems)
-    _call(span, name, out, problems, rejected, call_id=call_id,
-          arguments=arguments, result=None if result == _REDACTED else result, error=error)  # fmt: skip
+    _call(span, name, out, problems, rejected, call_id=call_id, arguments=arguments,
+          result=None if result == _REDACTED else result, error=error, raised=raised)  # fmt: skip
 
 
 def _oi_tool_name(span: Span, problems: list[str]) -> str:
@@ -1378,9 +1386,11 @@ def _text_of(value: Any, roles: tuple[str, ...], keys: tuple[str, ...], problems
 
 
 def _call(span: Span, name: str, out: Out, problems: list[str], rejected: dict[str, int], *, call_id: Any,
-          arguments: str | None, result: str | None, error: str | None = None) -> None:  # fmt: skip
-    """A ToolCall of the span (a rejection when it has no name); its error the span's own (`error.type`, else its
-    status message when it failed), else `error` (what its output says, the span ending OK)."""
+          arguments: str | None, result: str | None, error: str | None = None,
+          raised: str | None = None) -> None:  # fmt: skip
+    """A ToolCall of the span (a rejection when it has no name); its error the span's own (`error.type`, else, when
+    it failed, `raised`, the type of the exception its status message is the text of, else that message), else `error`
+    (what its output says, the span ending OK)."""
     name = name or span.name
     if not name:
         rejected[REASON_NO_TOOL_NAME] = rejected.get(REASON_NO_TOOL_NAME, 0) + 1
@@ -1391,7 +1401,7 @@ def _call(span: Span, name: str, out: Out, problems: list[str], rejected: dict[s
         problems.append(ERROR_TYPE)
         error_type = None
     if error_type is None and span.status_code == STATUS_ERROR:
-        error_type = span.status_message or "error"
+        error_type = raised or span.status_message or "error"
     if error_type is None:
         error_type = error
     out.append(

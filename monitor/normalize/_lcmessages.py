@@ -19,6 +19,13 @@ A run's answer (`answer`) is the text of the last assistant message that asks fo
 message: text beside tool calls is what the model said before calling them (langgraph-supervisor's handoff back,
 "Transferring back to supervisor"); the messages before the last user message are earlier turns' (a thread's history).
 
+The calls a LangChain model run asked for, in its output as openinference-instrumentation-langchain records it
+(`output.value`, the run's `generations`: `{"generations": [[{"text", "message": {AIMessage}}, ...]], ...}`), name
+their ids (`output_calls`, `call_id`): LangChain.js' instrumentation flattens each message's
+`additional_kwargs.tool_calls` (OpenAI's form, `{"id", "function": {"name", ...}}`) into its `llm.output_messages`
+without their ids (monitor.normalize._flat reads them there); the message's own `tool_calls` (LangChain's form,
+`{"name", "args", "id"}`) hold them too.
+
 Wrong-typed or malformed messages are passed over and counted (`chat_messages` says how many: the caller counts the
 value's key), never raised on: an element that is no message (not an object, an object of no type or role, a known type
 without text content), a content block that is neither a str nor an object. A type this module does not know (a later
@@ -194,3 +201,56 @@ def tool_message(text: str) -> tuple[str | None, str | None]:
         content = _content(fields.get("content"))[0]
         error = content[:MAX_ERROR_CHARS] if content else "error"
     return (cid if isinstance(cid, str) and cid else None), error
+
+
+_CALLS_MARK = '"tool_calls"'  # in the JSON text of any run output naming a call: others are not parsed
+OutputCalls = tuple[list[Any], list[Any]]  # a message's `additional_kwargs.tool_calls` and `tool_calls`
+
+
+def output_calls(text: str) -> list[OutputCalls]:
+    """The calls each message of a LangChain model run's output (`output.value`, see the module docstring) holds, in
+    the order the instrumentation numbers its output messages: the first set of generations, those with a message
+    object (in any of the forms `_message` reads); each message's `additional_kwargs.tool_calls` and `tool_calls`
+    ([] when not a list). [] for a text that holds no call, is no JSON (or past loads_bounded's budget) or no output
+    of that shape."""
+    if _CALLS_MARK not in text:
+        return []
+    try:
+        value = loads_bounded(text)
+    except (ValueError, RecursionError):
+        return []
+    generations = value.get("generations") if isinstance(value, dict) else None
+    first = generations[0] if isinstance(generations, list) and generations else None
+    if not isinstance(first, list):
+        return []
+    out: list[OutputCalls] = []
+    for generation in first:
+        msg = generation.get("message") if isinstance(generation, dict) else None
+        if not isinstance(msg, dict):
+            continue
+        body = msg.get("kwargs")
+        if not isinstance(body, dict):
+            body = msg.get("data")
+            if not isinstance(body, dict):
+                body = msg
+        extra = body.get("additional_kwargs")
+        raw = extra.get("tool_calls") if isinstance(extra, dict) else None
+        parsed = body.get("tool_calls")
+        out.append((raw if isinstance(raw, list) else [], parsed if isinstance(parsed, list) else []))
+    return out
+
+
+def call_id(calls: OutputCalls, j: int, name: str) -> str | None:
+    """The id of a message's `j`th call (of `output_calls`) when it is a call of tool `name`: its
+    `additional_kwargs.tool_calls[j]`'s, else its `tool_calls[j]`'s; None when neither names that tool with an id (a
+    non-empty str)."""
+    raw, parsed = calls
+    for listed, nested in ((raw, True), (parsed, False)):
+        call = listed[j] if j < len(listed) else None
+        if not isinstance(call, dict):
+            continue
+        named = call.get("function") if nested else call
+        cid = call.get("id")
+        if isinstance(named, dict) and named.get("name") == name and isinstance(cid, str) and cid:
+            return cid
+    return None

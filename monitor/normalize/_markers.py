@@ -12,6 +12,10 @@ OI_KIND = "openinference.span.kind"
 OI_INPUT = "input.value"
 OI_INPUT_MIME = "input.mime_type"
 OI_OUTPUT = "output.value"
+# `application/json` or `text/plain`: LangChain.js' instrumentation tags an output text that is no JSON `text/plain`
+# (Python's leaves the mime type out then), a ToolMessage a tool returned `application/json` in both.
+OI_OUTPUT_MIME = "output.mime_type"
+OI_TEXT_MIME = "text/plain"
 OI_TOOL_NAME = "tool.name"
 OI_TOOL_ID = "tool.id"
 OI_TOOL_CALL_ID = "tool_call.id"
@@ -25,8 +29,11 @@ OI_TOOLS = "llm.tools"  # `.{i}.tool.json_schema`: the tools an LLM span offers 
 OI_REDACTED = "__REDACTED__"
 OI_INPUT_MESSAGES = "llm.input_messages"  # `.{i}.message.role`, `.message.content`: the messages a model was given
 # The tracer scopes of openinference-instrumentation-langchain, Python's and LangChain.js': only their TOOL spans'
-# output is read as the ToolMessage a tool returned (its call id and error, _lcmessages.tool_message); another
-# framework's tool records the text it returned, which may open as a ToolMessage does (a page or file the tool read).
+# output is read as the ToolMessage a tool returned (its call id and error, _lcmessages.tool_message; never an output
+# tagged `text/plain`); another framework's tool records the text it returned, which may open as a ToolMessage does (a
+# page or file the tool read). Only their failed TOOL spans' status message is read as LangChain's text of the
+# exception a tool raised (_lcerrors), and only their LLM spans' output for the ids of the calls it asked for
+# (_flat: LangChain.js' output messages name none).
 OI_LANGCHAIN_SCOPES = frozenset(
     {"openinference.instrumentation.langchain", "@arizeai/openinference-instrumentation-langchain"}
 )

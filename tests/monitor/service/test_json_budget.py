@@ -112,6 +112,18 @@ def test_dense_input_is_read_in_bounded_memory(dense_text: str, name: str, attrs
     assert used < MAX_GROWTH * len(dense_text), f"{used >> 20} MiB for a {len(dense_text) >> 20} MiB text"
 
 
+def test_a_dense_langchain_llm_output_is_read_for_call_ids_in_bounded_memory() -> None:
+    """A LangChain.js LLM span's output (`output.value`), read for the ids its output messages leave out, is parsed
+    within the budget too: a dense one is refused, the call read without an id, nothing counted."""
+    text = dense('{"generations":[],"tool_calls":[]},')
+    attrs = {"openinference.span.kind": "LLM", "output.value": text,
+             "llm.output_messages.0.message.tool_calls.0.tool_call.function.name": "x"}  # fmt: skip
+    span = _span("ChatOpenAI", attrs, scope="@arizeai/openinference-instrumentation-langchain")
+    n, records, used = _normalize_peak(span)
+    assert used < MAX_GROWTH * len(text), f"{used >> 20} MiB for a {len(text) >> 20} MiB text"
+    assert [(r.name, r.call_id) for r in records[1:]] == [("x", "")] and n.counts()[1] == {}
+
+
 def test_a_16_mb_conversation_is_still_read() -> None:
     messages = [{"role": "user", "parts": [{"type": "text", "content": f"m{i} " + "z" * 8000}]} for i in range(2000)]
     messages.append({"role": "user", "parts": [{"type": "text", "content": "THE LAST QUESTION"}]})

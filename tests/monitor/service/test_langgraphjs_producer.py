@@ -4,17 +4,20 @@ The instrumentation (`LangChainInstrumentation`, tracer scope `@arizeai/openinfe
 not the Python instrumentation's) makes the graph run of `createReactAgent({name: 'weather_agent'})` a root CHAIN span
 named after the agent (`input.value` the invoke's `{"messages": [...]}`), each node's run a CHAIN span under it (the
 model node `agent`, the `tools` node), each model request an LLM span (`llm.output_messages` the calls it asked for,
-with no id; `llm.tools` the tools offered) and each tool's run a TOOL span `get_weather` with no call id of its own:
-its output, the ToolMessage the tool returned (`{"output": {"lc": 1, "type": "constructor", "id": [..., "ToolMessage"],
-"kwargs": {..., "tool_call_id": ...}}}`, LangChain.js's serialized form), names the call it ran. It is read as the
-Python instrumentation's LangGraph spans are (monitor.normalize._foreign): the root CHAIN span the turn, the TOOL span
-a call named by its ToolMessage's id, paired with the call the model asked for (by name: the LLM span names no id).
+with no id; `output.value` the run's output, the AIMessage serialized with its `tool_calls` and their ids; `llm.tools`
+the tools offered) and each tool's run a TOOL span `get_weather` with no call id of its own: its output, the
+ToolMessage the tool returned (`{"output": {"lc": 1, "type": "constructor", "id": [..., "ToolMessage"], "kwargs":
+{..., "tool_call_id": ...}}}`, LangChain.js's serialized form), names the call it ran. It is read as the Python
+instrumentation's LangGraph spans are (monitor.normalize._foreign): the root CHAIN span the turn, the TOOL span a call
+named by its ToolMessage's id, paired by that id with the call the model asked for (its id read from the LLM span's
+`output.value`, monitor.normalize._flat).
 
 What it records of a tool's arguments is not read: when a tool's input object has one string value, OpenInference's JS
 `formatIO` records that value alone (`input.value` `Paris`, `text/plain`), not the object: the argument's name is
 lost, and the call is unjudged for arguments (not wrong). A strict xfail below says what toolwatch would need (the
 arguments of the requested call it is paired with, `{"city": "Paris"}`). A throwing tool's span fails with the
-status message `{message}\\n\\n{stack}`, read whole as its error.
+status message `{message}\\n\\n{stack}` (LangChain.js's tracer's), the stack opening with `{name}: {message}`: its
+error is that name, the thrown error's type (`Error`), not the whole text with its stack frames.
 
 The spans are captures of real runs, offline (@langchain/langgraph 1.7.3, @langchain/core 1.4.0, @langchain/openai
 1.5.8, @arizeai/openinference-instrumentation-langchain 4.1.1, @opentelemetry/sdk-trace-node 2.12.1,
@@ -30,6 +33,14 @@ The spans are captures of real runs, offline (@langchain/langgraph 1.7.3, @langc
   returning its error as a ToolMessage of status `error` (`new ToolMessage({content: 'no such city: Atlantis',
   tool_call_id: config.toolCall.id, status: 'error'})`, as a tool hands back its error): its TOOL span ends OK, with
   that message as its output.
+- langgraphjs_react_openinference_two: asked about Paris and Lyon: the model asks for `get_weather` twice in one
+  step (`call_1` Paris, `call_2` Lyon), both run, then it answers.
+- langgraphjs_react_openinference_invalid: asked about "42 and Paris": the model asks for `get_weather({"city": 42})`
+  (`call_1`) and `get_weather({"city": "Paris"})` (`call_2`) in one step; the first one's arguments fail the tool's
+  schema, and LangChain.js refuses them before the tool's run starts (no TOOL span: the ToolNode hands the model the
+  error), the second one runs.
+- langgraphjs_react_openinference_stack: langgraphjs_react_openinference_raises again, the stack frames of its status
+  message and event kept (their paths made neutral).
 
 Replayed through the real normalizer (C and Python) and turn assembler.
 """
@@ -38,8 +49,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.monitor.service.captures import call_rows, captured_turns, offered_names
-from tests.monitor.service.test_requested_calls import IMPLS
+from monitor.records import RequestedCall
+from tests.monitor.service.captures import call_rows, capture, captured_turns, offered_names
+from tests.monitor.service.test_requested_calls import IMPLS, _impl, convert
 
 SUNNY = "It is sunny in Paris."
 
@@ -56,11 +68,21 @@ def test_a_react_agent_run_is_one_turn_with_its_question_call_and_tools(impl: st
 
 @pytest.mark.parametrize("impl", IMPLS)
 def test_a_throwing_tool_is_a_failed_call_of_its_turn(impl: str) -> None:
-    """A tool that threw returned no ToolMessage (its span has no output): no id, paired by name."""
+    """A tool that threw returned no ToolMessage (its span has no output): no id, paired by name; its error the thrown
+    error's type, named in its status message's stack."""
     [turn] = captured_turns("langgraphjs_react_openinference_raises", impl)
     assert (turn.agent, turn.input_text) == ("weather_agent", "What is the weather in Atlantis?")
     assert turn.output_text == "I could not find the weather in Atlantis."
-    assert call_rows(turn) == [("get_weather", "", None, False, "no such city\n\nError: no such city")]
+    assert call_rows(turn) == [("get_weather", "", None, False, "Error")]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_a_throwing_tools_error_is_its_type_not_its_stack(impl: str) -> None:
+    """The status message as LangChain.js writes it, with the stack's frames: the error is the thrown error's type."""
+    [turn] = captured_turns("langgraphjs_react_openinference_stack", impl)
+    [span] = [s for s in capture("langgraphjs_react_openinference_stack") if s.status_message]
+    assert "\n    at " in span.status_message and len(span.status_message) > 500
+    assert call_rows(turn) == [("get_weather", "", None, False, "Error")]
 
 
 @pytest.mark.parametrize("impl", IMPLS)
@@ -71,6 +93,38 @@ def test_a_tool_returning_an_error_tool_message_is_a_failed_call(impl: str) -> N
     assert (turn.agent, turn.input_text) == ("weather_agent", "What is the weather in Atlantis?")
     assert turn.output_text == "I could not find the weather in Atlantis."
     assert call_rows(turn) == [("get_weather", "call_1", None, False, "no such city: Atlantis")]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_two_calls_of_one_tool_in_one_step_are_paired_by_their_ids(impl: str) -> None:
+    """The LLM span's output messages name no id; its `output.value` (the AIMessage, serialized) does: each requested
+    call carries the id the model gave it, and is the call whose ToolMessage names that id."""
+    _impl(impl)
+    out, problems = convert(capture("langgraphjs_react_openinference_two"), impl)
+    assert [(r.name, r.call_id, r.arguments) for r in out if isinstance(r, RequestedCall)] == [
+        ("get_weather", "call_1", '{"city": "Paris"}'),
+        ("get_weather", "call_2", '{"city": "Lyon"}'),
+    ]
+    assert problems == []
+    [turn] = captured_turns("langgraphjs_react_openinference_two", impl)
+    assert turn.output_text == "It is sunny in Paris and rainy in Lyon."
+    assert call_rows(turn) == [
+        ("get_weather", "call_1", None, False, None),
+        ("get_weather", "call_2", None, False, None),
+    ]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_the_call_that_never_ran_is_the_one_the_model_asked_for_with_its_id(impl: str) -> None:
+    """Of two calls of one tool asked for in one step, the second ran (its ToolMessage names `call_2`), the first
+    never did (its arguments refused before its run): the call left as never run is the first, with its own
+    arguments, not the Paris call's (pairing by name would have paired the Paris run with the first call asked)."""
+    [turn] = captured_turns("langgraphjs_react_openinference_invalid", impl)
+    assert turn.output_text == "It is sunny in Paris."
+    assert call_rows(turn) == [
+        ("get_weather", "call_1", {"city": 42}, True, None),
+        ("get_weather", "call_2", None, False, None),
+    ]
 
 
 @pytest.mark.xfail(

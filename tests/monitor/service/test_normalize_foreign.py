@@ -524,6 +524,71 @@ def test_tool_messages_read_the_same_in_c_and_python(js: bool) -> None:
     assert_same([*_lc_tool(_tool_message("error", "no", js=js)), *_lc_tool(_tool_message("success", "ok", js=js))])
 
 
+@pytest.mark.parametrize("convert", PATHS)
+@pytest.mark.parametrize("js", [False, True], ids=["py", "js"])
+@pytest.mark.parametrize(("mime", "read"), [("text/plain", False), (_JSON, True), (None, True), ("text/html", True)])
+def test_a_text_plain_output_is_never_a_tool_message(convert: Convert, js: bool, mime: str | None, read: bool) -> None:
+    """OpenInference tags a tool's output `text/plain` only when it is a text that is no JSON (LangChain.js's; Python's
+    leaves the mime type out then): such an output is the tool's text, whatever it opens with. A ToolMessage is tagged
+    `application/json`; an output without a mime type (older versions, captures that drop it) is read as before."""
+    output = _tool_message("error", "no such city", js=js)
+    extra = {} if mime is None else {"output.mime_type": mime}
+    [call] = _run(convert, _lc_tool(output, LC_SCOPES[js], **extra))[0]
+    assert (call.call_id, call.error_type, call.result) == (("call_9", "no such city") if read else ("", None)) + (
+        output,)
+
+
+# LangChain's text of a raised exception (its tracer's `run.error`): Python's `repr(e)` then the traceback, as
+# openinference-instrumentation-langchain records it as the span's status message, with an `exception` event.
+_PY_TB = ("NoSuchCity('no such city: Atlantis')Traceback (most recent call last):\n\n\n  File \"/app/agent.py\", "
+          'line 31, in get_weather\n    raise NoSuchCity(f"no such city: {{city}}")\n\n\n{last}')
+_JS_STACK = "\n    at get_weather (file:///app/agent.mjs:24:35)\n    at process.processTicksAndRejections (node:x)"
+_LONG_NAME = "E" * 129
+
+
+@pytest.mark.parametrize("convert", PATHS)
+@pytest.mark.parametrize(
+    ("status", "event_type", "error"),
+    [
+        (_PY_TB.format(last="NoSuchCity: no such city: Atlantis"), "__main__.NoSuchCity", "NoSuchCity"),
+        (_PY_TB.format(last="NoSuchCity: no such city: Atlantis"), None, "NoSuchCity"),  # the traceback names it
+        (_PY_TB.format(last="app.errors.NoSuchCity: no such city"), None, "NoSuchCity"),  # by its module too
+        (_PY_TB.format(last="NoSuchCity"), None, "NoSuchCity"),  # an exception without a message
+        (_PY_TB.format(last="OtherError: no such city"), None, None),  # the traceback names another: as it is
+        ("ValueError('no such city: Atlantis')", "ValueError", "ValueError"),  # the repr alone, the event names it
+        ("ValueError('no such city: Atlantis')", None, None),  # nothing says it is a repr: as it is
+        ("ValueError('no such city: Atlantis')", "KeyError", None),
+        ("no such city\n\nError: no such city" + _JS_STACK, None, "Error"),  # LangChain.js: `{message}\n\n{stack}`
+        ("no such city\n\nError: no such city", None, "Error"),
+        ("no such city\n\nNoSuchCity: no such city" + _JS_STACK, None, "NoSuchCity"),  # an error class's `name`
+        ("\n\nError" + _JS_STACK, None, "Error"),  # an empty message: the stack opens with the name alone
+        ("a\n\nb\n\nTypeError: a\n\nb" + _JS_STACK, None, "TypeError"),  # a message holding a blank line
+        ("no such city\n\nError: another city" + _JS_STACK, None, None),  # the stack is another error's
+        ("no such city\n\n" + _JS_STACK, None, None),
+        ("boom", None, None),  # a plain message: as it is
+        (f"{_LONG_NAME}('x')", _LONG_NAME, None),  # a name past the bound: as it is
+        (f"x\n\n{_LONG_NAME}: x" + _JS_STACK, None, None),
+    ],
+)  # fmt: skip
+def test_a_langchain_tools_raised_exception_is_its_type(convert: Convert, status: str, event_type: str | None,
+                                                        error: str | None) -> None:  # fmt: skip
+    """The error of a LangChain tool's span that failed with LangChain's text of the exception it raised (see _PY_TB,
+    and LangChain.js's `{message}\\n\\n{stack}`) is the exception's type, as the text names it (and, for Python's,
+    the traceback's last line or the `exception` event's `exception.type` confirms it); any other status message is
+    the error as it is (None in the table: the status message itself)."""
+    for scope in LC_SCOPES:
+        [span] = _lc_tool("", scope)
+        span.attributes = {k: v for k, v in span.attributes.items() if k != "output.value"}
+        span.status_code, span.status_message = STATUS_ERROR, status
+        if event_type is not None:
+            span.events = [SpanEvent("exception", 1, {"exception.type": event_type, "exception.message": "x"})]
+        [call] = _run(convert, [span])[0]
+        assert call.error_type == (status if error is None else error)
+        span.scope = "openinference.instrumentation.crewai"  # another producer's: its status message as it is
+        [call] = _run(convert, [span])[0]
+        assert call.error_type == status
+
+
 WRONG_TYPES = [
     ({"openinference.span.kind": 3}, "openinference.span.kind", Span),
     ({"openinference.span.kind": "TOOL", "tool.name": 3}, "tool.name", ToolCall),

@@ -11,6 +11,7 @@ import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -333,6 +334,94 @@ class _Nothing:
 
     def normalize(self, span: Span, problems: list[str]) -> None:
         return None
+
+
+# ---- LangChain.js through OpenInference: the calls' ids in the LLM span's output -------------------------------
+
+LC_JS = "@arizeai/openinference-instrumentation-langchain"
+LC_PY = "openinference.instrumentation.langchain"
+
+
+def lc_output(*calls: tuple[str, Any], forms: tuple[str, ...] = ("additional_kwargs", "tool_calls"),
+              skipped: int = 0) -> str:  # fmt: skip
+    """A LangChain LLM run's output as OpenInference's LangChain.js instrumentation records it (`output.value`, JSON as
+    JSON.stringify writes it): the first set of generations, `skipped` generations without a message, then one whose
+    AIMessage is serialized (`{"lc": 1, "type": "constructor", "id": [..., "AIMessage"], "kwargs": {...}}`), its calls
+    (name, id) in OpenAI's form under `additional_kwargs.tool_calls` (which the instrumentation flattens into
+    `llm.output_messages`, leaving their ids out) and in LangChain's under `tool_calls`, or in `forms` only."""
+    raw = [{"id": cid, "type": "function", "function": {"name": n, "arguments": "{}"}} for n, cid in calls]
+    parsed = [{"name": n, "args": {}, "type": "tool_call", "id": cid} for n, cid in calls]
+    kwargs: dict[str, Any] = {"id": "chatcmpl-1", "content": "", "additional_kwargs": {}, "type": "ai",
+                              "tool_calls": [], "invalid_tool_calls": []}  # fmt: skip
+    if "additional_kwargs" in forms:
+        kwargs["additional_kwargs"] = {"tool_calls": raw}
+    if "tool_calls" in forms:
+        kwargs["tool_calls"] = parsed
+    message = {"lc": 1, "type": "constructor", "id": ["langchain_core", "messages", "AIMessage"], "kwargs": kwargs}
+    generations = [{"text": ""}] * skipped + [{"text": "", "message": message}]
+    return json.dumps({"generations": [generations], "llmOutput": {}}, separators=(",", ":"))
+
+
+def lc_llm(output: str | None, *calls: tuple[Any, Any, Any], scope: str = LC_JS) -> list[Span]:
+    """An LLM span of LangChain.js through OpenInference: its output messages' `calls` (name, id, arguments; an id
+    None left out, as the instrumentation leaves it), `output` its `output.value`."""
+    extra = {} if output is None else {"output.value": output, "output.mime_type": "application/json"}
+    return [replace(s, scope=scope) for s in record(lambda t: oi_llm(t, *calls, extra=extra))]
+
+
+TWO = (("get_weather", None, '{"city": "Paris"}'), ("get_weather", None, '{"city": "Lyon"}'))
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("scope", [LC_JS, LC_PY])
+@pytest.mark.parametrize("forms", [("additional_kwargs", "tool_calls"), ("additional_kwargs",), ("tool_calls",)])
+def test_a_langchain_llm_spans_call_ids_are_read_from_its_output(impl: str, scope: str, forms: tuple[str, ...]) -> None:
+    """The output messages name no id; the run's output (the AIMessage, serialized) does: each call the `j`th of the
+    message's `additional_kwargs.tool_calls` (the list the output messages were flattened from), else of its
+    `tool_calls`, its id taken when it names the same tool."""
+    _impl(impl)
+    output = lc_output(("get_weather", "call_1"), ("get_weather", "call_2"), forms=forms)
+    out, problems = convert(lc_llm(output, *TWO, scope=scope), impl)
+    assert requested(out) == [
+        ("get_weather", "call_1", '{"city": "Paris"}'),
+        ("get_weather", "call_2", '{"city": "Lyon"}'),
+    ]
+    assert problems == []
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize(
+    ("output", "ids"),
+    [
+        (lc_output(("get_weather", "call_1"), ("get_time", "call_2")), ["call_1", ""]),  # another tool: not its id
+        (lc_output(("get_weather", "call_1")), ["call_1", ""]),  # no second call
+        (lc_output(("get_weather", "call_1"), ("get_weather", "call_2"), skipped=1), ["call_1", "call_2"]),
+        (lc_output(("get_weather", 7), ("get_weather", "")), ["", ""]),  # an id of another type, an empty one
+        (lc_output(("get_weather", "call_1"), ("get_weather", "call_2"))[:-2], ["", ""]),  # cut: no JSON
+        ("It is sunny.", ["", ""]),
+        ('{"generations": "none"}', ["", ""]),
+        ('{"generations": [[{"message": {"kwargs": {"additional_kwargs": {"tool_calls": 3}}}}]]}', ["", ""]),
+        ('["tool_calls"]', ["", ""]),
+        (None, ["", ""]),
+    ],
+)  # fmt: skip
+def test_what_names_no_call_in_a_langchain_llm_output_gives_no_id(impl: str, output: str | None,
+                                                                  ids: list[str]) -> None:  # fmt: skip
+    """An output that cannot be read, or names no call of that tool at that place, gives no id: never counted (the
+    output messages were read as they are)."""
+    _impl(impl)
+    out, problems = convert(lc_llm(output, *TWO), impl)
+    assert [r[1] for r in requested(out)] == ids and problems == []
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_an_id_the_output_messages_give_is_kept_and_another_producers_output_is_not_read(impl: str) -> None:
+    _impl(impl)
+    output = lc_output(("get_weather", "call_1"), ("get_weather", "call_2"))
+    calls = (("get_weather", "own", '{"city": "Paris"}'), TWO[1])
+    assert [r[1] for r in requested(convert(lc_llm(output, *calls), impl)[0])] == ["own", "call_2"]
+    other = convert(lc_llm(output, *TWO, scope="openinference.instrumentation.openai"), impl)[0]
+    assert [r[1] for r in requested(other)] == ["", ""]
 
 
 # ---- reconciled in their turns -------------------------------------------------------------------------------
