@@ -422,6 +422,23 @@ def test_runs_settled_in_the_request_they_came_in_leave_nothing_due(shape: str) 
     assert due == ([(5 * 10**9, tid, ("x#run",))] if shape == "lost" else [(10**9, tid, (turn,))])
 
 
+@pytest.mark.parametrize("above", ["marked", "released"])
+def test_a_trace_left_holding_nothing_by_a_step_is_dropped_at_once(above: str) -> None:
+    """A run's root `v` with no call under it waits for `m`, sent after it: a span of a run, or the application's
+    span under a turn `t` released already. Settled as a step of no turn the trace holds, it leaves the trace holding
+    nothing: dropped then, on both paths (it counted as pending until the turnless scan dropped it)."""
+    tid = f"{0:032x}"
+    steps: list[tuple[str, list[Spec], int]] = []
+    if above == "released":
+        steps += [("add", [("turn", tid, "t", "", 0, 2)], 0), ("poll", [], 1)]
+    steps += [("add", [("other", tid, "h", "", 0, 1), ("run", tid, "v", "m", 1, 2)], 0)]
+    c, _ = hand(steps)
+    assert c.asm.pending_traces == 1 and not c.asm._links  # v waits
+    c, _ = hand([*steps, ("add", [(above if above == "marked" else "other", tid, "m", "t", 0, 3)], 0)])
+    assert (c.asm.pending_traces, c.asm.pending_turns, c.asm.pending_turnless) == (0, 0, 0)
+    assert c.asm._steps == {tid + "v"}
+
+
 def test_the_runs_known_in_a_trace_are_bounded_by_its_links() -> None:
     """Past a trace's bound of parent links, a RunRoot is dropped and counted as any span past it: what the trace
     remembers of its spans (`known`, each RunRoot's verdict) stays within that bound however many arrive."""
