@@ -43,8 +43,7 @@ RunRoot under it is a step too. A RunRoot past its trace's bound of parent links
 (oversized_spans), as any span past it: what a trace remembers of its spans (`known`) stays within that bound.
 
 Pending RunRoots are calls of their trace (bounded by max_calls_per_trace, weighed, evicted with it, keeping it from
-being dropped as a trace of links only; a trace left holding nothing by RunRoots settled as steps is dropped then, as
-one a turn's release leaves empty); the trace's `waiting` maps each span id awaited to the RunRoots waiting for
+being dropped as a trace of links only); the trace's `waiting` maps each span id awaited to the RunRoots waiting for
 it (None while none waits: the per-record check of the C assembler is one pointer compare), `roots` holds their span
 ids and `lone` a call held under none of them (None when not known), both set when they begin to wait: a call added
 costs a parent walk or two (beside), the trace's calls are looked at once when none is known. These functions are
@@ -221,10 +220,6 @@ def arrived(asm: TurnAssembler, tid: str, tr: _Trace, r: ToolCall | Turn | Span,
             _step(asm, tid, tr, run.span_id)
     if not waiting:
         tr.waiting = None
-    if not tr.calls and not tr.turns:  # steps of no turn held, its only records: the trace is dropped now, as
-        # _release_turn drops a trace it leaves empty (kept, it counted as pending until the turnless scan dropped it)
-        asm._traces.pop(tid, None)
-        return
     if not kept:  # the calls under them are under a turn, or under none of the RunRoots now: none known to be under
         # one (tr.checked), but the call under none kept still is (fewer RunRoots wait), and the next to come is judged
         # with it (forgotten, the next looked at every call before it again: quadratic in nested runs settled so)

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import pytest
-
-from monitor.assembly import TurnAssembler, _assembler
+from monitor.assembly import TurnAssembler
 from monitor.otlp import Span
 
 S = 1_000_000_000
@@ -265,34 +263,3 @@ def test_a_call_arriving_under_a_chat_span_after_its_turn_was_judged_is_a_late_c
     assert a.add([call(T1, "c2", "m1", "y")], now + 4 * S) == []  # a sibling, in another process, too late
     assert a.poll(now + 60 * S) == []  # not judged alone
     assert a.stats.late_calls == 1 and a.stats.turnless_completed == 0 and a.pending_traces == 0
-
-
-def chain(trace: str, sid: str, parent: str, node: str | None = None, start: int = S, end: int = 2 * S) -> Span:
-    """An OpenInference CHAIN span: a run's root under another span (a RunRoot), or, naming a LangGraph node in its
-    metadata, a step of the graph's run (a span of a run: a parent link)."""
-    attributes = {"openinference.span.kind": "CHAIN", "input.value": "{}"}
-    if node is not None:
-        attributes["metadata"] = f'{{"langgraph_node": "{node}"}}'
-    return Span(trace, sid, parent, node or "ChatAdapter.__call__", 1, start, end, attributes=attributes)
-
-
-@pytest.mark.parametrize("impl", ["c", "python"])
-def test_a_trace_left_holding_nothing_by_a_step_is_no_longer_pending(
-    impl: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A nested chain `v` with no call under it (a RunRoot), exported before the LangGraph node span `n` above it,
-    waits for it; `n` (a span of a run) settles it as a step. The trace then holds nothing: it is pending no longer
-    (it counted in pending_traces until the turnless scan dropped it). The graph's run, arriving later, is its turn."""
-    if impl == "python":
-        for name in ("_ADD_C", "_POLL_C", "_COUNT_C", "_RELEASE_ALL_C"):
-            monkeypatch.setattr(_assembler, name, None)
-    a = TurnAssembler(grace_s=2, turnless_timeout_s=30)
-    assert a.add([chain(T1, "v", "n")], 0) == []
-    assert (a.pending_traces, a.pending_turns, a.pending_turnless) == (1, 0, 0)  # v waits for what is above it
-    assert a.add([chain(T1, "n", "g", node="agent", start=0, end=3 * S)], S) == []
-    assert (a.pending_traces, a.pending_turns, a.pending_turnless) == (0, 0, 0)
-    a.add([chain(T1, "g", "", start=0, end=4 * S)], 2 * S)  # the graph's run: the turn
-    assert a.pending_traces == 1
-    (done,) = a.poll(4 * S)
-    assert (done.span_id, done.turnless, done.calls) == ("g", False, ())
-    assert a.pending_traces == 0 and a.poll(60 * S) == [] and a.stats.turnless_completed == 0

@@ -422,21 +422,22 @@ def test_runs_settled_in_the_request_they_came_in_leave_nothing_due(shape: str) 
     assert due == ([(5 * 10**9, tid, ("x#run",))] if shape == "lost" else [(10**9, tid, (turn,))])
 
 
-@pytest.mark.parametrize("above", ["marked", "released"])
-def test_a_trace_left_holding_nothing_by_a_step_is_dropped_at_once(above: str) -> None:
-    """A run's root `v` with no call under it waits for `m`, sent after it: a span of a run, or the application's
-    span under a turn `t` released already. Settled as a step of no turn the trace holds, it leaves the trace holding
-    nothing: dropped then, on both paths (it counted as pending until the turnless scan dropped it)."""
+def test_a_trace_left_holding_nothing_by_a_step_keeps_its_links_for_the_spans_to_come() -> None:
+    """A nested run's root `z` settled as a step by the span of a run `m` above it leaves its trace holding no record,
+    but its parent links and the SERVER span `w` known, sent earlier (reordered: a retry, a Collector's batching). The
+    trace stays pending (a trace of links, until the turnless scan): the run's root `x` under `w`, arriving next, is
+    its run's turn at once, released a grace period later with the call under `z`. Dropped with the trace, `w` and
+    `z` were forgotten: `x` waited for `w` until its timeout, the call under `z` held as under none of the runs."""
     tid = f"{0:032x}"
-    steps: list[tuple[str, list[Spec], int]] = []
-    if above == "released":
-        steps += [("add", [("turn", tid, "t", "", 0, 2)], 0), ("poll", [], 1)]
-    steps += [("add", [("other", tid, "h", "", 0, 1), ("run", tid, "v", "m", 1, 2)], 0)]
+    steps: list[tuple[str, list[Spec], int]] = [
+        ("add", [("run", tid, "z", "m", 5, 7), ("server", tid, "w", "", 0, 11), ("marked", tid, "m", "x", 5, 8)], 0),
+    ]
     c, _ = hand(steps)
-    assert c.asm.pending_traces == 1 and not c.asm._links  # v waits
-    c, _ = hand([*steps, ("add", [(above if above == "marked" else "other", tid, "m", "t", 0, 3)], 0)])
-    assert (c.asm.pending_traces, c.asm.pending_turns, c.asm.pending_turnless) == (0, 0, 0)
-    assert c.asm._steps == {tid + "v"}
+    assert c.asm.pending_traces == 1 and not c.asm._traces[tid].calls and not c.asm._traces[tid].turns
+    steps += [("add", [("run", tid, "x", "w", 1, 9), ("call", tid, "c2", "z", 5, 6)], 1), ("poll", [], 1)]
+    c, _ = hand(steps)
+    assert [(t.span_id, t.turnless, [x.span_id for x in t.calls]) for t in c.released] == [("x", False, ["c2"])]
+    assert c.at == [2 * 10**9] and not c.asm.pending_traces
 
 
 def test_the_runs_known_in_a_trace_are_bounded_by_its_links() -> None:
