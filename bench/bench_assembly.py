@@ -7,7 +7,13 @@ apart (5 ms: about 100,000 traces pending, as in the server near its target rate
 turns whose grace period has passed. After a warm-up that fills the pending set, add_records of the next
 `--measure` requests is timed (CPU time), Python and C alternately, best of `--repeat`.
 
-Run: .venv/bin/python bench/bench_assembly.py [--batches N] [--measure M] [--repeat R]
+Then turns of one trace due together (a long session recorded as one trace, a replay of one): the poll that releases
+`--due-turns` turns of one trace whose grace periods end together (each with a call under its chat span and one right
+under it), against the same number of turns in traces of `--due-base` turns each, in CPU µs per turn released; the
+ratio is near 1 when a trace's release costs in proportion to its turns (it grew with them when each turn's release
+looked at every call of the trace). `--due-only` runs this part alone.
+
+Run: .venv/bin/python bench/bench_assembly.py [--batches N] [--measure M] [--repeat R] [--due-turns N] [--due-base B]
 """
 
 from __future__ import annotations
@@ -99,22 +105,68 @@ def run(cls: type[TurnAssembler], base: list[list[Any]], n: int, warm: int, step
     return cpu, pending, released
 
 
+def session(tid: str, turns: int) -> list[ToolCall | Turn | Span]:
+    """One trace of `turns` turns, each a chat span with a tool call under it and a tool call right under the turn."""
+    out: list[ToolCall | Turn | Span] = []
+    for i in range(turns):
+        t, m, at = f"t{i:015x}", f"m{i:015x}", 10 * i
+        out += [
+            ToolCall("lookup", trace_id=tid, span_id=f"c{i:015x}", parent_span_id=m, start_ns=at + 2, end_ns=at + 3),
+            Span(tid, m, t, "chat", 3, at + 1, at + 4),
+            ToolCall("search", trace_id=tid, span_id=f"d{i:015x}", parent_span_id=t, start_ns=at + 5, end_ns=at + 6),
+            Turn("hi", trace_id=tid, span_id=t, start_ns=at, end_ns=at + 9),
+        ]
+    return out
+
+
+def due_together(cls: type[TurnAssembler], total: int, per_trace: int, repeat: int) -> float:
+    """Best CPU seconds, of `repeat`, of the poll releasing `total` turns due together, `per_trace` a trace."""
+    best = float("inf")
+    for _ in range(repeat):
+        asm = cls(grace_s=1, max_calls_per_trace=4 * per_trace)
+        asm.add_records([r for k in range(total // per_trace) for r in session(f"{k:032x}", per_trace)], 0)
+        t0 = time.process_time()
+        out = asm.poll(10**9)
+        best = min(best, time.process_time() - t0)
+        if len(out) != total or asm.pending_traces:
+            raise AssertionError(f"{len(out)} turns released of {total}, {asm.pending_traces} traces left")
+    return best
+
+
+def main_due(turns: int, base: int, repeat: int) -> None:
+    """The per-turn cost of releasing `turns` turns of one trace due together, against traces of `base` turns."""
+    print(f"bench_assembly: {turns} turns due together, in one trace and in traces of {base}, best of {repeat}")
+    for name, cls in (("python", PythonAssembler), ("c", TurnAssembler)):
+        one = due_together(cls, turns, turns, repeat)
+        many = due_together(cls, turns, base, repeat)
+        print(
+            f"  release, {name:6s} one trace of {turns} {one / turns * 1e6:7.2f} µs per turn, traces of {base} "
+            f"{many / turns * 1e6:6.2f}; ratio {one / many:.2f}"
+        )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     ap.add_argument("--batches", type=int, default=20, help="distinct 512-span requests (default 20)")
     ap.add_argument("--measure", type=int, default=400, help="requests timed after the warm-up (default 400)")
     ap.add_argument("--step-ms", type=float, default=5.0, help="virtual time between requests (default 5 ms)")
     ap.add_argument("--repeat", type=int, default=3, help="runs each, alternating; the best is kept (default 3)")
+    ap.add_argument("--due-turns", type=int, default=1000, help="turns of one trace due together (default 1000)")
+    ap.add_argument("--due-base", type=int, default=10, help="turns a trace in the baseline (default 10)")
+    ap.add_argument("--due-only", action="store_true", help="only the turns due together")
     args = ap.parse_args(argv)
+    if _assembler._ADD_C is None:
+        print("bench_assembly: the C assembler is not loaded (not built, or TOOLWATCH_PURE_PYTHON=1)")
+        return 1
+    if args.due_only:
+        main_due(args.due_turns, args.due_base, args.repeat)
+        return 0
     step_ns = int(args.step_ms * 1e6)
     warm = int(GRACE_S * 1e9 / step_ns) + 1  # a full grace period of requests: the pending set at its size
     n = warm + args.measure
     base = normalized(args.batches)
     n_tool = sum(isinstance(r, ToolCall) for i in range(warm, n) for r in base[i % len(base)])
     n_turn = sum(isinstance(r, Turn) for i in range(warm, n) for r in base[i % len(base)])
-    if _assembler._ADD_C is None:
-        print("bench_assembly: the C assembler is not loaded (not built, or TOOLWATCH_PURE_PYTHON=1)")
-        return 1
     # As `toolwatch serve` runs: the start-up objects frozen, collections rarer, malloc thresholds pinned, freed
     # arenas kept.
     gc.collect()
@@ -137,6 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name in ("python", "c"):
         print(f"  assemble, 100k pending  {name:6s} {best[name] / n_tool * 1e6:6.2f} µs per tool span")
     print(f"  ratio python / c {best['python'] / best['c']:.2f}")
+    main_due(args.due_turns, args.due_base, args.repeat)
     return 0
 
 

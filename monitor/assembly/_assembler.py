@@ -23,12 +23,13 @@ input a model request span was given (InputMark): the earliest gives a turn with
 group none. They count as calls against `max_calls_per_trace`. None ever sits right under a turn, so the usual release
 (every call right under its turn, inline here and in C) never holds one; the C assembler also releases itself a trace
 that is one turn whose calls sit right under it or under a direct child span (a chat span), none offered tools, an input
-or a handoff (the C code adds an InputMark or HandoffMark as a call; a trace holding one is released by
-_release_turn), each with a call id when one is requested (reconcile's rule 1 then decides
-alone), as _release_turn would (_cassembler.c's release_chat); any other goes to _release_turn. The drop counts count
-spans that carry calls: a chat span's requested calls, dropped together (a copy, a late span), count once, with its
-first (_spans_of); the tools it offered and the input it was given count for nothing (no call: a copy, or one after
-their turn was judged, is dropped as a chat span that offers nothing is).
+or a handoff (the C code adds an InputMark or HandoffMark as a call; a trace holding one is released by _release_turn),
+each with a call id when one is requested (reconcile's rule 1 then decides alone), as _release_turn would
+(_cassembler.c's release_chat); any other goes to _release_turn, and several turns of a trace released together (due by
+one poll, flushed, evicted) to _release_turns, which looks at the trace's calls once for all of them (_due). The drop
+counts count spans that carry calls: a chat span's requested calls, dropped together (a copy, a late span), count once,
+with its first (_spans_of); the tools it offered and the input it was given count for nothing (no call: a copy, or one
+after their turn was judged, is dropped as a chat span that offers nothing is).
 A framework run's root under another span (RunRoot) is settled as its run's turn or as a step of what is above it once
 that has arrived; meanwhile it is held as a call of its trace, and a trace where RunRoots wait is released by the
 Python code (_runs, which says how; the C assembler hands it those records, the records they wait for, SERVER and
@@ -53,6 +54,8 @@ from monitor.assembly._budget import (
     records_bytes_py,
     released_bytes_py,
 )
+from monitor.assembly._due import DueTurns
+from monitor.assembly._due import all_under as _all_under
 from monitor.assembly._offered import Definitions, fill_in, joined, take_offered
 from monitor.assembly._reconcile import reconcile
 from monitor.assembly._runs import (
@@ -127,15 +130,6 @@ def _spans_of(c: ToolCall) -> int:
     if isinstance(c, OfferedTools | InputMark | RunRoot):
         return 0
     return 0 if isinstance(c, RequestedCall) and not c.span_id.endswith(FIRST_REQUESTED) else 1
-
-
-def _all_under(calls: list[ToolCall], sid: str) -> bool:
-    """Whether every call sits right under the turn `sid` (the usual case: all its own, none under another, so no
-    reconcile), none with the turn's span id (a collision: it would be the parent of the others)."""
-    for c in calls:
-        if c.parent_span_id != sid or c.span_id == sid:
-            return False
-    return True
 
 
 def _remember(keys: set[str], order: deque[str], key: str, most: int) -> None:
@@ -464,11 +458,9 @@ class TurnAssembler:
                     if tr is not None and tr.waiting is not None:  # RunRoots wait in it (_runs)
                         self._release_due(tid, tr, sids, out, now_ns)
                         continue
-                    if not isinstance(sids, str):
-                        for sid in sorted(sids):
-                            tr = traces.get(tid)
-                            if tr is not None and sid in tr.turns:
-                                self._release_turn(tid, tr, sid, out, now_ns)
+                    if not isinstance(sids, str):  # several turns of the trace due together
+                        if tr is not None:
+                            self._release_turns(tid, tr, sorted(sids), out, now_ns)
                         continue
                     tr = traces.get(tid)
                     if tr is None:
@@ -548,8 +540,7 @@ class TurnAssembler:
         """Release every turn of a trace (by start time) with its calls, then the calls left as one turnless turn."""
         settle_all(self, tid, tr)  # a RunRoot still waiting is its run's turn
         turns = tr.turns
-        for sid in sorted(turns, key=lambda s: turns[s].start_ns):
-            self._release_turn(tid, tr, sid, out, None)
+        self._release_turns(tid, tr, sorted(turns, key=lambda s: turns[s].start_ns), out, None)
         self._release_turnless(tid, tr, out)
 
     def _evict_oldest(self, out: list[Turn]) -> None:
@@ -569,8 +560,7 @@ class TurnAssembler:
         released = len(out)
         settle_all(self, tid, tr)  # a RunRoot still waiting is its run's turn
         try:
-            for sid in sorted(tr.turns, key=lambda s: tr.turns[s].start_ns):
-                self._release_turn(tid, tr, sid, out, None)
+            self._release_turns(tid, tr, sorted(tr.turns, key=lambda s: tr.turns[s].start_ns), out, None)
             self._release_turnless(tid, tr, out)
         finally:  # also those released before an error midway
             self.stats.evicted += len(out) - released
@@ -595,26 +585,52 @@ class TurnAssembler:
                 return only.span_id
         return None
 
+    def _due_turns(self, tid: str, tr: _Trace, sids: list[str]) -> DueTurns:
+        """The turns `sids` of a trace, to be released together (_due)."""
+        return DueTurns(self, tid, tr, sids)
+
+    def _release_turns(self, tid: str, tr: _Trace, order: list[str], out: list[Turn], now_ns: int | None) -> None:
+        """Release the turns `order` of a trace (those it holds: several due together, or all of them at a flush or an
+        eviction) in that order, each as _release_turn releases it, the trace's calls looked at once for all (_due)."""
+        due = self._due_turns(tid, tr, order)
+        turns = tr.turns
+        try:
+            for sid in order:
+                if sid in turns:
+                    due.release(sid, out, now_ns)
+        finally:
+            due.close()
+
     def _release_turn(self, tid: str, tr: _Trace, sid: str, out: list[Turn], now_ns: int | None) -> None:
         """Release the turn `sid` with its calls. With now_ns (a poll), a trace left empty is dropped, and calls left
         (of other turns) wait for theirs a whole turnless timeout from now; None (flush, eviction) keeps the trace."""
         calls = tr.calls
-        mine = calls  # the usual case: every call right under this turn, all its own
+        if _all_under(calls, sid):  # the usual case: every call right under this turn, all its own
+            self._release_with(tid, tr, sid, calls, [], out, now_ns)
+            return
+        mine: list[ToolCall] = []
         rest: list[ToolCall] = []
-        if not _all_under(calls, sid):
-            mine = []
-            for c in calls:
-                (mine if c.parent_span_id == sid or self._owner(tid, tr, c) == sid else rest).append(c)
+        for c in calls:
+            (mine if c.parent_span_id == sid or self._owner(tid, tr, c) == sid else rest).append(c)
+        self._release_with(tid, tr, sid, mine, rest, out, now_ns)
+
+    def _release_with(
+        self, tid: str, tr: _Trace, sid: str, mine: list[ToolCall], rest: list[ToolCall], out: list[Turn],
+        now_ns: int | None,
+    ) -> None:
+        """_release_turn once the trace's calls are parted: `mine` the turn's (the trace's calls themselves when all
+        are right under it), `rest` those the trace keeps."""
         offered: list[Definitions] = []
         given: str | None = None
         answer: str | None = None
-        if mine is not calls:  # requested calls, offered tools and input marks sit under their chat span, never right
+        whole = mine is tr.calls
+        if not whole:  # requested calls, offered tools and input marks sit under their chat span, never right
             if tr.waiting is not None:  # under the turn, RunRoots waiting are steps of it (_runs)
                 mine = drop_runs(self, tid, tr, mine)
             mine, offered, given, answer = take_offered(mine)  # under the turn; in arrival order
         if len(mine) > 1:  # first: calls that cannot be ordered raise with the turn still pending
             mine.sort(key=_call_key)
-        if mine is not calls:
+        if not whole:
             gone: list[ToolCall] = []
             mine = reconcile(mine, gone)
             for c in gone:  # judged with the turn as the calls kept (_remember_judged): a copy is a duplicate

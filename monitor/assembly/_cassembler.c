@@ -4,11 +4,12 @@
  * All three work on the assembler's own Python state (the _traces and _links OrderedDicts, the _Trace objects, _due,
  * _deadlines, _released, _released_order, _judged_alone, _spare, stats, _pending_turns), so C and Python calls can be
  * mixed at any time, with the same released turns, in the same order, the same stats and pending counts. The rare
- * cases are left to the Python methods the reference calls (_evict_oldest, _release_turn, _release_turnless,
- * _flush_trace); the usual ones are done here: a new trace (or a spare one), a tool call, a turn, another span; the
- * inline release of a trace that is one turn with its calls right under it (by poll or flush), or under a direct child
- * span of it with the calls its chat spans requested reconciled by call id (release_chat: the requested calls it drops
- * are remembered as judged, as _release_turn remembers what reconcile drops); the turnless-timeout scan.
+ * cases are left to the Python methods the reference calls (_evict_oldest, _release_turn, _release_turns for several
+ * turns of a trace due together, _release_turnless, _flush_trace); the usual ones are done here: a new trace (or a
+ * spare one), a tool call, a turn, another span; the inline release of a trace that is one turn with its calls right
+ * under it (by poll or flush), or under a direct child span of it with the calls its chat spans requested reconciled
+ * by call id (release_chat: the requested calls it drops are remembered as judged, as _release_turn remembers what
+ * reconcile drops); the turnless-timeout scan.
  * A framework run's root under another span (RunRoot) goes to self._add_run, a record whose span id RunRoots of its
  * trace wait for (the trace's `waiting`, not None: one pointer compare per record) to self._arrived, a call held in a
  * trace where they wait to self._beside (where its turnless timeout counts from), and a trace where RunRoots wait,
@@ -62,7 +63,8 @@ static PyObject *s_traces, *s_links, *s_judged_alone, *s_due, *s_deadlines, *s_r
     *s_release_turn, *s_release_turnless, *s_add_records_py, *s_poll_py, *s_append, *s_popleft, *s_sort, *s_clear,
     *s_move_to_end, *s_pop, *s_setdefault, *s_parent_span_id, *s_span_id, *s_duplicates, *s_late_calls, *s_late_turns,
     *s_oversized_calls, *s_oversized_spans, *s_turns_completed, *s_flush_trace, *s_release_all_py, *s_items, *zero,
-    *kw_key, *s_add_run, *s_arrived, *s_entry, *s_release_due, *s_judged_order, *s_release_turnless_runs, *s_beside;
+    *kw_key, *s_add_run, *s_arrived, *s_entry, *s_release_due, *s_judged_order, *s_release_turnless_runs, *s_beside,
+    *s_release_turns;
 
 #define SLOT(o, off) (*(PyObject **)((char *)(o) + (off)))
 #define LIMIT (1LL << 62)
@@ -528,7 +530,7 @@ done:
     return rc;
 }
 
-/* One entry of a deadline's due dict: 1 when released inline, 0 when not (or by _release_turn), -1. */
+/* One entry of a deadline's due dict: 1 when released inline, 0 when not (or by _release_turn, _release_turns), -1. */
 static int release_due(State *s, PyObject *tid, PyObject *sids, PyObject *out) {
     PyObject *tr = NULL, *turns = NULL, *calls = NULL, *sorted = NULL;
     int rc = -1;
@@ -547,21 +549,19 @@ static int release_due(State *s, PyObject *tid, PyObject *sids, PyObject *out) {
         }
         Py_DECREF(tw);
     }
-    if (!PyUnicode_Check(sids)) { /* several turns of the trace due together */
+    if (!PyUnicode_Check(sids)) { /* several turns of the trace due together: self._release_turns(tid, tr,
+                                   * sorted(sids), out, now), the trace's calls looked at once for all (_due) */
         if ((sorted = PySequence_List(sids)) == NULL || PyList_Sort(sorted) < 0) goto done;
-        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(sorted); i++) {
-            PyObject *sid = PyList_GET_ITEM(sorted, i);
-            PyObject *t = PyDict_GetItemWithError(s->traces, tid);
-            if (t == NULL) {
-                if (PyErr_Occurred()) goto done;
-                continue;
-            }
-            Py_XSETREF(tr, Py_NewRef(t));
-            Py_XSETREF(turns, tr_get(tr, X_TURNS));
-            int in = turns == NULL ? -1 : has(turns, sid);
-            if (in < 0 || (in && call_release(s->self, s_release_turn, tid, tr, sid, out, s->now_obj) < 0)) goto done;
+        tr = PyDict_GetItemWithError(s->traces, tid);
+        if (tr == NULL) {
+            rc = PyErr_Occurred() ? -1 : 0;
+            goto done;
         }
-        rc = 0;
+        Py_INCREF(tr);
+        PyObject *args[6] = {s->self, tid, tr, sorted, out, s->now_obj};
+        PyObject *res = PyObject_VectorcallMethod(s_release_turns, args, 6 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+        Py_XDECREF(res);
+        rc = res != NULL ? 0 : -1;
         goto done;
     }
     tr = PyDict_GetItemWithError(s->traces, tid);
@@ -1246,6 +1246,7 @@ static PyObject *init(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         {&trace_attr[X_WAITING], "waiting"}, {&trace_attr[X_KNOWN], "known"}, {&s_add_run, "_add_run"},
         {&s_arrived, "_arrived"}, {&s_entry, "_entry"}, {&s_release_due, "_release_due"},
         {&s_release_turnless_runs, "_release_turnless_runs"}, {&s_beside, "_beside"},
+        {&s_release_turns, "_release_turns"},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         PyObject *s = PyUnicode_InternFromString(names[i].s);

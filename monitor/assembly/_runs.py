@@ -62,6 +62,7 @@ from monitor.records import RunRoot, ToolCall, Turn
 
 if TYPE_CHECKING:
     from monitor.assembly._assembler import TurnAssembler, _Trace
+    from monitor.assembly._due import DueTurns
 
 RUN_DUE = "#run"  # a waiting RunRoot's timeout among the due entries: its span id and this (no turn's span id)
 _MAX_DEPTH = 64  # spans walked up from a RunRoot's parent (as _owner walks)
@@ -298,12 +299,15 @@ def entry(asm: TurnAssembler, tr: _Trace, span: Span) -> None:
 def release_due(asm: TurnAssembler, tid: str, tr: _Trace, sids: str | list[str], out: list[Turn], now_ns: int) -> None:
     """The due entries of a trace with RunRoots waiting (poll): its turns due released, and the RunRoots whose timeout
     it is made their runs' turns together, each released with the calls under it. The trace's calls are looked at once
-    for all of them (_settle_due), not once a run: 1,000 runs timing out in a trace took 0.56 s of a poll so. The calls
-    they leave keep their turnless timeout, counted from their arrival as in a trace without RunRoots (a run's release
-    restarted it: a call beside a run whose parent never came waited twice the timeout)."""
+    for all of them (_settle_due, then _due for its turns), not once a run or a turn: 1,000 runs timing out in a trace
+    took 0.56 s of a poll so. The calls they leave keep their turnless timeout, counted from their arrival as in a trace
+    without RunRoots (a run's release restarted it: a call beside a run whose parent never came waited twice the
+    timeout)."""
     order = (sids,) if isinstance(sids, str) else sorted(sids)
     mine = _settle_due(asm, tid, tr, order, now_ns)
+    due: DueTurns | None = None
     try:
+        due = asm._due_turns(tid, tr, [sid for sid in order if not sid.endswith(RUN_DUE)])
         for sid in order:
             if asm._traces.get(tid) is not tr:  # released whole meanwhile
                 return
@@ -312,8 +316,10 @@ def release_due(asm: TurnAssembler, tid: str, tr: _Trace, sids: str | list[str],
                 if run is not None:
                     _release_run(asm, tid, tr, run, out)
             elif sid in tr.turns:
-                asm._release_turn(tid, tr, sid, out, now_ns)
+                due.release(sid, out, now_ns)
     finally:  # a release that raised (calls that cannot be ordered): the calls of the runs not released stay held
+        if due is not None:
+            due.close()
         for _, calls in mine.values():
             tr.calls.extend(calls)
     if not tr.calls and not tr.turns:  # as _release_turn drops a trace it leaves empty

@@ -885,7 +885,8 @@ def test_flush_releases_the_usual_trace_in_c_and_hands_the_others_to_flush_trace
 
 
 def chat_case(steps: list[tuple[str, list[Spec], int]], **kw: Any) -> tuple[Side, list[str]]:
-    """run_both(steps) (both sides compared at each step), with the turns the C side handed to _release_turn."""
+    """run_both(steps) (both sides compared at each step), with the turns the C side handed to the Python release
+    (_spied)."""
     handed: list[list[str]] = []
 
     def make(cls: type[TurnAssembler]) -> TurnAssembler:

@@ -490,15 +490,18 @@ def test_a_late_chat_span_of_a_released_nested_turn_is_late_not_a_call_of_the_ou
 
 
 def _spied(a: TurnAssembler) -> list[str]:
-    """The turns the assembler hands to its Python release (_release_turn), as they are handed."""
+    """The turns the assembler hands to its Python release, as they are handed: each goes through _release_with once
+    (from _release_turn, or from the release of several turns of a trace together, _due)."""
     handed: list[str] = []
-    release = a._release_turn
+    release = a._release_with
 
-    def counted(tid: str, tr: Any, sid: str, out: list[Turn], now_ns: int | None) -> None:
+    def counted(
+        tid: str, tr: Any, sid: str, mine: list[ToolCall], rest: list[ToolCall], out: list[Turn], now_ns: int | None
+    ) -> None:
         handed.append(sid)
-        release(tid, tr, sid, out, now_ns)
+        release(tid, tr, sid, mine, rest, out, now_ns)
 
-    a._release_turn = counted  # type: ignore[method-assign]
+    a._release_with = counted  # type: ignore[method-assign]
     return handed
 
 
