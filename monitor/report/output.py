@@ -5,6 +5,7 @@ Options are validated before the work starts (a typo in a gate must not cost a l
 
 from __future__ import annotations
 
+import codecs
 import errno
 import os
 import select
@@ -193,10 +194,12 @@ class ReportWriteError(click.ClickException):
     exit_code = 2
 
 
-def _to_stdout(text: str, errors: str) -> None:
-    """`text` on standard output, whole, what its encoding cannot hold escaped by the `errors` handler. Into its file
-    descriptor when it has one, each partial write followed by the rest: a blocked write that a signal interrupts (its
-    handler returning: one held till the report is out, cli._interrupt) returns part written, and sys.stdout's
+def _to_stdout(text: str, *, xml: bool) -> None:
+    """`text` on standard output, whole, what its encoding cannot hold escaped: as character references in an XML or
+    HTML form (`xml`), which says it is UTF-8, so that on a stdout of another encoding it is ASCII (Latin-1 bytes made
+    the JUnit form no XML a reader could parse, and the HTML one's text garbled), else as Python escapes them. Into its
+    file descriptor when it has one, each partial write followed by the rest: a blocked write that a signal interrupts
+    (its handler returning: one held till the report is out, cli._interrupt) returns part written, and sys.stdout's
     buffered writer then dropped the rest (CPython 3.11). A descriptor in non-blocking mode is waited on when full, not
     given up (BlockingIOError: the report cut short)."""
     out = sys.stdout
@@ -206,7 +209,10 @@ def _to_stdout(text: str, errors: str) -> None:
         out.write(text)
         out.flush()
         return
-    data = memoryview(text.encode(out.encoding or "utf-8", errors))
+    encoding = out.encoding or "utf-8"
+    if xml and codecs.lookup(encoding).name != "utf-8":
+        encoding = "ascii"  # UTF-8, as the form says, and the same in an ASCII or Latin-1 stream
+    data = memoryview(text.encode(encoding, "xmlcharrefreplace" if xml else "backslashreplace"))
     out.flush()  # what was printed before, first
     while data:
         try:
@@ -218,10 +224,11 @@ def _to_stdout(text: str, errors: str) -> None:
 def _write(path: str, text: str, *, xml: bool = False) -> None:
     """One form at `path` ('-': stdout), whole or not at all (`write_atomically`). On a stdout whose encoding lacks
     some of its characters (ASCII, Latin-1), those are escaped: as character references in an XML or HTML form
-    (`xml`), which its readers read back as the characters, else as Python escapes them (`\\xef`)."""
+    (`xml`; all but ASCII, on a stdout that is not UTF-8), which its readers read back as the characters, else as
+    Python escapes them (`\\xef`)."""
     text = printable(text)  # a lone surrogate (valid in JSON input) is written as \\udXXX, not a crash
     if path == "-":
-        _to_stdout(text, "xmlcharrefreplace" if xml else "backslashreplace")
+        _to_stdout(text, xml=xml)
         return
     write_atomically(path, text)
 

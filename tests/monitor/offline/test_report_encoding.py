@@ -48,11 +48,12 @@ _ENCODINGS = pytest.mark.parametrize("encoding", ["ascii", "latin-1"])
 
 
 def _escapes(encoding: str, xml: bool) -> str:
-    """The failing sample's input as a stdout of `encoding` shows it: `\\u2713` for ✓ (`&#10003;` in XML); ï is
-    `\\xef` (`&#239;`) in ASCII, itself in Latin-1."""
-    if encoding == "latin-1":
-        return "na\xefve &#10003;" if xml else "na\xefve \\u2713"
-    return "na&#239;ve &#10003;" if xml else "na\\xefve \\u2713"
+    """The failing sample's input as a stdout of `encoding` shows it: `\\u2713` for ✓; ï is `\\xef` in ASCII, itself
+    in Latin-1. The XML forms are ASCII on both, every other character a reference (`&#239;`, `&#10003;`): they say
+    they are UTF-8, which ASCII is and Latin-1 is not."""
+    if xml:
+        return "na&#239;ve &#10003;"
+    return "na\xefve \\u2713" if encoding == "latin-1" else "na\\xefve \\u2713"
 
 
 @_ENCODINGS
@@ -73,8 +74,10 @@ def test_a_report_to_a_stdout_that_cannot_encode_it_escapes_what_it_cannot(files
     out = res.stdout.decode(encoding)
     xml = form in (["--html", "-"], ["--junit", "-"])
     assert _escapes(encoding, xml) in out, out[-3000:]
-    if form == ["--junit", "-"]:  # read as the input was
-        texts = [f.text or "" for f in ET.fromstring(out).iter("failure")]
+    if xml:  # UTF-8 as they say (`encoding="UTF-8"`, `<meta charset="utf-8">`): ASCII, what else there is referred to
+        assert res.stdout.isascii(), [line for line in res.stdout.splitlines() if not line.isascii()][:3]
+    if form == ["--junit", "-"]:  # read as the input was, from the bytes, as a reader of the file reads them
+        texts = [f.text or "" for f in ET.fromstring(res.stdout).iter("failure")]
         assert any("where is order 3 naïve ✓" in t for t in texts), texts
     if not form and encoding == "ascii":
         assert "\\xb7" in out  # the confusion matrix's empty cells
