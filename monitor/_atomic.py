@@ -76,18 +76,19 @@ def _signals_remove(temporary: Path) -> Iterator[None]:
     thread, for those whose handler is the default one), or when an exception passes."""
     global _writing
     main = threading.current_thread() is threading.main_thread()
-    if main:
-        _writing += 1
-        for s in _ENDING:
-            if signal.getsignal(s) is signal.SIG_DFL:
-                signal.signal(s, _ending)
     name = os.fspath(temporary)
-    _unfinished.add(name)
+    _unfinished.add(name)  # before the handlers are: one that runs at once removes it too
     try:
+        if main:
+            _writing += 1
+            for s in _ENDING:
+                if signal.getsignal(s) is signal.SIG_DFL:
+                    signal.signal(s, _ending)
         yield
     except BaseException:  # a failed write, a Ctrl-C: the file stays as it was, no temporary file beside it
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
+        if name in _unfinished:  # not when it could not be made (`_made_not`): that name may be another's file
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
         raise
     finally:
         _unfinished.discard(name)
@@ -98,10 +99,21 @@ def _signals_remove(temporary: Path) -> Iterator[None]:
                     signal.signal(s, signal.SIG_DFL)
 
 
+def _made_not(temporary: Path) -> None:
+    """The temporary file could not be made: none to remove at a signal or an error (one that had its name, another
+    process's of the same PID in another PID namespace that drew the same token, is not ours)."""
+    _unfinished.discard(os.fspath(temporary))
+
+
 def _stem(name: str, pid: int) -> str:
-    """The part of the file `name` its temporary file's name keeps, written by process `pid`."""
+    """The part of the file `name` its temporary file's name keeps, written by process `pid`: whole characters (cut
+    at the byte, within one of two or more bytes, the name was no text, and the cut of a shorter room, which every
+    temporary name of the file starts with, no start of that of a longer one as text: its leftovers were not found)."""
     room = _NAME_MAX - len(f"..{pid:07d}.XXXXXXXX.tmp")
-    return os.fsdecode(os.fsencode(name)[:room])
+    stem = name
+    while len(os.fsencode(stem)) > room:  # a name has at most NAME_MAX bytes: at most that many turns
+        stem = stem[:-1]
+    return stem
 
 
 def _gone(pid: int) -> bool:
@@ -115,8 +127,11 @@ def _gone(pid: int) -> bool:
 
 
 def _remove_stale(target: Path) -> None:
-    """Remove the temporary files of `target` that a kill left (their process gone, older than STALE_S)."""
+    """Remove the temporary files of `target` that a kill left (their process gone, older than STALE_S). One named
+    after this process that is none of its writes in progress is of a process gone that had its PID (each run of a
+    container has the same one: PID 1); it stayed for good, its process taken for alive."""
     old = time.time() - STALE_S
+    pid, ours = os.getpid(), {os.path.basename(name) for name in list(_unfinished)}
     start = f".{_stem(target.name, 10**9)}"  # how every one's name starts (the stem of the longest PID, the shortest)
     with contextlib.suppress(OSError), os.scandir(target.parent) as entries:
         for entry in entries:
@@ -127,7 +142,8 @@ def _remove_stale(target: Path) -> None:
                 st = entry.stat(follow_symlinks=False)
             except OSError:
                 continue
-            if stat.S_ISREG(st.st_mode) and st.st_mtime < old and _gone(int(m[2])):
+            gone = entry.name not in ours if int(m[2]) == pid else _gone(int(m[2]))
+            if stat.S_ISREG(st.st_mode) and st.st_mtime < old and gone:
                 with contextlib.suppress(OSError):
                     os.unlink(entry.path)
                     logger.info("removed %s, left by a write that process %s did not finish", entry.path, m[2])
@@ -175,18 +191,21 @@ def write_atomically(path: str | os.PathLike[str], text: str, encoding: str = "u
     _remove_stale(target)
     pid = os.getpid()
     temporary = target.with_name(f".{_stem(target.name, pid)}.{pid}.{secrets.token_hex(4)}.tmp")
-    try:  # 0o666 less the umask, as the file itself would be made
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
-    except PermissionError:
-        if old is None or not os.access(target, os.W_OK):
-            raise
-        _direct(name, text, encoding)  # a directory we may not write to, a file we may
-        return
-    with _signals_remove(temporary):
-        with open(fd, "w", encoding=encoding) as fh:
-            if old is not None:
-                os.fchmod(fh.fileno(), stat.S_IMODE(old.st_mode))
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())  # the data on disk before the name points at it (a crash meanwhile)
-        os.replace(temporary, target)
+    with _signals_remove(temporary):  # from before the file is made: a signal the moment it exists removes it too
+        try:  # 0o666 less the umask, as the file itself would be made
+            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
+        except OSError as exc:
+            _made_not(temporary)
+            if not isinstance(exc, PermissionError) or old is None or not os.access(target, os.W_OK):
+                raise
+            fd = None  # a directory we may not write to, a file we may: written in place, below
+        if fd is not None:
+            with open(fd, "w", encoding=encoding) as fh:
+                if old is not None:
+                    os.fchmod(fh.fileno(), stat.S_IMODE(old.st_mode))
+                fh.write(text)
+                fh.flush()
+                os.fsync(fh.fileno())  # the data on disk before the name points at it (a crash meanwhile)
+            os.replace(temporary, target)
+    if fd is None:
+        _direct(name, text, encoding)

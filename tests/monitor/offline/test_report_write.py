@@ -283,6 +283,7 @@ def test_a_temporary_file_left_by_a_hard_kill_goes_at_a_later_write_once_its_pro
         (dead,) = [p for p in reports.iterdir() if f".{killed.pid}." in p.name]
         (alive,) = [p for p in reports.iterdir() if f".{stopped.pid}." in p.name]
         assert dead.name.startswith(".r.json.") and alive.name.endswith(".tmp")
+        os.utime(dead)  # recent however long the stopped one took to start (a loaded machine)
         other = reports / f".other.json.{killed.pid}.0123abcd.tmp"  # another report's: not this write's to remove
         other.write_text("x", encoding="utf-8")
         old = time.time() - STALE_S - 60
@@ -315,3 +316,84 @@ def test_a_write_leaves_the_signal_handlers_as_they_were(tmp_path: Path) -> None
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+
+
+def _killed_in_write(path: Path) -> int:
+    """The PID of a process that SIGKILL ended in the middle of a write of `path` (its temporary file left), gone."""
+    script = ("import os, signal, sys\n"
+              "os.fsync = lambda fd: os.kill(os.getpid(), signal.SIGKILL)\n"
+              "from monitor._atomic import write_atomically\n"
+              "write_atomically(sys.argv[1], '{}')\n")
+    proc = subprocess.run([sys.executable, "-c", script, str(path)], cwd=REPO, timeout=60, check=False)
+    assert proc.returncode == -signal.SIGKILL
+    return int(next(p.name for p in path.parent.iterdir() if p.name.endswith(".tmp")).rsplit(".", 3)[1])
+
+
+def _aged(path: Path) -> None:
+    old = time.time() - STALE_S - 60
+    os.utime(path, (old, old))
+
+
+@pytest.mark.parametrize("name", ["r.json", "x" + "ä" * 120 + ".json", "報告" * 40 + ".json", "a" * 250 + ".json"],
+                         ids=["short", "long-2-byte", "long-3-byte", "long-ascii"])
+def test_a_left_temporary_file_of_a_long_name_goes_too(tmp_path: Path, name: str) -> None:
+    """A file name too long for the temporary name to keep whole (cut to fit NAME_MAX, in bytes: within a character
+    of two or three bytes) has its leftover removed by a later write as a short one has (that of a name whose
+    characters are more than one byte stayed: its cut, at the byte, read back as another text than the cut of the
+    shortest name that every leftover's starts with)."""
+    target = tmp_path / name
+    _killed_in_write(target)
+    (left,) = tmp_path.iterdir()
+    assert len(os.fsencode(left.name)) <= 255
+    _aged(left)
+    write_atomically(target, "[]")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]
+
+
+def test_a_left_temporary_file_of_a_process_of_our_own_pid_goes(tmp_path: Path) -> None:
+    """A leftover named after a PID that is now this process's (the same PID each run in a container: PID 1) is no
+    write of ours in progress once it is older than STALE_S: removed (it stayed for good, its process taken for alive).
+    A recent one stays (another PID namespace sharing the directory may be writing it)."""
+    target = tmp_path / "r.json"
+    old, recent = (tmp_path / f".r.json.{os.getpid()}.{n}.tmp" for n in ("0123abcd", "4567cdef"))
+    old.write_text("x", encoding="utf-8")
+    recent.write_text("x", encoding="utf-8")
+    _aged(old)
+    write_atomically(target, "[]")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([recent.name, "r.json"])
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["sigterm", "sighup"])
+def test_a_signal_just_as_the_temporary_file_is_made_leaves_none(tmp_path: Path, signum: signal.Signals) -> None:
+    """A signal whose default action ends the process that comes the moment the temporary file exists (before the
+    write has begun) removes it too: the handler is there before the file is (it came only after, and the file
+    stayed)."""
+    script = ("import os, signal, sys\n"
+              "_open = os.open\n"
+              "def opened(path, *args, **kwargs):\n"
+              "    fd = _open(path, *args, **kwargs)\n"
+              f"    if os.fspath(path).endswith('.tmp'): os.kill(os.getpid(), {int(signum)})\n"
+              "    return fd\n"
+              "os.open = opened\n"
+              "from monitor._atomic import write_atomically\n"
+              "write_atomically(sys.argv[1], '{}')\n")
+    target = tmp_path / "r.json"
+    target.write_text("old", encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-c", script, str(target)], cwd=REPO, timeout=60, check=False)
+    assert proc.returncode == -signum
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]
+    assert target.read_text(encoding="utf-8") == "old"
+
+
+def test_a_temporary_name_already_taken_is_not_removed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file that has the name the write drew for its temporary file (another PID namespace's process of the same
+    PID that drew the same token) is not the write's: the write fails (the name is taken) and leaves it there."""
+    import secrets
+
+    monkeypatch.setattr(secrets, "token_hex", lambda n: "0123abcd")
+    taken = tmp_path / f".r.json.{os.getpid()}.0123abcd.tmp"
+    taken.write_text("another's", encoding="utf-8")
+    with pytest.raises(FileExistsError):
+        write_atomically(tmp_path / "r.json", "{}")
+    assert taken.read_text(encoding="utf-8") == "another's"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [taken.name]
