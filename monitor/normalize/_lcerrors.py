@@ -13,7 +13,8 @@ Such a text is the call's error type no more than a traceback is: exception_type
 class's name (as the repr and the stack name it: `NoSuchCity`, `ValueError`, `Error`; as toolwatch's own `@tool` names
 it in `error.type`), at most MAX_TYPE_CHARS characters. A Python text is recognised by its repr's opening, the class's
 name and `(`, when the `exception` event's type or the traceback's last line names that class; a LangChain.js text by
-its stack's opening repeating the message after a name. Any other text (a producer's own message, a repr no event or
+its stack's opening repeating the message after a name (the last such `\\n\\n` of the first MAX_BLANK_LINES: the
+message may hold a text of that form). Any other text (a producer's own message, a repr no event or
 traceback confirms, a name past the bound) gives None: the caller keeps the status message as it is.
 """
 
@@ -62,11 +63,16 @@ def _names(qualified: str, name: str) -> bool:
 
 
 def _js_type(message: str) -> str | None:
+    """The name the stack after the message names, the last `\\n\\n` of the first MAX_BLANK_LINES after which the
+    text so reads: an earlier one is in the message (a wrapped error's text, or a model's argument the message
+    repeats: `no such city: x\\n\\nFake: no such city: x\\n`), the stack repeating the whole message after it; a
+    later one cannot be, the stack's frames holding no blank line."""
+    found = None
     start = 0
     for _ in range(MAX_BLANK_LINES):
         k = message.find("\n\n", start)
         if k < 0:
-            return None
+            break
         opening = _JS_NAME.match(message, k + 2)
         if opening is not None:
             end = opening.end()
@@ -77,6 +83,6 @@ def _js_type(message: str) -> str | None:
             else:
                 after = -1
             if after == len(message) or (after >= 0 and message[after] == "\n"):
-                return opening.group()
+                found = opening.group()
         start = k + 1
-    return None
+    return found

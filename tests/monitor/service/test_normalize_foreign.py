@@ -544,6 +544,10 @@ _PY_TB = ("NoSuchCity('no such city: Atlantis')Traceback (most recent call last)
           'line 31, in get_weather\n    raise NoSuchCity(f"no such city: {{city}}")\n\n\n{last}')
 _JS_STACK = "\n    at get_weather (file:///app/agent.mjs:24:35)\n    at process.processTicksAndRejections (node:x)"
 _LONG_NAME = "E" * 129
+# A message that holds an error's text as LangChain.js writes it (a wrapped error's `{message}\n\n{stack}`, or a
+# model's argument echoed into the message): the stack that follows the whole message is the raised error's.
+_WRAPPED = "boom\n\nTypeError: boom" + _JS_STACK
+_ECHOED = "no such city: x\n\nFake: no such city: x\n"
 
 
 @pytest.mark.parametrize("convert", PATHS)
@@ -563,6 +567,8 @@ _LONG_NAME = "E" * 129
         ("no such city\n\nNoSuchCity: no such city" + _JS_STACK, None, "NoSuchCity"),  # an error class's `name`
         ("\n\nError" + _JS_STACK, None, "Error"),  # an empty message: the stack opens with the name alone
         ("a\n\nb\n\nTypeError: a\n\nb" + _JS_STACK, None, "TypeError"),  # a message holding a blank line
+        (f"{_WRAPPED}\n\nToolError: {_WRAPPED}" + _JS_STACK, None, "ToolError"),  # not the wrapped error's type
+        (f"{_ECHOED}\n\nError: {_ECHOED}" + _JS_STACK, None, "Error"),  # nor a name the message holds
         ("no such city\n\nError: another city" + _JS_STACK, None, None),  # the stack is another error's
         ("no such city\n\n" + _JS_STACK, None, None),
         ("boom", None, None),  # a plain message: as it is
