@@ -103,8 +103,9 @@ span, pydantic-ai's tool span (`running tool` in version 2, arguments in `tool_a
 `tool.id`); LangChain's tool run records none, and its output holds the ToolMessage the tool returned, in Python's or
 LangChain.js's serialized form (of openinference-instrumentation-langchain's scopes only: another framework's tool
 records the text it returned, which may open as a ToolMessage does; so does a LangChain tool run without a ToolNode,
-`tool.invoke`, an AgentExecutor: an output tagged `text/plain` is such a text, never read as a ToolMessage, but a
-text that is JSON is tagged `application/json` as a ToolMessage is, and read as one when it opens as one): the call
+`tool.invoke`, an AgentExecutor: an output tagged `text/plain` is such a text, never read as a ToolMessage, as
+LangChain.js' is, JSON or not; but Python's instrumentation tags a text that is JSON `application/json` as it tags a
+ToolMessage, and such a text is read as one when it opens as one): the call
 id is the message's `tool_call_id` (LangGraph's ToolNode: a tool that raised has no output, and so no id; its span
 fails with LangChain's text of the exception, its repr or message and then its traceback or stack, and the call's
 error is the exception's type, _lcerrors), and a message of status `error` (a tool that returned its error) fails the

@@ -12,8 +12,9 @@ OI_KIND = "openinference.span.kind"
 OI_INPUT = "input.value"
 OI_INPUT_MIME = "input.mime_type"
 OI_OUTPUT = "output.value"
-# `application/json` or `text/plain`: LangChain.js' instrumentation tags an output text that is no JSON `text/plain`
-# (Python's leaves the mime type out then), a ToolMessage a tool returned `application/json` in both.
+# `application/json` or `text/plain`: LangChain.js' instrumentation tags any text a run returned `text/plain`, JSON or
+# not (its formatIO: one str value); Python's tags a text that looks like JSON `application/json` and leaves the mime
+# type out for any other; both tag a ToolMessage a tool returned `application/json`.
 OI_OUTPUT_MIME = "output.mime_type"
 OI_TEXT_MIME = "text/plain"
 OI_TOOL_NAME = "tool.name"
