@@ -49,7 +49,7 @@ _DENOMINATOR = {
     "end_to_end_accuracy": "judged_turns",
     "sequence_accuracy": "sequence_turns",
     "response_compliance": "response_checked_turns",
-    "tool_usage_rate": "turns",
+    "tool_usage_rate": "agent_turns",  # turns - turnless_turns
     "over_calling_rate": "judged_turns",
 }
 assert set(_DENOMINATOR) == set(FIGURES)

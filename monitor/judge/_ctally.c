@@ -399,8 +399,10 @@ static int walk(Walk *w, PyObject *const *s) {
     Py_ssize_t ncalls = PyTuple_GET_SIZE(calls);
     PyObject *n = PyLong_FromSsize_t(ncalls);
     if (n == NULL) return w->apply ? 0 : (PyErr_Clear(), 0);
-    int ok = bump(w, Y_TURNS, one) && bump(w, Y_ALL_CALLS, n) && (!ncalls || bump(w, Y_TURNS_WITH_CALLS, one)) &&
-             (!turnless || bump(w, Y_TURNLESS_TURNS, one)) && (!judged || judged_turn(w, s, n));
+    /* a turnless group is no agent turn: a turn with calls only when it is not turnless (the tool usage rate) */
+    int ok = bump(w, Y_TURNS, one) && bump(w, Y_ALL_CALLS, n) &&
+             (turnless ? bump(w, Y_TURNLESS_TURNS, one) : !ncalls || bump(w, Y_TURNS_WITH_CALLS, one)) &&
+             (!judged || judged_turn(w, s, n));
     Py_DECREF(n);
     if (!ok) return 0;
     if (PyTuple_GET_SIZE(forbidden)) {

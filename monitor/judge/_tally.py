@@ -87,7 +87,7 @@ _CORRECT, _WRONG_TOOL, _SPURIOUS, _HALLUCINATED = (
 
 @dataclass(slots=True)
 class Tally:
-    turns: int = 0
+    turns: int = 0  # every verdict: agent turns and turnless groups (calls whose turn never came, judged alone)
     judged_turns: int = 0
     turnless_turns: int = 0
     all_calls: int = 0
@@ -111,7 +111,7 @@ class Tally:
     sequence_score_sum: float = 0.0
     response_checked_turns: int = 0
     response_ok_turns: int = 0
-    turns_with_calls: int = 0
+    turns_with_calls: int = 0  # agent turns (not turnless) with at least one call: the tool usage rate numerator
     over_calling_turns: int = 0
     forbidden_turns: int = 0
     forbidden_calls: int = 0
@@ -141,10 +141,10 @@ class Tally:
         judged = v.judged
         self.turns += 1
         self.all_calls += n
-        if n:
-            self.turns_with_calls += 1
         if v.turnless:
             self.turnless_turns += 1
+        elif n:
+            self.turns_with_calls += 1
         if judged:
             self._add_judged_turn(v, n)
         if v.forbidden:
@@ -266,6 +266,12 @@ class Tally:
 
     # ---- figures ----
 
+    @property
+    def agent_turns(self) -> int:
+        """The turns that are agent invocations (METRICS.md "Turn"): all but the turnless groups, which are calls
+        whose turn never came. The tool usage rate is over these only."""
+        return self.turns - self.turnless_turns
+
     def ratios(self) -> dict[str, float | None]:
         """Every METRICS.md aggregate; None where the denominator is zero."""
         return {
@@ -280,7 +286,7 @@ class Tally:
             "end_to_end_accuracy": ratio(self.end_to_end_turns, self.judged_turns),
             "sequence_accuracy": ratio(self.sequence_score_sum, self.sequence_turns),
             "response_compliance": ratio(self.response_ok_turns, self.response_checked_turns),
-            "tool_usage_rate": ratio(self.turns_with_calls, self.turns),
+            "tool_usage_rate": ratio(self.turns_with_calls, self.agent_turns),
             "over_calling_rate": ratio(self.over_calling_turns, self.judged_turns),
         }
 

@@ -36,7 +36,16 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
     n.ORDER_VIOLATIONS: ("Turns violating an ordering constraint.", ("agent",)),
     n.CONFUSION: ("Confusion matrix of expected versus called tool.", ("agent", "expected", "actual")),
     n.RULE_FAILURES: ("Judged turns not end-to-end correct, by the expectation rule used.", ("agent", "rule")),
-    n.TURNS_WITH_CALLS: ("Turns with at least one tool call.", ("agent",)),
+    n.TURNS_WITH_CALLS: (
+        "Agent turns with at least one tool call (not the turnless ones: the tool usage rate is this over "
+        "toolwatch_turns_total minus toolwatch_turnless_turns_total).",
+        ("agent",),
+    ),
+    n.TURNLESS_TURNS: (
+        "Turnless turns (of toolwatch_turns_total): calls whose turn never arrived, judged alone after the timeout; "
+        "no agent invocation.",
+        ("agent",),
+    ),
     n.SEQUENCE_SCORE: ("Sum of sequence scores over turns with ordering constraints.", ("agent",)),
     n.RESPONSE_CHECKED_TURNS: ("Turns with response checks.", ("agent",)),
 }
@@ -191,7 +200,9 @@ class VerdictCounters:
         tool_label = self._tool
         judged = v.judged
         out((n.TURNS, (agent, "true" if judged else "false"), 1))
-        if v.calls:
+        if v.turnless:  # calls whose turn never came: no agent turn, in neither term of the tool usage rate
+            out((n.TURNLESS_TURNS, (agent,), 1))
+        elif v.calls:
             out((n.TURNS_WITH_CALLS, (agent,), 1))
         for c in v.calls:
             tool = tool_label(c.name)

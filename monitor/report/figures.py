@@ -50,7 +50,7 @@ NEEDS: Final[dict[str, str]] = {
     "end_to_end_accuracy": "no judged turn (a turn a rule or case matched)",
     "sequence_accuracy": "no turn with ordering constraints",
     "response_compliance": "no turn with response checks",
-    "tool_usage_rate": "no turn",
+    "tool_usage_rate": "no agent turn (calls whose turn never came are none)",
     "over_calling_rate": "no judged turn (a turn a rule or case matched)",
     "pass_rate": "no case run",
     "pass_hat_k": "no case run",

@@ -14,7 +14,9 @@ import time
 from pathlib import Path
 
 from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
+from monitor.alerts.figures import FIGURES
 from monitor.alerts.live import for_metrics
 from monitor.alerts.windows import read_figure
 from monitor.judge import Tally
@@ -231,3 +233,50 @@ def test_verdicts_of_before_a_pause_longer_than_a_window_leave_it_at_once() -> N
         assert _turns_in(metrics.window_counts()["5m"]) == after + 2
         tally = live.windows.tally(AGENT, 300.0, now=clock.now)
         assert tally is not None and tally.judged_turns == after + 2
+
+
+USAGE = """
+catalog: {tools: [{name: search}]}
+expect:
+  - when: {prefix: q}
+    call: [{tool: search}]
+alerts:
+  - {name: UsageHigh, figure: tool_usage_rate, above: 0.6, for: 0s, min_samples: 2}
+"""
+
+
+def _counted(text: str, name: str, agent: str) -> float:
+    return sum(s.value for family in text_string_to_metric_families(text) for s in family.samples
+               if s.name == name and s.labels.get("agent") == agent)
+
+
+def test_the_tool_usage_rate_alert_reads_the_agent_turns_as_the_counters_do(tmp_path: Path) -> None:
+    """METRICS.md: tool usage rate = turns with at least one call / all turns, a turn being one agent invocation.
+    Calls whose turn never came (turnless groups, judged alone: `__other__`, as an agent without a name) are none:
+    they count in neither term, in process as on /metrics. Counted as turns with calls, three of them beside two
+    agent turns (one with a call) made the rate 4 / 5, and UsageHigh (above 0.6) fired on calls of no turn."""
+    rules = tmp_path / "usage.yaml"
+    rules.write_text(USAGE)
+    clock = Clock()
+    metrics = ToolwatchMetrics(clock=clock)
+    server = Server(Settings(rules=(str(rules),), watch_rules=False), metrics=metrics)
+    live = server.alerts
+    assert live is not None
+    search = (ToolCall(name="search", arguments="{}"),)
+    turns = [Turn(input_text="q one", calls=search), Turn(input_text="q two")]
+    turnless = [Turn(input_text="", calls=search, turnless=True)] * 3
+    server.pipeline.judge([turns[0], *turnless, turns[1]], time.time_ns())
+    clock.now += 1
+    metrics.tick()
+    text = generate_latest(metrics.registry()).decode()
+    figure = FIGURES["tool_usage_rate"]
+    assert figure.denominator_subtract is not None
+    numerator, total, turnless_turns = (
+        _counted(text, c.metric, "__other__")
+        for c in (figure.numerator, figure.denominator, figure.denominator_subtract)
+    )
+    assert (numerator, total, turnless_turns) == (1.0, 5.0, 3.0)
+    tally = live.windows.tally("__other__", 300.0, now=clock.now)
+    assert read_figure(tally, "tool_usage_rate", None) == (numerator / (total - turnless_turns), 2.0) == (0.5, 2.0)
+    live.evaluate(clock.now)
+    assert [a.labels["alertname"] for a in live.active()] == []

@@ -48,6 +48,8 @@ TURNS = [
     _turn("[MISC] unknown subsystem", ("pull_auth_telemetry", OK)),  # unjudged
     _turn("[MISC] unknown subsystem", ("made_up_tool", OK)),  # hallucinated in an unjudged turn
     _turn("[MISC] nothing to do"),  # unjudged, no call
+    *[Turn(input_text="", calls=(ToolCall(name="pull_auth_telemetry", arguments=OK),), agent=AGENT,
+           turnless=True)] * 3,  # calls whose turn never came: no agent turn, in neither term of the usage rate
 ]
 
 
@@ -91,6 +93,7 @@ def test_recorded_figures_equal_the_tally(tmp_path: Path) -> None:
     assert tally.schema_checked_calls > tally.schema_valid_calls and tally.args_checked_calls > tally.args_ok_calls
     assert tally.over_calling_turns and tally.response_checked_turns > tally.response_ok_turns
     assert figures["sequence_accuracy"] is None
+    assert tally.turnless_turns == 3 and figures["tool_usage_rate"] == 13 / 15  # 15 agent turns, 2 without a call
     result = _check(tmp_path, verdicts, figures)
     assert result.returncode == 0, result.stdout + result.stderr
 

@@ -100,7 +100,8 @@ def test_duplicate_alert_rejected() -> None:
 # unjudged t1 4; judged calls t1 7, t2 3, __other__ 2 (12); all calls 16; missed t2 1; expected t1 6, t2 4;
 # turns judged 5, unjudged 3; turn checks selection 3/5, end_to_end 2/5, over_calling fail 1 of 5,
 # sequence 2 checked with score sum 1.5, response 3 pass of 4 checked; argument checks t1 5, mismatches 1;
-# schema checked t1 10, t2 5, invalid t2 1 (with two kinds of violation); turns with calls 6 of 8.
+# schema checked t1 10, t2 5, invalid t2 1 (with two kinds of violation); of the 8 turns 2 are turnless (unjudged
+# calls whose turn never came), so 6 agent turns, 4 of them with calls (the turnless ones count in neither term).
 # agent b: judged calls flat at 0 (a zero denominator: absent, never 0 or 1).
 _SERIES = [
     ('toolwatch_tool_calls_total{agent="a",tool="t1",outcome="correct"}', 6),
@@ -137,7 +138,8 @@ _SERIES = [
     ('toolwatch_schema_invalid_calls_total{agent="a",tool="t2"}', 1),
     ('toolwatch_schema_violations_total{agent="a",tool="t2",kind="type"}', 1),
     ('toolwatch_schema_violations_total{agent="a",tool="t2",kind="required"}', 1),  # the same call: two kinds
-    ('toolwatch_turns_with_calls_total{agent="a"}', 6),
+    ('toolwatch_turnless_turns_total{agent="a"}', 2),
+    ('toolwatch_turns_with_calls_total{agent="a"}', 4),
 ]
 
 _EXPECTED_AGENT = {
@@ -152,7 +154,7 @@ _EXPECTED_AGENT = {
     "end_to_end_accuracy": 2 / 5,
     "sequence_accuracy": 1.5 / 2,
     "response_compliance": 3 / 4,
-    "tool_usage_rate": 6 / 8,
+    "tool_usage_rate": 4 / 6,  # not (4 + 2) / 8: a turnless group is no turn
     "over_calling_rate": 1 / 5,
 }
 _EXPECTED_TOOL = {
@@ -191,6 +193,14 @@ def test_every_recorded_figure_matches_metrics_md(tmp_path: Path) -> None:
             "exp_samples": [{"labels": '{agent="a"}', "value": 60}, {"labels": '{agent="b"}', "value": 0}],
         }
     )
+    # the usage rate's denominator, what its alerts' min_samples counts: the agent turns, 6 a minute
+    tests.append(
+        {
+            "expr": "round(agent:toolwatch_agent_turns:increase5m)",
+            "eval_time": "10m",
+            "exp_samples": [{"labels": '{agent="a"}', "value": 30}],
+        }
+    )
     unit = {
         "rule_files": [str(rules)],
         "evaluation_interval": "1m",
@@ -213,6 +223,9 @@ def test_tool_usage_rate_alerts_take_an_explicit_bound_either_way(bound: str) ->
     rules = yaml.safe_load(render({"alerts": [{"name": "Usage", "figure": "tool_usage_rate", bound: 0.5}]}))
     (alert,) = [r for g in rules["groups"] for r in g["rules"] if r.get("alert") == "Usage"]
     assert ("< 0.5" if bound == "below" else "> 0.5") in alert["expr"]
+    # min_samples counts agent turns (a turnless group is none), as the ratio's denominator does
+    assert "agent:toolwatch_agent_turns:increase5m >= 20" in alert["expr"]
+    assert "20 agent turns" in alert["annotations"]["description"]
 
 
 def test_rule_compiler_and_alert_figures_agree_on_direction_and_per_tool() -> None:

@@ -70,7 +70,7 @@ def tally(tmp_path_factory: pytest.TempPathFactory) -> Tally:
         ("end_to_end_accuracy", 2 / 7),
         ("sequence_accuracy", 0.75),
         ("response_compliance", 1 / 2),
-        ("tool_usage_rate", 8 / 9),
+        ("tool_usage_rate", 7 / 8),  # agent turns with a call / agent turns: "lost 9" is turnless, no turn
         ("over_calling_rate", 1 / 7),
     ],
 )
@@ -102,12 +102,34 @@ def test_every_figure(tally: Tally, figure: str, expected: float) -> None:
         ("end_to_end_turns", 2),
         ("sequence_turns", 2),
         ("response_checked_turns", 2),
-        ("turns_with_calls", 8),
+        ("turns_with_calls", 7),  # of the agent turns: the turnless group's call is no turn's
         ("over_calling_turns", 1),
     ],
 )
 def test_raw_counts(tally: Tally, count: str, value: int) -> None:
     assert getattr(tally, count) == value
+
+
+def test_tool_usage_rate_is_over_the_agent_turns_only(tmp_path: Path) -> None:
+    """METRICS.md: tool usage rate = turns with at least one call / all turns, a turn being one agent invocation.
+    A turnless group (calls whose turn never arrived) is no agent invocation: it counts in neither term. Counted as a
+    turn with calls, every turnless group pushed the rate towards 1 (here 3 / 4 for the agents' 1 / 2)."""
+    judge = judge_for(tmp_path, RULES)
+    agent_turns = [turn("[A] 1", call("a", {"x": 1})), turn("[NONE] 2")]
+    turnless = [turn("", call("a", {"x": 1}), turnless=True), turn("", "b", "c", turnless=True)]
+    t = Tally()
+    for x in [agent_turns[0], *turnless, agent_turns[1]]:
+        t.add(judge.judge(x))
+    assert (t.turns, t.turnless_turns, t.turns_with_calls, t.agent_turns) == (4, 2, 1, 2)
+    assert t.ratios()["tool_usage_rate"] == 0.5
+    alone = Tally()
+    for x in turnless:
+        alone.add(judge.judge(x))
+    assert alone.ratios()["tool_usage_rate"] is None  # no agent turn: absent, never 1
+    assert (alone.turns, alone.turns_with_calls, alone.agent_turns) == (2, 0, 0)
+    window = t.copy()
+    window.subtract(alone)  # a rolling window's arithmetic keeps both terms
+    assert window.ratios()["tool_usage_rate"] == 0.5 and window.agent_turns == 2
 
 
 def test_confusion_matrix_and_per_tool_figures(tally: Tally) -> None:

@@ -232,3 +232,20 @@ def test_add_verdict_counts_and_answers_failed_for_what_c_takes_and_what_it_leav
         assert add_verdict(t, odd) is failing
         ref._add_py(v)
         assert state(t) == state(ref)
+
+
+def test_a_turnless_group_is_no_turn_with_calls_in_c_as_in_python() -> None:
+    """A turnless group (its calls' turn never arrived) counts as a turn and a turnless turn, never as an agent turn
+    with calls (METRICS.md: the tool usage rate is over agent invocations), in the extension as in the reference."""
+    assert CTALLY is not None
+    call = CallVerdict(0, "search", "c0", Outcome.UNJUDGED, True, None, True)
+    agent_turn = dataclasses.replace(_sample(), calls=(call,), forbidden=())
+    turnless = dataclasses.replace(agent_turn, judged=False, turnless=True, rule=None, missed=(), confusion=(),
+                                   expected_by_tool=(), end_to_end=None, selection_ok=None, over_calling=None)
+    empty = dataclasses.replace(agent_turn, calls=())
+    c, py = Tally(), Tally()
+    for v in (turnless, agent_turn, turnless, empty):
+        add_both(c, py, v)
+    assert state(c) == state(py)
+    assert (c.turns, c.turnless_turns, c.turns_with_calls, c.all_calls) == (4, 2, 1, 3)
+    assert c.ratios()["tool_usage_rate"] == 0.5

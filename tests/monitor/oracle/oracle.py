@@ -276,7 +276,8 @@ def figures(results: Iterable[TurnResult]) -> dict[str, float | None]:
         "end_to_end_accuracy": _ratio(sum(bool(r.end_to_end) for r in judged), len(judged)),
         "sequence_accuracy": _ratio(sum(seq), len(seq)),
         "response_compliance": _ratio(sum(bool(r.response_ok) for r in resp), len(resp)),
-        "tool_usage_rate": _ratio(sum(1 for r in rs if r.calls), len(rs)),
+        # over agent turns: a turnless group (calls whose turn never came) is no turn, in neither term
+        "tool_usage_rate": _ratio(sum(1 for r in rs if r.calls and not r.turnless), sum(not r.turnless for r in rs)),
         "over_calling_rate": _ratio(sum(bool(r.over_calling) for r in judged), len(judged)),
     }
 

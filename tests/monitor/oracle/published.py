@@ -49,7 +49,9 @@ def counters(phases: Phases) -> dict[str, Counter[Key]]:
     for r, labels in _each(phases):
         a = labels.agent(r.agent)
         out["toolwatch_turns"][(a, "true" if r.judged else "false")] += 1
-        if r.calls:
+        if r.turnless:
+            out["toolwatch_turnless_turns"][(a,)] += 1
+        elif r.calls:  # an agent turn with calls (the tool usage rate's numerator; a turnless group is no turn)
             out["toolwatch_turns_with_calls"][(a,)] += 1
         for c in r.calls:
             k = (a, labels.tool(c.name))

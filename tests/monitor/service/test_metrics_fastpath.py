@@ -84,9 +84,7 @@ class ReferenceCounters:
         lab = self.labels
         for v in verdicts:
             agent = lab.agent(v.agent)
-            self.inc(n.TURNS, (agent, "true" if v.judged else "false"))
-            if v.calls:
-                self.inc(n.TURNS_WITH_CALLS, (agent,))
+            self.turn(v, agent)
             for c in v.calls:
                 k = (agent, lab.tool(c.name))
                 self.inc(n.TOOL_CALLS, (*k, c.outcome.value))
@@ -107,6 +105,13 @@ class ReferenceCounters:
                     self.inc(n.FORBIDDEN_CALLS, (agent, lab.tool(c.name)))
             if v.judged:
                 self.judged(v, agent)
+
+    def turn(self, v: TurnVerdict, agent: str) -> None:
+        self.inc(n.TURNS, (agent, "true" if v.judged else "false"))
+        if v.turnless:  # calls whose turn never came: no agent turn (METRICS.md, tool usage rate)
+            self.inc(n.TURNLESS_TURNS, (agent,))
+        elif v.calls:
+            self.inc(n.TURNS_WITH_CALLS, (agent,))
 
     def judged(self, v: TurnVerdict, agent: str) -> None:
         lab = self.labels
