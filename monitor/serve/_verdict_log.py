@@ -187,6 +187,21 @@ def drop_partial_line(path: Path, most: int) -> int:
         os.close(fd)
 
 
+def _end_line(fd: int, start: int) -> int:
+    """The file open on `fd` (for appending) ends with a whole line but its newline, which began at `start`: 1 when
+    the newline could be added, else 0, the line cut off."""
+    try:
+        if os.write(fd, b"\n") == 1:
+            return 1
+    except OSError:
+        pass
+    try:
+        os.ftruncate(fd, start)  # a file only gets smaller: a full device or a file size limit allows it
+    except OSError:
+        pass
+    return 0
+
+
 class VerdictLog:
     """Appends verdict records to `path`; when it exceeds `max_bytes` it becomes `path.1` (then `.2` ...). A record
     larger than `max_bytes` is shortened to fit (`shortened_line`): the files never hold more than their bound."""
@@ -206,6 +221,7 @@ class VerdictLog:
         # failure counts lost only those the file does not hold whole (8 bytes a line, emptied at each flush and
         # rotation, so bounded by the lines of one file)
         self._ends = array("q")
+        self._base = 0  # where the first of them begins
         self._fh: IO[str] | None = None
         self._size = 0
         self._file_id = (0, 0)  # (st_dev, st_ino) of the file open
@@ -217,20 +233,26 @@ class VerdictLog:
         left at its end."""
         self._next_open = time.monotonic() + REOPEN_S
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._drop_partial_line()
+        fh = self.path.open("a", encoding="utf-8")
+        st = os.fstat(fh.fileno())
+        self._fh, self._size, self._file_id = fh, fh.tell(), (st.st_dev, st.st_ino)
+        self._base = self._size
+
+    def _drop_partial_line(self) -> None:
         cut = drop_partial_line(self.path, self.max_bytes)
         if cut:
             logger.warning("verdict log %s: the last %d bytes, a record an earlier write cut short (a full device?), "
                            "removed", self.path, cut)
-        fh = self.path.open("a", encoding="utf-8")
-        st = os.fstat(fh.fileno())
-        self._fh, self._size, self._file_id = fh, fh.tell(), (st.st_dev, st.st_ino)
 
     def _close_fh(self, failure: Exception | None = None) -> None:
         """Close the file; lines its last flush could not write, or a `failure` before it, are counted lost (it never
         raises for them). Lines reach the disk in pieces of the file object's buffer before any flush, and a write
         that fails can write part of one, its buffer perhaps dropped (closing it then raises nothing): those the file
         holds whole once it is closed are written, the others lost (the piece of a line at its end is cut when it is
-        opened again)."""
+        opened again). A whole record but its newline gets it here, or is cut: left so, it was given
+        its newline when opened again, on disk though counted lost, or, the newline not written then either, the next
+        line went on after it, two records on one line."""
         fh, self._fh = self._fh, None
         ends, self._ends = self._ends, array("q")
         if fh is None:
@@ -252,6 +274,8 @@ class VerdictLog:
                     st = os.fstat(watch)
                     if stat.S_ISREG(st.st_mode):
                         on_disk = bisect_right(ends, st.st_size)
+                        if on_disk < len(ends) and ends[on_disk] == st.st_size + 1:
+                            on_disk += _end_line(watch, ends[on_disk - 1] if on_disk else self._base)
                 except OSError:
                     pass
                 lost = len(ends) - on_disk
@@ -345,6 +369,7 @@ class VerdictLog:
             if self._fh is not None:
                 self._fh.flush()
                 del self._ends[:]
+                self._base = self._size
             if self._fh is None or self._moved():
                 self._close_fh()
                 self._open()

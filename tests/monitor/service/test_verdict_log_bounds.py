@@ -207,3 +207,54 @@ def test_lines_a_full_file_loses_are_counted_as_the_lines_not_on_disk(tmp_path: 
         on_disk = [json.loads(line) for line in whole.splitlines()]
         assert counts == {"written": len(on_disk), "failed": 2000 - len(on_disk), "reported": 2000 - len(on_disk)}, (
             flush_every, len(on_disk))
+
+
+
+_CUT_BEFORE_NEWLINE_RUN = r"""
+import json, resource, sys
+from pathlib import Path
+from monitor.judge import Judge
+from monitor.records import ToolCall, Turn
+from monitor.rules import load_rules
+from monitor.serve import VerdictLog
+
+rules, path, whole = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
+v = Judge(load_rules([rules])).judge(Turn("[BILL] y", (ToolCall("pull_auth_telemetry", arguments="{}"),)))
+lost = []
+log = VerdictLog(path, all_turns=True, on_lost=lost.append)
+log.write([v])  # one line, to learn its size: the lines of one write() are as long as each other
+log.flush()
+line = path.stat().st_size
+resource.setrlimit(resource.RLIMIT_FSIZE, (line * whole - 1, resource.RLIM_INFINITY))  # all but the newline of one
+log.write([v] * 200)  # fails (EFBIG): the file holds the lines before the last one whole, and that one but its newline
+log.flush()  # the log opens its file again, the limit still there
+resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))  # room again
+log.write([v] * 3)
+log.flush()
+log.close()
+print(json.dumps({"written": log.written, "failed": log.failed, "reported": sum(lost)}))
+"""
+
+
+def test_a_line_a_failure_left_without_its_newline_is_no_line_counted_lost_yet_on_disk(tmp_path: Path) -> None:
+    """A write cut just before a line's newline leaves the whole record but its newline. Counted lost, it stayed
+    at the end of the file without its newline when the log opened it again while the failure went on (the newline
+    could not be added): the next line written once there was room again went on after it, two records on one line
+    of broken JSON (and one of them counted lost). Every line on disk is whole and counted written, the others lost."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[3]
+    for whole in (2, 7, 40):  # lines in the file when the write failed, the last one without its newline
+        path = tmp_path / f"v{whole}.jsonl"
+        run = subprocess.run(
+            [sys.executable, "-c", _CUT_BEFORE_NEWLINE_RUN, str(RULES), str(path), str(whole)],
+            cwd=root, capture_output=True, text=True, timeout=60, check=True,
+        )
+        counts = json.loads(run.stdout)
+        data = path.read_bytes()
+        assert data.endswith(b"\n"), whole
+        on_disk = [json.loads(line) for line in data.splitlines()]  # each line one record
+        assert counts == {"written": len(on_disk), "failed": 204 - len(on_disk), "reported": 204 - len(on_disk)}, (
+            whole, len(on_disk))
+
