@@ -250,7 +250,7 @@ class VerdictLog:
         raises for them). Lines reach the disk in pieces of the file object's buffer before any flush, and a write
         that fails can write part of one, its buffer perhaps dropped (closing it then raises nothing): those the file
         holds whole once it is closed are written, the others lost (the piece of a line at its end is cut when it is
-        opened again). A whole record but its newline gets it here, or is cut: left so, it was given
+        opened again or moved aside). A whole record but its newline gets it here, or is cut: left so, it was given
         its newline when opened again, on disk though counted lost, or, the newline not written then either, the next
         line went on after it, two records on one line."""
         fh, self._fh = self._fh, None
@@ -338,6 +338,7 @@ class VerdictLog:
     def _rotate(self) -> None:
         try:
             self._close_fh()
+            self._drop_partial_line()  # the piece of a line its last flush left: not moved aside with it
             for i in range(self.backups - 1, 0, -1):
                 src = self.path.with_name(f"{self.path.name}.{i}")
                 if src.exists():

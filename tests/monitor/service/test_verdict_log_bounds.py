@@ -258,3 +258,48 @@ def test_a_line_a_failure_left_without_its_newline_is_no_line_counted_lost_yet_o
         assert counts == {"written": len(on_disk), "failed": 204 - len(on_disk), "reported": 204 - len(on_disk)}, (
             whole, len(on_disk))
 
+
+_ROTATE_FAILING_RUN = r"""
+import json, resource, sys
+from pathlib import Path
+from monitor.judge import Judge
+from monitor.records import ToolCall, Turn
+from monitor.rules import load_rules
+from monitor.serve import VerdictLog
+
+rules, path, max_bytes, limit = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+v = Judge(load_rules([rules])).judge(Turn("[BILL] y", (ToolCall("pull_auth_telemetry", arguments="{}"),)))
+lost = []
+log = VerdictLog(path, all_turns=True, max_bytes=max_bytes, on_lost=lost.append)
+resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))  # writes past it fail (EFBIG)
+for _ in range(40):
+    log.write([v])
+resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+log.flush()
+log.close()
+print(json.dumps({"written": log.written, "failed": log.failed, "reported": sum(lost)}))
+"""
+
+
+def test_a_file_rotated_when_its_last_lines_cannot_be_written_keeps_no_piece_of_a_record(tmp_path: Path) -> None:
+    """Rotation closes the file (its last flush fails on a full device or at a file size limit, a piece of a line
+    written) and moves it aside: the piece went with it, never cut (only the file the log opens is), so the backup
+    ended in a line of broken JSON (`jq` stops there). Every line of every file is a whole record, one counted."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[3]
+    path = tmp_path / "v.jsonl"
+    run = subprocess.run(  # the 8 KiB buffer written at 8,192 bytes; at 12,000 the rotation's flush passes 10,000
+        [sys.executable, "-c", _ROTATE_FAILING_RUN, str(RULES), str(path), "12000", "10000"],
+        cwd=root, capture_output=True, text=True, timeout=60, check=True,
+    )
+    counts = json.loads(run.stdout)
+    files = _files(path)
+    assert len(files) == 2 and counts["failed"] > 0, (files, counts)
+    for f in files:
+        data = f.read_bytes()
+        assert data.endswith(b"\n"), f
+        assert all(json.loads(line)["failed"] for line in data.splitlines()), f
+    on_disk = sum(len(f.read_bytes().splitlines()) for f in files)
+    assert counts == {"written": on_disk, "failed": 40 - on_disk, "reported": 40 - on_disk}, (counts, on_disk)
