@@ -249,10 +249,11 @@ class VerdictLog:
         """Close the file; lines its last flush could not write, or a `failure` before it, are counted lost (it never
         raises for them). Lines reach the disk in pieces of the file object's buffer before any flush, and a write
         that fails can write part of one, its buffer perhaps dropped (closing it then raises nothing): those the file
-        holds whole once it is closed are written, the others lost (the piece of a line at its end is cut when it is
-        opened again or moved aside). A whole record but its newline gets it here, or is cut: left so, it was given
-        its newline when opened again, on disk though counted lost, or, the newline not written then either, the next
-        line went on after it, two records on one line."""
+        holds whole once it is closed are written, the others lost. The piece of a line at its end is cut here when
+        the path still names the file (else when it is opened again): left there, it stayed at a stop, and a rotation
+        moved it aside. A whole record but its newline gets it here, or is cut: left so, it was given its newline when
+        opened again, on disk though counted lost, or, the newline not written then either, the next line went on
+        after it, two records on one line."""
         fh, self._fh = self._fh, None
         ends, self._ends = self._ends, array("q")
         if fh is None:
@@ -281,6 +282,8 @@ class VerdictLog:
                 lost = len(ends) - on_disk
                 self.written -= lost
                 self._count_lost(failure, lost)
+                if not self._moved():
+                    self._drop_partial_line()
         finally:
             if watch >= 0:
                 os.close(watch)
@@ -338,7 +341,6 @@ class VerdictLog:
     def _rotate(self) -> None:
         try:
             self._close_fh()
-            self._drop_partial_line()  # the piece of a line its last flush left: not moved aside with it
             for i in range(self.backups - 1, 0, -1):
                 src = self.path.with_name(f"{self.path.name}.{i}")
                 if src.exists():

@@ -303,3 +303,24 @@ def test_a_file_rotated_when_its_last_lines_cannot_be_written_keeps_no_piece_of_
         assert all(json.loads(line)["failed"] for line in data.splitlines()), f
     on_disk = sum(len(f.read_bytes().splitlines()) for f in files)
     assert counts == {"written": on_disk, "failed": 40 - on_disk, "reported": 40 - on_disk}, (counts, on_disk)
+
+
+def test_a_log_closed_when_its_last_lines_cannot_be_written_ends_with_a_whole_line(tmp_path: Path) -> None:
+    """The service stopping on a full device (or at a file size limit): the last flush, at close, writes a piece of a
+    line. It stayed at the end of the file until a log opened it again. Every line is a whole record, one counted."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[3]
+    path = tmp_path / "v.jsonl"
+    script = _ROTATE_FAILING_RUN.replace("log.flush()\nlog.close()", "log.close()").replace(
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))\n", "")
+    run = subprocess.run(  # no rotation: 40 lines of about 500 bytes, the writes past 10,000 bytes fail
+        [sys.executable, "-c", script, str(RULES), str(path), str(1 << 20), "10000"],
+        cwd=root, capture_output=True, text=True, timeout=60, check=True,
+    )
+    counts = json.loads(run.stdout)
+    data = path.read_bytes()
+    assert counts["failed"] > 0 and data.endswith(b"\n"), (counts, data[-80:])
+    on_disk = [json.loads(line) for line in data.splitlines()]
+    assert counts == {"written": len(on_disk), "failed": 40 - len(on_disk), "reported": 40 - len(on_disk)}
