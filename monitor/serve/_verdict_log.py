@@ -341,6 +341,12 @@ class VerdictLog:
     def _rotate(self) -> None:
         try:
             self._close_fh()
+            try:
+                empty = os.stat(self.path).st_size == 0
+            except OSError:
+                empty = False
+            if empty:  # every line of it lost (a full device): nothing to keep, so no backup is pushed out for it
+                return
             for i in range(self.backups - 1, 0, -1):
                 src = self.path.with_name(f"{self.path.name}.{i}")
                 if src.exists():

@@ -324,3 +324,44 @@ def test_a_log_closed_when_its_last_lines_cannot_be_written_ends_with_a_whole_li
     assert counts["failed"] > 0 and data.endswith(b"\n"), (counts, data[-80:])
     on_disk = [json.loads(line) for line in data.splitlines()]
     assert counts == {"written": len(on_disk), "failed": 40 - len(on_disk), "reported": 40 - len(on_disk)}
+
+
+_EMPTY_ROTATIONS_RUN = r"""
+import json, resource, sys
+from pathlib import Path
+from monitor.judge import Judge
+from monitor.records import ToolCall, Turn
+from monitor.rules import load_rules
+from monitor.serve import VerdictLog
+
+rules, path = sys.argv[1], Path(sys.argv[2])
+v = Judge(load_rules([rules])).judge(Turn("[BILL] y", (ToolCall("pull_auth_telemetry", arguments="{}"),)))
+log = VerdictLog(path, all_turns=True, max_bytes=4096, backups=3)
+for _ in range(40):  # the backups fill
+    log.write([v])
+    log.flush()
+before = [p.read_bytes() for p in path.parent.glob(path.name + "*")]  # the file and its backups
+resource.setrlimit(resource.RLIMIT_FSIZE, (0, resource.RLIM_INFINITY))  # no write goes through (EFBIG)
+for _ in range(100):
+    log.write([v])  # 4 KiB of lines fill no 8 KiB buffer: they fail at the rotation's close, the file empty
+log.close()
+after = {p.name: p.read_bytes() for p in path.parent.glob(path.name + ".*")}
+sizes = {name: len(data) for name, data in sorted(after.items())}
+print(json.dumps({"kept": all(data in before for data in after.values()), "sizes": sizes}))
+"""
+
+
+def test_rotations_while_nothing_can_be_written_keep_the_backups(tmp_path: Path) -> None:
+    """With the device full, every line of a file is lost, the file left empty: rotating it still moved it aside, and
+    each rotation pushed out a backup of whole records, soon all of them (backups=3: four rotations), for empty
+    files. A file with nothing to keep is not moved aside: the backups are files of before, none empty."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[3]
+    run = subprocess.run(
+        [sys.executable, "-c", _EMPTY_ROTATIONS_RUN, str(RULES), str(tmp_path / "v.jsonl")],
+        cwd=root, capture_output=True, text=True, timeout=60, check=True,
+    )
+    out = json.loads(run.stdout)
+    assert out["kept"] and len(out["sizes"]) == 3 and all(out["sizes"].values()), out
