@@ -1,10 +1,11 @@
 """Each METRICS.md figure as a ratio of Prometheus counters, and as PromQL over a window.
 
-A figure is `(numerator - subtract) / (denominator - denominator_subtract)`, every term a counter summed over the
-series of one aggregation level, so the ratio is right across replicas: Prometheus sums each term first and divides
-last.
+A figure is `(numerator - subtract) / denominator`, every term a counter summed over the series of one
+aggregation level, so the ratio is right across replicas: Prometheus sums each term first and divides last.
 A zero denominator gives no sample (METRICS.md: a ratio with a zero denominator is absent, never 0 or 1),
-and a numerator series that was never created counts as 0, not as absent.
+and a numerator series that was never created counts as 0, not as absent. A denominator is one counter, never a
+difference of two: Prometheus extrapolates each counter's increase on its own (less for one whose first sample in
+the window is near 0), so a difference of two increasing counters is not 0 when nothing it counts happened.
 """
 
 from __future__ import annotations
@@ -36,11 +37,6 @@ class Figure:
     numerator: Counter
     denominator: Counter
     subtract: Counter | None = None  # numerator = numerator - subtract
-    denominator_subtract: Counter | None = None  # denominator = denominator - denominator_subtract
-
-    @property
-    def denominator_key(self) -> tuple[Counter, Counter | None]:
-        return self.denominator, self.denominator_subtract
 
     @property
     def record_name(self) -> str:
@@ -50,12 +46,12 @@ class Figure:
     @property
     def denominator_text(self) -> str:
         """What `min_samples` counts for this figure, in words."""
-        return _DENOMINATOR_TEXT.get(self.denominator_key, "samples")
+        return _DENOMINATOR_TEXT.get(self.denominator, "samples")
 
     @property
     def denominator_name(self) -> str:
         """The metric part of the recorded denominator, e.g. `toolwatch_judged_calls`."""
-        return _DENOMINATOR_NAMES.get(self.denominator_key, self.denominator.metric.removesuffix("_total"))
+        return _DENOMINATOR_NAMES.get(self.denominator, self.denominator.metric.removesuffix("_total"))
 
 
 def _c(metric: str, matchers: str = "") -> Counter:
@@ -66,24 +62,20 @@ _JUDGED = _c("judged_calls")
 _JUDGED_TURNS = _c("turns", 'judged="true"')
 _SEQUENCE_CHECKED = _c("turn_checks", 'check="sequence"')
 # Agent turns (METRICS.md "Turn": one agent invocation): every turn counted but the turnless ones (calls whose turn
-# never came, judged alone), which are no agent invocation.
-_TURNS, _TURNLESS = _c("turns"), _c("turnless_turns")
+# never came, judged alone). Their own counter, not turns - turnless_turns (see the module's docstring).
+_AGENT_TURNS = _c("agent_turns")
 _DENOMINATOR_TEXT = {
-    (_JUDGED, None): "judged calls",
-    (_JUDGED_TURNS, None): "judged turns",
-    (_SEQUENCE_CHECKED, None): "turns with ordering constraints",
-    (_c("tool_calls"), None): "calls",
-    (_c("expected_calls"), None): "expected calls",
-    (_c("argument_checked_calls"), None): "calls with argument checks",
-    (_c("schema_checked_calls"), None): "schema-checked calls",
-    (_c("response_checked_turns"), None): "turns with response checks",
-    (_TURNS, _TURNLESS): "agent turns",
+    _JUDGED: "judged calls",
+    _JUDGED_TURNS: "judged turns",
+    _SEQUENCE_CHECKED: "turns with ordering constraints",
+    _c("tool_calls"): "calls",
+    _c("expected_calls"): "expected calls",
+    _c("argument_checked_calls"): "calls with argument checks",
+    _c("schema_checked_calls"): "schema-checked calls",
+    _c("response_checked_turns"): "turns with response checks",
+    _AGENT_TURNS: "agent turns",
 }
-_DENOMINATOR_NAMES = {
-    (_JUDGED_TURNS, None): PREFIX + "judged_turns",
-    (_SEQUENCE_CHECKED, None): PREFIX + "sequence_checked_turns",
-    (_TURNS, _TURNLESS): PREFIX + "agent_turns",
-}
+_DENOMINATOR_NAMES = {_JUDGED_TURNS: PREFIX + "judged_turns", _SEQUENCE_CHECKED: PREFIX + "sequence_checked_turns"}
 
 FIGURES: dict[str, Figure] = {
     f.key: f
@@ -174,8 +166,7 @@ FIGURES: dict[str, Figure] = {
             False,
             "turns",
             _c("turns_with_calls"),  # agent turns with a call
-            _TURNS,
-            denominator_subtract=_TURNLESS,
+            _AGENT_TURNS,
         ),
         Figure(
             "over_calling_rate",
@@ -208,18 +199,8 @@ def ratio_expr(figure: Figure, by: tuple[str, ...], window: str) -> str:
         num = f"({num} or {zero})"
     if figure.subtract is not None:
         num = f"{num} - ({sum_rate(figure.subtract, by, window)} or {zero})"
-    if figure.denominator_subtract is not None:
-        den = f"({den} - ({sum_rate(figure.denominator_subtract, by, window)} or {zero}))"
     return f"({num}) / ({den} > 0)"
 
 
 def increase_expr(counter: Counter, by: tuple[str, ...], window: str) -> str:
     return f"sum by ({', '.join(by)}) (increase({counter.selector()}[{window}]))"
-
-
-def denominator_increase_expr(figure: Figure, by: tuple[str, ...], window: str) -> str:
-    """PromQL for the increase of the figure's denominator over `window` (what an alert's `min_samples` counts)."""
-    total = increase_expr(figure.denominator, by, window)
-    if figure.denominator_subtract is None:
-        return total
-    return f"{total} - ({increase_expr(figure.denominator_subtract, by, window)} or 0 * {total})"

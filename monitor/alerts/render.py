@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from monitor.alerts.figures import FIGURES, Figure, denominator_increase_expr, level_of, ratio_expr
+from monitor.alerts.figures import FIGURES, Figure, increase_expr, level_of, ratio_expr
 from monitor.alerts.spec import AlertSpec, parse_duration, specs_from_ruleset
 from monitor.rules import DEFAULT_BURN_WINDOWS, BurnWindow
 
@@ -186,7 +186,7 @@ def rule_groups(specs: Sequence[AlertSpec], burn_windows: Sequence[BurnWindow] =
             name = increase_record(figure, by, window)
             if name not in done:
                 done.add(name)
-                rules.append({"record": name, "expr": denominator_increase_expr(figure, by, window)})
+                rules.append({"record": name, "expr": increase_expr(figure.denominator, by, window)})
         for key, by in ordered(ratios, window):
             figure = FIGURES[key]
             rules.append({"record": ratio_record(figure, by, window), "expr": ratio_expr(figure, by, window)})

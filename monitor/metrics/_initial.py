@@ -15,13 +15,13 @@ Left out, as no turn can count them (as the judge scopes rules and tools, see `m
 
 Bounded, with A agents and T tools (each counting `__other__`), R rules and C catalog tools (T = C + 1), without
 scoped rules or tools:
-  per agent          22: turns by judged (2), turn checks x results (14), 5 more (order violations, ...),
+  per agent          23: turns by judged (2), turn checks x results (14), 6 more (order violations, ...),
                          hallucinated calls of `__other__` (1)
   per agent, tool    18: calls by outcome but hallucinated (4), 8 counters (missed, forbidden, ...), schema
                          violation kinds (6)
   per agent, rule    1                                        (rule failures)
   confusion matrix   (C + 1) x (C + 3) per agent, only while that is <= MATRIX_MAX_PER_AGENT (C <= 18)
-that is A x (22 + 18 T + R) series plus the matrix; and never more than `budget` (MAX_INITIAL_SERIES) in all:
+that is A x (23 + 18 T + R) series plus the matrix; and never more than `budget` (MAX_INITIAL_SERIES) in all:
 families are taken in the order below while they fit, the others appear with their first event (a warning says
 which; a budget of 0 creates none and says nothing). `VerdictCounters.set_labels` removes the series created here
 that a reload no longer names while they are still 0, so reloads do not pile them up.
@@ -41,7 +41,14 @@ Series = tuple[str, Key]  # (counter name, label values)
 MAX_INITIAL_SERIES = 20_000
 MATRIX_MAX_PER_AGENT = 400
 
-_PER_AGENT = (n.ORDER_VIOLATIONS, n.TURNS_WITH_CALLS, n.TURNLESS_TURNS, n.RESPONSE_CHECKED_TURNS, n.SEQUENCE_SCORE)
+_PER_AGENT = (
+    n.ORDER_VIOLATIONS,
+    n.TURNS_WITH_CALLS,
+    n.TURNLESS_TURNS,
+    n.AGENT_TURNS,
+    n.RESPONSE_CHECKED_TURNS,
+    n.SEQUENCE_SCORE,
+)
 _PER_TOOL = (
     n.JUDGED_CALLS,
     n.EXPECTED_CALLS,

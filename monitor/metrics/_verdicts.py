@@ -38,12 +38,17 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
     n.RULE_FAILURES: ("Judged turns not end-to-end correct, by the expectation rule used.", ("agent", "rule")),
     n.TURNS_WITH_CALLS: (
         "Agent turns with at least one tool call (not the turnless ones: the tool usage rate is this over "
-        "toolwatch_turns_total minus toolwatch_turnless_turns_total).",
+        "toolwatch_agent_turns_total).",
         ("agent",),
     ),
     n.TURNLESS_TURNS: (
         "Turnless turns (of toolwatch_turns_total): calls whose turn never arrived, judged alone after the timeout; "
         "no agent invocation.",
+        ("agent",),
+    ),
+    n.AGENT_TURNS: (
+        "Agent turns (of toolwatch_turns_total, all but the turnless ones): agent invocations, the tool usage "
+        "rate's denominator.",
         ("agent",),
     ),
     n.SEQUENCE_SCORE: ("Sum of sequence scores over turns with ordering constraints.", ("agent",)),
@@ -202,8 +207,10 @@ class VerdictCounters:
         out((n.TURNS, (agent, "true" if judged else "false"), 1))
         if v.turnless:  # calls whose turn never came: no agent turn, in neither term of the tool usage rate
             out((n.TURNLESS_TURNS, (agent,), 1))
-        elif v.calls:
-            out((n.TURNS_WITH_CALLS, (agent,), 1))
+        else:
+            out((n.AGENT_TURNS, (agent,), 1))
+            if v.calls:
+                out((n.TURNS_WITH_CALLS, (agent,), 1))
         for c in v.calls:
             tool = tool_label(c.name)
             out((n.TOOL_CALLS, (agent, tool, c.outcome.value), 1))

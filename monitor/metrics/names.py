@@ -23,6 +23,7 @@ CONFUSION = "toolwatch_confusion_total"  # {agent,expected,actual}
 RULE_FAILURES = "toolwatch_rule_failures_total"  # {agent,rule}
 TURNS_WITH_CALLS = "toolwatch_turns_with_calls_total"  # {agent}: agent turns (not turnless) with a call
 TURNLESS_TURNS = "toolwatch_turnless_turns_total"  # {agent}: turnless groups (of TURNS): calls whose turn never came
+AGENT_TURNS = "toolwatch_agent_turns_total"  # {agent}: the other TURNS, agent invocations (usage rate denominator)
 SEQUENCE_SCORE = "toolwatch_sequence_score_total"  # {agent}
 RESPONSE_CHECKED_TURNS = "toolwatch_response_checked_turns_total"  # {agent}
 

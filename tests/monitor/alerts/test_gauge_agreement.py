@@ -270,13 +270,11 @@ def test_the_tool_usage_rate_alert_reads_the_agent_turns_as_the_counters_do(tmp_
     metrics.tick()
     text = generate_latest(metrics.registry()).decode()
     figure = FIGURES["tool_usage_rate"]
-    assert figure.denominator_subtract is not None
-    numerator, total, turnless_turns = (
-        _counted(text, c.metric, "__other__")
-        for c in (figure.numerator, figure.denominator, figure.denominator_subtract)
-    )
-    assert (numerator, total, turnless_turns) == (1.0, 5.0, 3.0)
+    numerator, agent_turns = (_counted(text, c.metric, "__other__") for c in (figure.numerator, figure.denominator))
+    total, turnless_turns = (_counted(text, m, "__other__")
+                             for m in ("toolwatch_turns_total", "toolwatch_turnless_turns_total"))
+    assert (numerator, agent_turns, total, turnless_turns) == (1.0, 2.0, 5.0, 3.0)
     tally = live.windows.tally("__other__", 300.0, now=clock.now)
-    assert read_figure(tally, "tool_usage_rate", None) == (numerator / (total - turnless_turns), 2.0) == (0.5, 2.0)
+    assert read_figure(tally, "tool_usage_rate", None) == (numerator / agent_turns, agent_turns) == (0.5, 2.0)
     live.evaluate(clock.now)
     assert [a.labels["alertname"] for a in live.active()] == []

@@ -139,6 +139,7 @@ _SERIES = [
     ('toolwatch_schema_violations_total{agent="a",tool="t2",kind="type"}', 1),
     ('toolwatch_schema_violations_total{agent="a",tool="t2",kind="required"}', 1),  # the same call: two kinds
     ('toolwatch_turnless_turns_total{agent="a"}', 2),
+    ('toolwatch_agent_turns_total{agent="a"}', 6),
     ('toolwatch_turns_with_calls_total{agent="a"}', 4),
 ]
 
@@ -226,6 +227,50 @@ def test_tool_usage_rate_alerts_take_an_explicit_bound_either_way(bound: str) ->
     # min_samples counts agent turns (a turnless group is none), as the ratio's denominator does
     assert "agent:toolwatch_agent_turns:increase5m >= 20" in alert["expr"]
     assert "20 agent turns" in alert["annotations"]["description"]
+
+
+# An agent whose turn spans stop coming (its instrumentation lost them), scraped every 15s and evaluated off the
+# scrape grid, as Prometheus does: 1000 agent turns (500 with calls) until 10m, then only calls of no turn, 6
+# turnless groups a second. Over 9m10s-14m10s there is no agent turn at all.
+_TURNLESS_ONLY = [
+    ('toolwatch_turns_total{agent="a",judged="false"}', "1000+0x40 1090+90x40"),
+    ('toolwatch_turns_total{agent="a",judged="true"}', "0+0x80"),
+    ('toolwatch_turnless_turns_total{agent="a"}', "0+0x40 90+90x40"),
+    ('toolwatch_agent_turns_total{agent="a"}', "1000+0x80"),
+    ('toolwatch_turns_with_calls_total{agent="a"}', "500+0x80"),
+]
+
+
+def test_no_agent_turn_in_the_window_is_no_usage_rate_when_only_turnless_groups_come(tmp_path: Path) -> None:
+    """METRICS.md: the tool usage rate is over agent turns, and a zero denominator is absent, never 0. Its
+    denominator as `increase(turns) - increase(turnless)` was not zero when only turnless groups came: Prometheus
+    extrapolates each counter on its own, and a counter whose first sample in the window is 0 (the turnless one,
+    from when they began) is extrapolated less than one far from 0 (all turns). The difference of 6 turnless groups a
+    second read as 25 agent turns in 5m: the rate 0 instead of absent, and UsageLow (below 50%, at least 20 agent
+    turns) fired on calls of no turn. One counter of agent turns increases by exactly 0."""
+    rules = tmp_path / "rules.yml"
+    spec = {"name": "UsageLow", "figure": "tool_usage_rate", "agent": "a", "below": 0.5, "for": "0s"}
+    rules.write_text(render({"alerts": [spec]}))
+    at = "14m10s"  # off the 15s scrape grid (evaluated every 10s)
+    unit = {
+        "rule_files": [str(rules)],
+        "evaluation_interval": "10s",
+        "tests": [{
+            "interval": "15s",
+            "input_series": [{"series": s, "values": v} for s, v in _TURNLESS_ONLY],
+            "promql_expr_test": [
+                {"expr": "agent:toolwatch_tool_usage_rate:ratio_rate5m", "eval_time": at, "exp_samples": []},
+                {"expr": "agent:toolwatch_agent_turns:increase5m", "eval_time": at,
+                 "exp_samples": [{"labels": '{__name__="agent:toolwatch_agent_turns:increase5m",agent="a"}',
+                                  "value": 0}]},
+            ],
+            "alert_rule_test": [{"alertname": "UsageLow", "eval_time": at, "exp_alerts": []}],
+        }],
+    }  # fmt: skip
+    test_file = tmp_path / "turnless_only_test.yml"
+    test_file.write_text(yaml.safe_dump(unit, sort_keys=False))
+    result = promtool("test", "rules", test_file)
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_rule_compiler_and_alert_figures_agree_on_direction_and_per_tool() -> None:

@@ -141,7 +141,7 @@ def test_replay_of_what_serve_received_gives_the_published_figures(tmp_path: Pat
             _sum(m, "toolwatch_response_checked_turns_total")),
         "tool_usage_rate": _ratio(  # over agent turns: a turnless group is none
             _sum(m, "toolwatch_turns_with_calls_total"),
-            served_counts["turns"] - _sum(m, "toolwatch_turnless_turns_total")),
+            _sum(m, "toolwatch_agent_turns_total")),
     }
     assert {k: f[k] for k in served_figures} == served_figures
 

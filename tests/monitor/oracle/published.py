@@ -51,8 +51,10 @@ def counters(phases: Phases) -> dict[str, Counter[Key]]:
         out["toolwatch_turns"][(a, "true" if r.judged else "false")] += 1
         if r.turnless:
             out["toolwatch_turnless_turns"][(a,)] += 1
-        elif r.calls:  # an agent turn with calls (the tool usage rate's numerator; a turnless group is no turn)
-            out["toolwatch_turns_with_calls"][(a,)] += 1
+        else:  # an agent turn (the tool usage rate's denominator; a turnless group is no turn)
+            out["toolwatch_agent_turns"][(a,)] += 1
+            if r.calls:  # with calls: the numerator
+                out["toolwatch_turns_with_calls"][(a,)] += 1
         for c in r.calls:
             k = (a, labels.tool(c.name))
             out["toolwatch_tool_calls"][(*k, c.outcome)] += 1

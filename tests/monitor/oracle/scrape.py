@@ -29,6 +29,7 @@ COUNTER_LABELS: dict[str, tuple[str, ...]] = {
     "toolwatch_rule_failures": ("agent", "rule"),
     "toolwatch_turns_with_calls": ("agent",),
     "toolwatch_turnless_turns": ("agent",),
+    "toolwatch_agent_turns": ("agent",),
     "toolwatch_response_checked_turns": ("agent",),
 }
 AGENT_GAUGES = (

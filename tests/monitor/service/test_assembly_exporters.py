@@ -179,6 +179,8 @@ def test_calls_of_no_turn_are_no_turn_of_the_tool_usage_rate(serve: ServeFactory
     assert v("toolwatch_turns_total", agent="__other__", judged="false") == 1  # the turnless group, still a count
     assert v("toolwatch_turnless_turns_total", agent="__other__") == 1
     assert v("toolwatch_turnless_turns_total", agent=A) == 0
+    assert v("toolwatch_agent_turns_total", agent=A) == 2  # the usage rate's denominator, one counter
+    assert v("toolwatch_agent_turns_total", agent="__other__") == 0
     assert v("toolwatch_turns_with_calls_total", agent=A) == 1
     assert v("toolwatch_turns_with_calls_total", agent="__other__") == 0
     counts = report["counts"]

@@ -110,7 +110,9 @@ class ReferenceCounters:
         self.inc(n.TURNS, (agent, "true" if v.judged else "false"))
         if v.turnless:  # calls whose turn never came: no agent turn (METRICS.md, tool usage rate)
             self.inc(n.TURNLESS_TURNS, (agent,))
-        elif v.calls:
+            return
+        self.inc(n.AGENT_TURNS, (agent,))
+        if v.calls:
             self.inc(n.TURNS_WITH_CALLS, (agent,))
 
     def judged(self, v: TurnVerdict, agent: str) -> None:
