@@ -7,7 +7,10 @@ openai-agents and LlamaIndex were given (InputMark, add_openinference_input).
   `.tool_call.function.arguments` (JSON text; openai-agents leaves out `{}`: then not captured). LangChain.js'
   (_markers.OI_LANGCHAIN_SCOPES) leaves the id out: a call without one is given the id its run's output names for it
   (`output.value`, the AIMessage serialized: _lcmessages.output_calls), so that it pairs with the tool's run by id
-  (two calls of one tool in one step alike). google-genai's
+  (two calls of one tool in one step alike). It flattens only the message's `additional_kwargs.tool_calls`
+  (OpenAI's form), which @langchain/anthropic, @langchain/google-genai and @langchain/ollama leave empty: a message
+  with none flattened gives the calls of its `tool_calls` (LangChain's form, `{"name", "args", "id"}`, the arguments
+  an object, given as JSON text) and `invalid_tool_calls` (the arguments' text) in the run's output. google-genai's
   (openinference-instrumentation-google-genai) records the calls of the SDK's automatic function calling, which
   happen inside the one span, as top-level `message.tool_calls.{j}.tool_call.function.name` / `.arguments` (no id):
   read before the output messages' calls, without the first K, K the calls of its input messages
@@ -28,6 +31,7 @@ one key per producer (`llm.output_messages`, `gen_ai.completion`); it never reje
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -81,30 +85,90 @@ _NOT_NAME = re.compile(r"[^a-zA-Z0-9_]")
 
 
 def add_openinference(span: Span, out: Out, problems: list[str]) -> None:
-    """The calls an OpenInference LLM span's output messages hold, after those of google-genai's history."""
+    """The calls an OpenInference LLM span's output messages hold, after those of google-genai's history (and, of a
+    LangChain LLM span, those its run's output holds that its output messages leave out)."""
     attrs = span.attributes
     slots, bad = _slots(attrs, _OI_PREFIX, _OI_CALLS, _OI_FIELDS)
-    if slots and span.scope in m.OI_LANGCHAIN_SCOPES:
-        _langchain_ids(attrs, slots)
+    if span.scope in m.OI_LANGCHAIN_SCOPES:
+        _langchain_calls(attrs, slots, problems, js=span.scope == m.OI_LANGCHAIN_JS_SCOPE)
     bad += _history(attrs, slots)
     problems.extend([m.OI_OUTPUT_MESSAGES] * bad)
     _emit(span, slots, m.OI_OUTPUT_MESSAGES, out, problems)
 
 
-def _langchain_ids(attrs: Any, slots: dict[tuple[int, int], dict[str, Any]]) -> None:
-    """Give each call of a LangChain LLM span without an id (absent or empty) the id its run's output names for it
-    (`output.value`, read only then: _lcmessages.output_calls, call_id); none when the output names no call of that
-    tool at that place, or cannot be read (not counted: the output messages are read as they are)."""
-    missing = [at for at, slot in slots.items() if not slot.get("id") and isinstance(slot.get("name"), str)]
-    text = attrs.get(m.OI_OUTPUT) if missing else None
+def _langchain_calls(attrs: Any, slots: dict[tuple[int, int], dict[str, Any]], problems: list[str], *,
+                     js: bool) -> None:  # fmt: skip
+    """What a LangChain LLM span's run output (`output.value`, _lcmessages.output_calls) adds to the calls of its
+    output messages, read only when there is some (parsed with loads_bounded; an output that cannot be read adds
+    nothing, not counted):
+    - each call without an id (absent or empty) is given the id the output names for it (_lcmessages.call_id); none
+      when it names no call of that tool at that place;
+    - a message none of whose calls were flattened (`additional_kwargs.tool_calls` empty: an integration that fills
+      only the parsed `tool_calls`) gives the calls of its `tool_calls` and `invalid_tool_calls`
+      (_lcmessages.parsed_calls) as calls (i, j), read as a flattened call is (_parsed_slot); only when the output
+      holds a list of calls that is not empty (as the instrumentation's JSON writes its start, LangChain.js' (`js`) or
+      Python's: _lcmessages.CALLS_LIST_MARKS) and a message its output messages give has no call among them."""
+    text = attrs.get(m.OI_OUTPUT)
     if not isinstance(text, str):
         return
+    listed = (_CALLS_LIST_JS if js else _CALLS_LIST_PY) in text  # one search of the text: an answer's is not parsed
+    if not slots:
+        if listed:
+            _add_parsed(lc.output_calls(text), slots, problems)
+        return
+    missing = [at for at, slot in slots.items() if not slot.get("id") and isinstance(slot.get("name"), str)]
+    if not missing and not (listed and _uncovered(attrs, slots)):
+        return  # every call with its id, every message with its calls (Python's instrumentation)
     messages = lc.output_calls(text)
     for i, j in missing:
         if i < len(messages):
             cid = lc.call_id(messages[i], j, slots[i, j]["name"])
             if cid is not None:
                 slots[i, j]["id"] = cid
+    if listed:
+        _add_parsed(messages, slots, problems)
+
+
+_CALLS_LIST_JS, _CALLS_LIST_PY = lc.CALLS_LIST_MARKS
+
+
+def _add_parsed(messages: list[lc.OutputCalls], slots: dict[tuple[int, int], dict[str, Any]],
+                problems: list[str]) -> None:  # fmt: skip
+    """Into `slots`, the parsed calls of each message none of whose calls are there."""
+    flattened = {i for i, _ in slots}
+    for i, calls in enumerate(messages):
+        if i not in flattened:
+            for j, call in enumerate(lc.parsed_calls(calls)):
+                slots[i, j] = _parsed_slot(call, problems)
+
+
+def _uncovered(attrs: Any, slots: dict[tuple[int, int], dict[str, Any]]) -> bool:
+    """Whether an output message is given (any attribute under its index) that has none of the calls in `slots`."""
+    flattened = {i for i, _ in slots}
+    n = len(_OI_PREFIX)
+    for key in attrs:
+        if key.startswith(_OI_PREFIX):
+            i = flat_index(key[n:].partition(".")[0])
+            if i is not None and i not in flattened:
+                return True
+    return False
+
+
+def _parsed_slot(call: Any, problems: list[str]) -> dict[str, Any]:
+    """A call in LangChain's form (`{"name", "args", "id"}`) as a flattened call's slot: its arguments an object
+    given as JSON text (json.dumps, as a GenAI tool_call part's), a text as it is; arguments of another type given
+    as JSON text too, counted. No object: an empty slot (a call without a name, counted when emitted)."""
+    if not isinstance(call, dict):
+        return {}
+    args = call.get("args")
+    if args is not None and not isinstance(args, str):
+        if not isinstance(args, dict):
+            problems.append(m.OI_OUTPUT_MESSAGES)
+        try:
+            args = json.dumps(args)
+        except (TypeError, ValueError, RecursionError):  # nested past the stack (json.dumps nests a level deeper)
+            args = None
+    return {"name": call.get("name"), "id": call.get("id"), "arguments": args}
 
 
 def _history(attrs: Any, slots: dict[tuple[int, int], dict[str, Any]]) -> int:

@@ -24,7 +24,9 @@ The calls a LangChain model run asked for, in its output as openinference-instru
 their ids (`output_calls`, `call_id`): LangChain.js' instrumentation flattens each message's
 `additional_kwargs.tool_calls` (OpenAI's form, `{"id", "function": {"name", ...}}`) into its `llm.output_messages`
 without their ids (monitor.normalize._flat reads them there); the message's own `tool_calls` (LangChain's form,
-`{"name", "args", "id"}`) hold them too.
+`{"name", "args", "id"}`) hold them too. An integration that fills only those (@langchain/anthropic,
+@langchain/google-genai, @langchain/ollama: no `additional_kwargs.tool_calls`) has none flattened: its calls are
+read there (`parsed_calls`, with the message's `invalid_tool_calls`).
 
 Wrong-typed or malformed messages are passed over and counted (`chat_messages` says how many: the caller counts the
 value's key), never raised on: an element that is no message (not an object, an object of no type or role, a known type
@@ -204,15 +206,20 @@ def tool_message(text: str) -> tuple[str | None, str | None]:
 
 
 _CALLS_MARK = '"tool_calls"'  # in the JSON text of any run output naming a call: others are not parsed
-OutputCalls = tuple[list[Any], list[Any]]  # a message's `additional_kwargs.tool_calls` and `tool_calls`
+# In the JSON text of a run output whose message holds a call (a list of calls not empty), as JSON.stringify
+# (LangChain.js' instrumentation) and json.dumps (Python's) write it: an answer's serialized message holds
+# `"tool_calls":[]` (LangChain.js writes the key always).
+CALLS_LIST_MARKS = ('"tool_calls":[{', '"tool_calls": [{')
+# A message's `additional_kwargs.tool_calls`, `tool_calls` and `invalid_tool_calls`.
+OutputCalls = tuple[list[Any], list[Any], list[Any]]
 
 
 def output_calls(text: str) -> list[OutputCalls]:
     """The calls each message of a LangChain model run's output (`output.value`, see the module docstring) holds, in
     the order the instrumentation numbers its output messages: the first set of generations, those with a message
-    object (in any of the forms `_message` reads); each message's `additional_kwargs.tool_calls` and `tool_calls`
-    ([] when not a list). [] for a text that holds no call, is no JSON (or past loads_bounded's budget) or no output
-    of that shape."""
+    object (in any of the forms `_message` reads); each message's `additional_kwargs.tool_calls`, `tool_calls` and
+    `invalid_tool_calls` ([] when not a list). [] for a text that holds no call, is no JSON (or past loads_bounded's
+    budget) or no output of that shape."""
     if _CALLS_MARK not in text:
         return []
     try:
@@ -236,15 +243,24 @@ def output_calls(text: str) -> list[OutputCalls]:
         extra = body.get("additional_kwargs")
         raw = extra.get("tool_calls") if isinstance(extra, dict) else None
         parsed = body.get("tool_calls")
-        out.append((raw if isinstance(raw, list) else [], parsed if isinstance(parsed, list) else []))
+        invalid = body.get("invalid_tool_calls")
+        out.append((raw if isinstance(raw, list) else [], parsed if isinstance(parsed, list) else [],
+                    invalid if isinstance(invalid, list) else []))  # fmt: skip
     return out
+
+
+def parsed_calls(calls: OutputCalls) -> list[Any]:
+    """A message's calls in LangChain's own form (of `output_calls`): its `tool_calls`, `{"name", "args" (an object),
+    "id"}`, then its `invalid_tool_calls`, `{"name", "args" (the text the model gave, no JSON object), "id", "error"}`:
+    asked for and never run (LangGraph's ToolNode runs `tool_calls` only). The elements as they are."""
+    return calls[1] + calls[2]
 
 
 def call_id(calls: OutputCalls, j: int, name: str) -> str | None:
     """The id of a message's `j`th call (of `output_calls`) when it is a call of tool `name`: its
     `additional_kwargs.tool_calls[j]`'s, else its `tool_calls[j]`'s; None when neither names that tool with an id (a
     non-empty str)."""
-    raw, parsed = calls
+    raw, parsed, _ = calls
     for listed, nested in ((raw, True), (parsed, False)):
         call = listed[j] if j < len(listed) else None
         if not isinstance(call, dict):

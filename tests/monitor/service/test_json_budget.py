@@ -124,6 +124,16 @@ def test_a_dense_langchain_llm_output_is_read_for_call_ids_in_bounded_memory() -
     assert [(r.name, r.call_id) for r in records[1:]] == [("x", "")] and n.counts()[1] == {}
 
 
+def test_a_dense_langchain_llm_output_is_read_for_parsed_calls_in_bounded_memory() -> None:
+    """One whose output messages hold no call, read for the calls its message's parsed `tool_calls` hold: a dense
+    output is refused, no call read, nothing counted."""
+    text = dense('{"generations":[],"tool_calls":[{"name":"x","args":{}}]},')
+    attrs = {"openinference.span.kind": "LLM", "output.value": text, "llm.output_messages.0.message.role": "assistant"}
+    span = _span("ChatAnthropic", attrs, scope="@arizeai/openinference-instrumentation-langchain")
+    n, records, used = _normalize_peak(span)
+    assert used < MAX_GROWTH * len(text), f"{used >> 20} MiB for a {len(text) >> 20} MiB text"
+    assert records[1:] == [] and n.counts()[1] == {}
+
 def test_a_16_mb_conversation_is_still_read() -> None:
     messages = [{"role": "user", "parts": [{"type": "text", "content": f"m{i} " + "z" * 8000}]} for i in range(2000)]
     messages.append({"role": "user", "parts": [{"type": "text", "content": "THE LAST QUESTION"}]})

@@ -41,6 +41,15 @@ The spans are captures of real runs, offline (@langchain/langgraph 1.7.3, @langc
   error), the second one runs.
 - langgraphjs_react_openinference_stack: langgraphjs_react_openinference_raises again, the stack frames of its status
   message and event kept (their paths made neutral).
+- langgraphjs_{anthropic,ollama,google}_openinference_invalid: langgraphjs_react_openinference_invalid with the
+  model of another integration (@langchain/anthropic 1.5.11's `ChatAnthropic`, @langchain/ollama 1.3.0's
+  `ChatOllama`, @langchain/google-genai 2.3.2's `ChatGoogleGenerativeAI`), each pointed at a fake server of its API
+  on the loopback interface: the model asks for `get_weather({"city": 42})` and `get_weather({"city": "Paris"})` in one
+  step (Anthropic's ids `toolu_01`, `toolu_02`; Ollama and Gemini give none: LangChain.js makes up a uuid for each).
+  These integrations put the calls in the AIMessage's `tool_calls` only, never in `additional_kwargs.tool_calls`
+  (Anthropic's `additional_kwargs` hold the response's other fields, its content the `tool_use` blocks; Gemini's the
+  `functionCall` parts): the instrumentation flattens none into `llm.output_messages` (the message's role alone), and
+  the calls are read from `output.value`'s generations, each message's `kwargs.tool_calls` (monitor.normalize._flat).
 
 Replayed through the real normalizer (C and Python) and turn assembler.
 """
@@ -136,3 +145,52 @@ def test_the_call_that_never_ran_is_the_one_the_model_asked_for_with_its_id(impl
 def test_a_one_string_argument_is_read_with_its_name(impl: str) -> None:
     [turn] = captured_turns("langgraphjs_react_openinference", impl)
     assert call_rows(turn) == [("get_weather", "call_1", {"city": "Paris"}, False, None)]
+
+
+INVALID = [
+    ("anthropic", "toolu_01", "toolu_02"),
+    ("ollama", "a4265553-d4e3-4554-a493-a8cc5fce8aa6", "794d08d2-cb9f-4cf0-bf2f-c61e1522e547"),
+    ("google", "8b2f2b0e-e499-4247-a9be-b94b8c06d2f1", "451a5ba1-dfef-4222-a2c6-caf369343945"),
+]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize(("provider", "refused", "ran"), INVALID, ids=[p for p, _, _ in INVALID])
+def test_calls_only_in_the_messages_tool_calls_are_read_from_the_llm_output(impl: str, provider: str, refused: str,
+                                                                            ran: str) -> None:  # fmt: skip
+    """An integration that fills only the AIMessage's parsed `tool_calls`: its LLM span's output messages hold no call,
+    its `output.value` does: each call the model asked for is read from there, with its id and its arguments (an object
+    there, given as JSON text as every requested call's are), nothing counted."""
+    _impl(impl)
+    out, problems = convert(capture(f"langgraphjs_{provider}_openinference_invalid"), impl)
+    assert [(r.name, r.call_id, r.arguments) for r in out if isinstance(r, RequestedCall)] == [
+        ("get_weather", refused, '{"city": 42}'),
+        ("get_weather", ran, '{"city": "Paris"}'),
+    ]
+    assert problems == []
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize(("provider", "refused", "ran"), INVALID, ids=[p for p, _, _ in INVALID])
+def test_the_call_refused_before_its_run_is_seen_with_any_integration(impl: str, provider: str, refused: str,
+                                                                      ran: str) -> None:  # fmt: skip
+    """The call whose arguments the tool's schema refused never ran (no TOOL span): it is left as never run, with its
+    own id and arguments; the other is the tool's run, paired by its ToolMessage's id."""
+    [turn] = captured_turns(f"langgraphjs_{provider}_openinference_invalid", impl)
+    assert (turn.agent, turn.input_text, turn.output_text) == (
+        "weather_agent", "What is the weather in 42 and Paris?", SUNNY)
+    assert call_rows(turn) == [
+        ("get_weather", refused, {"city": 42}, True, None),
+        ("get_weather", ran, None, False, None),
+    ]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="@langchain/google-genai's tools offered are recorded in Gemini's form (`llm.tools.0.tool.json_schema` "
+    '`{"functionDeclarations": [{"name", "description", "parameters"}]}`), which is not read',
+)
+@pytest.mark.parametrize("impl", IMPLS)
+def test_the_tools_offered_to_gemini_are_read(impl: str) -> None:
+    [turn] = captured_turns("langgraphjs_google_openinference_invalid", impl)
+    assert offered_names(turn) == ["get_weather"]

@@ -17,8 +17,10 @@ from typing import Any
 import pytest
 from opentelemetry.trace import Tracer
 
+from monitor._json import loads_bounded
 from monitor.assembly import TurnAssembler
 from monitor.normalize import GenAIConvention, Normalizer
+from monitor.normalize import _lcmessages as lc
 from monitor.normalize._requested import MAX_REQUESTED_PER_SPAN
 from monitor.otlp import Span
 from monitor.records import HandoffMark, OfferedTools, RequestedCall, Turn
@@ -422,6 +424,136 @@ def test_an_id_the_output_messages_give_is_kept_and_another_producers_output_is_
     assert [r[1] for r in requested(convert(lc_llm(output, *calls), impl)[0])] == ["own", "call_2"]
     other = convert(lc_llm(output, *TWO, scope="openinference.instrumentation.openai"), impl)[0]
     assert [r[1] for r in requested(other)] == ["", ""]
+
+
+# ---- LangChain.js through OpenInference: calls only in the message's parsed `tool_calls` ---------------------------
+
+
+def lc_parsed(*calls: Any, invalid: tuple[Any, ...] = (), content: Any = "") -> dict[str, Any]:
+    """An AIMessage serialized as LangChain.js' `toJSON` gives it in an LLM run's output when its integration fills
+    only the parsed `tool_calls` (the shape of the captures langgraphjs_{anthropic,ollama,google}_openinference_invalid:
+    @langchain/anthropic's `additional_kwargs` hold the response's other fields, no `tool_calls`): `calls` each
+    `{"name", "args", "id", "type": "tool_call"}` (or as given when not a tuple), `invalid` each LangChain's
+    `{"name", "args" (the text the model gave), "id", "error", "type": "invalid_tool_call"}`."""
+    parsed = [{"name": c[0], "args": c[1], "id": c[2], "type": "tool_call"} if isinstance(c, tuple) else c
+              for c in calls]  # fmt: skip
+    bad = [{"name": n, "args": a, "id": cid, "error": "Malformed args.", "type": "invalid_tool_call"}
+           for n, a, cid in invalid]  # fmt: skip
+    kwargs = {"content": content, "additional_kwargs": {"id": "msg_01", "type": "message", "role": "assistant",
+              "stop_reason": "tool_use"}, "tool_calls": parsed, "id": "msg_01", "invalid_tool_calls": bad}  # fmt: skip
+    return {"lc": 1, "type": "constructor", "id": ["langchain_core", "messages", "AIMessage"], "kwargs": kwargs}
+
+
+def lc_generations(*messages: dict[str, Any], scope: str = LC_JS) -> str:
+    """A LangChain LLM run's output (`output.value`) of these messages, as JSON.stringify writes it (LangChain.js'
+    instrumentation), or json.dumps (Python's: `scope` LC_PY)."""
+    generations = [{"text": "", "message": m} for m in messages]
+    value = {"generations": [generations], "llmOutput": {}}
+    return json.dumps(value) if scope == LC_PY else json.dumps(value, separators=(",", ":"))
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("scope", [LC_JS, LC_PY])
+def test_calls_only_in_a_langchain_messages_tool_calls_are_read_from_the_runs_output(impl: str, scope: str) -> None:
+    """The output messages hold no call (the instrumentation flattens only `additional_kwargs.tool_calls`); the run's
+    output does: each of the message's `tool_calls`, then its `invalid_tool_calls` (arguments the model gave that
+    are no JSON object: never run), is a requested call, its id the call's (none: ""), its arguments an object given
+    as JSON text (as a GenAI tool_call part's are), a text as it is."""
+    _impl(impl)
+    output = lc_generations(lc_parsed(("get_weather", {"city": "Paris", "days": [1, 2]}, "toolu_01"),
+                                      {"name": "get_time", "args": {}, "type": "tool_call"},
+                                      invalid=(("get_weather", '{"city": ', "toolu_03"),),
+                                      content=[{"type": "tool_use", "id": "toolu_01", "name": "get_weather",
+                                                "input": {"city": "Paris", "days": [1, 2]}}]), scope=scope)  # fmt: skip
+    out, problems = convert(lc_llm(output, scope=scope), impl)
+    assert requested(out) == [
+        ("get_weather", "toolu_01", '{"city": "Paris", "days": [1, 2]}'),
+        ("get_time", "", "{}"),
+        ("get_weather", "toolu_03", '{"city": '),
+    ]
+    assert problems == []
+    [llm] = [r for r in out if isinstance(r, Span)]
+    calls = [r for r in out if isinstance(r, RequestedCall)]
+    assert [r.parent_span_id for r in calls] == [llm.span_id] * 3
+    assert not [k for r in calls for k in r.attributes if k.startswith(("output.", "llm.output_messages"))]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_a_message_whose_calls_were_flattened_is_not_read_again_another_is(impl: str) -> None:
+    """Per message: the first's calls are in the output messages (OpenAI's form, their ids read from the output), the
+    second's only in its parsed `tool_calls`: each call once, in message order."""
+    _impl(impl)
+    first = json.loads(lc_output(("get_weather", "call_1")))["generations"][0][0]["message"]
+    output = lc_generations(first, lc_parsed(("get_time", {"zone": "UTC"}, "call_2")))
+    spans = lc_llm(output, ("get_weather", None, '{"city": "Paris"}'))
+    spans = [replace(s, attributes={**s.attributes, "llm.output_messages.1.message.role": "assistant"}) for s in spans]
+    out, problems = convert(spans, impl)
+    assert requested(out) == [("get_weather", "call_1", '{"city": "Paris"}'), ("get_time", "call_2", '{"zone": "UTC"}')]
+    assert problems == []
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_parsed_calls_that_cannot_be_read_are_counted_and_bounded(impl: str) -> None:
+    """As a flattened call: one that is no object or has no name is counted under `llm.output_messages`, so is an id
+    of another type (converted) or arguments that are no object (given as JSON text); past MAX_REQUESTED_PER_SPAN the
+    rest are counted."""
+    _impl(impl)
+    output = lc_generations(lc_parsed({"args": {}, "id": "x"}, 3, ("get_weather", [1], 5)))
+    out, problems = convert(lc_llm(output), impl)
+    assert requested(out) == [("get_weather", "5", "[1]")]
+    assert problems == [OI_OUT] * 4
+    many = [("get_weather", {"city": f"c{i}"}, f"call_{i}") for i in range(MAX_REQUESTED_PER_SPAN + 3)]
+    out, problems = convert(lc_llm(lc_generations(lc_parsed(*many))), impl)
+    assert [r[1] for r in requested(out)] == [f"call_{i}" for i in range(MAX_REQUESTED_PER_SPAN)]
+    assert problems == [OI_OUT] * 3
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize(
+    "output",
+    [
+        lc_generations(lc_parsed()),  # an answer: `"tool_calls":[]`
+        lc_generations(lc_parsed(("get_weather", {}, "toolu_01")))[:-2],  # cut: no JSON
+        '{"generations": [[{"message": {"kwargs": {"tool_calls": [{"name": "get_weather"}]}}}]]}'[:-1],
+        '{"tool_calls":[{"name": "get_weather"}]}',  # no generations
+        '{"generations":[[{"text":"","message":{"kwargs":{"tool_calls":{"name":"get_weather"}}}}]]}',  # not a list
+        "get_weather",
+    ],
+)  # fmt: skip
+def test_a_langchain_output_naming_no_parsed_call_gives_none_uncounted(impl: str, output: str) -> None:
+    _impl(impl)
+    out, problems = convert(lc_llm(output), impl)
+    assert requested(out) == [] and problems == []
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_parsed_calls_of_another_producers_llm_span_are_not_read(impl: str) -> None:
+    _impl(impl)
+    output = lc_generations(lc_parsed(("get_weather", {"city": "Paris"}, "toolu_01")))
+    out, _ = convert(lc_llm(output, scope="openinference.instrumentation.openai"), impl)
+    assert requested(out) == []
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_an_ordinary_langchain_llm_span_is_not_parsed(impl: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its output is parsed only for a call it may name that its output messages leave out: an answer (its messages'
+    `"tool_calls":[]`) is not, nor are calls the output messages give whole (Python's instrumentation: with ids)."""
+    _impl(impl)
+    texts: list[str] = []
+
+    def counted(text: str) -> Any:
+        texts.append(text)
+        return loads_bounded(text)
+
+    monkeypatch.setattr(lc, "loads_bounded", counted)
+    convert(lc_llm(lc_generations(lc_parsed())), impl)
+    output = lc_output(("get_weather", "call_1"), ("get_weather", "call_2"))
+    calls = (("get_weather", "call_1", '{"city": "Paris"}'), ("get_weather", "call_2", '{"city": "Lyon"}'))
+    out, _ = convert(lc_llm(output, *calls, scope=LC_PY), impl)
+    assert len(requested(out)) == 2
+    assert texts == []
+    convert(lc_llm(lc_generations(lc_parsed(("get_weather", {}, "toolu_01")))), impl)
+    assert len(texts) == 1  # the spy sees a parse when there is one
 
 
 # ---- reconciled in their turns -------------------------------------------------------------------------------
