@@ -17,11 +17,11 @@ Bounded, with A agents and T tools (each counting `__other__`), R rules and C ca
 scoped rules or tools:
   per agent          23: turns by judged (2), turn checks x results (14), 6 more (order violations, ...),
                          hallucinated calls of `__other__` (1)
-  per agent, tool    18: calls by outcome but hallucinated (4), 8 counters (missed, forbidden, ...), schema
+  per agent, tool    20: calls by outcome but hallucinated (4), 10 counters (missed, forbidden, ...), schema
                          violation kinds (6)
   per agent, rule    1                                        (rule failures)
   confusion matrix   (C + 1) x (C + 3) per agent, only while that is <= MATRIX_MAX_PER_AGENT (C <= 18)
-that is A x (23 + 18 T + R) series plus the matrix; and never more than `budget` (MAX_INITIAL_SERIES) in all:
+that is A x (23 + 20 T + R) series plus the matrix; and never more than `budget` (MAX_INITIAL_SERIES) in all:
 families are taken in the order below while they fit, the others appear with their first event (a warning says
 which; a budget of 0 creates none and says nothing). `VerdictCounters.set_labels` removes the series created here
 that a reload no longer names while they are still 0, so reloads do not pile them up.
@@ -55,8 +55,10 @@ _PER_TOOL = (
     n.MISSED_CALLS,
     n.SCHEMA_CHECKED_CALLS,
     n.SCHEMA_INVALID_CALLS,
+    n.SCHEMA_VALID_CALLS,
     n.ARGUMENT_CHECKED_CALLS,
     n.ARGUMENT_MISMATCHES,
+    n.ARGUMENT_OK_CALLS,
     n.FORBIDDEN_CALLS,
 )
 

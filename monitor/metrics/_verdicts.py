@@ -30,8 +30,18 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
         "Calls violating the tool's JSON Schema (each once, whatever the kinds).",
         ("agent", "tool"),
     ),
+    n.SCHEMA_VALID_CALLS: (
+        "Calls valid against the tool's JSON Schema (of toolwatch_schema_checked_calls_total, all but the invalid "
+        "ones): the schema adherence numerator.",
+        ("agent", "tool"),
+    ),
     n.ARGUMENT_CHECKED_CALLS: ("Correct calls with argument checks.", ("agent", "tool")),
     n.ARGUMENT_MISMATCHES: ("Correct calls failing an argument check.", ("agent", "tool")),
+    n.ARGUMENT_OK_CALLS: (
+        "Correct calls passing every argument check (of toolwatch_argument_checked_calls_total, all but the "
+        "mismatches): the argument correctness numerator.",
+        ("agent", "tool"),
+    ),
     n.FORBIDDEN_CALLS: ("Calls of forbidden tools.", ("agent", "tool")),
     n.ORDER_VIOLATIONS: ("Turns violating an ordering constraint.", ("agent",)),
     n.CONFUSION: ("Confusion matrix of expected versus called tool.", ("agent", "expected", "actual")),
@@ -219,13 +229,17 @@ class VerdictCounters:
                 out((n.JUDGED_CALLS, k, 1))
             if c.schema_valid is not None:
                 out((n.SCHEMA_CHECKED_CALLS, k, 1))
-                if not c.schema_valid:
+                if c.schema_valid:  # the figures' numerators are counters of their own, not checked - failing
+                    out((n.SCHEMA_VALID_CALLS, k, 1))
+                else:
                     out((n.SCHEMA_INVALID_CALLS, k, 1))
                     for kind in sorted({x.kind.value for x in c.violations} or {"other"}):
                         out((n.SCHEMA_VIOLATIONS, (agent, tool, kind), 1))
             if c.args_ok is not None:
                 out((n.ARGUMENT_CHECKED_CALLS, k, 1))
-                if not c.args_ok:
+                if c.args_ok:
+                    out((n.ARGUMENT_OK_CALLS, k, 1))
+                else:
                     out((n.ARGUMENT_MISMATCHES, k, 1))
             if c.name in v.forbidden:  # one per call of a forbidden tool (v.forbidden names each tool once)
                 out((n.FORBIDDEN_CALLS, k, 1))

@@ -99,8 +99,9 @@ def test_duplicate_alert_rejected() -> None:
 # agent a: calls correct t1 6, correct t2 2, spurious t1 1, wrong_tool t2 1, hallucinated __other__ 2,
 # unjudged t1 4; judged calls t1 7, t2 3, __other__ 2 (12); all calls 16; missed t2 1; expected t1 6, t2 4;
 # turns judged 5, unjudged 3; turn checks selection 3/5, end_to_end 2/5, over_calling fail 1 of 5,
-# sequence 2 checked with score sum 1.5, response 3 pass of 4 checked; argument checks t1 5, mismatches 1;
-# schema checked t1 10, t2 5, invalid t2 1 (with two kinds of violation); of the 8 turns 2 are turnless (unjudged
+# sequence 2 checked with score sum 1.5, response 3 pass of 4 checked; argument checks t1 5, mismatches 1 (4 ok);
+# schema checked t1 10, t2 5, invalid t2 1 (with two kinds of violation; t1 10 and t2 4 valid); of the 8 turns 2
+# are turnless (unjudged
 # calls whose turn never came), so 6 agent turns, 4 of them with calls (the turnless ones count in neither term).
 # agent b: judged calls flat at 0 (a zero denominator: absent, never 0 or 1).
 _SERIES = [
@@ -133,9 +134,12 @@ _SERIES = [
     ('toolwatch_response_checked_turns_total{agent="a"}', 4),
     ('toolwatch_argument_checked_calls_total{agent="a",tool="t1"}', 5),
     ('toolwatch_argument_mismatches_total{agent="a",tool="t1"}', 1),
+    ('toolwatch_argument_ok_calls_total{agent="a",tool="t1"}', 4),
     ('toolwatch_schema_checked_calls_total{agent="a",tool="t1"}', 10),
     ('toolwatch_schema_checked_calls_total{agent="a",tool="t2"}', 5),
     ('toolwatch_schema_invalid_calls_total{agent="a",tool="t2"}', 1),
+    ('toolwatch_schema_valid_calls_total{agent="a",tool="t1"}', 10),
+    ('toolwatch_schema_valid_calls_total{agent="a",tool="t2"}', 4),
     ('toolwatch_schema_violations_total{agent="a",tool="t2",kind="type"}', 1),
     ('toolwatch_schema_violations_total{agent="a",tool="t2",kind="required"}', 1),  # the same call: two kinds
     ('toolwatch_turnless_turns_total{agent="a"}', 2),
@@ -268,6 +272,56 @@ def test_no_agent_turn_in_the_window_is_no_usage_rate_when_only_turnless_groups_
         }],
     }  # fmt: skip
     test_file = tmp_path / "turnless_only_test.yml"
+    test_file.write_text(yaml.safe_dump(unit, sort_keys=False))
+    result = promtool("test", "rules", test_file)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+# An agent whose argument (or schema) checks all passed, 1000 of them, then none came for a while, then from 10m on
+# every checked call fails: 6 a second, scraped every 15s, evaluated off the scrape grid. Over 9m10s-14m10s every
+# checked call failed. Per figure: (checked, failing, passing) counters.
+_ALL_FAILING = {
+    "argument_correctness": ("argument_checked_calls", "argument_mismatches", "argument_ok_calls"),
+    "schema_adherence": ("schema_checked_calls", "schema_invalid_calls", "schema_valid_calls"),
+}
+
+
+@pytest.mark.parametrize("figure", sorted(_ALL_FAILING))
+def test_every_checked_call_failing_in_the_window_reads_0_not_a_share_of_passing_calls(
+    tmp_path: Path, figure: str
+) -> None:
+    """METRICS.md: argument correctness is calls with args_ok over correct calls with argument checks, schema
+    adherence schema-valid calls over schema-checked calls. Their numerator as `increase(checked) -
+    increase(failing)` was not 0 when every call in the window failed: Prometheus extrapolates each counter on its
+    own, and the failing one, whose first sample in the window is 0 (from when the failures began), less than the
+    checked one far from 0. It read about 1.7% (25 passing calls of 1516 in 5m) where none passed, and below the
+    agent level too. One counter of passing calls increases by exactly 0."""
+    checked, failing, passing = _ALL_FAILING[figure]
+    rules = tmp_path / "rules.yml"
+    rules.write_text(render({"alerts": []}))
+    at = "14m10s"  # off the 15s scrape grid (evaluated every 10s)
+    series = [
+        (f'toolwatch_{checked}_total{{agent="a",tool="t1"}}', "1000+0x40 1090+90x40"),
+        (f'toolwatch_{failing}_total{{agent="a",tool="t1"}}', "0+0x40 90+90x40"),
+        (f'toolwatch_{passing}_total{{agent="a",tool="t1"}}', "1000+0x80"),
+    ]
+    unit = {
+        "rule_files": [str(rules)],
+        "evaluation_interval": "10s",
+        "tests": [{
+            "interval": "15s",
+            "input_series": [{"series": s, "values": v} for s, v in series],
+            "promql_expr_test": [
+                {"expr": f"agent:toolwatch_{figure}:ratio_rate5m", "eval_time": at,
+                 "exp_samples": [{"labels": f'{{__name__="agent:toolwatch_{figure}:ratio_rate5m",agent="a"}}',
+                                  "value": 0}]},
+                {"expr": f"agent_tool:toolwatch_{figure}:ratio_rate5m", "eval_time": at,
+                 "exp_samples": [{"labels": f'{{__name__="agent_tool:toolwatch_{figure}:ratio_rate5m",agent="a",'
+                                            'tool="t1"}', "value": 0}]},
+            ],
+        }],
+    }  # fmt: skip
+    test_file = tmp_path / "all_failing_test.yml"
     test_file.write_text(yaml.safe_dump(unit, sort_keys=False))
     result = promtool("test", "rules", test_file)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -133,9 +133,10 @@ def test_replay_of_what_serve_received_gives_the_published_figures(tmp_path: Pat
         "missed_rate": _ratio(served_counts["missed"], served_counts["expected_calls"]),
         "selection_accuracy": _ratio(served_counts["selection_ok_turns"], served_counts["judged_turns"]),
         "end_to_end_accuracy": _ratio(served_counts["end_to_end_turns"], served_counts["judged_turns"]),
-        "argument_correctness": _ratio(
-            served_counts["args_checked_calls"] - _sum(m, "toolwatch_argument_mismatches_total"),
-            served_counts["args_checked_calls"]),
+        "argument_correctness": _ratio(  # its numerator one counter, as the recording rules read it
+            _sum(m, "toolwatch_argument_ok_calls_total"), served_counts["args_checked_calls"]),
+        "schema_adherence": _ratio(
+            _sum(m, "toolwatch_schema_valid_calls_total"), served_counts["schema_checked_calls"]),
         "response_compliance": _ratio(
             _sum(m, "toolwatch_turn_checks_total", check="response", result="pass"),
             _sum(m, "toolwatch_response_checked_turns_total")),

@@ -62,13 +62,17 @@ def counters(phases: Phases) -> dict[str, Counter[Key]]:
                 out["toolwatch_judged_calls"][k] += 1
             if c.schema_valid is not None:
                 out["toolwatch_schema_checked_calls"][k] += 1
-                if not c.schema_valid:
+                if c.schema_valid:  # schema adherence's numerator, one counter
+                    out["toolwatch_schema_valid_calls"][k] += 1
+                else:
                     out["toolwatch_schema_invalid_calls"][k] += 1
                     for kind in c.kinds:
                         out["toolwatch_schema_violations"][(*k, kind)] += 1
             if c.args_ok is not None:
                 out["toolwatch_argument_checked_calls"][k] += 1
-                if not c.args_ok:
+                if c.args_ok:  # argument correctness's numerator, one counter
+                    out["toolwatch_argument_ok_calls"][k] += 1
+                else:
                     out["toolwatch_argument_mismatches"][k] += 1
             if c.name in r.forbidden:
                 out["toolwatch_forbidden_calls"][k] += 1

@@ -263,10 +263,9 @@ def test_serve_publishes_what_replay_reports_for_every_capture(
         "selection_ok_turns": _sum(page, "toolwatch_turn_checks", check="selection", result="pass"),
         "end_to_end_turns": _sum(page, "toolwatch_turn_checks", check="end_to_end", result="pass"),
         "schema_checked_calls": _sum(page, "toolwatch_schema_checked_calls"),
-        "schema_valid_calls": _sum(page, "toolwatch_schema_checked_calls")
-        - _sum(page, "toolwatch_schema_invalid_calls"),
+        "schema_valid_calls": _sum(page, "toolwatch_schema_valid_calls"),
         "args_checked_calls": _sum(page, "toolwatch_argument_checked_calls"),
-        "args_ok_calls": _sum(page, "toolwatch_argument_checked_calls") - _sum(page, "toolwatch_argument_mismatches"),
+        "args_ok_calls": _sum(page, "toolwatch_argument_ok_calls"),
         "forbidden_calls": _sum(page, "toolwatch_forbidden_calls"),
         **outcome,
     }

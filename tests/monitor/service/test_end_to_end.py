@@ -81,6 +81,16 @@ def check_known_metrics(s: Samples) -> None:
     assert v("toolwatch_schema_violations_total", agent=A, tool=AUTH, kind="malformed") == 1
     assert v("toolwatch_schema_checked_calls_total", agent=A, tool=AUTH) == 9
     assert v("toolwatch_schema_invalid_calls_total", agent=A, tool=AUTH) == 1
+    # Schema adherence's and argument correctness's numerators are counters of their own (a difference of two
+    # counters is not one in Prometheus' increase()): the valid calls, the correct calls whose argument checks pass.
+    assert v("toolwatch_schema_valid_calls_total", agent=A, tool=AUTH) == 8
+    assert v("toolwatch_schema_valid_calls_total", agent=A, tool=FULF) == 2
+    assert v("toolwatch_schema_valid_calls_total", agent=A, tool=BILL) == 0  # created at 0, never called
+    assert v("toolwatch_argument_checked_calls_total", agent=A, tool=AUTH) == 7
+    assert v("toolwatch_argument_ok_calls_total", agent=A, tool=AUTH) == 6  # not the malformed one
+    assert v("toolwatch_argument_mismatches_total", agent=A, tool=AUTH) == 1
+    assert v("toolwatch_argument_ok_calls_total", agent=A, tool=FULF) == 1
+    assert v("toolwatch_argument_ok_calls_total", agent=A, tool=BILL) == 0
     assert v("toolwatch_confusion_total", agent=A, expected=AUTH, actual=AUTH) == 7
     assert v("toolwatch_confusion_total", agent=A, expected=BILL, actual=AUTH) == 1
     assert v("toolwatch_confusion_total", agent=A, expected="(none)", actual=FULF) == 1

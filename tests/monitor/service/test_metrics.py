@@ -192,8 +192,10 @@ PER_TOOL = [
         "missed_calls",
         "schema_checked_calls",
         "schema_invalid_calls",
+        "schema_valid_calls",
         "argument_checked_calls",
         "argument_mismatches",
+        "argument_ok_calls",
         "forbidden_calls",
     )
 ]
@@ -232,8 +234,8 @@ def test_every_known_label_set_starts_at_zero() -> None:
         # Five catalog tools: the whole confusion matrix (6 x 8 cells per agent) is small enough to create.
         assert at_zero("toolwatch_confusion_total", agent=a, expected="pull_risk_telemetry", actual="(unknown)")
         assert at_zero("toolwatch_confusion_total", agent=a, expected="(none)", actual="pull_auth_telemetry")
-    # Exactly the documented bound: A x (23 + 18 T + R) plus (C + 1) x (C + 3) matrix cells per agent.
-    assert len([k for k in s if k[0] in COUNTERS]) == 2 * (23 + 18 * 6 + 5) + 2 * 6 * 8
+    # Exactly the documented bound: A x (23 + 20 T + R) plus (C + 1) x (C + 3) matrix cells per agent.
+    assert len([k for k in s if k[0] in COUNTERS]) == 2 * (23 + 20 * 6 + 5) + 2 * 6 * 8
     # Nothing counted yet: no ratio (zero denominators are absent, never 0).
     assert not [k for k in s if k[0].endswith("_ratio")]
 
@@ -278,7 +280,7 @@ def test_initial_series_are_bounded() -> None:
     # The matrix is created while (C + 1) x (C + 3) <= 400 cells per agent: 18 tools, not 19.
     assert sum(name == "toolwatch_confusion_total" for name, _ in series(18, 1)) == 2 * 19 * 21
     assert sum(name == "toolwatch_confusion_total" for name, _ in series(19, 1)) == 0
-    assert len(series(19, 1)) == 2 * (23 + 18 * 20 + 3)
+    assert len(series(19, 1)) == 2 * (23 + 20 * 20 + 3)
     # Over the budget, whole families are left out (the per-agent ones and calls by outcome come first).
     capped = series(200, 10, budget=20_000)
     assert len(capped) <= 20_000

@@ -92,13 +92,17 @@ class ReferenceCounters:
                     self.inc(n.JUDGED_CALLS, k)
                 if c.schema_valid is not None:
                     self.inc(n.SCHEMA_CHECKED_CALLS, k)
-                    if not c.schema_valid:
+                    if c.schema_valid:
+                        self.inc(n.SCHEMA_VALID_CALLS, k)
+                    else:
                         self.inc(n.SCHEMA_INVALID_CALLS, k)
                         for kind in sorted({x.kind.value for x in c.violations} or {"other"}):
                             self.inc(n.SCHEMA_VIOLATIONS, (*k, kind))
                 if c.args_ok is not None:
                     self.inc(n.ARGUMENT_CHECKED_CALLS, k)
-                    if not c.args_ok:
+                    if c.args_ok:
+                        self.inc(n.ARGUMENT_OK_CALLS, k)
+                    else:
                         self.inc(n.ARGUMENT_MISMATCHES, k)
             for c in v.calls:
                 if c.name in v.forbidden:
