@@ -106,8 +106,9 @@ def _langchain_calls(attrs: Any, slots: dict[tuple[int, int], dict[str, Any]], p
     - a message none of whose calls were flattened (`additional_kwargs.tool_calls` empty: an integration that fills
       only the parsed `tool_calls`) gives the calls of its `tool_calls` and `invalid_tool_calls`
       (_lcmessages.parsed_calls) as calls (i, j), read as a flattened call is (_parsed_slot); only when the output
-      holds a list of calls that is not empty (as the instrumentation's JSON writes its start, LangChain.js' (`js`) or
-      Python's: _lcmessages.CALLS_LIST_MARKS) and a message its output messages give has no call among them."""
+      holds a list of calls, valid or invalid, that is not empty (as the instrumentation's JSON writes its start,
+      LangChain.js' (`js`) or Python's: _lcmessages.CALLS_LIST_MARKS) and a message its output messages give has no
+      call among them."""
     text = attrs.get(m.OI_OUTPUT)
     if not isinstance(text, str):
         return

@@ -206,10 +206,11 @@ def tool_message(text: str) -> tuple[str | None, str | None]:
 
 
 _CALLS_MARK = '"tool_calls"'  # in the JSON text of any run output naming a call: others are not parsed
-# In the JSON text of a run output whose message holds a call (a list of calls not empty), as JSON.stringify
-# (LangChain.js' instrumentation) and json.dumps (Python's) write it: an answer's serialized message holds
-# `"tool_calls":[]` (LangChain.js writes the key always).
-CALLS_LIST_MARKS = ('"tool_calls":[{', '"tool_calls": [{')
+# In the JSON text of a run output whose message holds a call (a list of calls, `tool_calls` or `invalid_tool_calls`,
+# not empty: a message whose every call is invalid has `"tool_calls":[]`), as JSON.stringify (LangChain.js'
+# instrumentation) and json.dumps (Python's) write it: an answer's serialized message holds `"tool_calls":[]` and
+# `"invalid_tool_calls":[]` (both serializations write the keys always).
+CALLS_LIST_MARKS = ('tool_calls":[{', 'tool_calls": [{')
 # A message's `additional_kwargs.tool_calls`, `tool_calls` and `invalid_tool_calls`.
 OutputCalls = tuple[list[Any], list[Any], list[Any]]
 

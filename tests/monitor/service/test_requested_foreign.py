@@ -479,6 +479,20 @@ def test_calls_only_in_a_langchain_messages_tool_calls_are_read_from_the_runs_ou
 
 
 @pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("scope", [LC_JS, LC_PY])
+def test_a_message_whose_only_calls_are_invalid_gives_them(impl: str, scope: str) -> None:
+    """A message whose every call is invalid (arguments that do not parse to an object, as a streamed call's
+    malformed JSON gives them): `"tool_calls":[]` beside `"invalid_tool_calls":[{...}]`. Its calls were asked for and
+    never ran (LangGraph's ToolNode runs `tool_calls` only): each is a requested call, its arguments the text the
+    model gave."""
+    _impl(impl)
+    message = lc_parsed(invalid=(("get_weather", '{"city": 42}}', "toolu_01"), ("get_time", "UTC", "toolu_02")))
+    out, problems = convert(lc_llm(lc_generations(message, scope=scope), scope=scope), impl)
+    assert requested(out) == [("get_weather", "toolu_01", '{"city": 42}}'), ("get_time", "toolu_02", "UTC")]
+    assert problems == []
+
+
+@pytest.mark.parametrize("impl", IMPLS)
 def test_a_message_whose_calls_were_flattened_is_not_read_again_another_is(impl: str) -> None:
     """Per message: the first's calls are in the output messages (OpenAI's form, their ids read from the output), the
     second's only in its parsed `tool_calls`: each call once, in message order."""
