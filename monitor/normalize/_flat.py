@@ -135,12 +135,31 @@ _CALLS_LIST_JS, _CALLS_LIST_PY = lc.CALLS_LIST_MARKS
 
 def _add_parsed(messages: list[lc.OutputCalls], slots: dict[tuple[int, int], dict[str, Any]],
                 problems: list[str]) -> None:  # fmt: skip
-    """Into `slots`, the parsed calls of each message none of whose calls are there."""
-    flattened = {i for i, _ in slots}
+    """Into `slots`, the parsed calls of each message none of whose calls are there; those after the
+    MAX_REQUESTED_PER_SPAN-th call with a name in (i, j) order (flattened ones too), which _emit would not give, are
+    counted under llm.output_messages as it counts them, without being built (an output within loads_bounded's
+    budget may hold hundreds of thousands)."""
+    named: dict[int, int] = {}  # of each message whose calls were flattened, its calls with a name
+    for (i, _), slot in slots.items():
+        named[i] = named.get(i, 0) + _named(slot)
+    before = 0  # calls with a name before the message read
     for i, calls in enumerate(messages):
-        if i not in flattened:
-            for j, call in enumerate(lc.parsed_calls(calls)):
-                slots[i, j] = _parsed_slot(call, problems)
+        if i in named:
+            before += named[i]
+            continue
+        parsed = lc.parsed_calls(calls)
+        for j, call in enumerate(parsed):
+            if before >= MAX_REQUESTED_PER_SPAN:
+                problems.extend([m.OI_OUTPUT_MESSAGES] * (len(parsed) - j))
+                break
+            slot = slots[i, j] = _parsed_slot(call, problems)
+            before += _named(slot)
+
+
+def _named(slot: dict[str, Any]) -> bool:
+    """Whether a call's slot has a name (_emit gives it, name_and_id: counting it against MAX_REQUESTED_PER_SPAN)."""
+    name = slot.get("name")
+    return isinstance(name, str) and bool(name.strip())
 
 
 def _uncovered(attrs: Any, slots: dict[tuple[int, int], dict[str, Any]]) -> bool:

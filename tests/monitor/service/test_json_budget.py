@@ -18,6 +18,7 @@ from monitor._json import BUDGET, PLAIN_CHARS, estimate, loads_bounded
 from monitor.judge import Judge
 from monitor.normalize import Normalizer
 from monitor.normalize._genai import OUTPUT_MESSAGES
+from monitor.normalize._requested import MAX_REQUESTED_PER_SPAN
 from monitor.otlp import Span, request_to_json
 from monitor.records import Turn
 from monitor.verdict import ViolationKind
@@ -133,6 +134,25 @@ def test_a_dense_langchain_llm_output_is_read_for_parsed_calls_in_bounded_memory
     n, records, used = _normalize_peak(span)
     assert used < MAX_GROWTH * len(text), f"{used >> 20} MiB for a {len(text) >> 20} MiB text"
     assert records[1:] == [] and n.counts()[1] == {}
+
+def test_many_parsed_calls_past_the_bound_are_counted_not_built() -> None:
+    """An output within the budget whose message's parsed `tool_calls` number many times MAX_REQUESTED_PER_SPAN:
+    the first are read, the rest counted without being made into calls first (reading it allocates little more than
+    parsing it: building each call's slot and arguments' text doubled it)."""
+    n_calls = 100_000
+    call = {"name": "x", "args": {"a": 1}, "id": "i", "type": "tool_call"}
+    message = {"lc": 1, "type": "constructor", "id": ["langchain_core", "messages", "AIMessage"],
+               "kwargs": {"content": "", "additional_kwargs": {}, "tool_calls": [call] * n_calls,
+                          "invalid_tool_calls": []}}  # fmt: skip
+    text = json.dumps({"generations": [[{"text": "", "message": message}]]}, separators=(",", ":"))
+    attrs = {"openinference.span.kind": "LLM", "output.value": text, "llm.output_messages.0.message.role": "assistant"}
+    span = _span("ChatAnthropic", attrs, scope="@arizeai/openinference-instrumentation-langchain")
+    _, parsing = peak(lambda: loads_bounded(text))
+    n, records, used = _normalize_peak(span)
+    assert used < 1.3 * parsing, f"{used >> 20} MiB to read it, {parsing >> 20} MiB to parse it"
+    assert len(records[1:]) == MAX_REQUESTED_PER_SPAN
+    assert n.counts()[1] == {"llm.output_messages": n_calls - MAX_REQUESTED_PER_SPAN}
+
 
 def test_a_16_mb_conversation_is_still_read() -> None:
     messages = [{"role": "user", "parts": [{"type": "text", "content": f"m{i} " + "z" * 8000}]} for i in range(2000)]

@@ -520,6 +520,15 @@ def test_parsed_calls_that_cannot_be_read_are_counted_and_bounded(impl: str) -> 
     out, problems = convert(lc_llm(lc_generations(lc_parsed(*many))), impl)
     assert [r[1] for r in requested(out)] == [f"call_{i}" for i in range(MAX_REQUESTED_PER_SPAN)]
     assert problems == [OI_OUT] * 3
+    # the bound counts the calls given in (i, j) order: a flattened message's before, a call without a name not
+    first = json.loads(lc_output(("get_weather", "flat_1"), ("get_weather", "flat_2")))["generations"][0][0]["message"]
+    flat = (("get_weather", None, "{}"), ("get_weather", None, "{}"))
+    spans = lc_llm(lc_generations(first, lc_parsed({"args": {}}, *many)), *flat)
+    spans = [replace(s, attributes={**s.attributes, "llm.output_messages.1.message.role": "assistant"}) for s in spans]
+    out, problems = convert(spans, impl)
+    assert [r[1] for r in requested(out)] == ["flat_1", "flat_2"] + [f"call_{i}" for i in
+                                                                     range(MAX_REQUESTED_PER_SPAN - 2)]  # fmt: skip
+    assert problems == [OI_OUT] * (1 + 5)
 
 
 @pytest.mark.parametrize("impl", IMPLS)
