@@ -24,11 +24,11 @@ due together are made turns together, its calls looked at once for all of them. 
 each RunRoot still waiting a turn. The other calls of a trace where RunRoots wait keep their turnless timeout, as in a
 trace without them: at it, those under none of the RunRoots (up their parent links) are judged alone, and a RunRoot's
 release does not restart it. It counts from the first of them held (beside: a call under none arriving when the trace
-holds none, or calls left under none by RunRoots settled as steps of no turn), not from the RunRoots or the calls
-under them, which are no turnless group (a call under none arriving after a RunRoot was judged as early as a second
-after it arrived, its turn arriving within the timeout then a late turn); the calls held before the RunRoots began to
-wait keep the timeout they had. Nor are the RunRoots and the calls under them turnless ones for
-`toolwatch_pending_turns{kind="turnless"}` (holds_alone): they will be their runs' turns or steps.
+holds none, or calls left under none by RunRoots settled as steps of no turn, or made turns not held: a late turn, a
+copy), not from the RunRoots or the calls under them, which are no turnless group (a call under none arriving after a
+RunRoot was judged as early as a second after it arrived, its turn arriving within the timeout then a late turn); the
+calls held before the RunRoots began to wait keep the timeout they had. Nor are the RunRoots and the calls under them
+turnless ones for `toolwatch_pending_turns{kind="turnless"}` (holds_alone): they will be their runs' turns or steps.
 
 The spans that arrived before a RunRoot are known by their parent links only: on the way up from a RunRoot's parent a
 turn (pending or released) or a RunRoot settles it as a step, a SERVER or CONSUMER span of no run (each remembered as
@@ -211,14 +211,19 @@ def arrived(asm: TurnAssembler, tid: str, tr: _Trace, r: ToolCall | Turn | Span,
     # steps under another RunRoot waiting: the calls under them still are (tr.lone, tr.checked hold)
     kept = verdict is True and all(_under(tr.parents, run.parent_span_id, others) for run in runs)
     loose = not kept and verdict is True and not tr.turns and _alone(tr, roots, None) is None  # none held before
+    turned = False
     for run in runs:
         roots.discard(run.span_id)
         _unhold(tr, run)
         _undue(asm, tid, run.span_id, now_ns + asm.turnless_timeout_ns)
         if verdict is False:  # (the calls under it are its turn's)
-            asm._hold_turn(tid, tr, run.turn, now_ns, False)
+            turned = asm._hold_turn(tid, tr, run.turn, now_ns, False) or turned
         else:
             _step(asm, tid, tr, run.span_id)
+    if verdict is False and not turned and not tr.turns:  # no turn held (a late turn, a copy): the calls under them
+        # are under none, as under steps of no turn (they kept the clock of the last turnless scan: judged up to a
+        # timeout early). Looked at only then (none held before: under none of the RunRoots as they were)
+        loose = _alone(tr, roots.union(run.span_id for run in runs), None) is None
     if not waiting:
         tr.waiting = None
     if not kept:  # the calls under them are under a turn, or under none of the RunRoots now: none known to be under
@@ -227,7 +232,8 @@ def arrived(asm: TurnAssembler, tid: str, tr: _Trace, r: ToolCall | Turn | Span,
         lone = tr.lone  # (none kept once none waits: a trace spared holds no call)
         tr.lone = None if lone is None or not waiting or _under(tr.parents, lone.parent_span_id, roots) else lone
         tr.checked = 0
-    if loose:  # steps of no turn, and no call under none was held: the timeout of the calls under them from now
+    if loose:  # steps of no turn (or a turn not held), and no call under none was held: the timeout of the calls under
+        # them from now
         _restart(asm, tid, tr, now_ns)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import gc
+import random
 import sys
 import tracemalloc
 from collections import OrderedDict
@@ -569,6 +570,26 @@ def test_a_call_under_none_arriving_after_a_run_waits_its_own_timeout(shape: str
     assert judged == {9: ("", True, ("c9",))}
 
 
+def test_a_run_made_a_late_turn_leaves_its_calls_a_timeout_from_then() -> None:
+    """A call under `x` (never sent until 6) is judged alone at 5 (its trace's turnless timeout), beside a nested run's
+    root `y` waiting for `x`; at 6 a call under `y` comes, with `x` (a run's root under the SERVER span `w`: its run's
+    turn, arriving after a call under it was judged alone, a late turn, dropped) and a call under none (`c9`). The call
+    under `y` is then under no turn and no RunRoot waits: it and `c9` are judged alone a turnless timeout from then, at
+    11, as calls arriving in a trace that holds none. They were judged at 10, the clock of the last turnless scan (5):
+    `c9` 1 s early, its turn arriving within the timeout then a late turn."""
+    steps: list[tuple[str, list[Spec], int]] = [
+        ("add", [("call", T, "c1", "x", 4, 5)], 0),
+        ("add", [("run", T, "y", "x", 1, 4)], 4),
+        ("poll", [], 1),
+        ("add", [("call", T, "c0", "y", 2, 3), ("run", T, "x", "w", 1, 9), ("server", T, "w", "", 0, 11),
+                 ("call", T, "c9", "p", 10, 11)], 1),
+    ]  # fmt: skip
+    c, _ = hand([*steps, *[("poll", [], 1)] * 7])
+    judged = [(at // 10**9, x.turnless, sorted(y.span_id for y in x.calls)) for x, at in zip(c.released, c.at)]
+    assert judged == [(5, True, ["c1"]), (11, True, ["c0", "c9"])]
+    assert c.asm.stats.late_turns == 1 and not c.asm.pending_traces
+
+
 def _runs_beside(alone: tuple[int, int]) -> st.SearchStrategy[list[tuple[int, str, int]]]:
     """Up to three traces (by number), each a run of one of RUN_SHAPES with `alone` calls under none beside it."""
     return st.lists(st.tuples(st.integers(0, 6), st.sampled_from(RUN_SHAPES), st.integers(*alone)), min_size=1,
@@ -613,6 +634,9 @@ def test_calls_under_none_beside_runs_are_judged_within_the_timeout(
 
 @settings(max_examples=200, deadline=None)
 @given(_runs_beside((1, 3)), st.randoms(use_true_random=False), _gaps(4), _gaps(4))
+# a run's root made a late turn (its call under none judged alone first) left the call under it judged with the calls
+# beside it by the clock of the last turnless scan: 1 s early (test_a_run_made_a_late_turn_leaves_its_calls_...)
+@example([(0, "lost", 1), (1, "web", 1), (2, "web", 3)], random.Random(444), [0, 1, 4, 1], [0])
 def test_calls_under_none_arriving_beside_runs_are_judged_no_earlier_than_the_timeout(
     traces: list[tuple[int, str, int]], rnd: Any, run_gaps: list[int], call_gaps: list[int]
 ) -> None:
