@@ -59,6 +59,7 @@ from monitor.assembly._due import all_under as _all_under
 from monitor.assembly._offered import Definitions, fill_in, joined, take_offered
 from monitor.assembly._reconcile import reconcile
 from monitor.assembly._runs import (
+    LONE_DUE,
     add_run,
     arrived,
     beside,
@@ -66,6 +67,7 @@ from monitor.assembly._runs import (
     entry,
     holds_alone,
     release_due,
+    release_lone,
     release_turnless,
     settle_all,
 )
@@ -87,9 +89,11 @@ class _Trace:
     """One pending trace. Built field by field in add_records (a constructor call cost as much as the rest), or one
     released by poll, emptied and reused (at most _SPARE_MAX kept)."""
 
-    __slots__ = ("first_seen_ns", "calls", "turns", "parents", "waiting", "known", "roots", "lone", "checked")
+    __slots__ = ("first_seen_ns", "calls", "turns", "parents", "waiting", "known", "roots", "lone", "checked", "since")
     first_seen_ns: int  # arrival of its first span, or of its first call held, or release of a turn that left calls
-    # (where RunRoots wait: of its first call held under none of them, _runs.beside)
+    # (where RunRoots wait: of its first call held under none of them, _runs.beside; or of the first still under none
+    # when that one is found under a run, the trace then out of the order of _traces, due by an entry of its own:
+    # _runs._put_off)
     calls: list[ToolCall]
     turns: dict[str, Turn]  # turn span id -> turn record (no calls yet)
     parents: dict[str, str]  # span id -> parent span id (every span seen)
@@ -100,6 +104,8 @@ class _Trace:
     lone: ToolCall | None  # a call it holds under none of them (its turnless timeout counting from the first to
     # arrive; _runs.beside), None when not known
     checked: int  # while `lone` is not None: the calls before this one are RunRoots or under one of them
+    since: dict[str, int]  # span id of a call held under none of them -> its arrival (where the turnless timeout of
+    # the calls under none counts from when the one that started it is found under a run: _runs.release_lone)
 
 
 @dataclass(slots=True)
@@ -186,7 +192,8 @@ class TurnAssembler:
         self._pending_turns = 0
         # Pending turns by deadline (turns added together share one): deadline -> {trace id: turn span id, or
         # the span ids in arrival order when the trace has several}, and a heap of the deadlines. Released in
-        # (deadline, trace id, span id) order. Entries of turns released early (eviction) are skipped then.
+        # (deadline, trace id, span id) order. Entries of turns released early (eviction) are skipped then. A trace's
+        # id and `#lone` (no trace's) is the entry of its calls under none put off (_runs.release_lone).
         self._due: dict[int, dict[str, str | list[str]]] = {}
         self._deadlines: list[int] = []
         # Trace id + span id of recently released turns (one string per entry, to keep it small), to recognise
@@ -406,6 +413,7 @@ class TurnAssembler:
     _entry = entry
     _release_due = release_due
     _release_turnless_runs = release_turnless
+    _release_lone = release_lone
 
     def poll(self, now_ns: int) -> list[Turn]:
         """Turns whose grace period has passed, and turnless calls past the timeout. In C when the extension is
@@ -458,6 +466,9 @@ class TurnAssembler:
                     if tr is not None and tr.waiting is not None:  # RunRoots wait in it (_runs)
                         self._release_due(tid, tr, sids, out, now_ns)
                         continue
+                    if tr is None and tid.endswith(LONE_DUE):  # calls under none put off (_runs)
+                        self._release_lone(tid, out, now_ns)
+                        continue
                     if not isinstance(sids, str):  # several turns of the trace due together
                         if tr is not None:
                             self._release_turns(tid, tr, sorted(sids), out, now_ns)
@@ -496,24 +507,31 @@ class TurnAssembler:
             tid, tr = next(iter(traces.items()))
             if tr.first_seen_ns > cutoff:
                 break
-            if tr.turns:  # within a grace period: look again later
+            self._timed_out(tid, tr, out, now_ns)
+        return out
+
+    def _timed_out(self, tid: str, tr: _Trace, out: list[Turn], now_ns: int) -> None:
+        """The turnless scan (poll) of a trace past the turnless timeout: its calls released as one turnless turn and
+        the trace dropped, or looked at again a timeout later while a turn is in its grace period. Also for a trace
+        whose calls under none were put off, out of the scan's order (_runs.release_lone)."""
+        traces = self._traces
+        if tr.turns:  # within a grace period: look again later
+            tr.first_seen_ns = now_ns
+            traces.move_to_end(tid)
+            return
+        if tr.waiting is not None:  # RunRoots wait: the calls under none of them go, the others wait (_runs)
+            self._release_turnless_runs(tid, tr, out, now_ns)
+            return
+        if tr.calls:
+            try:
+                self._release_turnless(tid, tr, out)
+            except BaseException:  # calls that cannot be ordered: still pending, looked at a timeout later
                 tr.first_seen_ns = now_ns
                 traces.move_to_end(tid)
-                continue
-            if tr.waiting is not None:  # RunRoots wait: the calls under none of them go, the others wait (_runs)
-                self._release_turnless_runs(tid, tr, out, now_ns)
-                continue
-            if tr.calls:
-                try:
-                    self._release_turnless(tid, tr, out)
-                except BaseException:  # calls that cannot be ordered: still pending, looked at a timeout later
-                    tr.first_seen_ns = now_ns
-                    traces.move_to_end(tid)
-                    raise
-            else:
-                self._links.pop(tid, None)
-            del traces[tid]
-        return out
+                raise
+        else:
+            self._links.pop(tid, None)
+        del traces[tid]
 
     def flush(self) -> list[Turn]:
         """Release everything pending (end of a replay, graceful shutdown): trace by trace, oldest first. The

@@ -14,8 +14,9 @@
  * trace wait for (the trace's `waiting`, not None: one pointer compare per record) to self._arrived, a call held in a
  * trace where they wait to self._beside (where its turnless timeout counts from), and a trace where RunRoots wait,
  * when due, past the turnless timeout or flushed, to self._release_due, _release_turnless_runs and _flush_trace
- * (monitor/assembly/_runs.py); a SERVER or CONSUMER span is remembered in the trace's `known` here (entry), as
- * _runs.entry does.
+ * (monitor/assembly/_runs.py), and the due entry of its calls under none put off (its id and "#lone", no trace's) to
+ * self._release_lone; a SERVER or CONSUMER span is remembered in the trace's `known` here (entry), as _runs.entry
+ * does.
  *
  * The whole call goes to the Python reference (_add_records_py / _poll_py / _release_all_py) when the assembler is
  * not exactly a TurnAssembler, its state is not of the types __init__ makes, a bound is outside [-2**62, 2**62) (the grace and
@@ -64,6 +65,7 @@ static PyObject *s_traces, *s_links, *s_judged_alone, *s_due, *s_deadlines, *s_r
     *s_move_to_end, *s_pop, *s_setdefault, *s_parent_span_id, *s_span_id, *s_duplicates, *s_late_calls, *s_late_turns,
     *s_oversized_calls, *s_oversized_spans, *s_turns_completed, *s_flush_trace, *s_release_all_py, *s_items, *zero,
     *kw_key, *s_add_run, *s_arrived, *s_entry, *s_release_due, *s_judged_order, *s_release_turnless_runs, *s_beside,
+    *s_release_lone, *s_lone_due,
     *s_release_turns;
 
 #define SLOT(o, off) (*(PyObject **)((char *)(o) + (off)))
@@ -536,6 +538,17 @@ static int release_due(State *s, PyObject *tid, PyObject *sids, PyObject *out) {
     int rc = -1;
     PyObject *tw = PyDict_GetItemWithError(s->traces, tid);
     if (tw == NULL && PyErr_Occurred()) return -1;
+    if (tw == NULL && PyUnicode_Check(tid)) { /* no trace: calls under none put off (a trace's id and "#lone"):
+                                               * self._release_lone(tid, out, now) (_runs) */
+        Py_ssize_t lone = PyUnicode_Tailmatch(tid, s_lone_due, 0, PY_SSIZE_T_MAX, 1);
+        if (lone < 0) return -1;
+        if (lone) {
+            PyObject *args[4] = {s->self, tid, out, s->now_obj};
+            PyObject *r = PyObject_VectorcallMethod(s_release_lone, args, 4 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+            Py_XDECREF(r);
+            return r != NULL ? 0 : -1;
+        }
+    }
     if (tw != NULL) { /* RunRoots wait in it: self._release_due(tid, tr, sids, out, now) (_runs) */
         Py_INCREF(tw);
         int w = runs_wait(tw);
@@ -1246,6 +1259,7 @@ static PyObject *init(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         {&trace_attr[X_WAITING], "waiting"}, {&trace_attr[X_KNOWN], "known"}, {&s_add_run, "_add_run"},
         {&s_arrived, "_arrived"}, {&s_entry, "_entry"}, {&s_release_due, "_release_due"},
         {&s_release_turnless_runs, "_release_turnless_runs"}, {&s_beside, "_beside"},
+        {&s_release_lone, "_release_lone"}, {&s_lone_due, "#lone"}, /* _runs.LONE_DUE */
         {&s_release_turns, "_release_turns"},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {

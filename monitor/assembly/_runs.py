@@ -20,15 +20,20 @@ its parent): so turn assembly holds it, as a call of its trace, and settles it w
 A RunRoot whose parent (or a span above it) never arrives, a remote parent never exported, is its run's turn once the
 turnless timeout has passed since it arrived (a due entry of its own, its span id and `#run`, taken off again when a
 span of the export request it came in settles it), released then with its calls: never later. The RunRoots of a trace
-due together are made turns together, its calls looked at once for all of them. Flushing and evicting a trace make
-each RunRoot still waiting a turn. The other calls of a trace where RunRoots wait keep their turnless timeout, as in a
-trace without them: at it, those under none of the RunRoots (up their parent links) are judged alone, and a RunRoot's
-release does not restart it. It counts from the first of them held (beside: a call under none arriving when the trace
-holds none, or calls left under none by RunRoots settled as steps of no turn, or made turns not held: a late turn, a
-copy), not from the RunRoots or the calls under them, which are no turnless group (a call under none arriving after a
-RunRoot was judged as early as a second after it arrived, its turn arriving within the timeout then a late turn); the
-calls held before the RunRoots began to wait keep the timeout they had. Nor are the RunRoots and the calls under them
-turnless ones for `toolwatch_pending_turns{kind="turnless"}` (holds_alone): they will be their runs' turns or steps.
+due together are made turns together, its calls looked at once for all of them. Flushing and evicting a trace make each
+RunRoot still waiting a turn. The other calls of a trace where RunRoots wait keep their turnless timeout, as in a trace
+without them: at it, those under none of the RunRoots (up their parent links) are judged alone, and a RunRoot's release
+does not restart it. It counts from the first of them held (beside: a call under none arriving when the trace holds
+none, or calls left under none by RunRoots settled as steps of no turn, or made turns not held: a late turn, a copy),
+not from the RunRoots or the calls under them, which are no turnless group (a call under none arriving after a RunRoot
+was judged as early as a second after it arrived, its turn arriving within the timeout then a late turn). When the call
+that started it is found under a run later (its parent spans arriving after it, or a run's turn taking it as the one
+whose time encloses it), it counts from the earliest arrival among the calls still under none (tr.since): put off at the
+turnless scan, or when the last RunRoot stops waiting, out of the scan's order, with a due entry of its own (the trace's
+id and `#lone`: release_lone); the call that started it judged the calls beside it up to a timeout early. The calls held
+before the RunRoots began to wait keep the timeout they had (from the trace's first call: their arrivals are not known).
+Nor are the RunRoots and the calls under them turnless ones for `toolwatch_pending_turns{kind="turnless"}`
+(holds_alone): they will be their runs' turns or steps.
 
 The spans that arrived before a RunRoot are known by their parent links only: on the way up from a RunRoot's parent a
 turn (pending or released) or a RunRoot settles it as a step, a SERVER or CONSUMER span of no run (each remembered as
@@ -43,13 +48,14 @@ RunRoot under it is a step too. A RunRoot past its trace's bound of parent links
 (oversized_spans), as any span past it: what a trace remembers of its spans (`known`) stays within that bound.
 
 Pending RunRoots are calls of their trace (bounded by max_calls_per_trace, weighed, evicted with it, keeping it from
-being dropped as a trace of links only); the trace's `waiting` maps each span id awaited to the RunRoots waiting for
-it (None while none waits: the per-record check of the C assembler is one pointer compare), `roots` holds their span
-ids and `lone` a call held under none of them (None when not known), both set when they begin to wait: a call added
+being dropped as a trace of links only); the trace's `waiting` maps each span id awaited to the RunRoots waiting for it
+(None while none waits: the per-record check of the C assembler is one pointer compare), `roots` holds their span ids,
+`lone` a call held under none of them (None when not known) and `since` the arrivals of the calls held while they wait
+(bounded: twice max_calls_per_trace, those of the calls still held kept), all set when they begin to wait: a call added
 costs a parent walk or two (beside), the trace's calls are looked at once when none is known. These functions are
 TurnAssembler's methods (_assembler.py); the C assembler calls them for RunRoots, for records awaited, for SERVER and
 CONSUMER spans, and for the traces with RunRoots waiting when they are due, past the turnless timeout, flushed or
-evicted.
+evicted, and for the due entries of calls under none put off (release_lone).
 """
 
 from __future__ import annotations
@@ -65,6 +71,7 @@ if TYPE_CHECKING:
     from monitor.assembly._due import DueTurns
 
 RUN_DUE = "#run"  # a waiting RunRoot's timeout among the due entries: its span id and this (no turn's span id)
+LONE_DUE = "#lone"  # calls under none put off (_put_off) among the due entries: their trace's id and this (no trace's)
 _MAX_DEPTH = 64  # spans walked up from a RunRoot's parent (as _owner walks)
 
 
@@ -123,6 +130,7 @@ def _wait(tr: _Trace, sid: str, run: RunRoot) -> None:
         tr.waiting = {}
         tr.roots = set()
         tr.lone = None  # a call under none of them held: not known yet (beside)
+        tr.since = {}  # the arrivals of the calls held from now on (beside)
     tr.waiting.setdefault(sid, []).append(run)
     tr.roots.add(run.span_id)
 
@@ -235,6 +243,8 @@ def arrived(asm: TurnAssembler, tid: str, tr: _Trace, r: ToolCall | Turn | Span,
     if loose:  # steps of no turn (or a turn not held), and no call under none was held: the timeout of the calls under
         # them from now
         _restart(asm, tid, tr, now_ns)
+    if not waiting:
+        _reclock(asm, tid, tr)
 
 
 def _restart(asm: TurnAssembler, tid: str, tr: _Trace, now_ns: int) -> None:
@@ -270,7 +280,12 @@ def beside(asm: TurnAssembler, tid: str, tr: _Trace, call: ToolCall, now_ns: int
     One held is kept (tr.lone): while it is still under none (its parent links checked again: a span above it may have
     come since), a call arriving under none is judged with it, one parent walk each; the trace's calls are looked at
     once when none is kept (the RunRoots began to wait, a turnless scan or a turn's release took calls) or it is no
-    longer under none."""
+    longer under none. Its arrival is remembered (tr.since): where the timeout counts from when the call that started
+    it is found under a run later (_start)."""
+    since = tr.since
+    if len(since) >= 2 * asm.max_calls_per_trace:  # bounded: those of the calls still held are kept
+        since = tr.since = {c.span_id: since[c.span_id] for c in tr.calls if c.span_id in since}
+    since[call.span_id] = now_ns  # (also under a RunRoot: it may be left under none, _start)
     roots = tr.roots
     if _under(tr.parents, call.parent_span_id, roots):
         return
@@ -330,6 +345,8 @@ def release_due(asm: TurnAssembler, tid: str, tr: _Trace, sids: str | list[str],
             tr.calls.extend(calls)
     if not tr.calls and not tr.turns:  # as _release_turn drops a trace it leaves empty
         asm._traces.pop(tid, None)
+    elif tr.waiting is None:
+        _reclock(asm, tid, tr)
 
 
 def _settle_due(
@@ -394,12 +411,19 @@ def _release_run(asm: TurnAssembler, tid: str, tr: _Trace, run: tuple[str, list[
 def release_turnless(asm: TurnAssembler, tid: str, tr: _Trace, out: list[Turn], now_ns: int) -> None:
     """The turnless timeout of a trace holding no turn where RunRoots wait (poll): its calls under none of them (up
     their parent links) are released as one turnless turn, as in a trace without RunRoots; the RunRoots and the calls
-    under them wait for their own timeouts, the trace looked at again a turnless timeout from now."""
+    under them wait for their own timeouts, the trace looked at again a turnless timeout from now. Put off when the
+    earliest of them arrived less than the timeout ago (_start: the call that started their clock is under a run
+    now)."""
     calls, roots, parents = tr.calls, tr.roots, tr.parents  # (the RunRoots held are the ones waiting: tr.roots)
     held: list[ToolCall] = []
     alone: list[ToolCall] = []
     for c in calls:
         (held if isinstance(c, RunRoot) or _under(parents, c.parent_span_id, roots) else alone).append(c)
+    if alone:
+        start = _start(tr, alone)
+        if start > now_ns - asm.turnless_timeout_ns:  # the call that started their clock is under a run now
+            _put_off(asm, tid, tr, start)
+            return
     tr.first_seen_ns = now_ns
     tr.lone = None  # none held now (but: calls that cannot be ordered): the next to arrive starts the timeout (beside)
     asm._traces.move_to_end(tid)
@@ -412,6 +436,48 @@ def release_turnless(asm: TurnAssembler, tid: str, tr: _Trace, out: list[Turn], 
         tr.calls = calls
         raise
     tr.calls = held
+    since = tr.since
+    for c in alone:
+        since.pop(c.span_id, None)
+
+
+def _start(tr: _Trace, calls: list[ToolCall]) -> int:
+    """Where the turnless timeout of `calls` (of a trace where RunRoots wait or waited) counts from: the earliest
+    arrival among them (tr.since); the trace's clock for a call held before the RunRoots began to wait (not known: it
+    counts from the trace's first call, as it did)."""
+    since, first = tr.since, tr.first_seen_ns
+    return min(since.get(c.span_id, first) for c in calls)
+
+
+def _put_off(asm: TurnAssembler, tid: str, tr: _Trace, start: int) -> None:
+    """The turnless timeout of the trace's calls under none counts from `start`, after its clock: the call that started
+    it was found under a run since (its parent spans arriving after it, or a run's turn taking it as the one whose time
+    encloses it). The clock set so, and due a timeout after it (an entry of its own: LONE_DUE, release_lone): the
+    turnless scan reads the traces in the order of their clocks, which this one leaves (moved last: it holds up no
+    trace after it)."""
+    tr.first_seen_ns = start
+    asm._traces.move_to_end(tid)
+    asm._due_at(start + asm.turnless_timeout_ns)[tid + LONE_DUE] = LONE_DUE
+
+
+def _reclock(asm: TurnAssembler, tid: str, tr: _Trace) -> None:
+    """After the last RunRoot waiting in a trace was settled or made its turn (arrived, release_due): its calls, with no
+    turn pending, are judged together at its clock, as in a trace without RunRoots; put off when the call that started
+    it is no longer among them (_put_off). Only when a call was held while they waited (tr.since)."""
+    if tr.since and tr.calls and not tr.turns and asm._traces.get(tid) is tr:
+        start = _start(tr, tr.calls)
+        if start > tr.first_seen_ns:
+            _put_off(asm, tid, tr, start)
+
+
+def release_lone(asm: TurnAssembler, key: str, out: list[Turn], now_ns: int) -> None:
+    """The due entry of calls under none put off (poll; `key` their trace's id and LONE_DUE): the trace, when it is
+    still pending and its clock has passed the turnless timeout (not restarted since), looked at as the turnless scan
+    would (TurnAssembler._timed_out)."""
+    tid = key[: -len(LONE_DUE)]
+    tr = asm._traces.get(tid)
+    if tr is not None and tr.first_seen_ns <= now_ns - asm.turnless_timeout_ns:
+        asm._timed_out(tid, tr, out, now_ns)
 
 
 def holds_alone(tr: _Trace) -> bool:

@@ -168,7 +168,7 @@ class Side:
                 list(tr.parents.items()),
                 None if tr.waiting is None else [(s, [self.ref(r) for r in runs]) for s, runs in tr.waiting.items()],
                 None if tr.known is None else list(tr.known.items()),
-                None if tr.waiting is None else (sorted(tr.roots), self.ref(tr.lone)),
+                None if tr.waiting is None else (sorted(tr.roots), self.ref(tr.lone), sorted(tr.since.items())),
             )
             for tid, tr in a._traces.items()
         ]
@@ -590,6 +590,43 @@ def test_a_run_made_a_late_turn_leaves_its_calls_a_timeout_from_then() -> None:
     assert c.asm.stats.late_turns == 1 and not c.asm.pending_traces
 
 
+# A call `c` held under none of the waiting RunRoots (under `s`, not sent yet) at 1, starting the turnless timeout of
+# the calls under none; a call under none `b` at 3, judged with it; `c` then under a run: its parent `s` arriving
+# under a RunRoot still waiting (`y`, made its turn at its timeout, 7) or under one made its turn at its timeout (`x`,
+# 5), or taken by that turn as the one whose time encloses it (its parent never sent). A call `u` of another trace at 4
+# (judged alone at 9) comes before it in the turnless scan's order.
+UNDER_A_RUN_LATER: dict[str, list[tuple[str, list[Spec], int]]] = {
+    "under a run still waiting": [
+        ("add", [("run", T, "x", "q", 1, 2)], 0), ("add", [("call", T, "c", "s", 5, 6)], 1),
+        ("add", [("run", T, "y", "r", 3, 8)], 1), ("add", [("call", T, "b", "p", 10, 11)], 1),
+        ("add", [("other", T, "s", "y", 5, 7), ("call", U, "u", "p", 1, 2)], 1),
+    ],
+    "under a run made its turn": [
+        ("add", [("run", T, "x", "q", 1, 2)], 0), ("add", [("call", T, "c", "s", 5, 6)], 1), ("poll", [], 1),
+        ("add", [("call", T, "b", "p", 10, 11)], 1),
+        ("add", [("other", T, "s", "x", 5, 7), ("call", U, "u", "p", 1, 2)], 1),
+    ],
+    "taken by a run's turn": [
+        ("add", [("run", T, "x", "q", 0, 9)], 0), ("add", [("call", T, "c", "s", 5, 6)], 1), ("poll", [], 1),
+        ("add", [("call", T, "b", "p", 10, 11)], 1), ("add", [("call", U, "u", "p", 1, 2)], 1),
+    ],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("shape", UNDER_A_RUN_LATER)
+def test_calls_beside_one_found_under_a_run_later_are_judged_a_timeout_after_the_first_still_under_none(
+    shape: str,
+) -> None:
+    """The call under none `b` is judged alone a turnless timeout after it arrived (3), at 8: the call that started
+    the clock of the calls under none (`c`, at 1) was found under a run since (it is its run's turn's), and a timeout
+    from it (6) judged `b` 2 s early (its turn arriving within the timeout then a late turn)."""
+    steps = [*UNDER_A_RUN_LATER[shape], *[("poll", [], 1)] * 8]
+    c, _ = hand(steps)
+    judged = [(at // 10**9, x.span_id, sorted(y.span_id for y in x.calls)) for x, at in zip(c.released, c.at)]
+    assert (8, "", ["b"]) in judged and all(t == 8 or "b" not in calls for t, _, calls in judged), judged
+    assert (9, "", ["u"]) in judged and not c.asm.pending_traces
+
+
 def _runs_beside(alone: tuple[int, int]) -> st.SearchStrategy[list[tuple[int, str, int]]]:
     """Up to three traces (by number), each a run of one of RUN_SHAPES with `alone` calls under none beside it."""
     return st.lists(st.tuples(st.integers(0, 6), st.sampled_from(RUN_SHAPES), st.integers(*alone)), min_size=1,
@@ -637,15 +674,21 @@ def test_calls_under_none_beside_runs_are_judged_within_the_timeout(
 # a run's root made a late turn (its call under none judged alone first) left the call under it judged with the calls
 # beside it by the clock of the last turnless scan: 1 s early (test_a_run_made_a_late_turn_leaves_its_calls_...)
 @example([(0, "lost", 1), (1, "web", 1), (2, "web", 3)], random.Random(444), [0, 1, 4, 1], [0])
+# the call that started the clock of the calls under none found under a run later (taken by a run's turn as the one
+# whose time encloses it, its trace's links gone with an earlier release; or its parent spans arriving after it): the
+# calls beside it judged 1 and 2 s early (test_calls_beside_one_found_under_a_run_later_...)
+@example([(0, "web", 1), (1, "web", 1), (2, "lost", 1)], random.Random(328), [0, 1, 4, 0], [1])
+@example([(3, "lost", 3), (2, "remote", 2)], random.Random(158737279), [3, 4, 4, 3], [1, 2, 0, 0])
 def test_calls_under_none_arriving_beside_runs_are_judged_no_earlier_than_the_timeout(
     traces: list[tuple[int, str, int]], rnd: Any, run_gaps: list[int], call_gaps: list[int]
 ) -> None:
     """Runs sent in requests some seconds apart (any order), then calls under a span never sent (`p`) in requests
     some seconds apart: the same turns on both paths, and each group of them judged alone comes out no earlier than a
     turnless timeout (5 s) after the first call held with them arrived, whether the runs' roots still wait, were
-    settled or made turns at their own timeout: not from a run's root or the calls under it (a call judged earlier,
-    its turn arriving within the timeout, is a late turn). Where the runs' parent never comes (no turn in a grace
-    period to put them off), no later than the first poll a timeout after the first of them arrived."""
+    settled or made turns at their own timeout: not from a run's root or the calls under it, nor from a call held
+    under none by the links known then and found under a run later (a call judged earlier, its turn arriving within
+    the timeout, is a late turn). Where the runs' parent never comes (no turn in a grace period to put them off), no
+    later than the first poll a timeout after the first of them arrived."""
     runs = [s for n, shape, _ in traces for s in run_trace(n, shape)]
     calls = [("call", f"{n:032x}", f"a{k}", "p", 10 + k, 11 + k) for n, _, alone in traces for k in range(alone)]
     rnd.shuffle(runs)
@@ -666,17 +709,12 @@ def test_calls_under_none_arriving_beside_runs_are_judged_no_earlier_than_the_ti
     # a call judged late (under a turn released before it) was held with the calls beside it, and their timeout counted
     # from the first of them, as in a trace without runs
     late = {k for k in arrived if k[1][0] == "c"} - {(t.trace_id, x.span_id) for t in c.released for x in t.calls}
-    # A call held under none by the links known then, found under a run's root later (its parent links arriving after
-    # it, or lost with its trace's release): the clock of the calls held beside it counted from it (a known early case)
-    out_at = {(t.trace_id, x.span_id): at for t, at in zip(c.released, c.at) for x in t.calls}
     judged = 0
     for t, at in zip(c.released, c.at):
         mine = [arrived[t.trace_id, x.span_id] for x in t.calls if x.span_id.startswith("a")]
         if not t.turnless or not mine:
             continue
         held = [arrived[t.trace_id, x.span_id] for x in t.calls] + [arrived[k] for k in late if k[0] == t.trace_id]
-        held += [arrived[k] for k, when in out_at.items()
-                 if k[0] == t.trace_id and k[1][0] == "c" and when >= at and arrived[k] * 10**9 <= at]
         assert at >= (min(held) + 5) * 10**9, (t.trace_id, [x.span_id for x in t.calls], min(held), at)
         if t.trace_id in lost:
             assert at <= min(p for p in polls if p >= min(mine) + 5) * 10**9, (t.trace_id, min(mine), at)
