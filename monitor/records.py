@@ -67,6 +67,19 @@ class HandoffMark(ToolCall):
 
 
 @dataclass(slots=True)
+class CallIdMark(ToolCall):
+    """The call id a span above a tool's span holds, for a call whose own span names none: not a call. `name` is the
+    tool, `call_id` the id. Made for LangGraph's ToolNode through OpenInference (monitor.normalize._foreign): it runs
+    each call the model asked for as a task of its own, a `tools` CHAIN span whose input holds the call, around the
+    tool's TOOL span; a tool that returned names its id in its own output (the ToolMessage), one that raised has none.
+
+    Turn assembly holds it with the turn's calls (its span id is the task span's id and `#call`, its parent the task
+    span, its start the span's start, no attributes) and, at release, gives its id to the one call of its name without
+    an id right under its span, then drops it (monitor.assembly._reconcile): it is never judged.
+    """
+
+
+@dataclass(slots=True)
 class InputMark(ToolCall):
     """The input a span under a turn was given, for a turn whose own span records none: not a call. `arguments`
     holds the text; `name` is empty. Made for producers whose turn spans record no input: openai-agents through

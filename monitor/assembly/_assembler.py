@@ -20,16 +20,18 @@ Calls a model requested (RequestedCall, under their chat span) are held as calls
 released they are reconciled with the calls that ran (_reconcile). So are the tools a chat span offered (OfferedTools):
 at release they join the turn's (or turnless group's) `tool_definitions` and leave its calls (_offered), and so does the
 input a model request span was given (InputMark): the earliest gives a turn without input text its input, a turnless
-group none. They count as calls against `max_calls_per_trace`. None ever sits right under a turn, so the usual release
-(every call right under its turn, inline here and in C) never holds one; the C assembler also releases itself a trace
-that is one turn whose calls sit right under it or under a direct child span (a chat span), none offered tools, an input
-or a handoff (the C code adds an InputMark or HandoffMark as a call; a trace holding one is released by _release_turn),
-each with a call id when one is requested (reconcile's rule 1 then decides alone), as _release_turn would
-(_cassembler.c's release_chat); any other goes to _release_turn, and several turns of a trace released together (due by
-one poll, flushed, evicted) to _release_turns, which looks at the trace's calls once for all of them (_due). The drop
-counts count spans that carry calls: a chat span's requested calls, dropped together (a copy, a late span), count once,
-with its first (_spans_of); the tools it offered and the input it was given count for nothing (no call: a copy, or one
-after their turn was judged, is dropped as a chat span that offers nothing is).
+group none. So is the call id a LangGraph ToolNode task's span holds (CallIdMark), which reconcile gives the call of a
+tool that raised under it and drops. They count as calls against `max_calls_per_trace`. None ever sits right under a
+turn, so the usual release (every call right under its turn, inline here and in C) never holds one; the C assembler
+also releases itself a trace that is one turn whose calls sit right under it or under a direct child span (a chat
+span), none offered tools, an input, a handoff or a task's call id (the C code adds an InputMark, HandoffMark or
+CallIdMark as a call; a trace holding one is released by _release_turn), each with a call id when one is requested
+(reconcile's rule 1 then decides alone), as _release_turn would (_cassembler.c's release_chat); any other goes to
+_release_turn, and several turns of a trace released together (due by one poll, flushed, evicted) to _release_turns,
+which looks at the trace's calls once for all of them (_due). The drop counts count spans that carry calls: a chat
+span's requested calls, dropped together (a copy, a late span), count once, with its first (_spans_of); the tools it
+offered, the input it was given and a task's call id count for nothing (no call: a copy, or one after their turn was
+judged, is dropped as a chat span that offers nothing is).
 A framework run's root under another span (RunRoot) is settled as its run's turn or as a step of what is above it once
 that has arrived; meanwhile it is held as a call of its trace, and a trace where RunRoots wait is released by the
 Python code (_runs, which says how; the C assembler hands it those records, the records they wait for, SERVER and
@@ -76,7 +78,16 @@ from monitor.normalize._markers import RUN_MARKERS
 from monitor.normalize._requested import FIRST_REQUESTED
 from monitor.otlp import KIND_CONSUMER, KIND_SERVER, Span
 from monitor.otlp._accel import load_extension
-from monitor.records import HandoffMark, InputMark, OfferedTools, RequestedCall, RunRoot, ToolCall, Turn
+from monitor.records import (
+    CallIdMark,
+    HandoffMark,
+    InputMark,
+    OfferedTools,
+    RequestedCall,
+    RunRoot,
+    ToolCall,
+    Turn,
+)
 
 _NS = 1_000_000_000
 SPANS_PER_CALL = 10  # parent links (every span seen) kept per trace: this many times max_calls_per_trace
@@ -116,8 +127,8 @@ class AssemblerStats:
     late_calls: int = 0  # call spans that arrived after their turn had been released (dropped, counted; a chat span's
     # requested calls count once, as the span)
     late_turns: int = 0  # turns that arrived after their calls had been released as turnless (dropped, counted)
-    oversized_calls: int = 0  # calls beyond max_calls_per_trace (dropped, counted; offered tools and input marks,
-    # which take the same places, are dropped uncounted: no call)
+    oversized_calls: int = 0  # calls beyond max_calls_per_trace (dropped, counted; offered tools, input marks and
+    # call id marks, which take the same places, are dropped uncounted: no call)
     duplicates: int = 0  # tool, chat (with requested calls) or turn spans received again (an exporter retry), also
     # after judged (alone, or with their turn: kept or dropped by reconcile): dropped, counted once per span
     oversized_spans: int = 0  # turn and other spans beyond a trace's bounds (dropped, counted)
@@ -132,8 +143,9 @@ def _spans_of(c: ToolCall) -> int:
     """The spans a dropped call counts for (the drop counts count spans that carry calls): a call is its span; the
     calls a chat span requested are that one span, counted with its first requested call (index 0) and 0 for the
     others (a span's requested calls are dropped together: a copy of the span, or the span late); the tools it offered
-    and the input it was given count 0 (no call: a chat span that offers nothing is not counted either)."""
-    if isinstance(c, OfferedTools | InputMark | RunRoot):
+    and the input it was given count 0 (no call: a chat span that offers nothing is not counted either), and so does
+    the call id a ToolNode task's span gives (its span carries no call: its tool's span does)."""
+    if isinstance(c, OfferedTools | InputMark | RunRoot | CallIdMark):
         return 0
     return 0 if isinstance(c, RequestedCall) and not c.span_id.endswith(FIRST_REQUESTED) else 1
 
@@ -335,7 +347,7 @@ class TurnAssembler:
                     elif tid + r.parent_span_id in released:
                         stats.late_calls += _spans_of(r)
                     elif len(tr.calls) >= max_calls:
-                        stats.oversized_calls += not isinstance(r, OfferedTools | InputMark)  # those are no calls
+                        stats.oversized_calls += not isinstance(r, OfferedTools | InputMark | CallIdMark)  # no calls
                     else:
                         if not tr.calls:
                             if not (new or tr.turns):
@@ -768,6 +780,7 @@ def _load_c() -> tuple[_AddRecords, _Poll, _Count, _ReleaseAll] | tuple[None, No
         KIND_SERVER,
         KIND_CONSUMER,
         RUN_MARKERS,
+        CallIdMark,
     )
     if mod is None:
         return None, None, None, None
@@ -789,7 +802,7 @@ def _load_budget() -> tuple[_Weigh, Callable[[list[Turn]], int], Callable[[Order
     """records_bytes, released_bytes and pending_bytes of _budget, in C (_cbudget.c) when it is loaded."""
     mod = load_extension(
         "monitor.assembly._cbudget", ToolCall, RequestedCall, HandoffMark, OfferedTools, Turn, Span, _Trace,
-        record_bytes, released_bytes_py, RECORD_BYTES, DEFINITION_BYTES, MAX_DEPTH, InputMark, RunRoot,
+        record_bytes, released_bytes_py, RECORD_BYTES, DEFINITION_BYTES, MAX_DEPTH, InputMark, RunRoot, CallIdMark,
     )
     if mod is None:
         return records_bytes_py, released_bytes_py, pending_bytes_py

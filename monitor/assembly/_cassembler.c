@@ -38,8 +38,9 @@
 static PyTypeObject *asm_type, *trace_type, *stats_type, *call_type, *turn_type, *span_type, *deque_type;
 static PyTypeObject *requested_type; /* RequestedCall: a ToolCall subclass of the same slots, taken as a call */
 static PyTypeObject *offered_type;   /* OfferedTools: a ToolCall subclass with one more slot, taken as a call */
-static PyTypeObject *handoff_type, *input_type; /* HandoffMark, InputMark: ToolCall subclasses of the same slots, taken
-                                                 * as calls (released by _release_turn: release_chat takes neither) */
+static PyTypeObject *handoff_type, *input_type, *callid_type; /* HandoffMark, InputMark, CallIdMark: ToolCall
+                                * subclasses of the same slots, taken as calls (released by _release_turn: release_chat
+                                * takes none of them) */
 static PyTypeObject *run_type; /* RunRoot: a ToolCall subclass with one more slot, handed to self._add_run (_runs) */
 static PyObject *f_heappush, *f_heappop, *f_call_key, *f_spans_of;
 static Py_ssize_t spare_max;
@@ -801,13 +802,15 @@ fail:
 
 enum { K_CALL, K_TURN, K_OTHER, K_RUN };
 
-/* The kind of a record C takes: exactly a ToolCall (or RequestedCall, OfferedTools, HandoffMark, InputMark), Turn or
- * Span whose ids (the trace, its own, for a call or a span its parent's) are exact str; -1 for any other. */
+/* The kind of a record C takes: exactly a ToolCall (or RequestedCall, OfferedTools, HandoffMark, InputMark,
+ * CallIdMark), Turn or Span whose ids (the trace, its own, for a call or a span its parent's) are exact str; -1 for
+ * any other. */
 static inline int kind_of(PyObject *r) {
     PyTypeObject *tp = Py_TYPE(r);
     const Py_ssize_t *off;
     int kind, n = 3;
-    if (tp == call_type || tp == requested_type || tp == offered_type || tp == handoff_type || tp == input_type)
+    if (tp == call_type || tp == requested_type || tp == offered_type || tp == handoff_type || tp == input_type ||
+        tp == callid_type)
         off = off_call, kind = K_CALL;
     else if (tp == run_type) off = off_call, kind = K_RUN;
     else if (tp == turn_type) off = off_turn, kind = K_TURN, n = 2;
@@ -869,7 +872,8 @@ static int restart_timeout(State *s, PyObject *tid, PyObject *tr) {
 /* The spans a dropped call counts for (_spans_of): 1 for a ToolCall, the rule's answer for a RequestedCall (a chat
  * span's requested calls count once) or OfferedTools (0: no call); -1 with an exception. */
 static long long spans_of(PyObject *r) {
-    if (Py_IS_TYPE(r, input_type)) return 0; /* as _spans_of: the input a model was given is no call */
+    if (Py_IS_TYPE(r, input_type) || Py_IS_TYPE(r, callid_type)) return 0; /* as _spans_of: the input a model was
+                                                                            * given, a task's call id: no call */
     if (!Py_IS_TYPE(r, requested_type) && !Py_IS_TYPE(r, offered_type)) return 1;
     PyObject *n = PyObject_CallOneArg(f_spans_of, r);
     if (n == NULL) return -1;
@@ -913,7 +917,8 @@ static int tool_call(State *s, Counts *k, PyObject *r, PyObject *tid, PyObject *
     } else {
         if ((calls = tr_get(tr, X_CALLS)) == NULL || (n = size_of(calls)) < 0) goto done;
         if (n >= s->max_calls) {
-            k->oversized_calls += !Py_IS_TYPE(r, offered_type) && !Py_IS_TYPE(r, input_type); /* those are no calls */
+            k->oversized_calls += !Py_IS_TYPE(r, offered_type) && !Py_IS_TYPE(r, input_type) &&
+                                  !Py_IS_TYPE(r, callid_type); /* those are no calls */
         } else {
             /* The first call of a trace it did not make (one it made is not a link trace, and was first seen now):
              * the trace holds records now, and the turnless timeout counts from now. */
@@ -1221,10 +1226,11 @@ static int same_slots(PyObject *cls, PyTypeObject *base, int more) {
 }
 
 static PyObject *init(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 20) {
+    if (nargs != 21) {
         PyErr_SetString(PyExc_TypeError, "init(TurnAssembler, _Trace, AssemblerStats, ToolCall, Turn, Span, deque, "
                                          "heappush, heappop, call_key, spare_max, RequestedCall, OfferedTools, spans_of, "
-                                         "HandoffMark, InputMark, RunRoot, KIND_SERVER, KIND_CONSUMER, RUN_MARKERS)");
+                                         "HandoffMark, InputMark, RunRoot, KIND_SERVER, KIND_CONSUMER, RUN_MARKERS, "
+                                         "CallIdMark)");
         return NULL;
     }
     if (!PyTuple_CheckExact(args[19])) {
@@ -1282,6 +1288,7 @@ static PyObject *init(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         !record_slot_offsets(call_type, call_name, 1, &off_call_name) || !same_slots(args[11], call_type, 0) ||
         !same_slots(args[12], call_type, 1) || !same_slots(args[14], call_type, 0) ||
         !same_slots(args[15], call_type, 0) || !same_slots(args[16], call_type, 1) ||
+        !same_slots(args[20], call_type, 0) ||
         !class_ok(args[4], &turn_type, turn_names, U_N, off_turn, 1) ||
         !class_ok(args[5], &span_type, record_names, R_N, off_span, 0) ||
         !record_slot_offsets(span_type, kind_names, 2, off_kind) ||
@@ -1300,6 +1307,7 @@ static PyObject *init(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_XSETREF(offered_type, (PyTypeObject *)Py_NewRef(args[12]));
     Py_XSETREF(handoff_type, (PyTypeObject *)Py_NewRef(args[14]));
     Py_XSETREF(input_type, (PyTypeObject *)Py_NewRef(args[15]));
+    Py_XSETREF(callid_type, (PyTypeObject *)Py_NewRef(args[20]));
     Py_XSETREF(f_heappush, Py_NewRef(args[7]));
     Py_XSETREF(f_heappop, Py_NewRef(args[8]));
     Py_XSETREF(f_call_key, Py_NewRef(args[9]));
@@ -1313,7 +1321,7 @@ static PyObject *init(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 static int call_ids(PyObject *c, PyObject **sid, PyObject **parent) {
     PyTypeObject *tp = Py_TYPE(c);
     if (tp != call_type && tp != requested_type && tp != offered_type && tp != handoff_type && tp != input_type &&
-        tp != run_type)
+        tp != callid_type && tp != run_type)
         return -1;
     *sid = SLOT(c, off_call[R_SPAN_ID]);
     *parent = SLOT(c, off_call[R_PARENT]);
@@ -1388,7 +1396,7 @@ static PyMethodDef methods[] = {
     {"init", (PyCFunction)(void (*)(void))init, METH_FASTCALL,
      "init(TurnAssembler, _Trace, AssemblerStats, ToolCall, Turn, Span, deque, heappush, heappop, call_key, "
      "spare_max, RequestedCall, OfferedTools, spans_of, HandoffMark, InputMark, RunRoot, KIND_SERVER, KIND_CONSUMER, "
-     "RUN_MARKERS): the classes and helpers of monitor.assembly._assembler."},
+     "RUN_MARKERS, CallIdMark): the classes and helpers of monitor.assembly._assembler."},
     {"add_records", (PyCFunction)(void (*)(void))add_records, METH_FASTCALL,
      "add_records(assembler, records, now_ns): TurnAssembler.add_records in C."},
     {"poll", (PyCFunction)(void (*)(void))asm_poll, METH_FASTCALL, "poll(assembler, now_ns): TurnAssembler.poll in C."},

@@ -20,8 +20,8 @@ static const char *const turn_names[T_N] = {"input_text", "output_text", "tool_d
 static const char *const defs_name[1] = {"definitions"};
 static const char *const trace_names[2] = {"calls", "turns"};
 
-static PyTypeObject *call_types[4]; /* ToolCall and its subclasses of the same slots: RequestedCall, HandoffMark,
-                                      * InputMark */
+static PyTypeObject *call_types[5]; /* ToolCall and its subclasses of the same slots: RequestedCall, HandoffMark,
+                                      * InputMark, CallIdMark */
 static PyTypeObject *offered_type, *turn_type, *span_type, *trace_type;
 static PyTypeObject *run_type; /* RunRoot: its record and the turn it holds */
 static const char *const run_turn_name[1] = {"turn"};
@@ -83,7 +83,7 @@ static long long python_weight(PyObject *r) {
 
 static int is_call(PyTypeObject *tp) {
     return tp == call_types[0] || tp == call_types[1] || tp == call_types[2] || tp == call_types[3] ||
-           tp == offered_type;
+           tp == call_types[4] || tp == offered_type;
 }
 
 /* What a call weighs (without its attributes' text unless `attrs`: what its release takes off), or -2 when Python
@@ -268,12 +268,12 @@ static int call_subclass_with_more(PyObject *cls) {
 }
 
 /* init(ToolCall, RequestedCall, HandoffMark, OfferedTools, Turn, Span, _Trace, record_bytes, released_bytes_py,
- * RECORD_BYTES, DEFINITION_BYTES, MAX_DEPTH, InputMark, RunRoot) */
+ * RECORD_BYTES, DEFINITION_BYTES, MAX_DEPTH, InputMark, RunRoot, CallIdMark) */
 static PyObject *init(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 14) {
+    if (nargs != 15) {
         PyErr_SetString(PyExc_TypeError, "init(ToolCall, RequestedCall, HandoffMark, OfferedTools, Turn, Span, _Trace, "
                                          "record_bytes, released_bytes_py, RECORD_BYTES, DEFINITION_BYTES, "
-                                         "MAX_DEPTH, InputMark, RunRoot)");
+                                         "MAX_DEPTH, InputMark, RunRoot, CallIdMark)");
         return NULL;
     }
     ready = 0;
@@ -282,7 +282,8 @@ static PyObject *init(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (!PyType_Check(args[1]) || !PyType_Check(args[2]) ||
         !record_same_slots((PyTypeObject *)args[1], call_types[0]) ||
         !record_same_slots((PyTypeObject *)args[2], call_types[0]) || !PyType_Check(args[12]) ||
-        !record_same_slots((PyTypeObject *)args[12], call_types[0]) || !call_subclass_with_more(args[3]) ||
+        !record_same_slots((PyTypeObject *)args[12], call_types[0]) || !PyType_Check(args[14]) ||
+        !record_same_slots((PyTypeObject *)args[14], call_types[0]) || !call_subclass_with_more(args[3]) ||
         !plain_slots(args[3], defs_name, 1, &off_defs) || !plain_slots(args[4], turn_names, T_N, off_turn) ||
         !PyType_Check(args[5]) || !plain_slots(args[6], trace_names, 2, off_trace) ||
         !call_subclass_with_more(args[13]) || !plain_slots(args[13], run_turn_name, 1, &off_run_turn))
@@ -290,6 +291,7 @@ static PyObject *init(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_XSETREF(call_types[1], (PyTypeObject *)Py_NewRef(args[1]));
     Py_XSETREF(call_types[2], (PyTypeObject *)Py_NewRef(args[2]));
     Py_XSETREF(call_types[3], (PyTypeObject *)Py_NewRef(args[12]));
+    Py_XSETREF(call_types[4], (PyTypeObject *)Py_NewRef(args[14]));
     Py_XSETREF(offered_type, (PyTypeObject *)Py_NewRef(args[3]));
     Py_XSETREF(turn_type, (PyTypeObject *)Py_NewRef(args[4]));
     Py_XSETREF(span_type, (PyTypeObject *)Py_NewRef(args[5]));
@@ -312,7 +314,7 @@ refuse:
 static PyMethodDef methods[] = {
     {"init", (PyCFunction)(void (*)(void))init, METH_FASTCALL,
      "init(ToolCall, RequestedCall, HandoffMark, OfferedTools, Turn, Span, _Trace, record_bytes, released_bytes_py, "
-     "RECORD_BYTES, DEFINITION_BYTES, MAX_DEPTH, InputMark, RunRoot)"},
+     "RECORD_BYTES, DEFINITION_BYTES, MAX_DEPTH, InputMark, RunRoot, CallIdMark)"},
     {"records_bytes", records_bytes, METH_O, "records_bytes(records): records_bytes_py in C."},
     {"released_bytes", released_bytes, METH_O, "released_bytes(turns): released_bytes_py in C."},
     {"pending_bytes", pending_bytes, METH_O, "pending_bytes(traces): pending_bytes_py in C, or None."},

@@ -3,6 +3,12 @@
 A turn's calls, as assembled, are the executed calls (execute_tool spans) and the requested calls (RequestedCall:
 tool_call parts of its chat spans, monitor.normalize._requested). At release they are reconciled:
 
+First, a call id a span above a tool's span holds (CallIdMark: LangGraph's ToolNode runs each call as a task of its own,
+whose span holds the call; a tool that raised names no id of its own) is given to the one executed call of its name
+without an id right under that span (a copy of it), unless an executed call holds that id already or the span's marks
+of that name name several ids; the marks are then dropped (no call). So a call that raised is paired by id (rule 1),
+not by name (rule 2), which pairs it with another call of its tool when one never ran or they started out of order.
+
 0. An executed call whose span is the parent of an executed call of the same name, their arguments the same (or
    either not captured), is a wrapper's span around that call's own (OpenTelemetry's google-genai instrumentation
    wraps the function the SDK runs in an `execute_tool` span, the function a `@tool` with its own): one call, the
@@ -21,8 +27,8 @@ tool_call parts of its chat spans, monitor.normalize._requested). At release the
    left of its name (the model asked for the handoff: a tool its framework makes, never run as a tool), then itself.
 4. The requested calls left were never run: they are calls of the turn (marked by their type), in start order.
 
-A turn (or turnless group) holding no requested call, no handoff and no call under another of its name is left as
-it is.
+A turn (or turnless group) holding no requested call, no handoff, no call id mark and no call under another of its
+name is left as it is.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from monitor._json import loads_bounded
-from monitor.records import HandoffMark, RequestedCall, ToolCall
+from monitor.records import CallIdMark, HandoffMark, RequestedCall, ToolCall
 
 MADE_UP_ID = "tw_"  # the prefix of the ids toolwatch's `@tool` makes up (instrumentation._context.new_call_id)
 
@@ -44,13 +50,18 @@ def reconcile(calls: list[ToolCall], gone: list[ToolCall] | None = None) -> list
     requested: list[RequestedCall] = []
     executed: list[ToolCall] = []
     handoffs: list[HandoffMark] = []
+    marks: list[CallIdMark] = []
     for c in calls:
         if isinstance(c, RequestedCall):
             requested.append(c)
         elif isinstance(c, HandoffMark):
             handoffs.append(c)
+        elif isinstance(c, CallIdMark):
+            marks.append(c)
         else:
             executed.append(c)
+    if marks:  # a call id a task's span holds (see the module docstring)
+        calls, executed = _given_ids(calls, executed, marks)
     wrapped = _wrappers(executed) if len(executed) > 1 else {}  # id() of a wrapper -> (it, the call it wraps)
     dropped = set(wrapped)  # id() of the calls dropped
     ran = executed  # their ids are the ids of calls that ran (rule 1), a wrapper's too
@@ -61,7 +72,7 @@ def reconcile(calls: list[ToolCall], gone: list[ToolCall] | None = None) -> list
         wrapper_of = {id(c): outer for outer, c in wrapped.values()}  # id() of a call -> the wrapper merged into it
         filled = _filled(executed, wrapper_of)
         merged = _merged_ids(executed, wrapper_of)
-    elif not requested and not handoffs:
+    elif not requested and not handoffs and not marks:
         return calls
     left = _by_id(requested, ran, dropped)
     _by_name(requested, executed, left, dropped, merged)
@@ -70,11 +81,47 @@ def reconcile(calls: list[ToolCall], gone: list[ToolCall] | None = None) -> list
         same = left.get(h.name)
         if same:
             dropped.add(id(same.pop(0)))
+    dropped.update(map(id, marks))
     if not dropped:
         return calls
     if gone is not None:
         gone.extend(c for c in calls if id(c) in dropped)
     return [filled.get(id(c), c) for c in calls if id(c) not in dropped]
+
+
+def _given_ids(
+    calls: list[ToolCall], executed: list[ToolCall], marks: list[CallIdMark]
+) -> tuple[list[ToolCall], list[ToolCall]]:
+    """`calls` and `executed` with a copy, given its id, in the place of each executed call without an id that is the
+    one of its name right under a span whose marks of that name name one id, held by no executed call (see the module
+    docstring); themselves when none is given one."""
+    idless: dict[tuple[str, str], list[ToolCall]] = {}  # (parent span id, name) -> the executed calls without an id
+    ran: set[str] = set()
+    for c in executed:
+        if c.call_id:
+            ran.add(c.call_id)
+        else:
+            idless.setdefault((c.parent_span_id, c.name), []).append(c)
+    if not idless:
+        return calls, executed
+    ids: dict[tuple[str, str], set[str]] = {}  # (the span a mark is under, name) -> the ids its marks name
+    for m in marks:
+        if m.call_id:
+            ids.setdefault((m.parent_span_id, m.name), set()).add(m.call_id)
+    given: dict[int, ToolCall] = {}
+    for key, named in ids.items():
+        under = idless.get(key)
+        if under is None or len(under) != 1 or len(named) != 1:
+            continue
+        cid = next(iter(named))
+        if cid in ran:
+            continue
+        c = copy.copy(under[0])  # released records are shared read-only: a new one
+        c.call_id = cid
+        given[id(under[0])] = c
+    if not given:
+        return calls, executed
+    return [given.get(id(c), c) for c in calls], [given.get(id(c), c) for c in executed]
 
 
 def _wrappers(executed: list[ToolCall]) -> dict[int, tuple[ToolCall, ToolCall]]:

@@ -108,8 +108,12 @@ LangChain.js' is, JSON or not; but Python's instrumentation tags a text that is 
 ToolMessage, and such a text is read as one when it opens as one): the call
 id is the message's `tool_call_id` (LangGraph's ToolNode: a tool that raised has no output, and so no id; its span
 fails with LangChain's text of the exception, its repr or message and then its traceback or stack, and the call's
-error is the exception's type, _lcerrors), and a message of status `error` (a tool that returned its error) fails the
-call when its span has no error of its own, its error the message's text (_lcmessages.tool_message). LlamaIndex's
+error is the exception's type, _lcerrors; LangGraph 1.x's ToolNode runs each call as a task of its own, a CHAIN span
+around the TOOL span whose input opens with the call, `{"__type": "tool_call_with_context", "tool_call": {...}`: when
+its output holds a ToolMessage of status `error`, or it failed, or no output was captured, it yields a CallIdMark of
+the call's id, which turn assembly gives the call without an id of its name right under it, _tool_task), and a
+message of status `error` (a tool that returned its error) fails the call when its span has no error of its own, its
+error the message's text (_lcmessages.tool_message). LlamaIndex's
 TOOL span records the tool's bound arguments, `{"kwargs": {...}}`: the keyword arguments are the call's
 (_oi_arguments); smolagents' (its tracer scope, _markers.OI_SMOLAGENTS_SCOPE) the
 bound arguments of `Tool.__call__`, `{"args", "sanitize_inputs_outputs", "kwargs"}`: the keyword arguments, the
@@ -137,7 +141,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from typing import Any
 
-from monitor._json import loads_bounded
+from monitor._json import loads_bounded, refuse_if_costly
 from monitor.normalize import _lcmessages as lc
 from monitor.normalize import _markers as m
 from monitor.normalize._flat import (
@@ -179,7 +183,7 @@ from monitor.normalize._requested import (
     new_requested,
 )
 from monitor.otlp import STATUS_ERROR, Span
-from monitor.records import HandoffMark, RunRoot, ToolCall, Turn, definition_name
+from monitor.records import CallIdMark, HandoffMark, RunRoot, ToolCall, Turn, definition_name
 
 Out = list[ToolCall | Turn | Span]
 
@@ -191,6 +195,11 @@ _REACT_MODEL_NODE = "agent"  # langgraph.prebuilt's create_react_agent: its mode
 _SUPERVISOR_CALL_AGENT = "call_agent"  # langgraph-supervisor: the function in a sub-agent's node that runs its graph
 _MAX_METADATA_CHARS = 64 * 1024  # a longer `metadata` value is not read (no LangGraph step)
 _REDACTED = m.OI_REDACTED  # what OpenInference's TraceConfig leaves of a hidden value
+# LangGraph's ToolNode (1.x) runs each call the model asked for as a task of its own, given `ToolCallWithContext`: its
+# span's `input.value` (OpenInference's json.dumps of the task's input) opens so, the task's `state` after the call.
+_TOOL_TASK = '{"__type": "tool_call_with_context", "tool_call": {'
+_ERROR_STATUS = '"status": "error"'  # in a task's output: the ToolMessage of an error the ToolNode handled
+_DECODER = json.JSONDecoder()
 # Keys whose str value is the question / the answer in a JSON input or output object (LangChain's AgentExecutor
 # `{"input": ...}` / `{"output": ...}`, Traceloop's kwargs of a function called by keyword).
 _INPUT_KEYS = ("input", "query", "question", "prompt", "message")
@@ -324,6 +333,36 @@ def _oi_step(span: Span, kind: str, graph: dict[str, Any] | None, out: Out, prob
         add_openinference(span, out, problems)
         add_openinference_tools(span, out, problems)
         add_openinference_input(span, out)
+    elif kind == "CHAIN" and span.scope in m.OI_LANGCHAIN_SCOPES:
+        _tool_task(span, out)
+
+
+def _tool_task(span: Span, out: Out) -> None:
+    """A LangGraph ToolNode task's span (its `input.value` opening as _TOOL_TASK: the call it runs, then the graph's
+    state): a CallIdMark of the call's `id` and `name` (non-empty str), for a tool that raised under it (its TOOL span
+    names no id: it returned no ToolMessage). Only when the task may hold such a tool: it failed (the exception went up
+    through it), its output holds a ToolMessage of status `error` (the ToolNode handled it), or no output was captured;
+    a task whose tool returned gives none (its TOOL span names the id). Only the call is parsed (from its `{`, where
+    the prefix ends; the state after it is not read), and only when the whole text is within the parse budget
+    (monitor._json). Nothing when it does not parse or names no id."""
+    attrs = span.attributes
+    raw = attrs.get(m.OI_INPUT)
+    if not isinstance(raw, str) or not raw.startswith(_TOOL_TASK):
+        return
+    result = attrs.get(m.OI_OUTPUT)
+    if (span.status_code != STATUS_ERROR and isinstance(result, str) and result != _REDACTED
+            and _ERROR_STATUS not in result):  # fmt: skip
+        return
+    try:
+        refuse_if_costly(raw)
+        call, _ = _DECODER.raw_decode(raw, len(_TOOL_TASK) - 1)
+    except (ValueError, RecursionError):
+        return
+    name, call_id = call.get("name"), call.get("id")
+    if isinstance(name, str) and name and isinstance(call_id, str) and call_id:
+        mark = derived(CallIdMark, span, "call", name, span.start_ns)
+        mark.call_id = call_id
+        out.append(mark)
 
 
 def _crewai(span: Span, kind: str, out: Out, problems: list[str]) -> None:

@@ -33,9 +33,10 @@ OI_INPUT_MESSAGES = "llm.input_messages"  # `.{i}.message.role`, `.message.conte
 # output is read as the ToolMessage a tool returned (its call id and error, _lcmessages.tool_message; never an output
 # tagged `text/plain`); another framework's tool records the text it returned, which may open as a ToolMessage does (a
 # page or file the tool read). Only their failed TOOL spans' status message is read as LangChain's text of the
-# exception a tool raised (_lcerrors), and only their LLM spans' output for the ids of the calls it asked for and the
-# calls its output messages leave out (_flat: LangChain.js' output messages name no id, and hold no call of a model
-# whose integration fills only the message's parsed `tool_calls`).
+# exception a tool raised (_lcerrors), only their CHAIN spans' input as a LangGraph ToolNode task's call (its id, for a
+# tool that raised under it: _foreign._tool_task), and only their LLM spans' output for the ids of the calls it asked
+# for and the calls its output messages leave out (_flat: LangChain.js' output messages name no id, and hold no call of
+# a model whose integration fills only the message's parsed `tool_calls`).
 OI_LANGCHAIN_JS_SCOPE = "@arizeai/openinference-instrumentation-langchain"  # LangChain.js': JSON.stringify's JSON
 OI_LANGCHAIN_SCOPES = frozenset({"openinference.instrumentation.langchain", OI_LANGCHAIN_JS_SCOPE})
 # The tracer scope of openinference-instrumentation-openai-agents: its spans' turns are its agent spans (_foreign).

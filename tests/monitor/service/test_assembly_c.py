@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 from monitor.assembly import TurnAssembler, _assembler
 from monitor.otlp import KIND_SERVER, Span, accelerated
-from monitor.records import HandoffMark, InputMark, OfferedTools, RequestedCall, RunRoot, ToolCall, Turn
+from monitor.records import CallIdMark, HandoffMark, InputMark, OfferedTools, RequestedCall, RunRoot, ToolCall, Turn
 
 from .test_assembly_fast import BOUNDS, SIDS, TRACES
 from .test_requested_calls import _spied
@@ -56,13 +56,15 @@ Spec = tuple[str, str, str, str, int, int]
 # offered (a few definitions, some shared). A call kind may name a call id after a colon ("call:a", "req0:a": the
 # reconciliation by id), and "handoff" is a handoff mark (it drops a requested call of its name). "input" is the input
 # a model request span saw (InputMark: the earliest gives a turn without input its input), "turn0" a turn without
-# input. "run" is a run's root under another span (RunRoot: settled as a turn or a step by what arrives above it),
-# "server" a SERVER span (where a run's way up ends: its turn), "marked" a span of a run (OpenInference's: a step),
+# input, "task:a" the call id a ToolNode task's span holds (CallIdMark: given to the call without an id under it).
+# "run" is a run's root under another span (RunRoot: settled as a turn or a step by what arrives above it), "server" a
+# SERVER span (where a run's way up ends: its turn), "marked" a span of a run (OpenInference's: a step),
 # "server_marked" a SERVER span of a run (a step).
 record = st.tuples(
     st.sampled_from(
         ["call", "turn", "other", "req0", "req1", "offered", "offered2", "offered3"]
         + ["call:a", "call:b", "req0:a", "req1:b", "req2:a", "req0:c", "handoff", "input", "input", "turn0"]
+        + ["task:a", "task:b"]
         + ["run", "run", "run", "server", "marked", "server_marked"]
     ),
     st.sampled_from(TRACES),
@@ -100,6 +102,9 @@ def build(kind: str, tid: str, sid: str, parent: str, start: int, end: int) -> T
     if kind in OFFERED:
         return OfferedTools("", trace_id=tid, span_id=sid, parent_span_id=parent, start_ns=start, end_ns=end,
                             definitions=OFFERED[kind])  # fmt: skip
+    if kind == "task":
+        return CallIdMark("tool", cid, trace_id=tid, span_id=f"{sid}#call", parent_span_id=sid, start_ns=start,
+                          end_ns=end)  # fmt: skip
     if kind == "input":  # its text names it: which one gave a turn its input
         return InputMark("", arguments=f"{sid}@{start}", trace_id=tid, span_id=f"{sid}#input", parent_span_id=parent,
                          start_ns=start, end_ns=end)  # fmt: skip
@@ -1568,11 +1573,12 @@ def test_an_error_keeps_the_counts_so_far_and_raises_the_first_error() -> None:
     assert seen[0] == seen[1] and seen[0][0].duplicates == 1 and seen[0][1] == 1
 
 
-@pytest.mark.parametrize("mark", [InputMark, HandoffMark])
+@pytest.mark.parametrize("mark", [InputMark, HandoffMark, CallIdMark])
 def test_a_batch_holding_a_mark_is_added_by_the_c_code(mark: type[ToolCall]) -> None:
-    """InputMark and HandoffMark (ToolCall subclasses of the same slots) are taken as calls by the C add_records:
-    a batch holding one (every batch of openai-agents' or google-adk's spans) went to the Python code, 1.8 times the
-    cost per record; the C code counts a copy of one as Python counts it (an input mark: 0 spans, a handoff: 1)."""
+    """InputMark, HandoffMark and CallIdMark (ToolCall subclasses of the same slots) are taken as calls by the C
+    add_records: a batch holding one (every batch of openai-agents' or google-adk's spans) went to the Python code, 1.8
+    times the cost per record (a CallIdMark's: 2-3 times, 512 records); the C code counts a copy of one as Python
+    counts it (an input mark, a task's call id: 0 spans, a handoff: 1)."""
     a = TurnAssembler()
     added: list[int] = []
     py_add = a._add_records_py
@@ -1588,7 +1594,7 @@ def test_a_batch_holding_a_mark_is_added_by_the_c_code(mark: type[ToolCall]) -> 
     link = Span("t" * 32, "l" * 16, "a" * 16, "response")
     a.add_records([turn, link, m], 0)
     a.add_records([copy.copy(m)], 0)
-    assert added == [] and a.stats.duplicates == (0 if mark is InputMark else 1)
+    assert added == [] and a.stats.duplicates == (1 if mark is HandoffMark else 0)
     [released] = a.flush()
     assert released.calls == () and released.input_text == ("question" if mark is InputMark else "")
 
@@ -1601,6 +1607,7 @@ def test_marks_and_offered_tools_over_the_call_bound_are_no_oversized_calls(cls:
     common = {"trace_id": "t" * 32, "parent_span_id": "l" * 16, "start_ns": 1, "end_ns": 2}
     a.add_records([ToolCall(name="f", span_id="c" * 16, **common)], 0)  # type: ignore[arg-type]
     over = [InputMark(name="", arguments="q", span_id="m" * 16, **common),  # type: ignore[arg-type]
+            CallIdMark(name="f", call_id="c", span_id="k" * 16, **common),  # type: ignore[arg-type]
             OfferedTools(name="", span_id="o" * 16, definitions=({"name": "f"},), **common),  # type: ignore[arg-type]
             ToolCall(name="g", span_id="d" * 16, **common)]  # type: ignore[arg-type]  # fmt: skip
     a.add_records(over, 0)

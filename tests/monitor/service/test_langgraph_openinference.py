@@ -34,8 +34,9 @@ openinference-instrumentation-langchain 0.1.80, opentelemetry-sdk 1.45.2; their 
   at the root.
 
 A TOOL span's call id is the `tool_call_id` of the ToolMessage its output holds (the tool's run records none of its
-own): a call that raised has no output, and so no id, its error the raised exception's type. A ToolMessage of status
-`error` is a failed call, its error the message's text.
+own): a call that raised has no output, its error the raised exception's type, and its id is the one its ToolNode
+task's span holds (the CHAIN span `tools` around it, whose input is the call: a CallIdMark, test_langgraph_task_ids).
+A ToolMessage of status `error` is a failed call, its error the message's text.
 
 Replayed through the real normalizer (C and Python) and turn assembler.
 """
@@ -44,9 +45,11 @@ from __future__ import annotations
 
 import pytest
 
+from monitor.assembly import TurnAssembler
+from monitor.otlp import Span
 from monitor.records import RequestedCall, Turn
-from tests.monitor.service.captures import call_rows, captured_turns
-from tests.monitor.service.test_requested_calls import IMPLS
+from tests.monitor.service.captures import call_rows, capture, captured_turns
+from tests.monitor.service.test_requested_calls import IMPLS, S, _impl, assemble, convert
 
 
 def _turns(name: str, impl: str) -> list[Turn]:
@@ -93,14 +96,14 @@ def test_sub_agents_added_as_graph_nodes_are_one_turn_each(impl: str) -> None:
 
 @pytest.mark.parametrize("impl", IMPLS)
 def test_two_calls_of_one_tool_one_raising_are_paired_right(impl: str) -> None:
-    """The call that ran is paired with the requested call of its ToolMessage's id; the one that raised (no output,
-    no id) with the requested call left of its name, so both requested calls are accounted for and none is left as
-    never run; the failed call keeps its error."""
+    """The call that returned is paired with the requested call of its ToolMessage's id; the one that raised (no
+    output) with the requested call of the id its ToolNode task's span holds, so both requested calls are accounted
+    for and none is left as never run; the failed call keeps its error."""
     [turn] = _turns("raises", impl)
     assert (turn.agent, turn.input_text) == ("LangGraph", "weather in Paris and Atlantis?")
     assert call_rows(turn) == [
         ("get_weather", "call_w1", None, False, None),
-        ("get_weather", "", None, False, "ValueError"),
+        ("get_weather", "call_w2", None, False, "ValueError"),
     ]
 
 
@@ -111,9 +114,9 @@ def test_a_raising_tools_error_is_its_exceptions_type_not_its_traceback(impl: st
     [turn] = _turns("traceback", impl)
     assert (turn.input_text, turn.output_text) == ("weather in Paris, Atlantis and Lemuria?", "Sunny in Paris only.")
     assert call_rows(turn) == [
-        ("get_weather", "", None, False, "NoSuchCity"),
+        ("get_weather", "call_w2", None, False, "NoSuchCity"),
         ("get_weather", "call_w1", None, False, None),
-        ("get_weather", "", None, False, "ValueError"),
+        ("get_weather", "call_w3", None, False, "ValueError"),
     ]
 
 
@@ -149,4 +152,79 @@ def test_a_tool_returning_its_error_is_paired_by_its_id_and_failed(impl: str) ->
     assert call_rows(turn) == [
         ("get_weather", "call_w1", None, False, None),
         ("get_weather", "call_w2", None, False, "no such city: Atlantis"),
+    ]
+
+
+# ---- a call that raised, paired by the id its ToolNode task's span holds ----------------------------------------
+
+ATLANTIS = ("2e13aac184d942b8", "6aadb211c7a96732")  # langgraph_traceback: the Atlantis call's TOOL span, its task's
+ROOT = "de62d827852bdfbe"  # langgraph_traceback: the graph run's span (the turn)
+
+
+def _traceback(*left_out: str) -> list[Span]:
+    return [s for s in capture("langgraph_traceback_openinference") if s.span_id not in left_out]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_a_raising_call_takes_its_tasks_id_not_that_of_a_call_of_its_tool_never_run(impl: str) -> None:
+    """langgraph_traceback as if the Atlantis call had never run (its step ended before its task started, as when the
+    ToolNode does not handle errors and Lemuria's raised first): its TOOL span and its task's span left out. Lemuria
+    raised (no ToolMessage, no id of its own); by name it took the place of Atlantis, the first call of its name left:
+    Atlantis was judged as run and failed, Lemuria as never run. The id its task's span holds pairs it with its own
+    call: Atlantis is the call never run, with the arguments the model gave it."""
+    _impl(impl)
+    [turn], _ = assemble(_traceback(*ATLANTIS), impl, flush=True)
+    assert sorted(call_rows(turn), key=str) == [
+        ("get_weather", "call_w1", None, False, None),
+        ("get_weather", "call_w2", {"city": "Atlantis"}, True, None),
+        ("get_weather", "call_w3", None, False, "ValueError"),
+    ]
+
+
+def _one_at_a_time(spans: list[Span], impl: str) -> tuple[list[Turn], TurnAssembler]:
+    """Each span exported alone as it ends (a task's span after the TOOL span under it, the graph run's last), polled
+    after each (times relative to the first end), then a poll past every grace period and timeout."""
+    _impl(impl)
+    spans = sorted(spans, key=lambda s: s.end_ns)
+    a = TurnAssembler(grace_s=1.0, turnless_timeout_s=5.0)
+    python = impl == "python"
+    add, poll = (a._add_records_py, a._poll_py) if python else (a.add_records, a.poll)
+    out: list[Turn] = []
+    for s in spans:
+        now = s.end_ns - spans[0].end_ns
+        out += add(convert([s], impl)[0], now)
+        out += poll(now)
+    out += poll(spans[-1].end_ns - spans[0].end_ns + 60 * S)
+    assert a.pending_traces == 0
+    return out, a
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_a_raising_calls_id_holds_when_its_tasks_span_arrives_after_it(impl: str) -> None:
+    """A task's span ends, and is exported, after the TOOL span under it: its id is given at the turn's release (the
+    graph run's span ends last, and the turn waits a grace period), the same as when the spans arrive together."""
+    [turn], a = _one_at_a_time(_traceback(), impl)
+    assert call_rows(turn) == [
+        ("get_weather", "call_w2", None, False, "NoSuchCity"),
+        ("get_weather", "call_w1", None, False, None),
+        ("get_weather", "call_w3", None, False, "ValueError"),
+    ]
+    [turn], a = _one_at_a_time(_traceback(*ATLANTIS), impl)
+    assert sorted(call_rows(turn), key=str)[1:] == [
+        ("get_weather", "call_w2", {"city": "Atlantis"}, True, None),
+        ("get_weather", "call_w3", None, False, "ValueError"),
+    ]
+    assert (a.stats.late_calls, a.stats.duplicates, a.stats.oversized_calls) == (0, 0, 0)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_calls_without_their_turn_take_their_tasks_ids(impl: str) -> None:
+    """The graph run's span never received: the calls are released alone (turnless) after the timeout, reconciled
+    as a turn's, each raising call with its task's id."""
+    [turn], _ = _one_at_a_time(_traceback(ROOT, *ATLANTIS), impl)
+    assert turn.turnless
+    assert sorted(call_rows(turn), key=str) == [
+        ("get_weather", "call_w1", None, False, None),
+        ("get_weather", "call_w2", {"city": "Atlantis"}, True, None),
+        ("get_weather", "call_w3", None, False, "ValueError"),
     ]

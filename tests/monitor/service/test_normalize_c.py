@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from monitor.normalize import Normalizer, _genai
 from monitor.otlp import STATUS_ERROR, Span, SpanEvent, parse_protobuf
 from monitor.otlp._accel import PURE_PYTHON_ENV
-from monitor.records import InputMark, OfferedTools, RequestedCall, RunRoot, ToolCall, Turn
+from monitor.records import CallIdMark, InputMark, OfferedTools, RequestedCall, RunRoot, ToolCall, Turn
 
 Convert = Callable[[Iterable[Any], list[Any], list[str], dict[str, int]], None]
 PY: Convert = _genai._convert_py
@@ -114,7 +114,7 @@ def fields(r: Any) -> dict[str, Any]:
 
 def assert_same_record(p: Any, c: Any) -> None:
     assert type(p) is type(c)
-    if type(p) not in (ToolCall, RequestedCall, OfferedTools, InputMark, Turn, RunRoot):
+    if type(p) not in (ToolCall, RequestedCall, OfferedTools, InputMark, CallIdMark, Turn, RunRoot):
         assert p is c  # other spans pass through as themselves
         return
     fp, fc = fields(p), fields(c)
@@ -126,7 +126,7 @@ def assert_same_record(p: Any, c: Any) -> None:
             continue
         if name == "tool_definitions" and isinstance(p.attributes.get("gen_ai.tool.definitions"), tuple):
             continue  # the structured form is read anew each time (not cached): equal, not the same objects
-        if name == "attributes" and type(p) in (OfferedTools, InputMark, RunRoot):
+        if name == "attributes" and type(p) in (OfferedTools, InputMark, CallIdMark, RunRoot):
             continue  # none of the span's: a new empty dict each
         if name == "attributes" and type(p) is RequestedCall:
             continue  # the span's without its message contents: a new dict per span (shared: see assert_same)

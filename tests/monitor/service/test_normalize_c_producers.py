@@ -82,7 +82,11 @@ VALUES: list[Any] = [None, "", "x", 3, S("s"), ("a",), "invoke_agent", "agent", 
                      '[{"type": "text", "text": "a"}], "tool_calls": []}}, {"type": "ai", "data": {"content": "t", '
                      '"tool_calls": [{"name": "f"}]}}]}',
                      '{"outputs": {"messages": [{"lc": 1, "type": "constructor", "id": ["AIMessage"], "kwargs": '
-                     '{"content": "a"}}, {"type": "ai", "data": 3}, 7]}, "kwargs": {}}']  # fmt: skip
+                     '{"content": "a"}}, {"type": "ai", "data": 3}, 7]}, "kwargs": {}}',
+                     # a LangGraph ToolNode task's input (its call), whole and cut short, and its output of an error
+                     '{"__type": "tool_call_with_context", "tool_call": {"name": "f", "args": {}, "id": "c", '
+                     '"type": "tool_call"}, "state": {}}', '{"__type": "tool_call_with_context", "tool_call": {"name"',
+                     '{"messages": [{"type": "tool", "data": {"tool_call_id": "c", "status": "error"}}]}']  # fmt: skip
 ALL_SPANS = [s for name in CAPTURES for s in capture(name)]
 
 
