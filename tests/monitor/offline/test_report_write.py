@@ -397,3 +397,34 @@ def test_a_temporary_name_already_taken_is_not_removed(tmp_path: Path, monkeypat
         write_atomically(tmp_path / "r.json", "{}")
     assert taken.read_text(encoding="utf-8") == "another's"
     assert sorted(p.name for p in tmp_path.iterdir()) == [taken.name]
+
+
+@pytest.mark.parametrize("case", ["cut", "strict", "no-turns"])
+def test_a_form_that_cannot_be_written_still_says_what_of_the_input_could_not_be_read(
+    span_file: Path, support_rules: Path, tmp_path: Path, case: str
+) -> None:
+    """A report form whose write fails after the run (/dev/full: a disk that fills) raised its error before replay
+    said what of its input could not be read: a file not read to its end, undecodable records under --strict, no turn
+    replayed. Only `cannot write` was printed (with -q nothing else), so the fix looked like a free disk. Both are
+    said now, the input's errors first, and the exit is 2 (an input error, and a form not written)."""
+    lines = span_file.read_bytes().splitlines(keepends=True)
+    path = tmp_path / "in.jsonl"
+    extra: list[str] = []
+    if case == "cut":
+        path.write_bytes(b"".join(lines[:-1]) + lines[-1][:50])
+        expected = f"error: {path}: cannot read past byte"
+    elif case == "strict":
+        path.write_bytes(b"not json\n" + b"".join(lines))
+        extra = ["--strict"]
+        expected = f"error: 1 undecodable record(s) (--strict); first: {path}: line 1: invalid JSON"
+    else:
+        path.write_bytes(b"not json\n")
+        expected = f"error: no turns replayed: 1 undecodable record(s) skipped (first: {path}: line 1: invalid JSON"
+    fine = _replay(path, support_rules, *extra)
+    assert fine.returncode == 2 and expected in fine.stderr, fine.stderr  # as it is said when every form is written
+    res = _replay(path, support_rules, *extra, "--json", "/dev/full")
+    assert res.returncode == 2, (res.returncode, res.stderr)
+    assert "cannot write /dev/full: No space left on device" in res.stderr, res.stderr
+    assert expected in res.stderr, res.stderr
+    assert res.stderr.index(expected) < res.stderr.index("cannot write /dev/full"), res.stderr
+    assert "Traceback" not in res.stderr
