@@ -34,7 +34,9 @@ from monitor.report import (
     CaseResult,
     InputProblem,
     Interruption,
+    Report,
     ReportBuilder,
+    ReportOptions,
     Table,
     emit_report,
     format_ratio,
@@ -43,6 +45,7 @@ from monitor.report import (
     report_options,
     visible,
 )
+from monitor.report.output import ReportWriteError
 from monitor.report.progress import progress_bar
 from monitor.rules import RuleFileError
 from monitor.scenario import (
@@ -60,6 +63,9 @@ from monitor.verdict import TurnVerdict
 
 logger = logging.getLogger(__name__)
 TRACEBACKS_SHOWN = 3  # agent tracebacks printed with -v (every one is in the JUnit <error> body)
+# What a dataset's or a scenario's runs give the report: its tables, notes, figures, the warnings -q still prints, the
+# signal that stopped the runs (None: none did), and the error when no run completed (`none_completed`).
+_Ran = tuple[list[Table], list[str], dict[str, float | None], list[str], Interruption | None, str | None]
 
 
 def _fail_load(exc: Exception, rules: tuple[str, ...] = ()) -> None:
@@ -129,6 +135,15 @@ def show_tracebacks(failures: Sequence[tuple[str, str, str]], command: str) -> s
     return note
 
 
+def none_completed(runs: Sequence[RunResult], unit: str) -> str | None:
+    """The error when no run of the agent completed: every one of `runs` (eval's trials, or scenario steps: `unit`)
+    raised or timed out, so the agent could not be evaluated (exit 2, as for an agent that does not import); None
+    when one did, or none ran. The calls the runs made are judged all the same, and a gate may pass on them."""
+    if not runs or any(r.error is None for r in runs):
+        return None
+    return f"every {unit} raised or timed out ({len(runs)} of {len(runs)}): no {unit} of the agent completed"
+
+
 def add_strays(builder: ReportBuilder, strays: Sequence[TurnVerdict], group: str, where: str) -> str | None:
     """Calls made outside every run's turn, judged alone (turnless, as serve judges them): into the report; the
     report's note about them (None when there is none)."""
@@ -187,8 +202,7 @@ def _eval_tables(result: EvalResult) -> list[Table]:
 
 def _run_dataset(dataset: str, agent: Any, rules: tuple[str, ...], agent_name: str | None, trials: int,
                  concurrency: int, timeout_s: float | None, builder: ReportBuilder, no_progress: bool,
-                 problems: list[InputProblem]
-                 ) -> tuple[list[Table], list[str], dict[str, float | None], list[str], Interruption | None]:
+                 problems: list[InputProblem]) -> _Ran:
     try:
         loaded = load_dataset(dataset, rules, agent=agent_name)  # every problem of the files, at once
         judge, cases = Judge(loaded.ruleset), loaded.cases
@@ -232,10 +246,13 @@ def _run_dataset(dataset: str, agent: Any, rules: tuple[str, ...], agent_name: s
     note = show_tracebacks(failures, "eval")
     warnings = [note] if note else []
     notes += warnings
+    error = None if stopped is not None else none_completed([t.run for t in result.trials], "run")
+    if error:
+        notes.append(f"{error} (exit 2)")
     if trials > 1:  # pass^1 is the pass rate: no row of its own
         extra["pass_hat_k"] = result.pass_hat(trials)
         notes.append(f"pass^{trials} = {format_ratio(extra['pass_hat_k'])}")
-    return _eval_tables(result), notes, extra, warnings, stopped
+    return _eval_tables(result), notes, extra, warnings, stopped, error
 
 
 def _check_options(dataset: str | None, scenario: str | None) -> None:
@@ -280,7 +297,7 @@ def _stopped_note(sf: ScenarioFile, run: ScenarioRun, stopped: Interruption) -> 
 
 def _run_scenario(path: str, agent: Any, rules: tuple[str, ...], agent_name: str | None, mode: str,
                   timeout_s: float | None, builder: ReportBuilder, no_progress: bool, problems: list[InputProblem]
-                  ) -> tuple[list[Table], list[str], dict[str, float | None], list[str], Interruption | None]:
+                  ) -> _Ran:
     try:
         sf, judge = load_and_build(path, [Path(r) for r in rules])
         conflict = agent_name_conflict(sf, agent_name)
@@ -327,7 +344,10 @@ def _run_scenario(path: str, agent: Any, rules: tuple[str, ...], agent_name: str
         warnings += [f"step mode: {where} has no `reference`: the agent's own reply is fed to the next step"
                      for where in own_reply_steps(sf)]
     notes += warnings
-    return _scenario_tables(run), notes, {"scenario_pass_rate": run.pass_rate}, warnings, stopped
+    error = None if stopped is not None else none_completed([s.run for s in run.steps], "step")
+    if error:
+        notes.append(f"{error} (exit 2)")
+    return _scenario_tables(run), notes, {"scenario_pass_rate": run.pass_rate}, warnings, stopped, error
 
 
 @click.command(name="eval", cls=RulesCommand)
@@ -370,18 +390,36 @@ def eval_(dataset: str | None, scenario: str | None, agent_spec: str, rules: tup
     problems: list[InputProblem] = []
     with stop_on_signal():
         if dataset is not None:
-            tables, notes, extra, warnings, stopped = _run_dataset(dataset, agent, rules, agent_name, trials,
-                                                                   concurrency, timeout_s, builder, no_progress,
-                                                                   problems)
+            tables, notes, extra, warnings, stopped, error = _run_dataset(dataset, agent, rules, agent_name, trials,
+                                                                          concurrency, timeout_s, builder,
+                                                                          no_progress, problems)
             title = f"toolwatch eval: {Path(dataset).name}, {trials} trial(s) per case"
         else:
             assert scenario is not None
-            tables, notes, extra, warnings, stopped = _run_scenario(scenario, agent, rules, agent_name, mode,
-                                                                    timeout_s, builder, no_progress, problems)
+            tables, notes, extra, warnings, stopped, error = _run_scenario(scenario, agent, rules, agent_name, mode,
+                                                                           timeout_s, builder, no_progress,
+                                                                           problems)
             title = f"toolwatch eval: scenarios {Path(scenario).name} ({mode} mode)"
         report = builder.build("eval", title, tables=tables, notes=notes)
         report.figures.update(extra)
         report.interrupted = stopped
         if "pass_hat_k" in extra:
             report.k = trials
-        raise SystemExit(emit_report(report, options, warnings, problems))
+        raise SystemExit(_emit(report, options, warnings, problems, error))
+
+
+def _emit(report: Report, options: ReportOptions, warnings: list[str], problems: list[InputProblem],
+          error: str | None) -> int:
+    """The report written and printed, then `error` (`none_completed`), if any, said on stderr: the exit code, 2 with
+    an error whatever the gates. A form that could not be written (ReportWriteError) is raised after the error."""
+    said = f"error: {error}; `toolwatch -v eval ...` prints the agent's traceback" if error else None
+    try:
+        code = emit_report(report, options, warnings, problems)
+    except ReportWriteError:
+        if said:
+            click.echo(said, err=True)
+        raise
+    if said:
+        click.echo(said, err=True)
+        return 2
+    return code

@@ -91,6 +91,13 @@ def raising_agent(text: str) -> str:
     raise RuntimeError("model backend down")
 
 
+def raising_on_hello(text: str, history: list[dict[str, str]] | None = None) -> str:
+    """support_agent, but it raises on small talk (`hello`): some runs complete, some do not."""
+    if text.lower().startswith("hello"):
+        raise RuntimeError("model backend down")
+    return support_agent(text)
+
+
 SUPPORT_INPUTS = [
     "where is order 1", "where is order 2", "where is order 3", "where is order 4", "where is order 5",
     "where is order 6", "where is order 7", "where is order 8", "hello there", "thanks a lot",

@@ -614,12 +614,12 @@ def test_timed_out_cases_are_judged_on_the_calls_made_by_the_timeout(support_rul
         assert t.reason.startswith("timed out after 0.5 s; ") and "get_shipping_eta" in t.reason
 
 
-@pytest.mark.parametrize(("orders", "accuracy", "missed"), [
-    (range(1, 12), "Tool call accuracy: 1/11 (9.1%)", 10 / 11),  # 10 of 11 cases time out
-    (range(2, 12), "Tool call accuracy: 0/10 (0.0%)", 1.0),  # every case times out
+@pytest.mark.parametrize(("orders", "accuracy", "missed", "code"), [
+    (range(1, 12), "Tool call accuracy: 1/11 (9.1%)", 10 / 11, 1),  # 10 of 11 cases time out: the gate fails
+    (range(2, 12), "Tool call accuracy: 0/10 (0.0%)", 1.0, 2),  # every case times out: no run completed, exit 2
 ])
 def test_cli_gates_count_the_cases_that_timed_out(support_rules: Path, tmp_path: Path, orders: range, accuracy: str,
-                                                  missed: float) -> None:
+                                                  missed: float, code: int) -> None:
     from tests.monitor.offline.agents import HANG_RELEASE
 
     dataset = _hang_dataset(tmp_path / "cases.yaml", orders)
@@ -632,7 +632,7 @@ def test_cli_gates_count_the_cases_that_timed_out(support_rules: Path, tmp_path:
             "--junit", str(junit), "--json", str(js), "--fail-under", "accuracy=0.95"])
     finally:
         HANG_RELEASE.set()
-    assert res.exit_code == 1, res.output
+    assert res.exit_code == code, res.output
     assert accuracy in res.output and "All gates passed" not in res.output
     assert "FAILED 1 gate(s)" in res.output
     report = json.loads(js.read_text())
@@ -831,11 +831,11 @@ def test_cli_prints_the_agent_traceback_with_v_and_puts_it_in_junit(dataset: Pat
     args = ["eval", "--dataset", str(dataset), "--rules", str(support_rules), "--agent",
             "tests.monitor.offline.agents:raising_agent", "--no-progress"]
     plain = _toolwatch(*args, cwd=tmp_path)
-    assert plain.returncode == 0, plain.stderr
+    assert plain.returncode == 2, plain.stderr  # every run raised: no run of the agent completed (test_eval_exit.py)
     assert "Traceback" not in plain.stdout + plain.stderr
     assert "3 run(s) raised or timed out; `toolwatch -v eval ...` prints the agent's traceback" in plain.stdout
     loud = _toolwatch("-v", *args, "-q", "--junit", str(junit), cwd=tmp_path)
-    assert loud.returncode == 0, loud.stderr
+    assert loud.returncode == 2, loud.stderr
     assert loud.stderr.count("Traceback (most recent call last):") == 3
     assert 'agents.py", line' in loud.stderr and "in raising_agent" in loud.stderr
     assert "RuntimeError: model backend down" in loud.stderr

@@ -1,0 +1,97 @@
+"""eval's exit code when no run of the agent completed: every run (or scenario step) raised or timed out. Through the
+real command line in a process of its own."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.monitor.offline.conftest import REPO, SUPPORT_RULES
+
+CASES = """
+- id: o1
+  input: where is order 1
+  call: [{tool: get_order_status, exactly: 1, args: {order_id: "1"}}]
+- id: o20
+  input: where is order 20
+  call: [{tool: get_order_status, exactly: 1, args: {order_id: "20"}}]
+- id: hi
+  input: hello there
+  none: true
+"""
+
+SCENARIO = """
+agent: support
+rules: [support.yaml]
+scenarios:
+  - name: orders
+    steps:
+      - user: where is order 1
+        expect: {calls: [{tool: get_order_status, args: {order_id: "1"}}]}
+      - user: where is order 2
+        expect: {calls: [{tool: get_order_status, args: {order_id: "2"}}]}
+"""
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> Path:
+    (tmp_path / "support.yaml").write_text(SUPPORT_RULES, encoding="utf-8")
+    (tmp_path / "cases.yaml").write_text(CASES, encoding="utf-8")
+    (tmp_path / "scenario.yaml").write_text(SCENARIO, encoding="utf-8")
+    return tmp_path
+
+
+def _eval(where: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([sys.executable, "-c", "from monitor.cli import main; main()", "eval", *args,
+                           "--no-progress"], cwd=where, env=env, capture_output=True, text=True, timeout=120,
+                          check=False)
+
+
+def _dataset(where: Path, agent: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return _eval(where, "--dataset", "cases.yaml", "--rules", "support.yaml", "--agent",
+                 f"tests.monitor.offline.agents:{agent}", *args)
+
+
+def test_an_eval_whose_every_run_raised_exits_2_after_its_report(files: Path) -> None:
+    """The agent raised on every case (a model backend down, a missing key): exit 0 with no gate, as if the agent had
+    been evaluated, and a CI job went green. The calls each run made before it raised are judged (here 2 of 3
+    right), so even a gate could pass. Now the report is written and printed, then an error says no run completed,
+    exit 2 (the agent could not be run, as one that does not import), with a gate or without."""
+    res = _dataset(files, "raising_agent", "--json", "r.json")
+    assert res.returncode == 2, (res.returncode, res.stderr)
+    assert "Tool call accuracy: 2/3 (66.7%)" in res.stdout  # the report, whole, before the error
+    error = ("error: every run raised or timed out (3 of 3): no run of the agent completed; `toolwatch -v eval ...` "
+             "prints the agent's traceback")
+    assert error in res.stderr.splitlines(), res.stderr
+    notes = json.loads((files / "r.json").read_text(encoding="utf-8"))["notes"]
+    assert "every run raised or timed out (3 of 3): no run of the agent completed (exit 2)" in notes, notes
+    gated = _dataset(files, "raising_agent", "-q", "--fail-under", "accuracy=0.5")
+    assert gated.returncode == 2, (gated.returncode, gated.stderr)
+    assert "All gates passed." in gated.stdout and error in gated.stderr.splitlines(), gated.stdout + gated.stderr
+
+
+def test_an_eval_where_some_runs_completed_keeps_its_exit_code(files: Path) -> None:
+    """One run of three raised: the agent was evaluated; with no gate the exit is 0, as before."""
+    res = _dataset(files, "raising_on_hello", "-q")
+    assert res.returncode == 0, (res.returncode, res.stderr)
+    assert "1 run(s) raised or timed out" in res.stderr and "every run" not in res.stderr, res.stderr
+
+
+def test_a_scenario_eval_whose_every_step_raised_exits_2(files: Path) -> None:
+    res = _eval(files, "--scenario", "scenario.yaml", "--agent", "tests.monitor.offline.agents:exiting_agent", "-q")
+    assert res.returncode == 2, (res.returncode, res.stderr)
+    assert ("error: every step raised or timed out (2 of 2): no step of the agent completed; `toolwatch -v eval ...` "
+            "prints the agent's traceback") in res.stderr.splitlines(), res.stderr
+
+
+def test_an_eval_whose_every_run_raised_says_so_when_a_form_cannot_be_written(files: Path) -> None:
+    res = _dataset(files, "raising_agent", "-q", "--json", "/dev/full")
+    assert res.returncode == 2, (res.returncode, res.stderr)
+    assert "every run raised or timed out (3 of 3)" in res.stderr and "cannot write /dev/full" in res.stderr, \
+        res.stderr
