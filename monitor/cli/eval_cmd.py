@@ -185,7 +185,9 @@ def answer_note(answer_types: Iterable[str | None]) -> str | None:
             "response checks fail (return the answer as a str)")
 
 
-def _eval_tables(result: EvalResult) -> list[Table]:
+def _eval_tables(result: EvalResult, partial: bool = False) -> list[Table]:
+    """The cases, worst first, and with trials pass^k for each k; of an interrupted eval (`partial`), each pass^k with
+    the number of cases it is over (those with k trials done)."""
     ranked = []
     for name, trials in result.by_case().items():
         passed = sum(t.passed for t in trials)
@@ -195,9 +197,20 @@ def _eval_tables(result: EvalResult) -> list[Table]:
     rows = [row for _, _, row in sorted(ranked, key=lambda r: (r[0], natural_key(r[1])))]
     tables = [Table("Cases (worst first)", ["case", "passed trials", "first failure"], rows)]
     if result.k > 1:
-        hat = [[str(k), format_ratio(result.pass_hat(k))] for k in range(1, result.k + 1)]
-        tables.append(Table("pass^k (chance that k trials of a case all pass)", ["k", "pass^k"], hat))
+        done = [len(trials) for trials in result.by_case().values()]
+        hat = [[str(k), format_ratio(result.pass_hat(k))] + ([str(sum(n >= k for n in done))] if partial else [])
+               for k in range(1, result.k + 1)]
+        tables.append(Table("pass^k (chance that k trials of a case all pass)",
+                            ["k", "pass^k"] + (["cases"] if partial else []), hat))
     return tables
+
+
+def _pass_hat_cases(result: EvalResult, planned: int, stopped: Interruption) -> str:
+    """Which cases pass^k of an interrupted eval is over: those whose k trials were all done (`planned` cases)."""
+    done = [len(trials) for trials in result.by_case().values()]
+    whole = sum(n >= result.k for n in done)
+    return (f"over the {whole} of {planned} case(s) whose {result.k} trials were all done before {stopped.by} "
+            f"({len(done) - whole} cut short, {planned - len(done)} not started: left out)")
 
 
 def _run_dataset(dataset: str, agent: Any, rules: tuple[str, ...], agent_name: str | None, trials: int,
@@ -251,8 +264,9 @@ def _run_dataset(dataset: str, agent: Any, rules: tuple[str, ...], agent_name: s
         notes.append(f"{error} (exit 2)")
     if trials > 1:  # pass^1 is the pass rate: no row of its own
         extra["pass_hat_k"] = result.pass_hat(trials)
-        notes.append(f"pass^{trials} = {format_ratio(extra['pass_hat_k'])}")
-    return _eval_tables(result), notes, extra, warnings, stopped, error
+        over = "" if stopped is None else f", {_pass_hat_cases(result, len(cases), stopped)}"
+        notes.append(f"pass^{trials} = {format_ratio(extra['pass_hat_k'])}{over}")
+    return _eval_tables(result, stopped is not None), notes, extra, warnings, stopped, error
 
 
 def _check_options(dataset: str | None, scenario: str | None) -> None:

@@ -389,6 +389,21 @@ def logging_stalling_agent(text: str, history: list[dict[str, str]] | None = Non
     return support_agent(text)
 
 
+def logging_second_stalling_agent(text: str) -> str:
+    """As logging_stalling_agent, but an input with `stall` in it hangs only the second time it runs (its trial 2 of
+    a case run in order): the case's first trial is done, the second never is."""
+    import os
+
+    log = os.environ["TOOLWATCH_TEST_RUN_LOG"]
+    with open(log, encoding="utf-8") as fh:
+        seen = text in fh.read().splitlines()
+    with open(log, "a", encoding="utf-8") as fh:
+        fh.write(text + "\n")
+    if "stall" in text and seen:
+        time.sleep(60)
+    return support_agent(text)
+
+
 _stall_draws = itertools.count(1)
 
 

@@ -149,6 +149,31 @@ def test_a_stop_during_an_eval_writes_the_partial_report_and_exits_128_plus_the_
     assert data["notes"][0] == f"2 of 4 runs done before {stop.by} (4 case(s) x 1 trial(s) planned); pass rate 100.0%"
 
 
+def test_pass_hat_k_of_an_interrupted_eval_says_which_cases_it_is_over(tmp_path: Path) -> None:
+    """pass^k after Ctrl-C is over the cases whose k trials were all done: a case cut short (1 of its 2 trials done)
+    is left out of pass^2 and counts in pass^1, and one not started in neither. The report gave the figures with no
+    word of it (each pass^k row over other cases). The note and the pass^k table now say over how many cases each is."""
+    _, rules = _dataset(tmp_path)
+    cases = tmp_path / "cases.yaml"
+    inputs = ["where is order 1", "where is order 2 (stall)", "where is order 3"]  # o2's second trial stalls
+    cases.write_text("".join(f"- id: o{n}\n  input: {text}\n"
+                             f"  call: [{{tool: get_order_status, exactly: 1, args: {{order_id: '{n}'}}}}]\n"
+                             for n, text in enumerate(inputs, 1)), encoding="utf-8")
+    proc = _start(["eval", "--dataset", str(cases), "--rules", str(rules), "--agent",
+                   "tests.monitor.offline.agents:logging_second_stalling_agent", "--trials", "2", "--no-progress",
+                   "--json", str(tmp_path / "r.json")], tmp_path / "runs.log", starts=4)
+    out, err, _ = _interrupt(proc)
+    assert proc.returncode == 130, (proc.returncode, err[-3000:])
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert data["interrupted"]["completed"] == 3 and data["k"] == 2, data["interrupted"]
+    assert data["figures"]["pass_hat_k"] == 1.0  # o1's two trials, both passed
+    assert ("pass^2 = 100.0%, over the 1 of 3 case(s) whose 2 trials were all done before Ctrl-C (1 cut short, "
+            "1 not started: left out)") in data["notes"], data["notes"]
+    (table,) = [t for t in data["tables"] if t["title"].startswith("pass^k")]
+    assert table["columns"] == ["k", "pass^k", "cases"]
+    assert table["rows"] == [["1", "100.0%", "2"], ["2", "100.0%", "1"]]
+
+
 def test_sigterm_ignored_at_the_start_stays_ignored(tmp_path: Path) -> None:
     """A process started with SIGTERM ignored keeps ignoring it during the runs (as serve's start-up does): the runs
     go on; a Ctrl-C then stops them as ever."""
