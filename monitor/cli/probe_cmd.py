@@ -232,7 +232,7 @@ def _run(builder: ReportBuilder, generator: Any, agent: Any, judge: Any, name: s
                 runs_again()  # a signal held since the probe's runs stops the comparison before it starts
                 _compare(builder, generator, agent, judge, harness, progress, iterations, pool, seed, strategy,
                          compare_seeds, timeout_s, tables, notes)
-                runs_over(len(result.steps))
+                runs_over(len(result.steps), "runs and the --compare-seeds comparison")  # the exit line names both
             except GeneratorError as exc:
                 failed = exc
                 runs_over(len(result.steps))

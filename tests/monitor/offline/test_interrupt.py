@@ -387,6 +387,35 @@ def test_a_stop_after_a_probe_s_runs_leaves_its_report_whole(tmp_path: Path, sto
     assert data["counts"]["turns"] == 300  # type: ignore[index]
 
 
+@STOPS
+def test_a_stop_after_the_compare_seeds_runs_names_them_in_the_exit_line(tmp_path: Path, stop: Stop) -> None:
+    """A Ctrl-C or SIGTERM once probe's --compare-seeds comparison was over too (sent here as the Markdown form is
+    rendered) is held until the report is out, as after the probe's own runs; the exit line said `came after the 2
+    runs were over`, naming the probe's runs only, as if the comparison in the report had not run."""
+    rules = tmp_path / "support.yaml"
+    rules.write_text(SUPPORT_RULES, encoding="utf-8")
+    signalling = (f"import os, signal, monitor.report.output as o\n"
+                  f"real = o.render_markdown\n"
+                  f"def render(report):\n"
+                  f"    os.kill(os.getpid(), signal.{stop.signum.name})\n"
+                  f"    return real(report)\n"
+                  f"o.render_markdown = render\n{_MAIN}")
+    res = subprocess.run([sys.executable, "-c", signalling, "probe", "--generator",
+                          "tests.monitor.offline.agents:order_inputs", "--agent",
+                          "tests.monitor.offline.agents:support_agent", "--rules", str(rules), "--iterations", "2",
+                          "--compare-seeds", "1", "--no-progress", "-q", "--markdown", str(tmp_path / "r.md"),
+                          "--json", str(tmp_path / "r.json")],
+                         cwd=REPO, capture_output=True, text=True, timeout=60, check=False)
+    assert res.returncode == stop.code, (res.returncode, res.stderr[-3000:])
+    ended = "Aborted!" if stop is CTRL_C else "Terminated!"
+    assert res.stderr.rstrip().splitlines()[-1] == (
+        f"{ended} The {stop.by} came after the 2 runs and the --compare-seeds comparison were over: the report is "
+        "whole."), res.stderr[-3000:]
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert data["interrupted"] is None
+    assert any(t["title"].startswith("Runs to the first failure") for t in data["tables"])
+
+
 @contextmanager
 def _handlers_kept() -> Iterator[object]:
     """SIGTERM's and SIGINT's handlers as they were after the block (a signal within stop_on_signal leaves the default
