@@ -7,7 +7,11 @@ failed), a table of every gate with its result and measured value, and the basel
 Text from the run is escaped so it shows as written: no raw HTML (`<b>`), no emphasis, code, links, math
 or strikethrough from its punctuation, a `|` never splits a table cell, and a note starting `- `, `+ `, `1. ` or
 `---` is no list or rule of its own. Line breaks in a cell become `<br>`. Control characters show as `\\x1b`
-escapes, as in the terminal summary.
+escapes, as in the terminal summary. Nor is a URL or `www.` text a link, as GitHub's autolink extension makes of
+them with no markup at all: it reads the link from the Markdown source, the escapes above in it, and showed
+`https://x.y/?a=1&b=2` as `...&amp;b=2`. An e-mail address (`bob@example.com`, `mailto:...`) is still linked there:
+GitHub reads it from the text as shown, so it shows as written, a `mailto:` link to itself; only raw HTML in the
+Markdown could stop it.
 """
 
 from __future__ import annotations
@@ -40,6 +44,10 @@ _ESCAPES = str.maketrans(
 _LOOSE_UNDERSCORE = re.compile(r"(?<![^\W_])_|_(?![^\W_])")
 # What starts a list item or a thematic break at the start of a block (`- `, `+ `, `1. `, `2) `, `---`, `- - -`).
 _BLOCK_MARKER = re.compile(r"^([-+])|^(\d{1,9})([.)])")
+# What GitHub's autolink extension (cmark-gfm's, and linkify's) takes for the start of a link: the `:` of `://` and
+# the `.` of `www.` (cmark-gfm: lower case; others: any). Escaped (`\://`, `www\.`), they start none and show as
+# written.
+_AUTOLINK = re.compile(r"(?i)(?<=www)\.|:(?=//)")
 
 
 def escape(text: str) -> str:
@@ -49,7 +57,7 @@ def escape(text: str) -> str:
 
 def _markdown_literal(text: str) -> str:
     """`escape` of a text whose control characters are escaped already."""
-    return _LOOSE_UNDERSCORE.sub(r"\\_", text.translate(_ESCAPES))
+    return _AUTOLINK.sub(lambda m: f"\\{m[0]}", _LOOSE_UNDERSCORE.sub(r"\\_", text.translate(_ESCAPES)))
 
 
 def _one_line(text: str) -> str:
