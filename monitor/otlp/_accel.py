@@ -7,6 +7,7 @@ environment sets TOOLWATCH_PURE_PYTHON=1; the pure-Python decoders are then used
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 from types import ModuleType
 
@@ -14,16 +15,23 @@ from monitor.otlp._span import Span, SpanEvent
 
 PURE_PYTHON_ENV = "TOOLWATCH_PURE_PYTHON"
 
+logger = logging.getLogger(__name__)
+
 
 def load_extension(module: str, *init_args: object) -> ModuleType | None:
     """The C extension `module`, initialised with `init(*init_args)`; None when it was not built (no C compiler
-    at install time), its `init` refuses (ImportError), or the environment sets TOOLWATCH_PURE_PYTHON=1."""
+    at install time), its `init` refuses (ImportError; a TypeError: it takes other arguments, built from other
+    sources, as an in-place build of an earlier checkout is: logged), or the environment sets
+    TOOLWATCH_PURE_PYTHON=1."""
     if os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0"):
         return None
     try:
         mod = importlib.import_module(module)
         mod.init(*init_args)
     except ImportError:  # not built (no C compiler at install time), or built from other sources
+        return None
+    except TypeError as exc:  # its init takes other arguments: built from other sources (the import must not fail)
+        logger.warning("%s was built from other sources (%s): the Python code is used; rebuild it", module, exc)
         return None
     return mod
 
