@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -426,14 +426,22 @@ def _emit(report: Report, options: ReportOptions, warnings: list[str], problems:
           error: str | None) -> int:
     """The report written and printed, then `error` (`none_completed`), if any, said on stderr: the exit code, 2 with
     an error whatever the gates. A form that could not be written (ReportWriteError) is raised after the error."""
-    said = f"error: {error}; `toolwatch -v eval ...` prints the agent's traceback" if error else None
+    def say() -> bool:
+        if error:
+            click.echo(f"error: {error}; `toolwatch -v eval ...` prints the agent's traceback", err=True)
+        return error is not None
+
+    return emit_then_say(report, options, warnings, problems, say)
+
+
+def emit_then_say(report: Report, options: ReportOptions, warnings: Sequence[str], problems: Sequence[InputProblem],
+                  say: Callable[[], bool]) -> int:
+    """The report written and printed (`emit_report`), then `say` says the command's errors on stderr and tells
+    whether there was one: the exit code, 2 after an error whatever the gates. A form that could not be written
+    (ReportWriteError, exit 2) is raised once the errors are said too, so that it hides none of them."""
     try:
         code = emit_report(report, options, warnings, problems)
     except ReportWriteError:
-        if said:
-            click.echo(said, err=True)
+        say()
         raise
-    if said:
-        click.echo(said, err=True)
-        return 2
-    return code
+    return 2 if say() else code

@@ -13,6 +13,7 @@ from monitor.cli.eval_cmd import (
     add_strays,
     agent_name_input,
     answer_note,
+    emit_then_say,
     late_note,
     show_tracebacks,
     warn_agent_name,
@@ -48,7 +49,6 @@ from monitor.report import (
     Interruption,
     ReportBuilder,
     Table,
-    emit_report,
     pop_report_options,
     report_options,
     visible,
@@ -152,13 +152,16 @@ def _report(builder: ReportBuilder, generator_spec: str, generator: Any, agent: 
                 click.echo(note, err=True)
     if failed is not None and error is not None:
         problems.append(InputProblem("generator", error, tuple((failed.traceback or "").rstrip().splitlines())))
-    code = emit_report(report, options, warnings, problems)
-    if failed is not None:
+
+    def say() -> bool:  # after the report, also when a form of it could not be written
+        if failed is None:
+            return False
         if failed.traceback and logger.isEnabledFor(logging.INFO):
             logger.info("the generator's traceback:\n%s", visible(failed.traceback.rstrip()))
         click.echo(f"error: {visible(error or '')}", err=True)
-        raise SystemExit(2)
-    raise SystemExit(code)
+        return True
+
+    raise SystemExit(emit_then_say(report, options, warnings, problems, say))
 
 
 def _coverage(result: ProbeResult) -> str:
