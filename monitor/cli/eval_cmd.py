@@ -135,13 +135,21 @@ def show_tracebacks(failures: Sequence[tuple[str, str, str]], command: str) -> s
     return note
 
 
-def none_completed(runs: Sequence[RunResult], unit: str) -> str | None:
-    """The error when no run of the agent completed: every one of `runs` (eval's trials, or scenario steps: `unit`)
-    raised or timed out, so the agent could not be evaluated (exit 2, as for an agent that does not import); None
-    when one did, or none ran. The calls the runs made are judged all the same, and a gate may pass on them."""
-    if not runs or any(r.error is None for r in runs):
+def none_completed(errors: Sequence[str | None], unit: str) -> str | None:
+    """The error when no run of the agent completed: every one of the runs whose `errors` these are (eval's trials,
+    scenario steps, probe's runs: `unit`) raised or timed out, so the agent could not be evaluated (exit 2, as for an
+    agent that does not import); None when one did, or none ran. The calls the runs made are judged all the same,
+    and a gate may pass on them."""
+    if not errors or any(e is None for e in errors):
         return None
-    return f"every {unit} raised or timed out ({len(runs)} of {len(runs)}): no {unit} of the agent completed"
+    return f"every {unit} raised or timed out ({len(errors)} of {len(errors)}): no {unit} of the agent completed"
+
+
+def say_none_completed(error: str | None, command: str) -> bool:
+    """`none_completed`'s error, if any, said on stderr after the report; whether there was one (exit 2)."""
+    if error:
+        click.echo(f"error: {error}; `toolwatch -v {command} ...` prints the agent's traceback", err=True)
+    return error is not None
 
 
 def add_strays(builder: ReportBuilder, strays: Sequence[TurnVerdict], group: str, where: str) -> str | None:
@@ -259,7 +267,7 @@ def _run_dataset(dataset: str, agent: Any, rules: tuple[str, ...], agent_name: s
     note = show_tracebacks(failures, "eval")
     warnings = [note] if note else []
     notes += warnings
-    error = None if stopped is not None else none_completed([t.run for t in result.trials], "run")
+    error = None if stopped is not None else none_completed([t.run.error for t in result.trials], "run")
     if error:
         notes.append(f"{error} (exit 2)")
     if trials > 1:  # pass^1 is the pass rate: no row of its own
@@ -358,7 +366,7 @@ def _run_scenario(path: str, agent: Any, rules: tuple[str, ...], agent_name: str
         warnings += [f"step mode: {where} has no `reference`: the agent's own reply is fed to the next step"
                      for where in own_reply_steps(sf)]
     notes += warnings
-    error = None if stopped is not None else none_completed([s.run for s in run.steps], "step")
+    error = None if stopped is not None else none_completed([s.run.error for s in run.steps], "step")
     if error:
         notes.append(f"{error} (exit 2)")
     return _scenario_tables(run), notes, {"scenario_pass_rate": run.pass_rate}, warnings, stopped, error
@@ -392,6 +400,7 @@ def eval_(dataset: str | None, scenario: str | None, agent_spec: str, rules: tup
 
     Each case runs inside one `agent_turn` carrying its case id; the case's expected calls override
     the rules for that turn. With --trials K the report adds the pass rate and pass^k.
+    Exits 2, after the report, when no run of the agent completed (every one raised or timed out).
     """
     options = pop_report_options(kwargs)
     _check_options(dataset, scenario)
@@ -426,12 +435,7 @@ def _emit(report: Report, options: ReportOptions, warnings: list[str], problems:
           error: str | None) -> int:
     """The report written and printed, then `error` (`none_completed`), if any, said on stderr: the exit code, 2 with
     an error whatever the gates. A form that could not be written (ReportWriteError) is raised after the error."""
-    def say() -> bool:
-        if error:
-            click.echo(f"error: {error}; `toolwatch -v eval ...` prints the agent's traceback", err=True)
-        return error is not None
-
-    return emit_then_say(report, options, warnings, problems, say)
+    return emit_then_say(report, options, warnings, problems, lambda: say_none_completed(error, "eval"))
 
 
 def emit_then_say(report: Report, options: ReportOptions, warnings: Sequence[str], problems: Sequence[InputProblem],

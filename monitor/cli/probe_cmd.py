@@ -15,6 +15,8 @@ from monitor.cli.eval_cmd import (
     answer_note,
     emit_then_say,
     late_note,
+    none_completed,
+    say_none_completed,
     show_tracebacks,
     warn_agent_name,
 )
@@ -102,6 +104,7 @@ def probe(generator_spec: str, agent_spec: str, rules: tuple[str, ...], agent_na
     Levenshtein distance to the inputs already tested is largest (FSCS-ART; the first candidate on the
     first step, the earliest on a tie); --strategy random runs the first candidate of the same draws.
     Each run is one `agent_turn`, judged by the rules like live traffic.
+    Exits 2, after the report, when no run of the agent completed (every one raised or timed out).
     """
     options = pop_report_options(kwargs)
     generator = _load(generator_spec, "--generator", GENERATOR_CALL)
@@ -130,6 +133,11 @@ def _report(builder: ReportBuilder, generator_spec: str, generator: Any, agent: 
         notes.insert(0, _coverage(result))
     problems: list[InputProblem] = []
     said = agent_name_input(agent_problem, notes, problems)  # printed before the runs already
+    # every run raised or timed out: the agent could not be probed (exit 2, after the report, as eval's); not said of
+    # a stopped probe, whose runs not done could have completed
+    runs_error = None if stopped is not None else none_completed([s.error for s in result.steps], "run")
+    if runs_error:
+        notes.append(f"{runs_error} (exit 2)")
     # a generator that raised (sys.exit too) or returned no string ends the probe: the report of the runs done, then
     # the error naming it (exit 2, as for any input error); in the --compare-seeds runs, the probe's runs were done
     error = None
@@ -154,8 +162,9 @@ def _report(builder: ReportBuilder, generator_spec: str, generator: Any, agent: 
         problems.append(InputProblem("generator", error, tuple((failed.traceback or "").rstrip().splitlines())))
 
     def say() -> bool:  # after the report, also when a form of it could not be written
+        said = say_none_completed(runs_error, "probe")
         if failed is None:
-            return False
+            return said
         if failed.traceback and logger.isEnabledFor(logging.INFO):
             logger.info("the generator's traceback:\n%s", visible(failed.traceback.rstrip()))
         click.echo(f"error: {visible(error or '')}", err=True)

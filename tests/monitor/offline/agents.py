@@ -412,3 +412,34 @@ def stalling_inputs(rng: random.Random) -> str:
     logging_stalling_agent."""
     n = next(_stall_draws)
     return f"where is order {n}" if n <= 2 else f"where is order {n} (stall)"
+
+
+def hello_or_order_1(rng: random.Random) -> str:
+    """A probe generator: `hello there` or `where is order 1` (raising_on_hello raises on the first only)."""
+    return rng.choice(["hello there", "where is order 1"])
+
+
+_signalling_runs = itertools.count(1)
+
+
+def signalling_raiser(text: str) -> str:
+    """raising_agent, but its second run first sends this process the signal named in TOOLWATCH_TEST_SIGNAL (SIGINT,
+    SIGTERM) and waits (at most 5 s) to be stopped by it: every run done raised."""
+    import os
+    import signal
+
+    if next(_signalling_runs) == 2:
+        os.kill(os.getpid(), signal.Signals[os.environ["TOOLWATCH_TEST_SIGNAL"]])
+        time.sleep(5)
+    return raising_agent(text)
+
+
+_draws = itertools.count(1)
+
+
+def two_orders_then_raise(rng: random.Random) -> str:
+    """A probe generator: `where is order 1`, `where is order 2`, then it raises (with --pool 1: after two runs)."""
+    n = next(_draws)
+    if n > 2:
+        raise RuntimeError("no more ideas")
+    return f"where is order {n}"

@@ -1,14 +1,29 @@
-"""probe's exit code and errors when a report form cannot be written. Through the real command line in a process of
-its own."""
+"""probe's exit code when no run of the agent completed (every run raised or timed out), as eval's
+(test_eval_exit.py), and the errors it says when a report form cannot be written. Through the real command line in a
+process of its own."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-from tests.monitor.offline.conftest import REPO, TRIAGE_RULES
+import pytest
+
+from tests.monitor.offline.conftest import REPO, SUPPORT_RULES, TRIAGE_RULES
+
+AGENTS = "tests.monitor.offline.agents"
+NONE_COMPLETED = "every run raised or timed out (3 of 3): no run of the agent completed"
+HINT = "; `toolwatch -v probe ...` prints the agent's traceback"
+
+
+@pytest.fixture
+def rules(tmp_path: Path) -> Path:
+    path = tmp_path / "support.yaml"
+    path.write_text(SUPPORT_RULES, encoding="utf-8")
+    return path
 
 
 def _probe(where: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -17,6 +32,54 @@ def _probe(where: Path, *args: str, env: dict[str, str] | None = None) -> subpro
     return subprocess.run([sys.executable, "-c", "from monitor.cli import main; main()", "probe", *args,
                            "--no-progress"], cwd=where, env=env, capture_output=True, text=True, timeout=120,
                           check=False)
+
+
+def _support(where: Path, rules: Path, agent: str, *args: str, generator: str = "order_inputs",
+             env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return _probe(where, "--generator", f"{AGENTS}:{generator}", "--agent", f"{AGENTS}:{agent}", "--rules",
+                  str(rules), "--iterations", "3", *args, env=env)
+
+
+def test_a_probe_whose_every_run_raised_exits_2_after_its_report(tmp_path: Path, rules: Path) -> None:
+    """The agent raised on every run (a model backend down, a missing key): probe exited 0, as if the agent had been
+    probed, while eval exits 2 for it. Now the report is written and printed, then an error says no run completed,
+    exit 2, with a gate or without (a gate can pass on the calls the runs made before they raised)."""
+    res = _support(tmp_path, rules, "raising_agent", "--json", "r.json")
+    assert res.returncode == 2, (res.returncode, res.stderr)
+    assert "Tool call accuracy: " in res.stdout  # the report, whole, before the error
+    assert res.stderr.splitlines()[-1] == f"error: {NONE_COMPLETED}{HINT}", res.stderr
+    notes = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))["notes"]
+    assert f"{NONE_COMPLETED} (exit 2)" in notes, notes
+    gated = _support(tmp_path, rules, "raising_agent", "-q", "--fail-under", "accuracy=0")
+    assert gated.returncode == 2, (gated.returncode, gated.stderr)
+    assert "All gates passed." in gated.stdout, gated.stdout
+    assert gated.stderr.splitlines()[-1] == f"error: {NONE_COMPLETED}{HINT}", gated.stderr
+
+
+def test_a_probe_whose_every_run_raised_says_so_when_a_form_cannot_be_written(tmp_path: Path, rules: Path) -> None:
+    res = _support(tmp_path, rules, "raising_agent", "-q", "--json", "/dev/full")
+    assert res.returncode == 2, (res.returncode, res.stderr)
+    assert f"error: {NONE_COMPLETED}{HINT}" in res.stderr.splitlines(), res.stderr
+    assert res.stderr.index(NONE_COMPLETED) < res.stderr.index("cannot write /dev/full"), res.stderr
+
+
+def test_a_probe_where_some_runs_completed_keeps_its_exit_code(tmp_path: Path, rules: Path) -> None:
+    """Some runs raised (on `hello there`), some completed (`where is order 1`): the agent was probed; exit 0 with
+    no gate, as before."""
+    res = _support(tmp_path, rules, "raising_on_hello", "-q", generator="hello_or_order_1")
+    assert res.returncode == 0, (res.returncode, res.stderr)
+    assert res.stdout == "Tool call accuracy: 2/2 (100.0%)\n", res.stdout  # the two runs on `where is order 1`
+    assert res.stderr.startswith("warning: 1 run(s) raised or timed out") and "error" not in res.stderr, res.stderr
+
+
+@pytest.mark.parametrize(("name", "code"), [("SIGINT", 130), ("SIGTERM", 143)])
+def test_an_interrupted_probe_whose_every_run_raised_keeps_the_signal_s_exit_code(tmp_path: Path, rules: Path,
+                                                                                  name: str, code: int) -> None:
+    """Stopped by Ctrl-C or SIGTERM after runs that all raised: the partial report, 130 or 143, and no error that no
+    run completed (the runs not done could have)."""
+    res = _support(tmp_path, rules, "signalling_raiser", "-q", env={"TOOLWATCH_TEST_SIGNAL": name})
+    assert res.returncode == code, (res.returncode, res.stderr)
+    assert "raised or timed out" in res.stderr and "no run of the agent completed" not in res.stderr, res.stderr
 
 
 def test_a_generator_error_is_said_when_a_form_cannot_be_written(tmp_path: Path) -> None:
@@ -31,3 +94,27 @@ def test_a_generator_error_is_said_when_a_form_cannot_be_written(tmp_path: Path)
     assert error in res.stderr and "cannot write /dev/full: No space left on device" in res.stderr, res.stderr
     assert res.stderr.index(error) < res.stderr.index("cannot write /dev/full"), res.stderr
     assert "Traceback" not in res.stderr
+
+
+def test_a_generator_error_after_runs_that_all_raised_says_both(tmp_path: Path, rules: Path) -> None:
+    """The generator raised after two runs, both of which raised: the two errors are said, the generator's last (it
+    ended the probe), exit 2."""
+    res = _support(tmp_path, rules, "raising_agent", "-q", "--pool", "1", generator="two_orders_then_raise")
+    assert res.returncode == 2, (res.returncode, res.stderr)
+    errors = [ln for ln in res.stderr.splitlines() if ln.startswith("error: ")]
+    assert errors == [
+        f"error: every run raised or timed out (2 of 2): no run of the agent completed{HINT}",
+        f"error: the generator {AGENTS}:two_orders_then_raise raised RuntimeError: no more ideas; the probe stopped "
+        "after 2 runs"], res.stderr
+
+
+@pytest.mark.parametrize("command", ["eval", "probe"])
+def test_help_says_the_exit_code_when_no_run_completed(command: str) -> None:
+    from click.testing import CliRunner
+
+    from monitor.cli import main
+
+    res = CliRunner().invoke(main, [command, "--help"], terminal_width=200)
+    assert res.exit_code == 0, res.output
+    assert "Exits 2, after the report, when no run of the agent completed (every one raised or timed out)." in " ".join(
+        res.output.split()), res.output
