@@ -146,9 +146,12 @@ def none_completed(errors: Sequence[str | None], unit: str) -> str | None:
 
 
 def say_none_completed(error: str | None, command: str) -> bool:
-    """`none_completed`'s error, if any, said on stderr after the report; whether there was one (exit 2)."""
+    """`none_completed`'s error, if any, said on stderr after the report; whether there was one (exit 2). Without
+    -v it says how to see the agent's tracebacks (with -v, `show_tracebacks` has printed them)."""
     if error:
-        click.echo(f"error: {error}; `toolwatch -v {command} ...` prints the agent's traceback", err=True)
+        shown = logger.isEnabledFor(logging.INFO)
+        hint = "" if shown else f"; `toolwatch -v {command} ...` prints the agent's traceback"
+        click.echo(f"error: {error}{hint}", err=True)
     return error is not None
 
 

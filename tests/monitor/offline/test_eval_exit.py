@@ -95,3 +95,17 @@ def test_an_eval_whose_every_run_raised_says_so_when_a_form_cannot_be_written(fi
     assert res.returncode == 2, (res.returncode, res.stderr)
     assert "every run raised or timed out (3 of 3)" in res.stderr and "cannot write /dev/full" in res.stderr, \
         res.stderr
+
+
+def test_with_v_the_error_does_not_send_the_reader_to_v(files: Path) -> None:
+    """`toolwatch -v eval` has printed the agent's tracebacks: the error that no run completed no longer ends by
+    saying that `toolwatch -v eval ...` prints them."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    res = subprocess.run([sys.executable, "-c", "from monitor.cli import main; main()", "-v", "eval", "--dataset",
+                          "cases.yaml", "--rules", "support.yaml", "--agent",
+                          "tests.monitor.offline.agents:raising_agent", "--no-progress", "-q"], cwd=files, env=env,
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert res.returncode == 2, (res.returncode, res.stderr)
+    assert "RuntimeError: model backend down" in res.stderr  # the tracebacks, printed
+    assert res.stderr.splitlines()[-1] == ("error: every run raised or timed out (3 of 3): no run of the agent "
+                                           "completed"), res.stderr

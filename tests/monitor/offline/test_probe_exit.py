@@ -118,3 +118,16 @@ def test_help_says_the_exit_code_when_no_run_completed(command: str) -> None:
     assert res.exit_code == 0, res.output
     assert "Exits 2, after the report, when no run of the agent completed (every one raised or timed out)." in " ".join(
         res.output.split()), res.output
+
+
+def test_with_v_the_error_does_not_send_the_reader_to_v(tmp_path: Path, rules: Path) -> None:
+    """`toolwatch -v probe` has printed the agent's tracebacks: the error that no run completed no longer ends by
+    saying that `toolwatch -v probe ...` prints them."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    res = subprocess.run([sys.executable, "-c", "from monitor.cli import main; main()", "-v", "probe", "--generator",
+                          f"{AGENTS}:order_inputs", "--agent", f"{AGENTS}:raising_agent", "--rules", str(rules),
+                          "--iterations", "3", "--no-progress", "-q"], cwd=tmp_path, env=env, capture_output=True,
+                         text=True, timeout=120, check=False)
+    assert res.returncode == 2, (res.returncode, res.stderr)
+    assert "RuntimeError: model backend down" in res.stderr  # the tracebacks, printed
+    assert res.stderr.splitlines()[-1] == f"error: {NONE_COMPLETED}", res.stderr
