@@ -9,9 +9,9 @@ or strikethrough from its punctuation, a `|` never splits a table cell, and a no
 `---` is no list or rule of its own. Line breaks in a cell become `<br>`. Control characters show as `\\x1b`
 escapes, as in the terminal summary. Nor is a URL or `www.` text a link, as GitHub's autolink extension makes of
 them with no markup at all: it reads the link from the Markdown source, the escapes above in it, and showed
-`https://x.y/?a=1&b=2` as `...&amp;b=2`. An e-mail address (`bob@example.com`, `mailto:...`) is still linked there:
-GitHub reads it from the text as shown, so it shows as written, a `mailto:` link to itself; only raw HTML in the
-Markdown could stop it.
+`https://x.y/?a=1&b=2` as `...&amp;b=2`. An e-mail address (`bob@example.com`, `mailto:...`, `xmpp:...`) is still
+linked there: GitHub reads it from the text as shown, so it shows as written, a `mailto:` (`xmpp:`) link to itself;
+only raw HTML in the Markdown could stop it.
 """
 
 from __future__ import annotations

@@ -78,3 +78,12 @@ def test_any_url_like_text_is_no_link_on_github_and_shows_as_written(text: str) 
     html = _github(render_markdown(_report(text)))
     assert _links(html) == [], html
     assert _shown(html) == (text, text, text), html
+
+
+@pytest.mark.parametrize("text", ["bob@example.com at 12:30", "mailto:bob@example.com", "xmpp:bob@example.com/a.b"])
+def test_an_e_mail_address_is_linked_on_github_to_itself_and_shows_as_written(text: str) -> None:
+    """What the module says GitHub still links (only raw HTML could stop it): shown as written, linked to itself."""
+    html = _github(render_markdown(_report(text)))
+    assert _shown(html) == (text, text, text), html
+    links = re.findall(r'<a href="([^"]*)">(.*?)</a>', html)
+    assert len(links) == 3 and all(href in (shown, f"mailto:{shown}") for href, shown in links), links
