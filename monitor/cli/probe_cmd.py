@@ -162,9 +162,9 @@ def _report(builder: ReportBuilder, generator_spec: str, generator: Any, agent: 
         problems.append(InputProblem("generator", error, tuple((failed.traceback or "").rstrip().splitlines())))
 
     def say() -> bool:  # after the report, also when a form of it could not be written
-        said = say_none_completed(runs_error, "probe")
+        none_ran = say_none_completed(runs_error, "probe")
         if failed is None:
-            return said
+            return none_ran
         if failed.traceback and logger.isEnabledFor(logging.INFO):
             logger.info("the generator's traceback:\n%s", visible(failed.traceback.rstrip()))
         click.echo(f"error: {visible(error or '')}", err=True)
