@@ -463,11 +463,16 @@ def _put_off(asm: TurnAssembler, tid: str, tr: _Trace, start: int) -> None:
 def _reclock(asm: TurnAssembler, tid: str, tr: _Trace) -> None:
     """After the last RunRoot waiting in a trace was settled or made its turn (arrived, release_due): its calls, with no
     turn pending, are judged together at its clock, as in a trace without RunRoots; put off when the call that started
-    it is no longer among them (_put_off). Only when a call was held while they waited (tr.since)."""
-    if tr.since and tr.calls and not tr.turns and asm._traces.get(tid) is tr:
-        start = _start(tr, tr.calls)
-        if start > tr.first_seen_ns:
-            _put_off(asm, tid, tr, start)
+    it is no longer among them (_put_off). Only when a call was held while they waited (tr.since). The calls are looked
+    at up to the first that still sets the clock (arrived no later, or held before they waited: usually the first),
+    not all of them each time: that was quadratic in the calls of a trace whose runs stop waiting one after another."""
+    calls = tr.calls
+    if tr.since and calls and not tr.turns and asm._traces.get(tid) is tr:
+        since, first = tr.since, tr.first_seen_ns
+        for c in calls:
+            if since.get(c.span_id, first) <= first:  # the clock is still this call's (or as it was)
+                return
+        _put_off(asm, tid, tr, _start(tr, calls))
 
 
 def release_lone(asm: TurnAssembler, key: str, out: list[Turn], now_ns: int) -> None:
