@@ -115,8 +115,9 @@ class _Trace:
     lone: ToolCall | None  # a call it holds under none of them (its turnless timeout counting from the first to
     # arrive; _runs.beside), None when not known
     checked: int  # while `lone` is not None: the calls before this one are RunRoots or under one of them
-    since: dict[str, int]  # span id of a call held under none of them -> its arrival (where the turnless timeout of
-    # the calls under none counts from when the one that started it is found under a run: _runs.release_lone)
+    since: dict[str, int]  # span id of a call held while they wait -> its arrival (where the turnless timeout of the
+    # calls under none counts from when the one that started it is found under a run: _runs._start), emptied when the
+    # last stops waiting
 
 
 @dataclass(slots=True)

@@ -51,11 +51,11 @@ Pending RunRoots are calls of their trace (bounded by max_calls_per_trace, weigh
 being dropped as a trace of links only); the trace's `waiting` maps each span id awaited to the RunRoots waiting for it
 (None while none waits: the per-record check of the C assembler is one pointer compare), `roots` holds their span ids,
 `lone` a call held under none of them (None when not known) and `since` the arrivals of the calls held while they wait
-(bounded: twice max_calls_per_trace, those of the calls still held kept), all set when they begin to wait: a call added
-costs a parent walk or two (beside), the trace's calls are looked at once when none is known. These functions are
-TurnAssembler's methods (_assembler.py); the C assembler calls them for RunRoots, for records awaited, for SERVER and
-CONSUMER spans, and for the traces with RunRoots waiting when they are due, past the turnless timeout, flushed or
-evicted, and for the due entries of calls under none put off (release_lone).
+(bounded: twice max_calls_per_trace, those of the calls still held kept; emptied when the last stops waiting, _reclock),
+all set when they begin to wait: a call added costs a parent walk or two (beside), the trace's calls are looked at once
+when none is known. These functions are TurnAssembler's methods (_assembler.py); the C assembler calls them for
+RunRoots, for records awaited, for SERVER and CONSUMER spans, and for the traces with RunRoots waiting when they are
+due, past the turnless timeout, flushed or evicted, and for the due entries of calls under none put off (release_lone).
 """
 
 from __future__ import annotations
@@ -465,14 +465,18 @@ def _reclock(asm: TurnAssembler, tid: str, tr: _Trace) -> None:
     turn pending, are judged together at its clock, as in a trace without RunRoots; put off when the call that started
     it is no longer among them (_put_off). Only when a call was held while they waited (tr.since). The calls are looked
     at up to the first that still sets the clock (arrived no later, or held before they waited: usually the first),
-    not all of them each time: that was quadratic in the calls of a trace whose runs stop waiting one after another."""
-    calls = tr.calls
-    if tr.since and calls and not tr.turns and asm._traces.get(tid) is tr:
-        since, first = tr.since, tr.first_seen_ns
+    not all of them each time: that was quadratic in the calls of a trace whose runs stop waiting one after another.
+    The arrivals are read no more then (until RunRoots wait again: _wait): they go, not kept with the trace until its
+    release, and with it after among the emptied traces kept for reuse."""
+    calls, since = tr.calls, tr.since
+    if since and calls and not tr.turns and asm._traces.get(tid) is tr:
+        first = tr.first_seen_ns
         for c in calls:
             if since.get(c.span_id, first) <= first:  # the clock is still this call's (or as it was)
-                return
-        _put_off(asm, tid, tr, _start(tr, calls))
+                break
+        else:
+            _put_off(asm, tid, tr, _start(tr, calls))
+    since.clear()
 
 
 def release_lone(asm: TurnAssembler, key: str, out: list[Turn], now_ns: int) -> None:

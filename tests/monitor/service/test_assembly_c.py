@@ -1498,6 +1498,48 @@ def test_memory_stays_flat_over_many_rounds() -> None:
     assert last - first < 64 * 1024, (first, last)
 
 
+@pytest.mark.parametrize("impl", ["c", "python"])
+def test_the_arrivals_remembered_while_runs_wait_go_when_they_stop_waiting(
+    impl: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The arrivals of the calls held while RunRoots wait (_Trace.since, up to twice max_calls_per_trace a trace) are
+    read only until the last one stops waiting. Kept after that, they stayed with the trace until its release, and
+    after it with the emptied traces kept for reuse (1,024 of them): memory no bound counts. A run's root that came
+    before the 100 calls under it, then its SERVER span, leaves as little behind once released as one that came after
+    them (the same turns, released inline)."""
+    _on_path(impl, monkeypatch)
+
+    def retained(root_first: bool) -> int:
+        a = TurnAssembler(grace_s=1, turnless_timeout_s=5, max_pending_bytes=1 << 40)
+        a._released_max = 100
+        batches: list[list[Any]] = []
+        for t in range(1100):
+            tid = f"{t:032x}"
+            root = RunRoot("", trace_id=tid, span_id="x", parent_span_id="w", start_ns=1, end_ns=9,
+                           turn=Turn("run", trace_id=tid, span_id="x", start_ns=1, end_ns=9))  # fmt: skip
+            calls = [ToolCall("x", trace_id=tid, span_id=f"c{i}", parent_span_id="x", start_ns=2) for i in range(100)]
+            batches.append([root, *calls] if root_first else [*calls, root])
+        now = 10**18
+        gc.collect()
+        tracemalloc.start()
+        try:
+            before, _ = tracemalloc.get_traced_memory()
+            for i, batch in enumerate(batches):
+                tid = batch[0].trace_id
+                a.add_records(batch, now + i)
+                a.add_records([Span(tid, "w", "", "POST /chat", KIND_SERVER, 0, 10)], now + i + 1)
+            out = a.poll(now + 10**10)
+            assert len(out) == 1100 and all(len(t.calls) == 100 for t in out) and not a.pending_traces
+            del out, batches
+            gc.collect()
+            after, _ = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        return after - before
+
+    assert retained(True) - retained(False) < 256 * 1024
+
+
 # ---- Python code run in the middle of add_records (an eviction sorts what it releases) ----------------------------
 
 
