@@ -71,6 +71,7 @@ from monitor.assembly._runs import (
     release_due,
     release_lone,
     release_turnless,
+    runs_among,
     settle_all,
 )
 from monitor.normalize import Normalizer
@@ -655,17 +656,20 @@ class TurnAssembler:
         given: str | None = None
         answer: str | None = None
         whole = mine is tr.calls
+        runs: list[RunRoot] = []
         if not whole:  # requested calls, offered tools and input marks sit under their chat span, never right
             if tr.waiting is not None:  # under the turn, RunRoots waiting are steps of it (_runs)
-                mine = drop_runs(self, tid, tr, mine)
+                mine, runs = runs_among(mine)
             mine, offered, given, answer = take_offered(mine)  # under the turn; in arrival order
-        if len(mine) > 1:  # first: calls that cannot be ordered raise with the turn still pending
-            mine.sort(key=_call_key)
+        if len(mine) > 1:  # first: calls that cannot be ordered raise with the turn still pending (its RunRoots
+            mine.sort(key=_call_key)  # still waiting: steps of it once it is released)
         if not whole:
             gone: list[ToolCall] = []
             mine = reconcile(mine, gone)
             for c in gone:  # judged with the turn as the calls kept (_remember_judged): a copy is a duplicate
                 _remember(self._judged_alone, self._judged_alone_order, tid + c.span_id, self._released_max)
+        if runs:
+            drop_runs(self, tid, tr, runs)
         turns = tr.turns
         turn = turns.pop(sid)
         self._pending_turns -= 1

@@ -520,14 +520,22 @@ def settle_all(asm: TurnAssembler, tid: str, tr: _Trace) -> None:
             asm._hold_turn(tid, tr, run.turn, 0, False, due=False)
 
 
-def drop_runs(asm: TurnAssembler, tid: str, tr: _Trace, calls: list[ToolCall]) -> list[ToolCall]:
+def runs_among(calls: list[ToolCall]) -> tuple[list[ToolCall], list[RunRoot]]:
     """`calls` (a turn's, at its release) without the RunRoots waiting among them (found under the turn by the time
-    the chain of parents breaks at a span not received: steps of it), which wait no longer."""
+    the chain of parents breaks at a span not received: steps of it), and those RunRoots in their order. Nothing
+    changes yet: a release that raises after (calls that cannot be ordered) leaves them waiting (drop_runs)."""
     kept: list[ToolCall] = []
+    runs: list[RunRoot] = []
     for c in calls:
         if isinstance(c, RunRoot):
-            _forget(tr, c)
-            _step(asm, tid, tr, c.span_id)
+            runs.append(c)
         else:
             kept.append(c)
-    return kept
+    return kept, runs
+
+
+def drop_runs(asm: TurnAssembler, tid: str, tr: _Trace, runs: list[RunRoot]) -> None:
+    """The RunRoots `runs_among` found among the calls of a turn released: steps of it, which wait no longer."""
+    for run in runs:
+        _forget(tr, run)
+        _step(asm, tid, tr, run.span_id)

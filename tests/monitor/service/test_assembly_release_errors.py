@@ -12,7 +12,7 @@ from collections.abc import Callable
 import pytest
 
 from monitor.assembly import TurnAssembler, _assembler
-from monitor.records import ToolCall, Turn
+from monitor.records import RunRoot, ToolCall, Turn
 
 GOOD, BAD, LATER = "a" * 32, "b" * 32, "c" * 32  # sorted: the good trace is released first
 _NS = 1_000_000_000
@@ -101,3 +101,33 @@ def test_turnless_calls_that_cannot_be_ordered_stay_pending_at_flush(python: boo
         a._release_all_py() if python else a.flush()
     assert [c.span_id for c in a._traces[BAD].calls] == ["c0", "c1"] and a.pending_turnless == 1
     assert a.stats.turnless_completed == 0 and not a._judged_alone
+
+
+@pytest.mark.parametrize("python", [False, True], ids=["c", "python"])
+def test_a_run_root_under_a_turn_that_cannot_be_released_keeps_waiting(python: bool) -> None:
+    # A run's root waiting for a parent never sent, in the time of the trace's one turn: a step of that turn when it is
+    # released (_runs.drop_runs). Its release raised after the root was taken off the trace's waiting lists and
+    # remembered as a step, with the root still held: no longer waiting (its span id out of `roots`) yet held, and the
+    # turn, released after, took it as a tool call (no RunRoot waiting, none dropped).
+    if not python and _assembler._POLL_C is None:
+        pytest.skip("the C assembler is not loaded")
+    s = _NS
+    a = TurnAssembler(grace_s=1, turnless_timeout_s=10)
+    bad = ToolCall("x", trace_id=GOOD, span_id="c0", parent_span_id="t", start_ns=None)  # type: ignore[arg-type]
+    run = RunRoot("", trace_id=GOOD, span_id="r", parent_span_id="gone", start_ns=2 * s, end_ns=3 * s,
+                  turn=Turn("run", trace_id=GOOD, span_id="r", start_ns=2 * s, end_ns=3 * s))  # fmt: skip
+    records: list[ToolCall | Turn] = [
+        Turn("hi", trace_id=GOOD, span_id="t", start_ns=0, end_ns=9 * s),
+        run,
+        bad,
+        ToolCall("x", trace_id=GOOD, span_id="c1", parent_span_id="t", start_ns=s),
+    ]
+    (a._add_records_py if python else a.add_records)(records, 0)
+    with pytest.raises(TypeError):
+        a._poll_py(2 * s) if python else a.poll(2 * s)
+    tr = a._traces[GOOD]
+    assert list(tr.turns) == ["t"] and [c.span_id for c in tr.calls] == ["r", "c0", "c1"]  # as before the release
+    assert tr.waiting == {"gone": [run]} and tr.roots == {"r"} and GOOD + "r" not in a._steps
+    bad.start_ns = 0
+    out = a._release_all_py() if python else a.flush()
+    assert not [c for t in out for c in t.calls if isinstance(c, RunRoot)]
