@@ -101,6 +101,77 @@ def test_turns_due_together_are_released_as_one_at_a_time(
     run_three(steps, max_pending)
 
 
+# Denser: most records in one trace, calls and turns more often than spans, runs under turns and spans never received,
+# flushes between the steps, and calls that cannot be ordered ("bad": no start time) in the runs without a flush (C's
+# flush after an error leaves other state than the Python one, as before turns were released together). More of its
+# traces hold several turns due together with calls, beside turns due later or waiting runs, and releases that raise
+# midway; the rare paths of _due are also held by hand (test_turns_due_together_with_a_turn_due_later).
+dense_trace = st.sampled_from([T, T, T, U])
+dense_turn = st.tuples(
+    st.sampled_from(["turn", "turn0"]), dense_trace, st.sampled_from(TURNS[:5]), st.just(""), start, end
+)
+dense_spec = st.one_of(
+    dense_turn,
+    dense_turn,
+    *[st.tuples(st.sampled_from(["call", "call", "call:a", "call:b", "req0:a", "req1:b", "req0", "offered", "input",
+                                 "handoff", "bad"]),
+                dense_trace, st.sampled_from(CALLS[:6]),
+                st.sampled_from([*TURNS[:5], *SPANS[:3], "c0", "c1", "gone", "x"]), start, end)] * 3,
+    st.tuples(st.sampled_from(["other", "other", "marked", "server"]), dense_trace, st.sampled_from(SPANS[:3]),
+              st.sampled_from([*TURNS[:5], *SPANS[:3], "gone", "x"]), start, end),
+    st.tuples(st.just("run"), dense_trace, st.sampled_from(["x", "y", "z"]),
+              st.sampled_from([*SPANS[:3], *TURNS[:5], "x", "y", "q", "gone"]), start, end),
+)  # fmt: skip
+dense_step: st.SearchStrategy[tuple[str, list[Spec], int]] = st.one_of(
+    st.tuples(st.just("add"), st.lists(dense_spec, min_size=1, max_size=16), st.integers(0, 2)),
+    st.tuples(st.sampled_from(["poll", "poll_py"]), st.just([]), st.integers(0, 3)),
+    st.tuples(st.just("flush"), st.just([]), st.just(0)),
+)  # fmt: skip
+
+
+def _dense_records(side: Side, specs: list[Spec]) -> list[Any]:
+    """side.records(specs), a "bad" call given no start time (its turn's calls cannot be ordered)."""
+    out = side.records([("call", *s[1:]) if s[0] == "bad" else s for s in specs])
+    for s, r in zip(specs, out, strict=True):
+        if s[0] == "bad":
+            r.start_ns = None  # type: ignore[assignment]
+    return out
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(dense_step, min_size=1, max_size=8), st.sampled_from([1, 2, 100, 100]))
+def test_dense_traces_release_turns_due_together_as_one_at_a_time(
+    steps: list[tuple[str, list[Spec], int]], max_pending: int
+) -> None:
+    """As test_turns_due_together_are_released_as_one_at_a_time, errors included: the same turns, or the same error,
+    and the same state after each step (Side.state checks the RunRoots held are those waiting)."""
+    if any(op == "flush" for op, _, _ in steps):
+        steps = [(op, [s for s in specs if s[0] != "bad"], dt) for op, specs, dt in steps]
+    sides = [
+        Side(cls(grace_s=1, turnless_timeout_s=5, max_pending=max_pending))
+        for cls in (TurnAssembler, PythonAssembler, OneByOneAssembler)
+    ]
+    now = 0
+    for op, specs, dt in [*steps, ("poll", [], 3), ("poll", [], 6)]:
+        now += dt * S
+        outs = []
+        for side in sides:
+            a = side.asm
+            try:
+                if op == "add":
+                    got = a.add_records(_dense_records(side, specs), now)
+                elif op == "poll_py":
+                    got = a._poll_py(now)
+                    a._remember_judged(got)  # as poll does
+                else:
+                    got = a.poll(now) if op == "poll" else a.flush()
+                res: Any = side.turns(got)
+            except TypeError:  # calls that cannot be ordered
+                res = "raised"
+            outs.append((res, side.state()))
+        assert outs[0] == outs[2] and outs[1] == outs[2]
+
+
 def test_many_turns_due_together_each_get_their_own_calls() -> None:
     """Four turns of a trace due together: t1's calls right under it, t2's under its chat span, t3's right under it,
     t4's under a span never received in its time (t4 the trace's last turn when it is released: the one turn enclosing
@@ -120,6 +191,49 @@ def test_many_turns_due_together_each_get_their_own_calls() -> None:
         ("t1", False, ("c1", "c2")), ("t2", False, ("c3",)), ("t3", False, ("c4",)), ("t4", False, ("c5",)),
         ("", True, ("c6",)),
     ]  # fmt: skip
+
+
+WITH_A_TURN_DUE_LATER: dict[str, tuple[list[Spec], list[tuple[str, bool, tuple[str, ...]]]]] = {
+    # t0 takes its call (under its chat span) and leaves the trace none, t1 has none: the trace keeps its turnless
+    # timeout (no call left to count it for), as _release_turn leaves it
+    "leaves-no-call": (
+        [("other", T, "m0", "t0", 1, 2), ("call", T, "c0", "m0", 1, 2)],
+        [("t0", False, ("c0",)), ("t1", False, ()), ("t2", False, ())],
+    ),
+    # t1's calls are all the calls left, right under it: the usual release (no reconcile: the tools offered there stay
+    # a call, as _release_turn's usual release keeps them; the normalizer never puts them there), then t3 with none
+    "all-left-right-under-it": (
+        [("other", T, "m0", "t0", 1, 2), ("call", T, "c0", "m0", 1, 2), ("offered", T, "c1", "t1", 1, 2),
+         ("turn", T, "t3", "", 0, 5)],
+        [("t0", False, ("c0",)), ("t1", False, ("c1",)), ("t3", False, ()), ("t2", False, ())],
+    ),
+    # t0's calls right under it, all the trace holds (the usual release), then t1 with none: nothing left to restart
+    # the trace's turnless timeout for
+    "the-usual-release-first": (
+        [("call", T, "c0", "t0", 1, 2), ("call", T, "c1", "t0", 2, 3)],
+        [("t0", False, ("c0", "c1")), ("t1", False, ()), ("t2", False, ())],
+    ),
+    # beside a run's root waiting for a parent never sent (_runs.release_due), the last turn due released with its
+    # calls, a call under none left: the trace's calls are those left once the turns due are released
+    "beside-a-run": (
+        [("run", T, "x", "q", 7, 8), ("other", T, "m0", "t0", 1, 2), ("call", T, "c0", "m0", 1, 2),
+         ("other", T, "m1", "t1", 1, 2), ("call", T, "c1", "m1", 1, 2), ("call", T, "c2", "gone", 8, 9)],
+        [("t0", False, ("c0",)), ("t1", False, ("c1",)), ("t2", False, ()), ("x", False, ()), ("", True, ("c2",))],
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(WITH_A_TURN_DUE_LATER))
+def test_turns_due_together_with_a_turn_due_later(case: str) -> None:
+    """t0 and t1 (and t3) due together, t2 a second later: none of them the trace's last turn (_release_turn releases
+    that one)."""
+    specs, expected = WITH_A_TURN_DUE_LATER[case]
+    steps: list[tuple[str, list[Spec], int]] = [
+        ("add", [*specs, ("turn", T, "t0", "", 0, 5), ("turn", T, "t1", "", 0, 5)], 0),
+        ("add", [("turn", T, "t2", "", 0, 5)], 1),
+    ]
+    c = run_three(steps)
+    assert [(t.span_id, t.turnless, tuple(x.span_id for x in t.calls)) for t in c.released] == expected
 
 
 @pytest.mark.parametrize("bad", ["c2", "c4", "c6"])
