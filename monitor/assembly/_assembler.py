@@ -67,6 +67,7 @@ from monitor.assembly._runs import (
     beside,
     drop_runs,
     entry,
+    held_before,
     holds_alone,
     release_due,
     release_lone,
@@ -101,7 +102,9 @@ class _Trace:
     """One pending trace. Built field by field in add_records (a constructor call cost as much as the rest), or one
     released by poll, emptied and reused (at most _SPARE_MAX kept)."""
 
-    __slots__ = ("first_seen_ns", "calls", "turns", "parents", "waiting", "known", "roots", "lone", "checked", "since")
+    __slots__ = (
+        "first_seen_ns", "calls", "turns", "parents", "waiting", "known", "held_ns", "since", "roots", "lone", "checked"
+    )
     first_seen_ns: int  # arrival of its first span, or of its first call held, or release of a turn that left calls
     # (where RunRoots wait: of its first call held under none of them, _runs.beside; or of the first still under none
     # when that one is found under a run, the trace then out of the order of _traces, due by an entry of its own:
@@ -111,14 +114,15 @@ class _Trace:
     parents: dict[str, str]  # span id -> parent span id (every span seen)
     waiting: dict[str, list[RunRoot]] | None  # span id awaited -> the RunRoots (among the calls) waiting for it (_runs)
     known: dict[str, bool] | None  # span id of a RunRoot, or of a SERVER / CONSUMER span -> whether part of a run
+    held_ns: int  # arrival of the last call held (set when one is)
+    since: dict[str, int] | None  # span id of a call held before held_ns -> its arrival (the others arrived then; None
+    # when all did): where the turnless timeout of the calls under none counts from when RunRoots wait or waited and
+    # the call that started it is found under a run (_runs._start). Bounded: twice max_calls_per_trace (held_before)
     # Set when RunRoots begin to wait (unset before, read only while `waiting` is not None: _runs):
     roots: set[str]  # the span ids of the RunRoots waiting
     lone: ToolCall | None  # a call it holds under none of them (its turnless timeout counting from the first to
     # arrive; _runs.beside), None when not known
     checked: int  # while `lone` is not None: the calls before this one are RunRoots or under one of them
-    since: dict[str, int]  # span id of a call held while they wait -> its arrival (where the turnless timeout of the
-    # calls under none counts from when the one that started it is found under a run: _runs._start), emptied when the
-    # last stops waiting
 
 
 @dataclass(slots=True)
@@ -332,7 +336,7 @@ class TurnAssembler:
                     tr.calls = []
                     tr.turns = {}
                     tr.parents = {}
-                    tr.waiting = tr.known = None
+                    tr.waiting = tr.known = tr.since = None
                 tr.first_seen_ns = now_ns
             held = False  # a record not held leaves a trace it made holding no record yet
             if type(r) is RunRoot:
@@ -351,13 +355,18 @@ class TurnAssembler:
                     elif len(tr.calls) >= max_calls:
                         stats.oversized_calls += not isinstance(r, OfferedTools | InputMark | CallIdMark)  # no calls
                     else:
-                        if not tr.calls:
+                        calls = tr.calls
+                        if not calls:
                             if not (new or tr.turns):
                                 links.pop(tid, None)  # it holds records now
                             if tr.first_seen_ns != now_ns:  # the turnless timeout counts from here
                                 tr.first_seen_ns = now_ns
                                 traces.move_to_end(tid)
-                        tr.calls.append(r)
+                            tr.held_ns = now_ns
+                            tr.since = None
+                        elif tr.held_ns != now_ns:  # the calls held were held before now: their arrivals kept (_runs)
+                            self._held_before(tr, now_ns)
+                        calls.append(r)
                         held = True
             elif isinstance(r, Turn):
                 held = self._hold_turn(tid, tr, r, now_ns, new)
@@ -425,6 +434,7 @@ class TurnAssembler:
     _arrived = arrived
     _beside = beside
     _entry = entry
+    _held_before = held_before
     _release_due = release_due
     _release_turnless_runs = release_turnless
     _release_lone = release_lone

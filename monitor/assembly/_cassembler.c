@@ -47,10 +47,11 @@ static Py_ssize_t spare_max;
 
 enum { R_TRACE_ID, R_SPAN_ID, R_PARENT, R_N };                 /* ToolCall and Span fields read */
 enum { U_TRACE_ID, U_SPAN_ID, U_CALLS, U_N };                  /* Turn fields read or set */
-enum { X_FIRST_SEEN, X_CALLS, X_TURNS, X_PARENTS, X_WAITING, X_KNOWN, X_N }; /* _Trace slots */
+enum { X_FIRST_SEEN, X_CALLS, X_TURNS, X_PARENTS, X_WAITING, X_KNOWN, X_HELD, X_SINCE, X_N }; /* _Trace slots */
 static const char *const record_names[R_N] = {"trace_id", "span_id", "parent_span_id"};
 static const char *const turn_names[U_N] = {"trace_id", "span_id", "calls"};
-static const char *const trace_names[X_N] = {"first_seen_ns", "calls", "turns", "parents", "waiting", "known"};
+static const char *const trace_names[X_N] = {"first_seen_ns", "calls", "turns",  "parents",
+                                             "waiting",       "known", "held_ns", "since"};
 static const char *const call_id_name[1] = {"call_id"}, *const call_name[1] = {"name"}; /* (release_chat) */
 static const char *const kind_names[2] = {"kind", "attributes"}; /* a Span's: a SERVER or CONSUMER one is known */
 static Py_ssize_t off_call[R_N], off_span[R_N], off_turn[U_N], off_trace[X_N], off_call_id, off_call_name, off_kind[2];
@@ -65,7 +66,7 @@ static PyObject *s_traces, *s_links, *s_judged_alone, *s_due, *s_deadlines, *s_r
     *s_release_turn, *s_release_turnless, *s_add_records_py, *s_poll_py, *s_append, *s_popleft, *s_sort, *s_clear,
     *s_move_to_end, *s_pop, *s_setdefault, *s_parent_span_id, *s_span_id, *s_duplicates, *s_late_calls, *s_late_turns,
     *s_oversized_calls, *s_oversized_spans, *s_turns_completed, *s_flush_trace, *s_release_all_py, *s_items, *zero,
-    *kw_key, *s_add_run, *s_arrived, *s_entry, *s_release_due, *s_judged_order, *s_release_turnless_runs, *s_beside,
+    *kw_key, *s_add_run, *s_arrived, *s_entry, *s_release_due, *s_judged_order, *s_release_turnless_runs, *s_beside, *s_held_before,
     *s_release_lone, *s_lone_due,
     *s_release_turns;
 
@@ -849,6 +850,7 @@ static PyObject *trace_for(State *s, PyObject *tid, PyObject *out, int *made) {
         SLOT(tr, off_trace[X_PARENTS]) = v[2];
         SLOT(tr, off_trace[X_WAITING]) = Py_NewRef(Py_None);
         SLOT(tr, off_trace[X_KNOWN]) = Py_NewRef(Py_None);
+        SLOT(tr, off_trace[X_SINCE]) = Py_NewRef(Py_None);
     }
     if (PyODict_SetItem(s->traces, tid, tr) < 0 || tr_set(tr, X_FIRST_SEEN, s->now_obj) < 0) Py_CLEAR(tr);
     return tr;
@@ -867,6 +869,57 @@ static int restart_timeout(State *s, PyObject *tid, PyObject *tr) {
     Py_XDECREF(first);
     if (ne <= 0) return ne;
     return tr_set(tr, X_FIRST_SEEN, s->now_obj) < 0 || call_void(s->traces, s_move_to_end, tid, NULL) < 0 ? -1 : 0;
+}
+
+/* A call held in a trace holding calls: when those were held before now (tr.held_ns), their arrivals are kept
+ * (_runs.held_before: in C for a plain _Trace, else self._held_before(tr, now)). One pointer compare for calls held in
+ * the request the last came in. 0, -1. */
+static int held_before(State *s, PyObject *tr) {
+    PyObject *last = tr_get(tr, X_HELD);
+    if (last == NULL) return -1;
+    int rc = last == s->now_obj ? 0 : compare(last, s->now_obj, Py_NE);
+    if (rc <= 0) {
+        Py_DECREF(last);
+        return rc;
+    }
+    PyObject *calls = Py_IS_TYPE(tr, trace_type) ? SLOT(tr, off_trace[X_CALLS]) : NULL;
+    PyObject *since = calls != NULL ? SLOT(tr, off_trace[X_SINCE]) : NULL;
+    if (calls == NULL || !PyList_CheckExact(calls) || since == NULL ||
+        (since != Py_None && (!PyDict_CheckExact(since) || PyDict_GET_SIZE(since) >= 2 * s->max_calls))) {
+        Py_DECREF(last); /* unusual state, or the arrivals to bound: Python's */
+        PyObject *args[3] = {s->self, tr, s->now_obj};
+        PyObject *res = PyObject_VectorcallMethod(s_held_before, args, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+        Py_XDECREF(res);
+        return res != NULL ? 0 : -1;
+    }
+    if (since == Py_None) {
+        if ((since = PyDict_New()) == NULL) {
+            Py_DECREF(last);
+            return -1;
+        }
+        Py_SETREF(SLOT(tr, off_trace[X_SINCE]), since);
+    }
+    Py_INCREF(since);
+    Py_INCREF(calls);
+    rc = 0;
+    /* from the last call up to the first kept (the keys may run Python code: the list is read again each time) */
+    for (Py_ssize_t i = PyList_GET_SIZE(calls) - 1; i >= 0 && rc == 0; i--) {
+        if (i >= PyList_GET_SIZE(calls)) continue;
+        PyObject *c = Py_NewRef(PyList_GET_ITEM(calls, i)), *sid = PyObject_GetAttr(c, s_span_id);
+        Py_DECREF(c);
+        if (sid == NULL) {
+            rc = -1;
+            break;
+        }
+        int in = PyDict_Contains(since, sid);
+        rc = in < 0 || (in == 0 && PyDict_SetItem(since, sid, last) < 0) ? -1 : 0;
+        Py_DECREF(sid);
+        if (in > 0) break;
+    }
+    Py_DECREF(calls);
+    Py_DECREF(since);
+    Py_DECREF(last);
+    return rc < 0 ? -1 : tr_set(tr, X_HELD, s->now_obj);
 }
 
 /* The spans a dropped call counts for (_spans_of): 1 for a ToolCall, the rule's answer for a RequestedCall (a chat
@@ -921,8 +974,12 @@ static int tool_call(State *s, Counts *k, PyObject *r, PyObject *tid, PyObject *
                                   !Py_IS_TYPE(r, callid_type); /* those are no calls */
         } else {
             /* The first call of a trace it did not make (one it made is not a link trace, and was first seen now):
-             * the trace holds records now, and the turnless timeout counts from now. */
-            if (n == 0 && !made && (drop_link(s, tid) < 0 || restart_timeout(s, tid, tr) < 0)) goto done;
+             * the trace holds records now, and the turnless timeout counts from now. The arrival of the calls held:
+             * now (tr.held_ns, tr.since None), or kept for those held before (held_before). */
+            if (n == 0 ? (!made && (drop_link(s, tid) < 0 || restart_timeout(s, tid, tr) < 0)) ||
+                             tr_set(tr, X_HELD, s->now_obj) < 0 || tr_set(tr, X_SINCE, Py_None) < 0
+                       : held_before(s, tr) < 0)
+                goto done;
             rc = append(calls, r) < 0 ? -1 : 1;
             goto done;
         }
@@ -1262,7 +1319,8 @@ static PyObject *init(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         {&s_oversized_calls, "oversized_calls"}, {&s_oversized_spans, "oversized_spans"},
         {&s_turns_completed, "turns_completed"}, {&s_calls, "calls"}, {&trace_attr[X_FIRST_SEEN], "first_seen_ns"},
         {&trace_attr[X_CALLS], "calls"}, {&trace_attr[X_TURNS], "turns"}, {&trace_attr[X_PARENTS], "parents"},
-        {&trace_attr[X_WAITING], "waiting"}, {&trace_attr[X_KNOWN], "known"}, {&s_add_run, "_add_run"},
+        {&trace_attr[X_WAITING], "waiting"}, {&trace_attr[X_KNOWN], "known"}, {&trace_attr[X_HELD], "held_ns"},
+        {&trace_attr[X_SINCE], "since"}, {&s_held_before, "_held_before"}, {&s_add_run, "_add_run"},
         {&s_arrived, "_arrived"}, {&s_entry, "_entry"}, {&s_release_due, "_release_due"},
         {&s_release_turnless_runs, "_release_turnless_runs"}, {&s_beside, "_beside"},
         {&s_release_lone, "_release_lone"}, {&s_lone_due, "#lone"}, /* _runs.LONE_DUE */

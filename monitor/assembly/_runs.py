@@ -28,12 +28,13 @@ none, or calls left under none by RunRoots settled as steps of no turn, or made 
 not from the RunRoots or the calls under them, which are no turnless group (a call under none arriving after a RunRoot
 was judged as early as a second after it arrived, its turn arriving within the timeout then a late turn). When the call
 that started it is found under a run later (its parent spans arriving after it, or a run's turn taking it as the one
-whose time encloses it), it counts from the earliest arrival among the calls still under none (tr.since): put off at the
-turnless scan, or when the last RunRoot stops waiting, out of the scan's order, with a due entry of its own (the trace's
-id and `#lone`: release_lone); the call that started it judged the calls beside it up to a timeout early. The calls held
-before the RunRoots began to wait keep the timeout they had (from the trace's first call: their arrivals are not known).
-Nor are the RunRoots and the calls under them turnless ones for `toolwatch_pending_turns{kind="turnless"}`
-(holds_alone): they will be their runs' turns or steps.
+whose time encloses it), it counts from the earliest arrival among the calls still under none (tr.since and tr.held_ns,
+kept for every call held: held_before): put off at the turnless scan, or when the last RunRoot stops waiting, out of the
+scan's order, with a due entry of its own (the trace's id and `#lone`: release_lone); the call that started it judged
+the calls beside it up to a timeout early. So for the calls held before the RunRoots began to wait (a call under a span
+not arrived yet, the trace's first, then a call under none and a RunRoot above the first, children first: the call under
+none was judged by the first's clock). Nor are the RunRoots and the calls under them turnless ones for
+`toolwatch_pending_turns{kind="turnless"}` (holds_alone): they will be their runs' turns or steps.
 
 The spans that arrived before a RunRoot are known by their parent links only: on the way up from a RunRoot's parent a
 turn (pending or released) or a RunRoot settles it as a step, a SERVER or CONSUMER span of no run (each remembered as
@@ -49,13 +50,12 @@ RunRoot under it is a step too. A RunRoot past its trace's bound of parent links
 
 Pending RunRoots are calls of their trace (bounded by max_calls_per_trace, weighed, evicted with it, keeping it from
 being dropped as a trace of links only); the trace's `waiting` maps each span id awaited to the RunRoots waiting for it
-(None while none waits: the per-record check of the C assembler is one pointer compare), `roots` holds their span ids,
-`lone` a call held under none of them (None when not known) and `since` the arrivals of the calls held while they wait
-(bounded: twice max_calls_per_trace, those of the calls still held kept; emptied when the last stops waiting, _reclock),
-all set when they begin to wait: a call added costs a parent walk or two (beside), the trace's calls are looked at once
-when none is known. These functions are TurnAssembler's methods (_assembler.py); the C assembler calls them for
-RunRoots, for records awaited, for SERVER and CONSUMER spans, and for the traces with RunRoots waiting when they are
-due, past the turnless timeout, flushed or evicted, and for the due entries of calls under none put off (release_lone).
+(None while none waits: the per-record check of the C assembler is one pointer compare), `roots` holds their span ids
+and `lone` a call held under none of them (None when not known), set when they begin to wait: a call added costs a
+parent walk or two (beside), the trace's calls are looked at once when none is known. These functions are
+TurnAssembler's methods (_assembler.py); the C assembler calls them for RunRoots, for records awaited, for SERVER and
+CONSUMER spans, and for the traces with RunRoots waiting when they are due, past the turnless timeout, flushed or
+evicted, and for the due entries of calls under none put off (release_lone).
 """
 
 from __future__ import annotations
@@ -130,7 +130,6 @@ def _wait(tr: _Trace, sid: str, run: RunRoot) -> None:
         tr.waiting = {}
         tr.roots = set()
         tr.lone = None  # a call under none of them held: not known yet (beside)
-        tr.since = {}  # the arrivals of the calls held from now on (beside)
     tr.waiting.setdefault(sid, []).append(run)
     tr.roots.add(run.span_id)
 
@@ -196,6 +195,10 @@ def add_run(asm: TurnAssembler, tid: str, tr: _Trace, run: RunRoot, new: bool, n
         if tr.first_seen_ns != now_ns:  # the turnless timeout of its trace counts from here
             tr.first_seen_ns = now_ns
             asm._traces.move_to_end(tid)
+        tr.held_ns = now_ns
+        tr.since = None
+    elif tr.held_ns != now_ns:  # (as a call held: add_records)
+        held_before(asm, tr, now_ns)
     calls.append(run)
     _wait(tr, verdict, run)
     _know(tr, sid, True)
@@ -280,12 +283,8 @@ def beside(asm: TurnAssembler, tid: str, tr: _Trace, call: ToolCall, now_ns: int
     One held is kept (tr.lone): while it is still under none (its parent links checked again: a span above it may have
     come since), a call arriving under none is judged with it, one parent walk each; the trace's calls are looked at
     once when none is kept (the RunRoots began to wait, a turnless scan or a turn's release took calls) or it is no
-    longer under none. Its arrival is remembered (tr.since): where the timeout counts from when the call that started
-    it is found under a run later (_start)."""
-    since = tr.since
-    if len(since) >= 2 * asm.max_calls_per_trace:  # bounded: those of the calls still held are kept
-        since = tr.since = {c.span_id: since[c.span_id] for c in tr.calls if c.span_id in since}
-    since[call.span_id] = now_ns  # (also under a RunRoot: it may be left under none, _start)
+    longer under none. Where the timeout counts from when the call that started it is found under a run later: the
+    arrivals of the calls (_start)."""
     roots = tr.roots
     if _under(tr.parents, call.parent_span_id, roots):
         return
@@ -436,17 +435,38 @@ def release_turnless(asm: TurnAssembler, tid: str, tr: _Trace, out: list[Turn], 
         tr.calls = calls
         raise
     tr.calls = held
+
+
+def held_before(asm: TurnAssembler, tr: _Trace, now_ns: int) -> None:
+    """A call held at `now_ns` in a trace holding calls held before (the last at tr.held_ns): the arrivals of those
+    held then (the last ones held: none is in tr.since yet, the calls held before them are) kept in tr.since, the
+    others' arrival now_ns. Each call's arrival is kept once (the calls are looked at from the last up to the first
+    kept): a trace whose calls all come in one request (the usual) keeps none, and only its clock (first_seen_ns) said
+    where the timeout of a call held before RunRoots began to wait counted from: the call that set it found under a run
+    then, the calls beside it were judged up to a timeout early. Bounded: at twice max_calls_per_trace, those of the
+    calls still held are kept."""
     since = tr.since
-    for c in alone:
-        since.pop(c.span_id, None)
+    calls = tr.calls
+    if since is None:
+        since = tr.since = {}
+    elif len(since) >= 2 * asm.max_calls_per_trace:
+        since = tr.since = {c.span_id: since[c.span_id] for c in calls if c.span_id in since}
+    last = tr.held_ns
+    for i in range(len(calls) - 1, -1, -1):
+        sid = calls[i].span_id
+        if sid in since:
+            break
+        since[sid] = last
+    tr.held_ns = now_ns
 
 
 def _start(tr: _Trace, calls: list[ToolCall]) -> int:
-    """Where the turnless timeout of `calls` (of a trace where RunRoots wait or waited) counts from: the earliest
-    arrival among them (tr.since); the trace's clock for a call held before the RunRoots began to wait (not known: it
-    counts from the trace's first call, as it did)."""
-    since, first = tr.since, tr.first_seen_ns
-    return min(since.get(c.span_id, first) for c in calls)
+    """Where the turnless timeout of `calls` (held by a trace where RunRoots wait or waited) counts from: the earliest
+    arrival among them (tr.since, tr.held_ns)."""
+    since, last = tr.since, tr.held_ns
+    if since is None:  # all arrived then
+        return last
+    return min(since.get(c.span_id, last) for c in calls)
 
 
 def _put_off(asm: TurnAssembler, tid: str, tr: _Trace, start: int) -> None:
@@ -463,20 +483,17 @@ def _put_off(asm: TurnAssembler, tid: str, tr: _Trace, start: int) -> None:
 def _reclock(asm: TurnAssembler, tid: str, tr: _Trace) -> None:
     """After the last RunRoot waiting in a trace was settled or made its turn (arrived, release_due): its calls, with no
     turn pending, are judged together at its clock, as in a trace without RunRoots; put off when the call that started
-    it is no longer among them (_put_off). Only when a call was held while they waited (tr.since). The calls are looked
-    at up to the first that still sets the clock (arrived no later, or held before they waited: usually the first),
-    not all of them each time: that was quadratic in the calls of a trace whose runs stop waiting one after another.
-    The arrivals are read no more then (until RunRoots wait again: _wait): they go, not kept with the trace until its
-    release, and with it after among the emptied traces kept for reuse."""
-    calls, since = tr.calls, tr.since
-    if since and calls and not tr.turns and asm._traces.get(tid) is tr:
-        first = tr.first_seen_ns
+    it is no longer among them (_put_off): every call arrived after it. The calls are looked at up to the first that
+    still sets the clock (arrived no later: usually the first), not all of them each time: that was quadratic in the
+    calls of a trace whose runs stop waiting one after another."""
+    calls = tr.calls
+    if calls and not tr.turns and asm._traces.get(tid) is tr:
+        first, since, last = tr.first_seen_ns, tr.since, tr.held_ns
         for c in calls:
-            if since.get(c.span_id, first) <= first:  # the clock is still this call's (or as it was)
+            if (last if since is None else since.get(c.span_id, last)) <= first:  # the clock is still this call's
                 break
         else:
             _put_off(asm, tid, tr, _start(tr, calls))
-    since.clear()
 
 
 def release_lone(asm: TurnAssembler, key: str, out: list[Turn], now_ns: int) -> None:

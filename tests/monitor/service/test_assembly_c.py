@@ -173,7 +173,9 @@ class Side:
                 list(tr.parents.items()),
                 None if tr.waiting is None else [(s, [self.ref(r) for r in runs]) for s, runs in tr.waiting.items()],
                 None if tr.known is None else list(tr.known.items()),
-                None if tr.waiting is None else (sorted(tr.roots), self.ref(tr.lone), sorted(tr.since.items())),
+                None if tr.waiting is None else (sorted(tr.roots), self.ref(tr.lone)),
+                # the arrivals of the calls held (when it holds some: set then)
+                (tr.held_ns, None if tr.since is None else sorted(tr.since.items())) if tr.calls else None,
             )
             for tid, tr in a._traces.items()
         ]
@@ -550,6 +552,19 @@ def test_calls_under_a_waiting_run_wait_for_it_past_the_timeout() -> None:
     assert _released_by(steps, 14) == {5: [("", True, ("c9",))], 7: [("x", False, ("c1", "c2"))]}
 
 
+def test_a_call_under_none_held_before_runs_wait_is_judged_a_timeout_after_it_arrived() -> None:
+    """A call under `y` at 0 (under none then: `y` not sent yet), starting its trace's turnless timeout; at 1, children
+    first, a call under none `a0` and the nested run's root `y` (waiting for `x`, never sent). The call under `y` is
+    then under a run: `a0` is judged alone at 6, a turnless timeout after it arrived. It was judged at 5, by the clock
+    of the call held before the root began to wait (its turn arriving between 5 and 6 then a late turn)."""
+    steps: list[tuple[str, list[Spec], int]] = [
+        ("add", [("call", T, "c0", "y", 0, 1)], 0),
+        ("add", [("call", T, "a0", "p", 5, 6), ("run", T, "y", "x", 0, 3)], 1),
+    ]
+    judged = {t: x for t, xs in _released_by(steps, 12).items() for x in xs if x[1]}
+    assert judged == {6: ("", True, ("a0",))}
+
+
 # A call under none (`c9`, under a span never sent) arriving at 4 in a trace where a run's root (`x`, under a span
 # never sent) waits or has waited: since 0 with its call, since 2, or since 3 with its call there since 0; or since
 # 0 with another run's (`y`) at 2 sent children first (its call under none until its chat span `m` and `y` came).
@@ -675,29 +690,35 @@ def test_calls_under_none_beside_runs_are_judged_within_the_timeout(
 
 
 @settings(max_examples=200, deadline=None)
-@given(_runs_beside((1, 3)), st.randoms(use_true_random=False), _gaps(4), _gaps(4))
+@given(_runs_beside((1, 3)), st.randoms(use_true_random=False), _gaps(4), _gaps(4), st.integers(0, 3))
 # a run's root made a late turn (its call under none judged alone first) left the call under it judged with the calls
 # beside it by the clock of the last turnless scan: 1 s early (test_a_run_made_a_late_turn_leaves_its_calls_...)
-@example([(0, "lost", 1), (1, "web", 1), (2, "web", 3)], random.Random(444), [0, 1, 4, 1], [0])
+@example([(0, "lost", 1), (1, "web", 1), (2, "web", 3)], random.Random(444), [0, 1, 4, 1], [0], 0)
 # the call that started the clock of the calls under none found under a run later (taken by a run's turn as the one
 # whose time encloses it, its trace's links gone with an earlier release; or its parent spans arriving after it): the
 # calls beside it judged 1 and 2 s early (test_calls_beside_one_found_under_a_run_later_...)
-@example([(0, "web", 1), (1, "web", 1), (2, "lost", 1)], random.Random(328), [0, 1, 4, 0], [1])
-@example([(3, "lost", 3), (2, "remote", 2)], random.Random(158737279), [3, 4, 4, 3], [1, 2, 0, 0])
+@example([(0, "web", 1), (1, "web", 1), (2, "lost", 1)], random.Random(328), [0, 1, 4, 0], [1], 0)
+@example([(3, "lost", 3), (2, "remote", 2)], random.Random(158737279), [3, 4, 4, 3], [1, 2, 0, 0], 0)
 def test_calls_under_none_arriving_beside_runs_are_judged_no_earlier_than_the_timeout(
-    traces: list[tuple[int, str, int]], rnd: Any, run_gaps: list[int], call_gaps: list[int]
+    traces: list[tuple[int, str, int]], rnd: Any, run_gaps: list[int], call_gaps: list[int], early: int
 ) -> None:
-    """Runs sent in requests some seconds apart (any order), then calls under a span never sent (`p`) in requests
-    some seconds apart: the same turns on both paths, and each group of them judged alone comes out no earlier than a
-    turnless timeout (5 s) after the first call held with them arrived, whether the runs' roots still wait, were
-    settled or made turns at their own timeout: not from a run's root or the calls under it, nor from a call held
-    under none by the links known then and found under a run later (a call judged earlier, its turn arriving within
-    the timeout, is a late turn). Where the runs' parent never comes (no turn in a grace period to put them off), no
-    later than the first poll a timeout after the first of them arrived."""
+    """Runs sent in requests some seconds apart (any order), then calls under a span never sent (`p`) in requests some
+    seconds apart, `early` of them sent among the runs' spans (held before the runs' roots began to wait, or while they
+    wait; a call under a run held first, its root after them): the same turns on both paths, and each group of them
+    judged alone comes out no earlier than a turnless timeout (5 s) after the first call held with them arrived, whether
+    the runs' roots still wait, were settled or made turns at their own timeout: not from a run's root or the calls
+    under it, nor from a call held under none by the links known then and found under a run later (a call judged
+    earlier, its turn arriving within the timeout, is a late turn). Where the runs' parent never comes (no turn in a
+    grace period to put them off), no later than the first poll a timeout after the first of them arrived."""
     runs = [s for n, shape, _ in traces for s in run_trace(n, shape)]
     calls = [("call", f"{n:032x}", f"a{k}", "p", 10 + k, 11 + k) for n, _, alone in traces for k in range(alone)]
     rnd.shuffle(runs)
     rnd.shuffle(calls)
+    alone = len(calls)
+    if early:
+        runs += calls[:early]
+        calls = calls[early:]
+        rnd.shuffle(runs)
     steps: list[tuple[str, list[Spec], int]] = []
     arrived: dict[tuple[str, str], int] = {}
     now = 0
@@ -724,7 +745,7 @@ def test_calls_under_none_arriving_beside_runs_are_judged_no_earlier_than_the_ti
         if t.trace_id in lost:
             assert at <= min(p for p in polls if p >= min(mine) + 5) * 10**9, (t.trace_id, min(mine), at)
         judged += len(mine)
-    assert judged == len(calls)
+    assert judged == alone
 
 
 def _on_path(impl: str, monkeypatch: pytest.MonkeyPatch) -> None:
