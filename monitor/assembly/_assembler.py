@@ -117,7 +117,8 @@ class _Trace:
     held_ns: int  # arrival of the last call held (set when one is)
     since: dict[str, int] | None  # span id of a call held before held_ns -> its arrival (the others arrived then; None
     # when all did): where the turnless timeout of the calls under none counts from when RunRoots wait or waited and
-    # the call that started it is found under a run (_runs._start). Bounded: twice max_calls_per_trace (held_before)
+    # the call that started it is found under a run (_runs._start). Bounded: under three times max_calls_per_trace
+    # (held_before); None in a trace spared
     # Set when RunRoots begin to wait (unset before, read only while `waiting` is not None: _runs):
     roots: set[str]  # the span ids of the RunRoots waiting
     lone: ToolCall | None  # a call it holds under none of them (its turnless timeout counting from the first to
@@ -518,7 +519,7 @@ class TurnAssembler:
                                 calls.clear()
                                 turns.clear()
                                 tr.parents.clear()
-                                tr.known = None
+                                tr.known = tr.since = None  # (since: the arrivals of calls held over requests)
                                 spare.append(tr)
                             continue
                     if sids in turns:

@@ -411,7 +411,7 @@ static int release_inline(State *s, PyObject *tid, PyObject *tr, PyObject *sid, 
     if (PyList_Append(out, turn) < 0 || remember(s, tid, sid) < 0 || PyODict_DelItem(s->traces, tid) < 0) goto done;
     if (PyList_GET_SIZE(s->spare) < spare_max) { /* its containers serve a new trace */
         if (clear(calls) < 0 || clear(turns) < 0 || (parents = tr_get(tr, X_PARENTS)) == NULL || clear(parents) < 0 ||
-            tr_set(tr, X_KNOWN, Py_None) < 0 || PyList_Append(s->spare, tr) < 0)
+            tr_set(tr, X_KNOWN, Py_None) < 0 || tr_set(tr, X_SINCE, Py_None) < 0 || PyList_Append(s->spare, tr) < 0)
             goto done;
     }
     rc = 0;

@@ -444,7 +444,9 @@ def held_before(asm: TurnAssembler, tr: _Trace, now_ns: int) -> None:
     kept): a trace whose calls all come in one request (the usual) keeps none, and only its clock (first_seen_ns) said
     where the timeout of a call held before RunRoots began to wait counted from: the call that set it found under a run
     then, the calls beside it were judged up to a timeout early. Bounded: at twice max_calls_per_trace, those of the
-    calls still held are kept."""
+    calls still held are kept (fewer than max_calls_per_trace), before the calls held last are added (fewer too): under
+    three times max_calls_per_trace entries, their keys the span ids `parents` holds. Not kept with a trace spared
+    (poll, release_inline)."""
     since = tr.since
     calls = tr.calls
     if since is None:
