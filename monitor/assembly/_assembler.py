@@ -106,9 +106,9 @@ class _Trace:
         "first_seen_ns", "calls", "turns", "parents", "waiting", "known", "held_ns", "since", "roots", "lone", "checked"
     )
     first_seen_ns: int  # arrival of its first span, or of its first call held, or release of a turn that left calls
-    # (where RunRoots wait: of its first call held under none of them, _runs.beside; or of the first still under none
-    # when that one is found under a run, the trace then out of the order of _traces, due by an entry of its own:
-    # _runs._put_off)
+    # (where RunRoots wait: of its first call held under none of them, _runs.beside; or the earliest arrival among the
+    # calls still under none when the call that set it is found under a run, the trace then out of the order of
+    # _traces, due by an entry of its own: _runs._put_off)
     calls: list[ToolCall]
     turns: dict[str, Turn]  # turn span id -> turn record (no calls yet)
     parents: dict[str, str]  # span id -> parent span id (every span seen)
