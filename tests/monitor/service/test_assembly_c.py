@@ -1520,14 +1520,13 @@ def test_memory_stays_flat_over_many_rounds() -> None:
 
 
 @pytest.mark.parametrize("impl", ["c", "python"])
-def test_the_arrivals_remembered_while_runs_wait_go_when_they_stop_waiting(
+def test_a_run_whose_root_came_before_its_calls_leaves_no_more_behind(
     impl: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The arrivals of the calls held while RunRoots wait (_Trace.since, up to twice max_calls_per_trace a trace) are
-    read only until the last one stops waiting. Kept after that, they stayed with the trace until its release, and
-    after it with the emptied traces kept for reuse (1,024 of them): memory no bound counts. A run's root that came
-    before the 100 calls under it, then its SERVER span, leaves as little behind once released as one that came after
-    them (the same turns, released inline)."""
+    """A run's root that came before the 100 calls under it, then its SERVER span, leaves as little behind once
+    released as one that came after them (the same turns, released inline): what a trace keeps while RunRoots wait
+    goes with it, not with the emptied traces kept for reuse (1,024 of them: memory no bound counts). (The arrivals of
+    calls held across requests: test_the_arrivals_of_calls_held_over_requests_go_with_their_trace.)"""
     _on_path(impl, monkeypatch)
 
     def retained(root_first: bool) -> int:
