@@ -49,7 +49,7 @@ _DENOMINATOR = {
     "end_to_end_accuracy": "judged_turns",
     "sequence_accuracy": "sequence_turns",
     "response_compliance": "response_checked_turns",
-    "tool_usage_rate": "agent_turns",  # turns - turnless_turns
+    "tool_usage_rate": "agent_turns",  # Tally.agent_turns: exact in process (PromQL reads toolwatch_agent_turns_total)
     "over_calling_rate": "judged_turns",
 }
 assert set(_DENOMINATOR) == set(FIGURES)
