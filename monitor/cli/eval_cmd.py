@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,18 +34,15 @@ from monitor.report import (
     CaseResult,
     InputProblem,
     Interruption,
-    Report,
     ReportBuilder,
-    ReportOptions,
     Table,
-    emit_report,
+    emit_then_say,
     format_ratio,
     natural_key,
     pop_report_options,
     report_options,
     visible,
 )
-from monitor.report.output import ReportWriteError
 from monitor.report.progress import progress_bar
 from monitor.rules import RuleFileError
 from monitor.scenario import (
@@ -431,24 +428,7 @@ def eval_(dataset: str | None, scenario: str | None, agent_spec: str, rules: tup
         report.interrupted = stopped
         if "pass_hat_k" in extra:
             report.k = trials
-        raise SystemExit(_emit(report, options, warnings, problems, error))
+        # the report, then the error when no run completed: exit 2 after it, whatever the gates
+        raise SystemExit(emit_then_say(report, options, warnings, problems,
+                                       lambda: say_none_completed(error, "eval")))
 
-
-def _emit(report: Report, options: ReportOptions, warnings: list[str], problems: list[InputProblem],
-          error: str | None) -> int:
-    """The report written and printed, then `error` (`none_completed`), if any, said on stderr: the exit code, 2 with
-    an error whatever the gates. A form that could not be written (ReportWriteError) is raised after the error."""
-    return emit_then_say(report, options, warnings, problems, lambda: say_none_completed(error, "eval"))
-
-
-def emit_then_say(report: Report, options: ReportOptions, warnings: Sequence[str], problems: Sequence[InputProblem],
-                  say: Callable[[], bool]) -> int:
-    """The report written and printed (`emit_report`), then `say` says the command's errors on stderr and tells
-    whether there was one: the exit code, 2 after an error whatever the gates. A form that could not be written
-    (ReportWriteError, exit 2) is raised once the errors are said too, so that it hides none of them."""
-    try:
-        code = emit_report(report, options, warnings, problems)
-    except ReportWriteError:
-        say()
-        raise
-    return 2 if say() else code

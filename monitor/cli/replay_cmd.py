@@ -24,16 +24,13 @@ from monitor.replay import (
 )
 from monitor.report import (
     InputProblem,
-    Report,
     ReportBuilder,
-    ReportOptions,
     Table,
-    emit_report,
+    emit_then_say,
     pop_report_options,
     report_options,
     visible,
 )
-from monitor.report.output import ReportWriteError
 from monitor.report.progress import progress_bar
 from monitor.rules import RuleFileError
 from monitor.sizes import format_size
@@ -154,19 +151,10 @@ def replay(sources: tuple[str, ...], rules: tuple[str, ...], fmt: str, grace: fl
                             rows + ([["…", f"{more} more", ""]] if more > 0 else [])))
     report = builder.build("replay", f"toolwatch replay: {len(paths)} file(s)", tables=tables, notes=notes)
     skipped = [_skipped(stats)] if stats.turns and (bad.total or stats.rejected_spans) else []  # else an error below
-    raise SystemExit(_emit(report, options, skipped, stats, strict=strict, fmt=fmt, paths=paths))
-
-
-def _emit(report: Report, options: ReportOptions, skipped: list[str], stats: ReplayStats, *, strict: bool, fmt: str,
-          paths: list[Path]) -> int:
-    """The report written and printed, then what of the input could not be read or used (`_diagnose`): the exit code.
-    A form that could not be written (ReportWriteError, exit 2) is raised after the input's errors are said too."""
-    try:
-        code = emit_report(report, options, skipped, _problems(stats))
-    except ReportWriteError:
-        _diagnose(stats, strict=strict, fmt=fmt, paths=paths)
-        raise
-    return _diagnose(stats, strict=strict, fmt=fmt, paths=paths) or code
+    # the report, then what of the input could not be read or used (`_diagnose`: 2 or 0): exit 2 after it, whatever
+    # the gates
+    raise SystemExit(emit_then_say(report, options, skipped, _problems(stats),
+                                   lambda: _diagnose(stats, strict=strict, fmt=fmt, paths=paths) != 0))
 
 
 def _listed(problems: list[str], total: int) -> tuple[str, ...]:

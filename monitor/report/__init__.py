@@ -29,7 +29,14 @@ from monitor.report.model import (
     load_baseline,
     load_baseline_figures,
 )
-from monitor.report.output import ReportOptions, emit_report, pop_report_options, report_options, with_gates
+from monitor.report.output import (
+    ReportOptions,
+    emit_report,
+    emit_then_say,
+    pop_report_options,
+    report_options,
+    with_gates,
+)
 from monitor.report.terminal import render_terminal
 
 __all__ = [
@@ -51,6 +58,7 @@ __all__ = [
     "canonical_figure",
     "failures_of",
     "emit_report",
+    "emit_then_say",
     "format_ratio",
     "gate_results",
     "load_baseline",

@@ -319,3 +319,16 @@ def emit_report(
     if unwritten:
         raise ReportWriteError("; ".join(unwritten))
     return 1 if failed else 0
+
+
+def emit_then_say(report: Report, options: ReportOptions, warnings: Sequence[str], problems: Sequence[InputProblem],
+                  say: Callable[[], bool]) -> int:
+    """The report written and printed (`emit_report`), then `say` says the command's errors on stderr and tells
+    whether there was one: the exit code, 2 after an error whatever the gates. A form that could not be written
+    (ReportWriteError, exit 2) is raised once the errors are said too, so that it hides none of them."""
+    try:
+        code = emit_report(report, options, warnings, problems)
+    except ReportWriteError:
+        say()
+        raise
+    return 2 if say() else code
