@@ -1519,6 +1519,29 @@ def test_memory_stays_flat_over_many_rounds() -> None:
     assert last - first < 64 * 1024, (first, last)
 
 
+def _released_inline_keeps(batches: list[list[list[Any]]]) -> int:
+    """Bytes an assembler still holds (tracemalloc) once it released inline the 1,100 one-turn traces each of
+    `batches` gives (their requests, each added a nanosecond after the one before, the trace's first at its index)."""
+    a = TurnAssembler(grace_s=1, turnless_timeout_s=5, max_pending_bytes=1 << 40)
+    a._released_max = 100
+    now = 10**18
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before, _ = tracemalloc.get_traced_memory()
+        for i, requests in enumerate(batches):
+            for j, request in enumerate(requests):
+                a.add_records(request, now + i + j)
+        out = a.poll(now + 10**10)
+        assert len(out) == 1100 and all(len(t.calls) == 100 for t in out) and not a.pending_traces
+        del out
+        gc.collect()
+        after, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return after - before
+
+
 @pytest.mark.parametrize("impl", ["c", "python"])
 def test_a_run_whose_root_came_before_its_calls_leaves_no_more_behind(
     impl: str, monkeypatch: pytest.MonkeyPatch
@@ -1529,35 +1552,18 @@ def test_a_run_whose_root_came_before_its_calls_leaves_no_more_behind(
     calls held across requests: test_the_arrivals_of_calls_held_over_requests_go_with_their_trace.)"""
     _on_path(impl, monkeypatch)
 
-    def retained(root_first: bool) -> int:
-        a = TurnAssembler(grace_s=1, turnless_timeout_s=5, max_pending_bytes=1 << 40)
-        a._released_max = 100
-        batches: list[list[Any]] = []
+    def traces(root_first: bool) -> list[list[list[Any]]]:
+        out: list[list[list[Any]]] = []
         for t in range(1100):
             tid = f"{t:032x}"
             root = RunRoot("", trace_id=tid, span_id="x", parent_span_id="w", start_ns=1, end_ns=9,
                            turn=Turn("run", trace_id=tid, span_id="x", start_ns=1, end_ns=9))  # fmt: skip
             calls = [ToolCall("x", trace_id=tid, span_id=f"c{i}", parent_span_id="x", start_ns=2) for i in range(100)]
-            batches.append([root, *calls] if root_first else [*calls, root])
-        now = 10**18
-        gc.collect()
-        tracemalloc.start()
-        try:
-            before, _ = tracemalloc.get_traced_memory()
-            for i, batch in enumerate(batches):
-                tid = batch[0].trace_id
-                a.add_records(batch, now + i)
-                a.add_records([Span(tid, "w", "", "POST /chat", KIND_SERVER, 0, 10)], now + i + 1)
-            out = a.poll(now + 10**10)
-            assert len(out) == 1100 and all(len(t.calls) == 100 for t in out) and not a.pending_traces
-            del out, batches
-            gc.collect()
-            after, _ = tracemalloc.get_traced_memory()
-        finally:
-            tracemalloc.stop()
-        return after - before
+            server = Span(tid, "w", "", "POST /chat", KIND_SERVER, 0, 10)
+            out.append([[root, *calls] if root_first else [*calls, root], [server]])
+        return out
 
-    assert retained(True) - retained(False) < 256 * 1024
+    assert _released_inline_keeps(traces(True)) - _released_inline_keeps(traces(False)) < 256 * 1024
 
 
 @pytest.mark.parametrize("impl", ["c", "python"])
@@ -1571,36 +1577,18 @@ def test_the_arrivals_of_calls_held_over_requests_go_with_their_trace(
     (1.6 MB more when the spares kept them)."""
     _on_path(impl, monkeypatch)
 
-    def retained(split: bool) -> int:
-        a = TurnAssembler(grace_s=1, turnless_timeout_s=5, max_pending_bytes=1 << 40)
-        a._released_max = 100
-        batches: list[list[Any]] = []
+    def traces(split: bool) -> list[list[list[Any]]]:
+        out: list[list[list[Any]]] = []
         for t in range(1100):
             tid = f"{t:032x}"
             calls = [
                 ToolCall("x", trace_id=tid, span_id=f"{i:016x}", parent_span_id="t", start_ns=2) for i in range(100)
             ]
-            batches.append(calls)
-        now = 10**18
-        gc.collect()
-        tracemalloc.start()
-        try:
-            before, _ = tracemalloc.get_traced_memory()
-            for i, batch in enumerate(batches):
-                tid = batch[0].trace_id
-                a.add_records(batch[:50], now + i)
-                a.add_records(batch[50:], now + i + int(split))
-                a.add_records([Turn("turn", trace_id=tid, span_id="t", start_ns=1, end_ns=9)], now + i + 1)
-            out = a.poll(now + 10**10)
-            assert len(out) == 1100 and all(len(t.calls) == 100 for t in out) and not a.pending_traces
-            del out, batches
-            gc.collect()
-            after, _ = tracemalloc.get_traced_memory()
-        finally:
-            tracemalloc.stop()
-        return after - before
+            turn = Turn("turn", trace_id=tid, span_id="t", start_ns=1, end_ns=9)
+            out.append([calls[:50], calls[50:], [turn]] if split else [calls, [turn]])
+        return out
 
-    assert retained(True) - retained(False) < 256 * 1024
+    assert _released_inline_keeps(traces(True)) - _released_inline_keeps(traces(False)) < 256 * 1024
 
 
 # ---- Python code run in the middle of add_records (an eviction sorts what it releases) ----------------------------
