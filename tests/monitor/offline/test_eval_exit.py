@@ -12,18 +12,9 @@ from pathlib import Path
 import pytest
 
 from tests.monitor.offline.conftest import REPO, SUPPORT_RULES
+from tests.monitor.offline.test_eval import DATASET
 
-CASES = """
-- id: o1
-  input: where is order 1
-  call: [{tool: get_order_status, exactly: 1, args: {order_id: "1"}}]
-- id: o20
-  input: where is order 20
-  call: [{tool: get_order_status, exactly: 1, args: {order_id: "20"}}]
-- id: hi
-  input: hello there
-  none: true
-"""
+CASES = DATASET  # the labelled cases of test_eval: two orders and a greeting
 
 SCENARIO = """
 agent: support
