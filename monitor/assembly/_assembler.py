@@ -697,13 +697,19 @@ class TurnAssembler:
         self.stats.turns_completed += 1
         # tid + sid may be in the set already: a span a call judged with another turn sat under (_remember_judged)
         _remember(self._released, self._released_order, tid + sid, self._released_max)
+        self._after_release(tid, tr, len(rest), now_ns)
+
+    def _after_release(self, tid: str, tr: _Trace, left: int, now_ns: int | None) -> None:
+        """The end of a turn's release (_release_with; DueTurns.release, which counts the calls left itself): with
+        now_ns (a poll), the `left` calls the trace still holds (of other turns) wait for theirs a whole turnless
+        timeout from now, and a trace left empty is dropped; None (flush, eviction) keeps the trace as it is."""
         if now_ns is None:
             return
         tr.lone = None  # where RunRoots wait, the call under none kept may be gone (_runs.beside)
-        if rest:
+        if left:
             tr.first_seen_ns = now_ns
             self._traces.move_to_end(tid)
-        elif not turns:
+        elif not tr.turns:
             self._traces.pop(tid, None)
 
     def _top(self, tid: str, tr: _Trace, sid: str) -> str:

@@ -75,14 +75,7 @@ class DueTurns:
             if sid not in tr.turns:  # released (also when an error came after: the calls left it then)
                 self.gone.update(map(id, mine))
                 self.left -= len(mine)
-        if now_ns is None:
-            return
-        tr.lone = None  # as _release_turn after a poll's release
-        if self.left:
-            tr.first_seen_ns = now_ns
-            asm._traces.move_to_end(tid)
-        elif not tr.turns:
-            asm._traces.pop(tid, None)
+        asm._after_release(tid, tr, self.left, now_ns)  # as _release_with ends with now_ns
 
     def close(self) -> None:
         """The trace's calls: those left by the turns released so far, in their order."""
