@@ -748,7 +748,8 @@ class TurnAssembler:
             calls.sort(key=_call_key)
         calls = reconcile(calls)
         self.stats.late_calls += late
-        for c, key in kept:
+        for c, key in kept:  # marks reconcile dropped too (a handoff, a task's call id): a copy is dropped at arrival,
+            # not held a turnless timeout to release nothing
             _remember(self._judged_alone, self._judged_alone_order, tid + c.span_id, self._released_max)
             # Their turn, arriving later, is late only when some call was judged without it (not when reconciling
             # left none: a handoff and its transfer call)

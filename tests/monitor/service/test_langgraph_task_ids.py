@@ -263,6 +263,25 @@ def test_a_mark_after_its_turn_is_no_late_call_nor_a_duplicate(asm_impl: str) ->
     assert a.pending_traces == 0
 
 
+@pytest.mark.parametrize("again", ["task", "mark"])
+def test_a_mark_judged_alone_sent_again_is_dropped_at_once(asm_impl: str, again: str) -> None:
+    """A task's mark released with its raising call as a turnless turn (no turn span) is remembered as judged, as the
+    call is: the request sent again (the task's span, its mark, its tool's span), or the mark alone, holds nothing,
+    no pending turnless trace waiting a timeout to release nothing (nor counted as a call)."""
+
+    def request() -> list[Any]:
+        return _in_trace(Span(T, "k", "r", "tools", 1, 1, 12), _mark("f", "k", "c1"), _ran("f", "k"))
+
+    a = TurnAssembler(grace_s=1, turnless_timeout_s=5)
+    out = a.add_records(request(), 0) + a.poll(10 * S)
+    assert [(t.turnless, [c.call_id for c in t.calls]) for t in out] == [(True, ["c1"])]
+    assert a.add_records(request() if again == "task" else request()[1:2], 11 * S) == []
+    assert a.pending_turnless == 0 and a.pending_bytes == 0  # only the task span's link, if any
+    assert a.poll(30 * S) == [] and a.pending_traces == 0
+    s = a.stats
+    assert (s.turnless_completed, s.duplicates, s.late_calls) == (1, 1 if again == "task" else 0, 0)
+
+
 def test_marks_past_a_traces_bound_are_no_oversized_calls(asm_impl: str) -> None:
     a = TurnAssembler(grace_s=1, turnless_timeout_s=5, max_calls_per_trace=1)
     out = a.add_records(_in_trace(_ran("f", "k1", "c1"), _mark("f", "k2", "c2"), _ran("f", "k3", "c3")), 0)
