@@ -231,6 +231,35 @@ class Judge:
         rule_agents = {e.id: a for a, s in self._scopes.items() for e in s.router.rules if e.id not in unscoped}
         return tools, rule_agents
 
+    def checked_tools(self) -> tuple[dict[str | None, frozenset[str]] | None, dict[str | None, frozenset[str]]]:
+        """For what must follow this judge (the metrics' series created at 0), per agent scope: the tools whose calls
+        can be checked against a schema (None: any tool, catalog or not, as offered definitions bring schemas with
+        `from_definitions`), and the tools whose calls can have their arguments checked (the tools of the slots with
+        checks of its rules and labelled cases, that its turns' catalog can hold; a call fills a slot only then).
+        Keys: each agent the rule files name; "" for turns without an agent name (every rule and case); None for the
+        other agents (the unscoped rules and cases). Names as the rules give them: a slot's tool may be outside the
+        catalog with `from_definitions`."""
+        cases = [*self._cases_by_id.values(), *(e for es in self._cases_by_input.values() for e in es)]
+        scopes: dict[str | None, _Scope] = {"": self._all, None: self._other}
+        scopes.update(self._scopes)
+        open_ = self._from_definitions
+
+        def checked(key: str | None, scope: _Scope) -> frozenset[str]:
+            exps = [*scope.router.rules, *(e for e in cases if e.agent is None or key == "" or e.agent == key)]
+            return frozenset(
+                s.tool
+                for e in exps
+                for alt in e.alternatives
+                for s in alt.slots
+                if s.checks and (open_ or s.tool in scope.tools)
+            )
+
+        arguments = {key: checked(key, s) for key, s in scopes.items()}
+        if open_:
+            return None, arguments
+        schemas = frozenset(self._tools.validators)
+        return {key: schemas & s.tools for key, s in scopes.items()}, arguments
+
     def judge(self, turn: Turn) -> TurnVerdict:
         """The verdict of one turn (never raises on bad call data: it is judged as such). Its reason names the calls
         the model requested that never ran (note_requested; such turns never take the C dispatch)."""

@@ -11,20 +11,29 @@ Left out, as no turn can count them (as the judge scopes rules and tools, see `m
     except for an agent whose rule files scope its tools (`agent_tools`): the catalog tools outside them are
     hallucinated when it calls them, under their own names;
   - failures of a rule scoped to an agent (`rule_agents`) for the other agents: only that agent's turns and turns
-    without an agent name (`__other__`) use it.
+    without an agent name (`__other__`) use it;
+  - schema checks (checked, valid, invalid, violation kinds) of a tool without a schema (`schema_tools`, from
+    `Judge.checked_tools`): `__other__` and the catalog tools that declare none, and those outside the agent's scoped
+    tools; unless the rule files take offered tools (`from_definitions`), whose definitions bring schemas to any
+    name (`schema_tools` None);
+  - argument checks (checked, ok, mismatches) of a tool no slot with checks names (`argument_tools`): only a call
+    filling such a slot of a rule or labelled case of its agent is checked; `__other__` only for such a slot's tool
+    outside the catalog (`from_definitions`).
 
-Bounded, with A agents and T tools (each counting `__other__`), R rules and C catalog tools (T = C + 1), without
-scoped rules or tools:
+Bounded, with A agents and T tools (each counting `__other__`), R rules and C catalog tools (T = C + 1), S tools
+that can be schema-checked (those declaring a schema; T with `from_definitions`) and K tools with argument checks,
+without scoped rules or tools:
   per agent          23: turns by judged (2), turn checks x results (14), 6 more (order violations, ...),
                          hallucinated calls of `__other__` (1)
-  per agent, tool    20: calls by outcome but hallucinated (4), 10 counters (missed, forbidden, ...), schema
-                         violation kinds (6)
+  per agent, tool    8: calls by outcome but hallucinated (4), judged, expected, missed and forbidden calls (4)
+  per agent, S tool  9: schema checked, valid and invalid calls (3), schema violation kinds (6)
+  per agent, K tool  3: argument checked, ok and mismatched calls
   per agent, rule    1                                        (rule failures)
   confusion matrix   (C + 1) x (C + 3) per agent, only while that is <= MATRIX_MAX_PER_AGENT (C <= 18)
-that is A x (23 + 20 T + R) series plus the matrix; and never more than `budget` (MAX_INITIAL_SERIES) in all:
-families are taken in the order below while they fit, the others appear with their first event (a warning says
-which; a budget of 0 creates none and says nothing). `VerdictCounters.set_labels` removes the series created here
-that a reload no longer names while they are still 0, so reloads do not pile them up.
+that is A x (23 + 8 T + 9 S + 3 K + R) series plus the matrix; and never more than `budget` (MAX_INITIAL_SERIES) in
+all: families are taken in the order below while they fit, the others appear with their first event (a warning
+says which; a budget of 0 creates none and says nothing). `VerdictCounters.set_labels` removes the series created
+here that a reload no longer names while they are still 0, so reloads do not pile them up.
 """
 
 from __future__ import annotations
@@ -36,6 +45,9 @@ from monitor.metrics._labels import LabelPolicy
 from monitor.verdict import NONE_LABEL, UNKNOWN_LABEL, Outcome, ViolationKind
 
 Key = tuple[str, ...]
+# Per agent scope (an agent the rule files name; "" for turns without an agent name; None for the other agents),
+# tool names as the rules give them; None: any tool (see `monitor.judge.Judge.checked_tools`).
+Checked = Mapping[str | None, Iterable[str]] | None
 Series = tuple[str, Key]  # (counter name, label values)
 
 MAX_INITIAL_SERIES = 20_000
@@ -49,18 +61,9 @@ _PER_AGENT = (
     n.RESPONSE_CHECKED_TURNS,
     n.SEQUENCE_SCORE,
 )
-_PER_TOOL = (
-    n.JUDGED_CALLS,
-    n.EXPECTED_CALLS,
-    n.MISSED_CALLS,
-    n.SCHEMA_CHECKED_CALLS,
-    n.SCHEMA_INVALID_CALLS,
-    n.SCHEMA_VALID_CALLS,
-    n.ARGUMENT_CHECKED_CALLS,
-    n.ARGUMENT_MISMATCHES,
-    n.ARGUMENT_OK_CALLS,
-    n.FORBIDDEN_CALLS,
-)
+_PER_TOOL = (n.JUDGED_CALLS, n.EXPECTED_CALLS, n.MISSED_CALLS, n.FORBIDDEN_CALLS)
+_PER_SCHEMA_TOOL = (n.SCHEMA_CHECKED_CALLS, n.SCHEMA_INVALID_CALLS, n.SCHEMA_VALID_CALLS)
+_PER_ARGUMENT_TOOL = (n.ARGUMENT_CHECKED_CALLS, n.ARGUMENT_MISMATCHES, n.ARGUMENT_OK_CALLS)
 
 
 def matrix_cells(catalog: Iterable[str]) -> list[tuple[str, str]]:
@@ -77,13 +80,16 @@ def initial_series(
     budget: int = MAX_INITIAL_SERIES,
     agent_tools: Mapping[str, Iterable[str]] | None = None,
     rule_agents: Mapping[str, str] | None = None,
+    schema_tools: Checked = None,
+    argument_tools: Checked = None,
 ) -> tuple[list[Series], str | None]:
     """The series to create at 0 for these label sets and rule ids, within `budget`; and, when families were left
     out over the budget (not when it is 0), the warning that says which.
 
     `agent_tools`: agent -> the tools its turns may call, for the agents whose rule files scope them (the others
     call the whole catalog). `rule_agents`: rule id -> the agent its rule file is scoped to (the others apply to
-    every agent)."""
+    every agent). `schema_tools`, `argument_tools`: per agent scope, the tools whose calls can be checked against a
+    schema, and for arguments (None: every tool and `__other__`)."""
     agents = [*sorted(labels.agents - {n.OTHER}), n.OTHER]
     tools = [*sorted(labels.tools - {n.OTHER}), n.OTHER]
     catalog = len(tools) - 1
@@ -99,6 +105,22 @@ def initial_series(
         a: [t for t in tools[:-1] if a in scoped_tools and t not in scoped_tools[a]] + [n.OTHER] for a in agents
     }
     failing = {a: [r for r in rule_ids if scoped_rules.get(r, a) == a or a == n.OTHER] for a in agents}
+    # Per agent, the tool labels its calls can be schema-checked and argument-checked under. The label __other__
+    # holds the turns without an agent name (scope "": every rule and tool), the agents no rule file names
+    # (scope None) take the unscoped rules.
+
+    def checkable(by_scope: Checked) -> dict[str, list[str]]:
+        if by_scope is None:
+            return {a: tools for a in agents}
+        out = {}
+        for a in agents:
+            scope = "" if a == n.OTHER else a if a in by_scope else None
+            got = {labels.tool(t) for t in by_scope.get(scope, ())}
+            out[a] = [t for t in tools if t in got]
+        return out
+
+    schema = checkable(schema_tools)
+    arguments = checkable(argument_tools)
 
     def per_agent() -> Iterator[Series]:
         for a in agents:
@@ -111,20 +133,26 @@ def initial_series(
             yield from ((n.TOOL_CALLS, (a, t, o)) for t in tools for o in outcomes)
             yield from ((n.TOOL_CALLS, (a, t, Outcome.HALLUCINATED.value)) for t in hallucinated[a])
 
+    def per_tool() -> Iterator[Series]:
+        yield from ((name, (a, t)) for name in _PER_TOOL for a in agents for t in tools)
+        yield from ((name, (a, t)) for name in _PER_SCHEMA_TOOL for a in agents for t in schema[a])
+        yield from ((name, (a, t)) for name in _PER_ARGUMENT_TOOL for a in agents for t in arguments[a])
+
     # (what, how many series, the series): sizes first, so that a family over the bound is never built.
     n_a, n_t = len(agents), len(tools)
+    n_schema, n_arguments = sum(map(len, schema.values())), sum(map(len, arguments.values()))
     families: list[tuple[str, int, Callable[[], Iterator[Series]]]] = [
         ("per agent", n_a * (2 + len(checks) + len(_PER_AGENT)), per_agent),
         (n.TOOL_CALLS, n_a * n_t * len(outcomes) + sum(map(len, hallucinated.values())), tool_calls),
         (
             "per tool",
-            n_a * n_t * len(_PER_TOOL),
-            lambda: ((name, (a, t)) for name in _PER_TOOL for a in agents for t in tools),
+            n_a * n_t * len(_PER_TOOL) + n_schema * len(_PER_SCHEMA_TOOL) + n_arguments * len(_PER_ARGUMENT_TOOL),
+            per_tool,
         ),
         (
             n.SCHEMA_VIOLATIONS,
-            n_a * n_t * len(ViolationKind),
-            lambda: ((n.SCHEMA_VIOLATIONS, (a, t, k.value)) for a in agents for t in tools for k in ViolationKind),
+            n_schema * len(ViolationKind),
+            lambda: ((n.SCHEMA_VIOLATIONS, (a, t, k.value)) for a in agents for t in schema[a] for k in ViolationKind),
         ),
         (
             n.RULE_FAILURES,

@@ -13,7 +13,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from monitor.metrics import names as n
 from monitor.metrics._batch import VerdictBatch
-from monitor.metrics._initial import MAX_INITIAL_SERIES, initial_series
+from monitor.metrics._initial import MAX_INITIAL_SERIES, Checked, initial_series
 from monitor.metrics._labels import LabelPolicy
 from monitor.metrics._operational import Operational
 from monitor.metrics._verdicts import COUNTERS, Counts, VerdictCounters
@@ -116,6 +116,8 @@ class ToolwatchMetrics(Collector):
         max_initial_series: int = MAX_INITIAL_SERIES,
         agent_tools: Mapping[str, Iterable[str]] | None = None,
         rule_agents: Mapping[str, str] | None = None,
+        schema_tools: Checked = None,
+        argument_tools: Checked = None,
     ) -> None:
         self._clock = clock
         self._lock = threading.Lock()
@@ -123,7 +125,9 @@ class ToolwatchMetrics(Collector):
         self._warned: set[tuple[frozenset[str], frozenset[str], frozenset[str]]] = set()
         labels = LabelPolicy(tools=tools, agents=agents)
         self.counters = VerdictCounters(labels)
-        self.counters.set_labels(labels, self._initial(labels, rules, agent_tools, rule_agents))
+        self.counters.set_labels(
+            labels, self._initial(labels, rules, agent_tools, rule_agents, schema_tools, argument_tools)
+        )
         self.windows = RollingWindows(windows, clock())
         self._followers: list[WindowFollower] = []
         self.ops = Operational()
@@ -147,12 +151,14 @@ class ToolwatchMetrics(Collector):
         rules: Iterable[str] = (),
         agent_tools: Mapping[str, Iterable[str]] | None = None,
         rule_agents: Mapping[str, str] | None = None,
+        schema_tools: Checked = None,
+        argument_tools: Checked = None,
     ) -> None:
         """New label sets (after a rules reload): the series of every label set they allow start at 0 (see
-        `_initial`, which also says what `agent_tools` and `rule_agents` leave out); series already counted keep
-        their labels and counts."""
+        `_initial`, which also says what `agent_tools`, `rule_agents`, `schema_tools` and `argument_tools` leave
+        out); series already counted keep their labels and counts."""
         labels = LabelPolicy(tools=tools, agents=agents)
-        initial = self._initial(labels, rules, agent_tools, rule_agents)
+        initial = self._initial(labels, rules, agent_tools, rule_agents, schema_tools, argument_tools)
         with self._lock:
             self.counters.set_labels(labels, initial)
             for follower in self._followers:
@@ -164,12 +170,20 @@ class ToolwatchMetrics(Collector):
         rules: Iterable[str],
         agent_tools: Mapping[str, Iterable[str]] | None,
         rule_agents: Mapping[str, str] | None,
+        schema_tools: Checked,
+        argument_tools: Checked,
     ) -> list[tuple[str, tuple[str, ...]]]:
         """The series to create at 0; the warning about those left out is logged once per distinct label set (a
         reload that keeps them says nothing again)."""
         rules = frozenset(rules)
         series, warning = initial_series(
-            labels, rules, budget=self.max_initial_series, agent_tools=agent_tools, rule_agents=rule_agents
+            labels,
+            rules,
+            budget=self.max_initial_series,
+            agent_tools=agent_tools,
+            rule_agents=rule_agents,
+            schema_tools=schema_tools,
+            argument_tools=argument_tools,
         )
         key = (labels.agents, labels.tools, rules)
         if warning is not None and key not in self._warned:

@@ -103,6 +103,7 @@ class Pipeline:
         """The metrics' label sets from the rules in force and the configuration; their series start at 0."""
         judge = self.rules.judge
         agent_tools, rule_agents = judge.scoping()  # no series at 0 for what no turn can count (metrics._initial)
+        schema_tools, argument_tools = judge.checked_tools()
         agents = set(judge.agents) | set(self.settings.agents)
         expectations = self.rules.current.ruleset.expectations
         self.metrics.set_labels(
@@ -111,6 +112,8 @@ class Pipeline:
             rules=[e.id for e in expectations],
             agent_tools=agent_tools,
             rule_agents=rule_agents,
+            schema_tools=schema_tools,
+            argument_tools=argument_tools,
         )
         self.unnamed_agents.configure(
             labels=agents, scoped=judge.agents, unscoped_rules=any(e.agent is None for e in expectations)

@@ -33,6 +33,10 @@ class JudgeLike(Protocol):
 
     def scoping(self) -> tuple[dict[str, frozenset[str]], dict[str, str]]: ...
 
+    def checked_tools(
+        self,
+    ) -> tuple[dict[str | None, frozenset[str]] | None, dict[str | None, frozenset[str]]]: ...
+
 
 JudgeFactory = Callable[[RuleSet], JudgeLike]
 

@@ -20,7 +20,7 @@ from monitor.records import ToolCall, Turn
 from monitor.rules import load_rules
 from monitor.serve import Pipeline, Rules, Settings
 from monitor.verdict import TurnVerdict
-from tests.monitor.service.conftest import RULES
+from tests.monitor.service.conftest import RULES, Samples, ServeFactory, scrape, value
 
 JUDGE = Judge(load_rules([RULES]))
 
@@ -234,7 +234,8 @@ def test_every_known_label_set_starts_at_zero() -> None:
         # Five catalog tools: the whole confusion matrix (6 x 8 cells per agent) is small enough to create.
         assert at_zero("toolwatch_confusion_total", agent=a, expected="pull_risk_telemetry", actual="(unknown)")
         assert at_zero("toolwatch_confusion_total", agent=a, expected="(none)", actual="pull_auth_telemetry")
-    # Exactly the documented bound: A x (23 + 20 T + R) plus (C + 1) x (C + 3) matrix cells per agent.
+    # Exactly the documented bound: A x (23 + 8 T + 9 S + 3 K + R) (S = K = T: no schema or argument tools given)
+    # plus (C + 1) x (C + 3) matrix cells per agent.
     assert len([k for k in s if k[0] in COUNTERS]) == 2 * (23 + 20 * 6 + 5) + 2 * 6 * 8
     # Nothing counted yet: no ratio (zero denominators are absent, never 0).
     assert not [k for k in s if k[0].endswith("_ratio")]
@@ -395,3 +396,124 @@ def test_every_series_a_turn_counts_was_created_at_0(tmp_path: Path) -> None:
     assert ("toolwatch_rule_failures_total", ("__other__", "x1")) in counted  # a turn without an agent name
     assert ("toolwatch_rule_failures_total", ("z", "x1")) not in at_zero
     assert ("toolwatch_rule_failures_total", ("y", "x1")) not in at_zero
+
+
+SCHEMA_SERIES = (
+    "toolwatch_schema_checked_calls_total",
+    "toolwatch_schema_valid_calls_total",
+    "toolwatch_schema_invalid_calls_total",
+)
+ARGUMENT_SERIES = (
+    "toolwatch_argument_checked_calls_total",
+    "toolwatch_argument_ok_calls_total",
+    "toolwatch_argument_mismatches_total",
+)
+CHECKED_FILE = (
+    "catalog: {tools: [{name: s, schema: {type: object, required: [q]}}, {name: k}, {name: n}]}\n"
+    "expect:\n  - id: r1\n    when: {prefix: q}\n    call: [{tool: s}, {tool: k, args: {q: {regex: '\\S'}}}]\n"
+)
+
+
+def _tools_of(samples: Samples, name: str, agent: str) -> set[str]:
+    return {dict(k)["tool"] for (n_, k) in samples if n_ == name and dict(k)["agent"] == agent}
+
+
+def test_served_metrics_leave_out_the_schema_and_argument_series_no_call_can_count(
+    tmp_path: Path, serve: ServeFactory
+) -> None:
+    """Schema series exist only for tools with a schema, argument series only for tools some rule checks the
+    arguments of; neither for __other__ (a made-up name has neither), unless offered definitions bring schemas."""
+    rules = tmp_path / "checked.yaml"
+    rules.write_text(CHECKED_FILE, encoding="utf-8")
+    _, server = serve(rules=(str(rules),), agents=("z",))
+    s = scrape(server)
+    for agent in ("z", "__other__"):
+        for name in SCHEMA_SERIES:
+            assert _tools_of(s, name, agent) == {"s"}, (name, agent)
+            assert value(s, name, agent=agent, tool="s") == 0
+        for kind in ("malformed", "type", "required", "additional", "enum", "other"):
+            assert value(s, "toolwatch_schema_violations_total", agent=agent, tool="s", kind=kind) == 0
+        assert _tools_of(s, "toolwatch_schema_violations_total", agent) == {"s"}
+        for name in ARGUMENT_SERIES:
+            assert _tools_of(s, name, agent) == {"k"}, (name, agent)
+            assert value(s, name, agent=agent, tool="k") == 0
+        # What every call can count stays, for every tool and __other__.
+        assert _tools_of(s, "toolwatch_judged_calls_total", agent) == {"s", "k", "n", "__other__"}
+    # The documented count: A x (23 + 8 T + 9 S + 3 K + R) plus the (C + 1) x (C + 3) matrix per agent.
+    verdict_series = [k for k in s if k[0] in COUNTERS]
+    assert len(verdict_series) == 2 * (23 + 8 * 4 + 9 * 1 + 3 * 1 + 1) + 2 * 4 * 6
+
+    # With from_definitions, offered tools join a turn's catalog with their schemas, under their own names or
+    # __other__: every tool's schema series can count; argument checks still only the checked tools'.
+    open_rules = tmp_path / "open.yaml"
+    open_rules.write_text(CHECKED_FILE.replace("catalog: {", "catalog: {from_definitions: true, "), encoding="utf-8")
+    _, server = serve(rules=(str(open_rules),))
+    s = scrape(server)
+    for name in SCHEMA_SERIES:
+        assert _tools_of(s, name, "__other__") == {"s", "k", "n", "__other__"}, name
+    for name in ARGUMENT_SERIES:
+        assert _tools_of(s, name, "__other__") == {"k"}, name
+
+
+CHECKED_SCOPED_FILES = {
+    "x.yaml": "agent: x\ncatalog: {tools: [{name: a, schema: {type: object, required: [q]}}, {name: b}]}\n"
+    "expect:\n  - id: x1\n    when: {prefix: q}\n    call: [{tool: a, args: {q: {regex: v}}}, {tool: c, min: 0,"
+    " args: {q: {regex: v}}}]\n",
+    "y.yaml": "agent: y\ncatalog: {tools: [{name: c, schema: {type: object}}]}\n"
+    "expect:\n  - id: y1\n    when: {prefix: q}\n    call: [{tool: c, args: {q: {regex: v}}}]\n",
+    "all.yaml": "catalog: {tools: [{name: d}]}\nexpect:\n  - id: u1\n    when: {prefix: r}\n"
+    "    call: [{tool: d, args: {q: {regex: v}}}, {tool: e, min: 0}]\n",
+}
+
+
+@pytest.mark.parametrize("offered", [False, True])
+def test_every_schema_and_argument_series_a_turn_counts_was_created_at_0(tmp_path: Path, offered: bool) -> None:
+    """Turns of every agent calling every pair of tools with arguments valid, invalid and not JSON (and, with
+    from_definitions, offering every tool with a schema) count only series created at 0; and the schema and
+    argument series left out are those of tools without a schema or argument checks for that agent."""
+    paths = []
+    for name, text in CHECKED_SCOPED_FILES.items():
+        if offered:
+            text = text.replace("catalog: {", "catalog: {from_definitions: true, ")
+        elif name == "all.yaml":
+            text = text.replace(", {tool: e, min: 0}", "")  # e is in no catalog: a rule can name it only offered
+        paths.append(str(tmp_path / name))
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    settings = Settings(rules=tuple(paths), agents=("z",), watch_rules=False)
+    metrics = ToolwatchMetrics()
+    pipeline = Pipeline(settings, Rules(settings.rules), metrics)
+    families = tuple(metrics.counters.tables)
+    at_zero = {(name, key) for name in families for key in metrics.counters.tables[name]}
+    definitions = tuple({"name": t, "parameters": {"type": "object", "required": ["q"]}} for t in "abcdef")
+    turns = [
+        Turn(text, tuple(ToolCall(t, arguments=args) for t in calls), agent=agent,
+             tool_definitions=definitions if offered else None)
+        for agent in ("x", "y", "z", "w", "")
+        for text in ("q", "r")
+        for args in ('{"q": "v"}', '{"q": "w"}', "{}", "not json")
+        for calls in [*(c for k in (1, 2) for c in itertools.product("abcdef", repeat=k))]
+    ]  # fmt: skip
+    pipeline.judge(turns, time.time_ns())
+    counted = {(name, key) for name in families for key, v in metrics.counters.tables[name].items() if v}
+    # (A rule's slot of an offered tool outside the catalog, e, is the confusion row __other__, not created at 0.)
+    missing = {s for s in counted - at_zero if not (offered and s[0] == "toolwatch_confusion_total")}
+    assert not missing, sorted(missing)
+
+    def tools(name: str, agent: str, among: set[tuple[str, tuple[str, ...]]]) -> set[str]:
+        return {k[1] for n_, k in among if n_ == name and k[0] == agent}
+
+    for name in (*SCHEMA_SERIES, *ARGUMENT_SERIES):
+        for agent in ("x", "y", "z", "__other__"):
+            # Nothing is created at 0 that no turn here counted: exactly the series these turns can count.
+            assert tools(name, agent, at_zero) == tools(name, agent, counted), (name, agent)
+    if not offered:
+        assert tools("toolwatch_schema_checked_calls_total", "x", at_zero) == {"a"}  # c has a schema, outside x's
+        assert tools("toolwatch_schema_checked_calls_total", "__other__", at_zero) == {"a", "c"}
+        assert tools("toolwatch_argument_checked_calls_total", "x", at_zero) == {"a", "d"}  # c: outside x's scope
+        assert tools("toolwatch_argument_checked_calls_total", "y", at_zero) == {"c", "d"}
+        assert tools("toolwatch_argument_checked_calls_total", "z", at_zero) == {"d"}
+        assert tools("toolwatch_argument_checked_calls_total", "__other__", at_zero) == {"a", "c", "d"}
+    else:  # offered tools bring schemas to every name, and join every agent's catalog
+        assert tools("toolwatch_schema_checked_calls_total", "z", at_zero) == {"a", "b", "c", "d", "__other__"}
+        assert tools("toolwatch_argument_checked_calls_total", "x", at_zero) == {"a", "c", "d"}
+        assert tools("toolwatch_schema_violations_total", "x", at_zero) == {"a", "b", "c", "d", "__other__"}
