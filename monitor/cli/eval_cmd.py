@@ -142,13 +142,17 @@ def none_completed(errors: Sequence[str | None], unit: str) -> str | None:
     return f"every {unit} raised or timed out ({len(errors)} of {len(errors)}): no {unit} of the agent completed"
 
 
-def say_none_completed(error: str | None, command: str) -> bool:
-    """`none_completed`'s error, if any, said on stderr after the report; whether there was one (exit 2). Without
-    -v it says how to see the agent's tracebacks (with -v, `show_tracebacks` has printed them)."""
+def exit_note(error: str | None) -> list[str]:
+    """The report's note of `none_completed`'s error ([]: there is none), so that its forms say why the exit was 2.
+    On stderr `say_none_completed` says it instead (`emit_then_say`'s `said`: not in a summary there as well)."""
+    return [f"{error} (exit 2)"] if error else []
+
+
+def say_none_completed(error: str | None) -> bool:
+    """`none_completed`'s error, if any, said on stderr after the report; whether there was one (exit 2). How to see
+    the agent's tracebacks is `show_tracebacks`' note, which the terminal has already (-q: its warning)."""
     if error:
-        shown = logger.isEnabledFor(logging.INFO)
-        hint = "" if shown else f"; `toolwatch -v {command} ...` prints the agent's traceback"
-        click.echo(f"error: {error}{hint}", err=True)
+        click.echo(f"error: {error}", err=True)
     return error is not None
 
 
@@ -268,8 +272,7 @@ def _run_dataset(dataset: str, agent: Any, rules: tuple[str, ...], agent_name: s
     warnings = [note] if note else []
     notes += warnings
     error = None if stopped is not None else none_completed([t.run.error for t in result.trials], "run")
-    if error:
-        notes.append(f"{error} (exit 2)")
+    notes += exit_note(error)
     if trials > 1:  # pass^1 is the pass rate: no row of its own
         extra["pass_hat_k"] = result.pass_hat(trials)
         over = "" if stopped is None else f", {_pass_hat_cases(result, len(cases), stopped)}"
@@ -367,8 +370,7 @@ def _run_scenario(path: str, agent: Any, rules: tuple[str, ...], agent_name: str
                      for where in own_reply_steps(sf)]
     notes += warnings
     error = None if stopped is not None else none_completed([s.run.error for s in run.steps], "step")
-    if error:
-        notes.append(f"{error} (exit 2)")
+    notes += exit_note(error)
     return _scenario_tables(run), notes, {"scenario_pass_rate": run.pass_rate}, warnings, stopped, error
 
 
@@ -429,6 +431,6 @@ def eval_(dataset: str | None, scenario: str | None, agent_spec: str, rules: tup
         if "pass_hat_k" in extra:
             report.k = trials
         # the report, then the error when no run completed: exit 2 after it, whatever the gates
-        raise SystemExit(emit_then_say(report, options, warnings, problems,
-                                       lambda: say_none_completed(error, "eval")))
+        raise SystemExit(emit_then_say(report, options, warnings, problems, lambda: say_none_completed(error),
+                                       said=exit_note(error)))
 

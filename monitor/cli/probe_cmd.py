@@ -13,6 +13,7 @@ from monitor.cli.eval_cmd import (
     add_strays,
     agent_name_input,
     answer_note,
+    exit_note,
     late_note,
     none_completed,
     say_none_completed,
@@ -132,12 +133,11 @@ def _report(builder: ReportBuilder, generator_spec: str, generator: Any, agent: 
     if result.steps:  # none: the generator failed at once, as the error says
         notes.insert(0, _coverage(result))
     problems: list[InputProblem] = []
-    said = agent_name_input(agent_problem, notes, problems)  # printed before the runs already
+    warned = agent_name_input(agent_problem, notes, problems)  # printed before the runs already
     # every run raised or timed out: the agent could not be probed (exit 2, after the report, as eval's); not said of
     # a stopped probe, whose runs not done could have completed
     runs_error = None if stopped is not None else none_completed([s.error for s in result.steps], "run")
-    if runs_error:
-        notes.append(f"{runs_error} (exit 2)")
+    notes += exit_note(runs_error)
     # a generator that raised (sys.exit too) or returned no string ends the probe: the report of the runs done, then
     # the error naming it (exit 2, as for any input error); in the --compare-seeds runs, the probe's runs were done
     error = None
@@ -154,15 +154,16 @@ def _report(builder: ReportBuilder, generator_spec: str, generator: Any, agent: 
     title = f"toolwatch probe: {strategy}, {runs}, pool {pool}, seed {seed}"
     report = builder.build("probe", title, tables=tables, notes=notes)
     report.interrupted = stopped
-    if not options.quiet:
+    said = exit_note(runs_error) + ([error] if error else [])  # on stderr after the report, as errors
+    if not options.quiet and not options.stdout_forms():  # a form on stdout: the summary, with the notes, on stderr
         for note in notes:
-            if note != said:
+            if note != warned and note not in said:
                 click.echo(note, err=True)
     if failed is not None and error is not None:
         problems.append(InputProblem("generator", error, tuple((failed.traceback or "").rstrip().splitlines())))
 
     def say() -> bool:  # after the report, also when a form of it could not be written
-        none_ran = say_none_completed(runs_error, "probe")
+        none_ran = say_none_completed(runs_error)
         if failed is None:
             return none_ran
         if failed.traceback and logger.isEnabledFor(logging.INFO):
@@ -170,7 +171,7 @@ def _report(builder: ReportBuilder, generator_spec: str, generator: Any, agent: 
         click.echo(f"error: {visible(error or '')}", err=True)
         return True
 
-    raise SystemExit(emit_then_say(report, options, warnings, problems, say))
+    raise SystemExit(emit_then_say(report, options, warnings, problems, say, said))
 
 
 def _coverage(result: ProbeResult) -> str:

@@ -10,7 +10,7 @@ import errno
 import os
 import select
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO, TypeVar
@@ -278,7 +278,8 @@ def _interrupted(stopped: Interruption, unwritten: Sequence[str]) -> int:
 
 
 def emit_report(
-    report: Report, options: ReportOptions, warnings: Sequence[str] = (), problems: Sequence[InputProblem] = ()
+    report: Report, options: ReportOptions, warnings: Sequence[str] = (), problems: Sequence[InputProblem] = (),
+    said: Collection[str] = (),
 ) -> int:
     """Write every requested form, print the summary and the gate results; the exit code (0 or 1; for a report of a run
     stopped by Ctrl-C or SIGTERM, whose gates are not evaluated, 130 or 143, a form not written or not), or, after all
@@ -286,7 +287,9 @@ def emit_report(
     put on the report first (`with_gates`), so each form records them. `warnings`: what the report's tables and
     notes already say but -q must not hide (runs that raised, records skipped), printed on stderr as
     `warning: ...` with -q only. `problems`: the kinds of problem with the input, which the JUnit form has as
-    errors (the others have them in the report's tables and notes)."""
+    errors (the others have them in the report's tables and notes). `said`: the report's notes the command says
+    itself on stderr after it (its `error:` lines, `emit_then_say`): left out of the summary when that goes to stderr
+    too (a form on stdout), where they would be said twice; every form, and a summary on stdout, keeps them."""
     _check_stdout(options)
     if report.interrupted is None:  # a partial run's figures are not gated (its exit says it was interrupted)
         report = with_gates(report, options)
@@ -309,6 +312,8 @@ def emit_report(
         click.echo(printable(report.accuracy_line), file=out)
         for warning in warnings:
             click.echo(f"warning: {visible(warning)}", err=True)
+    elif to_stdout and said:
+        render_terminal(replace(report, notes=[n for n in report.notes if n not in said]), out)
     else:
         render_terminal(report, out)
     for reason in report.skipped_comparisons:
@@ -322,12 +327,13 @@ def emit_report(
 
 
 def emit_then_say(report: Report, options: ReportOptions, warnings: Sequence[str], problems: Sequence[InputProblem],
-                  say: Callable[[], bool]) -> int:
+                  say: Callable[[], bool], said: Collection[str] = ()) -> int:
     """The report written and printed (`emit_report`), then `say` says the command's errors on stderr and tells
     whether there was one: the exit code, 2 after an error whatever the gates. A form that could not be written
-    (ReportWriteError, exit 2) is raised once the errors are said too, so that it hides none of them."""
+    (ReportWriteError, exit 2) is raised once the errors are said too, so that it hides none of them. `said`: the
+    report's notes that `say` says (`emit_report`: not in a summary on stderr as well)."""
     try:
-        code = emit_report(report, options, warnings, problems)
+        code = emit_report(report, options, warnings, problems, said)
     except ReportWriteError:
         say()
         raise

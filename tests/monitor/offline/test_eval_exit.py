@@ -15,6 +15,7 @@ from tests.monitor.offline.conftest import REPO, SUPPORT_RULES
 from tests.monitor.offline.test_eval import DATASET
 
 CASES = DATASET  # the labelled cases of test_eval: two orders and a greeting
+HINT = "`toolwatch -v eval ...` prints the agent's traceback"
 
 SCENARIO = """
 agent: support
@@ -57,14 +58,15 @@ def test_an_eval_whose_every_run_raised_exits_2_after_its_report(files: Path) ->
     res = _dataset(files, "raising_agent", "--json", "r.json")
     assert res.returncode == 2, (res.returncode, res.stderr)
     assert "Tool call accuracy: 2/3 (66.7%)" in res.stdout  # the report, whole, before the error
-    error = ("error: every run raised or timed out (3 of 3): no run of the agent completed; `toolwatch -v eval ...` "
-             "prints the agent's traceback")
+    error = "error: every run raised or timed out (3 of 3): no run of the agent completed"
     assert error in res.stderr.splitlines(), res.stderr
+    assert f"3 run(s) raised or timed out; {HINT}" in res.stdout, res.stdout  # how to see why: the report's note
     notes = json.loads((files / "r.json").read_text(encoding="utf-8"))["notes"]
     assert "every run raised or timed out (3 of 3): no run of the agent completed (exit 2)" in notes, notes
     gated = _dataset(files, "raising_agent", "-q", "--fail-under", "accuracy=0.5")
     assert gated.returncode == 2, (gated.returncode, gated.stderr)
     assert "All gates passed." in gated.stdout and error in gated.stderr.splitlines(), gated.stdout + gated.stderr
+    assert f"warning: 3 run(s) raised or timed out; {HINT}" in gated.stderr, gated.stderr  # -q: the warning's
 
 
 def test_an_eval_where_some_runs_completed_keeps_its_exit_code(files: Path) -> None:
@@ -77,8 +79,9 @@ def test_an_eval_where_some_runs_completed_keeps_its_exit_code(files: Path) -> N
 def test_a_scenario_eval_whose_every_step_raised_exits_2(files: Path) -> None:
     res = _eval(files, "--scenario", "scenario.yaml", "--agent", "tests.monitor.offline.agents:exiting_agent", "-q")
     assert res.returncode == 2, (res.returncode, res.stderr)
-    assert ("error: every step raised or timed out (2 of 2): no step of the agent completed; `toolwatch -v eval ...` "
-            "prints the agent's traceback") in res.stderr.splitlines(), res.stderr
+    assert res.stderr.splitlines()[-2:] == [
+        f"warning: 2 run(s) raised or timed out; {HINT} (the JUnit report has every one)",
+        "error: every step raised or timed out (2 of 2): no step of the agent completed"], res.stderr
 
 
 def test_an_eval_whose_every_run_raised_says_so_when_a_form_cannot_be_written(files: Path) -> None:
@@ -100,3 +103,38 @@ def test_with_v_the_error_does_not_send_the_reader_to_v(files: Path) -> None:
     assert "RuntimeError: model backend down" in res.stderr  # the tracebacks, printed
     assert res.stderr.splitlines()[-1] == ("error: every run raised or timed out (3 of 3): no run of the agent "
                                            "completed"), res.stderr
+
+
+def _cli(where: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`toolwatch ARGS` (the options before the command too: -v)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([sys.executable, "-c", "from monitor.cli import main; main()", *args], cwd=where, env=env,
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+@pytest.mark.parametrize("form", [(), ("--json", "-")], ids=["summary-on-stdout", "json-on-stdout"])
+@pytest.mark.parametrize("quiet", [(), ("-q",)], ids=["", "q"])
+@pytest.mark.parametrize("verbose", [(), ("-v",)], ids=["", "v"])
+@pytest.mark.parametrize(("input_args", "unit", "runs"), [
+    (("--dataset", "cases.yaml", "--rules", "support.yaml", "--agent", "tests.monitor.offline.agents:raising_agent"),
+     "run", 3),
+    (("--scenario", "scenario.yaml", "--agent", "tests.monitor.offline.agents:exiting_agent"), "step", 2),
+], ids=["dataset", "scenario"])
+def test_when_no_run_completed_stderr_says_each_thing_once(files: Path, input_args: tuple[str, ...], unit: str,
+                                                           runs: int, verbose: tuple[str, ...],
+                                                           quiet: tuple[str, ...], form: tuple[str, ...]) -> None:
+    """Every run raised: stderr said how to see the agent's traceback twice with -q (in the warning that runs raised,
+    then again in the error that none completed), and with the summary on stderr (a form on stdout) said that no run
+    completed twice too (its note, then the error). Each is said once there now; the error is the last line, and the
+    report's forms still record why the exit was 2 (its note)."""
+    res = _cli(files, *verbose, "eval", *input_args, "--no-progress", *quiet, *form)
+    assert res.returncode == 2, (res.returncode, res.stderr)
+    error = f"every {unit} raised or timed out ({runs} of {runs}): no {unit} of the agent completed"
+    assert res.stderr.count(error) == 1, res.stderr
+    assert res.stderr.count(HINT) == (1 if not verbose and (quiet or form) else 0), res.stderr  # -v: tracebacks
+    assert res.stderr.splitlines()[-1] == f"error: {error}", res.stderr
+    assert res.stderr.count(f"{runs} run(s) raised or timed out") == (1 if quiet or form else 0), res.stderr
+    terminal = res.stderr + ("" if form else res.stdout)  # what a terminal shows, but for the JSON
+    assert terminal.count(HINT) == (0 if verbose else 1), terminal
+    if form:
+        assert f"{error} (exit 2)" in json.loads(res.stdout)["notes"], res.stdout

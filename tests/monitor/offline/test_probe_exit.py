@@ -16,7 +16,7 @@ from tests.monitor.offline.conftest import REPO, SUPPORT_RULES, TRIAGE_RULES
 
 AGENTS = "tests.monitor.offline.agents"
 NONE_COMPLETED = "every run raised or timed out (3 of 3): no run of the agent completed"
-HINT = "; `toolwatch -v probe ...` prints the agent's traceback"
+HINT = "`toolwatch -v probe ...` prints the agent's traceback"  # in the note (-q: the warning) that runs raised
 
 
 @pytest.fixture
@@ -47,19 +47,21 @@ def test_a_probe_whose_every_run_raised_exits_2_after_its_report(tmp_path: Path,
     res = _support(tmp_path, rules, "raising_agent", "--json", "r.json")
     assert res.returncode == 2, (res.returncode, res.stderr)
     assert "Tool call accuracy: " in res.stdout  # the report, whole, before the error
-    assert res.stderr.splitlines()[-1] == f"error: {NONE_COMPLETED}{HINT}", res.stderr
+    assert res.stderr.splitlines()[-1] == f"error: {NONE_COMPLETED}", res.stderr
+    assert f"3 run(s) raised or timed out; {HINT}" in res.stdout, res.stdout
     notes = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))["notes"]
     assert f"{NONE_COMPLETED} (exit 2)" in notes, notes
     gated = _support(tmp_path, rules, "raising_agent", "-q", "--fail-under", "accuracy=0")
     assert gated.returncode == 2, (gated.returncode, gated.stderr)
     assert "All gates passed." in gated.stdout, gated.stdout
-    assert gated.stderr.splitlines()[-1] == f"error: {NONE_COMPLETED}{HINT}", gated.stderr
+    assert gated.stderr.splitlines()[-2:] == [f"warning: 3 run(s) raised or timed out; {HINT} (the JUnit report has "
+                                              "every one)", f"error: {NONE_COMPLETED}"], gated.stderr
 
 
 def test_a_probe_whose_every_run_raised_says_so_when_a_form_cannot_be_written(tmp_path: Path, rules: Path) -> None:
     res = _support(tmp_path, rules, "raising_agent", "-q", "--json", "/dev/full")
     assert res.returncode == 2, (res.returncode, res.stderr)
-    assert f"error: {NONE_COMPLETED}{HINT}" in res.stderr.splitlines(), res.stderr
+    assert f"error: {NONE_COMPLETED}" in res.stderr.splitlines(), res.stderr
     assert res.stderr.index(NONE_COMPLETED) < res.stderr.index("cannot write /dev/full"), res.stderr
 
 
@@ -103,7 +105,7 @@ def test_a_generator_error_after_runs_that_all_raised_says_both(tmp_path: Path, 
     assert res.returncode == 2, (res.returncode, res.stderr)
     errors = [ln for ln in res.stderr.splitlines() if ln.startswith("error: ")]
     assert errors == [
-        f"error: every run raised or timed out (2 of 2): no run of the agent completed{HINT}",
+        "error: every run raised or timed out (2 of 2): no run of the agent completed",
         f"error: the generator {AGENTS}:two_orders_then_raise raised RuntimeError: no more ideas; the probe stopped "
         "after 2 runs"], res.stderr
 
@@ -131,3 +133,40 @@ def test_with_v_the_error_does_not_send_the_reader_to_v(tmp_path: Path, rules: P
     assert res.returncode == 2, (res.returncode, res.stderr)
     assert "RuntimeError: model backend down" in res.stderr  # the tracebacks, printed
     assert res.stderr.splitlines()[-1] == f"error: {NONE_COMPLETED}", res.stderr
+
+
+GENERATOR_ERROR = (f"the generator {AGENTS}:two_orders_then_raise raised RuntimeError: no more ideas; the probe "
+                   "stopped after 2 runs")
+
+
+@pytest.mark.parametrize("form", [(), ("--json", "-")], ids=["summary-on-stdout", "json-on-stdout"])
+@pytest.mark.parametrize("quiet", [(), ("-q",)], ids=["", "q"])
+@pytest.mark.parametrize("verbose", [(), ("-v",)], ids=["", "v"])
+@pytest.mark.parametrize(("agent", "generator", "errors"), [
+    ("raising_agent", "order_inputs", [NONE_COMPLETED]),
+    ("raising_agent", "two_orders_then_raise",
+     ["every run raised or timed out (2 of 2): no run of the agent completed", GENERATOR_ERROR]),
+    ("support_agent", "two_orders_then_raise", [GENERATOR_ERROR]),
+], ids=["none-completed", "both", "generator"])
+def test_probe_errors_are_said_once_on_stderr(tmp_path: Path, rules: Path, agent: str, generator: str,
+                                              errors: list[str], verbose: tuple[str, ...], quiet: tuple[str, ...],
+                                              form: tuple[str, ...]) -> None:
+    """Without -q, probe prints its report's notes on stderr before the report: the note that no run completed, and
+    the generator's error, were said there, then again as the `error:` lines after the report (with a form on stdout,
+    a third time in the summary, on stderr too). Each is said once on stderr now, as the error lines that end it; the
+    report's forms still record them (its notes), and how to see the agent's tracebacks is said once."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    res = subprocess.run([sys.executable, "-c", "from monitor.cli import main; main()", *verbose, "probe",
+                          "--generator", f"{AGENTS}:{generator}", "--agent", f"{AGENTS}:{agent}", "--rules",
+                          str(rules), "--iterations", "3", "--pool", "1", "--no-progress", *quiet, *form],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert res.returncode == 2, (res.returncode, res.stderr)
+    for error in errors:
+        assert res.stderr.count(error) == 1, (error, res.stderr)
+    assert res.stderr.count(HINT) == (1 if agent == "raising_agent" and not verbose else 0), res.stderr
+    said = [ln for ln in res.stderr.splitlines() if ln.startswith("error: ")]  # with -v the generator's traceback
+    assert said == [f"error: {e}" for e in errors], res.stderr  # is between them
+    assert res.stderr.splitlines()[-1] == f"error: {errors[-1]}", res.stderr
+    if form:
+        notes = json.loads(res.stdout)["notes"]
+        assert errors[-1] in notes if agent == "support_agent" else f"{errors[0]} (exit 2)" in notes, notes
