@@ -225,11 +225,20 @@ class Judge:
     def scoping(self) -> tuple[dict[str, frozenset[str]], dict[str, str]]:
         """How this judge scopes turns by agent, for what must follow it (the metrics' series created at 0): the
         tools each agent named by a rule file may call (agents not listed: the whole catalog), and the agent each
-        scoped rule applies to (rules not listed apply to every agent)."""
+        scoped rule and labelled case applies to (rules and cases not listed apply to every agent; a case id of
+        cases of several scopes is not listed)."""
         unscoped = {e.id for e in self._other.router.rules}
         tools = {a: s.tools for a, s in self._scopes.items() if s.tools != self.catalog}
         rule_agents = {e.id: a for a, s in self._scopes.items() for e in s.router.rules if e.id not in unscoped}
+        case_agents: dict[str, str | None] = {}
+        for e in self._reachable_cases():
+            case_agents[e.id] = e.agent if case_agents.get(e.id, e.agent) == e.agent else None
+        rule_agents.update((i, a) for i, a in case_agents.items() if a is not None)
         return tools, rule_agents
+
+    def _reachable_cases(self) -> list[Expectation]:
+        """The labelled cases a turn can take (by its case id or by its input)."""
+        return [*self._cases_by_id.values(), *(e for es in self._cases_by_input.values() for e in es)]
 
     def checked_tools(self) -> tuple[dict[str | None, frozenset[str]] | None, dict[str | None, frozenset[str]]]:
         """For what must follow this judge (the metrics' series created at 0), per agent scope: the tools whose calls
@@ -239,7 +248,7 @@ class Judge:
         Keys: each agent the rule files name; "" for turns without an agent name (every rule and case); None for the
         other agents (the unscoped rules and cases). Names as the rules give them: a slot's tool may be outside the
         catalog with `from_definitions`."""
-        cases = [*self._cases_by_id.values(), *(e for es in self._cases_by_input.values() for e in es)]
+        cases = self._reachable_cases()
         scopes: dict[str | None, _Scope] = {"": self._all, None: self._other}
         scopes.update(self._scopes)
         open_ = self._from_definitions

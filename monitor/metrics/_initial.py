@@ -4,14 +4,15 @@ Prometheus' `increase()` and `rate()` see growth only between two samples of one
 appears with the value 1 looks flat, so the first hallucinated call of an agent would never reach an alert. Every
 series whose label values are all known in advance, and that some turn can count, is therefore created at 0 when
 the metrics start and on every rules reload: agents of the configuration and the rules plus `__other__`, catalog
-tools plus `__other__`, the fixed outcomes, schema violation kinds, turn checks and results, and the rule ids.
+tools plus `__other__`, the fixed outcomes, schema violation kinds, turn checks and results, and the rule ids
+(labelled cases all as `case`).
 
 Left out, as no turn can count them (as the judge scopes rules and tools, see `monitor.judge.Judge`):
   - hallucinated calls of a catalog tool: a hallucinated name is not in the catalog, so its label is `__other__`;
     except for an agent whose rule files scope its tools (`agent_tools`): the catalog tools outside them are
     hallucinated when it calls them, under their own names;
-  - failures of a rule scoped to an agent (`rule_agents`) for the other agents: only that agent's turns and turns
-    without an agent name (`__other__`) use it;
+  - failures of a rule or labelled case scoped to an agent (`rule_agents`) for the other agents: only that agent's
+    turns and turns without an agent name (`__other__`) use it;
   - schema checks (checked, valid, invalid, violation kinds) of a tool without a schema (`schema_tools`, from
     `Judge.checked_tools`): `__other__` and the catalog tools that declare none, and those outside the agent's scoped
     tools; unless the rule files take offered tools (`from_definitions`), whose definitions bring schemas to any
@@ -20,9 +21,9 @@ Left out, as no turn can count them (as the judge scopes rules and tools, see `m
     filling such a slot of a rule or labelled case of its agent is checked; `__other__` only for such a slot's tool
     outside the catalog (`from_definitions`).
 
-Bounded, with A agents and T tools (each counting `__other__`), R rules and C catalog tools (T = C + 1), S tools
-that can be schema-checked (those declaring a schema; T with `from_definitions`) and K tools with argument checks,
-without scoped rules or tools:
+Bounded, with A agents and T tools (each counting `__other__`), R rules (and `case` with labelled cases) and C
+catalog tools (T = C + 1), S tools that can be schema-checked (those declaring a schema; T with `from_definitions`)
+and K tools with argument checks, without scoped rules or tools:
   per agent          23: turns by judged (2), turn checks x results (14), 6 more (order violations, ...),
                          hallucinated calls of `__other__` (1)
   per agent, tool    8: calls by outcome but hallucinated (4), judged, expected, missed and forbidden calls (4)
@@ -73,6 +74,18 @@ def matrix_cells(catalog: Iterable[str]) -> list[tuple[str, str]]:
     return [(r, c) for r in (*tools, NONE_LABEL) for c in (*tools, NONE_LABEL, UNKNOWN_LABEL, n.OTHER)]
 
 
+def _failing(
+    labels: LabelPolicy, rules: Iterable[str], rule_agents: Mapping[str, str], agents: list[str]
+) -> dict[str, list[str]]:
+    """Per agent, the rule labels its turns can fail: its own rules' and the unscoped ones' (every rule's for
+    `__other__`, which holds the turns without an agent name). Labelled cases fold into one label, `case`, that an
+    agent can fail when one of them applies to it."""
+    scopes: dict[str, set[str | None]] = {}  # rule label -> the agents its rules are scoped to (None: every agent)
+    for r in rules:
+        scopes.setdefault(labels.rule(r), set()).add(rule_agents.get(r))
+    return {a: [r for r in sorted(scopes) if None in scopes[r] or a in scopes[r] or a == n.OTHER] for a in agents}
+
+
 def initial_series(
     labels: LabelPolicy,
     rules: Iterable[str] = (),
@@ -93,10 +106,8 @@ def initial_series(
     agents = [*sorted(labels.agents - {n.OTHER}), n.OTHER]
     tools = [*sorted(labels.tools - {n.OTHER}), n.OTHER]
     catalog = len(tools) - 1
-    rule_ids = sorted({labels.rule(r) for r in rules if not r.startswith("case:")})
     checks = [(check, result) for check in n.CHECKS for result in ("pass", "fail")]
     scoped_tools = {a: frozenset(ts) for a, ts in (agent_tools or {}).items()}
-    scoped_rules = rule_agents or {}
     outcomes = [o.value for o in Outcome if o is not Outcome.HALLUCINATED]
     # Per agent, the tools whose calls can be hallucinated (their label: __other__, or a catalog tool outside
     # the agent's scope) and the rules its turns can fail (unscoped, its own; every rule for __other__, which holds
@@ -104,7 +115,7 @@ def initial_series(
     hallucinated = {
         a: [t for t in tools[:-1] if a in scoped_tools and t not in scoped_tools[a]] + [n.OTHER] for a in agents
     }
-    failing = {a: [r for r in rule_ids if scoped_rules.get(r, a) == a or a == n.OTHER] for a in agents}
+    failing = _failing(labels, rules, rule_agents or {}, agents)
     # Per agent, the tool labels its calls can be schema-checked and argument-checked under. The label __other__
     # holds the turns without an agent name (scope "": every rule and tool), the agents no rule file names
     # (scope None) take the unscoped rules.

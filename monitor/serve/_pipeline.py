@@ -105,11 +105,12 @@ class Pipeline:
         agent_tools, rule_agents = judge.scoping()  # no series at 0 for what no turn can count (metrics._initial)
         schema_tools, argument_tools = judge.checked_tools()
         agents = set(judge.agents) | set(self.settings.agents)
-        expectations = self.rules.current.ruleset.expectations
+        ruleset = self.rules.current.ruleset
+        expectations = ruleset.expectations
         self.metrics.set_labels(
             tools=judge.catalog,
             agents=agents,
-            rules=[e.id for e in expectations],
+            rules=[*(e.id for e in expectations), *(e.id for _, _, e in ruleset.cases)],  # cases: one label, "case"
             agent_tools=agent_tools,
             rule_agents=rule_agents,
             schema_tools=schema_tools,

@@ -458,11 +458,15 @@ def test_served_metrics_leave_out_the_schema_and_argument_series_no_call_can_cou
 CHECKED_SCOPED_FILES = {
     "x.yaml": "agent: x\ncatalog: {tools: [{name: a, schema: {type: object, required: [q]}}, {name: b}]}\n"
     "expect:\n  - id: x1\n    when: {prefix: q}\n    call: [{tool: a, args: {q: {regex: v}}}, {tool: c, min: 0,"
-    " args: {q: {regex: v}}}]\n",
+    " args: {q: {regex: v}}}]\n"
+    "cases:\n  - {id: cx, input: hello, call: [{tool: b, args: {q: {regex: v}}}]}\n",
     "y.yaml": "agent: y\ncatalog: {tools: [{name: c, schema: {type: object}}]}\n"
     "expect:\n  - id: y1\n    when: {prefix: q}\n    call: [{tool: c, args: {q: {regex: v}}}]\n",
-    "all.yaml": "catalog: {tools: [{name: d}]}\nexpect:\n  - id: u1\n    when: {prefix: r}\n"
-    "    call: [{tool: d, args: {q: {regex: v}}}, {tool: e, min: 0}]\n",
+    # An alternative's checks count too (g, also forbidden); an unscoped case checks b, a tool of x's file.
+    "all.yaml": "catalog: {tools: [{name: d}, {name: g}]}\nforbid: [{tool: g}]\nexpect:\n  - id: u1\n"
+    "    when: {prefix: r}\n    any_of:\n      - call: [{tool: d, args: {q: {regex: v}}}, {tool: e, min: 0}]\n"
+    "      - call: [{tool: g, args: {q: {regex: v}}}]\n"
+    "cases:\n  - {id: cu, input: hi, call: [{tool: b, args: {q: {regex: v}}}]}\n",
 }
 
 
@@ -484,14 +488,14 @@ def test_every_schema_and_argument_series_a_turn_counts_was_created_at_0(tmp_pat
     pipeline = Pipeline(settings, Rules(settings.rules), metrics)
     families = tuple(metrics.counters.tables)
     at_zero = {(name, key) for name in families for key in metrics.counters.tables[name]}
-    definitions = tuple({"name": t, "parameters": {"type": "object", "required": ["q"]}} for t in "abcdef")
+    definitions = tuple({"name": t, "parameters": {"type": "object", "required": ["q"]}} for t in "abcdefg")
     turns = [
-        Turn(text, tuple(ToolCall(t, arguments=args) for t in calls), agent=agent,
+        Turn(text, tuple(ToolCall(t, arguments=args) for t in calls), agent=agent, case_id=case,
              tool_definitions=definitions if offered else None)
         for agent in ("x", "y", "z", "w", "")
-        for text in ("q", "r")
+        for text, case in (("q", None), ("r", None), ("hello", None), ("hi", None), ("r", "cx"))
         for args in ('{"q": "v"}', '{"q": "w"}', "{}", "not json")
-        for calls in [*(c for k in (1, 2) for c in itertools.product("abcdef", repeat=k))]
+        for calls in [*(c for k in (1, 2) for c in itertools.product("abcdefg", repeat=k))]
     ]  # fmt: skip
     pipeline.judge(turns, time.time_ns())
     counted = {(name, key) for name in families for key, v in metrics.counters.tables[name].items() if v}
@@ -509,11 +513,40 @@ def test_every_schema_and_argument_series_a_turn_counts_was_created_at_0(tmp_pat
     if not offered:
         assert tools("toolwatch_schema_checked_calls_total", "x", at_zero) == {"a"}  # c has a schema, outside x's
         assert tools("toolwatch_schema_checked_calls_total", "__other__", at_zero) == {"a", "c"}
-        assert tools("toolwatch_argument_checked_calls_total", "x", at_zero) == {"a", "d"}  # c: outside x's scope
-        assert tools("toolwatch_argument_checked_calls_total", "y", at_zero) == {"c", "d"}
-        assert tools("toolwatch_argument_checked_calls_total", "z", at_zero) == {"d"}
-        assert tools("toolwatch_argument_checked_calls_total", "__other__", at_zero) == {"a", "c", "d"}
+        # c: outside x's scope; g only checked by u1's second alternative; b by cu too for z (whole catalog)
+        assert tools("toolwatch_argument_checked_calls_total", "x", at_zero) == {"a", "b", "d", "g"}
+        assert tools("toolwatch_argument_checked_calls_total", "y", at_zero) == {"c", "d", "g"}
+        assert tools("toolwatch_argument_checked_calls_total", "z", at_zero) == {"b", "d", "g"}
+        assert tools("toolwatch_argument_checked_calls_total", "__other__", at_zero) == {"a", "b", "c", "d", "g"}
     else:  # offered tools bring schemas to every name, and join every agent's catalog
-        assert tools("toolwatch_schema_checked_calls_total", "z", at_zero) == {"a", "b", "c", "d", "__other__"}
-        assert tools("toolwatch_argument_checked_calls_total", "x", at_zero) == {"a", "c", "d"}
-        assert tools("toolwatch_schema_violations_total", "x", at_zero) == {"a", "b", "c", "d", "__other__"}
+        assert tools("toolwatch_schema_checked_calls_total", "z", at_zero) == {"a", "b", "c", "d", "g", "__other__"}
+        assert tools("toolwatch_argument_checked_calls_total", "x", at_zero) == {"a", "b", "c", "d", "g"}
+        assert tools("toolwatch_argument_checked_calls_total", "z", at_zero) == {"b", "d", "g"}
+        assert tools("toolwatch_schema_violations_total", "x", at_zero) == {"a", "b", "c", "d", "g", "__other__"}
+
+
+def test_failures_of_labelled_cases_start_at_0_for_the_agents_their_cases_apply_to(tmp_path: Path) -> None:
+    """Labelled cases fail under one rule label, "case": created at 0 for the agents a case applies to (its own and
+    __other__ for a scoped case; every agent for an unscoped one), so the first failing case is an increase."""
+    x = tmp_path / "x.yaml"
+    x.write_text(
+        "agent: x\ncatalog: {tools: [{name: a}]}\ncases:\n  - {id: c1, input: hello, call: [{tool: a}]}\n",
+        encoding="utf-8",
+    )
+    y = tmp_path / "y.yaml"
+    y.write_text("agent: y\ncatalog: {tools: [{name: b}]}\n", encoding="utf-8")
+    settings = Settings(rules=(str(x), str(y)), agents=("z",), watch_rules=False)
+    metrics = ToolwatchMetrics()
+    pipeline = Pipeline(settings, Rules(settings.rules), metrics)
+
+    def failures() -> dict[tuple[str, ...], int]:
+        return {k: v for k, v in metrics.counters.tables["toolwatch_rule_failures_total"].items() if k[1] == "case"}
+
+    assert failures() == {("x", "case"): 0, ("__other__", "case"): 0}
+    pipeline.judge([Turn("hello", (), agent="x"), Turn("hello", (), agent="")], time.time_ns())
+    assert failures() == {("x", "case"): 1, ("__other__", "case"): 1}
+    # An unscoped case (a cases file of an unscoped rule file) applies to every agent; a reload creates its series.
+    y.write_text("catalog: {tools: [{name: b}]}\ncases:\n  - {id: c2, input: hi, call: [{tool: b}]}\n", "utf-8")
+    assert pipeline.rules.commit(pipeline.rules.prepare())
+    pipeline.apply_labels()
+    assert failures() == {("x", "case"): 1, ("z", "case"): 0, ("__other__", "case"): 1}
