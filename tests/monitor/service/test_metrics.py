@@ -368,18 +368,26 @@ SCOPED_FILES = {
 }
 
 
-def test_every_series_a_turn_counts_was_created_at_0(tmp_path: Path) -> None:
-    """The series left out at 0 are those no turn can count: turns of every agent (scoped by the rules, configured,
-    unknown, none) calling every combination of up to two tools count only series that existed at 0."""
+def _served_at_zero(
+    tmp_path: Path, files: dict[str, str]
+) -> tuple[Pipeline, ToolwatchMetrics, set[tuple[str, tuple[str, ...]]]]:
+    """A pipeline serving the rule `files` (written to `tmp_path`) with `--agent z`, its metrics, and the series they
+    created at 0 (family, label values)."""
     paths = []
-    for name, text in SCOPED_FILES.items():
+    for name, text in files.items():
         paths.append(str(tmp_path / name))
         (tmp_path / name).write_text(text, encoding="utf-8")
     settings = Settings(rules=tuple(paths), agents=("z",), watch_rules=False)
     metrics = ToolwatchMetrics()
     pipeline = Pipeline(settings, Rules(settings.rules), metrics)
+    return pipeline, metrics, {(name, key) for name in metrics.counters.tables for key in metrics.counters.tables[name]}
+
+
+def test_every_series_a_turn_counts_was_created_at_0(tmp_path: Path) -> None:
+    """The series left out at 0 are those no turn can count: turns of every agent (scoped by the rules, configured,
+    unknown, none) calling every combination of up to two tools count only series that existed at 0."""
+    pipeline, metrics, at_zero = _served_at_zero(tmp_path, SCOPED_FILES)
     families = tuple(metrics.counters.tables)
-    at_zero = {(name, key) for name in families for key in metrics.counters.tables[name]}
     turns = [
         Turn(text, tuple(ToolCall(t) for t in calls), agent=agent)
         for agent in ("x", "y", "z", "w", "")
@@ -475,19 +483,14 @@ def test_every_schema_and_argument_series_a_turn_counts_was_created_at_0(tmp_pat
     """Turns of every agent calling every pair of tools with arguments valid, invalid and not JSON (and, with
     from_definitions, offering every tool with a schema) count only series created at 0; and the schema and
     argument series left out are those of tools without a schema or argument checks for that agent."""
-    paths = []
-    for name, text in CHECKED_SCOPED_FILES.items():
+    files = dict(CHECKED_SCOPED_FILES)
+    for name, text in files.items():
         if offered:
-            text = text.replace("catalog: {", "catalog: {from_definitions: true, ")
+            files[name] = text.replace("catalog: {", "catalog: {from_definitions: true, ")
         elif name == "all.yaml":
-            text = text.replace(", {tool: e, min: 0}", "")  # e is in no catalog: a rule can name it only offered
-        paths.append(str(tmp_path / name))
-        (tmp_path / name).write_text(text, encoding="utf-8")
-    settings = Settings(rules=tuple(paths), agents=("z",), watch_rules=False)
-    metrics = ToolwatchMetrics()
-    pipeline = Pipeline(settings, Rules(settings.rules), metrics)
+            files[name] = text.replace(", {tool: e, min: 0}", "")  # e is in no catalog: a rule can name it only offered
+    pipeline, metrics, at_zero = _served_at_zero(tmp_path, files)
     families = tuple(metrics.counters.tables)
-    at_zero = {(name, key) for name in families for key in metrics.counters.tables[name]}
     definitions = tuple({"name": t, "parameters": {"type": "object", "required": ["q"]}} for t in "abcdefg")
     turns = [
         Turn(text, tuple(ToolCall(t, arguments=args) for t in calls), agent=agent, case_id=case,
