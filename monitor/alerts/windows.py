@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import fields, replace
 from itertools import repeat
@@ -32,6 +32,7 @@ from monitor.alerts.figures import FIGURES
 from monitor.judge import Tally, ToolCounts
 from monitor.metrics import VerdictBatch
 from monitor.metrics._batch import MAX_CACHED, SIG_AGENT, SIG_SCORED, Sig, cacheable
+from monitor.metrics._windows import Changes, SnapshotRing
 from monitor.verdict import TurnVerdict
 
 OTHER = "__other__"
@@ -65,34 +66,25 @@ def read_figure(tally: Any, figure: str, tool: str | None) -> tuple[float | None
     return counts.ratios()[figure], float(getattr(counts, _DENOMINATOR[figure]))
 
 
-class _Window:
-    __slots__ = ("seconds", "step", "ring", "followed", "taken", "version")
+class _Window(SnapshotRing[dict[str, Tally]]):
+    __slots__ = ("followed",)
 
     def __init__(self, seconds: float, start: float, steps: int, followed: bool) -> None:
-        self.seconds = seconds
-        self.step = seconds / steps
-        self.ring: deque[tuple[float, dict[str, Tally]]] = deque([(start, {})])  # (date, Tallies)
+        super().__init__(seconds, start, steps, {})
         self.followed = followed  # snapshots only when the gauge of this length takes one
-        self.taken = start  # when the last snapshot was taken (its date may be earlier)
-        self.version = 0  # the totals' version in the last snapshot
 
     def tick(self, now: float, totals: dict[str, Tally], snapshots: Mapping[float, float] | None,
-             changed: float, version: int) -> None:
+             changes: Changes) -> None:
         """A snapshot when due, dated as the gauges date theirs (see the module's docstring)."""
-        ring = self.ring
-        last = ring[-1][0]
         at: float | None = None
-        if self.followed:
-            if snapshots is not None and now >= last:
-                at = snapshots.get(self.seconds)
-                at = None if at is None else max(at, last)  # the gauge's date (before this window began: its start)
-        elif now - self.taken >= self.step:
-            at = max(last, min(changed, now)) if version != self.version else now
+        if not self.followed:
+            at = self.due(now, changes)
+        elif snapshots is not None and now >= (last := self.ring[-1][0]):
+            at = snapshots.get(self.seconds)
+            at = None if at is None else max(at, last)  # the gauge's date (before this window began: its start)
         if at is not None:
-            ring.append((at, {agent: t.copy() for agent, t in totals.items()}))
-            self.taken, self.version = now, version
-        while len(ring) > 1 and ring[1][0] <= now - self.seconds:
-            ring.popleft()
+            self.take(at, {agent: t.copy() for agent, t in totals.items()}, now, changes.version)
+        self.drop(now)
 
 
 _TALLY_INTS = tuple(f.name for f in fields(Tally) if type(getattr(Tally(), f.name)) is int)  # all but the float
@@ -171,8 +163,7 @@ class TallyWindows:
         self.follow = frozenset(float(w) for w in follow)
         start = clock()
         self._windows = {s: _Window(s, start, steps, s in self.follow) for s in seconds}
-        self._changed = start  # when the totals last changed
-        self._version = 0  # how many times they changed
+        self._changes = Changes(start)  # when the totals last changed
         self._lock = threading.Lock()
 
     @property
@@ -211,8 +202,7 @@ class TallyWindows:
             if not self.follow:  # followed, the metrics tick every window just before they give a batch
                 self._tick(now)  # the snapshots due are of the totals before it (after a pause: of before it)
             if batch:
-                self._changed = now
-                self._version += 1
+                self._changes.counted(now)
             totals = self._totals
             labels, sums, tool_sums, scored = self._sums(batch)
             for label, vec in sums.items():
@@ -298,7 +288,7 @@ class TallyWindows:
 
     def _tick(self, now: float, snapshots: Mapping[float, float] | None = None) -> None:
         for w in self._windows.values():
-            w.tick(now, self._totals, snapshots, self._changed, self._version)
+            w.tick(now, self._totals, snapshots, self._changes)
 
     def agents(self) -> list[str]:
         with self._lock:

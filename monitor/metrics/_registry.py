@@ -226,7 +226,7 @@ class ToolwatchMetrics(Collector):
             self._tick(now)  # the snapshots due are of the counts before this batch (after a pause: of before it)
             self.counters.add(batch)
             if batch:
-                self.windows.counted(now)
+                self.windows.changes.counted(now)
             for follower in self._followers:
                 follower.accept(batch)
 

@@ -16,6 +16,7 @@ import re
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 from monitor.metrics import names as n
 from monitor.metrics._verdicts import VerdictCounters
@@ -137,31 +138,74 @@ def _turn_counts(c: VerdictCounters, vec: Callable[[str], list[int]]) -> None:
             vec(agent)[A_E2E] += count
 
 
-class Window:
-    def __init__(self, seconds: float, start: float) -> None:
-        self.seconds = seconds
-        self.label = format_duration(seconds)
-        self.step = seconds / STEPS_PER_WINDOW
-        self.ring: deque[tuple[float, View]] = deque([(start, View())])  # (date, view)
-        self.taken = start  # when the last snapshot was taken (its date may be earlier)
-        self.version = 0  # the counts' version (RollingWindows.version) in the last snapshot
+S = TypeVar("S")
 
-    def tick(
-        self, now: float, current: View | None, counters: VerdictCounters, changed: float, version: int
-    ) -> tuple[View | None, float | None]:
-        """Take a snapshot when a step has passed since the last was taken: dated `changed` (when the counts last
-        changed, to `version`) if they changed since the last, else `now`. Drop the snapshots that left the window.
-        Returns the view used, and the date of the snapshot taken (None when none was)."""
-        ring = self.ring
-        at = None
+
+class Changes:
+    """When the counts last changed (`counted`), and how many times they have: what dates the snapshots."""
+
+    __slots__ = ("at", "version")
+
+    def __init__(self, start: float) -> None:
+        self.at = start
+        self.version = 0
+
+    def counted(self, now: float) -> None:
+        """The counts changed at `now` (after the tick at `now`: the snapshots due then are of the counts before)."""
+        self.at = now
+        self.version += 1
+
+
+class SnapshotRing(Generic[S]):
+    """A window's ring of dated snapshots (see the module's docstring); also the in-process alerts' windows'
+    (`monitor.alerts.windows`), dated alike."""
+
+    __slots__ = ("seconds", "step", "ring", "taken", "version")
+
+    def __init__(self, seconds: float, start: float, steps: int, empty: S) -> None:
+        self.seconds = seconds
+        self.step = seconds / steps
+        self.ring: deque[tuple[float, S]] = deque([(start, empty)])  # (date, snapshot)
+        self.taken = start  # when the last snapshot was taken (its date may be earlier)
+        self.version = 0  # the counts' version (Changes.version) in the last snapshot
+
+    def due(self, now: float, changes: Changes) -> float | None:
+        """The date of the snapshot due at `now` once a step has passed since the last was taken (else None): when
+        the counts last changed if they changed since the last, else `now`."""
         if now - self.taken >= self.step:
-            current = current or view_of(counters)
-            at = max(ring[-1][0], min(changed, now)) if version != self.version else now
-            ring.append((at, current))
-            self.taken, self.version = now, version
+            return max(self.ring[-1][0], min(changes.at, now)) if changes.version != self.version else now
+        return None
+
+    def take(self, at: float, snapshot: S, now: float, version: int) -> None:
+        """A snapshot dated `at`, taken at `now` of the counts of `version`."""
+        self.ring.append((at, snapshot))
+        self.taken, self.version = now, version
+
+    def drop(self, now: float) -> None:
+        """Drop the snapshots that left the window (all but the newest dated at or before its start)."""
+        ring = self.ring
         start = now - self.seconds
         while len(ring) > 1 and ring[1][0] <= start:
             ring.popleft()
+
+
+class Window(SnapshotRing[View]):
+    __slots__ = ("label",)
+
+    def __init__(self, seconds: float, start: float) -> None:
+        super().__init__(seconds, start, STEPS_PER_WINDOW, View())
+        self.label = format_duration(seconds)
+
+    def tick(
+        self, now: float, current: View | None, counters: VerdictCounters, changes: Changes
+    ) -> tuple[View | None, float | None]:
+        """Take a snapshot when one is due (`due`); drop the snapshots that left the window. Returns the view used,
+        and the date of the snapshot taken (None when none was)."""
+        at = self.due(now, changes)
+        if at is not None:
+            current = current or view_of(counters)
+            self.take(at, current, now, changes.version)
+        self.drop(now)
         return current, at
 
     def counts(self, current: View) -> View:
@@ -177,20 +221,14 @@ class RollingWindows:
         if not seconds:
             raise ValueError("at least one rolling window is needed")
         self.windows = [Window(s, start) for s in sorted(set(seconds))]
-        self.changed = start  # when the counts last changed (`counted`)
-        self.version = 0  # how many times they changed
-
-    def counted(self, now: float) -> None:
-        """The counts changed at `now` (after the tick at `now`: the snapshots due then are of the counts before)."""
-        self.changed = now
-        self.version += 1
+        self.changes = Changes(start)  # when the counts last changed (the metrics tell it: `Changes.counted`)
 
     def tick(self, now: float, counters: VerdictCounters) -> dict[float, float]:
         """Every window's tick at `now`; returns the date of each snapshot taken, by the length of its window."""
         current: View | None = None
         snapshots: dict[float, float] = {}
         for w in self.windows:
-            current, at = w.tick(now, current, counters, self.changed, self.version)
+            current, at = w.tick(now, current, counters, self.changes)
             if at is not None:
                 snapshots[w.seconds] = at
         return snapshots
