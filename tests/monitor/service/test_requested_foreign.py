@@ -507,6 +507,20 @@ def test_a_message_whose_calls_were_flattened_is_not_read_again_another_is(impl:
 
 
 @pytest.mark.parametrize("impl", IMPLS)
+def test_a_message_without_flattened_calls_beside_one_whose_calls_have_ids_is_read(impl: str) -> None:
+    """As above, Python's instrumentation: the first message's flattened calls name their ids (none is missing), so
+    the output is read only because the second output message has no call flattened while the output lists some."""
+    _impl(impl)
+    first = json.loads(lc_output(("get_weather", "call_1")))["generations"][0][0]["message"]
+    output = lc_generations(first, lc_parsed(("get_time", {"zone": "UTC"}, "call_2")), scope=LC_PY)
+    spans = lc_llm(output, ("get_weather", "call_1", '{"city": "Paris"}'), scope=LC_PY)
+    spans = [replace(s, attributes={**s.attributes, "llm.output_messages.1.message.role": "assistant"}) for s in spans]
+    out, problems = convert(spans, impl)
+    assert requested(out) == [("get_weather", "call_1", '{"city": "Paris"}'), ("get_time", "call_2", '{"zone": "UTC"}')]
+    assert problems == []
+
+
+@pytest.mark.parametrize("impl", IMPLS)
 def test_parsed_calls_that_cannot_be_read_are_counted_and_bounded(impl: str) -> None:
     """As a flattened call: one that is no object or has no name is counted under `llm.output_messages`, so is an id
     of another type (converted) or arguments that are no object (given as JSON text); past MAX_REQUESTED_PER_SPAN the
