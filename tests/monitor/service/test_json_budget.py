@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from monitor._json import BUDGET, PLAIN_CHARS, estimate, loads_bounded
+from monitor._json import BUDGET, PER_TOKEN, PLAIN_CHARS, estimate, loads_bounded
 from monitor.judge import Judge
 from monitor.normalize import Normalizer
 from monitor.normalize._genai import OUTPUT_MESSAGES
@@ -63,6 +63,14 @@ def test_the_estimate_refuses_dense_text_and_passes_long_strings(dense_text: str
     assert len(long) > PLAIN_CHARS and estimate(long) <= BUDGET
     assert loads_bounded(long)[0]["role"] == "user"
     assert loads_bounded("[{}, {}]") == [{}, {}]  # short texts: json.loads as it is
+
+
+def test_the_estimate_counts_four_bytes_a_character_unless_ascii_without_escapes() -> None:
+    """A character may build 4 bytes in a parsed str: so counted unless the text is ASCII with no `\\u` escape."""
+    assert estimate("a" * 100) == 100
+    assert estimate("é" * 100) == estimate("a" * 99 + "😀") == 400
+    assert estimate('"\\u00e9' + "a" * 93) == 400
+    assert estimate("[" + "," * 9) == 10 + PER_TOKEN * 10
 
 
 def _span(name: str, attrs: dict[str, Any], span_id: str = "b7ad6b7169203331", scope: str = "") -> Span:
