@@ -31,7 +31,6 @@ one key per producer (`llm.output_messages`, `gen_ai.completion`); it never reje
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
@@ -42,6 +41,7 @@ from monitor.normalize._requested import (
     CONTENT_KEYS,
     MAX_REQUESTED_PER_SPAN,
     add_input_mark,
+    arguments_text,
     derived,
     flat_index,
     name_and_id,
@@ -180,14 +180,7 @@ def _parsed_slot(call: Any, problems: list[str]) -> dict[str, Any]:
     as JSON text too, counted. No object: an empty slot (a call without a name, counted when emitted)."""
     if not isinstance(call, dict):
         return {}
-    args = call.get("args")
-    if args is not None and not isinstance(args, str):
-        if not isinstance(args, dict):
-            problems.append(m.OI_OUTPUT_MESSAGES)
-        try:
-            args = json.dumps(args)
-        except (TypeError, ValueError, RecursionError):  # nested past the stack (json.dumps nests a level deeper)
-            args = None
+    args = arguments_text(call.get("args"), m.OI_OUTPUT_MESSAGES, problems)
     return {"name": call.get("name"), "id": call.get("id"), "arguments": args}
 
 

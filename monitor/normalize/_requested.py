@@ -290,17 +290,21 @@ def _requested(span: Span, part: dict[str, Any], index: int, problems: list[str]
     args = part.get("arguments")
     if obj and args == []:
         args = {}
-    arguments: str | None
+    return new_requested(span, name, call_id, arguments_text(args, key, problems), index)
+
+
+def arguments_text(args: Any, key: str, problems: list[str]) -> str | None:
+    """A requested call's arguments as JSON text: a text (or None) as it is, an object encoded; a value of another
+    type encoded too, counted under `key` (the conventions give the arguments as an object); None when it cannot be
+    encoded (bytes in a structured value; nested past the stack: json.dumps nests a level deeper than json.loads)."""
     if args is None or isinstance(args, str):
-        arguments = args
-    else:
-        if not isinstance(args, dict):
-            problems.append(key)  # the conventions give the arguments as an object
-        try:
-            arguments = json.dumps(args)
-        except (TypeError, ValueError, RecursionError):  # bytes in a structured value; nested past the stack
-            arguments = None
-    return new_requested(span, name, call_id, arguments, index)
+        return args
+    if not isinstance(args, dict):
+        problems.append(key)
+    try:
+        return json.dumps(args)
+    except (TypeError, ValueError, RecursionError):
+        return None
 
 
 MAX_INDEX_DIGITS = 9  # of an index in a flattened key (OpenInference, OpenLLMetry); past it the key cannot be read
