@@ -149,7 +149,7 @@ def _remove_stale(target: Path) -> None:
                     logger.info("removed %s, left by a write that process %s did not finish", entry.path, m[2])
 
 
-def _stream_of(path: str) -> TextIO | None:
+def stream_of(path: str) -> TextIO | None:
     """sys.stdout or sys.stderr when `path` is the file (pipe, terminal, regular file) it writes to, else None."""
     try:
         st = os.stat(path)
@@ -174,7 +174,7 @@ def write_atomically(path: str | os.PathLike[str], text: str, encoding: str = "u
     """Write `text` to `path` whole or not at all (the module's docstring says how, and which paths are written
     directly); the missing parent directories are made. Raises OSError when it cannot be written."""
     name = os.fspath(path)
-    stream = _stream_of(name)
+    stream = stream_of(name)
     if stream is not None:
         stream.write(text)
         stream.flush()

@@ -17,7 +17,7 @@ from typing import Any, TextIO, TypeVar
 
 import click
 
-from monitor._atomic import write_atomically
+from monitor._atomic import stream_of, write_atomically
 from monitor.report._text import printable, visible
 from monitor.report.gates import Threshold, failures_of, gate_results, parse_gate, skipped_comparisons
 from monitor.report.html import render_html
@@ -120,16 +120,15 @@ def pop_report_options(kwargs: dict[str, Any]) -> ReportOptions:
 
 def _stdout_as_dash(path: str | None) -> str | None:
     """'-' for a path naming the file standard output has open (`/dev/stdout`, `/proc/self/fd/1`, the file it is
-    redirected to): the report alone goes there and the summary to stderr, as for '-' (written after the report, the
-    summary made the stream no JSON or XML reader could read)."""
-    if path is None or path == "-":
+    redirected to: `stream_of`): the report alone goes there and the summary to stderr, as for '-' (written after the
+    report, the summary made the stream no JSON or XML reader could read)."""
+    if path is None or path == "-" or stream_of(path) is not sys.stdout:
         return path
     try:
-        out, named, null = os.fstat(sys.stdout.fileno()), os.stat(path), os.stat(os.devnull)
-    except (AttributeError, OSError, ValueError):  # no such file, or stdout is no file (a test runner's capture)
+        null = os.path.samefile(path, os.devnull)  # none reads null
+    except OSError:
         return path
-    same = (out.st_dev, out.st_ino) == (named.st_dev, named.st_ino)
-    return "-" if same and (named.st_dev, named.st_ino) != (null.st_dev, null.st_ino) else path  # none reads null
+    return path if null else "-"
 
 
 def _unwritable(path: str) -> str | None:
