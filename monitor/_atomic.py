@@ -5,8 +5,8 @@ dashboard, Prometheus reloading its rules) or a kill midway never sees half a fi
 leaves the file as it was and no temporary file behind. Nor does a signal midway: an exception it raises
 (KeyboardInterrupt, SystemExit) passes through the write, which removes the file; one whose action is the default,
 to end the process (SIGTERM, SIGHUP; SIGINT after a first one in eval and probe), is handled while the main thread
-writes, and removes the file before it ends the process as the default action would (`remove_unfinished`, which
-cli._interrupt calls before it ends the process itself). Only a kill no code sees (SIGKILL, a crash) leaves one:
+writes, and removes the file before it ends the process as the default action would (`end_by_default`, which
+cli._interrupt calls to end the process itself). Only a kill no code sees (SIGKILL, a crash) leaves one:
 `.NAME.PID.XXXXXXXX.tmp`, named after the process that wrote it, so that a later write of the same file removes it
 once that process is gone and the file is older than STALE_S (a process of that number in another PID namespace
 that shares the directory, a container's, may be writing it). A file replaced keeps its permission bits; a symbolic
@@ -49,19 +49,19 @@ _unfinished: set[str] = set()  # the temporary files being written: one per thre
 _writing = 0  # the main thread's writes in progress (the handlers above are theirs while it is not 0)
 
 
-def remove_unfinished() -> None:
-    """Remove the temporary files of the writes in progress: the process is about to end (by a signal)."""
+def end_by_default(signum: int) -> None:
+    """End the process by `signum`'s default action, the temporary files of the writes in progress removed first."""
     for name in list(_unfinished):
         with contextlib.suppress(OSError):
             os.unlink(name)
+    signal.signal(signum, signal.SIG_DFL)
+    signal.raise_signal(signum)
 
 
 def _ending(signum: int, frame: FrameType | None) -> None:
     """A signal's handler while the main thread writes, instead of its default action: that action, once the
     temporary files are removed."""
-    remove_unfinished()
-    signal.signal(signum, signal.SIG_DFL)
-    signal.raise_signal(signum)
+    end_by_default(signum)
 
 
 def default_action() -> Callable[[int, FrameType | None], None] | signal.Handlers:

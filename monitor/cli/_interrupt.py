@@ -21,7 +21,6 @@ made): the error's traceback is shown, as Python shows it, and the exit is still
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
 import threading
@@ -34,7 +33,7 @@ from types import FrameType
 
 import click
 
-from monitor._atomic import default_action, remove_unfinished
+from monitor._atomic import default_action, end_by_default
 from monitor._text import visible
 from monitor.evaluate import Terminated
 
@@ -72,9 +71,7 @@ def _copies_ignored(since: float) -> Callable[[int, FrameType | None], None]:
     def handler(signum: int, frame: FrameType | None) -> None:
         if time.monotonic() - since < ECHO_S:
             return
-        remove_unfinished()  # a report's temporary file, were one being written
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGTERM)
+        end_by_default(signal.SIGTERM)  # a report's temporary file, were one being written, removed first
 
     return handler
 
