@@ -113,7 +113,7 @@ def stop_on_signal() -> Iterator[None]:
         print(f"{ended} The {by} came after the {stops.done} were over{whole}.", file=sys.stderr, flush=True)
         raise SystemExit(_EXIT[stops.held]) from None
     except Exception as exc:  # an error after a signal, held or raised: shown, and the exit still the signal's
-        signum = stops.held or stops.came
+        signum = stops.came  # the one held, if one is
         if signum is None:
             raise
         print(visible("".join(traceback.format_exception(exc))), end="", file=sys.stderr)  # no raw ESC of user text
