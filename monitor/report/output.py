@@ -305,7 +305,7 @@ def emit_report(
                 _write(path, render(report), xml=xml)
             except OSError as exc:  # after the run (a disk that fills): the summary and the gates still print
                 unwritten.append(f"cannot write {path}: {exc.strerror or exc}")
-    to_stdout = any(p == "-" for p, _, _ in writers)
+    to_stdout = bool(options.stdout_forms())
     out = sys.stderr if to_stdout else sys.stdout
     if options.quiet:
         click.echo(printable(report.accuracy_line), file=out)
