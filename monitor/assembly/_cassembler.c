@@ -47,11 +47,11 @@ static Py_ssize_t spare_max;
 
 enum { R_TRACE_ID, R_SPAN_ID, R_PARENT, R_N };                 /* ToolCall and Span fields read */
 enum { U_TRACE_ID, U_SPAN_ID, U_CALLS, U_N };                  /* Turn fields read or set */
-enum { X_FIRST_SEEN, X_CALLS, X_TURNS, X_PARENTS, X_WAITING, X_KNOWN, X_HELD, X_SINCE, X_N }; /* _Trace slots */
+enum { X_FIRST_SEEN, X_CALLS, X_TURNS, X_PARENTS, X_WAITING, X_KNOWN, X_HELD, X_SINCE, X_ROOTS, X_N }; /* _Trace */
 static const char *const record_names[R_N] = {"trace_id", "span_id", "parent_span_id"};
 static const char *const turn_names[U_N] = {"trace_id", "span_id", "calls"};
-static const char *const trace_names[X_N] = {"first_seen_ns", "calls", "turns",  "parents",
-                                             "waiting",       "known", "held_ns", "since"};
+static const char *const trace_names[X_N] = {"first_seen_ns", "calls", "turns",  "parents", "waiting",
+                                             "known",         "held_ns", "since", "roots"};
 static const char *const call_id_name[1] = {"call_id"}, *const call_name[1] = {"name"}; /* (release_chat) */
 static const char *const kind_names[2] = {"kind", "attributes"}; /* a Span's: a SERVER or CONSUMER one is known */
 static Py_ssize_t off_call[R_N], off_span[R_N], off_turn[U_N], off_trace[X_N], off_call_id, off_call_name, off_kind[2];
@@ -1320,7 +1320,8 @@ static PyObject *init(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         {&s_turns_completed, "turns_completed"}, {&s_calls, "calls"}, {&trace_attr[X_FIRST_SEEN], "first_seen_ns"},
         {&trace_attr[X_CALLS], "calls"}, {&trace_attr[X_TURNS], "turns"}, {&trace_attr[X_PARENTS], "parents"},
         {&trace_attr[X_WAITING], "waiting"}, {&trace_attr[X_KNOWN], "known"}, {&trace_attr[X_HELD], "held_ns"},
-        {&trace_attr[X_SINCE], "since"}, {&s_held_before, "_held_before"}, {&s_add_run, "_add_run"},
+        {&trace_attr[X_SINCE], "since"}, {&trace_attr[X_ROOTS], "roots"}, {&s_held_before, "_held_before"},
+        {&s_add_run, "_add_run"},
         {&s_arrived, "_arrived"}, {&s_entry, "_entry"}, {&s_release_due, "_release_due"},
         {&s_release_turnless_runs, "_release_turnless_runs"}, {&s_beside, "_beside"},
         {&s_release_lone, "_release_lone"}, {&s_lone_due, "#lone"}, /* _runs.LONE_DUE */
@@ -1374,54 +1375,32 @@ static PyObject *init(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
-/* The ids of a call C reads for the count (its span id and its parent's, borrowed): 0, or -1 for a record of another
- * type or ids not exact str (Python counts then). */
-static int call_ids(PyObject *c, PyObject **sid, PyObject **parent) {
-    PyTypeObject *tp = Py_TYPE(c);
-    if (tp != call_type && tp != requested_type && tp != offered_type && tp != handoff_type && tp != input_type &&
-        tp != callid_type && tp != run_type)
-        return -1;
-    *sid = SLOT(c, off_call[R_SPAN_ID]);
-    *parent = SLOT(c, off_call[R_PARENT]);
-    return *sid != NULL && *parent != NULL && PyUnicode_CheckExact(*sid) && PyUnicode_CheckExact(*parent) ? 0 : -1;
-}
-
-/* _runs.holds_alone: whether a trace where RunRoots wait holds a call that is no RunRoot and under none of them, up
- * its parent links (at most 64): 1 or 0; -1 with an exception; -2 for state C does not read (Python counts then). */
-static int holds_alone(PyObject *calls, PyObject *parents) {
-    if (parents == NULL || !PyDict_CheckExact(parents)) return -2;
-    PyObject *roots = PySet_New(NULL), *sid, *parent;
-    if (roots == NULL) return -1;
-    Py_ssize_t n = PyList_GET_SIZE(calls); /* no Python code runs below: exact str keys, an exact dict and set */
-    int rc = 0;
-    for (Py_ssize_t i = 0; i < n && rc == 0; i++) {
+/* _runs.holds_alone: whether a trace where RunRoots wait holds a call that is no RunRoot and under none of `roots`
+ * (tr.roots: the span ids of the RunRoots waiting), up its parent links (at most 64, _runs._MAX_DEPTH): 1 or 0; -1
+ * with an exception; -2 for state C does not read (Python counts then): a call of another type, or ids not exact str.
+ * No Python code runs: exact str keys, an exact dict and set. */
+static int holds_alone(PyObject *calls, PyObject *parents, PyObject *roots) {
+    if (parents == NULL || roots == NULL || !PyDict_CheckExact(parents) || !PySet_CheckExact(roots)) return -2;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(calls); i++) {
         PyObject *c = PyList_GET_ITEM(calls, i);
-        if (call_ids(c, &sid, &parent) < 0) rc = -2;
-        else if (Py_IS_TYPE(c, run_type) && PySet_Add(roots, sid) < 0) rc = -1;
-    }
-    for (Py_ssize_t i = 0; i < n && rc == 0; i++) {
-        PyObject *c = PyList_GET_ITEM(calls, i);
-        if (Py_IS_TYPE(c, run_type)) continue;
-        call_ids(c, &sid, &parent);
+        PyTypeObject *tp = Py_TYPE(c);
+        if (tp == run_type) continue;
+        if (tp != call_type && tp != requested_type && tp != offered_type && tp != handoff_type && tp != input_type &&
+            tp != callid_type)
+            return -2;
+        PyObject *parent = SLOT(c, off_call[R_PARENT]);
+        if (parent == NULL || !PyUnicode_CheckExact(parent)) return -2;
         int under = 0;
-        for (int depth = 0; depth < 64 && parent != NULL && !under; depth++) {
-            if ((under = PySet_Contains(roots, parent)) < 0) break;
-            if (under) break;
-            PyObject *nxt = PyDict_GetItemWithError(parents, parent);
-            if (nxt == NULL && PyErr_Occurred()) {
-                under = -1;
-                break;
-            }
-            if (nxt != NULL && !PyUnicode_CheckExact(nxt)) {
-                under = -2;
-                break;
-            }
-            parent = nxt;
+        for (int depth = 0; depth < 64 && parent != NULL; depth++) {
+            if ((under = PySet_Contains(roots, parent)) != 0) break;
+            parent = PyDict_GetItemWithError(parents, parent);
+            if (parent == NULL && PyErr_Occurred()) return -1;
+            if (parent != NULL && !PyUnicode_CheckExact(parent)) return -2;
         }
-        rc = under < 0 ? under : !under;
+        if (under < 0) return -1;
+        if (!under) return 1;
     }
-    Py_DECREF(roots);
-    return rc;
+    return 0;
 }
 
 /* count_turnless(traces): how many of the pending traces hold calls and no turn (TurnAssembler.pending_turnless), a
@@ -1437,12 +1416,12 @@ static PyObject *count_turnless(PyObject *module, PyObject *traces) {
     while (PyDict_Next(traces, &pos, &key, &tr)) {
         if (!Py_IS_TYPE(tr, trace_type)) Py_RETURN_NONE;
         PyObject *calls = SLOT(tr, off_trace[X_CALLS]), *turns = SLOT(tr, off_trace[X_TURNS]);
-        PyObject *waiting = SLOT(tr, off_trace[X_WAITING]);
+        PyObject *waiting = SLOT(tr, off_trace[X_WAITING]), *parents = SLOT(tr, off_trace[X_PARENTS]);
         if (calls == NULL || turns == NULL || waiting == NULL || !PyList_CheckExact(calls) ||
             !PyDict_CheckExact(turns))
             Py_RETURN_NONE;
         if (PyList_GET_SIZE(calls) == 0 || PyDict_GET_SIZE(turns) > 0) continue;
-        int alone = waiting == Py_None ? 1 : holds_alone(calls, SLOT(tr, off_trace[X_PARENTS]));
+        int alone = waiting == Py_None ? 1 : holds_alone(calls, parents, SLOT(tr, off_trace[X_ROOTS]));
         if (alone == -1) return NULL;
         if (alone == -2) Py_RETURN_NONE;
         n += alone;
