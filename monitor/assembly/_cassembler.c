@@ -536,55 +536,37 @@ done:
 
 /* One entry of a deadline's due dict: 1 when released inline, 0 when not (or by _release_turn, _release_turns), -1. */
 static int release_due(State *s, PyObject *tid, PyObject *sids, PyObject *out) {
-    PyObject *tr = NULL, *turns = NULL, *calls = NULL, *sorted = NULL;
+    PyObject *turns = NULL, *calls = NULL, *sorted = NULL, *res;
     int rc = -1;
-    PyObject *tw = PyDict_GetItemWithError(s->traces, tid);
-    if (tw == NULL && PyErr_Occurred()) return -1;
-    if (tw == NULL && PyUnicode_Check(tid)) { /* no trace: calls under none put off (a trace's id and "#lone"):
-                                               * self._release_lone(tid, out, now) (_runs) */
-        Py_ssize_t lone = PyUnicode_Tailmatch(tid, s_lone_due, 0, PY_SSIZE_T_MAX, 1);
-        if (lone < 0) return -1;
-        if (lone) {
-            PyObject *args[4] = {s->self, tid, out, s->now_obj};
-            PyObject *r = PyObject_VectorcallMethod(s_release_lone, args, 4 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
-            Py_XDECREF(r);
-            return r != NULL ? 0 : -1;
-        }
+    PyObject *tr = PyDict_GetItemWithError(s->traces, tid);
+    if (tr == NULL) { /* no trace: calls under none put off (a trace's id and "#lone"): self._release_lone(tid, out,
+                       * now) (_runs); else nothing (released, evicted) */
+        if (PyErr_Occurred()) return -1;
+        Py_ssize_t lone = PyUnicode_Check(tid) ? PyUnicode_Tailmatch(tid, s_lone_due, 0, PY_SSIZE_T_MAX, 1) : 0;
+        if (lone <= 0) return (int)lone;
+        PyObject *args[4] = {s->self, tid, out, s->now_obj};
+        res = PyObject_VectorcallMethod(s_release_lone, args, 4 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+        Py_XDECREF(res);
+        return res != NULL ? 0 : -1;
     }
-    if (tw != NULL) { /* RunRoots wait in it: self._release_due(tid, tr, sids, out, now) (_runs) */
-        Py_INCREF(tw);
-        int w = runs_wait(tw);
-        if (w != 0) {
-            PyObject *args[6] = {s->self, tid, tw, sids, out, s->now_obj};
-            size_t n = 6 | PY_VECTORCALL_ARGUMENTS_OFFSET;
-            PyObject *r = w < 0 ? NULL : PyObject_VectorcallMethod(s_release_due, args, n, NULL);
-            Py_DECREF(tw);
-            Py_XDECREF(r);
-            return r != NULL ? 0 : -1;
-        }
-        Py_DECREF(tw);
-    }
-    if (!PyUnicode_Check(sids)) { /* several turns of the trace due together: self._release_turns(tid, tr,
-                                   * sorted(sids), out, now), the trace's calls looked at once for all (_due) */
-        if ((sorted = PySequence_List(sids)) == NULL || PyList_Sort(sorted) < 0) goto done;
-        tr = PyDict_GetItemWithError(s->traces, tid);
-        if (tr == NULL) {
-            rc = PyErr_Occurred() ? -1 : 0;
-            goto done;
-        }
-        Py_INCREF(tr);
-        PyObject *args[6] = {s->self, tid, tr, sorted, out, s->now_obj};
-        PyObject *res = PyObject_VectorcallMethod(s_release_turns, args, 6 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    Py_INCREF(tr);
+    int w = runs_wait(tr);
+    if (w != 0) { /* RunRoots wait in it: self._release_due(tid, tr, sids, out, now) (_runs) */
+        PyObject *args[6] = {s->self, tid, tr, sids, out, s->now_obj};
+        res = w < 0 ? NULL : PyObject_VectorcallMethod(s_release_due, args, 6 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
         Py_XDECREF(res);
         rc = res != NULL ? 0 : -1;
         goto done;
     }
-    tr = PyDict_GetItemWithError(s->traces, tid);
-    if (tr == NULL) {
-        rc = PyErr_Occurred() ? -1 : 0;
+    if (!PyUnicode_Check(sids)) { /* several turns of the trace due together: self._release_turns(tid, tr,
+                                   * sorted(sids), out, now), the trace's calls looked at once for all (_due) */
+        if ((sorted = PySequence_List(sids)) == NULL || PyList_Sort(sorted) < 0) goto done;
+        PyObject *args[6] = {s->self, tid, tr, sorted, out, s->now_obj};
+        res = PyObject_VectorcallMethod(s_release_turns, args, 6 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+        Py_XDECREF(res);
+        rc = res != NULL ? 0 : -1;
         goto done;
     }
-    Py_INCREF(tr);
     if ((turns = tr_get(tr, X_TURNS)) == NULL) goto done;
     Py_ssize_t n = size_of(turns);
     int in = n < 0 ? -1 : n == 1 ? has(turns, sids) : 0;
