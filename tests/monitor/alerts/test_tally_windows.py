@@ -46,3 +46,23 @@ def test_a_tool_the_alerts_name_again_counts_only_its_calls_since() -> None:
     assert read_figure(tally, "tool_call_accuracy", None) == (0.5, 2.0)  # 1 correct of 2 judged calls
     assert read_figure(tally, "missed_rate", AUTH) == (1.0, 1.0)  # since 1011: 1 missed of 1 expected
     assert read_figure(tally, "tool_call_accuracy", AUTH) == (None, 0.0)  # since 1011: no AUTH call
+
+
+def test_a_batch_after_a_pause_leaves_the_verdicts_of_before_it_out_of_the_window_unfollowed() -> None:
+    # Windows followed by no gauge take the snapshot due before a batch counts: after a pause longer than the window
+    # (SIGSTOP; the monotonic clock went on) whose first event is a batch, not a tick, the snapshot is of the counts
+    # of before the pause, dated when they last changed, and the window holds the new batch only. Taken after the
+    # batch, it was dated then and the verdicts counted just before the pause stayed in the window with it.
+    now = [1000.0]
+    w = TallyWindows([60.0], tools=(AUTH,), clock=lambda: now[0])
+    assert not w.follow
+    for _ in range(10):  # a turn a second, a tick after it
+        now[0] += 1.0
+        w.accept([auth_turn(AUTH)])
+        w.tick()
+    now[0] += 0.5  # after the last snapshot: three turns, then the process is stopped
+    w.accept([auth_turn(AUTH)] * 3)
+    now[0] += 7200.0  # two hours later it continues with a batch
+    w.accept([auth_turn(AUTH)])
+    tally = w.tally(AGENT, 60.0)
+    assert tally is not None and tally.judged_turns == 1
