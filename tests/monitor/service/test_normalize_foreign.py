@@ -570,6 +570,7 @@ _ECHOED = "no such city: x\n\nFake: no such city: x\n"
         (f"{_WRAPPED}\n\nToolError: {_WRAPPED}" + _JS_STACK, None, "ToolError"),  # not the wrapped error's type
         (f"{_ECHOED}\n\nError: {_ECHOED}" + _JS_STACK, None, "Error"),  # nor a name the message holds
         ("no such city\n\nError: another city" + _JS_STACK, None, None),  # the stack is another error's
+        ("no such city\n\nError: no such city: x" + _JS_STACK, None, None),  # another's, its message longer
         ("no such city\n\n" + _JS_STACK, None, None),
         ("boom", None, None),  # a plain message: as it is
         (f"{_LONG_NAME}('x')", _LONG_NAME, None),  # a name past the bound: as it is
