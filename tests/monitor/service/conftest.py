@@ -13,6 +13,7 @@ from typing import IO, Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from monitor.assembly import _assembler
 from monitor.serve import Server, ServerThread, Settings
 
 RULES = Path(__file__).resolve().parents[3] / "rules" / "incident-triage.yaml"
@@ -93,3 +94,15 @@ def serve(tmp_path: Path) -> Iterator[ServeFactory]:
     yield factory
     for st in threads:
         st.stop()
+
+
+@pytest.fixture(params=["c", "python"])
+def asm_impl(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The C assembler as loaded, or the Python reference alone (every C entry point off)."""
+    if request.param == "c":
+        if _assembler._ADD_C is None:
+            pytest.skip("the C assembler is not loaded")
+    else:
+        for name in ("_ADD_C", "_POLL_C", "_COUNT_C", "_RELEASE_ALL_C"):
+            monkeypatch.setattr(_assembler, name, None)
+    return str(request.param)

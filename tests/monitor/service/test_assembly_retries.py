@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import pytest
 
-from monitor.assembly import TurnAssembler, _assembler
+from monitor.assembly import TurnAssembler
 from monitor.otlp import Span
 from monitor.records import HandoffMark, RequestedCall, ToolCall, Turn
 
@@ -22,18 +22,6 @@ S = 1_000_000_000
 T = "0af7651916cd43dd8448eb211c80319c"
 Record = ToolCall | Turn | Span
 Batch = Callable[[], list[Record]]  # new records each time: a retry is decoded again
-
-
-@pytest.fixture(params=["c", "python"])
-def impl(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """The C assembler as loaded, or the Python reference alone (every C entry point off)."""
-    if request.param == "c":
-        if _assembler._ADD_C is None:
-            pytest.skip("the C assembler is not loaded")
-    else:
-        for name in ("_ADD_C", "_POLL_C", "_COUNT_C", "_RELEASE_ALL_C"):
-            monkeypatch.setattr(_assembler, name, None)
-    return str(request.param)
 
 
 def the_turn() -> list[Record]:
@@ -90,7 +78,9 @@ RELEASES = pytest.mark.parametrize("release", ["poll", "flush"])
 
 @RELEASES
 @pytest.mark.parametrize("link", [True, False], ids=["chat-span", "requested-only"])
-def test_the_chat_span_sent_again_alone_after_its_call_ran_is_a_duplicate(impl: str, release: str, link: bool) -> None:
+def test_the_chat_span_sent_again_alone_after_its_call_ran_is_a_duplicate(
+    asm_impl: str, release: str, link: bool
+) -> None:
     """The common split: the turn and the call that ran in one request, the chat span that asked for it in another;
     that request sent again after the verdict. Its requested call was accounted for by the call that ran: a copy of
     it is a duplicate (the span, once), not a late call nor, without the chat span's link to its turn, a call judged
@@ -105,7 +95,7 @@ def test_the_chat_span_sent_again_alone_after_its_call_ran_is_a_duplicate(impl: 
 
 
 @RELEASES
-def test_the_whole_request_sent_again_is_duplicates_not_a_late_call(impl: str, release: str) -> None:
+def test_the_whole_request_sent_again_is_duplicates_not_a_late_call(asm_impl: str, release: str) -> None:
     def request() -> list[Record]:
         return [*chat(("f", "x")), ran("e", "t"), *the_turn()]
 
@@ -116,7 +106,7 @@ def test_the_whole_request_sent_again_is_duplicates_not_a_late_call(impl: str, r
 
 @RELEASES
 @pytest.mark.parametrize("again", ["wrapper", "all"])
-def test_a_wrappers_span_sent_again_is_a_duplicate(impl: str, release: str, again: str) -> None:
+def test_a_wrappers_span_sent_again_is_a_duplicate(asm_impl: str, release: str, again: str) -> None:
     """A wrapper's execute_tool span around the tool's own (rule 0: one call, the inner one kept)."""
 
     def request() -> list[Record]:
@@ -130,7 +120,7 @@ def test_a_wrappers_span_sent_again_is_a_duplicate(impl: str, release: str, agai
 
 @RELEASES
 @pytest.mark.parametrize("again", ["handoff", "chat"])
-def test_a_handoff_sent_again_is_a_duplicate(impl: str, release: str, again: str) -> None:
+def test_a_handoff_sent_again_is_a_duplicate(asm_impl: str, release: str, again: str) -> None:
     """A handoff drops the transfer call the model asked for, then itself: the turn has no call. Its span, or the
     chat span that asked for it, sent again is a duplicate, not a late call."""
     turns, a = judged_then_sent_again(
@@ -143,7 +133,7 @@ def test_a_handoff_sent_again_is_a_duplicate(impl: str, release: str, again: str
 
 
 @RELEASES
-def test_a_requested_call_never_run_sent_again_stays_a_duplicate(impl: str, release: str) -> None:
+def test_a_requested_call_never_run_sent_again_stays_a_duplicate(asm_impl: str, release: str) -> None:
     """Reconcile keeps a requested call no call accounts for (judged with its turn): its copy was a duplicate
     already, and the call the model asked for again in the same span (a copy of its id) with it."""
     turns, a = judged_then_sent_again(
@@ -153,7 +143,7 @@ def test_a_requested_call_never_run_sent_again_stays_a_duplicate(impl: str, rele
     assert counts(a) == (1, 0, 1, 0)
 
 
-def test_what_reconcile_dropped_is_remembered_as_bounded_as_the_calls_judged(impl: str) -> None:
+def test_what_reconcile_dropped_is_remembered_as_bounded_as_the_calls_judged(asm_impl: str) -> None:
     a = TurnAssembler(grace_s=2, turnless_timeout_s=5)
     a._released_max = 2
     a.add_records([ran("e", "t"), *the_turn(), *chat(("f", "x"), ("f", "x"))], 0)

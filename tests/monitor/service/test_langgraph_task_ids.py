@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from monitor._json import BUDGET, PLAIN_CHARS, estimate
-from monitor.assembly import TurnAssembler, _assembler
+from monitor.assembly import TurnAssembler
 from monitor.assembly._reconcile import reconcile
 from monitor.normalize import _markers as m
 from monitor.otlp import STATUS_ERROR, STATUS_OK, Span
@@ -229,18 +229,6 @@ def test_marks_alone_are_dropped() -> None:
 # ---- assembly ------------------------------------------------------------------------------------------------
 
 T = "0af7651916cd43dd8448eb211c80319c"
-
-
-@pytest.fixture(params=["c", "python"])
-def asm_impl(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """The C assembler as loaded, or the Python reference alone (every C entry point off)."""
-    if request.param == "c":
-        if _assembler._ADD_C is None:
-            pytest.skip("the C assembler is not loaded")
-    else:
-        for name in ("_ADD_C", "_POLL_C", "_COUNT_C", "_RELEASE_ALL_C"):
-            monkeypatch.setattr(_assembler, name, None)
-    return str(request.param)
 
 
 def _in_trace(*records: Any) -> list[Any]:
