@@ -17,7 +17,7 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.alerts.figures import FIGURES
-from monitor.alerts.live import for_metrics
+from monitor.alerts.live import LiveAlerts, for_metrics
 from monitor.alerts.windows import read_figure
 from monitor.judge import Tally
 from monitor.metrics import ToolwatchMetrics, View
@@ -108,17 +108,22 @@ alerts:
 """
 
 
-def test_an_alert_on_a_tool_metrics_count_as_other_reads_no_figure(tmp_path: Path) -> None:
-    """With `from_definitions`, an offered tool the rules do not declare is `__other__` on /metrics (declared tools
-    only are label values): the gauges and Prometheus' per-tool rules have no series of it, so an alert naming it
-    never fires there. In process it read the tool's own calls and fired; it now reads no figure either."""
-    rules = tmp_path / "open.yaml"
-    rules.write_text(OPEN)
+def _served(rules: Path, text: str) -> tuple[Clock, ToolwatchMetrics, Server, LiveAlerts]:
+    """A server of the rule file `rules` (written with `text`), its metrics on a controlled clock, and its alerts."""
+    rules.write_text(text)
     clock = Clock()
     metrics = ToolwatchMetrics(clock=clock)
     server = Server(Settings(rules=(str(rules),), watch_rules=False), metrics=metrics)
     live = server.alerts
     assert live is not None
+    return clock, metrics, server, live
+
+
+def test_an_alert_on_a_tool_metrics_count_as_other_reads_no_figure(tmp_path: Path) -> None:
+    """With `from_definitions`, an offered tool the rules do not declare is `__other__` on /metrics (declared tools
+    only are label values): the gauges and Prometheus' per-tool rules have no series of it, so an alert naming it
+    never fires there. In process it read the tool's own calls and fired; it now reads no figure either."""
+    clock, metrics, server, live = _served(tmp_path / "open.yaml", OPEN)
     offered = ({"type": "function", "name": "lookup"}, {"type": "function", "name": "search"})
     turn = Turn(input_text="q where", agent="open", tool_definitions=offered, calls=(ToolCall(name="lookup"),))
     server.pipeline.judge([turn] * 3, time.time_ns())  # lookup instead of search: a wrong-tool call, search missed
@@ -255,13 +260,7 @@ def test_the_tool_usage_rate_alert_reads_the_agent_turns_as_the_counters_do(tmp_
     Calls whose turn never came (turnless groups, judged alone: `__other__`, as an agent without a name) are none:
     they count in neither term, in process as on /metrics. Counted as turns with calls, three of them beside two
     agent turns (one with a call) made the rate 4 / 5, and UsageHigh (above 0.6) fired on calls of no turn."""
-    rules = tmp_path / "usage.yaml"
-    rules.write_text(USAGE)
-    clock = Clock()
-    metrics = ToolwatchMetrics(clock=clock)
-    server = Server(Settings(rules=(str(rules),), watch_rules=False), metrics=metrics)
-    live = server.alerts
-    assert live is not None
+    clock, metrics, server, live = _served(tmp_path / "usage.yaml", USAGE)
     search = (ToolCall(name="search", arguments="{}"),)
     turns = [Turn(input_text="q one", calls=search), Turn(input_text="q two")]
     turnless = [Turn(input_text="", calls=search, turnless=True)] * 3
