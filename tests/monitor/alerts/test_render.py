@@ -174,6 +174,16 @@ _EXPECTED_TOOL = {
 }
 
 
+def _passes_promtool(rules: Path, name: str, evaluation_interval: str, test: dict[str, Any]) -> None:
+    """`promtool test rules` of the rule file `rules` with the unit test `test` (its interval, input series and
+    expectations), written beside it as `name`, passes."""
+    unit = {"rule_files": [str(rules)], "evaluation_interval": evaluation_interval, "tests": [test]}
+    test_file = rules.parent / name
+    test_file.write_text(yaml.safe_dump(unit, sort_keys=False))
+    result = promtool("test", "rules", test_file)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 def test_every_recorded_figure_matches_metrics_md(tmp_path: Path) -> None:
     assert set(_EXPECTED_AGENT) == set(FIGURES)
     rules = tmp_path / "rules.yml"
@@ -206,19 +216,11 @@ def test_every_recorded_figure_matches_metrics_md(tmp_path: Path) -> None:
             "exp_samples": [{"labels": '{agent="a"}', "value": 30}],
         }
     )
-    unit = {
-        "rule_files": [str(rules)],
-        "evaluation_interval": "1m",
-        "tests": [{
-            "interval": "1m",
-            "input_series": [{"series": s, "values": f"0+{step}x20"} for s, step in _SERIES],
-            "promql_expr_test": tests,
-        }],
-    }  # fmt: skip
-    test_file = tmp_path / "figures_test.yml"
-    test_file.write_text(yaml.safe_dump(unit, sort_keys=False))
-    result = promtool("test", "rules", test_file)
-    assert result.returncode == 0, result.stdout + result.stderr
+    _passes_promtool(rules, "figures_test.yml", "1m", {
+        "interval": "1m",
+        "input_series": [{"series": s, "values": f"0+{step}x20"} for s, step in _SERIES],
+        "promql_expr_test": tests,
+    })  # fmt: skip
 
 
 @pytest.mark.parametrize("bound", ["below", "above"])
@@ -256,25 +258,17 @@ def test_no_agent_turn_in_the_window_is_no_usage_rate_when_only_turnless_groups_
     spec = {"name": "UsageLow", "figure": "tool_usage_rate", "agent": "a", "below": 0.5, "for": "0s"}
     rules.write_text(render({"alerts": [spec]}))
     at = "14m10s"  # off the 15s scrape grid (evaluated every 10s)
-    unit = {
-        "rule_files": [str(rules)],
-        "evaluation_interval": "10s",
-        "tests": [{
-            "interval": "15s",
-            "input_series": [{"series": s, "values": v} for s, v in _TURNLESS_ONLY],
-            "promql_expr_test": [
-                {"expr": "agent:toolwatch_tool_usage_rate:ratio_rate5m", "eval_time": at, "exp_samples": []},
-                {"expr": "agent:toolwatch_agent_turns:increase5m", "eval_time": at,
-                 "exp_samples": [{"labels": '{__name__="agent:toolwatch_agent_turns:increase5m",agent="a"}',
-                                  "value": 0}]},
-            ],
-            "alert_rule_test": [{"alertname": "UsageLow", "eval_time": at, "exp_alerts": []}],
-        }],
-    }  # fmt: skip
-    test_file = tmp_path / "turnless_only_test.yml"
-    test_file.write_text(yaml.safe_dump(unit, sort_keys=False))
-    result = promtool("test", "rules", test_file)
-    assert result.returncode == 0, result.stdout + result.stderr
+    _passes_promtool(rules, "turnless_only_test.yml", "10s", {
+        "interval": "15s",
+        "input_series": [{"series": s, "values": v} for s, v in _TURNLESS_ONLY],
+        "promql_expr_test": [
+            {"expr": "agent:toolwatch_tool_usage_rate:ratio_rate5m", "eval_time": at, "exp_samples": []},
+            {"expr": "agent:toolwatch_agent_turns:increase5m", "eval_time": at,
+             "exp_samples": [{"labels": '{__name__="agent:toolwatch_agent_turns:increase5m",agent="a"}',
+                              "value": 0}]},
+        ],
+        "alert_rule_test": [{"alertname": "UsageLow", "eval_time": at, "exp_alerts": []}],
+    })  # fmt: skip
 
 
 # An agent whose argument (or schema) checks all passed, 1000 of them, then none came for a while, then from 10m on
@@ -305,26 +299,18 @@ def test_every_checked_call_failing_in_the_window_reads_0_not_a_share_of_passing
         (f'toolwatch_{failing}_total{{agent="a",tool="t1"}}', "0+0x40 90+90x40"),
         (f'toolwatch_{passing}_total{{agent="a",tool="t1"}}', "1000+0x80"),
     ]
-    unit = {
-        "rule_files": [str(rules)],
-        "evaluation_interval": "10s",
-        "tests": [{
-            "interval": "15s",
-            "input_series": [{"series": s, "values": v} for s, v in series],
-            "promql_expr_test": [
-                {"expr": f"agent:toolwatch_{figure}:ratio_rate5m", "eval_time": at,
-                 "exp_samples": [{"labels": f'{{__name__="agent:toolwatch_{figure}:ratio_rate5m",agent="a"}}',
-                                  "value": 0}]},
-                {"expr": f"agent_tool:toolwatch_{figure}:ratio_rate5m", "eval_time": at,
-                 "exp_samples": [{"labels": f'{{__name__="agent_tool:toolwatch_{figure}:ratio_rate5m",agent="a",'
-                                            'tool="t1"}', "value": 0}]},
-            ],
-        }],
-    }  # fmt: skip
-    test_file = tmp_path / "all_failing_test.yml"
-    test_file.write_text(yaml.safe_dump(unit, sort_keys=False))
-    result = promtool("test", "rules", test_file)
-    assert result.returncode == 0, result.stdout + result.stderr
+    _passes_promtool(rules, "all_failing_test.yml", "10s", {
+        "interval": "15s",
+        "input_series": [{"series": s, "values": v} for s, v in series],
+        "promql_expr_test": [
+            {"expr": f"agent:toolwatch_{figure}:ratio_rate5m", "eval_time": at,
+             "exp_samples": [{"labels": f'{{__name__="agent:toolwatch_{figure}:ratio_rate5m",agent="a"}}',
+                              "value": 0}]},
+            {"expr": f"agent_tool:toolwatch_{figure}:ratio_rate5m", "eval_time": at,
+             "exp_samples": [{"labels": f'{{__name__="agent_tool:toolwatch_{figure}:ratio_rate5m",agent="a",'
+                                        'tool="t1"}', "value": 0}]},
+        ],
+    })  # fmt: skip
 
 
 def test_rule_compiler_and_alert_figures_agree_on_direction_and_per_tool() -> None:
