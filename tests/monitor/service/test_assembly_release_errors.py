@@ -8,6 +8,7 @@ pending, in C (_cassembler.c) as in the Python reference, or a turn is neither p
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -29,11 +30,22 @@ def _records() -> list[ToolCall | Turn]:
     return out
 
 
-def _poll(a: TurnAssembler, python: bool) -> object:
+def _on(
+    python: bool, **settings: Any
+) -> tuple[TurnAssembler, Callable[[list[Any], int], object], Callable[[int], list[Turn]]]:
+    """A TurnAssembler of `settings`, with its add_records and poll on one path: the Python reference's, or C's
+    (skipped when it is not loaded)."""
+    if not python and _assembler._POLL_C is None:
+        pytest.skip("the C assembler is not loaded")
+    a = TurnAssembler(**settings)
+    return (a, a._add_records_py, a._poll_py) if python else (a, a.add_records, a.poll)
+
+
+def _poll(a: TurnAssembler, python: bool) -> list[Turn]:
     return a._poll_py(10**12) if python else a.poll(10**12)
 
 
-def _flush(a: TurnAssembler, python: bool) -> object:
+def _flush(a: TurnAssembler, python: bool) -> list[Turn]:
     return a._release_all_py() if python else a.flush()
 
 
@@ -42,10 +54,8 @@ def _flush(a: TurnAssembler, python: bool) -> object:
 def test_turns_released_before_an_error_are_counted_completed(
     release: Callable[[TurnAssembler, bool], object], python: bool
 ) -> None:
-    if not python and _assembler._POLL_C is None:
-        pytest.skip("the C assembler is not loaded")
-    a = TurnAssembler(grace_s=1)
-    (a._add_records_py if python else a.add_records)(_records(), 0)
+    a, add, _ = _on(python, grace_s=1)
+    add(_records(), 0)
     assert a._pending_turns == 2
     with pytest.raises(TypeError):
         release(a, python)
@@ -67,12 +77,8 @@ def _turnless(tid: str, starts: tuple[int | None, ...]) -> list[ToolCall | Turn]
 def test_turnless_calls_that_cannot_be_ordered_stay_pending_at_poll(python: bool) -> None:
     # _release_turnless emptied the trace's calls, and poll had dropped the trace, before the sort that raises: the
     # calls were neither pending nor released nor counted (and remembered as judged alone: a retry, a duplicate).
-    if not python and _assembler._POLL_C is None:
-        pytest.skip("the C assembler is not loaded")
     s = _NS
-    a = TurnAssembler(grace_s=1, turnless_timeout_s=10)
-    add = a._add_records_py if python else a.add_records
-    poll = a._poll_py if python else a.poll
+    a, add, poll = _on(python, grace_s=1, turnless_timeout_s=10)
     add(_turnless(GOOD, (3, 2)), 0)
     add(_turnless(BAD, (None, 2)), 1)
     add(_turnless(LATER, (5,)), 5 * s)
@@ -93,12 +99,10 @@ def test_turnless_calls_that_cannot_be_ordered_stay_pending_at_poll(python: bool
 
 @pytest.mark.parametrize("python", [False, True], ids=["c", "python"])
 def test_turnless_calls_that_cannot_be_ordered_stay_pending_at_flush(python: bool) -> None:
-    if not python and _assembler._POLL_C is None:
-        pytest.skip("the C assembler is not loaded")
-    a = TurnAssembler(grace_s=1, turnless_timeout_s=10)
-    (a._add_records_py if python else a.add_records)(_turnless(BAD, (None, 2)), 0)
+    a, add, _ = _on(python, grace_s=1, turnless_timeout_s=10)
+    add(_turnless(BAD, (None, 2)), 0)
     with pytest.raises(TypeError):
-        a._release_all_py() if python else a.flush()
+        _flush(a, python)
     assert [c.span_id for c in a._traces[BAD].calls] == ["c0", "c1"] and a.pending_turnless == 1
     assert a.stats.turnless_completed == 0 and not a._judged_alone
 
@@ -109,10 +113,8 @@ def test_a_run_root_under_a_turn_that_cannot_be_released_keeps_waiting(python: b
     # released (_runs.drop_runs). Its release raised after the root was taken off the trace's waiting lists and
     # remembered as a step, with the root still held: no longer waiting (its span id out of `roots`) yet held, and the
     # turn, released after, took it as a tool call (no RunRoot waiting, none dropped).
-    if not python and _assembler._POLL_C is None:
-        pytest.skip("the C assembler is not loaded")
     s = _NS
-    a = TurnAssembler(grace_s=1, turnless_timeout_s=10)
+    a, add, poll = _on(python, grace_s=1, turnless_timeout_s=10)
     bad = ToolCall("x", trace_id=GOOD, span_id="c0", parent_span_id="t", start_ns=None)  # type: ignore[arg-type]
     run = RunRoot("", trace_id=GOOD, span_id="r", parent_span_id="gone", start_ns=2 * s, end_ns=3 * s,
                   turn=Turn("run", trace_id=GOOD, span_id="r", start_ns=2 * s, end_ns=3 * s))  # fmt: skip
@@ -122,12 +124,12 @@ def test_a_run_root_under_a_turn_that_cannot_be_released_keeps_waiting(python: b
         bad,
         ToolCall("x", trace_id=GOOD, span_id="c1", parent_span_id="t", start_ns=s),
     ]
-    (a._add_records_py if python else a.add_records)(records, 0)
+    add(records, 0)
     with pytest.raises(TypeError):
-        a._poll_py(2 * s) if python else a.poll(2 * s)
+        poll(2 * s)
     tr = a._traces[GOOD]
     assert list(tr.turns) == ["t"] and [c.span_id for c in tr.calls] == ["r", "c0", "c1"]  # as before the release
     assert tr.waiting == {"gone": [run]} and tr.roots == {"r"} and GOOD + "r" not in a._steps
     bad.start_ns = 0
-    out = a._release_all_py() if python else a.flush()
+    out = _flush(a, python)
     assert not [c for t in out for c in t.calls if isinstance(c, RunRoot)]
