@@ -552,6 +552,22 @@ def test_calls_under_a_waiting_run_wait_for_it_past_the_timeout() -> None:
     assert _released_by(steps, 14) == {5: [("", True, ("c9",))], 7: [("x", False, ("c1", "c2"))]}
 
 
+def test_calls_under_none_after_nested_runs_settled_as_steps_keep_the_clock_of_the_first() -> None:
+    """Two nested runs' roots (`y`, `z`, under spans `s1`, `s2` not sent yet) wait beside the root `x` (waiting for a
+    parent never sent); the calls under none `a` (at 1) and `b` (at 2) start the turnless timeout at 1. At 3 `s1` and
+    `s2` arrive under `x` (`y` and `z` steps of its run, taken off the calls before `a` and `b`) and so does `a`'s
+    parent: `a` is under `x` now. The call under none `c` (at 4) is judged with `b`, whose timeout counts from its
+    arrival (2): at 7, after `x`'s turn took `a` at 5. The calls known to be under a run (tr.checked) shift with the
+    roots taken off before them; counted past `b`, `c` restarted the clock and they were judged at 9."""
+    steps: list[tuple[str, list[Spec], int]] = [
+        ("add", [("run", T, "x", "q", 0, 1), ("run", T, "y", "s1", 1, 2), ("run", T, "z", "s2", 1, 2)], 0),
+        ("add", [("call", T, "a", "p1", 1, 2)], 1), ("add", [("call", T, "b", "p2", 2, 3)], 1),
+        ("add", [("other", T, "s1", "x", 1, 2), ("other", T, "s2", "x", 1, 2), ("other", T, "p1", "x", 1, 2)], 1),
+        ("add", [("call", T, "c", "p3", 4, 5)], 1),
+    ]  # fmt: skip
+    assert _released_by(steps, 12) == {5: [("x", False, ("a",))], 7: [("", True, ("b", "c"))]}
+
+
 def test_a_call_under_none_held_before_runs_wait_is_judged_a_timeout_after_it_arrived() -> None:
     """A call under `y` at 0 (under none then: `y` not sent yet), starting its trace's turnless timeout; at 1, children
     first, a call under none `a0` and the nested run's root `y` (waiting for `x`, never sent). The call under `y` is
